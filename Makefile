@@ -1,0 +1,20 @@
+# The README's two commands: `make demo` (the main job) and `make test`.
+# Both bootstrap what a fresh Debian 12 machine lacks (scripts/bootstrap.sh).
+PY := .venv/bin/python
+
+.PHONY: bootstrap demo test bench clean
+
+bootstrap:
+	@bash scripts/bootstrap.sh
+
+demo: bootstrap
+	$(PY) -m softswitch demo
+
+test: bootstrap
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+bench: bootstrap
+	$(PY) -m bench
+
+clean:
+	rm -rf .venv .pytest_cache build *.egg-info

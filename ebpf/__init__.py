@@ -1,0 +1,1 @@
+"""ebpf package."""
