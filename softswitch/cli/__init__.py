@@ -1,0 +1,1 @@
+"""Subcommands of `python -m softswitch`: one module each, with register(subparsers)."""
