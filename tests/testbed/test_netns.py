@@ -1,0 +1,81 @@
+"""The namespace helpers every real-packet test relies on."""
+import os
+import socket
+import subprocess
+
+import pytest
+
+from mininet_topos.netns import Namespace, NetnsError, two_hosts, unique_name, veth_pair
+
+pytestmark = pytest.mark.root
+
+
+def _namespaces() -> set[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return {line.split()[0] for line in out.splitlines() if line.strip()}
+
+
+def test_two_hosts_ping_and_cleanup():
+    with two_hosts("tnsa") as (h1, h2):
+        assert h1.name in _namespaces() and h2.name in _namespaces()
+        h1.run(["ping", "-c", "1", "-W", "2", h2.ip])
+        names = (h1.name, h2.name)
+    assert not set(names) & _namespaces()
+
+
+def test_socket_made_inside_namespace_stays_there():
+    with two_hosts("tnsb") as (h1, h2):
+        with h2.enter():
+            rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            rx.bind((h2.ip, 0))
+        with h1.enter():
+            tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        rx.settimeout(2)
+        tx.sendto(b"hello", rx.getsockname())
+        assert rx.recvfrom(100)[0] == b"hello"
+        tx.close()
+        rx.close()
+    # back in the root namespace: the host address is not ours here
+    with pytest.raises(OSError):
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            s.bind((h2.ip, 0))
+        finally:
+            s.close()
+
+
+def test_processes_are_ended_on_close():
+    with Namespace.create("tnsc") as ns:
+        proc = ns.popen(["sleep", "60"])
+        pid = proc.pid
+    assert proc.poll() is not None
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def test_failure_inside_block_still_cleans_up():
+    created = []
+    with pytest.raises(RuntimeError):
+        with two_hosts("tnsd") as (h1, h2):
+            created += [h1.name, h2.name]
+            raise RuntimeError("boom")
+    assert not set(created) & _namespaces()
+
+
+def test_errors_name_the_object():
+    with pytest.raises(NetnsError, match="too long"):
+        unique_name("x" * 14)
+    with Namespace.create("tnse") as ns:
+        with pytest.raises(NetnsError, match=f"in namespace {ns.name}: false exited 1"):
+            ns.run(["false"])
+
+
+def test_veth_to_root_namespace():
+    with Namespace.create("tnsf") as ns:
+        root_end, ns_end = veth_pair(None, ns, prefix="tnsf", addr_a="10.78.0.1/30",
+                                     addr_b="10.78.0.2/30")
+        try:
+            ns.run(["ping", "-c", "1", "-W", "2", "10.78.0.1"])
+        finally:
+            from mininet_topos.netns import delete_link
+            delete_link(root_end)
