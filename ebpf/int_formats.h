@@ -1,0 +1,151 @@
+/* INT over UDP (INT-MD mode) and the host record: the C side of FORMATS.md.
+ *
+ * Shared by the eBPF programs (compiled by bcc) and by plain C test programs
+ * (compiled by gcc to compare sizes and offsets with formats/int_md.py).
+ * Every wire field is big-endian; the host record is in host byte order and the
+ * project only runs on little-endian hosts, so the numpy mirror can be fixed '<'.
+ */
+#ifndef INT_FORMATS_H
+#define INT_FORMATS_H
+
+#ifndef __BPF__
+#include <stdint.h>
+typedef uint8_t __u8;
+typedef uint16_t __u16;
+typedef uint32_t __u32;
+typedef uint64_t __u64;
+#endif
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "host records are defined little-endian; this host is not"
+#endif
+
+#ifndef INT_UDP_PORT
+#define INT_UDP_PORT 7777
+#endif
+#define ROCEV2_UDP_PORT 4791
+#define INT_SHIM_TYPE_MD 1
+#define INT_SHIM_NPT_UDP_PORT 1
+#define INT_MD_VERSION 2
+#define INT_DS_ID_HPCC 0x4850
+#define INT_MAX_HOPS 8
+#define INT_SHIM_LEN 4
+#define INT_MD_LEN 12
+#define INT_FIXED_LEN (INT_SHIM_LEN + INT_MD_LEN)
+
+/* Instruction bits: spec bit n is mask 0x8000 >> n. */
+#define INS_NODE_ID 0x8000     /* bit 0: node ID, 4 B */
+#define INS_PORTS 0x4000       /* bit 1: ingress port 16, egress port 16 */
+#define INS_HOP_LATENCY 0x2000 /* bit 2: hop latency (us), 4 B */
+#define INS_QUEUE 0x1000       /* bit 3: queue ID 8, occupancy 24 */
+#define INS_INGRESS_TS 0x0800  /* bit 4: ingress timestamp (us), 8 B */
+#define INS_EGRESS_TS 0x0400   /* bit 5: egress timestamp (us), 8 B */
+#define INS_TX_UTIL 0x0100     /* bit 7: egress port tx utilisation, 4 B */
+#define DS_TX_BYTES 0x8000     /* DS bit 0 */
+#define DS_QUEUE_BYTES 0x4000  /* DS bit 1 */
+#define DS_LINE_RATE 0x2000    /* DS bit 2 */
+#define INS_SUPPORTED 0xFD00
+#define DS_SUPPORTED 0xE000
+#define INT_MAX_HOP_BYTES 48   /* every supported field: 36 standard + 12 DS */
+
+struct int_shim {
+    __u8 type_npt;     /* type 4, NPT 2, reserved 2 */
+    __u8 length;       /* words after the shim */
+    __u16 orig_dport;  /* network order */
+} __attribute__((packed));
+
+struct int_md_hdr {
+    __u32 ver_flags_ml_rhc; /* ver 4, D 1, E 1, M 1, rsvd 12, hop ML 5, RHC 8 */
+    __u16 instruction_bitmap;
+    __u16 ds_id;
+    __u16 ds_instruction;
+    __u16 ds_flags;
+} __attribute__((packed));
+
+/* One hop inside a host record; absent fields are 0. 56 B. */
+struct int_hop_rec {
+    __u64 ingress_ts;      /* 0  us */
+    __u64 egress_ts;       /* 8  us */
+    __u32 node_id;         /* 16 */
+    __u32 hop_latency;     /* 20 us */
+    __u32 queue_occupancy; /* 24 packets (24 bits) */
+    __u32 tx_util;         /* 28 */
+    __u32 tx_bytes;        /* 32 mod 2^32 */
+    __u32 queue_bytes;     /* 36 */
+    __u32 line_rate;       /* 40 Mbit/s */
+    __u16 ingress_port;    /* 44 */
+    __u16 egress_port;     /* 46 */
+    __u8 queue_id;         /* 48 */
+    __u8 pad[7];           /* 49 */
+};
+
+/* One INT packet seen by a host sink. 48 + 8 * 56 = 496 B. */
+struct int_host_record {
+    __u64 capture_ns;          /* 0  bpf_ktime_get_ns (CLOCK_MONOTONIC) */
+    __u32 src_ip;              /* 8  host order */
+    __u32 dst_ip;              /* 12 */
+    __u16 src_port;            /* 16 */
+    __u16 orig_dport;          /* 18 */
+    __u32 dest_qp;             /* 20 (0 unless the inner packet is RoCEv2) */
+    __u32 psn;                 /* 24 */
+    __u16 ip_total_len;        /* 28 restored IPv4 total length */
+    __u8 opcode;               /* 30 */
+    __u8 hop_count;            /* 31 */
+    __u16 instruction_bitmap;  /* 32 */
+    __u16 ds_id;               /* 34 */
+    __u16 ds_instruction;      /* 36 */
+    __u16 ds_flags;            /* 38 */
+    __u8 hop_ml;               /* 40 */
+    __u8 remaining_hop_count;  /* 41 */
+    __u8 md_flags;             /* 42 D<<2 | E<<1 | M */
+    __u8 ip_tos;               /* 43 */
+    __u32 ifindex;             /* 44 */
+    struct int_hop_rec hops[INT_MAX_HOPS]; /* 48, newest hop first */
+};
+
+/* Per-flow state kept by the sink (key: IPv4 pair, UDP source port, dest QP). */
+struct int_flow_key {
+    __u32 src_ip;   /* host order */
+    __u32 dst_ip;
+    __u32 dest_qp;
+    __u16 src_port;
+    __u16 pad;
+};
+
+struct int_flow_stats {
+    __u64 packets;
+    __u64 bytes;          /* restored IPv4 total length summed */
+    __u64 int_packets;    /* of which carried INT */
+    __u64 lost_packets;   /* PSNs skipped over when a later PSN arrived */
+    __u64 loss_events;    /* number of forward jumps */
+    __u64 out_of_order;   /* PSN at or behind the highest seen (late or repeated) */
+    __u64 first_ns;
+    __u64 last_ns;
+    __u32 highest_psn;
+    __u32 last_gap;       /* length of the latest forward jump */
+    __u32 path_signature; /* FNV-1a of node IDs, wire order (0: no node IDs) */
+    __u8 last_hop_count;
+    __u8 opcode;
+    __u16 pad;
+};
+
+/* Counters in the "stats" array, one slot each. */
+enum int_stat {
+    STAT_INT_STRIPPED = 0,   /* INT read, recorded and removed */
+    STAT_ROCE_PLAIN = 1,     /* RoCEv2 without INT, counted per flow */
+    STAT_OTHER = 2,          /* anything else, passed untouched */
+    STAT_BAD_SHORT = 3,      /* too short for shim + MD header (or BTH) */
+    STAT_BAD_SHIM = 4,       /* shim type != INT-MD or NPT != 1 */
+    STAT_BAD_VERSION = 5,    /* MD version != 2 */
+    STAT_BAD_LENGTH = 6,     /* shim length < 3 words or beyond the packet */
+    STAT_BAD_HOP_ML = 7,     /* hop ML != bitmaps, or stack not a multiple of it */
+    STAT_BAD_TOO_MANY = 8,   /* more than 8 hops */
+    STAT_BAD_BITMAP = 9,     /* bits the sink does not know */
+    STAT_BAD_IP = 10,        /* IPv4 options or fragment: INT not touched */
+    STAT_RINGBUF_FULL = 11,  /* record lost, packet still stripped */
+    STAT_STRIP_FAILED = 12,  /* bpf_skb_adjust_room refused: passed unmodified */
+    STAT_MALFORMED_DROPPED = 13, /* malformed and MALFORMED_DROP=1 */
+    STAT_MAX = 14,
+};
+
+#endif /* INT_FORMATS_H */

@@ -1,0 +1,154 @@
+"""formats.int_md against itself, scapy, and the C header (sizes and offsets by gcc)."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scapy.contrib.roce import BTH
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+from scapy.packet import Raw
+
+from formats import int_md
+from formats.int_md import (HOP_RECORD_DTYPE, HOST_RECORD_DTYPE, HPCC_DS_INSTRUCTION,
+                            HPCC_INSTRUCTION_BITMAP, HopRecord, IntFormatError, IntMD,
+                            IntShim)
+
+HEADER = Path(int_md.__file__).resolve().parent.parent / "ebpf" / "int_formats.h"
+
+
+def roce_frame(psn: int = 7, qp: int = 0x12, payload: bytes = b"p" * 40) -> bytes:
+    return bytes(Ether() / IP(src="10.1.0.1", dst="10.1.0.2", tos=0x02)
+                 / UDP(sport=49152, dport=4791, chksum=0)
+                 / BTH(opcode=0x04, dqpn=qp, psn=psn) / Raw(payload))
+
+
+def full_hop(i: int) -> HopRecord:
+    return HopRecord(node_id=100 + i, ingress_port=i + 1, egress_port=i + 2,
+                     hop_latency=10 * i + 3, queue_id=i, queue_occupancy=1000 + i,
+                     ingress_ts=(1 << 40) + i, egress_ts=(1 << 41) + i, tx_util=5 + i,
+                     tx_bytes=0xFFFF0000 + i, queue_bytes=1500 * i, line_rate=25000)
+
+
+def test_constants_follow_formats_md():
+    assert int_md.INT_UDP_PORT == 7777
+    assert int_md.INT_DS_ID_HPCC == 0x4850
+    assert HPCC_INSTRUCTION_BITMAP == int_md.bit(0) | int_md.bit(3) | int_md.bit(5) == 0x9400
+    assert HPCC_DS_INSTRUCTION == int_md.bit(0) | int_md.bit(1) | int_md.bit(2) == 0xE000
+    assert int_md.hop_words(HPCC_INSTRUCTION_BITMAP, HPCC_DS_INSTRUCTION) * 4 == 28
+
+
+@pytest.mark.parametrize("ins,ds,size", [
+    (0x8000, 0, 4), (0xC000, 0, 8), (0x9400, 0xE000, 28), (0xFD00, 0xE000, 48), (0x0800, 0x2000, 12),
+])
+def test_hop_sizes(ins, ds, size):
+    assert len(int_md.encode_hop(full_hop(1), ins, ds)) == size
+    assert int_md.hop_words(ins, ds) == size // 4
+
+
+@pytest.mark.parametrize("nhops", range(0, 9))
+def test_insert_parse_strip_roundtrip(nhops):
+    frame = roce_frame()
+    hops = [full_hop(i) for i in range(nhops)]
+    pkt = int_md.insert_int(frame, hops, instruction_bitmap=0xFD00, ds_instruction=0xE000)
+    hdr = int_md.parse_int(pkt)
+    assert hdr is not None and list(hdr.hops) == hops
+    assert hdr.remaining_hop_count == 8 - nhops
+    assert int_md.strip_int(pkt) == frame
+    parsed = Ether(pkt)
+    assert parsed[UDP].dport == 7777 and parsed[IntShim].orig_dport == 4791
+    assert parsed[IntMD].hops() == hops
+    assert parsed[BTH].psn == 7 and parsed[BTH].dqpn == 0x12
+    assert parsed[IP].len == len(pkt) - 14 and IP(bytes(parsed[IP])).chksum == parsed[IP].chksum
+
+
+def test_masked_hops_keep_only_bitmap_fields():
+    h = full_hop(3)
+    got = int_md.decode_hops(int_md.encode_hop(h, 0x9400, 0xE000), 0x9400, 0xE000)[0]
+    assert got == h.masked(0x9400, 0xE000)
+    assert got.ingress_port == 0 and got.queue_occupancy == h.queue_occupancy
+
+
+def test_scapy_builds_same_bytes_as_insert_int():
+    frame = roce_frame()
+    hops = [full_hop(0), full_hop(1)]
+    pkt = Ether(frame)
+    stack = int_md.encode_hops(hops, HPCC_INSTRUCTION_BITMAP, HPCC_DS_INSTRUCTION)
+    udp = pkt[UDP]
+    inner = udp.payload
+    built = (Ether(bytes(pkt)[:14]) / IP(src="10.1.0.1", dst="10.1.0.2", tos=0x02)
+             / UDP(sport=49152, dport=7777, chksum=0) / IntShim(orig_dport=4791)
+             / IntMD(remaining_hop_count=6, hop_stack=stack) / inner)
+    assert bytes(built) == int_md.insert_int(frame, hops)
+
+
+@pytest.mark.parametrize("kw,msg", [
+    ({"instruction_bitmap": 0x0200}, "unsupported bits 0x0200"),
+    ({"ds_instruction": 0x1000}, "DS instruction bitmap 0x1000"),
+])
+def test_bad_bitmaps_are_named(kw, msg):
+    with pytest.raises(IntFormatError, match=msg):
+        int_md.insert_int(roce_frame(), [full_hop(0)], **kw)
+
+
+def test_parse_rejects_hop_ml_mismatch():
+    pkt = int_md.insert_int(roce_frame(), [full_hop(0)], hop_ml=5)
+    with pytest.raises(IntFormatError, match="hop ML 5 does not match"):
+        int_md.parse_int(pkt)
+
+
+def test_path_signature_known_value():
+    assert int_md.path_signature([]) == 0x811C9DC5
+    assert int_md.path_signature([1, 2]) != int_md.path_signature([2, 1])
+
+
+def test_hops_to_array():
+    arr = int_md.hops_to_array([full_hop(0), full_hop(1)])
+    assert arr.dtype == HOP_RECORD_DTYPE and arr["node_id"].tolist() == [100, 101] + [0] * 6
+
+
+C_PROBE = r"""
+#include <stdio.h>
+#include <stddef.h>
+#include "int_formats.h"
+#define F(s, f) printf(#s " " #f " %zu %zu\n", offsetof(struct s, f), sizeof(((struct s *)0)->f));
+int main(void) {
+  printf("int_hop_rec SIZE %zu 0\n", sizeof(struct int_hop_rec));
+  printf("int_host_record SIZE %zu 0\n", sizeof(struct int_host_record));
+  %FIELDS%
+  return 0;
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to compile the C probe")
+def test_numpy_dtypes_mirror_c_structs(tmp_path):
+    lines = []
+    for sname, dt in (("int_hop_rec", HOP_RECORD_DTYPE), ("int_host_record", HOST_RECORD_DTYPE)):
+        for name in dt.names:
+            lines.append(f"F({sname}, {name})")
+    src = tmp_path / "probe.c"
+    src.write_text(C_PROBE.replace("%FIELDS%", "\n  ".join(lines)))
+    exe = tmp_path / "probe"
+    subprocess.run(["gcc", "-Wall", "-Werror", "-I", str(HEADER.parent), "-o", str(exe),
+                    str(src)], check=True, capture_output=True, text=True)
+    out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
+    seen = {}
+    for line in out.splitlines():
+        sname, field, off, size = line.split()
+        seen[(sname, field)] = (int(off), int(size))
+    assert seen[("int_hop_rec", "SIZE")][0] == HOP_RECORD_DTYPE.itemsize
+    assert seen[("int_host_record", "SIZE")][0] == HOST_RECORD_DTYPE.itemsize
+    for sname, dt in (("int_hop_rec", HOP_RECORD_DTYPE), ("int_host_record", HOST_RECORD_DTYPE)):
+        for name in dt.names:
+            ftype, off = dt.fields[name][:2]
+            assert seen[(sname, name)] == (off, ftype.itemsize), (sname, name)
+
+
+def test_host_record_dtype_views_raw_bytes():
+    raw = bytearray(HOST_RECORD_DTYPE.itemsize * 2)
+    rec = np.frombuffer(raw, HOST_RECORD_DTYPE)
+    assert rec.shape == (2,) and rec["hops"].shape == (2, 8)
