@@ -1,0 +1,287 @@
+"""HPCC rate engine, vectorised over every flow the controller tracks.
+
+Follows the published algorithm (Li et al., SIGCOMM 2019, Algorithm 1) and the
+behaviour of its public ns-3 model, computed centrally from INT telemetry:
+
+* per hop i:  u_i = min(qlen_i, qlen_i_prev) / (B_i * T) + txRate_i / B_i,
+  txRate_i from the tx-bytes delta over the egress-timestamp delta (both wrap);
+* the bottleneck is the hop with the largest u; its u feeds an EWMA whose weight
+  is the sample's time span tau (clamped to T): U = (U*(T - tau) + u*tau) / T;
+* rate:  if U/eta >= 1 or incStage >= maxStage:  R = Rc / (U/eta) + R_AI, stage 0
+         else                                     R = Rc + R_AI,           stage + 1
+  clamped to [min rate, max rate];
+* every sample sets the flow's rate (fast reaction), but the reference rate Rc and
+  the stage are committed only once per base RTT T, so a flow reacts per packet
+  without compounding its decrease within one RTT.
+
+The ns-3 model commits once per "window of sequence numbers"; a controller sees
+no send sequence, so the commit here is once per T of telemetry arrival time
+(``commit_mask`` lets a caller that knows PSNs decide instead).
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from controller.cc.errors import FlowIndexError, ParameterError, TelemetryError
+from controller.cc.latency import LoopLatency
+from controller.cc.telemetry import MAX_HOPS, HopSamples
+from controller.cc.wrap import delta_mod, delta_mod_n
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HpccParams:
+    """HPCC knobs; rates that scale with the NIC are fractions of its line rate."""
+
+    eta: float = 0.95
+    """Target utilisation of the bottleneck."""
+    max_stage: int = 5
+    """Additive-increase rounds before a multiplicative adjustment is forced."""
+    rate_ai_fraction: float = 0.001
+    """R_AI as a fraction of the flow's max rate (paper: W_AI = W_init (1-eta)/N)."""
+    min_rate_fraction: float = 0.001
+    """Lowest rate as a fraction of the flow's max rate."""
+    base_rtt_s: float = 10e-6
+    """T: base RTT, EWMA horizon and commit period."""
+    ts_modulus_ns: int = 1 << 64
+    """Wrap of ``ts_ns`` (e.g. 2**48 * 1000 for 48-bit microsecond timestamps)."""
+    tx_bytes_bits: int = 32
+    """Width of the tx-bytes counter (FORMATS.md: modulo 2^32)."""
+    qlen_use_min: bool = True
+    """Use min(current, previous) queue length per hop, as paper and ns-3 do."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.eta <= 1.0:
+            raise ParameterError(f"HpccParams.eta = {self.eta} is outside (0, 1]")
+        if self.max_stage < 0:
+            raise ParameterError(f"HpccParams.max_stage = {self.max_stage} is negative")
+        if not 0.0 <= self.rate_ai_fraction < 1.0:
+            raise ParameterError(
+                f"HpccParams.rate_ai_fraction = {self.rate_ai_fraction} is outside [0, 1)")
+        if not 0.0 < self.min_rate_fraction <= 1.0:
+            raise ParameterError(
+                f"HpccParams.min_rate_fraction = {self.min_rate_fraction} is outside (0, 1]")
+        if not self.base_rtt_s > 0.0:
+            raise ParameterError(f"HpccParams.base_rtt_s = {self.base_rtt_s} must be positive")
+        if not 2 <= self.ts_modulus_ns <= 1 << 64:
+            raise ParameterError(f"HpccParams.ts_modulus_ns = {self.ts_modulus_ns} invalid")
+        if not 1 <= self.tx_bytes_bits <= 64:
+            raise ParameterError(f"HpccParams.tx_bytes_bits = {self.tx_bytes_bits} invalid")
+
+
+@dataclass(slots=True, kw_only=True)
+class RateDecisions:
+    """Rates decided for one batch, one entry per row of the batch."""
+
+    flow_idx: np.ndarray
+    rate_bps: np.ndarray
+    bottleneck_hop: np.ndarray
+    """Hop column with the largest u (-1 when no hop could be measured yet)."""
+    utilisation: np.ndarray
+    """EWMA U of the flow after this sample."""
+    updated: np.ndarray
+    """False where the sample only primed the per-hop history (first sample, new path)."""
+
+
+@dataclass(slots=True, kw_only=True)
+class HpccState:
+    """Per-flow and per-(flow, hop) arrays; row = flow index."""
+
+    max_rate_bps: np.ndarray
+    base_rtt_s: np.ndarray
+    rate_bps: np.ndarray
+    rc_bps: np.ndarray
+    inc_stage: np.ndarray
+    u_ewma: np.ndarray
+    last_commit_ns: np.ndarray
+    active: np.ndarray
+    prev_valid: np.ndarray
+    prev_node: np.ndarray
+    prev_ts_ns: np.ndarray
+    prev_tx_bytes: np.ndarray
+    prev_qlen_bytes: np.ndarray
+
+    @classmethod
+    def empty(cls, n_flows: int) -> "HpccState":
+        f, h = n_flows, MAX_HOPS
+        return cls(
+            max_rate_bps=np.zeros(f), base_rtt_s=np.zeros(f), rate_bps=np.zeros(f),
+            rc_bps=np.zeros(f), inc_stage=np.zeros(f, dtype=np.int64), u_ewma=np.zeros(f),
+            last_commit_ns=np.zeros(f, dtype=np.int64), active=np.zeros(f, dtype=bool),
+            prev_valid=np.zeros((f, h), dtype=bool), prev_node=np.zeros((f, h), dtype=np.uint32),
+            prev_ts_ns=np.zeros((f, h), dtype=np.uint64),
+            prev_tx_bytes=np.zeros((f, h), dtype=np.uint64), prev_qlen_bytes=np.zeros((f, h)))
+
+
+@dataclass(slots=True, kw_only=True)
+class HpccEngine:
+    """Vectorised HPCC for a fixed-size flow table.
+
+    ``start_flows`` (re)initialises rows at line rate; ``update`` consumes one
+    ``HopSamples`` batch and returns the new rates. Rows of a batch that name the
+    same flow are applied in batch order.
+    """
+
+    n_flows: int
+    params: HpccParams = field(default_factory=HpccParams)
+    clock_ns: Callable[[], int] = time.monotonic_ns
+    state: HpccState = field(init=False)
+    latency: LoopLatency = field(init=False)
+    samples_seen: int = field(init=False, default=0)
+
+    def __post_init__(self) -> None:
+        if self.n_flows <= 0:
+            raise ParameterError(f"HpccEngine.n_flows = {self.n_flows} must be positive")
+        self.state = HpccState.empty(self.n_flows)
+        self.latency = LoopLatency(n_flows=self.n_flows)
+
+    # ----------------------------------------------------------------- flows
+    def start_flows(self, flow_idx: npt.ArrayLike, *, max_rate_bps: npt.ArrayLike,
+                    base_rtt_s: npt.ArrayLike | None = None, now_ns: int = 0,
+                    initial_rate_bps: npt.ArrayLike | None = None) -> None:
+        """(Re)start flows: rate = Rc = initial rate (default: max rate), history cleared."""
+        idx = self._check_idx(flow_idx, "start_flows")
+        mr = np.broadcast_to(np.asarray(max_rate_bps, dtype=np.float64), idx.shape)
+        if np.any(~(mr > 0)):
+            raise ParameterError(f"start_flows: max_rate_bps must be positive, got {mr.min()}")
+        rtt = np.broadcast_to(np.asarray(
+            self.params.base_rtt_s if base_rtt_s is None else base_rtt_s, dtype=np.float64),
+            idx.shape)
+        if np.any(~(rtt > 0)):
+            raise ParameterError(f"start_flows: base_rtt_s must be positive, got {rtt.min()}")
+        init = mr if initial_rate_bps is None else np.broadcast_to(
+            np.asarray(initial_rate_bps, dtype=np.float64), idx.shape)
+        s = self.state
+        s.max_rate_bps[idx] = mr
+        s.base_rtt_s[idx] = rtt
+        lo = mr * self.params.min_rate_fraction
+        s.rate_bps[idx] = np.clip(init, lo, mr)
+        s.rc_bps[idx] = s.rate_bps[idx]
+        s.inc_stage[idx] = 0
+        s.u_ewma[idx] = 0.0
+        s.last_commit_ns[idx] = now_ns
+        s.active[idx] = True
+        s.prev_valid[idx] = False
+
+    def stop_flows(self, flow_idx: npt.ArrayLike) -> None:
+        """Forget flows; their rows may be reused by ``start_flows``."""
+        idx = self._check_idx(flow_idx, "stop_flows")
+        self.state.active[idx] = False
+        self.state.prev_valid[idx] = False
+
+    # ---------------------------------------------------------------- update
+    def update(self, samples: HopSamples, *,
+               commit_mask: npt.ArrayLike | None = None) -> RateDecisions:
+        """Apply one telemetry batch; return the rate of every row's flow after it.
+
+        ``commit_mask`` (bool per row) overrides the once-per-T commit of Rc.
+        """
+        idx = self._check_idx(samples.flow_idx, "update")
+        if np.any(~self.state.active[idx]):
+            bad = int(idx[~self.state.active[idx]][0])
+            raise FlowIndexError(f"HpccEngine.update: flow {bad} was not started (start_flows)")
+        commit = None if commit_mask is None else np.asarray(commit_mask, dtype=bool)
+        if commit is not None and commit.shape != idx.shape:
+            raise TelemetryError(f"update: commit_mask shape {commit.shape} != {idx.shape}")
+        n = len(samples)
+        out = RateDecisions(flow_idx=idx.copy(), rate_bps=np.zeros(n),
+                            bottleneck_hop=np.full(n, -1, dtype=np.int64),
+                            utilisation=np.zeros(n), updated=np.zeros(n, dtype=bool))
+        for rows in _rounds(idx):
+            self._update_unique(samples.take(rows), rows, out,
+                                None if commit is None else commit[rows])
+        self.samples_seen += n
+        self.latency.record_decided(idx, samples.arrival_ns, int(self.clock_ns()))
+        return out
+
+    def _update_unique(self, b: HopSamples, rows: np.ndarray, out: RateDecisions,
+                       commit: np.ndarray | None) -> None:
+        p, s = self.params, self.state
+        f = b.flow_idx
+        hops = b.hops
+        present = b.present_mask()
+        node = b.node_id
+        # history is usable where the same switch sat at this hop last time
+        prev_ok = s.prev_valid[f, :hops] & (s.prev_node[f, :hops] == node) & present
+        dts_ns = delta_mod_n(b.ts_ns, s.prev_ts_ns[f, :hops], p.ts_modulus_ns).astype(np.float64)
+        dtx = delta_mod(b.tx_bytes, s.prev_tx_bytes[f, :hops], p.tx_bytes_bits).astype(np.float64)
+        ok = prev_ok & (dts_ns > 0)
+        rtt_s = s.base_rtt_s[f][:, None]
+        line = np.where(present, b.line_rate_bps, 1.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            tx_rate_bps = np.where(ok, dtx * 8.0 / (dts_ns * 1e-9), 0.0)
+        q = np.minimum(b.qlen_bytes, s.prev_qlen_bytes[f, :hops]) if p.qlen_use_min \
+            else b.qlen_bytes
+        u = np.where(ok, q * 8.0 / (line * rtt_s) + tx_rate_bps / line, -np.inf)
+        any_ok = ok.any(axis=1)
+        hop = np.argmax(u, axis=1) if hops else np.zeros(len(f), dtype=np.int64)
+        r = np.arange(len(f))
+        u_max = np.where(any_ok, u[r, hop] if hops else 0.0, 0.0)
+        tau_s = np.where(any_ok, dts_ns[r, hop] * 1e-9 if hops else 0.0, 0.0)
+        tau_s = np.minimum(tau_s, s.base_rtt_s[f])
+        T = s.base_rtt_s[f]
+        u_ewma = np.where(any_ok, (s.u_ewma[f] * (T - tau_s) + u_max * tau_s) / T, s.u_ewma[f])
+
+        max_c = u_ewma / p.eta
+        stage = s.inc_stage[f]
+        mi = (max_c >= 1.0) | (stage >= p.max_stage)
+        rc = s.rc_bps[f]
+        mr = s.max_rate_bps[f]
+        rai = mr * p.rate_ai_fraction
+        with np.errstate(divide="ignore"):
+            new_rate = np.where(mi, rc / np.maximum(max_c, 1e-12) + rai, rc + rai)
+        new_rate = np.clip(new_rate, mr * p.min_rate_fraction, mr)
+        new_stage = np.where(mi, 0, stage + 1)
+
+        now = b.arrival_ns
+        do_commit = (now - s.last_commit_ns[f]) >= (T * 1e9).astype(np.int64) \
+            if commit is None else commit
+        do_commit &= any_ok
+
+        s.u_ewma[f] = u_ewma
+        s.rate_bps[f] = np.where(any_ok, new_rate, s.rate_bps[f])
+        s.rc_bps[f] = np.where(do_commit, new_rate, rc)
+        s.inc_stage[f] = np.where(do_commit, new_stage, stage)
+        s.last_commit_ns[f] = np.where(do_commit, now, s.last_commit_ns[f])
+        # store this sample as the history of every present hop; clear the rest
+        s.prev_valid[f] = False
+        s.prev_valid[f, :hops] = present
+        s.prev_node[f, :hops] = node
+        s.prev_ts_ns[f, :hops] = b.ts_ns
+        s.prev_tx_bytes[f, :hops] = b.tx_bytes
+        s.prev_qlen_bytes[f, :hops] = b.qlen_bytes
+
+        out.rate_bps[rows] = s.rate_bps[f]
+        out.bottleneck_hop[rows] = np.where(any_ok, hop, -1)
+        out.utilisation[rows] = u_ewma
+        out.updated[rows] = any_ok
+
+    def _check_idx(self, flow_idx: npt.ArrayLike, where: str) -> np.ndarray:
+        idx = np.asarray(flow_idx, dtype=np.int64).ravel()
+        if idx.size and (idx.min() < 0 or idx.max() >= self.n_flows):
+            bad = int(idx[(idx < 0) | (idx >= self.n_flows)][0])
+            raise FlowIndexError(
+                f"HpccEngine.{where}: flow index {bad} outside 0..{self.n_flows - 1}")
+        return idx
+
+
+def _rounds(idx: np.ndarray) -> list[np.ndarray]:
+    """Split row numbers into rounds in which every flow appears at most once.
+
+    Round k holds the k-th occurrence of each flow, so batch order is kept per flow.
+    """
+    if idx.size == 0:
+        return []
+    order = np.argsort(idx, kind="stable")
+    sorted_idx = idx[order]
+    starts = np.r_[0, np.flatnonzero(np.diff(sorted_idx)) + 1]
+    group_start = np.repeat(starts, np.diff(np.r_[starts, sorted_idx.size]))
+    rank = np.empty_like(order)
+    rank[order] = np.arange(sorted_idx.size) - group_start
+    if rank.max() == 0:
+        return [np.arange(idx.size)]
+    return [np.flatnonzero(rank == k) for k in range(int(rank.max()) + 1)]
