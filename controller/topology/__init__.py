@@ -1,0 +1,33 @@
+"""Topology model, file loading, validation and routing shared by controller and test bed.
+
+Typical use::
+
+    from controller.topology import load_topology, routes, paths
+    topo = load_topology("mininet_topos/topofiles/leaf_spine.yaml")
+    for route in routes(topo)["s3"]:
+        ...
+"""
+from .errors import (RoutingError, TopologyError, TopologyFormatError,
+                     TopologyValidationError)
+from .generators import GENERATORS, dumbbell, leaf_spine, two_datacenters
+from .load import (LINK_DEFAULTS, dump_topology, dumps_topology, load_topology,
+                   loads_topology, topology_from_dict)
+from .model import (DEFAULT_CPU_PORT, HOST_PORT, Endpoint, Host, Link, LinkRole, LossKind,
+                    LossModel, Switch, SwitchRole, Topology)
+from .routing import (EcmpGroup, Hop, HostConfig, Neighbour, NextHop, Route, ecmp_groups,
+                      host_configs, node_names_by_id, path_links, paths, port_queue_pkts,
+                      port_rates_mbps, port_roles, routes, switch_distances, switch_neighbours)
+from .validate import problems, validate
+
+__all__ = [
+    "TopologyError", "TopologyFormatError", "TopologyValidationError", "RoutingError",
+    "GENERATORS", "dumbbell", "leaf_spine", "two_datacenters",
+    "LINK_DEFAULTS", "dump_topology", "dumps_topology", "load_topology", "loads_topology",
+    "topology_from_dict",
+    "DEFAULT_CPU_PORT", "HOST_PORT", "Endpoint", "Host", "Link", "LinkRole", "LossKind",
+    "LossModel", "Switch", "SwitchRole", "Topology",
+    "EcmpGroup", "Hop", "HostConfig", "Neighbour", "NextHop", "Route", "ecmp_groups",
+    "host_configs", "node_names_by_id", "path_links", "paths", "port_queue_pkts",
+    "port_rates_mbps", "port_roles", "routes", "switch_distances", "switch_neighbours",
+    "problems", "validate",
+]
