@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from controller.cc.batch import occurrence_rounds
 from controller.cc.errors import FlowIndexError, ParameterError, TelemetryError
 from controller.cc.latency import LoopLatency
 from controller.cc.telemetry import MAX_HOPS, HopSamples
@@ -191,7 +192,7 @@ class HpccEngine:
         out = RateDecisions(flow_idx=idx.copy(), rate_bps=np.zeros(n),
                             bottleneck_hop=np.full(n, -1, dtype=np.int64),
                             utilisation=np.zeros(n), updated=np.zeros(n, dtype=bool))
-        for rows in _rounds(idx):
+        for rows in occurrence_rounds(idx):
             self._update_unique(samples.take(rows), rows, out,
                                 None if commit is None else commit[rows])
         self.samples_seen += n
@@ -268,20 +269,3 @@ class HpccEngine:
                 f"HpccEngine.{where}: flow index {bad} outside 0..{self.n_flows - 1}")
         return idx
 
-
-def _rounds(idx: np.ndarray) -> list[np.ndarray]:
-    """Split row numbers into rounds in which every flow appears at most once.
-
-    Round k holds the k-th occurrence of each flow, so batch order is kept per flow.
-    """
-    if idx.size == 0:
-        return []
-    order = np.argsort(idx, kind="stable")
-    sorted_idx = idx[order]
-    starts = np.r_[0, np.flatnonzero(np.diff(sorted_idx)) + 1]
-    group_start = np.repeat(starts, np.diff(np.r_[starts, sorted_idx.size]))
-    rank = np.empty_like(order)
-    rank[order] = np.arange(sorted_idx.size) - group_start
-    if rank.max() == 0:
-        return [np.arange(idx.size)]
-    return [np.flatnonzero(rank == k) for k in range(int(rank.max()) + 1)]
