@@ -36,5 +36,5 @@ class RoutingError(TopologyError):
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:
     """Return ' (did you mean "x"?)' for the closest known name, or '' if none is close."""
-    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.5)
     return f' (did you mean "{close[0]}"?)' if close else ""

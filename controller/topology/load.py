@@ -109,7 +109,7 @@ def _switch(i: int, raw: Any) -> Switch:
         grpc_addr=_str(where, "grpc_addr", raw.get("grpc_addr", f"127.0.0.1:{50000 + device_id}")),
         cpu_port=_int(where, "cpu_port", raw.get("cpu_port", DEFAULT_CPU_PORT)),
         role=_enum(where, "role", raw.get("role", "leaf"), SwitchRole),
-        node_id=_int(where, "node_id", raw.get("node_id", 0)),
+        node_id=_int(where, "node_id", raw.get("node_id", device_id)),
         mac=_str(where, "mac", raw["mac"]) if "mac" in raw else "",
         site=_str(where, "site", raw["site"]) if "site" in raw else "",
     )

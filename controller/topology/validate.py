@@ -136,7 +136,12 @@ def _check_hosts(topo: Topology, out: list[str]) -> None:
             out.append(f"{where}: switch {h.switch!r} does not exist"
                        + did_you_mean(h.switch, switches))
     _unique(out, "ip", ips)
-    gateways = {h.gateway_ip for h in topo.hosts}
+    gateways = set()
+    for h in topo.hosts:
+        try:
+            gateways.add(h.gateway_ip)
+        except ValueError:
+            pass  # reported above
     for where, ip in ips:
         if str(ip) in gateways:
             out.append(f"{where}: ip {ip} is also a gateway address (give the host another "
