@@ -1,0 +1,302 @@
+"""The telemetry collector: UDP servers for Telemetry Reports and host-agent batches.
+
+One thread waits on both sockets; when one is readable it drains up to
+``max_batch`` datagrams without blocking and decodes them as one batch
+(``ReportDecoder`` / ``HostBatchDecoder``), then updates the report sequence
+accounting, the hop and flow tables, and calls the listeners with the decoded
+batch and the flow-table slot of every sample.  Listeners run on the collector
+thread: they must be quick (hand work to a queue for anything slow).
+
+Times: ``arrival_ns`` is CLOCK_MONOTONIC (the clock host records and the rate
+engines use); ``wall_offset_ns`` converts it to Unix time for export.
+"""
+from __future__ import annotations
+
+import logging
+import selectors
+import socket
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from controller.int.decode import ReportDecoder
+from controller.int.errors import ConfigError, Malformed
+from controller.int.host import AgentState, HostBatchDecoder
+from controller.int.records import DecodedBatch
+from controller.int.seq import SeqState, SeqTracker
+from controller.int.state import FlowSnapshot, FlowTable, HopSnapshot, HopTable
+from formats.agent_batch import AGENT_BATCH_UDP_PORT
+from formats.telemetry_report import REPORT_UDP_PORT
+
+log = logging.getLogger("controller.int")
+
+Listener = Callable[[DecodedBatch, np.ndarray], None]
+
+
+@dataclass(slots=True, kw_only=True)
+class CollectorConfig:
+    """Where to listen and how big the tables are.  Port 0 picks a free port."""
+
+    host: str = "127.0.0.1"
+    report_port: int = REPORT_UDP_PORT
+    agent_port: int | None = AGENT_BATCH_UDP_PORT
+    max_batch: int = 2048
+    rcvbuf_bytes: int = 8 << 20
+    hop_capacity: int = 4096
+    hop_depth: int = 256
+    flow_capacity: int = 65536
+    flow_ttl_s: float = 10.0
+
+    def __post_init__(self) -> None:
+        for name in ("report_port", "agent_port"):
+            v = getattr(self, name)
+            if v is not None and not 0 <= v <= 65535:
+                raise ConfigError(f"CollectorConfig.{name}={v} is outside 0..65535")
+        if not 1 <= self.max_batch <= 1 << 20:
+            raise ConfigError(f"CollectorConfig.max_batch={self.max_batch} is outside 1..2^20")
+        if not self.flow_ttl_s > 0:
+            raise ConfigError(f"CollectorConfig.flow_ttl_s={self.flow_ttl_s} must be > 0")
+
+
+@dataclass(slots=True, kw_only=True)
+class CollectorStats:
+    """A consistent copy of the collector's counters."""
+
+    report_datagrams: int
+    reports: int
+    report_hop_records: int
+    agent_datagrams: int
+    host_records: int
+    host_hop_records: int
+    malformed: dict[str, int]
+    switches: list[SeqState] = field(default_factory=list)
+    agents: list[AgentState] = field(default_factory=list)
+    hops: int = 0
+    flows: int = 0
+    flows_expired: int = 0
+    listener_errors: int = 0
+
+    @property
+    def reports_lost(self) -> int:
+        return sum(s.lost for s in self.switches)
+
+
+class Collector:
+    """Telemetry collector; use as a context manager or call start()/stop()."""
+
+    def __init__(self, config: CollectorConfig | None = None, *,
+                 listeners: Sequence[Listener] = ()) -> None:
+        self.config = config or CollectorConfig()
+        c = self.config
+        self.hops = HopTable(capacity=c.hop_capacity, depth=c.hop_depth)
+        self.flows = FlowTable(capacity=c.flow_capacity, ttl_ns=int(c.flow_ttl_s * 1e9))
+        self.report_decoder = ReportDecoder()
+        self.host_decoder = HostBatchDecoder()
+        self.seq = SeqTracker()
+        self.listeners: list[Listener] = list(listeners)
+        self.wall_offset_ns = time.time_ns() - time.monotonic_ns()
+        self._lock = threading.Lock()
+        self._listener_errors = 0
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._sel: selectors.BaseSelector | None = None
+        self._report_sock: socket.socket | None = None
+        self._agent_sock: socket.socket | None = None
+        self._wake_r: socket.socket | None = None
+        self._wake_w: socket.socket | None = None
+        self._last_expire = 0
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    def _bind(self, port: int) -> socket.socket:
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.config.rcvbuf_bytes)
+            s.bind((self.config.host, port))
+        except OSError as exc:
+            s.close()
+            raise ConfigError(
+                f"collector: cannot bind UDP {self.config.host}:{port} ({exc.strerror})"
+            ) from None
+        s.setblocking(False)
+        return s
+
+    def start(self) -> "Collector":
+        if self._thread is not None:
+            return self
+        self._report_sock = self._bind(self.config.report_port)
+        try:
+            if self.config.agent_port is not None:
+                self._agent_sock = self._bind(self.config.agent_port)
+        except ConfigError:
+            self._report_sock.close()
+            raise
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._sel = selectors.DefaultSelector()
+        self._sel.register(self._report_sock, selectors.EVENT_READ, self.feed_reports)
+        if self._agent_sock is not None:
+            self._sel.register(self._agent_sock, selectors.EVENT_READ, self.feed_agent_batches)
+        self._sel.register(self._wake_r, selectors.EVENT_READ, None)
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="int-collector", daemon=True)
+        self._thread.start()
+        log.info("collector listening: reports %s, agents %s", self.report_address,
+                 self.agent_address)
+        return self
+
+    def stop(self) -> None:
+        if self._thread is None:
+            return
+        self._stop.set()
+        assert self._wake_w is not None
+        self._wake_w.send(b"x")
+        self._thread.join(timeout=5)
+        self._thread = None
+        for s in (self._report_sock, self._agent_sock, self._wake_r, self._wake_w):
+            if s is not None:
+                s.close()
+        if self._sel is not None:
+            self._sel.close()
+        self._report_sock = self._agent_sock = self._wake_r = self._wake_w = None
+        self._sel = None
+
+    def __enter__(self) -> "Collector":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def report_address(self) -> tuple[str, int] | None:
+        return self._report_sock.getsockname() if self._report_sock else None
+
+    @property
+    def agent_address(self) -> tuple[str, int] | None:
+        return self._agent_sock.getsockname() if self._agent_sock else None
+
+    # -- receive loop ---------------------------------------------------------------
+
+    def _drain(self, sock: socket.socket) -> list[bytes]:
+        out: list[bytes] = []
+        recv = sock.recv
+        limit = self.config.max_batch
+        try:
+            while len(out) < limit:
+                out.append(recv(65535))
+        except (BlockingIOError, InterruptedError):
+            pass
+        return out
+
+    def _run(self) -> None:
+        assert self._sel is not None
+        sel = self._sel
+        ttl_ns = self.flows.ttl_ns
+        while not self._stop.is_set():
+            for key, _ in sel.select(timeout=0.5):
+                if key.data is None:
+                    continue
+                data = self._drain(key.fileobj)  # type: ignore[arg-type]
+                if data:
+                    try:
+                        key.data(data)
+                    except Exception:  # never let one bad batch stop the collector
+                        log.exception("collector: batch of %d datagrams failed", len(data))
+            now = time.monotonic_ns()
+            if now - self._last_expire > ttl_ns // 4:
+                self._last_expire = now
+                with self._lock:
+                    self.flows.expire(now)
+
+    # -- decode + ingest (also usable without sockets) --------------------------------
+
+    def feed_reports(self, datagrams: Sequence[bytes], arrival_ns: int | None = None) -> DecodedBatch:
+        """Decode and ingest Telemetry Report datagrams (UDP payloads)."""
+        t = time.monotonic_ns() if arrival_ns is None else arrival_ns
+        with self._lock:
+            self._account_seq(datagrams)
+            batch = self.report_decoder.decode(datagrams, t)
+        self.ingest(batch)
+        return batch
+
+    def feed_agent_batches(self, datagrams: Sequence[bytes],
+                           arrival_ns: int | None = None) -> DecodedBatch:
+        """Decode and ingest host-agent batch datagrams."""
+        t = time.monotonic_ns() if arrival_ns is None else arrival_ns
+        with self._lock:
+            batch = self.host_decoder.decode(datagrams, t)
+        self.ingest(batch)
+        return batch
+
+    def _account_seq(self, datagrams: Sequence[bytes]) -> None:
+        """Sequence accounting on every datagram with a v2 group header (even if its
+        body is malformed: it still used a sequence number)."""
+        heads = [d[:8] for d in datagrams if len(d) >= 8 and d[0] >> 4 == 2]
+        if not heads:
+            return
+        g = np.frombuffer(b"".join(heads), ">u4").reshape(-1, 2).astype(np.uint32)
+        self.seq.update(g[:, 1], (g[:, 0] >> 22) & 0x3F, g[:, 0] & 0x3FFFFF)
+
+    def ingest(self, batch: DecodedBatch) -> np.ndarray:
+        """Update hop and flow tables; returns the flow slot of every sample."""
+        if len(batch.samples) == 0:
+            return np.zeros(0, np.int64)
+        with self._lock:
+            arrival = batch.samples["arrival_ns"][batch.hops["sample"]]
+            hop_slots = self.hops.update(batch.hops, arrival)
+            flow_slots = self.flows.update(batch.samples, batch.hops, hop_slots)
+        for fn in self.listeners:
+            try:
+                fn(batch, flow_slots)
+            except Exception:
+                self._listener_errors += 1
+                log.exception("collector: listener %r failed", fn)
+        return flow_slots
+
+    # -- reading ----------------------------------------------------------------------
+
+    def hop_snapshot(self) -> HopSnapshot:
+        with self._lock:
+            return self.hops.snapshot()
+
+    def flow_snapshot(self) -> FlowSnapshot:
+        with self._lock:
+            return self.flows.snapshot()
+
+    def stats(self) -> CollectorStats:
+        with self._lock:
+            mal: Counter = Counter()
+            for k, v in self.report_decoder.stats.malformed.items():
+                mal[k.value] += v
+            for k, v in self.host_decoder.stats.malformed.items():
+                mal["agent_" + k.value] += v
+            rs, hs = self.report_decoder.stats, self.host_decoder.stats
+            return CollectorStats(
+                report_datagrams=rs.datagrams,
+                reports=rs.reports,
+                report_hop_records=rs.hop_records,
+                agent_datagrams=hs.datagrams,
+                host_records=hs.records,
+                host_hop_records=hs.hop_records,
+                malformed=dict(mal),
+                switches=[SeqState(**{f: getattr(s, f) for f in SeqState.__slots__})
+                          for s in self.seq.switches.values()],
+                agents=[AgentState(**{f: getattr(a, f) for f in AgentState.__slots__})
+                        for a in hs.agents.values()],
+                hops=len(self.hops),
+                flows=len(self.flows),
+                flows_expired=self.flows.expired,
+                listener_errors=self._listener_errors,
+            )
+
+
+def malformed_reasons() -> list[str]:
+    """Every reason name a malformed counter can have."""
+    return [m.value for m in Malformed]
+
+
+__all__ = ["Collector", "CollectorConfig", "CollectorStats", "Listener", "malformed_reasons"]

@@ -1,0 +1,314 @@
+"""Vectorised decoding of Telemetry Report v2.0 datagrams into REPORT/HOP arrays.
+
+How it stays fast: every field of a report is 4-byte aligned, so datagrams of the
+same length are stacked into one ``(n, words)`` uint32 matrix.  A handful of column
+gathers read each row's shape (metadata length, IPv4 IHL, shim length, hop ML,
+bitmaps); rows are grouped by shape, every shape is validated once, and the hop
+fields of all rows of a shape are copied out with fixed column slices.  Python
+work is per datagram (bucketing by length) and per distinct shape, never per hop
+record.  Malformed datagrams are counted by ``Malformed`` reason and dropped.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from formats.telemetry_report import REP_TYPE_INT, IN_TYPE_IPV4, REPORT_VERSION, FIXED_LEN
+from controller.int.errors import Malformed
+from controller.int.layout import HPCC_DOMAIN_ID, RecordLayout, record_layout
+from controller.int.records import (
+    FIELD_BIT_BY_NAME,
+    HOP_DTYPE,
+    REPORT_DTYPE,
+    SOURCE_REPORT,
+    DecodedBatch,
+)
+
+ROCEV2_UDP_PORT = 4791
+INT_MD_SHIM_TYPE = 1
+INT_MD_VERSION = 2
+_HDR_WORDS = FIXED_LEN // 4  # group (2) + individual (1) + main contents (2)
+
+#: Shape key columns, in order.
+_KEY = (
+    "rep_type",
+    "in_type",
+    "md_len",
+    "rep_md_bits",
+    "domain",
+    "ds_md_bits",
+    "ip_ver",
+    "ihl",
+    "proto",
+    "shim_type",
+    "shim_len",
+    "md_ver",
+    "hop_ml",
+    "ins",
+    "ds_id",
+    "ds_ins",
+)
+
+
+@dataclass(slots=True, kw_only=True)
+class DecodeStats:
+    """Counters of a report decoder (monotonic; read by the collector's stats)."""
+
+    datagrams: int = 0
+    reports: int = 0
+    hop_records: int = 0
+    malformed: Counter = field(default_factory=Counter)  # Malformed -> count
+    shapes: int = 0  # distinct shapes decoded (layout cache size)
+
+
+def _gather(m: np.ndarray, col: np.ndarray) -> np.ndarray:
+    """m[i, col[i]] for every row, with out-of-range columns read as 0."""
+    n, w = m.shape
+    ok = col < w
+    safe = np.where(ok, col, 0)
+    out = m[np.arange(n), safe]
+    out[~ok] = 0
+    return out
+
+
+def _split(data: bytes, out: dict[int, list[bytes]], stats: DecodeStats) -> None:
+    """Cut a coalesced datagram into single-report datagrams (group header + report)."""
+    n = len(data)
+    head = data[:8]
+    off = 8
+    pieces = []
+    while off < n:
+        if off + 4 > n:
+            stats.malformed[Malformed.REPORT_LENGTH] += 1
+            return
+        end = off + 4 + 4 * data[off + 1]
+        if end > n:
+            stats.malformed[Malformed.REPORT_LENGTH] += 1
+            return
+        pieces.append(head + data[off:end])
+        off = end
+    for p in pieces:
+        out.setdefault(len(p), []).append(p)
+
+
+class ReportDecoder:
+    """Decodes batches of report datagrams; keeps counters and a layout cache."""
+
+    def __init__(self) -> None:
+        self.stats = DecodeStats()
+        self._layouts: dict[tuple[int, ...], tuple[RecordLayout, RecordLayout]] = {}
+
+    def decode(self, datagrams: Sequence[bytes], arrival_ns: int) -> DecodedBatch:
+        """Decode ``datagrams`` (UDP payloads) received at ``arrival_ns``."""
+        st = self.stats
+        st.datagrams += len(datagrams)
+        buckets: dict[int, list[bytes]] = {}
+        bad = st.malformed
+        for d in datagrams:
+            n = len(d)
+            if n < FIXED_LEN:
+                bad[Malformed.SHORT] += 1
+            elif n & 3:
+                bad[Malformed.UNALIGNED] += 1
+            elif d[0] >> 4 != REPORT_VERSION:
+                bad[Malformed.BAD_VERSION] += 1
+            else:
+                end = 12 + 4 * d[9]
+                if end == n:
+                    b = buckets.get(n)
+                    if b is None:
+                        buckets[n] = [d]
+                    else:
+                        b.append(d)
+                elif end < n:
+                    _split(d, buckets, st)
+                else:
+                    bad[Malformed.REPORT_LENGTH] += 1
+        parts = [self._decode_bucket(n, rows, arrival_ns) for n, rows in buckets.items()]
+        out = DecodedBatch.concat(parts)
+        st.reports += len(out.samples)
+        st.hop_records += len(out.hops)
+        return out
+
+    # -- one length --------------------------------------------------------------
+
+    def _decode_bucket(self, length: int, rows: list[bytes], arrival_ns: int) -> DecodedBatch:
+        words = length // 4
+        m = np.frombuffer(b"".join(rows), dtype=">u4").reshape(len(rows), words).astype(np.uint32)
+        if words <= _HDR_WORDS:
+            self.stats.malformed[Malformed.INNER_TRUNCATED] += len(rows)
+            return DecodedBatch.empty()
+        k: dict[str, np.ndarray] = {}
+        w2, w3, w4 = m[:, 2], m[:, 3], m[:, 4]
+        k["rep_type"] = w2 >> 28
+        k["in_type"] = (w2 >> 24) & 0xF
+        md_len = (w2 >> 8) & 0xFF
+        k["md_len"] = md_len
+        k["rep_md_bits"] = w3 >> 16
+        k["domain"] = w3 & 0xFFFF
+        k["ds_md_bits"] = w4 >> 16
+        ip0 = _HDR_WORDS + md_len
+        ipw0 = _gather(m, ip0)
+        k["ip_ver"] = ipw0 >> 28
+        ihl = (ipw0 >> 24) & 0xF
+        k["ihl"] = ihl
+        k["proto"] = (_gather(m, ip0 + 2) >> 16) & 0xFF
+        shim_col = ip0 + ihl + 2
+        shim = _gather(m, shim_col)
+        k["shim_type"] = shim >> 28
+        k["shim_len"] = (shim >> 16) & 0xFF
+        md0 = _gather(m, shim_col + 1)
+        md1 = _gather(m, shim_col + 2)
+        k["md_ver"] = md0 >> 28
+        k["hop_ml"] = (md0 >> 8) & 0x1F
+        k["ins"] = md1 >> 16
+        k["ds_id"] = md1 & 0xFFFF
+        k["ds_ins"] = _gather(m, shim_col + 3) >> 16
+        keys = np.stack([k[c] for c in _KEY], axis=1)
+        if (keys == keys[0]).all():
+            groups = [(keys[0], None)]
+        else:
+            uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+            inv = inv.reshape(-1)
+            groups = [(uniq[g], np.flatnonzero(inv == g)) for g in range(len(uniq))]
+        parts = []
+        for key, idx in groups:
+            sub = m if idx is None else m[idx]
+            parts.append(self._decode_shape(tuple(int(v) for v in key), sub, arrival_ns))
+        return DecodedBatch.concat(parts)
+
+    # -- one shape ----------------------------------------------------------------
+
+    def _layouts_for(self, key: tuple[int, ...]) -> tuple[RecordLayout, RecordLayout]:
+        got = self._layouts.get(key)
+        if got is None:
+            (_, _, _, rep_md_bits, domain, ds_md_bits, *_rest) = key
+            ins, ds_id, ds_ins = key[13], key[14], key[15]
+            got = (
+                record_layout(rep_md_bits, domain, ds_md_bits, report=True),
+                record_layout(ins, ds_id, ds_ins),
+            )
+            if len(self._layouts) < 4096:
+                self._layouts[key] = got
+                self.stats.shapes = len(self._layouts)
+        return got
+
+    def _decode_shape(self, key: tuple[int, ...], m: np.ndarray, arrival_ns: int) -> DecodedBatch:
+        (rep_type, in_type, md_len, rep_md_bits, domain, ds_md_bits, ip_ver, ihl, proto,
+         shim_type, shim_len, md_ver, hop_ml, ins, ds_id, ds_ins) = key
+        n, words = m.shape
+        bad = self.stats.malformed
+        reason: Malformed | None = None
+        sink, hop = self._layouts_for(key)
+        ip0 = _HDR_WORDS + md_len
+        shim_col = ip0 + ihl + 2
+        stack_col = shim_col + 4
+        stack_words = shim_len - 3
+        if rep_type != REP_TYPE_INT:
+            reason = Malformed.UNSUPPORTED_REPORT_TYPE
+        elif in_type != IN_TYPE_IPV4:
+            reason = Malformed.UNSUPPORTED_INNER_TYPE
+        elif md_len != sink.words:
+            reason = Malformed.MD_LENGTH
+        elif ip0 + 5 > words:
+            reason = Malformed.INNER_TRUNCATED
+        elif ip_ver != 4 or ihl < 5:
+            reason = Malformed.BAD_IPV4
+        elif proto != 17:
+            reason = Malformed.NOT_UDP
+        elif shim_col + 1 > words:
+            reason = Malformed.INNER_TRUNCATED
+        elif shim_type != INT_MD_SHIM_TYPE:
+            reason = Malformed.NOT_INT_MD
+        elif shim_len < 3:
+            reason = Malformed.BAD_SHIM
+        elif stack_col > words:
+            reason = Malformed.INNER_TRUNCATED
+        elif md_ver != INT_MD_VERSION:
+            reason = Malformed.BAD_MD_VERSION
+        elif hop_ml != hop.words or (hop_ml == 0 and stack_words) or (
+            hop_ml and stack_words % hop_ml
+        ):
+            reason = Malformed.HOP_ML_MISMATCH
+        elif stack_col + stack_words > words:
+            reason = Malformed.INNER_TRUNCATED
+        if reason is not None:
+            bad[reason] += n
+            return DecodedBatch.empty()
+
+        n_stack = stack_words // hop_ml if hop_ml else 0
+        has_sink = bool(sink.offsets)
+        n_hops = n_stack + (1 if has_sink else 0)
+
+        samples = np.zeros(n, REPORT_DTYPE)
+        samples["arrival_ns"] = arrival_ns
+        samples["source"] = SOURCE_REPORT
+        samples["reporter"] = m[:, 1]
+        samples["seq"] = m[:, 0] & 0x3FFFFF
+        samples["src_ip"] = m[:, ip0 + 3]
+        samples["dst_ip"] = m[:, ip0 + 4]
+        udp0 = m[:, ip0 + ihl]
+        samples["sport"] = udp0 >> 16
+        orig_dport = m[:, shim_col] & 0xFFFF
+        samples["dport"] = orig_dport
+        samples["hop_count"] = n_hops
+        samples["e_bit"] = (m[:, shim_col + 1] >> 26) & 1
+        samples["ins_bitmap"] = ins
+        samples["ds_bitmap"] = ds_ins
+        bth = stack_col + stack_words
+        if bth + 3 <= words:
+            is_roce = orig_dport == ROCEV2_UDP_PORT
+            samples["has_bth"] = is_roce
+            samples["opcode"] = np.where(is_roce, m[:, bth] >> 24, 0)
+            samples["dest_qp"] = np.where(is_roce, m[:, bth + 1] & 0xFFFFFF, 0)
+            samples["psn"] = np.where(is_roce, m[:, bth + 2] & 0xFFFFFF, 0)
+
+        hops = np.zeros(n * n_hops, HOP_DTYPE)
+        if n_hops:
+            view = hops.reshape(n, n_hops)
+            view["sample"] = np.arange(n, dtype=np.uint32)[:, None]
+            view["hop_index"] = np.arange(n_hops, dtype=np.uint8)[None, :]
+            for k in range(n_stack):
+                _fill(view[:, n_stack - 1 - k], m, stack_col + k * hop_ml, hop)
+            if has_sink:
+                last = view[:, n_hops - 1]
+                _fill(last, m, _HDR_WORDS, sink)
+                last["node_id"] = m[:, 1]
+                last["fields"] |= FIELD_BIT_BY_NAME["node_id"]
+        return DecodedBatch(samples=samples, hops=hops)
+
+
+def _fill(dst: np.ndarray, m: np.ndarray, base: int, layout: RecordLayout) -> None:
+    """Copy the fields of one record position (column ``base``) of every row into ``dst``."""
+    fields = 0
+    o = layout.offsets
+    for name, off in o.items():
+        col = m[:, base + off]
+        fields |= FIELD_BIT_BY_NAME[name]
+        if name == "node_id":
+            dst["node_id"] = col
+        elif name == "ports":
+            dst["ingress_port"] = col >> 16
+            dst["egress_port"] = col & 0xFFFF
+        elif name == "hop_latency":
+            dst["hop_latency_us"] = col
+        elif name == "queue":
+            dst["queue_id"] = col >> 24
+            dst["queue_pkts"] = col & 0xFFFFFF
+        elif name == "ingress_ts":
+            dst["ingress_ts_us"] = (col.astype(np.uint64) << np.uint64(32)) | m[:, base + off + 1]
+        elif name == "egress_ts":
+            dst["egress_ts_us"] = (col.astype(np.uint64) << np.uint64(32)) | m[:, base + off + 1]
+        elif name == "tx_bytes":
+            dst["tx_bytes"] = col
+        elif name == "queue_bytes":
+            dst["queue_bytes"] = col
+        elif name == "line_rate":
+            dst["line_rate_mbps"] = col
+    dst["fields"] = fields
+
+
+__all__ = ["DecodeStats", "ReportDecoder", "HPCC_DOMAIN_ID"]

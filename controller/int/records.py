@@ -1,0 +1,138 @@
+"""Decoded telemetry as numpy structured arrays: the collector's internal currency.
+
+Both sources (Telemetry Reports from sink switches, host records from agents) are
+decoded into the same two arrays, so state tables and consumers (controller.cc,
+loss maps, export) see one shape:
+
+``REPORT_DTYPE`` — one element per telemetry sample (one data packet seen):
+
+=============  =====  =====================================================
+field          type   meaning
+=============  =====  =====================================================
+arrival_ns     i8     collector receive time (CLOCK_MONOTONIC ns) of the batch
+source         u1     SOURCE_REPORT (switch report) or SOURCE_HOST (agent)
+reporter       u4     node ID of the sink switch, or agent id for host records
+seq            u4     report sequence number (22 bit) / agent batch sequence
+src_ip         u4     inner IPv4 source (host order integer)
+dst_ip         u4     inner IPv4 destination
+sport          u2     UDP source port (per-QP entropy)
+dport          u2     original UDP destination port (from the INT shim)
+dest_qp        u4     BTH destination QP (0 when not present)
+psn            u4     BTH PSN (0 when not present)
+opcode         u1     BTH opcode (0 when not present)
+has_bth        u1     1 when dest_qp/psn/opcode were decoded
+hop_count      u1     hop records of this sample (including sink metadata)
+e_bit          u1     INT-MD E flag: some hop could not push its record
+ins_bitmap     u2     INT instruction bitmap of the hop records
+ds_bitmap      u2     DS instruction bitmap of the hop records
+capture_ns     u8     host capture time (host records only, else 0)
+=============  =====  =====================================================
+
+``HOP_DTYPE`` — one element per hop record; ``sample`` indexes the report array
+of the same batch; ``hop_index`` is the position along the path (0 = the INT
+source switch, the last hop is the sink).  ``fields`` has bit ``1 << n`` set for
+every field present (FIELD_* constants); absent fields are 0.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+SOURCE_REPORT = 1
+SOURCE_HOST = 2
+
+REPORT_DTYPE = np.dtype(
+    [
+        ("arrival_ns", "i8"),
+        ("source", "u1"),
+        ("reporter", "u4"),
+        ("seq", "u4"),
+        ("src_ip", "u4"),
+        ("dst_ip", "u4"),
+        ("sport", "u2"),
+        ("dport", "u2"),
+        ("dest_qp", "u4"),
+        ("psn", "u4"),
+        ("opcode", "u1"),
+        ("has_bth", "u1"),
+        ("hop_count", "u1"),
+        ("e_bit", "u1"),
+        ("ins_bitmap", "u2"),
+        ("ds_bitmap", "u2"),
+        ("capture_ns", "u8"),
+    ]
+)
+
+HOP_DTYPE = np.dtype(
+    [
+        ("sample", "u4"),
+        ("hop_index", "u1"),
+        ("fields", "u2"),
+        ("node_id", "u4"),
+        ("ingress_port", "u2"),
+        ("egress_port", "u2"),
+        ("hop_latency_us", "u4"),
+        ("queue_id", "u1"),
+        ("queue_pkts", "u4"),
+        ("ingress_ts_us", "u8"),
+        ("egress_ts_us", "u8"),
+        ("tx_bytes", "u4"),
+        ("queue_bytes", "u4"),
+        ("line_rate_mbps", "u4"),
+    ]
+)
+
+FIELD_NODE_ID = 1 << 0
+FIELD_PORTS = 1 << 1
+FIELD_HOP_LATENCY = 1 << 2
+FIELD_QUEUE = 1 << 3
+FIELD_INGRESS_TS = 1 << 4
+FIELD_EGRESS_TS = 1 << 5
+FIELD_TX_BYTES = 1 << 6
+FIELD_QUEUE_BYTES = 1 << 7
+FIELD_LINE_RATE = 1 << 8
+
+#: Layout field name -> FIELD_* bit.
+FIELD_BIT_BY_NAME: dict[str, int] = {
+    "node_id": FIELD_NODE_ID,
+    "ports": FIELD_PORTS,
+    "hop_latency": FIELD_HOP_LATENCY,
+    "queue": FIELD_QUEUE,
+    "ingress_ts": FIELD_INGRESS_TS,
+    "egress_ts": FIELD_EGRESS_TS,
+    "tx_bytes": FIELD_TX_BYTES,
+    "queue_bytes": FIELD_QUEUE_BYTES,
+    "line_rate": FIELD_LINE_RATE,
+}
+
+
+@dataclass(slots=True, kw_only=True)
+class DecodedBatch:
+    """Samples and hop records decoded from one batch of datagrams."""
+
+    samples: np.ndarray  # REPORT_DTYPE
+    hops: np.ndarray  # HOP_DTYPE
+
+    @classmethod
+    def empty(cls) -> "DecodedBatch":
+        return cls(samples=np.zeros(0, REPORT_DTYPE), hops=np.zeros(0, HOP_DTYPE))
+
+    @classmethod
+    def concat(cls, parts: list["DecodedBatch"]) -> "DecodedBatch":
+        """Join batches, renumbering ``hops['sample']`` to the joined sample array."""
+        parts = [p for p in parts if len(p.samples)]
+        if not parts:
+            return cls.empty()
+        if len(parts) == 1:
+            return parts[0]
+        offsets = np.cumsum([0] + [len(p.samples) for p in parts[:-1]])
+        hops = []
+        for off, p in zip(offsets, parts):
+            h = p.hops.copy()
+            h["sample"] += np.uint32(off)
+            hops.append(h)
+        return cls(
+            samples=np.concatenate([p.samples for p in parts]),
+            hops=np.concatenate(hops),
+        )

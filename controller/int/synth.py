@@ -1,0 +1,147 @@
+"""Synthetic Telemetry Reports: what a sink switch would send, built from field values.
+
+Used by tests, the collector benchmark and demos without switches.  Hops are
+given in path order (the INT source first); the stack is written newest first as
+the data plane does.  Byte layouts follow FORMATS.md (INT-MD v2.1 over UDP, HPCC
+domain 0x4850, Telemetry Report v2.0).
+"""
+from __future__ import annotations
+
+import socket
+import struct
+from dataclasses import dataclass
+
+from controller.int.layout import DS_FIELD_BITS, HPCC_DOMAIN_ID, STD_FIELD_BITS, record_layout
+from formats.telemetry_report import IndividualReport, build_report
+
+#: HPCC profile: node ID, queue, egress ts; DS tx bytes, queue bytes, line rate.
+HPCC_INS_BITMAP = 0x8000 | 0x1000 | 0x0400
+HPCC_DS_BITMAP = 0x8000 | 0x4000 | 0x2000
+INT_UDP_PORT = 7777
+ROCEV2_UDP_PORT = 4791
+
+
+@dataclass(slots=True, kw_only=True)
+class Hop:
+    """Field values of one hop record (fields not asked for by the bitmaps are ignored)."""
+
+    node_id: int = 0
+    ingress_port: int = 0
+    egress_port: int = 0
+    hop_latency_us: int = 0
+    queue_id: int = 0
+    queue_pkts: int = 0
+    ingress_ts_us: int = 0
+    egress_ts_us: int = 0
+    tx_bytes: int = 0
+    queue_bytes: int = 0
+    line_rate_mbps: int = 0
+
+
+def _field_words(h: Hop, name: str) -> bytes:
+    if name == "node_id":
+        return struct.pack("!I", h.node_id)
+    if name == "ports":
+        return struct.pack("!HH", h.ingress_port, h.egress_port)
+    if name == "hop_latency":
+        return struct.pack("!I", h.hop_latency_us)
+    if name == "queue":
+        return struct.pack("!I", (h.queue_id << 24) | (h.queue_pkts & 0xFFFFFF))
+    if name == "ingress_ts":
+        return struct.pack("!Q", h.ingress_ts_us)
+    if name == "egress_ts":
+        return struct.pack("!Q", h.egress_ts_us)
+    if name == "tx_bytes":
+        return struct.pack("!I", h.tx_bytes & 0xFFFFFFFF)
+    if name == "queue_bytes":
+        return struct.pack("!I", h.queue_bytes)
+    if name == "line_rate":
+        return struct.pack("!I", h.line_rate_mbps)
+    raise KeyError(name)
+
+
+def encode_record(h: Hop, bitmap: int, ds_bitmap: int, *, report: bool = False) -> bytes:
+    """One hop record (or report sink metadata) holding the fields the bitmaps ask for."""
+    layout = record_layout(bitmap, HPCC_DOMAIN_ID, ds_bitmap, report=report)
+    out = bytearray(4 * layout.words)
+    for name, off in layout.offsets.items():
+        w = _field_words(h, name)
+        out[4 * off : 4 * off + len(w)] = w
+    return bytes(out)
+
+
+def build_int_inner(
+    *,
+    hops: list[Hop],
+    src_ip: str = "10.0.0.1",
+    dst_ip: str = "10.0.1.1",
+    sport: int = 49152,
+    dest_qp: int = 0x11,
+    psn: int = 0,
+    opcode: int = 0x04,
+    ins_bitmap: int = HPCC_INS_BITMAP,
+    ds_bitmap: int = HPCC_DS_BITMAP,
+    remaining_hops: int = 8,
+    e_bit: bool = False,
+    payload_len: int = 0,
+) -> bytes:
+    """IPv4/UDP/INT shim/INT-MD/hop stack/BTH/payload as it reaches the sink."""
+    layout = record_layout(ins_bitmap, HPCC_DOMAIN_ID, ds_bitmap)
+    stack = b"".join(encode_record(h, ins_bitmap, ds_bitmap) for h in reversed(hops))
+    shim_len = 3 + len(stack) // 4
+    shim = struct.pack("!BBH", (1 << 4) | (1 << 2), shim_len, ROCEV2_UDP_PORT)
+    md = struct.pack(
+        "!IHHHH",
+        (2 << 28) | (int(e_bit) << 26) | (layout.words << 8) | max(remaining_hops - len(hops), 0),
+        ins_bitmap,
+        HPCC_DOMAIN_ID,
+        ds_bitmap,
+        0,
+    )
+    bth = struct.pack("!BBHII", opcode, 0, 0xFFFF, dest_qp & 0xFFFFFF, psn & 0xFFFFFF)
+    body = shim + md + stack + bth + b"\x00" * payload_len
+    udp = struct.pack("!HHHH", sport, INT_UDP_PORT, 8 + len(body), 0)
+    total = 20 + len(udp) + len(body)
+    ip = struct.pack(
+        "!BBHHHBBH4s4s", 0x45, 0, total, 0, 0x4000, 64, 17, 0,
+        socket.inet_aton(src_ip), socket.inet_aton(dst_ip),
+    )
+    return ip + udp + body
+
+
+def build_hpcc_report(
+    *,
+    node_id: int,
+    seq: int,
+    hops: list[Hop],
+    sink: Hop | None = None,
+    **inner: object,
+) -> bytes:
+    """A report datagram for one packet; ``sink`` adds the sink's metadata (ports,
+    queue, egress ts; DS tx bytes, queue bytes, line rate)."""
+    rep_md_bits = 0
+    ds_md_bits = 0
+    metadata = b""
+    if sink is not None:
+        rep_md_bits = 0x4000 | 0x1000 | 0x0400
+        ds_md_bits = HPCC_DS_BITMAP
+        metadata = encode_record(sink, rep_md_bits, ds_md_bits, report=True)
+    rep = IndividualReport(
+        inner=build_int_inner(hops=hops, **inner),  # type: ignore[arg-type]
+        rep_md_bits=rep_md_bits,
+        ds_md_bits=ds_md_bits,
+        metadata=metadata,
+    )
+    return build_report(node_id=node_id, seq=seq, reports=[rep])
+
+
+__all__ = [
+    "HPCC_DS_BITMAP",
+    "HPCC_INS_BITMAP",
+    "Hop",
+    "build_hpcc_report",
+    "build_int_inner",
+    "encode_record",
+    "STD_FIELD_BITS",
+    "DS_FIELD_BITS",
+]
