@@ -1,0 +1,445 @@
+"""Requester side of an RC QP: segmentation, pacing, window and loss recovery.
+
+Pure state machine: it is handed time and parsed packets and returns UDP payloads to
+send, so every reliability rule is testable without sockets.  Sequence numbers are kept
+as unbounded integers inside and folded to 24-bit PSNs only on the wire
+(``psn = (start_psn + seq) mod 2**24``), which keeps window arithmetic simple across
+the PSN wrap.
+
+Loss detection for selective repeat (and FEC + selective repeat) is by transmission
+order: when the receiver reports (cumulatively or in the SACK bitmap) a packet that was
+transmitted after packet P, and P is still missing, P was lost (links here do not
+reorder).  With FEC a data packet is only declared lost once a packet transmitted after
+its block's repair packets has been reported, so the receiver had its chance to repair.
+Tail losses are recovered by the retransmission timer (RTO from smoothed RTT, RFC 6298
+style, doubled on each expiry).
+"""
+from __future__ import annotations
+
+import collections
+import zlib
+from dataclasses import dataclass, field
+
+from formats import roce
+from formats.roce import (
+    BTH_LEN, ICRC_LEN, PSN_MASK, RETH_LEN, AethSyndrome, Opcode, PacketTemplate,
+)
+from traffic import fec
+from traffic.errors import ConfigError
+from traffic.pacing import TokenBucket
+from traffic.qp_types import (
+    MessageRecord, QpConfig, QpCounters, Reliability, check_fec, encode_symbol,
+)
+
+__all__ = ["Requester", "WIRE_OVERHEAD"]
+
+WIRE_OVERHEAD = 14 + 20 + 8  # Ethernet + IPv4 + UDP bytes around each UDP payload
+
+
+@dataclass(slots=True)
+class _Pkt:
+    seq: int
+    msg: MessageRecord
+    buf: bytearray  # whole UDP payload, ICRC slot included
+    opcode: int
+    last_tx: int = -1  # transmission counter of the latest send
+    sent_s: float = 0.0
+    retx: int = 0
+    acked: bool = False
+    queued: bool = False
+    block: int = -1  # FEC block id, -1 when not in a block
+
+
+@dataclass(slots=True)
+class _Block:
+    base_seq: int
+    seqs: list[int]
+    symbols: list[bytes]
+    repair_tx: int = -1  # transmission counter of the last repair packet
+
+
+@dataclass(slots=True, kw_only=True)
+class Requester:
+    """Sends RDMA WRITE messages on one QP.  Drive it with :meth:`poll` and :meth:`on_ack`."""
+
+    cfg: QpConfig
+    local_ip: str
+    sport: int
+    start_psn: int = 0
+    now_s: float = 0.0
+    counters: QpCounters = field(default_factory=QpCounters)
+    messages: list[MessageRecord] = field(default_factory=list)
+    rate_log: list[tuple[float, float]] = field(default_factory=list)
+    fec_log: list[tuple[float, int, int]] = field(default_factory=list)
+    # internal state
+    _tmpl: PacketTemplate = field(init=False)
+    _bucket: TokenBucket = field(init=False)
+    _pending: collections.deque = field(init=False)  # packets never sent yet
+    _next_seq: int = 0
+    _una: int = 0
+    _sent_up_to: int = 0  # first seq never transmitted
+    _pkts: dict = field(default_factory=dict)
+    _retx_q: collections.deque = field(default_factory=collections.deque)
+    _tx_order: collections.deque = field(default_factory=collections.deque)
+    _tx_counter: int = 0
+    _highest_reported_tx: int = -1
+    _blocks: dict = field(default_factory=dict)
+    _open_block: list = field(default_factory=list)
+    _block_id: int = 0
+    _repair_q: collections.deque = field(default_factory=collections.deque)
+    _srtt: float | None = None
+    _rttvar: float = 0.0
+    _rto: float = 0.05
+    _rto_deadline: float | None = None
+    _progress: bool = False
+    _msg_id: int = 0
+    _va: int = 0x10000
+
+    def __post_init__(self) -> None:
+        self._tmpl = PacketTemplate(src=self.local_ip, dst=self.cfg.peer_ip, sport=self.sport)
+        self._bucket = TokenBucket(rate_bps=self.cfg.rate_bps, last_t=self.now_s)
+        self._pending = collections.deque()
+        self._rto = self.cfg.rto_initial_s
+        self.rate_log.append((self.now_s, float(self.cfg.rate_bps)))
+        self.fec_log.append((self.now_s, self.cfg.fec_k, self.cfg.fec_m))
+
+    # -- public API ------------------------------------------------------------------
+    @property
+    def qpn(self) -> int:
+        return self.cfg.qpn
+
+    @property
+    def outstanding(self) -> int:
+        """Packets sent (at least once) and not yet acknowledged."""
+        return self._sent_up_to - self._una
+
+    @property
+    def idle(self) -> bool:
+        """True when every posted message is acknowledged."""
+        return self._una == self._next_seq and not self._repair_q
+
+    @property
+    def srtt_s(self) -> float | None:
+        return self._srtt
+
+    def post_write(self, data: bytes | bytearray | memoryview, *, tag: str = "",
+                   now: float | None = None) -> MessageRecord:
+        """Queue one RDMA WRITE of ``data``; returns its record (filled on completion)."""
+        if now is not None:
+            self.now_s = now
+        n = len(data)
+        if n == 0:
+            raise ConfigError(f"QP {self.qpn}: an RDMA WRITE needs at least one byte")
+        self._msg_id += 1
+        msg = MessageRecord(msg_id=self._msg_id, size=n, posted_s=self.now_s,
+                            crc32=zlib.crc32(data), tag=tag)
+        mtu = self.cfg.mtu
+        view = memoryview(bytes(data))
+        npk = (n + mtu - 1) // mtu
+        va = self._va
+        self._va += (n + 4095) & ~4095
+        for i in range(npk):
+            chunk = view[i * mtu:(i + 1) * mtu]
+            if npk == 1:
+                op = Opcode.WRITE_ONLY
+            elif i == 0:
+                op = Opcode.WRITE_FIRST
+            elif i == npk - 1:
+                op = Opcode.WRITE_LAST
+            else:
+                op = Opcode.WRITE_MIDDLE
+            seq = self._next_seq
+            self._next_seq += 1
+            reth = roce.pack_reth(va, self.cfg.qpn, n) if op in roce.RETH_OPCODES else b""
+            bth = roce.pack_bth(op, self.cfg.peer_qpn, (self.start_psn + seq) & PSN_MASK,
+                                ack_req=op in roce.LAST_OPCODES)
+            buf = bytearray(bth + reth + bytes(chunk) + bytes(ICRC_LEN))
+            self._tmpl.finish(buf)
+            pkt = _Pkt(seq=seq, msg=msg, buf=buf, opcode=op)
+            self._pkts[seq] = pkt
+            self._pending.append(pkt)
+        msg.extra["last_seq"] = self._next_seq - 1
+        self.messages.append(msg)
+        return msg
+
+    def set_rate(self, rate_bps: float, now: float) -> None:
+        """Change the pacing rate (control API); effective for the next packet."""
+        self._bucket.set_rate(rate_bps, now)
+        self.cfg.rate_bps = float(rate_bps)
+        self.rate_log.append((now, float(rate_bps)))
+
+    def set_fec(self, k: int, m: int, now: float) -> None:
+        """Change FEC k and m; the open block is closed first (control API)."""
+        check_fec(k, m, where=f"QP {self.qpn} FEC update")
+        self._close_block()
+        self.cfg.fec_k, self.cfg.fec_m = k, m
+        self.fec_log.append((now, k, m))
+
+    # -- sending ---------------------------------------------------------------------
+    def poll(self, now: float, out: list[bytes], budget: int = 64) -> float | None:
+        """Append up to ``budget`` packets due now to ``out``.
+
+        Returns the earliest time something else will be due (None when nothing is).
+        """
+        self.now_s = now
+        self._check_rto(now)
+        bucket = self._bucket
+        sent = 0
+        while sent < budget:
+            pkt_buf: bytearray | bytes | None = None
+            kind = ""
+            if self._retx_q:
+                seq = self._retx_q[0]
+                p = self._pkts.get(seq)
+                if p is None or p.acked:
+                    self._retx_q.popleft()
+                    if p is not None:
+                        p.queued = False
+                    continue
+                pkt_buf, kind = p.buf, "retx"
+            elif self._repair_q:
+                pkt_buf, kind = self._repair_q[0][1], "repair"
+            elif self._pending and self._sent_up_to - self._una < self.cfg.window_pkts:
+                pkt_buf, kind = self._pending[0].buf, "new"
+            else:
+                if (self._pending and self.cfg.mode is Reliability.FEC and self._open_block):
+                    self._close_block()  # window-blocked: let the receiver repair now
+                    continue
+                break
+            wire = len(pkt_buf) + WIRE_OVERHEAD
+            if not bucket.try_take(wire, now):
+                return now + bucket.wait_s(wire)
+            self._tx_counter += 1
+            tx = self._tx_counter
+            c = self.counters
+            c.tx_pkts += 1
+            c.tx_bytes += wire
+            if kind == "retx":
+                seq = self._retx_q.popleft()
+                p = self._pkts[seq]
+                p.queued = False
+                p.retx += 1
+                p.last_tx = tx
+                p.sent_s = now
+                c.retx_pkts += 1
+                c.retx_bytes += wire
+                self._tx_order.append((tx, seq))
+            elif kind == "repair":
+                block_id, _buf = self._repair_q.popleft()
+                blk = self._blocks.get(block_id)
+                if blk is not None:
+                    blk.repair_tx = tx
+                c.repair_pkts += 1
+            else:
+                p = self._pending.popleft()
+                p.last_tx = tx
+                p.sent_s = now
+                self._sent_up_to = p.seq + 1
+                c.tx_data_pkts += 1
+                self._tx_order.append((tx, p.seq))
+                if self.cfg.mode is Reliability.FEC and self.cfg.fec_m > 0:
+                    self._add_to_block(p)
+                    if not self._pending:
+                        self._close_block()
+            out.append(bytes(pkt_buf))
+            sent += 1
+            if self._rto_deadline is None:
+                self._rto_deadline = now + self._rto
+        if sent >= budget:
+            return now
+        return self._rto_deadline if self.outstanding else None
+
+    # -- FEC blocks ------------------------------------------------------------------
+    def _add_to_block(self, p: _Pkt) -> None:
+        reth = bytes(p.buf[BTH_LEN:BTH_LEN + RETH_LEN]) if p.opcode in roce.RETH_OPCODES else None
+        start = BTH_LEN + (RETH_LEN if reth else 0)
+        sym = encode_symbol(p.opcode, reth, p.buf[start:-ICRC_LEN])
+        self._open_block.append((p, sym))
+        if len(self._open_block) >= self.cfg.fec_k:
+            self._close_block()
+
+    def _close_block(self) -> None:
+        members = self._open_block
+        if not members:
+            return
+        self._open_block = []
+        m = self.cfg.fec_m
+        if m == 0:
+            return
+        self._block_id += 1
+        bid = self._block_id
+        slen = max(len(s) for _, s in members)
+        syms = [s + bytes(slen - len(s)) for _, s in members]
+        repairs = fec.encode(syms, m)
+        base = members[0][0].seq
+        if any(p.seq != base + i for i, (p, _) in enumerate(members)):
+            raise ConfigError(f"QP {self.qpn}: FEC block members are not consecutive")
+        blk = _Block(base_seq=base, seqs=[p.seq for p, _ in members], symbols=syms)
+        self._blocks[bid] = blk
+        for p, _ in members:
+            p.block = bid
+        psn = (self.start_psn + base) & PSN_MASK
+        for j, rsym in enumerate(repairs):
+            body = roce.pack_bth(Opcode.FEC_REPAIR, self.cfg.peer_qpn, psn) + roce.pack_fec_header(
+                k=self.cfg.fec_k, m=m, index=j, symbol_len=slen, data_count=len(members))
+            buf = bytearray(body + rsym + bytes(ICRC_LEN))
+            self._tmpl.finish(buf)
+            self._repair_q.append((bid, buf))
+
+    # -- acknowledgements ------------------------------------------------------------
+    def _abs(self, psn: int) -> int:
+        """Absolute sequence number of a wire PSN, relative to the unacked edge."""
+        ref = (self.start_psn + self._una) & PSN_MASK
+        return self._una + roce.psn_diff(psn, ref)
+
+    def on_ack(self, pkt: roce.RocePacket, now: float) -> None:
+        """Process an ACKNOWLEDGE (ACK, NAK, SACK)."""
+        self.now_s = now
+        c = self.counters
+        aeth = pkt.aeth
+        if aeth is None:
+            return
+        psn_seq = self._abs(pkt.bth.psn)
+        if aeth.is_nak:
+            c.naks_rx += 1
+            if aeth.syndrome == AethSyndrome.NAK_PSN_SEQ_ERROR:
+                # BTH PSN is the expected PSN: everything before it arrived
+                self._ack_up_to(psn_seq, now)
+                if self._una < psn_seq or psn_seq > self._sent_up_to:
+                    return
+                self._go_back(psn_seq)
+            self._rearm(now)
+            return
+        c.acks_rx += 1
+        # ACK: BTH PSN is the last PSN received in order
+        self._ack_up_to(psn_seq + 1, now)
+        if pkt.sack is not None and self.cfg.mode is not Reliability.GBN:
+            base = self._abs(pkt.sack.base_psn)
+            bits = pkt.sack.bitmap
+            for byte_i, b in enumerate(bits):
+                if not b:
+                    continue
+                for bit in range(8):
+                    if b & (0x80 >> bit):
+                        self._mark_acked(base + byte_i * 8 + bit, now)
+        if self.cfg.mode is not Reliability.GBN:
+            self._detect_losses()
+        self._rearm(now)
+
+    def on_cnp(self, now: float) -> None:
+        self.counters.cnps_rx += 1
+
+    def _mark_acked(self, seq: int, now: float) -> None:
+        p = self._pkts.get(seq)
+        if p is None or p.acked or p.last_tx < 0:
+            return
+        p.acked = True
+        self._progress = True
+        self.counters.acked_bytes += len(p.buf) - ICRC_LEN
+        if p.last_tx > self._highest_reported_tx:
+            self._highest_reported_tx = p.last_tx
+        if p.retx == 0:
+            self._rtt_sample(now - p.sent_s)
+
+    def _ack_up_to(self, seq: int, now: float) -> None:
+        """Everything below ``seq`` has been received."""
+        if seq <= self._una:
+            return
+        seq = min(seq, self._sent_up_to)
+        for s in range(self._una, seq):
+            p = self._pkts.pop(s, None)
+            if p is None:
+                continue
+            if not p.acked:
+                self._mark_acked(s, now)
+            if p.opcode in roce.LAST_OPCODES and p.msg.done_s is None:
+                p.msg.done_s = now
+                self.counters.msgs_done += 1
+            if p.block >= 0:
+                blk = self._blocks.get(p.block)
+                if blk is not None and blk.seqs[-1] == s:
+                    del self._blocks[p.block]
+        self._una = max(self._una, seq)
+
+    def _rearm(self, now: float) -> None:
+        """Restart the retransmission timer after an ACK that acknowledged new data."""
+        if self._progress:
+            self._progress = False
+            self._rto = self._rto_value()
+            self._rto_deadline = now + self._rto if self.outstanding else None
+
+    def _detect_losses(self) -> None:
+        order = self._tx_order
+        hi = self._highest_reported_tx
+        while order and order[0][0] < hi:
+            tx, seq = order[0]
+            p = self._pkts.get(seq)
+            if p is None or p.acked or p.last_tx != tx:
+                order.popleft()
+                continue
+            if p.block >= 0 and p.retx == 0:
+                blk = self._blocks.get(p.block)
+                if blk is not None and (blk.repair_tx < 0 or blk.repair_tx >= hi):
+                    break  # the receiver may still repair this block
+            order.popleft()
+            if not p.queued:
+                p.queued = True
+                self._retx_q.append(seq)
+
+    def _go_back(self, seq: int) -> None:
+        """Go-back-N: resend everything from ``seq`` that was already sent."""
+        self._retx_q.clear()
+        for s in range(seq, self._sent_up_to):
+            p = self._pkts.get(s)
+            if p is not None:
+                p.queued = True
+                self._retx_q.append(s)
+
+    # -- timers ----------------------------------------------------------------------
+    def _rtt_sample(self, rtt: float) -> None:
+        if rtt <= 0:
+            return
+        if self._srtt is None:
+            self._srtt, self._rttvar = rtt, rtt / 2
+        else:
+            self._rttvar = 0.75 * self._rttvar + 0.25 * abs(self._srtt - rtt)
+            self._srtt = 0.875 * self._srtt + 0.125 * rtt
+
+    def _rto_value(self) -> float:
+        if self._srtt is None:
+            return self.cfg.rto_initial_s
+        var = max(self._rttvar, self._srtt / 8)
+        return min(self.cfg.rto_max_s, max(self.cfg.rto_min_s, self._srtt + 4 * var))
+
+    def _check_rto(self, now: float) -> None:
+        if self._rto_deadline is None or now < self._rto_deadline:
+            return
+        if not self.outstanding:
+            self._rto_deadline = None
+            return
+        self.counters.timeouts += 1
+        if self.cfg.mode is Reliability.GBN:
+            self._go_back(self._una)
+        else:
+            self._retx_q.clear()
+            stale = now - self._rto
+            for s in range(self._una, self._sent_up_to):
+                p = self._pkts.get(s)
+                if p is not None and not p.acked and p.sent_s <= stale:
+                    p.queued = True
+                    self._retx_q.append(s)
+                elif p is not None:
+                    p.queued = False
+        self._rto = min(self.cfg.rto_max_s, self._rto * 2)
+        self._rto_deadline = now + self._rto
+
+    # -- reporting -------------------------------------------------------------------
+    def snapshot(self) -> dict:
+        c = self.counters
+        return {
+            "qpn": self.qpn, "peer_qpn": self.cfg.peer_qpn, "peer_ip": self.cfg.peer_ip,
+            "mode": self.cfg.mode.value, "rate_bps": self.cfg.rate_bps,
+            "fec_k": self.cfg.fec_k, "fec_m": self.cfg.fec_m,
+            "srtt_s": self._srtt, "rto_s": self._rto, "outstanding": self.outstanding,
+            **c.as_dict(),
+        }
