@@ -1,0 +1,172 @@
+"""Report decoding: field-by-field round trips against two independent encoders."""
+from __future__ import annotations
+
+import socket
+import struct
+
+import numpy as np
+import pytest
+from scapy.contrib.roce import BTH
+from scapy.layers.inet import IP, UDP, IPOption_NOP
+from scapy.layers.l2 import Ether
+
+from controller.int.decode import ReportDecoder
+from controller.int.errors import Malformed
+from controller.int.records import FIELD_PORTS, FIELD_TX_BYTES, SOURCE_REPORT
+from controller.int.synth import HPCC_DS_BITMAP, HPCC_INS_BITMAP, Hop, build_hpcc_report
+from formats import int_md
+from formats.telemetry_report import (
+    IndividualReport,
+    TelemetryReportGroup,
+    TelemetryReportINT,
+    build_report,
+    decode_group_header,
+)
+
+
+def _hops(n: int, base: int = 0) -> list[Hop]:
+    return [
+        Hop(node_id=base + k + 1, ingress_port=k + 1, egress_port=k + 2, hop_latency_us=10 + k,
+            queue_id=k % 8, queue_pkts=3 * k, ingress_ts_us=(1 << 40) + 100 * k,
+            egress_ts_us=(1 << 40) + 100 * k + 7, tx_bytes=0xFFFFFF00 + k, queue_bytes=1500 * k,
+            line_rate_mbps=25000)
+        for k in range(n)
+    ]
+
+
+@pytest.mark.parametrize("n_hops", [0, 1, 5, 8])
+@pytest.mark.parametrize(
+    "ins,ds",
+    [(HPCC_INS_BITMAP, HPCC_DS_BITMAP), (0xFC00, 0xE000), (0xC000, 0), (0x2000, 0x4000)],
+)
+def test_synth_round_trip(n_hops: int, ins: int, ds: int) -> None:
+    hops = _hops(n_hops)
+    d = build_hpcc_report(node_id=77, seq=12345, hops=hops, src_ip="10.1.2.3",
+                          dst_ip="10.4.5.6", sport=50000, dest_qp=0xABCDE, psn=0x123456,
+                          ins_bitmap=ins, ds_bitmap=ds)
+    b = ReportDecoder().decode([d], 42)
+    assert len(b.samples) == 1
+    s = b.samples[0]
+    assert (s["reporter"], s["seq"], s["source"]) == (77, 12345, SOURCE_REPORT)
+    assert s["src_ip"] == int.from_bytes(socket.inet_aton("10.1.2.3"), "big")
+    assert s["dst_ip"] == int.from_bytes(socket.inet_aton("10.4.5.6"), "big")
+    assert (s["sport"], s["dport"], s["dest_qp"], s["psn"]) == (50000, 4791, 0xABCDE, 0x123456)
+    assert s["has_bth"] == 1 and s["hop_count"] == n_hops
+    assert len(b.hops) == n_hops
+    for rec in b.hops:
+        want = hops[rec["hop_index"]]
+        if ins & 0x8000:
+            assert rec["node_id"] == want.node_id
+        if ins & 0x4000:
+            assert (rec["ingress_port"], rec["egress_port"]) == (want.ingress_port, want.egress_port)
+            assert rec["fields"] & FIELD_PORTS
+        if ins & 0x2000:
+            assert rec["hop_latency_us"] == want.hop_latency_us
+        if ins & 0x1000:
+            assert (rec["queue_id"], rec["queue_pkts"]) == (want.queue_id, want.queue_pkts)
+        if ins & 0x0800:
+            assert rec["ingress_ts_us"] == want.ingress_ts_us
+        if ins & 0x0400:
+            assert rec["egress_ts_us"] == want.egress_ts_us
+        if ds & 0x8000:
+            assert rec["tx_bytes"] == want.tx_bytes and rec["fields"] & FIELD_TX_BYTES
+        if ds & 0x4000:
+            assert rec["queue_bytes"] == want.queue_bytes
+        if ds & 0x2000:
+            assert rec["line_rate_mbps"] == want.line_rate_mbps
+
+
+def test_sink_metadata_becomes_last_hop() -> None:
+    sink = Hop(egress_port=9, queue_pkts=4, egress_ts_us=999, tx_bytes=5, queue_bytes=6000,
+               line_rate_mbps=100000)
+    d = build_hpcc_report(node_id=5, seq=1, hops=_hops(2), sink=sink)
+    b = ReportDecoder().decode([d], 0)
+    assert b.samples["hop_count"][0] == 3
+    last = b.hops[b.hops["hop_index"] == 2][0]
+    assert (last["node_id"], last["egress_port"], last["queue_pkts"]) == (5, 9, 4)
+    assert (last["tx_bytes"], last["queue_bytes"], last["line_rate_mbps"]) == (5, 6000, 100000)
+
+
+def _frame_with_int(hops: list[int_md.HopRecord], *, options: bool, psn: int) -> bytes:
+    ip = IP(src="10.0.0.1", dst="10.0.0.2", options=[IPOption_NOP()] * 4 if options else [])
+    frame = bytes(Ether() / ip / UDP(sport=1234, dport=4791, chksum=0)
+                  / BTH(opcode=4, dqpn=0x77, psn=psn) / (b"\x00" * 32))
+    return int_md.insert_int(frame, hops)
+
+
+@pytest.mark.parametrize("options", [False, True])
+def test_against_int_md_encoder(options: bool) -> None:
+    """Inner packets built by formats.int_md (newest hop first on the wire)."""
+    wire = [int_md.HopRecord(node_id=10 + k, queue_occupancy=k, egress_ts=1000 + k,
+                             tx_bytes=k * 100, queue_bytes=k * 10, line_rate=40000)
+            for k in range(4)]
+    inner = _frame_with_int(wire, options=options, psn=99)[14:]
+    d = build_report(node_id=3, seq=7, reports=[IndividualReport(inner=inner)])
+    b = ReportDecoder().decode([d], 0)
+    assert len(b.samples) == 1 and b.samples["psn"][0] == 99 and b.samples["dest_qp"][0] == 0x77
+    by_pos = {int(h["hop_index"]): h for h in b.hops}
+    for k, w in enumerate(wire):  # wire index 0 = newest = last on the path
+        h = by_pos[len(wire) - 1 - k]
+        assert (h["node_id"], h["queue_pkts"], h["egress_ts_us"], h["tx_bytes"],
+                h["queue_bytes"], h["line_rate_mbps"]) == (
+            w.node_id, w.queue_occupancy, w.egress_ts, w.tx_bytes, w.queue_bytes, w.line_rate)
+
+
+def test_many_shapes_and_coalesced_in_one_batch() -> None:
+    a = build_hpcc_report(node_id=1, seq=1, hops=_hops(3))
+    b = build_hpcc_report(node_id=2, seq=1, hops=_hops(5, 100))
+    c = build_hpcc_report(node_id=3, seq=1, hops=_hops(2), ins_bitmap=0xFC00, ds_bitmap=0)
+    # coalesced: two individual reports behind one group header
+    r1 = IndividualReport(inner=_frame_with_int([int_md.HopRecord(node_id=50)], options=False, psn=1)[14:])
+    r2 = IndividualReport(inner=_frame_with_int([int_md.HopRecord(node_id=60)], options=False, psn=2)[14:])
+    co = build_report(node_id=4, seq=9, reports=[r1, r2])
+    dec = ReportDecoder()
+    out = dec.decode([a, b, c, co, a], 0)
+    assert len(out.samples) == 6
+    assert len(out.hops) == 3 + 5 + 2 + 1 + 1 + 3
+    assert sorted(out.samples["reporter"].tolist()) == [1, 1, 2, 3, 4, 4]
+    assert not dec.stats.malformed
+    # every hop points at a sample with the right hop count
+    counts = np.bincount(out.hops["sample"], minlength=len(out.samples))
+    assert counts.tolist() == out.samples["hop_count"].tolist()
+
+
+def test_scapy_layers_parse_builder_output() -> None:
+    d = build_hpcc_report(node_id=0xDEAD, seq=0x3FFFFF, hops=_hops(2))
+    p = TelemetryReportGroup(d)
+    assert (p.ver, p.seq, p.node_id) == (2, 0x3FFFFF, 0xDEAD)
+    rep = p[TelemetryReportINT]
+    assert (rep.rep_type, rep.in_type, rep.rep_len) == (1, 4, (len(d) - 12) // 4)
+    assert p[IP].src == "10.0.0.1"
+    assert decode_group_header(d) == (2, 0, 0x3FFFFF, 0xDEAD)
+    rebuilt = bytes(TelemetryReportGroup(seq=5, node_id=1) / TelemetryReportINT() / IP(bytes(p[IP])))
+    assert ReportDecoder().decode([rebuilt], 0).samples["hop_count"][0] == 2
+
+
+@pytest.mark.parametrize(
+    "mutate,reason",
+    [
+        (lambda d: d[:16], Malformed.SHORT),
+        (lambda d: d + b"\x00", Malformed.UNALIGNED),
+        (lambda d: bytes([0x10]) + d[1:], Malformed.BAD_VERSION),
+        (lambda d: d[:9] + bytes([255]) + d[10:], Malformed.REPORT_LENGTH),
+        (lambda d: d[:8] + bytes([0x24]) + d[9:], Malformed.UNSUPPORTED_REPORT_TYPE),
+        (lambda d: d[:8] + bytes([0x15]) + d[9:], Malformed.UNSUPPORTED_INNER_TYPE),
+        (lambda d: d[:10] + bytes([1]) + d[11:], Malformed.MD_LENGTH),
+        (lambda d: d[:20] + bytes([0x65]) + d[21:], Malformed.BAD_IPV4),
+        (lambda d: d[:29] + bytes([6]) + d[30:], Malformed.NOT_UDP),
+        (lambda d: d[:48] + bytes([0x24]) + d[49:], Malformed.NOT_INT_MD),
+        (lambda d: d[:49] + bytes([2]) + d[50:], Malformed.BAD_SHIM),
+        (lambda d: d[:49] + bytes([3 + 7 * 30]) + d[50:], Malformed.INNER_TRUNCATED),
+        (lambda d: d[:52] + bytes([0x10]) + d[53:], Malformed.BAD_MD_VERSION),
+        (lambda d: d[:54] + bytes([6]) + d[55:], Malformed.HOP_ML_MISMATCH),
+    ],
+)
+def test_malformed_counted_by_reason(mutate, reason) -> None:  # type: ignore[no-untyped-def]
+    good = build_hpcc_report(node_id=1, seq=1, hops=_hops(2))
+    # offsets used above: IPv4 at 20, UDP at 40, shim at 48, MD at 52
+    assert good[20] == 0x45 and struct.unpack_from("!H", good, 42)[0] == 7777
+    dec = ReportDecoder()
+    out = dec.decode([mutate(good), good], 0)
+    assert len(out.samples) == 1
+    assert dec.stats.malformed == {reason: 1}
