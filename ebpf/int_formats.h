@@ -8,13 +8,7 @@
 #ifndef INT_FORMATS_H
 #define INT_FORMATS_H
 
-#ifndef __BPF__
-#include <stdint.h>
-typedef uint8_t __u8;
-typedef uint16_t __u16;
-typedef uint32_t __u32;
-typedef uint64_t __u64;
-#endif
+#include <linux/types.h>
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "host records are defined little-endian; this host is not"

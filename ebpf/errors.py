@@ -1,0 +1,25 @@
+"""The ebpf package's one exception hierarchy."""
+
+from __future__ import annotations
+
+__all__ = ["EbpfError", "EbpfSetupError", "AttachError", "ConfigError", "AgentError"]
+
+
+class EbpfError(RuntimeError):
+    """Base of every error raised by the ebpf package."""
+
+
+class EbpfSetupError(EbpfError):
+    """bcc, kernel headers, root or a kernel feature is missing; the message says which."""
+
+
+class AttachError(EbpfError):
+    """A program could not be compiled, loaded, attached or detached (names iface/netns)."""
+
+
+class ConfigError(EbpfError, ValueError):
+    """A parameter out of range; the message names the parameter, value and range."""
+
+
+class AgentError(EbpfError):
+    """The host agent could not start or talk to its peers."""

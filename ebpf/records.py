@@ -1,0 +1,53 @@
+"""numpy mirrors of the sink's per-flow structs, and the counter names (int_formats.h).
+
+The host record itself is ``formats.int_md.HOST_RECORD_DTYPE`` (the controller decodes
+it too); per-flow state and counters stay in this package.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import numpy as np
+
+__all__ = ["FLOW_KEY_DTYPE", "FLOW_STATS_DTYPE", "FLOW_DTYPE", "SinkStat"]
+
+FLOW_KEY_DTYPE = np.dtype({
+    "names": ["src_ip", "dst_ip", "dest_qp", "src_port"],
+    "formats": ["<u4", "<u4", "<u4", "<u2"],
+    "offsets": [0, 4, 8, 12],
+    "itemsize": 16,
+})
+"""``struct int_flow_key`` (host-order IPv4 addresses)."""
+
+FLOW_STATS_DTYPE = np.dtype({
+    "names": ["packets", "bytes", "int_packets", "lost_packets", "loss_events",
+              "out_of_order", "first_ns", "last_ns", "highest_psn", "last_gap",
+              "path_signature", "last_hop_count", "opcode"],
+    "formats": ["<u8"] * 8 + ["<u4"] * 3 + ["u1", "u1"],
+    "offsets": [0, 8, 16, 24, 32, 40, 48, 56, 64, 68, 72, 76, 77],
+    "itemsize": 80,
+})
+"""``struct int_flow_stats``: see the field comments in ``int_formats.h``."""
+
+FLOW_DTYPE = np.dtype([("key", FLOW_KEY_DTYPE), ("stats", FLOW_STATS_DTYPE)])
+"""One row of ``IntSink.flows()``: key and stats side by side."""
+
+
+class SinkStat(enum.IntEnum):
+    """Slots of the sink's ``stats`` counter array (``enum int_stat``)."""
+
+    INT_STRIPPED = 0
+    ROCE_PLAIN = 1
+    OTHER = 2
+    BAD_SHORT = 3
+    BAD_SHIM = 4
+    BAD_VERSION = 5
+    BAD_LENGTH = 6
+    BAD_HOP_ML = 7
+    BAD_TOO_MANY = 8
+    BAD_BITMAP = 9
+    BAD_IP = 10
+    RINGBUF_FULL = 11
+    STRIP_FAILED = 12
+    MALFORMED_DROPPED = 13

@@ -1,0 +1,155 @@
+"""The host INT sink: load ``int_sink.c`` at tc clsact ingress, read records and counters.
+
+Usage::
+
+    with IntSink("eth0", netns="h2") as sink:
+        records = sink.read(timeout_s=1.0)      # HOST_RECORD_DTYPE array
+        flows = sink.flows()                     # FLOW_DTYPE array
+        counters = sink.stats()                  # {SinkStat: count}
+
+What the kernel side does, and what it does with malformed INT, is described at the
+top of ``int_sink.c``; ``SinkStat`` names the counters.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from types import TracebackType
+from typing import TextIO
+
+import numpy as np
+
+from formats.int_md import HOST_RECORD_DTYPE, INT_UDP_PORT
+
+from .errors import AttachError, ConfigError
+from .loader import compile_program
+from .records import FLOW_DTYPE, FLOW_KEY_DTYPE, FLOW_STATS_DTYPE, SinkStat
+from .ringbuf import RingBufReader
+from .tc import TcAttachment, attach_tc
+
+__all__ = ["SinkConfig", "IntSink"]
+
+
+@dataclasses.dataclass(slots=True, kw_only=True, frozen=True)
+class SinkConfig:
+    """Compile-time parameters of the sink (checked here, passed as -D cflags)."""
+
+    int_udp_port: int = INT_UDP_PORT
+    ringbuf_pages: int = 256
+    """Ring size in pages (power of two); 256 pages hold ~2000 records of 504 B."""
+    flow_entries: int = 65536
+    malformed_drop: bool = False
+    """Drop malformed INT at the sink instead of passing it up unmodified."""
+    prio: int = 20
+    """tc priority (the loss emulator uses 5, so it sees packets first)."""
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.int_udp_port <= 0xFFFF:
+            raise ConfigError(f"int_udp_port {self.int_udp_port}: expected 1..65535")
+        p = self.ringbuf_pages
+        if p < 1 or p & (p - 1) or p > 1 << 18:
+            raise ConfigError(f"ringbuf_pages {p}: expected a power of two in 1..262144")
+        if not 1 <= self.flow_entries <= 1 << 22:
+            raise ConfigError(f"flow_entries {self.flow_entries}: expected 1..4194304")
+
+    def defines(self) -> dict[str, int]:
+        return {"INT_UDP_PORT": self.int_udp_port, "RINGBUF_PAGES": self.ringbuf_pages,
+                "FLOW_ENTRIES": self.flow_entries, "MALFORMED_DROP": int(self.malformed_drop)}
+
+
+class IntSink:
+    """INT sink on one interface (optionally inside a named network namespace)."""
+
+    def __init__(self, iface: str, *, netns: str | None = None,
+                 config: SinkConfig | None = None, dump_source: TextIO | None = None) -> None:
+        self.iface = iface
+        self.netns = netns
+        self.config = config or SinkConfig()
+        self._dump = dump_source
+        self._bpf = None
+        self._tc: TcAttachment | None = None
+        self._ring: RingBufReader | None = None
+
+    # -- lifecycle -----------------------------------------------------------------
+    def attach(self) -> "IntSink":
+        """Compile, load and attach; on any failure nothing stays attached."""
+        if self._bpf is not None:
+            return self
+        bpf = compile_program("int_sink.c", self.config.defines(), dump_source=self._dump)
+        try:
+            from bcc import BPF
+            fn = bpf.load_func(b"int_sink", BPF.SCHED_CLS)
+            table = bpf[b"records"]
+            self._ring = RingBufReader(table.map_fd, table.max_entries, HOST_RECORD_DTYPE)
+            self._tc = attach_tc(fn.fd, "int_sink", self.iface, netns=self.netns,
+                                 direction="ingress", prio=self.config.prio)
+        except Exception as exc:
+            self._bpf = bpf
+            self.close()
+            if isinstance(exc, AttachError):
+                raise
+            raise AttachError(f"cannot load int_sink for {self.iface}: {exc}") from None
+        self._bpf = bpf
+        return self
+
+    def close(self) -> None:
+        """Detach from tc and free the programs and maps; safe to call twice."""
+        try:
+            if self._tc is not None:
+                self._tc.detach()
+        finally:
+            self._tc = None
+            if self._ring is not None:
+                self._ring.close()
+                self._ring = None
+            if self._bpf is not None:
+                self._bpf.cleanup()
+                self._bpf = None
+
+    def __enter__(self) -> "IntSink":
+        return self.attach()
+
+    def __exit__(self, t: type[BaseException] | None, e: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def _need(self):
+        if self._bpf is None or self._ring is None:
+            raise AttachError(f"int_sink on {self.iface} is not attached (call attach())")
+        return self._bpf
+
+    # -- data ----------------------------------------------------------------------
+    def read(self, timeout_s: float = 0.0, max_records: int = 1 << 16) -> np.ndarray:
+        """Host records captured since the last read (waits up to ``timeout_s`` for one)."""
+        self._need()
+        assert self._ring is not None
+        if timeout_s > 0:
+            self._ring.wait(timeout_s)
+        return self._ring.read(max_records)
+
+    def stats(self) -> dict[SinkStat, int]:
+        """Packet counters by class, summed over CPUs."""
+        table = self._need()[b"stats"]
+        out = {}
+        for s in SinkStat:
+            out[s] = int(sum(table[table.Key(int(s))]))
+        return out
+
+    def flows(self) -> np.ndarray:
+        """Per-flow state as a ``FLOW_DTYPE`` array (one row per flow seen)."""
+        table = self._need()[b"flows"]
+        items = list(table.items())
+        out = np.zeros(len(items), FLOW_DTYPE)
+        if items:
+            out["key"] = np.frombuffer(b"".join(bytes(k) for k, _ in items), FLOW_KEY_DTYPE)
+            out["stats"] = np.frombuffer(b"".join(bytes(v) for _, v in items),
+                                         FLOW_STATS_DTYPE)
+        return out
+
+    def clear_flows(self) -> None:
+        """Forget per-flow state (e.g. between experiments)."""
+        self._need()[b"flows"].clear()
+
+    @property
+    def records_read(self) -> int:
+        return self._ring.records_read if self._ring else 0

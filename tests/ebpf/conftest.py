@@ -1,0 +1,72 @@
+"""Shared fixtures: two namespaces joined by a veth, raw senders and receivers in them."""
+from __future__ import annotations
+
+import contextlib
+import select
+import socket
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from mininet_topos.netns import Namespace, two_hosts
+
+
+@dataclass
+class Pair:
+    h1: Namespace
+    h2: Namespace
+    tx: socket.socket          # AF_PACKET on h1's end: sends whole frames
+    raw_rx: socket.socket      # AF_INET raw UDP on h2: the IP packet after the sink
+    udp_rx: socket.socket      # UDP 4791 on h2: what a RoCEv2 receiver gets
+
+    def send(self, frames: list[bytes], gap_s: float = 0.0) -> None:
+        for f in frames:
+            self.tx.send(f)
+            if gap_s:
+                time.sleep(gap_s)
+
+    def recv_raw(self, n: int, timeout_s: float = 2.0) -> list[bytes]:
+        return _recv(self.raw_rx, n, timeout_s)
+
+    def recv_udp(self, n: int, timeout_s: float = 2.0) -> list[bytes]:
+        return _recv(self.udp_rx, n, timeout_s)
+
+    def drain(self) -> None:
+        for s in (self.raw_rx, self.udp_rx):
+            _recv(s, 1 << 30, 0.05)
+
+
+def _recv(sock: socket.socket, n: int, timeout_s: float) -> list[bytes]:
+    out: list[bytes] = []
+    deadline = time.monotonic() + timeout_s
+    while len(out) < n:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([sock], [], [], left)[0]:
+            break
+        out.append(sock.recv(65535))
+    return out
+
+
+@contextlib.contextmanager
+def host_pair(prefix: str = "teb", subnet: str = "10.77.5.0/24") -> Iterator[Pair]:
+    with two_hosts(prefix, subnet=subnet) as (h1, h2):
+        with h1.enter():
+            tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+            tx.bind((h1.ifname, 0))
+        with h2.enter():
+            raw_rx = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_UDP)
+            udp_rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            udp_rx.bind(("0.0.0.0", 4791))
+        try:
+            yield Pair(h1=h1, h2=h2, tx=tx, raw_rx=raw_rx, udp_rx=udp_rx)
+        finally:
+            for s in (tx, raw_rx, udp_rx):
+                s.close()
+
+
+@pytest.fixture(scope="module")
+def pair() -> Iterator[Pair]:
+    with host_pair() as p:
+        yield p
