@@ -1,0 +1,36 @@
+"""Loss maps: where packets are lost, how bursty, and how much FEC a path needs.
+
+Pure numpy math plus matplotlib figures, no network I/O:
+
+* ``link_loss_map`` -- exact links x time-bin losses from link sequence counters
+  (``LinkCounters``) and loss events (``LossEvents``);
+* ``flow_loss_map`` / ``psn_gaps`` -- per-flow losses from RoCEv2 PSN gaps;
+* ``localize`` -- flow losses voted onto links that have no counters;
+* ``cycles_from_events`` / ``cycles_from_sequence``, ``run_histogram``,
+  ``fit_gilbert_elliott`` -- burst statistics and a Gilbert-Elliott fit with
+  bootstrap confidence intervals;
+* ``choose_fec`` -- (k, m) per path meeting a target residual loss;
+* ``plot_heatmap`` / ``plot_bursts`` -- PNG figures.
+"""
+from controller.lossmap.bins import LinkIndex, TimeBins
+from controller.lossmap.burst import (Cycles, GilbertElliott, Interval, cycles_from_events,
+                                      cycles_from_sequence, fit_gilbert_elliott, run_histogram,
+                                      simulate_gilbert_elliott)
+from controller.lossmap.errors import (LinkKeyError, LossInputError, LossMapError,
+                                       LossParameterError)
+from controller.lossmap.fec import (FecPolicy, LinkModel, block_loss_pmf, choose_fec,
+                                    residual_loss, simulate_block_residual)
+from controller.lossmap.links import LinkCounters, LinkLossMap, LossEvents, Source, link_loss_map
+from controller.lossmap.localize import Localized, incidence, localize
+from controller.lossmap.plots import plot_bursts, plot_heatmap
+from controller.lossmap.psn import FlowLossMap, PsnGaps, flow_loss_map, psn_gaps
+
+__all__ = [
+    "Cycles", "FecPolicy", "FlowLossMap", "GilbertElliott", "Interval", "LinkCounters",
+    "LinkIndex", "LinkKeyError", "LinkLossMap", "LinkModel", "Localized", "LossEvents",
+    "LossInputError", "LossMapError", "LossParameterError", "PsnGaps", "Source", "TimeBins",
+    "block_loss_pmf", "choose_fec", "cycles_from_events", "cycles_from_sequence",
+    "fit_gilbert_elliott", "flow_loss_map", "incidence", "link_loss_map", "localize",
+    "plot_bursts", "plot_heatmap", "psn_gaps", "residual_loss", "run_histogram",
+    "simulate_block_residual", "simulate_gilbert_elliott",
+]

@@ -1,0 +1,95 @@
+"""Place flow losses (PSN gaps) on links where the switches give no counters.
+
+Voting over paths, per time bin:
+
+1. A link is *exonerated* in a bin when some flow crossing it delivered at least
+   ``min_clean_packets`` packets and lost none there.
+2. A lossy flow's *candidates* are the links on its path that are neither
+   exonerated nor known loss-free from counters (monitored links with losses
+   stay candidates, so their share is not pushed onto unmonitored links).
+3. Each link's *score* is the number of lossy flows naming it a candidate; a
+   flow splits its lost packets over its candidates in proportion to
+   score ** ``sharpen``, so a link shared by many lossy flows takes the losses
+   rather than each flow's private links.
+
+Monitored links keep their exact counts; unmonitored links get the votes.
+Losses of a flow with no candidate are reported as unexplained.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from controller.lossmap.errors import LossInputError, LossParameterError
+from controller.lossmap.links import LinkLossMap, Source
+from controller.lossmap.psn import FlowLossMap
+
+
+def incidence(paths: npt.ArrayLike | list[list[int]], n_links: int) -> np.ndarray:
+    """(flows x links) bool matrix from paths given as link lists (-1 padded or ragged)."""
+    if isinstance(paths, list) and paths and any(len(p) != len(paths[0]) for p in paths):
+        width = max(len(p) for p in paths)
+        paths = [list(p) + [-1] * (width - len(p)) for p in paths]
+    p = np.atleast_2d(np.asarray(paths, dtype=np.int64))
+    if p.size and (p.max() >= n_links or p.min() < -1):
+        bad = int(p[(p >= n_links) | (p < -1)][0])
+        raise LossInputError(f"incidence: path names link {bad}, outside 0..{n_links - 1}")
+    m = np.zeros((p.shape[0], n_links), dtype=bool)
+    f, h = np.nonzero(p >= 0)
+    m[f, p[f, h]] = True
+    return m
+
+
+@dataclass(slots=True, kw_only=True)
+class Localized:
+    """Result of ``localize``: the merged map plus the evidence behind the votes."""
+
+    link_map: LinkLossMap
+    votes: np.ndarray
+    """(links x bins) flow losses attributed to each link (monitored links included)."""
+    exonerated: np.ndarray
+    """(links x bins) bool."""
+    unexplained: np.ndarray
+    """(bins,) flow losses that found no candidate link."""
+
+
+def localize(*, flows: FlowLossMap, paths: npt.ArrayLike | list[list[int]],
+             links: LinkLossMap, min_clean_packets: int = 1,
+             sharpen: float = 2.0) -> Localized:
+    """Merge exact link counts with votes from flow losses for unmonitored links."""
+    if min_clean_packets < 1:
+        raise LossParameterError(f"localize: min_clean_packets = {min_clean_packets} < 1")
+    if sharpen < 0:
+        raise LossParameterError(f"localize: sharpen = {sharpen} is negative")
+    if flows.bins != links.bins:
+        raise LossInputError(f"localize: flow bins {flows.bins} differ from link bins "
+                             f"{links.bins}")
+    n_links = links.n_links
+    inc = incidence(paths, n_links)
+    if inc.shape[0] != flows.lost.shape[0]:
+        raise LossInputError(f"localize: {inc.shape[0]} paths for {flows.lost.shape[0]} flows")
+    incf = inc.astype(np.float64)
+    known = links.source != Source.NONE
+    clean = (flows.lost == 0) & (flows.delivered >= min_clean_packets)
+    exonerated = (incf.T @ clean) > 0
+    suspect = np.where(known[:, None], links.lost > 0, ~exonerated)          # (L, B)
+    lossy = flows.lost > 0                                                   # (F, B)
+    cand = inc[:, :, None] & suspect[None, :, :]                             # (F, L, B)
+    score = np.einsum("flb,fb->lb", cand, lossy, dtype=np.float64)          # (L, B)
+    w = cand * (score[None, :, :] ** sharpen)
+    wsum = w.sum(axis=1)                                                     # (F, B)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(wsum[:, None, :] > 0, w / wsum[:, None, :], 0.0)
+    votes = np.einsum("flb,fb->lb", share, flows.lost)
+    unexplained = (flows.lost * (wsum == 0)).sum(axis=0)
+    voted = ~known & inc.any(axis=0)
+    lost = np.where(voted[:, None], votes, links.lost)
+    through = incf.T @ flows.delivered
+    delivered = np.where(voted[:, None], through, links.delivered)
+    source = np.where(voted, Source.VOTE, links.source).astype(np.int8)
+    merged = LinkLossMap(bins=links.bins, lost=lost, delivered=delivered, source=source,
+                         reordered=links.reordered)
+    return Localized(link_map=merged, votes=votes, exonerated=exonerated,
+                     unexplained=unexplained)

@@ -1,0 +1,84 @@
+"""PNG figures of loss maps: links x time heat map and per-link burst plots.
+
+Uses matplotlib's Agg canvas directly (no pyplot global state), so plotting is
+safe from any thread and from processes without a display.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import LogNorm
+from matplotlib.figure import Figure
+
+from controller.lossmap.burst import Cycles, GilbertElliott, run_histogram
+from controller.lossmap.errors import LossInputError
+from controller.lossmap.links import LinkLossMap, Source
+
+
+def _save(fig: Figure, path: Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    FigureCanvasAgg(fig)
+    fig.savefig(path, format="png", dpi=100)
+    return path
+
+
+def plot_heatmap(link_map: LinkLossMap, path: str | Path, *,
+                 link_names: Sequence[str] | None = None, rate: bool = True,
+                 title: str = "Packet loss per link") -> Path:
+    """Heat map of loss rate (or lost packets) per link (rows) and time bin (columns)."""
+    names = [f"link {i}" for i in range(link_map.n_links)] if link_names is None \
+        else list(link_names)
+    if len(names) != link_map.n_links:
+        raise LossInputError(f"plot_heatmap: {len(names)} link names for "
+                             f"{link_map.n_links} links")
+    data = link_map.loss_rate() if rate else link_map.lost.astype(float)
+    shown = np.where(np.isfinite(data) & (data > 0), data, np.nan)
+    fig = Figure(figsize=(10, 1.5 + 0.35 * link_map.n_links))
+    ax = fig.add_subplot(1, 1, 1)
+    edges = link_map.bins.edges_s()
+    positive = shown[np.isfinite(shown)]
+    norm = LogNorm(vmin=positive.min(), vmax=max(positive.max(), positive.min() * 1.0001)) \
+        if positive.size else None
+    mesh = ax.pcolormesh(edges, np.arange(link_map.n_links + 1), shown, cmap="inferno_r",
+                         norm=norm, shading="flat")
+    ax.set_yticks(np.arange(link_map.n_links) + 0.5)
+    ax.set_yticklabels([f"{n} ({Source.NAMES[s]})" for n, s in zip(names, link_map.source)],
+                       fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("time (s)")
+    ax.set_title(title)
+    fig.colorbar(mesh, ax=ax, label="loss rate" if rate else "packets lost")
+    fig.tight_layout()
+    return _save(fig, Path(path))
+
+
+def plot_bursts(cycles: Cycles, path: str | Path, *, link_name: str,
+                fit: GilbertElliott | None = None, max_len: int = 32) -> Path:
+    """Burst-length and gap-length histograms of one link, with the fitted model."""
+    fig = Figure(figsize=(10, 3.6))
+    ax1 = fig.add_subplot(1, 2, 1)
+    ax2 = fig.add_subplot(1, 2, 2)
+    h = run_histogram(cycles.loss_len, max_len)
+    ax1.bar(np.arange(1, max_len + 1), h[1:], color="tab:red")
+    ax1.set_xlabel(f"burst length (packets, last bar >= {max_len})")
+    ax1.set_ylabel("bursts")
+    gaps = cycles.gap_len[cycles.gap_len > 0]
+    if gaps.size:
+        bins = np.unique(np.logspace(0, np.log10(gaps.max() + 1), 30).astype(int))
+        ax2.hist(gaps, bins=bins, color="tab:blue")
+        ax2.set_xscale("log")
+    ax2.set_xlabel("gap between bursts (packets delivered)")
+    ax2.set_ylabel("gaps")
+    title = f"{link_name}: {cycles.loss_len.size} bursts, {int(cycles.loss_len.sum())} lost"
+    if fit is not None:
+        title += (f"; GE p={fit.p.value:.3g} r={fit.r.value:.3g} "
+                  f"loss-in-bad={fit.loss_in_bad.value:.3g} "
+                  f"loss={fit.loss_rate.value:.3g} [{fit.loss_rate.low:.3g}, "
+                  f"{fit.loss_rate.high:.3g}]")
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    return _save(fig, Path(path))
