@@ -103,6 +103,27 @@ class LossModel:
         bad = self.p / (self.p + self.r)
         return bad * (1.0 - self.h) + (1.0 - bad) * (1.0 - self.k)
 
+    def loss_count_interval(self, n_pkts: int, z: float = 3.29) -> tuple[float, float]:
+        """Range of the number of losses among ``n_pkts`` expected with ``z`` standard
+        deviations (3.29: two-sided 99.9 %), by the normal approximation.
+
+        For Gilbert-Elliott the variance grows with the burstiness: the state part is
+        scaled by (1+l)/(1-l) with l = 1-p-r, the chain's second eigenvalue.
+        """
+        mean = n_pkts * self.mean_loss
+        if self.kind is LossKind.GILBERT_ELLIOTT and self.p + self.r > 0:
+            bad = self.p / (self.p + self.r)
+            lb, lg = 1.0 - self.h, 1.0 - self.k
+            lam = 1.0 - self.p - self.r
+            corr = (1.0 + lam) / (1.0 - lam) if lam < 1.0 else float("inf")
+            var1 = (bad * (1 - bad) * (lb - lg) ** 2 * corr
+                    + bad * lb * (1 - lb) + (1 - bad) * lg * (1 - lg))
+        else:
+            q = self.mean_loss
+            var1 = q * (1.0 - q)
+        half = z * (n_pkts * var1) ** 0.5
+        return (max(0.0, mean - half), min(float(n_pkts), mean + half))
+
     def to_dict(self) -> dict[str, object]:
         if self.kind is LossKind.NONE:
             return {"model": "none"}
