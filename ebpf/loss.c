@@ -1,0 +1,111 @@
+/* Loss emulation at tc clsact (ingress or egress) for kernels without netem (bcc).
+ *
+ * Models, chosen at run time through the "config" array (slot 0):
+ *   LOSS_OFF        pass everything;
+ *   LOSS_BERNOULLI  drop each matched packet with probability p_drop;
+ *   LOSS_GE         Gilbert-Elliott: a good and a bad state; a packet is dropped with
+ *                   loss_good / loss_bad by the current state, then the state moves
+ *                   good->bad with p_gb and bad->good with p_bg (classic Gilbert:
+ *                   loss_good 0, loss_bad 1, mean burst 1/p_bg, loss p_gb/(p_gb+p_bg)).
+ * Probabilities are fixed point: threshold = p * 2^32 compared with bpf_get_prandom_u32
+ * (as u64, so p = 1 is exact).  Only IPv4 is considered (ARP and the like always pass),
+ * optionally only UDP, optionally one UDP destination port.
+ * Counters: matched packets, drops, bursts (maximal runs of consecutive drops among
+ * matched packets) and a histogram of finished burst lengths (last slot: >= 63).
+ * State is one shared slot: several CPUs may race on it, which blurs burst statistics
+ * only when packets of one link are spread over CPUs at the same instant.
+ * Passing packets return TC_ACT_UNSPEC so later filters (the INT sink) still run.
+ */
+#include <uapi/linux/bpf.h>
+#include <uapi/linux/if_ether.h>
+#include <uapi/linux/in.h>
+#include <uapi/linux/ip.h>
+#include <uapi/linux/udp.h>
+#include <uapi/linux/pkt_cls.h>
+
+#define LOSS_OFF 0
+#define LOSS_BERNOULLI 1
+#define LOSS_GE 2
+#define HIST_SLOTS 64
+
+struct loss_config {
+    __u64 p_drop;     /* Bernoulli threshold (p * 2^32) */
+    __u64 p_gb;       /* GE good -> bad */
+    __u64 p_bg;       /* GE bad -> good */
+    __u64 loss_good;  /* GE drop threshold in the good state */
+    __u64 loss_bad;   /* GE drop threshold in the bad state */
+    __u32 mode;
+    __u32 udp_only;   /* 1: only UDP packets are subject to loss */
+    __u32 udp_dport;  /* 0: any port */
+    __u32 pad;
+};
+
+struct loss_state {
+    __u64 matched;
+    __u64 dropped;
+    __u64 bursts;
+    __u64 bad_packets; /* matched packets seen in the bad state */
+    __u32 in_bad;
+    __u32 run;         /* length of the current drop run */
+};
+
+BPF_ARRAY(config, struct loss_config, 1);
+BPF_ARRAY(state, struct loss_state, 1);
+BPF_ARRAY(burst_hist, __u64, HIST_SLOTS);
+
+static __always_inline int chance(__u64 threshold)
+{
+    return (__u64)bpf_get_prandom_u32() < threshold;
+}
+
+int loss_filter(struct __sk_buff *skb)
+{
+    __u32 zero = 0;
+    struct loss_config *c = config.lookup(&zero);
+    struct loss_state *st = state.lookup(&zero);
+    if (!c || !st || c->mode == LOSS_OFF)
+        return TC_ACT_UNSPEC;
+    if (skb->protocol != bpf_htons(ETH_P_IP))
+        return TC_ACT_UNSPEC;
+    if (c->udp_only) {
+        struct iphdr ip;
+        if (bpf_skb_load_bytes(skb, ETH_HLEN, &ip, sizeof(ip)) < 0 || ip.protocol != IPPROTO_UDP)
+            return TC_ACT_UNSPEC;
+        if (c->udp_dport) {
+            __be16 port;
+            if (bpf_skb_load_bytes(skb, ETH_HLEN + ip.ihl * 4 + 2, &port, 2) < 0 ||
+                bpf_ntohs(port) != c->udp_dport)
+                return TC_ACT_UNSPEC;
+        }
+    }
+    __sync_fetch_and_add(&st->matched, 1);
+    int drop;
+    if (c->mode == LOSS_BERNOULLI) {
+        drop = chance(c->p_drop);
+    } else {
+        if (st->in_bad)
+            __sync_fetch_and_add(&st->bad_packets, 1);
+        drop = chance(st->in_bad ? c->loss_bad : c->loss_good);
+        if (st->in_bad) {
+            if (chance(c->p_bg))
+                st->in_bad = 0;
+        } else if (chance(c->p_gb)) {
+            st->in_bad = 1;
+        }
+    }
+    if (drop) {
+        if (st->run == 0)
+            __sync_fetch_and_add(&st->bursts, 1);
+        st->run += 1;
+        __sync_fetch_and_add(&st->dropped, 1);
+        return TC_ACT_SHOT;
+    }
+    if (st->run) {
+        __u32 slot = st->run < HIST_SLOTS - 1 ? st->run : HIST_SLOTS - 1;
+        __u64 *h = burst_hist.lookup(&slot);
+        if (h)
+            __sync_fetch_and_add(h, 1);
+        st->run = 0;
+    }
+    return TC_ACT_UNSPEC;
+}

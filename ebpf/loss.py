@@ -1,0 +1,206 @@
+"""Packet loss on an interface without netem: Bernoulli or Gilbert-Elliott, in eBPF.
+
+Usage (the WAN link class and traffic tests)::
+
+    with LossEmulator("s1-eth2", netns="wan") as loss:     # tc ingress of that iface
+        loss.set_bernoulli(0.01)                             # 1 % random loss
+        loss.set_gilbert_elliott(p_gb=0.001, p_bg=0.25)      # bursts of 4 on average
+        loss.disable()                                       # change any time, no reload
+        c = loss.counters()                                  # matched, dropped, bursts, ...
+
+Only IPv4 is dropped (ARP, IPv6 neighbour discovery always pass), optionally only UDP
+(``udp_only``) and one UDP destination port (``udp_dport``).  Use ``direction="egress"``
+to drop on the way out.  Parameters live in a BPF map: every setter takes effect for
+the next packet.  The kernel side is ``loss.c``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import math
+from types import TracebackType
+from typing import TextIO
+
+import numpy as np
+
+from .errors import AttachError, ConfigError
+from .loader import compile_program
+from .tc import Direction, TcAttachment, attach_tc
+
+__all__ = ["LossEmulator", "LossCounters", "GilbertElliott", "LossMode"]
+
+LossMode = str  # "off" | "bernoulli" | "gilbert_elliott"
+_MODES = {"off": 0, "bernoulli": 1, "gilbert_elliott": 2}
+_ONE = 1 << 32
+
+
+class _Config(ctypes.Structure):
+    _fields_ = [("p_drop", ctypes.c_uint64), ("p_gb", ctypes.c_uint64),
+                ("p_bg", ctypes.c_uint64), ("loss_good", ctypes.c_uint64),
+                ("loss_bad", ctypes.c_uint64), ("mode", ctypes.c_uint32),
+                ("udp_only", ctypes.c_uint32), ("udp_dport", ctypes.c_uint32),
+                ("pad", ctypes.c_uint32)]
+
+
+def _threshold(name: str, p: float) -> int:
+    if not (isinstance(p, (int, float)) and math.isfinite(p) and 0.0 <= p <= 1.0):
+        raise ConfigError(f"loss parameter {name}={p!r}: expected a probability in [0, 1]")
+    return min(_ONE, round(p * _ONE))
+
+
+@dataclasses.dataclass(slots=True, kw_only=True, frozen=True)
+class GilbertElliott:
+    """Gilbert-Elliott parameters and what they imply (per matched packet)."""
+
+    p_gb: float
+    """P(good -> bad) after each packet."""
+    p_bg: float
+    """P(bad -> good) after each packet."""
+    loss_good: float = 0.0
+    loss_bad: float = 1.0
+
+    @property
+    def bad_fraction(self) -> float:
+        """Stationary share of packets sent in the bad state."""
+        total = self.p_gb + self.p_bg
+        return self.p_gb / total if total else 0.0
+
+    @property
+    def loss_rate(self) -> float:
+        """Long-run loss probability."""
+        b = self.bad_fraction
+        return b * self.loss_bad + (1 - b) * self.loss_good
+
+    @property
+    def mean_burst_len(self) -> float:
+        """Mean run of consecutive losses, exact for loss_good 0 and loss_bad 1."""
+        return 1.0 / self.p_bg if self.p_bg else math.inf
+
+
+@dataclasses.dataclass(slots=True, kw_only=True, frozen=True)
+class LossCounters:
+    """Counts since attach (or the last ``reset_counters``)."""
+
+    matched: int
+    dropped: int
+    bursts: int
+    bad_packets: int
+    burst_histogram: np.ndarray
+    """Finished bursts by length: index n = bursts of n drops (last index: >= 63)."""
+
+    @property
+    def loss_rate(self) -> float:
+        return self.dropped / self.matched if self.matched else 0.0
+
+    @property
+    def mean_burst_len(self) -> float:
+        return self.dropped / self.bursts if self.bursts else 0.0
+
+
+class LossEmulator:
+    """Loss on one interface's tc hook (optionally inside a named namespace)."""
+
+    def __init__(self, iface: str, *, netns: str | None = None,
+                 direction: Direction = "ingress", prio: int = 5,
+                 udp_only: bool = False, udp_dport: int = 0,
+                 dump_source: TextIO | None = None) -> None:
+        if not 0 <= udp_dport <= 0xFFFF:
+            raise ConfigError(f"udp_dport {udp_dport}: expected 0..65535 (0: any)")
+        self.iface, self.netns, self.direction, self.prio = iface, netns, direction, prio
+        self._udp_only = udp_only or udp_dport != 0
+        self._udp_dport = udp_dport
+        self._dump = dump_source
+        self._bpf = None
+        self._tc: TcAttachment | None = None
+        self._cfg = _Config(udp_only=int(self._udp_only), udp_dport=udp_dport)
+
+    def attach(self) -> "LossEmulator":
+        """Load and attach with loss off; nothing stays attached on failure."""
+        if self._bpf is not None:
+            return self
+        bpf = compile_program("loss.c", {}, dump_source=self._dump)
+        self._bpf = bpf
+        try:
+            from bcc import BPF
+            fn = bpf.load_func(b"loss_filter", BPF.SCHED_CLS)
+            self._write()
+            self._tc = attach_tc(fn.fd, "loss_filter", self.iface, netns=self.netns,
+                                 direction=self.direction, prio=self.prio)
+        except Exception as exc:
+            self.close()
+            if isinstance(exc, AttachError):
+                raise
+            raise AttachError(f"cannot load loss_filter for {self.iface}: {exc}") from None
+        return self
+
+    def close(self) -> None:
+        """Detach and free; safe to call twice."""
+        try:
+            if self._tc is not None:
+                self._tc.detach()
+        finally:
+            self._tc = None
+            if self._bpf is not None:
+                self._bpf.cleanup()
+                self._bpf = None
+
+    def __enter__(self) -> "LossEmulator":
+        return self.attach()
+
+    def __exit__(self, t: type[BaseException] | None, e: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def _need(self):
+        if self._bpf is None:
+            raise AttachError(f"loss_filter on {self.iface} is not attached (call attach())")
+        return self._bpf
+
+    def _write(self) -> None:
+        table = self._need()[b"config"]
+        table[table.Key(0)] = table.Leaf.from_buffer_copy(bytes(self._cfg))
+
+    # -- run-time parameters -------------------------------------------------------
+    def set_bernoulli(self, p_drop: float) -> None:
+        """Drop each matched packet independently with probability ``p_drop``."""
+        self._cfg.p_drop = _threshold("p_drop", p_drop)
+        self._cfg.mode = _MODES["bernoulli"]
+        self._write()
+
+    def set_gilbert_elliott(self, p_gb: float, p_bg: float, *, loss_good: float = 0.0,
+                            loss_bad: float = 1.0) -> GilbertElliott:
+        """Two-state bursty loss; returns the parameters with their implied rates."""
+        ge = GilbertElliott(p_gb=p_gb, p_bg=p_bg, loss_good=loss_good, loss_bad=loss_bad)
+        self._cfg.p_gb = _threshold("p_gb", p_gb)
+        self._cfg.p_bg = _threshold("p_bg", p_bg)
+        self._cfg.loss_good = _threshold("loss_good", loss_good)
+        self._cfg.loss_bad = _threshold("loss_bad", loss_bad)
+        self._cfg.mode = _MODES["gilbert_elliott"]
+        self._write()
+        return ge
+
+    def disable(self) -> None:
+        """Pass everything (the program stays attached)."""
+        self._cfg.mode = _MODES["off"]
+        self._write()
+
+    # -- counters ------------------------------------------------------------------
+    def counters(self) -> LossCounters:
+        bpf = self._need()
+        table = bpf[b"state"]
+        st = table[table.Key(0)]
+        hist_t = bpf[b"burst_hist"]
+        hist = np.array([hist_t[hist_t.Key(i)].value for i in range(len(hist_t))], np.uint64)
+        return LossCounters(matched=st.matched, dropped=st.dropped, bursts=st.bursts,
+                            bad_packets=st.bad_packets, burst_histogram=hist)
+
+    def reset_counters(self) -> None:
+        """Zero the counters and the burst histogram (the GE state stays)."""
+        bpf = self._need()
+        table = bpf[b"state"]
+        cur = table[table.Key(0)]
+        table[table.Key(0)] = table.Leaf(in_bad=cur.in_bad)
+        h = bpf[b"burst_hist"]
+        for i in range(len(h)):
+            h[h.Key(i)] = h.Leaf(0)

@@ -1,0 +1,96 @@
+"""Loss emulation: rates inside their confidence intervals, Gilbert-Elliott bursts."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from ebpf.errors import ConfigError
+from ebpf.loss import GilbertElliott, LossEmulator
+from formats import roce
+
+pytestmark = [pytest.mark.root, pytest.mark.bpf]
+
+
+@pytest.fixture(scope="module")
+def loss(pair):
+    with LossEmulator(pair.h2.ifname, netns=pair.h2.name, udp_dport=4791) as em:
+        yield em
+
+
+def frames(pair, n: int, dport: int = 4791) -> list[bytes]:
+    f = roce.build_frame(eth_src=pair.h1.mac, eth_dst=pair.h2.mac, src=pair.h1.ip,
+                         dst=pair.h2.ip, sport=51000, opcode=roce.Opcode.SEND_ONLY,
+                         dest_qp=9, psn=0, dport=dport)
+    return [f] * n
+
+
+def test_parameters_validated():
+    em = LossEmulator("lo")
+    with pytest.raises(ConfigError, match=r"p_drop=1.5: expected a probability"):
+        em.set_bernoulli(1.5)
+    with pytest.raises(ConfigError, match="udp_dport 70000"):
+        LossEmulator("lo", udp_dport=70000)
+
+
+def test_ge_implied_rates():
+    ge = GilbertElliott(p_gb=0.01, p_bg=0.25)
+    assert math.isclose(ge.bad_fraction, 0.01 / 0.26)
+    assert math.isclose(ge.loss_rate, ge.bad_fraction)
+    assert ge.mean_burst_len == 4.0
+
+
+def test_off_passes_everything_and_delivers(pair, loss):
+    loss.disable()
+    loss.reset_counters()
+    pair.drain()
+    pair.send(frames(pair, 200))
+    assert len(pair.recv_udp(200)) == 200
+    c = loss.counters()
+    assert (c.matched, c.dropped) == (0, 0)
+
+
+def test_bernoulli_rate_within_confidence_interval(pair, loss):
+    n, p = 20000, 0.1
+    loss.reset_counters()
+    loss.set_bernoulli(p)
+    pair.send(frames(pair, n))
+    pair.send(frames(pair, 50, dport=5000))             # other ports are not subject to loss
+    c = loss.counters()
+    loss.disable()
+    assert c.matched == n
+    sigma = math.sqrt(n * p * (1 - p))
+    assert abs(c.dropped - n * p) < 4.5 * sigma, c
+    # independent losses: bursts are runs of a geometric length with mean 1/(1-p)
+    assert abs(c.mean_burst_len - 1 / (1 - p)) < 0.05
+
+
+def test_bernoulli_delivery_matches_counters(pair, loss):
+    pair.drain()
+    loss.reset_counters()
+    loss.set_bernoulli(0.3)
+    pair.send(frames(pair, 300))
+    got = pair.recv_udp(300, timeout_s=0.5)
+    c = loss.counters()
+    loss.disable()
+    assert len(got) == c.matched - c.dropped and 0 < c.dropped < 300
+
+
+def test_gilbert_elliott_bursts_match_parameters(pair, loss):
+    n = 40000
+    loss.reset_counters()
+    ge = loss.set_gilbert_elliott(p_gb=0.02, p_bg=0.25)
+    pair.send(frames(pair, n))
+    c = loss.counters()
+    loss.disable()
+    assert c.matched == n
+    finished = int(c.burst_histogram.sum())
+    assert finished >= c.bursts - 1 and c.bursts > 300
+    # burst length is geometric(p_bg): mean 1/p_bg, P(len 1) = p_bg
+    sd_mean = math.sqrt((1 - ge.p_bg) / ge.p_bg**2 / c.bursts)
+    assert abs(c.mean_burst_len - ge.mean_burst_len) < 4.5 * sd_mean, c
+    share1 = c.burst_histogram[1] / finished
+    assert abs(share1 - ge.p_bg) < 4.5 * math.sqrt(ge.p_bg * (1 - ge.p_bg) / finished)
+    # long-run loss: bursts are independent renewal cycles; allow 25 %
+    assert abs(c.loss_rate - ge.loss_rate) < 0.25 * ge.loss_rate, (c.loss_rate, ge.loss_rate)
+    assert abs(c.bad_packets / n - ge.bad_fraction) < 0.25 * ge.bad_fraction
