@@ -86,6 +86,9 @@ __all__ = [
     "icrc",
     "icrc_for",
     "verify_icrc",
+    "masked_crc_prefix",
+    "icrc_continue",
+    "icrc_ok",
     "build_udp_payload",
     "build_cnp",
     "build_ipv4_packet",
@@ -436,6 +439,43 @@ def _masked_ip_udp(ip_udp: bytes | bytearray | memoryview) -> bytes:
     return bytes(b)
 
 
+_MASKED = struct.Struct("!BBHHHBBH4s4sHHHH")
+
+
+def masked_crc_prefix(src: bytes, dst: bytes, sport: int, dport: int, udp_payload_len: int,
+                      *, ip_id: int = 0, df: bool = True) -> int:
+    """CRC state after the LRH stand-in and the masked IPv4+UDP headers (fast path).
+
+    The masked fields do not need computing, so no checksum work is done here.
+    """
+    hdr = _MASKED.pack(0x45, 0xFF, IPV4_LEN + UDP_LEN + udp_payload_len, ip_id,
+                       0x4000 if df else 0, 0xFF, socket.IPPROTO_UDP, 0xFFFF, src, dst,
+                       sport, dport, UDP_LEN + udp_payload_len, 0xFFFF)
+    return zlib.crc32(hdr, _CRC_AFTER_LRH)
+
+
+def icrc_continue(prefix_crc: int, udp_payload: bytes | bytearray | memoryview) -> int:
+    """Finish an ICRC from :func:`masked_crc_prefix` over BTH..payload (ICRC excluded)."""
+    n = len(udp_payload) - ICRC_LEN
+    crc = zlib.crc32(bytes(udp_payload[:4]) + b"\xff" + bytes(udp_payload[5:BTH_LEN]),
+                     prefix_crc)
+    return zlib.crc32(memoryview(udp_payload)[BTH_LEN:n], crc)
+
+
+def icrc_ok(udp_payload: bytes | bytearray | memoryview, *, src: bytes, dst: bytes,
+            sport: int, dport: int = ROCEV2_UDP_PORT) -> bool:
+    """Verify a received UDP payload's ICRC from the addresses the socket reported.
+
+    The IPv4 identification and flags are assumed to be what a RoCEv2 sender of this
+    project puts there (ID 0, DF); TTL, DSCP/ECN and checksums are masked anyway.
+    """
+    n = len(udp_payload)
+    if n < BTH_LEN + ICRC_LEN:
+        return False
+    (got,) = _ICRC.unpack_from(udp_payload, n - ICRC_LEN)
+    return got == icrc_continue(masked_crc_prefix(src, dst, sport, dport, n), udp_payload)
+
+
 def icrc(ip_udp_header: bytes | bytearray | memoryview,
          ib: bytes | bytearray | memoryview) -> int:
     """ICRC of a packet given its 28-byte IPv4+UDP header and its BTH..payload bytes.
@@ -606,9 +646,7 @@ class PacketTemplate:
     def _prefix_crc(self, total_len: int) -> int:
         c = self._crc_by_len.get(total_len)
         if c is None:
-            hdr = (ipv4_header(self.src, self.dst, UDP_LEN + total_len)
-                   + udp_header(self.sport, self.dport, total_len))
-            c = zlib.crc32(_masked_ip_udp(hdr), _CRC_AFTER_LRH)
+            c = masked_crc_prefix(self.src, self.dst, self.sport, self.dport, total_len)
             if len(self._crc_by_len) < 4096:
                 self._crc_by_len[total_len] = c
         return c
@@ -633,15 +671,7 @@ class PacketTemplate:
     def check(self, buf: bytes | bytearray | memoryview, *, src: bytes, dst: bytes,
               sport: int) -> bool:
         """Verify a received payload's ICRC, reconstructing the header from its addresses."""
-        n = len(buf)
-        if n < BTH_LEN + ICRC_LEN:
-            return False
-        hdr = (ipv4_header(src, dst, UDP_LEN + n) + udp_header(sport, self.dport, n))
-        crc = zlib.crc32(_masked_ip_udp(hdr), _CRC_AFTER_LRH)
-        crc = zlib.crc32(bytes(buf[:4]) + b"\xff" + bytes(buf[5:BTH_LEN]), crc)
-        crc = zlib.crc32(buf[BTH_LEN: n - ICRC_LEN], crc)
-        (got,) = _ICRC.unpack_from(buf, n - ICRC_LEN)
-        return got == crc
+        return icrc_ok(buf, src=src, dst=dst, sport=sport, dport=self.dport)
 
 
 # -- scapy glue (debugging and cross-checks, never the fast path) ----------------------

@@ -417,7 +417,6 @@ class Requester:
         if not self.outstanding:
             self._rto_deadline = None
             return
-        self.counters.timeouts += 1
         if self.cfg.mode is Reliability.GBN:
             self._go_back(self._una)
         else:
@@ -430,6 +429,8 @@ class Requester:
                     self._retx_q.append(s)
                 elif p is not None:
                     p.queued = False
+        if self._retx_q:
+            self.counters.timeouts += 1
         self._rto = min(self.cfg.rto_max_s, self._rto * 2)
         self._rto_deadline = now + self._rto
 

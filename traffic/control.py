@@ -1,0 +1,174 @@
+"""Local control API of a traffic endpoint: rate and FEC feedback over a UNIX socket.
+
+Why: congestion control (HPCC, DCQCN) and the loss-map FEC policy run in the
+controller; the host agent receives their feedback and must hand it to the QPs of the
+local traffic process without waiting on it.  A UNIX *datagram* socket keeps that
+one-way, message-framed and lossless on one machine.
+
+Protocol: the endpoint binds ``path`` (``--control PATH``).  Each datagram holds one or
+more JSON objects, one per line (UTF-8).  Recognised objects:
+
+``{"qp": N, "rate_bps": X}``
+    set requester QP N's pacing rate to X bit/s (1e3..4e11); effective for the next
+    packet the QP sends.
+``{"qp": N, "fec_k": K, "fec_m": M}``
+    set QP N's FEC block to K data + M repair packets (1..128, 0..16); the open block
+    is closed first.  Both keys may be combined with ``rate_bps`` in one object.
+``{"qp": "*", ...}``
+    apply to every requester QP of the endpoint.
+``{"cmd": "stats"}``
+    ask for a snapshot; the reply (one JSON object) is sent back to the client's bound
+    address, if it has one.
+
+A malformed line is counted and answered with ``{"error": "..."}`` when the client
+has an address; it never stops the endpoint.  :func:`send_control` is a small client.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import tempfile
+from dataclasses import dataclass
+
+from traffic.errors import ControlError
+
+__all__ = ["ControlCommand", "parse_control", "ControlServer", "send_control", "query_stats"]
+
+MAX_DATAGRAM = 65536
+
+
+@dataclass(slots=True, kw_only=True, frozen=True)
+class ControlCommand:
+    """One parsed control object. ``qp`` is None for "all QPs"."""
+
+    qp: int | None = None
+    rate_bps: float | None = None
+    fec_k: int | None = None
+    fec_m: int | None = None
+    stats: bool = False
+
+
+def _parse_obj(obj: object, where: str) -> ControlCommand:
+    if not isinstance(obj, dict):
+        raise ControlError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+    unknown = set(obj) - {"qp", "rate_bps", "fec_k", "fec_m", "cmd"}
+    if unknown:
+        raise ControlError(
+            f"{where}: unknown key(s) {sorted(unknown)}; known: qp, rate_bps, fec_k, fec_m, cmd"
+        )
+    if "cmd" in obj:
+        if obj["cmd"] != "stats":
+            raise ControlError(f"{where}: cmd={obj['cmd']!r} unknown; known: 'stats'")
+        return ControlCommand(stats=True)
+    if "qp" not in obj:
+        raise ControlError(f"{where}: missing 'qp' (a QP number or \"*\")")
+    qp = obj["qp"]
+    if qp == "*":
+        qpn = None
+    elif isinstance(qp, int) and not isinstance(qp, bool) and 1 <= qp <= 0xFFFFFF:
+        qpn = qp
+    else:
+        raise ControlError(f"{where}: qp={qp!r} is not a QP number (1..16777215) or \"*\"")
+    rate = obj.get("rate_bps")
+    if rate is not None:
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 1e3 <= rate <= 4e11:
+            raise ControlError(f"{where}: rate_bps={rate!r} outside 1e3..4e11")
+        rate = float(rate)
+    k, m = obj.get("fec_k"), obj.get("fec_m")
+    if (k is None) != (m is None):
+        raise ControlError(f"{where}: fec_k and fec_m must be given together")
+    if k is not None:
+        if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= 128:
+            raise ControlError(f"{where}: fec_k={k!r} outside 1..128")
+        if not isinstance(m, int) or isinstance(m, bool) or not 0 <= m <= 16:
+            raise ControlError(f"{where}: fec_m={m!r} outside 0..16")
+    if rate is None and k is None:
+        raise ControlError(f"{where}: nothing to set (give rate_bps and/or fec_k + fec_m)")
+    return ControlCommand(qp=qpn, rate_bps=rate, fec_k=k, fec_m=m)
+
+
+def parse_control(data: bytes) -> tuple[list[ControlCommand], list[str]]:
+    """Parse one datagram: (commands, error messages), one entry per line."""
+    cmds: list[ControlCommand] = []
+    errors: list[str] = []
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return [], [f"control datagram: not UTF-8 ({e.reason} at byte {e.start})"]
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"control line {n}"
+        try:
+            cmds.append(_parse_obj(json.loads(line), where))
+        except json.JSONDecodeError as e:
+            errors.append(f"{where}: invalid JSON ({e.msg} at column {e.colno})")
+        except ControlError as e:
+            errors.append(str(e))
+    return cmds, errors
+
+
+class ControlServer:
+    """Non-blocking UNIX datagram socket owned by an endpoint (``fileno`` for poll)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        if os.path.exists(path):
+            os.unlink(path)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(path)
+        self.sock.setblocking(False)
+        self.errors = 0
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def receive(self) -> list[tuple[list[ControlCommand], list[str], str | None]]:
+        """Drain pending datagrams: (commands, errors, reply address) per datagram."""
+        out = []
+        while True:
+            try:
+                data, addr = self.sock.recvfrom(MAX_DATAGRAM)
+            except BlockingIOError:
+                return out
+            cmds, errs = parse_control(data)
+            self.errors += len(errs)
+            out.append((cmds, errs, addr or None))
+
+    def reply(self, addr: str | None, obj: dict) -> None:
+        if not addr:
+            return
+        try:
+            self.sock.sendto(json.dumps(obj).encode(), addr)
+        except OSError:
+            pass  # the client went away; feedback is best effort
+
+    def close(self) -> None:
+        self.sock.close()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+
+def send_control(path: str, *objs: dict) -> None:
+    """Send control objects (one datagram, one JSON line each) to an endpoint."""
+    data = "\n".join(json.dumps(o) for o in objs).encode()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+        s.sendto(data, path)
+
+
+def query_stats(path: str, timeout_s: float = 2.0) -> dict:
+    """Ask an endpoint for its stats snapshot (binds a temporary client address)."""
+    with tempfile.TemporaryDirectory(prefix="ttrctl") as d:
+        me = os.path.join(d, "c")
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+            s.bind(me)
+            s.settimeout(timeout_s)
+            s.sendto(b'{"cmd": "stats"}', path)
+            try:
+                data = s.recv(MAX_DATAGRAM * 16)
+            except socket.timeout:
+                raise ControlError(f"control {path}: no stats reply in {timeout_s} s") from None
+    return json.loads(data)

@@ -1,0 +1,362 @@
+"""A host's RoCEv2 endpoint: UDP sockets, event loop, many QPs, emulated link.
+
+One endpoint per process and per IPv4 address.  It binds ``ip:4791`` for everything it
+receives (data for its responder QPs, ACK/NAK/CNP for its requester QPs; the BTH
+destination QP says which) and opens one UDP socket per QP for sending, bound to an
+ephemeral source port that serves as that QP's UDP entropy.
+
+ICRC, sending: send sockets are unconnected with ``IP_PMTUDISC_DO``, for which Linux
+sends IP ID 0 with DF set; every field the ICRC covers is therefore known in advance
+and the ICRC is computed in user space before ``sendto``.  ICRC, receiving: the
+receiver rebuilds the covered header fields from the source address and port the
+socket reports, its own address, the UDP length and the same ID/DF convention, and
+verifies; packets that fail are counted (``bad_icrc``) and dropped.
+
+ECN: senders mark ECT(0); a received data packet with CE makes the responder send a
+CNP to the requester (at most one per QP per 50 us, as DCQCN prescribes).
+
+Emulated link (no netem here): packets for the endpoint's QPs can be dropped by a
+seeded loss model and held for a one-way delay before processing; with the same delay
+at both ends the round-trip time grows by twice that.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import select
+import socket
+import struct
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from formats import roce
+from formats.roce import ICRC_LEN, PSN_MASK, ROCEV2_UDP_PORT, Opcode
+from traffic.control import ControlServer
+from traffic.emulation import DelayLine, LossModel, NoLoss
+from traffic.errors import ConfigError
+from traffic.qp_types import MessageRecord, QpConfig
+from traffic.requester import Requester
+from traffic.responder import Responder
+
+__all__ = ["EndpointConfig", "Endpoint", "EndpointCounters"]
+
+log = logging.getLogger("traffic")
+
+_IP_MTU_DISCOVER = getattr(socket, "IP_MTU_DISCOVER", 10)
+_IP_PMTUDISC_DO = getattr(socket, "IP_PMTUDISC_DO", 2)
+_IP_RECVTOS = getattr(socket, "IP_RECVTOS", 13)
+_HDR = struct.Struct("!BBHI")
+_CNP_GAP_S = 50e-6
+_LOSSY_OPCODES = frozenset(int(o) for o in roce.DATA_OPCODES | {Opcode.FEC_REPAIR})
+
+
+@dataclass(slots=True, kw_only=True)
+class EndpointConfig:
+    ip: str
+    port: int = ROCEV2_UDP_PORT
+    delay_s: float = 0.0
+    loss: LossModel = field(default_factory=NoLoss)
+    loss_scope: str = "data"  # "data": data + FEC repair packets; "all": every packet
+    control_path: str | None = None
+    sample_interval_s: float = 0.05
+    rcvbuf_bytes: int = 8 << 20
+    batch: int = 128
+
+    def __post_init__(self) -> None:
+        if self.loss_scope not in ("data", "all"):
+            raise ConfigError(f"endpoint {self.ip}: loss_scope={self.loss_scope!r} not data/all")
+        if not 0.001 <= self.sample_interval_s <= 60:
+            raise ConfigError(
+                f"endpoint {self.ip}: sample_interval_s={self.sample_interval_s!r} "
+                "outside 0.001..60")
+
+
+@dataclass(slots=True, kw_only=True)
+class EndpointCounters:
+    rx_pkts: int = 0
+    bad_icrc: int = 0
+    truncated: int = 0
+    unknown_qp: int = 0
+    wrong_peer: int = 0
+    unexpected_opcode: int = 0
+    injected_drops: int = 0
+    injected_data_drops: int = 0
+    injected_repair_drops: int = 0
+    cnps_tx: int = 0
+    send_errors: int = 0
+    control_msgs: int = 0
+    control_errors: int = 0
+
+
+class Endpoint:
+    """Owns the sockets and QPs of one host address; drive it with :meth:`run`."""
+
+    def __init__(self, cfg: EndpointConfig):
+        self.cfg = cfg
+        self.counters = EndpointCounters()
+        self.requesters: dict[int, Requester] = {}
+        self.responders: dict[int, Responder] = {}
+        self.injected_by_qp: dict[int, int] = {}
+        self.series: dict[int, list[tuple]] = {}
+        self._ip_b = socket.inet_aton(cfg.ip)
+        self._socks: dict[int, socket.socket] = {}
+        self._dirty: set[int] = set()
+        self._last_cnp: dict[int, float] = {}
+        self._delay = DelayLine(delay_s=cfg.delay_s)
+        self._t0 = time.monotonic()
+        self._next_sample = self._t0
+        self.rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            self.rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, cfg.rcvbuf_bytes)
+            self.rx.setsockopt(socket.IPPROTO_IP, _IP_RECVTOS, 1)
+            self.rx.bind((cfg.ip, cfg.port))
+        except OSError as e:
+            self.rx.close()
+            raise ConfigError(f"endpoint: cannot bind {cfg.ip}:{cfg.port}: {e.strerror}") from None
+        self.rx.setblocking(False)
+        self.control = ControlServer(cfg.control_path) if cfg.control_path else None
+
+    # -- QPs -------------------------------------------------------------------------
+    def _qp_socket(self, qpn: int, dscp: int) -> socket.socket:
+        if qpn in self._socks:
+            raise ConfigError(f"endpoint {self.cfg.ip}: QP {qpn} already exists")
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.setsockopt(socket.IPPROTO_IP, _IP_MTU_DISCOVER, _IP_PMTUDISC_DO)
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, (dscp << 2) | 0x02)  # ECT(0)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+        s.bind((self.cfg.ip, 0))
+        self._socks[qpn] = s
+        return s
+
+    def add_requester(self, qcfg: QpConfig, *, start_psn: int = 0) -> Requester:
+        s = self._qp_socket(qcfg.qpn, qcfg.dscp)
+        r = Requester(cfg=qcfg, local_ip=self.cfg.ip, sport=s.getsockname()[1],
+                      start_psn=start_psn, now_s=self.now())
+        self.requesters[qcfg.qpn] = r
+        self.series[qcfg.qpn] = []
+        return r
+
+    def add_responder(self, qcfg: QpConfig, *, start_psn: int = 0,
+                      on_message: Callable[[Responder, MessageRecord, bytearray], None]
+                      | None = None) -> Responder:
+        s = self._qp_socket(qcfg.qpn, qcfg.dscp)
+        r = Responder(cfg=qcfg, local_ip=self.cfg.ip, sport=s.getsockname()[1],
+                      start_psn=start_psn, on_message=on_message)
+        self.responders[qcfg.qpn] = r
+        self.series[qcfg.qpn] = []
+        return r
+
+    def now(self) -> float:
+        """Seconds since the endpoint started (the time base of every record)."""
+        return time.monotonic() - self._t0
+
+    # -- receive path ----------------------------------------------------------------
+    def _receive(self, now: float) -> None:
+        rx = self.rx
+        c = self.counters
+        loss = self.cfg.loss
+        scope_all = self.cfg.loss_scope == "all"
+        lossy = not isinstance(loss, NoLoss)
+        delay = self.cfg.delay_s > 0
+        for _ in range(self.cfg.batch):
+            try:
+                data, anc, _flags, addr = rx.recvmsg(65535, 64)
+            except BlockingIOError:
+                return
+            c.rx_pkts += 1
+            tos = 0
+            for lvl, typ, val in anc:
+                if lvl == socket.IPPROTO_IP and val:
+                    tos = val[0]
+            if lossy and data and (scope_all or data[0] in _LOSSY_OPCODES) and loss.drop():
+                c.injected_drops += 1
+                if data[0] == Opcode.FEC_REPAIR:
+                    c.injected_repair_drops += 1
+                else:
+                    c.injected_data_drops += 1
+                if len(data) >= 8:
+                    q = _HDR.unpack_from(data)[3] & PSN_MASK
+                    self.injected_by_qp[q] = self.injected_by_qp.get(q, 0) + 1
+                continue
+            if delay:
+                self._delay.push(now, (data, addr, tos))
+            else:
+                self._process(data, addr, tos, now)
+
+    def _process(self, data: bytes, addr: tuple[str, int], tos: int, now: float) -> None:
+        c = self.counters
+        if len(data) < roce.BTH_LEN + ICRC_LEN:
+            c.truncated += 1
+            return
+        if not roce.icrc_ok(data, src=socket.inet_aton(addr[0]), dst=self._ip_b,
+                            sport=addr[1], dport=self.cfg.port):
+            c.bad_icrc += 1
+            return
+        try:
+            pkt = roce.parse_udp_payload(data)
+        except roce.RoceFormatError:
+            c.truncated += 1
+            return
+        qpn = pkt.bth.dest_qp
+        op = pkt.bth.opcode
+        if op == Opcode.ACKNOWLEDGE or op == Opcode.CNP:
+            req = self.requesters.get(qpn)
+            if req is None:
+                c.unknown_qp += 1
+                return
+            if addr[0] != req.cfg.peer_ip:
+                c.wrong_peer += 1
+                return
+            if op == Opcode.CNP:
+                req.on_cnp(now)
+            else:
+                req.on_ack(pkt, now)
+            return
+        resp = self.responders.get(qpn)
+        if resp is None:
+            c.unknown_qp += 1
+            return
+        if addr[0] != resp.cfg.peer_ip:
+            c.wrong_peer += 1
+            resp.counters.wrong_peer += 1
+            return
+        resp.on_packet(pkt, now)
+        self._dirty.add(qpn)
+        if (tos & 3) == 3 and op != Opcode.FEC_REPAIR:
+            last = self._last_cnp.get(qpn, -1.0)
+            if now - last >= _CNP_GAP_S:
+                self._last_cnp[qpn] = now
+                cnp = roce.build_cnp(src=self.cfg.ip, dst=resp.cfg.peer_ip, sport=resp.sport,
+                                     dest_qp=resp.cfg.peer_qpn)
+                self._send(qpn, resp.cfg.peer_ip, cnp)
+                c.cnps_tx += 1
+
+    def _send(self, qpn: int, dst: str, buf: bytes) -> None:
+        try:
+            self._socks[qpn].sendto(buf, (dst, self.cfg.port))
+        except OSError:
+            self.counters.send_errors += 1
+
+    # -- control ---------------------------------------------------------------------
+    def _control(self, now: float) -> None:
+        assert self.control is not None
+        for cmds, errs, addr in self.control.receive():
+            self.counters.control_msgs += 1
+            self.counters.control_errors += len(errs)
+            for e in errs:
+                log.warning("%s", e)
+                self.control.reply(addr, {"error": e})
+            for cmd in cmds:
+                if cmd.stats:
+                    self.control.reply(addr, self.stats(compact=True))
+                    continue
+                qps = (list(self.requesters.values()) if cmd.qp is None
+                       else [self.requesters[cmd.qp]] if cmd.qp in self.requesters else [])
+                if not qps:
+                    msg = f"control: QP {cmd.qp} is not a requester QP of {self.cfg.ip}"
+                    self.counters.control_errors += 1
+                    self.control.reply(addr, {"error": msg})
+                    continue
+                for q in qps:
+                    try:
+                        if cmd.rate_bps is not None:
+                            q.set_rate(cmd.rate_bps, now)
+                        if cmd.fec_k is not None and cmd.fec_m is not None:
+                            q.set_fec(cmd.fec_k, cmd.fec_m, now)
+                    except ConfigError as e:
+                        self.counters.control_errors += 1
+                        self.control.reply(addr, {"error": str(e)})
+
+    # -- loop ------------------------------------------------------------------------
+    def step(self, max_wait_s: float = 0.01) -> None:
+        """One loop iteration: receive, process due packets, ack, control, send, wait."""
+        now = self.now()
+        self._receive(now)
+        if len(self._delay):
+            for data, addr, tos in self._delay.pop_due(now):
+                self._process(data, addr, tos, now)
+        for qpn in self._dirty:
+            r = self.responders[qpn]
+            ack = r.take_ack()
+            if ack is not None:
+                self._send(qpn, r.cfg.peer_ip, ack)
+        self._dirty.clear()
+        if self.control is not None:
+            self._control(now)
+        wake = now + max_wait_s
+        out: list[bytes] = []
+        for qpn, req in self.requesters.items():
+            out.clear()
+            t = req.poll(now, out)
+            dst = req.cfg.peer_ip
+            for b in out:
+                self._send(qpn, dst, b)
+            if t is not None and t < wake:
+                wake = t
+        due = self._delay.next_due()
+        if due is not None and due < wake:
+            wake = due
+        if now >= self._next_sample - self._t0:
+            self._sample(now)
+        timeout = wake - self.now()
+        if timeout > 0:
+            fds = [self.rx] + ([self.control.sock] if self.control else [])
+            select.select(fds, [], [], timeout)
+
+    def run(self, until: Callable[[], bool], *, timeout_s: float,
+            on_tick: Callable[[float], None] | None = None) -> bool:
+        """Loop until ``until()`` is true (returns True) or ``timeout_s`` passes (False)."""
+        end = self.now() + timeout_s
+        while not until():
+            if self.now() > end:
+                return False
+            self.step()
+            if on_tick is not None:
+                on_tick(self.now())
+        self._sample(self.now())
+        return True
+
+    # -- statistics ------------------------------------------------------------------
+    def _sample(self, now: float) -> None:
+        self._next_sample = self._t0 + now + self.cfg.sample_interval_s
+        for qpn, r in self.requesters.items():
+            c = r.counters
+            self.series[qpn].append((round(now, 6), r.cfg.rate_bps, c.tx_bytes, c.acked_bytes,
+                                     c.retx_pkts, r.srtt_s))
+        for qpn, s in self.responders.items():
+            c = s.counters
+            self.series[qpn].append((round(now, 6), c.delivered_bytes, c.fec_repaired,
+                                     c.msgs_done))
+
+    def stats(self, *, compact: bool = False) -> dict:
+        """Counters of the endpoint and every QP (plus time series unless compact)."""
+        out: dict = {
+            "ip": self.cfg.ip, "time_s": round(self.now(), 6),
+            "endpoint": dataclasses.asdict(self.counters),
+            "injected_by_qp": {str(k): v for k, v in self.injected_by_qp.items()},
+            "requesters": {str(q): r.snapshot() for q, r in self.requesters.items()},
+            "responders": {str(q): r.snapshot() for q, r in self.responders.items()},
+        }
+        if not compact:
+            out["series_columns"] = {
+                "requester": ["t_s", "rate_bps", "tx_bytes", "acked_bytes", "retx_pkts",
+                              "srtt_s"],
+                "responder": ["t_s", "delivered_bytes", "fec_repaired", "msgs_done"],
+            }
+            out["series"] = {str(q): s for q, s in self.series.items()}
+        return out
+
+    def close(self) -> None:
+        for s in self._socks.values():
+            s.close()
+        self._socks.clear()
+        self.rx.close()
+        if self.control is not None:
+            self.control.close()
+
+    def __enter__(self) -> "Endpoint":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
