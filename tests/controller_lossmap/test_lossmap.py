@@ -1,0 +1,154 @@
+"""Loss maps against synthetic traces with known per-link losses."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from controller.lossmap import (
+    LinkCounters, LinkIndex, LinkKeyError, LossEvents, LossInputError, LossParameterError,
+    Source, TimeBins, cycles_from_events, cycles_from_sequence, fit_gilbert_elliott,
+    flow_loss_map, link_loss_map, localize, psn_gaps, run_histogram)
+from lossmap_synth import binned, make_trace
+
+PATHS = [[0, 2, 4], [1, 2, 4], [0, 3, 5], [1, 3, 5], [0, 2, 6], [1, 3, 6]]
+N_LINKS = 7
+GE = {2: (0.002, 0.3, 0.8), 5: (0.5, 0.5, 0.01)}   # link 5: independent 0.5 % loss
+BIN_NS = 10**6
+
+
+@pytest.fixture(scope="module")
+def trace():
+    return make_trace(paths=PATHS, n_links=N_LINKS, link_ge=GE, packets_per_flow=20_000,
+                      interval_ns=1000, sample_ns=BIN_NS, seed=5)
+
+
+@pytest.fixture(scope="module")
+def bins(trace):
+    return TimeBins(start_ns=0, bin_ns=BIN_NS, n_bins=int(trace.host_ts.max() // BIN_NS) + 1)
+
+
+def test_event_map_equals_injected_losses(trace, bins):
+    m = link_loss_map(bins=bins, n_links=N_LINKS, events=trace.events,
+                      event_links=np.arange(N_LINKS))
+    truth = binned(trace.link_lost_ts, bins)
+    assert truth[2].sum() > 100 and truth[5].sum() > 50
+    np.testing.assert_array_equal(m.lost, truth)
+    assert np.all(m.source == Source.EVENT)
+
+
+def test_counter_map_equals_injected_losses_across_wrap(trace, bins):
+    m = link_loss_map(bins=bins, n_links=N_LINKS, counters=trace.counters)
+    np.testing.assert_array_equal(m.lost, binned(trace.link_lost_ts, bins))
+    delivered = [np.sum(~lost) for lost in trace.link_seq_lost]
+    np.testing.assert_array_equal(m.delivered.sum(axis=1), delivered)
+    rate = m.loss_rate()
+    assert np.nanmean(rate[5]) == pytest.approx(0.005, rel=0.3)
+
+
+def test_events_alone_give_delivered_between_gaps(trace, bins):
+    m = link_loss_map(bins=bins, n_links=N_LINKS, events=trace.events)
+    lost = trace.link_seq_lost[2]
+    first, last = np.flatnonzero(lost)[[0, -1]]
+    # from the end of the first gap to the start of the last gap
+    seg = lost[first:last + 1]
+    starts = np.flatnonzero(seg & ~np.r_[False, seg[:-1]])
+    first_end = np.flatnonzero(~seg)[0]
+    assert m.delivered[2].sum() == np.sum(~seg[first_end:starts[-1]])
+
+
+def test_reordering_is_not_loss():
+    ev = LossEvents(link_idx=[0, 0], ts_ns=[1, 2], expected=[10, 5], received=[13, 3])
+    m = link_loss_map(bins=TimeBins(start_ns=0, bin_ns=10, n_bins=1), n_links=1, events=ev)
+    assert m.lost[0, 0] == 3 and m.reordered[0, 0] == 1
+
+
+def test_psn_map_equals_injected_flow_losses(trace, bins):
+    fm = flow_loss_map(bins=bins, n_flows=len(PATHS), flow_idx=trace.host_flow,
+                       ts_ns=trace.host_ts, psn=trace.host_psn)
+    np.testing.assert_array_equal(fm.lost, binned(trace.flow_lost_ts, bins))
+    assert fm.lost[3].sum() > 0                             # flows through link 5 lose
+    assert fm.lost[5].sum() == 0                            # clean path
+
+
+def test_psn_gaps_ignore_retransmissions_and_wrap():
+    top = (1 << 24) - 1
+    g = psn_gaps(flow_idx=[0] * 9, ts_ns=range(9),
+                 psn=[top - 2, top - 1, 1, 2, 0, top, 3, 6, 4])
+    # lost: top, 0 (revealed by 1); 4, 5 (revealed by 6); 0/top/4 later are resends
+    assert g.lost.tolist() == [2, 2]
+    assert g.first_lost_psn.tolist() == [top, 4]
+
+
+def test_localisation_recovers_unmonitored_lossy_link(trace, bins):
+    unmonitored = [2, 3, 5]
+    keep = ~np.isin(trace.events.link_idx, unmonitored)
+    ev = LossEvents(link_idx=trace.events.link_idx[keep], ts_ns=trace.events.ts_ns[keep],
+                    expected=trace.events.expected[keep], received=trace.events.received[keep])
+    monitored = np.setdiff1d(np.arange(N_LINKS), unmonitored)
+    links = link_loss_map(bins=bins, n_links=N_LINKS, events=ev, event_links=monitored)
+    fm = flow_loss_map(bins=bins, n_flows=len(PATHS), flow_idx=trace.host_flow,
+                       ts_ns=trace.host_ts, psn=trace.host_psn)
+    loc = localize(flows=fm, paths=PATHS, links=links)
+    truth = binned(trace.link_lost_ts, bins)
+    est = loc.link_map.lost
+    assert list(loc.link_map.source[unmonitored]) == [Source.VOTE] * 3
+    for link in (2, 5):
+        assert est[link].sum() == pytest.approx(truth[link].sum(), rel=0.02, abs=2)
+        assert np.abs(est[link] - truth[link]).sum() <= 0.05 * truth[link].sum() + 4
+    assert est[3].sum() <= 0.05 * truth[5].sum()   # loss-free link stays (nearly) clean
+    np.testing.assert_array_equal(est[monitored], truth[monitored])
+    assert loc.unexplained.sum() == 0
+
+
+def test_localisation_points_at_shared_link():
+    # two lossy flows share link 0; each also crosses a private unmonitored link
+    bins = TimeBins(start_ns=0, bin_ns=10, n_bins=1)
+    from controller.lossmap import FlowLossMap, PsnGaps
+    z = np.zeros(0, dtype=np.int64)
+    fm = FlowLossMap(bins=bins, lost=np.array([[10.0], [12.0], [0.0]]),
+                     delivered=np.array([[100.0], [100.0], [100.0]]),
+                     gaps=PsnGaps(flow_idx=z, ts_ns=z, first_lost_psn=z, lost=z))
+    links = link_loss_map(bins=bins, n_links=4)
+    loc = localize(flows=fm, paths=[[1, 0], [2, 0], [3]], links=links)
+    assert np.argmax(loc.link_map.lost[:, 0]) == 0
+    assert loc.link_map.lost[0, 0] > 0.7 * 22
+    assert loc.exonerated[3, 0] and loc.link_map.lost[3, 0] == 0
+
+
+def test_burst_stats_and_ge_fit_from_events(trace):
+    cy = cycles_from_events(trace.events, 2)
+    lost = trace.link_seq_lost[2]
+    ref = cycles_from_sequence(lost)
+    np.testing.assert_array_equal(cy.loss_len, ref.loss_len)
+    np.testing.assert_array_equal(cy.gap_len[:-1], ref.gap_len[:-1])
+    h = run_histogram(cy.loss_len, 16)
+    assert h.sum() == cy.loss_len.size and h[0] == 0
+
+
+@pytest.mark.parametrize("p,r,d", [(0.01, 0.3, 1.0), (0.005, 0.2, 0.6), (0.02, 0.5, 0.8)])
+def test_ge_fit_recovers_parameters_within_ci(p, r, d):
+    from controller.lossmap import simulate_gilbert_elliott
+    x = simulate_gilbert_elliott(n=400_000, p=p, r=r, loss_in_bad=d, seed=11)
+    fit = fit_gilbert_elliott(cycles_from_sequence(x), confidence=0.99)
+    assert fit.p.contains(p), fit.p
+    assert fit.r.contains(r), fit.r
+    assert fit.loss_in_bad.contains(d) or (d == 1.0 and fit.loss_in_bad.high >= 0.99)
+    assert fit.loss_rate.contains(p / (p + r) * d), fit.loss_rate
+    assert fit.loss_rate.high - fit.loss_rate.low < 0.3 * fit.loss_rate.value
+
+
+def test_link_index_and_errors():
+    idx = LinkIndex(np.array([1, 1, 2]), np.array([1, 2, 1]), ("s1:1", "s1:2", "s2:1"))
+    assert idx.lookup([2, 1], [1, 2]).tolist() == [2, 1]
+    with pytest.raises(LinkKeyError, match="switch 3 port 1"):
+        idx.lookup([3], [1])
+    with pytest.raises(LossParameterError, match="bin_ns = 0"):
+        TimeBins(start_ns=0, bin_ns=0, n_bins=1)
+    with pytest.raises(LossInputError, match="link 9"):
+        link_loss_map(bins=TimeBins(start_ns=0, bin_ns=1, n_bins=1), n_links=2,
+                      counters=LinkCounters(link_idx=[9], ts_ns=[0], rx_packets=[0],
+                                            lost_packets=[0]))
+    with pytest.raises(LossInputError, match="PSN 16777216"):
+        psn_gaps(flow_idx=[0, 0], ts_ns=[0, 1], psn=[0, 1 << 24])
+    with pytest.raises(LossInputError, match="need at least 2"):
+        fit_gilbert_elliott(cycles_from_sequence([False, True, False]))
