@@ -146,6 +146,8 @@ class DirectionStats:
     queue_drops: int = 0
     tx_errors: int = 0
     max_backlog_pkts: int = 0
+    late_max_us: int = 0          # worst lateness of a send against its delivery time
+    late_over_1ms_pkts: int = 0   # frames sent more than 1 ms late (a busy machine)
 
 
 class DelayLineCore:
@@ -223,13 +225,24 @@ class DelayLineCore:
         return min(heads) if heads else None
 
     def due(self, now_s: float) -> list[bytes]:
-        """Remove and return, in delivery order, the frames due at ``now_s``."""
+        """Remove and return, in delivery order, the frames due at ``now_s``.
+
+        Also records how late the earliest of them is (the scheduler's accuracy).
+        """
         out: list[bytes] = []
         fifo, heap = self._fifo, self._heap
+        first = self.next_due_s()
         while fifo and fifo[0][0] <= now_s:
             out.append(fifo.popleft()[1])
         while heap and heap[0][0] <= now_s:
             out.append(heapq.heappop(heap)[2])
+        if out and first is not None:
+            late_us = int((now_s - first) * 1e6)
+            st = self.stats
+            if late_us > st.late_max_us:
+                st.late_max_us = late_us
+            if late_us > 1000:
+                st.late_over_1ms_pkts += len(out)
         return out
 
     @property

@@ -69,11 +69,17 @@ def wan_params_for(link: Link, *, seed: int | None = None, queue_pkts: int | Non
 
 
 class WanLink:
-    """A delay line process between ``a_iface`` and ``b_iface`` (see module docstring)."""
+    """A delay line process between ``a_iface`` and ``b_iface`` (see module docstring).
+
+    ``realtime`` runs the delay line with SCHED_FIFO priority (best effort), so a busy
+    machine delays its wake-ups less; it sleeps whenever nothing is due, so it only
+    takes the CPU its traffic needs.  ``stats()`` reports how late sends were
+    (``late_max_us``, ``late_over_1ms_pkts``) to show when the machine was too busy.
+    """
 
     def __init__(self, a_iface: str, b_iface: str, *, netns: str | None = None,
                  params: WanParams | None = None, loss_backend: LossBackend | None = None,
-                 realtime: bool = False, **shaping: Any) -> None:
+                 realtime: bool = True, **shaping: Any) -> None:
         if params is not None and shaping:
             raise WanError(f"WAN link {a_iface}-{b_iface}: give params or shaping "
                            f"keywords ({', '.join(shaping)}), not both")
@@ -254,7 +260,7 @@ class MininetWanLink(_mininet_link_base()):  # type: ignore[misc]
     """
 
     def __init__(self, node1: Any, node2: Any, *args: Any, wan: WanParams | None = None,
-                 realtime: bool = False, loss_backend: LossBackend | None = None,
+                 realtime: bool = True, loss_backend: LossBackend | None = None,
                  **kwargs: Any) -> None:
         from .netns import Namespace, unique_name
         self._wan_params = (wan or WanParams()).check("WAN link")
