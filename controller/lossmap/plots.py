@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from matplotlib import colormaps
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
@@ -36,22 +37,31 @@ def plot_heatmap(link_map: LinkLossMap, path: str | Path, *,
         raise LossInputError(f"plot_heatmap: {len(names)} link names for "
                              f"{link_map.n_links} links")
     data = link_map.loss_rate() if rate else link_map.lost.astype(float)
-    shown = np.where(np.isfinite(data) & (data > 0), data, np.nan)
+    if not rate:
+        seen = (link_map.lost + link_map.delivered) > 0
+        data = np.where(seen | (link_map.source[:, None] != Source.NONE), data, np.nan)
+    shown = data  # NaN: nothing seen (grey); 0: seen, no loss (under colour)
     fig = Figure(figsize=(10, 1.5 + 0.35 * link_map.n_links))
     ax = fig.add_subplot(1, 1, 1)
     edges = link_map.bins.edges_s()
-    positive = shown[np.isfinite(shown)]
-    norm = LogNorm(vmin=positive.min(), vmax=max(positive.max(), positive.min() * 1.0001)) \
-        if positive.size else None
-    mesh = ax.pcolormesh(edges, np.arange(link_map.n_links + 1), shown, cmap="inferno_r",
-                         norm=norm, shading="flat")
+    positive = shown[np.isfinite(shown) & (shown > 0)]
+    lo = float(positive.min()) if positive.size else 1e-6
+    hi = float(positive.max()) if positive.size else 1.0
+    norm = LogNorm(vmin=lo, vmax=max(hi, lo * 1.0001))
+    cmap = colormaps["inferno_r"].with_extremes(under="#e8f5e9", bad="#bdbdbd")
+    # zeros sit below vmin (drawn in the "under" colour) instead of vanishing on a log scale
+    shown = np.where(shown == 0, lo / 10, shown)
+    mesh = ax.pcolormesh(edges, np.arange(link_map.n_links + 1), np.ma.masked_invalid(shown),
+                         cmap=cmap, norm=norm, shading="flat")
     ax.set_yticks(np.arange(link_map.n_links) + 0.5)
     ax.set_yticklabels([f"{n} ({Source.NAMES[s]})" for n, s in zip(names, link_map.source)],
                        fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("time (s)")
     ax.set_title(title)
-    fig.colorbar(mesh, ax=ax, label="loss rate" if rate else "packets lost")
+    fig.colorbar(mesh, ax=ax, extend="min",
+                 label=("loss rate" if rate else "packets lost")
+                 + " (pale: no loss, grey: no data)")
     fig.tight_layout()
     return _save(fig, Path(path))
 
@@ -64,6 +74,8 @@ def plot_bursts(cycles: Cycles, path: str | Path, *, link_name: str,
     ax2 = fig.add_subplot(1, 2, 2)
     h = run_histogram(cycles.loss_len, max_len)
     ax1.bar(np.arange(1, max_len + 1), h[1:], color="tab:red")
+    if cycles.loss_len.size:
+        ax1.set_xlim(0.5, min(int(cycles.loss_len.max()), max_len) + 0.5)
     ax1.set_xlabel(f"burst length (packets, last bar >= {max_len})")
     ax1.set_ylabel("bursts")
     gaps = cycles.gap_len[cycles.gap_len > 0]
