@@ -89,3 +89,28 @@ def test_png_files_written(tmp_path):
         assert data[:8] == PNG_MAGIC and len(data) > 5000
     empty = link_loss_map(bins=bins, n_links=2)
     assert plot_heatmap(empty, tmp_path / "empty.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_per_flow_fec_from_a_loss_map():
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).parent))
+    from lossmap_synth import make_trace
+
+    from controller.cc import decode_feedback, encode_feedback
+    from controller.lossmap import fit_link_models, path_fec
+    paths = [[0, 2], [1, 2], [0, 3], [1, 3]]
+    t = make_trace(paths=paths, n_links=4, link_ge={2: (0.005, 0.3, 0.9)},
+                   packets_per_flow=40_000, seed=3)
+    bins = TimeBins(start_ns=0, bin_ns=10**6, n_bins=int(t.host_ts.max() // 10**6) + 1)
+    m = link_loss_map(bins=bins, n_links=4, counters=t.counters, events=t.events)
+    models = fit_link_models(m, events=t.events)
+    assert models[2].p == pytest.approx(0.005, rel=0.5) and models[0].loss_rate == 0
+    fec = path_fec(paths=paths, models=models, target_residual=1e-4)
+    assert fec.fec_k.tolist()[1] == fec.fec_k.tolist()[0] > 0
+    assert fec.fec_k[2] == fec.fec_k[3] == 0
+    assert np.all(fec.residual_loss <= 1e-4)
+    rec = decode_feedback(encode_feedback(flow_id=np.arange(4), seq=0, decided_ns=0,
+                                          rate_bps=1e9, fec_k=fec.fec_k, fec_m=fec.fec_m,
+                                          flags=fec.retransmit.astype(int)))
+    assert rec["fec_m"].tolist() == fec.fec_m.tolist()
