@@ -347,11 +347,12 @@ class Requester:
             return
         seq = min(seq, self._sent_up_to)
         for s in range(self._una, seq):
-            p = self._pkts.pop(s, None)
+            p = self._pkts.get(s)
             if p is None:
                 continue
             if not p.acked:
                 self._mark_acked(s, now)
+            del self._pkts[s]
             if p.opcode in roce.LAST_OPCODES and p.msg.done_s is None:
                 p.msg.done_s = now
                 self.counters.msgs_done += 1

@@ -1,0 +1,4 @@
+"""Entry point of ``python -m traffic``."""
+from traffic.cli import main
+
+raise SystemExit(main())

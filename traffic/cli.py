@@ -1,0 +1,268 @@
+"""``python -m traffic``: RoCEv2 workloads, one process per host (bcc-tools style CLI)."""
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import secrets
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from traffic.emulation import parse_loss
+from traffic.endpoint import EndpointConfig
+from traffic.errors import TrafficError
+from traffic.qp_types import Reliability
+from traffic.runner import QpParams, RankRunner
+from traffic.workloads import Pattern, make_plan, parse_size, parse_size_dist
+
+EXAMPLES = """examples:
+  # two hosts, 100 messages of 64 KiB over 2 QPs, selective repeat (run on each host)
+  python -m traffic p2p --hosts 10.0.0.1,10.0.0.2 --rank 0 -s 64K -c 100 --qps 2
+  python -m traffic p2p --hosts 10.0.0.1,10.0.0.2 --rank 1 -s 64K -c 100 --qps 2
+  # web-search-like sizes from a CDF file, FEC 8+2, progress every 2 s
+  python -m traffic p2p --hosts A,B --rank 0 -s cdf:websearch.txt --mode fec --fec 8,2 2
+  # 4-host ring all-reduce of 4 MiB, 3 iterations, at 500 Mb/s per QP
+  python -m traffic allreduce --hosts A,B,C,D --rank 2 -s 4M -c 3 --rate 500M
+  # incast 7-to-1 with go-back-N, emulated 20 ms RTT and 1% loss at the receiver
+  python -m traffic incast --hosts H0,...,H7 --rank 0 --mode gbn --delay 10ms --loss 0.01
+  # every rank on loopback in one command (spawns one process per rank)
+  python -m traffic local alltoall -n 4 -s 16K -c 20
+  # rate feedback while running: {"qp": N, "rate_bps": X} on the control socket
+  python -m traffic p2p ... --control /run/traffic-h1.sock
+"""
+
+
+def _rate(text: str) -> float:
+    t = text.strip().lower().removesuffix("bps").removesuffix("b/s")
+    mult = {"k": 1e3, "m": 1e6, "g": 1e9}.get(t[-1:], 1.0)
+    try:
+        v = float(t[:-1] if t[-1:] in "kmg" else t) * mult
+    except (ValueError, IndexError):
+        raise argparse.ArgumentTypeError(f"rate {text!r}: expected e.g. 100M, 2.5G") from None
+    if not 1e3 <= v <= 4e11:
+        raise argparse.ArgumentTypeError(f"rate {text!r}: outside 1K..400G bit/s")
+    return v
+
+
+def _duration(text: str) -> float:
+    t = text.strip().lower()
+    try:
+        if t.endswith("ms"):
+            v = float(t[:-2]) / 1e3
+        elif t.endswith("us"):
+            v = float(t[:-2]) / 1e6
+        else:
+            v = float(t.removesuffix("s"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"duration {text!r}: expected e.g. 10ms, 0.5s") from None
+    if not 0 <= v <= 3600:
+        raise argparse.ArgumentTypeError(f"duration {text!r}: outside 0..3600 s")
+    return v
+
+
+def _hosts(text: str) -> list[str]:
+    out = []
+    for h in text.split(","):
+        try:
+            out.append(str(ipaddress.IPv4Address(h.strip())))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"--hosts: {h!r} is not an IPv4 address") from None
+    if len(out) < 2:
+        raise argparse.ArgumentTypeError("--hosts: need at least two addresses")
+    if len(set(out)) != len(out):
+        raise argparse.ArgumentTypeError("--hosts: addresses must be distinct")
+    return out
+
+
+def _fec(text: str) -> tuple[int, int]:
+    try:
+        k, m = (int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--fec {text!r}: expected K,M e.g. 8,2") from None
+    if not (1 <= k <= 128 and 0 <= m <= 16):
+        raise argparse.ArgumentTypeError(f"--fec {text!r}: K in 1..128, M in 0..16")
+    return k, m
+
+
+def _positive_int(lo: int, hi: int):
+    def conv(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if not lo <= v <= hi:
+            raise argparse.ArgumentTypeError(f"{v} outside {lo}..{hi}")
+        return v
+    return conv
+
+
+def _common(p: argparse.ArgumentParser, *, with_hosts: bool = True) -> None:
+    if with_hosts:
+        p.add_argument("--hosts", type=_hosts, required=True,
+                       help="comma-separated IPv4 address of every rank, in rank order")
+        p.add_argument("--rank", type=_positive_int(0, 255), required=True,
+                       help="this process's rank (index into --hosts)")
+        p.add_argument("--control", metavar="PATH",
+                       help="UNIX datagram socket for rate/FEC feedback (traffic.control)")
+        p.add_argument("--start-at", type=float, metavar="UNIX_TIME",
+                       help="wall-clock time at which every rank starts sending")
+        p.add_argument("-o", "--out", metavar="FILE",
+                       help="write the JSON summary (with per-QP time series) here")
+    p.add_argument("-s", "--size", default="64K",
+                   help="message size: 4096, 64K, fixed:1M, uniform:1K:1M, cdf:FILE "
+                        "(allreduce: the vector size)")
+    p.add_argument("-c", "--count", type=_positive_int(1, 10**7), default=10,
+                   help="messages per QP (allreduce/kvcache: iterations/messages)")
+    p.add_argument("--qps", type=_positive_int(1, 256), default=1, help="QPs per peer pair")
+    p.add_argument("--mode", type=Reliability.parse, default=Reliability.SR,
+                   help="loss recovery: gbn, sr (selective repeat) or fec (FEC + SR)")
+    p.add_argument("--fec", type=_fec, default=(8, 1), metavar="K,M",
+                   help="FEC block: K data + M repair packets (default 8,1)")
+    p.add_argument("--rate", type=_rate, default=100e6, help="per-QP rate, e.g. 100M (bit/s)")
+    p.add_argument("--mtu", type=_positive_int(64, 9000), default=1024,
+                   help="payload bytes per packet")
+    p.add_argument("--window", type=_positive_int(1, 8000), default=512,
+                   help="packets in flight per QP")
+    p.add_argument("--inflight", type=_positive_int(1, 10**6), default=4,
+                   help="messages posted ahead per QP")
+    p.add_argument("--prefill", type=_positive_int(1, 255), default=1,
+                   help="kvcache: number of prefill ranks (the rest decode)")
+    p.add_argument("--delay", type=_duration, default=0.0,
+                   help="emulated one-way delay added at this receiver, e.g. 10ms")
+    p.add_argument("--loss", default="none",
+                   help="emulated loss at this receiver: P, bernoulli:P or ge:p,r[,h[,k]]")
+    p.add_argument("--loss-scope", choices=("data", "all"), default="data",
+                   help="packets the emulated loss hits (default: data and FEC repair)")
+    p.add_argument("--seed", type=int, default=1, help="seed of sizes, payloads and loss")
+    p.add_argument("--timeout", type=_duration, default=60.0, help="give up after this long")
+    p.add_argument("interval", nargs="?", type=_duration, default=1.0,
+                   help="progress line every INTERVAL seconds (default 1)")
+    p.add_argument("count_lines", nargs="?", type=_positive_int(1, 10**6), metavar="count",
+                   help="stop after COUNT progress lines")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="python -m traffic",
+        description="RoCEv2 (UDP 4791) RDMA WRITE workloads with per-QP pacing and loss "
+                    "recovery; one process per host.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for pat, text in ((Pattern.P2P, "rank 0 sends to rank 1"),
+                      (Pattern.INCAST, "every rank sends to rank 0"),
+                      (Pattern.ALLTOALL, "every rank sends to every other rank"),
+                      (Pattern.ALLREDUCE, "ring all-reduce among all ranks"),
+                      (Pattern.KVCACHE, "prefill ranks send KV-cache bursts to decode ranks")):
+        p = sub.add_parser(pat.value, help=text, epilog=EXAMPLES,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        _common(p)
+    lp = sub.add_parser("local", help="run every rank of a workload on loopback addresses",
+                        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    lp.add_argument("pattern", type=Pattern, choices=list(Pattern))
+    lp.add_argument("-n", "--nranks", type=_positive_int(2, 64), default=2)
+    lp.add_argument("-O", "--out-dir", metavar="DIR", help="write rank<N>.json files here")
+    _common(lp, with_hosts=False)
+    return ap
+
+
+def _run_rank(args: argparse.Namespace) -> int:
+    pattern = Pattern(args.cmd)
+    sizes = parse_size_dist(args.size)
+    plan = make_plan(pattern, rank=args.rank, nranks=len(args.hosts), qps=args.qps,
+                     count=args.count, sizes=sizes, seed=args.seed, prefill=args.prefill)
+    k, m = args.fec
+    qp = QpParams(mode=args.mode, mtu=args.mtu, rate_bps=args.rate, window_pkts=args.window,
+                  fec_k=k, fec_m=m)
+    ep_cfg = EndpointConfig(ip=args.hosts[args.rank], delay_s=args.delay,
+                            loss=parse_loss(args.loss, seed=args.seed * 7919 + args.rank),
+                            loss_scope=args.loss_scope, control_path=args.control)
+    ar_bytes = sizes.lo if sizes.kind == "fixed" else int(sizes.mean)
+    runner = RankRunner(plan, args.hosts, ep_cfg, qp, seed=args.seed, inflight=args.inflight,
+                        allreduce_bytes=ar_bytes, iterations=args.count)
+    print(f"ready rank {args.rank} {args.hosts[args.rank]}", flush=True)
+    timeout = args.timeout
+    if args.count_lines:
+        timeout = min(timeout, args.interval * args.count_lines)
+    summary = runner.run(timeout_s=timeout, start_at=args.start_at, progress=sys.stderr,
+                         interval_s=args.interval)
+    if args.out:
+        Path(args.out).write_text(json.dumps(summary))
+    coll = summary["collective"]
+    ep = summary["endpoint"]["endpoint"]
+    print(json.dumps({
+        "rank": args.rank, "finished": summary["finished"],
+        "completion_s": round(summary["completion_s"], 6),
+        "goodput_tx_bps": round(summary["goodput_tx_bps"]),
+        "goodput_rx_bps": round(summary["goodput_rx_bps"]),
+        "retx_pkts": sum(r["retx_pkts"] for r in summary["endpoint"]["requesters"].values()),
+        "fec_repaired": sum(r["fec_repaired"]
+                            for r in summary["endpoint"]["responders"].values()),
+        "injected_drops": ep["injected_drops"], "bad_icrc": ep["bad_icrc"],
+        "result_ok": coll.get("result_ok", True),
+    }), flush=True)
+    if not summary["finished"]:
+        print(f"traffic: rank {args.rank} did not finish within {timeout:g} s", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _run_local(args: argparse.Namespace, argv: list[str]) -> int:
+    """Spawn one process per rank on 127.x.y.z addresses (random /24 per run)."""
+    net = f"127.{secrets.randbelow(200) + 20}.{secrets.randbelow(250) + 1}"
+    hosts = ",".join(f"{net}.{10 + r}" for r in range(args.nranks))
+    # rebuild the rank command line from the local one
+    rest = list(argv)
+    rest.remove("local")
+    rest.remove(args.pattern.value)
+    drop_next = {"-n", "--nranks", "-O", "--out-dir"}
+    clean, skip = [], False
+    for a in rest:
+        if skip:
+            skip = False
+            continue
+        if a in drop_next:
+            skip = True
+            continue
+        if a.split("=")[0] in drop_next:
+            continue
+        clean.append(a)
+    out_dir = Path(args.out_dir) if args.out_dir else Path(tempfile.mkdtemp(prefix="traffic-"))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    start_at = time.time() + 1.0 + 0.1 * args.nranks
+    procs = []
+    try:
+        for r in range(args.nranks):
+            cmd = [sys.executable, "-m", "traffic", args.pattern.value, "--hosts", hosts,
+                   "--rank", str(r), "--start-at", f"{start_at:.3f}",
+                   "-o", str(out_dir / f"rank{r}.json"), *clean]
+            procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True))
+        rc = 0
+        for r, p in enumerate(procs):
+            out, _ = p.communicate(timeout=args.timeout + 30)
+            last = out.strip().splitlines()[-1] if out.strip() else "{}"
+            print(last)
+            rc = rc or p.returncode
+        print(f"summaries in {out_dir}", file=sys.stderr)
+        return rc
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+                p.wait(timeout=5)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    try:
+        if args.cmd == "local":
+            return _run_local(args, argv)
+        return _run_rank(args)
+    except TrafficError as e:
+        print(f"traffic: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,276 @@
+"""Runs one rank of a workload on an endpoint and builds its JSON summary.
+
+Message contents are pseudo-random bytes seeded by (seed, rank, QP, message index),
+and both ends record each message's CRC-32, so a run proves that every message arrived
+intact.  Ring all-reduce moves real float32 data: reduce-scatter then all-gather,
+``2 (N - 1)`` steps of ``message / N`` bytes, each step sent only after the previous
+one arrived, and the result is compared with the sum every rank can recompute.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable, TextIO
+
+import numpy as np
+
+from traffic.endpoint import Endpoint, EndpointConfig
+from traffic.errors import WorkloadError
+from traffic.qp_types import MessageRecord, QpConfig, Reliability
+from traffic.requester import Requester
+from traffic.responder import Responder
+from traffic.workloads import Pattern, RankPlan
+
+__all__ = ["QpParams", "RankRunner", "message_bytes"]
+
+
+@dataclass(slots=True, kw_only=True)
+class QpParams:
+    """Settings applied to every QP of a run."""
+
+    mode: Reliability = Reliability.SR
+    mtu: int = 1024
+    rate_bps: float = 100e6
+    window_pkts: int = 512
+    fec_k: int = 8
+    fec_m: int = 1
+    rto_min_s: float = 0.004
+    dscp: int = 0
+
+
+def message_bytes(seed: int, rank: int, qpn: int, index: int, size: int) -> bytes:
+    """Deterministic payload of one message (both ends can regenerate it)."""
+    rng = np.random.default_rng([seed, rank, qpn, index])
+    return rng.integers(0, 256, size=size, dtype=np.uint8).tobytes()
+
+
+def _allreduce_input(seed: int, rank: int, nelem: int) -> np.ndarray:
+    rng = np.random.default_rng([seed, 0xA11, rank])
+    return rng.integers(0, 1000, size=nelem).astype(np.float32)
+
+
+class _AllReduce:
+    """Ring all-reduce state of one rank (one send QP to rank+1, one recv QP from rank-1)."""
+
+    def __init__(self, runner: "RankRunner", msg_bytes: int, iterations: int):
+        self.r = runner
+        self.n = runner.plan.nranks
+        self.rank = runner.plan.rank
+        self.nelem = max(self.n, msg_bytes // 4)
+        self.iterations = iterations
+        self.steps_per_iter = 2 * (self.n - 1)
+        self.iter = 0
+        self.step_rx = 0  # steps received in the current iteration
+        self.steps_sent = 0
+        self.steps_received = 0
+        self.iter_start = 0.0
+        self.iter_times: list[float] = []
+        self.ok = True
+        self.data = _allreduce_input(self.r.seed, self.rank, self.nelem)
+        self.bounds = np.linspace(0, self.nelem, self.n + 1).astype(int)
+
+    def _chunk(self, idx: int) -> slice:
+        return slice(self.bounds[idx], self.bounds[idx + 1])
+
+    def _send_step(self, s: int, now: float) -> None:
+        n, i = self.n, self.rank
+        idx = (i - s) % n if s < n - 1 else (i + 1 - (s - (n - 1))) % n
+        req = self.r.requesters[0]
+        req.post_write(self.data[self._chunk(idx)].tobytes(), tag=f"ar{self.iter}.{s}", now=now)
+        self.steps_sent += 1
+
+    def start(self, now: float) -> None:
+        self.iter_start = now
+        self._send_step(0, now)
+
+    def on_message(self, resp: Responder, msg: MessageRecord, buf: bytearray) -> None:
+        n, i, s = self.n, self.rank, self.step_rx
+        now = resp.now_s
+        got = np.frombuffer(bytes(buf), dtype=np.float32)
+        if s < n - 1:
+            sl = self._chunk((i - s - 1) % n)
+            if got.size != sl.stop - sl.start:
+                raise WorkloadError(f"all-reduce rank {i} step {s}: chunk of {got.size} "
+                                    f"elements, expected {sl.stop - sl.start}")
+            self.data[sl] += got
+        else:
+            sl = self._chunk((i - (s - (n - 1))) % n)
+            self.data[sl] = got
+        self.steps_received += 1
+        self.step_rx += 1
+        if self.step_rx < self.steps_per_iter:
+            self._send_step(self.step_rx, now)
+            return
+        # iteration complete: check the result, start the next one
+        expect = sum(_allreduce_input(self.r.seed, r, self.nelem) for r in range(n))
+        self.ok = self.ok and bool(np.array_equal(self.data, expect))
+        self.iter_times.append(now - self.iter_start)
+        self.iter += 1
+        self.step_rx = 0
+        if self.iter < self.iterations:
+            self.data = _allreduce_input(self.r.seed, self.rank, self.nelem)
+            self.start(now)
+
+    @property
+    def done(self) -> bool:
+        return self.iter >= self.iterations
+
+    def summary(self, msg_bytes: int) -> dict:
+        times = self.iter_times
+        return {
+            "algorithm": "ring", "ranks": self.n, "iterations": self.iter,
+            "steps_per_iteration": self.steps_per_iter, "steps_sent": self.steps_sent,
+            "steps_received": self.steps_received, "chunk_bytes": int(self.nelem // self.n * 4),
+            "message_bytes": int(self.nelem * 4), "result_ok": self.ok,
+            "completion_s": times,
+            "algbw_bps": [self.nelem * 4 * 8 / t if t > 0 else None for t in times],
+        }
+
+
+class RankRunner:
+    """Sets up the QPs of ``plan`` on a fresh endpoint and drives them to completion."""
+
+    def __init__(self, plan: RankPlan, hosts: list[str], ep_cfg: EndpointConfig,
+                 qp: QpParams, *, seed: int = 1, inflight: int = 4,
+                 allreduce_bytes: int = 1 << 20, iterations: int = 1):
+        if len(hosts) != plan.nranks:
+            raise WorkloadError(f"{len(hosts)} host addresses for {plan.nranks} ranks")
+        self.plan, self.hosts, self.qp, self.seed = plan, hosts, qp, seed
+        self.inflight = max(1, inflight)
+        self.ep = Endpoint(ep_cfg)
+        self.requesters: list[Requester] = []
+        self.responders: list[Responder] = []
+        self._posted: list[int] = []
+        self._ar = (_AllReduce(self, allreduce_bytes, iterations)
+                    if plan.pattern is Pattern.ALLREDUCE else None)
+        self.allreduce_bytes = allreduce_bytes
+        try:
+            for f in plan.send:
+                self.requesters.append(self.ep.add_requester(self._qcfg(f.qpn, f.peer_qpn, f.peer)))
+                self._posted.append(0)
+            for f in plan.recv:
+                cb = self._ar.on_message if self._ar else None
+                self.responders.append(self.ep.add_responder(
+                    self._qcfg(f.qpn, f.peer_qpn, f.peer), on_message=cb))
+        except Exception:
+            self.ep.close()
+            raise
+        self.start_s = 0.0
+        self.end_s: float | None = None
+
+    def _qcfg(self, qpn: int, peer_qpn: int, peer: int) -> QpConfig:
+        q = self.qp
+        return QpConfig(qpn=qpn, peer_qpn=peer_qpn, peer_ip=self.hosts[peer], mode=q.mode,
+                        mtu=q.mtu, rate_bps=q.rate_bps, window_pkts=q.window_pkts,
+                        fec_k=q.fec_k, fec_m=q.fec_m, rto_min_s=q.rto_min_s, dscp=q.dscp)
+
+    # -- driving ---------------------------------------------------------------------
+    def _feed(self, now: float) -> None:
+        for i, (f, req) in enumerate(zip(self.plan.send, self.requesters)):
+            while (self._posted[i] < len(f.sizes)
+                   and self._posted[i] - req.counters.msgs_done < self.inflight):
+                k = self._posted[i]
+                req.post_write(message_bytes(self.seed, self.plan.rank, f.qpn, k, f.sizes[k]),
+                               now=now)
+                self._posted[i] += 1
+
+    def done(self) -> bool:
+        if self._ar is not None and not self._ar.done:
+            return False
+        for i, (f, req) in enumerate(zip(self.plan.send, self.requesters)):
+            if self._posted[i] < len(f.sizes) or not req.idle:
+                return False
+        return all(r.counters.msgs_done >= f.expect
+                   for f, r in zip(self.plan.recv, self.responders))
+
+    def run(self, *, timeout_s: float, start_at: float | None = None,
+            linger_s: float = 0.2, progress: TextIO | None = None,
+            interval_s: float = 1.0) -> dict:
+        """Run to completion; return the summary (raises WorkloadError on timeout)."""
+        if start_at is not None:
+            wait = start_at - time.time()
+            end_wait = self.ep.now() + max(0.0, wait)
+            while self.ep.now() < end_wait:  # answer early peers while waiting
+                self.ep.step(min(0.01, max(0.0, end_wait - self.ep.now())))
+        self.start_s = self.ep.now()
+        if self._ar is not None:
+            self._ar.start(self.start_s)
+        self._feed(self.start_s)
+        next_progress = [self.start_s + interval_s]
+
+        def tick(now: float) -> None:
+            self._feed(now)
+            if progress is not None and now >= next_progress[0]:
+                next_progress[0] = now + interval_s
+                progress.write(self.progress_line(now) + "\n")
+                progress.flush()
+
+        finished = self.ep.run(self.done, timeout_s=timeout_s, on_tick=tick)
+        self.end_s = self.ep.now()
+        if linger_s > 0:  # keep answering retransmissions of peers still finishing
+            self.ep.run(lambda: False, timeout_s=linger_s)
+        summary = self.summary(finished)
+        self.ep.close()
+        return summary
+
+    def progress_line(self, now: float) -> str:
+        el = max(1e-9, now - self.start_s)
+        acked = sum(r.counters.acked_bytes for r in self.requesters)
+        deliv = sum(r.counters.delivered_bytes for r in self.responders)
+        retx = sum(r.counters.retx_pkts for r in self.requesters)
+        done = sum(r.counters.msgs_done for r in self.requesters) + sum(
+            r.counters.msgs_done for r in self.responders)
+        total = sum(len(f.sizes) for f in self.plan.send) + sum(f.expect for f in self.plan.recv)
+        if self._ar is not None:
+            total += 2 * (self.plan.nranks - 1) * self._ar.iterations
+        return (f"{el:7.2f}s r{self.plan.rank} tx {acked * 8 / el / 1e6:8.2f} Mb/s "
+                f"rx {deliv * 8 / el / 1e6:8.2f} Mb/s retx {retx:6d} msgs {done}/{total}")[:79]
+
+    # -- reporting -------------------------------------------------------------------
+    def summary(self, finished: bool) -> dict:
+        end = self.end_s if self.end_s is not None else self.ep.now()
+        el = max(1e-9, end - self.start_s)
+        sent = sum(sum(f.sizes) for f in self.plan.send)
+        recvd = sum(r.counters.delivered_bytes for r in self.responders)
+        msgs = []
+        for f, req in zip(self.plan.send, self.requesters):
+            msgs += [{"dir": "tx", "qpn": f.qpn, "peer": f.peer, "msg_id": m.msg_id,
+                      "size": m.size, "fct_s": m.fct_s, "crc32": m.crc32, "tag": m.tag}
+                     for m in req.messages]
+        for f, resp in zip(self.plan.recv, self.responders):
+            msgs += [{"dir": "rx", "qpn": f.qpn, "peer": f.peer, "msg_id": m.msg_id,
+                      "size": m.size, "done_s": m.done_s, "crc32": m.crc32}
+                     for m in resp.messages]
+        fcts = [m["fct_s"] for m in msgs if m["dir"] == "tx" and m["fct_s"] is not None]
+        out = {
+            "workload": self.plan.pattern.value, "rank": self.plan.rank,
+            "nranks": self.plan.nranks, "hosts": self.hosts, "finished": finished,
+            "qp_params": {k: (v.value if isinstance(v, Reliability) else v)
+                          for k, v in asdict(self.qp).items()},
+            "start_s": self.start_s, "end_s": end, "completion_s": el,
+            "bytes_sent": sent if self._ar is None else sum(
+                r.counters.acked_bytes for r in self.requesters),
+            "bytes_received": recvd,
+            "goodput_tx_bps": sum(r.counters.acked_bytes for r in self.requesters) * 8 / el,
+            "goodput_rx_bps": recvd * 8 / el,
+            "fct_s": {"n": len(fcts),
+                      "mean": float(np.mean(fcts)) if fcts else None,
+                      "p50": float(np.percentile(fcts, 50)) if fcts else None,
+                      "p99": float(np.percentile(fcts, 99)) if fcts else None},
+            "messages": msgs,
+            "endpoint": self.ep.stats(),
+        }
+        if self._ar is not None:
+            out["collective"] = self._ar.summary(self.allreduce_bytes)
+        else:
+            out["collective"] = {"completion_s": el,
+                                 "algbw_bps": (sent + recvd) * 8 / el}
+        return out
+
+
+def default_progress() -> TextIO:
+    return sys.stderr
+
+
+ProgressFn = Callable[[str], None]
