@@ -58,6 +58,7 @@ class RingBufReader:
         except OSError as exc:
             raise EbpfError(f"cannot mmap ring buffer fd {map_fd}: {exc}") from None
         self._data = np.frombuffer(self._prod, np.uint8)
+        self._fd = map_fd
         self._poll = select.poll()
         self._poll.register(map_fd, select.POLLIN)
         self.records_read = 0
@@ -67,11 +68,17 @@ class RingBufReader:
         """Bytes written by the kernel and not consumed yet."""
         return _U64.unpack_from(self._prod, 0)[0] - _U64.unpack_from(self._cons, 0)[0]
 
-    def wait(self, timeout_s: float) -> bool:
-        """Block up to ``timeout_s`` until data is there; True if there is some."""
+    def wait(self, timeout_s: float, extra_fds: tuple[int, ...] = ()) -> bool:
+        """Block up to ``timeout_s`` until records (or input on ``extra_fds``) arrive."""
         if self.pending_bytes():
             return True
-        return bool(self._poll.poll(max(0, int(timeout_s * 1000))))
+        poll = self._poll
+        if extra_fds:
+            poll = select.poll()
+            poll.register(self._fd, select.POLLIN)
+            for fd in extra_fds:
+                poll.register(fd, select.POLLIN)
+        return bool(poll.poll(max(0, int(timeout_s * 1000))))
 
     def read(self, max_records: int = 1 << 16) -> np.ndarray:
         """Copy out up to ``max_records`` committed records and release their space."""
@@ -92,7 +99,11 @@ class RingBufReader:
             bad = int(sizes[np.flatnonzero(sizes != self._dtype.itemsize)[0]])
             raise EbpfError(f"ring buffer record of {bad} B, expected {self._dtype.itemsize} B")
         keep = (lens & _DISCARD) == 0
-        out = view["rec"][keep].copy()
+        # copy bytes, not fields: a field-wise copy would leave the struct padding
+        # uninitialised, and records must go on the wire exactly as the kernel wrote them
+        rows = self._data[start:start + n * self._slot].reshape(n, self._slot)
+        body = rows[keep, _HDR:_HDR + self._dtype.itemsize]
+        out = np.ascontiguousarray(body).view(self._dtype).reshape(-1)
         self.discarded += int(n - out.size)
         self.records_read += int(out.size)
         _U64.pack_into(self._cons, 0, cons + n * self._slot)

@@ -119,6 +119,12 @@ class IntSink:
         return self._bpf
 
     # -- data ----------------------------------------------------------------------
+    def wait(self, timeout_s: float, extra_fds: tuple[int, ...] = ()) -> bool:
+        """Block up to ``timeout_s`` for records or input on ``extra_fds``."""
+        self._need()
+        assert self._ring is not None
+        return self._ring.wait(timeout_s, extra_fds)
+
     def read(self, timeout_s: float = 0.0, max_records: int = 1 << 16) -> np.ndarray:
         """Host records captured since the last read (waits up to ``timeout_s`` for one)."""
         self._need()

@@ -1,0 +1,193 @@
+"""The host agent: batches to a controller socket, feedback relay, CLI and clean detach."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ebpf.agent import AgentConfig, HostAgent
+from ebpf.errors import ConfigError
+from ebpf.feedback import FEEDBACK_DTYPE, decode_feedback_datagram, feedback_to_lines
+from ebpf.shipper import BatchShipper
+from formats import int_md, roce
+from formats.agent_batch import AGENT_BATCH_HEADER_LEN, decode_batch_header
+from formats.int_md import HOST_RECORD_DTYPE, HopRecord
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+# ---- pure parts ---------------------------------------------------------------------
+def test_shipper_bounded_queue_counts_drops_and_never_blocks():
+    sent: list[bytes] = []
+    blocked = [True]
+
+    def send(data: bytes) -> None:
+        if blocked[0]:
+            raise BlockingIOError
+        sent.append(data)
+
+    sh = BatchShipper(send, agent_id=7, record_size=HOST_RECORD_DTYPE.itemsize,
+                      queue_batches=3, batch_records=10)
+    recs = np.zeros(45, HOST_RECORD_DTYPE)
+    recs["psn"] = np.arange(45)
+    sh.push(recs)                     # 5 batches of <= 10: 3 queued, 2 dropped
+    sh.flush()                        # socket "full": nothing sent, nothing lost
+    assert (sh.stats.queued_batches, sh.stats.batches_dropped, sh.stats.records_dropped) == \
+        (3, 2, 15)
+    blocked[0] = False
+    sh.flush()
+    assert sh.stats.batches_sent == 3 and sh.stats.records_sent == 30
+    heads = [decode_batch_header(d) for d in sent]
+    assert [h.batch_seq for h in heads] == [0, 1, 2] and {h.agent_id for h in heads} == {7}
+    got = np.concatenate([np.frombuffer(d[AGENT_BATCH_HEADER_LEN:], HOST_RECORD_DTYPE)
+                          for d in sent])
+    assert got["psn"].tolist() == list(range(30))
+    sh.push(recs[:1])
+    sh.flush()
+    assert decode_batch_header(sent[-1]).dropped == 15
+
+
+def test_shipper_counts_unreachable_controller():
+    def send(data: bytes) -> None:
+        raise ConnectionRefusedError
+
+    sh = BatchShipper(send, agent_id=1, record_size=HOST_RECORD_DTYPE.itemsize)
+    sh.push(np.zeros(5, HOST_RECORD_DTYPE))
+    sh.flush()
+    assert (sh.stats.send_errors, sh.stats.records_dropped, sh.stats.queued_batches) == (1, 5, 0)
+
+
+def test_feedback_records_to_control_lines():
+    rec = np.zeros(4, FEEDBACK_DTYPE)
+    rec["flow_id"] = [17, 18, 0, 19]
+    rec["rate_bps"] = [25_000_000_000, 0, 1_000_000, 5]
+    rec["fec_k"] = [16, 8, 0, 0]
+    rec["fec_m"] = [2, 1, 0, 0]
+    lines, rejected = feedback_to_lines(decode_feedback_datagram(rec.tobytes()))
+    assert lines == ['{"qp":17,"rate_bps":25000000000.0,"fec_k":16,"fec_m":2}',
+                     '{"qp":18,"fec_k":8,"fec_m":1}']
+    assert rejected == 2                # QP 0; rate 5 bit/s below the endpoint's range
+    assert decode_feedback_datagram(b"x" * 33) is None
+
+
+def test_feedback_dtype_matches_controller():
+    cc = pytest.importorskip("controller.cc.feedback")
+    assert cc.FEEDBACK_DTYPE == FEEDBACK_DTYPE
+
+
+def test_config_validated():
+    with pytest.raises(ConfigError, match="controller port 0"):
+        AgentConfig(iface="x", controller=("127.0.0.1", 0))
+
+
+# ---- with the kernel ----------------------------------------------------------------
+def _frames(pair, n: int, qp: int = 0x600) -> list[bytes]:
+    base = [roce.build_frame(eth_src=pair.h1.mac, eth_dst=pair.h2.mac, src=pair.h1.ip,
+                             dst=pair.h2.ip, sport=47000, opcode=roce.Opcode.WRITE_ONLY,
+                             dest_qp=qp, psn=i, payload=b"w" * 32, reth=(0x1000, 5, 32))
+            for i in range(n)]
+    return [int_md.insert_int(f, [HopRecord(node_id=3, queue_occupancy=i % 100, egress_ts=i,
+                                            tx_bytes=i, queue_bytes=1, line_rate=10_000)])
+            for i, f in enumerate(base)]
+
+
+@pytest.mark.root
+@pytest.mark.bpf
+def test_agent_ships_records_and_relays_feedback(pair, tmp_path):
+    from traffic.control import ControlServer
+
+    with pair.h2.enter():
+        collector = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        collector.bind(("127.0.0.1", 0))
+        fb_tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        probe.bind(("127.0.0.1", 0))
+        fb_port = probe.getsockname()[1]
+        probe.close()
+    ctl_path = str(tmp_path / "ctl.sock")
+    server = ControlServer(ctl_path)
+    cfg = AgentConfig(iface=pair.h2.ifname, netns=pair.h2.name,
+                      controller=collector.getsockname(), agent_id=0x0A4D0502,
+                      feedback_port=fb_port, control_socket=ctl_path, batch_records=50)
+    try:
+        with HostAgent(cfg) as agent:
+            n = 300
+            pair.send(_frames(pair, n))
+            got = []
+            deadline = time.monotonic() + 5
+            while sum(len(g) for g in got) < n and time.monotonic() < deadline:
+                got.append(agent.read(timeout_s=0.2))
+            records = np.concatenate(got)
+            assert records["psn"].tolist() == list(range(n))
+            assert (records["dest_qp"] == 0x600).all() and (records["opcode"] == 0x0A).all()
+            assert records["hops"]["queue_occupancy"][:, 0].tolist() == [i % 100 for i in range(n)]
+            # the controller side: 6 datagrams of 50, byte-identical records
+            collector.settimeout(2)
+            batches = [collector.recv(65535) for _ in range(6)]
+            heads = [decode_batch_header(b) for b in batches]
+            assert [h.count for h in heads] == [50] * 6
+            assert [h.batch_seq for h in heads] == list(range(6))
+            assert {h.agent_id for h in heads} == {0x0A4D0502}
+            # exact bytes, struct padding included (np.concatenate would not keep padding)
+            shipped = b"".join(b[AGENT_BATCH_HEADER_LEN:] for b in batches)
+            assert shipped == b"".join(g.tobytes() for g in got)
+            assert np.frombuffer(shipped, HOST_RECORD_DTYPE)["psn"].tolist() == list(range(n))
+            flows = agent.flows()
+            row = flows[flows["key"]["dest_qp"] == 0x600][0]
+            assert row["stats"]["packets"] == n and row["stats"]["lost_packets"] == 0
+            # feedback: controller records in, endpoint JSON lines out
+            fb = np.zeros(2, FEEDBACK_DTYPE)
+            fb["flow_id"] = [0x600, 0x601]
+            fb["rate_bps"] = [10_000_000_000, 2_000_000_000]
+            fb["fec_k"], fb["fec_m"] = [0, 32], [0, 4]
+            fb_tx.sendto(fb.tobytes(), ("127.0.0.1", fb_port))
+            cmds = []
+            deadline = time.monotonic() + 3
+            while len(cmds) < 2 and time.monotonic() < deadline:
+                agent.read(timeout_s=0.1)
+                for c, errs, _ in server.receive():
+                    assert errs == []
+                    cmds.extend(c)
+            assert [(c.qp, c.rate_bps, c.fec_k, c.fec_m) for c in cmds] == [
+                (0x600, 1e10, None, None), (0x601, 2e9, 32, 4)]
+            st = agent.stats()
+            assert st.records == n and st.shipper.records_sent == n
+            assert st.feedback_forwarded == 2 and st.shipper.records_dropped == 0
+    finally:
+        server.close()
+        collector.close()
+        fb_tx.close()
+
+
+def _filters(pair) -> str:
+    return pair.h2.run(["tc", "filter", "show", "dev", pair.h2.ifname, "ingress"]).stdout
+
+
+@pytest.mark.root
+@pytest.mark.bpf
+@pytest.mark.slow
+def test_cli_runs_and_detaches_on_exit_and_sigterm(pair):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    argv = [sys.executable, "-m", "ebpf.agent", "--iface", pair.h2.ifname,
+            "--controller", "127.0.0.1:39999"]
+    res = pair.h2.run([*argv, "0.2", "3"], env=env, cwd=str(ROOT), timeout=60)
+    lines = res.stdout.splitlines()
+    assert len(lines) == 3 and all("rec" in ln and len(ln) < 80 for ln in lines), res.stdout
+    assert _filters(pair).strip() == ""
+    proc = pair.h2.popen([*argv, "0.2"], env=env, cwd=str(ROOT), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while "int_sink" not in _filters(pair) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert "int_sink" in _filters(pair)
+    # `ip netns exec` execs the command, so the PID is the agent itself
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == 0, proc.stderr.read() if proc.stderr else ""
+    assert _filters(pair).strip() == ""
