@@ -1,0 +1,73 @@
+"""Scalar, one-flow-at-a-time HPCC: the readable reference for ``HpccEngine``.
+
+Same arithmetic as the vectorised engine written as plain Python loops over
+flows and hops. Used to cross-check the engine and as the baseline the
+benchmark compares against; not meant for production use.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from controller.cc.hpcc import HpccParams
+
+
+@dataclass(slots=True)
+class HopHistory:
+    node: int
+    ts_ns: int
+    tx_bytes: int
+    qlen_bytes: float
+
+
+@dataclass(slots=True)
+class FlowRef:
+    max_rate_bps: float
+    base_rtt_s: float
+    rate_bps: float
+    rc_bps: float
+    inc_stage: int = 0
+    u_ewma: float = 0.0
+    last_commit_ns: int = 0
+    hops: list[HopHistory | None] = field(default_factory=list)
+
+
+def reference_update(flow: FlowRef, p: HpccParams, *, arrival_ns: int, node: list[int],
+                     ts_ns: list[int], qlen_bytes: list[float], tx_bytes: list[int],
+                     line_rate_bps: list[float]) -> tuple[float, int]:
+    """Apply one sample to ``flow``; return (rate_bps, bottleneck hop or -1)."""
+    best_u, best_tau_s, best_hop = -1.0, 0.0, -1
+    new_hist: list[HopHistory | None] = []
+    t_mod, b_mod = p.ts_modulus_ns, 1 << p.tx_bytes_bits
+    for h in range(len(ts_ns)):
+        prev = flow.hops[h] if h < len(flow.hops) else None
+        if prev is not None and prev.node == node[h]:
+            dt_ns = (ts_ns[h] - prev.ts_ns) % t_mod
+            if dt_ns > 0:
+                dtx = (tx_bytes[h] - prev.tx_bytes) % b_mod
+                q = min(qlen_bytes[h], prev.qlen_bytes) if p.qlen_use_min else qlen_bytes[h]
+                u = (q * 8.0 / (line_rate_bps[h] * flow.base_rtt_s)
+                     + dtx * 8.0 / (dt_ns * 1e-9) / line_rate_bps[h])
+                if u > best_u:
+                    best_u, best_tau_s, best_hop = u, dt_ns * 1e-9, h
+        new_hist.append(HopHistory(node[h], ts_ns[h], tx_bytes[h], qlen_bytes[h]))
+    flow.hops = new_hist
+    if best_hop < 0:
+        return flow.rate_bps, -1
+    T = flow.base_rtt_s
+    tau = min(best_tau_s, T)
+    flow.u_ewma = (flow.u_ewma * (T - tau) + best_u * tau) / T
+    max_c = flow.u_ewma / p.eta
+    rai = flow.max_rate_bps * p.rate_ai_fraction
+    if max_c >= 1.0 or flow.inc_stage >= p.max_stage:
+        new_rate = flow.rc_bps / max(max_c, 1e-12) + rai
+        new_stage = 0
+    else:
+        new_rate = flow.rc_bps + rai
+        new_stage = flow.inc_stage + 1
+    new_rate = min(max(new_rate, flow.max_rate_bps * p.min_rate_fraction), flow.max_rate_bps)
+    flow.rate_bps = new_rate
+    if arrival_ns - flow.last_commit_ns >= int(T * 1e9):
+        flow.rc_bps = new_rate
+        flow.inc_stage = new_stage
+        flow.last_commit_ns = arrival_ns
+    return new_rate, best_hop
