@@ -34,7 +34,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from controller.topology.model import Link, LossModel
 
@@ -280,15 +280,17 @@ class MininetWanLink(_mininet_link_base()):  # type: ignore[misc]
                      addr2: str | None = None, node1: Any = None, node2: Any = None,
                      deleteIntfs: bool = True) -> None:
         """Two veth pairs, node1 <-> namespace <-> node2, instead of one."""
-        ns = self._ns.name
+        # Created from inside the link's namespace and moved to the node by PID: Mininet
+        # hosts have their own mount namespace, where named namespaces are not visible.
         for intf, addr, node, mid in ((intfname1, addr1, node1, self._mid + "a"),
                                       (intfname2, addr2, node2, self._mid + "b")):
-            run: Callable[[str], str] = node.cmd if node is not None else _quiet_run
-            mac = f" address {addr}" if addr else ""
-            out = run(f"ip link add name {intf}{mac} type veth peer name {mid} netns {ns}")
-            if out.strip():
+            target = str(node.pid) if node is not None else "1"
+            mac = ["address", addr] if addr else []
+            res = self._ns.run(["ip", "link", "add", "name", mid, "type", "veth", "peer",
+                                "name", intf, *mac, "netns", target], check=False)
+            if res.returncode != 0:
                 raise WanError(f"WAN link {intfname1}-{intfname2}: cannot create {intf}: "
-                               f"{out.strip()}")
+                               f"{res.stderr.strip()}")
             self._ns.run(["ip", "link", "set", mid, "up"])
         self._ns.run(["sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1"], check=False)
 
@@ -309,7 +311,3 @@ class MininetWanLink(_mininet_link_base()):  # type: ignore[misc]
         state = "running" if self.wan is not None and self.wan.running else "stopped"
         return f"{super().status()} wan {state}"
 
-
-def _quiet_run(cmd: str) -> str:
-    res = subprocess.run(cmd.split(), capture_output=True, text=True)
-    return res.stdout + res.stderr

@@ -1,0 +1,40 @@
+"""MininetWanLink between two Mininet hosts: delay seen by ping, clean teardown."""
+import os
+import re
+
+import pytest
+
+from controller.topology import LossModel
+from mininet_topos.wan import MininetWanLink, WanParams
+
+pytestmark = [pytest.mark.root, pytest.mark.mininet]
+
+
+def test_mininet_wan_link_delay_loss_and_teardown():
+    from mininet.net import Mininet
+
+    net = Mininet(topo=None, build=False, controller=None)
+    link = None
+    try:
+        h1 = net.addHost("twnh1", ip="10.97.0.1/24")
+        h2 = net.addHost("twnh2", ip="10.97.0.2/24")
+        link = net.addLink(h1, h2, cls=MininetWanLink,
+                           wan=WanParams(delay_ms=10.0, loss=LossModel.none()))
+        net.build()
+        for h in (h1, h2):
+            h.cmd(f"ethtool -K {h.defaultIntf()} tx off")
+        h1.cmd("ping -c 1 -W 2 10.97.0.2")  # ARP
+        out = h1.cmd("ping -c 5 -i 0.2 -W 2 10.97.0.2")
+        rtts = [float(x) for x in re.findall(r"time=([0-9.]+) ms", out)]
+        assert len(rtts) == 5, out
+        assert abs(sorted(rtts)[2] - 20.0) < 2.0, rtts  # two one-way delays of 10 ms
+        assert link.wan.params().delay_ms == 10.0
+        link.wan.update(loss=LossModel.bernoulli(1.0))
+        out = h1.cmd("ping -c 2 -i 0.2 -W 1 10.97.0.2")
+        assert "100% packet loss" in out
+        assert link.wan.stats()["ab"]["lost"] >= 2
+        ns_name = link._ns.name
+    finally:
+        net.stop()
+    assert link is not None and not link.wan.running
+    assert not os.path.exists(f"/var/run/netns/{ns_name}")
