@@ -7,7 +7,9 @@ to read the checked tree and ``types`` for resolved types.
 """
 from __future__ import annotations
 
-from .ast import CheckedProgram
+from .ast import CheckedProgram, MainPackage, PackageBlock, SourceLoc
 from .errors import P4Error, P4Unsupported
+from .load import load_program, load_source
 
-__all__ = ["CheckedProgram", "P4Error", "P4Unsupported"]
+__all__ = ["CheckedProgram", "MainPackage", "PackageBlock", "SourceLoc", "P4Error", "P4Unsupported",
+           "load_program", "load_source"]

@@ -1,0 +1,50 @@
+"""Keysets of select cases and const table entries: values, masks, ranges, value sets.
+
+Why shared: a select case label and a const entry key obey the same typing rule (each
+component takes the type of its key and must be known at compile time).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from . import ast as A
+from . import types as T
+from .errors import P4TypeError
+from .scope import Scope
+
+if TYPE_CHECKING:
+    from .expressions import ExpressionChecker
+
+
+def _const(ck: ExpressionChecker, e: A.Expression, key_t: T.P4Type, scope: Scope, what: str) -> None:
+    ck.check_expr(e, scope)
+    ck.coerce(e, key_t, what)
+    is_member = isinstance(e, A.MemberExpression) and e.kind in (
+        A.MemberKind.ENUM_MEMBER, A.MemberKind.ERROR_MEMBER)
+    if e.const_value is None and not is_member:
+        raise P4TypeError(e.loc, f"{what}: keyset value must be a compile-time constant")
+
+
+def check_keyset(ck: ExpressionChecker, k: A.Keyset, key_t: T.P4Type, scope: Scope, what: str) -> None:
+    if isinstance(k, A.DefaultKeyset):
+        return
+    if isinstance(k, A.ValueKeyset):
+        ck.check_expr(k.expr, scope)
+        if isinstance(k.expr.type, T.SetType):
+            if k.expr.type.elem != key_t:
+                raise P4TypeError(k.loc, f"{what}: value_set of {k.expr.type.elem} used for a key of type {key_t}")
+            return
+        _const(ck, k.expr, key_t, scope, what)
+        return
+    base = T.strip_newtype(key_t)
+    if not isinstance(base, (T.BitsType, T.SerEnumType)):
+        raise P4TypeError(k.loc, f"{what}: masks and ranges need a bit<W> or int<W> key, not {key_t}")
+    if isinstance(k, A.MaskKeyset):
+        _const(ck, k.value, key_t, scope, what)
+        _const(ck, k.mask, key_t, scope, what)
+        return
+    if isinstance(k, A.RangeKeyset):
+        _const(ck, k.lo, key_t, scope, what)
+        _const(ck, k.hi, key_t, scope, what)
+        return
+    raise P4TypeError(k.loc, f"{what}: unknown keyset {type(k).__name__}")
