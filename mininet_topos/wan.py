@@ -8,9 +8,10 @@ veth pairs and a small private namespace between the two nodes::
 
     node1:intf1 <-veth-> wana [delay line in its namespace] wanb <-veth-> node2:intf2
 
-Loss is applied inside the delay line (a per-direction Bernoulli or Gilbert-Elliott
-process on the wire, after serialisation).  The eBPF dropper of ``ebpf/`` can take the
-loss instead once it is available: pass ``loss_backend`` (see :class:`LossBackend`).
+Loss is applied inside the delay line by default (a per-direction Bernoulli or
+Gilbert-Elliott process on the wire, after serialisation, seeded, counted exactly).
+The eBPF dropper of ``ebpf.loss`` can take it instead (``loss_backend=EbpfLossBackend()``)
+on links carrying plain IPv4; see :class:`EbpfLossBackend` for why it is not the default.
 
 Use::
 
@@ -36,12 +37,12 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
-from controller.topology.model import Link, LossModel
+from controller.topology.model import Link, LossKind, LossModel
 
 from .delayline import WanError, WanParams
 
-__all__ = ["WanLink", "WanError", "WanParams", "LossBackend", "MininetWanLink",
-           "wan_params_for"]
+__all__ = ["WanLink", "WanError", "WanParams", "LossBackend", "EbpfLossBackend",
+           "MininetWanLink", "wan_params_for"]
 
 _PROJECT_ROOT = Path(__file__).resolve().parent.parent
 START_TIMEOUT_S = 10.0
@@ -56,6 +57,37 @@ class LossBackend(Protocol):
 
     def attach(self, ifname: str, netns: str | None, model: LossModel,
                seed: int | None) -> Any: ...
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class EbpfLossBackend:
+    """Loss by the eBPF dropper of ``ebpf.loss`` at tc egress of the delay line's
+    outgoing interface, instead of inside the delay line.
+
+    Limits (why the in-line dropper is the default): the eBPF program only considers
+    IPv4 frames, so frames carrying the link sequence header (fabric and WAN links
+    between switches) always pass, and it draws from the kernel's random numbers, so
+    ``seed`` has no effect.  It suits links that carry plain IPv4 (host to host).
+    """
+
+    udp_only: bool = False
+
+    def attach(self, ifname: str, netns: str | None, model: LossModel,
+               seed: int | None) -> Any:
+        from ebpf.loss import LossEmulator
+
+        em = LossEmulator(ifname, netns=netns, direction="egress",
+                          udp_only=self.udp_only).attach()
+        try:
+            if model.kind is LossKind.BERNOULLI:
+                em.set_bernoulli(model.p)
+            elif model.kind is LossKind.GILBERT_ELLIOTT:
+                em.set_gilbert_elliott(p_gb=model.p, p_bg=model.r, loss_good=1.0 - model.k,
+                                       loss_bad=1.0 - model.h)
+        except BaseException:
+            em.close()
+            raise
+        return em
 
 
 def wan_params_for(link: Link, *, seed: int | None = None, queue_pkts: int | None = None
@@ -90,7 +122,7 @@ class WanLink:
         self.a_iface, self.b_iface, self.netns = a_iface, b_iface, netns
         self._params = base.check(f"WAN link {a_iface}-{b_iface}")
         self._loss_backend = loss_backend
-        self._loss_handles: list[Any] = []
+        self._loss_handles: dict[str, Any] = {}
         self._realtime = realtime
         self._proc: subprocess.Popen | None = None
         self._dir: Path | None = None
@@ -139,9 +171,9 @@ class WanLink:
             self._seq = self._read_stats().get("seq", 0)
             if self._loss_backend is not None:
                 # loss on the frames leaving each side of the delay line
-                for ifname in (self.b_iface, self.a_iface):
-                    self._loss_handles.append(self._loss_backend.attach(
-                        ifname, self.netns, self._params.loss, self._params.seed))
+                for direction, ifname in (("ab", self.b_iface), ("ba", self.a_iface)):
+                    self._loss_handles[direction] = self._loss_backend.attach(
+                        ifname, self.netns, self._params.loss, self._params.seed)
         except BaseException:
             self.stop()
             raise
@@ -150,7 +182,7 @@ class WanLink:
     def stop(self) -> dict[str, dict[str, int]]:
         """Stop the delay line (SIGTERM, then SIGKILL) and return its last counters."""
         last: dict[str, dict[str, int]] = {}
-        for handle in self._loss_handles:
+        for handle in self._loss_handles.values():
             with contextlib.suppress(Exception):
                 handle.close()
         self._loss_handles.clear()
@@ -211,7 +243,12 @@ class WanLink:
         """Counters per direction, ``"ab"`` (a_iface to b_iface) and ``"ba"``."""
         if self._proc is None:
             raise WanError(f"WAN link {self.name}: not running")
-        return self._directions(self._signal_and_wait(signal.SIGUSR1))
+        out = self._directions(self._signal_and_wait(signal.SIGUSR1))
+        for direction, handle in self._loss_handles.items():
+            counters = getattr(handle, "counters", None)
+            if counters is not None and direction in out:
+                out[direction]["lost"] = int(counters().dropped)
+        return out
 
     @staticmethod
     def _directions(raw: dict[str, Any]) -> dict[str, dict[str, int]]:

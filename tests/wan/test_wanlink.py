@@ -14,7 +14,7 @@ import pytest
 
 from controller.topology import LossModel
 from mininet_topos.netns import Namespace, veth_pair
-from mininet_topos.wan import WanError, WanLink
+from mininet_topos.wan import EbpfLossBackend, WanError, WanLink
 
 pytestmark = [pytest.mark.root]
 
@@ -172,3 +172,15 @@ def test_bad_parameters_rejected_before_start(bed):
         WanLink("nosuchif0", bed.m2.ifname, netns=bed.mid.name).start()
     with pytest.raises(WanError, match="jitter_ms 9 out of range"):
         wan.update(jitter_ms=9)
+
+
+@pytest.mark.bpf
+def test_ebpf_loss_backend(bed):
+    model, n = LossModel.bernoulli(0.1), 2000
+    with bed.wan(delay_ms=1.0, loss=model, loss_backend=EbpfLossBackend(udp_only=True)) as wan:
+        got = bed.blast(n, pps=5000)
+        stats = wan.stats()["ab"]
+        assert wan.params().loss == model
+    lost = n - len(got)
+    lo, hi = model.loss_count_interval(n)
+    assert lo <= lost <= hi and stats["lost"] == lost, (lost, lo, hi, stats)
