@@ -126,6 +126,8 @@ def _common(p: argparse.ArgumentParser, *, with_hosts: bool = True) -> None:
                    help="payload bytes per packet")
     p.add_argument("--window", type=_positive_int(1, 8000), default=512,
                    help="packets in flight per QP")
+    p.add_argument("--rto-min", type=_duration, default=0.004,
+                   help="lower bound of the retransmission timeout (default 4ms)")
     p.add_argument("--inflight", type=_positive_int(1, 10**6), default=4,
                    help="messages posted ahead per QP")
     p.add_argument("--prefill", type=_positive_int(1, 255), default=1,
@@ -175,7 +177,7 @@ def _run_rank(args: argparse.Namespace) -> int:
                      count=args.count, sizes=sizes, seed=args.seed, prefill=args.prefill)
     k, m = args.fec
     qp = QpParams(mode=args.mode, mtu=args.mtu, rate_bps=args.rate, window_pkts=args.window,
-                  fec_k=k, fec_m=m)
+                  fec_k=k, fec_m=m, rto_min_s=args.rto_min)
     ep_cfg = EndpointConfig(ip=args.hosts[args.rank], delay_s=args.delay,
                             loss=parse_loss(args.loss, seed=args.seed * 7919 + args.rank),
                             loss_scope=args.loss_scope, control_path=args.control)

@@ -99,7 +99,7 @@ class Requester:
         self._tmpl = PacketTemplate(src=self.local_ip, dst=self.cfg.peer_ip, sport=self.sport)
         self._bucket = TokenBucket(rate_bps=self.cfg.rate_bps, last_t=self.now_s)
         self._pending = collections.deque()
-        self._rto = self.cfg.rto_initial_s
+        self._rto = max(self.cfg.rto_initial_s, self.cfg.rto_min_s)
         self.rate_log.append((self.now_s, float(self.cfg.rate_bps)))
         self.fec_log.append((self.now_s, self.cfg.fec_k, self.cfg.fec_m))
 
@@ -408,7 +408,7 @@ class Requester:
 
     def _rto_value(self) -> float:
         if self._srtt is None:
-            return self.cfg.rto_initial_s
+            return max(self.cfg.rto_initial_s, self.cfg.rto_min_s)
         var = max(self._rttvar, self._srtt / 8)
         return min(self.cfg.rto_max_s, max(self.cfg.rto_min_s, self._srtt + 4 * var))
 

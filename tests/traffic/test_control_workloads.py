@@ -1,0 +1,104 @@
+"""Control protocol parsing, workload plans, size distributions, CLI validation."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from traffic.control import ControlCommand, parse_control
+from traffic.errors import ConfigError
+from traffic.workloads import (
+    Pattern, make_plan, parse_size, parse_size_dist, requester_qpn, responder_qpn,
+)
+
+
+def test_control_lines_parse() -> None:
+    cmds, errs = parse_control(b'{"qp": 17, "rate_bps": 2.5e10}\n'
+                               b'{"qp": "*", "fec_k": 16, "fec_m": 2}\n{"cmd": "stats"}')
+    assert errs == []
+    assert cmds == [ControlCommand(qp=17, rate_bps=2.5e10),
+                    ControlCommand(qp=None, fec_k=16, fec_m=2),
+                    ControlCommand(stats=True)]
+
+
+@pytest.mark.parametrize("line,msg", [
+    (b'{"qp": 0, "rate_bps": 1e6}', "qp=0 is not a QP number"),
+    (b'{"qp": 1, "rate_bps": 5}', "rate_bps=5 outside"),
+    (b'{"qp": 1, "fec_k": 8}', "fec_k and fec_m must be given together"),
+    (b'{"qp": 1, "fec_k": 0, "fec_m": 1}', "fec_k=0 outside 1..128"),
+    (b'{"qp": 1, "rate": 1e6}', "unknown key(s) ['rate']"),
+    (b'{"qp": 1}', "nothing to set"),
+    (b"not json", "control line 2: invalid JSON"),
+    (b'[1]', "expected a JSON object, got list"),
+])
+def test_control_errors_name_line_and_value(line: bytes, msg: str) -> None:
+    cmds, errs = parse_control(b'{"qp": 2, "rate_bps": 1e6}\n' + line)
+    assert cmds == [ControlCommand(qp=2, rate_bps=1e6)]  # good lines are kept
+    assert len(errs) == 1 and msg in errs[0]
+
+
+def test_sizes_and_distributions(tmp_path) -> None:
+    assert parse_size("64K") == 65536 and parse_size("1.5M") == 1572864
+    with pytest.raises(ConfigError, match="size '12Q'"):
+        parse_size("12Q")
+    u = parse_size_dist("uniform:1K:2K")
+    s = u.sample(100, seed=1)
+    assert min(s) >= 1024 and max(s) <= 2048
+    cdf = tmp_path / "ws.txt"
+    cdf.write_text("# size cdf\n100 0\n1000 50\n10000 100\n")
+    d = parse_size_dist(f"cdf:{cdf}")
+    s = d.sample(2000, seed=1)
+    assert 100 <= min(s) and max(s) <= 10000
+    assert sum(1 for x in s if x <= 1000) == pytest.approx(1000, rel=0.1)
+    cdf.write_text("100 0\n50 1\n")
+    with pytest.raises(ConfigError, match="must not decrease"):
+        parse_size_dist(f"cdf:{cdf}")
+    with pytest.raises(ConfigError, match="kind 'zipf' unknown"):
+        parse_size_dist("zipf:3")
+
+
+def test_plans_agree_on_qp_numbers() -> None:
+    sizes = parse_size_dist("4K")
+    plans = [make_plan(Pattern.ALLTOALL, rank=r, nranks=4, qps=2, count=3, sizes=sizes)
+             for r in range(4)]
+    sends = {(p.rank, f.peer, f.chan): f for p in plans for f in p.send}
+    recvs = {(f.peer, p.rank, f.chan): f for p in plans for f in p.recv}
+    assert sends.keys() == recvs.keys() and len(sends) == 4 * 3 * 2
+    for key, f in sends.items():
+        assert recvs[key].qpn == f.peer_qpn and recvs[key].peer_qpn == f.qpn
+        assert recvs[key].expect == len(f.sizes) == 3
+    assert requester_qpn(3, 1) == 0x400301 and responder_qpn(2, 0) == 0x800200
+
+
+def test_allreduce_plan_is_a_ring_with_2n_minus_2_steps() -> None:
+    n = 5
+    for r in range(n):
+        p = make_plan(Pattern.ALLREDUCE, rank=r, nranks=n, qps=4, count=2,
+                      sizes=parse_size_dist("1M"))
+        assert [f.peer for f in p.send] == [(r + 1) % n]
+        assert [f.peer for f in p.recv] == [(r - 1) % n]
+        assert p.recv[0].expect == 2 * (n - 1) * 2
+
+
+def test_incast_and_kvcache_plans() -> None:
+    sizes = parse_size_dist("1M")
+    p0 = make_plan(Pattern.INCAST, rank=0, nranks=5, qps=1, count=2, sizes=sizes)
+    assert sorted(f.peer for f in p0.recv) == [1, 2, 3, 4] and p0.send == []
+    kv = [make_plan(Pattern.KVCACHE, rank=r, nranks=5, qps=2, count=2, sizes=sizes,
+                    prefill=3) for r in range(5)]
+    assert [sorted({f.peer for f in p.send}) for p in kv[:3]] == [[3], [4], [3]]
+    assert sorted(f.peer for f in kv[3].recv) == [0, 0, 2, 2]
+
+
+def test_cli_rejects_bad_arguments_with_clear_messages() -> None:
+    res = subprocess.run([sys.executable, "-m", "traffic", "p2p", "--hosts", "10.0.0.1,bad",
+                          "--rank", "0"], capture_output=True, text=True, timeout=30)
+    assert res.returncode == 2 and "'bad' is not an IPv4 address" in res.stderr
+    res = subprocess.run([sys.executable, "-m", "traffic", "p2p", "--hosts",
+                          "10.0.0.1,10.0.0.2", "--rank", "0", "--fec", "8"],
+                         capture_output=True, text=True, timeout=30)
+    assert res.returncode == 2 and "expected K,M" in res.stderr
+    res = subprocess.run([sys.executable, "-m", "traffic", "--help"], capture_output=True,
+                         text=True, timeout=30)
+    assert "examples:" in res.stdout and "allreduce" in res.stdout

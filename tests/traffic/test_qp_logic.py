@@ -1,0 +1,189 @@
+"""Reliability state machines on a simulated link: exact loss patterns, no sockets."""
+from __future__ import annotations
+
+import os
+import random
+import zlib
+
+import pytest
+
+from formats import roce
+from traffic import fec
+from traffic.emulation import Bernoulli, GilbertElliott
+from traffic.errors import FecError
+from traffic.qp_types import QpConfig, Reliability
+from traffic.requester import WIRE_OVERHEAD, Requester
+from traffic.responder import Responder
+from traffic.simlink import SimLink
+
+
+def _pair(mode: str, *, start_psn: int = 0, rate_bps: float = 1e9, window: int = 128,
+          k: int = 8, m: int = 1, mtu: int = 1024) -> tuple[Requester, Responder]:
+    req = Requester(cfg=QpConfig(qpn=1, peer_qpn=2, peer_ip="10.0.0.2", mode=mode,
+                                 rate_bps=rate_bps, window_pkts=window, fec_k=k, fec_m=m,
+                                 mtu=mtu),
+                    local_ip="10.0.0.1", sport=1000, start_psn=start_psn)
+    resp = Responder(cfg=QpConfig(qpn=2, peer_qpn=1, peer_ip="10.0.0.1", mode=mode,
+                                  window_pkts=window, mtu=mtu),
+                     local_ip="10.0.0.2", sport=2000, start_psn=start_psn)
+    return req, resp
+
+
+def _run(req: Requester, resp: Responder, msgs: list[bytes], drop, delay_s: float = 0.002):
+    for m in msgs:
+        req.post_write(m)
+    link = SimLink(req=req, resp=resp, delay_s=delay_s, drop=drop)
+    res = link.run(until=lambda: req.idle and resp.counters.msgs_done == len(msgs))
+    assert [m.crc32 for m in resp.messages] == [zlib.crc32(m) for m in msgs]
+    assert [m.size for m in resp.messages] == [len(m) for m in msgs]
+    return res
+
+
+def _msgs(n: int, seed: int = 0) -> list[bytes]:
+    rng = random.Random(seed)
+    return [rng.randbytes(rng.randint(1, 9000)) for _ in range(n)]
+
+
+def _bernoulli(p: float, seed: int = 5):
+    model = Bernoulli(p=p, seed=seed)
+    return lambda n, b: model.drop()
+
+
+def _bursty(seed: int = 5):
+    model = GilbertElliott(p=0.01, r=0.3, h=0.0, seed=seed)
+    return lambda n, b: model.drop()
+
+
+@pytest.mark.parametrize("loss", ["random", "bursty"])
+def test_selective_repeat_retransmits_exactly_the_lost(loss: str) -> None:
+    req, resp = _pair("sr", start_psn=0xFFFFF0)  # crosses the 24-bit PSN wrap
+    drop = _bernoulli(0.03) if loss == "random" else _bursty()
+    res = _run(req, resp, _msgs(60), drop)
+    assert res.data_dropped > 0
+    assert req.counters.retx_pkts == res.data_dropped
+    assert resp.counters.duplicates == 0
+
+
+@pytest.mark.parametrize("loss", ["random", "bursty"])
+def test_go_back_n_recovers_with_naks(loss: str) -> None:
+    req, resp = _pair("gbn", start_psn=0xFFFFF0)
+    drop = _bernoulli(0.02) if loss == "random" else _bursty()
+    res = _run(req, resp, _msgs(40), drop)
+    assert res.data_dropped > 0
+    assert req.counters.retx_pkts >= res.data_dropped
+    assert req.counters.naks_rx >= 1 and resp.counters.naks_tx == req.counters.naks_rx
+    assert resp.counters.ooo_dropped > 0  # go-back-N discards what follows a hole
+
+
+@pytest.mark.parametrize("k,m", [(8, 1), (8, 2), (16, 4)])
+def test_fec_repairs_and_selective_repeat_does_the_rest(k: int, m: int) -> None:
+    req, resp = _pair("fec", k=k, m=m)
+    res = _run(req, resp, _msgs(60, seed=2), _bernoulli(0.04, seed=9))
+    c, rc = req.counters, resp.counters
+    assert rc.fec_repaired > 0
+    assert c.retx_pkts < res.data_dropped  # FEC saved retransmissions
+    assert c.retx_pkts + rc.fec_repaired >= res.data_dropped
+    assert c.repair_pkts >= c.tx_data_pkts * m // k
+
+
+def test_fec_bursty_loss_delivers_everything() -> None:
+    req, resp = _pair("fec", k=8, m=2)
+    res = _run(req, resp, _msgs(60, seed=3), _bursty(seed=11))
+    assert res.data_dropped > 0
+    assert resp.counters.fec_repaired + req.counters.retx_pkts >= res.data_dropped
+
+
+def test_fec_parameters_change_at_run_time() -> None:
+    req, resp = _pair("fec", k=4, m=1)
+    for msg in _msgs(5):
+        req.post_write(msg)
+    out: list[bytes] = []
+    req.poll(0.0, out, budget=4)
+    assert sum(1 for b in out if b[0] == roce.Opcode.FEC_REPAIR) == 0
+    req.set_fec(2, 2, 0.0)
+    out.clear()
+    req.poll(0.0, out, budget=50)
+    repairs = [roce.parse_udp_payload(b).fec for b in out if b[0] == roce.Opcode.FEC_REPAIR]
+    assert repairs[0].k == 4 and repairs[0].m == 1  # the open block, closed by the change
+    assert all(r.k == 2 and r.m == 2 for r in repairs[1:]) and len(repairs) > 2
+    assert req.fec_log[-1][1:] == (2, 2)
+
+
+def test_rate_change_takes_effect_within_one_rtt() -> None:
+    rtt = 0.020
+    req, resp = _pair("sr", rate_bps=10e6, window=4000)
+    for _ in range(20):
+        req.post_write(os.urandom(100_000))
+    out: list[bytes] = []
+    t = 0.0
+    while t < 0.1:  # steady state at 10 Mb/s
+        req.poll(t, out)
+        t += 0.0005
+    req.set_rate(100e6, t)
+    change_t = t
+    sent_before = sum(len(b) + WIRE_OVERHEAD for b in out)
+    while t < change_t + rtt:
+        req.poll(t, out)
+        t += 0.0005
+    sent = sum(len(b) + WIRE_OVERHEAD for b in out) - sent_before
+    rate = sent * 8 / rtt
+    assert 80e6 <= rate <= 110e6, rate
+    assert req.rate_log[-1] == (change_t, 100e6)
+
+
+def test_responder_counts_and_drops_unexpected_packets() -> None:
+    req, resp = _pair("sr", start_psn=100)
+    bad = roce.parse_udp_payload(roce.build_udp_payload(
+        src="10.0.0.1", dst="10.0.0.2", sport=1, opcode=roce.Opcode.WRITE_MIDDLE, dest_qp=2,
+        psn=100 + 100_000, payload=bytes(1024)))
+    resp.on_packet(bad, 0.0)
+    assert resp.counters.psn_out_of_window == 1
+    ack = roce.parse_udp_payload(roce.build_udp_payload(
+        src="10.0.0.1", dst="10.0.0.2", sport=1, opcode=roce.Opcode.ACKNOWLEDGE, dest_qp=2,
+        psn=100, aeth=(roce.AethSyndrome.ACK, 0)))
+    resp.on_packet(ack, 0.0)
+    assert resp.counters.bad_opcode == 1
+    short = roce.parse_udp_payload(roce.build_udp_payload(
+        src="10.0.0.1", dst="10.0.0.2", sport=1, opcode=roce.Opcode.WRITE_FIRST, dest_qp=2,
+        psn=100, reth=(0, 1, 5000), payload=bytes(10)))
+    resp.on_packet(short, 0.0)  # FIRST must carry a full MTU
+    assert resp.counters.bad_length == 1
+    # the QP is undisturbed
+    res = _run(req, resp, _msgs(5), lambda n, b: False)
+    assert res.delivered == 5 and resp.counters.duplicates == 0
+
+
+def test_erasure_code_recovers_any_m_losses() -> None:
+    rng = random.Random(1)
+    for k, m in [(1, 1), (5, 1), (8, 2), (12, 4), (128, 3)]:
+        data = [rng.randbytes(40) for _ in range(k)]
+        rep = fec.encode(data, m)
+        if m == 1:
+            x = bytearray(40)
+            for d in data:
+                x = bytearray(a ^ b for a, b in zip(x, d))
+            assert rep[0] == bytes(x)  # m = 1 is plain XOR
+        for _ in range(10):
+            lost = set(rng.sample(range(k + m), m))
+            have = {i: data[i] for i in range(k) if i not in lost}
+            reps = {j: rep[j] for j in range(m) if k + j not in lost}
+            for i, s in fec.decode(k, m, have, reps).items():
+                assert s == data[i]
+
+
+def test_erasure_code_refuses_too_many_losses() -> None:
+    data = [bytes([i]) * 8 for i in range(4)]
+    rep = fec.encode(data, 1)
+    with pytest.raises(FecError, match="2 data symbols missing but only 1 repair"):
+        fec.decode(4, 1, {0: data[0], 1: data[1]}, {0: rep[0]})
+
+
+def test_config_errors_name_the_field() -> None:
+    from traffic.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="mtu=10"):
+        QpConfig(qpn=1, peer_qpn=2, peer_ip="10.0.0.1", mtu=10)
+    with pytest.raises(ConfigError, match="fec_m=40"):
+        QpConfig(qpn=1, peer_qpn=2, peer_ip="10.0.0.1", fec_m=40)
+    with pytest.raises(ConfigError, match="reliability mode 'xyz'"):
+        Reliability.parse("xyz")
