@@ -1,0 +1,50 @@
+"""The software switch from Python: load a P4 program, configure it, send packets.
+
+    sw = Switch.from_file("p4/examples/ipv4_forward.p4")
+    sw.runtime.table_add("MyIngress.ipv4_lpm", [Lpm(0x0A000000, 8)], "MyIngress.ipv4_forward",
+                         [0x000000000002, 2])
+    sw.process(1, scapy_packet)          # -> [(2, b"...")]
+    outs, events = sw.process_packet(1, data, trace=True)
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from softswitch.compiler.program import CompiledProgram, compile_program
+from softswitch.runtime import SwitchRuntime
+from softswitch.trace import TraceEvent
+from softswitch.v1model.switch import OutputPacket, V1Switch
+
+
+class Switch:
+    """A compiled program on the v1model architecture plus its runtime API."""
+
+    def __init__(self, program: CompiledProgram, *, clock_us: Callable[[], int] | None = None) -> None:
+        self.program = program
+        self.v1 = V1Switch(program, clock_us=clock_us)
+        self.runtime = SwitchRuntime(program, self.v1.pre)
+
+    @classmethod
+    def from_file(cls, path: str | Path, *, include_dirs: Sequence[str] = (),
+                  defines: dict[str, str] | None = None, **kw: Any) -> "Switch":
+        """Preprocess, parse, check and compile `path` (raises P4Error / CompileError)."""
+        from softswitch.frontend.load import load_program
+        checked = load_program(path, include_dirs=tuple(include_dirs), defines=defines)
+        return cls(compile_program(checked), **kw)
+
+    @classmethod
+    def from_source(cls, text: str, *, filename: str = "<string>", include_dirs: Sequence[str] = (),
+                    defines: dict[str, str] | None = None, **kw: Any) -> "Switch":
+        from softswitch.frontend.load import load_source
+        checked = load_source(text, filename=filename, include_dirs=tuple(include_dirs), defines=defines)
+        return cls(compile_program(checked), **kw)
+
+    def process(self, port: int, packet: Any) -> list[tuple[int, bytes]]:
+        """One packet (bytes or scapy) in on `port`; the packets out as (port, bytes)."""
+        return self.v1.process(port, packet)
+
+    def process_packet(self, port: int, data: bytes, *, trace: bool = False
+                       ) -> tuple[list[OutputPacket], list[TraceEvent]]:
+        return self.v1.process_packet(port, data, trace=trace)

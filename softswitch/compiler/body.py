@@ -1,0 +1,549 @@
+"""Statements and calls: the body of one parser, control, action or function.
+
+A `BodyCompiler` emits Python source lines for one generated function. Names of
+P4 declarations map to Python expressions through a chain of scopes (local ->
+enclosing control -> program). Externs of v1model are compiled inline here
+(register read/write, hash, clone, ...), each to a few lines of Python.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from softswitch.errors import CompileError
+from softswitch.frontend import ast as A
+from softswitch.frontend import types as T
+from softswitch.compiler.exprs import ExprCompiler, is_object_type, scalar_kind, width_of
+from softswitch.compiler.layout import attr_name, default_value
+from softswitch.compiler.walk import expr_text
+
+
+class BodyCompiler(ExprCompiler):
+    """Compiles statements of one generated function into `lines`."""
+
+    def __init__(self, gen: Any, *, block: str, scopes: list[dict[Any, str]],
+                 outs: list[str] | None = None, returns_value: bool = False,
+                 frame: str | None = None) -> None:
+        self.gen = gen
+        self.block = block
+        self.scopes = scopes
+        self.lines: list[str] = []
+        self.indent = 1
+        self.outs = outs or []
+        self.returns_value = returns_value
+        self.frame = frame
+        self.pre = []
+
+    # ------------------------------------------------------------------ naming
+    def name_of(self, decl: Any, node: Any) -> str:
+        for scope in self.scopes:
+            n = scope.get(decl)
+            if n is not None:
+                return n
+        n = self.gen.global_name(decl)
+        if n is not None:
+            return n
+        raise CompileError(f"{getattr(node, 'loc', '')}: name {getattr(node, 'name', node)!r} "
+                           f"({type(decl).__name__}) is not available in {self.block}")
+
+    def emit(self, line: str) -> None:
+        self.lines.append("    " * self.indent + line)
+
+    def tmp(self, base: str = "t") -> str:
+        return self.gen.fresh(base)
+
+    def trace(self, kind: str, detail: str) -> None:
+        self.emit(f"if tr is not None: tr.append(TE({kind!r}, {self.block!r}, {detail}))")
+
+    def return_line(self, value: str | None = None) -> str:
+        outs = list(self.outs)
+        if self.returns_value:
+            if outs:
+                return f"return ({value}, {', '.join(outs)},)"
+            return f"return {value}"
+        if outs:
+            return f"return ({', '.join(outs)},)"
+        return "return"
+
+    # ------------------------------------------------------------- statements
+    def block_(self, stmts: list[Any]) -> None:
+        start = len(self.lines)
+        for s in stmts:
+            self.stmt(s)
+        if len(self.lines) == start:
+            self.emit("pass")
+
+    def nested(self, s: Any) -> None:
+        """Compile `s` one indentation level deeper (always producing at least `pass`)."""
+        self.indent += 1
+        if isinstance(s, A.BlockStatement):
+            self.block_(s.statements)
+        elif s is None:
+            self.emit("pass")
+        else:
+            self.block_([s])
+        self.indent -= 1
+
+    def stmt(self, s: Any) -> None:
+        m = getattr(self, "st_" + type(s).__name__, None)
+        if m is None:
+            raise self.fail(s, f"statement {type(s).__name__}")
+        m(s)
+
+    def st_BlockStatement(self, s: A.BlockStatement) -> None:
+        for x in s.statements:
+            self.stmt(x)
+
+    def st_EmptyStatement(self, s: A.EmptyStatement) -> None:
+        pass
+
+    def st_ConstDecl(self, s: A.ConstDecl) -> None:
+        if s.value.const_value is None:
+            name = self.declare_local(s, s.type_ref.type)
+            self.emit(f"{name} = {self.ex(s.value)}")
+
+    def st_VariableDecl(self, s: A.VariableDecl) -> None:
+        t = s.type_ref.type
+        name = self.declare_local(s, t)
+        if is_object_type(t):
+            self.emit(f"{name} = {self.gen.layouts.new_value_src(t)}")
+            if s.init is not None:
+                self.assign_obj(name, s.init)
+        else:
+            init = self.ex(s.init) if s.init is not None else repr(default_value(t))
+            self.emit(f"{name} = {init}")
+
+    def st_InstantiationDecl(self, s: A.InstantiationDecl) -> None:
+        self.gen.instantiate(s, self.block)
+
+    def declare_local(self, decl: Any, t: Any) -> str:
+        name = self.gen.fresh("v_" + decl.name)
+        self.scopes[0][decl] = name
+        return name
+
+    def st_AssignmentStatement(self, s: A.AssignmentStatement) -> None:
+        if is_object_type(s.lhs.type):
+            target = self.ex(s.lhs)
+            self.assign_obj(target, s.rhs)
+            return
+        self.assign(s.lhs, self.ex(s.rhs))
+
+    def assign_obj(self, target: str, rhs: A.Expression) -> None:
+        if isinstance(rhs, (A.ListExpression, A.StructExpression)):
+            self.emit(f"{target}._set_fields(*{self.ex(rhs)})")
+        elif isinstance(rhs, A.DontCareExpression):
+            pass
+        else:
+            self.emit(f"{target}._set({self.ex(rhs)})")
+
+    def assign(self, lhs: A.Expression, code: str) -> None:
+        """Store scalar `code` into the lvalue `lhs`."""
+        if isinstance(lhs, A.DontCareExpression):
+            return
+        if is_object_type(lhs.type):
+            self.emit(f"{self.ex(lhs)}._set({code})")
+            return
+        if isinstance(lhs, A.PathExpression):
+            self.emit(f"{self.name_of(lhs.decl, lhs)} = {code}")
+            return
+        if isinstance(lhs, A.MemberExpression) and lhs.kind is A.MemberKind.FIELD:
+            self.emit(f"{self.ex(lhs.expr)}.{attr_name(lhs.member)} = {code}")
+            return
+        if isinstance(lhs, A.SliceExpression):
+            hi = lhs.hi_value if lhs.hi_value is not None else lhs.hi.const_value
+            lo = lhs.lo_value if lhs.lo_value is not None else lhs.lo.const_value
+            kind, w = scalar_kind(lhs.expr.type)
+            full = (1 << w) - 1
+            mask = ((1 << (hi - lo + 1)) - 1) << lo
+            cur = self.ex(lhs.expr)
+            new = f"(({cur} & {full & ~mask}) | ((({code}) << {lo}) & {mask}))"
+            if kind == "s":
+                half = 1 << (w - 1)
+                new = f"(({new} ^ {half}) - {half})"
+            self.assign(lhs.expr, new)
+            return
+        raise self.fail(lhs, f"assignment to {expr_text(lhs)}")
+
+    def st_MethodCallStatement(self, s: A.MethodCallStatement) -> None:
+        code = self.call(s.call, as_statement=True)
+        if code:
+            self.emit(code)
+
+    def st_IfStatement(self, s: A.IfStatement) -> None:
+        cond = self.ex(s.cond)
+        self.emit(f"if {cond}:")
+        self.nested(s.then)
+        if s.else_ is not None:
+            self.emit("else:")
+            self.nested(s.else_)
+
+    def st_SwitchStatement(self, s: A.SwitchStatement) -> None:
+        e = s.expr
+        is_action_run = isinstance(e, A.MemberExpression) and e.kind is A.MemberKind.TABLE_ACTION_RUN
+        val = self.tmp("sw")
+        self.emit(f"{val} = {self.ex(e)}")
+        first = True
+        pending: list[str] = []
+        default_body: Any = None
+        has_default = False
+        for case in s.cases:
+            if case.label is None or isinstance(case.label, A.DefaultKeyset):
+                has_default = True
+                default_body = case.body
+                if case.body is None:
+                    continue
+                if pending:  # labels falling through into default
+                    pending = []
+                continue
+            if is_action_run:
+                lab = repr(self.gen.action_name_of(case.label))
+            else:
+                lab = self.ex(case.label)
+            pending.append(lab)
+            if case.body is None:
+                continue
+            cond = " or ".join(f"{val} == {p}" for p in pending)
+            self.emit(f"{'if' if first else 'elif'} {cond}:")
+            first = False
+            self.nested(case.body)
+            pending = []
+        if has_default:
+            if first:
+                self.emit("if True:")
+            else:
+                self.emit("else:")
+            self.nested(default_body)
+
+    def st_ExitStatement(self, s: A.ExitStatement) -> None:
+        self.emit("raise EXIT")
+
+    def st_ReturnStatement(self, s: A.ReturnStatement) -> None:
+        value = self.ex(s.value) if s.value is not None else None
+        self.emit(self.return_line(value))
+
+    # ------------------------------------------------------------------- calls
+    def call(self, e: A.MethodCallExpression, *, as_statement: bool) -> str:
+        k = e.call_kind
+        if k is A.CallKind.BUILTIN_METHOD:
+            return self.call_builtin(e)
+        if k is A.CallKind.TABLE_APPLY:
+            hit, entry = self.table_apply(e)
+            return "" if as_statement else hit
+        if k is A.CallKind.ACTION:
+            return self.invoke(self.gen.action_fn(e.callee_decl, self), e, prefix=["L"],
+                               as_statement=as_statement)
+        if k is A.CallKind.FUNCTION:
+            return self.invoke(self.gen.function_fn(e.callee_decl), e, prefix=[],
+                               as_statement=as_statement, returns_value=True)
+        if k in (A.CallKind.PARSER_APPLY, A.CallKind.CONTROL_APPLY):
+            inst = e.callee.expr if isinstance(e.callee, A.MemberExpression) else e.callee
+            fn = self.gen.sub_block_fn(inst, self)
+            return self.invoke(fn, e, prefix=[], as_statement=as_statement)
+        if k is A.CallKind.EXTERN_FUNCTION:
+            return self.call_extern_function(e, as_statement)
+        if k is A.CallKind.EXTERN_METHOD:
+            return self.call_extern_method(e, as_statement)
+        raise self.fail(e, f"call of kind {k} ({expr_text(e)})")
+
+    def args(self, e: A.MethodCallExpression) -> list[A.Expression]:
+        return [a.value for a in e.args]
+
+    def invoke(self, fn: str, e: A.MethodCallExpression, *, prefix: list[str], as_statement: bool,
+               returns_value: bool = False) -> str:
+        params = e.params or [None] * len(e.args)
+        codes = list(prefix)
+        backs: list[A.Expression] = []
+        for p, a in zip(params, self.args(e)):
+            direction = getattr(p, "direction", A.Direction.IN)
+            pt = getattr(getattr(p, "type_ref", None), "type", None) or a.type
+            if direction in (A.Direction.OUT, A.Direction.INOUT) and not is_object_type(pt):
+                if direction is A.Direction.INOUT and not isinstance(a, A.DontCareExpression):
+                    codes.append(self.ex(a))
+                else:
+                    codes.append(repr(default_value(pt)) if pt is not None else "0")
+                backs.append(a)
+            else:
+                codes.append(self.ex(a))
+        has_value = returns_value and not isinstance(T.strip_newtype(e.type) if e.type else None, T.VoidType) \
+            and e.type is not None
+        call = f"{fn}({', '.join(codes)})"
+        if not backs:
+            if as_statement:
+                return call
+            return call
+        t = self.tmp("r")
+        self.emit(f"{t} = {call}")
+        off = 1 if has_value else 0
+        for i, lv in enumerate(backs):
+            self.assign(lv, f"{t}[{i + off}]")
+        if as_statement:
+            return ""
+        return f"{t}[0]" if has_value else "None"
+
+    def call_builtin(self, e: A.MethodCallExpression) -> str:
+        callee = e.callee
+        if not isinstance(callee, A.MemberExpression):
+            raise self.fail(e, f"built-in call {expr_text(e)}")
+        m = callee.member
+        target_t = T.strip_newtype(callee.expr.type)
+        target = self.ex(callee.expr)
+        if m == "isValid":
+            if isinstance(target_t, T.HeaderUnionType):
+                return f"{target}._is_valid()"
+            return f"{target}._valid"
+        if m == "setValid":
+            parent = callee.expr
+            if isinstance(parent, A.MemberExpression) and isinstance(
+                    T.strip_newtype(parent.expr.type), T.HeaderUnionType):
+                self.emit(f"{self.ex(parent.expr)}._only_valid({attr_name(parent.member)!r})")
+            self.emit(f"{target}._valid = True")
+            return ""
+        if m == "setInvalid":
+            self.emit(f"{target}._valid = False")
+            return ""
+        if m in ("push_front", "pop_front"):
+            n = self.ex(self.args(e)[0])
+            self.emit(f"{target}.{m}({n})")
+            return ""
+        if m in ("minSizeInBits", "minSizeInBytes", "maxSizeInBits", "maxSizeInBytes"):
+            bits = T.bit_width(target_t)
+            return repr(bits if "Bits" in m else (bits + 7) // 8)
+        raise self.fail(e, f"built-in method {m}")
+
+    # ---------------------------------------------------------------- externs
+    def field_list(self, data: A.Expression) -> tuple[list[str], list[int]]:
+        """Flatten a field list argument into (value codes, widths)."""
+        codes: list[str] = []
+        widths: list[int] = []
+
+        def add(code: str, t: T.P4Type) -> None:
+            t = T.strip_newtype(t)
+            if isinstance(t, T.StructLikeType):
+                for fname, ft in t.fields:
+                    add(f"{code}.{attr_name(fname)}", ft)
+                return
+            if isinstance(t, T.StackType):
+                for i in range(t.size):
+                    add(f"{code}.elems[{i}]", t.elem)
+                return
+            kind, w = scalar_kind(t)
+            if kind == "b":
+                code = f"int({code})"
+            elif kind == "s":
+                code = f"({code} & {(1 << w) - 1})"
+            elif kind not in ("u",):
+                raise self.fail(data, f"field of type {t} in a field list")
+            codes.append(code)
+            widths.append(w)
+
+        if isinstance(data, A.ListExpression):
+            for x in data.elems:
+                if isinstance(x, A.ListExpression):
+                    c, w = self.field_list(x)
+                    codes += c
+                    widths += w
+                else:
+                    add(self.ex(x), x.type)
+        elif isinstance(data, A.StructExpression):
+            for f in data.fields:
+                add(self.ex(f.value), f.value.type)
+        else:
+            add(self.ex(data), data.type)
+        return codes, widths
+
+    def algo_name(self, a: A.Expression) -> str:
+        if isinstance(a, A.MemberExpression):
+            return a.member
+        raise self.fail(a, "hash algorithm that is not a constant HashAlgorithm member")
+
+    def hash_code(self, algo: A.Expression, data: A.Expression, payload: bool = False) -> str:
+        name = self.algo_name(algo)
+        fn = self.gen.hash_fn(name, algo)
+        codes, widths = self.field_list(data)
+        packed = f"_fb(({''.join(c + ', ' for c in codes)}), {tuple(widths)!r})"
+        if payload:
+            packed = f"({packed} + PK.payload)"
+        return f"{fn}({packed})"
+
+    def call_extern_function(self, e: A.MethodCallExpression, as_statement: bool) -> str:
+        name = getattr(e.callee_decl, "name", None) or expr_text(e.callee)
+        a = self.args(e)
+        if name == "mark_to_drop":
+            sm = self.ex(a[0]) if a else "PK.sm"
+            self.emit(f"{sm}.egress_spec = 511; {sm}.mcast_grp = 0")
+            self.trace("extern", "{'extern': 'mark_to_drop'}")
+            return ""
+        if name == "hash":
+            out, algo, base, data, maxv = a
+            kind, w = scalar_kind(out.type)
+            h = self.hash_code(algo, data)
+            code = f"_hmod({h}, {self.ex(base)}, {self.ex(maxv)}, {(1 << w) - 1})"
+            self.assign(out, code)
+            return ""
+        if name == "random":
+            out, lo, hi = a
+            self.assign(out, f"_random({self.ex(lo)}, {self.ex(hi)})")
+            return ""
+        if name in ("verify_checksum", "verify_checksum_with_payload"):
+            cond, data, cks, algo = a
+            h = self.hash_code(algo, data, payload=name.endswith("payload"))
+            _, w = scalar_kind(cks.type)
+            self.emit(f"if {self.ex(cond)} and ({h} & {(1 << w) - 1}) != {self.ex(cks)}: PK.checksum_error = 1")
+            return ""
+        if name in ("update_checksum", "update_checksum_with_payload"):
+            cond, data, cks, algo = a
+            h = self.hash_code(algo, data, payload=name.endswith("payload"))
+            _, w = scalar_kind(cks.type)
+            self.emit(f"if {self.ex(cond)}:")
+            self.indent += 1
+            self.assign(cks, f"({h} & {(1 << w) - 1})")
+            self.indent -= 1
+            return ""
+        if name in ("clone", "clone3", "clone_preserving_field_list"):
+            ctype = repr(a[0].member) if isinstance(a[0], A.MemberExpression) else self.ex(a[0])
+            session = self.ex(a[1])
+            fl = self.ex(a[2]) if name == "clone_preserving_field_list" else "-1"
+            self.emit(f"PK.clone_type = {ctype}; PK.clone_session = {session}; PK.clone_fl = {fl}")
+            self.trace("extern", f"{{'extern': {name!r}, 'type': {ctype}, 'session': {session}}}")
+            return ""
+        if name in ("resubmit", "resubmit_preserving_field_list"):
+            fl = self.ex(a[0]) if name.endswith("field_list") else "-1"
+            self.emit(f"PK.resubmit_fl = {fl}")
+            self.trace("extern", f"{{'extern': {name!r}}}")
+            return ""
+        if name in ("recirculate", "recirculate_preserving_field_list"):
+            fl = self.ex(a[0]) if name.endswith("field_list") else "-1"
+            self.emit(f"PK.recirc_fl = {fl}")
+            self.trace("extern", f"{{'extern': {name!r}}}")
+            return ""
+        if name == "truncate":
+            self.emit(f"PK.truncate = {self.ex(a[0])}")
+            return ""
+        if name in ("assert", "assume"):
+            loc = str(e.loc)
+            self.emit(f"if not {self.ex(a[0])}: raise DropSignal({name + ' failed at ' + loc!r})")
+            return ""
+        if name == "log_msg":
+            msg = self.ex(a[0])
+            data = self.ex(a[1]) if len(a) > 1 else "()"
+            self.emit(f"if tr is not None: tr.append(TE('log', {self.block!r}, {{'message': _fmt_msg({msg}, {data})}}))")
+            return ""
+        if name == "digest":
+            data = a[1]
+            q = self.gen.digest_queue(data)
+            codes, _ = self.field_list(data)
+            self.emit(f"{q}.push(({''.join(c + ', ' for c in codes)}))")
+            self.trace("extern", f"{{'extern': 'digest', 'name': {q}.name}}")
+            return ""
+        if name == "verify":
+            cond, err = a
+            self.emit(f"if not {self.ex(cond)}: raise _perr({self.ex(err)})")
+            return ""
+        if name == "static_assert":
+            return "" if as_statement else "True"
+        raise self.fail(e, f"extern function {name}")
+
+    def call_extern_method(self, e: A.MethodCallExpression, as_statement: bool) -> str:
+        callee = e.callee
+        assert isinstance(callee, A.MemberExpression)
+        obj_t = T.strip_newtype(callee.expr.type)
+        ext = obj_t.name if isinstance(obj_t, T.ExternType) else str(obj_t)
+        m = callee.member
+        a = self.args(e)
+        obj = self.ex(callee.expr)
+        if ext == "packet_in":
+            if m == "extract":
+                target = a[0]
+                extra = f", {self.ex(a[1])}" if len(a) > 1 else ""
+                path = expr_text(target)
+                if isinstance(target, A.MemberExpression) and target.kind is A.MemberKind.STACK_NEXT:
+                    st = self.ex(target.expr)
+                    h = self.tmp("h")
+                    self.emit(f"{h} = {st}.next()")
+                    self.emit(f"{h}._extract({obj}{extra})")
+                    self.emit(f"{st}.next_index += 1")
+                else:
+                    h = self.tmp("h")
+                    self.emit(f"{h} = {self.ex(target)}")
+                    self.emit(f"{h}._extract({obj}{extra})")
+                self.trace("extract", f"{{'header': {path!r}, 'fields': {h}._fields()}}")
+                return ""
+            if m == "lookahead":
+                t = T.strip_newtype(e.type)
+                if isinstance(t, (T.BitsType, T.BoolType, T.SerEnumType)):
+                    kind, w = scalar_kind(t)
+                    code = f"{obj}.peek({w})"
+                    if kind == "s":
+                        half = 1 << (w - 1)
+                        code = f"(({code} ^ {half}) - {half})"
+                    if kind == "b":
+                        code = f"bool({code})"
+                    return code
+                if isinstance(t, T.HeaderType):
+                    return f"_lookahead_hdr({obj}, {self.gen.layouts.class_ref(t)})"
+                raise self.fail(e, f"lookahead of type {t}")
+            if m == "advance":
+                self.emit(f"{obj}.advance({self.ex(a[0])})")
+                return ""
+            if m == "length":
+                return f"({obj}.nbits >> 3)"
+        if ext == "packet_out" and m == "emit":
+            self.emit(f"{self.ex(a[0])}._emit({obj})")
+            return ""
+        if ext == "register":
+            if m == "read":
+                self.assign(a[0], f"{obj}.read({self.ex(a[1])})")
+                return ""
+            if m == "write":
+                self.emit(f"{obj}.write({self.ex(a[0])}, {self.ex(a[1])})")
+                return ""
+        if ext == "counter" and m == "count":
+            self.emit(f"{obj}.count({self.ex(a[0])}, PK.length)")
+            return ""
+        if ext == "direct_counter" and m == "count":
+            return ""
+        if ext == "meter" and m == "execute_meter":
+            self.assign(a[1], f"{obj}.execute({self.ex(a[0])}, PK.length, PK.now_us)")
+            return ""
+        if ext == "direct_meter" and m == "read":
+            self.assign(a[0], f"{obj}.color")
+            return ""
+        raise self.fail(e, f"extern method {ext}.{m}")
+
+    # ------------------------------------------------------------------ tables
+    def table_apply(self, e: A.MethodCallExpression) -> tuple[str, str]:
+        tdecl = e.callee_decl
+        if not isinstance(tdecl, A.TableDecl):
+            inner = e.callee.expr if isinstance(e.callee, A.MemberExpression) else None
+            tdecl = getattr(inner, "decl", None)
+        info = self.gen.table_info(tdecl, self)
+        ent, hit = self.tmp("e"), self.tmp("hit")
+        keys = []
+        for k in tdecl.keys:
+            code = self.ex(k.expr)
+            kind, w = scalar_kind(k.expr.type)
+            if kind == "b":
+                code = f"int({code})"
+            elif kind == "s":
+                code = f"({code} & {(1 << w) - 1})"
+            keys.append(code)
+        tb = info.global_name
+        if keys:
+            key = self.tmp("k")
+            self.emit(f"{key} = ({''.join(k + ', ' for k in keys)})")
+            self.emit(f"{ent} = {tb}.lookup({key})")
+        else:
+            key = "()"
+            self.emit(f"{ent} = None")
+        self.emit(f"if {ent} is None:")
+        self.emit(f"    {ent} = {tb}.default; {hit} = False")
+        self.emit("else:")
+        self.emit(f"    {hit} = True")
+        if info.table.has_direct_counter:
+            self.emit(f"    {ent}.packets += 1; {ent}.bytes += PK.length")
+        if info.direct_meter is not None:
+            self.emit(f"    {info.direct_meter}.execute_entry({ent}, PK.length, PK.now_us)")
+        self.emit(f"if tr is not None: tr.append(TE('table', {self.block!r}, {{'table': {info.table.name!r}, "
+                  f"'key': {key}, 'hit': {hit}, 'entry': {ent}.describe() if {hit} else None, "
+                  f"'action': {ent}.action, 'args': {ent}.args}}))")
+        self.emit(f"{ent}.fn(L, *{ent}.args)")
+        return hit, ent

@@ -1,0 +1,321 @@
+"""Expressions: P4 operator semantics as Python source text.
+
+Values at run time: ``bit<W>`` is an int in [0, 2^W); ``int<W>`` an int in the
+two's complement range; ``bool`` a bool; ``error`` its code (position in the
+error list, NoError = 0); a serializable enum its integer; a plain enum the
+member name; headers/structs/unions objects from `layout`.
+
+Every operator keeps results in range with constant masks, so assignments never
+need to re-mask. `ExprCompiler` is mixed into the body compiler, which supplies
+``name_of(decl)``, ``pre`` (statements that must run before the expression,
+e.g. a table apply) and ``gen`` (program-level state).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from softswitch.errors import CompileError
+from softswitch.frontend import ast as A
+from softswitch.frontend import types as T
+from softswitch.compiler.layout import attr_name
+from softswitch.compiler.walk import expr_text
+
+
+def width_of(t: T.P4Type) -> int:
+    t = T.strip_newtype(t)
+    if isinstance(t, T.SerEnumType):
+        return t.underlying.width
+    if isinstance(t, T.BitsType):
+        return t.width
+    if isinstance(t, T.BoolType):
+        return 1
+    try:
+        return T.bit_width(t)
+    except ValueError as exc:
+        raise CompileError(f"type {t} has no bit width") from exc
+
+
+def scalar_kind(t: T.P4Type | None) -> tuple[str, int]:
+    """('u', W) unsigned bits, ('s', W) signed, ('i', 0) arbitrary int, ('b', 1) bool, ('o', 0) other."""
+    t = T.strip_newtype(t) if t is not None else None
+    if isinstance(t, T.SerEnumType):
+        t = t.underlying
+    if isinstance(t, T.BitsType):
+        return ("s" if t.signed else "u", t.width)
+    if isinstance(t, T.IntType):
+        return ("i", 0)
+    if isinstance(t, T.BoolType):
+        return ("b", 1)
+    return ("o", 0)
+
+
+def is_object_type(t: T.P4Type | None) -> bool:
+    t = T.strip_newtype(t) if t is not None else None
+    return isinstance(t, (T.StructLikeType, T.StackType))
+
+
+def wrap(code: str, kind: str, w: int) -> str:
+    """Reduce an unbounded integer expression to the range of bit<w>/int<w>."""
+    if kind == "u":
+        return f"(({code}) & {(1 << w) - 1})"
+    if kind == "s":
+        half = 1 << (w - 1)
+        return f"(((({code}) + {half}) & {(1 << w) - 1}) - {half})"
+    return f"({code})"
+
+
+def const_literal(e: A.Expression) -> str | None:
+    v = e.const_value
+    if v is None:
+        return None
+    t = T.strip_newtype(e.type) if e.type is not None else None
+    if isinstance(v, bool):
+        if isinstance(t, T.BoolType) or t is None:
+            return repr(v)
+        return repr(int(v))
+    if isinstance(v, int) and isinstance(t, (T.BitsType, T.IntType, T.SerEnumType, type(None))):
+        return repr(v)
+    return None
+
+
+class ExprCompiler:
+    gen: Any
+    pre: list[str]
+
+    def name_of(self, decl: Any, node: Any) -> str:  # pragma: no cover - provided by subclass
+        raise NotImplementedError
+
+    def fail(self, node: Any, what: str) -> CompileError:
+        loc = getattr(node, "loc", None)
+        return CompileError(f"{loc}: unsupported: {what}" if loc else f"unsupported: {what}")
+
+    # ------------------------------------------------------------------ rvalues
+    def ex(self, e: A.Expression) -> str:
+        lit = const_literal(e)
+        if lit is not None and not isinstance(e, A.MethodCallExpression):
+            return lit
+        m = getattr(self, "ex_" + type(e).__name__, None)
+        if m is None:
+            raise self.fail(e, f"expression {type(e).__name__} ({expr_text(e)})")
+        return m(e)
+
+    def ex_IntLiteral(self, e: A.IntLiteral) -> str:
+        return repr(e.value)
+
+    def ex_BoolLiteral(self, e: A.BoolLiteral) -> str:
+        return repr(bool(e.value))
+
+    def ex_StringLiteral(self, e: A.StringLiteral) -> str:
+        return repr(e.value)
+
+    def ex_PathExpression(self, e: A.PathExpression) -> str:
+        d = e.decl
+        if isinstance(d, A.ConstDecl):
+            if d.value.const_value is not None:
+                return const_literal(d.value) or repr(d.value.const_value)
+            return self.ex(d.value)
+        return self.name_of(d, e)
+
+    def ex_TypeNameExpression(self, e: A.TypeNameExpression) -> str:
+        raise self.fail(e, f"type name {expr_text(e)} used as a value")
+
+    def ex_MemberExpression(self, e: A.MemberExpression) -> str:
+        k = e.kind
+        if k is A.MemberKind.FIELD:
+            base_t = T.strip_newtype(e.expr.type)
+            base = self.ex(e.expr)
+            return f"{base}.{attr_name(e.member)}"
+        if k is A.MemberKind.ENUM_MEMBER:
+            t = T.strip_newtype(e.type)
+            if isinstance(t, T.SerEnumType):
+                return repr(t.value(e.member))
+            d = e.decl
+            if isinstance(d, A.EnumMember) and d.int_value is not None:
+                return repr(d.int_value)
+            return repr(e.member)
+        if k is A.MemberKind.ERROR_MEMBER:
+            return repr(self.gen.error_code(e.member, e))
+        if k is A.MemberKind.MATCH_KIND_MEMBER:
+            return repr(e.member)
+        if k is A.MemberKind.STACK_NEXT:
+            return f"{self.ex(e.expr)}.next()"
+        if k is A.MemberKind.STACK_LAST:
+            return f"{self.ex(e.expr)}.last()"
+        if k is A.MemberKind.STACK_SIZE:
+            st = T.strip_newtype(e.expr.type)
+            return repr(st.size) if isinstance(st, T.StackType) else f"{self.ex(e.expr)}.size"
+        if k is A.MemberKind.STACK_LAST_INDEX:
+            return f"{self.ex(e.expr)}.last_index()"
+        if k in (A.MemberKind.TABLE_HIT, A.MemberKind.TABLE_MISS, A.MemberKind.TABLE_ACTION_RUN):
+            call = e.expr
+            if not isinstance(call, A.MethodCallExpression):
+                raise self.fail(e, "table result of something other than apply()")
+            hit_var, entry_var = self.table_apply(call)
+            if k is A.MemberKind.TABLE_HIT:
+                return hit_var
+            if k is A.MemberKind.TABLE_MISS:
+                return f"(not {hit_var})"
+            return f"{entry_var}.action"
+        if e.member in ("size",) and isinstance(T.strip_newtype(e.expr.type), T.StackType):
+            return repr(T.strip_newtype(e.expr.type).size)
+        raise self.fail(e, f"member {e.member} of kind {k}")
+
+    def ex_IndexExpression(self, e: A.IndexExpression) -> str:
+        base = self.ex(e.expr)
+        st = T.strip_newtype(e.expr.type)
+        idx = e.index.const_value
+        if isinstance(idx, int) and isinstance(st, T.StackType):
+            if not 0 <= idx < st.size:
+                raise CompileError(f"{e.loc}: index {idx} out of bounds for stack of size {st.size}")
+            return f"{base}.elems[{idx}]"
+        return f"{base}.at({self.ex(e.index)})"
+
+    def ex_SliceExpression(self, e: A.SliceExpression) -> str:
+        hi = e.hi_value if e.hi_value is not None else e.hi.const_value
+        lo = e.lo_value if e.lo_value is not None else e.lo.const_value
+        if not isinstance(hi, int) or not isinstance(lo, int):
+            raise self.fail(e, "slice with non-constant bounds")
+        mask = (1 << (hi - lo + 1)) - 1
+        inner = self.ex(e.expr)
+        return f"(({inner} >> {lo}) & {mask})" if lo else f"({inner} & {mask})"
+
+    def ex_UnaryExpression(self, e: A.UnaryExpression) -> str:
+        a = self.ex(e.operand)
+        kind, w = scalar_kind(e.type)
+        if e.op == "!":
+            return f"(not {a})"
+        if e.op == "+":
+            return a
+        if e.op == "~":
+            if kind == "u":
+                return f"({a} ^ {(1 << w) - 1})"
+            return f"(~{a})"
+        if e.op == "-":
+            return wrap(f"-{a}", kind, w)
+        raise self.fail(e, f"unary operator {e.op}")
+
+    def ex_BinaryExpression(self, e: A.BinaryExpression) -> str:
+        op = e.op
+        if op == "&&":
+            return f"({self.ex(e.left)} and {self.ex(e.right)})"
+        if op == "||":
+            return f"({self.ex(e.left)} or {self.ex(e.right)})"
+        a = self.ex(e.left)
+        b = self.ex(e.right)
+        kind, w = scalar_kind(e.type)
+        if op in ("==", "!="):
+            if is_object_type(e.left.type):
+                r = f"{a}._eq({b})"
+                return r if op == "==" else f"(not {r})"
+            return f"({a} {op} {b})"
+        if op in ("<", "<=", ">", ">="):
+            return f"({a} {op} {b})"
+        if op in ("+", "-", "*"):
+            return wrap(f"{a} {op} {b}", kind, w)
+        if op in ("&", "|", "^"):
+            return f"({a} {op} {b})"
+        if op == "/":
+            return wrap(f"_div({a}, {b})", kind, w) if kind == "s" else f"_div({a}, {b})"
+        if op == "%":
+            return f"_mod({a}, {b})"
+        if op == "|+|" or op == "|-|":
+            pyop = "+" if op == "|+|" else "-"
+            if kind == "u":
+                return f"min(max({a} {pyop} {b}, 0), {(1 << w) - 1})"
+            if kind == "s":
+                return f"min(max({a} {pyop} {b}, {-(1 << (w - 1))}), {(1 << (w - 1)) - 1})"
+            return f"({a} {pyop} {b})"
+        if op == "<<":
+            sh = e.right.const_value
+            if kind in ("u", "s"):
+                if isinstance(sh, int):
+                    if sh >= w:
+                        return "0"
+                    return wrap(f"{a} << {sh}", kind, w)
+                return wrap(f"_shl({a}, {b}, {w})", kind, w)
+            return f"({a} << {b})"
+        if op == ">>":
+            if kind in ("u", "s"):
+                sh = e.right.const_value
+                if isinstance(sh, int):
+                    return f"({a} >> {sh})" if sh < w or kind == "s" else "0"
+                return f"({a} >> min({b}, {w}))"
+            return f"({a} >> {b})"
+        if op == "++":
+            lk, lw = scalar_kind(e.left.type)
+            rk, rw = scalar_kind(e.right.type)
+            if lk == "s":
+                a = f"({a} & {(1 << lw) - 1})"
+            if rk == "s":
+                b = f"({b} & {(1 << rw) - 1})"
+            if lk == "b":
+                a = f"int({a})"
+            if rk == "b":
+                b = f"int({b})"
+            code = f"(({a} << {rw}) | {b})"
+            if kind == "s":
+                half = 1 << (w - 1)
+                code = f"(({code} ^ {half}) - {half})"
+            return code
+        raise self.fail(e, f"binary operator {op}")
+
+    def ex_TernaryExpression(self, e: A.TernaryExpression) -> str:
+        return f"({self.ex(e.then)} if {self.ex(e.cond)} else {self.ex(e.else_)})"
+
+    def ex_CastExpression(self, e: A.CastExpression) -> str:
+        a = self.ex(e.expr)
+        tt = T.strip_newtype(e.type_ref.type or e.type)
+        st = T.strip_newtype(e.expr.type)
+        return self.cast(a, st, tt, e)
+
+    def cast(self, a: str, st: T.P4Type | None, tt: T.P4Type | None, node: Any) -> str:
+        if isinstance(tt, T.SerEnumType):
+            tt = tt.underlying
+        if isinstance(st, T.SerEnumType):
+            st = st.underlying
+        if isinstance(tt, T.BoolType):
+            return f"bool({a})"
+        if isinstance(tt, T.BitsType):
+            if isinstance(st, T.BoolType):
+                return f"int({a})"
+            if isinstance(st, T.BitsType) and not st.signed and not tt.signed and st.width <= tt.width:
+                return a
+            if isinstance(st, T.BitsType) and st.signed and tt.signed and st.width <= tt.width:
+                return a
+            mask = (1 << tt.width) - 1
+            if tt.signed:
+                half = 1 << (tt.width - 1)
+                return f"((({a} & {mask}) ^ {half}) - {half})"
+            return f"({a} & {mask})"
+        if isinstance(tt, T.IntType):
+            return a
+        if tt == st:
+            return a
+        if isinstance(tt, T.StructLikeType):
+            return a
+        raise self.fail(node, f"cast from {st} to {tt}")
+
+    def ex_ListExpression(self, e: A.ListExpression) -> str:
+        items = "".join(f"{self.ex(x)}, " for x in e.elems)
+        return f"({items})"
+
+    def ex_StructExpression(self, e: A.StructExpression) -> str:
+        t = T.strip_newtype(e.type)
+        if isinstance(t, T.StructLikeType):
+            by = {f.name: f.value for f in e.fields}
+            items = "".join(f"{self.ex(by[n])}, " for n, _ in t.fields)
+            return f"({items})"
+        return "(" + "".join(f"{self.ex(f.value)}, " for f in e.fields) + ")"
+
+    def ex_DontCareExpression(self, e: A.DontCareExpression) -> str:
+        return "None"
+
+    def ex_MethodCallExpression(self, e: A.MethodCallExpression) -> str:
+        return self.call(e, as_statement=False)
+
+    # subclasses implement call() and table_apply()
+    def call(self, e: A.MethodCallExpression, *, as_statement: bool) -> str:  # pragma: no cover
+        raise NotImplementedError
+
+    def table_apply(self, e: A.MethodCallExpression) -> tuple[str, str]:  # pragma: no cover
+        raise NotImplementedError

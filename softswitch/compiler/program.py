@@ -1,0 +1,744 @@
+"""Program-level compilation: blocks, actions, tables and extern instances.
+
+`compile_program` turns a `CheckedProgram` into a `CompiledProgram`: one Python
+module source (every parser, control, action and function of the program as a
+generated function), executed once into a private namespace that also holds the
+run-time objects (tables, registers, counters, meters, digests, value sets).
+Each control instance gets its own tables and externs, named as p4c names them
+in P4Info (``Ingress.table``, ``@name`` honoured).
+"""
+from __future__ import annotations
+
+import itertools
+import random
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from softswitch import tables as TB
+from softswitch.errors import (CompileError, DropSignal, ExitSignal, ParserErrorSignal,
+                               StackOutOfBounds)
+from softswitch.externs import hashes
+from softswitch.externs.stateful import (Counter, CounterType, DigestQueue, DirectCounter,
+                                         DirectMeter, Meter, Register, ValueSet)
+from softswitch.frontend import ast as A
+from softswitch.frontend import types as T
+from softswitch.compiler.body import BodyCompiler
+from softswitch.compiler.exprs import is_object_type, scalar_kind, width_of
+from softswitch.compiler.layout import HeaderStack, TypeLayouts, attr_name, default_value
+from softswitch.compiler.walk import annotation_ints, control_plane_name, expr_text
+from softswitch.trace import TraceEvent
+
+
+class PacketContext:
+    """Per-packet scratch state shared by the generated code of one program.
+
+    The pipeline resets it before each block runs; generated code reads the
+    packet length and time from it and records clone/resubmit/recirculate
+    requests in it. One per compiled program (never module-level)."""
+
+    __slots__ = ("trace", "length", "now_us", "clone_type", "clone_session", "clone_fl",
+                 "resubmit_fl", "recirc_fl", "truncate", "checksum_error", "payload", "sm")
+
+    def __init__(self) -> None:
+        self.trace: list[TraceEvent] | None = None
+        self.length = 0
+        self.now_us = 0
+        self.payload = b""
+        self.sm: Any = None
+        self.reset_requests()
+
+    def reset_requests(self) -> None:
+        self.clone_type = None
+        self.clone_session = 0
+        self.clone_fl = -1
+        self.resubmit_fl = None
+        self.recirc_fl = None
+        self.truncate = 0
+        self.checksum_error = 0
+
+
+def _div(a: int, b: int) -> int:
+    if b == 0:
+        return 0
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+def _mod(a: int, b: int) -> int:
+    return a % b if b else 0
+
+
+def _shl(a: int, b: int, w: int) -> int:
+    return a << b if b < w else 0
+
+
+def _hmod(h: int, base: int, maxv: int, mask: int) -> int:
+    if maxv:
+        return (base + h % maxv) & mask
+    return base & mask
+
+
+def _random(lo: int, hi: int) -> int:
+    return random.randint(lo, hi) if hi >= lo else lo
+
+
+def _lookahead_hdr(r: Any, cls: type) -> Any:
+    h = cls()
+    pos = r.bitpos
+    h._extract(r)
+    r.bitpos = pos
+    return h
+
+
+def _fmt_msg(msg: str, data: Any) -> str:
+    vals = list(data) if isinstance(data, tuple) else [data]
+    out = []
+    parts = msg.split("{}")
+    for i, p in enumerate(parts):
+        out.append(p)
+        if i < len(parts) - 1:
+            out.append(str(vals[i]) if i < len(vals) else "{}")
+    return "".join(out)
+
+
+@dataclass(slots=True, kw_only=True)
+class TableInfo:
+    table: TB.Table
+    global_name: str
+    decl: A.TableDecl
+    direct_meter: str | None = None
+    action_fns: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True, kw_only=True)
+class CompiledProgram:
+    """The program ready to run: block functions plus run-time objects by P4Info name."""
+
+    checked: Any
+    env: dict[str, Any]
+    source: str
+    blocks: dict[str, Any]
+    block_names: dict[str, str]
+    header_cls: type
+    meta_cls: type
+    sm_cls: type
+    meta_type: Any
+    errors: list[str]
+    field_lists: dict[int, list[str]]
+    tables: dict[str, TB.Table]
+    registers: dict[str, Register]
+    counters: dict[str, Counter]
+    meters: dict[str, Meter]
+    direct_counters: dict[str, DirectCounter]
+    direct_meters: dict[str, DirectMeter]
+    digests: dict[str, DigestQueue]
+    value_sets: dict[str, ValueSet]
+    actions: dict[str, list[tuple[str, int]]]
+    pk: PacketContext
+
+    def error_code(self, name: str) -> int:
+        return self.errors.index(name)
+
+    def error_name(self, code: int) -> str:
+        return self.errors[code] if 0 <= code < len(self.errors) else str(code)
+
+
+class ProgramGen:
+    """Holds everything shared while compiling one program."""
+
+    def __init__(self, checked: Any) -> None:
+        self.checked = checked
+        self.layouts = TypeLayouts()
+        self.env = self.layouts.env
+        self.pk = PacketContext()
+        self.env.update({
+            "PK": self.pk, "TE": TraceEvent, "EXIT": ExitSignal("exit"), "DropSignal": DropSignal,
+            "_div": _div, "_mod": _mod, "_shl": _shl, "_hmod": _hmod, "_random": _random,
+            "_fb": hashes.fields_to_bytes, "_lookahead_hdr": _lookahead_hdr, "_fmt_msg": _fmt_msg,
+            "_perr": self._perr, "StackOutOfBounds": StackOutOfBounds,
+        })
+        self.errors = list(checked.errors) or ["NoError"]
+        self._ids = itertools.count()
+        self.src: list[str] = []
+        self.tables: dict[str, TableInfo] = {}
+        self.tables_by_name: dict[str, TB.Table] = {}
+        self.registers: dict[str, Register] = {}
+        self.counters: dict[str, Counter] = {}
+        self.meters: dict[str, Meter] = {}
+        self.direct_counters: dict[str, DirectCounter] = {}
+        self.direct_meters: dict[str, DirectMeter] = {}
+        self.digests: dict[str, DigestQueue] = {}
+        self.value_sets: dict[str, ValueSet] = {}
+        self.action_runtime: dict[str, str] = {}        # fn global name -> control-plane name
+        self.action_params: dict[str, list[tuple[str, int]]] = {}
+        self.top_actions: dict[Any, str] = {}
+        self.functions: dict[Any, str] = {}
+        self.globals_: dict[Any, str] = {}
+
+    def _perr(self, code: int) -> ParserErrorSignal:
+        name = self.errors[code] if 0 <= code < len(self.errors) else str(code)
+        return ParserErrorSignal(name, code)
+
+    # ------------------------------------------------------------------- names
+    def fresh(self, base: str) -> str:
+        base = re.sub(r"\W", "_", base)
+        return f"{base}_{next(self._ids)}"
+
+    def error_code(self, name: str, node: Any = None) -> int:
+        if name not in self.errors:
+            raise CompileError(f"{getattr(node, 'loc', '')}: unknown error member {name}")
+        return self.errors.index(name)
+
+    def global_name(self, decl: Any) -> str | None:
+        n = self.globals_.get(decl)
+        if n is not None:
+            return n
+        if isinstance(decl, A.InstantiationDecl):
+            return self.instantiate(decl, "", scope=self.globals_)
+        if isinstance(decl, A.ActionDecl):
+            return self.action_fn(decl, None)
+        return None
+
+    # ----------------------------------------------------------------- externs
+    def instantiate(self, inst: A.InstantiationDecl, prefix: str,
+                    scope: dict[Any, str] | None = None,
+                    action_scope: dict[Any, str] | None = None) -> str:
+        """Create the run-time object of an extern instance (or compile a sub-block)."""
+        fq = control_plane_name(inst, prefix)
+        td = inst.type_decl
+        if isinstance(td, (A.ParserDecl, A.ControlDecl)):
+            fn = self.compile_block(td, fq)
+        else:
+            obj = self.make_extern(inst, fq)
+            fn = self.fresh("X_" + fq)
+            self.env[fn] = obj
+        for s in (scope, action_scope):
+            if s is not None:
+                s[inst] = fn
+        return fn
+
+    def make_extern(self, inst: A.InstantiationDecl, fq: str) -> Any:
+        tname = getattr(inst.type_decl, "name", None) or getattr(inst.type_ref, "name", "")
+        args = [a.value for a in inst.args]
+
+        def const(i: int) -> int:
+            v = args[i].const_value
+            if not isinstance(v, int):
+                raise CompileError(f"{inst.loc}: {tname} {inst.name}: argument {i + 1} must be a constant")
+            return int(v)
+
+        def enum_arg(i: int) -> str:
+            a = args[i]
+            return a.member if isinstance(a, A.MemberExpression) else str(a.const_value)
+
+        def elem_type() -> T.P4Type:
+            tr = inst.type_ref
+            if isinstance(tr, A.SpecializedTypeRef) and tr.args:
+                return tr.args[0].type
+            if inst.type_bindings:
+                return next(iter(inst.type_bindings.values()))
+            raise CompileError(f"{inst.loc}: {tname} {inst.name}: element type unknown")
+
+        kinds = {"packets": CounterType.PACKETS, "bytes": CounterType.BYTES,
+                 "packets_and_bytes": CounterType.PACKETS_AND_BYTES}
+        if tname == "register":
+            et = T.strip_newtype(elem_type())
+            kind, w = scalar_kind(et)
+            obj = Register(name=fq, size=const(0), width=width_of(et), signed=kind == "s")
+            self.registers[fq] = obj
+            return obj
+        if tname == "counter":
+            obj = Counter(name=fq, size=const(0), counter_type=kinds[enum_arg(1)])
+            self.counters[fq] = obj
+            return obj
+        if tname == "direct_counter":
+            obj = DirectCounter(name=fq, counter_type=kinds[enum_arg(0)])
+            self.direct_counters[fq] = obj
+            return obj
+        if tname == "meter":
+            obj = Meter(name=fq, size=const(0), meter_type=kinds[enum_arg(1)])
+            self.meters[fq] = obj
+            return obj
+        if tname == "direct_meter":
+            obj = DirectMeter(name=fq, meter_type=kinds[enum_arg(0)])
+            self.direct_meters[fq] = obj
+            return obj
+        raise CompileError(f"{inst.loc}: unsupported: extern {tname} ({inst.name})")
+
+    def hash_fn(self, algo: str, node: Any) -> str:
+        if algo not in hashes.HASH_ALGORITHMS:
+            raise CompileError(f"{node.loc}: unsupported hash algorithm {algo}")
+        name = "_hash_" + algo
+        self.env[name] = hashes.HASH_ALGORITHMS[algo]
+        return name
+
+    def digest_queue(self, data: A.Expression) -> str:
+        t = T.strip_newtype(data.type)
+        name = getattr(t, "name", None) or "digest"
+        fields = [f for f, _ in t.fields] if isinstance(t, T.StructLikeType) else []
+        q = self.digests.get(name)
+        if q is None:
+            q = DigestQueue(name=name, field_names=fields)
+            self.digests[name] = q
+        g = "DG_" + re.sub(r"\W", "_", name)
+        self.env[g] = q
+        return g
+
+    # ----------------------------------------------------------------- actions
+    def action_fn(self, decl: A.ActionDecl, body: BodyCompiler | None) -> str:
+        if body is not None:
+            for scope in body.scopes:
+                n = scope.get(decl)
+                if n is not None:
+                    return n
+        n = self.top_actions.get(decl)
+        if n is None:
+            n = self.compile_action(decl, "", [{}])
+            self.top_actions[decl] = n
+        return n
+
+    def action_name_of(self, label: A.Expression) -> str:
+        decl = getattr(label, "decl", None)
+        for fn, rt in self.action_runtime.items():
+            if self._action_decl_of.get(fn) is decl:
+                return rt
+        raise CompileError(f"{label.loc}: switch label {expr_text(label)} is not an action of the table")
+
+    @property
+    def _action_decl_of(self) -> dict[str, Any]:
+        return self.__dict__.setdefault("_adecl", {})  # type: ignore[attr-defined]
+
+    def compile_action(self, decl: A.ActionDecl, prefix: str, outer: list[dict[Any, str]]) -> str:
+        rt = control_plane_name(decl, prefix)
+        fn = self.fresh("A_" + rt)
+        local: dict[Any, str] = {}
+        pnames = []
+        outs = []
+        data_params = []
+        for p in decl.params:
+            pn = self.fresh("a_" + p.name)
+            local[p] = pn
+            pnames.append(pn)
+            pt = p.type_ref.type
+            if p.direction in (A.Direction.OUT, A.Direction.INOUT) and not is_object_type(pt):
+                outs.append(pn)
+            if p.direction is A.Direction.NONE:
+                data_params.append((p.name, width_of(pt)))
+        b = BodyCompiler(self, block=rt, scopes=[local] + outer, outs=outs)
+        b.emit("tr = PK.trace")
+        b.emit(f"if tr is not None: tr.append(TE('action', {rt!r}, {{'action': {rt!r}, "
+               f"'args': ({''.join(p + ', ' for p in pnames)})}}))")
+        b.block_(decl.body.statements)
+        if outs:
+            b.emit(b.return_line())
+        self.src.append(f"def {fn}(L, {', '.join(pnames)}):\n" + "\n".join(b.lines) + "\n")
+        self.action_runtime[fn] = rt
+        self.action_params[fn] = data_params
+        self._action_decl_of[fn] = decl
+        return fn
+
+    def function_fn(self, decl: A.FunctionDecl) -> str:
+        n = self.functions.get(decl)
+        if n is not None:
+            return n
+        fn = self.fresh("FN_" + decl.name)
+        self.functions[decl] = fn
+        local: dict[Any, str] = {}
+        pnames, outs = [], []
+        for p in decl.params:
+            pn = self.fresh("a_" + p.name)
+            local[p] = pn
+            pnames.append(pn)
+            if p.direction in (A.Direction.OUT, A.Direction.INOUT) and not is_object_type(p.type_ref.type):
+                outs.append(pn)
+        rt = T.strip_newtype(decl.return_type.type) if decl.return_type.type is not None else T.VOID
+        returns_value = not isinstance(rt, T.VoidType)
+        b = BodyCompiler(self, block=decl.name, scopes=[local, self.globals_], outs=outs,
+                         returns_value=returns_value)
+        b.emit("tr = PK.trace")
+        b.block_(decl.body.statements)
+        b.emit(b.return_line("None"))
+        self.src.append(f"def {fn}({', '.join(pnames)}):\n" + "\n".join(b.lines) + "\n")
+        return fn
+
+    def sub_block_fn(self, inst: A.Expression, body: BodyCompiler) -> str:
+        decl = getattr(inst, "decl", None)
+        return body.name_of(decl, inst)
+
+    def table_info(self, decl: A.TableDecl, body: BodyCompiler) -> TableInfo:
+        return self.tables[body.name_of(decl, decl)]
+
+    # ------------------------------------------------------------------ blocks
+    def compile_block(self, decl: Any, instance: str) -> str:
+        if isinstance(decl, A.ParserDecl):
+            return self.compile_parser(decl, instance)
+        return self.compile_control(decl, instance)
+
+    def _params(self, decl: Any) -> tuple[list[str], list[Any]]:
+        return [self.fresh("p_" + p.name) for p in decl.params], list(decl.params)
+
+    def compile_control(self, decl: A.ControlDecl, instance: str) -> str:
+        fn = self.fresh("C_" + instance)
+        apply_scope: dict[Any, str] = {}
+        action_scope: dict[Any, str] = {}
+        frame_slots: list[str] = []
+        pnames, params = self._params(decl)
+        init: list[str] = []
+        outs: list[str] = []
+        for pn, p in zip(pnames, params):
+            frame_slots.append(pn)
+            init.append(f"L.{pn} = {pn}")
+            pt = p.type_ref.type
+            if is_object_type(pt) or isinstance(T.strip_newtype(pt), T.ExternType):
+                apply_scope[p] = pn
+            else:
+                apply_scope[p] = f"L.{pn}"
+                if p.direction in (A.Direction.OUT, A.Direction.INOUT):
+                    outs.append(f"L.{pn}")
+            action_scope[p] = f"L.{pn}"
+        # locals: variables into the frame, instances, then actions, then tables
+        for loc in decl.locals:
+            if isinstance(loc, A.VariableDecl):
+                vn = self.fresh("v_" + loc.name)
+                frame_slots.append(vn)
+                t = loc.type_ref.type
+                init.append(f"L.{vn} = {self.layouts.new_value_src(t)}")
+                if is_object_type(t):
+                    apply_scope[loc] = vn
+                    init.append(f"{vn} = L.{vn}")
+                else:
+                    apply_scope[loc] = f"L.{vn}"
+                action_scope[loc] = f"L.{vn}"
+            elif isinstance(loc, A.InstantiationDecl):
+                self.instantiate(loc, instance, apply_scope, action_scope)
+        init_assign: list[tuple[A.VariableDecl, str]] = [
+            (loc, apply_scope[loc]) for loc in decl.locals
+            if isinstance(loc, A.VariableDecl) and loc.init is not None]
+        outer_action = [action_scope, self.globals_]
+        for loc in decl.locals:
+            if isinstance(loc, A.ActionDecl):
+                afn = self.compile_action(loc, instance, outer_action)
+                apply_scope[loc] = afn
+                action_scope[loc] = afn
+        for loc in decl.locals:
+            if isinstance(loc, A.TableDecl):
+                g = self.make_table(loc, instance, apply_scope)
+                apply_scope[loc] = g
+        frame = self.fresh("F_" + instance)
+        self.src.append(f"class {frame}:\n    __slots__ = {tuple(frame_slots)!r}\n")
+        b = BodyCompiler(self, block=instance, scopes=[{}, apply_scope, self.globals_], outs=outs)
+        b.emit("tr = PK.trace")
+        b.emit(f"L = {frame}()")
+        for line in init:
+            b.emit(line)
+        for loc, target in init_assign:
+            if is_object_type(loc.type_ref.type):
+                b.assign_obj(target, loc.init)
+            else:
+                b.emit(f"{target} = {b.ex(loc.init)}")
+        b.block_(decl.body.statements)
+        if outs:
+            b.emit(b.return_line())
+        self.src.append(f"def {fn}({', '.join(pnames)}):\n" + "\n".join(b.lines) + "\n")
+        return fn
+
+    def make_table(self, decl: A.TableDecl, instance: str, scope: dict[Any, str]) -> str:
+        name = control_plane_name(decl, instance)
+        keys = []
+        for k in decl.keys:
+            kname = None
+            for ann in k.annotations:
+                if ann.name == "name" and ann.args:
+                    kname = getattr(ann.args[0], "value", None)
+            keys.append(TB.KeyField(name=kname or expr_text(k.expr), match_kind=k.match_kind,
+                                    width=width_of(k.expr.type)))
+        specs = []
+        fns: dict[str, str] = {}
+        for ref in decl.actions:
+            adecl = ref.decl or getattr(ref.name, "decl", None)
+            afn = scope.get(adecl) or self.action_fn(adecl, None)
+            rt = self.action_runtime[afn]
+            fns[rt] = afn
+            annots = {a.name for a in ref.annotations} | {a.name for a in adecl.annotations}
+            specs.append(TB.ActionSpec(name=rt, params=self.action_params[afn],
+                                       default_only="defaultonly" in annots,
+                                       table_only="tableonly" in annots))
+        default_name, default_args = None, ()
+        if decl.default_action is not None:
+            ref = decl.default_action
+            adecl = ref.decl or getattr(ref.name, "decl", None)
+            afn = scope.get(adecl) or self.action_fn(adecl, None)
+            default_name = self.action_runtime[afn]
+            data = [p for p in adecl.params if p.direction is A.Direction.NONE]
+            vals = [a.value.const_value for a in ref.args][-len(data):] if data else []
+            default_args = tuple(int(v) & ((1 << width_of(p.type_ref.type)) - 1)
+                                 for v, p in zip(vals, data))
+            if default_name not in fns:
+                fns[default_name] = afn
+                specs.append(TB.ActionSpec(name=default_name, params=self.action_params[afn]))
+        else:
+            noaction = self.checked.top_level.get("NoAction")
+            if noaction is not None:
+                afn = self.action_fn(noaction, None)
+                default_name = self.action_runtime[afn]
+                if default_name not in fns:
+                    fns[default_name] = afn
+                    specs.append(TB.ActionSpec(name=default_name, params=[]))
+        size = decl.size_value or 1024
+        counters = decl.property("counters")
+        meters = decl.property("meters")
+        impl = decl.property("implementation")
+        if impl is not None:
+            raise CompileError(f"{decl.loc}: unsupported: table implementation (action profiles/selectors) in {name}")
+        table = TB.Table(name=name, keys=keys, actions=specs, size=size,
+                         default_action=default_name or "NoAction", default_args=default_args,
+                         default_const=decl.default_action_const, has_direct_counter=counters is not None,
+                         has_direct_meter=meters is not None, entries_const=decl.entries_const)
+        g = self.fresh("T_" + name)
+        self.env[g] = table
+        info = TableInfo(table=table, global_name=g, decl=decl, action_fns=fns)
+        for prop, store in ((counters, self.direct_counters), (meters, self.direct_meters)):
+            if prop is not None:
+                d = getattr(prop.value, "decl", None)
+                obj_name = scope.get(d) if d is not None else None
+                obj = self.env.get(obj_name) if obj_name else None
+                if obj is None:
+                    raise CompileError(f"{decl.loc}: table {name}: {prop.name} must name a direct extern instance")
+                obj.table = table
+                if prop is meters:
+                    info.direct_meter = obj_name
+        self.tables[g] = info
+        self.tables_by_name[name] = table
+        if decl.entries:
+            self._const_entries(decl, table, fns, scope)
+        return g
+
+    def _const_entries(self, decl: A.TableDecl, table: TB.Table, fns: dict[str, str],
+                       scope: dict[Any, str]) -> None:
+        n = len(decl.entries or [])
+        for i, ent in enumerate(decl.entries or []):
+            key: list[Any] = []
+            keysets = ent.keysets
+            if len(keysets) == 1 and len(table.keys) > 1 and isinstance(keysets[0], A.DefaultKeyset):
+                keysets = keysets * len(table.keys)
+            for kf, ks in zip(table.keys, keysets):
+                key.append(_keyset_match(kf, ks))
+            adecl = ent.action.decl or getattr(ent.action.name, "decl", None)
+            afn = scope.get(adecl) or self.action_fn(adecl, None)
+            rt = self.action_runtime[afn]
+            data = [p for p in adecl.params if p.direction is A.Direction.NONE]
+            vals = [a.value.const_value for a in ent.action.args][-len(data):] if data else []
+            args = [int(v) & ((1 << width_of(p.type_ref.type)) - 1) for v, p in zip(vals, data)]
+            prio = 0
+            if table.needs_priority:
+                prio = ent.priority_value if ent.priority_value is not None else n - i
+            table.insert(key, rt, args, prio, is_const=True)
+
+    def compile_parser(self, decl: A.ParserDecl, instance: str) -> str:
+        fn = self.fresh("P_" + instance)
+        scope: dict[Any, str] = {}
+        pnames, params = self._params(decl)
+        outs = []
+        for pn, p in zip(pnames, params):
+            scope[p] = pn
+            if p.direction in (A.Direction.OUT, A.Direction.INOUT) and not is_object_type(p.type_ref.type) \
+                    and not isinstance(T.strip_newtype(p.type_ref.type), T.ExternType):
+                outs.append(pn)
+        b = BodyCompiler(self, block=instance, scopes=[{}, scope, self.globals_], outs=outs)
+        b.emit("tr = PK.trace")
+        for loc in decl.locals:
+            if isinstance(loc, A.ValueSetDecl):
+                et = loc.elem_type.type
+                size = loc.size.const_value or 0
+                fq = control_plane_name(loc, instance)
+                vs = ValueSet(name=fq, size=int(size), width=width_of(et))
+                g = self.fresh("VS_" + fq)
+                self.env[g] = vs
+                self.value_sets[fq] = vs
+                scope[loc] = g
+            elif isinstance(loc, A.InstantiationDecl):
+                self.instantiate(loc, instance, scope)
+            else:
+                b.stmt(loc)
+        states = list(decl.states)
+        index = {s: i for i, s in enumerate(states)}
+        for name, s in decl.builtin_states.items():
+            index[s] = -1 if name == "accept" else -2
+        start = next((s for s in states if s.name == "start"), None)
+        if start is None:
+            raise CompileError(f"{decl.loc}: parser {decl.name} has no start state")
+        b.emit(f"st = {index[start]}")
+        b.emit("while True:")
+        b.indent += 1
+        for i, s in enumerate(states):
+            b.emit(f"{'if' if i == 0 else 'elif'} st == {index[s]}:")
+            b.indent += 1
+            b.emit(f"if tr is not None: tr.append(TE('parser_state', {instance!r}, {{'state': {s.name!r}}}))")
+            for stmt in s.statements:
+                b.stmt(stmt)
+            self._transition(b, s, index)
+            b.indent -= 1
+        b.emit(f"{'if' if not states else 'elif'} st == -1:")
+        b.emit("    " + b.return_line())
+        b.emit("else:")
+        b.emit("    raise _perr(-1)")
+        b.indent -= 1
+        self.src.append(f"def {fn}({', '.join(pnames)}):\n" + "\n".join(b.lines) + "\n")
+        return fn
+
+    def _state_index(self, target: A.PathExpression, index: dict[Any, int]) -> int:
+        d = target.decl
+        if d in index:
+            return index[d]
+        if target.name == "accept":
+            return -1
+        if target.name == "reject":
+            return -2
+        raise CompileError(f"{target.loc}: transition to unknown state {target.name}")
+
+    def _transition(self, b: BodyCompiler, s: A.ParserState, index: dict[Any, int]) -> None:
+        tr = s.transition
+        if tr is None:
+            b.emit("st = -2")
+            return
+        if isinstance(tr, A.PathExpression):
+            b.emit(f"st = {self._state_index(tr, index)}")
+            return
+        keys = []
+        for k in tr.keys:
+            code = b.ex(k)
+            kind, w = scalar_kind(k.type)
+            if kind == "b":
+                code = f"int({code})"
+            elif kind == "s":
+                code = f"({code} & {(1 << w) - 1})"
+            v = b.tmp("s")
+            b.emit(f"{v} = {code}")
+            keys.append((v, k))
+        first = True
+        for case in tr.cases:
+            conds = []
+            keysets = case.keysets
+            if len(keysets) == 1 and len(keys) > 1:
+                ks0 = keysets[0]
+                if isinstance(ks0, A.DefaultKeyset):
+                    keysets = keysets * len(keys)
+                elif isinstance(ks0, A.ValueKeyset) and isinstance(ks0.expr, A.ListExpression):
+                    keysets = [A.ValueKeyset(expr=x, loc=ks0.loc) for x in ks0.expr.elems]
+            for (v, k), ks in zip(keys, keysets):
+                c = self._keyset_cond(b, v, ks)
+                if c != "True":
+                    conds.append(c)
+            cond = " and ".join(conds) or "True"
+            b.emit(f"{'if' if first else 'elif'} {cond}:")
+            b.emit(f"    st = {self._state_index(case.next_state, index)}")
+            first = False
+        if first:
+            b.emit(f"raise _perr({self.error_code('NoMatch')})")
+        else:
+            b.emit("else:")
+            b.emit(f"    raise _perr({self.error_code('NoMatch')})")
+
+    def _keyset_cond(self, b: BodyCompiler, v: str, ks: Any) -> str:
+        if isinstance(ks, A.DefaultKeyset):
+            return "True"
+        if isinstance(ks, A.MaskKeyset):
+            val, mask = ks.value.const_value, ks.mask.const_value
+            if isinstance(val, int) and isinstance(mask, int):
+                return f"({v} & {mask}) == {val & mask}"
+            return f"({v} & {b.ex(ks.mask)}) == ({b.ex(ks.value)} & {b.ex(ks.mask)})"
+        if isinstance(ks, A.RangeKeyset):
+            return f"{b.ex(ks.lo)} <= {v} <= {b.ex(ks.hi)}"
+        if isinstance(ks, A.ValueKeyset):
+            d = getattr(ks.expr, "decl", None)
+            if isinstance(d, A.ValueSetDecl):
+                return f"{b.ex(ks.expr)}.match({v})"
+            return f"{v} == {b.ex(ks.expr)}"
+        raise b.fail(ks, f"keyset {type(ks).__name__}")
+
+
+def _keyset_match(kf: TB.KeyField, ks: Any) -> Any:
+    w = kf.width
+    full = (1 << w) - 1
+    kind = kf.match_kind
+    if isinstance(ks, A.DefaultKeyset):
+        return {"exact": TB.Exact(0), "lpm": TB.Lpm(0, 0), "ternary": TB.Ternary(0, 0),
+                "range": TB.Range(0, full), "optional": TB.Optional(None)}[kind]
+    if isinstance(ks, A.MaskKeyset):
+        v, m = int(ks.value.const_value) & full, int(ks.mask.const_value) & full
+        if kind == "lpm":
+            plen = bin(m).count("1")
+            return TB.Lpm(v & m, plen)
+        return TB.Ternary(v & m, m)
+    if isinstance(ks, A.RangeKeyset):
+        return TB.Range(int(ks.lo.const_value), int(ks.hi.const_value))
+    if isinstance(ks, A.ValueKeyset):
+        v = ks.expr.const_value
+        if isinstance(v, bool):
+            v = int(v)
+        if not isinstance(v, int):
+            raise CompileError(f"{ks.loc}: table entry key must be a constant")
+        v &= full
+        if kind == "lpm":
+            return TB.Lpm(v, w)
+        if kind == "ternary":
+            return TB.Ternary(v, full)
+        if kind == "range":
+            return TB.Range(v, v)
+        if kind == "optional":
+            return TB.Optional(v)
+        return TB.Exact(v)
+    raise CompileError(f"{getattr(ks, 'loc', '')}: unsupported keyset {type(ks).__name__}")
+
+
+V1_BLOCKS = ("p", "vr", "ig", "eg", "ck", "dep")
+
+
+def compile_program(checked: Any) -> CompiledProgram:
+    """Compile a checked v1model program once into generated Python code."""
+    if checked.main is None:
+        raise CompileError("program declares no main package")
+    if checked.main.package != "V1Switch":
+        raise CompileError(f"unsupported: package {checked.main.package} (only V1Switch)")
+    gen = ProgramGen(checked)
+    blocks: dict[str, str] = {}
+    names: dict[str, str] = {}
+    for blk in checked.main.blocks:
+        blocks[blk.param] = gen.compile_block(blk.decl, blk.decl.name)
+        names[blk.param] = blk.decl.name
+    missing = [b for b in V1_BLOCKS if b not in blocks]
+    if missing:
+        raise CompileError(f"V1Switch main misses blocks {missing}")
+    source = "\n".join(gen.src)
+    try:
+        code = compile(source, "<compiled p4 program>", "exec")
+    except SyntaxError as exc:  # a back-end bug: show where
+        lines = source.splitlines()
+        ctx = "\n".join(lines[max(0, (exc.lineno or 1) - 4):(exc.lineno or 1) + 2])
+        raise CompileError(f"internal error: generated code does not compile: {exc}\n{ctx}") from exc
+    exec(code, gen.env)
+    # bind compiled action functions into the tables
+    for info in gen.tables.values():
+        for rt, fn in info.action_fns.items():
+            info.table.actions[rt].fn = gen.env[fn]
+        info.table.bind()
+    parser = checked.main.block("p").decl
+    hdr_t = parser.params[1].type_ref.type
+    meta_t = parser.params[2].type_ref.type
+    sm_t = parser.params[3].type_ref.type
+    meta_decl = checked.top_level.get(getattr(T.strip_newtype(meta_t), "name", ""))
+    field_lists: dict[int, list[str]] = {}
+    for f in getattr(meta_decl, "fields", []) or []:
+        for idx in annotation_ints(f, "field_list"):
+            field_lists.setdefault(idx, []).append(attr_name(f.name))
+    actions = {rt: gen.action_params[fn] for fn, rt in gen.action_runtime.items()}
+    return CompiledProgram(
+        checked=checked, env=gen.env, source=source,
+        blocks={k: gen.env[v] for k, v in blocks.items()}, block_names=names,
+        header_cls=gen.layouts.class_for(hdr_t), meta_cls=gen.layouts.class_for(meta_t),
+        sm_cls=gen.layouts.class_for(sm_t), meta_type=meta_t, errors=gen.errors,
+        field_lists=field_lists, tables=gen.tables_by_name, registers=gen.registers,
+        counters=gen.counters, meters=gen.meters, direct_counters=gen.direct_counters,
+        direct_meters=gen.direct_meters, digests=gen.digests, value_sets=gen.value_sets,
+        actions=actions, pk=gen.pk)

@@ -1,0 +1,112 @@
+"""Hash and checksum algorithms of v1model, computed as BMv2's simple_switch does.
+
+The input is the field list packed most significant bit first into bytes (a
+partial last byte is padded with zero bits at the end). Results are the raw
+algorithm output; the v1model ``hash`` extern then maps it into
+``base + (h % max)``.
+
+| name | definition |
+|---|---|
+| crc16 | CRC-16/ARC: poly 0x8005 reflected, init 0, no final xor |
+| crc32 | CRC-32 (IEEE 802.3): reflected, init and final xor 0xFFFFFFFF |
+| crc16_custom / crc32_custom | same as crc16 / crc32 until reconfigured |
+| identity | the bytes as a big-endian integer, last 8 bytes kept (uint64) |
+| csum16 | ones' complement of the ones' complement sum of 16-bit words |
+| xor16 | XOR of 16-bit words (odd last byte in the high half) |
+| random | a random 32-bit value |
+"""
+from __future__ import annotations
+
+import random
+import zlib
+from collections.abc import Callable, Sequence
+
+from softswitch.errors import ExternError
+
+
+def _make_crc16_table(poly_reflected: int) -> list[int]:
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ poly_reflected if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+_CRC16_TABLE = _make_crc16_table(0xA001)
+
+
+def crc16(data: bytes) -> int:
+    """CRC-16/ARC (BMv2 ``crc16``)."""
+    c = 0
+    t = _CRC16_TABLE
+    for b in data:
+        c = (c >> 8) ^ t[(c ^ b) & 0xFF]
+    return c
+
+
+def crc32(data: bytes) -> int:
+    """CRC-32 as in Ethernet/zlib (BMv2 ``crc32``)."""
+    return zlib.crc32(data) & 0xFFFFFFFF
+
+
+def identity(data: bytes) -> int:
+    """The input as an unsigned big-endian integer, truncated to 64 bits."""
+    return int.from_bytes(data, "big") & 0xFFFFFFFFFFFFFFFF
+
+
+def csum16(data: bytes) -> int:
+    """Internet checksum (RFC 1071) of the bytes; an odd last byte is the high half of a word."""
+    if len(data) & 1:
+        data = data + b"\x00"
+    s = sum(int.from_bytes(data[i:i + 2], "big") for i in range(0, len(data), 2))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return (~s) & 0xFFFF
+
+
+def xor16(data: bytes) -> int:
+    """XOR of the 16-bit words of the input."""
+    if len(data) & 1:
+        data = data + b"\x00"
+    x = 0
+    for i in range(0, len(data), 2):
+        x ^= (data[i] << 8) | data[i + 1]
+    return x
+
+
+def _random(data: bytes) -> int:
+    return random.getrandbits(32)
+
+
+HASH_ALGORITHMS: dict[str, Callable[[bytes], int]] = {
+    "crc16": crc16,
+    "crc16_custom": crc16,
+    "crc32": crc32,
+    "crc32_custom": crc32,
+    "identity": identity,
+    "csum16": csum16,
+    "xor16": xor16,
+    "random": _random,
+}
+
+
+def fields_to_bytes(values: Sequence[int], widths: Sequence[int]) -> bytes:
+    """Pack field values MSB first; pad the last partial byte with zeros at the end."""
+    acc = 0
+    n = 0
+    for v, w in zip(values, widths):
+        acc = (acc << w) | (v & ((1 << w) - 1))
+        n += w
+    pad = (-n) & 7
+    return (acc << pad).to_bytes((n + pad) >> 3, "big")
+
+
+def compute_hash(algorithm: str, values: Sequence[int], widths: Sequence[int]) -> int:
+    """Raw hash of a field list with the named v1model algorithm."""
+    fn = HASH_ALGORITHMS.get(algorithm)
+    if fn is None:
+        raise ExternError(f"hash: unknown algorithm {algorithm!r}, "
+                          f"expected one of {sorted(HASH_ALGORITHMS)}")
+    return fn(fields_to_bytes(values, widths))

@@ -1,0 +1,317 @@
+"""STF tests (p4c's Simple Test Framework format): read, run, report.
+
+Read as p4c's BMv2 runner reads them:
+* ``add TABLE [PRIORITY] KEY:VALUE ... ACTION(PARAM:VALUE, ...)``: values in
+  decimal, ``0x`` hex or ``0b`` binary; ``*`` nibbles (bits for binary) make a
+  ternary value/mask; ``VALUE/LEN`` is an LPM prefix; a higher priority number
+  wins; without one, earlier ternary entries win;
+* ``setdefault TABLE ACTION(...)``; ``packet PORT HEX``;
+* ``expect PORT [HEX]``: ``*`` nibbles are wildcards, a trailing ``$`` makes the
+  expectation exact (otherwise the packet may be longer); packets are expected
+  per port in order and any packet nobody expected is a failure;
+* ``mirroring_add SESSION PORT``, ``mc_mgrp_create GROUP``,
+  ``mc_node_create RID PORT...``, ``mc_node_associate GROUP NODE``, ``wait``,
+  ``check_counter``, ``remove all``; ``#`` comments.
+"""
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from softswitch.errors import RuntimeApiError, StfError
+from softswitch.tables import Exact, Lpm, Optional, Range, Ternary
+
+_NUM = re.compile(r"^(0x[0-9a-fA-F*_]+|0b[01*_]+|\d+)$")
+
+
+@dataclass(slots=True, kw_only=True)
+class StfCommand:
+    line: int
+    verb: str
+    args: list[str]
+    text: str
+
+
+@dataclass(slots=True, kw_only=True)
+class StfResult:
+    """Outcome of a run: `failures` empty means every expectation held."""
+
+    failures: list[str] = field(default_factory=list)
+    packets_sent: int = 0
+    packets_checked: int = 0
+    log: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+
+def parse_stf(text: str, filename: str = "<stf>") -> list[StfCommand]:
+    """Split an STF file into commands (one per non-empty, non-comment line)."""
+    out = []
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        # keep "action(args)" together, split the rest on whitespace
+        m = re.match(r"^(\S+)\s*(.*)$", line)
+        assert m
+        verb = m.group(1).lower()
+        out.append(StfCommand(line=n, verb=verb, args=m.group(2).split(), text=line))
+    known = {"add", "setdefault", "packet", "expect", "mirroring_add", "mc_mgrp_create",
+             "mc_node_create", "mc_node_associate", "wait", "check_counter", "remove", "no_packet"}
+    for c in out:
+        if c.verb not in known:
+            raise StfError(f"{filename}:{c.line}: unknown STF command {c.verb!r}")
+    return out
+
+
+def parse_number(tok: str, where: str) -> tuple[int, int | None]:
+    """(value, mask) of an STF number; mask is None unless it had '*' digits."""
+    tok = tok.replace("_", "")
+    if not _NUM.match(tok):
+        raise StfError(f"{where}: bad number {tok!r}")
+    if tok.startswith(("0x", "0X")):
+        digits, base, bits = tok[2:], 16, 4
+    elif tok.startswith(("0b", "0B")):
+        digits, base, bits = tok[2:], 2, 1
+    else:
+        return int(tok), None
+    if "*" not in digits:
+        return int(digits, base), None
+    value = int(digits.replace("*", "0"), base)
+    full = (1 << bits) - 1
+    mask = 0
+    for d in digits:
+        mask = (mask << bits) | (0 if d == "*" else full)
+    return value, mask
+
+
+def _parse_action(text: str, where: str) -> tuple[str, list[tuple[str, str]]]:
+    m = re.match(r"^\s*([\w.$\[\]]+)\s*\((.*)\)\s*$", text)
+    if not m:
+        raise StfError(f"{where}: bad action call {text!r}")
+    args = []
+    body = m.group(2).strip()
+    if body:
+        for part in body.split(","):
+            if ":" not in part:
+                raise StfError(f"{where}: action argument {part.strip()!r} is not NAME:VALUE")
+            k, v = part.split(":", 1)
+            args.append((k.strip(), v.strip()))
+    return m.group(1), args
+
+
+def _hex_clean(parts: list[str]) -> tuple[str, bool]:
+    s = "".join(parts)
+    exact = s.endswith("$")
+    s = s.rstrip("$").replace(" ", "")
+    if s.lower().startswith("0x"):
+        s = s[2:]
+    if not re.fullmatch(r"[0-9a-fA-F*]*", s):
+        raise StfError(f"bad packet data {''.join(parts)!r}")
+    if len(s) % 2:
+        raise StfError(f"packet data {''.join(parts)!r} has an odd number of hex digits")
+    return s.lower(), exact
+
+
+def match_expected(expected: str, exact: bool, actual: bytes) -> bool:
+    got = actual.hex()
+    if exact and len(got) != len(expected):
+        return False
+    if len(got) < len(expected):
+        return False
+    return all(e == "*" or e == g for e, g in zip(expected, got))
+
+
+class StfRunner:
+    """Runs STF commands against a `Switch` (see softswitch.api)."""
+
+    def __init__(self, switch: Any, *, trace: bool = False) -> None:
+        self.switch = switch
+        self.rt = switch.runtime
+        self.trace = trace
+        self._auto_priority = 1 << 20
+
+    def _table_key(self, table: Any, name: str, where: str) -> int:
+        names = [k.name for k in table.keys]
+        cand = name.replace(".$valid", ".isValid()").replace("$valid", "isValid()")
+        for i, n in enumerate(names):
+            if n == cand or n == name:
+                return i
+        ends = [i for i, n in enumerate(names) if n.endswith("." + cand) or cand.endswith("." + n)]
+        if len(ends) == 1:
+            return ends[0]
+        raise StfError(f"{where}: table {table.name} has no key {name!r} (keys: {', '.join(names)})")
+
+    def _match(self, kind: str, width: int, tok: str, where: str) -> Any:
+        if "/" in tok:
+            v, plen = tok.split("/", 1)
+            value, _ = parse_number(v, where)
+            return Lpm(value, int(plen, 0))
+        value, mask = parse_number(tok, where)
+        full = (1 << width) - 1
+        if kind == "lpm":
+            if mask is None:
+                return Lpm(value, width)
+            plen = bin(mask & full).count("1")
+            return Lpm(value & mask, plen)
+        if kind == "ternary":
+            return Ternary(value & (mask if mask is not None else full), mask if mask is not None else full)
+        if kind == "range":
+            return Range(value, value)
+        if kind == "optional":
+            return Optional(None) if mask == 0 else Optional(value)
+        if mask is not None:
+            raise StfError(f"{where}: wildcard value {tok} for an exact key")
+        return Exact(value)
+
+    def _action_args(self, table: Any, action: str, args: list[tuple[str, str]], where: str
+                     ) -> tuple[str, list[int]]:
+        try:
+            full = self.rt._action(table, action)
+        except RuntimeApiError as exc:
+            raise StfError(f"{where}: {exc}") from exc
+        params = table.actions[full].params
+        given = dict(args)
+        out = []
+        for pname, _ in params:
+            if pname not in given:
+                raise StfError(f"{where}: action {full} parameter {pname} not given")
+            out.append(parse_number(given.pop(pname), where)[0])
+        if given:
+            raise StfError(f"{where}: action {full} has no parameter(s) {sorted(given)}")
+        return full, out
+
+    def _add(self, c: StfCommand, where: str) -> None:
+        rest = c.text.split(None, 1)[1]
+        m = re.match(r"^(\S+)\s+(.*)$", rest)
+        if not m:
+            raise StfError(f"{where}: add needs a table")
+        table = self.rt.table(m.group(1))
+        body = m.group(2)
+        paren = re.search(r"[\w.$\[\]]+\s*\(.*\)\s*$", body)
+        if not paren:
+            raise StfError(f"{where}: add without an action call")
+        action_text = paren.group(0)
+        toks = body[:paren.start()].split()
+        priority = None
+        if toks and re.fullmatch(r"\d+", toks[0]):
+            priority = int(toks.pop(0))
+        key: list[Any] = [None] * len(table.keys)
+        for tok in toks:
+            if ":" not in tok:
+                raise StfError(f"{where}: key {tok!r} is not NAME:VALUE")
+            kname, val = tok.rsplit(":", 1)
+            i = self._table_key(table, kname, where)
+            kf = table.keys[i]
+            key[i] = self._match(kf.match_kind, kf.width, val, where)
+        for i, kf in enumerate(table.keys):
+            if key[i] is None:
+                key[i] = {"ternary": Ternary(0, 0), "lpm": Lpm(0, 0), "optional": Optional(None),
+                          "range": Range(0, (1 << kf.width) - 1)}.get(kf.match_kind)
+                if key[i] is None:
+                    raise StfError(f"{where}: exact key {kf.name} not given")
+        aname, aargs = _parse_action(action_text, where)
+        full, args = self._action_args(table, aname, aargs, where)
+        if table.needs_priority:
+            if priority is None:
+                priority = self._auto_priority
+                self._auto_priority -= 1
+        else:
+            priority = 0
+        table.insert(key, full, args, priority)
+
+    def run(self, commands: list[StfCommand], filename: str = "<stf>") -> StfResult:
+        res = StfResult()
+        outputs: dict[int, list[bytes]] = defaultdict(list)
+        expects: list[tuple[int, int, str | None, bool]] = []
+        for c in commands:
+            where = f"{filename}:{c.line}"
+            try:
+                self._run_one(c, where, res, outputs, expects)
+            except RuntimeApiError as exc:
+                raise StfError(f"{where}: {c.text}: {exc}") from exc
+        # compare per port, in order
+        by_port: dict[int, list[tuple[int, str | None, bool]]] = defaultdict(list)
+        for line, port, data, exact in expects:
+            by_port[port].append((line, data, exact))
+        for port in sorted(set(by_port) | set(outputs)):
+            exp = by_port.get(port, [])
+            got = outputs.get(port, [])
+            for i, (line, data, exact) in enumerate(exp):
+                if i >= len(got):
+                    res.failures.append(f"{filename}:{line}: expected a packet on port {port}, none came"
+                                        + (f" (expected {data})" if data else ""))
+                    continue
+                res.packets_checked += 1
+                if data is not None and not match_expected(data, exact, got[i]):
+                    res.failures.append(f"{filename}:{line}: packet {i + 1} on port {port} differs:\n"
+                                        f"  expected {data}{'$' if exact else ''}\n"
+                                        f"  got      {got[i].hex()}")
+            for j in range(len(exp), len(got)):
+                res.failures.append(f"{filename}: unexpected packet {j + 1} on port {port}: {got[j].hex()}")
+        return res
+
+    def _run_one(self, c: StfCommand, where: str, res: StfResult, outputs: dict[int, list[bytes]],
+                 expects: list) -> None:
+        v, a = c.verb, c.args
+        if v == "add":
+            self._add(c, where)
+        elif v == "setdefault":
+            if len(a) < 2:
+                raise StfError(f"{where}: setdefault TABLE ACTION(...)")
+            table = self.rt.table(a[0])
+            aname, aargs = _parse_action(c.text.split(None, 2)[2], where)
+            full, args = self._action_args(table, aname, aargs, where)
+            table.set_default(full, args)
+        elif v == "packet":
+            if len(a) < 2:
+                raise StfError(f"{where}: packet PORT HEX")
+            data, _ = _hex_clean(a[1:])
+            if "*" in data:
+                raise StfError(f"{where}: '*' in packet data")
+            outs, events = self.switch.process_packet(int(a[0], 0), bytes.fromhex(data), trace=self.trace)
+            res.packets_sent += 1
+            if self.trace:
+                res.log.extend(e.format() for e in events)
+            for o in outs:
+                outputs[o.port].append(o.data)
+        elif v == "expect":
+            if not a:
+                raise StfError(f"{where}: expect PORT [HEX]")
+            if len(a) == 1:
+                expects.append((c.line, int(a[0], 0), None, False))
+            else:
+                data, exact = _hex_clean(a[1:])
+                expects.append((c.line, int(a[0], 0), data, exact))
+        elif v == "mirroring_add":
+            self.rt.clone_session_set(int(a[0], 0), [int(a[1], 0)])
+        elif v == "mc_mgrp_create":
+            self.rt.pre.group_create(int(a[0], 0))
+        elif v == "mc_node_create":
+            self.rt.mc_node_create(int(a[0], 0), [int(x, 0) for x in a[1:]])
+        elif v == "mc_node_associate":
+            self.rt.mc_node_associate(int(a[0], 0), int(a[1], 0))
+        elif v == "remove":
+            for t in self.switch.program.tables.values():
+                t.clear()
+        elif v == "check_counter":
+            self._check_counter(c, where, res)
+        # wait, no_packet: nothing to do for an in-process switch
+
+    def _check_counter(self, c: StfCommand, where: str, res: StfResult) -> None:
+        m = re.match(r"check_counter\s+([\w.]+)\((\w+)\)(?:\s+(packets|bytes)\s*(==|!=|<=|<|>=|>)\s*(\d+))?",
+                     c.text)
+        if not m:
+            raise StfError(f"{where}: bad check_counter {c.text!r}")
+        name, idx, what, op, val = m.groups()
+        pk, by = self.rt.counter_read(name, int(idx, 0))
+        if what:
+            got = pk if what == "packets" else by
+            ok = {"==": got == int(val), "!=": got != int(val), "<=": got <= int(val),
+                  "<": got < int(val), ">=": got >= int(val), ">": got > int(val)}[op]
+            if not ok:
+                res.failures.append(f"{where}: counter {name}[{idx}] {what} is {got}, expected {op} {val}")

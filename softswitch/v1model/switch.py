@@ -1,0 +1,343 @@
+"""The V1Switch pipeline with BMv2 simple_switch rules.
+
+parser -> verifyChecksum -> ingress -> traffic manager -> egress ->
+computeChecksum -> deparser, plus clone (I2E/E2E), resubmit, recirculate and
+multicast. Work is split into jobs (`IngressJob`, `EgressJob`) so a queued
+traffic manager can sit between ingress and egress: `run_ingress` returns the
+egress jobs it produced, `run_egress` the outputs; `process` runs both with an
+immediate (zero-delay) traffic manager.
+
+BMv2 rules kept here (simple_switch.cpp):
+* a parser error does not drop the packet: ``parser_error`` is set, the headers
+  extracted so far stay valid, ingress runs, unparsed bytes follow as payload;
+* after ingress: I2E clone first (the packet as it entered, parsed again, with
+  the preserved field list), then resubmit (replaces the packet), then
+  multicast (``mcast_grp`` != 0 replaces unicast), then ``egress_spec`` == 511
+  drops, else unicast to ``egress_spec``;
+* after egress: E2E clone (copy of the egress headers and preserved fields),
+  drop if ``egress_spec`` == 511, deparse, recirculate (replaces transmission).
+"""
+from __future__ import annotations
+
+import enum
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from softswitch.compiler.program import CompiledProgram
+from softswitch.errors import (DropSignal, ExitSignal, PacketTooShort, ParserErrorSignal,
+                               SoftswitchError, StackOutOfBounds)
+from softswitch.packet import PacketReader, PacketWriter
+from softswitch.trace import TraceEvent
+from softswitch.v1model.pre import ReplicationEngine
+
+DROP_PORT = 511
+MAX_PASSES = 64  # resubmit/recirculate loops per injected packet
+
+
+class InstanceType(enum.IntEnum):
+    """standard_metadata.instance_type values of BMv2 simple_switch."""
+
+    NORMAL = 0
+    INGRESS_CLONE = 1
+    EGRESS_CLONE = 2
+    COALESCED = 3
+    RECIRC = 4
+    REPLICATION = 5
+    RESUBMIT = 6
+
+
+@dataclass(slots=True, kw_only=True)
+class IngressJob:
+    port: int
+    data: bytes
+    instance_type: int = 0
+    preserved: dict[str, Any] | None = None
+    passes: int = 0
+
+
+@dataclass(slots=True, kw_only=True)
+class EgressJob:
+    """A packet between ingress and egress (what a traffic manager queues)."""
+
+    hdr: Any
+    meta: Any
+    sm: Any
+    payload: bytes
+    egress_port: int
+    instance_type: int = 0
+    truncate: int = 0
+    passes: int = 0
+    length: int = 0
+
+
+@dataclass(slots=True, frozen=True)
+class OutputPacket:
+    port: int
+    data: bytes
+    instance_type: int = 0
+
+
+@dataclass(slots=True)
+class Stats:
+    packets_in: int = 0
+    packets_out: int = 0
+    drops: int = 0
+
+
+class V1Switch:
+    """Runs a compiled v1model program on packets. Not thread-safe: one packet at a time."""
+
+    def __init__(self, program: CompiledProgram, *, clock_us: Callable[[], int] | None = None,
+                 drop_port: int = DROP_PORT) -> None:
+        self.program = program
+        self.pre = ReplicationEngine()
+        self.drop_port = drop_port
+        self.stats = Stats()
+        start = time.monotonic_ns()
+        self.clock_us = clock_us or (lambda: (time.monotonic_ns() - start) // 1000)
+        b = program.blocks
+        self._parser, self._verify, self._ingress = b["p"], b["vr"], b["ig"]
+        self._egress, self._compute, self._deparser = b["eg"], b["ck"], b["dep"]
+        self._names = program.block_names
+        self._pk = program.pk
+        self._trace: list[TraceEvent] | None = None
+        e = program.errors
+        self._err_short = e.index("PacketTooShort") if "PacketTooShort" in e else 1
+        self._err_stack = e.index("StackOutOfBounds") if "StackOutOfBounds" in e else 3
+
+    # ---------------------------------------------------------------- helpers
+    def _event(self, kind: str, block: str, **detail: Any) -> None:
+        if self._trace is not None:
+            self._trace.append(TraceEvent(kind, block, detail))
+
+    def _preserve(self, meta: Any, fl: int | None) -> dict[str, Any]:
+        if fl is None or fl < 0:
+            return {}
+        return {n: getattr(meta, n) for n in self.program.field_lists.get(fl, [])}
+
+    def _parse(self, data: bytes, port: int, itype: int, preserved: dict[str, Any] | None) -> tuple:
+        prog = self.program
+        pk = self._pk
+        hdr, meta, sm = prog.header_cls(), prog.meta_cls(), prog.sm_cls()
+        if preserved:
+            for k, v in preserved.items():
+                setattr(meta, k, v)
+        now = self.clock_us()
+        sm.ingress_port = port
+        sm.instance_type = itype
+        sm.packet_length = len(data)
+        sm.ingress_global_timestamp = now
+        pk.reset_requests()
+        pk.length = len(data)
+        pk.now_us = now
+        pk.sm = sm
+        reader = PacketReader(data)
+        try:
+            self._parser(reader, hdr, meta, sm)
+        except PacketTooShort as exc:
+            sm.parser_error = self._err_short
+            self._event("parser_error", self._names["p"], error="PacketTooShort", message=str(exc))
+        except StackOutOfBounds as exc:
+            sm.parser_error = self._err_stack
+            self._event("parser_error", self._names["p"], error="StackOutOfBounds", message=str(exc))
+        except ParserErrorSignal as exc:
+            if exc.code > 0:
+                sm.parser_error = exc.code
+            self._event("parser_error", self._names["p"], error=exc.error_name if exc.code >= 0 else "reject")
+        return hdr, meta, sm, reader.payload()
+
+    # ---------------------------------------------------------------- ingress
+    def run_ingress(self, job: IngressJob) -> tuple[list[IngressJob], list[EgressJob]]:
+        """Parser, checksum verification and ingress; returns new ingress and egress jobs."""
+        pk = self._pk
+        self._event("packet_in", "switch", port=job.port, length=len(job.data),
+                    instance_type=job.instance_type)
+        hdr, meta, sm, payload = self._parse(job.data, job.port, job.instance_type, job.preserved)
+        pk.payload = payload
+        try:
+            self._verify(hdr, meta)
+        except ExitSignal:
+            pass
+        if pk.checksum_error:
+            sm.checksum_error = 1
+        pk.reset_requests()
+        try:
+            self._ingress(hdr, meta, sm)
+        except ExitSignal:
+            pass
+        except DropSignal as exc:
+            self._drop(self._names["ig"], str(exc))
+            return [], []
+        ing_jobs: list[IngressJob] = []
+        eg_jobs: list[EgressJob] = []
+        clone_type, clone_session, clone_fl = pk.clone_type, pk.clone_session, pk.clone_fl
+        resubmit_fl = pk.resubmit_fl
+        # I2E clone: the packet as it entered ingress, parsed again
+        if clone_type == "I2E":
+            session = self.pre.sessions.get(clone_session)
+            if session is None:
+                self._event("extern", self._names["ig"], extern="clone",
+                            note=f"clone session {clone_session} not configured: no clone")
+            else:
+                keep = self._preserve(meta, clone_fl)
+                for rep in session.replicas:
+                    saved_trace = self._trace
+                    self._trace = None
+                    c_hdr, c_meta, c_sm, c_payload = self._parse(job.data, job.port,
+                                                                 InstanceType.INGRESS_CLONE, keep)
+                    self._trace = saved_trace
+                    c_sm.egress_port = rep.port
+                    c_sm.egress_rid = rep.rid
+                    eg_jobs.append(EgressJob(hdr=c_hdr, meta=c_meta, sm=c_sm, payload=c_payload,
+                                             egress_port=rep.port,
+                                             instance_type=InstanceType.INGRESS_CLONE,
+                                             truncate=session.truncate, passes=job.passes,
+                                             length=len(job.data)))
+        if resubmit_fl is not None:
+            if job.passes + 1 >= MAX_PASSES:
+                self._drop(self._names["ig"], f"resubmit loop exceeded {MAX_PASSES} passes")
+            else:
+                ing_jobs.append(IngressJob(port=job.port, data=job.data,
+                                           instance_type=InstanceType.RESUBMIT,
+                                           preserved=self._preserve(meta, resubmit_fl),
+                                           passes=job.passes + 1))
+            return ing_jobs, eg_jobs
+        if sm.mcast_grp:
+            replicas = self.pre.groups.get(sm.mcast_grp)
+            if not replicas:
+                self._drop(self._names["ig"], f"multicast group {sm.mcast_grp} has no replicas")
+                return ing_jobs, eg_jobs
+            for i, rep in enumerate(replicas):
+                last = i == len(replicas) - 1
+                r_hdr = hdr if last else hdr._copy()
+                r_meta = meta if last else meta._copy()
+                r_sm = sm if last else sm._copy()
+                r_sm.egress_port = rep.port
+                r_sm.egress_rid = rep.rid
+                r_sm.instance_type = InstanceType.REPLICATION
+                eg_jobs.append(EgressJob(hdr=r_hdr, meta=r_meta, sm=r_sm, payload=payload,
+                                         egress_port=rep.port, instance_type=InstanceType.REPLICATION,
+                                         passes=job.passes, length=len(job.data)))
+            return ing_jobs, eg_jobs
+        if sm.egress_spec == self.drop_port:
+            self._drop(self._names["ig"], "egress_spec is the drop port (mark_to_drop)")
+            return ing_jobs, eg_jobs
+        sm.egress_port = sm.egress_spec
+        eg_jobs.append(EgressJob(hdr=hdr, meta=meta, sm=sm, payload=payload,
+                                 egress_port=sm.egress_spec, instance_type=job.instance_type,
+                                 truncate=pk.truncate, passes=job.passes, length=len(job.data)))
+        return ing_jobs, eg_jobs
+
+    def _drop(self, block: str, reason: str) -> None:
+        self.stats.drops += 1
+        self._event("drop", block, reason=reason)
+
+    # ----------------------------------------------------------------- egress
+    def run_egress(self, job: EgressJob) -> tuple[list[IngressJob], list[EgressJob], list[OutputPacket]]:
+        """Egress, checksum update and deparser for one queued packet."""
+        pk = self._pk
+        hdr, meta, sm = job.hdr, job.meta, job.sm
+        now = self.clock_us()
+        sm.egress_port = job.egress_port
+        if job.instance_type in (InstanceType.RESUBMIT, InstanceType.RECIRC):
+            sm.instance_type = InstanceType.NORMAL
+        else:
+            sm.instance_type = job.instance_type
+        sm.egress_global_timestamp = now
+        if not sm.enq_timestamp:
+            sm.enq_timestamp = now & 0xFFFFFFFF
+        pk.reset_requests()
+        pk.length = sm.packet_length
+        pk.now_us = now
+        pk.sm = sm
+        pk.payload = job.payload
+        ing_jobs: list[IngressJob] = []
+        eg_jobs: list[EgressJob] = []
+        try:
+            self._egress(hdr, meta, sm)
+        except ExitSignal:
+            pass
+        except DropSignal as exc:
+            self._drop(self._names["eg"], str(exc))
+            return [], [], []
+        if pk.clone_type == "E2E":
+            session = self.pre.sessions.get(pk.clone_session)
+            if session is not None:
+                keep = self._preserve(meta, pk.clone_fl)
+                for rep in session.replicas:
+                    c_meta = self.program.meta_cls()
+                    for k, v in keep.items():
+                        setattr(c_meta, k, v)
+                    c_sm = self.program.sm_cls()
+                    c_sm.ingress_port = sm.ingress_port
+                    c_sm.packet_length = sm.packet_length
+                    c_sm.egress_rid = rep.rid
+                    eg_jobs.append(EgressJob(hdr=hdr._copy(), meta=c_meta, sm=c_sm, payload=job.payload,
+                                             egress_port=rep.port, instance_type=InstanceType.EGRESS_CLONE,
+                                             truncate=session.truncate, passes=job.passes,
+                                             length=job.length))
+        if sm.egress_spec == self.drop_port:
+            self._drop(self._names["eg"], "egress_spec is the drop port (mark_to_drop in egress)")
+            return ing_jobs, eg_jobs, []
+        try:
+            self._compute(hdr, meta)
+        except ExitSignal:
+            pass
+        writer = PacketWriter()
+        self._deparser(writer, hdr)
+        data = writer.to_bytes() + job.payload
+        recirc_fl = pk.recirc_fl
+        if recirc_fl is not None:
+            if job.passes + 1 >= MAX_PASSES:
+                self._drop(self._names["eg"], f"recirculation loop exceeded {MAX_PASSES} passes")
+            else:
+                ing_jobs.append(IngressJob(port=sm.ingress_port, data=data,
+                                           instance_type=InstanceType.RECIRC,
+                                           preserved=self._preserve(meta, recirc_fl),
+                                           passes=job.passes + 1))
+            return ing_jobs, eg_jobs, []
+        cut = pk.truncate or job.truncate
+        if cut:
+            data = data[:cut]
+        self.stats.packets_out += 1
+        self._event("output", self._names["dep"], port=job.egress_port, length=len(data),
+                    instance_type=int(job.instance_type))
+        return ing_jobs, eg_jobs, [OutputPacket(job.egress_port, data, int(job.instance_type))]
+
+    # ------------------------------------------------------------------ entry
+    def process_packet(self, port: int, data: bytes, *, trace: bool = False
+                       ) -> tuple[list[OutputPacket], list[TraceEvent]]:
+        """Run one packet through the whole switch with an immediate traffic manager."""
+        if not 0 <= port < self.drop_port:
+            raise SoftswitchError(f"process: ingress port {port} outside 0..{self.drop_port - 1}")
+        events: list[TraceEvent] = []
+        self._trace = events if trace else None
+        self._pk.trace = self._trace
+        self.stats.packets_in += 1
+        outputs: list[OutputPacket] = []
+        ing: deque[IngressJob] = deque([IngressJob(port=port, data=bytes(data))])
+        eg: deque[EgressJob] = deque()
+        try:
+            while ing or eg:
+                if ing:
+                    new_ing, new_eg = self.run_ingress(ing.popleft())
+                    ing.extend(new_ing)
+                    eg.extend(new_eg)
+                    continue
+                new_ing, new_eg, outs = self.run_egress(eg.popleft())
+                ing.extend(new_ing)
+                eg.extend(new_eg)
+                outputs.extend(outs)
+        finally:
+            self._trace = None
+            self._pk.trace = None
+        return outputs, events
+
+    def process(self, port: int, packet: Any) -> list[tuple[int, bytes]]:
+        """Run one packet (bytes or a scapy packet); returns [(egress port, bytes)]."""
+        data = bytes(packet)
+        outs, _ = self.process_packet(port, data)
+        return [(o.port, o.data) for o in outs]
