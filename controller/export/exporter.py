@@ -1,0 +1,249 @@
+"""Batched, retried, spooled delivery of line protocol to one sink: nothing is lost.
+
+``write(lines)`` only appends to an in-memory buffer; a sender thread seals the
+buffer into a batch every ``flush_interval_s`` or ``batch_lines`` lines and
+delivers batches strictly in order:
+
+* the on-disk spool always holds the OLDEST undelivered batches, the in-memory
+  queue only newer ones, and the sender always sends the spool first;
+* a failed send (``TransientSinkError``) moves the batch and everything queued
+  behind it to the spool, then retries with exponential backoff
+  (``backoff_s`` doubling up to ``max_backoff_s``) until the server is back;
+* a batch the server refuses as data (``PermanentSinkError``) is kept in
+  ``<spool>/rejected/`` with the error and counted, never retried;
+* ``close()`` persists whatever is still undelivered to the spool; the next
+  exporter on the same spool directory replays it first.
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from controller.export.errors import ConfigError, PermanentSinkError, TransientSinkError
+from controller.export.sinks import Sink
+from controller.export.spool import Spool
+
+log = logging.getLogger("controller.export")
+
+
+@dataclass(slots=True, kw_only=True)
+class ExporterStats:
+    lines_written: int = 0
+    lines_delivered: int = 0
+    batches_delivered: int = 0
+    batches_spooled: int = 0
+    send_failures: int = 0
+    lines_rejected: int = 0
+    last_error: str = ""
+
+
+class Exporter:
+    """Owns a sink and a spool directory; thread-safe ``write``."""
+
+    def __init__(self, sink: Sink, *, spool_dir: str | Path, batch_lines: int = 5000,
+                 flush_interval_s: float = 1.0, backoff_s: float = 0.1,
+                 max_backoff_s: float = 5.0, max_queued_batches: int = 64) -> None:
+        if batch_lines < 1:
+            raise ConfigError(f"Exporter.batch_lines={batch_lines} must be >= 1")
+        if not flush_interval_s > 0:
+            raise ConfigError(f"Exporter.flush_interval_s={flush_interval_s} must be > 0")
+        if not 0 < backoff_s <= max_backoff_s:
+            raise ConfigError(
+                f"Exporter.backoff_s={backoff_s} must be > 0 and <= max_backoff_s={max_backoff_s}")
+        self.sink = sink
+        self.spool = Spool(spool_dir)
+        self.rejected_dir = Path(spool_dir) / "rejected"
+        self.batch_lines = batch_lines
+        self.flush_interval_s = flush_interval_s
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self.max_queued_batches = max_queued_batches
+        self.stats = ExporterStats()
+        self._buf: list[str] = []
+        self._queue: collections.deque[tuple[bytes, int]] = collections.deque()
+        self._spool_lines: dict[Path, int] = {}
+        self._inflight: bytes | None = None  # queue head being sent, if any
+        self._inflight_path: Path | None = None  # where it went if spilled meanwhile
+        self._cv = threading.Condition()
+        self._closing = False
+        self._idle = True
+        self._thread = threading.Thread(target=self._run, name="int-exporter", daemon=True)
+        self._thread.start()
+
+    # -- producer side ------------------------------------------------------------------
+
+    def write(self, lines: Iterable[str]) -> None:
+        """Queue lines (no trailing newlines) for delivery."""
+        with self._cv:
+            if self._closing:
+                raise ConfigError("Exporter.write after close()")
+            before = len(self._buf)
+            self._buf.extend(lines)
+            self.stats.lines_written += len(self._buf) - before
+            if len(self._buf) >= self.batch_lines:
+                self._seal()
+                self._cv.notify_all()
+
+    def _seal(self) -> None:
+        """Move the buffer into batches (lock held)."""
+        while self._buf:
+            chunk = self._buf[: self.batch_lines]
+            del self._buf[: self.batch_lines]
+            body = ("\n".join(chunk) + "\n").encode()
+            if len(self._queue) >= self.max_queued_batches:
+                self._spill()
+            if len(self.spool) and not self._queue:
+                # nothing in memory: the batch goes behind the spool, on disk
+                self._to_spool(body, len(chunk))
+            else:
+                self._queue.append((body, len(chunk)))
+
+    def _to_spool(self, body: bytes, n: int) -> Path:
+        p = self.spool.append(body)
+        self._spool_lines[p] = n
+        self.stats.batches_spooled += 1
+        return p
+
+    def _spill(self) -> None:
+        """Move every queued batch to the spool, keeping order (lock held)."""
+        while self._queue:
+            body, n = self._queue.popleft()
+            p = self._to_spool(body, n)
+            if body is self._inflight:
+                self._inflight_path = p
+
+    def pending_batches(self) -> int:
+        with self._cv:
+            return len(self._queue) + len(self.spool) + (1 if self._buf else 0)
+
+    def flush(self, timeout_s: float = 30.0) -> bool:
+        """Seal and wait until everything written so far is delivered; False on timeout."""
+        end = time.monotonic() + timeout_s
+        with self._cv:
+            self._seal()
+            self._cv.notify_all()
+            while self._queue or len(self.spool) or not self._idle:
+                left = end - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cv.wait(min(left, 0.1))
+            return True
+
+    def close(self, timeout_s: float = 10.0) -> bool:
+        """Deliver what is possible within ``timeout_s``, spool the rest, stop. True if
+        everything was delivered."""
+        done = self.flush(timeout_s)
+        with self._cv:
+            self._closing = True
+            self._seal()
+            self._spill()
+            self._cv.notify_all()
+        self._thread.join(timeout=self.max_backoff_s + 10)
+        self.sink.close()
+        return done
+
+    def __enter__(self) -> "Exporter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- sender thread ------------------------------------------------------------------
+
+    def _next(self) -> tuple[bytes, int, Path | None] | None:
+        got = self.spool.oldest()
+        if got is not None:
+            path, body = got
+            n = self._spool_lines.get(path, body.count(b"\n"))
+            return body, n, path
+        if self._queue:
+            body, n = self._queue[0]
+            return body, n, None
+        return None
+
+    def _run(self) -> None:
+        backoff = self.backoff_s
+        last_seal = time.monotonic()
+        while True:
+            with self._cv:
+                if self._closing:  # close() already flushed; what is left stays spooled
+                    self._idle = True
+                    self._cv.notify_all()
+                    return
+                if time.monotonic() - last_seal >= self.flush_interval_s:
+                    self._seal()
+                    last_seal = time.monotonic()
+                item = self._next()
+                if item is None:
+                    self._idle = True
+                    self._cv.notify_all()
+                    self._cv.wait(self.flush_interval_s)
+                    continue
+                self._idle = False
+                body, n, path = item
+                if path is None:
+                    self._inflight, self._inflight_path = body, None
+            try:
+                self.sink.write(body)
+            except TransientSinkError as exc:
+                with self._cv:
+                    self.stats.send_failures += 1
+                    self.stats.last_error = str(exc)
+                    if path is None:
+                        self._spill()  # the failed batch is the oldest queued one
+                    self._inflight, self._inflight_path = None, None
+                    closing = self._closing
+                    self._idle = True
+                    self._cv.notify_all()
+                if closing:
+                    return
+                log.warning("export to %s failed (%s); retry in %.2fs", self.sink.kind, exc, backoff)
+                with self._cv:
+                    self._cv.wait_for(lambda: self._closing, timeout=backoff)
+                backoff = min(backoff * 2, self.max_backoff_s)
+                continue
+            except PermanentSinkError as exc:
+                self._reject(body, n, str(exc))
+            except Exception as exc:  # a sink bug must not kill delivery: retry later
+                with self._cv:
+                    self.stats.send_failures += 1
+                    self.stats.last_error = f"{type(exc).__name__}: {exc}"
+                    if path is None:
+                        self._spill()
+                    self._inflight, self._inflight_path = None, None
+                log.exception("export: sink %s raised", self.sink.kind)
+                time.sleep(backoff)
+                backoff = min(backoff * 2, self.max_backoff_s)
+                continue
+            else:
+                backoff = self.backoff_s
+                with self._cv:
+                    self.stats.lines_delivered += n
+                    self.stats.batches_delivered += 1
+            with self._cv:
+                if path is not None:
+                    self.spool.remove(path)
+                    self._spool_lines.pop(path, None)
+                elif self._queue and self._queue[0][0] is body:
+                    self._queue.popleft()
+                elif self._inflight_path is not None:  # spilled while being sent
+                    self.spool.remove(self._inflight_path)
+                    self._spool_lines.pop(self._inflight_path, None)
+                self._inflight, self._inflight_path = None, None
+                self._cv.notify_all()
+
+    def _reject(self, body: bytes, n: int, error: str) -> None:
+        self.rejected_dir.mkdir(parents=True, exist_ok=True)
+        stamp = time.time_ns()
+        (self.rejected_dir / f"{stamp}.lp").write_bytes(body)
+        (self.rejected_dir / f"{stamp}.err").write_text(error + "\n")
+        with self._cv:
+            self.stats.lines_rejected += n
+            self.stats.last_error = error
+        log.error("export: %d lines refused by %s, kept in %s: %s", n, self.sink.kind,
+                  self.rejected_dir, error)
