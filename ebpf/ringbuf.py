@@ -23,12 +23,44 @@ import numpy as np
 
 from .errors import EbpfError
 
-__all__ = ["RingBufReader"]
+__all__ = ["RingBufReader", "decode_slots", "slot_size"]
 
 _BUSY = 0x80000000
 _DISCARD = 0x40000000
 _HDR = 8
 _U64 = struct.Struct("<Q")
+
+
+def slot_size(dtype: np.dtype) -> int:
+    """Bytes one record of ``dtype`` takes in the ring (header + data, 8-aligned)."""
+    return (dtype.itemsize + _HDR + 7) & ~7
+
+
+def decode_slots(raw: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, int]:
+    """Records from consecutive ring slots in ``raw`` (uint8); returns (records, slots used).
+
+    Stops before the first record still being written (BUSY); skips DISCARDed ones.
+    Bytes are copied, not fields, so struct padding is kept exactly as written (a
+    field-wise numpy copy would leave it uninitialised).
+    """
+    slot = slot_size(dtype)
+    n = raw.size // slot
+    rows = raw[:n * slot].reshape(n, slot)
+    lens = rows[:, :4].copy().view("<u4").reshape(n)
+    busy = np.flatnonzero(lens & np.uint32(_BUSY))
+    if busy.size:
+        n = int(busy[0])
+        rows, lens = rows[:n], lens[:n]
+    sizes = lens & np.uint32(~(_BUSY | _DISCARD) & 0xFFFFFFFF)
+    wrong = np.flatnonzero(sizes != dtype.itemsize)
+    if wrong.size:
+        raise EbpfError(f"ring buffer record {int(wrong[0])} of {int(sizes[wrong[0]])} B, "
+                        f"expected {dtype.itemsize} B")
+    keep = (lens & np.uint32(_DISCARD)) == 0
+    body = rows[:, _HDR:_HDR + dtype.itemsize]
+    if not keep.all():
+        body = body[keep]
+    return np.ascontiguousarray(body).view(dtype).reshape(-1), n
 
 
 class RingBufReader:
@@ -45,10 +77,7 @@ class RingBufReader:
                             f"multiple of {page}")
         self._dtype = dtype
         self._size = data_size
-        self._slot = (dtype.itemsize + _HDR + 7) & ~7
-        self._slot_dtype = np.dtype({"names": ["len", "pg_off", "rec"],
-                                     "formats": ["<u4", "<u4", dtype],
-                                     "offsets": [0, 4, _HDR], "itemsize": self._slot})
+        self._slot = slot_size(dtype)
         self._page = page
         try:
             self._cons = mmap.mmap(map_fd, page, mmap.MAP_SHARED,
@@ -88,25 +117,10 @@ class RingBufReader:
         if n <= 0:
             return np.empty(0, self._dtype)
         start = self._page + (cons & (self._size - 1))
-        view = self._data[start:start + n * self._slot].view(self._slot_dtype)
-        lens = view["len"]
-        busy = np.flatnonzero(lens & _BUSY)
-        if busy.size:
-            n = int(busy[0])
-            view, lens = view[:n], lens[:n]
-        sizes = lens & np.uint32(~(_BUSY | _DISCARD) & 0xFFFFFFFF)
-        if np.any(sizes != self._dtype.itemsize):
-            bad = int(sizes[np.flatnonzero(sizes != self._dtype.itemsize)[0]])
-            raise EbpfError(f"ring buffer record of {bad} B, expected {self._dtype.itemsize} B")
-        keep = (lens & _DISCARD) == 0
-        # copy bytes, not fields: a field-wise copy would leave the struct padding
-        # uninitialised, and records must go on the wire exactly as the kernel wrote them
-        rows = self._data[start:start + n * self._slot].reshape(n, self._slot)
-        body = rows[keep, _HDR:_HDR + self._dtype.itemsize]
-        out = np.ascontiguousarray(body).view(self._dtype).reshape(-1)
-        self.discarded += int(n - out.size)
-        self.records_read += int(out.size)
-        _U64.pack_into(self._cons, 0, cons + n * self._slot)
+        out, consumed = decode_slots(self._data[start:start + n * self._slot], self._dtype)
+        self.discarded += consumed - out.size
+        self.records_read += out.size
+        _U64.pack_into(self._cons, 0, cons + consumed * self._slot)
         return out
 
     def close(self) -> None:

@@ -3,7 +3,9 @@
 A ``TcAttachment`` remembers whether it created the clsact qdisc: if it did, detaching
 removes the qdisc (and with it every filter); if the qdisc was there before (another
 program shares the interface, e.g. the loss emulator and the INT sink), only our filter
-goes, found by its priority.  Lower ``prio`` runs first.
+goes, found by its priority.  Lower ``prio`` runs first.  A filter with our name at
+our priority is a leftover of a process killed before it could detach (SIGKILL, crash):
+attaching replaces it, so a restarted agent never runs behind a stale copy.
 """
 
 from __future__ import annotations
@@ -74,6 +76,21 @@ class TcAttachment:
                         f"{self.direction}: {exc}") from None
 
 
+def _leftovers(ipr: IPRoute, idx: int, parent: str, name: str, prio: int) -> bool:
+    """True when a filter called ``name`` already sits at ``prio`` (a crashed run's)."""
+    parent_id = int(parent.replace(":", ""), 16)
+    try:
+        filters = ipr.get_filters(index=idx, parent=parent_id)
+    except NetlinkError:
+        return False
+    for f in filters:
+        opts = f.get_attr("TCA_OPTIONS")
+        if (f.get_attr("TCA_KIND") == "bpf" and opts is not None
+                and opts.get_attr("TCA_BPF_NAME") == name and f["info"] >> 16 == prio):
+            return True
+    return False
+
+
 def attach_tc(fd: int, name: str, ifname: str, *, netns: str | None = None,
               direction: Direction = "ingress", prio: int = 10) -> TcAttachment:
     """Attach program ``fd`` (direct action) at clsact ``direction`` of ``ifname``."""
@@ -90,6 +107,10 @@ def attach_tc(fd: int, name: str, ifname: str, *, netns: str | None = None,
         except NetlinkError as exc:
             if exc.code != 17:  # EEXIST: somebody's clsact already there, share it
                 raise AttachError(f"cannot add clsact on {_where(ifname, netns)}: {exc}") from None
+        if not created and _leftovers(ipr, idx, _PARENTS[direction], name, prio):
+            # a process killed without cleanup left its filter behind: replace it
+            with contextlib.suppress(NetlinkError):
+                ipr.tc("del-filter", "bpf", idx, parent=_PARENTS[direction], prio=prio)
         try:
             ipr.tc("add-filter", "bpf", idx, ":1", fd=fd, name=name,
                    parent=_PARENTS[direction], classid=1, direct_action=True, prio=prio)

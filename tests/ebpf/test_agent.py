@@ -191,3 +191,29 @@ def test_cli_runs_and_detaches_on_exit_and_sigterm(pair):
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=20) == 0, proc.stderr.read() if proc.stderr else ""
     assert _filters(pair).strip() == ""
+
+
+def _count_sinks(pair) -> int:
+    return sum("int_sink" in line for line in _filters(pair).splitlines())
+
+
+@pytest.mark.root
+@pytest.mark.bpf
+@pytest.mark.slow
+def test_filter_left_by_killed_agent_is_replaced(pair):
+    from ebpf.sink import IntSink
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = pair.h2.popen([sys.executable, "-m", "ebpf.agent", "--iface", pair.h2.ifname,
+                          "0.2"], env=env, cwd=str(ROOT), stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while "int_sink" not in _filters(pair) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    proc.kill()                                   # no chance to clean up
+    proc.wait(timeout=10)
+    assert _count_sinks(pair) == 1                # the stale filter stays behind ...
+    with IntSink(pair.h2.ifname, netns=pair.h2.name):
+        assert _count_sinks(pair) == 1            # ... and is replaced, not doubled
+    # we shared a clsact we did not create, so our filter went and the qdisc stays
+    assert "int_sink" not in _filters(pair)
+    pair.h2.run(["tc", "qdisc", "del", "dev", pair.h2.ifname, "clsact"])

@@ -152,3 +152,33 @@ def test_host_record_dtype_views_raw_bytes():
     raw = bytearray(HOST_RECORD_DTYPE.itemsize * 2)
     rec = np.frombuffer(raw, HOST_RECORD_DTYPE)
     assert rec.shape == (2,) and rec["hops"].shape == (2, 8)
+
+
+def _slots(recs: np.ndarray, flags: list[int]) -> np.ndarray:
+    from ebpf.ringbuf import slot_size
+    slot = slot_size(HOST_RECORD_DTYPE)
+    raw = np.zeros(len(recs) * slot, np.uint8)
+    for i, (r, f) in enumerate(zip(recs, flags)):
+        raw[i * slot:i * slot + 4] = np.frombuffer(
+            np.uint32(HOST_RECORD_DTYPE.itemsize | f).tobytes(), np.uint8)
+        raw[i * slot + 8:i * slot + 8 + HOST_RECORD_DTYPE.itemsize] = \
+            np.frombuffer(r.tobytes(), np.uint8)
+    return raw
+
+
+def test_ring_slots_decoded_busy_stops_discard_skipped():
+    from ebpf.ringbuf import decode_slots
+    recs = np.zeros(5, HOST_RECORD_DTYPE)
+    recs["psn"] = [10, 11, 12, 13, 14]
+    out, used = decode_slots(_slots(recs, [0, 0x40000000, 0, 0x80000000, 0]),
+                             HOST_RECORD_DTYPE)
+    assert used == 3 and out["psn"].tolist() == [10, 12]
+
+
+def test_ring_slot_of_wrong_size_is_an_error():
+    from ebpf.errors import EbpfError
+    from ebpf.ringbuf import decode_slots
+    raw = _slots(np.zeros(2, HOST_RECORD_DTYPE), [0, 0])
+    raw[504] = 0x10
+    with pytest.raises(EbpfError, match="record 1 of"):
+        decode_slots(raw, HOST_RECORD_DTYPE)
