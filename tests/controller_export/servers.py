@@ -36,6 +36,7 @@ def _get(url: str, data: bytes | None = None, timeout: float = 5.0) -> bytes:
 
 class _Server:
     def __init__(self, workdir: Path, binary: str) -> None:
+        workdir.mkdir(parents=True, exist_ok=True)
         self.workdir = workdir
         self.binary = binary
         self.port = free_port()
@@ -131,6 +132,9 @@ bind-address = "127.0.0.1:{rpc}"
 
 class VictoriaMetrics(_Server):
     """victoria-metrics single node: /api/v2/write (influx line protocol) on a free port."""
+
+    def __init__(self, workdir: Path) -> None:
+        super().__init__(workdir, VICTORIA)
 
     def argv(self) -> list[str]:
         return [self.binary, f"-storageDataPath={self.workdir / 'data'}",
