@@ -12,6 +12,8 @@ receiver rebuilds the covered header fields from the source address and port the
 socket reports, its own address, the UDP length and the same ID/DF convention, and
 verifies; packets that fail are counted (``bad_icrc``) and dropped.
 
+UDP checksum: 0 (``SO_NO_CHECK``), as RoCEv2 senders do; the ICRC protects the data.
+
 ECN: senders mark ECT(0); a received data packet with CE makes the responder send a
 CNP to the requester (at most one per QP per 50 us, as DCQCN prescribes).
 
@@ -45,6 +47,7 @@ log = logging.getLogger("traffic")
 
 _IP_MTU_DISCOVER = getattr(socket, "IP_MTU_DISCOVER", 10)
 _IP_PMTUDISC_DO = getattr(socket, "IP_PMTUDISC_DO", 2)
+_SO_NO_CHECK = getattr(socket, "SO_NO_CHECK", 11)
 _IP_RECVTOS = getattr(socket, "IP_RECVTOS", 13)
 _HDR = struct.Struct("!BBHI")
 _CNP_GAP_S = 50e-6
@@ -123,6 +126,7 @@ class Endpoint:
             raise ConfigError(f"endpoint {self.cfg.ip}: QP {qpn} already exists")
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         s.setsockopt(socket.IPPROTO_IP, _IP_MTU_DISCOVER, _IP_PMTUDISC_DO)
+        s.setsockopt(socket.SOL_SOCKET, _SO_NO_CHECK, 1)  # UDP checksum 0, as RoCEv2
         s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, (dscp << 2) | 0x02)  # ECT(0)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
         s.bind((self.cfg.ip, 0))

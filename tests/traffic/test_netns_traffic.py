@@ -1,0 +1,242 @@
+"""Real RoCEv2 packets between namespaces: wire bytes, recovery, collectives, bad input."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import zlib
+from pathlib import Path
+
+import pytest
+
+from formats import roce
+from formats.roce import Opcode
+from tests.traffic.conftest import run_ranks, star
+from traffic.control import send_control
+from traffic.endpoint import Endpoint, EndpointConfig
+from traffic.qp_types import QpConfig
+
+pytestmark = pytest.mark.root
+
+
+def _step_until(eps, cond, timeout_s: float = 10.0) -> None:
+    end = time.monotonic() + timeout_s
+    while not cond():
+        assert time.monotonic() < end, "condition not reached in time"
+        for ep in eps:
+            ep.step(0.0005)
+
+
+def _crcs(summary: dict, direction: str) -> list[tuple[int, int]]:
+    return [(m["size"], m["crc32"]) for m in summary["messages"] if m["dir"] == direction]
+
+
+def test_wire_bytes_match_formats_and_scapy(pair) -> None:
+    h1, h2 = pair
+    with h1.enter():
+        a = Endpoint(EndpointConfig(ip=h1.ip))
+        req = a.add_requester(QpConfig(qpn=0x11, peer_qpn=0x22, peer_ip=h2.ip, mtu=256))
+    with h2.enter():
+        b = Endpoint(EndpointConfig(ip=h2.ip))
+        resp = b.add_responder(QpConfig(qpn=0x22, peer_qpn=0x11, peer_ip=h1.ip, mtu=256))
+        cap = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800))
+        cap.bind((h2.ifname, 0))
+        cap.setblocking(False)
+    try:
+        data = bytes(range(256)) * 3 + b"tail"
+        req.post_write(data, now=a.now())
+        _step_until([a, b], lambda: req.idle)
+        frames = []
+        while True:
+            try:
+                frames.append(cap.recv(4096))
+            except BlockingIOError:
+                break
+        data_frames = [f for f in frames if f[23] == 17 and f[36:38] == b"\x12\xb7"]
+        assert len(data_frames) == 4  # FIRST, MIDDLE, MIDDLE, LAST
+        ops = []
+        for i, f in enumerate(data_frames):
+            hdr, pkt = roce.parse_frame(f)
+            assert roce.verify_icrc(hdr, f[42:])
+            ops.append(pkt.bth.opcode)
+            rebuilt = roce.build_frame(
+                eth_src=h1.mac, eth_dst=h2.mac, src=h1.ip, dst=h2.ip, sport=req.sport, tos=2,
+                opcode=pkt.bth.opcode, dest_qp=0x22, psn=i, payload=data[i * 256:(i + 1) * 256],
+                reth=(pkt.reth.va, pkt.reth.r_key, len(data)) if pkt.reth else None,
+                ack_req=pkt.bth.opcode == Opcode.WRITE_LAST, ttl=f[22])
+            assert rebuilt == f[:len(rebuilt)]
+            sp = roce.to_scapy(f[:len(rebuilt)])
+            from scapy.contrib.roce import BTH
+
+            assert sp[BTH].compute_icrc(None) == f[len(rebuilt) - 4:len(rebuilt)]
+        assert ops == [Opcode.WRITE_FIRST, Opcode.WRITE_MIDDLE, Opcode.WRITE_MIDDLE,
+                       Opcode.WRITE_LAST]
+        assert resp.messages[0].crc32 == zlib.crc32(data)
+        assert b.counters.bad_icrc == 0 and a.counters.bad_icrc == 0
+        # ECN CE on data makes the responder send a CNP that the requester counts
+        a._socks[0x11].setsockopt(socket.IPPROTO_IP, socket.IP_TOS, 3)
+        req.post_write(b"x" * 100, now=a.now())
+        _step_until([a, b], lambda: req.idle and req.counters.cnps_rx >= 1)
+        assert b.counters.cnps_tx >= 1
+    finally:
+        cap.close()
+        a.close()
+        b.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["gbn", "sr", "fec"])
+@pytest.mark.parametrize("loss", ["0.03", "ge:0.01,0.3"])
+def test_modes_deliver_everything_under_loss(pair, tmp_path: Path, mode: str, loss: str) -> None:
+    h1, h2 = pair
+    args = ["-s", "uniform:1K:24K", "-c", "25", "--qps", "2", "--rate", "150M", "--mode",
+            mode, "--fec", "8,2", "--rto-min", "150ms", "--seed", "3"]
+    tx, rx = run_ranks([h1, h2], "p2p", args, tmp_path, per_rank={1: ["--loss", loss]})
+    assert tx["finished"] and rx["finished"]
+    assert sorted(_crcs(tx, "tx")) == sorted(_crcs(rx, "rx")) and len(_crcs(rx, "rx")) == 50
+    reqs = tx["endpoint"]["requesters"].values()
+    resps = rx["endpoint"]["responders"].values()
+    retx = sum(r["retx_pkts"] for r in reqs)
+    data_drops = rx["endpoint"]["endpoint"]["injected_data_drops"]
+    repaired = sum(r["fec_repaired"] for r in resps)
+    assert data_drops > 0
+    assert rx["endpoint"]["endpoint"]["bad_icrc"] == 0
+    if mode == "sr":
+        assert retx == data_drops
+    elif mode == "gbn":
+        assert retx >= data_drops and sum(r["naks_rx"] for r in reqs) >= 1
+    else:
+        assert repaired > 0 and retx < data_drops
+        assert retx + repaired >= data_drops
+
+
+@pytest.mark.bpf
+@pytest.mark.slow
+def test_selective_repeat_under_ebpf_ingress_loss(pair, tmp_path: Path) -> None:
+    from ebpf.loss import LossEmulator
+
+    h1, h2 = pair
+    with LossEmulator(h2.ifname, netns=h2.name, udp_dport=4791) as loss:
+        loss.set_bernoulli(0.03)
+        args = ["-s", "16K", "-c", "20", "--rate", "150M", "--mode", "sr", "--rto-min",
+                "150ms"]
+        tx, rx = run_ranks([h1, h2], "p2p", args, tmp_path)
+        dropped = loss.counters().dropped
+    assert sorted(_crcs(tx, "tx")) == sorted(_crcs(rx, "rx"))
+    retx = sum(r["retx_pkts"] for r in tx["endpoint"]["requesters"].values())
+    assert dropped > 0 and retx == dropped
+
+
+@pytest.mark.slow
+def test_ring_allreduce_and_incast_on_a_bridge(tmp_path: Path) -> None:
+    n = 4
+    with star(n) as hosts:
+        outs = run_ranks(hosts, "allreduce", ["-s", "64K", "-c", "2", "--rate", "200M"],
+                         tmp_path)
+        for o in outs:
+            c = o["collective"]
+            assert c["result_ok"] and c["iterations"] == 2
+            assert c["steps_per_iteration"] == 2 * (n - 1)
+            assert c["steps_sent"] == c["steps_received"] == 2 * 2 * (n - 1)
+            assert len(c["completion_s"]) == 2 and all(t > 0 for t in c["completion_s"])
+        outs = run_ranks(hosts, "incast", ["-s", "8K", "-c", "10", "--rate", "100M"],
+                         tmp_path)
+        assert sorted(_crcs(outs[0], "rx")) == sorted(
+            x for o in outs[1:] for x in _crcs(o, "tx"))
+
+
+def test_malformed_and_unexpected_packets_are_counted_and_dropped(pair) -> None:
+    h1, h2 = pair
+    with h2.iproute() as ipr:  # a second address on h2's side for the wrong-peer case
+        pass
+    with h1.iproute() as ipr:
+        idx = ipr.link_lookup(ifname=h1.ifname)[0]
+        ipr.addr("add", index=idx, address="10.77.0.3", prefixlen=24)
+    with h1.enter():
+        a = Endpoint(EndpointConfig(ip=h1.ip))
+        req = a.add_requester(QpConfig(qpn=5, peer_qpn=6, peer_ip=h2.ip, mtu=512))
+        raw = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        raw.setsockopt(socket.IPPROTO_IP, 10, 2)  # IP_PMTUDISC_DO: ID 0, DF like a QP
+        raw.bind((h1.ip, 0))
+        other = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        other.setsockopt(socket.IPPROTO_IP, 10, 2)
+        other.bind(("10.77.0.3", 0))
+    with h2.enter():
+        b = Endpoint(EndpointConfig(ip=h2.ip))
+        resp = b.add_responder(QpConfig(qpn=6, peer_qpn=5, peer_ip=h1.ip, mtu=512))
+    try:
+        sport = raw.getsockname()[1]
+
+        def good(**kw) -> bytes:
+            base = dict(src=h1.ip, dst=h2.ip, sport=sport, opcode=Opcode.WRITE_ONLY, dest_qp=6,
+                        psn=0, reth=(0, 1, 4), payload=b"abcd")
+            base.update(kw)
+            return roce.build_udp_payload(**base)
+
+        bad_icrc = bytearray(good())
+        bad_icrc[-1] ^= 0xFF
+        sends = [
+            (raw, bytes(bad_icrc)),  # bad ICRC
+            (raw, good(dest_qp=99)),  # unknown QP
+            (raw, good(psn=0x400000)),  # PSN far outside the window
+            (raw, good()[:10]),  # truncated: shorter than BTH + ICRC
+            (raw, good(opcode=Opcode.WRITE_FIRST, reth=(0, 1, 9000))[:20]
+             + b"\0\0\0\0"),  # truncated RETH (ICRC slot present but wrong)
+            (other, roce.build_udp_payload(src="10.77.0.3", dst=h2.ip,
+                                           sport=other.getsockname()[1],
+                                           opcode=Opcode.WRITE_ONLY, dest_qp=6, psn=0,
+                                           reth=(0, 1, 4), payload=b"evil")),  # wrong peer
+        ]
+        for s, buf in sends:
+            s.sendto(buf, (h2.ip, 4791))
+        _step_until([b], lambda: b.counters.rx_pkts >= len(sends))
+        c = b.counters
+        assert c.bad_icrc == 2  # the flipped ICRC and the cut RETH packet
+        assert c.unknown_qp == 1 and c.truncated == 1 and c.wrong_peer == 1
+        assert resp.counters.psn_out_of_window == 1
+        assert resp.counters.msgs_done == 0
+        # the QP is undisturbed: a real transfer still completes intact
+        payload = os.urandom(5000)
+        req.post_write(payload, now=a.now())
+        _step_until([a, b], lambda: req.idle)
+        assert [m.crc32 for m in resp.messages] == [zlib.crc32(payload)]
+    finally:
+        raw.close()
+        other.close()
+        a.close()
+        b.close()
+
+
+def test_rate_and_fec_feedback_through_the_control_socket(pair, tmp_path: Path) -> None:
+    h1, h2 = pair
+    ctl = str(tmp_path / "ctl.sock")
+    with h1.enter():
+        a = Endpoint(EndpointConfig(ip=h1.ip, control_path=ctl))
+        req = a.add_requester(QpConfig(qpn=7, peer_qpn=8, peer_ip=h2.ip, rate_bps=20e6,
+                                       mode="fec"))
+    with h2.enter():
+        b = Endpoint(EndpointConfig(ip=h2.ip, delay_s=0.010))  # RTT >= 10 ms
+        b.add_responder(QpConfig(qpn=8, peer_qpn=7, peer_ip=h1.ip, mode="fec"))
+    try:
+        for _ in range(40):
+            req.post_write(os.urandom(50_000), now=a.now())
+        _step_until([a, b], lambda: req.srtt_s is not None)
+        sent_at = a.now()
+        send_control(ctl, {"qp": 7, "rate_bps": 200e6}, {"qp": "*", "fec_k": 4, "fec_m": 2},
+                     {"qp": 12345, "rate_bps": 1e6})
+        srtt = req.srtt_s
+        _step_until([a, b], lambda: req.cfg.rate_bps == 200e6)
+        applied_at, rate = req.rate_log[-1]
+        assert rate == 200e6 and applied_at - sent_at < srtt  # within one RTT
+        assert (req.cfg.fec_k, req.cfg.fec_m) == (4, 2)
+        assert a.counters.control_errors == 1  # QP 12345 is not ours
+        # the series shows the new rate
+        _step_until([a, b], lambda: a.now() > applied_at + 0.1)
+        a._sample(a.now())
+        assert a.series[7][-1][1] == 200e6
+        stats = a.stats(compact=True)
+        assert json.loads(json.dumps(stats))["requesters"]["7"]["rate_bps"] == 200e6
+    finally:
+        a.close()
+        b.close()
