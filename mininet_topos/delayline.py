@@ -43,7 +43,7 @@ from pathlib import Path
 
 from controller.topology.model import LossKind, LossModel
 
-__all__ = ["WanParams", "WanError", "DirectionStats", "LossProcess", "DelayLineCore", "main"]
+__all__ = ["DelayLineCore", "DirectionStats", "LossProcess", "WanError", "WanParams", "main"]
 
 ETH_P_ALL = 0x0003
 SOL_PACKET = 263             # linux/socket.h (the socket module does not export it)
@@ -68,7 +68,7 @@ class WanParams:
     reorder: bool = False
     seed: int | None = None
 
-    def check(self, where: str = "WAN link") -> "WanParams":
+    def check(self, where: str = "WAN link") -> WanParams:
         """Return self if every field is in range, else raise WanError naming the field."""
         if not 0.0 <= self.delay_ms <= 200.0:
             raise WanError(f"{where}: delay_ms {self.delay_ms} out of range 0..200")
@@ -92,7 +92,7 @@ class WanParams:
                 "queue_pkts": self.queue_pkts, "reorder": self.reorder, "seed": self.seed}
 
     @classmethod
-    def from_dict(cls, raw: dict) -> "WanParams":
+    def from_dict(cls, raw: dict) -> WanParams:
         raw = dict(raw)
         loss = raw.pop("loss", {"model": "none"})
         kind = LossKind(loss.get("model", "none"))
@@ -110,7 +110,7 @@ class LossProcess:
     (good->bad with p, bad->good with r); the chain starts in the good state.
     """
 
-    __slots__ = ("model", "_rng", "_bad")
+    __slots__ = ("_bad", "_rng", "model")
 
     def __init__(self, model: LossModel, rng: random.Random) -> None:
         self.model = model
@@ -202,8 +202,7 @@ class DelayLineCore:
             tx_end = max(now_s, self._tx_free_s) + len(frame) * self._s_per_byte
             self._tx_free_s = tx_end
             backlog.append(tx_end)
-            if len(backlog) > st.max_backlog_pkts:
-                st.max_backlog_pkts = len(backlog)
+            st.max_backlog_pkts = max(st.max_backlog_pkts, len(backlog))
         if self._loss is not None and self._loss.lost():
             st.lost += 1
             return None
@@ -213,8 +212,7 @@ class DelayLineCore:
         if self.params.reorder:
             self._push_heap(deliver, frame)
         else:
-            if deliver < self._last_deliver_s:
-                deliver = self._last_deliver_s
+            deliver = max(deliver, self._last_deliver_s)
             self._last_deliver_s = deliver
             self._fifo.append((deliver, frame))
         return deliver
@@ -239,8 +237,7 @@ class DelayLineCore:
         if out and first is not None:
             late_us = int((now_s - first) * 1e6)
             st = self.stats
-            if late_us > st.late_max_us:
-                st.late_max_us = late_us
+            st.late_max_us = max(st.late_max_us, late_us)
             if late_us > 1000:
                 st.late_over_1ms_pkts += len(out)
         return out

@@ -17,18 +17,41 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from controller.topology import (GENERATORS, HostConfig, Link, LinkRole, LossKind, Topology,
-                                 TopologyError, dumps_topology, host_configs,
-                                 load_topology, port_queue_pkts, port_rates_mbps)
+from controller.topology import (
+    HostConfig,
+    Link,
+    LinkRole,
+    LossKind,
+    Topology,
+    TopologyError,
+    dumbbell,
+    dumps_topology,
+    host_configs,
+    leaf_spine,
+    load_topology,
+    port_queue_pkts,
+    port_rates_mbps,
+    two_datacenters,
+)
 from controller.topology.errors import did_you_mean
 
-__all__ = ["TOPOFILES_DIR", "STANDARD_FILES", "resolve_topology", "write_topofiles",
-           "needs_emulation", "switch_options", "mininet_topo", "host_commands",
-           "configure_hosts", "main"]
+__all__ = [
+    "STANDARD_FILES",
+    "TOPOFILES_DIR",
+    "configure_hosts",
+    "host_commands",
+    "main",
+    "mininet_topo",
+    "needs_emulation",
+    "resolve_topology",
+    "switch_options",
+    "write_topofiles",
+]
 
 TOPOFILES_DIR = Path(__file__).resolve().parent / "topofiles"
 
@@ -40,9 +63,9 @@ class _Standard:
 
 
 STANDARD_FILES: dict[str, _Standard] = {
-    "dumbbell": _Standard("dumbbell.yaml", lambda: GENERATORS["dumbbell"](4)),
-    "leaf-spine": _Standard("leaf_spine.yaml", lambda: GENERATORS["leaf-spine"]()),
-    "two-dc": _Standard("two_dc.yaml", lambda: GENERATORS["two-dc"]()),
+    "dumbbell": _Standard("dumbbell.yaml", lambda: dumbbell(4)),
+    "leaf-spine": _Standard("leaf_spine.yaml", leaf_spine),
+    "two-dc": _Standard("two_dc.yaml", two_datacenters),
 }
 
 
@@ -85,7 +108,7 @@ def needs_emulation(link: Link) -> bool:
 def switch_options(topo: Topology, name: str) -> dict[str, Any]:
     """Parameters handed to the Mininet switch class for switch ``name``."""
     sw = topo.switch(name)
-    host, _, port = sw.grpc_addr.rpartition(":")
+    port = sw.grpc_addr.rpartition(":")[2]
     return {
         "device_id": sw.device_id,
         "grpc_addr": sw.grpc_addr,
@@ -112,7 +135,7 @@ def mininet_topo(topo: Topology, *, realtime_wan: bool = True, wan_seed: int | N
     from .wan import MininetWanLink, wan_params_for
 
     class _Topo(Topo):
-        def build(self) -> None:  # noqa: D401 - Mininet's hook
+        def build(self) -> None:
             for sw in topo.switches:
                 self.addSwitch(sw.name, **switch_options(topo, sw.name))
             cfgs = host_configs(topo)

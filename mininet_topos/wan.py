@@ -41,8 +41,15 @@ from controller.topology.model import Link, LossKind, LossModel
 
 from .delayline import WanError, WanParams
 
-__all__ = ["WanLink", "WanError", "WanParams", "LossBackend", "EbpfLossBackend",
-           "MininetWanLink", "wan_params_for"]
+__all__ = [
+    "EbpfLossBackend",
+    "LossBackend",
+    "MininetWanLink",
+    "WanError",
+    "WanLink",
+    "WanParams",
+    "wan_params_for",
+]
 
 _PROJECT_ROOT = Path(__file__).resolve().parent.parent
 START_TIMEOUT_S = 10.0
@@ -139,7 +146,7 @@ class WanLink:
             return self._params
         return dataclasses.replace(self._params, loss=LossModel.none())
 
-    def start(self) -> "WanLink":
+    def start(self) -> WanLink:
         """Start the delay line and wait until it is forwarding."""
         if self._proc is not None:
             raise WanError(f"WAN link {self.name}: already started")
@@ -161,7 +168,8 @@ class WanLink:
             deadline = time.monotonic() + START_TIMEOUT_S
             while not stats_file.exists():
                 if self._proc.poll() is not None:
-                    err = self._proc.stderr.read().decode(errors="replace").strip()
+                    err = (self._proc.stderr.read().decode(errors="replace").strip()
+                           if self._proc.stderr else "")
                     raise WanError(f"WAN link {self.name}: delay line exited "
                                    f"{self._proc.returncode}: {err}")
                 if time.monotonic() > deadline:
@@ -205,7 +213,7 @@ class WanLink:
             self._dir = None
         return last
 
-    def __enter__(self) -> "WanLink":
+    def __enter__(self) -> WanLink:  # noqa: PYI034 - returns the started link
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

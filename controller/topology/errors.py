@@ -2,10 +2,15 @@
 from __future__ import annotations
 
 import difflib
-from typing import Iterable
+from collections.abc import Iterable
 
-__all__ = ["TopologyError", "TopologyFormatError", "TopologyValidationError", "RoutingError",
-           "did_you_mean"]
+__all__ = [
+    "RoutingError",
+    "TopologyError",
+    "TopologyFormatError",
+    "TopologyValidationError",
+    "did_you_mean",
+]
 
 
 class TopologyError(Exception):

@@ -7,13 +7,13 @@ leaf L get 10.<site>.<L>.<j>/24 with the gateway at .254.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from .model import Endpoint, Host, Link, LinkRole, LossModel, Switch, SwitchRole, Topology
 from .validate import validate
 
-__all__ = ["dumbbell", "leaf_spine", "two_datacenters", "GENERATORS"]
+__all__ = ["GENERATORS", "dumbbell", "leaf_spine", "two_datacenters"]
 
 GRPC_BASE_PORT = 50000
 
@@ -105,7 +105,7 @@ def leaf_spine(n_leaves: int = 2, *, n_spines: int = 2, hosts_per_leaf: int = 2,
 def two_datacenters(*, n_spines: int = 2, n_leaves: int = 2, hosts_per_leaf: int = 2,
                     wan_delay_ms: float = 10.0, wan_jitter_ms: float = 0.0,
                     wan_rate_mbps: float = 100.0,
-                    wan_loss: LossModel | Sequence[LossModel] = LossModel(),
+                    wan_loss: LossModel | Sequence[LossModel] | None = None,
                     n_wan_links: int = 2, host_rate_mbps: float = 100.0,
                     fabric_rate_mbps: float = 100.0, host_mtu: int = 1500,
                     fabric_mtu: int = 2000) -> Topology:
@@ -115,6 +115,8 @@ def two_datacenters(*, n_spines: int = 2, n_leaves: int = 2, hosts_per_leaf: int
     link or one per link."""
     if not 1 <= n_wan_links <= 8:
         raise ValueError(f"two_datacenters: n_wan_links {n_wan_links} out of range 1..8")
+    if wan_loss is None:
+        wan_loss = LossModel.none()
     losses = [wan_loss] * n_wan_links if isinstance(wan_loss, LossModel) else list(wan_loss)
     if len(losses) != n_wan_links:
         raise ValueError(f"two_datacenters: wan_loss has {len(losses)} models for "

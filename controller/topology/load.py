@@ -24,18 +24,36 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 
 from .errors import TopologyFormatError, did_you_mean
-from .model import (DEFAULT_CPU_PORT, HOST_PORT, Endpoint, Host, Link, LinkRole, LossKind,
-                    LossModel, Switch, SwitchRole, Topology)
+from .model import (
+    DEFAULT_CPU_PORT,
+    HOST_PORT,
+    Endpoint,
+    Host,
+    Link,
+    LinkRole,
+    LossKind,
+    LossModel,
+    Switch,
+    SwitchRole,
+    Topology,
+)
 from .validate import validate
 
-__all__ = ["LINK_DEFAULTS", "topology_from_dict", "load_topology", "loads_topology",
-           "dump_topology", "dumps_topology"]
+__all__ = [
+    "LINK_DEFAULTS",
+    "dump_topology",
+    "dumps_topology",
+    "load_topology",
+    "loads_topology",
+    "topology_from_dict",
+]
 
 # Shaping defaults per link role.  Fabric/WAN MTUs leave room for the link sequence
 # header and an 8-hop INT stack on top of a 1500-byte host packet.
@@ -57,7 +75,8 @@ _LOSS_KEYS = {
 }
 
 
-def _check_keys(where: str, obj: Any, allowed: set[str], required: set[str] = frozenset()) -> None:
+def _check_keys(where: str, obj: Any, allowed: set[str],
+                required: frozenset[str] | set[str] = frozenset()) -> None:
     if not isinstance(obj, Mapping):
         raise TopologyFormatError(f"{where}: expected a mapping, got {type(obj).__name__} {obj!r}")
     for key in obj:
@@ -88,7 +107,7 @@ def _str(where: str, field: str, value: Any) -> str:
     return value
 
 
-def _enum(where: str, field: str, value: Any, enum_cls: type) -> Any:
+def _enum(where: str, field: str, value: Any, enum_cls: Any) -> Any:
     names = [str(m) for m in enum_cls]
     if value not in names:
         raise TopologyFormatError(

@@ -15,8 +15,18 @@ import ipaddress
 from dataclasses import dataclass, field
 
 __all__ = [
-    "SwitchRole", "LinkRole", "LossKind", "LossModel", "Endpoint", "Switch", "Host", "Link",
-    "Topology", "DEFAULT_CPU_PORT", "HOST_PORT", "DROP_PORT",
+    "DEFAULT_CPU_PORT",
+    "DROP_PORT",
+    "HOST_PORT",
+    "Endpoint",
+    "Host",
+    "Link",
+    "LinkRole",
+    "LossKind",
+    "LossModel",
+    "Switch",
+    "SwitchRole",
+    "Topology",
 ]
 
 DEFAULT_CPU_PORT = 510
@@ -65,19 +75,19 @@ class LossModel:
     k: float = 1.0
 
     @classmethod
-    def none(cls) -> "LossModel":
+    def none(cls) -> LossModel:
         return cls()
 
     @classmethod
-    def bernoulli(cls, p: float) -> "LossModel":
+    def bernoulli(cls, p: float) -> LossModel:
         return cls(kind=LossKind.BERNOULLI, p=p)
 
     @classmethod
-    def gilbert_elliott(cls, p: float, r: float, h: float = 0.0, k: float = 1.0) -> "LossModel":
+    def gilbert_elliott(cls, p: float, r: float, h: float = 0.0, k: float = 1.0) -> LossModel:
         return cls(kind=LossKind.GILBERT_ELLIOTT, p=p, r=r, h=h, k=k)
 
     @classmethod
-    def bursty(cls, mean_loss: float, mean_burst_pkts: float = 3.0) -> "LossModel":
+    def bursty(cls, mean_loss: float, mean_burst_pkts: float = 3.0) -> LossModel:
         """A Gilbert channel (h=0, k=1) with the given long-run loss and mean burst length.
 
         Bursts end with probability r per packet, so their mean length is 1/r; the

@@ -19,10 +19,25 @@ from dataclasses import dataclass
 from .errors import RoutingError, did_you_mean
 from .model import Host, LinkRole, Topology
 
-__all__ = ["NextHop", "Route", "EcmpGroup", "Neighbour", "HostConfig", "Hop",
-           "switch_distances", "routes", "ecmp_groups", "switch_neighbours", "host_configs",
-           "port_roles", "port_rates_mbps", "port_queue_pkts", "paths", "path_links",
-           "node_names_by_id"]
+__all__ = [
+    "EcmpGroup",
+    "Hop",
+    "HostConfig",
+    "Neighbour",
+    "NextHop",
+    "Route",
+    "ecmp_groups",
+    "host_configs",
+    "node_names_by_id",
+    "path_links",
+    "paths",
+    "port_queue_pkts",
+    "port_rates_mbps",
+    "port_roles",
+    "routes",
+    "switch_distances",
+    "switch_neighbours",
+]
 
 MAX_PATHS = 256  # enough for any emulated fabric; stops a runaway enumeration
 

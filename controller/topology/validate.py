@@ -11,11 +11,12 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections import defaultdict, deque
+from collections.abc import Sequence
 
 from .errors import TopologyValidationError, did_you_mean
 from .model import DROP_PORT, HOST_PORT, Link, LinkRole, LossKind, Topology
 
-__all__ = ["validate", "problems", "LIMITS", "INT_MAX_BYTES", "LINKSEQ_BYTES"]
+__all__ = ["INT_MAX_BYTES", "LIMITS", "LINKSEQ_BYTES", "problems", "validate"]
 
 IFNAMSIZ = 15
 LINKSEQ_BYTES = 6                       # link sequence header (FORMATS.md)
@@ -70,7 +71,7 @@ def _check_names(topo: Topology, out: list[str]) -> None:
             seen[name] = kind
 
 
-def _unique(out: list[str], what: str, items: list[tuple[str, object]]) -> None:
+def _unique(out: list[str], what: str, items: Sequence[tuple[str, object]]) -> None:
     owner: dict[object, str] = {}
     for obj, value in items:
         if value in owner:

@@ -5,10 +5,20 @@ import json
 import pytest
 import yaml
 
-from controller.topology import (LinkRole, LossKind, LossModel, TopologyFormatError,
-                                 TopologyValidationError, dumps_topology, leaf_spine,
-                                 load_topology, loads_topology, problems, topology_from_dict,
-                                 two_datacenters)
+from controller.topology import (
+    LinkRole,
+    LossKind,
+    LossModel,
+    TopologyFormatError,
+    TopologyValidationError,
+    dumps_topology,
+    leaf_spine,
+    load_topology,
+    loads_topology,
+    problems,
+    topology_from_dict,
+    two_datacenters,
+)
 
 BASE = {
     "name": "mini",
@@ -87,8 +97,9 @@ def test_link_defaults_per_role():
 FORMAT_ERRORS = [
     (("links", 0, "delay"), 5, r"links\[0\]: unknown field 'delay' \(did you mean \"delay_ms\"\?\)"),
     (("switches", 0, "device_id"), "1", r"switch s1: field device_id must be an integer, got '1'"),
-    (("switches", 0, "role"), "lef", r"switch s1: field role is 'lef', expected one of leaf, "
-                                     r"spine, border \(did you mean \"leaf\"\?\)"),
+    (("switches", 0, "role"), "lef",
+     (r"switch s1: field role is 'lef', expected one of leaf, spine, border"
+      r" \(did you mean \"leaf\"\?\)")),
     (("hosts", 0, "port"), _DELETE, r"hosts\[0\]: missing field 'port'"),
     (("links", 0, "a"), "s1", r"a switch end needs a port \('s1:1'\)"),
     (("links", 0, "a"), "s1:x", r"port 'x' is not an integer"),
@@ -117,8 +128,8 @@ VALIDATION_ERRORS = [
      "link s1:3-s2:2: loss bernoulli p 1.5 out of range 0..1"),
     (("links", 0, "loss"), {"model": "gilbert-elliott", "p": 0.1, "r": 0.0},
      "r is 0 with p > 0"),
-    (("links", 0, "a"), "s1:1", "link h1:0-s1:1: port 1 of s1 used twice (also by link "
-                                "s1:1-s2:2)"),
+    (("links", 0, "a"), "s1:1",
+     "link h1:0-s1:1: port 1 of s1 used twice (also by link s1:1-s2:2)"),
     (("links", 0, "a"), "s9:1", "link s9:1-s2:2: node 's9' does not exist (did you mean"),
     (("links", 0, "a"), "s1:510", "port 510 of s1 is its cpu_port"),
     (("links", 0, "a"), "s1:511", "port 511 of s1 out of range 0..510"),

@@ -1,10 +1,25 @@
 """Routes, ECMP groups, neighbours and paths computed from the standard topologies."""
 import pytest
 
-from controller.topology import (LinkRole, LossModel, RoutingError, dumbbell, ecmp_groups,
-                                 host_configs, leaf_spine, node_names_by_id, path_links, paths,
-                                 port_queue_pkts, port_rates_mbps, port_roles, routes,
-                                 switch_distances, switch_neighbours, two_datacenters)
+from controller.topology import (
+    LinkRole,
+    LossModel,
+    RoutingError,
+    dumbbell,
+    ecmp_groups,
+    host_configs,
+    leaf_spine,
+    node_names_by_id,
+    path_links,
+    paths,
+    port_queue_pkts,
+    port_rates_mbps,
+    port_roles,
+    routes,
+    switch_distances,
+    switch_neighbours,
+    two_datacenters,
+)
 
 
 def table(topo, switch, aggregate=True):

@@ -1,12 +1,19 @@
 """The committed topology files, name resolution and the Mininet topology built from them."""
-import importlib.util
 
 import pytest
 
 from controller.topology import LinkRole, TopologyError, leaf_spine, load_topology
-from mininet_topos.topologies import (STANDARD_FILES, TOPOFILES_DIR, host_commands, main,
-                                      mininet_topo, needs_emulation, resolve_topology,
-                                      switch_options, write_topofiles)
+from mininet_topos.topologies import (
+    STANDARD_FILES,
+    TOPOFILES_DIR,
+    host_commands,
+    main,
+    mininet_topo,
+    needs_emulation,
+    resolve_topology,
+    switch_options,
+    write_topofiles,
+)
 
 
 @pytest.mark.parametrize("name", sorted(STANDARD_FILES))

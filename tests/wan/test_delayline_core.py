@@ -1,4 +1,5 @@
 """The delay line's timing and loss model, without sockets or clocks."""
+import itertools
 import random
 
 import pytest
@@ -34,7 +35,7 @@ def test_rate_serialises_back_to_back(rate, size, n, last):
     c = core(delay_ms=0, rate_mbps=rate)
     times = [c.arrive(5.0, bytes(size)) for _ in range(n)]
     assert times[-1] == pytest.approx(5.0 + last)
-    gaps = [b - a for a, b in zip(times, times[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
     assert all(g == pytest.approx(size * 8 / (rate * 1e6)) for g in gaps)
 
 

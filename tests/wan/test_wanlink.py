@@ -65,7 +65,7 @@ class Bed:
             while not stop.is_set():
                 try:
                     data, anc, _, _ = self.rx.recvmsg(4096, 64)
-                except socket.timeout:
+                except TimeoutError:
                     continue
                 ts = next(struct.unpack("qq", d[:16]) for lvl, typ, d in anc
                           if typ == SO_TIMESTAMPNS)
