@@ -69,6 +69,7 @@ class IntSink:
         self._bpf = None
         self._tc: TcAttachment | None = None
         self._ring: RingBufReader | None = None
+        self._prog_fd = -1
 
     # -- lifecycle -----------------------------------------------------------------
     def attach(self) -> "IntSink":
@@ -79,6 +80,7 @@ class IntSink:
         try:
             from bcc import BPF
             fn = bpf.load_func(b"int_sink", BPF.SCHED_CLS)
+            self._prog_fd = fn.fd
             table = bpf[b"records"]
             self._ring = RingBufReader(table.map_fd, table.max_entries, HOST_RECORD_DTYPE)
             self._tc = attach_tc(fn.fd, "int_sink", self.iface, netns=self.netns,
@@ -155,6 +157,12 @@ class IntSink:
     def clear_flows(self) -> None:
         """Forget per-flow state (e.g. between experiments)."""
         self._need()[b"flows"].clear()
+
+    def run_stats(self) -> tuple[int, int]:
+        """(run_time_ns, run_cnt) of the sink program (needs kernel.bpf_stats_enabled)."""
+        from .progstats import prog_run_stats
+        self._need()
+        return prog_run_stats(self._prog_fd)
 
     @property
     def records_read(self) -> int:
