@@ -19,10 +19,10 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from controller.cc import DcqcnEngine, HopSamples, HpccEngine, HpccParams  # noqa: E402
-from controller.cc.hpcc_reference import FlowRef, reference_update  # noqa: E402
+from controller.cc import DcqcnEngine, HopSamples, HpccEngine, HpccParams
+from controller.cc.hpcc_reference import FlowRef, reference_update
 
 
 def make_rounds(flows: int, hops: int, rounds: int, seed: int) -> list[HopSamples]:

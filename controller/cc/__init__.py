@@ -6,16 +6,50 @@ Pure numpy math, no I/O: ``HpccEngine`` (INT-driven HPCC) and ``DcqcnEngine`` /
 """
 from controller.cc.dcqcn import CnpGenerator, DcqcnEngine, DcqcnParams
 from controller.cc.errors import CcError, FlowIndexError, ParameterError, TelemetryError
-from controller.cc.feedback import FEEDBACK_DTYPE, decode_feedback, encode_feedback
+from controller.cc.feedback import (
+                                    FEEDBACK_DTYPE,
+                                    FLAG_DCQCN,
+                                    FLAG_RETRANSMIT,
+                                    decode_feedback,
+                                    encode_feedback,
+                                    fec_to_wire,
+)
 from controller.cc.hpcc import HpccEngine, HpccParams, RateDecisions
 from controller.cc.latency import LatencySummary, LoopLatency
 from controller.cc.sim import FluidNetwork, FluidSim
-from controller.cc.telemetry import MAX_HOPS, HopSamples, hop_samples_from_records
+from controller.cc.telemetry import (
+                                    MAX_HOPS,
+                                    V1MODEL_TS_MODULUS_NS,
+                                    HopSamples,
+                                    hop_samples_from_records,
+)
 from controller.cc.wrap import delta_mod, delta_mod_n
 
 __all__ = [
-    "CcError", "CnpGenerator", "DcqcnEngine", "DcqcnParams", "FEEDBACK_DTYPE", "FlowIndexError",
-    "FluidNetwork", "FluidSim", "HopSamples", "HpccEngine", "HpccParams", "LatencySummary",
-    "LoopLatency", "MAX_HOPS", "ParameterError", "RateDecisions", "TelemetryError",
-    "decode_feedback", "delta_mod", "delta_mod_n", "encode_feedback", "hop_samples_from_records",
+                                    "FEEDBACK_DTYPE",
+                                    "FLAG_DCQCN",
+                                    "FLAG_RETRANSMIT",
+                                    "MAX_HOPS",
+                                    "V1MODEL_TS_MODULUS_NS",
+                                    "CcError",
+                                    "CnpGenerator",
+                                    "DcqcnEngine",
+                                    "DcqcnParams",
+                                    "FlowIndexError",
+                                    "FluidNetwork",
+                                    "FluidSim",
+                                    "HopSamples",
+                                    "HpccEngine",
+                                    "HpccParams",
+                                    "LatencySummary",
+                                    "LoopLatency",
+                                    "ParameterError",
+                                    "RateDecisions",
+                                    "TelemetryError",
+                                    "decode_feedback",
+                                    "delta_mod",
+                                    "delta_mod_n",
+                                    "encode_feedback",
+                                    "fec_to_wire",
+                                    "hop_samples_from_records",
 ]

@@ -245,4 +245,4 @@ class CnpGenerator:
 
 
 def _ns(seconds: float) -> int:
-    return int(round(seconds * 1e9))
+    return round(seconds * 1e9)

@@ -10,11 +10,15 @@ flow_id        u4      the agent's flow / QP handle
 seq            u4      feedback sequence (per controller, wraps)
 decided_ns     u8      controller monotonic time of the decision
 rate_bps       u8      rate to apply, bit/s
-fec_k          u2      data packets per FEC block (0: no FEC)
-fec_m          u2      repair packets per FEC block
+fec_k          u2      data packets per FEC block (0: leave FEC unchanged)
+fec_m          u2      repair packets per FEC block (0 with fec_k >= 1: FEC off)
 flags          u2      bit 0: retransmission recommended; bit 1: DCQCN
 reserved       u2      zero
 =============  ======  ================================================
+
+``rate_bps`` 0 leaves the rate unchanged. The sender side accepts fec_k 1..128
+and fec_m 0..16; ``fec_to_wire`` maps a loss-map decision (k = 0: no FEC
+needed) onto these fields.
 """
 from __future__ import annotations
 
@@ -59,3 +63,13 @@ def decode_feedback(buf: bytes) -> np.ndarray:
             f"decode_feedback: {len(buf)} bytes is not a multiple of the "
             f"{FEEDBACK_DTYPE.itemsize}-byte record")
     return np.frombuffer(buf, dtype=FEEDBACK_DTYPE).copy()
+
+
+def fec_to_wire(fec_k: npt.ArrayLike, fec_m: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """(fec_k, fec_m) fields for decisions where k = 0 means "no FEC": sent as k = 1,
+    m = 0 (blocks of one packet, no repair) so the sender switches FEC off rather
+    than keeping its previous setting."""
+    k = np.asarray(fec_k, dtype=np.int64)
+    m = np.asarray(fec_m, dtype=np.int64)
+    off = k == 0
+    return np.where(off, 1, k), np.where(off, 0, m)

@@ -107,7 +107,7 @@ class HpccState:
     prev_qlen_bytes: np.ndarray
 
     @classmethod
-    def empty(cls, n_flows: int) -> "HpccState":
+    def empty(cls, n_flows: int) -> HpccState:
         f, h = n_flows, MAX_HOPS
         return cls(
             max_rate_bps=np.zeros(f), base_rtt_s=np.zeros(f), rate_bps=np.zeros(f),

@@ -97,8 +97,8 @@ class LoopLatency:
         idx = np.asarray(flow_idx, dtype=np.int64)
         last = self._last_decided_ns[idx]
         ok = last >= 0
-        self.apply.add((np.asarray(applied_ns, dtype=np.int64) - last)[ok] if np.ndim(applied_ns)
-                       else (int(applied_ns) - last)[ok])
+        applied = np.broadcast_to(np.asarray(applied_ns, dtype=np.int64), idx.shape)
+        self.apply.add((applied - last)[ok])
 
     def summary(self) -> dict[str, LatencySummary]:
         """``{"telemetry_to_decision": ..., "decision_to_applied": ...}``."""

@@ -34,7 +34,7 @@ class FluidNetwork:
             raise ParameterError("FluidNetwork.link_rate_bps: every link needs a positive rate")
         if np.any(self.paths >= n_links) or np.any(self.paths < -1):
             raise ParameterError(f"FluidNetwork.paths: link index outside -1..{n_links - 1}")
-        if np.any((self.paths[:, 0] < 0)):
+        if np.any(self.paths[:, 0] < 0):
             raise ParameterError("FluidNetwork.paths: every flow needs at least one link")
 
     @property
@@ -85,7 +85,7 @@ class FluidSim:
         self.tx_bytes = np.full(n, self.tx_start_bytes % (1 << 32), dtype=np.uint64)
         self.dropped_bytes = np.zeros(n)
         self.now_ns = 0
-        self._delay_steps = int(round(self.feedback_delay_s / self.dt_s))
+        self._delay_steps = round(self.feedback_delay_s / self.dt_s)
         d = self._delay_steps + 1
         self._hist_q = np.zeros((d, n))
         self._hist_tx = np.tile(self.tx_bytes, (d, 1))
@@ -106,7 +106,7 @@ class FluidSim:
         sent = np.round(served).astype(np.uint64)
         with np.errstate(over="ignore"):
             self.tx_bytes = (self.tx_bytes + sent) & np.uint64(0xFFFFFFFF)
-        self.now_ns += int(round(self.dt_s * 1e9))
+        self.now_ns += round(self.dt_s * 1e9)
         self._k += 1
         slot = self._k % self._hist_q.shape[0]
         self._hist_q[slot] = self.queue_bytes

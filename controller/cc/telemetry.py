@@ -35,6 +35,10 @@ from controller.cc.errors import TelemetryError
 MAX_HOPS = 8
 """Deepest INT stack the formats allow (remaining hop count starts at 8)."""
 
+V1MODEL_TS_MODULUS_NS = (1 << 48) * 1000
+"""Wrap of v1model's 48-bit microsecond timestamps once scaled to ns; pass it as
+``HpccParams.ts_modulus_ns`` when ``ts_ns`` comes from egress_global_timestamp."""
+
 
 @dataclass(slots=True, kw_only=True)
 class HopSamples:
@@ -99,7 +103,7 @@ class HopSamples:
         """Boolean (n, H): True where column h < n_hops of the row."""
         return np.arange(self.hops)[None, :] < self.n_hops[:, None]
 
-    def take(self, rows: npt.ArrayLike) -> "HopSamples":
+    def take(self, rows: npt.ArrayLike) -> HopSamples:
         """A new batch holding only ``rows`` (an index or boolean array)."""
         r = np.asarray(rows)
         return HopSamples(
@@ -112,9 +116,9 @@ def _as(value: npt.ArrayLike, dtype: type, ndim: int, name: str) -> np.ndarray:
     arr = np.asarray(value)
     if arr.ndim != ndim:
         raise TelemetryError(f"HopSamples.{name}: expected {ndim}-D array, got shape {arr.shape}")
-    if np.issubdtype(dtype, np.integer) and arr.dtype.kind == "f":
-        if not np.all(np.isfinite(arr)) or np.any(arr != np.floor(arr)):
-            raise TelemetryError(f"HopSamples.{name}: non-integral values in an integer field")
+    if np.issubdtype(dtype, np.integer) and arr.dtype.kind == "f" and (
+            not np.all(np.isfinite(arr)) or np.any(arr != np.floor(arr))):
+        raise TelemetryError(f"HopSamples.{name}: non-integral values in an integer field")
     if np.issubdtype(dtype, np.unsignedinteger) and arr.dtype.kind in "if" and arr.size \
             and arr.min() < 0:
         raise TelemetryError(f"HopSamples.{name}: negative value {arr.min()} in an unsigned field")
@@ -158,7 +162,7 @@ def hop_samples_from_records(
         np.zeros(n, dtype=np.int64)
 
     def scatter(values: npt.ArrayLike, dtype: type) -> np.ndarray:
-        out = np.zeros(shape, dtype=dtype)
+        out: np.ndarray = np.zeros(shape, dtype=dtype)
         out[r, h] = np.asarray(values).astype(dtype, copy=False)
         return out
 

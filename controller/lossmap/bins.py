@@ -25,7 +25,7 @@ class TimeBins:
             raise LossParameterError(f"TimeBins.n_bins = {self.n_bins} must be positive")
 
     @classmethod
-    def covering(cls, ts_ns: npt.ArrayLike, bin_ns: int) -> "TimeBins":
+    def covering(cls, ts_ns: npt.ArrayLike, bin_ns: int) -> TimeBins:
         """Bins of ``bin_ns`` covering every time in ``ts_ns`` (at least one bin)."""
         t = np.asarray(ts_ns, dtype=np.int64)
         if t.size == 0:

@@ -61,7 +61,8 @@ def cycles_from_sequence(lost: npt.ArrayLike) -> Cycles:
     if x.ndim != 1:
         raise LossInputError(f"cycles_from_sequence: expected 1-D, got shape {x.shape}")
     if x.size == 0 or not x.any():
-        return Cycles(loss_len=[], gap_len=[], lead_gap=int(x.size))
+        none = np.zeros(0, dtype=np.int64)
+        return Cycles(loss_len=none, gap_len=none, lead_gap=int(x.size))
     edges = np.flatnonzero(np.diff(np.r_[0, x.astype(np.int8), 0]))
     starts, ends = edges[0::2], edges[1::2]           # loss runs [start, end)
     next_start = np.r_[starts[1:], x.size]

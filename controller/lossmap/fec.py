@@ -47,7 +47,7 @@ class LinkModel:
             raise LossParameterError(f"LinkModel.loss_in_bad = {self.loss_in_bad} not in [0,1]")
 
     @classmethod
-    def bernoulli(cls, loss_rate: float) -> "LinkModel":
+    def bernoulli(cls, loss_rate: float) -> LinkModel:
         """Independent losses at ``loss_rate``: always in Bad."""
         if not 0 <= loss_rate <= 1:
             raise LossParameterError(f"LinkModel.bernoulli: loss_rate = {loss_rate} not in [0,1]")
@@ -130,7 +130,7 @@ def choose_fec(links: Sequence[LinkModel], *, target_residual: float,
                          retransmit=False)
     best: FecPolicy | None = None
     strongest: FecPolicy | None = None
-    for k in sorted(set(int(x) for x in k_choices)):
+    for k in sorted({int(x) for x in k_choices}):
         pmf_cache: dict[int, np.ndarray] = {}
         for m in range(1, m_max + 1):
             n = k + m

@@ -31,9 +31,9 @@ def _arr(v: npt.ArrayLike, dtype: type, name: str, where: str) -> np.ndarray:
     a = np.asarray(v)
     if a.ndim != 1:
         raise LossInputError(f"{where}.{name}: expected a 1-D array, got shape {a.shape}")
-    if a.dtype.kind == "f" and np.issubdtype(dtype, np.integer):
-        if np.any(~np.isfinite(a)) or np.any(a != np.floor(a)):
-            raise LossInputError(f"{where}.{name}: non-integral values")
+    if a.dtype.kind == "f" and np.issubdtype(dtype, np.integer) and (
+            np.any(~np.isfinite(a)) or np.any(a != np.floor(a))):
+        raise LossInputError(f"{where}.{name}: non-integral values")
     return a.astype(dtype, copy=False)
 
 

@@ -81,7 +81,7 @@ def plot_bursts(cycles: Cycles, path: str | Path, *, link_name: str,
     gaps = cycles.gap_len[cycles.gap_len > 0]
     if gaps.size:
         bins = np.unique(np.logspace(0, np.log10(gaps.max() + 1), 30).astype(int))
-        ax2.hist(gaps, bins=bins, color="tab:blue")
+        ax2.hist(gaps, bins=bins.tolist(), color="tab:blue")
         ax2.set_xscale("log")
     ax2.set_xlabel("gap between bursts (packets delivered)")
     ax2.set_ylabel("gaps")

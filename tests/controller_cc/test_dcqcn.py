@@ -4,8 +4,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from controller.cc import (CnpGenerator, DcqcnEngine, DcqcnParams, FlowIndexError, FluidNetwork,
-                           FluidSim, ParameterError)
+from controller.cc import (
+    CnpGenerator,
+    DcqcnEngine,
+    DcqcnParams,
+    FlowIndexError,
+    FluidNetwork,
+    FluidSim,
+    ParameterError,
+)
 
 G = 1e9
 US = 1000

@@ -4,8 +4,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from controller.cc import (FEEDBACK_DTYPE, HopSamples, HpccEngine, LoopLatency, TelemetryError,
-                           decode_feedback, delta_mod, delta_mod_n, encode_feedback)
+from controller.cc import (
+    FEEDBACK_DTYPE,
+    HopSamples,
+    HpccEngine,
+    LoopLatency,
+    TelemetryError,
+    decode_feedback,
+    delta_mod,
+    delta_mod_n,
+    encode_feedback,
+)
 
 
 def test_feedback_round_trip():
@@ -49,3 +58,9 @@ def test_engine_reports_real_loop_latency():
                         ts_ns=[[0]], qlen_bytes=[[0]], tx_bytes=[[0]], line_rate_bps=[[1e9]]))
     s = e.latency.summary()["telemetry_to_decision"]
     assert s.count == 1 and 0 <= s.max_s < 5.0
+
+
+def test_fec_to_wire_turns_no_fec_into_explicit_off():
+    from controller.cc import fec_to_wire
+    k, m = fec_to_wire([0, 16], [0, 3])
+    assert k.tolist() == [1, 16] and m.tolist() == [0, 3]

@@ -5,8 +5,16 @@ import numpy as np
 import pytest
 
 from controller.cc import (
-    FlowIndexError, FluidNetwork, FluidSim, HopSamples, HpccEngine, HpccParams, ParameterError,
-    TelemetryError, hop_samples_from_records)
+    FlowIndexError,
+    FluidNetwork,
+    FluidSim,
+    HopSamples,
+    HpccEngine,
+    HpccParams,
+    ParameterError,
+    TelemetryError,
+    hop_samples_from_records,
+)
 
 G = 1e9
 

@@ -7,10 +7,21 @@ import numpy as np
 import pytest
 
 from controller.lossmap import (
-    LinkModel, LossParameterError, TimeBins, block_loss_pmf, choose_fec, cycles_from_sequence,
-    fit_gilbert_elliott, link_loss_map, plot_bursts, plot_heatmap, residual_loss,
-    simulate_block_residual, simulate_gilbert_elliott)
-from controller.lossmap import LossEvents
+    LinkModel,
+    LossEvents,
+    LossParameterError,
+    TimeBins,
+    block_loss_pmf,
+    choose_fec,
+    cycles_from_sequence,
+    fit_gilbert_elliott,
+    link_loss_map,
+    plot_bursts,
+    plot_heatmap,
+    residual_loss,
+    simulate_block_residual,
+    simulate_gilbert_elliott,
+)
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -3,12 +3,26 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from lossmap_synth import binned, make_trace
 
 from controller.lossmap import (
-    LinkCounters, LinkIndex, LinkKeyError, LossEvents, LossInputError, LossParameterError,
-    Source, TimeBins, cycles_from_events, cycles_from_sequence, fit_gilbert_elliott,
-    flow_loss_map, link_loss_map, localize, psn_gaps, run_histogram)
-from lossmap_synth import binned, make_trace
+    LinkCounters,
+    LinkIndex,
+    LinkKeyError,
+    LossEvents,
+    LossInputError,
+    LossParameterError,
+    Source,
+    TimeBins,
+    cycles_from_events,
+    cycles_from_sequence,
+    fit_gilbert_elliott,
+    flow_loss_map,
+    link_loss_map,
+    localize,
+    psn_gaps,
+    run_histogram,
+)
 
 PATHS = [[0, 2, 4], [1, 2, 4], [0, 3, 5], [1, 3, 5], [0, 2, 6], [1, 3, 6]]
 N_LINKS = 7
