@@ -43,10 +43,11 @@ class TraceEvent:
             return f"[{self.block}] extract {d['header']}: {fields}"
         if self.kind == "table":
             key = ", ".join(_fmt(k) for k in d["key"])
-            hit = "hit" if d["hit"] else "miss"
-            entry = f" entry {d['entry']}" if d.get("entry") else ""
             args = ", ".join(_fmt(a) for a in d["args"])
-            return f"[{self.block}] table {d['table']} key ({key}): {hit}{entry} -> {d['action']}({args})"
+            if d["hit"] and d.get("entry"):
+                return f"[{self.block}] table {d['table']} key ({key}): hit entry {d['entry']}"
+            hit = "hit" if d["hit"] else "miss, default"
+            return f"[{self.block}] table {d['table']} key ({key}): {hit} -> {d['action']}({args})"
         if self.kind == "action":
             return f"[{self.block}] action {d['action']}({', '.join(_fmt(a) for a in d['args'])})"
         if self.kind == "drop":

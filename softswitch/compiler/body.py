@@ -359,7 +359,14 @@ class BodyCompiler(ExprCompiler):
         name = self.algo_name(algo)
         fn = self.gen.hash_fn(name, algo)
         codes, widths = self.field_list(data)
-        packed = f"_fb(({''.join(c + ', ' for c in codes)}), {tuple(widths)!r})"
+        total = sum(widths)
+        pad = (-total) & 7
+        shift = total + pad
+        terms = []
+        for c, w in zip(codes, widths):
+            shift -= w
+            terms.append(f"({c} << {shift})" if shift else c)
+        packed = f"({' | '.join(terms) or '0'}).to_bytes({(total + pad) // 8}, 'big')"
         if payload:
             packed = f"({packed} + PK.payload)"
         return f"{fn}({packed})"

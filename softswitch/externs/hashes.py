@@ -18,10 +18,14 @@ algorithm output; the v1model ``hash`` extern then maps it into
 from __future__ import annotations
 
 import random
+import sys
 import zlib
 from collections.abc import Callable, Sequence
 
 from softswitch.errors import ExternError
+
+
+_LITTLE = sys.byteorder == "little"
 
 
 def _make_crc16_table(poly_reflected: int) -> list[int]:
@@ -57,12 +61,18 @@ def identity(data: bytes) -> int:
 
 
 def csum16(data: bytes) -> int:
-    """Internet checksum (RFC 1071) of the bytes; an odd last byte is the high half of a word."""
+    """Internet checksum (RFC 1071) of the bytes; an odd last byte is the high half of a word.
+
+    Sums native-order 16-bit words in C (``memoryview.cast``) and swaps the folded
+    result on little-endian hosts: the ones' complement sum commutes with byte order.
+    """
     if len(data) & 1:
         data = data + b"\x00"
-    s = sum(int.from_bytes(data[i:i + 2], "big") for i in range(0, len(data), 2))
+    s = sum(memoryview(data).cast("H"))
     while s >> 16:
         s = (s & 0xFFFF) + (s >> 16)
+    if _LITTLE:
+        s = ((s & 0xFF) << 8) | (s >> 8)
     return (~s) & 0xFFFF
 
 

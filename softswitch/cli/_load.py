@@ -1,0 +1,57 @@
+"""Shared bits of the run/stf/demo commands: load a program, report errors, format output."""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from softswitch.errors import SoftswitchError
+
+
+def add_program_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("program", help="P4_16 v1model source file")
+    p.add_argument("-I", dest="include_dirs", action="append", default=[], metavar="DIR",
+                   help="add DIR to the #include search path")
+    p.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME[=VAL]",
+                   help="define a preprocessor macro")
+
+
+def parse_defines(items: list[str]) -> dict[str, str]:
+    out = {}
+    for d in items:
+        name, _, val = d.partition("=")
+        out[name] = val or "1"
+    return out
+
+
+def load_switch(args: argparse.Namespace) -> Any:
+    """Build the Switch; on a bad program print `file:line:col: error: ...` and return None."""
+    from softswitch.api import Switch
+    from softswitch.frontend.errors import P4Error
+    try:
+        return Switch.from_file(args.program, include_dirs=args.include_dirs,
+                                defines=parse_defines(args.defines))
+    except P4Error as exc:
+        print(exc.render(), file=sys.stderr)
+    except (SoftswitchError, OSError) as exc:
+        print(f"{args.program}: error: {exc}", file=sys.stderr)
+    return None
+
+
+def summary(data: bytes) -> str:
+    """One-line scapy summary of an Ethernet frame (or a note when it does not decode)."""
+    try:
+        from scapy.layers.l2 import Ether
+        return Ether(data).summary()
+    except Exception as exc:  # scapy raises many kinds on odd bytes
+        return f"(not decoded: {exc})"
+
+
+def parse_hex(text: str, what: str) -> bytes:
+    s = "".join(text.split()).lower()
+    if s.startswith("0x"):
+        s = s[2:]
+    try:
+        return bytes.fromhex(s)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{what}: {text!r} is not hex bytes ({exc})") from exc
