@@ -20,7 +20,7 @@ from typing import Any
 
 # Exports resolved on first use (PEP 562): ``python -m ebpf.agent`` then runs the agent
 # module once, and importing one part does not load the others.
-_EXPORTS = {
+_EXPORTS = {  # keep in step with __all__
     "AgentConfig": "agent", "AgentStats": "agent", "HostAgent": "agent",
     "AgentError": "errors", "AttachError": "errors", "ConfigError": "errors",
     "EbpfError": "errors", "EbpfSetupError": "errors",
@@ -29,7 +29,12 @@ _EXPORTS = {
     "SinkStat": "records", "check_setup": "setup_check",
     "missing_requirements": "setup_check", "IntSink": "sink", "SinkConfig": "sink",
 }
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "AgentConfig", "AgentError", "AgentStats", "AttachError", "ConfigError", "EbpfError",
+    "EbpfSetupError", "FLOW_DTYPE", "FLOW_KEY_DTYPE", "FLOW_STATS_DTYPE", "GilbertElliott",
+    "HostAgent", "IntSink", "LossCounters", "LossEmulator", "SinkConfig", "SinkStat",
+    "check_setup", "missing_requirements",
+]
 
 
 def __getattr__(name: str) -> Any:

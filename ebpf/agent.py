@@ -26,7 +26,6 @@ import argparse
 import dataclasses
 import errno
 import ipaddress
-import select
 import signal
 import socket
 import sys
@@ -74,7 +73,7 @@ class AgentConfig:
         if not self.iface:
             raise ConfigError("iface: an interface name is required")
         if self.controller is not None:
-            host, port = self.controller
+            _, port = self.controller
             if not 1 <= port <= 0xFFFF:
                 raise ConfigError(f"controller port {port}: expected 1..65535")
         if not 0 <= self.feedback_port <= 0xFFFF:
@@ -120,7 +119,7 @@ class HostAgent:
         self._fb = {"datagrams": 0, "forwarded": 0, "rejected": 0, "undelivered": 0}
 
     # -- lifecycle -----------------------------------------------------------------
-    def attach(self) -> "HostAgent":
+    def attach(self) -> HostAgent:
         """Open sockets and attach the sink; on failure everything is released."""
         cfg = self.config
         try:
@@ -161,7 +160,7 @@ class HostAgent:
                     s.close()
             self._ship_sock = self._fb_sock = self._ctl_sock = None
 
-    def __enter__(self) -> "HostAgent":
+    def __enter__(self) -> HostAgent:
         return self.attach()
 
     def __exit__(self, t: type[BaseException] | None, e: BaseException | None,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["EbpfError", "EbpfSetupError", "AttachError", "ConfigError", "AgentError"]
+__all__ = ["AgentError", "AttachError", "ConfigError", "EbpfError", "EbpfSetupError"]
 
 
 class EbpfError(RuntimeError):

@@ -15,7 +15,7 @@ from typing import TextIO
 from .errors import AttachError, ConfigError
 from .setup_check import check_setup
 
-__all__ = ["SOURCE_DIR", "compile_program", "cflags_for"]
+__all__ = ["SOURCE_DIR", "cflags_for", "compile_program"]
 
 SOURCE_DIR = Path(__file__).resolve().parent
 

@@ -28,7 +28,7 @@ from .errors import AttachError, ConfigError
 from .loader import compile_program
 from .tc import Direction, TcAttachment, attach_tc
 
-__all__ = ["LossEmulator", "LossCounters", "GilbertElliott", "LossMode"]
+__all__ = ["GilbertElliott", "LossCounters", "LossEmulator", "LossMode"]
 
 LossMode = str  # "off" | "bernoulli" | "gilbert_elliott"
 _MODES = {"off": 0, "bernoulli": 1, "gilbert_elliott": 2}
@@ -115,7 +115,7 @@ class LossEmulator:
         self._tc: TcAttachment | None = None
         self._cfg = _Config(udp_only=int(self._udp_only), udp_dport=udp_dport)
 
-    def attach(self) -> "LossEmulator":
+    def attach(self) -> LossEmulator:
         """Load and attach with loss off; nothing stays attached on failure."""
         if self._bpf is not None:
             return self
@@ -145,7 +145,7 @@ class LossEmulator:
                 self._bpf.cleanup()
                 self._bpf = None
 
-    def __enter__(self) -> "LossEmulator":
+    def __enter__(self) -> LossEmulator:
         return self.attach()
 
     def __exit__(self, t: type[BaseException] | None, e: BaseException | None,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .errors import EbpfError
 
-__all__ = ["prog_run_stats", "bpf_stats_enabled"]
+__all__ = ["bpf_stats_enabled", "prog_run_stats"]
 
 _SYSCTL = Path("/proc/sys/kernel/bpf_stats_enabled")
 _INFO_LEN = 232                 # sizeof(struct bpf_prog_info), linux/bpf.h of 6.x

@@ -10,7 +10,7 @@ import enum
 
 import numpy as np
 
-__all__ = ["FLOW_KEY_DTYPE", "FLOW_STATS_DTYPE", "FLOW_DTYPE", "SinkStat"]
+__all__ = ["FLOW_DTYPE", "FLOW_KEY_DTYPE", "FLOW_STATS_DTYPE", "SinkStat"]
 
 FLOW_KEY_DTYPE = np.dtype({
     "names": ["src_ip", "dst_ip", "dest_qp", "src_port"],

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .errors import EbpfSetupError
 
-__all__ = ["missing_requirements", "check_setup"]
+__all__ = ["check_setup", "missing_requirements"]
 
 
 def missing_requirements() -> list[str]:

@@ -17,7 +17,7 @@ import numpy as np
 
 from formats.agent_batch import encode_batch, max_records
 
-__all__ = ["ShipperStats", "BatchShipper"]
+__all__ = ["BatchShipper", "ShipperStats"]
 
 
 @dataclasses.dataclass(slots=True, kw_only=True)

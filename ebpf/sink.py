@@ -27,7 +27,7 @@ from .records import FLOW_DTYPE, FLOW_KEY_DTYPE, FLOW_STATS_DTYPE, SinkStat
 from .ringbuf import RingBufReader
 from .tc import TcAttachment, attach_tc
 
-__all__ = ["SinkConfig", "IntSink"]
+__all__ = ["IntSink", "SinkConfig"]
 
 
 @dataclasses.dataclass(slots=True, kw_only=True, frozen=True)
@@ -72,7 +72,7 @@ class IntSink:
         self._prog_fd = -1
 
     # -- lifecycle -----------------------------------------------------------------
-    def attach(self) -> "IntSink":
+    def attach(self) -> IntSink:
         """Compile, load and attach; on any failure nothing stays attached."""
         if self._bpf is not None:
             return self
@@ -108,7 +108,7 @@ class IntSink:
                 self._bpf.cleanup()
                 self._bpf = None
 
-    def __enter__(self) -> "IntSink":
+    def __enter__(self) -> IntSink:
         return self.attach()
 
     def __exit__(self, t: type[BaseException] | None, e: BaseException | None,

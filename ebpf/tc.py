@@ -20,7 +20,7 @@ from pyroute2.netlink.exceptions import NetlinkError
 from .errors import AttachError
 from .netns import in_netns
 
-__all__ = ["TcAttachment", "attach_tc", "Direction"]
+__all__ = ["Direction", "TcAttachment", "attach_tc"]
 
 Direction = Literal["ingress", "egress"]
 _PARENTS = {"ingress": "ffff:fff2", "egress": "ffff:fff3"}

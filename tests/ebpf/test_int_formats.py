@@ -13,9 +13,16 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
 from formats import int_md
-from formats.int_md import (HOP_RECORD_DTYPE, HOST_RECORD_DTYPE, HPCC_DS_INSTRUCTION,
-                            HPCC_INSTRUCTION_BITMAP, HopRecord, IntFormatError, IntMD,
-                            IntShim)
+from formats.int_md import (
+    HOP_RECORD_DTYPE,
+    HOST_RECORD_DTYPE,
+    HPCC_DS_INSTRUCTION,
+    HPCC_INSTRUCTION_BITMAP,
+    HopRecord,
+    IntFormatError,
+    IntMD,
+    IntShim,
+)
 
 HEADER = Path(int_md.__file__).resolve().parent.parent / "ebpf" / "int_formats.h"
 
@@ -49,7 +56,7 @@ def test_hop_sizes(ins, ds, size):
     assert int_md.hop_words(ins, ds) == size // 4
 
 
-@pytest.mark.parametrize("nhops", range(0, 9))
+@pytest.mark.parametrize("nhops", range(9))
 def test_insert_parse_strip_roundtrip(nhops):
     frame = roce_frame()
     hops = [full_hop(i) for i in range(nhops)]
@@ -118,6 +125,8 @@ C_PROBE = r"""
 int main(void) {
   printf("int_hop_rec SIZE %zu 0\n", sizeof(struct int_hop_rec));
   printf("int_host_record SIZE %zu 0\n", sizeof(struct int_host_record));
+  printf("int_flow_key SIZE %zu 0\n", sizeof(struct int_flow_key));
+  printf("int_flow_stats SIZE %zu 0\n", sizeof(struct int_flow_stats));
   %FIELDS%
   return 0;
 }
@@ -126,8 +135,11 @@ int main(void) {
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to compile the C probe")
 def test_numpy_dtypes_mirror_c_structs(tmp_path):
+    from ebpf.records import FLOW_KEY_DTYPE, FLOW_STATS_DTYPE
+    structs = (("int_hop_rec", HOP_RECORD_DTYPE), ("int_host_record", HOST_RECORD_DTYPE),
+               ("int_flow_key", FLOW_KEY_DTYPE), ("int_flow_stats", FLOW_STATS_DTYPE))
     lines = []
-    for sname, dt in (("int_hop_rec", HOP_RECORD_DTYPE), ("int_host_record", HOST_RECORD_DTYPE)):
+    for sname, dt in structs:
         for name in dt.names:
             lines.append(f"F({sname}, {name})")
     src = tmp_path / "probe.c"
@@ -140,12 +152,16 @@ def test_numpy_dtypes_mirror_c_structs(tmp_path):
     for line in out.splitlines():
         sname, field, off, size = line.split()
         seen[(sname, field)] = (int(off), int(size))
-    assert seen[("int_hop_rec", "SIZE")][0] == HOP_RECORD_DTYPE.itemsize
-    assert seen[("int_host_record", "SIZE")][0] == HOST_RECORD_DTYPE.itemsize
-    for sname, dt in (("int_hop_rec", HOP_RECORD_DTYPE), ("int_host_record", HOST_RECORD_DTYPE)):
+    for sname, dt in structs:
+        assert seen[(sname, "SIZE")][0] == dt.itemsize, sname
         for name in dt.names:
             ftype, off = dt.fields[name][:2]
             assert seen[(sname, name)] == (off, ftype.itemsize), (sname, name)
+    # the C enum of counters and the Python one agree, slot by slot
+    from ebpf.records import SinkStat
+    header = HEADER.read_text()
+    for stat in SinkStat:
+        assert f"STAT_{stat.name} = {stat.value}," in header, stat
 
 
 def test_host_record_dtype_views_raw_bytes():
@@ -182,3 +198,25 @@ def test_ring_slot_of_wrong_size_is_an_error():
     raw[504] = 0x10
     with pytest.raises(EbpfError, match="record 1 of"):
         decode_slots(raw, HOST_RECORD_DTYPE)
+
+
+def test_setup_check_names_what_is_missing(monkeypatch):
+    from ebpf import setup_check
+    from ebpf.errors import EbpfSetupError
+    monkeypatch.setattr(setup_check.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(setup_check.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(setup_check.platform, "release", lambda: "0.0-none")
+    with pytest.raises(EbpfSetupError) as exc:
+        setup_check.check_setup()
+    msg = str(exc.value)
+    assert "root" in msg and "python3-bpfcc" in msg and "linux-headers-0.0-none" in msg
+
+
+def test_cflags_are_checked_not_pasted():
+    from ebpf.errors import ConfigError
+    from ebpf.loader import cflags_for
+    assert cflags_for({"INT_UDP_PORT": 7777})[1:] == ["-DINT_UDP_PORT=7777"]
+    with pytest.raises(ConfigError, match="expected an int"):
+        cflags_for({"INT_UDP_PORT": "7777; int x"})
+    with pytest.raises(ConfigError, match="upper-case identifier"):
+        cflags_for({"A=1 -DB": 1})

@@ -94,3 +94,12 @@ def test_gilbert_elliott_bursts_match_parameters(pair, loss):
     # long-run loss: bursts are independent renewal cycles; allow 25 %
     assert abs(c.loss_rate - ge.loss_rate) < 0.25 * ge.loss_rate, (c.loss_rate, ge.loss_rate)
     assert abs(c.bad_packets / n - ge.bad_fraction) < 0.25 * ge.bad_fraction
+
+
+def test_dump_c_shows_the_loaded_source(pair):
+    import io
+    buf = io.StringIO()
+    with LossEmulator(pair.h2.ifname, netns=pair.h2.name, prio=7, dump_source=buf):
+        pass
+    text = buf.getvalue()
+    assert text.startswith("/* loss.c cflags: -I") and "int loss_filter(" in text
