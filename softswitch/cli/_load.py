@@ -41,6 +41,7 @@ def load_switch(args: argparse.Namespace) -> Any:
 def summary(data: bytes) -> str:
     """One-line scapy summary of an Ethernet frame (or a note when it does not decode)."""
     try:
+        import scapy.layers.inet  # noqa: F401  (binds IP/UDP/TCP to Ether)
         from scapy.layers.l2 import Ether
         return Ether(data).summary()
     except Exception as exc:  # scapy raises many kinds on odd bytes
