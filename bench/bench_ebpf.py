@@ -29,12 +29,12 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from ebpf.ringbuf import decode_slots, slot_size  # noqa: E402
-from formats import int_md, roce  # noqa: E402
-from formats.agent_batch import AGENT_BATCH_HEADER_LEN, encode_batch, max_records  # noqa: E402
-from formats.int_md import HOST_RECORD_DTYPE, HopRecord  # noqa: E402
+from ebpf.ringbuf import decode_slots, slot_size
+from formats import int_md, roce
+from formats.agent_batch import AGENT_BATCH_HEADER_LEN, encode_batch, max_records
+from formats.int_md import HOST_RECORD_DTYPE, HopRecord
 
 
 def synthetic_ring(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -28,17 +28,51 @@ from scapy.layers.inet import UDP
 from scapy.packet import Packet, Raw, bind_layers
 
 __all__ = [
-    "INT_UDP_PORT", "ROCEV2_UDP_PORT", "INT_SHIM_TYPE_MD", "INT_SHIM_NPT_UDP_PORT",
-    "INT_MD_VERSION", "INT_DS_ID_HPCC", "MAX_HOPS", "DEFAULT_REMAINING_HOP_COUNT",
-    "INT_SHIM_LEN", "INT_MD_LEN", "INT_FIXED_LEN",
-    "INS_NODE_ID", "INS_PORTS", "INS_HOP_LATENCY", "INS_QUEUE", "INS_INGRESS_TS",
-    "INS_EGRESS_TS", "INS_TX_UTIL", "DS_TX_BYTES", "DS_QUEUE_BYTES", "DS_LINE_RATE",
-    "SUPPORTED_INSTRUCTIONS", "SUPPORTED_DS_INSTRUCTIONS",
-    "HPCC_INSTRUCTION_BITMAP", "HPCC_DS_INSTRUCTION", "HPCC_HOP_BYTES",
-    "IntFormatError", "IntShim", "IntMD", "HopRecord", "IntHeader",
-    "bit", "hop_words", "encode_hop", "encode_hops", "decode_hops",
-    "insert_int", "build_int_packet", "parse_int", "strip_int", "path_signature",
-    "HOP_RECORD_DTYPE", "HOST_RECORD_DTYPE", "HOST_RECORD_SIZE", "hops_to_array",
+    "DEFAULT_REMAINING_HOP_COUNT",
+    "DS_LINE_RATE",
+    "DS_QUEUE_BYTES",
+    "DS_TX_BYTES",
+    "HOP_RECORD_DTYPE",
+    "HOST_RECORD_DTYPE",
+    "HOST_RECORD_SIZE",
+    "HPCC_DS_INSTRUCTION",
+    "HPCC_HOP_BYTES",
+    "HPCC_INSTRUCTION_BITMAP",
+    "INS_EGRESS_TS",
+    "INS_HOP_LATENCY",
+    "INS_INGRESS_TS",
+    "INS_NODE_ID",
+    "INS_PORTS",
+    "INS_QUEUE",
+    "INS_TX_UTIL",
+    "INT_DS_ID_HPCC",
+    "INT_FIXED_LEN",
+    "INT_MD_LEN",
+    "INT_MD_VERSION",
+    "INT_SHIM_LEN",
+    "INT_SHIM_NPT_UDP_PORT",
+    "INT_SHIM_TYPE_MD",
+    "INT_UDP_PORT",
+    "MAX_HOPS",
+    "ROCEV2_UDP_PORT",
+    "SUPPORTED_DS_INSTRUCTIONS",
+    "SUPPORTED_INSTRUCTIONS",
+    "HopRecord",
+    "IntFormatError",
+    "IntHeader",
+    "IntMD",
+    "IntShim",
+    "bit",
+    "build_int_packet",
+    "decode_hops",
+    "encode_hop",
+    "encode_hops",
+    "hop_words",
+    "hops_to_array",
+    "insert_int",
+    "parse_int",
+    "path_signature",
+    "strip_int",
 ]
 
 # --- constants --------------------------------------------------------------------
@@ -129,7 +163,7 @@ class HopRecord:
     queue_bytes: int = 0
     line_rate: int = 0
 
-    def masked(self, instruction_bitmap: int, ds_instruction: int = 0) -> "HopRecord":
+    def masked(self, instruction_bitmap: int, ds_instruction: int = 0) -> HopRecord:
         """This record with the fields the bitmaps do not carry set to 0 (as a sink sees it)."""
         layout = _layout(instruction_bitmap, ds_instruction)
         keep = set(layout.fields)
