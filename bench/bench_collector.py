@@ -46,7 +46,7 @@ def struct_loop(reports: list[bytes]) -> int:
     n = 0
     out = []
     for d in reports:
-        w0, node, ind, main0, main1 = _W.unpack_from(d, 0)
+        _w0, node, ind, _m0, _m1 = _W.unpack_from(d, 0)
         md_len = (ind >> 8) & 0xFF
         ip = 20 + 4 * md_len
         ihl = d[ip] & 0xF

@@ -20,9 +20,9 @@ import collections
 import logging
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 from controller.export.errors import ConfigError, PermanentSinkError, TransientSinkError
 from controller.export.sinks import Sink
@@ -147,7 +147,7 @@ class Exporter:
         self.sink.close()
         return done
 
-    def __enter__(self) -> "Exporter":
+    def __enter__(self) -> Exporter:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -12,8 +12,8 @@ NaN and infinite floats are not representable and are left out of the line
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -206,8 +206,13 @@ def parse_line(line: str) -> Point:
         if len(kv) != 2:
             raise LineProtocolError(f"line {line[:80]!r}: bad field {f!r}")
         fields[_unescape(kv[0])] = _parse_value(kv[1], f"line {line[:40]!r} field {kv[0]!r}")
-    t = int(parts[2]) if len(parts) == 3 else None
-    return Point(measurement=_unescape(series[0]), tags=tags, fields=fields, time_ns=t)
+    stamp: int | None = None
+    if len(parts) == 3:
+        try:
+            stamp = int(parts[2])
+        except ValueError:
+            raise LineProtocolError(f"line {line[:80]!r}: bad timestamp {parts[2]!r}") from None
+    return Point(measurement=_unescape(series[0]), tags=tags, fields=fields, time_ns=stamp)
 
 
 def count_lines(lines: Iterable[str]) -> int:

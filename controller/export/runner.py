@@ -128,7 +128,7 @@ class CollectorExport:
             except Exception:
                 log.exception("collector export round failed")
 
-    def start(self) -> "CollectorExport":
+    def start(self) -> CollectorExport:
         self._thread = threading.Thread(target=self._run, name="int-export", daemon=True)
         self._thread.start()
         return self
@@ -140,7 +140,7 @@ class CollectorExport:
             self._thread = None
         self.export_once()
 
-    def __enter__(self) -> "CollectorExport":
+    def __enter__(self) -> CollectorExport:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -59,7 +59,7 @@ def _ipv4(values: np.ndarray) -> list[str]:
     return [socket.inet_ntoa(struct.pack("!I", v)) for v in values.tolist()]
 
 
-def hop_lines(snap: "HopSnapshot", *, wall_offset_ns: int, since_ns: int = 0) -> list[str]:
+def hop_lines(snap: HopSnapshot, *, wall_offset_ns: int, since_ns: int = 0) -> list[str]:
     """int_hop points for hops updated after ``since_ns`` (monotonic)."""
     sel = snap.last_update_ns > since_ns
     if not sel.any():
@@ -85,7 +85,7 @@ def hop_lines(snap: "HopSnapshot", *, wall_offset_ns: int, since_ns: int = 0) ->
     )
 
 
-def flow_lines(flows: "FlowSnapshot", hops: "HopSnapshot", *, wall_offset_ns: int,
+def flow_lines(flows: FlowSnapshot, hops: HopSnapshot, *, wall_offset_ns: int,
                since_ns: int = 0) -> list[str]:
     """int_flow points for flows updated after ``since_ns`` (monotonic)."""
     sel = np.flatnonzero(flows.last_update_ns > since_ns)
@@ -128,7 +128,7 @@ def flow_lines(flows: "FlowSnapshot", hops: "HopSnapshot", *, wall_offset_ns: in
     )
 
 
-def stats_lines(stats: "CollectorStats", *, time_ns: int, collector: str = "controller",
+def stats_lines(stats: CollectorStats, *, time_ns: int, collector: str = "controller",
                 reasons: list[str] | None = None) -> list[str]:
     """int_collector, int_report_seq and int_agent points at ``time_ns`` (Unix ns)."""
     from controller.int.collector import malformed_reasons
@@ -175,7 +175,7 @@ def stats_lines(stats: "CollectorStats", *, time_ns: int, collector: str = "cont
     return out
 
 
-def collector_lines(collector: "Collector", *, time_ns: int, since_ns: int = 0,
+def collector_lines(collector: Collector, *, time_ns: int, since_ns: int = 0,
                     name: str = "controller") -> list[str]:
     """Everything a collector knows, as lines (hops and flows updated after since_ns)."""
     hops = collector.hop_snapshot()

@@ -25,7 +25,8 @@ from controller.export.schema import CSV_COLUMNS
 
 
 class Sink(Protocol):
-    kind: str
+    @property
+    def kind(self) -> str: ...
 
     def write(self, body: bytes) -> None: ...
 
@@ -135,7 +136,7 @@ class InfluxV2Sink:
 
         try:
             self._api.write(bucket=self.bucket, org=self.org, record=body.decode(),
-                            write_precision=WritePrecision.NS)
+                            write_precision=WritePrecision.NS)  # type: ignore[arg-type]
         except ApiException as exc:
             msg = f"/api/v2/write at {self.url} answered {exc.status}: {str(exc.body)[:300]}"
             if exc.status is None or _transient_status(int(exc.status)):

@@ -20,6 +20,8 @@ from controller.int.records import HOP_DTYPE, REPORT_DTYPE, DecodedBatch
 from controller.int.state import FlowSnapshot, FlowTable, HopSnapshot, HopTable
 
 __all__ = [
+    "HOP_DTYPE",
+    "REPORT_DTYPE",
     "Collector",
     "CollectorConfig",
     "CollectorError",
@@ -28,11 +30,9 @@ __all__ = [
     "DecodedBatch",
     "FlowSnapshot",
     "FlowTable",
-    "HOP_DTYPE",
     "HopSnapshot",
     "HopTable",
     "HostBatchDecoder",
     "Malformed",
-    "REPORT_DTYPE",
     "ReportDecoder",
 ]

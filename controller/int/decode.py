@@ -11,12 +11,11 @@ record.  Malformed datagrams are counted by ``Malformed`` reason and dropped.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 
-from formats.telemetry_report import REP_TYPE_INT, IN_TYPE_IPV4, REPORT_VERSION, FIXED_LEN
 from controller.int.errors import Malformed
 from controller.int.layout import HPCC_DOMAIN_ID, RecordLayout, record_layout
 from controller.int.records import (
@@ -26,6 +25,7 @@ from controller.int.records import (
     SOURCE_REPORT,
     DecodedBatch,
 )
+from formats.telemetry_report import FIXED_LEN, IN_TYPE_IPV4, REP_TYPE_INT, REPORT_VERSION
 
 ROCEV2_UDP_PORT = 4791
 INT_MD_SHIM_TYPE = 1
@@ -168,6 +168,7 @@ class ReportDecoder:
         k["ds_id"] = md1 & 0xFFFF
         k["ds_ins"] = _gather(m, shim_col + 3) >> 16
         keys = np.stack([k[c] for c in _KEY], axis=1)
+        groups: list[tuple[np.ndarray, np.ndarray | None]]
         if (keys == keys[0]).all():
             groups = [(keys[0], None)]
         else:
@@ -197,8 +198,8 @@ class ReportDecoder:
         return got
 
     def _decode_shape(self, key: tuple[int, ...], m: np.ndarray, arrival_ns: int) -> DecodedBatch:
-        (rep_type, in_type, md_len, rep_md_bits, domain, ds_md_bits, ip_ver, ihl, proto,
-         shim_type, shim_len, md_ver, hop_ml, ins, ds_id, ds_ins) = key
+        (rep_type, in_type, md_len, _rep_md_bits, _domain, _ds_md_bits, ip_ver, ihl, proto,
+         shim_type, shim_len, md_ver, hop_ml, ins, _ds_id, ds_ins) = key
         n, words = m.shape
         bad = self.stats.malformed
         reason: Malformed | None = None
@@ -311,4 +312,4 @@ def _fill(dst: np.ndarray, m: np.ndarray, base: int, layout: RecordLayout) -> No
     dst["fields"] = fields
 
 
-__all__ = ["DecodeStats", "ReportDecoder", "HPCC_DOMAIN_ID"]
+__all__ = ["HPCC_DOMAIN_ID", "DecodeStats", "ReportDecoder"]

@@ -9,8 +9,8 @@ dropped are taken from its ``dropped`` counter.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 

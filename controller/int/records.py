@@ -115,11 +115,11 @@ class DecodedBatch:
     hops: np.ndarray  # HOP_DTYPE
 
     @classmethod
-    def empty(cls) -> "DecodedBatch":
+    def empty(cls) -> DecodedBatch:
         return cls(samples=np.zeros(0, REPORT_DTYPE), hops=np.zeros(0, HOP_DTYPE))
 
     @classmethod
-    def concat(cls, parts: list["DecodedBatch"]) -> "DecodedBatch":
+    def concat(cls, parts: list[DecodedBatch]) -> DecodedBatch:
         """Join batches, renumbering ``hops['sample']`` to the joined sample array."""
         parts = [p for p in parts if len(p.samples)]
         if not parts:

@@ -136,12 +136,12 @@ def build_hpcc_report(
 
 
 __all__ = [
+    "DS_FIELD_BITS",
     "HPCC_DS_BITMAP",
     "HPCC_INS_BITMAP",
+    "STD_FIELD_BITS",
     "Hop",
     "build_hpcc_report",
     "build_int_inner",
     "encode_record",
-    "STD_FIELD_BITS",
-    "DS_FIELD_BITS",
 ]

@@ -5,10 +5,9 @@ import csv
 import threading
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from controller.export import ConfigError, Exporter, FileSink, open_exporter, open_sink
+from controller.export import ConfigError, Exporter, open_exporter, open_sink
 from controller.export.errors import PermanentSinkError, TransientSinkError
 from controller.export.schema import collector_lines
 from controller.int import Collector, CollectorConfig

@@ -5,7 +5,8 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from controller.export.errors import LineProtocolError
 from controller.export.line_protocol import format_columns, format_line, parse_line

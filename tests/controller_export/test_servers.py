@@ -6,13 +6,12 @@ import time
 from pathlib import Path
 
 import pytest
+from servers import INFLUXD, VICTORIA, Influxd16, VictoriaMetrics, have
 
 from controller.export import CollectorExport, ServerKind, open_exporter, probe
 from controller.export.runner import InfluxTarget, ProbingSink
 from controller.int import Collector, CollectorConfig
 from controller.int.synth import Hop, build_hpcc_report
-
-from servers import INFLUXD, VICTORIA, Influxd16, VictoriaMetrics, have
 
 pytestmark = pytest.mark.slow
 

@@ -3,7 +3,8 @@ datagram is either decoded or counted as malformed."""
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from controller.int.collector import Collector, CollectorConfig
 from controller.int.decode import ReportDecoder
@@ -15,7 +16,7 @@ from formats.int_md import HOST_RECORD_DTYPE
 
 def _seeds() -> list[bytes]:
     out = []
-    for n in range(0, 9):
+    for n in range(9):
         hops = [Hop(node_id=k, egress_port=k, queue_pkts=k, egress_ts_us=k, tx_bytes=k,
                     queue_bytes=k, line_rate_mbps=1000) for k in range(n)]
         out.append(build_hpcc_report(node_id=n, seq=n, hops=hops))
