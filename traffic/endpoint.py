@@ -48,6 +48,8 @@ log = logging.getLogger("traffic")
 _IP_MTU_DISCOVER = getattr(socket, "IP_MTU_DISCOVER", 10)
 _IP_PMTUDISC_DO = getattr(socket, "IP_PMTUDISC_DO", 2)
 _SO_NO_CHECK = getattr(socket, "SO_NO_CHECK", 11)
+_SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
+_SO_RXQ_OVFL = getattr(socket, "SO_RXQ_OVFL", 40)
 _IP_RECVTOS = getattr(socket, "IP_RECVTOS", 13)
 _HDR = struct.Struct("!BBHI")
 _CNP_GAP_S = 50e-6
@@ -83,6 +85,7 @@ class EndpointCounters:
     unknown_qp: int = 0
     wrong_peer: int = 0
     unexpected_opcode: int = 0
+    kernel_drops: int = 0  # receive-buffer overflows reported by the kernel
     injected_drops: int = 0
     injected_data_drops: int = 0
     injected_repair_drops: int = 0
@@ -111,7 +114,11 @@ class Endpoint:
         self._next_sample = self._t0
         self.rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         try:
-            self.rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, cfg.rcvbuf_bytes)
+            try:  # root may exceed net.core.rmem_max: bursts must not overflow
+                self.rx.setsockopt(socket.SOL_SOCKET, _SO_RCVBUFFORCE, cfg.rcvbuf_bytes)
+            except OSError:
+                self.rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, cfg.rcvbuf_bytes)
+            self.rx.setsockopt(socket.SOL_SOCKET, _SO_RXQ_OVFL, 1)
             self.rx.setsockopt(socket.IPPROTO_IP, _IP_RECVTOS, 1)
             self.rx.bind((cfg.ip, cfg.port))
         except OSError as e:
@@ -173,6 +180,8 @@ class Endpoint:
             for lvl, typ, val in anc:
                 if lvl == socket.IPPROTO_IP and val:
                     tos = val[0]
+                elif lvl == socket.SOL_SOCKET and typ == _SO_RXQ_OVFL and len(val) >= 4:
+                    c.kernel_drops = int.from_bytes(val[:4], "little")
             if lossy and data and (scope_all or data[0] in _LOSSY_OPCODES) and loss.drop():
                 c.injected_drops += 1
                 if data[0] == Opcode.FEC_REPAIR:
