@@ -1,0 +1,179 @@
+"""INT sink in report mode: the packet leaves as it entered the INT domain, and a
+Telemetry Report v2.0 goes to the collector. Reports are decoded here with struct
+from FORMATS.md, then cross-checked with the formats package's scapy layers."""
+from __future__ import annotations
+
+import struct
+
+from formats import int_md, roce, telemetry_report
+from p4int_harness import (COLLECTOR_IP, COLLECTOR_MAC, DS_ID_HPCC, HPCC_DS, HPCC_INST,
+                           INT_UDP_PORT, Chain, decode_hop_words, hexdump_diff,
+                           ipv4_checksum_ok, ip_int, roce_frame, split_int, switch_ip,
+                           switch_mac)
+from test_int_path import routed
+
+
+def decode_report(frame: bytes) -> dict:
+    """Independent Telemetry Report v2.0 decoder (FORMATS.md)."""
+    r: dict = {}
+    r["eth_dst"], r["eth_src"], r["eth_type"] = frame[0:6], frame[6:12], frame[12:14]
+    ip = frame[14:34]
+    r["ip_ok"] = ipv4_checksum_ok(ip)
+    r["ip_total_len"], = struct.unpack_from("!H", ip, 2)
+    r["ttl"], r["proto"] = ip[8], ip[9]
+    r["ip_src"], r["ip_dst"] = struct.unpack_from("!II", ip, 12)
+    r["sport"], r["dport"], r["udp_len"], r["udp_csum"] = struct.unpack_from("!HHHH", frame, 34)
+    w0, r["node_id"] = struct.unpack_from("!II", frame, 42)
+    r["ver"], r["hw_id"], r["seq"] = w0 >> 28, (w0 >> 22) & 0x3F, w0 & 0x3FFFFF
+    types, r["rep_len"], r["md_len"], flags = struct.unpack_from("!BBBB", frame, 50)
+    r["rep_type"], r["in_type"] = types >> 4, types & 0xF
+    r["d"], r["q"], r["f"], r["i"] = flags >> 7, (flags >> 6) & 1, (flags >> 5) & 1, (flags >> 4) & 1
+    (r["rep_md_bits"], r["ds_id"], r["ds_md_bits"],
+     r["ds_md_status"]) = struct.unpack_from("!HHHH", frame, 54)
+    md_end = 62 + r["md_len"] * 4
+    r["md"] = frame[62:md_end]
+    r["inner"] = frame[md_end:]
+    return r
+
+
+def report_chain(make_program, n: int = 3, *, payload_bytes: int = 12) -> Chain:
+    chain = Chain.build(n, make_program, sink_mode="report")
+    chain.switches[-1].report_to(3, payload_bytes=payload_bytes)
+    return chain
+
+
+def test_report_mode_restores_packet_byte_for_byte(make_program):
+    chain = report_chain(make_program)
+    frame = roce_frame(payload=bytes(range(100)))
+    out = dict(chain.send(frame))
+    assert sorted(out) == [2, 3]
+    data = out[2]
+    want = routed(frame, 3, last_node=3)
+    assert data == want, hexdump_diff(data, want)
+    ip_udp, pkt = roce.parse_frame(data)
+    assert roce.verify_icrc(ip_udp, data[42:])
+    assert pkt.bth.psn == 7
+    s3 = chain.switches[-1]
+    assert s3.event("sink_strip") == 1 and s3.event("report_sent") == 1
+
+
+def test_report_format(make_program):
+    chain = report_chain(make_program)
+    frame = roce_frame(payload=bytes(range(100)))
+    # What s3 receives: s1 and s2 have pushed their records.
+    s1_out = chain.switches[0].process(1, frame)[0][1]
+    s2_out = chain.switches[1].process(1, s1_out)[0][1]
+    chain.switches[2].clock[0] += 3
+    outs = dict(chain.switches[2].process(1, s2_out))
+    rep = decode_report(outs[3])
+
+    assert rep["eth_dst"] == bytes.fromhex(COLLECTOR_MAC.replace(":", ""))
+    assert rep["eth_src"] == bytes.fromhex(switch_mac(3).replace(":", ""))
+    assert rep["eth_type"] == b"\x08\x00"
+    assert rep["ip_ok"] and rep["proto"] == 17 and rep["ttl"] == 64
+    assert (rep["ip_src"], rep["ip_dst"]) == (ip_int(switch_ip(3)), ip_int(COLLECTOR_IP))
+    assert rep["ip_total_len"] == len(outs[3]) - 14
+    assert (rep["sport"], rep["dport"]) == (32766, 32766)
+    assert rep["udp_len"] == rep["ip_total_len"] - 20 and rep["udp_csum"] == 0
+    assert (rep["ver"], rep["hw_id"], rep["seq"], rep["node_id"]) == (2, 5, 0, 3)
+    assert (rep["rep_type"], rep["in_type"]) == (1, 4)
+    assert (rep["d"], rep["q"], rep["f"], rep["i"]) == (0, 0, 1, 0)
+    assert rep["rep_md_bits"] == HPCC_INST & 0x7D00          # node ID is in the group header
+    assert (rep["ds_id"], rep["ds_md_bits"], rep["ds_md_status"]) == (DS_ID_HPCC, HPCC_DS, 0)
+    assert rep["md_len"] == 6
+    assert rep["rep_len"] * 4 == len(outs[3]) - 50 - 4
+    # Sink metadata: queue, egress timestamp, tx bytes, queue bytes, line rate of port 2.
+    q, ets, txb, qb, rate = struct.unpack("!IQIII", rep["md"])
+    assert q == 0 and ets == 3003
+    assert txb == 0                              # nothing sent on port 2 before
+    assert qb == len(s2_out)                     # the original is still queued
+    assert rate == 25_002
+    # Inner packet: the IPv4 packet as s3 received it, payload cut after the BTH.
+    inner = rep["inner"]
+    received_l3 = s2_out[20:]                    # after Ethernet + link sequence header
+    d = split_int(s2_out)
+    int_end = 28 + 4 + d["shim_len"] * 4
+    assert inner == received_l3[:int_end + 12]
+    inner_hops = decode_hop_words(d["stack"], d["inst"], d["ds"], d["hop_ml"])
+    assert [h["node_id"] for h in inner_hops] == [2, 1]
+    bth = roce.unpack_bth(inner[int_end:int_end + 12])
+    assert bth.psn == 7 and bth.dest_qp == 0x11
+
+    # The formats package's layers read the same report.
+    from scapy.layers.l2 import Ether
+    pkt = Ether(outs[3])
+    grp = pkt[telemetry_report.TelemetryReportGroup]
+    assert (grp.ver, grp.hw_id, grp.seq, grp.node_id) == (2, 5, 0, 3)
+    ind = pkt[telemetry_report.TelemetryReportINT]
+    assert ind.md_len == 6 and ind.rep_md_bits == 0x1400
+
+
+def test_report_sequence_numbers_count_up(make_program):
+    chain = report_chain(make_program, n=2)
+    seqs = []
+    for psn in range(4):
+        out = dict(chain.send(roce_frame(psn=psn)))
+        seqs.append(decode_report(out[3])["seq"])
+    assert seqs == [0, 1, 2, 3]
+    assert chain.switches[-1].reg("SwitchEgress.report_seq", 0) == 4
+
+
+def test_report_payload_truncation(make_program):
+    chain = report_chain(make_program, n=2, payload_bytes=30)   # rounded down to 28
+    frame = roce_frame(payload=bytes(200))
+    rep = decode_report(dict(chain.send(frame))[3])
+    d_inner_shim = rep["inner"][28:32]
+    shim_len = d_inner_shim[1]
+    assert len(rep["inner"]) == 28 + 4 + shim_len * 4 + 28
+    # A short payload is kept whole (in whole words).
+    chain2 = report_chain(make_program, n=2, payload_bytes=1000)
+    small = roce_frame(payload=bytes(8))                        # BTH 12 + 8 + ICRC 4
+    rep2 = decode_report(dict(chain2.send(small))[3])
+    assert rep2["inner"][29] == 3 + 7                           # one hop (s1) received
+    assert len(rep2["inner"]) == 28 + 4 + 10 * 4 + 24
+
+
+def test_source_and_report_sink_on_one_switch(make_program):
+    chain = report_chain(make_program, n=1)
+    frame = roce_frame()
+    out = dict(chain.send(frame))
+    assert out[2] == routed(frame, 1)
+    rep = decode_report(out[3])
+    inner = rep["inner"]
+    assert struct.unpack_from("!H", inner, 22)[0] == INT_UDP_PORT
+    tnr, words, orig = struct.unpack_from("!BBH", inner, 28)
+    assert (tnr >> 4, words, orig) == (1, 3, 4791)      # fresh shim + MD, no hop yet
+    assert rep["node_id"] == 1
+
+
+def test_report_without_collector_is_dropped_and_counted(make_program):
+    chain = Chain.build(2, make_program, sink_mode="report")
+    from softswitch.v1model.pre import Replica
+    chain.switches[-1].runtime.clone_session_set(500, [Replica(port=3, rid=0)])
+    frame = roce_frame()
+    out = chain.send(frame)
+    assert [p for p, _ in out] == [2]
+    assert out[0][1] == routed(frame, 2, last_node=2)
+    s2 = chain.switches[-1]
+    assert s2.event("report_no_collector") == 1 and s2.drops("report") == 1
+
+
+def test_report_longer_than_255_words_is_not_sent(make_program):
+    chain = Chain.build(8, make_program, sink_mode="report", watch={"inst": 0xFD00, "ds": 0xE000})
+    chain.switches[-1].report_to(3, payload_bytes=1000)
+    frame = roce_frame(payload=bytes(600))
+    out = dict(chain.send(frame))
+    assert sorted(out) == [2]
+    assert out[2] == routed(frame, 8, last_node=8)
+    assert chain.switches[-1].event("report_too_long") == 1
+
+
+def test_host_mode_leaves_int_for_the_host(make_program):
+    chain = Chain.build(2, make_program, sink_mode="host")
+    frame = roce_frame()
+    out = chain.send(frame)
+    assert [p for p, _ in out] == [2]
+    parsed = int_md.parse_int(out[0][1])
+    assert [h.node_id for h in parsed.hops] == [2, 1]
+    assert int_md.strip_int(out[0][1]) == routed(frame, 2, last_node=2)
+    assert chain.switches[-1].event("sink_host") == 1
