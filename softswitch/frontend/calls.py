@@ -223,6 +223,8 @@ def check_constructor(ck: ExpressionChecker, e: A.MethodCallExpression | None, t
                       args: list[A.Argument], scope: Scope) -> T.P4Type:
     """A constructor call ``Type(args)``: in an expression (``e``) or an instantiation."""
     t = ck.resolve(tref, scope, ck.cur_tparams)
+    if e is not None and isinstance(e.callee, A.TypeNameExpression):
+        e.callee.type = T.TypeOfType(t)
     base_ref = tref.base if isinstance(tref, A.SpecializedTypeRef) else tref
     decl = getattr(base_ref, "decl", None)
     loc = tref.loc

@@ -35,11 +35,21 @@ class Checker(ExpressionChecker):
             if not isinstance(d, (A.ErrorDecl, A.MatchKindDecl)):
                 top_level.setdefault(d.name, d)
         main = self.resolve_main()
+        self._type_annotation_args(prog)
         return A.CheckedProgram(
             program=prog, main=main, top_level=top_level,
             errors=[m.name for m in self.error_members],
             match_kinds=[m.name for m in self.match_kind_members],
         )
+
+    def _type_annotation_args(self, prog: A.Program) -> None:
+        """Literal annotation arguments (``@id(5)``, ``@name("x")``, ``@field_list(1)``)
+        get ``.type``/``.const_value`` like any expression."""
+        for node in A.iter_nodes(prog):
+            if isinstance(node, A.Annotation):
+                for arg in list(node.args) + list(node.kv.values()):
+                    if isinstance(arg, (A.IntLiteral, A.StringLiteral, A.BoolLiteral)):
+                        self.check_expr(arg, self.top)
 
     def check_top(self, d: A.Declaration) -> None:
         scope = self.top

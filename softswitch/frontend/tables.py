@@ -78,7 +78,9 @@ def check_table(ck: Checker, d: A.TableDecl, scope: Scope) -> None:
             raise P4NameError(ref.loc, f"default action '{a.name}' is not in the actions of {what}")
         if a.params and not ref.has_parens:
             raise P4TypeError(ref.loc, f"default action '{a.name}' of {what} needs its arguments")
-        _bind(ck, ref, a.params, scope, f"default action '{a.name}' of {what}", const=True)
+        data = [p for p in a.params if p.direction == A.Direction.NONE]
+        params = data if len(ref.args) == len(data) and len(data) != len(a.params) else a.params
+        _bind(ck, ref, params, scope, f"default action '{a.name}' of {what}", const=True)
     for p in d.properties:
         if p.name == "size":
             d.size_value = ck.const_int(p.value, scope, f"size of {what}")
@@ -108,7 +110,9 @@ def _check_entry(ck: Checker, d: A.TableDecl, ent: A.TableEntry, key_types: list
     if id(a) not in listed:
         raise P4NameError(ent.action.loc, f"action '{a.name}' of {what} is not in the table's actions")
     data = [p for p in a.params if p.direction == A.Direction.NONE]
-    _bind(ck, ent.action, data, scope, f"action '{a.name}' in {what}", const=True)
+    # an entry may give the action data only, or (like default_action) every argument
+    params = a.params if len(ent.action.args) == len(a.params) and len(a.params) != len(data) else data
+    _bind(ck, ent.action, params, scope, f"action '{a.name}' in {what}", const=True)
     prio = ent.priority
     if prio is None:
         ann = A.find_annotation(ent.annotations, "priority")

@@ -34,10 +34,10 @@ class TypeResolver:
 
     # ------------------------------------------------------------ type references
     def error_type(self) -> T.ErrorType:
-        return T.ErrorType(tuple(m.name for m in self.error_members))
+        return T.ErrorType()  # members live in CheckedProgram.errors (declarations merge)
 
     def match_kind_type(self) -> T.MatchKindType:
-        return T.MatchKindType(tuple(m.name for m in self.match_kind_members))
+        return T.MatchKindType()
 
     def resolve(self, tref: A.TypeRef, scope: Scope, tparams: frozenset[str] = frozenset()) -> T.P4Type:
         t = self._resolve(tref, scope, tparams)
@@ -198,7 +198,7 @@ class TypeResolver:
             if isinstance(got, (T.IntType, T.DontCareType)):
                 return True  # decided later from other arguments
             if want.name in b:
-                return b[want.name] == got or isinstance(b[want.name], T.IntType)
+                return True  # already bound (explicitly or earlier): coerce() checks the value
             b[want.name] = got
             return True
         if isinstance(want, T.TupleType) and isinstance(got, T.TupleType):

@@ -15,8 +15,10 @@ Reading guide for consumers:
   ``HeaderUnionType``.
 * ``EnumType`` has members (names only); ``SerEnumType`` has ``underlying`` (a
   ``BitsType``) and ``members`` as ``(name, value)``.
-* ``ErrorType`` / ``MatchKindType`` carry their member names; error codes are the
-  member positions (``NoError`` = 0).
+* ``ErrorType()`` / ``MatchKindType()``: one type each per program (``members`` is
+  left empty by the checker because ``error {...}`` declarations merge); the member
+  names in order are ``CheckedProgram.errors`` / ``.match_kinds`` and an error's code
+  is its position there (``NoError`` = 0).
 * ``typedef`` is resolved away; ``type`` declarations give ``NewType(name, underlying)``.
 * ``ExternType(name, args)`` is an extern instance type (e.g. ``register<bit<32>>``
   has ``args == (BitsType(32),)``); ``ParserType``/``ControlType``/``PackageType``

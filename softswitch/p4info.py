@@ -1,0 +1,535 @@
+"""P4Info (P4Runtime's description of a program) from a checked program, like p4c's
+``--p4runtime-files``.
+
+Why the same ids as p4c: controllers and tests written against BMv2 keep their P4Info
+ids when the program runs on softswitch.  An id is the object-type prefix
+(``P4Ids.Prefix``) in the top byte and the low 24 bits of the Jenkins one-at-a-time
+hash of the fully qualified control-plane name; ``@id`` wins; collisions are resolved
+by linear probing over the hash value, names taken in sorted order.  Names follow
+p4c: ``Block.local`` for declarations inside a parser/control (``@name("x")`` replaces
+the local part, ``@name(".x")`` gives the global name ``x``), top-level actions keep
+their plain name (``NoAction``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from google.protobuf import text_format
+from p4.config.v1 import p4info_pb2 as P4I
+
+from softswitch.frontend import ast as A
+from softswitch.frontend import types as T
+from softswitch.frontend.errors import P4Error
+
+PREFIX = {
+    "action": P4I.P4Ids.ACTION, "table": P4I.P4Ids.TABLE, "value_set": P4I.P4Ids.VALUE_SET,
+    "controller_header": P4I.P4Ids.CONTROLLER_HEADER, "action_profile": P4I.P4Ids.ACTION_PROFILE,
+    "counter": P4I.P4Ids.COUNTER, "direct_counter": P4I.P4Ids.DIRECT_COUNTER,
+    "meter": P4I.P4Ids.METER, "direct_meter": P4I.P4Ids.DIRECT_METER,
+    "register": P4I.P4Ids.REGISTER, "digest": P4I.P4Ids.DIGEST,
+}
+_MATCH = {"exact": P4I.MatchField.EXACT, "lpm": P4I.MatchField.LPM, "ternary": P4I.MatchField.TERNARY,
+          "range": P4I.MatchField.RANGE, "optional": P4I.MatchField.OPTIONAL}
+_COUNTER_UNIT = {"packets": P4I.CounterSpec.PACKETS, "bytes": P4I.CounterSpec.BYTES,
+                 "packets_and_bytes": P4I.CounterSpec.BOTH}
+_METER_UNIT = {"packets": P4I.MeterSpec.PACKETS, "bytes": P4I.MeterSpec.BYTES}
+_HIDDEN_ANNOTATIONS = {"name", "id", "defaultonly", "tableonly", "hidden"}
+_DEFAULT_TABLE_SIZE = 1024
+
+
+class P4InfoError(P4Error):
+    """The program cannot be described in P4Info (e.g. an @id used twice)."""
+
+
+def jenkins_one_at_a_time(name: str) -> int:
+    """The 32-bit hash p4c applies to control-plane names."""
+    h = 0
+    for b in name.encode():
+        h = (h + b) & 0xFFFFFFFF
+        h = (h + (h << 10)) & 0xFFFFFFFF
+        h ^= h >> 6
+    h = (h + (h << 3)) & 0xFFFFFFFF
+    h ^= h >> 11
+    h = (h + (h << 15)) & 0xFFFFFFFF
+    return h
+
+
+@dataclass(slots=True, kw_only=True)
+class _Symbol:
+    kind: str
+    name: str
+    decl: Any
+    user_id: int | None
+    id: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _ann_id(decl: Any) -> int | None:
+    ann = A.find_annotation(getattr(decl, "annotations", []), "id")
+    if ann is None or not ann.args:
+        return None
+    v = ann.args[0]
+    if not isinstance(v, A.IntLiteral):
+        raise P4InfoError(ann.loc, "@id needs an integer argument")
+    return v.value
+
+
+def _ann_string(decl: Any, name: str) -> str | None:
+    ann = A.find_annotation(getattr(decl, "annotations", []), name)
+    if ann is None or not ann.args or not isinstance(ann.args[0], A.StringLiteral):
+        return None
+    return ann.args[0].value
+
+
+def control_plane_name(decl: Any, prefix: str) -> str:
+    """p4c's fully qualified name of ``decl`` declared inside block path ``prefix``."""
+    given = _ann_string(decl, "name")
+    if given is not None:
+        if given.startswith("."):
+            return given[1:]
+        return f"{prefix}.{given}" if prefix else given
+    return f"{prefix}.{decl.name}" if prefix else decl.name
+
+
+def expr_text(e: A.Expression) -> str:
+    """Source-like text of a key expression (p4c's default match field name)."""
+    if isinstance(e, A.PathExpression):
+        return ("." if e.dot_prefix else "") + e.name
+    if isinstance(e, A.MemberExpression):
+        return f"{expr_text(e.expr)}.{e.member}"
+    if isinstance(e, A.IndexExpression):
+        return f"{expr_text(e.expr)}[{expr_text(e.index)}]"
+    if isinstance(e, A.SliceExpression):
+        return f"{expr_text(e.expr)}[{e.hi_value}:{e.lo_value}]"
+    if isinstance(e, A.MethodCallExpression):
+        return f"{expr_text(e.callee)}({', '.join(expr_text(a.value) for a in e.args)})"
+    if isinstance(e, A.IntLiteral):
+        return e.text or str(e.value)
+    if isinstance(e, A.CastExpression):
+        return expr_text(e.expr)
+    if isinstance(e, A.BinaryExpression):
+        return f"{expr_text(e.left)} {e.op} {expr_text(e.right)}"
+    if isinstance(e, A.TypeNameExpression):
+        return getattr(e.type_ref, "name", "")
+    return type(e).__name__
+
+
+def _annotation_text(ann: A.Annotation) -> str:
+    if not ann.args and not ann.kv:
+        return f"@{ann.name}"
+    parts = []
+    for a in ann.args:
+        if isinstance(a, A.StringLiteral):
+            parts.append('"' + a.value.replace("\\", "\\\\").replace('"', '\\"') + '"')
+        else:
+            parts.append(expr_text(a))
+    return f"@{ann.name}({', '.join(parts)})"
+
+
+def _preamble(pre: Any, sym: _Symbol, alias: str) -> None:
+    pre.id = sym.id
+    pre.name = sym.extra.get("display_name", sym.name)
+    pre.alias = sym.extra.get("display_name", alias)
+    for ann in getattr(sym.decl, "annotations", []):
+        if ann.name not in _HIDDEN_ANNOTATIONS:
+            pre.annotations.append(_annotation_text(ann))
+
+
+def _shortest_suffixes(names: list[str]) -> dict[str, str]:
+    counts: dict[tuple[str, ...], int] = {}
+    uniq = sorted(set(names))
+    for n in uniq:
+        comps = n.split(".")
+        for k in range(1, len(comps) + 1):
+            key = tuple(comps[-k:])
+            counts[key] = counts.get(key, 0) + 1
+    out = {}
+    for n in uniq:
+        comps = n.split(".")
+        for k in range(1, len(comps) + 1):
+            if counts[tuple(comps[-k:])] < 2:
+                out[n] = ".".join(comps[-k:])
+                break
+        else:
+            out[n] = n
+    return out
+
+
+def _type_spec(spec: Any, t: T.P4Type) -> None:
+    base = T.strip_newtype(t)
+    if isinstance(base, T.BoolType):
+        spec.bool.SetInParent()
+    elif isinstance(base, T.BitsType):
+        if base.signed:
+            spec.bitstring.int.bitwidth = base.width
+        else:
+            spec.bitstring.bit.bitwidth = base.width
+    elif isinstance(base, T.VarbitType):
+        spec.bitstring.varbit.max_bitwidth = base.max_width
+    elif isinstance(base, T.StructType):
+        spec.struct.name = base.name
+    elif isinstance(base, T.HeaderType):
+        spec.header.name = base.name
+    elif isinstance(base, T.SerEnumType):
+        spec.serializable_enum.name = base.name
+    elif isinstance(base, T.ErrorType):
+        spec.error.SetInParent()
+    elif isinstance(base, T.TupleType):
+        for et in base.elems:
+            _type_spec(spec.tuple.members.add(), et)
+    else:
+        raise P4InfoError(None, f"type {t} cannot be described in P4Info")
+
+
+class _Collector:
+    """Walks the blocks of ``main`` and collects P4Runtime objects in program order."""
+
+    def __init__(self, prog: A.CheckedProgram) -> None:
+        self.prog = prog
+        self.symbols: list[_Symbol] = []
+        self.seen: set[tuple[str, str]] = set()
+        self.struct_types: dict[str, T.StructLikeType] = {}
+
+    def add(self, kind: str, name: str, decl: Any, **extra: Any) -> _Symbol:
+        key = (kind, name)
+        for s in self.symbols:
+            if (s.kind, s.name) == key:
+                return s
+        sym = _Symbol(kind=kind, name=name, decl=decl, user_id=_ann_id(decl), extra=extra)
+        self.symbols.append(sym)
+        return sym
+
+    def run(self) -> None:
+        main = self.prog.main
+        if main is None:
+            raise P4InfoError(None, "the program has no 'main' package instance")
+        for blk in main.blocks:
+            prefix = control_plane_name(blk.decl, "")
+            if isinstance(blk.decl, A.ControlDecl):
+                self.control(blk.decl, prefix)
+            else:
+                self.parser(blk.decl, prefix)
+        for d in self.prog.program.declarations:
+            if isinstance(d, A.HeaderDecl) and A.find_annotation(d.annotations, "controller_header"):
+                # p4c hashes the header type's name; the P4Info name is the annotation's
+                shown = _ann_string(d, "controller_header") or d.name
+                self.add("controller_header", control_plane_name(d, ""), d, display_name=shown)
+
+    def parser(self, p: A.ParserDecl, prefix: str) -> None:
+        for d in p.locals:
+            if isinstance(d, A.ValueSetDecl):
+                self.add("value_set", control_plane_name(d, prefix), d)
+            elif isinstance(d, A.InstantiationDecl) and isinstance(d.type_decl, A.ParserDecl):
+                self.parser(d.type_decl, control_plane_name(d, prefix))
+
+    def control(self, c: A.ControlDecl, prefix: str) -> None:
+        for d in c.locals:
+            if isinstance(d, A.InstantiationDecl):
+                self.instance(d, prefix)
+        for d in c.locals:
+            if isinstance(d, A.TableDecl):
+                self.table(d, prefix)
+        for node in A.iter_nodes(c):
+            if isinstance(node, A.MethodCallExpression):
+                self.call(node, prefix)
+
+    def action(self, a: A.ActionDecl, prefix: str) -> _Symbol:
+        top = self.prog.top_level.get(a.name) is a
+        return self.add("action", control_plane_name(a, "" if top else prefix), a)
+
+    def call(self, call: A.MethodCallExpression, prefix: str) -> None:
+        if call.call_kind == A.CallKind.ACTION:
+            self.action(call.callee_decl, prefix)
+        elif call.call_kind == A.CallKind.EXTERN_FUNCTION and call.callee_decl.name == "digest":
+            t = call.type_bindings.get("T")
+            if t is None and len(call.args) == 2:
+                t = call.args[1].value.type
+            if not isinstance(t, T.StructLikeType) or not t.name:
+                raise P4InfoError(call.loc, "digest data must have a named struct type, e.g. digest<my_digest_t>(...)")
+            self.struct_types[t.name] = t
+            self.add("digest", t.name, self.prog.top_level.get(t.name), type=t)
+
+    def instance(self, d: A.InstantiationDecl, prefix: str) -> None:
+        name = control_plane_name(d, prefix)
+        td = d.type_decl
+        if isinstance(td, A.ControlDecl):
+            self.control(td, name)
+            return
+        if not isinstance(td, A.ExternDecl):
+            return
+        kinds = {"counter": "counter", "direct_counter": "direct_counter", "meter": "meter",
+                 "direct_meter": "direct_meter", "register": "register",
+                 "action_profile": "action_profile", "action_selector": "action_profile"}
+        if td.name in kinds:
+            self.add(kinds[td.name], name, d)
+
+    def table(self, t: A.TableDecl, prefix: str) -> None:
+        sym = self.add("table", control_plane_name(t, prefix), t, prefix=prefix)
+        for ref in t.actions:
+            self.action(ref.decl, prefix)
+        for prop in t.properties:
+            if prop.name == "implementation" and isinstance(prop.value, A.MethodCallExpression):
+                self.add("action_profile", f"{sym.name}_implementation", prop.value)
+
+
+def _assign_ids(symbols: list[_Symbol]) -> None:
+    used: set[int] = set()
+    for s in symbols:
+        if s.user_id is not None:
+            pid = s.user_id
+            prefix = PREFIX[s.kind] << 24
+            if pid & 0xFF000000 and pid & 0xFF000000 != prefix:
+                raise P4InfoError(getattr(s.decl, "loc", None), f"@id {pid:#x} of '{s.name}' has the wrong 8-bit prefix")
+            pid |= prefix
+            if pid in used:
+                raise P4InfoError(getattr(s.decl, "loc", None), f"@id {pid:#x} is assigned to multiple declarations")
+            used.add(pid)
+            s.id = pid
+    for kind in PREFIX:
+        pending = sorted((s for s in symbols if s.kind == kind and s.user_id is None), key=lambda s: s.name.encode())
+        for s in pending:
+            value = jenkins_one_at_a_time(s.name)
+            start = value
+
+            def make(v: int, k: str = kind) -> int:
+                return (PREFIX[k] << 24) | (v & 0xFFFFFF)
+            while make(value) in used:
+                value = (value + 1) & 0xFFFFFFFF
+                if value == start:
+                    raise P4InfoError(None, f"no id left for '{s.name}'")
+            s.id = make(value)
+            used.add(s.id)
+
+
+def build_p4info(program: A.CheckedProgram) -> P4I.P4Info:
+    """The P4Info message for ``program`` (a ``CheckedProgram`` whose main is V1Switch)."""
+    col = _Collector(program)
+    col.run()
+    _assign_ids(col.symbols)
+    alias = _shortest_suffixes([s.name for s in col.symbols])
+    by_decl: dict[tuple[str, int], _Symbol] = {(s.kind, id(s.decl)): s for s in col.symbols}
+    info = P4I.P4Info()
+    info.pkg_info.arch = "v1model"
+    emit: dict[str, Callable[[P4I.P4Info, _Symbol, str, dict[tuple[str, int], _Symbol]], None]] = {
+        "table": _emit_table, "action": _emit_action, "counter": _emit_counter,
+        "direct_counter": _emit_direct_counter, "meter": _emit_meter, "direct_meter": _emit_direct_meter,
+        "register": _emit_register, "digest": _emit_digest, "controller_header": _emit_controller_header,
+        "value_set": _emit_value_set, "action_profile": _emit_action_profile,
+    }
+    # tables first: they link direct resources and action profiles back to themselves
+    for kind in emit:
+        for s in col.symbols:
+            if s.kind == kind:
+                emit[kind](info, s, alias[s.name], by_decl)
+    for name, st in col.struct_types.items():
+        _emit_struct(info, st)
+    return info
+
+
+def _ctor_arg(d: A.InstantiationDecl, i: int) -> A.Expression | None:
+    return d.args[i].value if i < len(d.args) else None
+
+
+def _emit_table(info: P4I.P4Info, s: _Symbol, alias: str, idx: dict[tuple[str, int], _Symbol]) -> None:
+    t: A.TableDecl = s.decl
+    msg = info.tables.add()
+    _preamble(msg.preamble, s, alias)
+    for i, k in enumerate(t.keys, start=1):
+        if k.match_kind == "selector":
+            continue
+        mf = msg.match_fields.add()
+        mf.id = i
+        mf.name = _ann_string(k, "name") or expr_text(k.expr)
+        assert k.expr.type is not None
+        mf.bitwidth = T.bit_width(k.expr.type) if not isinstance(k.expr.type, T.ErrorType) else 0
+        if k.match_kind in _MATCH:
+            mf.match_type = _MATCH[k.match_kind]
+        else:
+            mf.other_match_type = k.match_kind
+        for ann in k.annotations:
+            if ann.name not in _HIDDEN_ANNOTATIONS:
+                mf.annotations.append(_annotation_text(ann))
+    for ref in t.actions:
+        a = idx[("action", id(ref.decl))]
+        ar = msg.action_refs.add()
+        ar.id = a.id
+        anns = ref.annotations + ref.decl.annotations
+        if A.find_annotation(anns, "defaultonly"):
+            ar.scope = P4I.ActionRef.DEFAULT_ONLY
+        elif A.find_annotation(anns, "tableonly"):
+            ar.scope = P4I.ActionRef.TABLE_ONLY
+        for ann in ref.annotations:
+            ar.annotations.append(_annotation_text(ann))
+    if t.default_action is not None and t.default_action_const:
+        msg.const_default_action_id = idx[("action", id(t.default_action.decl))].id
+    for prop in t.properties:
+        if prop.name in ("counters", "meters") and isinstance(prop.value, A.PathExpression):
+            kind = "direct_counter" if prop.name == "counters" else "direct_meter"
+            r = idx.get((kind, id(prop.value.decl)))
+            if r is not None:
+                msg.direct_resource_ids.append(r.id)
+                r.extra["table_id"] = s.id
+        if prop.name == "implementation":
+            target = prop.value.decl if isinstance(prop.value, A.PathExpression) else prop.value
+            r = idx.get(("action_profile", id(target)))
+            if r is not None:
+                msg.implementation_id = r.id
+                r.extra.setdefault("tables", []).append(s.id)
+        if prop.name == "support_timeout" and prop.value.const_value is True:
+            msg.idle_timeout_behavior = P4I.Table.NOTIFY_CONTROL
+    msg.size = t.size_value if t.size_value is not None else _DEFAULT_TABLE_SIZE
+    if t.entries is not None:
+        if t.entries_const:
+            msg.is_const_table = True
+        else:
+            msg.has_initial_entries = True
+
+
+def _emit_action(info: P4I.P4Info, s: _Symbol, alias: str, idx: dict[tuple[str, int], _Symbol]) -> None:
+    a: A.ActionDecl = s.decl
+    msg = info.actions.add()
+    _preamble(msg.preamble, s, alias)
+    n = 0
+    for p in a.params:
+        if p.direction != A.Direction.NONE:
+            continue
+        n += 1
+        prm = msg.params.add()
+        prm.id = n
+        prm.name = p.name
+        assert p.type_ref.type is not None
+        prm.bitwidth = T.bit_width(p.type_ref.type)
+        for ann in p.annotations:
+            if ann.name not in _HIDDEN_ANNOTATIONS:
+                prm.annotations.append(_annotation_text(ann))
+
+
+def _enum_member(e: A.Expression | None) -> str | None:
+    return e.member if isinstance(e, A.MemberExpression) else None
+
+
+def _emit_counter(info: P4I.P4Info, s: _Symbol, alias: str, idx: dict[tuple[str, int], _Symbol]) -> None:
+    msg = info.counters.add()
+    _preamble(msg.preamble, s, alias)
+    msg.spec.unit = _COUNTER_UNIT.get(_enum_member(_ctor_arg(s.decl, 1)) or "", P4I.CounterSpec.UNSPECIFIED)
+    size = _ctor_arg(s.decl, 0)
+    msg.size = int(size.const_value) if size is not None and size.const_value is not None else 0
+
+
+def _emit_direct_counter(info: P4I.P4Info, s: _Symbol, alias: str, idx: dict[tuple[str, int], _Symbol]) -> None:
+    msg = info.direct_counters.add()
+    _preamble(msg.preamble, s, alias)
+    msg.spec.unit = _COUNTER_UNIT.get(_enum_member(_ctor_arg(s.decl, 0)) or "", P4I.CounterSpec.UNSPECIFIED)
+    if "table_id" in s.extra:
+        msg.direct_table_id = s.extra["table_id"]
+
+
+def _emit_meter(info: P4I.P4Info, s: _Symbol, alias: str, idx: dict[tuple[str, int], _Symbol]) -> None:
+    msg = info.meters.add()
+    _preamble(msg.preamble, s, alias)
+    msg.spec.unit = _METER_UNIT.get(_enum_member(_ctor_arg(s.decl, 1)) or "", P4I.MeterSpec.UNSPECIFIED)
+    size = _ctor_arg(s.decl, 0)
+    msg.size = int(size.const_value) if size is not None and size.const_value is not None else 0
+
+
+def _emit_direct_meter(info: P4I.P4Info, s: _Symbol, alias: str, idx: dict[tuple[str, int], _Symbol]) -> None:
+    msg = info.direct_meters.add()
+    _preamble(msg.preamble, s, alias)
+    msg.spec.unit = _METER_UNIT.get(_enum_member(_ctor_arg(s.decl, 0)) or "", P4I.MeterSpec.UNSPECIFIED)
+    if "table_id" in s.extra:
+        msg.direct_table_id = s.extra["table_id"]
+
+
+def _emit_register(info: P4I.P4Info, s: _Symbol, alias: str, idx: dict[tuple[str, int], _Symbol]) -> None:
+    d: A.InstantiationDecl = s.decl
+    msg = info.registers.add()
+    _preamble(msg.preamble, s, alias)
+    t = d.type_bindings.get("T")
+    if t is not None:
+        _type_spec(msg.type_spec, t)
+    size = _ctor_arg(d, 0)
+    msg.size = int(size.const_value) if size is not None and size.const_value is not None else 0
+
+
+def _emit_digest(info: P4I.P4Info, s: _Symbol, alias: str, idx: dict[tuple[str, int], _Symbol]) -> None:
+    msg = info.digests.add()
+    _preamble(msg.preamble, s, alias)
+    _type_spec(msg.type_spec, s.extra["type"])
+
+
+def _emit_struct(info: P4I.P4Info, st: T.StructLikeType) -> None:
+    target = info.type_info.headers if isinstance(st, T.HeaderType) else info.type_info.structs
+    spec = target[st.name]
+    for fname, ft in st.fields:
+        mem = spec.members.add()
+        mem.name = fname
+        _type_spec(mem.type_spec, ft)
+
+
+def _emit_controller_header(info: P4I.P4Info, s: _Symbol, alias: str, idx: dict[tuple[str, int], _Symbol]) -> None:
+    d: A.HeaderDecl = s.decl
+    msg = info.controller_packet_metadata.add()
+    _preamble(msg.preamble, s, alias)
+    for i, f in enumerate(d.fields, start=1):
+        md = msg.metadata.add()
+        md.id = i
+        md.name = f.name
+        assert f.type_ref.type is not None
+        md.bitwidth = T.bit_width(f.type_ref.type)
+        for ann in f.annotations:
+            if ann.name not in _HIDDEN_ANNOTATIONS:
+                md.annotations.append(_annotation_text(ann))
+
+
+def _emit_value_set(info: P4I.P4Info, s: _Symbol, alias: str, idx: dict[tuple[str, int], _Symbol]) -> None:
+    d: A.ValueSetDecl = s.decl
+    msg = info.value_sets.add()
+    _preamble(msg.preamble, s, alias)
+    et = d.elem_type.type
+    assert et is not None
+    fields = et.fields if isinstance(et, T.StructType) else (("", et),)
+    for i, (fname, ft) in enumerate(fields, start=1):
+        mf = msg.match.add()
+        mf.id = i
+        if fname:
+            mf.name = fname
+        mf.bitwidth = T.bit_width(ft)
+        mf.match_type = P4I.MatchField.EXACT
+    msg.size = int(d.size.const_value or 0)
+
+
+def _emit_action_profile(info: P4I.P4Info, s: _Symbol, alias: str, idx: dict[tuple[str, int], _Symbol]) -> None:
+    msg = info.action_profiles.add()
+    _preamble(msg.preamble, s, alias)
+    d = s.decl
+    tname = getattr(getattr(d, "type_decl", None), "name", None)
+    args = d.args if isinstance(d, (A.InstantiationDecl, A.MethodCallExpression)) else []
+    if isinstance(d, A.MethodCallExpression):
+        tname = getattr(d.callee_decl, "name", None)
+    msg.with_selector = tname == "action_selector"
+    size_arg = args[1].value if msg.with_selector and len(args) > 1 else (args[0].value if args else None)
+    msg.size = int(size_arg.const_value) if size_arg is not None and size_arg.const_value is not None else 0
+    msg.table_ids.extend(s.extra.get("tables", []))
+
+
+def format_p4info(info: P4I.P4Info) -> str:
+    """Protobuf text format, as written by p4c ``--p4runtime-files x.txtpb``."""
+    return text_format.MessageToString(info)
+
+
+def write_p4info(info: P4I.P4Info, path: str) -> None:
+    """Write text format (``.txt``/``.txtpb``), binary (``.bin``) or JSON (``.json``)."""
+    if path.endswith(".bin"):
+        data: bytes | str = info.SerializeToString()
+        with open(path, "wb") as fh:
+            fh.write(data)  # type: ignore[arg-type]
+        return
+    if path.endswith(".json"):
+        from google.protobuf import json_format
+
+        text = json_format.MessageToJson(info)
+    else:
+        text = format_p4info(info)
+    with open(path, "w") as fh:
+        fh.write(text)
