@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 import pytest
 
 from ebpf.errors import ConfigError
@@ -103,3 +105,31 @@ def test_dump_c_shows_the_loaded_source(pair):
         pass
     text = buf.getvalue()
     assert text.startswith("/* loss.c cflags: -I") and "int loss_filter(" in text
+
+
+def test_sink_behind_loss_counts_exactly_the_dropped_psns(pair):
+    """Loss (prio 6) and the INT sink (prio 20) share the hook: PSN gaps == drops."""
+    from ebpf.sink import IntSink
+    from formats import int_md
+    from formats.int_md import HopRecord
+
+    n = 1500                                    # the default ring holds 2080 records
+    base = [roce.build_frame(eth_src=pair.h1.mac, eth_dst=pair.h2.mac, src=pair.h1.ip,
+                             dst=pair.h2.ip, sport=52000, opcode=roce.Opcode.SEND_ONLY,
+                             dest_qp=0x700, psn=i) for i in range(n)]
+    frames_int = [int_md.insert_int(f, [HopRecord(node_id=1)]) for f in base]
+    with IntSink(pair.h2.ifname, netns=pair.h2.name) as sink, \
+            LossEmulator(pair.h2.ifname, netns=pair.h2.name, prio=6, udp_only=True) as loss:
+        loss.set_gilbert_elliott(p_gb=0.01, p_bg=0.3)
+        pair.send(frames_int)
+        loss.disable()
+        c = loss.counters()
+        recs = np.concatenate([sink.read(timeout_s=0.5) for _ in range(3)])
+        psns = recs["psn"].astype(np.int64)
+        st = [r for r in sink.flows() if r["key"]["dest_qp"] == 0x700][0]["stats"]
+    assert c.dropped > 0 and len(psns) == n - c.dropped
+    assert (np.diff(psns) > 0).all()
+    inside = int(psns[-1] - psns[0] + 1 - len(psns))       # drops between first and last
+    assert st["lost_packets"] == inside
+    assert st["loss_events"] == int((np.diff(psns) > 1).sum())
+    assert st["out_of_order"] == 0 and st["packets"] == len(psns)
