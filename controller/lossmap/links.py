@@ -3,14 +3,20 @@
 Two data-plane sources (FORMATS.md, link sequence header), both kept by the
 switch receiving on the link:
 
-* counters read periodically: packets received and packets lost on the link,
-  cumulative modulo 2^32 (``LinkCounters``);
-* loss events pushed as they happen: (link, time, expected, received) where the
-  sequence jumped forward; ``received - expected`` (mod 2^32) packets were lost
-  (``LossEvents``). A jump back (more than 2^31 forward) is reordering.
+* counters read periodically (``LinkCounters``): packets received on the link
+  (the ingress port counter) and packets lost on it (the ``link_lost_packets``
+  register), cumulative modulo 2^``counter_bits`` (64 by default). The lost
+  counter is *net*: a late packet takes its loss back, so it may step down;
+  a received counter that steps down means the switch restarted;
+* loss events pushed as they happen (``LossEvents``, the link loss digest):
+  (link, time, expected, received) -- packets ``expected .. received-1`` were
+  lost. A jump back (more than 2^31 forward) is reordering; a jump of
+  ``resync_gap`` or more is a neighbour restart, not loss (the data plane
+  resynchronises there too).
 
-Either source alone gives exact counts. When both cover a link the events win
-for losses (they carry timing), counters still give the delivered packets.
+Either source alone gives exact counts; counters are exact net of reordering,
+events carry the time of each loss. When both cover a link, ``prefer`` picks
+which one gives the losses; counters still give the delivered packets.
 """
 from __future__ import annotations
 
@@ -29,12 +35,27 @@ _MASK = (1 << SEQ_BITS) - 1
 
 def _arr(v: npt.ArrayLike, dtype: type, name: str, where: str) -> np.ndarray:
     a = np.asarray(v)
+    if not isinstance(v, np.ndarray) and a.dtype.kind == "f" and np.issubdtype(dtype, np.integer) \
+            and np.all(np.isfinite(a)) and np.all(a == np.floor(a)):
+        # a list of Python ints beyond int64 (64-bit counters) is read as float64:
+        # convert straight to the target type so no precision is lost
+        try:
+            a = np.asarray(v, dtype=dtype)
+        except (OverflowError, ValueError, TypeError):
+            pass
     if a.ndim != 1:
         raise LossInputError(f"{where}.{name}: expected a 1-D array, got shape {a.shape}")
     if a.dtype.kind == "f" and np.issubdtype(dtype, np.integer) and (
             np.any(~np.isfinite(a)) or np.any(a != np.floor(a))):
         raise LossInputError(f"{where}.{name}: non-integral values")
+    if np.issubdtype(dtype, np.unsignedinteger) and a.dtype.kind in "if" and a.size \
+            and a.min() < 0:
+        raise LossInputError(f"{where}.{name}: negative value {a.min()} in a counter")
     return a.astype(dtype, copy=False)
+
+
+RESYNC_GAP = 0x100000
+"""Forward jumps this large are restarts, not loss (data plane LINK_SEQ_RESYNC_GAP)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -45,13 +66,16 @@ class LinkCounters:
     ts_ns: np.ndarray
     rx_packets: np.ndarray
     lost_packets: np.ndarray
+    counter_bits: int = 64
 
     def __post_init__(self) -> None:
         w = "LinkCounters"
+        if not 8 <= self.counter_bits <= 64:
+            raise LossInputError(f"{w}.counter_bits = {self.counter_bits} outside 8..64")
         self.link_idx = _arr(self.link_idx, np.int64, "link_idx", w)
         self.ts_ns = _arr(self.ts_ns, np.int64, "ts_ns", w)
-        self.rx_packets = _arr(self.rx_packets, np.int64, "rx_packets", w)
-        self.lost_packets = _arr(self.lost_packets, np.int64, "lost_packets", w)
+        self.rx_packets = _arr(self.rx_packets, np.uint64, "rx_packets", w)
+        self.lost_packets = _arr(self.lost_packets, np.uint64, "lost_packets", w)
         n = self.link_idx.size
         for name in ("ts_ns", "rx_packets", "lost_packets"):
             if getattr(self, name).size != n:
@@ -84,15 +108,20 @@ class LossEvents:
             if a.size and (a.min() < 0 or a.max() > _MASK):
                 raise LossInputError(f"{w}.{name}: value outside 0..2^32-1")
 
-    def gap(self) -> np.ndarray:
-        """Packets lost per event (0 for reordering / duplicates)."""
+    def gap(self, resync_gap: int = RESYNC_GAP) -> np.ndarray:
+        """Packets lost per event (0 for reordering and for resynchronisations)."""
         d = (self.received - self.expected) & _MASK
-        return np.where(d < _HALF, d, 0)
+        return np.where(d < min(resync_gap, _HALF), d, 0)
 
     def reordered(self) -> np.ndarray:
         """True where the event is a jump back (reordering), not a loss."""
         d = (self.received - self.expected) & _MASK
         return d >= _HALF
+
+    def resynced(self, resync_gap: int = RESYNC_GAP) -> np.ndarray:
+        """True where the jump forward is so large the neighbour must have restarted."""
+        d = (self.received - self.expected) & _MASK
+        return (d >= resync_gap) & (d < _HALF)
 
 
 class Source:
@@ -135,9 +164,24 @@ def _counter_deltas(c: LinkCounters) -> tuple[np.ndarray, np.ndarray, np.ndarray
     link, ts = c.link_idx[order], c.ts_ns[order]
     rx, lost = c.rx_packets[order], c.lost_packets[order]
     same = link[1:] == link[:-1]
-    drx = (rx[1:] - rx[:-1]) & _MASK
-    dlost = (lost[1:] - lost[:-1]) & _MASK
+    drx = _signed_delta(rx[1:], rx[:-1], c.counter_bits)
+    dlost = _signed_delta(lost[1:], lost[:-1], c.counter_bits)
+    # received count went back: the switch restarted, its counters count from zero
+    restart = drx < 0
+    drx = np.where(restart, rx[1:].astype(np.int64), drx)
+    dlost = np.where(restart, lost[1:].astype(np.int64), dlost)
     return link[1:][same], ts[1:][same], drx[same], dlost[same]
+
+
+def _signed_delta(new: np.ndarray, old: np.ndarray, bits: int) -> np.ndarray:
+    """``new - old`` modulo 2^bits, read as a signed number (int64)."""
+    with np.errstate(over="ignore"):
+        d = new.astype(np.uint64) - old.astype(np.uint64)
+    if bits == 64:
+        return d.view(np.int64)
+    d &= np.uint64((1 << bits) - 1)
+    di = d.astype(np.int64)
+    return np.where(di >= 1 << (bits - 1), di - (1 << bits), di)
 
 
 def _delivered_from_events(ev: LossEvents, bins: TimeBins, deliv: np.ndarray,
@@ -156,16 +200,22 @@ def _delivered_from_events(ev: LossEvents, bins: TimeBins, deliv: np.ndarray,
 
 def link_loss_map(*, bins: TimeBins, n_links: int, counters: LinkCounters | None = None,
                   events: LossEvents | None = None,
-                  event_links: npt.ArrayLike | None = None) -> LinkLossMap:
+                  event_links: npt.ArrayLike | None = None, prefer: str = "counters",
+                  resync_gap: int = RESYNC_GAP) -> LinkLossMap:
     """Build the exact link x bin map from counters and/or events.
 
     Counter deltas land in the bin of the later sample of each pair; event losses
     in the bin of the event. ``event_links`` lists the links whose receiving switch
     reports loss events (a monitored link without events lost nothing); default:
     the links that appear in ``events``. For links with events but no counters,
-    delivered packets are the sequence span between consecutive events. Rows
-    without any source stay zero with source NONE.
+    delivered packets are the sequence span between consecutive events. Links
+    with both sources take their losses from ``prefer`` ("counters": net of
+    reordering; "events": exact timing). Counter cells can be negative when late
+    packets in a bin take back losses of an earlier one. Rows without any source
+    stay zero with source NONE.
     """
+    if prefer not in ("counters", "events"):
+        raise LossInputError(f"link_loss_map: prefer = {prefer!r}; use 'counters' or 'events'")
     shape = (n_links, bins.n_bins)
     lost_c, deliv, lost_e = np.zeros(shape), np.zeros(shape), np.zeros(shape)
     reord = np.zeros(shape)
@@ -184,7 +234,7 @@ def link_loss_map(*, bins: TimeBins, n_links: int, counters: LinkCounters | None
         source[np.unique(counters.link_idx)] = Source.COUNTER
     if events is not None:
         b = bins.index(events.ts_ns)
-        np.add.at(lost_e, (events.link_idx, b), events.gap())
+        np.add.at(lost_e, (events.link_idx, b), events.gap(resync_gap))
         np.add.at(reord, (events.link_idx, b), events.reordered())
         covered = np.unique(events.link_idx) if event_links is None else \
             np.asarray(event_links, dtype=np.int64)
@@ -192,6 +242,11 @@ def link_loss_map(*, bins: TimeBins, n_links: int, counters: LinkCounters | None
         if counters is None or not np.all(np.isin(events.link_idx, counters.link_idx)):
             _delivered_from_events(events, bins, deliv,
                                    skip=None if counters is None else counters.link_idx)
+    has_counters = np.zeros(n_links, dtype=bool)
+    if counters is not None:
+        has_counters[np.unique(counters.link_idx)] = True
+    if prefer == "counters":
+        source[has_counters] = Source.COUNTER
     use_events = source == Source.EVENT
     lost = np.where(use_events[:, None], lost_e, lost_c)
     return LinkLossMap(bins=bins, lost=lost, delivered=deliv, source=source, reordered=reord)

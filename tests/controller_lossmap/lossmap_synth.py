@@ -96,7 +96,7 @@ def make_trace(*, paths: list[list[int]], n_links: int, link_ge: dict[int, tuple
         events=LossEvents(link_idx=cat(ev_link), ts_ns=cat(ev_ts), expected=cat(ev_exp),
                           received=cat(ev_rcv)),
         counters=LinkCounters(link_idx=cat(cn_link), ts_ns=cat(cn_ts), rx_packets=cat(cn_rx),
-                              lost_packets=cat(cn_lost)),
+                              lost_packets=cat(cn_lost), counter_bits=32),
         host_flow=flow[alive], host_ts=ts[alive], host_psn=psn[alive],
         link_lost_ts=link_lost_ts, link_seq_lost=link_seq_lost, flow_lost_ts=flow_lost_ts)
 

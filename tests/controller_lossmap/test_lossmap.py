@@ -166,3 +166,30 @@ def test_link_index_and_errors():
         psn_gaps(flow_idx=[0, 0], ts_ns=[0, 1], psn=[0, 1 << 24])
     with pytest.raises(LossInputError, match="need at least 2"):
         fit_gilbert_elliott(cycles_from_sequence([False, True, False]))
+
+
+def test_net_counters_take_back_late_packets_and_survive_restart():
+    bins = TimeBins(start_ns=0, bin_ns=100, n_bins=4)
+    big = (1 << 64) - 3  # 64-bit counters about to wrap
+    c = LinkCounters(link_idx=[0] * 5, ts_ns=[0, 99, 199, 299, 399],
+                     rx_packets=[big, 2, 10, 7, 20],
+                     lost_packets=[5, 9, 8, 1, 4])
+    m = link_loss_map(bins=bins, n_links=1, counters=c)
+    # bin0: +4 lost; bin1: a late packet takes one back; bin2: restart (rx 10 -> 7):
+    # counts since restart (7 rx, 1 lost); bin3: +13 rx, +3 lost
+    assert m.lost[0].tolist() == [4, -1, 1, 3]
+    assert m.delivered[0].tolist() == [5, 8, 7, 13]
+
+
+def test_prefer_and_resync():
+    bins = TimeBins(start_ns=0, bin_ns=100, n_bins=1)
+    ev = LossEvents(link_idx=[0, 0], ts_ns=[1, 2], expected=[10, 100],
+                    received=[12, 100 + 0x100000])
+    c = LinkCounters(link_idx=[0, 0], ts_ns=[-1, 50], rx_packets=[0, 50],
+                     lost_packets=[0, 1])
+    assert link_loss_map(bins=bins, n_links=1, events=ev).lost[0, 0] == 2  # resync ignored
+    assert link_loss_map(bins=bins, n_links=1, events=ev, counters=c).lost[0, 0] == 1
+    m = link_loss_map(bins=bins, n_links=1, events=ev, counters=c, prefer="events")
+    assert m.lost[0, 0] == 2 and m.source[0] == Source.EVENT
+    with pytest.raises(LossInputError, match="prefer = 'x'"):
+        link_loss_map(bins=bins, n_links=1, prefer="x")
