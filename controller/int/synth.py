@@ -12,13 +12,10 @@ import struct
 from dataclasses import dataclass
 
 from controller.int.layout import DS_FIELD_BITS, HPCC_DOMAIN_ID, STD_FIELD_BITS, record_layout
+from formats.int_md import HPCC_DS_INSTRUCTION as HPCC_DS_BITMAP
+from formats.int_md import HPCC_INSTRUCTION_BITMAP as HPCC_INS_BITMAP
+from formats.int_md import INT_UDP_PORT, ROCEV2_UDP_PORT
 from formats.telemetry_report import IndividualReport, build_report
-
-#: HPCC profile: node ID, queue, egress ts; DS tx bytes, queue bytes, line rate.
-HPCC_INS_BITMAP = 0x8000 | 0x1000 | 0x0400
-HPCC_DS_BITMAP = 0x8000 | 0x4000 | 0x2000
-INT_UDP_PORT = 7777
-ROCEV2_UDP_PORT = 4791
 
 
 @dataclass(slots=True, kw_only=True)

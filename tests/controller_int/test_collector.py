@@ -93,3 +93,27 @@ def test_port_in_use_is_a_clear_error() -> None:
 def test_config_validation() -> None:
     with pytest.raises(ConfigError, match="report_port=70000"):
         CollectorConfig(report_port=70000)
+
+
+def test_agent_shipper_into_collector() -> None:
+    """The host agent's own shipper (ebpf.shipper) talking to the collector."""
+    shipper_mod = pytest.importorskip("ebpf.shipper")
+    with Collector(CollectorConfig(report_port=0, agent_port=0)) as c:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            sh = shipper_mod.BatchShipper(shipper_mod.udp_sender(sock, c.agent_address),
+                                          agent_id=0x0A000001,
+                                          record_size=HOST_RECORD_DTYPE.itemsize,
+                                          batch_records=100)
+            rec = _host_records(1000)
+            sh.push(rec)
+            sh.flush()
+            _wait(lambda: c.stats().host_records == 1000)
+        finally:
+            sock.close()
+        s = c.stats()
+    assert s.agents[0].agent_id == 0x0A000001 and s.agents[0].batches == 10
+    assert s.agents[0].lost_batches == 0 and s.host_hop_records == 2000
+    fs = c.flow_snapshot()
+    assert sorted(fs.dest_qp.tolist()) == [0x100, 0x101, 0x102]
+    assert sorted(fs.samples.tolist()) == [333, 333, 334]
