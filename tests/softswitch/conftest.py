@@ -1,0 +1,55 @@
+"""Fixtures of the softswitch back-end tests: compiled programs are cached per session."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+P4DIR = HERE / "p4"
+EXAMPLES = ROOT / "p4" / "examples"
+
+
+@pytest.fixture(scope="session")
+def p4dir() -> Path:
+    return P4DIR
+
+
+@pytest.fixture(scope="session")
+def examples() -> Path:
+    return EXAMPLES
+
+
+def load(path: Path | str, **kw):
+    from softswitch.api import Switch
+    return Switch.from_file(path, **kw)
+
+
+V1_TEMPLATE = """
+#include <core.p4>
+#include <v1model.p4>
+{decls}
+parser P(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {{
+{parser}
+}}
+control VC(inout headers_t hdr, inout meta_t meta) {{ apply {{ }} }}
+control Ing(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {{
+{ingress}
+}}
+control Eg(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {{
+{egress}
+}}
+control CC(inout headers_t hdr, inout meta_t meta) {{ apply {{ }} }}
+control D(packet_out pkt, in headers_t hdr) {{ apply {{ {deparser} }} }}
+V1Switch(P(), VC(), Ing(), Eg(), CC(), D()) main;
+"""
+
+
+def program(*, decls: str, parser: str, ingress: str, egress: str = "apply { }", deparser: str,
+            **kw):
+    """A Switch from a small v1model program made of the given pieces."""
+    from softswitch.api import Switch
+    src = V1_TEMPLATE.format(decls=decls, parser=parser, ingress=ingress, egress=egress,
+                             deparser=deparser)
+    return Switch.from_source(src, filename="test.p4", **kw)
