@@ -20,15 +20,18 @@ from .errors import RoutingError, did_you_mean
 from .model import Host, LinkRole, Topology
 
 __all__ = [
+    "DirectedLink",
     "EcmpGroup",
     "Hop",
     "HostConfig",
     "Neighbour",
     "NextHop",
     "Route",
+    "directed_links",
     "ecmp_groups",
     "host_configs",
     "node_names_by_id",
+    "path_link_indices",
     "path_links",
     "paths",
     "port_queue_pkts",
@@ -340,3 +343,47 @@ def path_links(topo: Topology, src: str, dst: str) -> list[str]:
 def node_names_by_id(topo: Topology) -> dict[int, str]:
     """INT node ID -> switch name, to name the hops of decoded telemetry."""
     return {s.int_node_id: s.name for s in topo.switches}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DirectedLink:
+    """One direction of a link, named by its ends ("s1:3->s5:3").
+
+    Loss counters and loss events are kept by the receiving switch per ingress port, so
+    (``dst_node_id``, ``dst_port``) is the key the loss maps use for this direction.
+    """
+
+    name: str
+    link: str
+    src: str
+    src_port: int
+    dst: str
+    dst_port: int
+    dst_node_id: int     # INT node ID of the receiving switch, 0 when a host receives
+    role: LinkRole
+
+
+def directed_links(topo: Topology, *, roles: tuple[LinkRole, ...] = (LinkRole.FABRIC,
+                                                                      LinkRole.WAN)
+                   ) -> list[DirectedLink]:
+    """Both directions of every link with one of ``roles``, sorted by name (stable rows
+    for link x time matrices).  By default the switch-to-switch links, which carry
+    the link sequence header."""
+    ids = {s.name: s.int_node_id for s in topo.switches}
+    out = []
+    for ln in topo.links:
+        if ln.role not in roles:
+            continue
+        for near, far in ((ln.a, ln.b), (ln.b, ln.a)):
+            out.append(DirectedLink(name=f"{near}->{far}", link=ln.name, src=near.node,
+                                    src_port=near.port, dst=far.node, dst_port=far.port,
+                                    dst_node_id=ids.get(far.node, 0), role=ln.role))
+    return sorted(out, key=lambda d: (d.src, d.src_port, d.dst, d.dst_port))
+
+
+def path_link_indices(topo: Topology, src: str, dst: str,
+                      links: list[DirectedLink]) -> list[list[int]]:
+    """For each shortest path from ``src`` to ``dst``, the rows in ``links`` it crosses
+    (hops on links not in ``links`` are left out), for voting over paths."""
+    row = {d.name: i for i, d in enumerate(links)}
+    return [[row[str(h)] for h in p if str(h) in row] for p in paths(topo, src, dst)]

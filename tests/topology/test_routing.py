@@ -5,11 +5,13 @@ from controller.topology import (
     LinkRole,
     LossModel,
     RoutingError,
+    directed_links,
     dumbbell,
     ecmp_groups,
     host_configs,
     leaf_spine,
     node_names_by_id,
+    path_link_indices,
     path_links,
     paths,
     port_queue_pkts,
@@ -179,3 +181,19 @@ def test_generator_parameters():
     with pytest.raises(ValueError, match="n_leaves 1 out of range 2..16"):
         leaf_spine(n_leaves=1)
     assert len(dumbbell(8).hosts) == 9
+
+
+def test_directed_links_and_path_rows_for_loss_maps():
+    topo = two_datacenters()
+    links = directed_links(topo)
+    assert len(links) == 2 * 10  # 8 fabric + 2 WAN links, both directions
+    wan = [d for d in links if d.role is LinkRole.WAN]
+    assert [(d.name, d.dst_node_id, d.dst_port) for d in wan] == [
+        ("s1:3->s5:3", 5, 3), ("s2:3->s6:3", 6, 3), ("s5:3->s1:3", 1, 3), ("s6:3->s2:3", 2, 3)]
+    rows = path_link_indices(topo, "h1", "h7", links)
+    assert [[links[i].name for i in p] for p in rows] == [
+        ["s3:3->s1:1", "s1:3->s5:3", "s5:2->s8:3"],
+        ["s3:4->s2:1", "s2:3->s6:3", "s6:2->s8:4"],
+    ]
+    keys = {(d.dst_node_id, d.dst_port) for d in links}
+    assert len(keys) == len(links)  # the receiving end names a direction uniquely
