@@ -16,7 +16,7 @@ from traffic.endpoint import EndpointConfig
 from traffic.errors import TrafficError
 from traffic.qp_types import Reliability
 from traffic.runner import QpParams, RankRunner
-from traffic.workloads import Pattern, make_plan, parse_size, parse_size_dist
+from traffic.workloads import Pattern, make_plan, parse_size_dist
 
 EXAMPLES = """examples:
   # two hosts, 100 messages of 64 KiB over 2 QPs, selective repeat (run on each host)
@@ -211,6 +211,27 @@ def _run_rank(args: argparse.Namespace) -> int:
     return 0
 
 
+def aggregate(out_dir: Path, nranks: int) -> dict:
+    """Whole-collective figures from the rank summaries (all ranks share one start)."""
+    outs = []
+    for r in range(nranks):
+        try:
+            outs.append(json.loads((out_dir / f"rank{r}.json").read_text()))
+        except (OSError, json.JSONDecodeError):
+            return {"collective": None, "error": f"rank {r} wrote no summary"}
+    done = max(o["completion_s"] for o in outs)
+    agg: dict = {"collective": outs[0]["workload"], "ranks": nranks,
+                 "finished": all(o["finished"] for o in outs), "completion_s": done,
+                 "bytes": sum(o["bytes_sent"] for o in outs)}
+    agg["algbw_bps"] = agg["bytes"] * 8 / done if done > 0 else None
+    if outs[0]["workload"] == "allreduce":
+        iters = [max(t) for t in zip(*(o["collective"]["completion_s"] for o in outs))]
+        size = outs[0]["collective"]["message_bytes"]
+        agg.update(iteration_s=iters, algbw_bps=[size * 8 / t for t in iters],
+                   result_ok=all(o["collective"]["result_ok"] for o in outs))
+    return agg
+
+
 def _run_local(args: argparse.Namespace, argv: list[str]) -> int:
     """Spawn one process per rank on 127.x.y.z addresses (random /24 per run)."""
     net = f"127.{secrets.randbelow(200) + 20}.{secrets.randbelow(250) + 1}"
@@ -242,11 +263,12 @@ def _run_local(args: argparse.Namespace, argv: list[str]) -> int:
                    "-o", str(out_dir / f"rank{r}.json"), *clean]
             procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True))
         rc = 0
-        for r, p in enumerate(procs):
+        for p in procs:
             out, _ = p.communicate(timeout=args.timeout + 30)
             last = out.strip().splitlines()[-1] if out.strip() else "{}"
             print(last)
             rc = rc or p.returncode
+        print(json.dumps(aggregate(out_dir, args.nranks)))
         print(f"summaries in {out_dir}", file=sys.stderr)
         return rc
     finally:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from traffic.errors import ControlError
 
-__all__ = ["ControlCommand", "parse_control", "ControlServer", "send_control", "query_stats"]
+__all__ = ["ControlCommand", "ControlServer", "parse_control", "query_stats", "send_control"]
 
 MAX_DATAGRAM = 65536
 
@@ -126,7 +126,7 @@ class ControlServer:
 
     def receive(self) -> list[tuple[list[ControlCommand], list[str], str | None]]:
         """Drain pending datagrams: (commands, errors, reply address) per datagram."""
-        out = []
+        out: list[tuple[list[ControlCommand], list[str], str | None]] = []
         while True:
             try:
                 data, addr = self.sock.recvfrom(MAX_DATAGRAM)
@@ -169,6 +169,6 @@ def query_stats(path: str, timeout_s: float = 2.0) -> dict:
             s.sendto(b'{"cmd": "stats"}', path)
             try:
                 data = s.recv(MAX_DATAGRAM * 16)
-            except socket.timeout:
+            except TimeoutError:
                 raise ControlError(f"control {path}: no stats reply in {timeout_s} s") from None
     return json.loads(data)

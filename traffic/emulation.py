@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from traffic.errors import ConfigError
 
-__all__ = ["LossModel", "Bernoulli", "GilbertElliott", "NoLoss", "DelayLine", "parse_loss"]
+__all__ = ["Bernoulli", "DelayLine", "GilbertElliott", "LossModel", "NoLoss", "parse_loss"]
 
 
 class LossModel:
@@ -113,8 +113,7 @@ def parse_loss(spec: str, *, seed: int = 1) -> LossModel:
                 raise ConfigError(f"loss spec {spec!r}: ge needs p,r[,h[,k]]")
             names = ("p", "r", "h", "k")
             return GilbertElliott(seed=seed, **dict(zip(names, vals)))
-        if s.startswith("bernoulli:"):
-            s = s[len("bernoulli:"):]
+        s = s.removeprefix("bernoulli:")
         return Bernoulli(p=float(s), seed=seed)
     except ValueError as e:
         if isinstance(e, ConfigError):

@@ -29,8 +29,9 @@ import select
 import socket
 import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Self
 
 from formats import roce
 from formats.roce import ICRC_LEN, PSN_MASK, ROCEV2_UDP_PORT, Opcode
@@ -41,7 +42,7 @@ from traffic.qp_types import MessageRecord, QpConfig
 from traffic.requester import Requester
 from traffic.responder import Responder
 
-__all__ = ["EndpointConfig", "Endpoint", "EndpointCounters"]
+__all__ = ["Endpoint", "EndpointConfig", "EndpointCounters"]
 
 log = logging.getLogger("traffic")
 
@@ -368,7 +369,7 @@ class Endpoint:
         if self.control is not None:
             self.control.close()
 
-    def __enter__(self) -> "Endpoint":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -18,7 +18,7 @@ import numpy as np
 
 from traffic.errors import FecError
 
-__all__ = ["MAX_K", "MAX_M", "encode", "decode", "coefficients"]
+__all__ = ["MAX_K", "MAX_M", "coefficients", "decode", "encode"]
 
 MAX_K = 128
 MAX_M = 16

@@ -9,7 +9,7 @@ from formats.roce import RETH_LEN, SYMBOL_HDR_LEN
 from traffic import fec
 from traffic.errors import ConfigError
 
-__all__ = ["Reliability", "QpConfig", "QpCounters", "encode_symbol", "decode_symbol"]
+__all__ = ["QpConfig", "QpCounters", "Reliability", "decode_symbol", "encode_symbol"]
 
 _SYM = struct.Struct("!BBH")
 
@@ -22,7 +22,7 @@ class Reliability(str, Enum):
     FEC = "fec"  # FEC blocks of k data + m repair, the rest by selective repeat
 
     @classmethod
-    def parse(cls, text: str) -> "Reliability":
+    def parse(cls, text: str) -> Reliability:
         try:
             return cls(text.lower())
         except ValueError:
@@ -106,7 +106,8 @@ class QpCounters:
         return asdict(self)
 
 
-def encode_symbol(opcode: int, reth: bytes | None, payload: bytes | memoryview) -> bytes:
+def encode_symbol(opcode: int, reth: bytes | None,
+                  payload: bytes | bytearray | memoryview) -> bytes:
     """FEC symbol of one data packet (see formats.roce): opcode, flags, length, RETH, data."""
     return (_SYM.pack(opcode, 1 if reth else 0, len(payload))
             + (reth if reth else bytes(RETH_LEN)) + bytes(payload))

@@ -22,16 +22,27 @@ from dataclasses import dataclass, field
 
 from formats import roce
 from formats.roce import (
-    BTH_LEN, ICRC_LEN, PSN_MASK, RETH_LEN, AethSyndrome, Opcode, PacketTemplate,
+    BTH_LEN,
+    ICRC_LEN,
+    PSN_MASK,
+    RETH_LEN,
+    AethSyndrome,
+    Opcode,
+    PacketTemplate,
 )
 from traffic import fec
 from traffic.errors import ConfigError
 from traffic.pacing import TokenBucket
 from traffic.qp_types import (
-    MessageRecord, QpConfig, QpCounters, Reliability, check_fec, encode_symbol,
+    MessageRecord,
+    QpConfig,
+    QpCounters,
+    Reliability,
+    check_fec,
+    encode_symbol,
 )
 
-__all__ = ["Requester", "WIRE_OVERHEAD"]
+__all__ = ["WIRE_OVERHEAD", "Requester"]
 
 WIRE_OVERHEAD = 14 + 20 + 8  # Ethernet + IPv4 + UDP bytes around each UDP payload
 
@@ -336,8 +347,7 @@ class Requester:
         p.acked = True
         self._progress = True
         self.counters.acked_bytes += len(p.buf) - ICRC_LEN
-        if p.last_tx > self._highest_reported_tx:
-            self._highest_reported_tx = p.last_tx
+        self._highest_reported_tx = max(self._highest_reported_tx, p.last_tx)
         if p.retx == 0:
             self._rtt_sample(now - p.sent_s)
 

@@ -12,8 +12,8 @@ PSN = expected PSN, AETH = NAK sequence error, sent once per expected PSN (go-ba
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
@@ -22,7 +22,12 @@ from formats.roce import PSN_MASK, AethSyndrome, Opcode, PacketTemplate
 from traffic import fec
 from traffic.errors import FecError
 from traffic.qp_types import (
-    MessageRecord, QpConfig, QpCounters, Reliability, decode_symbol, encode_symbol,
+    MessageRecord,
+    QpConfig,
+    QpCounters,
+    Reliability,
+    decode_symbol,
+    encode_symbol,
 )
 
 __all__ = ["Responder"]
@@ -49,7 +54,7 @@ class Responder:
     local_ip: str
     sport: int
     start_psn: int = 0
-    on_message: Callable[["Responder", MessageRecord, bytearray], None] | None = None
+    on_message: Callable[[Responder, MessageRecord, bytearray], None] | None = None
     keep_data: bool = False
     counters: QpCounters = field(default_factory=QpCounters)
     messages: list[MessageRecord] = field(default_factory=list)
@@ -127,9 +132,9 @@ class Responder:
                 *, repaired: bool) -> None:
         c = self.counters
         mode = self.cfg.mode
-        if mode is Reliability.FEC and seq >= self._e - _KEEP_SYMBOLS:
-            if seq not in self._recent:
-                self._recent[seq] = encode_symbol(op, reth, payload)
+        if (mode is Reliability.FEC and seq >= self._e - _KEEP_SYMBOLS
+                and seq not in self._recent):
+            self._recent[seq] = encode_symbol(op, reth, payload)
         if seq < self._e or seq in self._ooo:
             c.duplicates += 1
             self._ack_due = True

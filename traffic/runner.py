@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Callable, TextIO
+from typing import TextIO
 
 import numpy as np
 
@@ -53,7 +54,7 @@ def _allreduce_input(seed: int, rank: int, nelem: int) -> np.ndarray:
 class _AllReduce:
     """Ring all-reduce state of one rank (one send QP to rank+1, one recv QP from rank-1)."""
 
-    def __init__(self, runner: "RankRunner", msg_bytes: int, iterations: int):
+    def __init__(self, runner: RankRunner, msg_bytes: int, iterations: int):
         self.r = runner
         self.n = runner.plan.nranks
         self.rank = runner.plan.rank
@@ -137,7 +138,8 @@ class RankRunner:
         if len(hosts) != plan.nranks:
             raise WorkloadError(f"{len(hosts)} host addresses for {plan.nranks} ranks")
         self.plan, self.hosts, self.qp, self.seed = plan, hosts, qp, seed
-        self.inflight = max(1, inflight)
+        # KV-cache transfers are bursts: every message of a QP is posted at once
+        self.inflight = (10**9 if plan.pattern is Pattern.KVCACHE else max(1, inflight))
         self.ep = Endpoint(ep_cfg)
         self.requesters: list[Requester] = []
         self.responders: list[Responder] = []
@@ -242,7 +244,8 @@ class RankRunner:
             msgs += [{"dir": "rx", "qpn": f.qpn, "peer": f.peer, "msg_id": m.msg_id,
                       "size": m.size, "done_s": m.done_s, "crc32": m.crc32}
                      for m in resp.messages]
-        fcts = [m["fct_s"] for m in msgs if m["dir"] == "tx" and m["fct_s"] is not None]
+        fcts = [float(m["fct_s"]) for m in msgs
+                if m["dir"] == "tx" and m["fct_s"] is not None]
         out = {
             "workload": self.plan.pattern.value, "rank": self.plan.rank,
             "nranks": self.plan.nranks, "hosts": self.hosts, "finished": finished,

@@ -7,8 +7,8 @@ fast; the socket endpoint reuses the same state machines unchanged.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from formats import roce
 from formats.roce import Opcode

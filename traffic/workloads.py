@@ -10,6 +10,7 @@ count), with QP numbers that both ends derive without a handshake:
 """
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass, field
 from enum import Enum
@@ -20,8 +21,17 @@ import numpy as np
 from traffic.errors import ConfigError
 
 __all__ = [
-    "Pattern", "SizeDist", "parse_size", "parse_size_dist", "FlowSpec", "RankPlan",
-    "requester_qpn", "responder_qpn", "make_plan", "MAX_RANKS", "MAX_CHANNELS",
+    "MAX_CHANNELS",
+    "MAX_RANKS",
+    "FlowSpec",
+    "Pattern",
+    "RankPlan",
+    "SizeDist",
+    "make_plan",
+    "parse_size",
+    "parse_size_dist",
+    "requester_qpn",
+    "responder_qpn",
 ]
 
 MAX_RANKS = 256
@@ -75,7 +85,7 @@ class SizeDist:
             return [int(x) for x in rng.integers(self.lo, self.hi + 1, size=n)]
         u = rng.random(n)
         vals = np.interp(u, np.asarray(self.probs), np.asarray(self.sizes))
-        return [max(1, int(round(v))) for v in vals]
+        return [max(1, round(float(v))) for v in vals]
 
     @property
     def mean(self) -> float:
@@ -109,9 +119,10 @@ def _load_cdf(path: str) -> SizeDist:
             raise ConfigError(f"size CDF {path}:{n}: not numbers: {line!r}") from None
     if len(sizes) < 2:
         raise ConfigError(f"size CDF {path}: needs at least two points")
+    pairs = itertools.pairwise
     scale = 100.0 if probs[-1] > 1.0 else 1.0
     probs = [q / scale for q in probs]
-    if any(b < a for a, b in zip(probs, probs[1:])) or any(b < a for a, b in zip(sizes, sizes[1:])):
+    if any(b < a for a, b in pairs(probs)) or any(b < a for a, b in pairs(sizes)):
         raise ConfigError(f"size CDF {path}: sizes and cumulative values must not decrease")
     if abs(probs[-1] - 1.0) > 1e-6 or sizes[0] < 1:
         raise ConfigError(f"size CDF {path}: must end at 1 (or 100) with sizes >= 1")

@@ -6,8 +6,8 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -55,7 +55,7 @@ def run_ranks(hosts: list[Namespace], pattern: str, args: list[str], out_dir: Pa
         procs.append(h.popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     outs = []
     for r, p in enumerate(procs):
-        out, err = p.communicate(timeout=timeout + 20)
+        _out, err = p.communicate(timeout=timeout + 20)
         assert p.returncode == 0, f"rank {r} exited {p.returncode}: {err[-2000:]}"
         outs.append(json.loads((out_dir / f"rank{r}.json").read_text()))
     return outs

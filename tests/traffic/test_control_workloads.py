@@ -1,6 +1,7 @@
 """Control protocol parsing, workload plans, size distributions, CLI validation."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -9,7 +10,12 @@ import pytest
 from traffic.control import ControlCommand, parse_control
 from traffic.errors import ConfigError
 from traffic.workloads import (
-    Pattern, make_plan, parse_size, parse_size_dist, requester_qpn, responder_qpn,
+    Pattern,
+    make_plan,
+    parse_size,
+    parse_size_dist,
+    requester_qpn,
+    responder_qpn,
 )
 
 
@@ -93,12 +99,29 @@ def test_incast_and_kvcache_plans() -> None:
 
 def test_cli_rejects_bad_arguments_with_clear_messages() -> None:
     res = subprocess.run([sys.executable, "-m", "traffic", "p2p", "--hosts", "10.0.0.1,bad",
-                          "--rank", "0"], capture_output=True, text=True, timeout=30)
+                          "--rank", "0"], capture_output=True, text=True, timeout=30, check=False)
     assert res.returncode == 2 and "'bad' is not an IPv4 address" in res.stderr
     res = subprocess.run([sys.executable, "-m", "traffic", "p2p", "--hosts",
                           "10.0.0.1,10.0.0.2", "--rank", "0", "--fec", "8"],
-                         capture_output=True, text=True, timeout=30)
+                         capture_output=True, text=True, timeout=30, check=False)
     assert res.returncode == 2 and "expected K,M" in res.stderr
     res = subprocess.run([sys.executable, "-m", "traffic", "--help"], capture_output=True,
-                         text=True, timeout=30)
+                         text=True, timeout=30, check=False)
     assert "examples:" in res.stdout and "allreduce" in res.stdout
+
+
+def test_local_launcher_runs_every_rank_and_aggregates(tmp_path) -> None:
+    res = subprocess.run([sys.executable, "-m", "traffic", "local", "alltoall", "-n", "3",
+                          "-s", "4K", "-c", "4", "--rate", "50M", "-O", str(tmp_path),
+                          "--timeout", "20"],
+                         capture_output=True, text=True, timeout=90, check=False)
+    assert res.returncode == 0, res.stderr[-2000:]
+    lines = [json.loads(x) for x in res.stdout.strip().splitlines()]
+    assert [x["rank"] for x in lines[:3]] == [0, 1, 2]
+    agg = lines[3]
+    assert agg["collective"] == "alltoall" and agg["finished"]
+    assert agg["bytes"] == 3 * 2 * 4 * 4096
+    for r in range(3):
+        s = json.loads((tmp_path / f"rank{r}.json").read_text())
+        assert len([m for m in s["messages"] if m["dir"] == "rx"]) == 8
+        assert s["endpoint"]["series"]  # per-QP time series are written

@@ -169,8 +169,8 @@ def test_malformed_and_unexpected_packets_are_counted_and_dropped(pair) -> None:
         sport = raw.getsockname()[1]
 
         def good(**kw) -> bytes:
-            base = dict(src=h1.ip, dst=h2.ip, sport=sport, opcode=Opcode.WRITE_ONLY, dest_qp=6,
-                        psn=0, reth=(0, 1, 4), payload=b"abcd")
+            base = {"src": h1.ip, "dst": h2.ip, "sport": sport, "opcode": Opcode.WRITE_ONLY,
+                    "dest_qp": 6, "psn": 0, "reth": (0, 1, 4), "payload": b"abcd"}
             base.update(kw)
             return roce.build_udp_payload(**base)
 

@@ -94,7 +94,7 @@ def test_fec_bursty_loss_delivers_everything() -> None:
 
 
 def test_fec_parameters_change_at_run_time() -> None:
-    req, resp = _pair("fec", k=4, m=1)
+    req, _resp = _pair("fec", k=4, m=1)
     for msg in _msgs(5):
         req.post_write(msg)
     out: list[bytes] = []
@@ -111,7 +111,7 @@ def test_fec_parameters_change_at_run_time() -> None:
 
 def test_rate_change_takes_effect_within_one_rtt() -> None:
     rtt = 0.020
-    req, resp = _pair("sr", rate_bps=10e6, window=4000)
+    req, _resp = _pair("sr", rate_bps=10e6, window=4000)
     for _ in range(20):
         req.post_write(os.urandom(100_000))
     out: list[bytes] = []
