@@ -3,25 +3,28 @@
 Pure numpy math, no I/O: ``HpccEngine`` (INT-driven HPCC) and ``DcqcnEngine`` /
 ``CnpGenerator`` (ECN/CNP-driven DCQCN baseline) over flow tables, fed with
 ``HopSamples`` batches; ``FluidSim`` is a small fluid model to exercise them.
+``encode_feedback`` packs rate/FEC feedback records and ``FeedbackSender`` (the
+only I/O here) sends them to the host agents over UDP.
 """
 from controller.cc.dcqcn import CnpGenerator, DcqcnEngine, DcqcnParams
 from controller.cc.errors import CcError, FlowIndexError, ParameterError, TelemetryError
 from controller.cc.feedback import (
-                                    FEEDBACK_DTYPE,
-                                    FLAG_DCQCN,
-                                    FLAG_RETRANSMIT,
-                                    decode_feedback,
-                                    encode_feedback,
-                                    fec_to_wire,
+    FEEDBACK_DTYPE,
+    FLAG_DCQCN,
+    FLAG_RETRANSMIT,
+    decode_feedback,
+    encode_feedback,
+    fec_to_wire,
 )
 from controller.cc.hpcc import HpccEngine, HpccParams, RateDecisions
 from controller.cc.latency import LatencySummary, LoopLatency
+from controller.cc.sender import FeedbackSender, SenderStats
 from controller.cc.sim import FluidNetwork, FluidSim
 from controller.cc.telemetry import (
-                                    MAX_HOPS,
-                                    V1MODEL_TS_MODULUS_NS,
-                                    HopSamples,
-                                    hop_samples_from_records,
+    MAX_HOPS,
+    V1MODEL_TS_MODULUS_NS,
+    HopSamples,
+    hop_samples_from_records,
 )
 from controller.cc.wrap import delta_mod, delta_mod_n
 
@@ -35,6 +38,7 @@ __all__ = [
                                     "CnpGenerator",
                                     "DcqcnEngine",
                                     "DcqcnParams",
+                                    "FeedbackSender",
                                     "FlowIndexError",
                                     "FluidNetwork",
                                     "FluidSim",
@@ -45,6 +49,7 @@ __all__ = [
                                     "LoopLatency",
                                     "ParameterError",
                                     "RateDecisions",
+                                    "SenderStats",
                                     "TelemetryError",
                                     "decode_feedback",
                                     "delta_mod",

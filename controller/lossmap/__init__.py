@@ -15,23 +15,23 @@ Pure numpy math plus matplotlib figures, no network I/O:
 """
 from controller.lossmap.bins import LinkIndex, TimeBins
 from controller.lossmap.burst import (
-                                      Cycles,
-                                      GilbertElliott,
-                                      Interval,
-                                      cycles_from_events,
-                                      cycles_from_sequence,
-                                      fit_gilbert_elliott,
-                                      run_histogram,
-                                      simulate_gilbert_elliott,
+    Cycles,
+    GilbertElliott,
+    Interval,
+    cycles_from_events,
+    cycles_from_sequence,
+    fit_gilbert_elliott,
+    run_histogram,
+    simulate_gilbert_elliott,
 )
 from controller.lossmap.errors import LinkKeyError, LossInputError, LossMapError, LossParameterError
 from controller.lossmap.fec import (
-                                      FecPolicy,
-                                      LinkModel,
-                                      block_loss_pmf,
-                                      choose_fec,
-                                      residual_loss,
-                                      simulate_block_residual,
+    FecPolicy,
+    LinkModel,
+    block_loss_pmf,
+    choose_fec,
+    residual_loss,
+    simulate_block_residual,
 )
 from controller.lossmap.links import LinkCounters, LinkLossMap, LossEvents, Source, link_loss_map
 from controller.lossmap.localize import Localized, incidence, localize
