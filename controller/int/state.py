@@ -217,13 +217,18 @@ class HopTable:
                 dbytes = (h["tx_bytes"].astype(np.uint64) - prev_tx) % _U32
                 dts = cur_ts - prev_ts
             rate[ok] = dbytes[ok].astype(np.float64) * 8e6 / dts[ok].astype(np.float64)
-        # latest values: the last record of each group wins (sorted by ts within the group)
+        # latest values: the last record of each group wins (sorted by ts within the
+        # group), unless it is older than what the table holds (a late sample)
         last = np.r_[starts[1:], n] - 1
-        s_last = slots_u
-        hl = h[last]
+        hl_all = h[last]
+        self.last_update_ns[slots_u] = arrival_ns[order][last]
+        self.samples[slots_u] += np.diff(np.r_[starts, n]).astype(np.uint64)
+        has_ts = (hl_all["fields"] & FIELD_EGRESS_TS).astype(bool)
+        fresh = new | ~has_ts | (hl_all["egress_ts_us"] >= self.egress_ts_us[slots_u])
+        s_last = slots_u[fresh]
+        hl = hl_all[fresh]
         fl = hl["fields"]
-        self.last_update_ns[s_last] = arrival_ns[order][last]
-        self.samples[s_last] += np.diff(np.r_[starts, n]).astype(np.uint64)
+        last = last[fresh]
         m = (fl & FIELD_QUEUE_BYTES).astype(bool)
         self.qlen_bytes[s_last[m]] = hl["queue_bytes"][m]
         m = (fl & FIELD_QUEUE).astype(bool)
@@ -252,7 +257,7 @@ class HopTable:
         self.ring_qlen_pkts[slot_sorted, pos] = h["queue_pkts"]
         self.ring_tx_rate_bps[slot_sorted, pos] = rate
         self.ring_hop_latency_ns[slot_sorted, pos] = h["hop_latency_us"].astype(np.uint64) * 1000
-        self.write_pos[s_last] += np.diff(np.r_[starts, n]).astype(np.uint64)
+        self.write_pos[slots_u] += np.diff(np.r_[starts, n]).astype(np.uint64)
         out = np.empty(n, np.int64)
         out[order] = slot_sorted
         return out

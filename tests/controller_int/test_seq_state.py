@@ -90,3 +90,14 @@ def test_bad_sizes_are_refused_with_names() -> None:
         HopTable(depth=0)
     with pytest.raises(ConfigError, match="FlowTable.capacity"):
         FlowTable(capacity=0)
+
+
+def test_late_sample_does_not_replace_newer_state() -> None:
+    ht, ft = HopTable(capacity=8, depth=8), FlowTable()
+    _ingest(ht, ft, [_batch(5, 5 * 1250)], 1)
+    _ingest(ht, ft, [_batch(3, 3 * 1250)], 2)  # older egress timestamp arrives late
+    s = ht.snapshot()
+    assert s.egress_ts_us.tolist() == [5000] * 3 and s.qlen_bytes.tolist() == [500] * 3
+    _ingest(ht, ft, [_batch(6, 6 * 1250)], 3)
+    assert np.allclose(ht.snapshot().tx_rate_bps, 10e6)  # from sample 5, not the late 3
+    assert ht.snapshot().samples.tolist() == [3] * 3
