@@ -16,7 +16,7 @@ from controller.cc.feedback import (
     encode_feedback,
     fec_to_wire,
 )
-from controller.cc.hpcc import HpccEngine, HpccParams, RateDecisions
+from controller.cc.hpcc import HpccEngine, HpccParams, HpccStats, RateDecisions
 from controller.cc.latency import LatencySummary, LoopLatency
 from controller.cc.sender import FeedbackSender, SenderStats
 from controller.cc.sim import FluidNetwork, FluidSim
@@ -45,6 +45,7 @@ __all__ = [
                                     "HopSamples",
                                     "HpccEngine",
                                     "HpccParams",
+    "HpccStats",
                                     "LatencySummary",
                                     "LoopLatency",
                                     "ParameterError",

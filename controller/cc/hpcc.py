@@ -29,7 +29,7 @@ import numpy.typing as npt
 
 from controller.cc.batch import occurrence_rounds
 from controller.cc.errors import FlowIndexError, ParameterError, TelemetryError
-from controller.cc.latency import LoopLatency
+from controller.cc.latency import LatencySummary, LoopLatency
 from controller.cc.telemetry import MAX_HOPS, HopSamples
 from controller.cc.wrap import delta_mod, delta_mod_n
 
@@ -86,6 +86,17 @@ class RateDecisions:
     """EWMA U of the flow after this sample."""
     updated: np.ndarray
     """False where the sample only primed the per-hop history (first sample, new path)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HpccStats:
+    """What the engine did so far, for logs, ``show`` commands and exporters."""
+
+    samples: int
+    active_flows: int
+    flows_below_line_rate: int
+    telemetry_to_decision: LatencySummary
+    decision_to_applied: LatencySummary
 
 
 @dataclass(slots=True, kw_only=True)
@@ -275,6 +286,16 @@ class HpccEngine:
         out.bottleneck_hop[rows] = np.where(any_ok, hop, -1)
         out.utilisation[rows] = u_ewma
         out.updated[rows] = any_ok
+
+    def stats(self) -> HpccStats:
+        """Counters and the control-loop latency summaries."""
+        s = self.state
+        lat = self.latency.summary()
+        return HpccStats(
+            samples=self.samples_seen, active_flows=int(s.active.sum()),
+            flows_below_line_rate=int((s.active & (s.rate_bps < s.max_rate_bps)).sum()),
+            telemetry_to_decision=lat["telemetry_to_decision"],
+            decision_to_applied=lat["decision_to_applied"])
 
     def _check_idx(self, flow_idx: npt.ArrayLike, where: str) -> np.ndarray:
         idx = np.asarray(flow_idx, dtype=np.int64).ravel()

@@ -64,3 +64,14 @@ def test_fec_to_wire_turns_no_fec_into_explicit_off():
     from controller.cc import fec_to_wire
     k, m = fec_to_wire([0, 16], [0, 3])
     assert k.tolist() == [1, 16] and m.tolist() == [0, 3]
+
+
+def test_engine_stats():
+    e = HpccEngine(n_flows=3, clock_ns=lambda: 5_000)
+    e.start_flows([0, 1], max_rate_bps=1e9)
+    e.update(HopSamples(flow_idx=[0], n_hops=[1], arrival_ns=[1_000], node_id=[[1]],
+                        ts_ns=[[0]], qlen_bytes=[[0]], tx_bytes=[[0]], line_rate_bps=[[1e9]]))
+    st = e.stats()
+    assert st.samples == 1 and st.active_flows == 2 and st.flows_below_line_rate == 0
+    assert st.telemetry_to_decision.p50_s == pytest.approx(4e-6)
+    assert st.decision_to_applied.count == 0
