@@ -1,0 +1,85 @@
+"""STF reading and running: numbers with wildcards, LPM forms, priorities, `$`, failures."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import program
+from softswitch.errors import StfError
+from softswitch.stf import StfRunner, match_expected, parse_number, parse_stf
+
+DECLS = """
+header h_t { bit<8> a; bit<8> b; bit<16> c; }
+struct headers_t { h_t h; }
+struct meta_t { }
+"""
+INGRESS = """
+    action fwd(bit<9> port, bit<8> tag) { sm.egress_spec = port; hdr.h.b = tag; }
+    action drop() { mark_to_drop(sm); }
+    table tern { key = { hdr.h.a: ternary; hdr.h.c: lpm; } actions = { fwd; drop; } default_action = drop(); }
+    apply { tern.apply(); }
+"""
+
+
+@pytest.fixture()
+def sw():
+    return program(decls=DECLS, parser="state start { pkt.extract(hdr.h); transition accept; }",
+                   ingress=INGRESS, deparser="pkt.emit(hdr.h);")
+
+
+def run(sw, text: str):
+    return StfRunner(sw).run(parse_stf(text, "t.stf"), "t.stf")
+
+
+def test_numbers():
+    assert parse_number("0x1*", "x") == (0x10, 0xF0)
+    assert parse_number("0b1*0", "x") == (0b100, 0b101)
+    assert parse_number("17", "x") == (17, None)
+    with pytest.raises(StfError, match="bad number"):
+        parse_number("0xZZ", "x")
+
+
+def test_expect_wildcards_and_exact_end():
+    assert match_expected("01**03", False, bytes.fromhex("01ff0304"))
+    assert not match_expected("01**03", True, bytes.fromhex("01ff0304"))
+    assert match_expected("01**03", True, bytes.fromhex("01ff03"))
+    assert not match_expected("01**03", False, bytes.fromhex("01ff"))
+
+
+def test_priorities_wildcards_lpm_and_pass(sw):
+    res = run(sw, """
+# ternary with * nibble, lpm as value/length; the higher priority wins
+add tern 10 hdr.h.a:0x1* hdr.h.c:0x1200/8 fwd(port:2, tag:0xAA)
+add tern 20 hdr.h.a:0x12 hdr.h.c:0x0000/0 fwd(port:3, tag:0xBB)
+packet 0 12 00 1234
+expect 3 12 BB 1234$
+packet 0 13 00 12FF
+expect 2 13 AA 12FF$
+packet 0 13 00 13FF
+""")
+    assert res.ok, res.failures
+    assert res.packets_sent == 3 and res.packets_checked == 2
+
+
+def test_failures_are_reported(sw):
+    res = run(sw, """
+add tern 1 hdr.h.a:0x** hdr.h.c:0x0000/0 fwd(port:2, tag:1)
+setdefault tern fwd(port:5, tag:9)
+packet 0 00 00 0000
+expect 2 00 02 0000
+expect 4
+""")
+    assert not res.ok
+    text = "\n".join(res.failures)
+    assert "t.stf:5: packet 1 on port 2 differs" in text
+    assert "t.stf:6: expected a packet on port 4, none came" in text
+    res = run(sw, "packet 0 00 00 0000\n")
+    assert res.failures and "unexpected packet 1 on port 2" in res.failures[0]
+
+
+def test_bad_files_raise(sw):
+    with pytest.raises(StfError, match="unknown STF command 'bogus'"):
+        parse_stf("bogus 1 2", "t.stf")
+    with pytest.raises(StfError, match="t.stf:1: .*has no key 'nope'"):
+        run(sw, "add tern 1 nope:1 fwd(port:1, tag:1)")
+    with pytest.raises(StfError, match="parameter tag not given"):
+        run(sw, "add tern 1 hdr.h.a:1 fwd(port:1)")
