@@ -132,6 +132,8 @@ class MessageRecord:
     done_s: float | None = None
     crc32: int = 0
     tag: str = ""
+    retx_pkts: int = 0  # requester: retransmissions of this message's packets
+    fec_repaired: int = 0  # responder: packets of this message rebuilt by FEC
     extra: dict = field(default_factory=dict)
 
     @property

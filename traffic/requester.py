@@ -234,7 +234,9 @@ class Requester:
                 p.sent_s = now
                 c.retx_pkts += 1
                 c.retx_bytes += wire
-                self._tx_order.append((tx, seq))
+                p.msg.retx_pkts += 1
+                if self.cfg.mode is not Reliability.GBN:
+                    self._tx_order.append((tx, seq))
             elif kind == "repair":
                 block_id, _buf = self._repair_q.popleft()
                 blk = self._blocks.get(block_id)
@@ -247,7 +249,8 @@ class Requester:
                 p.sent_s = now
                 self._sent_up_to = p.seq + 1
                 c.tx_data_pkts += 1
-                self._tx_order.append((tx, p.seq))
+                if self.cfg.mode is not Reliability.GBN:
+                    self._tx_order.append((tx, p.seq))
                 if self.cfg.mode is Reliability.FEC and self.cfg.fec_m > 0:
                     self._add_to_block(p)
                     if not self._pending:

@@ -150,13 +150,13 @@ class Responder:
             if seq - self._e >= self.cfg.window_pkts * 2:
                 c.psn_out_of_window += 1
                 return
-            self._ooo[seq] = (op, reth, payload)
+            self._ooo[seq] = (op, reth, payload, repaired)
             c.ooo_buffered += 1
             self._ack_due = True
             if mode is Reliability.FEC:
                 self._try_repair_all()
             return
-        self._deliver(op, reth, payload)
+        self._deliver(op, reth, payload, repaired)
         self._e += 1
         while self._e in self._ooo:
             self._deliver(*self._ooo.pop(self._e))
@@ -165,7 +165,7 @@ class Responder:
         if mode is Reliability.FEC:
             self._trim_fec_state()
 
-    def _deliver(self, op: int, reth: bytes | None, payload: bytes) -> None:
+    def _deliver(self, op: int, reth: bytes | None, payload: bytes, repaired: bool) -> None:
         c = self.counters
         if op in roce.FIRST_OPCODES:
             if self._cur is not None:
@@ -185,6 +185,8 @@ class Responder:
             return
         self._cur[self._cur_off:end] = payload
         self._cur_off = end
+        if repaired:
+            self._cur_msg.fec_repaired += 1
         c.delivered_bytes += len(payload)
         if op in roce.LAST_OPCODES:
             msg, buf = self._cur_msg, self._cur
@@ -226,7 +228,7 @@ class Responder:
             seq = base + i
             s = self._recent.get(seq)
             if s is None and seq in self._ooo:
-                s = encode_symbol(*self._ooo[seq])
+                s = encode_symbol(*self._ooo[seq][:3])
             if s is not None:
                 have[i] = s + bytes(rs.symbol_len - len(s)) if len(s) < rs.symbol_len else s
             elif seq < self._e:

@@ -238,11 +238,14 @@ class RankRunner:
         msgs = []
         for f, req in zip(self.plan.send, self.requesters):
             msgs += [{"dir": "tx", "qpn": f.qpn, "peer": f.peer, "msg_id": m.msg_id,
-                      "size": m.size, "fct_s": m.fct_s, "crc32": m.crc32, "tag": m.tag}
+                      "size": m.size, "fct_s": m.fct_s, "crc32": m.crc32, "tag": m.tag,
+                      "retx_pkts": m.retx_pkts,
+                      "goodput_bps": m.size * 8 / m.fct_s if m.fct_s else None}
                      for m in req.messages]
         for f, resp in zip(self.plan.recv, self.responders):
             msgs += [{"dir": "rx", "qpn": f.qpn, "peer": f.peer, "msg_id": m.msg_id,
-                      "size": m.size, "done_s": m.done_s, "crc32": m.crc32}
+                      "size": m.size, "done_s": m.done_s, "crc32": m.crc32,
+                      "fec_repaired": m.fec_repaired}
                      for m in resp.messages]
         fcts = [float(m["fct_s"]) for m in msgs
                 if m["dir"] == "tx" and m["fct_s"] is not None]

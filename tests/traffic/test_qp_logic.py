@@ -62,6 +62,8 @@ def test_selective_repeat_retransmits_exactly_the_lost(loss: str) -> None:
     assert res.data_dropped > 0
     assert req.counters.retx_pkts == res.data_dropped
     assert resp.counters.duplicates == 0
+    assert sum(m.retx_pkts for m in req.messages) == req.counters.retx_pkts
+    assert all(m.fct_s is not None and m.fct_s > 0 for m in req.messages)
 
 
 @pytest.mark.parametrize("loss", ["random", "bursty"])
@@ -84,6 +86,7 @@ def test_fec_repairs_and_selective_repeat_does_the_rest(k: int, m: int) -> None:
     assert c.retx_pkts < res.data_dropped  # FEC saved retransmissions
     assert c.retx_pkts + rc.fec_repaired >= res.data_dropped
     assert c.repair_pkts >= c.tx_data_pkts * m // k
+    assert sum(x.fec_repaired for x in resp.messages) == rc.fec_repaired
 
 
 def test_fec_bursty_loss_delivers_everything() -> None:
