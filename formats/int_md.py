@@ -448,6 +448,15 @@ def parse_int(frame: bytes, *, int_port: int = INT_UDP_PORT,
     int_len = INT_SHIM_LEN + words * 4
     if words < 3 or len(frame) < base + int_len:
         raise IntFormatError(f"INT shim length {words} words beyond the {len(frame)} B frame")
+    ip_len, = struct.unpack_from("!H", frame, l3_offset + 2)
+    udp_len, = struct.unpack_from("!H", frame, l4 + 4)
+    if udp_len < UDP_HEADER_LEN + int_len or ip_len < (l4 - l3_offset) + UDP_HEADER_LEN + int_len \
+            or len(frame) < l3_offset + ip_len:
+        raise IntFormatError(f"INT of {int_len} B does not fit UDP length {udp_len} / IPv4 "
+                             f"length {ip_len} / frame of {len(frame)} B")
+    if orig_dport == ROCEV2_UDP_PORT and len(frame) < base + int_len + 12:
+        raise IntFormatError(f"no room for a BTH after {int_len} B of INT in a "
+                             f"{len(frame)} B frame")
     stack = frame[base + INT_FIXED_LEN:base + int_len]
     hops = decode_hops(stack, ins, ds_ins if ds_id == INT_DS_ID_HPCC else 0, ml)
     if len(hops) > MAX_HOPS:

@@ -12,6 +12,8 @@ import pytest
 
 from mininet_topos.netns import Namespace, two_hosts
 
+SO_RCVBUFFORCE = 33  # linux/socket.h; the socket module does not name it
+
 
 @dataclass
 class Pair:
@@ -59,6 +61,8 @@ def host_pair(prefix: str = "teb", subnet: str = "10.77.5.0/24") -> Iterator[Pai
             raw_rx = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_UDP)
             udp_rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
             udp_rx.bind(("0.0.0.0", 4791))
+            for s in (raw_rx, udp_rx):   # room for bursts of a few thousand packets
+                s.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 16 << 20)
         try:
             yield Pair(h1=h1, h2=h2, tx=tx, raw_rx=raw_rx, udp_rx=udp_rx)
         finally:
