@@ -15,7 +15,8 @@ int_agent          agent                   batches i, records i, lost_batches i,
 int_collector      collector               report_datagrams i, reports i,
                                            report_hop_records i, agent_datagrams i,
                                            host_records i, host_hop_records i, hops i,
-                                           flows i, flows_expired i, malformed_<reason> i
+                                           flows i, flows_expired i, socket_drops i,
+                                           malformed_<reason> i
 =================  ======================  ==================================================
 
 Timestamps are Unix ns: the hop's or flow's last update for int_hop/int_flow, the
@@ -137,7 +138,8 @@ def stats_lines(stats: CollectorStats, *, time_ns: int, collector: str = "contro
     fields: dict[str, np.ndarray] = {
         k: np.array([getattr(stats, k)], np.int64)
         for k in ("report_datagrams", "reports", "report_hop_records", "agent_datagrams",
-                  "host_records", "host_hop_records", "hops", "flows", "flows_expired")
+                  "host_records", "host_hop_records", "hops", "flows", "flows_expired",
+                  "socket_drops")
     }
     names = reasons or malformed_reasons()
     for r in names:

@@ -13,6 +13,7 @@ engines use); ``wall_offset_ns`` converts it to Unix time for export.
 from __future__ import annotations
 
 import logging
+import os
 import selectors
 import socket
 import threading
@@ -35,6 +36,24 @@ from formats.telemetry_report import REPORT_UDP_PORT
 log = logging.getLogger("controller.int")
 
 Listener = Callable[[DecodedBatch, np.ndarray], None]
+SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
+
+
+def socket_drops(sock: socket.socket | None) -> int:
+    """Datagrams the kernel dropped for this socket (receive buffer full), from
+    /proc/net/udp; 0 where that is not available."""
+    if sock is None:
+        return 0
+    try:
+        inode = str(os.fstat(sock.fileno()).st_ino)
+        with open("/proc/net/udp") as fh:
+            for line in fh:
+                cols = line.split()
+                if len(cols) >= 13 and cols[9] == inode:
+                    return int(cols[-1])
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 @dataclass(slots=True, kw_only=True)
@@ -79,6 +98,8 @@ class CollectorStats:
     flows: int = 0
     flows_expired: int = 0
     listener_errors: int = 0
+    #: datagrams the kernel dropped because the collector fell behind (overload)
+    socket_drops: int = 0
 
     @property
     def reports_lost(self) -> int:
@@ -115,7 +136,10 @@ class Collector:
     def _bind(self, port: int) -> socket.socket:
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         try:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.config.rcvbuf_bytes)
+            try:  # beyond net.core.rmem_max needs CAP_NET_ADMIN
+                s.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, self.config.rcvbuf_bytes)
+            except OSError:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.config.rcvbuf_bytes)
             s.bind((self.config.host, port))
         except OSError as exc:
             s.close()
@@ -291,6 +315,7 @@ class Collector:
                 flows=len(self.flows),
                 flows_expired=self.flows.expired,
                 listener_errors=self._listener_errors,
+                socket_drops=socket_drops(self._report_sock) + socket_drops(self._agent_sock),
             )
 
 

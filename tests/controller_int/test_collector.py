@@ -117,3 +117,25 @@ def test_agent_shipper_into_collector() -> None:
     fs = c.flow_snapshot()
     assert sorted(fs.dest_qp.tolist()) == [0x100, 0x101, 0x102]
     assert sorted(fs.samples.tolist()) == [333, 333, 334]
+
+
+def test_overload_drops_are_counted() -> None:
+    """A collector that falls behind loses datagrams in the kernel, and says how many."""
+    import threading
+
+    gate = threading.Event()
+    cfg = CollectorConfig(report_port=0, agent_port=0, rcvbuf_bytes=4096)
+    report = build_hpcc_report(node_id=1, seq=0, hops=[Hop(node_id=1)])
+    with Collector(cfg, listeners=[lambda b, s: gate.wait(10)]) as c:
+        tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            tx.sendto(report, c.report_address)
+            _wait(lambda: c.stats().reports == 1)  # collector thread now stuck in the listener
+            for _ in range(300):
+                tx.sendto(report, c.report_address)
+        finally:
+            tx.close()
+        drops = c.stats().socket_drops
+        gate.set()
+        _wait(lambda: c.stats().report_datagrams + c.stats().socket_drops == 301)
+    assert drops > 0
