@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from lark import Lark, Token, Transformer, Tree, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from lark.exceptions import (UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken,
+                             VisitError)
 
 from . import ast as A
-from .errors import P4SyntaxError
+from .errors import P4Error, P4SyntaxError, P4Unsupported
 from .lexer import TypeNameFilter
 from .preprocess import LineMap
 
@@ -137,6 +138,10 @@ class _Builder(Transformer):
     def type_name(self, meta, ch):
         return A.NamedTypeRef(name=str(ch[0]), loc=self._loc(meta))
 
+    def unknown_type(self, meta, ch):
+        # an identifier where a type is expected: resolution reports "undeclared type"
+        return A.NamedTypeRef(name=str(ch[0]), loc=self._loc(meta))
+
     def type_name_dot(self, meta, ch):
         return A.NamedTypeRef(name=str(ch[0]), dot_prefix=True, loc=self._loc(meta))
 
@@ -207,7 +212,7 @@ class _Builder(Transformer):
     def _struct_like(self, cls, meta, ch):
         fields = [c for c in ch[3:] if isinstance(c, A.StructField)]
         if ch[2]:
-            raise P4SyntaxError(self._loc(meta), "unsupported: generic header/struct declarations")
+            raise P4Unsupported(self._loc(meta), "generic header/struct declarations")
         return cls(name=ch[1], annotations=self._anns(ch[0]), fields=fields, loc=self._loc(meta))
 
     def header_decl(self, meta, ch):
@@ -562,7 +567,7 @@ class _Builder(Transformer):
         return A.DontCareExpression(loc=self._loc(meta))
 
     def this_expr(self, meta, ch):
-        raise P4SyntaxError(self._loc(meta), "unsupported: 'this' expressions")
+        raise P4Unsupported(self._loc(meta), "'this' expressions")
 
 
 def parse_text(text: str, linemap: LineMap) -> A.Program:
@@ -587,7 +592,12 @@ def parse_text(text: str, linemap: LineMap) -> A.Program:
                             "syntax error: unexpected end of input") from None
     except UnexpectedInput as exc:  # pragma: no cover - other lark errors
         raise P4SyntaxError(linemap.loc(exc.line, exc.column), f"syntax error: {exc}") from None
-    return _Builder(linemap).transform(tree)
+    try:
+        return _Builder(linemap).transform(tree)
+    except VisitError as exc:
+        if isinstance(exc.orig_exc, P4Error):
+            raise exc.orig_exc from None
+        raise
 
 
 _PUNCT = {
