@@ -54,6 +54,8 @@ class HpccParams:
     """Width of the tx-bytes counter (FORMATS.md: modulo 2^32)."""
     qlen_use_min: bool = True
     """Use min(current, previous) queue length per hop, as paper and ns-3 do."""
+    fast_react: bool = True
+    """Apply a new rate on every sample (ns-3 FastReact); False: only once per RTT."""
 
     def __post_init__(self) -> None:
         if not 0.0 < self.eta <= 1.0:
@@ -265,7 +267,8 @@ class HpccEngine:
         do_commit &= any_ok
 
         s.u_ewma[f] = u_ewma
-        s.rate_bps[f] = np.where(any_ok, new_rate, s.rate_bps[f])
+        apply = any_ok if p.fast_react else do_commit
+        s.rate_bps[f] = np.where(apply, new_rate, s.rate_bps[f])
         s.rc_bps[f] = np.where(do_commit, new_rate, rc)
         s.inc_stage[f] = np.where(do_commit, new_stage, stage)
         s.last_commit_ns[f] = np.where(do_commit, now, s.last_commit_ns[f])

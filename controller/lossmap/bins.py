@@ -88,3 +88,14 @@ class LinkIndex:
                 f"LinkIndex.lookup: no link ends at switch {int(qq >> 32)} port "
                 f"{int(qq & 0xFFFFFFFF)}; known: {len(self)} links")
         return order[pos]
+
+
+def add_at(out: np.ndarray, rows: npt.ArrayLike, cols: npt.ArrayLike,
+           weights: npt.ArrayLike) -> None:
+    """``out[rows, cols] += weights`` with repeats summed (like ``np.add.at``), via one
+    ``bincount`` -- an order of magnitude faster on large batches."""
+    n_rows, n_cols = out.shape
+    r = np.asarray(rows, dtype=np.int64).ravel()
+    c = np.asarray(cols, dtype=np.int64).ravel()
+    w = np.broadcast_to(np.asarray(weights, dtype=np.float64), r.shape)
+    out += np.bincount(r * n_cols + c, weights=w, minlength=n_rows * n_cols).reshape(out.shape)

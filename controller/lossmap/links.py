@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from controller.lossmap.bins import TimeBins
+from controller.lossmap.bins import TimeBins, add_at
 from controller.lossmap.errors import LossInputError
 
 SEQ_BITS = 32
@@ -195,7 +195,7 @@ def _delivered_from_events(ev: LossEvents, bins: TimeBins, deliv: np.ndarray,
     span = (exp[1:] - rcv[:-1]) & _MASK
     span = np.where(span <= _HALF, span, 0)
     keep = same if skip is None else same & ~np.isin(link[1:], skip)
-    np.add.at(deliv, (link[1:][keep], bins.index(ts[1:][keep])), span[keep])
+    add_at(deliv, link[1:][keep], bins.index(ts[1:][keep]), span[keep])
 
 
 def link_loss_map(*, bins: TimeBins, n_links: int, counters: LinkCounters | None = None,
@@ -229,13 +229,13 @@ def link_loss_map(*, bins: TimeBins, n_links: int, counters: LinkCounters | None
     if counters is not None:
         link, ts, drx, dlost = _counter_deltas(counters)
         b = bins.index(ts)
-        np.add.at(deliv, (link, b), drx)
-        np.add.at(lost_c, (link, b), dlost)
+        add_at(deliv, link, b, drx)
+        add_at(lost_c, link, b, dlost)
         source[np.unique(counters.link_idx)] = Source.COUNTER
     if events is not None:
         b = bins.index(events.ts_ns)
-        np.add.at(lost_e, (events.link_idx, b), events.gap(resync_gap))
-        np.add.at(reord, (events.link_idx, b), events.reordered())
+        add_at(lost_e, events.link_idx, b, events.gap(resync_gap))
+        add_at(reord, events.link_idx, b, events.reordered())
         covered = np.unique(events.link_idx) if event_links is None else \
             np.asarray(event_links, dtype=np.int64)
         source[covered] = Source.EVENT

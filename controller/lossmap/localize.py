@@ -27,15 +27,21 @@ from controller.lossmap.links import LinkLossMap, Source
 from controller.lossmap.psn import FlowLossMap
 
 
-def incidence(paths: npt.ArrayLike | list[list[int]], n_links: int) -> np.ndarray:
-    """(flows x links) bool matrix from paths given as link lists (-1 padded or ragged)."""
+def padded_paths(paths: npt.ArrayLike | list[list[int]], n_links: int) -> np.ndarray:
+    """(flows x hops) link indices, -1 padded, from link lists (ragged or padded)."""
     if isinstance(paths, list) and paths and any(len(p) != len(paths[0]) for p in paths):
         width = max(len(p) for p in paths)
         paths = [list(p) + [-1] * (width - len(p)) for p in paths]
     p = np.atleast_2d(np.asarray(paths, dtype=np.int64))
     if p.size and (p.max() >= n_links or p.min() < -1):
         bad = int(p[(p >= n_links) | (p < -1)][0])
-        raise LossInputError(f"incidence: path names link {bad}, outside 0..{n_links - 1}")
+        raise LossInputError(f"paths: a path names link {bad}, outside 0..{n_links - 1}")
+    return p
+
+
+def incidence(paths: npt.ArrayLike | list[list[int]], n_links: int) -> np.ndarray:
+    """(flows x links) bool matrix from paths given as link lists (-1 padded or ragged)."""
+    p = padded_paths(paths, n_links)
     m = np.zeros((p.shape[0], n_links), dtype=bool)
     f, h = np.nonzero(p >= 0)
     m[f, p[f, h]] = True
@@ -67,26 +73,40 @@ def localize(*, flows: FlowLossMap, paths: npt.ArrayLike | list[list[int]],
         raise LossInputError(f"localize: flow bins {flows.bins} differ from link bins "
                              f"{links.bins}")
     n_links = links.n_links
-    inc = incidence(paths, n_links)
-    if inc.shape[0] != flows.lost.shape[0]:
-        raise LossInputError(f"localize: {inc.shape[0]} paths for {flows.lost.shape[0]} flows")
-    incf = inc.astype(np.float64)
+    p = padded_paths(paths, n_links)
+    if p.shape[0] != flows.lost.shape[0]:
+        raise LossInputError(f"localize: {p.shape[0]} paths for {flows.lost.shape[0]} flows")
+    # work on (flow, hop, bin) so memory grows with path length, not with the link count
+    valid = p >= 0
+    link = np.where(valid, p, 0)
+    n_bins = flows.lost.shape[1]
+
+    fv, hv = np.nonzero(valid)
+    cell = (link[fv, hv][:, None] * n_bins + np.arange(n_bins)[None, :]).ravel()
+
+    def per_link(values: np.ndarray) -> np.ndarray:
+        """Sum (flow, hop, bin) values onto (link, bin)."""
+        w = np.asarray(values[fv, hv], dtype=np.float64).ravel()
+        return np.bincount(cell, weights=w, minlength=n_links * n_bins).reshape(n_links, n_bins)
+
     known = links.source != Source.NONE
-    clean = (flows.lost == 0) & (flows.delivered >= min_clean_packets)
-    exonerated = (incf.T @ clean) > 0
-    suspect = np.where(known[:, None], links.lost > 0, ~exonerated)          # (L, B)
-    lossy = flows.lost > 0                                                   # (F, B)
-    cand = inc[:, :, None] & suspect[None, :, :]                             # (F, L, B)
-    score = np.einsum("flb,fb->lb", cand, lossy, dtype=np.float64)          # (L, B)
-    w = cand * (score[None, :, :] ** sharpen)
-    wsum = w.sum(axis=1)                                                     # (F, B)
+    clean = (flows.lost == 0) & (flows.delivered >= min_clean_packets)          # (F, B)
+    exonerated = per_link(np.broadcast_to(clean[:, None, :], valid.shape + (n_bins,))) > 0
+    suspect = np.where(known[:, None], links.lost > 0, ~exonerated)            # (L, B)
+    lossy = flows.lost > 0                                                     # (F, B)
+    cand = valid[:, :, None] & suspect[link]                                   # (F, H, B)
+    score = per_link(cand & lossy[:, None, :])                                 # (L, B)
+    w = cand * score[link] ** sharpen
+    wsum = w.sum(axis=1)                                                       # (F, B)
     with np.errstate(invalid="ignore", divide="ignore"):
         share = np.where(wsum[:, None, :] > 0, w / wsum[:, None, :], 0.0)
-    votes = np.einsum("flb,fb->lb", share, flows.lost)
+    votes = per_link(share * flows.lost[:, None, :])
     unexplained = (flows.lost * (wsum == 0)).sum(axis=0)
-    voted = ~known & inc.any(axis=0)
+    on_path = np.zeros(n_links, dtype=bool)
+    on_path[p[valid]] = True
+    voted = ~known & on_path
     lost = np.where(voted[:, None], votes, links.lost)
-    through = incf.T @ flows.delivered
+    through = per_link(np.broadcast_to(flows.delivered[:, None, :], valid.shape + (n_bins,)))
     delivered = np.where(voted[:, None], through, links.delivered)
     source = np.where(voted, Source.VOTE, links.source).astype(np.int8)
     merged = LinkLossMap(bins=links.bins, lost=lost, delivered=delivered, source=source,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from controller.lossmap.bins import TimeBins
+from controller.lossmap.bins import TimeBins, add_at
 from controller.lossmap.errors import LossInputError
 
 PSN_BITS = 24
@@ -92,6 +92,6 @@ def flow_loss_map(*, bins: TimeBins, n_flows: int, flow_idx: npt.ArrayLike,
     gaps = psn_gaps(flow_idx=f, ts_ns=ts_ns, psn=psn)
     shape = (n_flows, bins.n_bins)
     lost, deliv = np.zeros(shape), np.zeros(shape)
-    np.add.at(deliv, (f, bins.index(ts_ns)), 1)
-    np.add.at(lost, (gaps.flow_idx, bins.index(gaps.ts_ns)), gaps.lost)
+    add_at(deliv, f, bins.index(ts_ns), 1)
+    add_at(lost, gaps.flow_idx, bins.index(gaps.ts_ns), gaps.lost)
     return FlowLossMap(bins=bins, lost=lost, delivered=deliv, gaps=gaps)

@@ -241,3 +241,12 @@ def test_two_hop_path_follows_slower_link():
     final = rates[-200:].mean(axis=0)
     assert final[0] == pytest.approx(0.95 * 2 * G + 0.005 * 10 * G, rel=0.05)
     assert final[1] == pytest.approx(0.95 * 10 * G - final[0], rel=0.1)
+
+
+def test_without_fast_react_rate_moves_once_per_rtt():
+    e = engine(fast_react=False)
+    e.update(batch(flow=0, ts_ns=[[0]], qlen=0, tx=0, arrival=0))
+    d1 = e.update(batch(flow=0, ts_ns=[[10_000]], qlen=50_000, tx=12_500, arrival=10_000))
+    d2 = e.update(batch(flow=0, ts_ns=[[12_000]], qlen=90_000, tx=15_000, arrival=12_000))
+    assert d1.rate_bps[0] < 10 * G
+    assert d2.rate_bps[0] == d1.rate_bps[0]  # inside the RTT: held
