@@ -67,7 +67,8 @@ class CollectorConfig:
     rcvbuf_bytes: int = 8 << 20
     hop_capacity: int = 4096
     hop_depth: int = 256
-    flow_capacity: int = 65536
+    flow_capacity: int = 16384
+    flow_depth: int = 32
     flow_ttl_s: float = 10.0
 
     def __post_init__(self) -> None:
@@ -114,7 +115,8 @@ class Collector:
         self.config = config or CollectorConfig()
         c = self.config
         self.hops = HopTable(capacity=c.hop_capacity, depth=c.hop_depth)
-        self.flows = FlowTable(capacity=c.flow_capacity, ttl_ns=int(c.flow_ttl_s * 1e9))
+        self.flows = FlowTable(capacity=c.flow_capacity, ttl_ns=int(c.flow_ttl_s * 1e9),
+                               depth=c.flow_depth)
         self.report_decoder = ReportDecoder()
         self.host_decoder = HostBatchDecoder()
         self.seq = SeqTracker()

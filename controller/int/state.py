@@ -9,7 +9,8 @@ egress-timestamp order.
 ``FlowTable`` — one slot per flow, a flow being (IPv4 source, IPv4 destination,
 UDP source port, destination QP).  Holds the path (node ID and egress port per
 hop position, plus the HopTable slot of each hop, -1 when absent), sample count,
-last PSN and last update; flows idle longer than ``ttl_ns`` age out.
+last PSN and last update, and a history ring per flow (arrival time, PSN, largest
+queue on the path, summed hop latency); flows idle longer than ``ttl_ns`` age out.
 
 Consumers (HPCC in controller.cc, loss maps, export) read ``snapshot()`` copies:
 plain arrays, documented on ``HopSnapshot`` and ``FlowSnapshot``; a flow's per-hop
@@ -296,10 +297,12 @@ class HopTable:
 class FlowTable:
     """Per-flow path, counters and last update; bounded, with ageing."""
 
-    def __init__(self, *, capacity: int = 65536, ttl_ns: int = 10_000_000_000) -> None:
+    def __init__(self, *, capacity: int = 16384, ttl_ns: int = 10_000_000_000,
+                 depth: int = 32) -> None:
         _check("FlowTable.capacity", capacity, 1, 1 << 24)
         _check("FlowTable.ttl_ns", ttl_ns, 1, 1 << 62)
-        self.capacity, self.ttl_ns = capacity, ttl_ns
+        _check("FlowTable.depth", depth, 1, 1 << 16)
+        self.capacity, self.ttl_ns, self.depth = capacity, ttl_ns, depth
         self._slots = _SlotMap(capacity)
         c = capacity
         self.src_ip = np.zeros(c, np.uint32)
@@ -316,6 +319,13 @@ class FlowTable:
         self.first_update_ns = np.zeros(c, np.int64)
         self.last_update_ns = np.zeros(c, np.int64)
         self.expired = 0
+        #: History rings, (capacity, depth), one entry per sample: arrival time, PSN,
+        #: largest queue (bytes) on the sample's path, sum of its hop latencies.
+        self.write_pos = np.zeros(c, np.uint64)
+        self.ring_arrival_ns = np.zeros((c, depth), np.int64)
+        self.ring_psn = np.zeros((c, depth), np.uint32)
+        self.ring_max_qlen_bytes = np.zeros((c, depth), np.uint32)
+        self.ring_path_latency_ns = np.zeros((c, depth), np.uint64)
 
     def __len__(self) -> int:
         return len(self._slots.index)
@@ -347,7 +357,9 @@ class FlowTable:
             self.path_port[s] = 0
             self.path_slot[s] = -1
             self.first_update_ns[s] = samples["arrival_ns"][first_idx[new]]
+            self.write_pos[s] = 0
         slot = slots_u[inv]
+        self._record_history(samples, hops, slot)
         # last sample of each flow in this batch
         last_idx = np.zeros(len(uniq), np.int64)
         last_idx[inv] = np.arange(n)  # later indices overwrite earlier ones
@@ -381,6 +393,37 @@ class FlowTable:
         self.path_slot[s_last] = new_slot
         self.hop_count[s_last] = count
         return slot
+
+    def _record_history(self, samples: np.ndarray, hops: np.ndarray, slot: np.ndarray) -> None:
+        n = len(samples)
+        hs = hops["sample"].astype(np.int64)
+        max_q = np.zeros(n, np.uint32)
+        if len(hops):
+            np.maximum.at(max_q, hs, hops["queue_bytes"])
+        lat = np.bincount(hs, weights=hops["hop_latency_us"].astype(np.float64), minlength=n)
+        order = np.argsort(slot, kind="stable")
+        ss = slot[order]
+        starts = np.flatnonzero(np.r_[True, ss[1:] != ss[:-1]])
+        sizes = np.diff(np.r_[starts, n])
+        rank = np.arange(n) - np.repeat(starts, sizes)
+        pos = ((self.write_pos[ss] + rank.astype(np.uint64)) % np.uint64(self.depth)).astype(np.int64)
+        self.ring_arrival_ns[ss, pos] = samples["arrival_ns"][order]
+        self.ring_psn[ss, pos] = samples["psn"][order]
+        self.ring_max_qlen_bytes[ss, pos] = max_q[order]
+        self.ring_path_latency_ns[ss, pos] = (lat[order] * 1000).astype(np.uint64)
+        self.write_pos[ss[starts]] += sizes.astype(np.uint64)
+
+    def history(self, slot: int) -> dict[str, np.ndarray]:
+        """The ring of one flow, oldest first (at most ``depth`` samples)."""
+        n = int(min(self.write_pos[slot], self.depth))
+        start = int(self.write_pos[slot]) - n
+        idx = (np.arange(start, start + n) % self.depth).astype(np.int64)
+        return {
+            "arrival_ns": self.ring_arrival_ns[slot, idx].copy(),
+            "psn": self.ring_psn[slot, idx].copy(),
+            "max_qlen_bytes": self.ring_max_qlen_bytes[slot, idx].copy(),
+            "path_latency_ns": self.ring_path_latency_ns[slot, idx].copy(),
+        }
 
     def expire(self, now_ns: int) -> int:
         """Drop flows idle for more than ttl_ns; returns how many aged out."""

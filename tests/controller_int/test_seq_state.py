@@ -101,3 +101,16 @@ def test_late_sample_does_not_replace_newer_state() -> None:
     _ingest(ht, ft, [_batch(6, 6 * 1250)], 3)
     assert np.allclose(ht.snapshot().tx_rate_bps, 10e6)  # from sample 5, not the late 3
     assert ht.snapshot().samples.tolist() == [3] * 3
+
+
+def test_flow_history_ring() -> None:
+    ht, ft = HopTable(), FlowTable(capacity=4, depth=3)
+    _ingest(ht, ft, [_batch(i, 0, qp=1) for i in range(1, 5)], 7)
+    _ingest(ht, ft, [_batch(5, 0, qp=1), _batch(5, 0, qp=2)], 8)
+    f = ft.snapshot()
+    s1 = int(f.slot[f.dest_qp == 1][0])
+    h = ft.history(s1)
+    assert h["psn"].tolist() == [3, 4, 5] and h["arrival_ns"].tolist() == [7, 7, 8]
+    assert h["max_qlen_bytes"].tolist() == [300, 400, 500]  # queue_bytes = 100 * i on every hop
+    assert h["path_latency_ns"].tolist() == [9000, 12000, 15000]  # 3 hops x i us
+    assert ft.history(int(f.slot[f.dest_qp == 2][0]))["psn"].tolist() == [5]
