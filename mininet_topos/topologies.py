@@ -177,6 +177,9 @@ def configure_hosts(net: Any, topo: Topology) -> None:
     """Run :func:`host_commands` on every Mininet host of ``net``; errors name the host."""
     for name, cfg in host_configs(topo).items():
         node = net.get(name)
+        if not getattr(node, "inNamespace", False):
+            raise TopologyError(f"host {name}: not in its own network namespace; refusing "
+                                "to change the root namespace's routes and sysctls")
         for cmd in host_commands(cfg):
             out = node.cmd(cmd + " 2>&1; echo rc=$?").strip()
             if not out.endswith("rc=0"):
