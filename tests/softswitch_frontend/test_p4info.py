@@ -1,0 +1,109 @@
+"""P4Info like p4c's --p4runtime-files: ids, names, widths, links between objects."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from google.protobuf import text_format
+from p4.config.v1 import p4info_pb2
+
+from fe_helpers import check, ingress
+from softswitch.frontend import load_program
+from softswitch.p4info import build_p4info, format_p4info, jenkins_one_at_a_time, write_p4info
+
+HERE = Path(__file__).parent
+
+
+def _basic() -> p4info_pb2.P4Info:
+    return build_p4info(load_program(HERE / "programs" / "basic.p4"))
+
+
+def _by_name(items, name):
+    return next(i for i in items if i.preamble.name == name)
+
+
+def test_ids_match_p4c_for_the_tutorial_names():
+    # ids p4c assigns to these names (published with the P4 tutorials' basic.p4)
+    info = _basic()
+    assert _by_name(info.tables, "MyIngress.ipv4_lpm").preamble.id == 37375156
+    assert _by_name(info.actions, "NoAction").preamble.id == 21257015
+    assert _by_name(info.actions, "MyIngress.drop").preamble.id == 25652968
+    assert _by_name(info.actions, "MyIngress.ipv4_forward").preamble.id == 28792405
+
+
+def test_jenkins_hash_and_prefixes():
+    assert jenkins_one_at_a_time("") == 0
+    assert (0x01 << 24) | (jenkins_one_at_a_time("NoAction") & 0xFFFFFF) == 21257015
+    info = _basic()
+    assert _by_name(info.counters, "MyIngress.port_pkts").preamble.id >> 24 == 0x12
+    assert info.registers[0].preamble.id == 0x16000001  # @id honoured
+    assert _by_name(info.tables, "MyIngress.other").preamble.id == 0x02000007  # prefix added to @id(7)
+    # controller header: id from the header type's name, name from the annotation
+    cpm = info.controller_packet_metadata[0]
+    assert cpm.preamble.name == "packet_out"
+    assert cpm.preamble.id == (0x04 << 24) | (jenkins_one_at_a_time("packet_out_header_t") & 0xFFFFFF)
+
+
+def test_golden_text_matches():
+    expected = text_format.Parse((HERE / "golden" / "basic.p4info.txtpb").read_text(), p4info_pb2.P4Info())
+    assert _basic() == expected
+
+
+def test_names_widths_and_links():
+    info = _basic()
+    fwd = _by_name(info.actions, "MyIngress.ipv4_forward")
+    assert [(p.id, p.name, p.bitwidth) for p in fwd.params] == [(1, "dstAddr", 48), (2, "port", 9)]
+    assert _by_name(info.actions, "global_set")  # @name(".x") is global
+    other = _by_name(info.tables, "MyIngress.other")
+    assert [(m.name, m.bitwidth, m.match_type) for m in other.match_fields] == [
+        ("hdr.ipv4.isValid()", 1, p4info_pb2.MatchField.EXACT),
+        ("src_hi", 8, p4info_pb2.MatchField.TERNARY),
+    ]
+    assert other.const_default_action_id == 21257015
+    assert other.action_refs[1].scope == p4info_pb2.ActionRef.DEFAULT_ONLY
+
+
+def test_direct_resources_digest_value_set_and_registers():
+    info = build_p4info(load_program(HERE / "programs" / "features.p4"))
+    lpm = _by_name(info.tables, "MyIngress.ipv4_lpm")
+    dc = _by_name(info.direct_counters, "MyIngress.lpm_counter")
+    dm = _by_name(info.direct_meters, "MyIngress.lpm_meter")
+    assert set(lpm.direct_resource_ids) == {dc.preamble.id, dm.preamble.id}
+    assert dc.direct_table_id == lpm.preamble.id and dm.direct_table_id == lpm.preamble.id
+    assert dc.preamble.id >> 24 == 0x13 and dm.preamble.id >> 24 == 0x15
+    acl = _by_name(info.tables, "MyIngress.acl")
+    assert acl.is_const_table
+    assert [m.match_type for m in acl.match_fields] == [
+        p4info_pb2.MatchField.TERNARY, p4info_pb2.MatchField.RANGE,
+        p4info_pb2.MatchField.OPTIONAL, p4info_pb2.MatchField.EXACT]
+    dg = info.digests[0]
+    assert dg.preamble.name == "learn_t" and dg.preamble.id >> 24 == 0x17
+    members = info.type_info.structs["learn_t"].members
+    assert [(m.name, m.type_spec.bitstring.bit.bitwidth) for m in members] == [("src", 48), ("port", 9)]
+    vs = info.value_sets[0]
+    assert vs.preamble.name == "MyParser.custom_types" and vs.size == 4 and vs.match[0].bitwidth == 16
+    reg = info.registers[0]
+    assert reg.type_spec.bitstring.bit.bitwidth == 32 and reg.size == 64
+    meter = _by_name(info.meters, "MyIngress.port_meter")
+    assert meter.spec.unit == p4info_pb2.MeterSpec.BYTES and meter.size == 16
+
+
+def test_user_id_collision_is_probed_past():
+    locals_ = """
+    @id(21257015) action taken() { }
+    table t { key = { hdr.a.v: exact; } actions = { taken; NoAction; } }
+"""
+    info = build_p4info(check(ingress("t.apply();", locals_)))
+    assert _by_name(info.actions, "Ing.taken").preamble.id == 21257015
+    assert _by_name(info.actions, "NoAction").preamble.id == 21257016
+
+
+def test_write_formats(tmp_path):
+    info = _basic()
+    txt, binf, js = tmp_path / "p.txtpb", tmp_path / "p.bin", tmp_path / "p.json"
+    write_p4info(info, str(txt))
+    write_p4info(info, str(binf))
+    write_p4info(info, str(js))
+    assert text_format.Parse(txt.read_text(), p4info_pb2.P4Info()) == info
+    assert p4info_pb2.P4Info.FromString(binf.read_bytes()) == info
+    assert '"MyIngress.ipv4_lpm"' in js.read_text()
+    assert format_p4info(info).startswith("pkg_info {")
