@@ -433,18 +433,20 @@ class Requester:
             return
         if self.cfg.mode is Reliability.GBN:
             self._go_back(self._una)
+            self.counters.timeouts += 1
         else:
-            self._retx_q.clear()
-            stale = now - self._rto
+            # resend only the oldest missing packet: once it is acknowledged, the
+            # transmission-order rule finds every other loss, and a timer that fired
+            # only because ACKs were late costs one packet instead of a window
             for s in range(self._una, self._sent_up_to):
                 p = self._pkts.get(s)
-                if p is not None and not p.acked and p.sent_s <= stale:
+                if p is None or p.acked:
+                    continue
+                if not p.queued:
                     p.queued = True
-                    self._retx_q.append(s)
-                elif p is not None:
-                    p.queued = False
-        if self._retx_q:
-            self.counters.timeouts += 1
+                    self._retx_q.appendleft(s)
+                    self.counters.timeouts += 1
+                break
         self._rto = min(self.cfg.rto_max_s, self._rto * 2)
         self._rto_deadline = now + self._rto
 

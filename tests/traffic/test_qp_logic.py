@@ -190,3 +190,21 @@ def test_config_errors_name_the_field() -> None:
         QpConfig(qpn=1, peer_qpn=2, peer_ip="10.0.0.1", fec_m=40)
     with pytest.raises(ConfigError, match="reliability mode 'xyz'"):
         Reliability.parse("xyz")
+
+
+@pytest.mark.parametrize("mode", ["sr", "fec", "gbn"])
+def test_tail_loss_is_recovered_by_one_timeout(mode: str) -> None:
+    req, resp = _pair(mode, m=0 if mode == "fec" else 1)  # FEC with m=0: plain SR
+    dropped: set[int] = set()
+
+    def drop(n: int, b: bytes) -> bool:
+        psn = roce.unpack_bth(b).psn
+        if psn in (3, 4) and psn not in dropped:
+            dropped.add(psn)
+            return True
+        return False
+
+    res = _run(req, resp, [os.urandom(5000)], drop)
+    assert res.data_dropped == 2
+    assert req.counters.timeouts == 1
+    assert req.counters.retx_pkts == 2
