@@ -73,6 +73,16 @@ class EgressJob:
     length: int = 0
 
 
+@dataclass(slots=True, frozen=True, kw_only=True)
+class QueueInfo:
+    """What a traffic manager reports about one packet's stay in its egress queue."""
+
+    enq_qdepth: int = 0        # packets queued when it arrived
+    deq_qdepth: int = 0        # packets queued when it left
+    deq_timedelta_us: int = 0  # time spent queued
+    enq_timestamp_us: int | None = None
+
+
 @dataclass(slots=True, frozen=True)
 class OutputPacket:
     port: int
@@ -104,6 +114,9 @@ class V1Switch:
         self._names = program.block_names
         self._pk = program.pk
         self._trace: list[TraceEvent] | None = None
+        # Plug point for a traffic manager: called for each packet entering egress;
+        # its QueueInfo fills the queueing fields of standard_metadata.
+        self.queue_model: Callable[[EgressJob], QueueInfo] | None = None
         e = program.errors
         self._err_short = e.index("PacketTooShort") if "PacketTooShort" in e else 1
         self._err_stack = e.index("StackOutOfBounds") if "StackOutOfBounds" in e else 3
@@ -247,8 +260,16 @@ class V1Switch:
         else:
             sm.instance_type = job.instance_type
         sm.egress_global_timestamp = now
-        if not sm.enq_timestamp:
+        if self.queue_model is not None:
+            q = self.queue_model(job)
+            sm.enq_qdepth = q.enq_qdepth & 0x7FFFF
+            sm.deq_qdepth = q.deq_qdepth & 0x7FFFF
+            sm.deq_timedelta = q.deq_timedelta_us & 0xFFFFFFFF
+            enq = q.enq_timestamp_us if q.enq_timestamp_us is not None else now - q.deq_timedelta_us
+            sm.enq_timestamp = enq & 0xFFFFFFFF
+        else:
             sm.enq_timestamp = now & 0xFFFFFFFF
+            sm.deq_timedelta = 0
         pk.reset_requests()
         pk.length = sm.packet_length
         pk.now_us = now
