@@ -6,6 +6,8 @@ import struct
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scapy.contrib.roce import BTH
 from scapy.layers.inet import IP, UDP, IPOption_NOP
 from scapy.layers.l2 import Ether
@@ -182,3 +184,45 @@ def test_layout_sizes_agree_with_int_md() -> None:
         ins = sum(b for i, b in enumerate(std) if mask >> i & 1)
         for ds in (0, int_md.DS_TX_BYTES, int_md.HPCC_DS_INSTRUCTION):
             assert record_layout(ins, HPCC_DOMAIN_ID, ds).words == int_md.hop_words(ins, ds)
+
+
+_u32 = st.integers(0, 2**32 - 1)
+_hop = st.builds(Hop, node_id=_u32, ingress_port=st.integers(0, 0xFFFF),
+                 egress_port=st.integers(0, 0xFFFF), hop_latency_us=_u32,
+                 queue_id=st.integers(0, 255), queue_pkts=st.integers(0, 0xFFFFFF),
+                 ingress_ts_us=st.integers(0, 2**64 - 1), egress_ts_us=st.integers(0, 2**64 - 1),
+                 tx_bytes=_u32, queue_bytes=_u32, line_rate_mbps=_u32)
+_FIELDS = {0x8000: ("node_id",), 0x4000: ("ingress_port", "egress_port"),
+           0x2000: ("hop_latency_us",), 0x1000: ("queue_id", "queue_pkts"),
+           0x0800: ("ingress_ts_us",), 0x0400: ("egress_ts_us",)}
+_DS = {0x8000: ("tx_bytes",), 0x4000: ("queue_bytes",), 0x2000: ("line_rate_mbps",)}
+
+
+@settings(max_examples=150, deadline=None)
+@given(hops=st.lists(_hop, max_size=8), sink=st.none() | _hop,
+       ins=st.sets(st.sampled_from(sorted(_FIELDS))), ds=st.sets(st.sampled_from(sorted(_DS))),
+       seq=st.integers(0, 2**22 - 1), node=_u32)
+def test_round_trip_property(hops, sink, ins, ds, seq, node) -> None:  # type: ignore[no-untyped-def]
+    ins_bits, ds_bits = sum(ins), sum(ds)
+    if not ins_bits and not ds_bits:
+        hops = []  # records of zero words cannot be told apart
+    d = build_hpcc_report(node_id=node, seq=seq, hops=hops, sink=sink, ins_bitmap=ins_bits,
+                          ds_bitmap=ds_bits)
+    dec = ReportDecoder()
+    b = dec.decode([d], 0)
+    assert not dec.stats.malformed
+    n = len(hops) + (sink is not None)
+    assert (b.samples["reporter"][0], b.samples["seq"][0], b.samples["hop_count"][0]) == (node, seq, n)
+    assert b.hops["hop_index"].tolist() == list(range(n))
+    for rec, want in zip(b.hops[: len(hops)], hops):
+        present = [n for b, ns in _FIELDS.items() if b & ins_bits for n in ns]
+        present += [n for b, ns in _DS.items() if b & ds_bits for n in ns]
+        for name in present:
+            assert rec[name] == getattr(want, name), name
+    if sink is not None:
+        last = b.hops[-1]
+        assert last["node_id"] == node
+        assert (last["egress_port"], last["queue_pkts"], last["egress_ts_us"]) == (
+            sink.egress_port, sink.queue_pkts, sink.egress_ts_us)
+        assert (last["tx_bytes"], last["queue_bytes"], last["line_rate_mbps"]) == (
+            sink.tx_bytes, sink.queue_bytes, sink.line_rate_mbps)
