@@ -33,7 +33,7 @@ def get_parser() -> Lark:
         postlex=TypeNameFilter(),
         propagate_positions=True,
         maybe_placeholders=True,
-        cache=False,
+        cache=True,  # lark keeps the LALR tables in the temp dir, keyed by grammar hash
     )
 
 
