@@ -107,6 +107,7 @@ class HpccState:
 
     max_rate_bps: np.ndarray
     base_rtt_s: np.ndarray
+    base_rtt_ns: np.ndarray
     rate_bps: np.ndarray
     rc_bps: np.ndarray
     inc_stage: np.ndarray
@@ -123,7 +124,8 @@ class HpccState:
     def empty(cls, n_flows: int) -> HpccState:
         f, h = n_flows, MAX_HOPS
         return cls(
-            max_rate_bps=np.zeros(f), base_rtt_s=np.zeros(f), rate_bps=np.zeros(f),
+            max_rate_bps=np.zeros(f), base_rtt_s=np.zeros(f),
+            base_rtt_ns=np.zeros(f, dtype=np.int64), rate_bps=np.zeros(f),
             rc_bps=np.zeros(f), inc_stage=np.zeros(f, dtype=np.int64), u_ewma=np.zeros(f),
             last_commit_ns=np.zeros(f, dtype=np.int64), active=np.zeros(f, dtype=bool),
             prev_valid=np.zeros((f, h), dtype=bool), prev_node=np.zeros((f, h), dtype=np.uint32),
@@ -172,6 +174,7 @@ class HpccEngine:
         s = self.state
         s.max_rate_bps[idx] = mr
         s.base_rtt_s[idx] = rtt
+        s.base_rtt_ns[idx] = np.round(rtt * 1e9).astype(np.int64)
         lo = mr * self.params.min_rate_fraction
         s.rate_bps[idx] = np.clip(init, lo, mr)
         s.rc_bps[idx] = s.rate_bps[idx]
@@ -234,20 +237,28 @@ class HpccEngine:
         dts_ns = delta_mod_n(b.ts_ns, old_ts[:, :hops], p.ts_modulus_ns).astype(np.float64)
         dtx = delta_mod(b.tx_bytes, old_tx[:, :hops], p.tx_bytes_bits).astype(np.float64)
         ok = prev_ok & (dts_ns > 0)
-        rtt_s = s.base_rtt_s[f][:, None]
-        line = np.where(present, b.line_rate_bps, 1.0)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            tx_rate_bps = np.where(ok, dtx * 8.0 / (dts_ns * 1e-9), 0.0)
-        q = np.minimum(b.qlen_bytes, old_q[:, :hops]) if p.qlen_use_min \
-            else b.qlen_bytes
-        u = np.where(ok, q * 8.0 / (line * rtt_s) + tx_rate_bps / line, -np.inf)
-        any_ok = ok.any(axis=1)
-        hop = np.argmax(u, axis=1) if hops else np.zeros(len(f), dtype=np.int64)
-        r = np.arange(len(f))
-        u_max = np.where(any_ok, u[r, hop] if hops else 0.0, 0.0)
-        tau_s = np.where(any_ok, dts_ns[r, hop] * 1e-9 if hops else 0.0, 0.0)
-        tau_s = np.minimum(tau_s, s.base_rtt_s[f])
         T = s.base_rtt_s[f]
+        q = np.minimum(b.qlen_bytes, old_q[:, :hops]) if p.qlen_use_min \
+            else b.qlen_bytes.copy()
+        # u = (qlen / T + tx bytes / dt) * 8 / B, computed in place; absent or
+        # unmeasurable hops become -inf so they never win the argmax
+        with np.errstate(divide="ignore", invalid="ignore"):
+            q /= T[:, None]
+            dtx *= 1e9
+            dtx /= dts_ns
+            q += dtx
+            q *= 8.0
+            q /= b.line_rate_bps
+        u = np.where(ok, q, -np.inf)
+        any_ok = ok.any(axis=1)
+        if hops:
+            hop = np.argmax(u, axis=1)
+            u_max = np.where(any_ok, np.take_along_axis(u, hop[:, None], axis=1)[:, 0], 0.0)
+            tau_s = np.take_along_axis(dts_ns, hop[:, None], axis=1)[:, 0] * 1e-9
+            tau_s = np.where(any_ok, np.minimum(tau_s, T), 0.0)
+        else:
+            hop = np.zeros(len(f), dtype=np.int64)
+            u_max = tau_s = np.zeros(len(f))
         u_ewma = np.where(any_ok, (s.u_ewma[f] * (T - tau_s) + u_max * tau_s) / T, s.u_ewma[f])
 
         max_c = u_ewma / p.eta
@@ -262,8 +273,7 @@ class HpccEngine:
         new_stage = np.where(mi, 0, stage + 1)
 
         now = b.arrival_ns
-        do_commit = (now - s.last_commit_ns[f]) >= (T * 1e9).astype(np.int64) \
-            if commit is None else commit
+        do_commit = (now - s.last_commit_ns[f]) >= s.base_rtt_ns[f] if commit is None else commit
         do_commit &= any_ok
 
         s.u_ewma[f] = u_ewma
