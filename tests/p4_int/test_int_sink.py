@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import struct
 
+import pytest
+
 from formats import int_md, roce, telemetry_report
 from p4int_harness import (COLLECTOR_IP, COLLECTOR_MAC, DS_ID_HPCC, HPCC_DS, HPCC_INST,
                            INT_UDP_PORT, Chain, decode_hop_words, hexdump_diff,
@@ -177,3 +179,21 @@ def test_host_mode_leaves_int_for_the_host(make_program):
     assert [h.node_id for h in parsed.hops] == [2, 1]
     assert int_md.strip_int(out[0][1]) == routed(frame, 2, last_node=2)
     assert chain.switches[-1].event("sink_host") == 1
+
+
+def test_reports_decode_in_the_controllers_collector(make_program):
+    """The collector's vectorised decoder reads this program's reports: upstream hops
+    from the inner packet, the sink's own hop from the report metadata."""
+    decode = pytest.importorskip("controller.int.decode")
+    chain = report_chain(make_program)
+    datagrams = []
+    for psn in range(3):
+        out = dict(chain.send(roce_frame(psn=psn)))
+        datagrams.append(out[3][42:])                    # UDP payload
+    dec = decode.ReportDecoder()
+    batch = dec.decode(datagrams, 0)
+    assert dec.stats.reports == 3 and sum(dec.stats.malformed.values()) == 0
+    assert list(batch.samples["seq"]) == [0, 1, 2]
+    assert list(batch.samples["psn"]) == [0, 1, 2]
+    assert sorted(set(batch.hops["node_id"])) == [1, 2, 3]
+    assert len(batch.hops) == 9
