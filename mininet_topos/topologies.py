@@ -34,8 +34,10 @@ from controller.topology import (
     host_configs,
     leaf_spine,
     load_topology,
+    paths,
     port_queue_pkts,
     port_rates_mbps,
+    routes,
     two_datacenters,
 )
 from controller.topology.errors import did_you_mean
@@ -195,6 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--write", action="store_true",
                     help="rewrite the standard files under topofiles/ from their generators")
     ap.add_argument("--json", action="store_true", help="print JSON instead of YAML")
+    ap.add_argument("--routes", metavar="SWITCH", help="print the routes of SWITCH instead")
+    ap.add_argument("--paths", nargs=2, metavar=("SRC", "DST"),
+                    help="print the shortest paths between two hosts instead")
     args = ap.parse_args(argv)
     try:
         if args.write:
@@ -202,7 +207,17 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"wrote {path}")
         if args.topology:
             topo = resolve_topology(args.topology)
-            sys.stdout.write(dumps_topology(topo, fmt="json" if args.json else "yaml"))
+            if args.routes:
+                topo.switch(args.routes)  # unknown names fail with a suggestion
+                for r in routes(topo)[args.routes]:
+                    hops = ", ".join(f"port {n.port} -> {n.neighbour}" for n in r.next_hops)
+                    group = f" (ECMP group {r.group_id})" if r.group_id else ""
+                    print(f"{r.prefix:<18} {hops}{group}")
+            elif args.paths:
+                for p in paths(topo, *args.paths):
+                    print("  ".join(str(h) for h in p))
+            else:
+                sys.stdout.write(dumps_topology(topo, fmt="json" if args.json else "yaml"))
     except TopologyError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -26,6 +26,7 @@ __all__ = [
     "HostConfig",
     "Neighbour",
     "NextHop",
+    "PortConfig",
     "Route",
     "directed_links",
     "ecmp_groups",
@@ -34,6 +35,7 @@ __all__ = [
     "path_link_indices",
     "path_links",
     "paths",
+    "port_configs",
     "port_queue_pkts",
     "port_rates_mbps",
     "port_roles",
@@ -387,3 +389,44 @@ def path_link_indices(topo: Topology, src: str, dst: str,
     (hops on links not in ``links`` are left out), for voting over paths."""
     row = {d.name: i for i, d in enumerate(links)}
     return [[row[str(h)] for h in p if str(h) in row] for p in paths(topo, src, dst)]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, order=True)
+class PortConfig:
+    """Everything a switch port needs from the topology, in one row.
+
+    Host ports are the INT domain's edge (source on ingress, sink on egress); fabric
+    and WAN ports push and pop the link sequence header.
+    """
+
+    port: int
+    role: LinkRole
+    peer: str            # node at the far end
+    peer_port: int
+    rate_mbps: float
+    queue_pkts: int
+    mtu: int
+    link: str
+
+    @property
+    def int_edge(self) -> bool:
+        return self.role is LinkRole.HOST
+
+    @property
+    def link_seq(self) -> bool:
+        return self.role is not LinkRole.HOST
+
+
+def port_configs(topo: Topology) -> dict[str, list[PortConfig]]:
+    """Per switch, one :class:`PortConfig` per used port, sorted by port."""
+    out: dict[str, list[PortConfig]] = {s: [] for s in topo.switch_names}
+    for ln in topo.links:
+        for near, far in ((ln.a, ln.b), (ln.b, ln.a)):
+            if near.node in out:
+                out[near.node].append(PortConfig(
+                    port=near.port, role=ln.role, peer=far.node, peer_port=far.port,
+                    rate_mbps=ln.rate_mbps, queue_pkts=ln.queue_pkts, mtu=ln.mtu,
+                    link=ln.name))
+    for lst in out.values():
+        lst.sort()
+    return out

@@ -14,6 +14,7 @@ from controller.topology import (
     path_link_indices,
     path_links,
     paths,
+    port_configs,
     port_queue_pkts,
     port_rates_mbps,
     port_roles,
@@ -197,3 +198,14 @@ def test_directed_links_and_path_rows_for_loss_maps():
     ]
     keys = {(d.dst_node_id, d.dst_port) for d in links}
     assert len(keys) == len(links)  # the receiving end names a direction uniquely
+
+
+def test_port_configs():
+    pcs = port_configs(two_datacenters(wan_rate_mbps=50))["s1"]
+    assert [(p.port, str(p.role), p.peer, p.peer_port, p.rate_mbps, p.link_seq, p.int_edge)
+            for p in pcs] == [
+        (1, "fabric", "s3", 3, 100.0, True, False),
+        (2, "fabric", "s4", 3, 100.0, True, False),
+        (3, "wan", "s5", 3, 50.0, True, False)]
+    host_port = port_configs(two_datacenters())["s3"][0]
+    assert (host_port.peer, host_port.int_edge, host_port.mtu) == ("h1", True, 1500)

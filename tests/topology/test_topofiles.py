@@ -39,6 +39,16 @@ def test_cli(capsys):
     assert "name: dumbbell-4" in capsys.readouterr().out
     assert main(["nope.yaml"]) == 1
     assert "cannot read topology file nope.yaml" in capsys.readouterr().err
+    assert main(["leaf-spine", "--routes", "s3"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "10.0.1.1/32        port 1 -> h1",
+        "10.0.1.2/32        port 2 -> h2",
+        "10.0.2.0/24        port 3 -> s1, port 4 -> s2 (ECMP group 1)",
+    ]
+    assert main(["leaf-spine", "--routes", "s33"]) == 1
+    assert 'no switch \'s33\' (did you mean "s3"?)' in capsys.readouterr().err
+    assert main(["dumbbell", "--paths", "h1", "h5"]) == 0
+    assert capsys.readouterr().out == "h1:0->s1:1  s1:5->s2:2  s2:1->h5:0\n"
 
 
 def test_switch_options_and_host_commands():
