@@ -174,8 +174,46 @@ def check_call(ck: ExpressionChecker, e: A.MethodCallExpression, scope: Scope) -
         tps = _decl_tparams(ext, md)
         bind_args(ck, e, md.params, scope, f"method '{obj_t.name}.{m}'", b, tps, ck.top)
         e.type_bindings = b
+        _check_packet_method(obj_t.name, m, e, b)
         return _return_type(ck, md, b, tps)
     raise P4TypeError(callee.loc, f"values of type {obj_t} have no methods")
+
+
+def _emittable(t: T.P4Type) -> bool:
+    if isinstance(t, (T.HeaderType, T.HeaderUnionType)):
+        return True
+    if isinstance(t, T.StackType):
+        return True
+    if isinstance(t, T.StructType):
+        return all(_emittable(ft) for _, ft in t.fields)
+    return False
+
+
+def _check_packet_method(ext: str, m: str, e: A.MethodCallExpression, b: dict[str, T.P4Type]) -> None:
+    """The core.p4 packet methods take only certain types (P4_16 spec, packet_in/out)."""
+    if ext == "packet_in" and m == "extract" and e.args:
+        t = e.args[0].value.type
+        if not isinstance(t, T.HeaderType):
+            raise P4TypeError(e.args[0].loc, f"extract needs a header, got {t}")
+        has_varbit = any(isinstance(ft, T.VarbitType) for _, ft in t.fields)
+        if len(e.args) == 2 and not has_varbit:
+            raise P4TypeError(e.loc, f"extract with a size needs a header with a varbit field; {t} has none")
+        if len(e.args) == 1 and has_varbit:
+            raise P4TypeError(e.loc, f"header {t} has a varbit field: extract it with a size in bits")
+    elif ext == "packet_in" and m == "lookahead":
+        t = b.get("T")
+        if t is None or isinstance(t, T.TypeVar):
+            raise P4TypeError(e.loc, "lookahead needs a type argument, e.g. pkt.lookahead<bit<8>>()")
+        try:
+            T.bit_width(t)
+        except ValueError:
+            raise P4TypeError(e.loc, f"lookahead needs a fixed-width type, got {t}") from None
+        if isinstance(t, T.VarbitType):
+            raise P4TypeError(e.loc, f"lookahead needs a fixed-width type, got {t}")
+    elif ext == "packet_out" and m == "emit" and e.args:
+        t = e.args[0].value.type
+        if t is None or not _emittable(t):
+            raise P4TypeError(e.args[0].loc, f"emit needs a header, header stack, header union or struct of those, got {t}")
 
 
 def _decl_of(e: A.Expression) -> Any:

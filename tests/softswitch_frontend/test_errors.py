@@ -145,3 +145,18 @@ def test_error_render_format():
     line = line_of(src, "nope")
     col = src.split("\n")[line - 1].index("nope") + 1
     assert str(e) == f"t.p4:{line}:{col}: error: undeclared name 'nope'"
+
+
+def test_packet_method_argument_kinds():
+    parser = """
+parser P(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(meta); transition accept; }
+}
+"""
+    e = _err(ingress("", parser=parser), P4TypeError)
+    assert e.message == "extract needs a header, got meta_t"
+    e = _err(ingress("", parser=parser.replace("pkt.extract(meta)", "pkt.extract(hdr.a, 32w8)")), P4TypeError)
+    assert e.message == "extract with a size needs a header with a varbit field; h8_t has none"
+    src = ingress("").replace("pkt.emit(hdr.a);", "pkt.emit(hdr.a.v);")
+    e = _err(src, P4TypeError)
+    assert e.message == "emit needs a header, header stack, header union or struct of those, got bit<8>"
