@@ -74,8 +74,10 @@ def _gather(m: np.ndarray, col: np.ndarray) -> np.ndarray:
     return out
 
 
-def _split(data: bytes, out: dict[int, list[bytes]], stats: DecodeStats) -> None:
-    """Cut a coalesced datagram into single-report datagrams (group header + report)."""
+def _split(data: bytes, out: dict[int, tuple[list[bytes], list[int]]], pos: int,
+           stats: DecodeStats) -> int:
+    """Cut a coalesced datagram into single-report datagrams (group header + report);
+    returns the next arrival position."""
     n = len(data)
     head = data[:8]
     off = 8
@@ -83,15 +85,19 @@ def _split(data: bytes, out: dict[int, list[bytes]], stats: DecodeStats) -> None
     while off < n:
         if off + 4 > n:
             stats.malformed[Malformed.REPORT_LENGTH] += 1
-            return
+            return pos
         end = off + 4 + 4 * data[off + 1]
         if end > n:
             stats.malformed[Malformed.REPORT_LENGTH] += 1
-            return
+            return pos
         pieces.append(head + data[off:end])
         off = end
     for p in pieces:
-        out.setdefault(len(p), []).append(p)
+        rows, where = out.setdefault(len(p), ([], []))
+        rows.append(p)
+        where.append(pos)
+        pos += 1
+    return pos
 
 
 class ReportDecoder:
@@ -105,8 +111,9 @@ class ReportDecoder:
         """Decode ``datagrams`` (UDP payloads) received at ``arrival_ns``."""
         st = self.stats
         st.datagrams += len(datagrams)
-        buckets: dict[int, list[bytes]] = {}
+        buckets: dict[int, tuple[list[bytes], list[int]]] = {}
         bad = st.malformed
+        pos = 0  # arrival position of each accepted report, to restore order at the end
         for d in datagrams:
             n = len(d)
             if n < FIXED_LEN:
@@ -120,27 +127,32 @@ class ReportDecoder:
                 if end == n:
                     b = buckets.get(n)
                     if b is None:
-                        buckets[n] = [d]
+                        buckets[n] = ([d], [pos])
                     else:
-                        b.append(d)
+                        b[0].append(d)
+                        b[1].append(pos)
+                    pos += 1
                 elif end < n:
-                    _split(d, buckets, st)
+                    pos = _split(d, buckets, pos, st)
                 else:
                     bad[Malformed.REPORT_LENGTH] += 1
-        parts = [self._decode_bucket(n, rows, arrival_ns) for n, rows in buckets.items()]
-        out = DecodedBatch.concat(parts)
+        parts = []
+        for n, (rows, where) in buckets.items():
+            parts.extend(self._decode_bucket(n, rows, np.asarray(where, np.int64), arrival_ns))
+        out = _in_arrival_order(parts)
         st.reports += len(out.samples)
         st.hop_records += len(out.hops)
         return out
 
     # -- one length --------------------------------------------------------------
 
-    def _decode_bucket(self, length: int, rows: list[bytes], arrival_ns: int) -> DecodedBatch:
+    def _decode_bucket(self, length: int, rows: list[bytes], where: np.ndarray,
+                       arrival_ns: int) -> list[tuple[DecodedBatch, np.ndarray]]:
         words = length // 4
         m = np.frombuffer(b"".join(rows), dtype=">u4").reshape(len(rows), words).astype(np.uint32)
         if words <= _HDR_WORDS:
             self.stats.malformed[Malformed.INNER_TRUNCATED] += len(rows)
-            return DecodedBatch.empty()
+            return []
         k: dict[str, np.ndarray] = {}
         w2, w3, w4 = m[:, 2], m[:, 3], m[:, 4]
         k["rep_type"] = w2 >> 28
@@ -173,13 +185,16 @@ class ReportDecoder:
             groups = [(keys[0], None)]
         else:
             uniq, inv = np.unique(keys, axis=0, return_inverse=True)
-            inv = inv.reshape(-1)
-            groups = [(uniq[g], np.flatnonzero(inv == g)) for g in range(len(uniq))]
+            order = np.argsort(inv.reshape(-1), kind="stable")
+            bounds = np.searchsorted(inv.reshape(-1)[order], np.arange(1, len(uniq)))
+            groups = list(zip(uniq, np.split(order, bounds)))
         parts = []
         for key, idx in groups:
             sub = m if idx is None else m[idx]
-            parts.append(self._decode_shape(tuple(int(v) for v in key), sub, arrival_ns))
-        return DecodedBatch.concat(parts)
+            got = self._decode_shape(tuple(int(v) for v in key), sub, arrival_ns)
+            if len(got.samples):
+                parts.append((got, where if idx is None else where[idx]))
+        return parts
 
     # -- one shape ----------------------------------------------------------------
 
@@ -280,6 +295,24 @@ class ReportDecoder:
                 last["node_id"] = m[:, 1]
                 last["fields"] |= FIELD_BIT_BY_NAME["node_id"]
         return DecodedBatch(samples=samples, hops=hops)
+
+
+def _in_arrival_order(parts: list[tuple[DecodedBatch, np.ndarray]]) -> DecodedBatch:
+    """Join per-shape results, samples back in arrival order (hops follow their sample)."""
+    if not parts:
+        return DecodedBatch.empty()
+    if len(parts) == 1:
+        return parts[0][0]
+    out = DecodedBatch.concat([p for p, _ in parts])
+    where = np.concatenate([w for _, w in parts])
+    order = np.argsort(where, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    out.samples = out.samples[order]
+    h = out.hops
+    h["sample"] = rank[h["sample"]]
+    out.hops = h[np.argsort(h["sample"], kind="stable")]
+    return out
 
 
 def _fill(dst: np.ndarray, m: np.ndarray, base: int, layout: RecordLayout) -> None:

@@ -226,3 +226,16 @@ def test_round_trip_property(hops, sink, ins, ds, seq, node) -> None:  # type: i
             sink.egress_port, sink.queue_pkts, sink.egress_ts_us)
         assert (last["tx_bytes"], last["queue_bytes"], last["line_rate_mbps"]) == (
             sink.tx_bytes, sink.queue_bytes, sink.line_rate_mbps)
+
+
+def test_mixed_shapes_keep_arrival_order() -> None:
+    ds = []
+    for i in range(30):
+        n = 1 + i % 4  # four lengths (buckets), interleaved
+        ds.append(build_hpcc_report(node_id=1, seq=i, hops=_hops(n), psn=i,
+                                    ins_bitmap=0xFC00 if i % 3 == 0 else HPCC_INS_BITMAP))
+    b = ReportDecoder().decode(ds, 0)
+    assert b.samples["psn"].tolist() == list(range(30))
+    assert b.hops["sample"].tolist() == sorted(b.hops["sample"].tolist())
+    assert np.bincount(b.hops["sample"]).tolist() == [1 + i % 4 for i in range(30)]
+    assert b.hops["node_id"][b.hops["sample"] == 3].tolist() == [1, 2, 3, 4]
