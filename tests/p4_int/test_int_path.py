@@ -178,3 +178,24 @@ def test_fabric_links_carry_link_sequence_numbers(make_program):
     assert seqs == [0, 1, 2]
     assert s1.reg("SwitchEgress.link_tx_seq", 2) == 3
     assert chain.switches[1].reg("SwitchIngress.link_lost_packets", 1) == 0
+
+
+def test_port_and_watchlist_counters(make_program):
+    from softswitch.tables import Ternary
+    chain = Chain.build(1, make_program)
+    s1 = chain.switches[0]
+    s1.watch(src_addr=(0x0A000101, 0xFFFFFFFF), priority=20)   # h1 only, wins over the default
+    frames = [roce_frame(psn=i) for i in range(3)] + [roce_frame(src="10.0.1.2")]
+    sent = [chain.send(f)[0][1] for f in frames]
+    rt = s1.runtime
+    assert rt.counter_read("SwitchIngress.ingress_port_counter", 1) == (
+        4, sum(len(f) for f in frames))
+    # v1model counters count packet_length: the frame as received by this switch.
+    assert rt.counter_read("SwitchEgress.egress_port_counter", 2) == (
+        4, sum(len(f) for f in frames))
+    assert s1.reg("SwitchEgress.tx_bytes", 2) == sum(len(f) for f in sent)
+    any_key = [Ternary(0, 0), Ternary(0, 0), Ternary(0, 0), Ternary(4791, 0xFFFF), Ternary(0, 0)]
+    h1_key = [Ternary(0x0A000101, 0xFFFFFFFF)] + any_key[1:]
+    assert rt.direct_counter_read("SwitchIngress.int_watchlist", h1_key, 20) == (
+        3, sum(len(f) for f in frames[:3]))
+    assert rt.direct_counter_read("SwitchIngress.int_watchlist", any_key, 10)[0] == 1
