@@ -28,7 +28,7 @@ class Switch:
 
     @classmethod
     def from_file(cls, path: str | Path, *, include_dirs: Sequence[str] = (),
-                  defines: dict[str, str] | None = None, **kw: Any) -> "Switch":
+                  defines: dict[str, str] | None = None, **kw: Any) -> Switch:
         """Preprocess, parse, check and compile `path` (raises P4Error / CompileError)."""
         from softswitch.frontend.load import load_program
         checked = load_program(path, include_dirs=tuple(include_dirs), defines=defines)
@@ -36,7 +36,7 @@ class Switch:
 
     @classmethod
     def from_source(cls, text: str, *, filename: str = "<string>", include_dirs: Sequence[str] = (),
-                    defines: dict[str, str] | None = None, **kw: Any) -> "Switch":
+                    defines: dict[str, str] | None = None, **kw: Any) -> Switch:
         from softswitch.frontend.load import load_source
         checked = load_source(text, filename=filename, include_dirs=tuple(include_dirs), defines=defines)
         return cls(compile_program(checked), **kw)

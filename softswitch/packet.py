@@ -16,7 +16,7 @@ from softswitch.errors import PacketError, PacketTooShort
 class PacketReader:
     """A cursor over the bytes of one packet, in bits (``packet_in``)."""
 
-    __slots__ = ("data", "bitpos", "nbits")
+    __slots__ = ("bitpos", "data", "nbits")
 
     def __init__(self, data: bytes) -> None:
         self.data = bytes(data)
@@ -111,7 +111,7 @@ def make_extract_plan(widths: Sequence[int], name: str = "header") -> Callable[[
         f"    return ({body})\n"
     )
     env: dict[str, object] = {"PacketTooShort": PacketTooShort}
-    exec(compile(src, f"<extract {name}>", "exec"), env)
+    exec(compile(src, f"<extract {name}>", "exec"), env)  # noqa: S102 - generated code is the design
     return env["extract"]  # type: ignore[return-value]
 
 
@@ -129,7 +129,7 @@ def make_pack_plan(widths: Sequence[int], name: str = "header") -> Callable[...,
         terms.append(f"({a} << {shift})" if shift else a)
     src = f"def pack({', '.join(args)}):\n    return {' | '.join(terms) or '0'}\n"
     env: dict[str, object] = {}
-    exec(compile(src, f"<pack {name}>", "exec"), env)
+    exec(compile(src, f"<pack {name}>", "exec"), env)  # noqa: S102 - generated code is the design
     return env["pack"]  # type: ignore[return-value]
 
 

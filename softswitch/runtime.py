@@ -19,7 +19,7 @@ from softswitch.compiler.program import CompiledProgram
 from softswitch.errors import RuntimeApiError, RuntimeErrorCode
 from softswitch.externs.stateful import Counter, Meter, MeterConfig, Register
 from softswitch.tables import MatchValue, Table, TableEntry
-from softswitch.v1model.pre import ReplicationEngine, Replica
+from softswitch.v1model.pre import Replica, ReplicationEngine
 
 V = TypeVar("V")
 
@@ -29,8 +29,7 @@ def resolve(kind: str, objects: dict[str, V], name: str) -> V:
     obj = objects.get(name)
     if obj is not None:
         return obj
-    matches = [k for k in objects if k.endswith("." + name) or k.split(".")[-1] == name.split(".")[-1]
-               and k.endswith(name)]
+    matches = [k for k in objects if k.endswith("." + name)]
     if len(matches) == 1:
         return objects[matches[0]]
     if len(matches) > 1:

@@ -156,7 +156,7 @@ class StfRunner:
         if kind == "lpm":
             if mask is None:
                 return Lpm(value, width)
-            plen = bin(mask & full).count("1")
+            plen = (mask & full).bit_count()
             return Lpm(value & mask, plen)
         if kind == "ternary":
             return Ternary(value & (mask if mask is not None else full), mask if mask is not None else full)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from softswitch.errors import RuntimeApiError, RuntimeErrorCode
@@ -196,7 +196,7 @@ class Table:
         return tuple(out)
 
     # ------------------------------------------------------------- validation
-    def _check_key(self, key: Sequence[MatchValue]) -> tuple[MatchValue, ...]:
+    def _check_key(self, key: Sequence[MatchValue | int]) -> tuple[MatchValue, ...]:
         if len(key) != len(self.keys):
             raise RuntimeApiError(RuntimeErrorCode.BAD_MATCH_KEY,
                                   f"table {self.name}: key has {len(key)} fields, "
@@ -233,7 +233,7 @@ class Table:
         return tuple((type(m).__name__,) + tuple(getattr(m, f) for f in m.__slots__) for m in key)
 
     # ---------------------------------------------------------------- updates
-    def insert(self, key: Sequence[MatchValue], action: str, args: Sequence[int] = (),
+    def insert(self, key: Sequence[MatchValue | int], action: str, args: Sequence[int] = (),
                priority: int = 0, *, is_const: bool = False) -> TableEntry:
         """Add an entry; refuses duplicates, bad keys/actions and a full table."""
         ckey = self._check_key(key)
@@ -263,7 +263,7 @@ class Table:
         self._add_to_engine(e)
         return e
 
-    def find(self, key: Sequence[MatchValue], priority: int = 0) -> TableEntry:
+    def find(self, key: Sequence[MatchValue | int], priority: int = 0) -> TableEntry:
         ckey = self._check_key(key)
         ik = self._index_key(ckey) + ((priority,) if self.needs_priority else ())
         e = self._index.get(ik)
@@ -274,7 +274,7 @@ class Table:
                                   + (f" priority {priority}" if priority else ""))
         return e
 
-    def modify(self, key: Sequence[MatchValue], action: str, args: Sequence[int] = (),
+    def modify(self, key: Sequence[MatchValue | int], action: str, args: Sequence[int] = (),
                priority: int = 0) -> TableEntry:
         """Change the action of an existing entry (counters are kept)."""
         e = self.find(key, priority)
@@ -284,7 +284,7 @@ class Table:
         e.action, e.args, e.fn = action, cargs, self.actions[action].fn
         return e
 
-    def delete(self, key: Sequence[MatchValue], priority: int = 0) -> TableEntry:
+    def delete(self, key: Sequence[MatchValue | int], priority: int = 0) -> TableEntry:
         e = self.find(key, priority)
         if e.is_const:
             raise RuntimeApiError(RuntimeErrorCode.CONST_TABLE, f"table {self.name}: entry is const")
@@ -349,7 +349,7 @@ class Table:
         return tuple(m.value for m in e.key)  # type: ignore[union-attr]
 
 
-def _canonical(table: str, kf: KeyField, m: MatchValue) -> MatchValue:
+def _canonical(table: str, kf: KeyField, m: MatchValue | int) -> MatchValue:
     """Check one match value against its key field and put it in canonical form."""
     w = kf.width
     top = 1 << w

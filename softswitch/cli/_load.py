@@ -44,14 +44,13 @@ def summary(data: bytes) -> str:
         import scapy.layers.inet  # noqa: F401  (binds IP/UDP/TCP to Ether)
         from scapy.layers.l2 import Ether
         return Ether(data).summary()
-    except Exception as exc:  # scapy raises many kinds on odd bytes
+    except Exception as exc:  # noqa: BLE001 - scapy raises many kinds on odd bytes
         return f"(not decoded: {exc})"
 
 
 def parse_hex(text: str, what: str) -> bytes:
     s = "".join(text.split()).lower()
-    if s.startswith("0x"):
-        s = s[2:]
+    s = s.removeprefix("0x")
     try:
         return bytes.fromhex(s)
     except ValueError as exc:

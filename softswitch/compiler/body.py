@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from softswitch.compiler.exprs import ExprCompiler, is_object_type, scalar_kind
+from softswitch.compiler.layout import attr_name, default_value
+from softswitch.compiler.walk import expr_text
 from softswitch.errors import CompileError
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T
-from softswitch.compiler.exprs import ExprCompiler, is_object_type, scalar_kind, width_of
-from softswitch.compiler.layout import attr_name, default_value
-from softswitch.compiler.walk import expr_text
 
 
 class BodyCompiler(ExprCompiler):
@@ -226,7 +226,7 @@ class BodyCompiler(ExprCompiler):
         if k is A.CallKind.BUILTIN_METHOD:
             return self.call_builtin(e)
         if k is A.CallKind.TABLE_APPLY:
-            hit, entry = self.table_apply(e)
+            hit, _ = self.table_apply(e)
             return "" if as_statement else hit
         if k is A.CallKind.ACTION:
             return self.invoke(self.gen.action_fn(e.callee_decl, self), e, prefix=["L"],
@@ -381,7 +381,7 @@ class BodyCompiler(ExprCompiler):
             return ""
         if name == "hash":
             out, algo, base, data, maxv = a
-            kind, w = scalar_kind(out.type)
+            _, w = scalar_kind(out.type)
             h = self.hash_code(algo, data)
             code = f"_hmod({h}, {self.ex(base)}, {self.ex(maxv)}, {(1 << w) - 1})"
             self.assign(out, code)

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from softswitch.compiler.layout import attr_name
+from softswitch.compiler.walk import expr_text
 from softswitch.errors import CompileError
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T
-from softswitch.compiler.layout import attr_name
-from softswitch.compiler.walk import expr_text
 
 
 def width_of(t: T.P4Type) -> int:
@@ -122,7 +122,6 @@ class ExprCompiler:
     def ex_MemberExpression(self, e: A.MemberExpression) -> str:
         k = e.kind
         if k is A.MemberKind.FIELD:
-            base_t = T.strip_newtype(e.expr.type)
             base = self.ex(e.expr)
             return f"{base}.{attr_name(e.member)}"
         if k is A.MemberKind.ENUM_MEMBER:

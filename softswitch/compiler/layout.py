@@ -38,7 +38,7 @@ def default_value(t: T.P4Type) -> Any:
 class HeaderStack:
     """A header stack: fixed list of header objects plus ``nextIndex`` (P4 spec 8.18)."""
 
-    __slots__ = ("elems", "size", "next_index", "_cls")
+    __slots__ = ("_cls", "elems", "next_index", "size")
 
     def __init__(self, cls: type, size: int) -> None:
         self._cls = cls
@@ -77,7 +77,7 @@ class HeaderStack:
         self.elems = self.elems[n:] + fresh
         self.next_index = max(self.next_index - n, 0)
 
-    def _copy(self) -> "HeaderStack":
+    def _copy(self) -> HeaderStack:
         new = HeaderStack.__new__(HeaderStack)
         new._cls = self._cls
         new.size = self.size
@@ -85,7 +85,7 @@ class HeaderStack:
         new.next_index = self.next_index
         return new
 
-    def _set(self, other: "HeaderStack") -> None:
+    def _set(self, other: HeaderStack) -> None:
         self.elems = [e._copy() for e in other.elems]
         self.next_index = other.next_index
 
@@ -143,7 +143,7 @@ class TypeLayouts:
     # ----------------------------------------------------------------- builders
     def _exec(self, src: str, name: str) -> type:
         env = self.env
-        exec(compile(src, f"<p4 type {name}>", "exec"), env)
+        exec(compile(src, f"<p4 type {name}>", "exec"), env)  # noqa: S102 - generated code is the design
         return env[name]
 
     def _header_class(self, t: T.HeaderType) -> type:
@@ -232,7 +232,7 @@ class TypeLayouts:
                     lines.append(f"        self.{n} = r.take(vbits)")
                     lines.append(f"        self._vw_{n} = vbits")
                 else:
-                    conv = "r.take({})".format(widths[i])
+                    conv = f"r.take({widths[i]})"
                     if signed[i]:
                         half = 1 << (widths[i] - 1)
                         conv = f"(({conv}) ^ {half}) - {half}"
@@ -253,7 +253,7 @@ class TypeLayouts:
                     lines.append(f"            w.put({val}, {widths[i]})")
         copy_assigns = "; ".join(f"n.{s} = self.{s}" for s in slots)
         set_assigns = "; ".join(f"self.{s} = o.{s}" for s in slots)
-        lines += [f"    def _copy(self):", f"        n = {cname}.__new__({cname}); {copy_assigns}; return n",
+        lines += ["    def _copy(self):", f"        n = {cname}.__new__({cname}); {copy_assigns}; return n",
                   "    def _set(self, o):", f"        {set_assigns}",
                   "    def _set_fields(self, *vals):",
                   f"        ({', '.join('self.' + n for n in names)}{',' if len(names) == 1 else ''}) = vals" if names else "        pass",
@@ -286,7 +286,7 @@ class TypeLayouts:
                 copies.append(f"n.{n} = self.{n}")
                 sets.append(f"self.{n} = o.{n}")
         lines = [f"class {cname}:", f"    __slots__ = {tuple(names)!r}", f"    _p4name = {t.name!r}",
-                 f"    _field_names = {tuple(names)!r}", f"    _is_header = False",
+                 f"    _field_names = {tuple(names)!r}", "    _is_header = False",
                  f"    _is_union = {union}",
                  "    def __init__(self):"] + [f"        {x}" for x in inits or ["pass"]]
         lines += ["    def _copy(self):", f"        n = {cname}.__new__({cname})"]
@@ -294,7 +294,7 @@ class TypeLayouts:
         lines += ["    def _set(self, o):"] + [f"        {x}" for x in sets or ["pass"]]
         lines += ["    def _set_fields(self, *vals):"]
         if names:
-            lines.append(f"        vals = list(vals)")
+            lines.append("        vals = list(vals)")
             for i, n in enumerate(names):
                 if n in objs:
                     lines.append(f"        v = vals[{i}]")

@@ -16,17 +16,30 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from softswitch import tables as TB
-from softswitch.errors import (CompileError, DropSignal, ExitSignal, ParserErrorSignal,
-                               StackOutOfBounds)
-from softswitch.externs import hashes
-from softswitch.externs.stateful import (Counter, CounterType, DigestQueue, DirectCounter,
-                                         DirectMeter, Meter, Register, ValueSet)
-from softswitch.frontend import ast as A
-from softswitch.frontend import types as T
 from softswitch.compiler.body import BodyCompiler
 from softswitch.compiler.exprs import is_object_type, scalar_kind, width_of
-from softswitch.compiler.layout import HeaderStack, TypeLayouts, attr_name, default_value
+from softswitch.compiler.layout import TypeLayouts, attr_name
 from softswitch.compiler.walk import annotation_ints, control_plane_name, expr_text
+from softswitch.errors import (
+    CompileError,
+    DropSignal,
+    ExitSignal,
+    ParserErrorSignal,
+    StackOutOfBounds,
+)
+from softswitch.externs import hashes
+from softswitch.externs.stateful import (
+    Counter,
+    CounterType,
+    DigestQueue,
+    DirectCounter,
+    DirectMeter,
+    Meter,
+    Register,
+    ValueSet,
+)
+from softswitch.frontend import ast as A
+from softswitch.frontend import types as T
 from softswitch.trace import TraceEvent
 
 
@@ -37,8 +50,20 @@ class PacketContext:
     packet length and time from it and records clone/resubmit/recirculate
     requests in it. One per compiled program (never module-level)."""
 
-    __slots__ = ("trace", "length", "now_us", "clone_type", "clone_session", "clone_fl",
-                 "resubmit_fl", "recirc_fl", "truncate", "checksum_error", "payload", "sm")
+    __slots__ = (
+        "checksum_error",
+        "clone_fl",
+        "clone_session",
+        "clone_type",
+        "length",
+        "now_us",
+        "payload",
+        "recirc_fl",
+        "resubmit_fl",
+        "sm",
+        "trace",
+        "truncate",
+    )
 
     def __init__(self) -> None:
         self.trace: list[TraceEvent] | None = None
@@ -244,7 +269,7 @@ class ProgramGen:
                  "packets_and_bytes": CounterType.PACKETS_AND_BYTES}
         if tname == "register":
             et = T.strip_newtype(elem_type())
-            kind, w = scalar_kind(et)
+            kind, _ = scalar_kind(et)
             obj = Register(name=fq, size=const(0), width=width_of(et), signed=kind == "s")
             self.registers[fq] = obj
             return obj
@@ -668,7 +693,7 @@ def _keyset_match(kf: TB.KeyField, ks: Any) -> Any:
     if isinstance(ks, A.MaskKeyset):
         v, m = int(ks.value.const_value) & full, int(ks.mask.const_value) & full
         if kind == "lpm":
-            plen = bin(m).count("1")
+            plen = m.bit_count()
             return TB.Lpm(v & m, plen)
         return TB.Ternary(v & m, m)
     if isinstance(ks, A.RangeKeyset):
@@ -717,7 +742,7 @@ def compile_program(checked: Any) -> CompiledProgram:
         lines = source.splitlines()
         ctx = "\n".join(lines[max(0, (exc.lineno or 1) - 4):(exc.lineno or 1) + 2])
         raise CompileError(f"internal error: generated code does not compile: {exc}\n{ctx}") from exc
-    exec(code, gen.env)
+    exec(code, gen.env)  # noqa: S102 - generated code is the design
     # bind compiled action functions into the tables
     for info in gen.tables.values():
         for rt, fn in info.action_fns.items():

@@ -16,7 +16,15 @@ from softswitch.externs.stateful import (
 )
 
 __all__ = [
-    "HASH_ALGORITHMS", "compute_hash", "fields_to_bytes",
-    "Color", "Counter", "CounterType", "DigestQueue", "Meter", "MeterConfig", "MeterState",
+    "HASH_ALGORITHMS",
+    "Color",
+    "Counter",
+    "CounterType",
+    "DigestQueue",
+    "Meter",
+    "MeterConfig",
+    "MeterState",
     "Register",
+    "compute_hash",
+    "fields_to_bytes",
 ]

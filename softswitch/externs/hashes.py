@@ -24,7 +24,6 @@ from collections.abc import Callable, Sequence
 
 from softswitch.errors import ExternError
 
-
 _LITTLE = sys.byteorder == "little"
 
 

@@ -23,12 +23,18 @@ import enum
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from softswitch.compiler.program import CompiledProgram
-from softswitch.errors import (DropSignal, ExitSignal, PacketTooShort, ParserErrorSignal,
-                               SoftswitchError, StackOutOfBounds)
+from softswitch.errors import (
+    DropSignal,
+    ExitSignal,
+    PacketTooShort,
+    ParserErrorSignal,
+    SoftswitchError,
+    StackOutOfBounds,
+)
 from softswitch.packet import PacketReader, PacketWriter
 from softswitch.trace import TraceEvent
 from softswitch.v1model.pre import ReplicationEngine
@@ -181,7 +187,7 @@ class V1Switch:
             self._ingress(hdr, meta, sm)
         except ExitSignal:
             pass
-        except DropSignal as exc:
+        except (DropSignal, StackOutOfBounds) as exc:
             self._drop(self._names["ig"], str(exc))
             return [], []
         ing_jobs: list[IngressJob] = []
@@ -281,7 +287,7 @@ class V1Switch:
             self._egress(hdr, meta, sm)
         except ExitSignal:
             pass
-        except DropSignal as exc:
+        except (DropSignal, StackOutOfBounds) as exc:
             self._drop(self._names["eg"], str(exc))
             return [], [], []
         if pk.clone_type == "E2E":

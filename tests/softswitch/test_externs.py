@@ -3,9 +3,10 @@ random, log_msg, assert, truncate; and their runtime API."""
 from __future__ import annotations
 
 import pytest
-
 from conftest import program
-from softswitch.errors import RuntimeApiError, RuntimeErrorCode as C
+
+from softswitch.errors import RuntimeApiError
+from softswitch.errors import RuntimeErrorCode as C
 from softswitch.externs.stateful import Color, MeterConfig, MeterState, meter_execute
 from softswitch.tables import Exact
 

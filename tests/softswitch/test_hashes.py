@@ -4,7 +4,15 @@ from __future__ import annotations
 import pytest
 
 from softswitch.errors import ExternError
-from softswitch.externs.hashes import compute_hash, crc16, crc32, csum16, fields_to_bytes, identity, xor16
+from softswitch.externs.hashes import (
+    compute_hash,
+    crc16,
+    crc32,
+    csum16,
+    fields_to_bytes,
+    identity,
+    xor16,
+)
 
 
 @pytest.mark.parametrize("idx,val,c16,c32", [

@@ -3,8 +3,8 @@ sub-controls, sub-parsers, unions, varbit, lookahead, value_set, const entries, 
 from __future__ import annotations
 
 import pytest
-
 from conftest import program
+
 from softswitch.tables import Exact, Ternary
 
 HDRS = """

@@ -4,8 +4,8 @@ from __future__ import annotations
 import random
 
 import pytest
-
 from conftest import P4DIR, load
+
 from softswitch.packet import PacketReader, make_extract_plan
 
 OUT_FIELDS = [
@@ -26,7 +26,7 @@ def s8(v: int) -> int:
 
 
 def reference(a: int, b: int, sa: int, sb: int, sh: int) -> dict[str, int]:
-    clamp = lambda v: max(-128, min(127, v))  # noqa: E731
+    clamp = lambda v: max(-128, min(127, v))
     x, y = a > 100, b > 100
     return {
         "add": (a + b) & 0xFF, "sub": (a - b) & 0xFF, "mul": (a * b) & 0xFF,
@@ -37,7 +37,7 @@ def reference(a: int, b: int, sa: int, sb: int, sh: int) -> dict[str, int]:
         "not_": (~a) & 0xFF, "and_": a & b, "or_": a | b, "xor_": a ^ b,
         "shl": (a << 3) & 0xFF, "shr": a >> 3, "sshr": sa >> 2, "shl_var": (a << sh) & 0xFF,
         "concat": (a << 8) | b, "slice": (a >> 3) & 0xF, "cast_s2u": sa & 0xFF, "cast_u2s": s8(a),
-        "widen": a, "swiden": sa, "narrow": a & 0xF, "cond": a if a > b else b,
+        "widen": a, "swiden": sa, "narrow": a & 0xF, "cond": max(b, a),
         "cmp": (a == b) * 1 | (a != b) * 2 | (a < b) * 4 | (a <= b) * 8 | (a > b) * 16 | (a >= b) * 32,
         "scmp": (sa < sb) * 1 | (sa >= sb) * 2,
         "logic": (x and y) * 1 | (x or y) * 2 | (not x) * 4,

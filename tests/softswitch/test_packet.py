@@ -4,7 +4,13 @@ from __future__ import annotations
 import pytest
 
 from softswitch.errors import PacketError, PacketTooShort
-from softswitch.packet import PacketReader, PacketWriter, bits_to_bytes, make_extract_plan, make_pack_plan
+from softswitch.packet import (
+    PacketReader,
+    PacketWriter,
+    bits_to_bytes,
+    make_extract_plan,
+    make_pack_plan,
+)
 
 
 def test_extract_aligned_and_unaligned():

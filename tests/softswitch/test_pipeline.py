@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from conftest import EXAMPLES, load, program
+
 from softswitch.tables import Lpm
 from softswitch.v1model import Replica
 
@@ -52,10 +53,10 @@ def test_drops_exit_and_resubmit_limit_are_traced():
     assert outs == [] and [e.detail["reason"] for e in ev if e.kind == "drop"] == [
         "egress_spec is the drop port (mark_to_drop)"]
     outs, ev = sw.process_packet(0, bytes([4, 0, 0, 0, 0]), trace=True)
-    assert outs == [] and "in egress" in [e for e in ev if e.kind == "drop"][0].detail["reason"]
+    assert outs == [] and "in egress" in next(e for e in ev if e.kind == "drop").detail["reason"]
     assert sw.process(0, bytes([6, 0, 0, 0, 0])) == [(1, bytes([6, 0, 0, 0, 1]))]
     outs, ev = sw.process_packet(0, bytes([5, 0, 0, 0, 0]), trace=True)
-    assert outs == [] and "resubmit loop" in [e for e in ev if e.kind == "drop"][0].detail["reason"]
+    assert outs == [] and "resubmit loop" in next(e for e in ev if e.kind == "drop").detail["reason"]
     assert sw.v1.stats.drops >= 3
 
 

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from softswitch.errors import RuntimeApiError, RuntimeErrorCode as C
+from softswitch.errors import RuntimeApiError
+from softswitch.errors import RuntimeErrorCode as C
 from softswitch.tables import ActionSpec, Exact, KeyField, Lpm, Optional, Range, Table, Ternary
 
 
