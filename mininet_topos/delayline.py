@@ -337,6 +337,10 @@ def run(a_if: str, b_if: str, params: WanParams, *, stats_path: Path | None = No
                         break
                     except InterruptedError:
                         continue
+                    except OSError as exc:  # the interface went away: nothing to do
+                        name = a_if if sock is socks["a"] else b_if
+                        raise WanError(f"delay line: interface {name} is gone "
+                                       f"({exc.strerror}); stopping") from None
                     core.arrive(clock(), frame)
             now = clock()
             for direction, core in cores.items():
@@ -415,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
         stats = run(args.a, args.b, params, stats_path=args.stats, params_path=args.params,
                     realtime=args.realtime)
     except (WanError, OSError, ValueError, TypeError) as exc:
-        print(f"delayline: {exc}", file=sys.stderr)
+        print(f"error: {exc}", file=sys.stderr)
         return 1
     if not args.stats:
         print(json.dumps({d: dataclasses.asdict(s) for d, s in stats.items()}))
