@@ -61,7 +61,7 @@ class DecodeStats:
     reports: int = 0
     hop_records: int = 0
     malformed: Counter = field(default_factory=Counter)  # Malformed -> count
-    shapes: int = 0  # distinct shapes decoded (layout cache size)
+    shapes: int = 0  # distinct bitmap combinations seen (layout cache size)
 
 
 def _gather(m: np.ndarray, col: np.ndarray) -> np.ndarray:
@@ -199,16 +199,17 @@ class ReportDecoder:
     # -- one shape ----------------------------------------------------------------
 
     def _layouts_for(self, key: tuple[int, ...]) -> tuple[RecordLayout, RecordLayout]:
-        got = self._layouts.get(key)
+        """(sink metadata layout, hop record layout) of a shape, cached by its bitmaps."""
+        bitmaps = (key[3], key[4], key[5], key[13], key[14], key[15])
+        got = self._layouts.get(bitmaps)
         if got is None:
-            (_, _, _, rep_md_bits, domain, ds_md_bits, *_rest) = key
-            ins, ds_id, ds_ins = key[13], key[14], key[15]
+            rep_md_bits, domain, ds_md_bits, ins, ds_id, ds_ins = bitmaps
             got = (
                 record_layout(rep_md_bits, domain, ds_md_bits, report=True),
                 record_layout(ins, ds_id, ds_ins),
             )
             if len(self._layouts) < 4096:
-                self._layouts[key] = got
+                self._layouts[bitmaps] = got
                 self.stats.shapes = len(self._layouts)
         return got
 
