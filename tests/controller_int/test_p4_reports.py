@@ -65,3 +65,26 @@ def test_collector_decodes_program_reports(harness) -> None:  # type: ignore[no-
     # every hop's tx bytes grew with each packet, so every hop has a rate
     assert (hops.tx_rate_bps > 0).all()
     assert got and got[0].n_hops.tolist() == [3] * 20
+
+
+def test_program_reports_drive_hpcc(harness) -> None:  # type: ignore[no-untyped-def]
+    """Reports of the P4 program -> collector -> HopSamples -> controller.cc HPCC rates."""
+    import numpy as np
+    from controller.cc.hpcc import HpccEngine
+
+    h, checked = harness
+    chain = h.Chain.build(3, lambda: h.compile_program(checked), sink_mode="report")
+    chain.switches[-1].report_to(3)
+    cfg = CollectorConfig(report_port=0, agent_port=0, flow_capacity=64)
+    engine = HpccEngine(n_flows=cfg.flow_capacity)
+    engine.start_flows(np.arange(cfg.flow_capacity), max_rate_bps=25e9)
+    decisions = []
+    c = Collector(cfg, listeners=[lambda b, s: decisions.append(engine.update(hop_samples(b, s)))])
+    for psn in range(30):
+        reports = [d[UDP_REPORT_OFFSET:] for port, d in
+                   chain.send(h.roce_frame(psn=psn, payload=bytes(1000)), step_us=20) if port == 3]
+        c.feed_reports(reports)
+    rates = np.concatenate([d.rate_bps for d in decisions])
+    assert len(rates) == 30 and np.isfinite(rates).all()
+    assert (rates > 0).all() and (rates <= 25e9).all()
+    assert np.concatenate([d.updated for d in decisions]).any()
