@@ -13,6 +13,7 @@ neighbours are equally close to the destination, the route is an ECMP group.
 from __future__ import annotations
 
 import ipaddress
+import zlib
 from collections import defaultdict, deque
 from dataclasses import dataclass
 
@@ -28,6 +29,7 @@ __all__ = [
     "NextHop",
     "PortConfig",
     "Route",
+    "arp_proxy_entries",
     "directed_links",
     "ecmp_groups",
     "host_configs",
@@ -35,6 +37,7 @@ __all__ = [
     "path_link_indices",
     "path_links",
     "paths",
+    "pick_next_hop",
     "port_configs",
     "port_queue_pkts",
     "port_rates_mbps",
@@ -430,3 +433,25 @@ def port_configs(topo: Topology) -> dict[str, list[PortConfig]]:
     for lst in out.values():
         lst.sort()
     return out
+
+
+def arp_proxy_entries(topo: Topology) -> dict[str, list[tuple[str, str]]]:
+    """Per switch, the (IPv4, MAC) pairs it answers ARP requests for on behalf of its
+    hosts: each attached host's gateway and same-subnet peers, all resolving to the
+    switch's router MAC (the same entries :func:`host_configs` gives as static ARP)."""
+    out: dict[str, dict[str, str]] = {s: {} for s in topo.switch_names}
+    cfgs = host_configs(topo)
+    for h in topo.hosts:
+        out[h.switch].update(cfgs[h.name].arp)
+    return {sw: sorted(entries.items(), key=lambda kv: ipaddress.IPv4Address(kv[0]))
+            for sw, entries in out.items()}
+
+
+def pick_next_hop(route: Route, salt: int = 0) -> NextHop:
+    """One next hop of ``route``, chosen by a stable hash of its prefix, for tables that
+    take a single next hop per prefix: routes computed with ``aggregate=False`` (one
+    per host) then spread over an ECMP group's members."""
+    if len(route.next_hops) == 1:
+        return route.next_hops[0]
+    h = zlib.crc32(f"{route.switch}/{route.prefix}/{salt}".encode())
+    return route.next_hops[h % len(route.next_hops)]

@@ -5,6 +5,7 @@ from controller.topology import (
     LinkRole,
     LossModel,
     RoutingError,
+    arp_proxy_entries,
     directed_links,
     dumbbell,
     ecmp_groups,
@@ -14,6 +15,7 @@ from controller.topology import (
     path_link_indices,
     path_links,
     paths,
+    pick_next_hop,
     port_configs,
     port_queue_pkts,
     port_rates_mbps,
@@ -209,3 +211,21 @@ def test_port_configs():
         (3, "wan", "s5", 3, 50.0, True, False)]
     host_port = port_configs(two_datacenters())["s3"][0]
     assert (host_port.peer, host_port.int_edge, host_port.mtu) == ("h1", True, 1500)
+
+
+def test_arp_proxy_entries():
+    entries = arp_proxy_entries(leaf_spine())
+    assert entries["s3"] == [("10.0.1.1", "02:00:00:00:00:03"), ("10.0.1.2", "02:00:00:00:00:03"),
+                             ("10.0.1.254", "02:00:00:00:00:03")]
+    assert entries["s1"] == []
+
+
+def test_pick_next_hop_spreads_host_routes_over_ecmp_members():
+    topo = leaf_spine(n_leaves=2, hosts_per_leaf=8)
+    rts = [r for r in routes(topo, aggregate=False)["s3"] if r.is_ecmp]
+    assert len(rts) == 8
+    picks = [pick_next_hop(r).neighbour for r in rts]
+    assert set(picks) == {"s1", "s2"}
+    assert picks == [pick_next_hop(r).neighbour for r in rts]  # stable
+    single = routes(topo)["s3"][0]
+    assert pick_next_hop(single) is single.next_hops[0]
