@@ -209,3 +209,39 @@ def test_arp_requests_are_answered_by_the_switch(make_program):
     reply = req[:20] + b"\x00\x02" + req[22:]
     assert s.process(1, reply) == []
     assert s.drops("arp") == 2
+
+
+def test_fuzzed_int_headers_never_break_the_switch(make_program):
+    """Random bytes in the shim, MD header and first hop record: every packet is either
+    dropped with a counted reason or forwarded with consistent lengths, and a good
+    packet right after is processed exactly."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    s = transit(make_program)
+
+    @settings(max_examples=120, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(st.lists(st.tuples(st.integers(42, 42 + 16 + 28 - 1), st.integers(0, 255)),
+                    min_size=1, max_size=6))
+    def run(edits):
+        frame = int_frame()
+        for off, val in edits:
+            frame[off] = val
+        frame = bytearray(fix_ip(frame))
+        drops_before = sum(s.runtime.counter_read("drop_reasons", i)[0] for i in range(16))
+        out = s.process(1, bytes(frame))
+        drops_after = sum(s.runtime.counter_read("drop_reasons", i)[0] for i in range(16))
+        if not out:
+            assert drops_after == drops_before + 1
+        else:
+            (port, data), = out
+            assert port == 2
+            d = split_int(data)
+            assert d["ip_total_len"] == len(data) - 14
+            assert d["udp"][2] == d["ip_total_len"] - 20
+            if d["udp"][1] == 7777 and d.get("ver") == 2 and d.get("shim_type") == 1:
+                assert 4 + d["shim_len"] * 4 <= d["udp"][2] - 8
+        assert_next_packet_fine(s)
+
+    run()
