@@ -54,6 +54,7 @@ class _Pkt:
     buf: bytearray  # whole UDP payload, ICRC slot included
     opcode: int
     last_tx: int = -1  # transmission counter of the latest send
+    prev_tx: int = -1  # ... and of the one before (retransmission ambiguity)
     sent_s: float = 0.0
     retx: int = 0
     acked: bool = False
@@ -103,6 +104,7 @@ class Requester:
     _rto: float = 0.05
     _rto_deadline: float | None = None
     _progress: bool = False
+    _min_rtt: float | None = None
     _msg_id: int = 0
     _va: int = 0x10000
 
@@ -230,6 +232,7 @@ class Requester:
                 p = self._pkts[seq]
                 p.queued = False
                 p.retx += 1
+                p.prev_tx = p.last_tx
                 p.last_tx = tx
                 p.sent_s = now
                 c.retx_pkts += 1
@@ -350,7 +353,12 @@ class Requester:
         p.acked = True
         self._progress = True
         self.counters.acked_bytes += len(p.buf) - ICRC_LEN
-        self._highest_reported_tx = max(self._highest_reported_tx, p.last_tx)
+        tx = p.last_tx
+        if p.retx and self._min_rtt is not None and now - p.sent_s < 0.8 * self._min_rtt:
+            # too early to be the retransmission's ACK: the original arrived after all,
+            # so only packets sent before the original may be declared lost
+            tx = p.prev_tx
+        self._highest_reported_tx = max(self._highest_reported_tx, tx)
         if p.retx == 0:
             self._rtt_sample(now - p.sent_s)
 
@@ -413,6 +421,8 @@ class Requester:
     def _rtt_sample(self, rtt: float) -> None:
         if rtt <= 0:
             return
+        if self._min_rtt is None or rtt < self._min_rtt:
+            self._min_rtt = rtt
         if self._srtt is None:
             self._srtt, self._rttvar = rtt, rtt / 2
         else:

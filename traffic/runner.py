@@ -160,6 +160,7 @@ class RankRunner:
             raise
         self.start_s = 0.0
         self.end_s: float | None = None
+        self.late_start_s = 0.0
 
     def _qcfg(self, qpn: int, peer_qpn: int, peer: int) -> QpConfig:
         q = self.qp
@@ -190,8 +191,14 @@ class RankRunner:
             linger_s: float = 0.2, progress: TextIO | None = None,
             interval_s: float = 1.0) -> dict:
         """Run to completion; return the summary (raises WorkloadError on timeout)."""
+        self.late_start_s = 0.0
         if start_at is not None:
             wait = start_at - time.time()
+            if wait < 0:  # peers may have sent before we bound: expect retransmissions
+                self.late_start_s = -wait
+                if progress is not None:
+                    progress.write(f"rank {self.plan.rank}: started {-wait:.3f} s after "
+                                   "--start-at\n")
             end_wait = self.ep.now() + max(0.0, wait)
             while self.ep.now() < end_wait:  # answer early peers while waiting
                 self.ep.step(min(0.01, max(0.0, end_wait - self.ep.now())))
@@ -255,6 +262,7 @@ class RankRunner:
             "qp_params": {k: (v.value if isinstance(v, Reliability) else v)
                           for k, v in asdict(self.qp).items()},
             "start_s": self.start_s, "end_s": end, "completion_s": el,
+            "late_start_s": self.late_start_s,
             "bytes_sent": sent if self._ar is None else sum(
                 r.counters.acked_bytes for r in self.requesters),
             "bytes_received": recvd,

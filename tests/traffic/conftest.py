@@ -45,7 +45,7 @@ def run_ranks(hosts: list[Namespace], pattern: str, args: list[str], out_dir: Pa
               per_rank: dict[int, list[str]] | None = None, timeout: float = 60.0) -> list[dict]:
     """Run one ``python -m traffic`` process per namespace; return their JSON summaries."""
     addrs = ",".join(h.ip for h in hosts)
-    start_at = time.time() + 0.8
+    start_at = time.time() + 1.5
     procs = []
     for r, h in enumerate(hosts):
         extra = (per_rank or {}).get(r, [])

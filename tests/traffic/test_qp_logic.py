@@ -208,3 +208,27 @@ def test_tail_loss_is_recovered_by_one_timeout(mode: str) -> None:
     assert res.data_dropped == 2
     assert req.counters.timeouts == 1
     assert req.counters.retx_pkts == 2
+
+
+def test_spurious_timeout_does_not_trigger_a_retransmission_storm() -> None:
+    """An ACK for the original of a packet resent by a (spurious) timeout must not make
+    every packet sent before the resend look lost."""
+    req, resp = _pair("sr", rate_bps=1e9, window=1000)
+    req.cfg.rto_min_s = 0.001
+    req.post_write(os.urandom(400_000))
+    out: list[bytes] = []
+    req.poll(0.0, out, budget=1000)  # the whole message leaves at t=0
+    # an early ACK gives an RTT sample of 20 ms
+    for b in out[:1]:
+        resp.on_packet(roce.parse_udp_payload(b), 0.010)
+    req.on_ack(roce.parse_udp_payload(resp.take_ack()), 0.020)
+    # the ACKs of the rest are late: the timer fires and resends the oldest one
+    req.poll(0.2, out, budget=1000)
+    assert req.counters.timeouts == 1 and req.counters.retx_pkts == 1
+    # now the late ACK of the originals arrives, shortly after the resend
+    for b in out[1:196]:
+        resp.on_packet(roce.parse_udp_payload(b), 0.2)
+    req.on_ack(roce.parse_udp_payload(resp.take_ack()), 0.201)
+    out.clear()
+    req.poll(0.201, out, budget=1000)
+    assert req.counters.retx_pkts == 1  # no storm
