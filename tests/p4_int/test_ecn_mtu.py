@@ -119,3 +119,28 @@ def test_mtu_guard_at_transit_sets_m_and_keeps_the_packet(make_program):
 def _exact(v: int):
     from softswitch.tables import Exact
     return Exact(v)
+
+
+def test_hop_records_report_the_queue(make_program):
+    """Queue occupancy (packets) and queue bytes in each hop record follow a burst."""
+    from p4int_harness import decode_hop_words
+    from softswitch.v1model.switch import IngressJob
+    s = IntSwitch.build(1, make_program())
+    s.route("10.0.2.0", 24, 2, H2_MAC)
+    s.watch()
+    frames = [roce_frame(psn=i) for i in range(6)]
+    jobs = []
+    for f in frames:
+        jobs.extend(s.switch.run_ingress(IngressJob(port=1, data=f))[1])
+    assert s.reg("queue_bytes", 2) == sum(len(f) for f in frames)
+    sent = 0
+    for k, job in enumerate(jobs):
+        job.sm.deq_qdepth = len(jobs) - k - 1
+        (o,) = s.switch.run_egress(job)[2]
+        d = split_int(o.data)
+        (hop,) = decode_hop_words(d["stack"], d["inst"], d["ds"], d["hop_ml"])
+        assert hop["queue_occupancy"] == len(jobs) - k - 1
+        assert hop["queue_bytes"] == sum(len(f) for f in frames[k + 1:])
+        assert hop["tx_bytes"] == sent
+        sent += len(o.data)
+    assert s.reg("SwitchEgress.last_queue_occupancy", 2) == 0
