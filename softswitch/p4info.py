@@ -12,8 +12,9 @@ their plain name (``NoAction``).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2 as P4I
@@ -318,11 +319,11 @@ def build_p4info(program: A.CheckedProgram) -> P4I.P4Info:
         "value_set": _emit_value_set, "action_profile": _emit_action_profile,
     }
     # tables first: they link direct resources and action profiles back to themselves
-    for kind in emit:
+    for kind, emit_one in emit.items():
         for s in col.symbols:
             if s.kind == kind:
-                emit[kind](info, s, alias[s.name], by_decl)
-    for name, st in col.struct_types.items():
+                emit_one(info, s, alias[s.name], by_decl)
+    for st in col.struct_types.values():
         _emit_struct(info, st)
     return info
 

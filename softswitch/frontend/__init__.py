@@ -11,5 +11,13 @@ from .ast import CheckedProgram, MainPackage, PackageBlock, SourceLoc
 from .errors import P4Error, P4Unsupported
 from .load import load_program, load_source
 
-__all__ = ["CheckedProgram", "MainPackage", "PackageBlock", "SourceLoc", "P4Error", "P4Unsupported",
-           "load_program", "load_source"]
+__all__ = [
+           "CheckedProgram",
+           "MainPackage",
+           "P4Error",
+           "P4Unsupported",
+           "PackageBlock",
+           "SourceLoc",
+           "load_program",
+           "load_source",
+]

@@ -44,8 +44,9 @@ at the user's source (``#line`` markers of the preprocessor are honoured).
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterator, Union
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .types import P4Type
@@ -793,7 +794,7 @@ class CheckedProgram:
         return self.top_level[name]
 
 
-Node_ = Union[Declaration, Statement, Expression]
+Node_ = Declaration | Statement | Expression
 
 _SKIP_FIELDS = {"loc", "type", "decl", "callee_decl", "params", "type_bindings", "const_value",
                 "builtin_states", "type_decl", "ctor"}

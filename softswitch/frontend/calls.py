@@ -75,16 +75,12 @@ def bind_args(ck: ExpressionChecker, e: A.MethodCallExpression, params: list[A.P
         at = ck.check_expr(a.value, scope)
         if ck.has_typevar(pt) and not ck.unify(pt, at, bindings):
             raise P4TypeError(a.loc, f"{what}: argument of type {at} does not fit parameter type {pt}")
-    new_args: list[A.Argument] = []
     for i, (a, p, pt) in enumerate(zip(ordered, params, ptypes)):
         if a is None:
             continue
         want = ck.subst(pt, bindings)
         argname = f"argument {i + 1} ('{p.name}') of {what}"
-        if isinstance(a.value, A.DontCareExpression):
-            if p.direction not in (A.Direction.OUT, A.Direction.INOUT) and not isinstance(want, T.TypeVar):
-                pass
-        else:
+        if not isinstance(a.value, A.DontCareExpression):  # '_' fits any parameter
             if isinstance(a.value.type, T.TupleType) and isinstance(want, T.TypeVar):
                 for sub in getattr(a.value, "elems", []):
                     if isinstance(sub.type, T.IntType):
@@ -92,7 +88,6 @@ def bind_args(ck: ExpressionChecker, e: A.MethodCallExpression, params: list[A.P
             ck.coerce(a.value, want, argname)
         if p.direction in (A.Direction.OUT, A.Direction.INOUT):
             ck.check_lvalue(a.value, f"{argname} for {p.direction.value} parameter")
-        new_args.append(a)
     e.args = [a for a in ordered if a is not None]
     e.params = [p for a, p in zip(ordered, params) if a is not None]
 

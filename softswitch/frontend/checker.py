@@ -15,9 +15,9 @@ from . import types as T
 from .calls import bind_args, check_constructor, order_args
 from .errors import P4NameError, P4TypeError, P4Unsupported
 from .expressions import ExpressionChecker
+from .keysets import check_keyset
 from .scope import Scope
 from .typeresolve import describe_decl
-from .keysets import check_keyset
 
 
 class Checker(ExpressionChecker):
@@ -312,8 +312,6 @@ class Checker(ExpressionChecker):
         elif isinstance(s, A.BlockStatement):
             self.check_block(s, scope)
         elif isinstance(s, A.IfStatement):
-            if self.in_parser and not self.in_action:
-                pass
             ct = self.check_expr(s.cond, scope)
             if not isinstance(ct, T.BoolType):
                 raise P4TypeError(s.cond.loc, f"condition of 'if' must be bool, got {ct}")

@@ -5,7 +5,7 @@ CI logs can jump to the place).
 """
 from __future__ import annotations
 
-from .ast import SourceLoc, UNKNOWN_LOC
+from .ast import UNKNOWN_LOC, SourceLoc
 
 
 class P4Error(Exception):

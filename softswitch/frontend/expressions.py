@@ -204,8 +204,7 @@ class ExpressionChecker(TypeResolver):
             raise P4TypeError(e.loc, f"cannot index a value of type {bt}; only header stacks can be indexed")
         if not isinstance(T.strip_newtype(it), (T.BitsType, T.IntType)):
             raise P4TypeError(e.index.loc, f"stack index must be an integer, got {it}")
-        if isinstance(e.index.const_value, int):
-            if not 0 <= e.index.const_value < bt.size:
+        if isinstance(e.index.const_value, int) and not 0 <= e.index.const_value < bt.size:
                 raise P4TypeError(e.index.loc, f"index {e.index.const_value} out of bounds for header stack of size {bt.size}")
         return bt.elem
 
@@ -380,7 +379,8 @@ class ExpressionChecker(TypeResolver):
         if not ok:
             raise P4TypeError(e.loc, f"cannot cast {src} to {dst}")
         if isinstance(src, T.IntType) and not isinstance(e.expr, A.IntLiteral) and isinstance(db, T.BitsType):
-            self.coerce(e.expr, db, "cast") if cv is not None else None
+            if cv is not None:
+                self.coerce(e.expr, db, "cast")
         elif isinstance(e.expr, A.IntLiteral) and isinstance(db, (T.BitsType, T.SerEnumType)):
             e.expr.type = db if isinstance(db, T.BitsType) else db.underlying
             e.expr.const_value = e.const_value

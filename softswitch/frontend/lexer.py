@@ -12,7 +12,7 @@ type as ``EXTERN_OBJECT``.
 """
 from __future__ import annotations
 
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 from lark import Token
 

@@ -31,4 +31,4 @@ def load_program(path: str | Path, *, include_dirs: tuple[str, ...] | list[str] 
     return load_source(text, filename=str(path), include_dirs=include_dirs, defines=defines)
 
 
-__all__ = ["load_program", "load_source", "P4Error"]
+__all__ = ["P4Error", "load_program", "load_source"]

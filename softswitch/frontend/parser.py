@@ -13,8 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from lark import Lark, Token, Transformer, Tree, v_args
-from lark.exceptions import (UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken,
-                             VisitError)
+from lark.exceptions import (
+    UnexpectedCharacters,
+    UnexpectedEOF,
+    UnexpectedInput,
+    UnexpectedToken,
+    VisitError,
+)
 
 from . import ast as A
 from .errors import P4Error, P4SyntaxError, P4Unsupported
@@ -49,11 +54,11 @@ def parse_int_literal(text: str) -> tuple[int, int | None, bool]:
     body = m.group(3).replace("_", "")
     low = body.lower()
     if low.startswith("0x"):
-        value = int(body[2:], 16)
+        value = int(body, 16)
     elif low.startswith("0b"):
-        value = int(body[2:], 2)
+        value = int(body, 2)
     elif low.startswith("0o"):
-        value = int(body[2:], 8)
+        value = int(body, 8)
     elif low.startswith("0d"):
         value = int(body[2:], 10)
     else:
@@ -587,7 +592,7 @@ def parse_text(text: str, linemap: LineMap) -> A.Program:
     except UnexpectedCharacters as exc:
         ch = text[exc.pos_in_stream] if exc.pos_in_stream < len(text) else "?"
         raise P4SyntaxError(linemap.loc(exc.line, exc.column), f"syntax error: unexpected character '{ch}'") from None
-    except UnexpectedEOF as exc:
+    except UnexpectedEOF:
         raise P4SyntaxError(linemap.loc(max(1, len(linemap.entries)), 1),
                             "syntax error: unexpected end of input") from None
     except UnexpectedInput as exc:  # pragma: no cover - other lark errors

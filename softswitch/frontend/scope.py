@@ -28,10 +28,10 @@ class Scope:
     def declare(self, name: str, decl: Any, loc: A.SourceLoc) -> None:
         existing = self.names.get(name)
         if existing:
-            if isinstance(decl, _OVERLOADABLE) and all(isinstance(d, _OVERLOADABLE) for d in existing):
-                if all(len(d.params) != len(decl.params) for d in existing):
-                    existing.append(decl)
-                    return
+            overload = isinstance(decl, _OVERLOADABLE) and all(isinstance(d, _OVERLOADABLE) for d in existing)
+            if overload and all(len(d.params) != len(decl.params) for d in existing):
+                existing.append(decl)
+                return
             prev = existing[0]
             where = f" (previous declaration at {prev.loc})" if getattr(prev, "loc", None) else ""
             raise P4NameError(loc, f"'{name}' is already declared{where}")

@@ -162,8 +162,8 @@ class TypeResolver:
     @staticmethod
     def _check_field_type(decl: A.Declaration, f: A.StructField, ft: T.P4Type) -> None:
         base = T.strip_newtype(ft)
-        if isinstance(decl, A.HeaderDecl):
-            if not isinstance(base, (T.BitsType, T.VarbitType, T.SerEnumType, T.BoolType)):
+        if isinstance(decl, A.HeaderDecl) and \
+                not isinstance(base, (T.BitsType, T.VarbitType, T.SerEnumType, T.BoolType)):
                 raise P4TypeError(f.loc, f"header field '{decl.name}.{f.name}' has type {ft}; headers hold only bit<W>, int<W>, varbit<W>, bool or serializable enums")
         if isinstance(decl, A.HeaderUnionDecl) and not isinstance(base, T.HeaderType):
             raise P4TypeError(f.loc, f"header union field '{decl.name}.{f.name}' must be a header, not {ft}")
@@ -291,4 +291,4 @@ def describe_decl(decl: Any) -> str:
     return f"{kinds.get(type(decl), 'declaration')} '{getattr(decl, 'name', '?')}'"
 
 
-__all__ = ["TypeResolver", "describe_decl", "P4Error"]
+__all__ = ["P4Error", "TypeResolver", "describe_decl"]

@@ -5,8 +5,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from fe_helpers import check, ingress
+
 from softswitch.frontend import ast as A
 from softswitch.frontend import load_program
 from softswitch.frontend import types as T
@@ -150,9 +150,9 @@ parser P(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_met
     assert isinstance(sel.cases[2].keysets[0].expr.decl, A.ValueSetDecl)
     assert sel.cases[0].next_state.decl is p.states[1]
     assert sel.cases[3].next_state.decl is p.builtin_states["reject"]
-    look = [c for c in _nodes(prog, A.MethodCallExpression) if getattr(c.callee, "member", "") == "lookahead"][0]
+    look = next(c for c in _nodes(prog, A.MethodCallExpression) if getattr(c.callee, "member", "") == "lookahead")
     assert look.type == T.BitsType(8) and look.type_bindings["T"] == T.BitsType(8)
-    nxt = [m for m in _nodes(prog, A.MemberExpression) if m.member == "next"][0]
+    nxt = next(m for m in _nodes(prog, A.MemberExpression) if m.member == "next")
     assert nxt.kind == A.MemberKind.STACK_NEXT
 
 
@@ -183,7 +183,7 @@ def test_tables_const_entries_priorities_and_action_run_switch():
         if (t.apply().hit) { exit; }
 """
     prog = check(ingress(body, locals_))
-    t = [d for d in prog.main.block("ig").decl.locals if isinstance(d, A.TableDecl)][0]
+    t = next(d for d in prog.main.block("ig").decl.locals if isinstance(d, A.TableDecl))
     assert [k.match_kind for k in t.keys] == ["ternary", "range", "exact"]
     assert t.size_value == 64
     assert t.default_action.decl.name == "fwd" and t.default_action.args[0].value.const_value == 3
@@ -195,7 +195,7 @@ def test_tables_const_entries_priorities_and_action_run_switch():
     assert sw.cases[0].label.decl.name == "fwd"
     apply_calls = [c for c in _nodes(prog, A.MethodCallExpression) if c.call_kind == A.CallKind.TABLE_APPLY]
     assert all(c.callee_decl is t for c in apply_calls)
-    hit = [m for m in _nodes(prog, A.MemberExpression) if m.member == "hit"][0]
+    hit = next(m for m in _nodes(prog, A.MemberExpression) if m.member == "hit")
     assert hit.kind == A.MemberKind.TABLE_HIT and hit.type == T.BOOL
 
 
@@ -293,7 +293,7 @@ parser P(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_met
     prog = check(ingress(body, locals_, top=top, parser=parser))
     kinds = {c.call_kind for c in _nodes(prog, A.MethodCallExpression)}
     assert {A.CallKind.FUNCTION, A.CallKind.ACTION, A.CallKind.CONTROL_APPLY, A.CallKind.PARSER_APPLY} <= kinds
-    sub = [d for d in prog.main.block("ig").decl.locals if isinstance(d, A.InstantiationDecl)][0]
+    sub = next(d for d in prog.main.block("ig").decl.locals if isinstance(d, A.InstantiationDecl))
     assert sub.type_decl.name == "Sub" and sub.args[0].value.const_value == 4
 
 
@@ -323,7 +323,7 @@ parser P(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_met
     assert decls["p"].init.elems[1].type == T.BitsType(16)
     assert isinstance(decls["q"].init, A.StructExpression) and decls["q"].init.type.name == "pair_t"
     assert isinstance(decls["u"].type_ref.type, T.HeaderUnionType)
-    extract = [c for c in _nodes(prog, A.MethodCallExpression) if getattr(c.callee, "member", "") == "extract"][0]
+    extract = next(c for c in _nodes(prog, A.MethodCallExpression) if getattr(c.callee, "member", "") == "extract")
     assert len(extract.args) == 2 and extract.callee_decl.params[1].name == "variableFieldSizeInBits"
 
 

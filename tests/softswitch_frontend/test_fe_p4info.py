@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fe_helpers import check, ingress
 from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 
-from fe_helpers import check, ingress
 from softswitch.frontend import load_program
 from softswitch.p4info import build_p4info, format_p4info, jenkins_one_at_a_time, write_p4info
 

@@ -2,11 +2,16 @@
 from __future__ import annotations
 
 import pytest
-
 from fe_helpers import PRELUDE, check, ingress, line_of
+
 from softswitch.frontend import P4Error
-from softswitch.frontend.errors import (P4NameError, P4PreprocessError, P4SyntaxError, P4TypeError,
-                                        P4Unsupported)
+from softswitch.frontend.errors import (
+    P4NameError,
+    P4PreprocessError,
+    P4SyntaxError,
+    P4TypeError,
+    P4Unsupported,
+)
 
 
 def _err(src: str, cls=P4Error) -> P4Error:
