@@ -323,6 +323,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--malformed", choices=("pass", "drop"), default="pass",
                    help="malformed INT: pass up unmodified (default) or drop")
     p.add_argument("--ringbuf-pages", type=int, default=256, help="ring size in pages")
+    p.add_argument("--xdp", action="store_true",
+                   help="run the sink at XDP instead of tc ingress (before tc programs)")
     p.add_argument("--dump-c", action="store_true", help="print the C source loaded")
     p.add_argument("interval", nargs="?", type=_positive, default=1.0,
                    help="seconds between status lines (default 1)")
@@ -338,7 +340,8 @@ def main(argv: list[str] | None = None) -> int:
             agent_id=args.agent_id, feedback_port=args.feedback_port,
             control_socket=args.control,
             sink=SinkConfig(int_udp_port=args.int_port, ringbuf_pages=args.ringbuf_pages,
-                            malformed_drop=args.malformed == "drop"))
+                            malformed_drop=args.malformed == "drop",
+                            hook="xdp" if args.xdp else "tc"))
     except EbpfError as exc:
         print(f"ebpf.agent: {exc}", file=sys.stderr)
         return 2

@@ -1,4 +1,4 @@
-/* Host INT sink: tc clsact ingress program (bcc).
+/* Host INT sink: tc clsact ingress program, or XDP with -DSINK_XDP=1 (bcc).
  *
  * For UDP to INT_UDP_PORT carrying an INT-MD shim: validate shim, MD header and
  * the hop stack (<= 8 hops, hop ML == bitmaps), read the BTH behind it, emit one
@@ -11,10 +11,13 @@
  * here; either way its reason is counted in "stats".
  *
  * Packets that pass return TC_ACT_UNSPEC, so later tc filters on the hook still run.
+ * The XDP build (entry int_sink_xdp) does the same before the stack allocates an skb:
+ * it rewrites the headers in place behind the INT bytes and moves the packet start
+ * with bpf_xdp_adjust_head; it runs before any tc program (the loss emulator too).
  *
- * Parameters (-D cflags): INT_UDP_PORT, RINGBUF_PAGES, FLOW_ENTRIES, MALFORMED_DROP.
- * Every packet access goes through bpf_skb_load_bytes (bounds-checked, works on
- * non-linear skbs); the hop stack is copied once into a per-CPU scratch buffer and
+ * Parameters (-D cflags): INT_UDP_PORT, RINGBUF_PAGES, FLOW_ENTRIES, MALFORMED_DROP,
+ * SINK_XDP. Every packet access goes through bpf_skb_load_bytes / bpf_xdp_load_bytes
+ * (bounds-checked, works on non-linear packets); the hop stack is copied once into a per-CPU scratch buffer and
  * read there with masked offsets; all loops are bounded by INT_MAX_HOPS.
  */
 #include <uapi/linux/bpf.h>
@@ -33,6 +36,25 @@
 #endif
 #ifndef MALFORMED_DROP
 #define MALFORMED_DROP 0
+#endif
+#ifndef SINK_XDP
+#define SINK_XDP 0
+#endif
+
+#if SINK_XDP
+#define CTX_T struct xdp_md
+#define LOAD(c, off, buf, len) bpf_xdp_load_bytes(c, off, buf, len)
+#define PKT_LEN(c) ((__u32)((long)(c)->data_end - (long)(c)->data))
+#define IFINDEX(c) ((c)->ingress_ifindex)
+#define ACT_PASS XDP_PASS
+#define ACT_DROP XDP_DROP
+#else
+#define CTX_T struct __sk_buff
+#define LOAD(c, off, buf, len) bpf_skb_load_bytes(c, off, buf, len)
+#define PKT_LEN(c) ((c)->len)
+#define IFINDEX(c) ((c)->ifindex)
+#define ACT_PASS TC_ACT_UNSPEC
+#define ACT_DROP TC_ACT_SHOT
 #endif
 
 #define L2_LEN 14
@@ -83,9 +105,9 @@ static __always_inline int malformed(__u32 slot)
     count(slot);
     if (MALFORMED_DROP) {
         count(STAT_MALFORMED_DROPPED);
-        return TC_ACT_SHOT;
+        return ACT_DROP;
     }
-    return TC_ACT_UNSPEC;
+    return ACT_PASS;
 }
 
 static __always_inline __u32 rd32(const __u8 *b, __u32 off)
@@ -183,10 +205,52 @@ static __always_inline void read_bth(const __u8 *bth, __u8 *opcode, __u32 *qp, _
     *psn = (__u32)bth[9] << 16 | (__u32)bth[10] << 8 | bth[11];
 }
 
+/* One's complement update of a 16-bit checksum when one 16-bit word changes
+ * (RFC 1624, eqn. 3); byte order does not matter as long as all three agree. */
+static __always_inline __u16 csum_replace16(__u16 check, __u16 old, __u16 new)
+{
+    __u32 sum = (__u16)~check + (__u16)~old + (__u32)new;
+    sum = (sum & 0xFFFF) + (sum >> 16);
+    sum = (sum & 0xFFFF) + (sum >> 16);
+    return ~sum;
+}
+
+/* Remove int_len bytes after the UDP header and restore UDP/IPv4; 0 on success,
+ * -1 if nothing was changed, -2 if the packet was changed and must be dropped. */
+static __always_inline int strip_int(CTX_T *ctx, const struct l2l4 *h, __be16 orig_dport,
+                                     __u32 int_len, __u16 ip_len, __u16 udp_len)
+{
+    struct l2l4 nh = *h;
+    nh.udp.dest = orig_dport;
+    nh.udp.len = bpf_htons(udp_len - int_len);
+    nh.ip.tot_len = bpf_htons(ip_len - int_len);
+    nh.ip.check = csum_replace16(h->ip.check, h->ip.tot_len, nh.ip.tot_len);
+#if SINK_XDP
+    /* headers go right in front of the payload, then the packet starts there */
+    if (bpf_xdp_store_bytes(ctx, int_len, &nh, sizeof(nh)) < 0)
+        return -1;
+    if (bpf_xdp_adjust_head(ctx, (int)int_len) < 0)
+        return -2;
+#else
+    /* ADJ_ROOM_NET removes bytes right after the 20-byte IPv4 header: the old UDP
+     * header and the first int_len - 8 INT bytes; the new UDP header goes on top */
+    if (bpf_skb_adjust_room(ctx, -(__s32)int_len, BPF_ADJ_ROOM_NET, 0) < 0)
+        return -1;
+    if (bpf_skb_store_bytes(ctx, L3_OFF, &nh.ip, sizeof(nh.ip) + sizeof(nh.udp),
+                            BPF_F_RECOMPUTE_CSUM) < 0)
+        return -2;
+#endif
+    return 0;
+}
+
+#if SINK_XDP
+int int_sink_xdp(struct xdp_md *skb)
+#else
 int int_sink(struct __sk_buff *skb)
+#endif
 {
     struct l2l4 h;
-    if (bpf_skb_load_bytes(skb, 0, &h, sizeof(h)) < 0)
+    if (LOAD(skb, 0, &h, sizeof(h)) < 0)
         goto other;
     if (h.eth.h_proto != bpf_htons(ETH_P_IP) || h.ip.protocol != IPPROTO_UDP)
         goto other;
@@ -197,7 +261,7 @@ int int_sink(struct __sk_buff *skb)
     if (h.ip.ihl != 5) {
         /* options move the UDP header: find its port only to count INT we leave alone */
         __be16 p;
-        if (h.ip.ihl < 5 || bpf_skb_load_bytes(skb, L3_OFF + h.ip.ihl * 4 + 2, &p, 2) < 0)
+        if (h.ip.ihl < 5 || LOAD(skb, L3_OFF + h.ip.ihl * 4 + 2, &p, 2) < 0)
             goto other;
         dport = bpf_ntohs(p);
     }
@@ -208,7 +272,7 @@ int int_sink(struct __sk_buff *skb)
     __u32 qp = 0, psn = 0;
 
     if (dport == ROCEV2_UDP_PORT) {
-        if (bad_ip || bpf_skb_load_bytes(skb, INT_OFF, bth, BTH_LEN) < 0)
+        if (bad_ip || LOAD(skb, INT_OFF, bth, BTH_LEN) < 0)
             goto other;
         read_bth(bth, &opcode, &qp, &psn);
         key.src_ip = bpf_ntohl(h.ip.saddr);
@@ -217,7 +281,7 @@ int int_sink(struct __sk_buff *skb)
         key.dest_qp = qp;
         flow_update(&key, psn, opcode, bpf_ntohs(h.ip.tot_len), 0, 0, 0, now);
         count(STAT_ROCE_PLAIN);
-        return TC_ACT_UNSPEC;
+        return ACT_PASS;
     }
     if (dport != INT_UDP_PORT)
         goto other;
@@ -232,7 +296,7 @@ int int_sink(struct __sk_buff *skb)
         struct int_shim shim;
         struct int_md_hdr md;
     } __attribute__((packed)) ih;
-    if (bpf_skb_load_bytes(skb, INT_OFF, &ih, sizeof(ih)) < 0)
+    if (LOAD(skb, INT_OFF, &ih, sizeof(ih)) < 0)
         return malformed(STAT_BAD_SHORT);
     if ((ih.shim.type_npt >> 4) != INT_SHIM_TYPE_MD ||
         ((ih.shim.type_npt >> 2) & 3) != INT_SHIM_NPT_UDP_PORT)
@@ -251,8 +315,8 @@ int int_sink(struct __sk_buff *skb)
     __u32 int_len = INT_SHIM_LEN + words * 4;
     __u16 ip_len = bpf_ntohs(h.ip.tot_len);
     __u16 udp_len = bpf_ntohs(h.udp.len);
-    if (words < 3 || INT_OFF + int_len > skb->len || udp_len < 8 + int_len ||
-        ip_len < 28 + int_len || L3_OFF + ip_len > skb->len)
+    if (words < 3 || INT_OFF + int_len > PKT_LEN(skb) || udp_len < 8 + int_len ||
+        ip_len < 28 + int_len || L3_OFF + ip_len > PKT_LEN(skb))
         return malformed(STAT_BAD_LENGTH);
     __u32 stack_len = int_len - INT_FIXED_LEN;
     __u32 ml = (w0 >> 8) & 0x1F;
@@ -280,7 +344,7 @@ int int_sink(struct __sk_buff *skb)
     }
     __u16 orig_dport = bpf_ntohs(ih.shim.orig_dport);
     if (orig_dport == ROCEV2_UDP_PORT) {
-        if (bpf_skb_load_bytes(skb, INT_OFF + int_len, bth, BTH_LEN) < 0)
+        if (LOAD(skb, INT_OFF + int_len, bth, BTH_LEN) < 0)
             return malformed(STAT_BAD_SHORT);
         read_bth(bth, &opcode, &qp, &psn);
     }
@@ -289,7 +353,7 @@ int int_sink(struct __sk_buff *skb)
         /* stack_len is a multiple of 4 in 4..384: the mask keeps it, and shows the
          * verifier a length in 4..512 (the buffer holds 528) */
         __u32 n = ((stack_len - 4) & 0x1FC) + 4;
-        if (bpf_skb_load_bytes(skb, INT_OFF + INT_FIXED_LEN, s->buf, n) < 0)
+        if (LOAD(skb, INT_OFF + INT_FIXED_LEN, s->buf, n) < 0)
             return malformed(STAT_BAD_SHORT);
     }
 
@@ -314,7 +378,7 @@ int int_sink(struct __sk_buff *skb)
     r->remaining_hop_count = w0 & 0xFF;
     r->md_flags = (w0 >> 25) & 7;
     r->ip_tos = h.ip.tos;
-    r->ifindex = skb->ifindex;
+    r->ifindex = IFINDEX(skb);
 
     __u32 sig = FNV_OFFSET;
     __u32 nloop = nhops;
@@ -356,23 +420,16 @@ int int_sink(struct __sk_buff *skb)
     key.dest_qp = qp;
     flow_update(&key, psn, opcode, ip_len - int_len, 1, nhops, sig, now);
 
-    /* ---- strip: drop int_len bytes after the IPv4 header, then rewrite UDP/IPv4 ---- */
-    if (bpf_skb_adjust_room(skb, -(__s32)int_len, BPF_ADJ_ROOM_NET, 0) < 0) {
+    /* ---- strip ---- */
+    int rc = strip_int(skb, &h, ih.shim.orig_dport, int_len, ip_len, udp_len);
+    if (rc < 0) {
         count(STAT_STRIP_FAILED);
-        return TC_ACT_UNSPEC;
+        return rc == -1 ? ACT_PASS : ACT_DROP;
     }
-    struct udphdr udp = h.udp;
-    udp.dest = ih.shim.orig_dport;
-    udp.len = bpf_htons(udp_len - int_len);
-    __be16 old_len = h.ip.tot_len;
-    __be16 new_len = bpf_htons(ip_len - int_len);
-    bpf_skb_store_bytes(skb, L4_OFF, &udp, sizeof(udp), 0);
-    bpf_skb_store_bytes(skb, L3_OFF + offsetof(struct iphdr, tot_len), &new_len, 2, 0);
-    bpf_l3_csum_replace(skb, L3_OFF + offsetof(struct iphdr, check), old_len, new_len, 2);
     count(STAT_INT_STRIPPED);
-    return TC_ACT_UNSPEC;
+    return ACT_PASS;
 
 other:
     count(STAT_OTHER);
-    return TC_ACT_UNSPEC;
+    return ACT_PASS;
 }

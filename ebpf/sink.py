@@ -14,6 +14,7 @@ top of ``int_sink.c``; ``SinkStat`` names the counters.
 from __future__ import annotations
 
 import dataclasses
+import os
 from types import TracebackType
 from typing import TextIO
 
@@ -23,6 +24,7 @@ from formats.int_md import HOST_RECORD_DTYPE, INT_UDP_PORT
 
 from .errors import AttachError, ConfigError
 from .loader import compile_program
+from .netns import in_netns
 from .records import FLOW_DTYPE, FLOW_KEY_DTYPE, FLOW_STATS_DTYPE, SinkStat
 from .ringbuf import RingBufReader
 from .tc import TcAttachment, attach_tc
@@ -42,6 +44,10 @@ class SinkConfig:
     """Drop malformed INT at the sink instead of passing it up unmodified."""
     prio: int = 20
     """tc priority (the loss emulator uses 5, so it sees packets first)."""
+    hook: str = "tc"
+    """"tc" (clsact ingress, default) or "xdp" (before any tc program, loss included)."""
+    xdp_flags: int = 0
+    """XDP attach flags: 0 lets the kernel pick driver mode; 2 forces generic (skb) mode."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.int_udp_port <= 0xFFFF:
@@ -51,10 +57,16 @@ class SinkConfig:
             raise ConfigError(f"ringbuf_pages {p}: expected a power of two in 1..262144")
         if not 1 <= self.flow_entries <= 1 << 22:
             raise ConfigError(f"flow_entries {self.flow_entries}: expected 1..4194304")
+        if self.hook not in ("tc", "xdp"):
+            raise ConfigError(f"hook {self.hook!r}: expected 'tc' or 'xdp'")
+        if self.xdp_flags not in (0, 1, 2, 4):
+            raise ConfigError(f"xdp_flags {self.xdp_flags}: expected 0, 1 (update if none), "
+                              "2 (generic) or 4 (driver)")
 
     def defines(self) -> dict[str, int]:
         return {"INT_UDP_PORT": self.int_udp_port, "RINGBUF_PAGES": self.ringbuf_pages,
-                "FLOW_ENTRIES": self.flow_entries, "MALFORMED_DROP": int(self.malformed_drop)}
+                "FLOW_ENTRIES": self.flow_entries, "MALFORMED_DROP": int(self.malformed_drop),
+                "SINK_XDP": int(self.hook == "xdp")}
 
 
 class IntSink:
@@ -70,6 +82,7 @@ class IntSink:
         self._tc: TcAttachment | None = None
         self._ring: RingBufReader | None = None
         self._prog_fd = -1
+        self._xdp_attached = False
 
     # -- lifecycle -----------------------------------------------------------------
     def attach(self) -> IntSink:
@@ -79,12 +92,19 @@ class IntSink:
         bpf = compile_program("int_sink.c", self.config.defines(), dump_source=self._dump)
         try:
             from bcc import BPF
-            fn = bpf.load_func(b"int_sink", BPF.SCHED_CLS)
+            xdp = self.config.hook == "xdp"
+            fn = bpf.load_func(b"int_sink_xdp" if xdp else b"int_sink",
+                               BPF.XDP if xdp else BPF.SCHED_CLS)
             self._prog_fd = fn.fd
             table = bpf[b"records"]
             self._ring = RingBufReader(table.map_fd, table.max_entries, HOST_RECORD_DTYPE)
-            self._tc = attach_tc(fn.fd, "int_sink", self.iface, netns=self.netns,
-                                 direction="ingress", prio=self.config.prio)
+            if xdp:
+                with in_netns(self.netns):
+                    BPF.attach_xdp(os.fsencode(self.iface), fn, self.config.xdp_flags)
+                self._xdp_attached = True
+            else:
+                self._tc = attach_tc(fn.fd, "int_sink", self.iface, netns=self.netns,
+                                     direction="ingress", prio=self.config.prio)
         except Exception as exc:
             self._bpf = bpf
             self.close()
@@ -99,6 +119,9 @@ class IntSink:
         try:
             if self._tc is not None:
                 self._tc.detach()
+            if self._xdp_attached:
+                self._xdp_attached = False
+                self._detach_xdp()
         finally:
             self._tc = None
             if self._ring is not None:
@@ -107,6 +130,17 @@ class IntSink:
             if self._bpf is not None:
                 self._bpf.cleanup()
                 self._bpf = None
+
+    def _detach_xdp(self) -> None:
+        from bcc import BPF
+        try:
+            with in_netns(self.netns):
+                BPF.remove_xdp(os.fsencode(self.iface), self.config.xdp_flags)
+        except AttachError:
+            pass  # the namespace is gone, and the program with it
+        except Exception as exc:  # bcc raises bare Exception
+            if "No such device" not in str(exc) and "does not exist" not in str(exc):
+                raise AttachError(f"cannot remove XDP from {self.iface}: {exc}") from None
 
     def __enter__(self) -> IntSink:
         return self.attach()

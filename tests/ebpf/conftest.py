@@ -36,8 +36,14 @@ class Pair:
         return _recv(self.udp_rx, n, timeout_s)
 
     def drain(self) -> None:
+        """Discard everything queued on the receivers (after in-flight packets land)."""
+        time.sleep(0.05)
         for s in (self.raw_rx, self.udp_rx):
-            _recv(s, 1 << 30, 0.05)
+            while True:
+                try:
+                    s.recv(65535, socket.MSG_DONTWAIT)
+                except BlockingIOError:
+                    break
 
 
 def _recv(sock: socket.socket, n: int, timeout_s: float) -> list[bytes]:
