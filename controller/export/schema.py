@@ -17,6 +17,9 @@ int_collector      collector               report_datagrams i, reports i,
                                            host_records i, host_hop_records i, hops i,
                                            flows i, flows_expired i, socket_drops i,
                                            malformed_<reason> i
+cc_rate            src, dst, sport, qp,    rate_bps f, utilisation f, bottleneck_hop i
+                   algo
+link_loss          link                    lost i, delivered i, loss_rate f
 =================  ======================  ==================================================
 
 Timestamps are Unix ns: the hop's or flow's last update for int_hop/int_flow, the
@@ -45,6 +48,8 @@ M_FLOW = "int_flow"
 M_REPORT_SEQ = "int_report_seq"
 M_AGENT = "int_agent"
 M_COLLECTOR = "int_collector"
+M_RATE = "cc_rate"
+M_LINK_LOSS = "link_loss"
 
 CSV_COLUMNS: dict[str, list[str]] = {
     M_HOP: ["time_ns", "switch", "port", "qlen_bytes", "qlen_pkts", "tx_bytes", "tx_rate_bps",
@@ -53,6 +58,9 @@ CSV_COLUMNS: dict[str, list[str]] = {
              "path_changes", "bottleneck_switch", "bottleneck_qlen_bytes"],
     M_REPORT_SEQ: ["time_ns", "switch", "hw_id", "received", "lost", "late", "duplicates"],
     M_AGENT: ["time_ns", "agent", "batches", "records", "lost_batches", "agent_dropped"],
+    M_RATE: ["time_ns", "src", "dst", "sport", "qp", "algo", "rate_bps", "utilisation",
+             "bottleneck_hop"],
+    M_LINK_LOSS: ["time_ns", "link", "lost", "delivered", "loss_rate"],
 }
 
 
@@ -186,3 +194,49 @@ def collector_lines(collector: Collector, *, time_ns: int, since_ns: int = 0,
     return (hop_lines(hops, wall_offset_ns=off, since_ns=since_ns)
             + flow_lines(flows, hops, wall_offset_ns=off, since_ns=since_ns)
             + stats_lines(collector.stats(), time_ns=time_ns, collector=name))
+
+
+def rate_lines(*, src_ip: np.ndarray, dst_ip: np.ndarray, sport: np.ndarray,
+               dest_qp: np.ndarray, rate_bps: np.ndarray, time_ns: np.ndarray | int,
+               utilisation: np.ndarray | None = None, bottleneck_hop: np.ndarray | None = None,
+               algo: str = "hpcc") -> list[str]:
+    """cc_rate points: one per flow (arrays of equal length; time in Unix ns).
+
+    E.g. with a FlowSnapshot ``f`` and the engine's decisions ``d`` for rows ``f.slot``:
+    ``rate_lines(src_ip=f.src_ip, dst_ip=f.dst_ip, sport=f.sport, dest_qp=f.dest_qp,
+    rate_bps=d.rate_bps, utilisation=d.utilisation, bottleneck_hop=d.bottleneck_hop,
+    time_ns=time.time_ns())``.
+    """
+    n = len(rate_bps)
+    fields: dict[str, np.ndarray] = {"rate_bps": np.asarray(rate_bps, np.float64)}
+    if utilisation is not None:
+        fields["utilisation"] = np.asarray(utilisation, np.float64)
+    if bottleneck_hop is not None:
+        fields["bottleneck_hop"] = np.asarray(bottleneck_hop, np.int64)
+    return format_columns(
+        M_RATE,
+        tags={"src": _ipv4(np.asarray(src_ip, np.uint32)), "dst": _ipv4(np.asarray(dst_ip, np.uint32)),
+              "sport": np.asarray(sport), "qp": np.asarray(dest_qp), "algo": [algo] * n},
+        fields=fields,
+        time_ns=time_ns,
+    )
+
+
+def link_loss_lines(*, links: list[str], lost: np.ndarray, delivered: np.ndarray,
+                    bin_time_ns: np.ndarray) -> list[str]:
+    """link_loss points from a links x bins map (e.g. controller.lossmap's LinkLossMap:
+    ``lost``/``delivered`` of shape (n_links, n_bins), ``bin_time_ns`` the Unix time of
+    each bin's start).  Cells with nothing lost and nothing delivered are left out."""
+    lost = np.asarray(lost, np.int64)
+    deliv = np.asarray(delivered, np.int64)
+    n_links, n_bins = lost.shape
+    seen = (lost + deliv) > 0
+    li, bi = np.nonzero(seen)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rate = lost[li, bi] / (lost[li, bi] + deliv[li, bi])
+    return format_columns(
+        M_LINK_LOSS,
+        tags={"link": [links[i] for i in li.tolist()]},
+        fields={"lost": lost[li, bi], "delivered": deliv[li, bi], "loss_rate": rate},
+        time_ns=np.asarray(bin_time_ns, np.int64)[bi],
+    )

@@ -5,6 +5,7 @@ import csv
 import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from controller.export import ConfigError, Exporter, open_exporter, open_sink
@@ -114,3 +115,28 @@ def test_bad_parameters() -> None:
         open_sink("influx:8086", out_dir="x")
     with pytest.raises(ConfigError, match="batch_lines=0"):
         Exporter(FlakySink(), spool_dir="/nonexistent-never-created", batch_lines=0)
+
+
+def test_rate_and_link_loss_lines(tmp_path: Path) -> None:
+    from controller.export.line_protocol import parse_line
+    from controller.export.schema import link_loss_lines, rate_lines
+
+    rl = rate_lines(src_ip=np.array([0x0A000001]), dst_ip=np.array([0x0A000002]),
+                    sport=np.array([4000]), dest_qp=np.array([17]), rate_bps=np.array([2.5e10]),
+                    utilisation=np.array([0.9]), bottleneck_hop=np.array([2]), time_ns=5)
+    p = parse_line(rl[0])
+    assert p.tags == {"src": "10.0.0.1", "dst": "10.0.0.2", "sport": "4000", "qp": "17",
+                      "algo": "hpcc"}
+    assert p.fields == {"rate_bps": 2.5e10, "utilisation": 0.9, "bottleneck_hop": 2}
+    ll = link_loss_lines(links=["s1:2-s2:1", "s2:2-s3:1"],
+                         lost=np.array([[0, 3], [0, 0]]), delivered=np.array([[10, 7], [0, 5]]),
+                         bin_time_ns=np.array([100, 200]))
+    got = [(q.tags["link"], q.time_ns, q.fields["lost"], q.fields["loss_rate"])
+           for q in map(parse_line, ll)]
+    assert got == [("s1:2-s2:1", 100, 0, 0.0), ("s1:2-s2:1", 200, 3, 0.3),
+                   ("s2:2-s3:1", 200, 0, 0.0)]
+    sink = FileSink(tmp_path)
+    sink.write(("\n".join(rl + ll) + "\n").encode())
+    with (tmp_path / "csv" / "link_loss.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert [r["lost"] for r in rows] == ["0", "3", "0"]
