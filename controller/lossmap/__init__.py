@@ -11,6 +11,8 @@ Pure numpy math plus matplotlib figures, no network I/O:
   bootstrap confidence intervals;
 * ``choose_fec`` -- (k, m) per path meeting a target residual loss;
   ``fit_link_models`` + ``path_fec`` -- the same for every flow from a loss map;
+* ``LinkLossStream`` / ``FlowLossStream`` -- the same maps kept up to date as
+  polls, digests and host-record batches arrive (sliding window of bins);
 * ``plot_heatmap`` / ``plot_bursts`` -- PNG figures.
 """
 from controller.lossmap.bins import LinkIndex, TimeBins
@@ -38,13 +40,15 @@ from controller.lossmap.localize import Localized, incidence, localize
 from controller.lossmap.plots import plot_bursts, plot_heatmap
 from controller.lossmap.policy import PathFec, fit_link_models, path_fec
 from controller.lossmap.psn import FlowLossMap, PsnGaps, flow_loss_map, psn_gaps
+from controller.lossmap.stream import BinRing, FlowLossStream, LinkLossStream
 
 __all__ = [
-    "Cycles", "FecPolicy", "FlowLossMap", "GilbertElliott", "Interval", "LinkCounters",
-    "LinkIndex", "LinkKeyError", "LinkLossMap", "LinkModel", "Localized", "LossEvents",
-    "LossInputError", "LossMapError", "LossParameterError", "PathFec", "PsnGaps", "Source", "TimeBins",
-    "block_loss_pmf", "choose_fec", "cycles_from_events", "cycles_from_sequence",
-    "fit_gilbert_elliott", "fit_link_models", "flow_loss_map", "incidence", "link_loss_map", "localize", "path_fec",
+    "BinRing", "Cycles", "FecPolicy", "FlowLossMap", "FlowLossStream", "GilbertElliott",
+    "Interval", "LinkCounters", "LinkIndex", "LinkKeyError", "LinkLossMap", "LinkLossStream",
+    "LinkModel", "Localized", "LossEvents", "LossInputError", "LossMapError",
+    "LossParameterError", "PathFec", "PsnGaps", "Source", "TimeBins", "block_loss_pmf",
+    "choose_fec", "cycles_from_events", "cycles_from_sequence", "fit_gilbert_elliott",
+    "fit_link_models", "flow_loss_map", "incidence", "link_loss_map", "localize", "path_fec",
     "plot_bursts", "plot_heatmap", "psn_gaps", "residual_loss", "run_histogram",
     "simulate_block_residual", "simulate_gilbert_elliott",
 ]

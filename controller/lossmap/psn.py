@@ -48,25 +48,40 @@ class FlowLossMap:
             return np.where(tot > 0, self.lost / tot, np.nan)
 
 
-def psn_gaps(*, flow_idx: npt.ArrayLike, ts_ns: npt.ArrayLike, psn: npt.ArrayLike) -> PsnGaps:
-    """Find PSN gaps per flow; records may come in any order (sorted by flow, time)."""
-    f = np.asarray(flow_idx, dtype=np.int64)
-    t = np.asarray(ts_ns, dtype=np.int64)
-    p = np.asarray(psn, dtype=np.int64)
+def _check(f: np.ndarray, t: np.ndarray, p: np.ndarray, where: str) -> None:
     if not (f.ndim == t.ndim == p.ndim == 1 and f.size == t.size == p.size):
         raise LossInputError(
-            f"psn_gaps: flow_idx {f.shape}, ts_ns {t.shape}, psn {p.shape} must be equal 1-D")
+            f"{where}: flow_idx {f.shape}, ts_ns {t.shape}, psn {p.shape} must be equal 1-D")
     if p.size and (p.min() < 0 or p.max() >= _PSN_MOD):
         bad = int(p[(p < 0) | (p >= _PSN_MOD)][0])
-        raise LossInputError(f"psn_gaps: PSN {bad} outside 0..2^24-1")
-    empty = np.zeros(0, dtype=np.int64)
-    if f.size < 2:
-        return PsnGaps(flow_idx=empty, ts_ns=empty, first_lost_psn=empty, lost=empty)
-    order = np.lexsort((t, f))
-    f, t, p = f[order], t[order], p[order]
+        raise LossInputError(f"{where}: PSN {bad} outside 0..2^24-1")
+
+
+@dataclass(slots=True, kw_only=True)
+class _Scan:
+    """Records sorted by (flow, seed first, time) with the gap each one reveals."""
+
+    f: np.ndarray
+    t: np.ndarray
+    p: np.ndarray
+    seed: np.ndarray
+    lost: np.ndarray
+    last: np.ndarray
+    """Index of each flow's last record."""
+    max_psn: np.ndarray
+    """Highest PSN seen per flow (at ``last``), modulo 2^24."""
+
+
+def _scan(f: np.ndarray, t: np.ndarray, p: np.ndarray, seed: np.ndarray) -> _Scan:
+    """Unwrap PSNs per flow and find forward jumps beyond the running maximum.
+
+    ``seed`` marks records standing for earlier batches (a flow's highest PSN so
+    far): they sort first in their flow and only serve as the base.
+    """
+    order = np.lexsort((t, ~seed, f))
+    f, t, p, seed = f[order], t[order], p[order], seed[order]
     new_flow = np.r_[True, f[1:] != f[:-1]]
-    step = (np.diff(p) + _PSN_HALF) % _PSN_MOD - _PSN_HALF  # signed 24-bit difference
-    step = np.r_[0, step]
+    step = np.r_[0, (np.diff(p) + _PSN_HALF) % _PSN_MOD - _PSN_HALF]  # signed 24-bit steps
     step[new_flow] = 0
     unwrapped = np.cumsum(step)
     # restart each flow at 0 so one large offset per flow keeps the running max inside it
@@ -78,9 +93,25 @@ def psn_gaps(*, flow_idx: npt.ArrayLike, ts_ns: npt.ArrayLike, psn: npt.ArrayLik
     prev_max = np.r_[0, run_max[:-1]]
     jump = np.where(new_flow, 0, unwrapped - prev_max)
     lost = np.maximum(jump - 1, 0)
-    at = np.flatnonzero(lost > 0)
-    return PsnGaps(flow_idx=f[at], ts_ns=t[at], first_lost_psn=(p[at] - lost[at]) % _PSN_MOD,
-                   lost=lost[at])
+    last = np.r_[np.flatnonzero(new_flow)[1:] - 1, f.size - 1] if f.size else \
+        np.zeros(0, dtype=np.int64)
+    max_psn = (p[first[last]] + run_max[last]) % _PSN_MOD if f.size else last
+    return _Scan(f=f, t=t, p=p, seed=seed, lost=lost, last=last, max_psn=max_psn)
+
+
+def _gaps(sc: _Scan) -> PsnGaps:
+    at = np.flatnonzero(sc.lost > 0)
+    return PsnGaps(flow_idx=sc.f[at], ts_ns=sc.t[at],
+                   first_lost_psn=(sc.p[at] - sc.lost[at]) % _PSN_MOD, lost=sc.lost[at])
+
+
+def psn_gaps(*, flow_idx: npt.ArrayLike, ts_ns: npt.ArrayLike, psn: npt.ArrayLike) -> PsnGaps:
+    """Find PSN gaps per flow; records may come in any order (sorted by flow, time)."""
+    f = np.asarray(flow_idx, dtype=np.int64)
+    t = np.asarray(ts_ns, dtype=np.int64)
+    p = np.asarray(psn, dtype=np.int64)
+    _check(f, t, p, "psn_gaps")
+    return _gaps(_scan(f, t, p, np.zeros(f.size, dtype=bool)))
 
 
 def flow_loss_map(*, bins: TimeBins, n_flows: int, flow_idx: npt.ArrayLike,

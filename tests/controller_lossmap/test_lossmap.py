@@ -193,3 +193,59 @@ def test_prefer_and_resync():
     assert m.lost[0, 0] == 2 and m.source[0] == Source.EVENT
     with pytest.raises(LossInputError, match="prefer = 'x'"):
         link_loss_map(bins=bins, n_links=1, prefer="x")
+
+
+def _split(n: int, parts: int, seed: int) -> list[np.ndarray]:
+    cuts = np.sort(np.random.default_rng(seed).choice(np.arange(1, n), parts - 1, replace=False))
+    return np.split(np.arange(n), cuts)
+
+
+def test_streams_equal_batch_maps(trace, bins):
+    from controller.lossmap.stream import FlowLossStream, LinkLossStream
+    ls = LinkLossStream(n_links=N_LINKS, bin_ns=BIN_NS, n_bins=bins.n_bins, counter_bits=32)
+    lse = LinkLossStream(n_links=N_LINKS, bin_ns=BIN_NS, n_bins=bins.n_bins)
+    fs = FlowLossStream(n_flows=len(PATHS), bin_ns=BIN_NS, n_bins=bins.n_bins)
+    c, ev = trace.counters, trace.events
+    # deliver counters poll by poll (time order), events and records in uneven chunks
+    for t in np.unique(c.ts_ns):
+        m = c.ts_ns == t
+        ls.add_counters(LinkCounters(link_idx=c.link_idx[m], ts_ns=c.ts_ns[m],
+                                     rx_packets=c.rx_packets[m], lost_packets=c.lost_packets[m],
+                                     counter_bits=32))
+    order = np.argsort(ev.ts_ns, kind="stable")
+    for part in _split(order.size, 9, 1):
+        i = order[part]
+        lse.add_events(LossEvents(link_idx=ev.link_idx[i], ts_ns=ev.ts_ns[i],
+                                  expected=ev.expected[i], received=ev.received[i]))
+    order = np.argsort(trace.host_ts, kind="stable")
+    for part in _split(order.size, 13, 2):
+        i = order[part]
+        fs.add(flow_idx=trace.host_flow[i], ts_ns=trace.host_ts[i], psn=trace.host_psn[i])
+    truth = binned(trace.link_lost_ts, bins)
+    m = ls.snapshot()
+    assert m.bins == bins
+    np.testing.assert_array_equal(m.lost, truth)
+    batch = link_loss_map(bins=bins, n_links=N_LINKS, counters=trace.counters)
+    np.testing.assert_array_equal(m.delivered, batch.delivered)
+    me = lse.snapshot()
+    np.testing.assert_array_equal(me.lost, truth)
+    batch_e = link_loss_map(bins=bins, n_links=N_LINKS, events=trace.events)
+    np.testing.assert_array_equal(me.delivered, batch_e.delivered)
+    np.testing.assert_array_equal(ls.lost_total, truth.sum(axis=1))
+    fm = fs.snapshot()
+    np.testing.assert_array_equal(fm.lost, binned(trace.flow_lost_ts, bins))
+    np.testing.assert_array_equal(fm.delivered.sum(axis=1),
+                                  np.bincount(trace.host_flow, minlength=len(PATHS)))
+
+
+def test_stream_window_slides():
+    from controller.lossmap.stream import LinkLossStream
+    s = LinkLossStream(n_links=1, bin_ns=10, n_bins=3)
+    for k in range(6):
+        s.add_events(LossEvents(link_idx=[0], ts_ns=[10 * k + 1], expected=[100 * k],
+                                received=[100 * k + k + 1]))
+    m = s.snapshot()
+    assert m.bins.start_ns == 30 and m.lost[0].tolist() == [4, 5, 6]
+    assert s.lost_total[0] == 21
+    s.add_events(LossEvents(link_idx=[0], ts_ns=[5], expected=[0], received=[9]))
+    assert s.ring.late_values == 2  # the gap and its reordering flag, both too old
