@@ -1,0 +1,105 @@
+"""More constructs: switch on values, enums, errors, signed header fields, dynamic stack
+indexes, checksums over the payload, direct meters, more hash algorithms."""
+from __future__ import annotations
+
+from conftest import program
+from softswitch.externs.hashes import crc32, csum16, xor16
+from softswitch.externs.stateful import MeterConfig
+from softswitch.tables import Exact
+
+
+def test_switch_enum_error_signed_fields_and_stack_index():
+    sw = program(decls="""
+    enum bit<8> Op_t { INC = 1, DEC = 2 }
+    enum Mode_t { FAST, SLOW }
+    header h_t { Op_t op; int<8> v; bit<8> i; bit<8> res; }
+    header e_t { bit<8> x; }
+    struct headers_t { h_t h; e_t[3] es; }
+    struct meta_t { }
+    """, parser="""
+    state start {
+        pkt.extract(hdr.h);
+        pkt.extract(hdr.es.next); pkt.extract(hdr.es.next); pkt.extract(hdr.es.next);
+        verify(hdr.h.i < 3, error.NoMatch);
+        transition accept;
+    }
+    """, ingress="""
+    apply {
+        sm.egress_spec = 1;
+        Mode_t m = Mode_t.SLOW;
+        if (sm.parser_error != error.NoError) { hdr.h.res = 0xEE; return; }
+        switch (hdr.h.op) {
+            Op_t.INC: { hdr.h.v = hdr.h.v + 1; }
+            Op_t.DEC: { hdr.h.v = hdr.h.v - 1; }
+        }
+        switch (hdr.h.i) {
+            0:
+            1: { hdr.h.res = hdr.es[hdr.h.i].x; }
+            default: { hdr.h.res = (bit<8>) hdr.es.lastIndex; }
+        }
+        if (m == Mode_t.SLOW) { hdr.es[hdr.h.i].x = 0x55; }
+    }
+    """, deparser="pkt.emit(hdr.h); pkt.emit(hdr.es);")
+    # INC on int<8> 127 wraps to -128 (0x80); index 1 reads es[1]
+    assert sw.process(0, bytes([1, 0x7F, 1, 0, 10, 11, 12])) == [(1, bytes([1, 0x80, 1, 11, 10, 0x55, 12]))]
+    # DEC on -128 wraps to 127; index 2 takes the default branch (lastIndex = 2)
+    assert sw.process(0, bytes([2, 0x80, 2, 0, 10, 11, 12])) == [(1, bytes([2, 0x7F, 2, 2, 10, 11, 0x55]))]
+    # verify fails: parser error seen in ingress
+    assert sw.process(0, bytes([1, 0, 3, 0, 10, 11, 12])) == [(1, bytes([1, 0, 3, 0xEE, 10, 11, 12]))]
+
+
+def test_xor16_and_crc32_custom_in_a_program():
+    sw = program(decls="""
+    header h_t { bit<16> a; bit<16> b; bit<16> x; bit<32> c32; bit<16> ck; }
+    struct headers_t { h_t h; }
+    struct meta_t { }
+    """, parser="state start { pkt.extract(hdr.h); transition accept; }", ingress="""
+    apply {
+        sm.egress_spec = 1;
+        hash(hdr.h.x, HashAlgorithm.xor16, 16w0, { hdr.h.a, hdr.h.b }, 32w65536);
+        hash(hdr.h.c32, HashAlgorithm.crc32_custom, 32w0, { hdr.h.a, hdr.h.b }, 64w4294967296);
+    }
+    """, deparser="pkt.emit(hdr.h);")
+    src = sw.program.source
+    assert "_hash_xor16" in src
+    out = sw.process(0, bytes.fromhex("12345678" "0000" "00000000" "0000") + b"pay")[0][1]
+    assert out[4:6] == xor16(bytes.fromhex("12345678")).to_bytes(2, "big")
+    assert out[6:10] == crc32(bytes.fromhex("12345678")).to_bytes(4, "big")
+
+
+def test_update_checksum_with_payload_and_direct_meter():
+    import textwrap
+    from softswitch.api import Switch
+    src = textwrap.dedent("""
+    #include <core.p4>
+    #include <v1model.p4>
+    header h_t { bit<16> a; bit<16> ck; bit<8> color; }
+    struct headers_t { h_t h; }
+    struct meta_t { }
+    parser P(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
+        state start { pkt.extract(hdr.h); transition accept; }
+    }
+    control VC(inout headers_t hdr, inout meta_t meta) { apply { } }
+    control Ing(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
+        direct_meter<bit<8>>(MeterType.packets) dm;
+        action paint() { dm.read(hdr.h.color); }
+        table t { key = { hdr.h.a: exact; } actions = { paint; NoAction; } meters = dm; }
+        apply { sm.egress_spec = 1; t.apply(); }
+    }
+    control Eg(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }
+    control CC(inout headers_t hdr, inout meta_t meta) {
+        apply { update_checksum_with_payload(true, { hdr.h.a }, hdr.h.ck, HashAlgorithm.csum16); }
+    }
+    control D(packet_out pkt, in headers_t hdr) { apply { pkt.emit(hdr.h); } }
+    V1Switch(P(), VC(), Ing(), Eg(), CC(), D()) main;
+    """)
+    now = [0]
+    sw = Switch.from_source(src, clock_us=lambda: now[0])
+    sw.runtime.table_add("Ing.t", [Exact(7)], "Ing.paint")
+    sw.runtime.direct_meter_set("Ing.t", [Exact(7)], MeterConfig(cir=1, cburst=1, pir=1, pburst=2))
+    colors = []
+    for _ in range(3):
+        out = sw.process(0, bytes.fromhex("0007 0000 00") + b"\xAB\xCD")[0][1]
+        assert out[2:4] == csum16(bytes.fromhex("0007") + b"\xAB\xCD").to_bytes(2, "big")
+        colors.append(out[4])
+    assert colors == [0, 1, 2]
