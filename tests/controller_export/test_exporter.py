@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from controller.export import ConfigError, Exporter, open_exporter, open_sink
+from controller.export import ConfigError, Exporter, FileSink, open_exporter, open_sink
 from controller.export.errors import PermanentSinkError, TransientSinkError
 from controller.export.schema import collector_lines
 from controller.int import Collector, CollectorConfig
