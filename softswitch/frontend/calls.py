@@ -148,6 +148,8 @@ def check_call(ck: ExpressionChecker, e: A.MethodCallExpression, scope: Scope) -
         if m != "apply":
             raise P4NameError(callee.loc, f"{obj_t.name} has no method '{m}' (only apply)")
         decl = ck.top.lookup(obj_t.name)
+        if not isinstance(decl, (A.ParserDecl, A.ControlDecl, A.ParserTypeDecl, A.ControlTypeDecl)):
+            raise P4Unsupported(callee.loc, f"apply of {obj_t.name} here")
         e.call_kind = A.CallKind.PARSER_APPLY if isinstance(obj_t, T.ParserType) else A.CallKind.CONTROL_APPLY
         e.callee_decl = decl
         b = dict(zip(getattr(decl, "type_params", []) or [], obj_t.args))

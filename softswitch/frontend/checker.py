@@ -394,7 +394,7 @@ class Checker(ExpressionChecker):
                     and isinstance(v.callee_decl, (A.ParserDecl, A.ControlDecl))):
                 raise P4TypeError(a.loc, f"argument '{p.name}' of {pkg.name} must instantiate a parser or control, e.g. MyParser()")
             blk = v.callee_decl
-            want_decl = getattr(p.type_ref, "base", p.type_ref).decl
+            want_decl = getattr(getattr(p.type_ref, "base", p.type_ref), "decl", None)
             self._match_block(blk, want_decl, p, pkg, bindings, a.loc)
             blocks.append(A.PackageBlock(param=p.name, decl=blk, args=v.args))
         return A.MainPackage(package=pkg.name, decl=main, blocks=blocks)
@@ -429,8 +429,9 @@ class Checker(ExpressionChecker):
         tref = p.type_ref
         if isinstance(tref, A.SpecializedTypeRef):
             idx = list(want.type_params).index(name)
-            if idx < len(tref.args) and isinstance(tref.args[idx], A.NamedTypeRef):
-                return tref.args[idx].name
+            arg = tref.args[idx] if idx < len(tref.args) else None
+            if isinstance(arg, A.NamedTypeRef):
+                return arg.name
         return name
 
 

@@ -275,12 +275,11 @@ class ExpressionChecker(TypeResolver):
         rt = self.check_expr(e.right, scope)
         op = e.op
         lc, rc = e.left.const_value, e.right.const_value
-        both = lc is not None and rc is not None
         if op in ("&&", "||"):
             for side, st in (("left", lt), ("right", rt)):
                 if not isinstance(st, T.BoolType):
                     raise P4TypeError(e.loc, f"{side} operand of '{op}' must be bool, got {st}")
-            if both:
+            if lc is not None and rc is not None:
                 e.const_value = fold_binary(op, lc, rc, T.BOOL)
             return T.BOOL
         if op == "++":
@@ -292,32 +291,31 @@ class ExpressionChecker(TypeResolver):
                     raise P4TypeError(sub.loc, f"{side} operand of '++' must be bit<W> or int<W>, got {st}")
             assert isinstance(lb, T.BitsType) and isinstance(rb, T.BitsType)
             t = T.BitsType(lb.width + rb.width, lb.signed)
-            if both and isinstance(lc, int) and isinstance(rc, int):
+            if isinstance(lc, int) and isinstance(rc, int):
                 e.const_value = wrap(concat(lc, lb.width, rc, rb.width), t)
             return t
         if op in ("<<", ">>"):
-            lb, rb = T.strip_newtype(lt), T.strip_newtype(rt)
-            if not isinstance(lb, (T.BitsType, T.IntType)):
+            slb, srb = T.strip_newtype(lt), T.strip_newtype(rt)
+            if not isinstance(slb, (T.BitsType, T.IntType)):
                 raise P4TypeError(e.left.loc, f"left operand of '{op}' must be a number, got {lt}")
-            if isinstance(rb, T.BitsType) and rb.signed or not isinstance(rb, (T.BitsType, T.IntType)):
+            if isinstance(srb, T.BitsType) and srb.signed or not isinstance(srb, (T.BitsType, T.IntType)):
                 raise P4TypeError(e.right.loc, f"shift amount must be an unsigned number, got {rt}")
             if isinstance(rc, int) and rc < 0:
                 raise P4TypeError(e.right.loc, f"shift amount must not be negative, got {rc}")
-            if isinstance(lb, T.IntType) and rc is None:
+            if isinstance(slb, T.IntType) and rc is None:
                 raise P4TypeError(e.loc, f"shifting an integer without width needs a constant amount; give '{op}' a sized left operand")
-            if both:
+            if lc is not None and rc is not None:
                 e.const_value = fold_binary(op, lc, rc, lt)
             return lt
         t = self._unify_operands(e)
-        base = T.strip_newtype(t)
+        base: T.P4Type = T.strip_newtype(t)
         if isinstance(base, T.SerEnumType) and op not in _EQ:
             base = base.underlying
         lc, rc = e.left.const_value, e.right.const_value
-        both = lc is not None and rc is not None
         if op in _EQ:
             if isinstance(base, (T.ExternType, T.TableType, T.VoidType)):
                 raise P4TypeError(e.loc, f"values of type {t} cannot be compared")
-            if both:
+            if lc is not None and rc is not None:
                 e.const_value = fold_binary(op, lc, rc, t)
             return T.BOOL
         if not isinstance(base, (T.BitsType, T.IntType)):
@@ -326,7 +324,7 @@ class ExpressionChecker(TypeResolver):
             raise P4TypeError(e.loc, f"saturating '{op}' needs operands with a width, got {t}")
         if op in ("/", "%") and isinstance(rc, int) and rc == 0:
             raise P4TypeError(e.right.loc, f"division by zero in '{op}'")
-        if both:
+        if lc is not None and rc is not None:
             e.const_value = fold_binary(op, lc, rc, base)
         return T.BOOL if op in _CMP else t
 

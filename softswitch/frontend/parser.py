@@ -90,10 +90,7 @@ class _Builder(Transformer):
     def _loc(self, meta: Any) -> A.SourceLoc:
         if getattr(meta, "empty", True):
             return A.UNKNOWN_LOC
-        return self.lm.loc(meta.line, meta.column)
-
-    def _tloc(self, tok: Token) -> A.SourceLoc:
-        return self.lm.loc(tok.line, tok.column)
+        return self.lm.loc(int(meta.line), int(meta.column))
 
     @staticmethod
     def _anns(x: Any) -> list[A.Annotation]:
@@ -590,7 +587,8 @@ def parse_text(text: str, linemap: LineMap) -> A.Program:
         raise P4SyntaxError(linemap.loc(tok.line, tok.column),
                             f"syntax error: unexpected {_describe(tok)}{exp}") from None
     except UnexpectedCharacters as exc:
-        ch = text[exc.pos_in_stream] if exc.pos_in_stream < len(text) else "?"
+        pos = exc.pos_in_stream
+        ch = text[pos] if pos is not None and pos < len(text) else "?"
         raise P4SyntaxError(linemap.loc(exc.line, exc.column), f"syntax error: unexpected character '{ch}'") from None
     except UnexpectedEOF:
         raise P4SyntaxError(linemap.loc(max(1, len(linemap.entries)), 1),
