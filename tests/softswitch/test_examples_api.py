@@ -3,8 +3,8 @@ flow spreading (ECMP), and error cases of the compiler and parser."""
 from __future__ import annotations
 
 import pytest
-
 from conftest import EXAMPLES, load, program
+
 from softswitch.errors import CompileError
 from softswitch.tables import Exact, Lpm
 from softswitch.v1model import QueueInfo

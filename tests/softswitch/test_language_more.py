@@ -3,6 +3,7 @@ indexes, checksums over the payload, direct meters, more hash algorithms."""
 from __future__ import annotations
 
 from conftest import program
+
 from softswitch.externs.hashes import crc32, csum16, xor16
 from softswitch.externs.stateful import MeterConfig
 from softswitch.tables import Exact
@@ -69,6 +70,7 @@ def test_xor16_and_crc32_custom_in_a_program():
 
 def test_update_checksum_with_payload_and_direct_meter():
     import textwrap
+
     from softswitch.api import Switch
     src = textwrap.dedent("""
     #include <core.p4>
