@@ -8,8 +8,9 @@ Three figures, each beside a baseline measured in the same run:
 2. controller-side batch decode: records/s viewing agent datagrams as
    HOST_RECORD_DTYPE and pulling out PSNs and per-hop queue/tx fields.
 3. sink cost (root, bcc): ns per packet from kernel.bpf_stats_enabled (run_time_ns /
-   run_cnt) for INT packets of 1 and 8 hops and plain RoCEv2, against a program that
-   only returns, attached in front of the sink on the same interface.
+   run_cnt) for INT packets of 1 and 8 hops and plain RoCEv2, at tc and at XDP,
+   against a tc program that only returns, on the same interface; then records/s
+   through the agent (ring copy-out, batching, UDP to a local collector).
 
 Examples:
   python -m bench.bench_ebpf                  # all three
@@ -114,11 +115,54 @@ def bench_decoders(n: int, repeat: int) -> None:
 PASS_C = b"int pass_all(struct __sk_buff *skb) { return -1; }"
 
 
+def _sink_cost(sink, base_fd: int, tx: socket.socket, kinds: dict[str, bytes],
+               packets: int, hook: str) -> None:
+    from ebpf.progstats import prog_run_stats
+
+    for name, frame in kinds.items():
+        s0, b0 = sink.run_stats(), prog_run_stats(base_fd)
+        for _ in range(packets):
+            tx.send(frame)
+        time.sleep(0.2)
+        sink.read()
+        s1, b1 = sink.run_stats(), prog_run_stats(base_fd)
+        ns = (s1[0] - s0[0]) / max(1, s1[1] - s0[1])
+        bns = (b1[0] - b0[0]) / max(1, b1[1] - b0[1])
+        print(f"  {hook:<3} {name:<13} sink {ns:6.0f} ns/pkt  baseline {bns:4.0f} ns/pkt"
+              f"  x{ns / bns if bns else float('nan'):5.1f}  runs {s1[1] - s0[1]}")
+
+
+def _agent_rate(h2, tx: socket.socket, frames: list[bytes]) -> None:
+    """Records/s through HostAgent.read: ring copy-out, batching, UDP to a collector."""
+    from ebpf.agent import AgentConfig, HostAgent
+    from ebpf.sink import SinkConfig
+
+    with h2.enter():
+        collector = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        collector.bind(("127.0.0.1", 0))
+        collector.setsockopt(socket.SOL_SOCKET, 33, 64 << 20)  # SO_RCVBUFFORCE
+    cfg = AgentConfig(iface=h2.ifname, netns=h2.name, controller=collector.getsockname(),
+                      queue_batches=4096, sink=SinkConfig(ringbuf_pages=8192))
+    try:
+        with HostAgent(cfg) as agent:
+            for f in frames:
+                tx.send(f)
+            time.sleep(0.3)
+            t0 = time.perf_counter()
+            got = agent.read()
+            dt = time.perf_counter() - t0
+            st = agent.stats().shipper
+        print(f"agent read+ship {got.size:>8} records  {got.size / dt / 1e6:8.2f} M rec/s"
+              f"   (sent {st.records_sent}, dropped {st.records_dropped})")
+    finally:
+        collector.close()
+
+
 def bench_kernel(packets: int) -> None:
     from bcc import BPF
 
-    from ebpf.progstats import bpf_stats_enabled, prog_run_stats
-    from ebpf.sink import IntSink
+    from ebpf.progstats import bpf_stats_enabled
+    from ebpf.sink import IntSink, SinkConfig
     from ebpf.tc import attach_tc
     from mininet_topos.netns import two_hosts
 
@@ -131,28 +175,20 @@ def bench_kernel(packets: int) -> None:
         try:
             fn = base.load_func(b"pass_all", BPF.SCHED_CLS)
             att = attach_tc(fn.fd, "pass_all", h2.ifname, netns=h2.name, prio=1)
-            with IntSink(h2.ifname, netns=h2.name) as sink:
-                orig = roce.build_frame(eth_src=h1.mac, eth_dst=h2.mac, src=h1.ip, dst=h2.ip,
-                                        sport=50000, opcode=roce.Opcode.SEND_ONLY, dest_qp=3,
-                                        psn=0, payload=bytes(1024))
-                hops = [HopRecord(node_id=i + 1, queue_occupancy=i, egress_ts=i, tx_bytes=i,
-                                  queue_bytes=i, line_rate=100_000) for i in range(8)]
-                kinds = {"INT, 8 hops": int_md.insert_int(orig, hops),
-                         "INT, 1 hop": int_md.insert_int(orig, hops[:1]),
-                         "plain RoCEv2": orig}
-                print(f"sink cost ({packets} packets each; baseline: a program that only "
-                      "returns)")
-                for name, frame in kinds.items():
-                    s0, b0 = sink.run_stats(), prog_run_stats(fn.fd)
-                    for _ in range(packets):
-                        tx.send(frame)
-                    time.sleep(0.2)
-                    sink.read()
-                    s1, b1 = sink.run_stats(), prog_run_stats(fn.fd)
-                    ns = (s1[0] - s0[0]) / max(1, s1[1] - s0[1])
-                    bns = (b1[0] - b0[0]) / max(1, b1[1] - b0[1])
-                    print(f"  {name:<14} sink {ns:7.0f} ns/pkt   baseline {bns:5.0f} ns/pkt"
-                          f"   x{ns / bns if bns else float('nan'):5.1f}   runs {s1[1] - s0[1]}")
+            orig = roce.build_frame(eth_src=h1.mac, eth_dst=h2.mac, src=h1.ip, dst=h2.ip,
+                                    sport=50000, opcode=roce.Opcode.SEND_ONLY, dest_qp=3,
+                                    psn=0, payload=bytes(1024))
+            hops = [HopRecord(node_id=i + 1, queue_occupancy=i, egress_ts=i, tx_bytes=i,
+                              queue_bytes=i, line_rate=100_000) for i in range(8)]
+            kinds = {"INT, 8 hops": int_md.insert_int(orig, hops),
+                     "INT, 1 hop": int_md.insert_int(orig, hops[:1]),
+                     "plain RoCEv2": orig}
+            print(f"sink cost ({packets} packets each; baseline: a tc program that only "
+                  "returns)")
+            for hook in ("tc", "xdp"):
+                with IntSink(h2.ifname, netns=h2.name, config=SinkConfig(hook=hook)) as sink:
+                    _sink_cost(sink, fn.fd, tx, kinds, packets, hook)
+            _agent_rate(h2, tx, [kinds["INT, 8 hops"]] * min(30_000, packets * 4))
         finally:
             if att is not None:
                 att.detach()

@@ -28,9 +28,8 @@ from .errors import AttachError, ConfigError
 from .loader import compile_program
 from .tc import Direction, TcAttachment, attach_tc
 
-__all__ = ["GilbertElliott", "LossCounters", "LossEmulator", "LossMode"]
+__all__ = ["GilbertElliott", "LossCounters", "LossEmulator"]
 
-LossMode = str  # "off" | "bernoulli" | "gilbert_elliott"
 _MODES = {"off": 0, "bernoulli": 1, "gilbert_elliott": 2}
 _ONE = 1 << 32
 
