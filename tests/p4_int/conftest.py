@@ -5,7 +5,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-
 from p4int_harness import compile_program, load_checked
 
 

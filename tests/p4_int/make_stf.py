@@ -14,9 +14,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 sys.path.insert(0, str(HERE))
 
-from formats import int_md  # noqa: E402
-from p4int_harness import (H2_MAC, HPCC_DS, HPCC_INST, roce_frame, switch_mac,  # noqa: E402
-                           with_link_seq)
+from p4int_harness import H2_MAC, HPCC_DS, HPCC_INST, roce_frame, switch_mac, with_link_seq
+
+from formats import int_md
 
 MAC1 = "0x" + switch_mac(1).replace(":", "")
 H2 = "0x" + H2_MAC.replace(":", "")
@@ -45,8 +45,8 @@ def wild(hex_text: str, start: int, length: int) -> str:
 def common(node_id: int, sink: str) -> list[str]:
     return [
         f"setdefault SwitchEgress.switch_config set_switch_config(node_id:{node_id})",
-        f"add SwitchIngress.ipv4_lpm dst_addr:0x0a000200/24 "
-        f"ipv4_forward(port:2, src_mac:{MAC1}, dst_mac:{H2})",
+        (f"add SwitchIngress.ipv4_lpm dst_addr:0x0a000200/24 "
+        f"ipv4_forward(port:2, src_mac:{MAC1}, dst_mac:{H2})"),
         "add SwitchEgress.port_line_rate port:2 set_line_rate(line_rate_mbps:25000)",
         f"add SwitchIngress.int_sink egress_port:2 sink_{sink}()",
     ]
@@ -55,10 +55,10 @@ def common(node_id: int, sink: str) -> list[str]:
 def source_stf() -> str:
     lines = ["# INT source + host-mode sink on one switch (HPCC bitmaps), then plain UDP.",
              *common(1, "host"),
-             "add SwitchIngress.int_watchlist 10 src_addr:0x******** dst_addr:0x******** "
+             ("add SwitchIngress.int_watchlist 10 src_addr:0x******** dst_addr:0x******** "
              "src_port:0x**** dst_port:0x12b7 dscp:0b****** "
              f"int_source(instruction_bitmap:{HPCC_INST:#06x}, ds_instruction:{HPCC_DS:#06x}, "
-             "max_hops:8)"]
+             "max_hops:8)")]
     sent = []
     for psn in (1, 2):
         frame = roce_frame(psn=psn)
@@ -89,10 +89,10 @@ def report_stf() -> str:
     received = with_link_seq(with_int, 0)
     lines = ["# Report-mode sink: INT packet arriving on a fabric port (link sequence 0)",
              *common(3, "report"),
-             "setdefault SwitchEgress.report_config set_report_config("
+             ("setdefault SwitchEgress.report_config set_report_config("
              "switch_mac:0x02aa00000003, collector_mac:0x020000000909, "
              "switch_ip:0x0a000003, collector_ip:0x0a000909, collector_port:32766, "
-             "payload_bytes:12, hw_id:5)",
+             "payload_bytes:12, hw_id:5)"),
              "mirroring_add 500 3",
              f"packet 1 {hexs(received)}",
              "# the packet leaves as the source got it",

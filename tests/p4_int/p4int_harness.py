@@ -98,7 +98,7 @@ class IntSwitch:
     clock: list[int]
 
     @classmethod
-    def build(cls, node_id: int, program: Any) -> "IntSwitch":
+    def build(cls, node_id: int, program: Any) -> IntSwitch:
         from softswitch.runtime import SwitchRuntime
         from softswitch.v1model.switch import V1Switch
         clock = [1000 * node_id]
@@ -190,7 +190,7 @@ class Chain:
 
     @classmethod
     def build(cls, n: int, make_program: Callable[[], Any], *, sink_mode: str = "host",
-              watch: dict[str, Any] | None = None) -> "Chain":
+              watch: dict[str, Any] | None = None) -> Chain:
         sws = [IntSwitch.build(i + 1, make_program()) for i in range(n)]
         for i, s in enumerate(sws):
             to_h2 = H2_MAC if i == n - 1 else switch_mac(i + 2)
@@ -251,6 +251,20 @@ def split_int(frame: bytes) -> dict[str, Any]:
     return out
 
 
+_HOP_FIELDS = (  # (instruction mask, DS?, bytes, field names)
+    (0x8000, False, 4, ("node_id",)),
+    (0x4000, False, 4, ("ingress_port", "egress_port")),
+    (0x2000, False, 4, ("hop_latency",)),
+    (0x1000, False, 4, ("queue_id", "queue_occupancy")),
+    (0x0800, False, 8, ("ingress_ts",)),
+    (0x0400, False, 8, ("egress_ts",)),
+    (0x0100, False, 4, ("tx_util",)),
+    (0x8000, True, 4, ("tx_bytes",)),
+    (0x4000, True, 4, ("queue_bytes",)),
+    (0x2000, True, 4, ("line_rate",)),
+)
+
+
 def decode_hop_words(stack: bytes, inst: int, ds: int, hop_ml: int) -> list[dict[str, int]]:
     """Hop records (newest first) decoded field by field from the bitmaps."""
     hops = []
@@ -258,34 +272,17 @@ def decode_hop_words(stack: bytes, inst: int, ds: int, hop_ml: int) -> list[dict
         rec = stack[k:k + hop_ml * 4]
         o = 0
         h: dict[str, int] = {}
-
-        def take(n: int) -> int:
-            nonlocal o
-            v = int.from_bytes(rec[o:o + n], "big")
-            o += n
-            return v
-        if inst & 0x8000:
-            h["node_id"] = take(4)
-        if inst & 0x4000:
-            h["ingress_port"] = take(2)
-            h["egress_port"] = take(2)
-        if inst & 0x2000:
-            h["hop_latency"] = take(4)
-        if inst & 0x1000:
-            q = take(4)
-            h["queue_id"], h["queue_occupancy"] = q >> 24, q & 0xFFFFFF
-        if inst & 0x0800:
-            h["ingress_ts"] = take(8)
-        if inst & 0x0400:
-            h["egress_ts"] = take(8)
-        if inst & 0x0100:
-            h["tx_util"] = take(4)
-        if ds & 0x8000:
-            h["tx_bytes"] = take(4)
-        if ds & 0x4000:
-            h["queue_bytes"] = take(4)
-        if ds & 0x2000:
-            h["line_rate"] = take(4)
+        for mask, is_ds, size, names in _HOP_FIELDS:
+            if not (ds if is_ds else inst) & mask:
+                continue
+            v = int.from_bytes(rec[o:o + size], "big")
+            o += size
+            if names == ("ingress_port", "egress_port"):
+                h["ingress_port"], h["egress_port"] = v >> 16, v & 0xFFFF
+            elif names == ("queue_id", "queue_occupancy"):
+                h["queue_id"], h["queue_occupancy"] = v >> 24, v & 0xFFFFFF
+            else:
+                h[names[0]] = v
         assert o == hop_ml * 4, f"hop record of {hop_ml} words, bitmaps fill {o} bytes"
         hops.append(h)
     return hops
@@ -312,6 +309,14 @@ def hexdump_diff(a: bytes, b: bytes) -> str:
 
 
 __all__: Sequence[str] = [
-    "Chain", "IntSwitch", "load_checked", "compile_program", "roce_frame", "split_int",
-    "decode_hop_words", "strip_link_seq", "with_link_seq", "ipv4_checksum_ok",
+    "Chain",
+    "IntSwitch",
+    "compile_program",
+    "decode_hop_words",
+    "ipv4_checksum_ok",
+    "load_checked",
+    "roce_frame",
+    "split_int",
+    "strip_link_seq",
+    "with_link_seq",
 ]

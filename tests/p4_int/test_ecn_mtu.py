@@ -38,9 +38,9 @@ def burst_marks(s: IntSwitch, frames: list[bytes]) -> list[tuple[int, int]]:
 def test_marking_is_certain_at_kmax_and_absent_below_kmin(make_program):
     s = ecn_switch(make_program, kmin=0, kmax=0, pmax=0)
     for ecn in (1, 2):
-        (port, data), = s.process(1, roce_frame(tos=ecn))
+        (_port, data), = s.process(1, roce_frame(tos=ecn))
         assert split_int(data)["ecn"] == 3
-    (port, data), = s.process(1, roce_frame(tos=0))          # not ECN-capable
+    (_port, data), = s.process(1, roce_frame(tos=0))          # not ECN-capable
     assert split_int(data)["ecn"] == 0
     assert s.runtime.counter_read("SwitchEgress.ecn_marked", 2)[0] == 2
     # With Kmin above any queue nothing is marked.
@@ -124,6 +124,7 @@ def _exact(v: int):
 def test_hop_records_report_the_queue(make_program):
     """Queue occupancy (packets) and queue bytes in each hop record follow a burst."""
     from p4int_harness import decode_hop_words
+
     from softswitch.v1model.switch import IngressJob
     s = IntSwitch.build(1, make_program())
     s.route("10.0.2.0", 24, 2, H2_MAC)

@@ -8,11 +8,24 @@ from __future__ import annotations
 import struct
 
 import pytest
+from p4int_harness import (
+    DS_ID_HPCC,
+    H2_MAC,
+    HPCC_DS,
+    HPCC_INST,
+    INT_UDP_PORT,
+    Chain,
+    IntSwitch,
+    decode_hop_words,
+    hexdump_diff,
+    ipv4_checksum_ok,
+    roce_frame,
+    split_int,
+    strip_link_seq,
+    switch_mac,
+)
 
 from formats import int_md, roce
-from p4int_harness import (DS_ID_HPCC, H2_MAC, HPCC_DS, HPCC_INST, INT_UDP_PORT, Chain,
-                           IntSwitch, decode_hop_words, hexdump_diff, ipv4_checksum_ok,
-                           roce_frame, split_int, strip_link_seq, switch_mac)
 
 
 def routed(frame: bytes, hops: int, *, dst_mac: str = H2_MAC, last_node: int = 1) -> bytes:
@@ -172,7 +185,7 @@ def test_fabric_links_carry_link_sequence_numbers(make_program):
         seqs.append(seq)
         assert split_int(data)["udp"][1] == INT_UDP_PORT
         # the next switch pops it again
-        (port2, data2), = chain.switches[1].process(1, data)
+        (_port2, data2), = chain.switches[1].process(1, data)
         assert struct.unpack_from("!H", data2, 12)[0] == 0x0800
         assert strip_link_seq(data2) == data2
     assert seqs == [0, 1, 2]

@@ -6,13 +6,26 @@ from __future__ import annotations
 import struct
 
 import pytest
+from p4int_harness import (
+    COLLECTOR_IP,
+    COLLECTOR_MAC,
+    DS_ID_HPCC,
+    HPCC_DS,
+    HPCC_INST,
+    INT_UDP_PORT,
+    Chain,
+    decode_hop_words,
+    hexdump_diff,
+    ip_int,
+    ipv4_checksum_ok,
+    roce_frame,
+    split_int,
+    switch_ip,
+    switch_mac,
+)
+from test_int_path import routed
 
 from formats import int_md, roce, telemetry_report
-from p4int_harness import (COLLECTOR_IP, COLLECTOR_MAC, DS_ID_HPCC, HPCC_DS, HPCC_INST,
-                           INT_UDP_PORT, Chain, decode_hop_words, hexdump_diff,
-                           ipv4_checksum_ok, ip_int, roce_frame, split_int, switch_ip,
-                           switch_mac)
-from test_int_path import routed
 
 
 def decode_report(frame: bytes) -> dict:

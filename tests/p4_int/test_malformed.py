@@ -5,11 +5,20 @@ from __future__ import annotations
 import struct
 
 import pytest
+from p4int_harness import (
+    H1_IP,
+    H1_MAC,
+    H2_MAC,
+    IntSwitch,
+    decode_hop_words,
+    hexdump_diff,
+    roce_frame,
+    split_int,
+    switch_mac,
+)
+from test_int_path import routed
 
 from formats import int_md, roce
-from p4int_harness import (H1_IP, H1_MAC, H2_MAC, IntSwitch, decode_hop_words, hexdump_diff,
-                           roce_frame, split_int, switch_mac)
-from test_int_path import routed
 
 
 def transit(make_program, *, sink: str | None = None) -> IntSwitch:
@@ -94,7 +103,7 @@ def test_udp_length_disagreeing_with_ipv4_is_dropped(make_program):
 def test_bad_hop_ml_is_forwarded_without_a_push(make_program, hop_ml):
     s = transit(make_program)
     frame = bytes(int_frame(hop_ml=hop_ml))
-    (port, data), = s.process(1, frame)
+    (_port, data), = s.process(1, frame)
     assert data == routed(frame, 1, last_node=2), hexdump_diff(data, routed(frame, 1, last_node=2))
     assert s.event("bad_hop_ml") == 1 and s.event("transit_push") == 0
     assert_next_packet_fine(s)
@@ -113,7 +122,7 @@ def test_bad_hop_ml_at_a_report_sink_is_stripped_without_report(make_program):
 def test_remaining_hop_count_zero_sets_e(make_program):
     s = transit(make_program)
     frame = bytes(int_frame(remaining_hop_count=0))
-    (port, data), = s.process(1, frame)
+    (_port, data), = s.process(1, frame)
     want = bytearray(routed(frame, 1, last_node=2))
     want[46] |= 0x04                                    # E bit (MD byte 0: ver 4, D, E, M, ...)
     assert data == bytes(want)
@@ -126,7 +135,7 @@ def test_unknown_md_version_is_forwarded_untouched(make_program, version):
     s = transit(make_program)
     frame = int_frame()
     frame[46] = (version << 4) | (frame[46] & 0x0F)
-    (port, data), = s.process(1, bytes(frame))
+    (_port, data), = s.process(1, bytes(frame))
     assert data == routed(bytes(frame), 1, last_node=2)
     assert s.event("bad_version") == 1
     assert_next_packet_fine(s)
@@ -138,7 +147,7 @@ def test_unknown_shim_type_or_npt_is_forwarded_untouched(make_program, shim_byte
     s = transit(make_program, sink="report")
     frame = int_frame()
     frame[42] = shim_byte
-    (port, data), = s.process(1, bytes(frame))
+    (_port, data), = s.process(1, bytes(frame))
     assert data == routed(bytes(frame), 1, last_node=2)
     assert s.event("unsupported_type") == 1 and s.event("report_sent") == 0
 
@@ -179,7 +188,7 @@ def test_fragments_get_no_int(make_program):
     s = transit(make_program)
     frame = bytearray(roce_frame())
     frame[20] |= 0x20                                   # MF
-    (port, data), = s.process(1, fix_ip(frame))
+    (_port, data), = s.process(1, fix_ip(frame))
     assert split_int(data)["udp"][1] == 4791
     assert s.event("fragment") == 1
     assert_next_packet_fine(s)

@@ -7,11 +7,18 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import make_stf
-from p4int_harness import (H2_MAC, PROGRAM, ROOT, IntSwitch, compile_program, load_checked,
-                           roce_frame, split_int)
+import pytest
+from p4int_harness import (
+    H2_MAC,
+    PROGRAM,
+    ROOT,
+    IntSwitch,
+    compile_program,
+    load_checked,
+    roce_frame,
+    split_int,
+)
 
 HERE = Path(__file__).resolve().parent
 STF_FILES = sorted(HERE.glob("*.stf"))
@@ -101,7 +108,7 @@ def test_int_udp_port_is_a_compile_time_option():
     s = IntSwitch.build(1, compile_program(checked))
     s.route("10.0.2.0", 24, 2, H2_MAC)
     s.watch(dst_port=(1234, 0xFFFF))
-    (port, data), = s.process(1, roce_frame(dport=1234))
+    (_port, data), = s.process(1, roce_frame(dport=1234))
     assert struct.unpack_from("!H", data, 36)[0] == 5000
     assert struct.unpack_from("!H", data, 44)[0] == 1234
 
@@ -110,9 +117,9 @@ def test_only_rocev2_is_watched_by_default(make_program):
     s = IntSwitch.build(1, make_program())
     s.route("10.0.2.0", 24, 2, H2_MAC)
     s.watch(dst_port=(0, 0))                            # an entry matching every UDP flow
-    (port, data), = s.process(1, roce_frame(dport=1234))
+    (_port, data), = s.process(1, roce_frame(dport=1234))
     assert split_int(data)["udp"][1] == 1234
-    (port, data), = s.process(1, roce_frame())
+    (_port, data), = s.process(1, roce_frame())
     assert split_int(data)["udp"][1] == 7777
 
 
