@@ -290,10 +290,10 @@ class ExpressionChecker(TypeResolver):
                 if not isinstance(st, T.BitsType):
                     raise P4TypeError(sub.loc, f"{side} operand of '++' must be bit<W> or int<W>, got {st}")
             assert isinstance(lb, T.BitsType) and isinstance(rb, T.BitsType)
-            t = T.BitsType(lb.width + rb.width, lb.signed)
+            cat = T.BitsType(lb.width + rb.width, lb.signed)
             if isinstance(lc, int) and isinstance(rc, int):
-                e.const_value = wrap(concat(lc, lb.width, rc, rb.width), t)
-            return t
+                e.const_value = wrap(concat(lc, lb.width, rc, rb.width), cat)
+            return cat
         if op in ("<<", ">>"):
             slb, srb = T.strip_newtype(lt), T.strip_newtype(rt)
             if not isinstance(slb, (T.BitsType, T.IntType)):
