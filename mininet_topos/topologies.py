@@ -134,7 +134,7 @@ def mininet_topo(topo: Topology, *, realtime_wan: bool = True, wan_seed: int | N
     """
     from mininet.topo import Topo
 
-    from .wan import MininetWanLink, wan_params_for
+    from .wan import MininetMtuLink, MininetWanLink, wan_params_for
 
     class _Topo(Topo):
         def build(self) -> None:
@@ -145,7 +145,8 @@ def mininet_topo(topo: Topology, *, realtime_wan: bool = True, wan_seed: int | N
                 self.addHost(h.name, ip=cfgs[h.name].ip_cidr, mac=cfgs[h.name].mac,
                              defaultRoute=f"via {cfgs[h.name].gateway_ip}")
             for i, ln in enumerate(topo.links):
-                opts: dict[str, Any] = {"port1": ln.a.port, "port2": ln.b.port}
+                opts: dict[str, Any] = {"port1": ln.a.port, "port2": ln.b.port,
+                                        "cls": MininetMtuLink, "mtu": ln.mtu}
                 if needs_emulation(ln):
                     seed = None if wan_seed is None else wan_seed + i
                     wan = wan_params_for(ln, seed=seed)

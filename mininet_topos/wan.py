@@ -44,6 +44,7 @@ from .delayline import WanError, WanParams
 __all__ = [
     "EbpfLossBackend",
     "LossBackend",
+    "MininetMtuLink",
     "MininetWanLink",
     "WanError",
     "WanLink",
@@ -296,12 +297,36 @@ def _mininet_link_base() -> type:
     return MnLink
 
 
-class MininetWanLink(_mininet_link_base()):  # type: ignore[misc]
+MIN_MTU, MAX_MTU = 576, 9000
+
+
+class MininetMtuLink(_mininet_link_base()):  # type: ignore[misc]
+    """A plain Mininet veth link whose two ends get the topology link's MTU.
+
+    Mininet leaves every interface at 1500 bytes; fabric and WAN links need more room
+    (link sequence header and INT stack), and a switch sending a larger frame than its
+    port's MTU gets EMSGSIZE.
+    """
+
+    def __init__(self, node1: Any, node2: Any, *args: Any, mtu: int = 1500,
+                 **kwargs: Any) -> None:
+        if not MIN_MTU <= mtu <= MAX_MTU:
+            raise WanError(f"link {node1}-{node2}: mtu {mtu} out of range {MIN_MTU}..{MAX_MTU}")
+        self._mtu = mtu
+        super().__init__(node1, node2, *args, **kwargs)
+        for intf in (self.intf1, self.intf2):
+            out = intf.node.cmd(f"ip link set dev {intf.name} mtu {mtu} 2>&1").strip()
+            if out:
+                raise WanError(f"link {self.intf1}-{self.intf2}: cannot set mtu {mtu} on "
+                               f"{intf.name}: {out}")
+
+
+class MininetWanLink(MininetMtuLink):
     """A Mininet link class with a delay line in the middle.
 
-    ``net.addLink(s1, s2, port1=3, port2=3, cls=MininetWanLink, wan=WanParams(...))``.
-    The nodes see ordinary interfaces; the delay line and its two interfaces live in a
-    private namespace created for the link and removed with it.
+    ``net.addLink(s1, s2, port1=3, port2=3, cls=MininetWanLink, wan=WanParams(...),
+    mtu=2000)``.  The nodes see ordinary interfaces; the delay line and its two
+    interfaces live in a private namespace created for the link and removed with it.
     """
 
     def __init__(self, node1: Any, node2: Any, *args: Any, wan: WanParams | None = None,
@@ -336,7 +361,7 @@ class MininetWanLink(_mininet_link_base()):  # type: ignore[misc]
             if res.returncode != 0:
                 raise WanError(f"WAN link {intfname1}-{intfname2}: cannot create {intf}: "
                                f"{res.stderr.strip()}")
-            self._ns.run(["ip", "link", "set", mid, "up"])
+            self._ns.run(["ip", "link", "set", mid, "mtu", str(self._mtu), "up"])
         self._ns.run(["sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1"], check=False)
 
     def stop(self) -> None:

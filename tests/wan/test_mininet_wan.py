@@ -18,7 +18,7 @@ def test_mininet_wan_link_delay_loss_and_teardown():
     try:
         h1 = net.addHost("twnh1", ip="10.97.0.1/24")
         h2 = net.addHost("twnh2", ip="10.97.0.2/24")
-        link = net.addLink(h1, h2, cls=MininetWanLink,
+        link = net.addLink(h1, h2, cls=MininetWanLink, mtu=2000,
                            wan=WanParams(delay_ms=10.0, loss=LossModel.none()))
         net.build()
         for h in (h1, h2):
@@ -29,6 +29,9 @@ def test_mininet_wan_link_delay_loss_and_teardown():
         assert len(rtts) == 5, out
         assert abs(sorted(rtts)[2] - 20.0) < 2.0, rtts  # two one-way delays of 10 ms
         assert link.wan.params().delay_ms == 10.0
+        # the link's MTU holds end to end: 1972 + 28 bytes of headers, not fragmented
+        out = h1.cmd("ping -c 1 -W 2 -M do -s 1972 10.97.0.2")
+        assert "1 received" in out, out
         link.wan.update(loss=LossModel.bernoulli(1.0))
         out = h1.cmd("ping -c 2 -i 0.2 -W 1 10.97.0.2")
         assert "100% packet loss" in out
