@@ -337,9 +337,14 @@ class FlowTable:
             return np.zeros(0, np.int64)
         k1 = (samples["src_ip"].astype(np.uint64) << np.uint64(32)) | samples["dst_ip"]
         k2 = (samples["sport"].astype(np.uint64) << np.uint64(32)) | samples["dest_qp"]
-        keys = np.stack([k1, k2], axis=1)
-        uniq, first_idx, inv = np.unique(keys, axis=0, return_index=True, return_inverse=True)
-        inv = inv.reshape(-1)
+        # group by (k1, k2) with one lexsort (several times faster than unique(axis=0))
+        o = np.lexsort((k2, k1))
+        a, b = k1[o], k2[o]
+        head = np.r_[True, (a[1:] != a[:-1]) | (b[1:] != b[:-1])]
+        inv = np.empty(n, np.int64)
+        inv[o] = np.cumsum(head) - 1
+        first_idx = o[head]  # lexsort is stable: the first sample of each flow
+        uniq = np.stack([a[head], b[head]], axis=1)
         slots_u, new = self._slots.lookup(
             list(zip(uniq[:, 0].tolist(), uniq[:, 1].tolist())), self.last_update_ns
         )
