@@ -143,6 +143,8 @@ class Checker(ExpressionChecker):
 
     def check_function(self, d: A.FunctionDecl, scope: Scope) -> None:
         scope.declare(d.name, d, d.loc)
+        if d.type_params:
+            raise P4Unsupported(d.loc, f"generic function '{d.name}'")
         saved = self.cur_tparams
         self.cur_tparams = saved | frozenset(d.type_params)
         try:

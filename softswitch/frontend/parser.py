@@ -417,9 +417,15 @@ class _Builder(Transformer):
     def key_element(self, meta, ch):
         return A.KeyElement(expr=ch[0], match_kind=ch[1], annotations=self._anns(ch[2]), loc=self._loc(meta))
 
+    def action_name(self, meta, ch):
+        return A.PathExpression(name=ch[0], loc=self._loc(meta))
+
+    def action_name_dot(self, meta, ch):
+        return A.PathExpression(name=ch[0], dot_prefix=True, loc=self._loc(meta))
+
     def action_ref(self, meta, ch):
         loc = self._loc(meta)
-        return A.ActionRef(name=A.PathExpression(name=ch[1], loc=loc), args=ch[2] or [],
+        return A.ActionRef(name=ch[1], args=ch[2] or [],
                            annotations=self._anns(ch[0]), has_parens=ch[2] is not None, loc=loc)
 
     def entry(self, meta, ch):

@@ -165,3 +165,10 @@ parser P(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_met
     src = ingress("").replace("pkt.emit(hdr.a);", "pkt.emit(hdr.a.v);")
     e = _err(src, P4TypeError)
     assert e.message == "emit needs a header, header stack, header union or struct of those, got bit<8>"
+
+
+def test_generic_function_is_unsupported():
+    src = ingress("", top="T pick<T>(in T a) { return a; }\n")
+    e = _err(src, P4Unsupported)
+    assert e.message == "unsupported: generic function 'pick'"
+    assert e.line == line_of(src, "T pick<T>")

@@ -342,3 +342,50 @@ def test_preprocessor_defines_includes_and_line_markers(tmp_path):
                and n.loc.file == str(path)]
     assert len(assigns) == 2  # m8, and m16 because EXTRA is defined
     assert assigns[0].loc.line == src.split("\n").index("meta.m8 = FROM_INCLUDE;") + 1
+
+
+def test_syntax_corners_precedence_and_defaults():
+    top = """
+const bit<32> W = 8;
+header u1_t { bit<8> v; }
+header u2_t { bit<16> v; }
+header_union uu_t { u1_t a; u2_t b; }
+struct s2_t { uu_t[2] us; tuple<bit<8>, bool> tp; bit<(W)> wv; }
+enum bit<8> E { A = 1, B = 2, }
+bit<8> deflt(in bit<8> x, in bit<8> y = 5) { return x + y; }
+@name(".gact") action gact() { }
+"""
+    locals_ = """
+    s2_t s2;
+    @name(".tbl") table t { key = { hdr.a.v: exact; } actions = { .NoAction; gact; } default_action = NoAction; }
+"""
+    body = """
+        bit<8> a = 1 + 2 * 3 - (4 >> 1);
+        bit<8> b = a & 3 == 3 ? 8w1 : 8w0;
+        bit<16> d = a ++ b + 16w1;
+        ;
+        if (a == 0) ; else ;
+        a = deflt(a);
+        a = deflt(y = 1, x = 2);
+        @atomic { a = 0d10 + 0o17 + 1_0 + 0b11; }
+        s2.us[0].a.setValid();
+        s2.wv = (bit<8>) (a);
+        switch (hdr.a.v) { 1: 2: { a = 1; } default: { return; } }
+        if (hdr.a == hdr.a) { t.apply(); }
+        meta.m8 = (bit<8>) E.B;
+"""
+    prog = check(ingress(body, locals_, top=top))
+    decls = {d.name: d for d in _nodes(prog, A.VariableDecl)}
+    assert decls["a"].init.const_value == 5
+    cond = decls["b"].init.cond  # '&' binds tighter than '==' in P4
+    assert cond.op == "==" and cond.left.op == "&"
+    assert decls["d"].init.op == "+" and decls["d"].init.left.op == "++"  # '++' is at '+' level
+    calls = [c for c in _nodes(prog, A.MethodCallExpression) if getattr(c.callee, "name", "") == "deflt"]
+    assert [a.value.const_value for a in calls[0].args] == [None, 5]  # default filled in
+    assert [a.value.const_value for a in calls[1].args] == [2, 1]  # named args in parameter order
+    folded = next(s for s in _nodes(prog, A.AssignmentStatement) if s.rhs.const_value == 10 + 15 + 10 + 3)
+    assert folded.rhs.type == T.BitsType(8)
+    t = next(d for d in prog.main.block("ig").decl.locals if isinstance(d, A.TableDecl))
+    assert t.actions[0].name.dot_prefix and t.actions[0].decl.name == "NoAction"
+    sw = _nodes(prog, A.SwitchStatement)[0]
+    assert sw.cases[0].body is None and sw.cases[1].body is not None  # 1: falls through to 2:
