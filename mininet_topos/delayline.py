@@ -291,9 +291,11 @@ def run(a_if: str, b_if: str, params: WanParams, *, stats_path: Path | None = No
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGHUP):
         signal.signal(sig, on_signal)
+    is_realtime = False
     if realtime:
         try:
             os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))
+            is_realtime = True
         except (OSError, AttributeError):
             pass  # best effort: timing is still good on an idle machine
     rng = random.Random(params.seed)
@@ -313,6 +315,7 @@ def run(a_if: str, b_if: str, params: WanParams, *, stats_path: Path | None = No
     def dump() -> None:
         if stats_path is not None:
             _write_json(stats_path, {"seq": dumps[0], "pid": os.getpid(),
+                                     "realtime": is_realtime,
                                      "params": cores["ab"].params.to_dict(),
                                      **{d: dataclasses.asdict(c.stats) for d, c in cores.items()}})
             dumps[0] += 1

@@ -101,6 +101,10 @@ def _float(where: str, field: str, value: Any) -> float:
 
 
 def _str(where: str, field: str, value: Any) -> str:
+    if field in ("mac", "ip", "gateway", "grpc_addr") and isinstance(value, (int, float)):
+        raise TopologyFormatError(
+            f"{where}: field {field} was read as the number {value!r}: YAML reads some "
+            f"unquoted {field} values as numbers, put it in quotes")
     if not isinstance(value, str) or not value:
         raise TopologyFormatError(f"{where}: field {field} must be a non-empty string, "
                                   f"got {value!r}")

@@ -108,6 +108,7 @@ FORMAT_ERRORS = [
     (("links", 0, "loss"), {"model": "gilbert"}, r"loss.model is 'gilbert'.*did you mean"),
     (("links", 0, "rate_mbps"), True, r"field rate_mbps must be a number, got True"),
     (("hosts",), {"h1": 1}, r"field hosts must be a list"),
+    (("hosts", 0, "mac"), 3661, r"host h1: field mac was read as the number 3661: .*quotes"),
 ]
 
 
@@ -215,3 +216,10 @@ def test_bursty_has_requested_burst_length():
     assert m.kind is LossKind.GILBERT_ELLIOTT and m.r == pytest.approx(0.25)
     with pytest.raises(ValueError, match="mean_burst_pkts 0.5 must be >= 1"):
         LossModel.bursty(0.01, 0.5)
+
+
+def test_unquoted_mac_in_yaml_gets_a_hint():
+    text = dumps_topology(topology_from_dict(BASE)).replace("'00:00:0a:00:01:01'",
+                                                              "12:34:56:00:01:01")
+    with pytest.raises(TopologyFormatError, match="mac was read as the number"):
+        loads_topology(text)

@@ -122,6 +122,14 @@ def test_delay_within_1ms_and_params_read_back(bed):
     assert not wan.running
 
 
+@pytest.mark.parametrize("delay_ms", [1.0, 200.0])
+def test_delay_range_ends(bed, delay_ms):
+    with bed.wan(delay_ms=delay_ms):
+        got = bed.blast(60, pps=200, settle_s=delay_ms / 1e3 + 0.2)
+    assert len(got) == 60
+    assert abs(statistics.median(delays_ms(got)) - delay_ms) < 1.0
+
+
 def test_jitter_stays_in_bounds(bed):
     with bed.wan(delay_ms=10.0, jitter_ms=4.0, reorder=True, seed=1):
         d = delays_ms(bed.blast(300, pps=500))
