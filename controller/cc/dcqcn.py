@@ -30,7 +30,12 @@ from controller.cc.errors import FlowIndexError, ParameterError
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DcqcnParams:
-    """Standard DCQCN parameters; rates are fractions of the flow's max rate."""
+    """Standard DCQCN parameters; rates are fractions of the flow's max rate.
+
+    Defaults follow the DCQCN paper (g = 1/256, K = T = 55 us, B = 10 MB, F = 5,
+    R_AI 40 Mbit/s on 40G = 0.1 %, R_HAI ten times that); the decrease interval is
+    the public ns-3 model's 4 us (CNPs themselves are paced by ``CnpGenerator``).
+    """
 
     g: float = 1.0 / 256
     alpha_interval_s: float = 55e-6

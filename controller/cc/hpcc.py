@@ -43,7 +43,8 @@ class HpccParams:
     max_stage: int = 5
     """Additive-increase rounds before a multiplicative adjustment is forced."""
     rate_ai_fraction: float = 0.001
-    """R_AI as a fraction of the flow's max rate (paper: W_AI = W_init (1-eta)/N)."""
+    """R_AI as a fraction of the flow's max rate (paper: W_AI = W_init (1-eta)/N,
+    i.e. 0.1 % for N = 50 flows; the ns-3 runs use 0.04 %)."""
     min_rate_fraction: float = 0.001
     """Lowest rate as a fraction of the flow's max rate."""
     base_rtt_s: float = 10e-6
