@@ -248,6 +248,18 @@ class WanLink:
             self._signal_and_wait(signal.SIGHUP)
         return new
 
+    def applied_params(self) -> WanParams:
+        """The parameters the running delay line reports it applies (read back from the
+        process itself; without loss when a loss backend takes it)."""
+        if self._proc is None:
+            raise WanError(f"WAN link {self.name}: not running")
+        return WanParams.from_dict(self._signal_and_wait(signal.SIGUSR1)["params"])
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        where = f" in {self.netns}" if self.netns else ""
+        return f"<WanLink {self.name}{where} {state} {self._params}>"
+
     def stats(self) -> dict[str, dict[str, int]]:
         """Counters per direction, ``"ab"`` (a_iface to b_iface) and ``"ba"``."""
         if self._proc is None:

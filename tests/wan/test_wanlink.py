@@ -112,13 +112,14 @@ def test_delay_within_1ms_and_params_read_back(bed):
         med = statistics.median(delays_ms(got))
         assert abs(med - 20.0) < 1.0, med
         assert wan.params().delay_ms == 20.0
+        assert wan.applied_params() == wan.params()
         stats = wan.stats()
         assert stats["ab"]["tx_pkts"] >= 150 and stats["ab"]["lost"] == 0
         # live change: new frames get the new delay
         wan.update(delay_ms=5.0)
         got = bed.blast(100, pps=300)
         assert abs(statistics.median(delays_ms(got)) - 5.0) < 1.0
-        assert wan.params().delay_ms == 5.0
+        assert wan.params().delay_ms == 5.0 and wan.applied_params().delay_ms == 5.0
     assert not wan.running
 
 
