@@ -9,7 +9,9 @@
  *                   loss_good 0, loss_bad 1, mean burst 1/p_bg, loss p_gb/(p_gb+p_bg)).
  * Probabilities are fixed point: threshold = p * 2^32 compared with bpf_get_prandom_u32
  * (as u64, so p = 1 is exact).  Only IPv4 is considered (ARP and the like always pass),
- * optionally only UDP, optionally one UDP destination port.
+ * also behind the link sequence header (EtherType 0x88B5, 6 B) of switch-to-switch
+ * links unless link_seq is 0; optionally only UDP, optionally one UDP destination port.
+ * The EtherType is read from the frame, not skb->protocol (raw senders may not set it).
  * Counters: matched packets, drops, bursts (maximal runs of consecutive drops among
  * matched packets) and a histogram of finished burst lengths (last slot: >= 63).
  * State is one shared slot: several CPUs may race on it, which blurs burst statistics
@@ -27,6 +29,8 @@
 #define LOSS_BERNOULLI 1
 #define LOSS_GE 2
 #define HIST_SLOTS 64
+#define ETH_P_LINK_SEQ 0x88B5
+#define LINK_SEQ_LEN 6
 
 struct loss_config {
     __u64 p_drop;     /* Bernoulli threshold (p * 2^32) */
@@ -37,7 +41,7 @@ struct loss_config {
     __u32 mode;
     __u32 udp_only;   /* 1: only UDP packets are subject to loss */
     __u32 udp_dport;  /* 0: any port */
-    __u32 pad;
+    __u32 link_seq;   /* 1: IPv4 behind a link sequence header counts too */
 };
 
 struct loss_state {
@@ -65,15 +69,24 @@ int loss_filter(struct __sk_buff *skb)
     struct loss_state *st = state.lookup(&zero);
     if (!c || !st || c->mode == LOSS_OFF)
         return TC_ACT_UNSPEC;
-    if (skb->protocol != bpf_htons(ETH_P_IP))
+    __be16 proto;
+    if (bpf_skb_load_bytes(skb, 12, &proto, 2) < 0)
+        return TC_ACT_UNSPEC;
+    __u32 l3 = ETH_HLEN;
+    if (proto == bpf_htons(ETH_P_LINK_SEQ) && c->link_seq) {
+        if (bpf_skb_load_bytes(skb, ETH_HLEN + 4, &proto, 2) < 0)
+            return TC_ACT_UNSPEC;
+        l3 += LINK_SEQ_LEN;
+    }
+    if (proto != bpf_htons(ETH_P_IP))
         return TC_ACT_UNSPEC;
     if (c->udp_only) {
         struct iphdr ip;
-        if (bpf_skb_load_bytes(skb, ETH_HLEN, &ip, sizeof(ip)) < 0 || ip.protocol != IPPROTO_UDP)
+        if (bpf_skb_load_bytes(skb, l3, &ip, sizeof(ip)) < 0 || ip.protocol != IPPROTO_UDP)
             return TC_ACT_UNSPEC;
         if (c->udp_dport) {
             __be16 port;
-            if (bpf_skb_load_bytes(skb, ETH_HLEN + ip.ihl * 4 + 2, &port, 2) < 0 ||
+            if (bpf_skb_load_bytes(skb, l3 + ip.ihl * 4 + 2, &port, 2) < 0 ||
                 bpf_ntohs(port) != c->udp_dport)
                 return TC_ACT_UNSPEC;
         }

@@ -8,8 +8,10 @@ Usage (the WAN link class and traffic tests)::
         loss.disable()                                       # change any time, no reload
         c = loss.counters()                                  # matched, dropped, bursts, ...
 
-Only IPv4 is dropped (ARP, IPv6 neighbour discovery always pass), optionally only UDP
-(``udp_only``) and one UDP destination port (``udp_dport``).  Use ``direction="egress"``
+Only IPv4 is dropped (ARP, IPv6 neighbour discovery always pass), also when it follows
+a link sequence header (EtherType 0x88B5, switch-to-switch links; ``link_seq=False``
+lets those frames pass), optionally only UDP (``udp_only``) and one UDP destination
+port (``udp_dport``).  Use ``direction="egress"``
 to drop on the way out.  Parameters live in a BPF map: every setter takes effect for
 the next packet.  The kernel side is ``loss.c``.
 """
@@ -39,7 +41,7 @@ class _Config(ctypes.Structure):
                 ("p_bg", ctypes.c_uint64), ("loss_good", ctypes.c_uint64),
                 ("loss_bad", ctypes.c_uint64), ("mode", ctypes.c_uint32),
                 ("udp_only", ctypes.c_uint32), ("udp_dport", ctypes.c_uint32),
-                ("pad", ctypes.c_uint32)]
+                ("link_seq", ctypes.c_uint32)]
 
 
 def _threshold(name: str, p: float) -> int:
@@ -102,7 +104,7 @@ class LossEmulator:
 
     def __init__(self, iface: str, *, netns: str | None = None,
                  direction: Direction = "ingress", prio: int = 5,
-                 udp_only: bool = False, udp_dport: int = 0,
+                 udp_only: bool = False, udp_dport: int = 0, link_seq: bool = True,
                  dump_source: TextIO | None = None) -> None:
         if not 0 <= udp_dport <= 0xFFFF:
             raise ConfigError(f"udp_dport {udp_dport}: expected 0..65535 (0: any)")
@@ -112,7 +114,8 @@ class LossEmulator:
         self._dump = dump_source
         self._bpf = None
         self._tc: TcAttachment | None = None
-        self._cfg = _Config(udp_only=int(self._udp_only), udp_dport=udp_dport)
+        self._cfg = _Config(udp_only=int(self._udp_only), udp_dport=udp_dport,
+                            link_seq=int(link_seq))
 
     def attach(self) -> LossEmulator:
         """Load and attach with loss off; nothing stays attached on failure."""

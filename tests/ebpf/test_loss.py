@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import math
+import struct
+import time
 
 import numpy as np
 
@@ -133,3 +135,19 @@ def test_sink_behind_loss_counts_exactly_the_dropped_psns(pair):
     assert st["lost_packets"] == inside
     assert st["loss_events"] == int((np.diff(psns) > 1).sum())
     assert st["out_of_order"] == 0 and st["packets"] == len(psns)
+
+
+def test_frames_behind_link_sequence_header_are_subject_to_loss(pair):
+    f = frames(pair, 1)[0]
+    seq = f[:12] + struct.pack("!HIH", 0x88B5, 7, 0x0800) + f[14:]   # link seq header
+    with LossEmulator(pair.h2.ifname, netns=pair.h2.name, prio=8, udp_dport=4791) as em, \
+            LossEmulator(pair.h2.ifname, netns=pair.h2.name, prio=9, link_seq=False) as off:
+        em.set_bernoulli(1.0)
+        off.set_bernoulli(1.0)
+        pair.send([seq] * 10)
+        time.sleep(0.1)
+        assert (em.counters().matched, em.counters().dropped) == (10, 10)
+        em.disable()
+        pair.send([seq] * 10)
+        time.sleep(0.1)
+        assert off.counters().matched == 0          # link_seq=False: those frames pass
