@@ -148,9 +148,9 @@ class StfRunner:
 
     def _match(self, kind: str, width: int, tok: str, where: str) -> Any:
         if "/" in tok:
-            v, plen = tok.split("/", 1)
+            v, plen_text = tok.split("/", 1)
             value, _ = parse_number(v, where)
-            return Lpm(value, int(plen, 0))
+            return Lpm(value, int(plen_text, 0))
         value, mask = parse_number(tok, where)
         full = (1 << width) - 1
         if kind == "lpm":

@@ -346,7 +346,7 @@ class Table:
 
     @staticmethod
     def _plain_key(e: TableEntry) -> tuple[int, ...]:
-        return tuple(m.value for m in e.key)  # type: ignore[union-attr]
+        return tuple(m.value for m in e.key)  # type: ignore[union-attr, misc]
 
 
 def _canonical(table: str, kf: KeyField, m: MatchValue | int) -> MatchValue:

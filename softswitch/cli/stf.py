@@ -35,8 +35,8 @@ def main(args: argparse.Namespace) -> int:
         return 2
     for line in res.log:
         print(line)
-    for f in res.failures:
-        print(f"FAIL {f}")
+    for failure in res.failures:
+        print(f"FAIL {failure}")
     verdict = "PASS" if res.ok else "FAIL"
     print(f"{verdict}: {args.test}: {res.packets_sent} packets sent, {res.packets_checked} checked, "
           f"{len(res.failures)} failures")

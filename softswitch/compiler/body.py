@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from softswitch.compiler.exprs import ExprCompiler, is_object_type, scalar_kind
-from softswitch.compiler.layout import attr_name, default_value
+from softswitch.compiler.layout import attr_name, default_value, strip
 from softswitch.compiler.walk import expr_text
 from softswitch.errors import CompileError
 from softswitch.frontend import ast as A
@@ -151,6 +151,8 @@ class BodyCompiler(ExprCompiler):
         if isinstance(lhs, A.SliceExpression):
             hi = lhs.hi_value if lhs.hi_value is not None else lhs.hi.const_value
             lo = lhs.lo_value if lhs.lo_value is not None else lhs.lo.const_value
+            if not isinstance(hi, int) or not isinstance(lo, int):
+                raise self.fail(lhs, "slice with non-constant bounds")
             kind, w = scalar_kind(lhs.expr.type)
             full = (1 << w) - 1
             mask = ((1 << (hi - lo + 1)) - 1) << lo
@@ -263,7 +265,7 @@ class BodyCompiler(ExprCompiler):
                 backs.append(a)
             else:
                 codes.append(self.ex(a))
-        has_value = returns_value and not isinstance(T.strip_newtype(e.type) if e.type else None, T.VoidType) \
+        has_value = returns_value and not isinstance(strip(e.type) if e.type else None, T.VoidType) \
             and e.type is not None
         call = f"{fn}({', '.join(codes)})"
         if not backs:
@@ -284,7 +286,7 @@ class BodyCompiler(ExprCompiler):
         if not isinstance(callee, A.MemberExpression):
             raise self.fail(e, f"built-in call {expr_text(e)}")
         m = callee.member
-        target_t = T.strip_newtype(callee.expr.type)
+        target_t = strip(callee.expr.type)
         target = self.ex(callee.expr)
         if m == "isValid":
             if isinstance(target_t, T.HeaderUnionType):
@@ -293,7 +295,7 @@ class BodyCompiler(ExprCompiler):
         if m == "setValid":
             parent = callee.expr
             if isinstance(parent, A.MemberExpression) and isinstance(
-                    T.strip_newtype(parent.expr.type), T.HeaderUnionType):
+                    strip(parent.expr.type), T.HeaderUnionType):
                 self.emit(f"{self.ex(parent.expr)}._only_valid({attr_name(parent.member)!r})")
             self.emit(f"{target}._valid = True")
             return ""
@@ -305,6 +307,8 @@ class BodyCompiler(ExprCompiler):
             self.emit(f"{target}.{m}({n})")
             return ""
         if m in ("minSizeInBits", "minSizeInBytes", "maxSizeInBits", "maxSizeInBytes"):
+            if target_t is None:
+                raise self.fail(e, f"{m} of an untyped value")
             bits = T.bit_width(target_t)
             return repr(bits if "Bits" in m else (bits + 7) // 8)
         raise self.fail(e, f"built-in method {m}")
@@ -315,8 +319,8 @@ class BodyCompiler(ExprCompiler):
         codes: list[str] = []
         widths: list[int] = []
 
-        def add(code: str, t: T.P4Type) -> None:
-            t = T.strip_newtype(t)
+        def add(code: str, t: T.P4Type | None) -> None:
+            t = strip(t)
             if isinstance(t, T.StructLikeType):
                 for fname, ft in t.fields:
                     add(f"{code}.{attr_name(fname)}", ft)
@@ -431,8 +435,9 @@ class BodyCompiler(ExprCompiler):
             return ""
         if name == "log_msg":
             msg = self.ex(a[0])
-            data = self.ex(a[1]) if len(a) > 1 else "()"
-            self.emit(f"if tr is not None: tr.append(TE('log', {self.block!r}, {{'message': _fmt_msg({msg}, {data})}}))")
+            values = self.ex(a[1]) if len(a) > 1 else "()"
+            self.emit(f"if tr is not None: tr.append(TE('log', {self.block!r}, "
+                      f"{{'message': _fmt_msg({msg}, {values})}}))")
             return ""
         if name == "digest":
             data = a[1]
@@ -452,7 +457,7 @@ class BodyCompiler(ExprCompiler):
     def call_extern_method(self, e: A.MethodCallExpression, as_statement: bool) -> str:
         callee = e.callee
         assert isinstance(callee, A.MemberExpression)
-        obj_t = T.strip_newtype(callee.expr.type)
+        obj_t = strip(callee.expr.type)
         ext = obj_t.name if isinstance(obj_t, T.ExternType) else str(obj_t)
         m = callee.member
         a = self.args(e)
@@ -475,7 +480,7 @@ class BodyCompiler(ExprCompiler):
                 self.trace("extract", f"{{'header': {path!r}, 'fields': {h}._fields()}}")
                 return ""
             if m == "lookahead":
-                t = T.strip_newtype(e.type)
+                t = strip(e.type)
                 if isinstance(t, (T.BitsType, T.BoolType, T.SerEnumType)):
                     kind, w = scalar_kind(t)
                     code = f"{obj}.peek({w})"

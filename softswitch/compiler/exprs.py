@@ -14,21 +14,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from softswitch.compiler.layout import attr_name
+from softswitch.compiler.layout import attr_name, strip
 from softswitch.compiler.walk import expr_text
 from softswitch.errors import CompileError
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T
 
 
-def width_of(t: T.P4Type) -> int:
-    t = T.strip_newtype(t)
+def width_of(t: T.P4Type | None) -> int:
+    t = strip(t)
     if isinstance(t, T.SerEnumType):
         return t.underlying.width
     if isinstance(t, T.BitsType):
         return t.width
     if isinstance(t, T.BoolType):
         return 1
+    if t is None:
+        raise CompileError("expression has no type")
     try:
         return T.bit_width(t)
     except ValueError as exc:
@@ -37,7 +39,7 @@ def width_of(t: T.P4Type) -> int:
 
 def scalar_kind(t: T.P4Type | None) -> tuple[str, int]:
     """('u', W) unsigned bits, ('s', W) signed, ('i', 0) arbitrary int, ('b', 1) bool, ('o', 0) other."""
-    t = T.strip_newtype(t) if t is not None else None
+    t = strip(t)
     if isinstance(t, T.SerEnumType):
         t = t.underlying
     if isinstance(t, T.BitsType):
@@ -50,7 +52,7 @@ def scalar_kind(t: T.P4Type | None) -> tuple[str, int]:
 
 
 def is_object_type(t: T.P4Type | None) -> bool:
-    t = T.strip_newtype(t) if t is not None else None
+    t = strip(t) if t is not None else None
     return isinstance(t, (T.StructLikeType, T.StackType))
 
 
@@ -68,7 +70,7 @@ def const_literal(e: A.Expression) -> str | None:
     v = e.const_value
     if v is None:
         return None
-    t = T.strip_newtype(e.type) if e.type is not None else None
+    t = strip(e.type) if e.type is not None else None
     if isinstance(v, bool):
         if isinstance(t, T.BoolType) or t is None:
             return repr(v)
@@ -125,7 +127,7 @@ class ExprCompiler:
             base = self.ex(e.expr)
             return f"{base}.{attr_name(e.member)}"
         if k is A.MemberKind.ENUM_MEMBER:
-            t = T.strip_newtype(e.type)
+            t = strip(e.type)
             if isinstance(t, T.SerEnumType):
                 return repr(t.value(e.member))
             d = e.decl
@@ -141,7 +143,7 @@ class ExprCompiler:
         if k is A.MemberKind.STACK_LAST:
             return f"{self.ex(e.expr)}.last()"
         if k is A.MemberKind.STACK_SIZE:
-            st = T.strip_newtype(e.expr.type)
+            st = strip(e.expr.type)
             return repr(st.size) if isinstance(st, T.StackType) else f"{self.ex(e.expr)}.size"
         if k is A.MemberKind.STACK_LAST_INDEX:
             return f"{self.ex(e.expr)}.last_index()"
@@ -155,13 +157,14 @@ class ExprCompiler:
             if k is A.MemberKind.TABLE_MISS:
                 return f"(not {hit_var})"
             return f"{entry_var}.action"
-        if e.member in ("size",) and isinstance(T.strip_newtype(e.expr.type), T.StackType):
-            return repr(T.strip_newtype(e.expr.type).size)
+        stack_t = strip(e.expr.type)
+        if e.member == "size" and isinstance(stack_t, T.StackType):
+            return repr(stack_t.size)
         raise self.fail(e, f"member {e.member} of kind {k}")
 
     def ex_IndexExpression(self, e: A.IndexExpression) -> str:
         base = self.ex(e.expr)
-        st = T.strip_newtype(e.expr.type)
+        st = strip(e.expr.type)
         idx = e.index.const_value
         if isinstance(idx, int) and isinstance(st, T.StackType):
             if not 0 <= idx < st.size:
@@ -263,8 +266,8 @@ class ExprCompiler:
 
     def ex_CastExpression(self, e: A.CastExpression) -> str:
         a = self.ex(e.expr)
-        tt = T.strip_newtype(e.type_ref.type or e.type)
-        st = T.strip_newtype(e.expr.type)
+        tt = strip(e.type_ref.type or e.type)
+        st = strip(e.expr.type)
         return self.cast(a, st, tt, e)
 
     def cast(self, a: str, st: T.P4Type | None, tt: T.P4Type | None, node: Any) -> str:
@@ -299,7 +302,7 @@ class ExprCompiler:
         return f"({items})"
 
     def ex_StructExpression(self, e: A.StructExpression) -> str:
-        t = T.strip_newtype(e.type)
+        t = strip(e.type)
         if isinstance(t, T.StructLikeType):
             by = {f.name: f.value for f in e.fields}
             items = "".join(f"{self.ex(by[n])}, " for n, _ in t.fields)

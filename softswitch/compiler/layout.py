@@ -18,6 +18,11 @@ from softswitch.frontend import types as T
 from softswitch.packet import PacketReader
 
 
+def strip(t: T.P4Type | None) -> T.P4Type | None:
+    """The representation type of `t` (``type`` declarations resolved), None stays None."""
+    return None if t is None else T.strip_newtype(t)
+
+
 def attr_name(name: str) -> str:
     """Python attribute name for a P4 field name."""
     if keyword.iskeyword(name) or name.startswith("_") or name in ("copy",):
@@ -25,9 +30,9 @@ def attr_name(name: str) -> str:
     return name
 
 
-def default_value(t: T.P4Type) -> Any:
+def default_value(t: T.P4Type | None) -> Any:
     """Initial value of a scalar of type `t` (0, False, the first enum member)."""
-    t = T.strip_newtype(t)
+    t = strip(t)
     if isinstance(t, T.BoolType):
         return False
     if isinstance(t, T.EnumType):
@@ -108,8 +113,10 @@ class TypeLayouts:
         self.env: dict[str, Any] = {"PacketTooShort": PacketTooShort, "HeaderStack": HeaderStack,
                                     "PacketReader": PacketReader}
 
-    def class_for(self, t: T.P4Type) -> type:
-        t = T.strip_newtype(t)
+    def class_for(self, t: T.P4Type | None) -> type:
+        t = strip(t)
+        if t is None:
+            raise CompileError("value without a type")
         cls = self.classes.get(t)
         if cls is None:
             if isinstance(t, T.HeaderType):
@@ -123,9 +130,9 @@ class TypeLayouts:
             self.classes[t] = cls
         return cls
 
-    def new_value_src(self, t: T.P4Type) -> str:
+    def new_value_src(self, t: T.P4Type | None) -> str:
         """Python expression creating a fresh value of type `t` (for locals)."""
-        t = T.strip_newtype(t)
+        t = strip(t)
         if isinstance(t, T.StackType):
             return f"HeaderStack({self.class_ref(t.elem)}, {t.size})"
         if isinstance(t, T.StructLikeType):
@@ -134,7 +141,7 @@ class TypeLayouts:
             return "(" + "".join(f"{self.new_value_src(e)}, " for e in t.elems) + ")"
         return repr(default_value(t))
 
-    def class_ref(self, t: T.P4Type) -> str:
+    def class_ref(self, t: T.P4Type | None) -> str:
         cls = self.class_for(t)
         name = cls.__name__
         self.env[name] = cls
@@ -222,8 +229,10 @@ class TypeLayouts:
             vb = varbit[0]
             if len(varbit) > 1:
                 raise CompileError(f"header {t.name}: more than one varbit field")
+            vb_type = ftypes[vb]
+            assert isinstance(vb_type, T.VarbitType)
             lines += ["    def _extract(self, r, vbits=0):",
-                      f"        if vbits < 0 or vbits > {ftypes[vb].max_width}:",
+                      f"        if vbits < 0 or vbits > {vb_type.max_width}:",
                       "            raise PacketTooShort('extract varbit: bad length ' + str(vbits))",
                       f"        if r.bitpos + {total} + vbits > r.nbits:",
                       f"            raise PacketTooShort('extract {t.name}: packet too short')"]
@@ -274,8 +283,8 @@ class TypeLayouts:
         copies = []
         sets = []
         objs = []
-        for n, (_, ft) in zip(names, t.fields):
-            ft = T.strip_newtype(ft)
+        for n, (_, field_t) in zip(names, t.fields):
+            ft = T.strip_newtype(field_t)
             if isinstance(ft, (T.StructLikeType, T.StackType)):
                 inits.append(f"self.{n} = {self.new_value_src(ft)}")
                 copies.append(f"n.{n} = self.{n}._copy()")

@@ -18,7 +18,7 @@ from typing import Any
 from softswitch import tables as TB
 from softswitch.compiler.body import BodyCompiler
 from softswitch.compiler.exprs import is_object_type, scalar_kind, width_of
-from softswitch.compiler.layout import TypeLayouts, attr_name
+from softswitch.compiler.layout import TypeLayouts, attr_name, strip
 from softswitch.compiler.walk import annotation_ints, control_plane_name, expr_text
 from softswitch.errors import (
     CompileError,
@@ -257,7 +257,7 @@ class ProgramGen:
             a = args[i]
             return a.member if isinstance(a, A.MemberExpression) else str(a.const_value)
 
-        def elem_type() -> T.P4Type:
+        def elem_type() -> T.P4Type | None:
             tr = inst.type_ref
             if isinstance(tr, A.SpecializedTypeRef) and tr.args:
                 return tr.args[0].type
@@ -268,27 +268,27 @@ class ProgramGen:
         kinds = {"packets": CounterType.PACKETS, "bytes": CounterType.BYTES,
                  "packets_and_bytes": CounterType.PACKETS_AND_BYTES}
         if tname == "register":
-            et = T.strip_newtype(elem_type())
+            et = strip(elem_type())
             kind, _ = scalar_kind(et)
-            obj = Register(name=fq, size=const(0), width=width_of(et), signed=kind == "s")
-            self.registers[fq] = obj
-            return obj
+            reg = Register(name=fq, size=const(0), width=width_of(et), signed=kind == "s")
+            self.registers[fq] = reg
+            return reg
         if tname == "counter":
-            obj = Counter(name=fq, size=const(0), counter_type=kinds[enum_arg(1)])
-            self.counters[fq] = obj
-            return obj
+            ctr = Counter(name=fq, size=const(0), counter_type=kinds[enum_arg(1)])
+            self.counters[fq] = ctr
+            return ctr
         if tname == "direct_counter":
-            obj = DirectCounter(name=fq, counter_type=kinds[enum_arg(0)])
-            self.direct_counters[fq] = obj
-            return obj
+            dctr = DirectCounter(name=fq, counter_type=kinds[enum_arg(0)])
+            self.direct_counters[fq] = dctr
+            return dctr
         if tname == "meter":
-            obj = Meter(name=fq, size=const(0), meter_type=kinds[enum_arg(1)])
-            self.meters[fq] = obj
-            return obj
+            mtr = Meter(name=fq, size=const(0), meter_type=kinds[enum_arg(1)])
+            self.meters[fq] = mtr
+            return mtr
         if tname == "direct_meter":
-            obj = DirectMeter(name=fq, meter_type=kinds[enum_arg(0)])
-            self.direct_meters[fq] = obj
-            return obj
+            dmtr = DirectMeter(name=fq, meter_type=kinds[enum_arg(0)])
+            self.direct_meters[fq] = dmtr
+            return dmtr
         raise CompileError(f"{inst.loc}: unsupported: extern {tname} ({inst.name})")
 
     def hash_fn(self, algo: str, node: Any) -> str:
@@ -299,7 +299,7 @@ class ProgramGen:
         return name
 
     def digest_queue(self, data: A.Expression) -> str:
-        t = T.strip_newtype(data.type)
+        t = strip(data.type)
         name = getattr(t, "name", None) or "digest"
         fields = [f for f, _ in t.fields] if isinstance(t, T.StructLikeType) else []
         q = self.digests.get(name)
@@ -377,7 +377,7 @@ class ProgramGen:
             pnames.append(pn)
             if p.direction in (A.Direction.OUT, A.Direction.INOUT) and not is_object_type(p.type_ref.type):
                 outs.append(pn)
-        rt = T.strip_newtype(decl.return_type.type) if decl.return_type.type is not None else T.VOID
+        rt = strip(decl.return_type.type) if decl.return_type.type is not None else T.VOID
         returns_value = not isinstance(rt, T.VoidType)
         b = BodyCompiler(self, block=decl.name, scopes=[local, self.globals_], outs=outs,
                          returns_value=returns_value)
@@ -415,7 +415,7 @@ class ProgramGen:
             frame_slots.append(pn)
             init.append(f"L.{pn} = {pn}")
             pt = p.type_ref.type
-            if is_object_type(pt) or isinstance(T.strip_newtype(pt), T.ExternType):
+            if is_object_type(pt) or isinstance(strip(pt), T.ExternType):
                 apply_scope[p] = pn
             else:
                 apply_scope[p] = f"L.{pn}"
@@ -458,6 +458,7 @@ class ProgramGen:
         for line in init:
             b.emit(line)
         for loc, target in init_assign:
+            assert loc.init is not None
             if is_object_type(loc.type_ref.type):
                 b.assign_obj(target, loc.init)
             else:
@@ -481,7 +482,7 @@ class ProgramGen:
         specs = []
         fns: dict[str, str] = {}
         for ref in decl.actions:
-            adecl = ref.decl or getattr(ref.name, "decl", None)
+            adecl = _action_decl(ref)
             afn = scope.get(adecl) or self.action_fn(adecl, None)
             rt = self.action_runtime[afn]
             fns[rt] = afn
@@ -489,15 +490,16 @@ class ProgramGen:
             specs.append(TB.ActionSpec(name=rt, params=self.action_params[afn],
                                        default_only="defaultonly" in annots,
                                        table_only="tableonly" in annots))
-        default_name, default_args = None, ()
+        default_name: str | None = None
+        default_args: tuple[int, ...] = ()
         if decl.default_action is not None:
             ref = decl.default_action
-            adecl = ref.decl or getattr(ref.name, "decl", None)
+            adecl = _action_decl(ref)
             afn = scope.get(adecl) or self.action_fn(adecl, None)
             default_name = self.action_runtime[afn]
             data = [p for p in adecl.params if p.direction is A.Direction.NONE]
             vals = [a.value.const_value for a in ref.args][-len(data):] if data else []
-            default_args = tuple(int(v) & ((1 << width_of(p.type_ref.type)) - 1)
+            default_args = tuple(_int(v, ref) & ((1 << width_of(p.type_ref.type)) - 1)
                                  for v, p in zip(vals, data))
             if default_name not in fns:
                 fns[default_name] = afn
@@ -549,12 +551,12 @@ class ProgramGen:
                 keysets = keysets * len(table.keys)
             for kf, ks in zip(table.keys, keysets):
                 key.append(_keyset_match(kf, ks))
-            adecl = ent.action.decl or getattr(ent.action.name, "decl", None)
+            adecl = _action_decl(ent.action)
             afn = scope.get(adecl) or self.action_fn(adecl, None)
             rt = self.action_runtime[afn]
             data = [p for p in adecl.params if p.direction is A.Direction.NONE]
             vals = [a.value.const_value for a in ent.action.args][-len(data):] if data else []
-            args = [int(v) & ((1 << width_of(p.type_ref.type)) - 1) for v, p in zip(vals, data)]
+            args = [_int(v, ent) & ((1 << width_of(p.type_ref.type)) - 1) for v, p in zip(vals, data)]
             prio = 0
             if table.needs_priority:
                 prio = ent.priority_value if ent.priority_value is not None else n - i
@@ -568,7 +570,7 @@ class ProgramGen:
         for pn, p in zip(pnames, params):
             scope[p] = pn
             if p.direction in (A.Direction.OUT, A.Direction.INOUT) and not is_object_type(p.type_ref.type) \
-                    and not isinstance(T.strip_newtype(p.type_ref.type), T.ExternType):
+                    and not isinstance(strip(p.type_ref.type), T.ExternType):
                 outs.append(pn)
         b = BodyCompiler(self, block=instance, scopes=[{}, scope, self.globals_], outs=outs)
         b.emit("tr = PK.trace")
@@ -683,6 +685,19 @@ class ProgramGen:
         raise b.fail(ks, f"keyset {type(ks).__name__}")
 
 
+def _int(v: Any, node: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise CompileError(f"{getattr(node, 'loc', '')}: expected a constant integer, got {v!r}")
+    return v
+
+
+def _action_decl(ref: Any) -> A.ActionDecl:
+    decl = ref.decl or getattr(ref.name, "decl", None)
+    if not isinstance(decl, A.ActionDecl):
+        raise CompileError(f"{ref.loc}: {getattr(ref.name, 'name', ref)} is not an action")
+    return decl
+
+
 def _keyset_match(kf: TB.KeyField, ks: Any) -> Any:
     w = kf.width
     full = (1 << w) - 1
@@ -691,20 +706,18 @@ def _keyset_match(kf: TB.KeyField, ks: Any) -> Any:
         return {"exact": TB.Exact(0), "lpm": TB.Lpm(0, 0), "ternary": TB.Ternary(0, 0),
                 "range": TB.Range(0, full), "optional": TB.Optional(None)}[kind]
     if isinstance(ks, A.MaskKeyset):
-        v, m = int(ks.value.const_value) & full, int(ks.mask.const_value) & full
+        v, m = _int(ks.value.const_value, ks) & full, _int(ks.mask.const_value, ks) & full
         if kind == "lpm":
             plen = m.bit_count()
             return TB.Lpm(v & m, plen)
         return TB.Ternary(v & m, m)
     if isinstance(ks, A.RangeKeyset):
-        return TB.Range(int(ks.lo.const_value), int(ks.hi.const_value))
+        return TB.Range(_int(ks.lo.const_value, ks), _int(ks.hi.const_value, ks))
     if isinstance(ks, A.ValueKeyset):
-        v = ks.expr.const_value
-        if isinstance(v, bool):
-            v = int(v)
-        if not isinstance(v, int):
+        cv = ks.expr.const_value
+        if not isinstance(cv, int):
             raise CompileError(f"{ks.loc}: table entry key must be a constant")
-        v &= full
+        v = int(cv) & full
         if kind == "lpm":
             return TB.Lpm(v, w)
         if kind == "ternary":
@@ -752,7 +765,7 @@ def compile_program(checked: Any) -> CompiledProgram:
     hdr_t = parser.params[1].type_ref.type
     meta_t = parser.params[2].type_ref.type
     sm_t = parser.params[3].type_ref.type
-    meta_decl = checked.top_level.get(getattr(T.strip_newtype(meta_t), "name", ""))
+    meta_decl = checked.top_level.get(getattr(strip(meta_t), "name", ""))
     field_lists: dict[int, list[str]] = {}
     for f in getattr(meta_decl, "fields", []) or []:
         for idx in annotation_ints(f, "field_list"):

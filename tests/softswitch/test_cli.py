@@ -4,7 +4,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from conftest import EXAMPLES, ROOT
+from ssw_helpers import EXAMPLES, ROOT
 
 CONF = ROOT / "tests" / "conformance"
 

@@ -3,7 +3,7 @@ flow spreading (ECMP), and error cases of the compiler and parser."""
 from __future__ import annotations
 
 import pytest
-from conftest import EXAMPLES, load, program
+from ssw_helpers import EXAMPLES, load, program
 
 from softswitch.errors import CompileError
 from softswitch.tables import Exact, Lpm

@@ -3,7 +3,7 @@ random, log_msg, assert, truncate; and their runtime API."""
 from __future__ import annotations
 
 import pytest
-from conftest import program
+from ssw_helpers import program
 
 from softswitch.errors import RuntimeApiError
 from softswitch.errors import RuntimeErrorCode as C

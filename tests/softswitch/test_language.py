@@ -3,7 +3,7 @@ sub-controls, sub-parsers, unions, varbit, lookahead, value_set, const entries, 
 from __future__ import annotations
 
 import pytest
-from conftest import program
+from ssw_helpers import program
 
 from softswitch.tables import Exact, Ternary
 

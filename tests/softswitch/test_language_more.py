@@ -2,7 +2,7 @@
 indexes, checksums over the payload, direct meters, more hash algorithms."""
 from __future__ import annotations
 
-from conftest import program
+from ssw_helpers import program
 
 from softswitch.externs.hashes import crc32, csum16, xor16
 from softswitch.externs.stateful import MeterConfig

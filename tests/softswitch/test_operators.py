@@ -4,7 +4,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from conftest import P4DIR, load
+from ssw_helpers import P4DIR, load
 
 from softswitch.packet import PacketReader, make_extract_plan
 

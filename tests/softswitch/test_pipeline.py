@@ -1,7 +1,7 @@
 """v1model pipeline rules and the structured trace."""
 from __future__ import annotations
 
-from conftest import EXAMPLES, load, program
+from ssw_helpers import EXAMPLES, load, program
 
 from softswitch.tables import Lpm
 from softswitch.v1model import Replica

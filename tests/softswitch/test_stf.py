@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import program
+from ssw_helpers import program
 
 from softswitch.errors import StfError
 from softswitch.stf import StfRunner, match_expected, parse_number, parse_stf

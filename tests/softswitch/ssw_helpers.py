@@ -1,24 +1,13 @@
-"""Fixtures of the softswitch back-end tests: compiled programs are cached per session."""
+"""Helpers of the softswitch back-end tests (a uniquely named module: every test folder
+has its own conftest, so helpers are imported from here, not from conftest)."""
 from __future__ import annotations
 
 from pathlib import Path
-
-import pytest
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 P4DIR = HERE / "p4"
 EXAMPLES = ROOT / "p4" / "examples"
-
-
-@pytest.fixture(scope="session")
-def p4dir() -> Path:
-    return P4DIR
-
-
-@pytest.fixture(scope="session")
-def examples() -> Path:
-    return EXAMPLES
 
 
 def load(path: Path | str, **kw):
