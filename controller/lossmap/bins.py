@@ -41,6 +41,10 @@ class TimeBins:
         t = np.asarray(ts_ns, dtype=np.int64)
         return (t >= self.start_ns) & (t < self.start_ns + self.bin_ns * self.n_bins)
 
+    def starts_ns(self) -> np.ndarray:
+        """Start time of every bin, in the clock of the inputs (int64 ns)."""
+        return self.start_ns + np.arange(self.n_bins, dtype=np.int64) * self.bin_ns
+
     def edges_s(self) -> np.ndarray:
         """Bin edges in seconds, relative to ``start_ns``."""
         return np.arange(self.n_bins + 1) * self.bin_ns * 1e-9

@@ -249,3 +249,11 @@ def test_stream_window_slides():
     assert s.lost_total[0] == 21
     s.add_events(LossEvents(link_idx=[0], ts_ns=[5], expected=[0], received=[9]))
     assert s.ring.late_values == 2  # the gap and its reordering flag, both too old
+
+
+def test_bin_starts():
+    b = TimeBins(start_ns=1000, bin_ns=10, n_bins=3)
+    assert b.starts_ns().tolist() == [1000, 1010, 1020]
+    assert b.index([999, 1000, 1019, 5000]).tolist() == [0, 0, 1, 2]
+    assert b.inside([999, 1029, 1030]).tolist() == [False, True, False]
+    assert TimeBins.covering([25, 3], 10) == TimeBins(start_ns=0, bin_ns=10, n_bins=3)
