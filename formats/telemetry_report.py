@@ -98,7 +98,7 @@ def rep_md_length_bytes(rep_md_bits: int) -> int:
 
 def ds_md_length_bytes(ds_md_bits: int) -> int:
     """Bytes of domain-specific sink metadata (every DS field is one word)."""
-    return 4 * bin(ds_md_bits & 0xFFFF).count("1")
+    return 4 * (ds_md_bits & 0xFFFF).bit_count()
 
 
 # ---- builders --------------------------------------------------------------------

@@ -229,7 +229,6 @@ def link_loss_lines(*, links: list[str], lost: np.ndarray, delivered: np.ndarray
     each bin's start).  Cells with nothing lost and nothing delivered are left out."""
     lost = np.asarray(lost, np.int64)
     deliv = np.asarray(delivered, np.int64)
-    n_links, n_bins = lost.shape
     seen = (lost + deliv) > 0
     li, bi = np.nonzero(seen)
     with np.errstate(invalid="ignore", divide="ignore"):

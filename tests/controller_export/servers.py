@@ -144,7 +144,7 @@ class VictoriaMetrics(_Server):
     def samples(self, metric_regex: str) -> dict[str, list[int]]:
         """Timestamps (ms) per series name matching ``metric_regex``."""
         _get(self.url + "/internal/force_flush")
-        body = urllib.parse.urlencode({"match[]": '{__name__=~"%s"}' % metric_regex}).encode()
+        body = urllib.parse.urlencode({"match[]": '{__name__=~"' + metric_regex + '"}'}).encode()
         out: dict[str, list[int]] = {}
         for line in _get(self.url + "/api/v1/export", data=body).decode().splitlines():
             if line:

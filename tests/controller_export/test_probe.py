@@ -3,9 +3,9 @@ InfluxDB 2.x and 1.8 (the real 1.6.7 and VictoriaMetrics are in test_servers.py)
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Iterator
 from urllib.parse import parse_qs, urlparse
 
 import pytest

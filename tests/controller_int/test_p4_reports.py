@@ -70,6 +70,7 @@ def test_collector_decodes_program_reports(harness) -> None:  # type: ignore[no-
 def test_program_reports_drive_hpcc(harness) -> None:  # type: ignore[no-untyped-def]
     """Reports of the P4 program -> collector -> HopSamples -> controller.cc HPCC rates."""
     import numpy as np
+
     from controller.cc.hpcc import HpccEngine
 
     h, checked = harness
