@@ -13,7 +13,7 @@ from typing import Any
 from . import ast as A
 from . import types as T
 from .calls import bind_args, check_constructor, order_args
-from .errors import P4NameError, P4TypeError, P4Unsupported
+from .errors import P4Error, P4ErrorList, P4NameError, P4TypeError, P4Unsupported
 from .expressions import ExpressionChecker
 from .keysets import check_keyset
 from .scope import Scope
@@ -26,14 +26,37 @@ class Checker(ExpressionChecker):
         self.return_type: T.P4Type | None = None  # inside a function body
         self.in_action = False
         self.in_parser = False
+        self.problems: list[P4Error] = []  # errors found so far (checking goes on after one)
+
+    _MAX_ERRORS = 20
+
+    def recover(self, fn: Any, *args: Any) -> None:
+        """Run one independent check; record its error and carry on with the next one, so
+        a single run reports several mistakes (like a compiler)."""
+        try:
+            fn(*args)
+        except P4ErrorList:
+            raise
+        except P4Error as exc:
+            if all((p.loc, p.message) != (exc.loc, exc.message) for p in self.problems):
+                self.problems.append(exc)
+            if len(self.problems) >= self._MAX_ERRORS:
+                raise P4ErrorList(self.problems) from None
+
+    def raise_problems(self) -> None:
+        if len(self.problems) == 1:
+            raise self.problems[0]
+        if self.problems:
+            raise P4ErrorList(self.problems)
 
     # ================================================================== program
     def check_program(self, prog: A.Program) -> A.CheckedProgram:
         top_level: dict[str, A.Declaration] = {}
         for d in prog.declarations:
-            self.check_top(d)
+            self.recover(self.check_top, d)
             if not isinstance(d, (A.ErrorDecl, A.MatchKindDecl)):
                 top_level.setdefault(d.name, d)
+        self.raise_problems()
         main = self.resolve_main()
         self._type_annotation_args(prog)
         return A.CheckedProgram(
@@ -61,7 +84,11 @@ class Checker(ExpressionChecker):
             return
         if isinstance(d, (A.HeaderDecl, A.HeaderUnionDecl, A.StructDecl, A.EnumDecl, A.TypedefDecl)):
             scope.declare(d.name, d, d.loc)
-            self.declare_type(d, scope)
+            try:
+                self.declare_type(d, scope)
+            except P4Error:
+                self.type_cache[id(d)] = T.DONT_CARE  # uses of a broken type add no errors
+                raise
             return
         if isinstance(d, A.ConstDecl):
             self.check_const(d, scope)
@@ -107,12 +134,14 @@ class Checker(ExpressionChecker):
     # ================================================================== pieces
     def check_const(self, d: A.ConstDecl, scope: Scope) -> None:
         t = self.resolve(d.type_ref, scope, self.cur_tparams)
-        self.check_expr(d.value, scope)
-        self.coerce(d.value, t, f"value of constant '{d.name}'")
-        if d.value.const_value is None and not isinstance(d.value, (A.ListExpression, A.StructExpression)) \
-                and not isinstance(T.strip_newtype(t), (T.EnumType, T.ErrorType, T.StringType)):
-            raise P4TypeError(d.value.loc, f"value of constant '{d.name}' must be known at compile time")
-        scope.declare(d.name, d, d.loc)
+        try:
+            self.check_expr(d.value, scope)
+            self.coerce(d.value, t, f"value of constant '{d.name}'")
+            if d.value.const_value is None and not isinstance(d.value, (A.ListExpression, A.StructExpression)) \
+                    and not isinstance(T.strip_newtype(t), (T.EnumType, T.ErrorType, T.StringType)):
+                raise P4TypeError(d.value.loc, f"value of constant '{d.name}' must be known at compile time")
+        finally:  # declared even when the value is wrong: no follow-up errors
+            scope.declare(d.name, d, d.loc)
 
     def check_params(self, params: list[A.Parameter], scope: Scope, tparams: frozenset[str], what: str,
                      declare_in: Scope | None = None) -> None:
@@ -195,7 +224,7 @@ class Checker(ExpressionChecker):
         self.check_params(d.params, self.top, frozenset(), f"parser '{d.name}'", declare_in=ps)
         self.check_params(d.ctor_params, self.top, frozenset(), f"parser '{d.name}'", declare_in=ps)
         for loc_decl in d.locals:
-            self.check_local(loc_decl, ps)
+            self.recover(self.check_local, loc_decl, ps)
         states = ps.child("states")
         for name in ("accept", "reject"):
             st = A.ParserState(name=name, loc=d.loc)
@@ -210,7 +239,7 @@ class Checker(ExpressionChecker):
         prev, self.in_parser = self.in_parser, True
         try:
             for st in d.states:
-                self.check_state(st, ps, states, d)
+                self.recover(self.check_state, st, ps, states, d)
         finally:
             self.in_parser = prev
 
@@ -261,7 +290,7 @@ class Checker(ExpressionChecker):
         self.check_params(d.params, self.top, frozenset(), f"control '{d.name}'", declare_in=cs)
         self.check_params(d.ctor_params, self.top, frozenset(), f"control '{d.name}'", declare_in=cs)
         for loc_decl in d.locals:
-            self.check_local(loc_decl, cs)
+            self.recover(self.check_local, loc_decl, cs)
         self.check_block(d.body, cs)
 
     def check_local(self, d: A.Declaration, scope: Scope) -> None:
@@ -292,16 +321,18 @@ class Checker(ExpressionChecker):
         t = self.resolve(d.type_ref, scope, self.cur_tparams)
         if isinstance(t, (T.IntType, T.VoidType)):
             raise P4TypeError(d.loc, f"variable '{d.name}' cannot have type {t}")
-        if d.init is not None:
-            self.check_expr(d.init, scope)
-            self.coerce(d.init, t, f"initial value of '{d.name}'")
-        scope.declare(d.name, d, d.loc)
+        try:
+            if d.init is not None:
+                self.check_expr(d.init, scope)
+                self.coerce(d.init, t, f"initial value of '{d.name}'")
+        finally:  # declared even when the initialiser is wrong: no follow-up errors
+            scope.declare(d.name, d, d.loc)
 
     # ================================================================== statements
     def check_block(self, b: A.BlockStatement, scope: Scope, *, new_scope: bool = True) -> None:
         inner = scope.child() if new_scope else scope
         for s in b.statements:
-            self.check_stmt(s, inner)
+            self.recover(self.check_stmt, s, inner)
 
     def check_stmt(self, s: Any, scope: Scope) -> None:
         if isinstance(s, A.AssignmentStatement):

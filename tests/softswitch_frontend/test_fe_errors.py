@@ -172,3 +172,25 @@ def test_generic_function_is_unsupported():
     e = _err(src, P4Unsupported)
     assert e.message == "unsupported: generic function 'pick'"
     assert e.line == line_of(src, "T pick<T>")
+
+
+def test_several_errors_reported_in_one_run_without_follow_ups():
+    from softswitch.frontend.errors import P4ErrorList
+
+    body = """
+        meta.m8 = hdr.a.v + 16w1;
+        meta.nope = 1;
+        bit<8> z = meta.f;
+        z = z + 1;
+        if (meta.m8) { }
+"""
+    src = ingress(body)
+    e = _err(src, P4ErrorList)
+    assert [x.message for x in e.errors] == [
+        "width mismatch: operands of '+' are bit<8> and bit<16>",
+        "meta_t has no field 'nope'",
+        "initial value of 'z': type mismatch: expected bit<8>, got bool",
+        "condition of 'if' must be bool, got bit<8>",
+    ]
+    assert [x.line for x in e.errors] == [line_of(src, s) for s in ("16w1", "nope", "bit<8> z", "if (meta.m8)")]
+    assert e.render().count(": error: ") == 4
