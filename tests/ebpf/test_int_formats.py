@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scapy.contrib.roce import BTH
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
@@ -220,3 +222,36 @@ def test_cflags_are_checked_not_pasted():
         cflags_for({"INT_UDP_PORT": "7777; int x"})
     with pytest.raises(ConfigError, match="upper-case identifier"):
         cflags_for({"A=1 -DB": 1})
+
+
+# ---- properties (hypothesis) ----------------------------------------------------------
+_STD_BITS = [int_md.INS_NODE_ID, int_md.INS_PORTS, int_md.INS_HOP_LATENCY, int_md.INS_QUEUE,
+             int_md.INS_INGRESS_TS, int_md.INS_EGRESS_TS, int_md.INS_TX_UTIL]
+_DS_BITS = [int_md.DS_TX_BYTES, int_md.DS_QUEUE_BYTES, int_md.DS_LINE_RATE]
+
+
+def _mask_of(bits):
+    return st.lists(st.sampled_from(bits), unique=True).map(lambda xs: sum(xs))
+
+
+_hops = st.builds(
+    HopRecord, node_id=st.integers(0, 2**32 - 1), ingress_port=st.integers(0, 0xFFFF),
+    egress_port=st.integers(0, 0xFFFF), hop_latency=st.integers(0, 2**32 - 1),
+    queue_id=st.integers(0, 255), queue_occupancy=st.integers(0, 2**24 - 1),
+    ingress_ts=st.integers(0, 2**64 - 1), egress_ts=st.integers(0, 2**64 - 1),
+    tx_util=st.integers(0, 2**32 - 1), tx_bytes=st.integers(0, 2**32 - 1),
+    queue_bytes=st.integers(0, 2**32 - 1), line_rate=st.integers(0, 2**32 - 1))
+
+
+@settings(max_examples=150, deadline=None)
+@given(ins=_mask_of(_STD_BITS), ds=_mask_of(_DS_BITS), hops=st.lists(_hops, max_size=8),
+       payload=st.binary(max_size=64), psn=st.integers(0, 2**24 - 1))
+def test_property_insert_parse_strip(ins, ds, hops, payload, psn):
+    frame = roce_frame(psn=psn, payload=payload)
+    pkt = int_md.insert_int(frame, hops, instruction_bitmap=ins, ds_instruction=ds)
+    hdr = int_md.parse_int(pkt)
+    assert hdr is not None
+    if int_md.hop_words(ins, ds):
+        assert list(hdr.hops) == [h.masked(ins, ds) for h in hops]
+    assert len(pkt) - len(frame) == hdr.int_len == 16 + len(hops) * 4 * int_md.hop_words(ins, ds)
+    assert int_md.strip_int(pkt) == frame
