@@ -128,3 +128,21 @@ def test_v2_refusal_is_kept_as_rejected(fake_server, tmp_path: Path) -> None:  #
     ex.close()
     assert ex.stats.lines_rejected == 1
     assert list((tmp_path / "spool" / "rejected").glob("*.lp"))
+
+
+@pytest.mark.parametrize("fake_server", [Fake("1.6.7~rc0", v2=False)], indirect=True)
+def test_influxdb16_v1_write_with_credentials(fake_server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    url, fake = fake_server
+    ex = open_exporter(url, out_dir=tmp_path, flush_interval_s=0.02,
+                       target=InfluxTarget(database="tel", retention_policy="week",
+                                           username="u", password="p w"))
+    ex.write(["m v=1i 1"])
+    assert ex.flush(10)
+    ex.close()
+    posts = [r for r in fake.requests if r[0] == "POST"]
+    create = parse_qs(urlparse(posts[0][1]).query)
+    assert create["q"] == ['CREATE DATABASE "tel"'] and create["u"] == ["u"]
+    write = parse_qs(urlparse(posts[-1][1]).query)
+    assert urlparse(posts[-1][1]).path == "/write"
+    assert write == {"db": ["tel"], "precision": ["ns"], "rp": ["week"], "u": ["u"], "p": ["p w"]}
+    assert posts[-1][3] == b"m v=1i 1\n"
