@@ -235,8 +235,7 @@ class Collector:
             now = time.monotonic_ns()
             if now - self._last_expire > ttl_ns // 4:
                 self._last_expire = now
-                with self._lock:
-                    self.flows.expire(now)
+                self.expire_flows(now)
 
     # -- decode + ingest (also usable without sockets) --------------------------------
 
@@ -282,6 +281,11 @@ class Collector:
                 self._listener_errors += 1
                 log.exception("collector: listener %r failed", fn)
         return flow_slots
+
+    def expire_flows(self, now_ns: int | None = None) -> int:
+        """Age out idle flows (the receive thread does this every ttl/4); returns how many."""
+        with self._lock:
+            return self.flows.expire(time.monotonic_ns() if now_ns is None else now_ns)
 
     # -- reading ----------------------------------------------------------------------
 
