@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from softswitch.compiler.program import CompiledProgram
-from softswitch.errors import RuntimeApiError, RuntimeErrorCode
+from softswitch.errors import ExternError, RuntimeApiError, RuntimeErrorCode
 from softswitch.externs.stateful import Counter, Meter, MeterConfig, Register
 from softswitch.tables import MatchValue, Table, TableEntry
 from softswitch.v1model.pre import Replica, ReplicationEngine
@@ -166,6 +166,23 @@ class SwitchRuntime:
 
     def mc_node_associate(self, group: int, handle: int) -> None:
         self.pre.node_associate(group, handle)
+
+    # ------------------------------------------------------------ custom CRCs
+    def hash_set_custom(self, algorithm: str, *, polynomial: int, initial: int = 0, final_xor: int = 0,
+                        reflect_input: bool = True, reflect_output: bool = True) -> None:
+        """Configure ``crc16_custom`` or ``crc32_custom`` for this program (BMv2's
+        set_crc16_parameters / set_crc32_parameters); until then they equal crc16/crc32."""
+        from softswitch.externs.hashes import make_crc
+        widths = {"crc16_custom": 16, "crc32_custom": 32}
+        if algorithm not in widths:
+            raise RuntimeApiError(RuntimeErrorCode.BAD_VALUE,
+                                  f"hash {algorithm!r}: only crc16_custom and crc32_custom are configurable")
+        try:
+            fn = make_crc(widths[algorithm], polynomial, initial, final_xor, reflect_input, reflect_output)
+        except ExternError as exc:
+            raise RuntimeApiError(RuntimeErrorCode.BAD_VALUE, str(exc)) from exc
+        # generated code looks the algorithm up in the program namespace at each call
+        self.program.env["_hash_" + algorithm] = fn
 
     # ------------------------------------------------------ value sets, digests
     def value_set_add(self, name: str, value: int, mask: int | None = None) -> None:

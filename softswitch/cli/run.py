@@ -32,6 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--entries", metavar="FILE",
                    help="table entries and sessions in STF syntax (add, setdefault, mirroring_add, mc_*)")
     p.add_argument("--no-trace", action="store_true", help="print only the output packets")
+    p.add_argument("--dump-code", action="store_true",
+                   help="print the Python code the program was compiled to, then run")
     p.set_defaults(func=main)
 
 
@@ -49,6 +51,8 @@ def main(args: argparse.Namespace) -> int:
     sw = load_switch(args)
     if sw is None:
         return 2
+    if args.dump_code:
+        print(sw.program.source)
     try:
         if args.entries:
             apply_entries(sw, args.entries)

@@ -2,9 +2,11 @@
 indexes, checksums over the payload, direct meters, more hash algorithms."""
 from __future__ import annotations
 
+import pytest
 from ssw_helpers import program
 
-from softswitch.externs.hashes import crc32, csum16, xor16
+from softswitch.errors import RuntimeApiError
+from softswitch.externs.hashes import crc32, csum16, make_crc, xor16
 from softswitch.externs.stateful import MeterConfig
 from softswitch.tables import Exact
 
@@ -66,6 +68,15 @@ def test_xor16_and_crc32_custom_in_a_program():
     out = sw.process(0, bytes.fromhex("12345678" "0000" "00000000" "0000") + b"pay")[0][1]
     assert out[4:6] == xor16(bytes.fromhex("12345678")).to_bytes(2, "big")
     assert out[6:10] == crc32(bytes.fromhex("12345678")).to_bytes(4, "big")
+    # reconfigure crc32_custom as CRC-32C (Castagnoli), as BMv2's set_crc32_parameters does
+    sw.runtime.hash_set_custom("crc32_custom", polynomial=0x1EDC6F41, initial=0xFFFFFFFF,
+                               final_xor=0xFFFFFFFF)
+    crc32c = make_crc(32, 0x1EDC6F41, 0xFFFFFFFF, 0xFFFFFFFF, True, True)
+    assert crc32c(b"123456789") == 0xE3069283
+    out = sw.process(0, bytes.fromhex("12345678" "0000" "00000000" "0000"))[0][1]
+    assert out[6:10] == crc32c(bytes.fromhex("12345678")).to_bytes(4, "big")
+    with pytest.raises(RuntimeApiError, match="only crc16_custom and crc32_custom"):
+        sw.runtime.hash_set_custom("crc16", polynomial=1)
 
 
 def test_update_checksum_with_payload_and_direct_meter():
