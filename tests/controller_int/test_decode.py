@@ -239,3 +239,25 @@ def test_mixed_shapes_keep_arrival_order() -> None:
     assert b.hops["sample"].tolist() == sorted(b.hops["sample"].tolist())
     assert np.bincount(b.hops["sample"]).tolist() == [1 + i % 4 for i in range(30)]
     assert b.hops["node_id"][b.hops["sample"] == 3].tolist() == [1, 2, 3, 4]
+
+
+def test_report_dtypes_match_builder() -> None:
+    from formats.telemetry_report import (
+        GROUP_HEADER_DTYPE,
+        INDIVIDUAL_HEADER_DTYPE,
+        INT_MAIN_DTYPE,
+        REPORT_FIXED_DTYPE,
+    )
+
+    sink = Hop(egress_port=3, queue_pkts=1, egress_ts_us=2, tx_bytes=3, queue_bytes=4,
+               line_rate_mbps=5)
+    d = build_hpcc_report(node_id=0x01020304, seq=77, hops=_hops(2), sink=sink)
+    f = np.frombuffer(d[:20], REPORT_FIXED_DTYPE)[0]
+    assert f["ver_hw_seq"] >> 28 == 2 and f["ver_hw_seq"] & 0x3FFFFF == 77
+    assert f["node_id"] == 0x01020304 and f["types"] == 0x14
+    assert f["rep_len"] == (len(d) - 12) // 4 and f["md_len"] == 7
+    assert (f["rep_md_bits"], f["domain_id"], f["ds_md_bits"]) == (0x5400, 0x4850, 0xE000)
+    g = np.frombuffer(d[:8], GROUP_HEADER_DTYPE)[0]
+    i = np.frombuffer(d[8:12], INDIVIDUAL_HEADER_DTYPE)[0]
+    m = np.frombuffer(d[12:20], INT_MAIN_DTYPE)[0]
+    assert g["node_id"] == f["node_id"] and i["md_len"] == 7 and m["ds_md_bits"] == 0xE000
