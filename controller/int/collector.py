@@ -70,6 +70,9 @@ class CollectorConfig:
     flow_capacity: int = 16384
     flow_depth: int = 32
     flow_ttl_s: float = 10.0
+    #: Several collectors (processes) may bind the same ports; the kernel spreads
+    #: datagrams by source address and port, i.e. by reporting switch / agent.
+    reuse_port: bool = False
 
     def __post_init__(self) -> None:
         for name in ("report_port", "agent_port"):
@@ -142,6 +145,8 @@ class Collector:
                 s.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, self.config.rcvbuf_bytes)
             except OSError:
                 s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.config.rcvbuf_bytes)
+            if self.config.reuse_port:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             s.bind((self.config.host, port))
         except OSError as exc:
             s.close()

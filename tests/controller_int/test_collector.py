@@ -139,3 +139,28 @@ def test_overload_drops_are_counted() -> None:
         gate.set()
         _wait(lambda: c.stats().report_datagrams + c.stats().socket_drops == 301)
     assert drops > 0
+
+
+def test_reuse_port_shards_by_sender() -> None:
+    """Two collectors on one port: each switch's reports land on one of them, none lost."""
+    a = Collector(CollectorConfig(report_port=0, agent_port=None, reuse_port=True)).start()
+    try:
+        port = a.report_address[1]  # type: ignore[index]
+        with Collector(CollectorConfig(report_port=port, agent_port=None, reuse_port=True)) as b:
+            senders = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(8)]
+            try:
+                for node, tx in enumerate(senders, start=1):
+                    for i in range(20):
+                        tx.sendto(build_hpcc_report(node_id=node, seq=i, hops=[Hop(node_id=node)]),
+                                  ("127.0.0.1", port))
+            finally:
+                for tx in senders:
+                    tx.close()
+            _wait(lambda: a.stats().reports + b.stats().reports == 160)
+            sa, sb = a.stats(), b.stats()
+    finally:
+        a.stop()
+    nodes_a = {s.node_id for s in sa.switches}
+    nodes_b = {s.node_id for s in sb.switches}
+    assert not nodes_a & nodes_b and nodes_a | nodes_b == set(range(1, 9))
+    assert sa.reports_lost == sb.reports_lost == 0
