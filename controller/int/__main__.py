@@ -40,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--listen", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     ap.add_argument("--report-port", type=_port, default=32766)
     ap.add_argument("--agent-port", type=_port, default=32767)
+    ap.add_argument("--reuse-port", action="store_true",
+                    help="share the ports with other collector processes (sharding by sender)")
     ap.add_argument("--influx", metavar="URL", help="InfluxDB (1.x/2.x/3.x) or compatible URL")
     ap.add_argument("--database", default="int_telemetry", help="1.x database / 2.x bucket")
     ap.add_argument("--org", default="int")
@@ -55,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(sig, lambda *_: stop.set())
     try:
         collector = Collector(CollectorConfig(host=a.listen, report_port=a.report_port,
-                                              agent_port=a.agent_port)).start()
+                                              agent_port=a.agent_port,
+                                              reuse_port=a.reuse_port)).start()
     except CollectorError as exc:
         print(f"controller.int: {exc}", file=sys.stderr)
         return 1
