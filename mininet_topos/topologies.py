@@ -17,9 +17,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from controller.topology import (
@@ -64,11 +65,11 @@ class _Standard:
     make: Callable[[], Topology]
 
 
-STANDARD_FILES: dict[str, _Standard] = {
+STANDARD_FILES: Mapping[str, _Standard] = MappingProxyType({
     "dumbbell": _Standard("dumbbell.yaml", lambda: dumbbell(4)),
     "leaf-spine": _Standard("leaf_spine.yaml", leaf_spine),
     "two-dc": _Standard("two_dc.yaml", two_datacenters),
-}
+})
 
 
 def resolve_topology(name_or_path: str | Path) -> Topology:

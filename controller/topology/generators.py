@@ -7,8 +7,9 @@ leaf L get 10.<site>.<L>.<j>/24 with the gateway at .254.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from .model import Endpoint, Host, Link, LinkRole, LossModel, Switch, SwitchRole, Topology
 from .validate import validate
@@ -134,4 +135,5 @@ def two_datacenters(*, n_spines: int = 2, n_leaves: int = 2, hosts_per_leaf: int
     return b.build()
 
 
-GENERATORS = {"dumbbell": dumbbell, "leaf-spine": leaf_spine, "two-dc": two_datacenters}
+GENERATORS: Mapping[str, Callable[..., Topology]] = MappingProxyType(
+    {"dumbbell": dumbbell, "leaf-spine": leaf_spine, "two-dc": two_datacenters})

@@ -26,6 +26,7 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import yaml
@@ -57,25 +58,28 @@ __all__ = [
 
 # Shaping defaults per link role.  Fabric/WAN MTUs leave room for the link sequence
 # header and an 8-hop INT stack on top of a 1500-byte host packet.
-LINK_DEFAULTS: dict[LinkRole, dict[str, Any]] = {
-    LinkRole.HOST: {"rate_mbps": 100.0, "mtu": 1500, "queue_pkts": 64},
-    LinkRole.FABRIC: {"rate_mbps": 100.0, "mtu": 2000, "queue_pkts": 64},
-    LinkRole.WAN: {"rate_mbps": 100.0, "mtu": 2000, "queue_pkts": 64, "delay_ms": 10.0},
-}
+LINK_DEFAULTS: Mapping[LinkRole, Mapping[str, Any]] = MappingProxyType({
+    LinkRole.HOST: MappingProxyType({"rate_mbps": 100.0, "mtu": 1500, "queue_pkts": 64}),
+    LinkRole.FABRIC: MappingProxyType({"rate_mbps": 100.0, "mtu": 2000, "queue_pkts": 64}),
+    LinkRole.WAN: MappingProxyType({"rate_mbps": 100.0, "mtu": 2000, "queue_pkts": 64,
+                                    "delay_ms": 10.0}),
+})
 
-_TOP_KEYS = {"name", "switches", "hosts", "links", "link_defaults"}
-_SWITCH_KEYS = {"name", "device_id", "grpc_addr", "cpu_port", "role", "node_id", "mac", "site"}
-_HOST_KEYS = {"name", "ip", "mac", "switch", "port", "gateway"}
-_LINK_KEYS = {"a", "b", "role", "rate_mbps", "delay_ms", "jitter_ms", "loss", "mtu", "queue_pkts"}
+_TOP_KEYS = frozenset({"name", "switches", "hosts", "links", "link_defaults"})
+_SWITCH_KEYS = frozenset(
+    {"name", "device_id", "grpc_addr", "cpu_port", "role", "node_id", "mac", "site"})
+_HOST_KEYS = frozenset({"name", "ip", "mac", "switch", "port", "gateway"})
+_LINK_KEYS = frozenset(
+    {"a", "b", "role", "rate_mbps", "delay_ms", "jitter_ms", "loss", "mtu", "queue_pkts"})
 _SHAPING_KEYS = _LINK_KEYS - {"a", "b", "role"}
-_LOSS_KEYS = {
-    LossKind.NONE: {"model"},
-    LossKind.BERNOULLI: {"model", "p"},
-    LossKind.GILBERT_ELLIOTT: {"model", "p", "r", "h", "k"},
-}
+_LOSS_KEYS = MappingProxyType({
+    LossKind.NONE: frozenset({"model"}),
+    LossKind.BERNOULLI: frozenset({"model", "p"}),
+    LossKind.GILBERT_ELLIOTT: frozenset({"model", "p", "r", "h", "k"}),
+})
 
 
-def _check_keys(where: str, obj: Any, allowed: set[str],
+def _check_keys(where: str, obj: Any, allowed: frozenset[str] | set[str],
                 required: frozenset[str] | set[str] = frozenset()) -> None:
     if not isinstance(obj, Mapping):
         raise TopologyFormatError(f"{where}: expected a mapping, got {type(obj).__name__} {obj!r}")

@@ -11,7 +11,8 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections import defaultdict, deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 
 from .errors import TopologyValidationError, did_you_mean
 from .model import DROP_PORT, HOST_PORT, Link, LinkRole, LossKind, Topology
@@ -24,13 +25,13 @@ INT_MAX_BYTES = 4 + 12 + 8 * 28         # shim + MD header + 8 hops of the HPCC 
 MAX_FRAME_BYTES = 9000                  # largest frame the switches carry
 
 # (low, high) inclusive ranges of link fields
-LIMITS: dict[str, tuple[float, float]] = {
+LIMITS: Mapping[str, tuple[float, float]] = MappingProxyType({
     "rate_mbps": (0.001, 100_000.0),
     "delay_ms": (0.0, 200.0),
     "jitter_ms": (0.0, 200.0),
     "mtu": (576, MAX_FRAME_BYTES - 14),
     "queue_pkts": (1, 100_000),
-}
+})
 _NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 _MAC_RE = re.compile(r"^([0-9A-Fa-f]{2}:){5}[0-9A-Fa-f]{2}$")
 _GRPC_RE = re.compile(r"^(?P<host>[A-Za-z0-9_.\-]+|\[[0-9A-Fa-f:]+\]):(?P<port>[0-9]{1,5})$")
