@@ -65,7 +65,7 @@ class CollectorConfig:
     agent_port: int | None = AGENT_BATCH_UDP_PORT
     max_batch: int = 2048
     rcvbuf_bytes: int = 8 << 20
-    hop_capacity: int = 4096
+    hop_capacity: int = 2048
     hop_depth: int = 256
     flow_capacity: int = 16384
     flow_depth: int = 32
