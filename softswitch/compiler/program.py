@@ -233,7 +233,7 @@ class ProgramGen:
         fq = control_plane_name(inst, prefix)
         td = inst.type_decl
         if isinstance(td, (A.ParserDecl, A.ControlDecl)):
-            fn = self.compile_block(td, fq)
+            fn = self.compile_block(td, fq, inst.args)
         else:
             obj = self.make_extern(inst, fq)
             fn = self.fresh("X_" + fq)
@@ -395,18 +395,33 @@ class ProgramGen:
         return self.tables[body.name_of(decl, decl)]
 
     # ------------------------------------------------------------------ blocks
-    def compile_block(self, decl: Any, instance: str) -> str:
+    def compile_block(self, decl: Any, instance: str, ctor_args: list[Any] | None = None) -> str:
+        consts = self._ctor_bindings(decl, instance, ctor_args or [])
         if isinstance(decl, A.ParserDecl):
-            return self.compile_parser(decl, instance)
-        return self.compile_control(decl, instance)
+            return self.compile_parser(decl, instance, consts)
+        return self.compile_control(decl, instance, consts)
+
+    def _ctor_bindings(self, decl: Any, instance: str, args: list[Any]) -> dict[Any, str]:
+        """Constructor parameters of a parser/control bound to the constant arguments."""
+        out: dict[Any, str] = {}
+        params = list(getattr(decl, "ctor_params", []) or [])
+        for i, p in enumerate(params):
+            arg = args[i].value if i < len(args) else p.default
+            v = getattr(arg, "const_value", None)
+            if v is None:
+                raise CompileError(f"{decl.loc}: unsupported: constructor parameter {p.name} of "
+                                   f"{instance} without a constant argument")
+            out[p] = repr(v)
+        return out
 
     def _params(self, decl: Any) -> tuple[list[str], list[Any]]:
         return [self.fresh("p_" + p.name) for p in decl.params], list(decl.params)
 
-    def compile_control(self, decl: A.ControlDecl, instance: str) -> str:
+    def compile_control(self, decl: A.ControlDecl, instance: str,
+                        consts: dict[Any, str] | None = None) -> str:
         fn = self.fresh("C_" + instance)
-        apply_scope: dict[Any, str] = {}
-        action_scope: dict[Any, str] = {}
+        apply_scope: dict[Any, str] = dict(consts or {})
+        action_scope: dict[Any, str] = dict(consts or {})
         frame_slots: list[str] = []
         pnames, params = self._params(decl)
         init: list[str] = []
@@ -562,9 +577,10 @@ class ProgramGen:
                 prio = ent.priority_value if ent.priority_value is not None else n - i
             table.insert(key, rt, args, prio, is_const=True)
 
-    def compile_parser(self, decl: A.ParserDecl, instance: str) -> str:
+    def compile_parser(self, decl: A.ParserDecl, instance: str,
+                       consts: dict[Any, str] | None = None) -> str:
         fn = self.fresh("P_" + instance)
-        scope: dict[Any, str] = {}
+        scope: dict[Any, str] = dict(consts or {})
         pnames, params = self._params(decl)
         outs = []
         for pn, p in zip(pnames, params):
@@ -743,7 +759,7 @@ def compile_program(checked: Any) -> CompiledProgram:
     blocks: dict[str, str] = {}
     names: dict[str, str] = {}
     for blk in checked.main.blocks:
-        blocks[blk.param] = gen.compile_block(blk.decl, blk.decl.name)
+        blocks[blk.param] = gen.compile_block(blk.decl, blk.decl.name, blk.args)
         names[blk.param] = blk.decl.name
     missing = [b for b in V1_BLOCKS if b not in blocks]
     if missing:

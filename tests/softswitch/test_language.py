@@ -51,9 +51,9 @@ def test_table_action_run_switch_hit_miss_and_const_entries():
 def test_functions_exit_and_sub_control_with_inout_scalars():
     sw = program(decls=HDRS + """
     bit<8> max8(in bit<8> x, in bit<8> y) { if (x > y) { return x; } return y; }
-    control Sub(inout bit<8> v, in bit<8> add) { apply { v = v + add; } }
+    control Sub(inout bit<8> v, in bit<8> add)(bit<8> scale) { apply { v = v + add * scale; } }
     """, parser=PARSER_H, deparser="pkt.emit(hdr.h);", ingress="""
-    Sub() sub;
+    Sub(2) sub;
     action swap(inout bit<8> x, inout bit<8> y) { bit<8> t = x; x = y; y = t; }
     apply {
         sm.egress_spec = 2;
@@ -64,7 +64,7 @@ def test_functions_exit_and_sub_control_with_inout_scalars():
         hdr.h.c = 0xEE;
     }""")
     assert run1(sw, bytes([5, 9, 0])) == (2, bytes([9, 5, 0xEE]))
-    assert run1(sw, bytes([13, 2, 0])) == (2, bytes([2, 13, 0x10]))
+    assert run1(sw, bytes([10, 2, 0])) == (2, bytes([2, 10, 0x10]))
 
 
 def test_varbit_union_lookahead_and_subparser():
