@@ -125,7 +125,10 @@ class TypeNameFilter:
         out: list[Token] = []
         n = len(toks)
         for i, tok in enumerate(toks):
-            if tok.type == "IDENTIFIER" and tok.value in types:
+            followed_by_dot = i + 1 < n and toks[i + 1].value == "." and toks[i + 1].type != "STRING_LITERAL"
+            if tok.type == "IDENTIFIER" and tok.value in types and not followed_by_dot:
+                # 'X.y' stays a plain name: X may be a value named like a type; the
+                # checker resolves it to an enum/type or a variable by scope
                 tok = Token.new_borrow_pos("TYPE_IDENTIFIER", tok.value, tok)
             elif i in extern_objects:
                 tok = Token.new_borrow_pos("EXTERN_OBJECT", tok.value, tok)

@@ -389,3 +389,15 @@ bit<8> deflt(in bit<8> x, in bit<8> y = 5) { return x + y; }
     assert t.actions[0].name.dot_prefix and t.actions[0].decl.name == "NoAction"
     sw = _nodes(prog, A.SwitchStatement)[0]
     assert sw.cases[0].body is None and sw.cases[1].body is not None  # 1: falls through to 2:
+
+
+def test_value_named_like_a_type_and_enum_members_by_path():
+    top = "header meta_hdr { bit<8> v; }\nenum Color { Red, Blue }\n"
+    locals_ = "action a(inout meta_hdr meta_hdr) { meta_hdr.v = 1; }"
+    body = "meta.m8 = Color.Blue == Color.Red ? 8w1 : 8w2;"
+    prog = check(ingress(body, locals_, top=top))
+    blue = next(m for m in _nodes(prog, A.MemberExpression) if m.member == "Blue")
+    assert blue.kind == A.MemberKind.ENUM_MEMBER and blue.decl.int_value == 1
+    field = next(m for m in _nodes(prog, A.MemberExpression) if m.member == "v" and
+                 isinstance(m.expr, A.PathExpression) and m.expr.name == "meta_hdr")
+    assert isinstance(field.expr.decl, A.Parameter) and field.kind == A.MemberKind.FIELD
