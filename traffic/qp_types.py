@@ -48,6 +48,7 @@ class QpConfig:
     rto_max_s: float = 2.0
     rto_initial_s: float = 0.05
     dscp: int = 0
+    max_msg_bytes: int = 1 << 30  # responder: larger RETH DMA lengths are refused
 
     def __post_init__(self) -> None:
         for name, v, hi in (("qpn", self.qpn, 0xFFFFFF), ("peer_qpn", self.peer_qpn, 0xFFFFFF)):

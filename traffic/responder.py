@@ -125,6 +125,9 @@ class Responder:
         reth = None
         if pkt.reth is not None:
             r = pkt.reth
+            if not len(pkt.payload) <= r.dma_length <= self.cfg.max_msg_bytes:
+                c.bad_length += 1  # refuse absurd DMA lengths before taking the PSN
+                return
             reth = roce.pack_reth(r.va, r.r_key, r.dma_length)
         self._accept(seq, op, reth, pkt.payload, repaired=False)
 
@@ -171,6 +174,10 @@ class Responder:
             if self._cur is not None:
                 c.bad_opcode += 1  # previous message never finished
             size = roce.unpack_reth(reth).dma_length if reth else len(payload)
+            if size > self.cfg.max_msg_bytes or size < len(payload):
+                c.bad_length += 1  # refuse absurd DMA lengths instead of allocating them
+                self._cur = self._cur_msg = None
+                return
             self._msg_id += 1
             self._cur_msg = MessageRecord(msg_id=self._msg_id, size=size, posted_s=self.now_s)
             self._cur = bytearray(size)

@@ -232,3 +232,15 @@ def test_spurious_timeout_does_not_trigger_a_retransmission_storm() -> None:
     out.clear()
     req.poll(0.201, out, budget=1000)
     assert req.counters.retx_pkts == 1  # no storm
+
+
+def test_absurd_dma_length_is_refused_not_allocated() -> None:
+    req, resp = _pair("sr")
+    pkt = roce.parse_udp_payload(roce.build_udp_payload(
+        src="10.0.0.1", dst="10.0.0.2", sport=1, opcode=roce.Opcode.WRITE_ONLY, dest_qp=2,
+        psn=0, reth=(0, 1, 0xFFFFFFFF), payload=b"x"))
+    resp.on_packet(pkt, 0.0)
+    assert resp.counters.bad_length == 1 and resp.counters.msgs_done == 0
+    # the PSN was not consumed: the real packet 0 is still expected
+    res = _run(req, resp, _msgs(3), lambda n, b: False)
+    assert res.delivered == 3 and resp.counters.duplicates == 0
