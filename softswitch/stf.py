@@ -137,7 +137,7 @@ class StfRunner:
 
     def _table_key(self, table: Any, name: str, where: str) -> int:
         names = [k.name for k in table.keys]
-        cand = name.replace(".$valid", ".isValid()").replace("$valid", "isValid()")
+        cand = name.replace("$valid$", "$valid").replace(".$valid", ".isValid()").replace("$valid", "isValid()")
         for i, n in enumerate(names):
             if n == cand or n == name:
                 return i
@@ -191,7 +191,7 @@ class StfRunner:
         if not m:
             raise StfError(f"{where}: add needs a table")
         table = self.rt.table(m.group(1))
-        body = m.group(2)
+        body = re.sub(r"\s*=\s*\w+\s*$", "", m.group(2))  # "= ID" names the entry; unused here
         paren = re.search(r"[\w.$\[\]]+\s*\(.*\)\s*$", body)
         if not paren:
             raise StfError(f"{where}: add without an action call")

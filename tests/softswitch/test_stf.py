@@ -83,3 +83,13 @@ def test_bad_files_raise(sw):
         run(sw, "add tern 1 nope:1 fwd(port:1, tag:1)")
     with pytest.raises(StfError, match="parameter tag not given"):
         run(sw, "add tern 1 hdr.h.a:1 fwd(port:1)")
+
+
+def test_valid_bit_keys_and_entry_ids():
+    sw = program(decls="header h_t { bit<8> a; } struct headers_t { h_t h; } struct meta_t { }",
+                 parser="state start { pkt.extract(hdr.h); transition accept; }",
+                 ingress="""action f(bit<9> p) { sm.egress_spec = p; }
+                 table t { key = { hdr.h.isValid(): exact; hdr.h.a: exact; } actions = { f; } }
+                 apply { t.apply(); }""", deparser="pkt.emit(hdr.h);")
+    res = run(sw, "add t hdr.h.$valid$:1 hdr.h.a:5 f(p:3) = A\npacket 0 05\nexpect 3 05$\n")
+    assert res.ok, res.failures
