@@ -165,6 +165,7 @@ class Collector:
                 self._agent_sock = self._bind(self.config.agent_port)
         except ConfigError:
             self._report_sock.close()
+            self._report_sock = None
             raise
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)

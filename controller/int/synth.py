@@ -82,7 +82,8 @@ def build_int_inner(
     e_bit: bool = False,
     payload_len: int = 0,
 ) -> bytes:
-    """IPv4/UDP/INT shim/INT-MD/hop stack/BTH/payload as it reaches the sink."""
+    """IPv4/UDP/INT shim/INT-MD/hop stack/BTH/payload as it reaches the sink (IPv4 and
+    UDP checksums left 0: the collector does not check them)."""
     layout = record_layout(ins_bitmap, HPCC_DOMAIN_ID, ds_bitmap)
     stack = b"".join(encode_record(h, ins_bitmap, ds_bitmap) for h in reversed(hops))
     shim_len = 3 + len(stack) // 4
