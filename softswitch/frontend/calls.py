@@ -143,6 +143,8 @@ def check_call(ck: ExpressionChecker, e: A.MethodCallExpression, scope: Scope) -
         if e.args:
             raise P4TypeError(e.loc, f"wrong number of arguments to table '{obj_t.name}'.apply(): expected 0, got {len(e.args)}")
         e.call_kind, e.callee_decl = A.CallKind.TABLE_APPLY, _decl_of(callee.expr) or tbl
+        if getattr(ck, "in_action", False):
+            raise P4TypeError(e.loc, f"table '{obj_t.name}' cannot be applied inside an action")
         return T.ApplyResultType(obj_t.name)
     if isinstance(obj_t, (T.ParserType, T.ControlType)):
         if m != "apply":

@@ -357,6 +357,8 @@ class Checker(ExpressionChecker):
             if self.in_parser:
                 raise P4TypeError(s.loc, "'exit' is not allowed in a parser")
         elif isinstance(s, A.ReturnStatement):
+            if self.in_parser and self.return_type is None and not self.in_action:
+                raise P4TypeError(s.loc, "'return' is not allowed in a parser state")
             if s.value is not None:
                 if self.return_type is None or isinstance(self.return_type, T.VoidType):
                     raise P4TypeError(s.loc, "'return' with a value outside a function returning a value")

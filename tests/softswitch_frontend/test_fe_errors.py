@@ -194,3 +194,17 @@ def test_several_errors_reported_in_one_run_without_follow_ups():
     ]
     assert [x.line for x in e.errors] == [line_of(src, s) for s in ("16w1", "nope", "bit<8> z", "if (meta.m8)")]
     assert e.render().count(": error: ") == 4
+
+
+def test_context_rules_exit_return_and_apply():
+    e = _err(ingress("", "table t { actions = { NoAction; } }\naction a() { t.apply(); }"), P4TypeError)
+    assert e.message == "table 't' cannot be applied inside an action"
+    parser = """
+parser P(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
+    state start { exit; }
+}
+"""
+    e = _err(ingress("", parser=parser), P4TypeError)
+    assert e.message == "'exit' is not allowed in a parser"
+    e = _err(ingress("", parser=parser.replace("exit;", "return;")), P4TypeError)
+    assert e.message == "'return' is not allowed in a parser state"
