@@ -42,7 +42,7 @@ from formats.int_md import HOST_RECORD_DTYPE, INT_UDP_PORT
 from .errors import AgentError, ConfigError, EbpfError
 from .feedback import decode_feedback_datagram, feedback_to_lines
 from .netns import in_netns
-from .records import SinkStat
+from .records import SinkStat, format_flows
 from .shipper import BatchShipper, ShipperStats, udp_sender
 from .sink import IntSink, SinkConfig
 
@@ -215,8 +215,10 @@ class HostAgent:
                 self._fb["undelivered"] += len(lines)
 
     def run(self, *, interval_s: float = 1.0, count: int | None = None,
-            stop: threading.Event | None = None, out: TextIO | None = None) -> None:
-        """Loop until ``stop`` is set or ``count`` intervals passed, printing a line each."""
+            stop: threading.Event | None = None, out: TextIO | None = None,
+            show_flows: bool = False) -> None:
+        """Loop until ``stop`` is set or ``count`` intervals passed, printing a line each
+        (and the busiest flows after it with ``show_flows``)."""
         stop = stop or threading.Event()
         done = 0
         next_t = time.monotonic() + interval_s
@@ -227,6 +229,8 @@ class HostAgent:
                 done += 1
                 if out is not None:
                     out.write(time.strftime("%H:%M:%S ") + self.stats().format_line() + "\n")
+                    if show_flows:
+                        out.write("\n".join(format_flows(self.flows())) + "\n\n")
                     out.flush()
                 if count is not None and done >= count:
                     return
@@ -325,6 +329,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ringbuf-pages", type=int, default=256, help="ring size in pages")
     p.add_argument("--xdp", action="store_true",
                    help="run the sink at XDP instead of tc ingress (before tc programs)")
+    p.add_argument("--flows", action="store_true",
+                   help="print the busiest flows (PSN loss, reordering) every interval")
     p.add_argument("--dump-c", action="store_true", help="print the C source loaded")
     p.add_argument("interval", nargs="?", type=_positive, default=1.0,
                    help="seconds between status lines (default 1)")
@@ -354,7 +360,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with HostAgent(cfg, dump_source=sys.stderr if args.dump_c else None) as agent:
             print(f"ebpf.agent: attached to {args.iface}; Ctrl-C to stop", file=sys.stderr)
-            agent.run(interval_s=args.interval, count=args.count, stop=stop, out=sys.stdout)
+            agent.run(interval_s=args.interval, count=args.count, stop=stop, out=sys.stdout,
+                      show_flows=args.flows)
     except EbpfError as exc:
         print(f"ebpf.agent: {exc}", file=sys.stderr)
         return 1

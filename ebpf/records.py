@@ -7,10 +7,11 @@ it too); per-flow state and counters stay in this package.
 from __future__ import annotations
 
 import enum
+import ipaddress
 
 import numpy as np
 
-__all__ = ["FLOW_DTYPE", "FLOW_KEY_DTYPE", "FLOW_STATS_DTYPE", "SinkStat"]
+__all__ = ["FLOW_DTYPE", "FLOW_KEY_DTYPE", "FLOW_STATS_DTYPE", "SinkStat", "format_flows"]
 
 FLOW_KEY_DTYPE = np.dtype({
     "names": ["src_ip", "dst_ip", "dest_qp", "src_port"],
@@ -51,3 +52,21 @@ class SinkStat(enum.IntEnum):
     RINGBUF_FULL = 11
     STRIP_FAILED = 12
     MALFORMED_DROPPED = 13
+
+
+FLOWS_HEADER = (f"{'source':<21} {'destination':<15} {'qp':>6} {'packets':>8} {'lost':>5} "
+                f"{'ooo':>5} {'hops':>4} {'path':>8}")
+
+
+def format_flows(flows: np.ndarray, limit: int = 20) -> list[str]:
+    """Table lines (< 80 columns) for the ``limit`` busiest flows of a FLOW_DTYPE array."""
+    order = np.argsort(flows["stats"]["packets"])[::-1][:limit]
+    lines = [FLOWS_HEADER]
+    for row in flows[order]:
+        k, st = row["key"], row["stats"]
+        src = f"{ipaddress.IPv4Address(int(k['src_ip']))}:{int(k['src_port'])}"
+        lines.append(f"{src:<21} {str(ipaddress.IPv4Address(int(k['dst_ip']))):<15} "
+                     f"{int(k['dest_qp']):>6x} {int(st['packets']):>8} "
+                     f"{int(st['lost_packets']):>5} {int(st['out_of_order']):>5} "
+                     f"{int(st['last_hop_count']):>4} {int(st['path_signature']):>08x}")
+    return lines

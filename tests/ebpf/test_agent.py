@@ -217,3 +217,19 @@ def test_filter_left_by_killed_agent_is_replaced(pair):
     # we shared a clsact we did not create, so our filter went and the qdisc stays
     assert "int_sink" not in _filters(pair)
     pair.h2.run(["tc", "qdisc", "del", "dev", pair.h2.ifname, "clsact"])
+
+
+def test_format_flows_table():
+    from ebpf.records import FLOW_DTYPE, format_flows
+    f = np.zeros(2, FLOW_DTYPE)
+    f["key"]["src_ip"] = [0x0A000001, 0x0A000003]
+    f["key"]["dst_ip"] = 0x0A000002
+    f["key"]["src_port"] = [49152, 50000]
+    f["key"]["dest_qp"] = [0x11, 0x12]
+    f["stats"]["packets"] = [5, 900]
+    f["stats"]["lost_packets"] = [0, 7]
+    f["stats"]["path_signature"] = 0xDEADBEEF
+    lines = format_flows(f)
+    assert len(lines) == 3 and all(len(x) < 80 for x in lines)
+    assert lines[1].split() == ["10.0.0.3:50000", "10.0.0.2", "12", "900", "7", "0", "0",
+                                "deadbeef"]
