@@ -21,9 +21,10 @@ from softswitch.v1model.switch import OutputPacket, V1Switch
 class Switch:
     """A compiled program on the v1model architecture plus its runtime API."""
 
-    def __init__(self, program: CompiledProgram, *, clock_us: Callable[[], int] | None = None) -> None:
+    def __init__(self, program: CompiledProgram, *, clock_us: Callable[[], int] | None = None,
+                 name: str = "softswitch") -> None:
         self.program = program
-        self.v1 = V1Switch(program, clock_us=clock_us)
+        self.v1 = V1Switch(program, clock_us=clock_us, name=name)
         self.runtime = SwitchRuntime(program, self.v1.pre)
 
     @classmethod

@@ -20,6 +20,7 @@ BMv2 rules kept here (simple_switch.cpp):
 from __future__ import annotations
 
 import enum
+import logging
 import time
 from collections import deque
 from collections.abc import Callable
@@ -39,6 +40,7 @@ from softswitch.packet import PacketReader, PacketWriter
 from softswitch.trace import TraceEvent
 from softswitch.v1model.pre import ReplicationEngine
 
+LOG = logging.getLogger("softswitch.v1model")
 DROP_PORT = 511
 MAX_PASSES = 64  # resubmit/recirculate loops per injected packet
 
@@ -107,8 +109,9 @@ class V1Switch:
     """Runs a compiled v1model program on packets. Not thread-safe: one packet at a time."""
 
     def __init__(self, program: CompiledProgram, *, clock_us: Callable[[], int] | None = None,
-                 drop_port: int = DROP_PORT) -> None:
+                 drop_port: int = DROP_PORT, name: str = "softswitch") -> None:
         self.program = program
+        self.name = name
         self.pre = ReplicationEngine()
         self.drop_port = drop_port
         self.stats = Stats()
@@ -173,7 +176,7 @@ class V1Switch:
         """Parser, checksum verification and ingress; returns new ingress and egress jobs."""
         pk = self._pk
         self._event("packet_in", "switch", port=job.port, length=len(job.data),
-                    instance_type=job.instance_type)
+                    instance_type=job.instance_type, packet_id=self.stats.packets_in)
         hdr, meta, sm, payload = self._parse(job.data, job.port, job.instance_type, job.preserved)
         pk.payload = payload
         try:
@@ -253,6 +256,8 @@ class V1Switch:
     def _drop(self, block: str, reason: str) -> None:
         self.stats.drops += 1
         self._event("drop", block, reason=reason)
+        if LOG.isEnabledFor(logging.DEBUG):
+            LOG.debug("%s: packet %d dropped in %s: %s", self.name, self.stats.packets_in, block, reason)
 
     # ----------------------------------------------------------------- egress
     def run_egress(self, job: EgressJob) -> tuple[list[IngressJob], list[EgressJob], list[OutputPacket]]:
