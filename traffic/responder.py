@@ -159,6 +159,13 @@ class Responder:
             if mode is Reliability.FEC:
                 self._try_repair_all()
             return
+        if (op in roce.FIRST_OPCODES) != (self._cur is None):
+            # a FIRST/ONLY inside a message, or a MIDDLE/LAST outside one: refuse it
+            # without taking the PSN, so the genuine packet is still accepted
+            c.bad_opcode += 1
+            if mode is Reliability.FEC:
+                self._recent.pop(seq, None)
+            return
         self._deliver(op, reth, payload, repaired)
         self._e += 1
         while self._e in self._ooo:

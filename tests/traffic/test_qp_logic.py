@@ -244,3 +244,14 @@ def test_absurd_dma_length_is_refused_not_allocated() -> None:
     # the PSN was not consumed: the real packet 0 is still expected
     res = _run(req, resp, _msgs(3), lambda n, b: False)
     assert res.delivered == 3 and resp.counters.duplicates == 0
+
+
+def test_out_of_sequence_opcode_does_not_take_the_psn() -> None:
+    req, resp = _pair("sr")
+    pkt = roce.parse_udp_payload(roce.build_udp_payload(
+        src="10.0.0.1", dst="10.0.0.2", sport=1, opcode=roce.Opcode.WRITE_LAST, dest_qp=2,
+        psn=0, payload=b"forged"))
+    resp.on_packet(pkt, 0.0)
+    assert resp.counters.bad_opcode == 1
+    res = _run(req, resp, _msgs(3), lambda n, b: False)
+    assert res.delivered == 3 and resp.counters.duplicates == 0
