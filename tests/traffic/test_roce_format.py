@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scapy.contrib.roce import AETH, BTH, CNPPadding
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
@@ -150,3 +152,35 @@ def test_numpy_dtypes_decode_headers() -> None:
     assert int(arr["dqp"][0]) & roce.PSN_MASK == 0x12
     assert int(arr["psn"][0]) & roce.PSN_MASK == 0xFFFFFE
     assert roce.BTH_DTYPE.itemsize == 12 and roce.RETH_DTYPE.itemsize == 16
+
+
+# -- property tests: random header values, scapy as the independent reference -----------
+
+_opcodes = st.sampled_from([Opcode.SEND_ONLY, Opcode.WRITE_FIRST, Opcode.WRITE_MIDDLE,
+                            Opcode.WRITE_LAST, Opcode.WRITE_ONLY])
+
+
+@settings(max_examples=60, deadline=None)
+@given(op=_opcodes, qp=st.integers(0, 0xFFFFFF), psn=st.integers(0, 0xFFFFFF),
+       sport=st.integers(1, 0xFFFF), payload=st.binary(max_size=300),
+       ack=st.booleans(), fecn=st.booleans(), becn=st.booleans(), pkey=st.integers(0, 0xFFFF),
+       va=st.integers(0, 2**64 - 1), rkey=st.integers(0, 2**32 - 1))
+def test_random_packets_match_scapy_and_round_trip(op, qp, psn, sport, payload, ack, fecn,
+                                                   becn, pkey, va, rkey) -> None:
+    reth = (va, rkey, len(payload)) if op in roce.RETH_OPCODES else None
+    f = roce.build_frame(src="10.1.2.3", dst="10.3.2.1", sport=sport, opcode=op, dest_qp=qp,
+                         psn=psn, payload=payload, reth=reth, ack_req=ack, fecn=fecn,
+                         becn=becn, p_key=pkey)
+    s = bytes(Ether(dst="02:00:00:00:00:02", src="02:00:00:00:00:01")
+              / IP(src="10.1.2.3", dst="10.3.2.1", flags="DF", id=0, ttl=64)
+              / UDP(sport=sport, dport=4791, chksum=0)
+              / BTH(opcode=int(op), dqpn=qp, psn=psn, ackreq=int(ack), fecn=int(fecn),
+                    becn=int(becn), pkey=pkey)
+              / Raw((roce.pack_reth(*reth) if reth else b"") + payload))
+    assert f == s
+    hdr, pkt = roce.parse_frame(f)
+    assert roce.verify_icrc(hdr, f[42:])
+    assert (pkt.bth.opcode, pkt.bth.dest_qp, pkt.bth.psn, pkt.bth.ack_req) == (op, qp, psn, ack)
+    assert pkt.payload == payload
+    assert roce.icrc_ok(f[42:], src=bytes([10, 1, 2, 3]), dst=bytes([10, 3, 2, 1]),
+                        sport=sport)
