@@ -205,6 +205,15 @@ class _Collector:
         main = self.prog.main
         if main is None:
             raise P4InfoError(None, "the program has no 'main' package instance")
+        # top-level extern instances used by the pipeline keep their plain names
+        used: set[int] = set()
+        for blk in main.blocks:
+            for node in A.iter_nodes(blk.decl):
+                if isinstance(node, A.PathExpression) and node.decl is not None:
+                    used.add(id(node.decl))
+        for d in self.prog.program.declarations:
+            if isinstance(d, A.InstantiationDecl) and id(d) in used:
+                self.instance(d, "")
         for blk in main.blocks:
             prefix = control_plane_name(blk.decl, "")
             if isinstance(blk.decl, A.ControlDecl):

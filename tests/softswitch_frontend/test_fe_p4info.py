@@ -107,3 +107,10 @@ def test_write_formats(tmp_path):
     assert p4info_pb2.P4Info.FromString(binf.read_bytes()) == info
     assert '"MyIngress.ipv4_lpm"' in js.read_text()
     assert format_p4info(info).startswith("pkg_info {")
+
+
+def test_top_level_extern_instances_keep_plain_names():
+    top = "register<bit<32>>(4) top_reg;\ncounter(4, CounterType.packets) top_ctr;\ncounter(2, CounterType.bytes) unused_ctr;\n"
+    info = build_p4info(check(ingress("top_reg.write(0, 1); top_ctr.count(0);", top=top)))
+    assert [r.preamble.name for r in info.registers] == ["top_reg"]
+    assert [c.preamble.name for c in info.counters] == ["top_ctr"]  # unused instances are left out, as p4c does
