@@ -1,19 +1,21 @@
 """Place flow losses (PSN gaps) on links where the switches give no counters.
 
-Voting over paths, per time bin:
+Per time bin:
 
-1. A link is *exonerated* in a bin when some flow crossing it delivered at least
-   ``min_clean_packets`` packets and lost none there.
-2. A lossy flow's *candidates* are the links on its path that are neither
-   exonerated nor known loss-free from counters (monitored links with losses
-   stay candidates, so their share is not pushed onto unmonitored links).
-3. Each link's *score* is the number of lossy flows naming it a candidate; a
-   flow splits its lost packets over its candidates in proportion to
+1. *Explain away*: every monitored link's exact loss count is shared among the
+   lossy flows crossing it, in proportion to their losses, and taken off those
+   flows; what remains of a flow's losses (its *residual*) happened on links
+   without counters.
+2. A link is *exonerated* in a bin when some flow crossing it delivered at least
+   ``min_clean_packets`` packets with (almost) no residual loss.
+3. A flow's *candidates* are its unmonitored links that are not exonerated.
+4. Each candidate's *score* is the number of flows with residual loss naming it;
+   a flow splits its residual over its candidates in proportion to
    score ** ``sharpen``, so a link shared by many lossy flows takes the losses
    rather than each flow's private links.
 
 Monitored links keep their exact counts; unmonitored links get the votes.
-Losses of a flow with no candidate are reported as unexplained.
+Residual losses of a flow with no candidate are reported as unexplained.
 """
 from __future__ import annotations
 
@@ -25,6 +27,9 @@ import numpy.typing as npt
 from controller.lossmap.errors import LossInputError, LossParameterError
 from controller.lossmap.links import LinkLossMap, Source
 from controller.lossmap.psn import FlowLossMap
+
+_SLACK = 0.5
+"""Residual losses below half a packet are rounding of the proportional split."""
 
 
 def padded_paths(paths: npt.ArrayLike | list[list[int]], n_links: int) -> np.ndarray:
@@ -54,11 +59,13 @@ class Localized:
 
     link_map: LinkLossMap
     votes: np.ndarray
-    """(links x bins) flow losses attributed to each link (monitored links included)."""
+    """(links x bins) residual flow losses voted onto each unmonitored link."""
     exonerated: np.ndarray
     """(links x bins) bool."""
     unexplained: np.ndarray
-    """(bins,) flow losses that found no candidate link."""
+    """(bins,) residual flow losses that found no candidate link."""
+    residual: np.ndarray
+    """(flows x bins) flow losses not explained by monitored links."""
 
 
 def localize(*, flows: FlowLossMap, paths: npt.ArrayLike | list[list[int]],
@@ -90,26 +97,37 @@ def localize(*, flows: FlowLossMap, paths: npt.ArrayLike | list[list[int]],
         return np.bincount(cell, weights=w, minlength=n_links * n_bins).reshape(n_links, n_bins)
 
     known = links.source != Source.NONE
-    clean = (flows.lost == 0) & (flows.delivered >= min_clean_packets)          # (F, B)
+    lost_f = flows.lost                                                        # (F, B)
+    # 1. explain away the exact counts of monitored links
+    known_hop = (valid & known[link])[:, :, None]                              # (F, H, 1)
+    k_lost = np.where(known[:, None], np.maximum(links.lost, 0.0), 0.0)        # (L, B)
+    through = per_link(known_hop * lost_f[:, None, :])                         # (L, B)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        per_loss = np.where(through > 0, k_lost / through, 0.0)               # (L, B)
+    explained = (known_hop * per_loss[link]).sum(axis=1) * lost_f              # (F, B)
+    residual = np.maximum(lost_f - explained, 0.0)
+    # 2. exonerate links of flows whose losses are all explained (or that lost nothing)
+    clean = (residual < _SLACK) & (flows.delivered >= min_clean_packets)
     exonerated = per_link(np.broadcast_to(clean[:, None, :], valid.shape + (n_bins,))) > 0
-    suspect = np.where(known[:, None], links.lost > 0, ~exonerated)            # (L, B)
-    lossy = flows.lost > 0                                                     # (F, B)
+    # 3./4. vote the residual over unmonitored, non-exonerated links
+    suspect = ~known[:, None] & ~exonerated                                    # (L, B)
+    lossy = residual >= _SLACK                                                 # (F, B)
     cand = valid[:, :, None] & suspect[link]                                   # (F, H, B)
     score = per_link(cand & lossy[:, None, :])                                 # (L, B)
     w = cand * score[link] ** sharpen
     wsum = w.sum(axis=1)                                                       # (F, B)
     with np.errstate(invalid="ignore", divide="ignore"):
         share = np.where(wsum[:, None, :] > 0, w / wsum[:, None, :], 0.0)
-    votes = per_link(share * flows.lost[:, None, :])
-    unexplained = (flows.lost * (wsum == 0)).sum(axis=0)
+    votes = per_link(share * residual[:, None, :])
+    unexplained = (residual * (wsum == 0) * lossy).sum(axis=0)
     on_path = np.zeros(n_links, dtype=bool)
     on_path[p[valid]] = True
     voted = ~known & on_path
     lost = np.where(voted[:, None], votes, links.lost)
-    through = per_link(np.broadcast_to(flows.delivered[:, None, :], valid.shape + (n_bins,)))
-    delivered = np.where(voted[:, None], through, links.delivered)
+    carried = per_link(np.broadcast_to(flows.delivered[:, None, :], valid.shape + (n_bins,)))
+    delivered = np.where(voted[:, None], carried, links.delivered)
     source = np.where(voted, Source.VOTE, links.source).astype(np.int8)
     merged = LinkLossMap(bins=links.bins, lost=lost, delivered=delivered, source=source,
                          reordered=links.reordered)
     return Localized(link_map=merged, votes=votes, exonerated=exonerated,
-                     unexplained=unexplained)
+                     unexplained=unexplained, residual=residual)

@@ -103,13 +103,9 @@ def test_png_files_written(tmp_path):
 
 
 def test_per_flow_fec_from_a_loss_map():
-    import sys
-    from pathlib import Path
-    sys.path.insert(0, str(Path(__file__).parent))
-    from lossmap_synth import make_trace
-
     from controller.cc import decode_feedback, encode_feedback
     from controller.lossmap import fit_link_models, path_fec
+    from controller.lossmap.synth import make_trace
     paths = [[0, 2], [1, 2], [0, 3], [1, 3]]
     t = make_trace(paths=paths, n_links=4, link_ge={2: (0.005, 0.3, 0.9)},
                    packets_per_flow=40_000, seed=3)

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from lossmap_synth import binned, make_trace
 
 from controller.lossmap import (
     LinkCounters,
@@ -23,6 +22,7 @@ from controller.lossmap import (
     psn_gaps,
     run_histogram,
 )
+from controller.lossmap.synth import binned, make_trace
 
 PATHS = [[0, 2, 4], [1, 2, 4], [0, 3, 5], [1, 3, 5], [0, 2, 6], [1, 3, 6]]
 N_LINKS = 7

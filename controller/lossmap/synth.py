@@ -1,4 +1,4 @@
-"""Synthetic packet traces with known losses per link, for loss-map tests.
+"""Synthetic packet traces with known losses per link, for tests, benchmarks and demos.
 
 Flows send packets at fixed intervals along paths of links; every link drops
 packets by its own Gilbert-Elliott process; a packet dropped upstream never
@@ -11,14 +11,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from controller.lossmap import LinkCounters, LossEvents, simulate_gilbert_elliott
+from controller.lossmap.bins import TimeBins
+from controller.lossmap.burst import simulate_gilbert_elliott
+from controller.lossmap.links import LinkCounters, LossEvents
 
 SEQ0 = (1 << 32) - 500      # link sequence numbers start just below the wrap
 PSN0 = (1 << 24) - 300      # PSNs too
 
 
-@dataclass
+@dataclass(slots=True, kw_only=True)
 class Trace:
+    """What the data plane and hosts would report, plus the ground truth."""
+
     n_links: int
     paths: list[list[int]]
     events: LossEvents
@@ -31,9 +35,12 @@ class Trace:
     flow_lost_ts: list[np.ndarray]      # per flow: reveal time of every lost packet
 
 
-def make_trace(*, paths: list[list[int]], n_links: int, link_ge: dict[int, tuple],
-               packets_per_flow: int, interval_ns: int = 1000, sample_ns: int = 10**6,
-               seed: int = 0) -> Trace:
+def make_trace(*, paths: list[list[int]], n_links: int,
+               link_ge: dict[int, tuple[float, float, float]], packets_per_flow: int,
+               interval_ns: int = 1000, sample_ns: int = 10**6, seed: int = 0) -> Trace:
+    """Flows send ``packets_per_flow`` packets every ``interval_ns`` along ``paths``;
+    link ``l`` drops by Gilbert-Elliott ``link_ge[l] = (p, r, loss_in_bad)``; counters
+    are polled every ``sample_ns`` (32-bit, starting near the wrap)."""
     rng = np.random.default_rng(seed)
     n_flows = len(paths)
     flow = np.repeat(np.arange(n_flows), packets_per_flow)
@@ -101,7 +108,8 @@ def make_trace(*, paths: list[list[int]], n_links: int, link_ge: dict[int, tuple
         link_lost_ts=link_lost_ts, link_seq_lost=link_seq_lost, flow_lost_ts=flow_lost_ts)
 
 
-def binned(times: list[np.ndarray], bins) -> np.ndarray:
+def binned(times: list[np.ndarray], bins: TimeBins) -> np.ndarray:
+    """Rows of event times -> (rows x bins) counts."""
     out = np.zeros((len(times), bins.n_bins))
     for i, t in enumerate(times):
         np.add.at(out[i], bins.index(t), 1)
