@@ -16,6 +16,10 @@ Frames waiting for serialisation beyond ``queue_pkts`` are tail-dropped.  Withou
 ``reorder`` a frame never overtakes the one before it (delivery times are made
 non-decreasing), so jitter does not reorder RoCE packets; with it, jitter reorders as
 netem does.  The rate counts Ethernet frame bits (no preamble, gap or FCS), as HTB does.
+IPv4 TCP/UDP frames whose sender left the checksum to offload get it filled in
+(:func:`complete_checksum`); frames larger than the outgoing interface's MTU (TSO/GSO
+super-frames from a local TCP stack) cannot be sent and count as ``tx_errors``, so
+senders attached straight to a delay line should turn segmentation offload off.
 
 :class:`DelayLineCore` holds that model as pure, clock-free logic (tested without root);
 :func:`main` is the process: two sockets, one thread, ``select`` with microsecond
@@ -36,6 +40,7 @@ import random
 import select
 import signal
 import socket
+import struct
 import sys
 import time
 from dataclasses import dataclass, field
@@ -48,6 +53,10 @@ __all__ = ["DelayLineCore", "DirectionStats", "LossProcess", "WanError", "WanPar
 ETH_P_ALL = 0x0003
 SOL_PACKET = 263             # linux/socket.h (the socket module does not export it)
 PACKET_IGNORE_OUTGOING = 23  # linux/if_packet.h, Linux 4.20+
+PACKET_AUXDATA = 8
+TP_STATUS_CSUMNOTREADY = 8
+_AUX = struct.Struct("=IIIHHHH")  # struct tpacket_auxdata
+_CMSG_SPACE = socket.CMSG_SPACE(_AUX.size)
 MAX_FRAME = 65536
 MAX_WAIT_S = 0.05            # wake at least this often to handle signals
 
@@ -247,12 +256,41 @@ class DelayLineCore:
         return len(self._fifo) + len(self._heap)
 
 
+def complete_checksum(frame: bytes) -> bytes:
+    """Fill in the TCP/UDP checksum of an IPv4 frame the sender left to offload.
+
+    A frame made by a local stack with checksum offload reaches the delay line with only
+    the pseudo-header sum in its checksum field (the kernel flags it
+    TP_STATUS_CSUMNOTREADY); forwarded as is, the receiver would drop it.  The one's
+    complement sum of the whole segment is its value modulo 0xffff.
+    """
+    if len(frame) < 34 or frame[12:14] != b"\x08\x00":
+        return frame
+    ihl = (frame[14] & 0x0F) * 4
+    proto = frame[23]
+    off = {6: 16, 17: 6}.get(proto)
+    start = 14 + ihl
+    end = 14 + int.from_bytes(frame[16:18], "big")
+    if off is None or end > len(frame) or start + off + 2 > end:
+        return frame
+    seg = frame[start:end]
+    if len(seg) % 2:
+        seg += b"\x00"
+    total = int.from_bytes(seg, "big") % 0xFFFF
+    csum = (~total) & 0xFFFF
+    if proto == 17 and csum == 0:
+        csum = 0xFFFF
+    pos = start + off
+    return frame[:pos] + csum.to_bytes(2, "big") + frame[pos + 2:]
+
+
 # --- the process -------------------------------------------------------------------------
 
 def _open(ifname: str) -> socket.socket:
     sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
     try:
         sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+        sock.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
         sock.bind((ifname, ETH_P_ALL))
@@ -335,7 +373,7 @@ def run(a_if: str, b_if: str, params: WanParams, *, stats_path: Path | None = No
                 sock, core = sock_by_fd[fd], by_fd[fd]
                 for _ in range(256):
                     try:
-                        frame = sock.recv(MAX_FRAME)
+                        frame, anc, _, _ = sock.recvmsg(MAX_FRAME, _CMSG_SPACE)
                     except BlockingIOError:
                         break
                     except InterruptedError:
@@ -344,6 +382,10 @@ def run(a_if: str, b_if: str, params: WanParams, *, stats_path: Path | None = No
                         name = a_if if sock is socks["a"] else b_if
                         raise WanError(f"delay line: interface {name} is gone "
                                        f"({exc.strerror}); stopping") from None
+                    for level, kind, data in anc:
+                        if (level == SOL_PACKET and kind == PACKET_AUXDATA
+                                and _AUX.unpack_from(data)[0] & TP_STATUS_CSUMNOTREADY):
+                            frame = complete_checksum(frame)
                     core.arrive(clock(), frame)
             now = clock()
             for direction, core in cores.items():

@@ -145,3 +145,27 @@ def test_cli_rejects_bad_loss(capsys):
     assert "expected none, bernoulli:P or gilbert-elliott:P,R[,H[,K]]" in capsys.readouterr().err
     assert main(["--a", "x", "--b", "y", "--delay-ms", "300"]) == 1
     assert "delay_ms 300.0 out of range" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("l4", ["udp", "tcp"])
+@pytest.mark.parametrize("payload_len", [0, 1, 17, 1000])
+def test_complete_checksum_matches_scapy(l4, payload_len):
+    from scapy.layers.inet import IP, TCP, UDP
+    from scapy.layers.l2 import Ether
+
+    from mininet_topos.delayline import complete_checksum
+
+    layer = UDP(sport=1234, dport=4791) if l4 == "udp" else TCP(sport=1, dport=2, flags="PA")
+    pkt = Ether(src="00:00:00:00:00:01", dst="00:00:00:00:00:02") / IP(
+        src="10.0.0.1", dst="10.0.0.2") / layer / bytes(i % 256 for i in range(payload_len))
+    good = bytes(pkt)
+    # what an offloading stack hands over: the pseudo-header sum in the checksum field
+    ip = Ether(good)[IP]
+    l4_len = len(ip) - ip.ihl * 4
+    pseudo = 0x0A00 + 0x0001 + 0x0A00 + 0x0002 + ip.proto + l4_len  # src, dst, proto, len
+    while pseudo >> 16:
+        pseudo = (pseudo & 0xFFFF) + (pseudo >> 16)
+    off = 14 + ip.ihl * 4 + (6 if l4 == "udp" else 16)
+    partial = good[:off] + pseudo.to_bytes(2, "big") + good[off + 2:]
+    assert complete_checksum(partial) == good
+    assert complete_checksum(b"\x00" * 20) == b"\x00" * 20  # not IPv4: untouched
