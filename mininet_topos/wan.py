@@ -16,10 +16,11 @@ on links carrying plain IPv4; see :class:`EbpfLossBackend` for why it is not the
 Use::
 
     with WanLink("wana", "wanb", delay_ms=10, jitter_ms=1, rate_mbps=100,
-                 loss=LossModel.bursty(0.01), netns="twnw1a2b3c") as wan:
+                 loss=LossModel.bursty(0.01), netns="wan1") as wan:
         ...
-        wan.params()     # WanParams as applied
-        wan.stats()      # per-direction counters: rx, tx, lost, queue drops
+        wan.params()          # the WanParams configured
+        wan.applied_params()  # the same, read back from the running delay line
+        wan.stats()           # per-direction counters: rx, tx, lost, queue drops, lateness
         wan.update(loss=LossModel.none())   # live change
 """
 from __future__ import annotations
