@@ -11,7 +11,10 @@ How to read a checked tree (what the checker guarantees once ``load_program`` re
   Integer literals and other compile-time integers take their final type from the
   context: in ``x + 1`` with ``x: bit<8>`` the literal's ``.type`` is ``bit<8>``; an
   ``int`` (arbitrary precision) type only remains where no width is implied (e.g. a
-  ``const int``, a stack index, a slice bound, a shift amount).
+  ``const int``, a stack index, a slice bound, a shift amount, ``push_front`` counts,
+  entry priorities, annotation arguments, or a generic extern argument whose type
+  variable nothing else binds, such as ``hash(..., 65536)``); such expressions always
+  have ``.const_value``.
 * Every expression whose value is known at compile time has ``.const_value`` set
   (``int`` for integers/serializable enum members, ``bool`` for booleans).  For
   fixed-width types the value is already reduced to the width (two's complement
