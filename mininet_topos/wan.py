@@ -236,7 +236,11 @@ class WanLink:
 
     def update(self, **changes: Any) -> WanParams:
         """Change parameters live (frames already in flight keep their schedule)."""
-        new = dataclasses.replace(self._params, **changes).check(f"WAN link {self.name}")
+        try:
+            new = dataclasses.replace(self._params, **changes)
+        except TypeError as exc:
+            raise WanError(f"WAN link {self.name}: {exc}") from None
+        new = new.check(f"WAN link {self.name}")
         if self._loss_backend is not None and new.loss != self._params.loss:
             raise WanError(f"WAN link {self.name}: loss is applied by the loss backend; "
                            "restart the link to change it")

@@ -183,6 +183,9 @@ def test_bad_parameters_rejected_before_start(bed):
         WanLink("nosuchif0", bed.m2.ifname, netns=bed.mid.name).start()
     with pytest.raises(WanError, match="jitter_ms 9 out of range"):
         wan.update(jitter_ms=9)
+    with pytest.raises(WanError, match="unexpected keyword argument 'jitter'"):
+        wan.update(jitter=1)
+    assert wan.params().jitter_ms == 0.0  # rejected changes leave the link as it was
 
 
 @pytest.mark.bpf
