@@ -137,7 +137,7 @@ enum int_stat {
     STAT_BAD_BITMAP = 9,     /* bits the sink does not know */
     STAT_BAD_IP = 10,        /* IPv4 options or fragment: INT not touched */
     STAT_RINGBUF_FULL = 11,  /* record lost, packet still stripped */
-    STAT_STRIP_FAILED = 12,  /* bpf_skb_adjust_room refused: passed unmodified */
+    STAT_STRIP_FAILED = 12,  /* adjust_room refused, or a GSO aggregate: passed unmodified */
     STAT_MALFORMED_DROPPED = 13, /* malformed and MALFORMED_DROP=1 */
     STAT_MAX = 14,
 };

@@ -357,6 +357,14 @@ int int_sink(struct __sk_buff *skb)
             return malformed(STAT_BAD_SHORT);
     }
 
+#if !SINK_XDP
+    /* a GRO/GSO aggregate holds several packets, each with its own INT: leave it */
+    if (skb->gso_segs > 1) {
+        count(STAT_STRIP_FAILED);
+        return ACT_PASS;
+    }
+#endif
+
     /* ---- everything validated: record ---- */
     struct int_host_record *r = &s->rec;
     __builtin_memset(r, 0, sizeof(*r));
