@@ -5,6 +5,7 @@ import argparse
 import ipaddress
 import json
 import secrets
+import signal
 import subprocess
 import sys
 import tempfile
@@ -205,6 +206,9 @@ def _run_rank(args: argparse.Namespace) -> int:
         "injected_drops": ep["injected_drops"], "bad_icrc": ep["bad_icrc"],
         "result_ok": coll.get("result_ok", True),
     }), flush=True)
+    if summary.get("interrupted"):
+        print(f"traffic: rank {args.rank} interrupted", file=sys.stderr)
+        return 130
     if not summary["finished"]:
         print(f"traffic: rank {args.rank} did not finish within {timeout:g} s", file=sys.stderr)
         return 2
@@ -278,9 +282,15 @@ def _run_local(args: argparse.Namespace, argv: list[str]) -> int:
                 p.wait(timeout=5)
 
 
+def _sigterm(signum: int, frame: object) -> None:
+    """SIGTERM ends a run like Ctrl-C: summary written, sockets closed."""
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, _sigterm)
     try:
         if args.cmd == "local":
             return _run_local(args, argv)

@@ -106,6 +106,7 @@ class Endpoint:
         self.responders: dict[int, Responder] = {}
         self.injected_by_qp: dict[int, int] = {}
         self.series: dict[int, list[tuple]] = {}
+        self._closed = False
         self._ip_b = socket.inet_aton(cfg.ip)
         self._socks: dict[int, socket.socket] = {}
         self._dirty: set[int] = set()
@@ -362,6 +363,10 @@ class Endpoint:
         return out
 
     def close(self) -> None:
+        """Close every socket and remove the control socket file (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
         for s in self._socks.values():
             s.close()
         self._socks.clear()

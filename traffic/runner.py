@@ -190,37 +190,53 @@ class RankRunner:
     def run(self, *, timeout_s: float, start_at: float | None = None,
             linger_s: float = 0.2, progress: TextIO | None = None,
             interval_s: float = 1.0) -> dict:
-        """Run to completion; return the summary (raises WorkloadError on timeout)."""
+        """Run to completion or timeout and return the summary (``finished`` says which).
+
+        Ctrl-C / SIGTERM (as KeyboardInterrupt) end the run early with a summary marked
+        ``interrupted``; the endpoint's sockets are closed in every case.
+        """
+        try:
+            return self._run(timeout_s=timeout_s, start_at=start_at, linger_s=linger_s,
+                             progress=progress, interval_s=interval_s)
+        finally:
+            self.ep.close()
+
+    def _run(self, *, timeout_s: float, start_at: float | None, linger_s: float,
+             progress: TextIO | None, interval_s: float) -> dict:
         self.late_start_s = 0.0
-        if start_at is not None:
-            wait = start_at - time.time()
-            if wait < 0:  # peers may have sent before we bound: expect retransmissions
-                self.late_start_s = -wait
-                if progress is not None:
-                    progress.write(f"rank {self.plan.rank}: started {-wait:.3f} s after "
-                                   "--start-at\n")
-            end_wait = self.ep.now() + max(0.0, wait)
-            while self.ep.now() < end_wait:  # answer early peers while waiting
-                self.ep.step(min(0.01, max(0.0, end_wait - self.ep.now())))
-        self.start_s = self.ep.now()
-        if self._ar is not None:
-            self._ar.start(self.start_s)
-        self._feed(self.start_s)
-        next_progress = [self.start_s + interval_s]
+        interrupted = False
+        try:
+            if start_at is not None:
+                wait = start_at - time.time()
+                if wait < 0:  # peers may have sent before we bound: expect retransmissions
+                    self.late_start_s = -wait
+                    if progress is not None:
+                        progress.write(f"rank {self.plan.rank}: started {-wait:.3f} s after "
+                                       "--start-at\n")
+                end_wait = self.ep.now() + max(0.0, wait)
+                while self.ep.now() < end_wait:  # answer early peers while waiting
+                    self.ep.step(min(0.01, max(0.0, end_wait - self.ep.now())))
+            self.start_s = self.ep.now()
+            if self._ar is not None:
+                self._ar.start(self.start_s)
+            self._feed(self.start_s)
+            next_progress = [self.start_s + interval_s]
 
-        def tick(now: float) -> None:
-            self._feed(now)
-            if progress is not None and now >= next_progress[0]:
-                next_progress[0] = now + interval_s
-                progress.write(self.progress_line(now) + "\n")
-                progress.flush()
+            def tick(now: float) -> None:
+                self._feed(now)
+                if progress is not None and now >= next_progress[0]:
+                    next_progress[0] = now + interval_s
+                    progress.write(self.progress_line(now) + "\n")
+                    progress.flush()
 
-        finished = self.ep.run(self.done, timeout_s=timeout_s, on_tick=tick)
-        self.end_s = self.ep.now()
-        if linger_s > 0:  # keep answering retransmissions of peers still finishing
-            self.ep.run(lambda: False, timeout_s=linger_s)
+            finished = self.ep.run(self.done, timeout_s=timeout_s, on_tick=tick)
+            self.end_s = self.ep.now()
+            if linger_s > 0:  # keep answering retransmissions of peers still finishing
+                self.ep.run(lambda: False, timeout_s=linger_s)
+        except KeyboardInterrupt:
+            finished, interrupted = False, True
         summary = self.summary(finished)
-        self.ep.close()
+        summary["interrupted"] = interrupted
         return summary
 
     def progress_line(self, now: float) -> str:
