@@ -98,6 +98,11 @@ class HeaderStack:
         for e in self.elems:
             e._emit(w)
 
+    def _invalidate(self) -> None:
+        for e in self.elems:
+            e._valid = False
+        self.next_index = 0
+
     def _fields(self) -> dict[str, Any]:
         return {str(i): e._fields() for i, e in enumerate(self.elems)}
 
@@ -267,6 +272,8 @@ class TypeLayouts:
                   "    def _set_fields(self, *vals):",
                   f"        ({', '.join('self.' + n for n in names)}{',' if len(names) == 1 else ''}) = vals" if names else "        pass",
                   "        self._valid = True",
+                  "    def _invalidate(self):",
+                  "        self._valid = False",
                   "    def _eq(self, o):",
                   f"        return self._valid == o._valid and (not self._valid or ({' and '.join(f'self.{n} == o.{n}' for n in names) or 'True'}))",
                   "    def _fields(self):",
@@ -315,6 +322,8 @@ class TypeLayouts:
         lines += ["    def _emit(self, w):"]
         emit_lines = [f"        self.{n}._emit(w)" for n in objs]
         lines += emit_lines or ["        pass"]
+        lines += ["    def _invalidate(self):"]
+        lines += [f"        self.{n}._invalidate()" for n in objs] or ["        pass"]
         if union:
             lines += ["    def _is_valid(self):",
                       f"        return {' or '.join(f'self.{n}._valid' for n in names) or 'False'}",

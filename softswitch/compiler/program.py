@@ -352,6 +352,7 @@ class ProgramGen:
                 data_params.append((p.name, width_of(pt)))
         b = BodyCompiler(self, block=rt, scopes=[local] + outer, outs=outs)
         b.emit("tr = PK.trace")
+        _invalidate_outs(b, decl.params, pnames)
         b.emit(f"if tr is not None: tr.append(TE('action', {rt!r}, {{'action': {rt!r}, "
                f"'args': ({''.join(p + ', ' for p in pnames)})}}))")
         b.block_(decl.body.statements)
@@ -382,6 +383,7 @@ class ProgramGen:
         b = BodyCompiler(self, block=decl.name, scopes=[local, self.globals_], outs=outs,
                          returns_value=returns_value)
         b.emit("tr = PK.trace")
+        _invalidate_outs(b, decl.params, pnames)
         b.block_(decl.body.statements)
         b.emit(b.return_line("None"))
         self.src.append(f"def {fn}({', '.join(pnames)}):\n" + "\n".join(b.lines) + "\n")
@@ -395,11 +397,14 @@ class ProgramGen:
         return self.tables[body.name_of(decl, decl)]
 
     # ------------------------------------------------------------------ blocks
-    def compile_block(self, decl: Any, instance: str, ctor_args: list[Any] | None = None) -> str:
+    def compile_block(self, decl: Any, instance: str, ctor_args: list[Any] | None = None,
+                      *, top: bool = False) -> str:
+        """Compile a parser/control instance. `top`: a block of the main package, whose
+        arguments are fresh objects, so `out` parameters need no invalidation."""
         consts = self._ctor_bindings(decl, instance, ctor_args or [])
         if isinstance(decl, A.ParserDecl):
-            return self.compile_parser(decl, instance, consts)
-        return self.compile_control(decl, instance, consts)
+            return self.compile_parser(decl, instance, consts, top=top)
+        return self.compile_control(decl, instance, consts, top=top)
 
     def _ctor_bindings(self, decl: Any, instance: str, args: list[Any]) -> dict[Any, str]:
         """Constructor parameters of a parser/control bound to the constant arguments."""
@@ -418,7 +423,7 @@ class ProgramGen:
         return [self.fresh("p_" + p.name) for p in decl.params], list(decl.params)
 
     def compile_control(self, decl: A.ControlDecl, instance: str,
-                        consts: dict[Any, str] | None = None) -> str:
+                        consts: dict[Any, str] | None = None, *, top: bool = False) -> str:
         fn = self.fresh("C_" + instance)
         apply_scope: dict[Any, str] = dict(consts or {})
         action_scope: dict[Any, str] = dict(consts or {})
@@ -469,6 +474,8 @@ class ProgramGen:
         self.src.append(f"class {frame}:\n    __slots__ = {tuple(frame_slots)!r}\n")
         b = BodyCompiler(self, block=instance, scopes=[{}, apply_scope, self.globals_], outs=outs)
         b.emit("tr = PK.trace")
+        if not top:
+            _invalidate_outs(b, params, pnames)
         b.emit(f"L = {frame}()")
         for line in init:
             b.emit(line)
@@ -578,7 +585,7 @@ class ProgramGen:
             table.insert(key, rt, args, prio, is_const=True)
 
     def compile_parser(self, decl: A.ParserDecl, instance: str,
-                       consts: dict[Any, str] | None = None) -> str:
+                       consts: dict[Any, str] | None = None, *, top: bool = False) -> str:
         fn = self.fresh("P_" + instance)
         scope: dict[Any, str] = dict(consts or {})
         pnames, params = self._params(decl)
@@ -590,6 +597,8 @@ class ProgramGen:
                 outs.append(pn)
         b = BodyCompiler(self, block=instance, scopes=[{}, scope, self.globals_], outs=outs)
         b.emit("tr = PK.trace")
+        if not top:
+            _invalidate_outs(b, params, pnames)
         for loc in decl.locals:
             if isinstance(loc, A.ValueSetDecl):
                 et = loc.elem_type.type
@@ -701,6 +710,13 @@ class ProgramGen:
         raise b.fail(ks, f"keyset {type(ks).__name__}")
 
 
+def _invalidate_outs(b: BodyCompiler, params: list[Any], names: list[str]) -> None:
+    """`out` headers/structs start uninitialised: their headers are invalid (P4 spec 6.8)."""
+    for p, n in zip(params, names):
+        if p.direction is A.Direction.OUT and is_object_type(p.type_ref.type):
+            b.emit(f"{n}._invalidate()")
+
+
 def _int(v: Any, node: Any) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
         raise CompileError(f"{getattr(node, 'loc', '')}: expected a constant integer, got {v!r}")
@@ -759,7 +775,7 @@ def compile_program(checked: Any) -> CompiledProgram:
     blocks: dict[str, str] = {}
     names: dict[str, str] = {}
     for blk in checked.main.blocks:
-        blocks[blk.param] = gen.compile_block(blk.decl, blk.decl.name, blk.args)
+        blocks[blk.param] = gen.compile_block(blk.decl, blk.decl.name, blk.args, top=True)
         names[blk.param] = blk.decl.name
     missing = [b for b in V1_BLOCKS if b not in blocks]
     if missing:

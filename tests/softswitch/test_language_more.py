@@ -116,3 +116,16 @@ def test_update_checksum_with_payload_and_direct_meter():
         assert out[2:4] == csum16(bytes.fromhex("0007") + b"\xAB\xCD").to_bytes(2, "big")
         colors.append(out[4])
     assert colors == [0, 1, 2]
+
+
+def test_out_header_parameter_starts_invalid():
+    sw = program(decls="""
+    header h_t { bit<8> a; }
+    struct headers_t { h_t h; h_t g; }
+    struct meta_t { }
+    void clear(out h_t x) { }
+    void fill(out h_t x) { x.setValid(); x.a = 0x42; }
+    """, parser="state start { pkt.extract(hdr.h); pkt.extract(hdr.g); transition accept; }",
+        ingress="apply { sm.egress_spec = 1; clear(hdr.h); fill(hdr.g); }",
+        deparser="pkt.emit(hdr.h); pkt.emit(hdr.g);")
+    assert sw.process(0, bytes([1, 2, 3])) == [(1, bytes([0x42, 3]))]
