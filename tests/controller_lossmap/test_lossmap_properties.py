@@ -1,6 +1,8 @@
 """Property tests: PSN gap accounting, event/sequence round trips, FEC monotonicity."""
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -65,4 +67,4 @@ def test_block_pmf_is_a_distribution_and_repair_helps(p, r, d, n):
     # mean losses per block = n * stationary loss rate
     assert abs((pmf * np.arange(n + 1)).sum() - n * lm.loss_rate) < 1e-9
     res = [residual_loss(pmf, m) for m in range(n)]
-    assert all(a >= b - 1e-15 for a, b in zip(res, res[1:], strict=False))
+    assert all(a >= b - 1e-15 for a, b in itertools.pairwise(res))
