@@ -125,3 +125,27 @@ def test_local_launcher_runs_every_rank_and_aggregates(tmp_path) -> None:
         s = json.loads((tmp_path / f"rank{r}.json").read_text())
         assert len([m for m in s["messages"] if m["dir"] == "rx"]) == 8
         assert s["endpoint"]["series"]  # per-QP time series are written
+
+
+def test_sigterm_writes_a_summary_and_removes_the_control_socket(tmp_path) -> None:
+    import signal
+
+    ctl, out = tmp_path / "ctl.sock", tmp_path / "r1.json"
+    p = subprocess.Popen([sys.executable, "-m", "traffic", "p2p", "--hosts",
+                          "127.0.77.1,127.0.77.2", "--rank", "1", "-c", "5", "--control",
+                          str(ctl), "-o", str(out)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout is not None
+        assert p.stdout.readline().startswith("ready rank 1")
+        assert ctl.exists()
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=20)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 130 and "interrupted" in err
+    summary = json.loads(out.read_text())
+    assert summary["interrupted"] and not summary["finished"]
+    assert not ctl.exists()
