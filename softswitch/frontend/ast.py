@@ -47,9 +47,10 @@ at the user's source (``#line`` markers of the preprocessor are honoured).
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from .walk import iter_nodes as iter_nodes  # re-exported
 
 if TYPE_CHECKING:
     from .types import P4Type
@@ -798,26 +799,3 @@ class CheckedProgram:
 
 
 Node_ = Declaration | Statement | Expression
-
-_SKIP_FIELDS = {"loc", "type", "decl", "callee_decl", "params", "type_bindings", "const_value",
-                "builtin_states", "type_decl", "ctor"}
-
-
-def iter_nodes(root: Node) -> Iterator[Node]:
-    """Every syntax node under ``root`` (pre-order), following only syntactic children
-    (never the checker's back references such as ``.decl``)."""
-    stack: list[Any] = [root]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, Node):
-            yield n
-            kids = []
-            for name in n.__dataclass_fields__:  # type: ignore[attr-defined]
-                if name in _SKIP_FIELDS:
-                    continue
-                kids.append(getattr(n, name))
-            stack.extend(reversed(kids))
-        elif isinstance(n, (list, tuple)):
-            stack.extend(reversed(n))
-        elif isinstance(n, dict):
-            stack.extend(reversed(list(n.values())))

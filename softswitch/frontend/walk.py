@@ -1,0 +1,32 @@
+"""Walking the syntax tree: every node under a root, syntactic children only.
+
+Why not follow every field: the checker adds back references (``.decl``,
+``.callee_decl``, ``.params`` ...) that would turn the tree into a graph with cycles.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+_SKIP_FIELDS = {"loc", "type", "decl", "callee_decl", "params", "type_bindings", "const_value",
+                "builtin_states", "type_decl", "ctor"}
+
+
+def iter_nodes(root: Any) -> Iterator[Any]:
+    """Every syntax node under ``root`` (pre-order), following only syntactic children
+    (never the checker's back references such as ``.decl``)."""
+    stack: list[Any] = [root]
+    while stack:
+        n = stack.pop()
+        if hasattr(n, "__dataclass_fields__") and hasattr(n, "loc"):
+            yield n
+            kids = []
+            for name in n.__dataclass_fields__:  # type: ignore[attr-defined]
+                if name in _SKIP_FIELDS:
+                    continue
+                kids.append(getattr(n, name))
+            stack.extend(reversed(kids))
+        elif isinstance(n, (list, tuple)):
+            stack.extend(reversed(n))
+        elif isinstance(n, dict):
+            stack.extend(reversed(list(n.values())))
