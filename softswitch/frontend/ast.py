@@ -50,7 +50,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .walk import iter_nodes as iter_nodes  # re-exported
+from .walk import iter_nodes  # noqa: F401  (re-exported for consumers: A.iter_nodes)
 
 if TYPE_CHECKING:
     from .types import P4Type
