@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from fe_helpers import check
+
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T
 
@@ -10,13 +11,7 @@ SRC = "#include <core.p4>\n#include <v1model.p4>\n"
 
 def test_standard_names_are_declared():
     top = check(SRC).top_level
-    names = """packet_in packet_out verify NoAction standard_metadata_t counter direct_counter meter
-        direct_meter register action_profile action_selector random digest mark_to_drop hash
-        HashAlgorithm CloneType clone clone3 clone_preserving_field_list resubmit_preserving_field_list
-        recirculate_preserving_field_list truncate verify_checksum update_checksum
-        verify_checksum_with_payload update_checksum_with_payload assert assume log_msg
-        V1Switch Parser VerifyChecksum Ingress Egress ComputeChecksum Deparser PortId_t
-        CounterType MeterType""".split()
+    names = ["packet_in", "packet_out", "verify", "NoAction", "standard_metadata_t", "counter", "direct_counter", "meter", "direct_meter", "register", "action_profile", "action_selector", "random", "digest", "mark_to_drop", "hash", "HashAlgorithm", "CloneType", "clone", "clone3", "clone_preserving_field_list", "resubmit_preserving_field_list", "recirculate_preserving_field_list", "truncate", "verify_checksum", "update_checksum", "verify_checksum_with_payload", "update_checksum_with_payload", "assert", "assume", "log_msg", "V1Switch", "Parser", "VerifyChecksum", "Ingress", "Egress", "ComputeChecksum", "Deparser", "PortId_t", "CounterType", "MeterType"]
     assert [n for n in names if n not in top] == []
     methods = {m.name for m in top["packet_in"].methods}
     assert methods == {"extract", "lookahead", "advance", "length"}
