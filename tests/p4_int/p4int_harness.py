@@ -81,6 +81,17 @@ def roce_frame(*, src: str = H1_IP, dst: str = H2_IP, sport: int = 0xC001, psn: 
                             payload=payload, tos=tos, ttl=ttl, dport=dport)
 
 
+def routed(frame: bytes, hops: int, *, dst_mac: str = H2_MAC, last_node: int = 1) -> bytes:
+    """``frame`` after ``hops`` routers: MACs of the last one, TTL - hops, checksum fixed."""
+    out = bytearray(frame)
+    out[0:6] = bytes.fromhex(dst_mac.replace(":", ""))
+    out[6:12] = bytes.fromhex(switch_mac(last_node).replace(":", ""))
+    out[14 + 8] -= hops
+    out[14 + 10:14 + 12] = b"\0\0"
+    out[14 + 10:14 + 12] = struct.pack("!H", roce.ipv4_checksum(bytes(out[14:34])))
+    return bytes(out)
+
+
 def ipv4_checksum_ok(ip_header: bytes) -> bool:
     total = sum(struct.unpack(f"!{len(ip_header) // 2}H", ip_header))
     while total >> 16:

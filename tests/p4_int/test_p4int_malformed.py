@@ -13,10 +13,10 @@ from p4int_harness import (
     decode_hop_words,
     hexdump_diff,
     roce_frame,
+    routed,
     split_int,
     switch_mac,
 )
-from test_int_path import routed
 
 from formats import int_md, roce
 

@@ -95,8 +95,6 @@ def test_p4info_matches_the_documented_contract(tmp_path):
     assert [d.preamble.name for d in info.digests] == ["link_loss_digest_t"]
 
 
-@pytest.mark.xfail(reason="softswitch: P4Info omits top-level extern instances "
-                          "(p4/SOFTSWITCH_ISSUES.md #1)", strict=False)
 def test_p4info_lists_top_level_externs(tmp_path):
     info = p4info(tmp_path)
     assert "queue_bytes" in {r.preamble.name for r in info.registers}

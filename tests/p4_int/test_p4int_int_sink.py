@@ -19,11 +19,11 @@ from p4int_harness import (
     ip_int,
     ipv4_checksum_ok,
     roce_frame,
+    routed,
     split_int,
     switch_ip,
     switch_mac,
 )
-from test_int_path import routed
 
 from formats import int_md, roce, telemetry_report
 

@@ -20,23 +20,12 @@ from p4int_harness import (
     hexdump_diff,
     ipv4_checksum_ok,
     roce_frame,
+    routed,
     split_int,
     strip_link_seq,
-    switch_mac,
 )
 
 from formats import int_md, roce
-
-
-def routed(frame: bytes, hops: int, *, dst_mac: str = H2_MAC, last_node: int = 1) -> bytes:
-    """``frame`` after ``hops`` routers: MACs of the last one, TTL - hops, checksum fixed."""
-    out = bytearray(frame)
-    out[0:6] = bytes.fromhex(dst_mac.replace(":", ""))
-    out[6:12] = bytes.fromhex(switch_mac(last_node).replace(":", ""))
-    out[14 + 8] -= hops
-    out[14 + 10:14 + 12] = b"\0\0"
-    out[14 + 10:14 + 12] = struct.pack("!H", roce.ipv4_checksum(bytes(out[14:34])))
-    return bytes(out)
 
 
 def test_source_inserts_int_byte_exact(make_program):
