@@ -3,10 +3,12 @@
 Why plans are data: each host runs its own process, and all of them are started with
 the same arguments except ``--rank``; a plan computed from those arguments tells every
 rank its requester QPs (peer, messages) and its responder QPs (peer, expected message
-count), with QP numbers that both ends derive without a handshake:
-
-* requester on rank ``s`` towards rank ``d``, channel ``c``: ``0x400000 | d << 8 | c``
-* responder on rank ``d`` from rank ``s``, channel ``c``:   ``0x800000 | s << 8 | c``
+count), with QP numbers that both ends derive without a handshake: the connection from
+rank ``s`` to rank ``d`` on channel ``c`` uses QP number ``s << 16 | d << 8 | c`` at
+*both* ends.  That is unique on every host (a host is ``s`` of its requesters and ``d``
+of its responders, and ``s != d``), and it makes the destination QP that the network
+sees in data packets (INT records, loss maps) equal to the sender's local QP number,
+which is what rate and FEC feedback must name.
 """
 from __future__ import annotations
 
@@ -27,11 +29,10 @@ __all__ = [
     "Pattern",
     "RankPlan",
     "SizeDist",
+    "connection_qpn",
     "make_plan",
     "parse_size",
     "parse_size_dist",
-    "requester_qpn",
-    "responder_qpn",
 ]
 
 MAX_RANKS = 256
@@ -48,12 +49,14 @@ class Pattern(str, Enum):
     KVCACHE = "kvcache"
 
 
-def requester_qpn(dst_rank: int, chan: int) -> int:
-    return 0x400000 | (dst_rank << 8) | chan
-
-
-def responder_qpn(src_rank: int, chan: int) -> int:
-    return 0x800000 | (src_rank << 8) | chan
+def connection_qpn(src_rank: int, dst_rank: int, chan: int) -> int:
+    """QP number of the connection src -> dst on ``chan``, the same at both ends."""
+    if src_rank == dst_rank:
+        raise ConfigError(f"connection {src_rank} -> {dst_rank}: a rank cannot be its own peer")
+    for name, v in (("src_rank", src_rank), ("dst_rank", dst_rank), ("chan", chan)):
+        if not 0 <= v <= 255:
+            raise ConfigError(f"connection QP number: {name}={v} outside 0..255")
+    return (src_rank << 16) | (dst_rank << 8) | chan
 
 
 def parse_size(text: str) -> int:
@@ -171,13 +174,13 @@ class RankPlan:
 
 
 def _flow_send(src: int, dst: int, chan: int, sizes: list[int]) -> FlowSpec:
-    return FlowSpec(peer=dst, chan=chan, qpn=requester_qpn(dst, chan),
-                    peer_qpn=responder_qpn(src, chan), sizes=sizes)
+    q = connection_qpn(src, dst, chan)
+    return FlowSpec(peer=dst, chan=chan, qpn=q, peer_qpn=q, sizes=sizes)
 
 
 def _flow_recv(src: int, dst: int, chan: int, expect: int) -> FlowSpec:
-    return FlowSpec(peer=src, chan=chan, qpn=responder_qpn(src, chan),
-                    peer_qpn=requester_qpn(dst, chan), expect=expect)
+    q = connection_qpn(src, dst, chan)
+    return FlowSpec(peer=src, chan=chan, qpn=q, peer_qpn=q, expect=expect)
 
 
 def make_plan(pattern: Pattern, *, rank: int, nranks: int, qps: int, count: int,

@@ -11,11 +11,10 @@ from traffic.control import ControlCommand, parse_control
 from traffic.errors import ConfigError
 from traffic.workloads import (
     Pattern,
+    connection_qpn,
     make_plan,
     parse_size,
     parse_size_dist,
-    requester_qpn,
-    responder_qpn,
 )
 
 
@@ -74,7 +73,12 @@ def test_plans_agree_on_qp_numbers() -> None:
     for key, f in sends.items():
         assert recvs[key].qpn == f.peer_qpn and recvs[key].peer_qpn == f.qpn
         assert recvs[key].expect == len(f.sizes) == 3
-    assert requester_qpn(3, 1) == 0x400301 and responder_qpn(2, 0) == 0x800200
+    assert connection_qpn(1, 3, 2) == 0x010302
+    for p in plans:  # unique on every host
+        qpns = [f.qpn for f in p.send + p.recv]
+        assert len(set(qpns)) == len(qpns)
+    with pytest.raises(ConfigError, match="cannot be its own peer"):
+        connection_qpn(2, 2, 0)
 
 
 def test_allreduce_plan_is_a_ring_with_2n_minus_2_steps() -> None:
