@@ -35,7 +35,7 @@ _MATCH = {"exact": P4I.MatchField.EXACT, "lpm": P4I.MatchField.LPM, "ternary": P
 _COUNTER_UNIT = {"packets": P4I.CounterSpec.PACKETS, "bytes": P4I.CounterSpec.BYTES,
                  "packets_and_bytes": P4I.CounterSpec.BOTH}
 _METER_UNIT = {"packets": P4I.MeterSpec.PACKETS, "bytes": P4I.MeterSpec.BYTES}
-_HIDDEN_ANNOTATIONS = {"name", "id", "defaultonly", "tableonly", "hidden"}
+_HIDDEN_ANNOTATIONS = frozenset({"name", "id", "defaultonly", "tableonly", "hidden"})
 _DEFAULT_TABLE_SIZE = 1024
 
 

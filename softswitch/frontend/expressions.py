@@ -16,9 +16,8 @@ from .errors import P4NameError, P4TypeError, P4Unsupported
 from .scope import Scope
 from .typeresolve import TypeResolver, describe_decl
 
-_ARITH = {"+", "-", "*", "/", "%", "|+|", "|-|", "&", "|", "^"}
-_CMP = {"<", "<=", ">", ">="}
-_EQ = {"==", "!="}
+_CMP = frozenset({"<", "<=", ">", ">="})
+_EQ = frozenset({"==", "!="})
 _HEADER_METHODS = {"isValid": T.BOOL, "setValid": T.VOID, "setInvalid": T.VOID}
 
 

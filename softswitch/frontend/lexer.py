@@ -16,11 +16,11 @@ from collections.abc import Iterable, Iterator
 
 from lark import Token
 
-_TYPE_DECL_KW = {"header", "header_union", "struct", "parser", "control", "package"}
-_TYPE_ARG_VALUES = {
+_TYPE_DECL_KW = frozenset({"header", "header_union", "struct", "parser", "control", "package"})
+_TYPE_ARG_VALUES = frozenset({
     "<", ">", ",", "[", "]", ".", "(", ")", "_",
     "bit", "int", "varbit", "bool", "tuple", "void", "error", "string", "match_kind",
-}
+})
 
 
 def _type_arg_token(tok: Token) -> bool:

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from lark import Lark, Token, Transformer, Tree, v_args
+from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import (
     UnexpectedCharacters,
     UnexpectedEOF,
@@ -64,12 +64,6 @@ def parse_int_literal(text: str) -> tuple[int, int | None, bool]:
     else:
         value = int(body, 10)
     return value, width, signed
-
-
-_TOKEN_NAMES = {
-    "IDENTIFIER": "identifier", "TYPE_IDENTIFIER": "type name", "INTEGER": "integer",
-    "STRING_LITERAL": "string", "$END": "end of input",
-}
 
 
 def _describe(tok: Token) -> str:
@@ -622,6 +616,3 @@ def _expected(expected: set[str]) -> str:
         return ""
     return " (expected " + " or ".join(names) + ")"
 
-
-def _unused(_: Tree) -> None:  # keep Tree imported for type readers
-    return None

@@ -18,8 +18,8 @@ from .scope import Scope
 if TYPE_CHECKING:
     from .checker import Checker
 
-_MASK_KINDS = {"ternary", "lpm"}
-_RANGE_KINDS = {"range"}
+_MASK_KINDS = frozenset({"ternary", "lpm"})
+_RANGE_KINDS = frozenset({"range"})
 
 
 def _resolve_action(ck: Checker, ref: A.ActionRef, scope: Scope, table: str) -> A.ActionDecl:

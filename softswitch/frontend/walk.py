@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-_SKIP_FIELDS = {"loc", "type", "decl", "callee_decl", "params", "type_bindings", "const_value",
-                "builtin_states", "type_decl", "ctor"}
+_SKIP_FIELDS = frozenset({"loc", "type", "decl", "callee_decl", "params", "type_bindings", "const_value",
+                "builtin_states", "type_decl", "ctor"})
 
 
 def iter_nodes(root: Any) -> Iterator[Any]:
