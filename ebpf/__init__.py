@@ -30,10 +30,25 @@ _EXPORTS = {  # keep in step with __all__
     "missing_requirements": "setup_check", "IntSink": "sink", "SinkConfig": "sink",
 }
 __all__ = [
-    "AgentConfig", "AgentError", "AgentStats", "AttachError", "ConfigError", "EbpfError",
-    "EbpfSetupError", "FLOW_DTYPE", "FLOW_KEY_DTYPE", "FLOW_STATS_DTYPE", "GilbertElliott",
-    "HostAgent", "IntSink", "LossCounters", "LossEmulator", "SinkConfig", "SinkStat",
-    "check_setup", "missing_requirements",
+    "FLOW_DTYPE",
+    "FLOW_KEY_DTYPE",
+    "FLOW_STATS_DTYPE",
+    "AgentConfig",
+    "AgentError",
+    "AgentStats",
+    "AttachError",
+    "ConfigError",
+    "EbpfError",
+    "EbpfSetupError",
+    "GilbertElliott",
+    "HostAgent",
+    "IntSink",
+    "LossCounters",
+    "LossEmulator",
+    "SinkConfig",
+    "SinkStat",
+    "check_setup",
+    "missing_requirements",
 ]
 
 

@@ -32,7 +32,7 @@ import sys
 import threading
 import time
 from types import TracebackType
-from typing import TextIO
+from typing import Self, TextIO
 
 import numpy as np
 
@@ -119,7 +119,7 @@ class HostAgent:
         self._fb = {"datagrams": 0, "forwarded": 0, "rejected": 0, "undelivered": 0}
 
     # -- lifecycle -----------------------------------------------------------------
-    def attach(self) -> HostAgent:
+    def attach(self) -> Self:
         """Open sockets and attach the sink; on failure everything is released."""
         cfg = self.config
         try:
@@ -160,7 +160,7 @@ class HostAgent:
                     s.close()
             self._ship_sock = self._fb_sock = self._ctl_sock = None
 
-    def __enter__(self) -> HostAgent:
+    def __enter__(self) -> Self:
         return self.attach()
 
     def __exit__(self, t: type[BaseException] | None, e: BaseException | None,

@@ -48,6 +48,6 @@ def compile_program(source: str, defines: Mapping[str, int], *,
         dump_source.flush()
     try:
         return BPF(src_file=os.fsencode(path), cflags=cflags)
-    except Exception as exc:  # bcc raises bare Exception
+    except Exception as exc:  # noqa: BLE001 - bcc raises bare Exception
         raise AttachError(f"cannot compile {path.name} with {' '.join(cflags[1:])}: {exc}") \
             from None

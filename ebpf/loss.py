@@ -22,7 +22,7 @@ import ctypes
 import dataclasses
 import math
 from types import TracebackType
-from typing import TextIO
+from typing import Self, TextIO
 
 import numpy as np
 
@@ -117,7 +117,7 @@ class LossEmulator:
         self._cfg = _Config(udp_only=int(self._udp_only), udp_dport=udp_dport,
                             link_seq=int(link_seq))
 
-    def attach(self) -> LossEmulator:
+    def attach(self) -> Self:
         """Load and attach with loss off; nothing stays attached on failure."""
         if self._bpf is not None:
             return self
@@ -147,7 +147,7 @@ class LossEmulator:
                 self._bpf.cleanup()
                 self._bpf = None
 
-    def __enter__(self) -> LossEmulator:
+    def __enter__(self) -> Self:
         return self.attach()
 
     def __exit__(self, t: type[BaseException] | None, e: BaseException | None,

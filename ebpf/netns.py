@@ -37,7 +37,7 @@ def in_netns(name: str | None) -> Iterator[None]:
         return
     path = os.path.join(_NETNS_DIR, name)
     try:
-        target = open(path, "rb")
+        target = open(path, "rb")  # noqa: SIM115 - closed by the with below
     except OSError as exc:
         raise AttachError(f"network namespace {name!r} not found ({path}: {exc.strerror})") \
             from None

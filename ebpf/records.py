@@ -65,7 +65,7 @@ def format_flows(flows: np.ndarray, limit: int = 20) -> list[str]:
     for row in flows[order]:
         k, st = row["key"], row["stats"]
         src = f"{ipaddress.IPv4Address(int(k['src_ip']))}:{int(k['src_port'])}"
-        lines.append(f"{src:<21} {str(ipaddress.IPv4Address(int(k['dst_ip']))):<15} "
+        lines.append(f"{src:<21} {ipaddress.IPv4Address(int(k['dst_ip']))!s:<15} "
                      f"{int(k['dest_qp']):>6x} {int(st['packets']):>8} "
                      f"{int(st['lost_packets']):>5} {int(st['out_of_order']):>5} "
                      f"{int(st['last_hop_count']):>4} {int(st['path_signature']):>08x}")

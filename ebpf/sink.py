@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from types import TracebackType
-from typing import TextIO
+from typing import Self, TextIO
 
 import numpy as np
 
@@ -85,7 +85,7 @@ class IntSink:
         self._xdp_attached = False
 
     # -- lifecycle -----------------------------------------------------------------
-    def attach(self) -> IntSink:
+    def attach(self) -> Self:
         """Compile, load and attach; on any failure nothing stays attached."""
         if self._bpf is not None:
             return self
@@ -138,11 +138,11 @@ class IntSink:
                 BPF.remove_xdp(os.fsencode(self.iface), self.config.xdp_flags)
         except AttachError:
             pass  # the namespace is gone, and the program with it
-        except Exception as exc:  # bcc raises bare Exception
+        except Exception as exc:  # noqa: BLE001 - bcc raises bare Exception
             if "No such device" not in str(exc) and "does not exist" not in str(exc):
                 raise AttachError(f"cannot remove XDP from {self.iface}: {exc}") from None
 
-    def __enter__(self) -> IntSink:
+    def __enter__(self) -> Self:
         return self.attach()
 
     def __exit__(self, t: type[BaseException] | None, e: BaseException | None,

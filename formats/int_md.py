@@ -280,7 +280,7 @@ class IntShim(Packet):
     """INT shim over UDP (4 B); ``length`` counts words after the shim."""
 
     name = "INT shim"
-    fields_desc = [
+    fields_desc = [  # noqa: RUF012 - scapy declares fields as a class list
         BitField("type", INT_SHIM_TYPE_MD, 4),
         BitField("npt", INT_SHIM_NPT_UDP_PORT, 2),
         BitField("reserved", 0, 2),
@@ -307,7 +307,7 @@ class IntMD(Packet):
     """INT-MD header (12 B) followed by the raw hop stack (newest hop first)."""
 
     name = "INT-MD"
-    fields_desc = [
+    fields_desc = [  # noqa: RUF012 - scapy declares fields as a class list
         BitField("version", INT_MD_VERSION, 4),
         BitField("d", 0, 1),
         BitField("e", 0, 1),

@@ -6,7 +6,6 @@ import struct
 import time
 
 import numpy as np
-
 import pytest
 
 from ebpf.errors import ConfigError
@@ -128,7 +127,7 @@ def test_sink_behind_loss_counts_exactly_the_dropped_psns(pair):
         c = loss.counters()
         recs = np.concatenate([sink.read(timeout_s=0.5) for _ in range(3)])
         psns = recs["psn"].astype(np.int64)
-        st = [r for r in sink.flows() if r["key"]["dest_qp"] == 0x700][0]["stats"]
+        st = next(r for r in sink.flows() if r["key"]["dest_qp"] == 0x700)["stats"]
     assert c.dropped > 0 and len(psns) == n - c.dropped
     assert (np.diff(psns) > 0).all()
     inside = int(psns[-1] - psns[0] + 1 - len(psns))       # drops between first and last

@@ -119,20 +119,18 @@ def flow_of(sink, qp: int):
 @pytest.mark.parametrize("with_int", [True, False])
 def test_psn_gaps_and_reordering_exact(pair, sink, with_int):
     qp = 0x3000 + with_int
-    psns = [0, 1, 2, 5, 6, 4, 7, 10, 10, 11, 0xFFFFFE & 0, 12]
     psns = [0, 1, 2, 5, 6, 4, 7, 10, 10, 11, 12]
-    frames = [frame(pair, psn=p, qp=qp, sport=45000) for p in psns]
+    originals = [frame(pair, psn=p, qp=qp, sport=45000) for p in psns]
+    frames = originals
     if with_int:
-        frames = [int_md.insert_int(f, [hop(0, 1), hop(1, 1)]) for f in frames]
+        frames = [int_md.insert_int(f, [hop(0, 1), hop(1, 1)]) for f in originals]
     pair.send(frames)
     assert len(pair.recv_udp(len(frames))) == len(frames)
     row = flow_of(sink, qp)
     st, key = row["stats"], row["key"]
     assert key["src_port"] == 45000
     assert st["packets"] == len(psns)
-    assert st["bytes"] == sum(len(f) - 14 for f in frames) - (
-        len(frames) * (frames[0][16] * 256 + frames[0][17] - (len(frame(pair, psn=0)) - 14))
-        if with_int else 0)
+    assert st["bytes"] == sum(len(f) - 14 for f in originals)   # IPv4 length as sent
     assert st["int_packets"] == (len(psns) if with_int else 0)
     assert st["lost_packets"] == 4      # 3, 4 and 8, 9 skipped when 5 and 10 came
     assert st["loss_events"] == 2
@@ -204,8 +202,8 @@ def _malformed(pair) -> list[tuple[SinkStat, bytes]]:
         (SinkStat.BAD_LENGTH, _raw_int(o, _shim(200), _md(), b"\0" * 4)),
         (SinkStat.BAD_LENGTH, _raw_int(o, _shim(2), _md(), b"")),
         (SinkStat.BAD_HOP_ML, int_md.insert_int(o, [hop(0, 1)], hop_ml=5)),
-        (SinkStat.BAD_HOP_ML, _raw_int(o, _shim(3 + 6), _md(ml=2, ins=0xC000), b"\0" * 24)[:0]
-         or _raw_int(o, _shim(3 + 5), _md(ml=2, ins=0xC000), b"\0" * 20)),
+        # 20 B of stack is not a whole number of 8 B hops
+        (SinkStat.BAD_HOP_ML, _raw_int(o, _shim(3 + 5), _md(ml=2, ins=0xC000), b"\0" * 20)),
         (SinkStat.BAD_TOO_MANY, _raw_int(o, _shim(3 + 9), _md(), nine)),
         (SinkStat.BAD_BITMAP, _raw_int(o, _shim(4), _md(ins=0x8200), b"\0" * 4)),
         (SinkStat.BAD_BITMAP, _raw_int(o, _shim(4), _md(ins=0x8000, ds=0x1000), b"\0" * 4)),
