@@ -15,9 +15,10 @@ jitter or loss (and every WAN link) as a :class:`~mininet_topos.wan.MininetWanLi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -36,6 +37,7 @@ from controller.topology import (
     leaf_spine,
     load_topology,
     paths,
+    port_configs,
     port_queue_pkts,
     port_rates_mbps,
     routes,
@@ -46,11 +48,15 @@ from controller.topology.errors import did_you_mean
 __all__ = [
     "STANDARD_FILES",
     "TOPOFILES_DIR",
+    "LinuxRouter",
     "configure_hosts",
     "host_commands",
+    "linux_router_commands",
     "main",
+    "mininet_network",
     "mininet_topo",
     "needs_emulation",
+    "program_linux_routers",
     "resolve_topology",
     "switch_options",
     "write_topofiles",
@@ -180,14 +186,117 @@ def host_commands(cfg: HostConfig) -> list[str]:
 def configure_hosts(net: Any, topo: Topology) -> None:
     """Run :func:`host_commands` on every Mininet host of ``net``; errors name the host."""
     for name, cfg in host_configs(topo).items():
-        node = net.get(name)
-        if not getattr(node, "inNamespace", False):
-            raise TopologyError(f"host {name}: not in its own network namespace; refusing "
-                                "to change the root namespace's routes and sysctls")
-        for cmd in host_commands(cfg):
-            out = node.cmd(cmd + " 2>&1; echo rc=$?").strip()
-            if not out.endswith("rc=0"):
-                raise TopologyError(f"host {name}: {cmd!r} failed: {out}")
+        _run_all(net.get(name), host_commands(cfg), f"host {name}")
+
+
+def _mininet_host_base() -> type:
+    try:
+        from mininet.node import Host
+    except ImportError:  # Mininet is optional for the file and routing helpers above
+        return object
+    return Host
+
+
+class LinuxRouter(_mininet_host_base()):  # type: ignore[misc]
+    """A Mininet switch class that is a Linux IPv4 router in its own namespace.
+
+    A baseline and a fallback: it runs the topology with the kernel forwarding what the
+    controller would program into P4 switches (:func:`program_linux_routers`), so
+    topologies, host setup and WAN links can be used and checked without any P4 target.
+    It takes the P4 switch options (:func:`switch_options`) and ignores them.
+    """
+
+    def __init__(self, name: str, **params: Any) -> None:
+        for key in ("device_id", "grpc_addr", "grpc_port", "cpu_port", "node_id",
+                    "queue_rates_mbps", "queue_depths_pkts", "dpid"):
+            params.pop(key, None)
+        params["inNamespace"] = True  # Mininet would put a switch in the root namespace
+        super().__init__(name, **params)
+
+    def start(self, controllers: Any) -> None:
+        """Mininet starts switches with their controllers; a router needs none."""
+
+
+def linux_router_commands(topo: Topology, switch: str) -> list[str]:
+    """Shell commands that make a :class:`LinuxRouter` forward like switch ``switch``.
+
+    Every port gets the switch's router MAC; each route becomes a (multipath) kernel
+    route whose next hops are made-up on-link addresses 169.254.0.<device id> with a
+    permanent neighbour entry holding the next switch's router MAC, or, on the last
+    hop, the host's own address and MAC: the same rewrite the P4 table does.
+    """
+    ids = {s.name: s.device_id for s in topo.switches}
+    sw = topo.switch(switch)
+    cmds = ["ip link set lo up",  # creates the local table that on-link gateways need
+            "sysctl -q -w net.ipv4.ip_forward=1",
+            "sysctl -q -w net.ipv4.conf.all.rp_filter=0",
+            "sysctl -q -w net.ipv4.conf.default.rp_filter=0",
+            "sysctl -q -w net.ipv4.conf.all.send_redirects=0",
+            "sysctl -q -w net.ipv6.conf.all.disable_ipv6=1"]
+    for pc in port_configs(topo)[switch]:
+        dev = f"{switch}-eth{pc.port}"
+        cmds += [f"ip link set dev {dev} address {sw.router_mac} up",
+                 f"sysctl -q -w net.ipv4.conf.{dev}.rp_filter=0"]
+    neighbours: dict[str, None] = {}  # ordered set: one entry per next hop
+    route_cmds = []
+    for route in routes(topo)[switch]:
+        hops = []
+        for nh in route.next_hops:
+            dev = f"{switch}-eth{nh.port}"
+            if nh.neighbour in ids:
+                via = f"169.254.0.{ids[nh.neighbour] % 250 + 1}"
+                neighbours[f"ip neigh replace {via} lladdr {nh.dst_mac} dev {dev} "
+                           "nud permanent"] = None
+                hops.append(f"nexthop via {via} dev {dev} onlink")
+            else:
+                ip = route.prefix.split("/")[0]
+                neighbours[f"ip neigh replace {ip} lladdr {nh.dst_mac} dev {dev} "
+                           "nud permanent"] = None
+                hops.append(f"nexthop dev {dev}")
+        route_cmds.append(f"ip route replace {route.prefix} {' '.join(hops)}")
+    return cmds + list(neighbours) + route_cmds
+
+
+def program_linux_routers(net: Any, topo: Topology) -> None:
+    """Run :func:`linux_router_commands` on every switch node (each must be in its own
+    namespace: this never touches the root namespace)."""
+    for sw in topo.switch_names:
+        _run_all(net.get(sw), linux_router_commands(topo, sw), f"switch {sw}")
+
+
+def _run_all(node: Any, cmds: list[str], what: str) -> None:
+    if not getattr(node, "inNamespace", False):
+        raise TopologyError(f"{what}: not in its own network namespace; refusing to change "
+                            "the root namespace's routes and sysctls")
+    for cmd in cmds:
+        out = node.cmd(cmd + " 2>&1; echo rc=$?").strip()
+        if not out.endswith("rc=0"):
+            raise TopologyError(f"{what}: {cmd!r} failed: {out}")
+
+
+@contextlib.contextmanager
+def mininet_network(topo: Topology, *, switch: Any = None, wan_seed: int | None = None,
+                    realtime_wan: bool = True, **mininet_kw: Any) -> Iterator[Any]:
+    """Build and start ``topo`` in Mininet, configure its hosts, stop it on exit.
+
+    ``switch`` is the Mininet switch class (default :class:`LinuxRouter`, programmed with
+    :func:`program_linux_routers`); other keywords go to ``Mininet``.  Teardown (nodes,
+    links, delay lines and their namespaces) runs even when the block fails.
+    """
+    from mininet.net import Mininet
+
+    net = Mininet(topo=mininet_topo(topo, wan_seed=wan_seed, realtime_wan=realtime_wan),
+                  switch=switch or LinuxRouter, controller=None, autoSetMacs=False,
+                  build=False, **mininet_kw)
+    try:
+        net.build()
+        net.start()
+        if switch is None:
+            program_linux_routers(net, topo)
+        configure_hosts(net, topo)
+        yield net
+    finally:
+        net.stop()
 
 
 def main(argv: list[str] | None = None) -> int:
