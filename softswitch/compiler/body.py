@@ -7,6 +7,7 @@ enclosing control -> program). Externs of v1model are compiled inline here
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from softswitch.compiler.exprs import ExprCompiler, is_object_type, scalar_kind
@@ -44,6 +45,26 @@ class BodyCompiler(ExprCompiler):
             return n
         raise CompileError(f"{getattr(node, 'loc', '')}: name {getattr(node, 'name', node)!r} "
                            f"({type(decl).__name__}) is not available in {self.block}")
+
+    def lazy(self, build: Any) -> str:
+        """Compile `build()` (which may emit statements) into a nested function, so the
+        statements run only when the expression is evaluated; returns the call."""
+        name = self.tmp("lz")
+        saved, saved_indent, saved_depth = self.lines, self.indent, self.lazy_depth
+        self.lines, self.indent, self.lazy_depth = [], 1, 0
+        try:
+            result = build()
+            body = self.lines
+        finally:
+            self.lines, self.indent, self.lazy_depth = saved, saved_indent, saved_depth
+        targets = sorted({m.group(1) for line in body
+                          if (m := re.match(r"\s*((?:v|a|p)_\w+)\s*=(?!=)", line))})
+        self.emit(f"def {name}():")
+        if targets:
+            self.emit(f"    nonlocal {', '.join(targets)}")
+        self.lines.extend("    " * saved_indent + line for line in body)
+        self.emit(f"    return {result}")
+        return f"{name}()"
 
     def emit(self, line: str) -> None:
         self.lines.append("    " * self.indent + line)
@@ -251,6 +272,22 @@ class BodyCompiler(ExprCompiler):
 
     def invoke(self, fn: str, e: A.MethodCallExpression, *, prefix: list[str], as_statement: bool,
                returns_value: bool = False) -> str:
+        if not as_statement and self.lazy_depth and self._has_writeback(e):
+            return self.lazy(lambda: self._invoke(fn, e, prefix=prefix, as_statement=False,
+                                                  returns_value=returns_value))
+        return self._invoke(fn, e, prefix=prefix, as_statement=as_statement, returns_value=returns_value)
+
+    @staticmethod
+    def _has_writeback(e: A.MethodCallExpression) -> bool:
+        for p, a in zip(e.params or [], e.args):
+            direction = getattr(p, "direction", A.Direction.IN)
+            pt = getattr(getattr(p, "type_ref", None), "type", None) or a.value.type
+            if direction in (A.Direction.OUT, A.Direction.INOUT) and not is_object_type(pt):
+                return True
+        return False
+
+    def _invoke(self, fn: str, e: A.MethodCallExpression, *, prefix: list[str], as_statement: bool,
+                returns_value: bool = False) -> str:
         params = e.params or [None] * len(e.args)
         codes = list(prefix)
         backs: list[A.Expression] = []

@@ -83,6 +83,13 @@ def const_literal(e: A.Expression) -> str | None:
 class ExprCompiler:
     gen: Any
     pre: list[str]
+    # > 0 while compiling code that may not run (right of && / ||, branches of ?:):
+    # statements an expression needs (table apply, out-argument write-back) must then
+    # run only when evaluated, so they go into a nested function (see BodyCompiler.lazy)
+    lazy_depth: int = 0
+
+    def lazy(self, build: Any) -> str:  # pragma: no cover - provided by subclass
+        raise NotImplementedError
 
     def name_of(self, decl: Any, node: Any) -> str:  # pragma: no cover - provided by subclass
         raise NotImplementedError
@@ -151,12 +158,16 @@ class ExprCompiler:
             call = e.expr
             if not isinstance(call, A.MethodCallExpression):
                 raise self.fail(e, "table result of something other than apply()")
-            hit_var, entry_var = self.table_apply(call)
-            if k is A.MemberKind.TABLE_HIT:
-                return hit_var
-            if k is A.MemberKind.TABLE_MISS:
-                return f"(not {hit_var})"
-            return f"{entry_var}.action"
+
+            def result() -> str:
+                hit_var, entry_var = self.table_apply(call)
+                if k is A.MemberKind.TABLE_HIT:
+                    return hit_var
+                if k is A.MemberKind.TABLE_MISS:
+                    return f"(not {hit_var})"
+                return f"{entry_var}.action"
+
+            return self.lazy(result) if self.lazy_depth else result()
         stack_t = strip(e.expr.type)
         if e.member == "size" and isinstance(stack_t, T.StackType):
             return repr(stack_t.size)
@@ -198,10 +209,14 @@ class ExprCompiler:
 
     def ex_BinaryExpression(self, e: A.BinaryExpression) -> str:
         op = e.op
-        if op == "&&":
-            return f"({self.ex(e.left)} and {self.ex(e.right)})"
-        if op == "||":
-            return f"({self.ex(e.left)} or {self.ex(e.right)})"
+        if op in ("&&", "||"):
+            left = self.ex(e.left)
+            self.lazy_depth += 1
+            try:
+                right = self.ex(e.right)
+            finally:
+                self.lazy_depth -= 1
+            return f"({left} {'and' if op == '&&' else 'or'} {right})"
         a = self.ex(e.left)
         b = self.ex(e.right)
         kind, w = scalar_kind(e.type)
@@ -262,7 +277,13 @@ class ExprCompiler:
         raise self.fail(e, f"binary operator {op}")
 
     def ex_TernaryExpression(self, e: A.TernaryExpression) -> str:
-        return f"({self.ex(e.then)} if {self.ex(e.cond)} else {self.ex(e.else_)})"
+        cond = self.ex(e.cond)
+        self.lazy_depth += 1
+        try:
+            then, other = self.ex(e.then), self.ex(e.else_)
+        finally:
+            self.lazy_depth -= 1
+        return f"({then} if {cond} else {other})"
 
     def ex_CastExpression(self, e: A.CastExpression) -> str:
         a = self.ex(e.expr)

@@ -129,3 +129,27 @@ def test_out_header_parameter_starts_invalid():
         ingress="apply { sm.egress_spec = 1; clear(hdr.h); fill(hdr.g); }",
         deparser="pkt.emit(hdr.h); pkt.emit(hdr.g);")
     assert sw.process(0, bytes([1, 2, 3])) == [(1, bytes([0x42, 3]))]
+
+
+def test_short_circuit_and_conditional_skip_side_effects():
+    sw = program(decls="""
+    header h_t { bit<8> a; bit<8> b; bit<8> c; bit<8> d; }
+    struct headers_t { h_t h; }
+    struct meta_t { }
+    bool touch(inout bit<8> v) { v = v + 1; return true; }
+    """, parser="state start { pkt.extract(hdr.h); transition accept; }", ingress="""
+    action mark() { hdr.h.d = hdr.h.d + 0x10; }
+    table t { actions = { mark; } default_action = mark(); }
+    apply {
+        sm.egress_spec = 1;
+        bool x;
+        x = hdr.h.a == 0 || touch(hdr.h.b);
+        x = hdr.h.a == 0 && touch(hdr.h.c);
+        if (hdr.h.a != 0 && t.apply().hit) { hdr.h.d = 0xFF; }
+        hdr.h.a = hdr.h.a == 0 ? 8w9 : (touch(hdr.h.a) ? hdr.h.a : 8w0);
+    }
+    """, deparser="pkt.emit(hdr.h);")
+    # a == 0: the || skips touch(b), the && runs touch(c); the table is not applied
+    assert sw.process(0, bytes([0, 0, 0, 0])) == [(1, bytes([9, 0, 1, 0]))]
+    # a != 0: touch(b) runs, touch(c) skipped, table applied (miss -> mark), ?: touches a
+    assert sw.process(0, bytes([1, 0, 0, 0])) == [(1, bytes([2, 1, 0, 0x10]))]
