@@ -9,8 +9,15 @@ or a path.
 Mininet's node classes are injected by the caller (``Mininet(topo, switch=..., host=...)``);
 this module only turns the data into a :class:`mininet.topo.Topo`, with the switch
 options (device id, gRPC port, CPU port, per-port rates and queue depths) passed to the
-switch class as parameters, host links as plain veth links, and every link with delay,
+switch class as parameters, links with the topology's MTU, and every link with delay,
 jitter or loss (and every WAN link) as a :class:`~mininet_topos.wan.MininetWanLink`.
+
+:func:`mininet_network` builds, starts, configures and always stops such a network;
+with no switch class it uses :class:`LinuxRouter`, kernel routers programmed with the
+computed routes, as a P4-free baseline::
+
+    with mininet_network(resolve_topology("two-dc")) as net:
+        net.get("h1").cmd("ping -c 3 10.2.2.1")
 """
 from __future__ import annotations
 
