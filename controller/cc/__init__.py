@@ -4,7 +4,8 @@ Pure numpy math, no I/O: ``HpccEngine`` (INT-driven HPCC) and ``DcqcnEngine`` /
 ``CnpGenerator`` (ECN/CNP-driven DCQCN baseline) over flow tables, fed with
 ``HopSamples`` batches; ``FluidSim`` is a small fluid model to exercise them.
 ``encode_feedback`` packs rate/FEC feedback records and ``FeedbackSender`` (the
-only I/O here) sends them to the host agents over UDP.
+only I/O here) sends them to the host agents over UDP; ``controller.cc.loop.HpccLoop``
+is a collector listener tying telemetry, HPCC and feedback together.
 """
 from controller.cc.dcqcn import CnpGenerator, DcqcnEngine, DcqcnParams
 from controller.cc.errors import CcError, FlowIndexError, ParameterError, TelemetryError

@@ -1,0 +1,103 @@
+"""The control loop as a collector listener: telemetry -> HPCC -> feedback.
+
+``HpccLoop`` is called by ``controller.int.Collector`` with every decoded batch
+and the flow-table slot of each sample. Slots are the engine's rows. A slot seen
+for the first time (or reused by the collector for another flow) is resolved once
+through ``resolve`` -- topology knowledge the controller has: which agent serves
+the sender, the sender's QP number, its line rate -- then the engine updates and
+changed rates go out through the ``FeedbackSender``.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from controller.cc.hpcc import HpccEngine
+from controller.cc.sender import FeedbackSender
+from controller.cc.telemetry import HopSamples
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FeedbackTarget:
+    """Where a flow's feedback goes and what its sender can do."""
+
+    agent: tuple[str, int]
+    flow_id: int
+    max_rate_bps: float
+    base_rtt_s: float | None = None
+
+
+Resolver = Callable[[np.ndarray], "FeedbackTarget | None"]
+"""Called with one REPORT_DTYPE sample of a new flow; None: no feedback for it."""
+
+
+@dataclass(slots=True, kw_only=True)
+class LoopStats:
+    batches: int = 0
+    samples: int = 0
+    flows_started: int = 0
+    flows_unresolved: int = 0
+    records_sent: int = 0
+
+
+@dataclass(slots=True, kw_only=True)
+class HpccLoop:
+    """Collector listener running HPCC and sending feedback (rows = collector slots)."""
+
+    engine: HpccEngine
+    sender: FeedbackSender
+    resolve: Resolver
+    stats: LoopStats = field(default_factory=LoopStats)
+    _key: np.ndarray = field(init=False, repr=False)
+    _resolved: np.ndarray = field(init=False, repr=False)
+    _feed: Callable[[Any, np.ndarray], HopSamples] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        from controller.int.feed import hop_samples  # the collector's adapter
+        self._feed = hop_samples
+        self._key = np.full((self.engine.n_flows, 4), -1, dtype=np.int64)
+        self._resolved = np.zeros(self.engine.n_flows, dtype=bool)
+
+    def __call__(self, batch: Any, flow_slots: np.ndarray) -> None:
+        samples_rec = batch.samples
+        slots = np.asarray(flow_slots, dtype=np.int64)
+        ok = (slots >= 0) & (slots < self.engine.n_flows)
+        if not ok.any():
+            return
+        key = np.stack([samples_rec["src_ip"], samples_rec["dst_ip"], samples_rec["sport"],
+                        samples_rec["dest_qp"]], axis=1).astype(np.int64)
+        safe = np.where(ok, slots, 0)
+        changed = ok & ((self._key[safe] != key).any(axis=1) | ~self._resolved[safe])
+        for i in np.flatnonzero(changed):  # once per new flow, not per packet
+            s = int(slots[i])
+            if self._resolved[s] and (self._key[s] == key[i]).all():
+                continue  # a second sample of a flow resolved earlier in this batch
+            target = self.resolve(samples_rec[i])
+            self._key[s] = key[i]
+            self._resolved[s] = True
+            if target is None:
+                self.stats.flows_unresolved += 1
+                self.engine.stop_flows([s])
+                continue
+            self.engine.start_flows([s], max_rate_bps=target.max_rate_bps,
+                                    base_rtt_s=target.base_rtt_s,
+                                    now_ns=int(samples_rec["arrival_ns"][i]))
+            self.sender.bind_flow(s, agent=target.agent, flow_id=target.flow_id)
+            self.stats.flows_started += 1
+        use = ok & self.engine.state.active[safe]
+        if not use.any():
+            return
+        hs = self._feed(batch, np.where(ok, slots, 0))
+        hs = hs.take(np.flatnonzero(use))
+        d = self.engine.update(hs)
+        # one record per flow: its last measured decision of the batch
+        upd = np.flatnonzero(d.updated)
+        if upd.size:
+            f = d.flow_idx[upd]
+            last = upd[f.size - 1 - np.unique(f[::-1], return_index=True)[1]]
+            self.stats.records_sent += self.sender.send(d.flow_idx[last], d.rate_bps[last])
+        self.stats.batches += 1
+        self.stats.samples += int(d.flow_idx.size)
