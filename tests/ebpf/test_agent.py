@@ -233,3 +233,32 @@ def test_format_flows_table():
     assert len(lines) == 3 and all(len(x) < 80 for x in lines)
     assert lines[1].split() == ["10.0.0.3:50000", "10.0.0.2", "12", "900", "7", "0", "0",
                                 "deadbeef"]
+
+
+@pytest.mark.root
+@pytest.mark.bpf
+def test_controller_collector_decodes_what_the_agent_ships(pair):
+    """Across parts: the controller's own collector reads the agent's batches."""
+    coll = pytest.importorskip("controller.int.collector")
+    n = 400
+    hops = [HopRecord(node_id=10 + k, queue_occupancy=k, egress_ts=1000 + k, tx_bytes=500 * k,
+                      queue_bytes=100 * k, line_rate=25_000) for k in range(8)]
+    frames = [int_md.insert_int(roce.build_frame(
+        eth_src=pair.h1.mac, eth_dst=pair.h2.mac, src=pair.h1.ip, dst=pair.h2.ip, sport=48000,
+        opcode=roce.Opcode.SEND_ONLY, dest_qp=0x650, psn=i), hops) for i in range(n)]
+    with pair.h2.enter():
+        collector = coll.Collector(coll.CollectorConfig(report_port=0, agent_port=0)).start()
+    try:
+        cfg = AgentConfig(iface=pair.h2.ifname, netns=pair.h2.name,
+                          controller=collector.agent_address, agent_id=5)
+        with HostAgent(cfg) as agent:
+            pair.send(frames)
+            deadline = time.monotonic() + 10
+            while collector.stats().host_records < n and time.monotonic() < deadline:
+                agent.read(timeout_s=0.1)
+        st = collector.stats()
+        assert st.host_records == n and st.host_hop_records == 8 * n
+        assert st.malformed == {} and st.agents[0].agent_id == 5
+        assert st.agents[0].lost_batches == 0 and st.agents[0].agent_dropped == 0
+    finally:
+        collector.stop()
