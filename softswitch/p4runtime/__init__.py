@@ -1,0 +1,25 @@
+"""P4Runtime for softswitch: the device contract and a p4.v1.P4Runtime gRPC server.
+
+    device = LocalDevice(device_id=1)
+    handle = serve(device, "127.0.0.1:9559")
+    ...
+    handle.stop()
+
+Layers: `device` (what a switch offers: pipeline swap, packet-out, packet-in and
+digest listeners, a lock) <- `service` (P4Runtime semantics, no sockets) <- `server`
+(grpcio, TLS).
+"""
+from __future__ import annotations
+
+from softswitch.p4runtime.device import (
+    DEFAULT_CPU_PORT,
+    Device,
+    DeviceListener,
+    LocalDevice,
+    PacketIn,
+    Pipeline,
+)
+from softswitch.p4runtime.errors import DeviceError, P4RuntimeError
+
+__all__ = ["DEFAULT_CPU_PORT", "Device", "DeviceError", "DeviceListener", "LocalDevice",
+           "P4RuntimeError", "PacketIn", "Pipeline"]

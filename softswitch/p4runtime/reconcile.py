@@ -1,0 +1,69 @@
+"""RECONCILE_AND_COMMIT: carry forwarding state from a running switch to its replacement.
+
+Why replay through the runtime API: the new program may differ (an added table, a
+wider counter), so state moves object by object, by P4Info name, and every entry is
+validated by the new tables exactly as a fresh write would be. The new switch is
+not live yet, so a failure leaves the running one untouched; the caller then
+refuses the whole pipeline change (the P4Runtime spec asks for all or nothing).
+"""
+from __future__ import annotations
+
+import copy
+
+from softswitch.api import Switch
+from softswitch.errors import RuntimeApiError
+from softswitch.p4runtime.errors import DeviceError
+
+
+def carry_state(old: Switch, new: Switch) -> None:
+    """Copy entries, defaults, counters, meters, registers and PRE state of `old` into `new`.
+
+    Objects only `old` has are dropped (the program no longer has them); objects with
+    a different shape (size, width) raise `DeviceError` naming them.
+    """
+    op, np_ = old.program, new.program
+    try:
+        for name, t_old in op.tables.items():
+            t_new = np_.tables.get(name)
+            if t_new is None:
+                continue
+            if [(k.name, k.match_kind, k.width) for k in t_old.keys] != \
+                    [(k.name, k.match_kind, k.width) for k in t_new.keys]:
+                raise DeviceError(f"reconcile: table {name} changed its key; its entries cannot be kept")
+            for e in t_old.entries():
+                if e.is_const:
+                    continue
+                ne = t_new.insert(list(e.key), e.action, list(e.args), e.priority)
+                ne.packets, ne.bytes = e.packets, e.bytes
+                ne.meter_config = copy.copy(e.meter_config)
+            if not t_new.default_const and t_old.default.action in t_new.actions:
+                t_new.set_default(t_old.default.action, list(t_old.default.args))
+        for name, c_old in op.counters.items():
+            c_new = np_.counters.get(name)
+            if c_new is not None:
+                _same_size("counter", name, c_old.size, c_new.size)
+                c_new.packets, c_new.bytes = list(c_old.packets), list(c_old.bytes)
+        for name, m_old in op.meters.items():
+            m_new = np_.meters.get(name)
+            if m_new is not None:
+                _same_size("meter", name, m_old.size, m_new.size)
+                for i, cfg in enumerate(m_old.configs):
+                    m_new.set_config(i, copy.copy(cfg))
+        for name, r_old in op.registers.items():
+            r_new = np_.registers.get(name)
+            if r_new is not None:
+                _same_size("register", name, r_old.size, r_new.size)
+                if r_old.width != r_new.width:
+                    raise DeviceError(f"reconcile: register {name} changed width "
+                                      f"{r_old.width} -> {r_new.width}")
+                r_new.cells = list(r_old.cells)
+    except RuntimeApiError as exc:
+        raise DeviceError(f"reconcile: cannot keep state: {exc}") from exc
+    pre_old, pre_new = old.runtime.pre, new.runtime.pre
+    pre_new.groups = {g: list(r) for g, r in pre_old.groups.items()}
+    pre_new.sessions = copy.deepcopy(pre_old.sessions)
+
+
+def _same_size(kind: str, name: str, a: int, b: int) -> None:
+    if a != b:
+        raise DeviceError(f"reconcile: {kind} {name} changed size {a} -> {b}; its state cannot be kept")
