@@ -20,18 +20,18 @@ from traffic.runner import QpParams, RankRunner
 from traffic.workloads import Pattern, make_plan, parse_size_dist
 
 EXAMPLES = """examples:
-  # two hosts, 100 messages of 64 KiB over 2 QPs, selective repeat (run on each host)
-  python -m traffic p2p --hosts 10.0.0.1,10.0.0.2 --rank 0 -s 64K -c 100 --qps 2
+  # 100 messages of 64 KiB over 2 QPs, selective repeat (one command per host)
   python -m traffic p2p --hosts 10.0.0.1,10.0.0.2 --rank 1 -s 64K -c 100 --qps 2
-  # web-search-like sizes from a CDF file, FEC 8+2, progress every 2 s
-  python -m traffic p2p --hosts A,B --rank 0 -s cdf:websearch.txt --mode fec --fec 8,2 2
-  # 4-host ring all-reduce of 4 MiB, 3 iterations, at 500 Mb/s per QP
+  python -m traffic p2p --hosts 10.0.0.1,10.0.0.2 --rank 0 -s 64K -c 100 --qps 2
+  # sizes from a CDF file, FEC 8+2, a progress line every 2 s
+  python -m traffic p2p --hosts ... --rank 0 -s cdf:ws.txt --mode fec --fec 8,2 2
+  # 4-host ring all-reduce of 4 MiB, 3 iterations, 500 Mb/s per QP
   python -m traffic allreduce --hosts A,B,C,D --rank 2 -s 4M -c 3 --rate 500M
-  # incast 7-to-1 with go-back-N, emulated 20 ms RTT and 1% loss at the receiver
-  python -m traffic incast --hosts H0,...,H7 --rank 0 --mode gbn --delay 10ms --loss 0.01
-  # every rank on loopback in one command (spawns one process per rank)
+  # 7-to-1 incast, go-back-N, 20 ms RTT and 1% loss emulated at the receiver
+  python -m traffic incast --hosts ... --rank 0 --mode gbn --delay 10ms --loss 0.01
+  # every rank on loopback in one command (one process per rank)
   python -m traffic local alltoall -n 4 -s 16K -c 20
-  # rate feedback while running: {"qp": N, "rate_bps": X} on the control socket
+  # rate feedback while running: {"qp": N, "rate_bps": X} on the socket
   python -m traffic p2p ... --control /run/traffic-h1.sock
 """
 
