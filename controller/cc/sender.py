@@ -81,13 +81,25 @@ class FeedbackSender:
         self._last_rate[flow_idx] = -1.0
         self._last_fec[flow_idx] = -1
 
+    def send_fec(self, flow_idx: npt.ArrayLike, fec_k: npt.ArrayLike,
+                 fec_m: npt.ArrayLike, flags: npt.ArrayLike = 0) -> int:
+        """FEC-only feedback (rate field 0: unchanged) for flows whose (k, m) changed;
+        ``controller.lossmap.path_fec`` + ``fec_to_wire`` give the arguments."""
+        idx = np.asarray(flow_idx, dtype=np.int64).ravel()
+        if idx.size and (idx.min() < 0 or idx.max() >= self.n_flows):
+            raise FlowIndexError(f"FeedbackSender.send_fec: flow index outside "
+                                 f"0..{self.n_flows - 1}")
+        keep = np.where(self._last_rate[idx] >= 0, self._last_rate[idx], np.nan)
+        return self.send(idx, keep, fec_k=fec_k, fec_m=fec_m, flags=flags)
+
     def send(self, flow_idx: npt.ArrayLike, rate_bps: npt.ArrayLike, *,
              fec_k: npt.ArrayLike = 0, fec_m: npt.ArrayLike = 0,
              flags: npt.ArrayLike = 0) -> int:
         """Send what changed among ``flow_idx``; returns the number of records sent.
 
         Unbound flows are skipped (counted as suppressed). ``fec_k`` 0 leaves the
-        sender's FEC as it is (see ``feedback.fec_to_wire`` to switch FEC off).
+        sender's FEC as it is (see ``feedback.fec_to_wire`` to switch FEC off); a
+        NaN rate leaves the rate as it is.
         """
         idx = np.asarray(flow_idx, dtype=np.int64).ravel()
         if idx.size and (idx.min() < 0 or idx.max() >= self.n_flows):
@@ -97,7 +109,9 @@ class FeedbackSender:
         m = np.broadcast_to(np.asarray(fec_m, dtype=np.int64), idx.shape)
         fl = np.broadcast_to(np.asarray(flags, dtype=np.int64), idx.shape)
         last = self._last_rate[idx]
-        moved = (last < 0) | (np.abs(rate - last) > self.min_change_fraction * np.maximum(last, 1))
+        # NaN rate: leave the rate alone (FEC-only feedback)
+        moved = ~np.isnan(rate) & (
+            (last < 0) | (np.abs(rate - last) > self.min_change_fraction * np.maximum(last, 1)))
         fec_changed = (k > 0) & ((self._last_fec[idx, 0] != k) | (self._last_fec[idx, 1] != m))
         bound = np.array([self._agent[i] is not None for i in idx], dtype=bool)
         go = (moved | fec_changed) & bound

@@ -74,3 +74,18 @@ def test_unbound_and_bad_flows():
         assert tx.stats.suppressed == 2
         with pytest.raises(FlowIndexError, match="flow 5 outside 0..1"):
             tx.bind_flow(5, agent=("127.0.0.1", 9), flow_id=1)
+
+
+def test_fec_only_feedback(agents):
+    a0 = agents[0].getsockname()
+    with FeedbackSender(n_flows=3) as tx:
+        for f in range(3):
+            tx.bind_flow(f, agent=a0, flow_id=f + 1)
+        assert tx.send([0], [1e9]) == 1
+        recv_all(agents[0])
+        # flow 0 keeps its rate, flow 1 never had one: both get FEC with rate "unchanged"
+        assert tx.send_fec([0, 1, 2], [16, 8, 0], [2, 1, 0]) == 2
+        got = recv_all(agents[0])
+        assert sorted(got["flow_id"].tolist()) == [1, 2]
+        assert got["rate_bps"].tolist() == [0, 0]
+        assert tx.send_fec([0, 1], [16, 8], [2, 1]) == 0  # unchanged: nothing sent
