@@ -141,7 +141,6 @@ class Table:
         self._lpm_lengths: list[int] = []
         self._scan: list[tuple[TableEntry, tuple]] = []
         self.default = TableEntry(key=(), action=default_action, args=tuple(default_args))
-        self.default.fn = None
         self.lookup: Callable[[tuple[int, ...]], TableEntry | None] = self._pick_engine()
 
     # ----------------------------------------------------------------- engines

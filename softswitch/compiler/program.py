@@ -197,6 +197,7 @@ class ProgramGen:
         self.value_sets: dict[str, ValueSet] = {}
         self.action_runtime: dict[str, str] = {}        # fn global name -> control-plane name
         self.action_params: dict[str, list[tuple[str, int]]] = {}
+        self._action_decl_of: dict[str, Any] = {}               # fn global name -> ActionDecl
         self.top_actions: dict[Any, str] = {}
         self.functions: dict[Any, str] = {}
         self.globals_: dict[Any, str] = {}
@@ -329,10 +330,6 @@ class ProgramGen:
             if self._action_decl_of.get(fn) is decl:
                 return rt
         raise CompileError(f"{label.loc}: switch label {expr_text(label)} is not an action of the table")
-
-    @property
-    def _action_decl_of(self) -> dict[str, Any]:
-        return self.__dict__.setdefault("_adecl", {})  # type: ignore[attr-defined]
 
     def compile_action(self, decl: A.ActionDecl, prefix: str, outer: list[dict[Any, str]]) -> str:
         rt = control_plane_name(decl, prefix)
