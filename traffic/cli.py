@@ -21,14 +21,14 @@ from traffic.workloads import Pattern, make_plan, parse_size_dist
 
 EXAMPLES = """examples:
   # 100 messages of 64 KiB over 2 QPs, selective repeat (one command per host)
-  python -m traffic p2p --hosts 10.0.0.1,10.0.0.2 --rank 1 -s 64K -c 100 --qps 2
-  python -m traffic p2p --hosts 10.0.0.1,10.0.0.2 --rank 0 -s 64K -c 100 --qps 2
+  python -m traffic p2p --hosts 10.0.0.1,10.0.0.2 --rank 1 -s 64K -c 100 -q 2
+  python -m traffic p2p --hosts 10.0.0.1,10.0.0.2 --rank 0 -s 64K -c 100 -q 2
   # sizes from a CDF file, FEC 8+2, a progress line every 2 s
-  python -m traffic p2p --hosts ... --rank 0 -s cdf:ws.txt --mode fec --fec 8,2 2
+  python -m traffic p2p --hosts ... --rank 0 -s cdf:ws.txt -m fec --fec 8,2 2
   # 4-host ring all-reduce of 4 MiB, 3 iterations, 500 Mb/s per QP
   python -m traffic allreduce --hosts A,B,C,D --rank 2 -s 4M -c 3 --rate 500M
   # 7-to-1 incast, go-back-N, 20 ms RTT and 1% loss emulated at the receiver
-  python -m traffic incast --hosts ... --rank 0 --mode gbn --delay 10ms --loss 0.01
+  python -m traffic incast --hosts ... --rank 0 -m gbn --delay 10ms --loss 0.01
   # every rank on loopback in one command (one process per rank)
   python -m traffic local alltoall -n 4 -s 16K -c 20
   # rate feedback while running: {"qp": N, "rate_bps": X} on the socket
@@ -117,8 +117,8 @@ def _common(p: argparse.ArgumentParser, *, with_hosts: bool = True) -> None:
                         "(allreduce: the vector size)")
     p.add_argument("-c", "--count", type=_positive_int(1, 10**7), default=10,
                    help="messages per QP (allreduce/kvcache: iterations/messages)")
-    p.add_argument("--qps", type=_positive_int(1, 256), default=1, help="QPs per peer pair")
-    p.add_argument("--mode", type=Reliability.parse, default=Reliability.SR,
+    p.add_argument("-q", "--qps", type=_positive_int(1, 256), default=1, help="QPs per peer pair")
+    p.add_argument("-m", "--mode", type=Reliability.parse, default=Reliability.SR,
                    help="loss recovery: gbn, sr (selective repeat) or fec (FEC + SR)")
     p.add_argument("--fec", type=_fec, default=(8, 1), metavar="K,M",
                    help="FEC block: K data + M repair packets (default 8,1)")
@@ -150,8 +150,8 @@ def _common(p: argparse.ArgumentParser, *, with_hosts: bool = True) -> None:
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="python -m traffic",
-        description="RoCEv2 (UDP 4791) RDMA WRITE workloads with per-QP pacing and loss "
-                    "recovery; one process per host.",
+        description="RoCEv2 (UDP 4791) RDMA WRITE workloads with per-QP pacing and\n"
+                    "loss recovery; one process per host.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     for pat, text in ((Pattern.P2P, "rank 0 sends to rank 1"),
@@ -164,7 +164,8 @@ def build_parser() -> argparse.ArgumentParser:
         _common(p)
     lp = sub.add_parser("local", help="run every rank of a workload on loopback addresses",
                         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    lp.add_argument("pattern", type=Pattern, choices=list(Pattern))
+    lp.add_argument("pattern", type=Pattern, choices=list(Pattern),
+                    metavar="{" + ",".join(p.value for p in Pattern) + "}")
     lp.add_argument("-n", "--nranks", type=_positive_int(2, 64), default=2)
     lp.add_argument("-O", "--out-dir", metavar="DIR", help="write rank<N>.json files here")
     _common(lp, with_hosts=False)
