@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from test_sink import (  # noqa: F401  (tests and fixtures run again here, with XDP)
+from test_ebpf_sink import (  # noqa: F401  (tests and fixtures run again here, with XDP)
     _clean,
     test_malformed_counted_and_passed_unmodified,
     test_non_int_traffic_untouched,
