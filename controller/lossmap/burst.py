@@ -28,6 +28,7 @@ import numpy.typing as npt
 
 from controller.lossmap.errors import LossInputError, LossParameterError
 from controller.lossmap.links import LossEvents
+from controller.lossmap.psn import PsnGaps
 
 _MASK = (1 << 32) - 1
 
@@ -83,6 +84,23 @@ def cycles_from_events(events: LossEvents, link: int) -> Cycles:
     exp, rcv, loss = exp[keep], rcv[keep], loss[keep]
     gap = np.r_[(exp[1:] - rcv[:-1]) & _MASK, 0] if loss.size else np.zeros(0, np.int64)
     return Cycles(loss_len=loss, gap_len=gap)
+
+
+def cycles_from_psn_gaps(gaps: PsnGaps, flow: int) -> Cycles:
+    """Cycles of one flow's path from its PSN gaps (bursts lost end to end).
+
+    The delivered run after a gap reaches to the next gap's first lost PSN; the
+    run after the last gap is unknown (0). For links without sequence numbers this
+    is the burst structure the flow saw across its whole path.
+    """
+    m = gaps.flow_idx == flow
+    order = np.argsort(gaps.ts_ns[m], kind="stable")
+    first, lost = gaps.first_lost_psn[m][order], gaps.lost[m][order]
+    if lost.size == 0:
+        none = np.zeros(0, dtype=np.int64)
+        return Cycles(loss_len=none, gap_len=none)
+    gap = np.r_[(first[1:] - (first[:-1] + lost[:-1])) % (1 << 24), 0]
+    return Cycles(loss_len=lost, gap_len=gap)
 
 
 def run_histogram(lengths: npt.ArrayLike, max_len: int = 64) -> np.ndarray:

@@ -257,3 +257,17 @@ def test_bin_starts():
     assert b.index([999, 1000, 1019, 5000]).tolist() == [0, 0, 1, 2]
     assert b.inside([999, 1029, 1030]).tolist() == [False, True, False]
     assert TimeBins.covering([25, 3], 10) == TimeBins(start_ns=0, bin_ns=10, n_bins=3)
+
+
+def test_path_bursts_from_psn_gaps_match_the_injected_sequence():
+    from controller.lossmap import cycles_from_psn_gaps, simulate_gilbert_elliott
+    x = simulate_gilbert_elliott(n=50_000, p=0.01, r=0.3, loss_in_bad=0.8, seed=4)
+    x[0] = x[-1] = False
+    psn = ((1 << 24) - 1000 + np.arange(x.size)) % (1 << 24)
+    g = psn_gaps(flow_idx=np.zeros((~x).sum(), int), ts_ns=np.flatnonzero(~x), psn=psn[~x])
+    cy = cycles_from_psn_gaps(g, 0)
+    ref = cycles_from_sequence(x)
+    np.testing.assert_array_equal(cy.loss_len, ref.loss_len)
+    np.testing.assert_array_equal(cy.gap_len[:-1], ref.gap_len[:-1])
+    fit = fit_gilbert_elliott(cy, confidence=0.99)
+    assert fit.r.contains(0.3) and fit.loss_in_bad.contains(0.8)
