@@ -48,8 +48,8 @@ __all__ = [
     "Interval", "LinkCounters", "LinkIndex", "LinkKeyError", "LinkLossMap", "LinkLossStream",
     "LinkModel", "Localized", "LossEvents", "LossInputError", "LossMapError",
     "LossParameterError", "PathFec", "PsnGaps", "Source", "TimeBins", "block_loss_pmf",
-    "choose_fec", "cycles_from_events", "cycles_from_psn_gaps", "cycles_from_sequence", "fit_gilbert_elliott",
-    "fit_link_models", "flow_loss_map", "incidence", "link_loss_map", "localize", "path_fec",
-    "plot_bursts", "plot_heatmap", "psn_gaps", "residual_loss", "run_histogram",
-    "simulate_block_residual", "simulate_gilbert_elliott",
+    "choose_fec", "cycles_from_events", "cycles_from_psn_gaps", "cycles_from_sequence",
+    "fit_gilbert_elliott", "fit_link_models", "flow_loss_map", "incidence", "link_loss_map",
+    "localize", "path_fec", "plot_bursts", "plot_heatmap", "psn_gaps", "residual_loss",
+    "run_histogram", "simulate_block_residual", "simulate_gilbert_elliott",
 ]
