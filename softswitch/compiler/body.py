@@ -596,3 +596,10 @@ class BodyCompiler(ExprCompiler):
                   f"'action': {ent}.action, 'args': {ent}.args}}))")
         self.emit(f"{ent}.fn(L, *{ent}.args)")
         return hit, ent
+
+
+def invalidate_outs(b: BodyCompiler, params: list[Any], names: list[str]) -> None:
+    """`out` headers/structs start uninitialised: their headers are invalid (P4 spec 6.8)."""
+    for p, n in zip(params, names):
+        if p.direction is A.Direction.OUT and is_object_type(p.type_ref.type):
+            b.emit(f"{n}._invalidate()")

@@ -10,15 +10,25 @@ in P4Info (``Ingress.table``, ``@name`` honoured).
 from __future__ import annotations
 
 import itertools
-import random
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from softswitch import tables as TB
-from softswitch.compiler.body import BodyCompiler
+from softswitch.compiler.body import BodyCompiler, invalidate_outs
 from softswitch.compiler.exprs import is_object_type, scalar_kind, width_of
 from softswitch.compiler.layout import TypeLayouts, attr_name, strip
+from softswitch.compiler.parsers import ParserCompiler
+from softswitch.compiler.support import (
+    PacketContext,
+    _div,
+    _fmt_msg,
+    _hmod,
+    _lookahead_hdr,
+    _mod,
+    _random,
+    _shl,
+)
 from softswitch.compiler.walk import annotation_ints, control_plane_name, expr_text
 from softswitch.errors import (
     CompileError,
@@ -41,90 +51,6 @@ from softswitch.externs.stateful import (
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T
 from softswitch.trace import TraceEvent
-
-
-class PacketContext:
-    """Per-packet scratch state shared by the generated code of one program.
-
-    The pipeline resets it before each block runs; generated code reads the
-    packet length and time from it and records clone/resubmit/recirculate
-    requests in it. One per compiled program (never module-level)."""
-
-    __slots__ = (
-        "checksum_error",
-        "clone_fl",
-        "clone_session",
-        "clone_type",
-        "length",
-        "now_us",
-        "payload",
-        "recirc_fl",
-        "resubmit_fl",
-        "sm",
-        "trace",
-        "truncate",
-    )
-
-    def __init__(self) -> None:
-        self.trace: list[TraceEvent] | None = None
-        self.length = 0
-        self.now_us = 0
-        self.payload = b""
-        self.sm: Any = None
-        self.reset_requests()
-
-    def reset_requests(self) -> None:
-        self.clone_type = None
-        self.clone_session = 0
-        self.clone_fl = -1
-        self.resubmit_fl = None
-        self.recirc_fl = None
-        self.truncate = 0
-        self.checksum_error = 0
-
-
-def _div(a: int, b: int) -> int:
-    if b == 0:
-        return 0
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b >= 0) else -q
-
-
-def _mod(a: int, b: int) -> int:
-    return a % b if b else 0
-
-
-def _shl(a: int, b: int, w: int) -> int:
-    return a << b if b < w else 0
-
-
-def _hmod(h: int, base: int, maxv: int, mask: int) -> int:
-    if maxv:
-        return (base + h % maxv) & mask
-    return base & mask
-
-
-def _random(lo: int, hi: int) -> int:
-    return random.randint(lo, hi) if hi >= lo else lo
-
-
-def _lookahead_hdr(r: Any, cls: type) -> Any:
-    h = cls()
-    pos = r.bitpos
-    h._extract(r)
-    r.bitpos = pos
-    return h
-
-
-def _fmt_msg(msg: str, data: Any) -> str:
-    vals = list(data) if isinstance(data, tuple) else [data]
-    out = []
-    parts = msg.split("{}")
-    for i, p in enumerate(parts):
-        out.append(p)
-        if i < len(parts) - 1:
-            out.append(str(vals[i]) if i < len(vals) else "{}")
-    return "".join(out)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -169,7 +95,7 @@ class CompiledProgram:
         return self.errors[code] if 0 <= code < len(self.errors) else str(code)
 
 
-class ProgramGen:
+class ProgramGen(ParserCompiler):
     """Holds everything shared while compiling one program."""
 
     def __init__(self, checked: Any) -> None:
@@ -349,7 +275,7 @@ class ProgramGen:
                 data_params.append((p.name, width_of(pt)))
         b = BodyCompiler(self, block=rt, scopes=[local] + outer, outs=outs)
         b.emit("tr = PK.trace")
-        _invalidate_outs(b, decl.params, pnames)
+        invalidate_outs(b, decl.params, pnames)
         b.emit(f"if tr is not None: tr.append(TE('action', {rt!r}, {{'action': {rt!r}, "
                f"'args': ({''.join(p + ', ' for p in pnames)})}}))")
         b.block_(decl.body.statements)
@@ -380,7 +306,7 @@ class ProgramGen:
         b = BodyCompiler(self, block=decl.name, scopes=[local, self.globals_], outs=outs,
                          returns_value=returns_value)
         b.emit("tr = PK.trace")
-        _invalidate_outs(b, decl.params, pnames)
+        invalidate_outs(b, decl.params, pnames)
         b.block_(decl.body.statements)
         b.emit(b.return_line("None"))
         self.src.append(f"def {fn}({', '.join(pnames)}):\n" + "\n".join(b.lines) + "\n")
@@ -472,7 +398,7 @@ class ProgramGen:
         b = BodyCompiler(self, block=instance, scopes=[{}, apply_scope, self.globals_], outs=outs)
         b.emit("tr = PK.trace")
         if not top:
-            _invalidate_outs(b, params, pnames)
+            invalidate_outs(b, params, pnames)
         b.emit(f"L = {frame}()")
         for line in init:
             b.emit(line)
@@ -580,139 +506,6 @@ class ProgramGen:
             if table.needs_priority:
                 prio = ent.priority_value if ent.priority_value is not None else n - i
             table.insert(key, rt, args, prio, is_const=True)
-
-    def compile_parser(self, decl: A.ParserDecl, instance: str,
-                       consts: dict[Any, str] | None = None, *, top: bool = False) -> str:
-        fn = self.fresh("P_" + instance)
-        scope: dict[Any, str] = dict(consts or {})
-        pnames, params = self._params(decl)
-        outs = []
-        for pn, p in zip(pnames, params):
-            scope[p] = pn
-            if p.direction in (A.Direction.OUT, A.Direction.INOUT) and not is_object_type(p.type_ref.type) \
-                    and not isinstance(strip(p.type_ref.type), T.ExternType):
-                outs.append(pn)
-        b = BodyCompiler(self, block=instance, scopes=[{}, scope, self.globals_], outs=outs)
-        b.emit("tr = PK.trace")
-        if not top:
-            _invalidate_outs(b, params, pnames)
-        for loc in decl.locals:
-            if isinstance(loc, A.ValueSetDecl):
-                et = loc.elem_type.type
-                size = loc.size.const_value or 0
-                fq = control_plane_name(loc, instance)
-                vs = ValueSet(name=fq, size=int(size), width=width_of(et))
-                g = self.fresh("VS_" + fq)
-                self.env[g] = vs
-                self.value_sets[fq] = vs
-                scope[loc] = g
-            elif isinstance(loc, A.InstantiationDecl):
-                self.instantiate(loc, instance, scope)
-            else:
-                b.stmt(loc)
-        states = list(decl.states)
-        index = {s: i for i, s in enumerate(states)}
-        for name, s in decl.builtin_states.items():
-            index[s] = -1 if name == "accept" else -2
-        start = next((s for s in states if s.name == "start"), None)
-        if start is None:
-            raise CompileError(f"{decl.loc}: parser {decl.name} has no start state")
-        b.emit(f"st = {index[start]}")
-        b.emit("while True:")
-        b.indent += 1
-        for i, s in enumerate(states):
-            b.emit(f"{'if' if i == 0 else 'elif'} st == {index[s]}:")
-            b.indent += 1
-            b.emit(f"if tr is not None: tr.append(TE('parser_state', {instance!r}, {{'state': {s.name!r}}}))")
-            for stmt in s.statements:
-                b.stmt(stmt)
-            self._transition(b, s, index)
-            b.indent -= 1
-        b.emit(f"{'if' if not states else 'elif'} st == -1:")
-        b.emit("    " + b.return_line())
-        b.emit("else:")
-        b.emit("    raise _perr(-1)")
-        b.indent -= 1
-        self.src.append(f"def {fn}({', '.join(pnames)}):\n" + "\n".join(b.lines) + "\n")
-        return fn
-
-    def _state_index(self, target: A.PathExpression, index: dict[Any, int]) -> int:
-        d = target.decl
-        if d in index:
-            return index[d]
-        if target.name == "accept":
-            return -1
-        if target.name == "reject":
-            return -2
-        raise CompileError(f"{target.loc}: transition to unknown state {target.name}")
-
-    def _transition(self, b: BodyCompiler, s: A.ParserState, index: dict[Any, int]) -> None:
-        tr = s.transition
-        if tr is None:
-            b.emit("st = -2")
-            return
-        if isinstance(tr, A.PathExpression):
-            b.emit(f"st = {self._state_index(tr, index)}")
-            return
-        keys = []
-        for k in tr.keys:
-            code = b.ex(k)
-            kind, w = scalar_kind(k.type)
-            if kind == "b":
-                code = f"int({code})"
-            elif kind == "s":
-                code = f"({code} & {(1 << w) - 1})"
-            v = b.tmp("s")
-            b.emit(f"{v} = {code}")
-            keys.append((v, k))
-        first = True
-        for case in tr.cases:
-            conds = []
-            keysets = case.keysets
-            if len(keysets) == 1 and len(keys) > 1:
-                ks0 = keysets[0]
-                if isinstance(ks0, A.DefaultKeyset):
-                    keysets = keysets * len(keys)
-                elif isinstance(ks0, A.ValueKeyset) and isinstance(ks0.expr, A.ListExpression):
-                    keysets = [A.ValueKeyset(expr=x, loc=ks0.loc) for x in ks0.expr.elems]
-            for (v, k), ks in zip(keys, keysets):
-                c = self._keyset_cond(b, v, ks)
-                if c != "True":
-                    conds.append(c)
-            cond = " and ".join(conds) or "True"
-            b.emit(f"{'if' if first else 'elif'} {cond}:")
-            b.emit(f"    st = {self._state_index(case.next_state, index)}")
-            first = False
-        if first:
-            b.emit(f"raise _perr({self.error_code('NoMatch')})")
-        else:
-            b.emit("else:")
-            b.emit(f"    raise _perr({self.error_code('NoMatch')})")
-
-    def _keyset_cond(self, b: BodyCompiler, v: str, ks: Any) -> str:
-        if isinstance(ks, A.DefaultKeyset):
-            return "True"
-        if isinstance(ks, A.MaskKeyset):
-            val, mask = ks.value.const_value, ks.mask.const_value
-            if isinstance(val, int) and isinstance(mask, int):
-                return f"({v} & {mask}) == {val & mask}"
-            return f"({v} & {b.ex(ks.mask)}) == ({b.ex(ks.value)} & {b.ex(ks.mask)})"
-        if isinstance(ks, A.RangeKeyset):
-            return f"{b.ex(ks.lo)} <= {v} <= {b.ex(ks.hi)}"
-        if isinstance(ks, A.ValueKeyset):
-            d = getattr(ks.expr, "decl", None)
-            if isinstance(d, A.ValueSetDecl):
-                return f"{b.ex(ks.expr)}.match({v})"
-            return f"{v} == {b.ex(ks.expr)}"
-        raise b.fail(ks, f"keyset {type(ks).__name__}")
-
-
-def _invalidate_outs(b: BodyCompiler, params: list[Any], names: list[str]) -> None:
-    """`out` headers/structs start uninitialised: their headers are invalid (P4 spec 6.8)."""
-    for p, n in zip(params, names):
-        if p.direction is A.Direction.OUT and is_object_type(p.type_ref.type):
-            b.emit(f"{n}._invalidate()")
-
 
 def _int(v: Any, node: Any) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
