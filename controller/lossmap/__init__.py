@@ -36,7 +36,14 @@ from controller.lossmap.fec import (
     residual_loss,
     simulate_block_residual,
 )
-from controller.lossmap.links import LinkCounters, LinkLossMap, LossEvents, Source, link_loss_map
+from controller.lossmap.links import (
+    LinkCounters,
+    LinkLossMap,
+    LossEvents,
+    Source,
+    link_loss_map,
+    wilson_interval,
+)
 from controller.lossmap.localize import Localized, incidence, localize
 from controller.lossmap.plots import plot_bursts, plot_heatmap
 from controller.lossmap.policy import PathFec, fit_link_models, path_fec
@@ -51,5 +58,5 @@ __all__ = [
     "choose_fec", "cycles_from_events", "cycles_from_psn_gaps", "cycles_from_sequence",
     "fit_gilbert_elliott", "fit_link_models", "flow_loss_map", "incidence", "link_loss_map",
     "localize", "path_fec", "plot_bursts", "plot_heatmap", "psn_gaps", "residual_loss",
-    "run_histogram", "simulate_block_residual", "simulate_gilbert_elliott",
+    "run_histogram", "simulate_block_residual", "simulate_gilbert_elliott", "wilson_interval",
 ]

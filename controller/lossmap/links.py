@@ -21,6 +21,7 @@ which one gives the losses; counters still give the delivered packets.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 import numpy.typing as npt
@@ -156,6 +157,30 @@ class LinkLossMap:
 
     def total_lost(self) -> np.ndarray:
         return self.lost.sum(axis=1)
+
+    def loss_rate_ci(self, confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+        """Wilson score interval (low, high) of every cell's loss rate; NaN where
+        nothing was seen. It treats losses as independent, so bursty links have
+        wider true intervals: ``fit_gilbert_elliott`` gives those per link."""
+        return wilson_interval(np.maximum(self.lost, 0), self.lost + self.delivered, confidence)
+
+
+def wilson_interval(k: npt.ArrayLike, n: npt.ArrayLike,
+                    confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """Wilson score interval for k successes out of n, element-wise (NaN where n = 0)."""
+    if not 0 < confidence < 1:
+        raise LossInputError(f"wilson_interval: confidence = {confidence} not in (0, 1)")
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    k_ = np.asarray(k, dtype=np.float64)
+    n_ = np.asarray(n, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = k_ / n_
+        den = 1 + z * z / n_
+        mid = (p + z * z / (2 * n_)) / den
+        half = z * np.sqrt(p * (1 - p) / n_ + z * z / (4 * n_ * n_)) / den
+    lo = np.where(n_ > 0, np.clip(mid - half, 0, 1), np.nan)
+    hi = np.where(n_ > 0, np.clip(mid + half, 0, 1), np.nan)
+    return lo, hi
 
 
 def _counter_deltas(c: LinkCounters) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -271,3 +271,16 @@ def test_path_bursts_from_psn_gaps_match_the_injected_sequence():
     np.testing.assert_array_equal(cy.gap_len[:-1], ref.gap_len[:-1])
     fit = fit_gilbert_elliott(cy, confidence=0.99)
     assert fit.r.contains(0.3) and fit.loss_in_bad.contains(0.8)
+
+
+def test_wilson_interval_covers_the_rate():
+    from controller.lossmap.links import wilson_interval
+    lo, hi = wilson_interval([0, 5, 50, 0], [100, 100, 100, 0])
+    assert lo[0] == 0 and 0.03 < hi[0] < 0.045  # "rule of three"-like upper bound
+    assert lo[1] < 0.05 < hi[1] and lo[2] < 0.5 < hi[2]
+    assert np.isnan(lo[3]) and np.isnan(hi[3])
+    m = link_loss_map(bins=TimeBins(start_ns=0, bin_ns=10, n_bins=1), n_links=1,
+                      events=LossEvents(link_idx=[0, 0], ts_ns=[1, 2], expected=[10, 100],
+                                        received=[12, 101]))
+    lo, hi = m.loss_rate_ci()
+    assert lo[0, 0] < 3 / 91 < hi[0, 0]
