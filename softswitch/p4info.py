@@ -321,6 +321,10 @@ def build_p4info(program: A.CheckedProgram) -> P4I.P4Info:
     by_decl: dict[tuple[str, int], _Symbol] = {(s.kind, id(s.decl)): s for s in col.symbols}
     info = P4I.P4Info()
     info.pkg_info.arch = "v1model"
+    info.type_info.SetInParent()  # p4c always writes type_info, empty or not
+    # p4c lists objects of each kind in program (declaration) order
+    position = {id(n): i for i, n in enumerate(A.iter_nodes(program.program))}
+    col.symbols.sort(key=lambda s: position.get(id(s.decl), len(position)))
     emit: dict[str, Callable[[P4I.P4Info, _Symbol, str, dict[tuple[str, int], _Symbol]], None]] = {
         "table": _emit_table, "action": _emit_action, "counter": _emit_counter,
         "direct_counter": _emit_direct_counter, "meter": _emit_meter, "direct_meter": _emit_direct_meter,
@@ -371,8 +375,11 @@ def _emit_table(info: P4I.P4Info, s: _Symbol, alias: str, idx: dict[tuple[str, i
             ar.scope = P4I.ActionRef.TABLE_ONLY
         for ann in ref.annotations:
             ar.annotations.append(_annotation_text(ann))
-    if t.default_action is not None and t.default_action_const:
-        msg.const_default_action_id = idx[("action", id(t.default_action.decl))].id
+    if t.default_action is not None:
+        act = idx[("action", id(t.default_action.decl))]
+        if t.default_action_const:
+            msg.const_default_action_id = act.id
+        _initial_default(msg.initial_default_action, act.id, t.default_action)
     for prop in t.properties:
         if prop.name in ("counters", "meters") and isinstance(prop.value, A.PathExpression):
             kind = "direct_counter" if prop.name == "counters" else "direct_meter"
@@ -390,10 +397,28 @@ def _emit_table(info: P4I.P4Info, s: _Symbol, alias: str, idx: dict[tuple[str, i
             msg.idle_timeout_behavior = P4I.Table.NOTIFY_CONTROL
     msg.size = t.size_value if t.size_value is not None else _DEFAULT_TABLE_SIZE
     if t.entries is not None:
-        if t.entries_const:
-            msg.is_const_table = True
-        else:
-            msg.has_initial_entries = True
+        msg.is_const_table = t.entries_const
+        msg.has_initial_entries = True
+
+
+def _initial_default(call: Any, action_id: int, ref: A.ActionRef) -> None:
+    """``initial_default_action``: the action and its action-data arguments, each value
+    big-endian in the parameter's full byte width."""
+    call.action_id = action_id
+    n = 0
+    for p, a in zip(ref.params, ref.args):
+        if p.direction != A.Direction.NONE:
+            continue
+        n += 1
+        value = a.value.const_value
+        width = T.bit_width(p.type_ref.type)
+        if isinstance(value, bool):
+            value = int(value)
+        if not isinstance(value, int):
+            continue
+        arg = call.arguments.add()
+        arg.param_id = n
+        arg.value = (value & ((1 << width) - 1)).to_bytes(max(1, (width + 7) // 8), "big")
 
 
 def _emit_action(info: P4I.P4Info, s: _Symbol, alias: str, idx: dict[tuple[str, int], _Symbol]) -> None:
@@ -523,9 +548,13 @@ def _emit_action_profile(info: P4I.P4Info, s: _Symbol, alias: str, idx: dict[tup
     msg.table_ids.extend(s.extra.get("tables", []))
 
 
+_TEXT_HEADER = "# proto-file: p4/config/v1/p4info.proto\n# proto-message: p4.config.v1.P4Info\n\n"
+
+
 def format_p4info(info: P4I.P4Info) -> str:
-    """Protobuf text format, as written by p4c ``--p4runtime-files x.txtpb``."""
-    return text_format.MessageToString(info)
+    """Protobuf text format, as written by p4c ``--p4runtime-files x.txtpb`` (with the
+    same two comment lines naming the schema)."""
+    return _TEXT_HEADER + text_format.MessageToString(info)
 
 
 def write_p4info(info: P4I.P4Info, path: str) -> None:

@@ -666,14 +666,17 @@ class KeyElement(Node):
 @dataclass(slots=True, kw_only=True, eq=False)
 class ActionRef(Node):
     """``a`` or ``a(args)`` in a table's ``actions``, ``default_action`` or an entry.
-    ``decl`` is the ``ActionDecl``; ``args`` bind the action-data parameters (for
-    ``default_action`` / entries; folded to constants by the checker)."""
+    ``decl`` is the ``ActionDecl``; ``args`` bind parameters (for ``default_action`` /
+    entries the action data, folded to constants by the checker; in ``actions`` the
+    directional ones) and ``params`` (added later, set by the checker) names the
+    ``Parameter`` each argument binds, in the same order."""
 
     name: PathExpression
     args: list[Argument] = field(default_factory=list)
     annotations: list[Annotation] = field(default_factory=list)
     has_parens: bool = False
     decl: Any = None
+    params: list[Any] = field(default_factory=list)  # the Parameter bound by each of args
 
 
 @dataclass(slots=True, kw_only=True, eq=False)

@@ -40,6 +40,7 @@ def _bind(ck: Checker, ref: A.ActionRef, params: list[A.Parameter], scope: Scope
     call = A.MethodCallExpression(callee=ref.name, args=ref.args, loc=ref.loc)
     bind_args(ck, call, params, scope, what, {}, frozenset(), ck.top)
     ref.args = call.args
+    ref.params = call.params
     if const:
         for a, p in zip(call.args, call.params):
             if p.direction == A.Direction.NONE and a.value.const_value is None and \

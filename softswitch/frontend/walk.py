@@ -8,8 +8,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-_SKIP_FIELDS = frozenset({"loc", "type", "decl", "callee_decl", "params", "type_bindings", "const_value",
-                "builtin_states", "type_decl", "ctor"})
+_SKIP_FIELDS = frozenset({"loc", "type", "decl", "callee_decl", "type_bindings", "const_value",
+                          "builtin_states", "type_decl", "ctor"})
+# ``params`` is syntax on declarations but a back reference on these two
+_PARAMS_ARE_LINKS = frozenset({"MethodCallExpression", "ActionRef"})
 
 
 def iter_nodes(root: Any) -> Iterator[Any]:
@@ -22,7 +24,7 @@ def iter_nodes(root: Any) -> Iterator[Any]:
             yield n
             kids = []
             for name in n.__dataclass_fields__:  # type: ignore[attr-defined]
-                if name in _SKIP_FIELDS:
+                if name in _SKIP_FIELDS or (name == "params" and type(n).__name__ in _PARAMS_ARE_LINKS):
                     continue
                 kids.append(getattr(n, name))
             stack.extend(reversed(kids))

@@ -106,7 +106,7 @@ def test_write_formats(tmp_path):
     assert text_format.Parse(txt.read_text(), p4info_pb2.P4Info()) == info
     assert p4info_pb2.P4Info.FromString(binf.read_bytes()) == info
     assert '"MyIngress.ipv4_lpm"' in js.read_text()
-    assert format_p4info(info).startswith("pkg_info {")
+    assert format_p4info(info).startswith("# proto-file: p4/config/v1/p4info.proto\n")
 
 
 def test_top_level_extern_instances_keep_plain_names():
@@ -114,3 +114,40 @@ def test_top_level_extern_instances_keep_plain_names():
     info = build_p4info(check(ingress("top_reg.write(0, 1); top_ctr.count(0);", top=top)))
     assert [r.preamble.name for r in info.registers] == ["top_reg"]
     assert [c.preamble.name for c in info.counters] == ["top_ctr"]  # unused instances are left out, as p4c does
+
+
+def test_selector_table_ids_match_p4c():
+    # the ids p4c assigns to these names (its action-selector sample program)
+    locals_ = """
+    action drop() { mark_to_drop(); }
+    action_selector(HashAlgorithm.identity, 32w1024, 32w10) as;
+    table indirect_ws { key = { meta.m32: selector; } actions = { drop; NoAction; }
+                        const default_action = NoAction(); implementation = as; }
+    table indirect_ws_1 { key = { meta.m32: selector; } actions = { drop; NoAction; }
+                          const default_action = NoAction(); implementation = as; }
+"""
+    src = ingress("indirect_ws.apply(); indirect_ws_1.apply();", locals_).replace(" Ing(", " IngressI(")
+    src = src.replace("Ing()", "IngressI()")
+    info = build_p4info(check(src))
+    assert [(t.preamble.name, t.preamble.id) for t in info.tables] == [
+        ("IngressI.indirect_ws", 38116258), ("IngressI.indirect_ws_1", 33951097)]
+    assert [(a.preamble.name, a.preamble.id) for a in info.actions] == [
+        ("NoAction", 21257015), ("IngressI.drop", 23455883)]
+    prof = info.action_profiles[0]
+    assert (prof.preamble.name, prof.preamble.id, prof.with_selector, prof.size) == ("IngressI.as", 291652621, True, 1024)
+    assert list(prof.table_ids) == [38116258, 33951097]
+    assert all(not t.match_fields for t in info.tables)  # selector keys are not match fields
+
+
+def test_initial_default_action_arguments_full_width():
+    locals_ = """
+    action fwd(bit<9> port, bit<4> q) { sm.egress_spec = port; }
+    table t { key = { hdr.a.v: exact; } actions = { fwd; } default_action = fwd(3, 1);
+              const entries = { 1: fwd(2, 0); } }
+"""
+    info = build_p4info(check(ingress("t.apply();", locals_)))
+    t = info.tables[0]
+    call = t.initial_default_action
+    assert call.action_id == info.actions[0].preamble.id and t.const_default_action_id == 0
+    assert [(a.param_id, a.value) for a in call.arguments] == [(1, b"\x00\x03"), (2, b"\x01")]
+    assert t.is_const_table and t.has_initial_entries
