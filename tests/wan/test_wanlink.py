@@ -31,6 +31,8 @@ class Bed:
         self.h1 = self._stack.enter_context(Namespace.create("twnh"))
         self.h2 = self._stack.enter_context(Namespace.create("twnh"))
         self.mid = self._stack.enter_context(Namespace.create("twnm"))
+        for ns in (self.h1, self.h2, self.mid):  # no IPv6 chatter: only test frames pass
+            ns.run(["sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1"])
         e1, self.m1 = veth_pair(self.h1, self.mid, prefix="twn", addr_a="10.98.0.1/24")
         self.m2, e2 = veth_pair(self.mid, self.h2, prefix="twn", addr_b="10.98.0.2/24")
         # locally made UDP leaves with a partial checksum when offloaded; the delay line
