@@ -391,7 +391,7 @@ class ProgramGen(ParserCompiler):
                 action_scope[loc] = afn
         for loc in decl.locals:
             if isinstance(loc, A.TableDecl):
-                g = self.make_table(loc, instance, apply_scope)
+                g = self.make_table(loc, instance, apply_scope, outer_action)
                 apply_scope[loc] = g
         frame = self.fresh("F_" + instance)
         self.src.append(f"class {frame}:\n    __slots__ = {tuple(frame_slots)!r}\n")
@@ -414,7 +414,8 @@ class ProgramGen(ParserCompiler):
         self.src.append(f"def {fn}({', '.join(pnames)}):\n" + "\n".join(b.lines) + "\n")
         return fn
 
-    def make_table(self, decl: A.TableDecl, instance: str, scope: dict[Any, str]) -> str:
+    def make_table(self, decl: A.TableDecl, instance: str, scope: dict[Any, str],
+                   action_scopes: list[dict[Any, str]] | None = None) -> str:
         name = control_plane_name(decl, instance)
         keys = []
         for k in decl.keys:
@@ -430,6 +431,8 @@ class ProgramGen(ParserCompiler):
             adecl = _action_decl(ref)
             afn = scope.get(adecl) or self.action_fn(adecl, None)
             rt = self.action_runtime[afn]
+            if any(p.direction is not A.Direction.NONE for p in adecl.params):
+                afn = self._bind_directional(ref, adecl, afn, action_scopes or [self.globals_])
             fns[rt] = afn
             annots = {a.name for a in ref.annotations} | {a.name for a in adecl.annotations}
             specs.append(TB.ActionSpec(name=rt, params=self.action_params[afn],
@@ -485,6 +488,30 @@ class ProgramGen(ParserCompiler):
         if decl.entries:
             self._const_entries(decl, table, fns, scope)
         return g
+
+    def _bind_directional(self, ref: A.ActionRef, adecl: A.ActionDecl, afn: str,
+                          scopes: list[dict[Any, str]]) -> str:
+        """A table action with directional parameters bound in the table's action list
+        (``actions = { a(hdr.x) }``): a wrapper the table calls with the action data only."""
+        directional = [p for p in adecl.params if p.direction is not A.Direction.NONE]
+        args = [a.value for a in ref.args][:len(directional)]
+        if len(args) != len(directional):
+            raise CompileError(f"{ref.loc}: action {adecl.name} needs its directional arguments "
+                               f"bound in the table's action list")
+        for p in directional:
+            if p.direction is not A.Direction.IN and not is_object_type(p.type_ref.type):
+                raise CompileError(f"{ref.loc}: unsupported: {p.direction.value} scalar parameter "
+                                   f"{p.name} of action {adecl.name} bound in a table")
+        wrapper = self.fresh(afn + "_bound")
+        b = BodyCompiler(self, block=self.action_runtime[afn], scopes=[{}] + scopes)
+        codes = [b.ex(a) for a in args]
+        pre = b.lines
+        body = "\n".join(pre + [f"    return {afn}(L, {', '.join(codes)}, *data)"])
+        self.src.append(f"def {wrapper}(L, *data):\n    tr = PK.trace\n{body}\n")
+        self.action_runtime[wrapper] = self.action_runtime[afn]
+        self.action_params[wrapper] = self.action_params[afn]
+        self._action_decl_of[wrapper] = adecl
+        return wrapper
 
     def _const_entries(self, decl: A.TableDecl, table: TB.Table, fns: dict[str, str],
                        scope: dict[Any, str]) -> None:

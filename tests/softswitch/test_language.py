@@ -113,3 +113,12 @@ def test_struct_assignment_copies_and_value_set():
     assert run1(sw, bytes([7, 0, 0])) == (1, bytes([7, 7, 0]))
     sw.runtime.value_set_add("P.special", 7)
     assert run1(sw, bytes([7, 0, 0])) == (1, bytes([7, 8, 0]))
+
+
+def test_table_action_with_directional_argument_bound_in_the_action_list():
+    sw = program(decls=HDRS, parser=PARSER_H, deparser="pkt.emit(hdr.h);", ingress="""
+    action copy_to(in bit<8> src, bit<9> port) { hdr.h.c = src; sm.egress_spec = port; }
+    table t { key = { hdr.h.a: exact; } actions = { copy_to(hdr.h.b); NoAction; } }
+    apply { t.apply(); }""")
+    sw.runtime.table_add("Ing.t", [Exact(1)], "Ing.copy_to", [4])
+    assert run1(sw, bytes([1, 0x77, 0])) == (4, bytes([1, 0x77, 0x77]))
