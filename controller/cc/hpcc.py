@@ -99,6 +99,7 @@ class HpccStats:
     active_flows: int
     flows_below_line_rate: int
     telemetry_to_decision: LatencySummary
+    telemetry_to_sent: LatencySummary
     decision_to_applied: LatencySummary
 
 
@@ -309,6 +310,7 @@ class HpccEngine:
             samples=self.samples_seen, active_flows=int(s.active.sum()),
             flows_below_line_rate=int((s.active & (s.rate_bps < s.max_rate_bps)).sum()),
             telemetry_to_decision=lat["telemetry_to_decision"],
+            telemetry_to_sent=lat["telemetry_to_sent"],
             decision_to_applied=lat["decision_to_applied"])
 
     def _check_idx(self, flow_idx: npt.ArrayLike, where: str) -> np.ndarray:

@@ -69,7 +69,7 @@ class LatencyRing:
 
 @dataclass(slots=True, kw_only=True)
 class LoopLatency:
-    """Telemetry-to-decision and decision-to-applied latency per engine.
+    """Telemetry-to-decision, telemetry-to-sent and decision-to-applied latency.
 
     ``n_flows`` sizes the per-flow table of the last decision time, used to pair
     an "applied" confirmation from the agent with the decision it applies.
@@ -78,19 +78,32 @@ class LoopLatency:
     n_flows: int
     capacity: int = 65536
     decide: LatencyRing = field(init=False)
+    sent: LatencyRing = field(init=False)
     apply: LatencyRing = field(init=False)
     _last_decided_ns: np.ndarray = field(init=False, repr=False)
+    _last_arrival_ns: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.decide = LatencyRing(capacity=self.capacity)
+        self.sent = LatencyRing(capacity=self.capacity)
         self.apply = LatencyRing(capacity=self.capacity)
         self._last_decided_ns = np.full(self.n_flows, -1, dtype=np.int64)
+        self._last_arrival_ns = np.full(self.n_flows, -1, dtype=np.int64)
 
     def record_decided(self, flow_idx: np.ndarray, arrival_ns: np.ndarray,
                        decided_ns: int) -> None:
         """Telemetry for ``flow_idx`` arrived at ``arrival_ns``; rates decided at ``decided_ns``."""
-        self.decide.add(decided_ns - np.asarray(arrival_ns, dtype=np.int64))
+        arrival = np.asarray(arrival_ns, dtype=np.int64)
+        self.decide.add(decided_ns - arrival)
         self._last_decided_ns[flow_idx] = decided_ns
+        self._last_arrival_ns[flow_idx] = arrival
+
+    def record_sent(self, flow_idx: npt.ArrayLike, sent_ns: int) -> None:
+        """Feedback for ``flow_idx`` left for the agents at ``sent_ns``: records the
+        telemetry-to-wire latency of the telemetry that led to it."""
+        idx = np.asarray(flow_idx, dtype=np.int64)
+        last = self._last_arrival_ns[idx]
+        self.sent.add((sent_ns - last)[last >= 0])
 
     def record_applied(self, flow_idx: npt.ArrayLike, applied_ns: npt.ArrayLike) -> None:
         """The sender's agent confirmed the rate of ``flow_idx`` applied at ``applied_ns``."""
@@ -101,6 +114,8 @@ class LoopLatency:
         self.apply.add((applied - last)[ok])
 
     def summary(self) -> dict[str, LatencySummary]:
-        """``{"telemetry_to_decision": ..., "decision_to_applied": ...}``."""
+        """``telemetry_to_decision``, ``telemetry_to_sent`` (feedback on the wire) and
+        ``decision_to_applied`` (when agents confirm)."""
         return {"telemetry_to_decision": self.decide.summary(),
+                "telemetry_to_sent": self.sent.summary(),
                 "decision_to_applied": self.apply.summary()}

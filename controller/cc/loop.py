@@ -99,5 +99,7 @@ class HpccLoop:
             f = d.flow_idx[upd]
             last = upd[f.size - 1 - np.unique(f[::-1], return_index=True)[1]]
             self.stats.records_sent += self.sender.send(d.flow_idx[last], d.rate_bps[last])
+            if self.sender.last_sent.size:
+                self.engine.latency.record_sent(self.sender.last_sent, self.sender.last_sent_ns)
         self.stats.batches += 1
         self.stats.samples += int(d.flow_idx.size)

@@ -44,6 +44,9 @@ class FeedbackSender:
     _last_rate: np.ndarray = field(init=False, repr=False)
     _last_fec: np.ndarray = field(init=False, repr=False)
     _seq: int = field(init=False, default=0)
+    last_sent: np.ndarray = field(init=False, repr=False)
+    """Flow rows that got a record in the last ``send`` call."""
+    last_sent_ns: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
         if self.n_flows <= 0:
@@ -57,6 +60,7 @@ class FeedbackSender:
         self._flow_id = np.zeros(self.n_flows, dtype=np.int64)
         self._last_rate = np.full(self.n_flows, -1.0)
         self._last_fec = np.full((self.n_flows, 2), -1, dtype=np.int64)
+        self.last_sent = np.zeros(0, dtype=np.int64)
 
     def __enter__(self) -> Self:
         return self
@@ -117,6 +121,7 @@ class FeedbackSender:
         go = (moved | fec_changed) & bound
         self.stats.suppressed += int(idx.size - go.sum())
         sel = np.flatnonzero(go)
+        self.last_sent = np.zeros(0, dtype=np.int64)
         if sel.size == 0:
             return 0
         if self._sock is None:
@@ -126,6 +131,7 @@ class FeedbackSender:
         for j in sel:  # group by destination: one dict entry per agent, not per packet
             by_agent.setdefault(self._agent[idx[j]], []).append(int(j))  # type: ignore[arg-type]
         sent = 0
+        sent_rows: list[np.ndarray] = []
         for agent, rows_list in by_agent.items():
             rows = np.asarray(rows_list)
             for start in range(0, rows.size, self.max_records):
@@ -143,7 +149,11 @@ class FeedbackSender:
                 self.stats.datagrams += 1
                 self.stats.records += int(r.size)
                 sent += int(r.size)
+                sent_rows.append(idx[r])
                 self._last_rate[idx[r]] = np.where(moved[r], rate[r], self._last_rate[idx[r]])
                 self._last_fec[idx[r], 0] = np.where(k[r] > 0, k[r], self._last_fec[idx[r], 0])
                 self._last_fec[idx[r], 1] = np.where(k[r] > 0, m[r], self._last_fec[idx[r], 1])
+        if sent_rows:
+            self.last_sent = np.concatenate(sent_rows)
+            self.last_sent_ns = int(self.clock_ns())
         return sent

@@ -64,5 +64,8 @@ def test_reports_in_feedback_out():
     assert sorted(set(resolved)) == [49152, 49153, 50000] and len(resolved) == 3
     assert all(r["rate_bps"] < 10e9 for r in got if r["rate_bps"])  # queue -> slower
     assert loop.stats.flows_started == 2 and loop.stats.flows_unresolved == 1
-    lat = eng.stats().telemetry_to_decision
-    assert lat.count > 0 and 0 <= lat.max_s < 1.0
+    st = eng.stats()
+    assert st.telemetry_to_decision.count > 0 and 0 <= st.telemetry_to_decision.max_s < 1.0
+    # feedback on the wire after the telemetry arrived, and after the decision
+    assert st.telemetry_to_sent.count >= 2
+    assert st.telemetry_to_sent.p50_s >= st.telemetry_to_decision.p50_s * 0.5
