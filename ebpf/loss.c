@@ -7,8 +7,9 @@
  *                   loss_good / loss_bad by the current state, then the state moves
  *                   good->bad with p_gb and bad->good with p_bg (classic Gilbert:
  *                   loss_good 0, loss_bad 1, mean burst 1/p_bg, loss p_gb/(p_gb+p_bg)).
- * Probabilities are fixed point: threshold = p * 2^32 compared with bpf_get_prandom_u32
- * (as u64, so p = 1 is exact).  Only IPv4 is considered (ARP and the like always pass),
+ * Probabilities are fixed point: threshold = p * 2^32 compared with a 32-bit random
+ * number (as u64, so p = 1 is exact): bpf_get_prandom_u32, or with a seed an
+ * xorshift64* generator kept in the state slot, so a run can be repeated exactly.  Only IPv4 is considered (ARP and the like always pass),
  * also behind the link sequence header (EtherType 0x88B5, 6 B) of switch-to-switch
  * links unless link_seq is 0; optionally only UDP, optionally one UDP destination port.
  * The EtherType is read from the frame, not skb->protocol (raw senders may not set it).
@@ -42,6 +43,8 @@ struct loss_config {
     __u32 udp_only;   /* 1: only UDP packets are subject to loss */
     __u32 udp_dport;  /* 0: any port */
     __u32 link_seq;   /* 1: IPv4 behind a link sequence header counts too */
+    __u32 seeded;     /* 1: draw from state.rng (xorshift64*) instead of the kernel */
+    __u32 pad;
 };
 
 struct loss_state {
@@ -51,15 +54,28 @@ struct loss_state {
     __u64 bad_packets; /* matched packets seen in the bad state */
     __u32 in_bad;
     __u32 run;         /* length of the current drop run */
+    __u64 rng;         /* xorshift64* state when seeded (never 0) */
 };
 
 BPF_ARRAY(config, struct loss_config, 1);
 BPF_ARRAY(state, struct loss_state, 1);
 BPF_ARRAY(burst_hist, __u64, HIST_SLOTS);
 
-static __always_inline int chance(__u64 threshold)
+static __always_inline int chance(const struct loss_config *c, struct loss_state *st,
+                                  __u64 threshold)
 {
-    return (__u64)bpf_get_prandom_u32() < threshold;
+    __u32 r;
+    if (c->seeded) {
+        __u64 x = st->rng;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        st->rng = x;
+        r = (x * 0x2545F4914F6CDD1DULL) >> 32;
+    } else {
+        r = bpf_get_prandom_u32();
+    }
+    return (__u64)r < threshold;
 }
 
 int loss_filter(struct __sk_buff *skb)
@@ -94,15 +110,15 @@ int loss_filter(struct __sk_buff *skb)
     __sync_fetch_and_add(&st->matched, 1);
     int drop;
     if (c->mode == LOSS_BERNOULLI) {
-        drop = chance(c->p_drop);
+        drop = chance(c, st, c->p_drop);
     } else {
         if (st->in_bad)
             __sync_fetch_and_add(&st->bad_packets, 1);
-        drop = chance(st->in_bad ? c->loss_bad : c->loss_good);
+        drop = chance(c, st, st->in_bad ? c->loss_bad : c->loss_good);
         if (st->in_bad) {
-            if (chance(c->p_bg))
+            if (chance(c, st, c->p_bg))
                 st->in_bad = 0;
-        } else if (chance(c->p_gb)) {
+        } else if (chance(c, st, c->p_gb)) {
             st->in_bad = 1;
         }
     }

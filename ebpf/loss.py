@@ -6,6 +6,7 @@ Usage (the WAN link class and traffic tests)::
         loss.set_bernoulli(0.01)                             # 1 % random loss
         loss.set_gilbert_elliott(p_gb=0.001, p_bg=0.25)      # bursts of 4 on average
         loss.disable()                                       # change any time, no reload
+        loss.reseed(7)                                       # repeatable drop pattern
         c = loss.counters()                                  # matched, dropped, bursts, ...
 
 Only IPv4 is dropped (ARP, IPv6 neighbour discovery always pass), also when it follows
@@ -41,7 +42,16 @@ class _Config(ctypes.Structure):
                 ("p_bg", ctypes.c_uint64), ("loss_good", ctypes.c_uint64),
                 ("loss_bad", ctypes.c_uint64), ("mode", ctypes.c_uint32),
                 ("udp_only", ctypes.c_uint32), ("udp_dport", ctypes.c_uint32),
-                ("link_seq", ctypes.c_uint32)]
+                ("link_seq", ctypes.c_uint32), ("seeded", ctypes.c_uint32),
+                ("pad", ctypes.c_uint32)]
+
+
+def _rng_state(seed: int) -> int:
+    """Non-zero 64-bit xorshift state from any integer seed (splitmix64 finaliser)."""
+    z = (seed + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    return (z ^ (z >> 31)) or 1
 
 
 def _threshold(name: str, p: float) -> int:
@@ -105,7 +115,7 @@ class LossEmulator:
     def __init__(self, iface: str, *, netns: str | None = None,
                  direction: Direction = "ingress", prio: int = 5,
                  udp_only: bool = False, udp_dport: int = 0, link_seq: bool = True,
-                 dump_source: TextIO | None = None) -> None:
+                 seed: int | None = None, dump_source: TextIO | None = None) -> None:
         if not 0 <= udp_dport <= 0xFFFF:
             raise ConfigError(f"udp_dport {udp_dport}: expected 0..65535 (0: any)")
         self.iface, self.netns, self.direction, self.prio = iface, netns, direction, prio
@@ -116,6 +126,7 @@ class LossEmulator:
         self._tc: TcAttachment | None = None
         self._cfg = _Config(udp_only=int(self._udp_only), udp_dport=udp_dport,
                             link_seq=int(link_seq))
+        self._seed = seed
 
     def attach(self) -> Self:
         """Load and attach with loss off; nothing stays attached on failure."""
@@ -126,7 +137,7 @@ class LossEmulator:
         try:
             from bcc import BPF
             fn = bpf.load_func(b"loss_filter", BPF.SCHED_CLS)
-            self._write()
+            self.reseed(self._seed)
             self._tc = attach_tc(fn.fd, "loss_filter", self.iface, netns=self.netns,
                                  direction=self.direction, prio=self.prio)
         except Exception as exc:
@@ -182,6 +193,20 @@ class LossEmulator:
         self._write()
         return ge
 
+    def reseed(self, seed: int | None) -> None:
+        """Draw from a generator seeded with ``seed`` (same seed, same drops for the same
+        packet sequence on one CPU), or from the kernel's random numbers (None)."""
+        bpf = self._need()
+        table = bpf[b"state"]
+        cur = table[table.Key(0)]
+        if seed is not None:
+            cur.rng = _rng_state(seed)
+            cur.in_bad = 0
+            cur.run = 0
+        table[table.Key(0)] = cur
+        self._cfg.seeded = int(seed is not None)
+        self._write()
+
     def disable(self) -> None:
         """Pass everything (the program stays attached)."""
         self._cfg.mode = _MODES["off"]
@@ -198,11 +223,11 @@ class LossEmulator:
                             bad_packets=st.bad_packets, burst_histogram=hist)
 
     def reset_counters(self) -> None:
-        """Zero the counters and the burst histogram (the GE state stays)."""
+        """Zero the counters and the burst histogram (GE state and generator stay)."""
         bpf = self._need()
         table = bpf[b"state"]
         cur = table[table.Key(0)]
-        table[table.Key(0)] = table.Leaf(in_bad=cur.in_bad)
+        table[table.Key(0)] = table.Leaf(in_bad=cur.in_bad, rng=cur.rng)
         h = bpf[b"burst_hist"]
         for i in range(len(h)):
             h[h.Key(i)] = h.Leaf(0)

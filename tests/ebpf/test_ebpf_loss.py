@@ -150,3 +150,26 @@ def test_frames_behind_link_sequence_header_are_subject_to_loss(pair):
         pair.send([seq] * 10)
         time.sleep(0.1)
         assert off.counters().matched == 0          # link_seq=False: those frames pass
+
+
+def test_seeded_loss_repeats_exactly(pair):
+    from ebpf.sink import IntSink
+
+    base = [roce.build_frame(eth_src=pair.h1.mac, eth_dst=pair.h2.mac, src=pair.h1.ip,
+                             dst=pair.h2.ip, sport=53000, opcode=roce.Opcode.SEND_ONLY,
+                             dest_qp=0x800, psn=i) for i in range(400)]
+
+    def run(seed):
+        with IntSink(pair.h2.ifname, netns=pair.h2.name) as sink, \
+                LossEmulator(pair.h2.ifname, netns=pair.h2.name, prio=6, udp_dport=4791,
+                             seed=seed) as em:
+            em.set_gilbert_elliott(p_gb=0.05, p_bg=0.3, loss_good=0.02)
+            pair.send(base)
+            time.sleep(0.1)
+            c = em.counters()
+            st = next(r for r in sink.flows() if r["key"]["dest_qp"] == 0x800)["stats"]
+            return c.dropped, c.bursts, int(st["lost_packets"]), int(st["loss_events"])
+
+    a, b, other = run(11), run(11), run(12)
+    assert a == b and a[0] > 0
+    assert other != a
