@@ -116,3 +116,43 @@ def test_digest_random_log_assert_truncate(sw):
     assert outs == []
     assert any(e.kind == "drop" and "assert failed" in e.detail["reason"] for e in events)
     assert sw.process(0, bytes([5, 0, 0, 0])) == [(1, bytes([5, 0]))]
+
+
+def test_verify_checksum_with_payload_assume_identity_and_random_hash():
+    from softswitch.api import Switch
+    from softswitch.externs.hashes import csum16
+    text = """
+    #include <core.p4>
+    #include <v1model.p4>
+    header h_t { bit<16> a; bit<16> ck; bit<16> ident; bit<16> rnd; bit<8> err; }
+    struct headers_t { h_t h; }
+    struct meta_t { }
+    parser P(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
+        state start { pkt.extract(hdr.h); transition accept; }
+    }
+    control VC(inout headers_t hdr, inout meta_t meta) {
+        apply { verify_checksum_with_payload(true, { hdr.h.a }, hdr.h.ck, HashAlgorithm.csum16); }
+    }
+    control Ing(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
+        apply {
+            sm.egress_spec = 1;
+            hdr.h.err = (bit<8>) sm.checksum_error;
+            hash(hdr.h.ident, HashAlgorithm.identity, 16w0, { hdr.h.a }, 32w65536);
+            hash(hdr.h.rnd, HashAlgorithm.random, 16w100, { hdr.h.a }, 32w10);
+            assume(hdr.h.a != 0xFFFF);
+        }
+    }
+    control Eg(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }
+    control CC(inout headers_t hdr, inout meta_t meta) { apply { } }
+    control D(packet_out pkt, in headers_t hdr) { apply { pkt.emit(hdr.h); } }
+    V1Switch(P(), VC(), Ing(), Eg(), CC(), D()) main;
+    """
+    sw = Switch.from_source(text)
+    payload = b"\x10\x20\x30"
+    good = csum16(bytes.fromhex("1234") + payload)
+    out = sw.process(0, bytes.fromhex("1234") + good.to_bytes(2, "big") + bytes(5) + payload)[0][1]
+    assert out[8] == 0 and out[4:6] == bytes.fromhex("1234") and 100 <= int.from_bytes(out[6:8], "big") < 110
+    out = sw.process(0, bytes.fromhex("1234") + bytes(7) + payload)[0][1]
+    assert out[8] == 1
+    outs, ev = sw.process_packet(0, bytes.fromhex("ffff") + bytes(7), trace=True)
+    assert outs == [] and "assume failed" in next(e for e in ev if e.kind == "drop").detail["reason"]
