@@ -157,6 +157,16 @@ def _shortest_suffixes(names: list[str]) -> dict[str, str]:
     return out
 
 
+def _width(t: T.P4Type | None, what: str, loc: A.SourceLoc | None) -> int:
+    """Bit width of a P4Runtime-visible value, or a located error naming it."""
+    if isinstance(t, T.ErrorType):
+        return 0
+    try:
+        return T.bit_width(t) if t is not None else 0
+    except ValueError:
+        raise P4InfoError(loc, f"{what} has type {t}, which P4Runtime cannot represent as a bit string") from None
+
+
 def _type_spec(spec: Any, t: T.P4Type) -> None:
     base = T.strip_newtype(t)
     if isinstance(base, T.BoolType):
@@ -355,8 +365,7 @@ def _emit_table(info: P4I.P4Info, s: _Symbol, alias: str, idx: dict[tuple[str, i
         mf = msg.match_fields.add()
         mf.id = i
         mf.name = _ann_string(k, "name") or expr_text(k.expr)
-        assert k.expr.type is not None
-        mf.bitwidth = T.bit_width(k.expr.type) if not isinstance(k.expr.type, T.ErrorType) else 0
+        mf.bitwidth = _width(k.expr.type, f"key '{mf.name}' of table '{s.name}'", k.loc)
         if k.match_kind in _MATCH:
             mf.match_type = _MATCH[k.match_kind]
         else:
@@ -411,7 +420,7 @@ def _initial_default(call: Any, action_id: int, ref: A.ActionRef) -> None:
             continue
         n += 1
         value = a.value.const_value
-        width = T.bit_width(p.type_ref.type)
+        width = _width(p.type_ref.type, f"parameter '{p.name}'", p.loc)
         if isinstance(value, bool):
             value = int(value)
         if not isinstance(value, int):
@@ -433,8 +442,7 @@ def _emit_action(info: P4I.P4Info, s: _Symbol, alias: str, idx: dict[tuple[str, 
         prm = msg.params.add()
         prm.id = n
         prm.name = p.name
-        assert p.type_ref.type is not None
-        prm.bitwidth = T.bit_width(p.type_ref.type)
+        prm.bitwidth = _width(p.type_ref.type, f"parameter '{p.name}' of action '{s.name}'", p.loc)
         for ann in p.annotations:
             if ann.name not in _HIDDEN_ANNOTATIONS:
                 prm.annotations.append(_annotation_text(ann))
@@ -510,8 +518,7 @@ def _emit_controller_header(info: P4I.P4Info, s: _Symbol, alias: str, idx: dict[
         md = msg.metadata.add()
         md.id = i
         md.name = f.name
-        assert f.type_ref.type is not None
-        md.bitwidth = T.bit_width(f.type_ref.type)
+        md.bitwidth = _width(f.type_ref.type, f"field '{f.name}' of controller header '{d.name}'", f.loc)
         for ann in f.annotations:
             if ann.name not in _HIDDEN_ANNOTATIONS:
                 md.annotations.append(_annotation_text(ann))
@@ -529,7 +536,7 @@ def _emit_value_set(info: P4I.P4Info, s: _Symbol, alias: str, idx: dict[tuple[st
         mf.id = i
         if fname:
             mf.name = fname
-        mf.bitwidth = T.bit_width(ft)
+        mf.bitwidth = _width(ft, f"value set '{s.name}'", d.loc)
         mf.match_type = P4I.MatchField.EXACT
     msg.size = int(d.size.const_value or 0)
 

@@ -151,3 +151,18 @@ def test_initial_default_action_arguments_full_width():
     assert call.action_id == info.actions[0].preamble.id and t.const_default_action_id == 0
     assert [(a.param_id, a.value) for a in call.arguments] == [(1, b"\x00\x03"), (2, b"\x01")]
     assert t.is_const_table and t.has_initial_entries
+
+
+def test_key_without_bit_representation_is_a_located_error():
+    import pytest
+
+    from softswitch.p4info import P4InfoError
+
+    top = "enum Color { Red, Blue }\n"
+    locals_ = "Color c = Color.Red;\n    table t { key = { c: exact; } actions = { NoAction; } }"
+    src = ingress("t.apply();", locals_, top=top)
+    with pytest.raises(P4InfoError) as info:
+        build_p4info(check(src))
+    assert info.value.message == ("key 'c' of table 'Ing.t' has type Color, which P4Runtime "
+                                  "cannot represent as a bit string")
+    assert info.value.line == next(i for i, l in enumerate(src.split("\n"), 1) if "key = { c: exact" in l)
