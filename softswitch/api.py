@@ -4,6 +4,7 @@
     sw.runtime.table_add("MyIngress.ipv4_lpm", [Lpm(0x0A000000, 8)], "MyIngress.ipv4_forward",
                          [0x000000000002, 2])
     sw.process(1, scapy_packet)          # -> [(2, b"...")]
+    sw.send(1, scapy_packet)             # -> [(2, <Ether ...>)]
     outs, events = sw.process_packet(1, data, trace=True)
 """
 from __future__ import annotations
@@ -45,6 +46,12 @@ class Switch:
     def process(self, port: int, packet: Any) -> list[tuple[int, bytes]]:
         """One packet (bytes or scapy) in on `port`; the packets out as (port, bytes)."""
         return self.v1.process(port, packet)
+
+    def send(self, port: int, packet: Any) -> list[tuple[int, Any]]:
+        """Scapy in, scapy out: each output decoded as an Ethernet frame."""
+        import scapy.layers.inet  # noqa: F401  (binds IP/UDP/TCP to Ether)
+        from scapy.layers.l2 import Ether
+        return [(p, Ether(d)) for p, d in self.v1.process(port, packet)]
 
     def process_packet(self, port: int, data: bytes, *, trace: bool = False
                        ) -> tuple[list[OutputPacket], list[TraceEvent]]:

@@ -82,3 +82,5 @@ def test_ipv4_trace_has_parser_states_tables_and_output():
     assert Ether(bytes(fixed))[IP].chksum == out[IP].chksum
     # scapy packets in, (port, bytes) out
     assert sw.process(1, pkt)[0][0] == 2
+    ((port, frame),) = sw.send(1, pkt)
+    assert port == 2 and frame[IP].dst == "10.1.2.3" and frame[IP].ttl == 8
