@@ -186,12 +186,13 @@ def _run_rank(args: argparse.Namespace) -> int:
     ar_bytes = sizes.lo if sizes.kind == "fixed" else int(sizes.mean)
     runner = RankRunner(plan, args.hosts, ep_cfg, qp, seed=args.seed, inflight=args.inflight,
                         allreduce_bytes=ar_bytes, iterations=args.count)
-    print(f"ready rank {args.rank} {args.hosts[args.rank]}", flush=True)
     timeout = args.timeout
     if args.count_lines:
         timeout = min(timeout, args.interval * args.count_lines)
     summary = runner.run(timeout_s=timeout, start_at=args.start_at, progress=sys.stderr,
-                         interval_s=args.interval)
+                         interval_s=args.interval,
+                         on_ready=lambda: print(f"ready rank {args.rank} "
+                                                f"{args.hosts[args.rank]}", flush=True))
     if args.out:
         Path(args.out).write_text(json.dumps(summary))
     coll = summary["collective"]

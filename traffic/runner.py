@@ -189,7 +189,7 @@ class RankRunner:
 
     def run(self, *, timeout_s: float, start_at: float | None = None,
             linger_s: float = 0.2, progress: TextIO | None = None,
-            interval_s: float = 1.0) -> dict:
+            interval_s: float = 1.0, on_ready: Callable[[], None] | None = None) -> dict:
         """Run to completion or timeout and return the summary (``finished`` says which).
 
         Ctrl-C / SIGTERM (as KeyboardInterrupt) end the run early with a summary marked
@@ -197,15 +197,18 @@ class RankRunner:
         """
         try:
             return self._run(timeout_s=timeout_s, start_at=start_at, linger_s=linger_s,
-                             progress=progress, interval_s=interval_s)
+                             progress=progress, interval_s=interval_s, on_ready=on_ready)
         finally:
             self.ep.close()
 
     def _run(self, *, timeout_s: float, start_at: float | None, linger_s: float,
-             progress: TextIO | None, interval_s: float) -> dict:
+             progress: TextIO | None, interval_s: float,
+             on_ready: Callable[[], None] | None) -> dict:
         self.late_start_s = 0.0
         interrupted = False
         try:
+            if on_ready is not None:  # inside the try: a signal from now on is handled
+                on_ready()
             if start_at is not None:
                 wait = start_at - time.time()
                 if wait < 0:  # peers may have sent before we bound: expect retransmissions
