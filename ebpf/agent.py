@@ -326,7 +326,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"UDP port announcing INT (default {INT_UDP_PORT})")
     p.add_argument("--malformed", choices=("pass", "drop"), default="pass",
                    help="malformed INT: pass up unmodified (default) or drop")
-    p.add_argument("--ringbuf-pages", type=int, default=256, help="ring size in pages")
+    p.add_argument("--ringbuf-pages", type=int, default=1024,
+                   help="ring size in pages (default 1024: 8322 records)")
     p.add_argument("--xdp", action="store_true",
                    help="run the sink at XDP instead of tc ingress (before tc programs)")
     p.add_argument("--flows", action="store_true",

@@ -114,7 +114,7 @@ def test_sink_behind_loss_counts_exactly_the_dropped_psns(pair):
     from formats import int_md
     from formats.int_md import HopRecord
 
-    n = 1500                                    # the default ring holds 2080 records
+    n = 1500                                    # fits the ring (no reads while sending)
     base = [roce.build_frame(eth_src=pair.h1.mac, eth_dst=pair.h2.mac, src=pair.h1.ip,
                              dst=pair.h2.ip, sport=52000, opcode=roce.Opcode.SEND_ONLY,
                              dest_qp=0x700, psn=i) for i in range(n)]
