@@ -68,8 +68,9 @@ def demo(*, out_dir: Path | None = None, packets_per_flow: int = 50_000, seed: i
         lines.append(f"{name:<7} {Source.NAMES[merged.source[i]]:<7} {lost:6.0f} "
                      f"{truth[i]:6d} {rate} {ge}")
     models = fit_link_models(merged, events=ev)
-    fec = path_fec(paths=paths, models=models, target_residual=target_residual)
-    lines.append(f"FEC for residual loss <= {target_residual:g}:")
+    fec = path_fec(paths=paths, models=models, target_residual=target_residual,
+                   max_overhead=0.5)
+    lines.append(f"FEC for residual loss <= {target_residual:g}, at most 50 % overhead:")
     for j, (name, _) in enumerate(FLOWS):
         what = "none" if fec.fec_k[j] == 0 else f"k={fec.fec_k[j]} m={fec.fec_m[j]}"
         lines.append(f"  {name}: raw loss {100 * fec.raw_loss[j]:.3f} % -> {what}"

@@ -73,27 +73,36 @@ def _path_chain(links: Sequence[LinkModel]) -> tuple[np.ndarray, np.ndarray, np.
     return trans, pi, 1.0 - loss_ok
 
 
-def block_loss_pmf(links: Sequence[LinkModel], n: int) -> np.ndarray:
-    """P(K = j), j = 0..n, losses among n consecutive packets on a path of ``links``."""
-    if not 1 <= n <= MAX_BLOCK:
-        raise LossParameterError(f"block_loss_pmf: block size n = {n} outside 1..{MAX_BLOCK}")
+def block_loss_pmfs(links: Sequence[LinkModel], n_max: int) -> np.ndarray:
+    """Row n: P(K = j), j = 0..n_max, losses among n consecutive packets (n = 0..n_max).
+
+    One pass of the forward recursion gives every block size up to ``n_max``.
+    """
+    if not 1 <= n_max <= MAX_BLOCK:
+        raise LossParameterError(f"block_loss_pmf: block size n = {n_max} outside 1..{MAX_BLOCK}")
     if len(links) > 6:
         raise LossParameterError(f"block_loss_pmf: {len(links)} lossy links on one path; "
                                  "at most 6 (merge loss-free links out first)")
+    out = np.zeros((n_max + 1, n_max + 1))
+    out[:, 0] = 1.0
     if not links:
-        out = np.zeros(n + 1)
-        out[0] = 1.0
         return out
     trans, pi, q = _path_chain(links)
-    # f[s, j]: P(state s at the current packet, j losses so far); emit then move
-    f = np.zeros((pi.size, n + 1))
+    # f[s, j]: P(state s at the next packet, j losses so far); emit then move
+    f = np.zeros((pi.size, n_max + 1))
     f[:, 0] = pi
-    for _ in range(n):
-        emitted = np.zeros_like(f)
-        emitted += f * (1 - q)[:, None]
+    out[0] = f.sum(axis=0)
+    for n in range(1, n_max + 1):
+        emitted = f * (1 - q)[:, None]
         emitted[:, 1:] += f[:, :-1] * q[:, None]
         f = trans.T @ emitted
-    return f.sum(axis=0)
+        out[n] = f.sum(axis=0)
+    return out
+
+
+def block_loss_pmf(links: Sequence[LinkModel], n: int) -> np.ndarray:
+    """P(K = j), j = 0..n, losses among n consecutive packets on a path of ``links``."""
+    return block_loss_pmfs(links, n)[n]
 
 
 def residual_loss(pmf: np.ndarray, m: int) -> float:
@@ -116,8 +125,16 @@ class FecPolicy:
 
 
 def choose_fec(links: Sequence[LinkModel], *, target_residual: float,
-               k_choices: Sequence[int] = (4, 8, 16, 32, 64), m_max: int = 16) -> FecPolicy:
-    """Cheapest (k, m) meeting ``target_residual`` on a path of ``links``."""
+               k_choices: Sequence[int] = (4, 8, 16, 32, 64), m_max: int = 16,
+               max_overhead: float | None = None) -> FecPolicy:
+    """Cheapest (k, m) meeting ``target_residual`` on a path of ``links``.
+
+    ``max_overhead`` caps m / k: when bursts make the target too expensive, the
+    strongest code within the cap is chosen and retransmission is flagged to
+    repair the rest.
+    """
+    if max_overhead is not None and not max_overhead > 0:
+        raise LossParameterError(f"choose_fec: max_overhead = {max_overhead} must be positive")
     if not 0 < target_residual < 1:
         raise LossParameterError(f"choose_fec: target_residual = {target_residual} not in (0,1)")
     if not k_choices or min(k_choices) < 1:
@@ -130,12 +147,14 @@ def choose_fec(links: Sequence[LinkModel], *, target_residual: float,
                          retransmit=False)
     best: FecPolicy | None = None
     strongest: FecPolicy | None = None
-    for k in sorted({int(x) for x in k_choices}):
-        pmf_cache: dict[int, np.ndarray] = {}
+    ks = sorted({int(x) for x in k_choices})
+    pmfs = block_loss_pmfs(links, max(ks) + m_max)
+    for k in ks:
         for m in range(1, m_max + 1):
+            if max_overhead is not None and m / k > max_overhead + 1e-12:
+                break
             n = k + m
-            pmf_cache[n] = block_loss_pmf(links, n)
-            res = residual_loss(pmf_cache[n], m)
+            res = residual_loss(pmfs[n, : n + 1], m)
             cand = FecPolicy(k=k, m=m, residual_loss=res, raw_loss=raw, overhead=m / k,
                              retransmit=False)
             if strongest is None or res < strongest.residual_loss:
@@ -146,7 +165,9 @@ def choose_fec(links: Sequence[LinkModel], *, target_residual: float,
                 break
     if best is not None:
         return best
-    assert strongest is not None
+    if strongest is None:  # the cap allows no repair packet for any k
+        return FecPolicy(k=0, m=0, residual_loss=raw, raw_loss=raw, overhead=0.0,
+                         retransmit=True)
     return FecPolicy(k=strongest.k, m=strongest.m, residual_loss=strongest.residual_loss,
                      raw_loss=raw, overhead=strongest.overhead, retransmit=True)
 
@@ -159,5 +180,5 @@ def simulate_block_residual(lost: np.ndarray, k: int, m: int) -> float:
     return float(np.where(j > m, j, 0).sum() / blocks.size)
 
 
-__all__ = ["FecPolicy", "LinkModel", "block_loss_pmf", "choose_fec", "residual_loss",
-           "simulate_block_residual"]
+__all__ = ["FecPolicy", "LinkModel", "block_loss_pmf", "block_loss_pmfs", "choose_fec",
+           "residual_loss", "simulate_block_residual"]

@@ -57,7 +57,7 @@ class PathFec:
 
 def path_fec(*, paths: npt.ArrayLike | list[list[int]], models: list[LinkModel],
              target_residual: float, k_choices: tuple[int, ...] = (4, 8, 16, 32, 64),
-             m_max: int = 16) -> PathFec:
+             m_max: int = 16, max_overhead: float | None = None) -> PathFec:
     """Choose (k, m) for every flow's path from the link models."""
     inc = incidence(paths, len(models))
     if not models:
@@ -77,7 +77,8 @@ def path_fec(*, paths: npt.ArrayLike | list[list[int]], models: list[LinkModel],
             rest = 1.0 - float(np.prod([1 - m.loss_rate for m in chain[MAX_MODEL_LINKS:]]))
             chain = chain[:MAX_MODEL_LINKS] + [LinkModel.bernoulli(rest)]
         pol: FecPolicy = choose_fec(chain, target_residual=target_residual,
-                                    k_choices=k_choices, m_max=m_max)
+                                    k_choices=k_choices, m_max=m_max,
+                                    max_overhead=max_overhead)
         rows = inverse == u
         out.fec_k[rows] = pol.k
         out.fec_m[rows] = pol.m

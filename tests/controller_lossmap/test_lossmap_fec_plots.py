@@ -121,3 +121,16 @@ def test_per_flow_fec_from_a_loss_map():
                                           rate_bps=1e9, fec_k=fec.fec_k, fec_m=fec.fec_m,
                                           flags=fec.retransmit.astype(int)))
     assert rec["fec_m"].tolist() == fec.fec_m.tolist()
+
+
+def test_overhead_cap_trades_fec_for_retransmission():
+    from controller.lossmap.fec import block_loss_pmfs
+    lm = LinkModel(p=0.005, r=0.2, loss_in_bad=0.6)
+    free = choose_fec([lm], target_residual=1e-4)
+    capped = choose_fec([lm], target_residual=1e-4, max_overhead=0.5)
+    assert free.overhead > 0.5 and not free.retransmit
+    assert capped.overhead <= 0.5 and capped.retransmit
+    assert capped.residual_loss < capped.raw_loss  # still the best code under the cap
+    table = block_loss_pmfs([lm], 30)
+    np.testing.assert_allclose(table[12, :13], block_loss_pmf([lm], 12))
+    np.testing.assert_allclose(table.sum(axis=1), 1.0)
