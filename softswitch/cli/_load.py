@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from typing import Any
 
@@ -34,8 +35,17 @@ def load_switch(args: argparse.Namespace) -> Any:
     except P4Error as exc:
         print(exc.render(), file=sys.stderr)
     except (SoftswitchError, OSError) as exc:
-        print(f"{args.program}: error: {exc}", file=sys.stderr)
+        print(format_error(args.program, exc), file=sys.stderr)
     return None
+
+
+def format_error(path: str, exc: BaseException) -> str:
+    """`file:line:col: error: message` when the message starts with a location, else `path: error: ...`."""
+    text = str(exc)
+    m = re.match(r"^(\S+?:\d+:\d+): (.*)$", text, re.S)
+    if m:
+        return f"{m.group(1)}: error: {m.group(2)}"
+    return f"{path}: error: {text}"
 
 
 def summary(data: bytes) -> str:

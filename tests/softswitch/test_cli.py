@@ -46,3 +46,16 @@ def test_demo():
     r = cli("demo")
     assert r.returncode == 0, r.stderr
     assert "out: port 3" in r.stdout and "drop: egress_spec is the drop port" in r.stdout
+
+
+def test_unsupported_construct_reported_with_location(tmp_path):
+    src = (CONF / "h4_parser.p4").read_text().replace(
+        "apply {\n        sm.egress_spec = 2;",
+        "action a() { }\n    table t { key = { hdr.a.v: selector; } actions = { a; }\n"
+        "        implementation = action_selector(HashAlgorithm.crc16, 16, 8); }\n"
+        "    apply {\n        t.apply();\n        sm.egress_spec = 2;")
+    prog = tmp_path / "sel.p4"
+    prog.write_text(src)
+    r = cli("run", str(prog), "--packet", "1A05")
+    assert r.returncode == 2
+    assert "sel.p4:" in r.stderr and ": error: unsupported: table implementation" in r.stderr
