@@ -42,7 +42,7 @@ def load_switch(args: argparse.Namespace) -> Any:
 def format_error(path: str, exc: BaseException) -> str:
     """`file:line:col: error: message` when the message starts with a location, else `path: error: ...`."""
     text = str(exc)
-    m = re.match(r"^(\S+?:\d+:\d+): (.*)$", text, re.S)
+    m = re.match(r"^(\S+?:\d+:\d+): (.*)$", text, re.DOTALL)
     if m:
         return f"{m.group(1)}: error: {m.group(2)}"
     return f"{path}: error: {text}"
