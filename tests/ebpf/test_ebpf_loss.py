@@ -28,6 +28,16 @@ def frames(pair, n: int, dport: int = 4791) -> list[bytes]:
     return [f] * n
 
 
+def settled(em: LossEmulator, matched: int, timeout_s: float = 5.0):
+    """Counters once ``matched`` packets went through (softirq work may lag the send)."""
+    deadline = time.monotonic() + timeout_s
+    c = em.counters()
+    while c.matched < matched and time.monotonic() < deadline:
+        time.sleep(0.02)
+        c = em.counters()
+    return c
+
+
 def test_parameters_validated():
     em = LossEmulator("lo")
     with pytest.raises(ConfigError, match=r"p_drop=1.5: expected a probability"):
@@ -59,7 +69,7 @@ def test_bernoulli_rate_within_confidence_interval(pair, loss):
     loss.set_bernoulli(p)
     pair.send(frames(pair, n))
     pair.send(frames(pair, 50, dport=5000))             # other ports are not subject to loss
-    c = loss.counters()
+    c = settled(loss, n)
     loss.disable()
     assert c.matched == n
     sigma = math.sqrt(n * p * (1 - p))
@@ -73,8 +83,8 @@ def test_bernoulli_delivery_matches_counters(pair, loss):
     loss.reset_counters()
     loss.set_bernoulli(0.3)
     pair.send(frames(pair, 300))
-    got = pair.recv_udp(300, timeout_s=0.5)
-    c = loss.counters()
+    c = settled(loss, 300)
+    got = pair.recv_udp(300, timeout_s=0.5)        # all that arrive, no more
     loss.disable()
     assert len(got) == c.matched - c.dropped and 0 < c.dropped < 300
 
@@ -84,7 +94,7 @@ def test_gilbert_elliott_bursts_match_parameters(pair, loss):
     loss.reset_counters()
     ge = loss.set_gilbert_elliott(p_gb=0.02, p_bg=0.25)
     pair.send(frames(pair, n))
-    c = loss.counters()
+    c = settled(loss, n)
     loss.disable()
     assert c.matched == n
     finished = int(c.burst_histogram.sum())
@@ -123,8 +133,8 @@ def test_sink_behind_loss_counts_exactly_the_dropped_psns(pair):
             LossEmulator(pair.h2.ifname, netns=pair.h2.name, prio=6, udp_only=True) as loss:
         loss.set_gilbert_elliott(p_gb=0.01, p_bg=0.3)
         pair.send(frames_int)
+        c = settled(loss, n)
         loss.disable()
-        c = loss.counters()
         recs = np.concatenate([sink.read(timeout_s=0.5) for _ in range(3)])
         psns = recs["psn"].astype(np.int64)
         st = next(r for r in sink.flows() if r["key"]["dest_qp"] == 0x700)["stats"]
@@ -144,8 +154,8 @@ def test_frames_behind_link_sequence_header_are_subject_to_loss(pair):
         em.set_bernoulli(1.0)
         off.set_bernoulli(1.0)
         pair.send([seq] * 10)
-        time.sleep(0.1)
-        assert (em.counters().matched, em.counters().dropped) == (10, 10)
+        c = settled(em, 10)
+        assert (c.matched, c.dropped) == (10, 10)
         em.disable()
         pair.send([seq] * 10)
         time.sleep(0.1)
@@ -165,8 +175,7 @@ def test_seeded_loss_repeats_exactly(pair):
                              seed=seed) as em:
             em.set_gilbert_elliott(p_gb=0.05, p_bg=0.3, loss_good=0.02)
             pair.send(base)
-            time.sleep(0.1)
-            c = em.counters()
+            c = settled(em, len(base))
             st = next(r for r in sink.flows() if r["key"]["dest_qp"] == 0x800)["stats"]
             return c.dropped, c.bursts, int(st["lost_packets"]), int(st["loss_events"])
 
