@@ -282,3 +282,13 @@ def test_random_header_damage_kernel_agrees_with_reference(pair, sink):
     mismatches = [i for i, (g, e) in enumerate(zip(got, expect)) if g != e]
     assert mismatches == [], [sent[i][42:58].hex() for i in mismatches[:5]]
     assert 20 < valid < 380          # both kinds were exercised
+
+
+def test_attach_to_missing_interface_names_it(pair):
+    from ebpf.errors import AttachError
+    sink = IntSink("tebnosuchif0", netns=pair.h2.name)
+    with pytest.raises(AttachError, match=f"tebnosuchif0 in namespace {pair.h2.name} not found"):
+        sink.attach()
+    sink.close()                                      # nothing left to release: no error
+    with pytest.raises(AttachError, match="namespace 'tebnosuchns' not found"):
+        IntSink("lo", netns="tebnosuchns").attach()
