@@ -7,6 +7,7 @@ lookups with key/hit/entry/action, drops with their reason.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from softswitch.cli._load import add_program_args, load_switch, parse_hex, summary
@@ -32,6 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--entries", metavar="FILE",
                    help="table entries and sessions in STF syntax (add, setdefault, mirroring_add, mc_*)")
     p.add_argument("--no-trace", action="store_true", help="print only the output packets")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object per packet (input, trace events, outputs) for tools")
     p.add_argument("--dump-code", action="store_true",
                    help="print the Python code the program was compiled to, then run")
     p.set_defaults(func=main)
@@ -58,6 +61,13 @@ def main(args: argparse.Namespace) -> int:
             apply_entries(sw, args.entries)
         for data in args.packet:
             outs, events = sw.process_packet(args.port, data, trace=not args.no_trace)
+            if args.json:
+                print(json.dumps({
+                    "in": {"port": args.port, "data": data.hex()},
+                    "events": [{"kind": e.kind, "block": e.block, **e.detail} for e in events],
+                    "out": [{"port": o.port, "data": o.data.hex(), "instance_type": o.instance_type}
+                            for o in outs]}, default=str))
+                continue
             print(f"packet in: port {args.port}, {len(data)} bytes: {summary(data)}")
             for e in events:
                 print("  " + e.format())

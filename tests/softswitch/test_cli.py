@@ -59,3 +59,12 @@ def test_unsupported_construct_reported_with_location(tmp_path):
     r = cli("run", str(prog), "--packet", "1A05")
     assert r.returncode == 2
     assert "sel.p4:" in r.stderr and ": error: unsupported: table implementation" in r.stderr
+
+
+def test_run_json_trace():
+    import json
+    r = cli("run", str(CONF / "h4_parser.p4"), "--packet", "3000AA", "--json")
+    assert r.returncode == 0, r.stderr
+    rec = json.loads(r.stdout)
+    assert rec["out"] == [{"port": 2, "data": "03023000aa", "instance_type": 0}]
+    assert {"kind": "parser_error", "block": "P", "error": "NoMatch"} in rec["events"]
