@@ -208,3 +208,25 @@ parser P(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_met
     assert e.message == "'exit' is not allowed in a parser"
     e = _err(ingress("", parser=parser.replace("exit;", "return;")), P4TypeError)
     assert e.message == "'return' is not allowed in a parser state"
+
+
+def test_mutated_programs_fail_only_with_p4_errors():
+    """Bad input gets a clear error, never an internal exception (seeded mutations)."""
+    import random
+    import re
+    from pathlib import Path
+
+    src = (Path(__file__).parent / "programs" / "features.p4").read_text()
+    toks = re.findall(r"\w+|[^\w\s]|\s+", src)
+    words = [t for t in toks if re.match(r"^[A-Za-z_]\w*$|^\d+$", t)]
+    rnd = random.Random(2026)
+    for _ in range(25):
+        mutated = list(toks)
+        for _ in range(2):
+            k = rnd.randrange(len(mutated))
+            if mutated[k].strip():
+                mutated[k] = rnd.choice(["", rnd.choice(words), ";", "(", "}"])
+        try:
+            check("".join(mutated), filename="m.p4")
+        except P4Error as exc:
+            assert exc.render().startswith("m.p4:") or ".p4:" in exc.render()
