@@ -57,6 +57,9 @@ class HpccParams:
     """Use min(current, previous) queue length per hop, as paper and ns-3 do."""
     fast_react: bool = True
     """Apply a new rate on every sample (ns-3 FastReact); False: only once per RTT."""
+    per_hop_rates: bool = False
+    """Keep Rc, stage and U per hop and send the smallest hop rate (ns-3 MultiRate);
+    False: one U from the bottleneck hop, as in the paper and the published runs."""
 
     def __post_init__(self) -> None:
         if not 0.0 < self.eta <= 1.0:
@@ -121,6 +124,9 @@ class HpccState:
     prev_ts_ns: np.ndarray
     prev_tx_bytes: np.ndarray
     prev_qlen_bytes: np.ndarray
+    u_hop: np.ndarray
+    rc_hop: np.ndarray
+    stage_hop: np.ndarray
 
     @classmethod
     def empty(cls, n_flows: int) -> HpccState:
@@ -132,7 +138,9 @@ class HpccState:
             last_commit_ns=np.zeros(f, dtype=np.int64), active=np.zeros(f, dtype=bool),
             prev_valid=np.zeros((f, h), dtype=bool), prev_node=np.zeros((f, h), dtype=np.uint32),
             prev_ts_ns=np.zeros((f, h), dtype=np.uint64),
-            prev_tx_bytes=np.zeros((f, h), dtype=np.uint64), prev_qlen_bytes=np.zeros((f, h)))
+            prev_tx_bytes=np.zeros((f, h), dtype=np.uint64), prev_qlen_bytes=np.zeros((f, h)),
+            u_hop=np.zeros((f, h)), rc_hop=np.zeros((f, h)),
+            stage_hop=np.zeros((f, h), dtype=np.int64))
 
 
 @dataclass(slots=True, kw_only=True)
@@ -182,6 +190,9 @@ class HpccEngine:
         s.rc_bps[idx] = s.rate_bps[idx]
         s.inc_stage[idx] = 0
         s.u_ewma[idx] = 0.0
+        s.u_hop[idx] = 0.0
+        s.rc_hop[idx] = s.rate_bps[idx][:, None]
+        s.stage_hop[idx] = 0
         s.last_commit_ns[idx] = now_ns
         s.active[idx] = True
         s.prev_valid[idx] = False
@@ -253,36 +264,16 @@ class HpccEngine:
             q /= b.line_rate_bps
         u = np.where(ok, q, -np.inf)
         any_ok = ok.any(axis=1)
-        if hops:
-            hop = np.argmax(u, axis=1)
-            u_max = np.where(any_ok, np.take_along_axis(u, hop[:, None], axis=1)[:, 0], 0.0)
-            tau_s = np.take_along_axis(dts_ns, hop[:, None], axis=1)[:, 0] * 1e-9
-            tau_s = np.where(any_ok, np.minimum(tau_s, T), 0.0)
-        else:
-            hop = np.zeros(len(f), dtype=np.int64)
-            u_max = tau_s = np.zeros(len(f))
-        u_ewma = np.where(any_ok, (s.u_ewma[f] * (T - tau_s) + u_max * tau_s) / T, s.u_ewma[f])
-
-        max_c = u_ewma / p.eta
-        stage = s.inc_stage[f]
-        mi = (max_c >= 1.0) | (stage >= p.max_stage)
-        rc = s.rc_bps[f]
-        mr = s.max_rate_bps[f]
-        rai = mr * p.rate_ai_fraction
-        with np.errstate(divide="ignore"):
-            new_rate = np.where(mi, rc / np.maximum(max_c, 1e-12) + rai, rc + rai)
-        new_rate = np.clip(new_rate, mr * p.min_rate_fraction, mr)
-        new_stage = np.where(mi, 0, stage + 1)
-
         now = b.arrival_ns
-        do_commit = (now - s.last_commit_ns[f]) >= s.base_rtt_ns[f] if commit is None else commit
-        do_commit &= any_ok
-
-        s.u_ewma[f] = u_ewma
+        due = (now - s.last_commit_ns[f]) >= s.base_rtt_ns[f] if commit is None else commit
+        do_commit = np.asarray(due, dtype=bool) & any_ok
+        if p.per_hop_rates:
+            new_rate, hop, util = self._per_hop(f, hops, present, prev_ok, ok, u, dts_ns, T,
+                                                do_commit)
+        else:
+            new_rate, hop, util = self._aggregate(f, hops, any_ok, u, dts_ns, T, do_commit)
         apply = any_ok if p.fast_react else do_commit
         s.rate_bps[f] = np.where(apply, new_rate, s.rate_bps[f])
-        s.rc_bps[f] = np.where(do_commit, new_rate, rc)
-        s.inc_stage[f] = np.where(do_commit, new_stage, stage)
         s.last_commit_ns[f] = np.where(do_commit, now, s.last_commit_ns[f])
         # store this sample as the history of every present hop; clear the rest
         old_valid[:] = False
@@ -299,8 +290,79 @@ class HpccEngine:
 
         out.rate_bps[rows] = s.rate_bps[f]
         out.bottleneck_hop[rows] = np.where(any_ok, hop, -1)
-        out.utilisation[rows] = u_ewma
+        out.utilisation[rows] = util
         out.updated[rows] = any_ok
+
+    def _aggregate(self, f: np.ndarray, hops: int, any_ok: np.ndarray, u: np.ndarray,
+                   dts_ns: np.ndarray, T: np.ndarray, do_commit: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One rate per flow from the bottleneck hop (paper; ns-3 MultiRate off)."""
+        p, s = self.params, self.state
+        if hops:
+            hop = np.argmax(u, axis=1)
+            u_max = np.where(any_ok, np.take_along_axis(u, hop[:, None], axis=1)[:, 0], 0.0)
+            tau_s = np.take_along_axis(dts_ns, hop[:, None], axis=1)[:, 0] * 1e-9
+            tau_s = np.where(any_ok, np.minimum(tau_s, T), 0.0)
+        else:
+            hop = np.zeros(len(f), dtype=np.int64)
+            u_max = tau_s = np.zeros(len(f))
+        u_ewma = np.where(any_ok, (s.u_ewma[f] * (T - tau_s) + u_max * tau_s) / T, s.u_ewma[f])
+        max_c = u_ewma / p.eta
+        stage = s.inc_stage[f]
+        mi = (max_c >= 1.0) | (stage >= p.max_stage)
+        rc = s.rc_bps[f]
+        mr = s.max_rate_bps[f]
+        rai = mr * p.rate_ai_fraction
+        with np.errstate(divide="ignore"):
+            new_rate = np.where(mi, rc / np.maximum(max_c, 1e-12) + rai, rc + rai)
+        new_rate = np.clip(new_rate, mr * p.min_rate_fraction, mr)
+        new_stage = np.where(mi, 0, stage + 1)
+        s.u_ewma[f] = u_ewma
+        s.rc_bps[f] = np.where(do_commit, new_rate, rc)
+        s.inc_stage[f] = np.where(do_commit, new_stage, stage)
+        return new_rate, hop, u_ewma
+
+    def _per_hop(self, f: np.ndarray, hops: int, present: np.ndarray, prev_ok: np.ndarray,
+                 ok: np.ndarray, u: np.ndarray, dts_ns: np.ndarray, T: np.ndarray,
+                 do_commit: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """A reference rate, stage and EWMA per hop; the flow takes the smallest hop
+        rate (ns-3 MultiRate). A hop whose switch changed starts from the flow's rate."""
+        p, s = self.params, self.state
+        mr = s.max_rate_bps[f]
+        rai = (mr * p.rate_ai_fraction)[:, None]
+        uh = np.take(s.u_hop, f, axis=0)
+        rch = np.take(s.rc_hop, f, axis=0)
+        sth = np.take(s.stage_hop, f, axis=0)
+        fresh = present & ~prev_ok
+        u_h = np.where(fresh, 0.0, uh[:, :hops])
+        rc_h = np.where(fresh, s.rate_bps[f][:, None], rch[:, :hops])
+        st_h = np.where(fresh, 0, sth[:, :hops])
+        Tc = T[:, None]
+        tau = np.minimum(dts_ns * 1e-9, Tc)
+        u_new = np.where(ok, (u_h * (Tc - tau) + np.where(ok, u, 0.0) * tau) / Tc, u_h)
+        c = u_new / p.eta
+        mi = (c >= 1.0) | (st_h >= p.max_stage)
+        r_h = np.where(mi, rc_h / np.maximum(c, 1e-12) + rai, rc_h + rai)
+        r_h = np.clip(r_h, (mr * p.min_rate_fraction)[:, None], mr[:, None])
+        cand = np.where(ok, r_h, np.where(present, rc_h, np.inf))
+        if hops:
+            hop = np.argmin(cand, axis=1)
+            new_rate = np.minimum(mr, np.take_along_axis(cand, hop[:, None], axis=1)[:, 0])
+            util = np.where(ok, u_new, -np.inf).max(axis=1)
+        else:
+            hop = np.zeros(len(f), dtype=np.int64)
+            new_rate, util = mr.copy(), np.zeros(len(f))
+        cm = do_commit[:, None] & ok
+        uh[:, :hops] = u_new
+        rch[:, :hops] = np.where(cm, r_h, rc_h)
+        sth[:, :hops] = np.where(cm, np.where(mi, 0, st_h + 1), st_h)
+        s.u_hop[f] = uh
+        s.rc_hop[f] = rch
+        s.stage_hop[f] = sth
+        util = np.where(ok.any(axis=1), util, 0.0)
+        s.u_ewma[f] = util
+        s.rc_bps[f] = np.where(do_commit, new_rate, s.rc_bps[f])
+        return new_rate, hop, util
 
     def stats(self) -> HpccStats:
         """Counters and the control-loop latency summaries."""

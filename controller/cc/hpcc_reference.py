@@ -29,6 +29,13 @@ class FlowRef:
     u_ewma: float = 0.0
     last_commit_ns: int = 0
     hops: list[HopHistory | None] = field(default_factory=list)
+    hop_u: list[float] = field(default_factory=lambda: [0.0] * 8)
+    hop_rc: list[float] = field(default_factory=list)
+    hop_stage: list[int] = field(default_factory=lambda: [0] * 8)
+
+    def __post_init__(self) -> None:
+        if not self.hop_rc:
+            self.hop_rc = [self.rc_bps] * 8
 
 
 def reference_update(flow: FlowRef, p: HpccParams, *, arrival_ns: int, node: list[int],
@@ -38,6 +45,8 @@ def reference_update(flow: FlowRef, p: HpccParams, *, arrival_ns: int, node: lis
     best_u, best_tau_s, best_hop = -1.0, 0.0, -1
     new_hist: list[HopHistory | None] = []
     t_mod, b_mod = p.ts_modulus_ns, 1 << p.tx_bytes_bits
+    measured: list[tuple[int, float, float]] = []  # (hop, u, tau_s)
+    fresh: list[int] = []
     for h in range(len(ts_ns)):
         prev = flow.hops[h] if h < len(flow.hops) else None
         if prev is not None and prev.node == node[h]:
@@ -47,10 +56,15 @@ def reference_update(flow: FlowRef, p: HpccParams, *, arrival_ns: int, node: lis
                 q = min(qlen_bytes[h], prev.qlen_bytes) if p.qlen_use_min else qlen_bytes[h]
                 u = (q * 8.0 / (line_rate_bps[h] * flow.base_rtt_s)
                      + dtx * 8.0 / (dt_ns * 1e-9) / line_rate_bps[h])
+                measured.append((h, u, dt_ns * 1e-9))
                 if u > best_u:
                     best_u, best_tau_s, best_hop = u, dt_ns * 1e-9, h
+        else:
+            fresh.append(h)
         new_hist.append(HopHistory(node[h], ts_ns[h], tx_bytes[h], qlen_bytes[h]))
     flow.hops = new_hist
+    if p.per_hop_rates:
+        return _per_hop(flow, p, arrival_ns, len(ts_ns), measured, fresh)
     if best_hop < 0:
         return flow.rate_bps, -1
     T = flow.base_rtt_s
@@ -71,3 +85,37 @@ def reference_update(flow: FlowRef, p: HpccParams, *, arrival_ns: int, node: lis
         flow.inc_stage = new_stage
         flow.last_commit_ns = arrival_ns
     return new_rate, best_hop
+
+
+def _per_hop(flow: FlowRef, p: HpccParams, arrival_ns: int, n_hops: int,
+             measured: list[tuple[int, float, float]], fresh: list[int]) -> tuple[float, int]:
+    """ns-3 MultiRate: Rc, stage and U per hop; the flow takes the smallest hop rate."""
+    for h in fresh:  # a new switch at this hop starts from the flow's current rate
+        flow.hop_u[h], flow.hop_rc[h], flow.hop_stage[h] = 0.0, flow.rate_bps, 0
+    if not measured:
+        return flow.rate_bps, -1
+    T = flow.base_rtt_s
+    rai = flow.max_rate_bps * p.rate_ai_fraction
+    lo = flow.max_rate_bps * p.min_rate_fraction
+    cand: dict[int, float] = {h: flow.hop_rc[h] for h in range(n_hops)}
+    new: dict[int, tuple[float, int]] = {}
+    for h, u, tau_s in measured:
+        tau = min(tau_s, T)
+        flow.hop_u[h] = (flow.hop_u[h] * (T - tau) + u * tau) / T
+        c = flow.hop_u[h] / p.eta
+        if c >= 1.0 or flow.hop_stage[h] >= p.max_stage:
+            r, st = flow.hop_rc[h] / max(c, 1e-12) + rai, 0
+        else:
+            r, st = flow.hop_rc[h] + rai, flow.hop_stage[h] + 1
+        r = min(max(r, lo), flow.max_rate_bps)
+        cand[h] = r
+        new[h] = (r, st)
+    hop = min(cand, key=lambda h: (cand[h], h))
+    rate = min(flow.max_rate_bps, cand[hop])
+    flow.rate_bps = rate
+    if arrival_ns - flow.last_commit_ns >= round(T * 1e9):
+        for h, (r, st) in new.items():
+            flow.hop_rc[h], flow.hop_stage[h] = r, st
+        flow.rc_bps = rate
+        flow.last_commit_ns = arrival_ns
+    return rate, hop

@@ -229,12 +229,14 @@ def test_queue_drains_after_burst():
     assert rates[drain].sum(axis=1).mean() < 0.9 * B
 
 
-def test_two_hop_path_follows_slower_link():
+@pytest.mark.parametrize("per_hop", [False, True])
+def test_two_hop_path_follows_slower_link(per_hop):
     # flow 0: link0 (10G) -> link1 (2G); flow 1: link0 only; link1 limits flow 0
     net = FluidNetwork(link_rate_bps=[10 * G, 2 * G], paths=[[0, 1], [0, -1]])
     T = 20e-6
     sim = FluidSim(net=net, dt_s=T / 4, feedback_delay_s=T)
-    e = HpccEngine(n_flows=2, params=HpccParams(base_rtt_s=T, rate_ai_fraction=0.005),
+    e = HpccEngine(n_flows=2, params=HpccParams(base_rtt_s=T, rate_ai_fraction=0.005,
+                                                per_hop_rates=per_hop),
                    clock_ns=lambda: sim.now_ns)
     e.start_flows([0, 1], max_rate_bps=10 * G)
     rates, _ = run_sim(sim, e, 1500)

@@ -2,15 +2,18 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from controller.cc import HopSamples, HpccEngine, HpccParams
 from controller.cc.hpcc_reference import FlowRef, reference_update
 
 
-def test_engine_matches_scalar_reference():
+@pytest.mark.parametrize("per_hop", [False, True])
+def test_engine_matches_scalar_reference(per_hop):
     rng = np.random.default_rng(3)
     F, H, rounds = 64, 4, 30
-    params = HpccParams(base_rtt_s=8e-6, max_stage=3, ts_modulus_ns=(1 << 48) * 1000)
+    params = HpccParams(base_rtt_s=8e-6, max_stage=3, ts_modulus_ns=(1 << 48) * 1000,
+                        per_hop_rates=per_hop)
     eng = HpccEngine(n_flows=F, params=params, clock_ns=lambda: 0)
     line = rng.choice([10e9, 25e9, 100e9], size=(F, H))
     eng.start_flows(np.arange(F), max_rate_bps=line[:, 0], base_rtt_s=8e-6)
@@ -43,4 +46,8 @@ def test_engine_matches_scalar_reference():
             assert hop == d.bottleneck_hop[i], (k, f)
             np.testing.assert_allclose(d.rate_bps[i], rate, rtol=1e-9)
     np.testing.assert_allclose(eng.state.rc_bps, [r.rc_bps for r in refs], rtol=1e-9)
-    assert eng.state.inc_stage.tolist() == [r.inc_stage for r in refs]
+    if per_hop:
+        np.testing.assert_allclose(eng.state.rc_hop[:, :H], [r.hop_rc[:H] for r in refs],
+                                   rtol=1e-9)
+    else:
+        assert eng.state.inc_stage.tolist() == [r.inc_stage for r in refs]
