@@ -14,6 +14,9 @@ behaviour of its public ns-3 model, computed centrally from INT telemetry:
   the stage are committed only once per base RTT T, so a flow reacts per packet
   without compounding its decrease within one RTT.
 
+With ``per_hop_rates`` the EWMA, Rc and stage are kept per hop and the flow takes
+the smallest hop rate, as the ns-3 model's MultiRate option does.
+
 The ns-3 model commits once per "window of sequence numbers"; a controller sees
 no send sequence, so the commit here is once per T of telemetry arrival time
 (``commit_mask`` lets a caller that knows PSNs decide instead).

@@ -2,10 +2,10 @@
 
 The INT collector (``controller.int``) turns reports and host records into one
 ``HopSamples`` batch per decoding round: one row per sampled packet (one flow per
-row), one column per hop, newest hop last is NOT assumed -- column ``h`` is hop
-``h`` counted from the sender (the INT stack is newest first, so the collector
-reverses it). Units are in the field names; counters keep their on-wire width
-and wrap, the engines take differences modulo the width.
+row), one column per hop. Column ``h`` is hop ``h`` counted from the sender (the
+INT stack on the wire is newest first; the collector puts it in path order).
+Units are in the field names; counters keep their on-wire width and wrap, the
+engines take differences modulo the width.
 
 Fields of ``HopSamples`` (n rows, H hop columns):
 
