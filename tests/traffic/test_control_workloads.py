@@ -153,3 +153,49 @@ def test_sigterm_writes_a_summary_and_removes_the_control_socket(tmp_path) -> No
     summary = json.loads(out.read_text())
     assert summary["interrupted"] and not summary["finished"]
     assert not ctl.exists()
+
+
+def test_local_kvcache_bursts_reach_the_decode_rank(tmp_path) -> None:
+    res = subprocess.run([sys.executable, "-m", "traffic", "local", "kvcache", "-n", "3",
+                          "--prefill", "2", "-s", "64K", "-c", "3", "-q", "2",
+                          "--rate", "100M", "-O", str(tmp_path), "--timeout", "20"],
+                         capture_output=True, text=True, timeout=90, check=False)
+    assert res.returncode == 0, res.stderr[-2000:]
+    agg = json.loads(res.stdout.strip().splitlines()[-1])
+    assert agg["collective"] == "kvcache" and agg["finished"]
+    assert agg["bytes"] == 2 * 2 * 3 * 65536 and agg["algbw_bps"] > 0
+    decode = json.loads((tmp_path / "rank2.json").read_text())
+    assert len([m for m in decode["messages"] if m["dir"] == "rx"]) == 12
+
+
+def test_loss_on_every_packet_kind_still_delivers(tmp_path) -> None:
+    """Loss scope 'all' also drops ACKs: cumulative ACKs and the timer recover."""
+    import os
+    import zlib
+
+    from traffic.emulation import Bernoulli
+    from traffic.endpoint import Endpoint, EndpointConfig
+    from traffic.qp_types import QpConfig
+
+    a = Endpoint(EndpointConfig(ip="127.0.78.1", loss=Bernoulli(p=0.5, seed=2),
+                                loss_scope="all"))
+    b = Endpoint(EndpointConfig(ip="127.0.78.2", loss=Bernoulli(p=0.05, seed=3),
+                                loss_scope="all"))
+    try:
+        req = a.add_requester(QpConfig(qpn=3, peer_qpn=3, peer_ip="127.0.78.2", mode="sr",
+                                       rate_bps=200e6, rto_min_s=0.01))
+        resp = b.add_responder(QpConfig(qpn=3, peer_qpn=3, peer_ip="127.0.78.1", mode="sr"))
+        msgs = [os.urandom(20_000) for _ in range(20)]
+        for m in msgs:
+            req.post_write(m, now=a.now())
+        for _ in range(200_000):
+            if req.idle:
+                break
+            a.step(0.0005)
+            b.step(0.0005)
+        assert req.idle
+        assert [m.crc32 for m in resp.messages] == [zlib.crc32(m) for m in msgs]
+        assert a.counters.injected_drops > 0 and b.counters.injected_drops > 0
+    finally:
+        a.close()
+        b.close()
