@@ -1,4 +1,4 @@
-"""Batch helpers shared by the engines."""
+"""Batch utilities shared by the engines."""
 from __future__ import annotations
 
 import numpy as np
