@@ -22,4 +22,16 @@ from softswitch.p4runtime.device import (
 from softswitch.p4runtime.errors import DeviceError, P4RuntimeError
 
 __all__ = ["DEFAULT_CPU_PORT", "Device", "DeviceError", "DeviceListener", "LocalDevice",
-           "P4RuntimeError", "PacketIn", "Pipeline"]
+           "P4RuntimeError", "P4RuntimeService", "PacketIn", "Pipeline", "ServerHandle", "TlsConfig",
+           "serve"]
+
+
+def __getattr__(name: str) -> object:
+    # the gRPC server is imported on first use, so the device contract stays light
+    if name in ("serve", "ServerHandle", "TlsConfig"):
+        from softswitch.p4runtime import server
+        return getattr(server, name)
+    if name == "P4RuntimeService":
+        from softswitch.p4runtime.service import P4RuntimeService
+        return P4RuntimeService
+    raise AttributeError(name)

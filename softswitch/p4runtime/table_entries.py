@@ -1,0 +1,305 @@
+"""TableEntry updates and reads: P4Runtime match/action messages <-> runtime table entries.
+
+Why the checks live here and not in the runtime tables: they are P4Runtime's own
+rules about the *encoding* (a don't-care must be omitted, an LPM prefix length of
+0 or a ternary mask of 0 or a full range is refused, exact fields are mandatory,
+priority only for ternary/range/optional tables), applied before the runtime API
+sees the entry, so nothing is changed when they fail.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import grpc
+from p4.v1 import p4runtime_pb2 as P
+
+from softswitch.errors import RuntimeApiError
+from softswitch.externs.stateful import MeterConfig
+from softswitch.p4runtime.codec import decode_bits, encode_bits
+from softswitch.p4runtime.errors import P4RuntimeError, invalid, unimplemented
+from softswitch.p4runtime.schema import TableInfo
+from softswitch.p4runtime.state import PipelineState
+from softswitch.tables import Exact, Lpm, MatchValue, Optional, Range, Table, TableEntry, Ternary
+from p4.config.v1 import p4info_pb2 as P4I
+
+Key = list[MatchValue]
+
+
+# --------------------------------------------------------------------- match
+def decode_match(t: TableInfo, entry: P.TableEntry) -> Key:
+    """The runtime key (one MatchValue per P4Info field, in field order)."""
+    given: dict[int, P.FieldMatch] = {}
+    for fm in entry.match:
+        if fm.field_id not in t.by_id:
+            raise invalid(f"table {t.name}: no match field with id {fm.field_id} "
+                          f"(have {[f'{f.id}={f.name}' for f in t.fields]})")
+        if fm.field_id in given:
+            raise invalid(f"table {t.name}: match field {t.by_id[fm.field_id].name} given twice")
+        given[fm.field_id] = fm
+    key: Key = []
+    for f in t.fields:
+        where = f"table {t.name}: match field {f.name} ({f.kind}, bit<{f.bitwidth}>)"
+        fm = given.get(f.id)
+        full = (1 << f.bitwidth) - 1
+        if fm is None:
+            if f.kind == "exact":
+                raise invalid(f"{where}: exact match fields cannot be omitted")
+            key.append({"lpm": Lpm(0, 0), "ternary": Ternary(0, 0), "range": Range(0, full),
+                        "optional": Optional(None)}.get(f.kind) or _unsupported_kind(where))
+            continue
+        kind = fm.WhichOneof("field_match_type")
+        if kind != f.kind:
+            raise invalid(f"{where}: got a {kind or 'empty'} match")
+        if kind == "exact":
+            key.append(Exact(decode_bits(fm.exact.value, f.bitwidth, where)))
+        elif kind == "lpm":
+            plen = fm.lpm.prefix_len
+            if plen <= 0 or plen > f.bitwidth:
+                raise invalid(f"{where}: prefix length {plen} outside 1..{f.bitwidth} "
+                              f"(a don't-care LPM field must be omitted)")
+            v = decode_bits(fm.lpm.value, f.bitwidth, where)
+            mask = ((1 << plen) - 1) << (f.bitwidth - plen)
+            if v & ~mask:
+                raise invalid(f"{where}: value {v:#x} has bits set beyond prefix length {plen}")
+            key.append(Lpm(v, plen))
+        elif kind == "ternary":
+            v = decode_bits(fm.ternary.value, f.bitwidth, where)
+            m = decode_bits(fm.ternary.mask, f.bitwidth, where)
+            if m == 0:
+                raise invalid(f"{where}: mask 0 (a don't-care ternary field must be omitted)")
+            if v & ~m:
+                raise invalid(f"{where}: value {v:#x} has bits outside mask {m:#x}")
+            key.append(Ternary(v, m))
+        elif kind == "range":
+            lo = decode_bits(fm.range.low, f.bitwidth, where)
+            hi = decode_bits(fm.range.high, f.bitwidth, where)
+            if lo > hi:
+                raise invalid(f"{where}: low {lo:#x} > high {hi:#x}")
+            if lo == 0 and hi == full:
+                raise invalid(f"{where}: the full range (a don't-care range field must be omitted)")
+            key.append(Range(lo, hi))
+        elif kind == "optional":
+            key.append(Optional(decode_bits(fm.optional.value, f.bitwidth, where)))
+        else:
+            _unsupported_kind(where)
+    return key
+
+
+def _unsupported_kind(where: str) -> MatchValue:
+    raise unimplemented(f"{where}: this match kind is not supported over P4Runtime")
+
+
+def encode_match(t: TableInfo, key: tuple[MatchValue, ...]) -> list[P.FieldMatch]:
+    out = []
+    for f, m in zip(t.fields, key):
+        fm = P.FieldMatch(field_id=f.id)
+        if isinstance(m, Exact):
+            fm.exact.value = encode_bits(m.value)
+        elif isinstance(m, Lpm):
+            if m.prefix_len == 0:
+                continue
+            fm.lpm.value, fm.lpm.prefix_len = encode_bits(m.value), m.prefix_len
+        elif isinstance(m, Ternary):
+            if m.mask == 0:
+                continue
+            fm.ternary.value, fm.ternary.mask = encode_bits(m.value), encode_bits(m.mask)
+        elif isinstance(m, Range):
+            if m.low == 0 and m.high == (1 << f.bitwidth) - 1:
+                continue
+            fm.range.low, fm.range.high = encode_bits(m.low), encode_bits(m.high)
+        elif isinstance(m, Optional):
+            if m.value is None:
+                continue
+            fm.optional.value = encode_bits(m.value)
+        out.append(fm)
+    return out
+
+
+def check_priority(t: TableInfo, rt: Table, priority: int) -> int:
+    if rt.needs_priority:
+        if priority <= 0:
+            raise invalid(f"table {t.name}: entries of a table with ternary/range/optional fields "
+                          f"need a priority > 0, got {priority}")
+    elif priority != 0:
+        raise invalid(f"table {t.name}: priority {priority} given, but the table has no "
+                      f"ternary/range/optional field (priority must be 0)")
+    return priority
+
+
+# -------------------------------------------------------------------- action
+def decode_action(st: PipelineState, t: TableInfo, entry: P.TableEntry, *, for_default: bool
+                  ) -> tuple[str, list[int]]:
+    ta = entry.action
+    kind = ta.WhichOneof("type")
+    if kind in ("action_profile_member_id", "action_profile_group_id", "action_profile_action_set"):
+        raise unimplemented(f"table {t.name}: {kind} (action profiles/selectors) is not supported")
+    if kind != "action":
+        raise invalid(f"table {t.name}: the entry has no action")
+    a = ta.action
+    info = st.schema.action(a.action_id, f"table {t.name}")
+    scope = t.actions.get(a.action_id)
+    if scope is None:
+        raise invalid(f"table {t.name}: action {info.name} is not one of the table's actions")
+    if for_default and scope == P4I.ActionRef.TABLE_ONLY:
+        raise invalid(f"table {t.name}: action {info.name} is @tableonly and cannot be the default")
+    if not for_default and scope == P4I.ActionRef.DEFAULT_ONLY:
+        raise invalid(f"table {t.name}: action {info.name} is @defaultonly and cannot be in an entry")
+    given: dict[int, bytes] = {}
+    for p in a.params:
+        if p.param_id not in info.by_id:
+            raise invalid(f"action {info.name}: no parameter with id {p.param_id}")
+        if p.param_id in given:
+            raise invalid(f"action {info.name}: parameter {info.by_id[p.param_id].name} given twice")
+        given[p.param_id] = p.value
+    args = []
+    for prm in info.params:
+        if prm.id not in given:
+            raise invalid(f"action {info.name}: parameter {prm.name} (id {prm.id}) is missing")
+        args.append(decode_bits(given[prm.id], prm.bitwidth, f"action {info.name} parameter {prm.name}"))
+    return info.name, args
+
+
+def encode_action(st: PipelineState, name: str, args: tuple[int, ...]) -> P.TableAction:
+    ta = P.TableAction()
+    aid = st.schema.action_ids.get(name, 0)
+    ta.action.action_id = aid
+    info = st.schema.actions.get(aid)
+    for prm, v in zip(info.params if info else (), args):
+        ta.action.params.add(param_id=prm.id, value=encode_bits(v))
+    return ta
+
+
+def meter_config_of(cfg: P.MeterConfig, where: str) -> MeterConfig:
+    mc = MeterConfig(cir=cfg.cir, cburst=cfg.cburst, pir=cfg.pir, pburst=cfg.pburst)
+    try:
+        mc.check(where)
+    except RuntimeApiError as exc:
+        raise P4RuntimeError.from_runtime(exc) from None
+    return mc
+
+
+# --------------------------------------------------------------------- write
+def write_table_entry(st: PipelineState, utype: int, entry: P.TableEntry) -> None:
+    t = st.schema.table(entry.table_id)
+    rt = st.runtime_table(t)
+    if entry.is_default_action:
+        _write_default(st, t, rt, utype, entry)
+        return
+    if t.is_const or rt.entries_const:
+        raise P4RuntimeError(grpc.StatusCode.PERMISSION_DENIED,
+                             f"table {t.name}: the table is const (its entries are fixed by the program)")
+    if entry.idle_timeout_ns:
+        raise unimplemented(f"table {t.name}: idle timeout (idle_timeout_ns) is not supported")
+    key = decode_match(t, entry)
+    prio = check_priority(t, rt, entry.priority)
+    if entry.HasField("counter_data") and not t.direct_counter_id:
+        raise invalid(f"table {t.name}: counter_data given, but the table has no direct counter")
+    meter = None
+    if entry.HasField("meter_config"):
+        if not t.direct_meter_id:
+            raise invalid(f"table {t.name}: meter_config given, but the table has no direct meter")
+        meter = meter_config_of(entry.meter_config, f"table {t.name} meter_config")
+    try:
+        if utype == P.Update.INSERT:
+            action, args = decode_action(st, t, entry, for_default=False)
+            e = rt.insert(key, action, args, prio)
+        elif utype == P.Update.MODIFY:
+            action, args = decode_action(st, t, entry, for_default=False)
+            e = rt.modify(key, action, args, prio)
+        elif utype == P.Update.DELETE:
+            e = rt.delete(key, prio)
+            st.entry_extras.pop((rt.name, e.handle), None)
+            return
+        else:
+            raise invalid(f"table {t.name}: update type {utype} is not INSERT, MODIFY or DELETE")
+    except RuntimeApiError as exc:
+        raise P4RuntimeError.from_runtime(exc) from None
+    if entry.HasField("counter_data"):
+        e.packets, e.bytes = entry.counter_data.packet_count, entry.counter_data.byte_count
+    if meter is not None:
+        e.meter_config, e.meter_state = meter, None
+    if entry.controller_metadata or entry.metadata:
+        st.entry_extras[(rt.name, e.handle)] = (entry.controller_metadata, entry.metadata)
+    else:
+        st.entry_extras.pop((rt.name, e.handle), None)
+
+
+def _write_default(st: PipelineState, t: TableInfo, rt: Table, utype: int, entry: P.TableEntry) -> None:
+    if utype != P.Update.MODIFY:
+        raise invalid(f"table {t.name}: the default entry can only be modified (got "
+                      f"{P.Update.Type.Name(utype)})")
+    if len(entry.match) or entry.priority:
+        raise invalid(f"table {t.name}: a default entry has no match fields and no priority")
+    if t.const_default_action_id or rt.default_const:
+        raise P4RuntimeError(grpc.StatusCode.PERMISSION_DENIED,
+                             f"table {t.name}: the default action is const")
+    if entry.HasField("counter_data") or entry.HasField("meter_config"):
+        raise unimplemented(f"table {t.name}: direct counters/meters of the default entry")
+    if entry.HasField("action"):
+        action, args = decode_action(st, t, entry, for_default=True)
+    else:  # an empty action resets the program's default
+        action, args = st.initial_defaults[rt.name][0], list(st.initial_defaults[rt.name][1])
+    try:
+        rt.set_default(action, args)
+    except RuntimeApiError as exc:
+        raise P4RuntimeError.from_runtime(exc) from None
+
+
+# ---------------------------------------------------------------------- read
+def find_entry(st: PipelineState, t: TableInfo, rt: Table, entry: P.TableEntry) -> TableEntry:
+    key = decode_match(t, entry)
+    try:
+        return rt.find(key, check_priority(t, rt, entry.priority))
+    except RuntimeApiError as exc:
+        raise P4RuntimeError.from_runtime(exc) from None
+
+
+def encode_entry(st: PipelineState, t: TableInfo, rt: Table, e: TableEntry, *,
+                 counter: bool, meter: bool) -> P.TableEntry:
+    out = P.TableEntry(table_id=t.id, priority=e.priority)
+    out.match.extend(encode_match(t, e.key))
+    out.action.CopyFrom(encode_action(st, e.action, e.args))
+    extras = st.entry_extras.get((rt.name, e.handle))
+    if extras:
+        out.controller_metadata, out.metadata = extras
+    if e.is_const:
+        out.is_const = True
+    if counter and t.direct_counter_id:
+        out.counter_data.packet_count, out.counter_data.byte_count = e.packets, e.bytes
+    if meter and t.direct_meter_id and e.meter_config is not None:
+        c = e.meter_config
+        out.meter_config.cir, out.meter_config.cburst = c.cir, c.cburst
+        out.meter_config.pir, out.meter_config.pburst = c.pir, c.pburst
+    return out
+
+
+def read_table_entries(st: PipelineState, query: P.TableEntry) -> Iterator[P.TableEntry]:
+    """Entries matching `query`: table id 0 = every table, no match fields = every entry."""
+    counter, meter = query.HasField("counter_data"), query.HasField("meter_config")
+    if query.table_id == 0:
+        if len(query.match) or query.is_default_action:
+            raise invalid("table_entry read: match fields or is_default_action need a table id")
+        tables = list(st.schema.tables.values())
+    else:
+        tables = [st.schema.table(query.table_id)]
+    for t in tables:
+        rt = st.runtime_table(t)
+        if query.is_default_action:
+            d = rt.default
+            out = P.TableEntry(table_id=t.id, is_default_action=True)
+            out.action.CopyFrom(encode_action(st, d.action, d.args))
+            yield out
+            continue
+        if len(query.match):
+            try:
+                e = find_entry(st, t, rt, query)
+            except P4RuntimeError as exc:
+                if exc.code == grpc.StatusCode.NOT_FOUND:
+                    continue  # reading an absent entry returns nothing
+                raise
+            yield encode_entry(st, t, rt, e, counter=counter, meter=meter)
+            continue
+        for e in rt.entries():
+            if query.priority and e.priority != query.priority:
+                continue
+            yield encode_entry(st, t, rt, e, counter=counter, meter=meter)
