@@ -24,6 +24,7 @@ from formats.int_md import HOST_RECORD_DTYPE, INT_UDP_PORT
 
 from .errors import AttachError, ConfigError
 from .loader import compile_program
+from .maps import lookup_all
 from .netns import in_netns
 from .records import FLOW_DTYPE, FLOW_KEY_DTYPE, FLOW_STATS_DTYPE, SinkStat
 from .ringbuf import RingBufReader
@@ -179,13 +180,10 @@ class IntSink:
 
     def flows(self) -> np.ndarray:
         """Per-flow state as a ``FLOW_DTYPE`` array (one row per flow seen)."""
-        table = self._need()[b"flows"]
-        items = list(table.items())
-        out = np.zeros(len(items), FLOW_DTYPE)
-        if items:
-            out["key"] = np.frombuffer(b"".join(bytes(k) for k, _ in items), FLOW_KEY_DTYPE)
-            out["stats"] = np.frombuffer(b"".join(bytes(v) for _, v in items),
-                                         FLOW_STATS_DTYPE)
+        keys, values = lookup_all(self._need()[b"flows"], FLOW_KEY_DTYPE, FLOW_STATS_DTYPE)
+        out = np.zeros(len(keys), FLOW_DTYPE)
+        out["key"] = keys
+        out["stats"] = values
         return out
 
     def clear_flows(self) -> None:

@@ -292,3 +292,19 @@ def test_attach_to_missing_interface_names_it(pair):
     sink.close()                                      # nothing left to release: no error
     with pytest.raises(AttachError, match="namespace 'tebnosuchns' not found"):
         IntSink("lo", netns="tebnosuchns").attach()
+
+
+def test_flows_read_in_batches_match_a_key_walk(pair, sink, monkeypatch):
+    from ebpf import maps
+    from ebpf.records import FLOW_KEY_DTYPE, FLOW_STATS_DTYPE
+    sink.clear_flows()
+    pair.send([frame(pair, psn=1, qp=0x900, sport=20000 + i) for i in range(300)])
+    assert len(pair.recv_udp(300)) == 300
+    table = sink._need()[b"flows"]
+    walked_k, walked_v = maps._walk(table, FLOW_KEY_DTYPE, FLOW_STATS_DTYPE)
+    monkeypatch.setattr(maps, "_walk", lambda *a: pytest.fail("batch lookup not used"))
+    keys, values = maps.lookup_all(table, FLOW_KEY_DTYPE, FLOW_STATS_DTYPE, chunk=64)
+    assert len(keys) == 300
+    order, worder = np.argsort(keys["src_port"]), np.argsort(walked_k["src_port"])
+    assert (keys[order] == walked_k[worder]).all()          # field by field
+    assert (values[order] == walked_v[worder]).all()
