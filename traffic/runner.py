@@ -8,7 +8,6 @@ one arrived, and the result is compared with the sum every rank can recompute.
 """
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -300,10 +299,3 @@ class RankRunner:
             out["collective"] = {"completion_s": el,
                                  "algbw_bps": (sent + recvd) * 8 / el}
         return out
-
-
-def default_progress() -> TextIO:
-    return sys.stderr
-
-
-ProgressFn = Callable[[str], None]
