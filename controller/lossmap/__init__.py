@@ -13,6 +13,7 @@ Pure numpy math plus matplotlib figures, no network I/O:
   ``fit_link_models`` + ``path_fec`` -- the same for every flow from a loss map;
 * ``LinkLossStream`` / ``FlowLossStream`` -- the same maps kept up to date as
   polls, digests and host-record batches arrive (sliding window of bins);
+  ``FlowLossListener`` feeds the flow stream from the INT collector;
 * ``plot_heatmap`` / ``plot_bursts`` -- PNG figures.
 """
 from controller.lossmap.bins import LinkIndex, TimeBins
@@ -45,6 +46,7 @@ from controller.lossmap.links import (
     link_loss_map,
     wilson_interval,
 )
+from controller.lossmap.listener import FlowLossListener
 from controller.lossmap.localize import Localized, incidence, localize
 from controller.lossmap.plots import plot_bursts, plot_heatmap
 from controller.lossmap.policy import PathFec, fit_link_models, path_fec
@@ -52,9 +54,9 @@ from controller.lossmap.psn import FlowLossMap, PsnGaps, flow_loss_map, psn_gaps
 from controller.lossmap.stream import BinRing, FlowLossStream, LinkLossStream
 
 __all__ = [
-    "BinRing", "Cycles", "FecPolicy", "FlowLossMap", "FlowLossStream", "GilbertElliott",
-    "Interval", "LinkCounters", "LinkIndex", "LinkKeyError", "LinkLossMap", "LinkLossStream",
-    "LinkModel", "Localized", "LossEvents", "LossInputError", "LossMapError",
+    "BinRing", "Cycles", "FecPolicy", "FlowLossListener", "FlowLossMap", "FlowLossStream",
+    "GilbertElliott", "Interval", "LinkCounters", "LinkIndex", "LinkKeyError", "LinkLossMap",
+    "LinkLossStream", "LinkModel", "Localized", "LossEvents", "LossInputError", "LossMapError",
     "LossParameterError", "PathFec", "PsnGaps", "Source", "TimeBins", "block_loss_pmf",
     "block_loss_pmfs", "choose_fec", "cycles_from_events", "cycles_from_psn_gaps",
     "cycles_from_sequence", "fit_gilbert_elliott", "fit_link_models", "flow_loss_map",

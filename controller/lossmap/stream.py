@@ -76,6 +76,10 @@ class BinRing:
         v = np.broadcast_to(np.asarray(values, dtype=np.float64), rows.shape)
         add_at(self._data[name], rows[keep], k[keep] % self.n_bins, v[keep])
 
+    def clear_rows(self, rows: np.ndarray) -> None:
+        for a in self._data.values():
+            a[rows] = 0.0
+
     def bins(self) -> TimeBins:
         start = max(self.head - self.n_bins + 1, 0) if self.head >= 0 else 0
         return TimeBins(start_ns=self.origin_ns + start * self.bin_ns, bin_ns=self.bin_ns,
@@ -268,6 +272,16 @@ class FlowLossStream:
         self._max_psn[lf] = sc.max_psn
         self._last_ts[lf] = np.maximum(sc.t[sc.last], self._last_ts[lf])
         self._seen[lf] = True
+
+    def reset(self, flow_idx: npt.ArrayLike) -> None:
+        """Forget flows (their row is reused for another flow): no base PSN, empty row."""
+        idx = np.asarray(flow_idx, dtype=np.int64).ravel()
+        if idx.size and (idx.min() < 0 or idx.max() >= self.n_flows):
+            raise LossInputError(f"FlowLossStream.reset: flow index outside "
+                                 f"0..{self.n_flows - 1}")
+        self._seen[idx] = False
+        self.lost_total[idx] = 0.0
+        self.ring.clear_rows(idx)
 
     def snapshot(self) -> FlowLossMap:
         z = np.zeros(0, dtype=np.int64)

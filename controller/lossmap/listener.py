@@ -1,0 +1,52 @@
+"""Per-flow PSN-gap losses fed straight from the collector's host-record batches.
+
+``FlowLossListener`` is a ``controller.int.Collector`` listener: it takes the host
+records (agent batches) of each decoded batch, keyed by the collector's flow
+slot, into a ``FlowLossStream``. A slot the collector hands to another flow is
+reset first, so PSNs of different flows never meet.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from controller.lossmap.stream import FlowLossStream
+
+SOURCE_HOST = 2
+"""``REPORT_DTYPE.source`` of host records (controller.int.records.SOURCE_HOST)."""
+
+
+@dataclass(slots=True, kw_only=True)
+class FlowLossListener:
+    """Collector listener -> ``FlowLossStream`` (rows = collector flow slots)."""
+
+    stream: FlowLossStream
+    records: int = 0
+    _key: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._key = np.full((self.stream.n_flows, 4), -1, dtype=np.int64)
+
+    def __call__(self, batch: Any, flow_slots: np.ndarray) -> None:
+        s = batch.samples
+        slots = np.asarray(flow_slots, dtype=np.int64)
+        m = ((s["source"] == SOURCE_HOST) & (s["has_bth"] == 1) & (slots >= 0)
+             & (slots < self.stream.n_flows))
+        if not m.any():
+            return
+        rows, rec = slots[m], s[m]
+        key = np.stack([rec["src_ip"], rec["dst_ip"], rec["sport"], rec["dest_qp"]],
+                       axis=1).astype(np.int64)
+        known = self._key[rows]
+        fresh = (known != key).any(axis=1)
+        if fresh.any():
+            first = np.unique(rows[fresh], return_index=True)[1]
+            reused = rows[fresh][first]
+            self.stream.reset(reused[(self._key[reused] >= 0).any(axis=1)])
+            self._key[reused] = key[fresh][first]
+        ts = np.where(rec["capture_ns"] > 0, rec["capture_ns"].astype(np.int64),
+                      rec["arrival_ns"])
+        self.stream.add(flow_idx=rows, ts_ns=ts, psn=rec["psn"].astype(np.int64) & 0xFFFFFF)
+        self.records += int(rows.size)
