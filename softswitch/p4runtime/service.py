@@ -183,7 +183,7 @@ class P4RuntimeService:
                     errors.append(P.Error(canonical_code=exc.code.value[0], message=exc.message,
                                           space="softswitch"))
                     first = first or f"update {i}: {exc.code.name}: {exc.message}"
-                except Exception as exc:  # noqa: BLE001 - a bug must not kill the server
+                except Exception as exc:
                     LOG.exception("device %d: update %d failed unexpectedly", self.device.device_id, i)
                     errors.append(P.Error(canonical_code=code_pb2.INTERNAL,
                                           message=f"internal error: {type(exc).__name__}: {exc}",

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import grpc
+from p4.config.v1 import p4info_pb2 as P4I
 from p4.v1 import p4runtime_pb2 as P
 
 from softswitch.errors import RuntimeApiError
@@ -20,7 +21,6 @@ from softswitch.p4runtime.errors import P4RuntimeError, invalid, unimplemented
 from softswitch.p4runtime.schema import TableInfo
 from softswitch.p4runtime.state import PipelineState
 from softswitch.tables import Exact, Lpm, MatchValue, Optional, Range, Table, TableEntry, Ternary
-from p4.config.v1 import p4info_pb2 as P4I
 
 Key = list[MatchValue]
 

@@ -89,6 +89,7 @@ control MyIngress(inout headers_t hdr, inout metadata_t meta,
     meter(16, MeterType.packets) port_meter;
     register<bit<32>>(8) last_len;
     direct_counter(CounterType.packets_and_bytes) fwd_counter;
+    direct_meter<bit<32>>(MeterType.bytes) route_meter;
 
     action drop() {
         mark_to_drop(standard_metadata);
@@ -119,9 +120,14 @@ control MyIngress(inout headers_t hdr, inout metadata_t meta,
         default_action = NoAction();
         size = 4;
     }
+    action route(bit<9> port) {
+        route_meter.read(meta.color);
+        standard_metadata.egress_spec = port;
+    }
     table routes {
         key = { hdr.ipv4.dstAddr: lpm; }
-        actions = { set_port; drop; NoAction; }
+        actions = { route; drop; NoAction; }
+        meters = route_meter;
         default_action = NoAction();
     }
     table acl {
