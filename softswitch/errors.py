@@ -74,6 +74,7 @@ class RuntimeErrorCode(enum.Enum):
     INDEX_OUT_OF_RANGE = "index out of range"    # INVALID_ARGUMENT / OUT_OF_RANGE
     BAD_VALUE = "bad value"                      # INVALID_ARGUMENT
     CONST_TABLE = "table is const"               # PERMISSION_DENIED / INVALID_ARGUMENT
+    IN_USE = "still in use"                      # FAILED_PRECONDITION
     UNSUPPORTED = "unsupported"                  # UNIMPLEMENTED
 
 

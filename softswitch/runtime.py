@@ -15,6 +15,7 @@ import difflib
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
+from softswitch.action_profiles import ActionProfile
 from softswitch.compiler.program import CompiledProgram
 from softswitch.errors import ExternError, RuntimeApiError, RuntimeErrorCode
 from softswitch.externs.stateful import Counter, Meter, MeterConfig, Register
@@ -80,6 +81,56 @@ class SwitchRuntime:
 
     def table_clear(self, table: str) -> None:
         self.table(table).clear()
+
+    # ----------------------------------------------- action profiles (indirect)
+    def action_profile(self, name: str) -> ActionProfile:
+        return resolve("action profile", self.program.action_profiles, name)
+
+    def _profile_action(self, prof: ActionProfile, action: str) -> str:
+        if action in prof.actions:
+            return action
+        return resolve(f"action of {prof.name}", {k: k for k in prof.actions}, action)
+
+    def _profile_in_use(self, prof: ActionProfile, *, member: int | None = None,
+                        group: int | None = None) -> bool:
+        return any(t.profile is prof and t.refers_to(member=member, group=group)
+                   for t in self.program.tables.values())
+
+    def action_profile_member_add(self, profile: str, member_id: int, action: str,
+                                  args: Sequence[int] = ()) -> None:
+        prof = self.action_profile(profile)
+        prof.member_add(member_id, self._profile_action(prof, action), list(args))
+
+    def action_profile_member_modify(self, profile: str, member_id: int, action: str,
+                                     args: Sequence[int] = ()) -> None:
+        prof = self.action_profile(profile)
+        prof.member_modify(member_id, self._profile_action(prof, action), list(args))
+
+    def action_profile_member_delete(self, profile: str, member_id: int) -> None:
+        prof = self.action_profile(profile)
+        prof.member_delete(member_id, self._profile_in_use(prof, member=member_id))
+
+    def action_profile_group_add(self, profile: str, group_id: int, members: Sequence[int],
+                                 max_size: int = 0) -> None:
+        self.action_profile(profile).group_add(group_id, list(members), max_size)
+
+    def action_profile_group_modify(self, profile: str, group_id: int, members: Sequence[int]) -> None:
+        self.action_profile(profile).group_modify(group_id, list(members))
+
+    def action_profile_group_delete(self, profile: str, group_id: int) -> None:
+        prof = self.action_profile(profile)
+        prof.group_delete(group_id, self._profile_in_use(prof, group=group_id))
+
+    def table_add_indirect(self, table: str, key: Sequence[MatchValue | int], *,
+                           member: int | None = None, group: int | None = None,
+                           priority: int = 0) -> TableEntry:
+        """An entry of an indirect table: it runs a profile member or a group's member."""
+        return self.table(table).insert_indirect(list(key), member=member, group=group, priority=priority)
+
+    def table_modify_indirect(self, table: str, key: Sequence[MatchValue | int], *,
+                              member: int | None = None, group: int | None = None,
+                              priority: int = 0) -> TableEntry:
+        return self.table(table).modify_indirect(list(key), member=member, group=group, priority=priority)
 
     # ---------------------------------------------------------------- counters
     def counter(self, name: str) -> Counter:

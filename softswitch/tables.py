@@ -88,11 +88,17 @@ class TableEntry:
     meter_state: Any = None
     is_const: bool = False
     fn: Callable[..., Any] | None = None
+    member: int | None = None   # indirect tables: the action profile member ...
+    group: int | None = None    # ... or group this entry points at
 
     def describe(self) -> str:
         keys = ", ".join(_format_match(m) for m in self.key)
-        args = ", ".join(hex(a) for a in self.args)
         pri = f" priority {self.priority}" if self.priority else ""
+        if self.member is not None:
+            return f"[{keys}]{pri} -> member {self.member}"
+        if self.group is not None:
+            return f"[{keys}]{pri} -> group {self.group}"
+        args = ", ".join(hex(a) for a in self.args)
         return f"[{keys}]{pri} -> {self.action}({args})"
 
 
@@ -124,6 +130,7 @@ class Table:
         self.entries_const = entries_const
         self.has_direct_counter = has_direct_counter
         self.has_direct_meter = has_direct_meter
+        self.profile: Any = None  # ActionProfile of an indirect table
         kinds = [k.match_kind for k in self.keys]
         for k in self.keys:
             if k.match_kind not in MATCH_KINDS:
@@ -235,8 +242,18 @@ class Table:
     def insert(self, key: Sequence[MatchValue | int], action: str, args: Sequence[int] = (),
                priority: int = 0, *, is_const: bool = False) -> TableEntry:
         """Add an entry; refuses duplicates, bad keys/actions and a full table."""
+        if self.profile is not None:
+            raise RuntimeApiError(RuntimeErrorCode.BAD_ACTION,
+                                  f"table {self.name}: indirect table (action profile "
+                                  f"{self.profile.name}): entries name a member or a group")
         ckey = self._check_key(key)
         cargs = self._check_action(action, args, for_default=False)
+        e = self._add_entry(ckey, action, cargs, priority, is_const)
+        e.fn = self.actions[action].fn
+        return e
+
+    def _add_entry(self, ckey: tuple[MatchValue, ...], action: str, cargs: tuple[int, ...],
+                   priority: int, is_const: bool) -> TableEntry:
         if self.needs_priority:
             if priority <= 0:
                 raise RuntimeApiError(RuntimeErrorCode.BAD_PRIORITY,
@@ -256,11 +273,48 @@ class Table:
                                   f"table {self.name}: full ({self.size} entries)")
         e = TableEntry(key=ckey, action=action, args=cargs, priority=priority,
                        handle=next(self._handles), is_const=is_const)
-        e.fn = self.actions[action].fn
         self._index[ik] = e
         self._by_handle[e.handle] = e
         self._add_to_engine(e)
         return e
+
+    def insert_indirect(self, key: Sequence[MatchValue | int], *, member: int | None = None,
+                        group: int | None = None, priority: int = 0) -> TableEntry:
+        """Add an entry of an indirect table pointing at an action profile member or group."""
+        prof = self.profile
+        if prof is None:
+            raise RuntimeApiError(RuntimeErrorCode.BAD_ACTION,
+                                  f"table {self.name}: not an indirect table (no action profile)")
+        if (member is None) == (group is None):
+            raise RuntimeApiError(RuntimeErrorCode.BAD_ACTION,
+                                  f"table {self.name}: give exactly one of member or group")
+        if member is not None and member not in prof.members:
+            raise RuntimeApiError(RuntimeErrorCode.NOT_FOUND,
+                                  f"table {self.name}: action profile {prof.name} has no member {member}")
+        if group is not None and group not in prof.groups:
+            raise RuntimeApiError(RuntimeErrorCode.NOT_FOUND,
+                                  f"table {self.name}: action profile {prof.name} has no group {group}")
+        e = self._add_entry(self._check_key(key), "", (), priority, False)
+        e.member, e.group = member, group
+        return e
+
+    def modify_indirect(self, key: Sequence[MatchValue | int], *, member: int | None = None,
+                        group: int | None = None, priority: int = 0) -> TableEntry:
+        e = self.find(key, priority)
+        prof = self.profile
+        if prof is None or (member is None) == (group is None):
+            raise RuntimeApiError(RuntimeErrorCode.BAD_ACTION,
+                                  f"table {self.name}: give exactly one of member or group of its profile")
+        if (member is not None and member not in prof.members) or (group is not None and group not in prof.groups):
+            raise RuntimeApiError(RuntimeErrorCode.NOT_FOUND,
+                                  f"table {self.name}: action profile {prof.name} has no "
+                                  + (f"member {member}" if member is not None else f"group {group}"))
+        e.member, e.group = member, group
+        return e
+
+    def refers_to(self, *, member: int | None = None, group: int | None = None) -> bool:
+        return any((member is not None and e.member == member) or (group is not None and e.group == group)
+                   for e in self._index.values())
 
     def find(self, key: Sequence[MatchValue | int], priority: int = 0) -> TableEntry:
         ckey = self._check_key(key)
@@ -312,7 +366,8 @@ class Table:
     def bind(self) -> None:
         """Refresh each entry's cached action function after actions got compiled."""
         for e in self._index.values():
-            e.fn = self.actions[e.action].fn
+            if e.member is None and e.group is None:
+                e.fn = self.actions[e.action].fn
         self.default.fn = self.actions[self.default.action].fn if self.default.action in self.actions else None
 
     # ------------------------------------------------------------ engine data

@@ -566,7 +566,8 @@ class BodyCompiler(ExprCompiler):
             tdecl = getattr(inner, "decl", None)
         info = self.gen.table_info(tdecl, self)
         ent, hit = self.tmp("e"), self.tmp("hit")
-        keys = []
+        keys: list[str] = []
+        selector: list[str] = []
         for k in tdecl.keys:
             code = self.ex(k.expr)
             kind, w = scalar_kind(k.expr.type)
@@ -574,7 +575,7 @@ class BodyCompiler(ExprCompiler):
                 code = f"int({code})"
             elif kind == "s":
                 code = f"({code} & {(1 << w) - 1})"
-            keys.append(code)
+            (selector if k.match_kind == "selector" else keys).append(code)
         tb = info.global_name
         if keys:
             key = self.tmp("k")
@@ -591,11 +592,16 @@ class BodyCompiler(ExprCompiler):
             self.emit(f"    {ent}.packets += 1; {ent}.bytes += PK.length")
         if info.direct_meter is not None:
             self.emit(f"    {info.direct_meter}.execute_entry({ent}, PK.length, PK.now_us)")
+        act = ent
+        if info.profile is not None:
+            act = self.tmp("m")
+            self.emit(f"{act} = {info.profile}.pick({ent}, ({''.join(c + ', ' for c in selector)})) "
+                      f"if {hit} else {ent}")
         self.emit(f"if tr is not None: tr.append(TE('table', {self.block!r}, {{'table': {info.table.name!r}, "
                   f"'key': {key}, 'hit': {hit}, 'entry': {ent}.describe() if {hit} else None, "
-                  f"'action': {ent}.action, 'args': {ent}.args}}))")
-        self.emit(f"{ent}.fn(L, *{ent}.args)")
-        return hit, ent
+                  f"'action': {act}.action, 'args': {act}.args}}))")
+        self.emit(f"{act}.fn(L, *{act}.args)")
+        return hit, act
 
 
 def invalidate_outs(b: BodyCompiler, params: list[Any], names: list[str]) -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from softswitch import tables as TB
+from softswitch.action_profiles import ActionProfile
 from softswitch.compiler.body import BodyCompiler, invalidate_outs
 from softswitch.compiler.exprs import is_object_type, scalar_kind, width_of
 from softswitch.compiler.layout import TypeLayouts, attr_name, strip
@@ -59,6 +60,7 @@ class TableInfo:
     global_name: str
     decl: A.TableDecl
     direct_meter: str | None = None
+    profile: str | None = None   # global name of the ActionProfile of an indirect table
     action_fns: dict[str, str] = field(default_factory=dict)
 
 
@@ -85,6 +87,7 @@ class CompiledProgram:
     direct_meters: dict[str, DirectMeter]
     digests: dict[str, DigestQueue]
     value_sets: dict[str, ValueSet]
+    action_profiles: dict[str, ActionProfile]
     actions: dict[str, list[tuple[str, int]]]
     pk: PacketContext
 
@@ -121,6 +124,7 @@ class ProgramGen(ParserCompiler):
         self.direct_meters: dict[str, DirectMeter] = {}
         self.digests: dict[str, DigestQueue] = {}
         self.value_sets: dict[str, ValueSet] = {}
+        self.action_profiles: dict[str, ActionProfile] = {}
         self.action_runtime: dict[str, str] = {}        # fn global name -> control-plane name
         self.action_params: dict[str, list[tuple[str, int]]] = {}
         self._action_decl_of: dict[str, Any] = {}               # fn global name -> ActionDecl
@@ -212,11 +216,31 @@ class ProgramGen(ParserCompiler):
             mtr = Meter(name=fq, size=const(0), meter_type=kinds[enum_arg(1)])
             self.meters[fq] = mtr
             return mtr
+        if tname in ("action_profile", "action_selector"):
+            return self._make_profile(tname, fq, args, inst.loc)
         if tname == "direct_meter":
             dmtr = DirectMeter(name=fq, meter_type=kinds[enum_arg(0)])
             self.direct_meters[fq] = dmtr
             return dmtr
         raise CompileError(f"{inst.loc}: unsupported: extern {tname} ({inst.name})")
+
+    def _make_profile(self, tname: str, fq: str, args: list[Any], loc: Any) -> ActionProfile:
+        """`action_profile(size)` / `action_selector(algorithm, size, output_width)`."""
+        def const(a: Any) -> int:
+            v = getattr(a, "const_value", None)
+            if not isinstance(v, int):
+                raise CompileError(f"{loc}: {tname} {fq}: arguments must be constants")
+            return int(v)
+        if tname == "action_profile":
+            prof = ActionProfile(name=fq, size=const(args[0]))
+        else:
+            algo = args[0].member if isinstance(args[0], A.MemberExpression) else None
+            if algo not in hashes.HASH_ALGORITHMS:
+                raise CompileError(f"{loc}: action_selector {fq}: unsupported hash algorithm {algo}")
+            prof = ActionProfile(name=fq, size=const(args[1]), algorithm=algo,
+                                 output_width=const(args[2]))
+        self.action_profiles[fq] = prof
+        return prof
 
     def hash_fn(self, algo: str, node: Any) -> str:
         if algo not in hashes.HASH_ALGORITHMS:
@@ -419,6 +443,8 @@ class ProgramGen(ParserCompiler):
         name = control_plane_name(decl, instance)
         keys = []
         for k in decl.keys:
+            if k.match_kind == "selector":
+                continue  # hashed to pick a group member, not looked up
             kname = None
             for ann in k.annotations:
                 if ann.name == "name" and ann.args:
@@ -464,8 +490,7 @@ class ProgramGen(ParserCompiler):
         counters = decl.property("counters")
         meters = decl.property("meters")
         impl = decl.property("implementation")
-        if impl is not None:
-            raise CompileError(f"{decl.loc}: unsupported: table implementation (action profiles/selectors) in {name}")
+        profile = self._table_profile(decl, name, impl, scope) if impl is not None else None
         table = TB.Table(name=name, keys=keys, actions=specs, size=size,
                          default_action=default_name or "NoAction", default_args=default_args,
                          default_const=decl.default_action_const, has_direct_counter=counters is not None,
@@ -473,6 +498,13 @@ class ProgramGen(ParserCompiler):
         g = self.fresh("T_" + name)
         self.env[g] = table
         info = TableInfo(table=table, global_name=g, decl=decl, action_fns=fns)
+        if profile is not None:
+            prof_obj, info.profile = profile
+            table.profile = prof_obj
+            for spec in specs:
+                prof_obj.actions.setdefault(spec.name, spec)
+            prof_obj.selector_widths = tuple(width_of(k.expr.type) for k in decl.keys
+                                             if k.match_kind == "selector")
         for prop, store in ((counters, self.direct_counters), (meters, self.direct_meters)):
             if prop is not None:
                 d = getattr(prop.value, "decl", None)
@@ -488,6 +520,26 @@ class ProgramGen(ParserCompiler):
         if decl.entries:
             self._const_entries(decl, table, fns, scope)
         return g
+
+    def _table_profile(self, decl: A.TableDecl, name: str, impl: Any,
+                       scope: dict[Any, str]) -> tuple[ActionProfile, str]:
+        """The action profile of an indirect table: a named instance or an inline constructor."""
+        v = impl.value
+        d = getattr(v, "decl", None)
+        if d is not None and d in scope:
+            g = scope[d]
+            prof = self.env.get(g)
+        elif isinstance(v, A.MethodCallExpression):
+            tname = expr_text(v.callee).split("(")[0].split("<")[0]
+            prof = self._make_profile(tname, f"{name}_implementation", [a.value for a in v.args], decl.loc)
+            g = self.fresh("X_" + prof.name)
+            self.env[g] = prof
+        else:
+            prof = None
+        if not isinstance(prof, ActionProfile):
+            raise CompileError(f"{decl.loc}: unsupported: implementation of table {name} "
+                               f"({expr_text(v)}) is not an action_profile or action_selector")
+        return prof, g
 
     def _bind_directional(self, ref: A.ActionRef, adecl: A.ActionDecl, afn: str,
                           scopes: list[dict[Any, str]]) -> str:
@@ -627,5 +679,5 @@ def compile_program(checked: Any) -> CompiledProgram:
         sm_cls=gen.layouts.class_for(sm_t), meta_type=meta_t, errors=gen.errors,
         field_lists=field_lists, tables=gen.tables_by_name, registers=gen.registers,
         counters=gen.counters, meters=gen.meters, direct_counters=gen.direct_counters,
-        direct_meters=gen.direct_meters, digests=gen.digests, value_sets=gen.value_sets,
+        direct_meters=gen.direct_meters, digests=gen.digests, value_sets=gen.value_sets, action_profiles=gen.action_profiles,
         actions=actions, pk=gen.pk)

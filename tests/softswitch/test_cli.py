@@ -51,14 +51,13 @@ def test_demo():
 def test_unsupported_construct_reported_with_location(tmp_path):
     src = (CONF / "h4_parser.p4").read_text().replace(
         "apply {\n        sm.egress_spec = 2;",
-        "action a() { }\n    table t { key = { hdr.a.v: selector; } actions = { a; }\n"
-        "        implementation = action_selector(HashAlgorithm.crc16, 16, 8); }\n"
-        "    apply {\n        t.apply();\n        sm.egress_spec = 2;")
-    prog = tmp_path / "sel.p4"
+        "Blinker() led;\n    apply {\n        led.blink();\n        sm.egress_spec = 2;").replace(
+        "header h8_t", "extern Blinker { Blinker(); void blink(); }\nheader h8_t")
+    prog = tmp_path / "ext.p4"
     prog.write_text(src)
     r = cli("run", str(prog), "--packet", "1A05")
     assert r.returncode == 2
-    assert "sel.p4:" in r.stderr and ": error: unsupported: table implementation" in r.stderr
+    assert "ext.p4:" in r.stderr and ": error: unsupported: extern Blinker" in r.stderr
 
 
 def test_run_json_trace():
