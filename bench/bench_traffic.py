@@ -153,8 +153,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{(r.get('fct_p99_s') or 0) * 1e3:5.0f}ms{flag}")
     fec1 = next((r for r in results if r["mode"] == "fec" and r["profile"] == "1%"), None)
     if fec1:
-        print(f"FEC + selective repeat at 1% loss: {fec1['vs_limit']:.3f} of the "
-              f"(1 - loss) x loss-free limit, {fec1['vs_rate']:.3f} of (1 - loss) x rate "
+        print(f"FEC + selective repeat at 1% loss: {fec1['vs_limit']:.3f} of "
+              f"(1 - loss) x loss-free goodput,\n  {fec1['vs_rate']:.3f} of (1 - loss) x rate "
               "(aim: >= 0.9)")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
