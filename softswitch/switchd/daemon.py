@@ -1,0 +1,175 @@
+"""The switch process: open ports, install the program, host the P4Runtime server.
+
+`Switchd` owns every resource (sockets, threads, capture files, gRPC server) and
+releases them in `close`, whatever failed; `run` is the main loop that logs
+statistics until told to stop (SIGTERM/SIGINT in the CLI).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from softswitch.switchd.device import SwitchDevice
+from softswitch.switchd.errors import SwitchdError
+from softswitch.switchd.options import ALL_PORTS, SwitchOptions, check_options
+from softswitch.switchd.ports import Port
+from softswitch.switchd.stats import format_stats
+
+LOG = logging.getLogger("softswitch.switchd")
+
+
+def load_pipeline(opts: SwitchOptions) -> Any:
+    """Compile the program named on the command line into a `Pipeline` (with its P4Info)."""
+    from softswitch.api import Switch
+    from softswitch.frontend.errors import P4Error
+    from softswitch.p4info import build_p4info
+    from softswitch.p4runtime.device import Pipeline
+    path = Path(opts.program or "")
+    try:
+        sw = Switch.from_file(path, include_dirs=opts.include_dirs, defines=opts.defines,
+                              name=opts.name)
+        info = build_p4info(sw.program.checked)
+        source = path.read_bytes()
+    except P4Error as exc:
+        raise SwitchdError(exc.render() if hasattr(exc, "render") else str(exc)) from None
+    except OSError as exc:
+        raise SwitchdError(f"{path}: cannot read the program: {exc.strerror}") from None
+    if opts.entries:
+        from softswitch.cli.run import apply_entries
+        apply_entries(sw, opts.entries)
+    return Pipeline.create(sw, info, device_config=source)
+
+
+def start_grpc(device: SwitchDevice, address: str, tls: Any) -> Any:
+    """Start the P4Runtime server; returns an object with ``stop()``.
+
+    ``unix:PATH`` addresses (reachable across network namespaces) are served by the
+    same servicer on a server built here, since the shared `serve` reads a TCP port
+    back from its address.
+    """
+    from softswitch.p4runtime.server import serve
+    if not address.startswith("unix:"):
+        return serve(device, address, tls=tls)
+    from concurrent import futures
+
+    import grpc
+    from p4.v1 import p4runtime_pb2_grpc as PG
+
+    from softswitch.p4runtime.server import P4RuntimeServicer
+    from softswitch.p4runtime.service import P4RuntimeService
+    service = P4RuntimeService(device)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix="p4rt"),
+                         options=[("grpc.max_receive_message_length", 256 << 20),
+                                  ("grpc.max_send_message_length", 256 << 20)])
+    PG.add_P4RuntimeServicer_to_server(P4RuntimeServicer(service), server)
+    creds = tls.credentials() if tls is not None else None
+    ok = server.add_secure_port(address, creds) if creds else server.add_insecure_port(address)
+    if not ok:
+        service.close()
+        raise SwitchdError(f"--grpc-server-addr {address}: cannot listen there")
+    server.start()
+    LOG.info("P4Runtime server for device %d on %s", device.device_id, address)
+
+    class _Handle:
+        def stop(self, grace_s: float = 0.5) -> None:
+            server.stop(grace_s).wait()
+            service.close()
+    return _Handle()
+
+
+class Switchd:
+    """One running switch; `close()` releases everything (safe after a partial start)."""
+
+    def __init__(self, opts: SwitchOptions) -> None:
+        check_options(opts)
+        self.opts = opts
+        self.device: SwitchDevice | None = None
+        self.server: Any = None
+        self._ports: dict[int, Port] = {}
+        self.stop_event = threading.Event()
+
+    def start(self) -> None:
+        opts = self.opts
+        try:
+            if opts.pcap_dir:
+                os.makedirs(opts.pcap_dir, exist_ok=True)
+            for num, ifname in sorted(opts.interfaces.items()):
+                self._ports[num] = Port.open(num, ifname, pcap_dir=opts.pcap_dir)
+            default_depth = opts.queue_depths_pkts.get(ALL_PORTS)
+            dev = SwitchDevice(self._ports, device_id=opts.device_id, cpu_port=opts.cpu_port,
+                               name=opts.name,
+                               **({"default_depth_pkts": default_depth} if default_depth else {}))
+            self.device = dev
+            if ALL_PORTS in opts.queue_rates_bps:
+                dev.tm.default_rate_bps = opts.queue_rates_bps[ALL_PORTS]
+            for port, rate in opts.queue_rates_bps.items():
+                if port != ALL_PORTS:
+                    dev.tm.set_rate(port, rate)
+            for port, depth in opts.queue_depths_pkts.items():
+                if port != ALL_PORTS:
+                    dev.tm.set_depth(port, depth)
+            for port in self._ports:
+                dev.tm.queue(port)
+            if opts.program:
+                dev.set_pipeline(load_pipeline(opts))
+            dev.start()
+            if opts.grpc_server_addr:
+                tls = None
+                if opts.tls_cert:
+                    from softswitch.p4runtime.server import TlsConfig
+                    tls = TlsConfig.from_files(opts.tls_cert, opts.tls_key or "", opts.tls_ca)
+                self.server = start_grpc(dev, opts.grpc_server_addr, tls)
+        except BaseException:
+            self.close()
+            raise
+        self.write_stats()
+        LOG.info("%s: ready: device %d, ports %s, cpu port %d%s", opts.name, opts.device_id,
+                 ", ".join(f"{n}@{p.ifname}" for n, p in sorted(self._ports.items())) or "none",
+                 opts.cpu_port, "" if opts.program else ", waiting for SetForwardingPipelineConfig")
+
+    def run(self) -> None:
+        """Block until `stop_event` is set, logging/writing statistics at the interval."""
+        interval = self.opts.stats_interval_s or (1.0 if self.opts.stats_file else 3600.0)
+        while not self.stop_event.wait(interval):
+            if self.opts.stats_interval_s:
+                self.log_stats()
+            self.write_stats()
+
+    def snapshot(self) -> dict[str, Any]:
+        return self.device.snapshot() if self.device else {}
+
+    def log_stats(self) -> None:
+        if self.device is not None:
+            for line in format_stats(self.snapshot()).splitlines():
+                LOG.info("%s", line)
+
+    def write_stats(self) -> None:
+        """Write the statistics as JSON (atomically: a reader never sees half a file)."""
+        path = self.opts.stats_file
+        if not path or self.device is None:
+            return
+        tmp = f"{path}.tmp{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(self.snapshot(), f, indent=1)
+        os.replace(tmp, path)
+
+    def close(self) -> None:
+        """Stop the server, the threads and the ports; flush captures; final statistics."""
+        if self.server is not None:
+            try:
+                self.server.stop(0.2)
+            except Exception as exc:  # noqa: BLE001 - shutting down regardless
+                LOG.warning("stopping the P4Runtime server: %s", exc)
+            self.server = None
+        if self.device is not None:
+            self.device.stop()
+            self.write_stats()
+            self.log_stats()
+        else:
+            for p in self._ports.values():
+                p.close()
+        self._ports = {}

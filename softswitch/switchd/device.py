@@ -1,0 +1,296 @@
+"""The switch process's `Device`: real ports, a traffic manager, the CPU port.
+
+Implements the contract of `softswitch.p4runtime.device.Device` so the P4Runtime
+server drives it exactly like the in-process `LocalDevice`:
+
+* receive thread: epoll over the ports' sockets; each frame runs parser and
+  ingress (under `lock`), its egress jobs go to the traffic manager;
+* traffic-manager thread: at each departure runs egress with the queue metadata
+  (`QueueInfo` -> enq_qdepth, deq_qdepth, deq_timedelta, enq_timestamp) and
+  transmits; a frame for the CPU port becomes a PacketIn for the listeners;
+* `packet_out` runs ingress on the CPU port in the caller's thread.
+
+Replacing the pipeline drops what is queued: queued packets hold the old program's
+headers. A packet that makes the pipeline raise is counted and logged, never fatal.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import select
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from softswitch.p4runtime.device import (
+    DEFAULT_CPU_PORT,
+    DeviceListener,
+    ListenerSet,
+    Pipeline,
+    build_packet_out,
+    drain_digests,
+    split_packet_in,
+)
+from softswitch.p4runtime.errors import DeviceError
+from softswitch.switchd.errors import OptionError
+from softswitch.switchd.ports import RX_BUFFER, Port
+from softswitch.switchd.tm import DEFAULT_DEPTH_PKTS, TrafficManager
+from softswitch.v1model.switch import EgressJob, IngressJob, QueueInfo
+
+LOG = logging.getLogger("softswitch.switchd")
+RX_BATCH = 64  # frames read from one port before looking at the others
+
+
+@dataclass(slots=True, kw_only=True)
+class DeviceCounters:
+    """Whole-switch counters (per-port ones live on the ports and queues)."""
+
+    no_pipeline: int = 0       # frames received before any program was installed
+    pipeline_errors: int = 0   # frames on which the pipeline raised (bug or bad program)
+    no_such_port: int = 0      # frames sent to a port number with no interface
+    stale: int = 0             # queued frames dropped because the pipeline was replaced
+    packet_ins: int = 0
+
+
+class SwitchDevice:
+    """A P4 switch on Linux interfaces; see the module docstring."""
+
+    def __init__(self, ports: Mapping[int, Port], *, device_id: int = 0,
+                 cpu_port: int = DEFAULT_CPU_PORT, name: str = "softswitch",
+                 default_depth_pkts: int = DEFAULT_DEPTH_PKTS) -> None:
+        if not 0 < cpu_port < 511:
+            raise OptionError(f"{name}: cpu port {cpu_port} outside 1..510")
+        if cpu_port in ports:
+            raise OptionError(f"{name}: cpu port {cpu_port} is also interface "
+                              f"{ports[cpu_port].ifname}; pick another --cpu-port")
+        self.device_id = device_id
+        self.cpu_port = cpu_port
+        self.name = name
+        self.lock = threading.RLock()
+        self.ports: dict[int, Port] = dict(ports)
+        self.counters = DeviceCounters()
+        self._pipeline: Pipeline | None = None
+        self._generation = 0
+        self._listeners = ListenerSet()
+        self._qinfo = QueueInfo()
+        self._t0 = time.monotonic_ns()
+        self.tm = TrafficManager(self._depart, clock_us=self.clock_us,
+                                 default_depth_pkts=default_depth_pkts)
+        self._stop = threading.Event()
+        self._rx_thread: threading.Thread | None = None
+        self._wake_r, self._wake_w = _pipe()
+
+    def clock_us(self) -> int:
+        """The switch's µs clock (timestamps in standard_metadata)."""
+        return (time.monotonic_ns() - self._t0) // 1000
+
+    # ------------------------------------------------------------ Device API
+    @property
+    def pipeline(self) -> Pipeline | None:
+        return self._pipeline
+
+    def set_pipeline(self, pipeline: Pipeline, *, reconcile: bool = False) -> None:
+        from softswitch.p4runtime.reconcile import carry_state
+        v1 = pipeline.switch.v1
+        v1.clock_us = self.clock_us
+        v1.queue_model = self._queue_model
+        v1.name = self.name
+        with self.lock:
+            if reconcile and self._pipeline is not None:
+                carry_state(self._pipeline.switch, pipeline.switch)
+            self._pipeline = pipeline
+            self._generation += 1
+            self.counters.stale += self.tm.clear()
+        LOG.info("%s: pipeline installed (%d tables)", self.name, len(pipeline.switch.program.tables))
+
+    def packet_out(self, payload: bytes, metadata: Mapping[str, int]) -> None:
+        with self.lock:
+            pipe = self._pipeline
+            if pipe is None:
+                raise DeviceError(f"{self.name}: no pipeline installed; packet-out refused")
+            frame = build_packet_out(pipe, payload, metadata)
+            self._ingress(pipe, self.cpu_port, frame)
+
+    def add_listener(self, listener: DeviceListener) -> None:
+        self._listeners.add(listener)
+
+    def remove_listener(self, listener: DeviceListener) -> None:
+        self._listeners.remove(listener)
+
+    # ------------------------------------------------------------ data path
+    def _queue_model(self, job: EgressJob) -> QueueInfo:
+        return self._qinfo
+
+    def _ingress(self, pipe: Pipeline, port: int, data: bytes) -> None:
+        """Parser + ingress for one frame (lock held); egress jobs go to the TM."""
+        v1 = pipe.switch.v1
+        v1.stats.packets_in += 1
+        gen = self._generation
+        jobs = deque((IngressJob(port=port, data=data),))
+        try:
+            while jobs:
+                ing, eg = v1.run_ingress(jobs.popleft())
+                jobs.extend(ing)
+                for job in eg:
+                    self._enqueue(gen, job)
+        except Exception as exc:  # noqa: BLE001 - a packet must never stop the switch
+            self._pipeline_error(port, exc)
+        self._digests(pipe)
+
+    def _enqueue(self, gen: int, job: EgressJob) -> None:
+        self.tm.enqueue(job.egress_port, (gen, job), job.length)
+
+    def _pipeline_error(self, port: int, exc: BaseException) -> None:
+        self.counters.pipeline_errors += 1
+        if self.counters.pipeline_errors <= 10:
+            LOG.error("%s: packet from port %d: pipeline raised %s: %s", self.name, port,
+                      type(exc).__name__, exc)
+
+    def _digests(self, pipe: Pipeline) -> None:
+        for name, values in drain_digests(pipe.switch):
+            self._listeners.digest(name, values)
+
+    def _depart(self, item: tuple[int, EgressJob], info: QueueInfo) -> None:
+        """TM thread: egress for one dequeued packet, then transmit or packet-in."""
+        gen, job = item
+        with self.lock:
+            pipe = self._pipeline
+            if pipe is None or gen != self._generation:
+                self.counters.stale += 1
+                return
+            v1 = pipe.switch.v1
+            self._qinfo = info
+            try:
+                ing, eg, outs = v1.run_egress(job)
+                for e in eg:
+                    self._enqueue(gen, e)
+                for i in ing:   # recirculation: back through ingress
+                    self._reingress(pipe, gen, i)
+            except Exception as exc:  # noqa: BLE001
+                self._pipeline_error(job.egress_port, exc)
+                return
+            self._digests(pipe)
+        for out in outs:
+            self._emit(pipe, out.port, out.data)
+
+    def _reingress(self, pipe: Pipeline, gen: int, job: IngressJob) -> None:
+        jobs = deque((job,))
+        while jobs:
+            ing, eg = pipe.switch.v1.run_ingress(jobs.popleft())
+            jobs.extend(ing)
+            for e in eg:
+                self._enqueue(gen, e)
+
+    def _emit(self, pipe: Pipeline, port: int, data: bytes) -> None:
+        if port == self.cpu_port:
+            try:
+                pkt = split_packet_in(pipe, data)
+            except DeviceError:
+                return  # shorter than the packet_in header: dropped, as BMv2 does
+            self.counters.packet_ins += 1
+            self._listeners.packet_in(pkt)
+            return
+        p = self.ports.get(port)
+        if p is None:
+            self.counters.no_such_port += 1
+            return
+        p.transmit(data)
+
+    def _rx_loop(self) -> None:
+        ep = select.epoll()
+        by_fd = {}
+        for p in self.ports.values():
+            ep.register(p.rx.fileno(), select.EPOLLIN)
+            by_fd[p.rx.fileno()] = p
+        ep.register(self._wake_r, select.EPOLLIN)
+        buf = bytearray(RX_BUFFER)
+        view = memoryview(buf)
+        try:
+            while not self._stop.is_set():
+                for fd, _ in ep.poll(1.0):
+                    port = by_fd.get(fd)
+                    if port is None:
+                        continue
+                    for _ in range(RX_BATCH):
+                        data = port.receive(buf, view)
+                        if data is None:
+                            break
+                        self._receive(port.number, data)
+        finally:
+            ep.close()
+
+    def _receive(self, port: int, data: bytes) -> None:
+        with self.lock:
+            pipe = self._pipeline
+            if pipe is None:
+                self.counters.no_pipeline += 1
+                return
+            self._ingress(pipe, port, data)
+
+    # ------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        self.tm.start()
+        self._rx_thread = threading.Thread(target=self._rx_loop, name="switchd-rx", daemon=True)
+        self._rx_thread.start()
+
+    def stop(self) -> None:
+        """Stop both threads, close sockets, flush captures. Safe to call twice."""
+        self._stop.set()
+        try:
+            os.write(self._wake_w, b"x")
+        except OSError:
+            pass
+        if self._rx_thread is not None:
+            self._rx_thread.join(timeout=5)
+        self.tm.stop()
+        for p in self.ports.values():
+            p.close()
+        for fd in (self._wake_r, self._wake_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._wake_r = self._wake_w = -1
+
+    # ------------------------------------------------------------ statistics
+    def snapshot(self) -> dict[str, Any]:
+        """Per-port and whole-switch statistics as plain data (JSON-ready)."""
+        ports = []
+        with self.tm._cv:  # consistent queue figures
+            qs = {n: (len(q.items), q.high_water, q.tail_drops, q.rate_bps, q.depth_pkts)
+                  for n, q in self.tm.queues.items()}
+        for n in sorted(set(self.ports) | set(qs)):
+            p = self.ports.get(n)
+            depth, hw, drops, rate, size = qs.get(n, (0, 0, 0, self.tm.default_rate_bps,
+                                                      self.tm.default_depth_pkts))
+            c = p.counters if p is not None else None
+            ports.append({
+                "port": n, "ifname": p.ifname if p else ("cpu" if n == self.cpu_port else ""),
+                "rx_packets": c.rx_packets if c else 0, "rx_bytes": c.rx_bytes if c else 0,
+                "tx_packets": c.tx_packets if c else 0, "tx_bytes": c.tx_bytes if c else 0,
+                "rx_dropped": c.rx_dropped if c else 0, "tx_errors": c.tx_errors if c else 0,
+                "tail_drops": drops, "queue_depth": depth, "queue_high_water": hw,
+                "queue_rate_bps": rate, "queue_size_pkts": size,
+            })
+        pipe = self._pipeline
+        v1s = pipe.switch.v1.stats if pipe else None
+        c = self.counters
+        return {
+            "name": self.name, "device_id": self.device_id, "cpu_port": self.cpu_port,
+            "uptime_s": round((time.monotonic_ns() - self._t0) / 1e9, 3),
+            "pipeline": pipe is not None,
+            "packets_in": v1s.packets_in if v1s else 0, "packets_out": v1s.packets_out if v1s else 0,
+            "pipeline_drops": v1s.drops if v1s else 0, "pipeline_errors": c.pipeline_errors,
+            "no_pipeline": c.no_pipeline, "no_such_port": c.no_such_port, "stale": c.stale,
+            "packet_ins": c.packet_ins, "tm_errors": self.tm.errors, "ports": ports,
+        }
+
+
+def _pipe() -> tuple[int, int]:
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    os.set_blocking(w, False)
+    return r, w

@@ -1,0 +1,180 @@
+"""Switch ports on Linux interfaces: one raw AF_PACKET socket pair per interface.
+
+Why two sockets: the receive socket asks for a virtio-net header in front of each
+frame (PACKET_VNET_HDR). A frame from a veth whose sender left the UDP/TCP checksum
+to "hardware" arrives with only the pseudo-header sum in place; the header says so
+(NEEDS_CSUM, csum_start, csum_offset) and we finish the checksum before the
+pipeline sees the frame, as a NIC would. The transmit socket has protocol 0, so it
+receives nothing, and the receive socket sets PACKET_IGNORE_OUTGOING, so the switch
+never reads back its own frames. Both are bound to the interface, which is put in
+promiscuous mode for as long as the socket lives (PACKET_ADD_MEMBERSHIP).
+"""
+from __future__ import annotations
+
+import errno
+import logging
+import socket
+import struct
+from dataclasses import dataclass, field
+
+from softswitch.switchd.errors import PortError
+from softswitch.switchd.pcap import PcapWriter
+
+LOG = logging.getLogger("softswitch.switchd")
+
+SOL_PACKET = 263
+PACKET_ADD_MEMBERSHIP = 1
+PACKET_MR_PROMISC = 1
+PACKET_VNET_HDR = 15
+PACKET_IGNORE_OUTGOING = 23
+ETH_P_ALL = 0x0003
+VNET_HDR = struct.Struct("<BBHHHH")  # flags, gso_type, hdr_len, gso_size, csum_start, csum_offset
+VNET_F_NEEDS_CSUM = 1
+MAX_FRAME = 9000 + 18        # jumbo payload + Ethernet header and one VLAN tag
+RX_BUFFER = 65536 + VNET_HDR.size
+
+
+def finish_checksum(frame: bytearray, start: int, offset: int) -> bool:
+    """Complete a partial L4 checksum in place; False when the offsets do not fit the frame.
+
+    The field holds the folded pseudo-header sum; the ones'-complement sum of
+    ``frame[start:]`` is that big-endian number modulo 0xFFFF (2**16 = 1 mod 0xFFFF).
+    """
+    pos = start + offset
+    if start >= len(frame) or pos + 2 > len(frame):
+        return False
+    seg = frame[start:]
+    if len(seg) & 1:
+        seg += b"\x00"
+    s = int.from_bytes(seg, "big") % 0xFFFF
+    csum = 0xFFFF - s if s else 0xFFFF
+    frame[pos] = csum >> 8
+    frame[pos + 1] = csum & 0xFF
+    return True
+
+
+@dataclass(slots=True)
+class PortCounters:
+    """Per-port target statistics (what `switch --print-stats` shows)."""
+
+    rx_packets: int = 0
+    rx_bytes: int = 0
+    tx_packets: int = 0
+    tx_bytes: int = 0
+    rx_dropped: int = 0      # oversize or segmentation-offload frames we cannot take
+    tx_errors: int = 0       # the kernel refused the frame (too big for the MTU, link down)
+
+
+@dataclass(slots=True, kw_only=True, eq=False)
+class Port:
+    """One switch port: number, interface, sockets, counters, optional captures."""
+
+    number: int
+    ifname: str
+    rx: socket.socket
+    tx: socket.socket
+    counters: PortCounters = field(default_factory=PortCounters)
+    pcap_in: PcapWriter | None = None
+    pcap_out: PcapWriter | None = None
+    _warned_gso: bool = False
+
+    @classmethod
+    def open(cls, number: int, ifname: str, *, pcap_dir: str | None = None) -> Port:
+        """Open the sockets on `ifname` (must exist in the caller's namespace)."""
+        try:
+            ifindex = socket.if_nametoindex(ifname)
+        except OSError:
+            raise PortError(f"port {number}: interface {ifname!r} does not exist in this "
+                            f"network namespace") from None
+        rx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        tx = None
+        try:
+            rx.setsockopt(SOL_PACKET, PACKET_VNET_HDR, 1)
+            try:
+                rx.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+            except OSError as exc:
+                raise PortError(f"port {number} ({ifname}): kernel lacks PACKET_IGNORE_OUTGOING "
+                                f"(Linux >= 4.20 needed): {exc}") from None
+            mreq = struct.pack("iHH8s", ifindex, PACKET_MR_PROMISC, 0, b"")
+            rx.setsockopt(SOL_PACKET, PACKET_ADD_MEMBERSHIP, mreq)
+            rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+            rx.bind((ifname, ETH_P_ALL))
+            rx.setblocking(False)
+            tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
+            tx.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+            tx.bind((ifname, 0))
+        except OSError as exc:
+            rx.close()
+            if tx is not None:
+                tx.close()
+            raise PortError(f"port {number}: cannot open raw sockets on {ifname}: {exc}") from None
+        port = cls(number=number, ifname=ifname, rx=rx, tx=tx)
+        if pcap_dir:
+            port.pcap_in = PcapWriter(f"{pcap_dir}/{ifname}_in.pcap")
+            port.pcap_out = PcapWriter(f"{pcap_dir}/{ifname}_out.pcap")
+        return port
+
+    def receive(self, buf: bytearray, view: memoryview) -> bytes | None:
+        """One frame from the interface, or None when none is waiting (non-blocking).
+
+        Frames we cannot take (segmentation-offload aggregates, oversize) are counted
+        in rx_dropped and skipped; the caller loops until None.
+        """
+        while True:
+            try:
+                n = self.rx.recv_into(buf, RX_BUFFER)
+            except BlockingIOError:
+                return None
+            except OSError as exc:
+                if exc.errno in (errno.ENETDOWN, errno.ENXIO, errno.EINTR):
+                    return None
+                raise
+            hl = VNET_HDR.size
+            if n < hl + 14:
+                self.counters.rx_dropped += 1
+                continue
+            flags, gso_type, _, _, cstart, coff = VNET_HDR.unpack_from(buf)
+            if gso_type or n - hl > MAX_FRAME:
+                self.counters.rx_dropped += 1
+                if not self._warned_gso:
+                    self._warned_gso = True
+                    LOG.warning("port %d (%s): dropping a %d-byte %s frame; turn off TSO/GSO on "
+                                "the sending side (ethtool -K IF tso off gso off)", self.number,
+                                self.ifname, n - hl, "segmentation-offload" if gso_type else "oversize")
+                continue
+            if flags & VNET_F_NEEDS_CSUM:
+                frame = bytearray(view[hl:n])
+                finish_checksum(frame, cstart, coff)
+                data = bytes(frame)
+            else:
+                data = bytes(view[hl:n])
+            c = self.counters
+            c.rx_packets += 1
+            c.rx_bytes += len(data)
+            if self.pcap_in is not None:
+                self.pcap_in.write(data)
+            return data
+
+    def transmit(self, frame: bytes) -> bool:
+        """Send one frame; False (and tx_errors + 1) when the kernel refuses it."""
+        try:
+            self.tx.send(frame)
+        except OSError as exc:
+            self.counters.tx_errors += 1
+            if self.counters.tx_errors == 1:
+                LOG.warning("port %d (%s): transmit of %d bytes failed: %s", self.number,
+                            self.ifname, len(frame), exc)
+            return False
+        c = self.counters
+        c.tx_packets += 1
+        c.tx_bytes += len(frame)
+        if self.pcap_out is not None:
+            self.pcap_out.write(frame)
+        return True
+
+    def close(self) -> None:
+        for s in (self.rx, self.tx):
+            s.close()
+        for w in (self.pcap_in, self.pcap_out):
+            if w is not None:
+                w.close()

@@ -1,0 +1,176 @@
+"""Traffic manager: one FIFO per egress port, paced at the port's rate.
+
+BMv2 simple_switch rules kept here:
+* a queue holds at most `depth_pkts` packets (default 64); an arrival at a full
+  queue is tail-dropped and counted;
+* ``enq_qdepth`` is the number of packets already queued when a packet arrives,
+  ``deq_qdepth`` the number left behind when it leaves, ``deq_timedelta`` the µs it
+  waited, ``enq_timestamp`` the µs clock at arrival (all on the switch's clock).
+
+Pacing: a queue with a rate lets its head leave no earlier than the time the
+previous departure finished serialising (length * 8 / rate). A late scheduler
+catches up back to back, so the long-run rate is exact even when Python wakes
+late. A queue with rate 0 is unpaced (packets leave as fast as egress runs).
+
+The TM knows nothing of P4: it stores opaque items with their length and calls
+`depart(item, QueueInfo)` from its own thread.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from softswitch.switchd.errors import OptionError
+from softswitch.v1model.switch import QueueInfo
+
+LOG = logging.getLogger("softswitch.switchd")
+DEFAULT_DEPTH_PKTS = 64
+MAX_DEPTH_PKTS = 1 << 19        # enq_qdepth is bit<19>
+
+
+@dataclass(slots=True, kw_only=True)
+class EgressQueue:
+    """State and statistics of one port's queue."""
+
+    port: int
+    rate_bps: float = 0.0
+    depth_pkts: int = DEFAULT_DEPTH_PKTS
+    items: deque = field(default_factory=deque)   # (item, length, enq_ns, enq_us, enq_qdepth)
+    next_free_ns: int = 0
+    enqueued: int = 0
+    dequeued: int = 0
+    tail_drops: int = 0
+    high_water: int = 0
+
+    def head_time_ns(self) -> int:
+        """When the head packet may leave."""
+        enq_ns = self.items[0][2]
+        return max(enq_ns, self.next_free_ns) if self.rate_bps else enq_ns
+
+
+def check_rate(port: int, rate_bps: float) -> float:
+    if not rate_bps >= 0 or rate_bps == float("inf"):
+        raise OptionError(f"queue rate of port {port}: {rate_bps} bit/s must be >= 0 (0 = unpaced)")
+    return float(rate_bps)
+
+
+def check_depth(port: int, depth: int) -> int:
+    if not 1 <= depth <= MAX_DEPTH_PKTS:
+        raise OptionError(f"queue depth of port {port}: {depth} packets outside 1..{MAX_DEPTH_PKTS}")
+    return int(depth)
+
+
+class TrafficManager:
+    """Per-port queues and the scheduler thread that drains them at their rates."""
+
+    def __init__(self, depart: Callable[[Any, QueueInfo], None], *,
+                 clock_us: Callable[[], int], default_depth_pkts: int = DEFAULT_DEPTH_PKTS,
+                 default_rate_bps: float = 0.0) -> None:
+        self._depart = depart
+        self._clock_us = clock_us
+        self.default_depth_pkts = check_depth(0, default_depth_pkts)
+        self.default_rate_bps = check_rate(0, default_rate_bps)
+        self.queues: dict[int, EgressQueue] = {}
+        self._cv = threading.Condition(threading.Lock())
+        self._stop = False
+        self._thread: threading.Thread | None = None
+        self.errors = 0
+
+    # --------------------------------------------------------------- config
+    def queue(self, port: int) -> EgressQueue:
+        q = self.queues.get(port)
+        if q is None:
+            q = self.queues[port] = EgressQueue(port=port, rate_bps=self.default_rate_bps,
+                                                depth_pkts=self.default_depth_pkts)
+        return q
+
+    def set_rate(self, port: int, rate_bps: float) -> None:
+        with self._cv:
+            self.queue(port).rate_bps = check_rate(port, rate_bps)
+            self._cv.notify()
+
+    def set_depth(self, port: int, depth_pkts: int) -> None:
+        with self._cv:
+            self.queue(port).depth_pkts = check_depth(port, depth_pkts)
+
+    # ------------------------------------------------------------ data path
+    def enqueue(self, port: int, item: Any, length: int) -> bool:
+        """Queue `item` for `port`; False when the queue is full (tail drop)."""
+        now_ns = time.monotonic_ns()
+        now_us = self._clock_us()
+        with self._cv:
+            q = self.queues.get(port) or self.queue(port)
+            n = len(q.items)
+            if n >= q.depth_pkts:
+                q.tail_drops += 1
+                return False
+            q.items.append((item, length, now_ns, now_us, n))
+            q.enqueued += 1
+            if n + 1 > q.high_water:
+                q.high_water = n + 1
+            if n == 0:
+                self._cv.notify()
+        return True
+
+    def clear(self) -> int:
+        """Drop everything queued (pipeline replaced); returns how many."""
+        with self._cv:
+            n = 0
+            for q in self.queues.values():
+                n += len(q.items)
+                q.items.clear()
+            return n
+
+    def _next(self) -> tuple[EgressQueue | None, float]:
+        """The queue whose head leaves first, and the seconds until then."""
+        best, best_t = None, 0
+        for q in self.queues.values():
+            if q.items:
+                t = q.head_time_ns()
+                if best is None or t < best_t:
+                    best, best_t = q, t
+        if best is None:
+            return None, 1.0
+        return best, (best_t - time.monotonic_ns()) / 1e9
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while True:
+                    if self._stop:
+                        return
+                    q, wait_s = self._next()
+                    if q is not None and wait_s <= 0:
+                        break
+                    self._cv.wait(wait_s if q is not None else 0.5)
+                item, length, enq_ns, enq_us, enq_depth = q.items.popleft()
+                if q.rate_bps:
+                    start = max(enq_ns, q.next_free_ns)
+                    q.next_free_ns = start + int(length * 8e9 / q.rate_bps)
+                q.dequeued += 1
+                deq_depth = len(q.items)
+            now_us = self._clock_us()
+            info = QueueInfo(enq_qdepth=enq_depth, deq_qdepth=deq_depth,
+                             deq_timedelta_us=max(0, now_us - enq_us), enq_timestamp_us=enq_us)
+            try:
+                self._depart(item, info)
+            except Exception:  # noqa: BLE001 - one bad packet must not stop the scheduler
+                self.errors += 1
+                LOG.exception("traffic manager: departure failed")
+
+    # ------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="switchd-tm", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._cv:
+            self._stop = True
+            self._cv.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
