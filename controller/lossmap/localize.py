@@ -7,8 +7,12 @@ Per time bin:
    flows; what remains of a flow's losses (its *residual*) happened on links
    without counters.
 2. A link is *exonerated* in a bin when some flow crossing it delivered at least
-   ``min_clean_packets`` packets with (almost) no residual loss.
-3. A flow's *candidates* are its unmonitored links that are not exonerated.
+   ``min_clean_packets`` packets with (almost) no residual loss. The default, 300,
+   is what it takes for a link losing 1 % to show a loss with 95 % probability
+   (ln 0.05 / ln 0.99); lower loss rates need more packets per bin.
+3. A flow's *candidates* are its unmonitored links that are not exonerated; a flow
+   that lost packets although all of them were exonerated falls back to all its
+   unmonitored links (exoneration is evidence, not proof).
 4. Each candidate's *score* is the number of flows with residual loss naming it;
    a flow splits its residual over its candidates in proportion to
    score ** ``sharpen``, so a link shared by many lossy flows takes the losses
@@ -69,7 +73,7 @@ class Localized:
 
 
 def localize(*, flows: FlowLossMap, paths: npt.ArrayLike | list[list[int]],
-             links: LinkLossMap, min_clean_packets: int = 1,
+             links: LinkLossMap, min_clean_packets: int = 300,
              sharpen: float = 2.0) -> Localized:
     """Merge exact link counts with votes from flow losses for unmonitored links."""
     if min_clean_packets < 1:
@@ -116,6 +120,14 @@ def localize(*, flows: FlowLossMap, paths: npt.ArrayLike | list[list[int]],
     score = per_link(cand & lossy[:, None, :])                                 # (L, B)
     w = cand * score[link] ** sharpen
     wsum = w.sum(axis=1)                                                       # (F, B)
+    # exoneration is evidence, not proof: a flow that lost packets although all its
+    # unmonitored links were exonerated votes over all of them instead
+    stuck = lossy & (wsum == 0)
+    if stuck.any():
+        open_ = (valid & ~known[link])[:, :, None] & stuck[:, None, :]
+        score_all = per_link(open_)
+        w = np.where(stuck[:, None, :], open_ * score_all[link] ** sharpen, w)
+        wsum = w.sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         share = np.where(wsum[:, None, :] > 0, w / wsum[:, None, :], 0.0)
     votes = per_link(share * residual[:, None, :])

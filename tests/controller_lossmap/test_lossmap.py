@@ -123,7 +123,7 @@ def test_localisation_points_at_shared_link():
                      delivered=np.array([[100.0], [100.0], [100.0]]),
                      gaps=PsnGaps(flow_idx=z, ts_ns=z, first_lost_psn=z, lost=z))
     links = link_loss_map(bins=bins, n_links=4)
-    loc = localize(flows=fm, paths=[[1, 0], [2, 0], [3]], links=links)
+    loc = localize(flows=fm, paths=[[1, 0], [2, 0], [3]], links=links, min_clean_packets=50)
     assert np.argmax(loc.link_map.lost[:, 0]) == 0
     assert loc.link_map.lost[0, 0] > 0.7 * 22
     assert loc.exonerated[3, 0] and loc.link_map.lost[3, 0] == 0
