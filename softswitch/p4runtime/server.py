@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import grpc
 from google.protobuf import any_pb2
@@ -180,7 +180,7 @@ class ServerHandle:
     def wait(self, timeout_s: float | None = None) -> bool:
         return self.server.wait_for_termination(timeout_s)
 
-    def __enter__(self) -> ServerHandle:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
