@@ -34,10 +34,10 @@ def test_counters_count_and_read_with_wildcards(client, ids, device):
     ("type: MODIFY entity { counter_entry { counter_id: %(c)d } }", "UNIMPLEMENTED", "every index"),
     ("type: MODIFY entity { counter_entry { counter_id: 99 index { index: 1 } } }", "INVALID_ARGUMENT",
      "no counter with id 99"),
-    ("type: MODIFY entity { meter_entry { meter_id: %(m)d index { index: 1 } "
-     "config { cir: 10 cburst: 1 pir: 5 pburst: 1 } } }", "INVALID_ARGUMENT", "pir >= cir"),
-    ("type: MODIFY entity { register_entry { register_id: %(r)d index { index: 0 } "
-     "data { bitstring: \"\\x01\\x00\\x00\\x00\\x00\" } } }", "INVALID_ARGUMENT", "does not fit bit<32>"),
+    (("type: MODIFY entity { meter_entry { meter_id: %(m)d index { index: 1 } "
+     "config { cir: 10 cburst: 1 pir: 5 pburst: 1 } } }"), "INVALID_ARGUMENT", "pir >= cir"),
+    (("type: MODIFY entity { register_entry { register_id: %(r)d index { index: 0 } "
+     "data { bitstring: \"\\x01\\x00\\x00\\x00\\x00\" } } }"), "INVALID_ARGUMENT", "does not fit bit<32>"),
     ("type: MODIFY entity { register_entry { register_id: %(r)d index { index: 0 } data { bool: true } } }",
      "INVALID_ARGUMENT", "expected a bitstring"),
 ])
