@@ -54,13 +54,13 @@ def fec_for(loss_spec: str, k: int = 32) -> tuple[int, int]:
 
 
 def run_point(mode: str, loss_spec: str, *, rate: float, total: int, msg: int, rtt_s: float,
-              timeout_s: float, seed: int) -> dict:
+              timeout_s: float, seed: int, window: int = 300) -> dict:
     net = f"127.{secrets.randbelow(200) + 20}.{secrets.randbelow(250) + 1}"
     hosts = f"{net}.1,{net}.2"
     k, m = fec_for(loss_spec)
     count = max(1, total // msg)
     common = ["--hosts", hosts, "-s", str(msg), "-c", str(count), "--rate", f"{rate:.0f}",
-              "--mode", mode, "--fec", f"{k},{m}", "--window", "2000", "--inflight", "4",
+              "--mode", mode, "--fec", f"{k},{m}", "--window", str(window), "--inflight", "4",
               "--delay", f"{rtt_s / 2}", "--timeout", f"{timeout_s}", "--seed", str(seed),
               "--rto-min", f"{max(0.05, 2 * rtt_s)}", f"{timeout_s + 1}"]
     start_at = time.time() + 1.5
@@ -112,6 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--msg", type=parse_size, default=256 << 10, help="message size")
     ap.add_argument("--rtt", type=float, default=0.020, help="round-trip time, s")
     ap.add_argument("--modes", default="gbn,sr,fec")
+    ap.add_argument("--window", type=int, default=300,
+                    help="packets in flight per QP (the bandwidth-delay product at "
+                         "100 Mb/s and 20 ms is ~235)")
     ap.add_argument("--timeout", type=float, default=30.0, help="seconds per point")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=3,
@@ -120,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     print(f"RoCEv2 goodput, {args.rate / 1e6:g} Mb/s per QP, RTT {args.rtt * 1e3:g} ms, "
-          f"{args.bytes >> 10} KiB per point, median of {args.repeat}")
+          f"{args.bytes >> 10} KiB per point, median of {args.repeat}, "
+          f"window {args.window}")
     print("loss in user space at the receiver; kernel receive-buffer drops: kdrop")
     results = []
     base: dict[str, float] = {}
@@ -129,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     for mode in modes:
         for label, spec in PROFILES:
             runs = [run_point(mode, spec, rate=args.rate, total=args.bytes, msg=args.msg,
-                              rtt_s=args.rtt, timeout_s=args.timeout, seed=args.seed + i)
+                              rtt_s=args.rtt, timeout_s=args.timeout, seed=args.seed + i,
+                              window=args.window)
                     for i in range(max(1, args.repeat))]
             runs.sort(key=lambda x: x["goodput_bps"])
             r = runs[len(runs) // 2]  # the median run, with its own counters
