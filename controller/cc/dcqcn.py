@@ -186,7 +186,10 @@ class DcqcnEngine:
         """Apply ``events[i]`` increase events to flow ``f[i]``, bumping ``stage`` each."""
         p = self.params
         fr = p.fast_recovery_stages
-        left = events.astype(np.int64).copy()
+        # after a long idle period a flow may owe thousands of events; 256 of them take
+        # any rate to its target (each halves the distance), the rest only count stages
+        left = np.minimum(events.astype(np.int64), _MAX_EVENTS)
+        stage[f] += events.astype(np.int64) - left
         while True:
             m = left > 0
             if not m.any():
@@ -247,6 +250,9 @@ class CnpGenerator:
             send[rows[ok]] = True
             self.last_cnp_ns[f[ok]] = ts[rows][ok]
         return idx[send], ts[send]
+
+
+_MAX_EVENTS = 256
 
 
 def _ns(seconds: float) -> int:

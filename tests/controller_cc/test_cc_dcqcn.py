@@ -123,3 +123,11 @@ def test_fluid_flows_share_bottleneck():
     assert np.all(np.abs(mean - B / N) / (B / N) < 0.3), mean / G
     assert mean.sum() == pytest.approx(B, rel=0.1)
     assert e.cnps_seen > 0
+
+
+def test_long_idle_period_is_cheap_and_recovers_fully():
+    e = started(byte_counter_bytes=1 << 40)
+    e.on_cnp([0], 0)
+    e.advance(10**9)  # one second: about 18,000 timer events
+    assert e.timer_stage[0] == 10**9 // (55 * US)
+    assert e.rate_bps[0] == pytest.approx(10 * G)
