@@ -536,7 +536,12 @@ class BodyCompiler(ExprCompiler):
             if m == "length":
                 return f"({obj}.nbits >> 3)"
         if ext == "packet_out" and m == "emit":
-            self.emit(f"{self.ex(a[0])}._emit({obj})")
+            if isinstance(strip(a[0].type), T.HeaderType):
+                h = self.tmp("h")  # test validity inline: most headers of a packet are invalid
+                self.emit(f"{h} = {self.ex(a[0])}")
+                self.emit(f"if {h}._valid: {h}._emit({obj})")
+            else:
+                self.emit(f"{self.ex(a[0])}._emit({obj})")
             return ""
         if ext == "register":
             if m == "read":

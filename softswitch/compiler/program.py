@@ -30,7 +30,7 @@ from softswitch.compiler.support import (
     _random,
     _shl,
 )
-from softswitch.compiler.walk import annotation_ints, control_plane_name, expr_text
+from softswitch.compiler.walk import annotation_ints, control_plane_name, expr_text, walk
 from softswitch.errors import (
     CompileError,
     DropSignal,
@@ -378,16 +378,23 @@ class ProgramGen(ParserCompiler):
         pnames, params = self._params(decl)
         init: list[str] = []
         outs: list[str] = []
+        # Actions reach the control's variables through a frame object L; a control
+        # without actions or tables (deparsers, checksum controls) needs none.
+        needs_frame = any(isinstance(loc, (A.ActionDecl, A.TableDecl)) for loc in decl.locals) or any(
+            isinstance(n, A.MethodCallExpression) and n.call_kind is A.CallKind.ACTION
+            for n in walk(decl.body))
+        fr = "L." if needs_frame else ""
         for pn, p in zip(pnames, params):
             frame_slots.append(pn)
-            init.append(f"L.{pn} = {pn}")
+            if needs_frame:
+                init.append(f"L.{pn} = {pn}")
             pt = p.type_ref.type
             if is_object_type(pt) or isinstance(strip(pt), T.ExternType):
                 apply_scope[p] = pn
             else:
-                apply_scope[p] = f"L.{pn}"
+                apply_scope[p] = f"{fr}{pn}"
                 if p.direction in (A.Direction.OUT, A.Direction.INOUT):
-                    outs.append(f"L.{pn}")
+                    outs.append(f"{fr}{pn}")
             action_scope[p] = f"L.{pn}"
         # locals: variables into the frame, instances, then actions, then tables
         for loc in decl.locals:
@@ -395,12 +402,13 @@ class ProgramGen(ParserCompiler):
                 vn = self.fresh("v_" + loc.name)
                 frame_slots.append(vn)
                 t = loc.type_ref.type
-                init.append(f"L.{vn} = {self.layouts.new_value_src(t)}")
+                init.append(f"{fr}{vn} = {self.layouts.new_value_src(t)}")
                 if is_object_type(t):
                     apply_scope[loc] = vn
-                    init.append(f"{vn} = L.{vn}")
+                    if needs_frame:
+                        init.append(f"{vn} = L.{vn}")
                 else:
-                    apply_scope[loc] = f"L.{vn}"
+                    apply_scope[loc] = f"{fr}{vn}"
                 action_scope[loc] = f"L.{vn}"
             elif isinstance(loc, A.InstantiationDecl):
                 self.instantiate(loc, instance, apply_scope, action_scope)
@@ -417,13 +425,14 @@ class ProgramGen(ParserCompiler):
             if isinstance(loc, A.TableDecl):
                 g = self.make_table(loc, instance, apply_scope, outer_action)
                 apply_scope[loc] = g
-        frame = self.fresh("F_" + instance)
-        self.src.append(f"class {frame}:\n    __slots__ = {tuple(frame_slots)!r}\n")
         b = BodyCompiler(self, block=instance, scopes=[{}, apply_scope, self.globals_], outs=outs)
         b.emit("tr = PK.trace")
         if not top:
             invalidate_outs(b, params, pnames)
-        b.emit(f"L = {frame}()")
+        if needs_frame:
+            frame = self.fresh("F_" + instance)
+            self.src.append(f"class {frame}:\n    __slots__ = {tuple(frame_slots)!r}\n")
+            b.emit(f"L = {frame}()")
         for line in init:
             b.emit(line)
         for loc, target in init_assign:
