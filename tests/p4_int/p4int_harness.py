@@ -167,12 +167,13 @@ class IntSwitch:
                                "arp_reply", [mac_int(switch_mac(self.node_id))])
 
     def report_to(self, port: int, *, payload_bytes: int = 12, hw_id: int = 5,
-                  collector_port: int = 32766) -> None:
+                  collector_port: int = 32766, collector_mac: str = COLLECTOR_MAC,
+                  collector_ip: str = COLLECTOR_IP) -> None:
         from softswitch.v1model.pre import Replica
         self.runtime.table_set_default(
             "SwitchEgress.report_config", "set_report_config",
-            [mac_int(switch_mac(self.node_id)), mac_int(COLLECTOR_MAC),
-             ip_int(switch_ip(self.node_id)), ip_int(COLLECTOR_IP), collector_port,
+            [mac_int(switch_mac(self.node_id)), mac_int(collector_mac),
+             ip_int(switch_ip(self.node_id)), ip_int(collector_ip), collector_port,
              payload_bytes, hw_id])
         self.runtime.clone_session_set(REPORT_CLONE_SESSION, [Replica(port=port, rid=0)])
 
@@ -260,6 +261,29 @@ def split_int(frame: bytes) -> dict[str, Any]:
                ds_flags=ds_flags, stack=frame[s + 16:s + 4 + words * 4],
                after=frame[s + 4 + words * 4:])
     return out
+
+
+def decode_report(frame: bytes) -> dict:
+    """Independent Telemetry Report v2.0 decoder (FORMATS.md)."""
+    r: dict = {}
+    r["eth_dst"], r["eth_src"], r["eth_type"] = frame[0:6], frame[6:12], frame[12:14]
+    ip = frame[14:34]
+    r["ip_ok"] = ipv4_checksum_ok(ip)
+    r["ip_total_len"], = struct.unpack_from("!H", ip, 2)
+    r["ttl"], r["proto"] = ip[8], ip[9]
+    r["ip_src"], r["ip_dst"] = struct.unpack_from("!II", ip, 12)
+    r["sport"], r["dport"], r["udp_len"], r["udp_csum"] = struct.unpack_from("!HHHH", frame, 34)
+    w0, r["node_id"] = struct.unpack_from("!II", frame, 42)
+    r["ver"], r["hw_id"], r["seq"] = w0 >> 28, (w0 >> 22) & 0x3F, w0 & 0x3FFFFF
+    types, r["rep_len"], r["md_len"], flags = struct.unpack_from("!BBBB", frame, 50)
+    r["rep_type"], r["in_type"] = types >> 4, types & 0xF
+    r["d"], r["q"], r["f"], r["i"] = flags >> 7, (flags >> 6) & 1, (flags >> 5) & 1, (flags >> 4) & 1
+    (r["rep_md_bits"], r["ds_id"], r["ds_md_bits"],
+     r["ds_md_status"]) = struct.unpack_from("!HHHH", frame, 54)
+    md_end = 62 + r["md_len"] * 4
+    r["md"] = frame[62:md_end]
+    r["inner"] = frame[md_end:]
+    return r
 
 
 _HOP_FIELDS = (  # (instruction mask, DS?, bytes, field names)

@@ -15,9 +15,9 @@ from p4int_harness import (
     INT_UDP_PORT,
     Chain,
     decode_hop_words,
+    decode_report,
     hexdump_diff,
     ip_int,
-    ipv4_checksum_ok,
     roce_frame,
     routed,
     split_int,
@@ -26,29 +26,6 @@ from p4int_harness import (
 )
 
 from formats import int_md, roce, telemetry_report
-
-
-def decode_report(frame: bytes) -> dict:
-    """Independent Telemetry Report v2.0 decoder (FORMATS.md)."""
-    r: dict = {}
-    r["eth_dst"], r["eth_src"], r["eth_type"] = frame[0:6], frame[6:12], frame[12:14]
-    ip = frame[14:34]
-    r["ip_ok"] = ipv4_checksum_ok(ip)
-    r["ip_total_len"], = struct.unpack_from("!H", ip, 2)
-    r["ttl"], r["proto"] = ip[8], ip[9]
-    r["ip_src"], r["ip_dst"] = struct.unpack_from("!II", ip, 12)
-    r["sport"], r["dport"], r["udp_len"], r["udp_csum"] = struct.unpack_from("!HHHH", frame, 34)
-    w0, r["node_id"] = struct.unpack_from("!II", frame, 42)
-    r["ver"], r["hw_id"], r["seq"] = w0 >> 28, (w0 >> 22) & 0x3F, w0 & 0x3FFFFF
-    types, r["rep_len"], r["md_len"], flags = struct.unpack_from("!BBBB", frame, 50)
-    r["rep_type"], r["in_type"] = types >> 4, types & 0xF
-    r["d"], r["q"], r["f"], r["i"] = flags >> 7, (flags >> 6) & 1, (flags >> 5) & 1, (flags >> 4) & 1
-    (r["rep_md_bits"], r["ds_id"], r["ds_md_bits"],
-     r["ds_md_status"]) = struct.unpack_from("!HHHH", frame, 54)
-    md_end = 62 + r["md_len"] * 4
-    r["md"] = frame[62:md_end]
-    r["inner"] = frame[md_end:]
-    return r
 
 
 def report_chain(make_program, n: int = 3, *, payload_bytes: int = 12) -> Chain:
