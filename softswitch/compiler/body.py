@@ -22,8 +22,7 @@ class BodyCompiler(ExprCompiler):
     """Compiles statements of one generated function into `lines`."""
 
     def __init__(self, gen: Any, *, block: str, scopes: list[dict[Any, str]],
-                 outs: list[str] | None = None, returns_value: bool = False,
-                 frame: str | None = None) -> None:
+                 outs: list[str] | None = None, returns_value: bool = False) -> None:
         self.gen = gen
         self.block = block
         self.scopes = scopes
@@ -31,8 +30,6 @@ class BodyCompiler(ExprCompiler):
         self.indent = 1
         self.outs = outs or []
         self.returns_value = returns_value
-        self.frame = frame
-        self.pre = []
 
     # ------------------------------------------------------------------ naming
     def name_of(self, decl: Any, node: Any) -> str:

@@ -3,12 +3,12 @@
 Values at run time: ``bit<W>`` is an int in [0, 2^W); ``int<W>`` an int in the
 two's complement range; ``bool`` a bool; ``error`` its code (position in the
 error list, NoError = 0); a serializable enum its integer; a plain enum the
-member name; headers/structs/unions objects from `layout`.
+member's position; headers/structs/unions objects from `layout`.
 
 Every operator keeps results in range with constant masks, so assignments never
 need to re-mask. `ExprCompiler` is mixed into the body compiler, which supplies
-``name_of(decl)``, ``pre`` (statements that must run before the expression,
-e.g. a table apply) and ``gen`` (program-level state).
+``name_of(decl)``, ``emit`` (statements that must run before the expression,
+e.g. a table apply, go out first) and ``gen`` (program-level state).
 """
 from __future__ import annotations
 
@@ -82,7 +82,6 @@ def const_literal(e: A.Expression) -> str | None:
 
 class ExprCompiler:
     gen: Any
-    pre: list[str]
     # > 0 while compiling code that may not run (right of && / ||, branches of ?:):
     # statements an expression needs (table apply, out-argument write-back) must then
     # run only when evaluated, so they go into a nested function (see BodyCompiler.lazy)
