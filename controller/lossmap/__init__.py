@@ -14,6 +14,7 @@ Pure numpy math plus matplotlib figures, no network I/O:
 * ``LinkLossStream`` / ``FlowLossStream`` -- the same maps kept up to date as
   polls, digests and host-record batches arrive (sliding window of bins);
   ``FlowLossListener`` feeds the flow stream from the INT collector;
+* ``link_table`` / ``fec_table`` -- terminal tables (e.g. ``show losses``);
 * ``plot_heatmap`` / ``plot_bursts`` -- PNG figures.
 """
 from controller.lossmap.bins import LinkIndex, TimeBins
@@ -51,6 +52,7 @@ from controller.lossmap.localize import Localized, incidence, localize
 from controller.lossmap.plots import plot_bursts, plot_heatmap
 from controller.lossmap.policy import PathFec, fit_link_models, path_fec
 from controller.lossmap.psn import FlowLossMap, PsnGaps, flow_loss_map, psn_gaps
+from controller.lossmap.report import fec_table, link_table
 from controller.lossmap.stream import BinRing, FlowLossStream, LinkLossStream
 
 __all__ = [
@@ -59,8 +61,8 @@ __all__ = [
     "LinkLossStream", "LinkModel", "Localized", "LossEvents", "LossInputError", "LossMapError",
     "LossParameterError", "PathFec", "PsnGaps", "Source", "TimeBins", "block_loss_pmf",
     "block_loss_pmfs", "choose_fec", "cycles_from_events", "cycles_from_psn_gaps",
-    "cycles_from_sequence", "fit_gilbert_elliott", "fit_link_models", "flow_loss_map",
-    "incidence", "link_loss_map", "localize", "path_fec", "plot_bursts", "plot_heatmap",
-    "psn_gaps", "residual_loss", "run_histogram", "simulate_block_residual",
-    "simulate_gilbert_elliott", "wilson_interval",
+    "cycles_from_sequence", "fec_table", "fit_gilbert_elliott", "fit_link_models",
+    "flow_loss_map", "incidence", "link_loss_map", "link_table", "localize", "path_fec",
+    "plot_bursts", "plot_heatmap", "psn_gaps", "residual_loss", "run_histogram",
+    "simulate_block_residual", "simulate_gilbert_elliott", "wilson_interval",
 ]

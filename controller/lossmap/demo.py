@@ -15,11 +15,12 @@ import numpy as np
 
 from controller.lossmap.bins import TimeBins
 from controller.lossmap.burst import cycles_from_events, fit_gilbert_elliott
-from controller.lossmap.links import LinkCounters, LossEvents, Source, link_loss_map
+from controller.lossmap.links import LinkCounters, LossEvents, link_loss_map
 from controller.lossmap.localize import localize
 from controller.lossmap.plots import plot_bursts, plot_heatmap
 from controller.lossmap.policy import fit_link_models, path_fec
 from controller.lossmap.psn import flow_loss_map
+from controller.lossmap.report import fec_table, link_table
 from controller.lossmap.synth import make_trace
 
 LINKS = ("h1-s1", "h2-s1", "s1-s3", "s1-s4", "s3-s2", "s4-s2", "s2-h3", "s2-h4")
@@ -52,29 +53,17 @@ def demo(*, out_dir: Path | None = None, packets_per_flow: int = 50_000, seed: i
                           ts_ns=tr.host_ts, psn=tr.host_psn)
     merged = localize(flows=flows, paths=paths, links=links).link_map
     truth = np.array([t.size for t in tr.link_lost_ts])
-    lines = [(f"{'link':<7} {'source':<7} {'lost':>6} {'true':>6} {'loss %':>7} "
-             f"{'GE p':>7} {'GE r':>6} {'bad':>5}")]
     fits = {}
-    for i, name in enumerate(LINKS):
-        lost = merged.lost[i].sum()
-        tot = lost + merged.delivered[i].sum()
-        rate = f"{100 * lost / tot:7.3f}" if tot else f"{'-':>7}"
-        ge = f"{'':>7} {'':>6} {'':>5}"
+    for i in range(len(LINKS)):
         cy = cycles_from_events(ev, i)
         if cy.loss_len.size >= 20:
             fits[i] = (cy, fit_gilbert_elliott(cy))
-            f = fits[i][1]
-            ge = f"{f.p.value:7.4f} {f.r.value:6.3f} {f.loss_in_bad.value:5.2f}"
-        lines.append(f"{name:<7} {Source.NAMES[merged.source[i]]:<7} {lost:6.0f} "
-                     f"{truth[i]:6d} {rate} {ge}")
+    lines = link_table(merged, LINKS, fits={i: f for i, (_, f) in fits.items()}, truth=truth)
     models = fit_link_models(merged, events=ev)
     fec = path_fec(paths=paths, models=models, target_residual=target_residual,
                    max_overhead=0.5)
     lines.append(f"FEC for residual loss <= {target_residual:g}, at most 50 % overhead:")
-    for j, (name, _) in enumerate(FLOWS):
-        what = "none" if fec.fec_k[j] == 0 else f"k={fec.fec_k[j]} m={fec.fec_m[j]}"
-        lines.append(f"  {name}: raw loss {100 * fec.raw_loss[j]:.3f} % -> {what}"
-                     + (" + retransmission" if fec.retransmit[j] else ""))
+    lines += fec_table(fec, [name for name, _ in FLOWS])
     if out_dir is not None:
         out = Path(out_dir)
         lines.append(f"wrote {plot_heatmap(merged, out / 'loss_heatmap.png', link_names=LINKS)}")

@@ -1,0 +1,55 @@
+"""Text tables of loss maps for terminals (under 80 columns), e.g. ``show losses``."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from controller.lossmap.burst import GilbertElliott
+from controller.lossmap.errors import LossInputError
+from controller.lossmap.links import LinkLossMap, Source, wilson_interval
+from controller.lossmap.policy import PathFec
+
+
+def link_table(link_map: LinkLossMap, names: Sequence[str], *,
+               fits: dict[int, GilbertElliott] | None = None,
+               truth: npt.ArrayLike | None = None) -> list[str]:
+    """One line per link over the whole window: source, lost, delivered, loss rate
+    with its 95 % Wilson interval, and the burst model where ``fits`` has one."""
+    if len(names) != link_map.n_links:
+        raise LossInputError(f"link_table: {len(names)} names for {link_map.n_links} links")
+    lost = link_map.lost.sum(axis=1)
+    deliv = link_map.delivered.sum(axis=1)
+    lo, hi = wilson_interval(np.maximum(lost, 0), lost + deliv)
+    head = f"{'link':<12} {'source':<7} {'lost':>7} {'deliv':>9} {'loss %':>7} {'95 % CI':>15}"
+    if truth is not None:
+        head += f" {'true':>6}"
+    true = None if truth is None else np.asarray(truth, dtype=np.int64)
+    lines = [head]
+    for i, name in enumerate(names):
+        seen = lost[i] + deliv[i] > 0
+        rate = f"{100 * lost[i] / (lost[i] + deliv[i]):7.3f}" if seen else f"{'-':>7}"
+        ci = f"{100 * lo[i]:.3f}-{100 * hi[i]:.3f}" if seen else ""
+        line = (f"{name[:12]:<12} {Source.NAMES[link_map.source[i]]:<7} {lost[i]:7.0f} "
+                f"{deliv[i]:9.0f} {rate} {ci:>15}")
+        if true is not None:
+            line += f" {int(true[i]):6d}"
+        lines.append(line.rstrip())
+        if fits and i in fits:
+            f = fits[i]
+            lines.append(f"{'':12}   bursts {f.bursts}, mean {f.mean_burst_len:.2f} pkts; "
+                         f"GE p={f.p.value:.4f} r={f.r.value:.3f} bad={f.loss_in_bad.value:.2f}")
+    return lines
+
+
+def fec_table(fec: PathFec, names: Sequence[str]) -> list[str]:
+    """One line per flow: raw loss and the chosen (k, m) / retransmission."""
+    if len(names) != fec.fec_k.size:
+        raise LossInputError(f"fec_table: {len(names)} names for {fec.fec_k.size} flows")
+    lines = [f"{'flow':<16} {'raw loss %':>10} {'FEC':>12} {'residual':>10}  retransmit"]
+    for j, name in enumerate(names):
+        what = "none" if fec.fec_k[j] == 0 else f"k={fec.fec_k[j]} m={fec.fec_m[j]}"
+        lines.append(f"{name[:16]:<16} {100 * fec.raw_loss[j]:10.3f} {what:>12} "
+                     f"{fec.residual_loss[j]:10.2e}  {'yes' if fec.retransmit[j] else 'no'}")
+    return lines
