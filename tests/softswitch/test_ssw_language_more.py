@@ -153,3 +153,20 @@ def test_short_circuit_and_conditional_skip_side_effects():
     assert sw.process(0, bytes([0, 0, 0, 0])) == [(1, bytes([9, 0, 1, 0]))]
     # a != 0: touch(b) runs, touch(c) skipped, table applied (miss -> mark), ?: touches a
     assert sw.process(0, bytes([1, 0, 0, 0])) == [(1, bytes([2, 1, 0, 0x10]))]
+
+
+def test_user_declared_error_from_verify():
+    sw = program(decls="""
+    error { BadVersion }
+    header h_t { bit<8> ver; bit<8> res; }
+    struct headers_t { h_t h; }
+    struct meta_t { }
+    """, parser="state start { pkt.extract(hdr.h); verify(hdr.h.ver == 2, error.BadVersion); transition accept; }",
+        ingress="""apply {
+        sm.egress_spec = 1;
+        hdr.h.res = sm.parser_error == error.BadVersion ? 8w1 : 8w0;
+    }""", deparser="pkt.emit(hdr.h);")
+    assert sw.process(0, bytes([2, 9])) == [(1, bytes([2, 0]))]
+    outs, ev = sw.process_packet(0, bytes([3, 9]), trace=True)
+    assert outs[0].data == bytes([3, 1])
+    assert next(e for e in ev if e.kind == "parser_error").detail["error"] == "BadVersion"
