@@ -20,6 +20,7 @@ import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from p4.config.v1 import p4info_pb2 as P4I
 
@@ -160,28 +161,28 @@ def compare_p4info(sent: P4I.P4Info, built: P4I.P4Info) -> None:
                           f"{got[extra[0]].preamble.name!r} (id {extra[0]:#x}) is not in the program")
 
 
-def _compare_parts(kind: str, g: object, o: object) -> None:
-    name = o.preamble.name  # type: ignore[attr-defined]
+def _compare_parts(kind: str, g: Any, o: Any) -> None:
+    name = o.preamble.name
     if kind == "tables":
-        a = [(f.id, f.name, f.bitwidth, f.match_type, f.other_match_type) for f in g.match_fields]  # type: ignore[attr-defined]
-        b = [(f.id, f.name, f.bitwidth, f.match_type, f.other_match_type) for f in o.match_fields]  # type: ignore[attr-defined]
-        if a != b:
+        fields_g = [(f.id, f.name, f.bitwidth, f.match_type, f.other_match_type) for f in g.match_fields]
+        fields_o = [(f.id, f.name, f.bitwidth, f.match_type, f.other_match_type) for f in o.match_fields]
+        if fields_g != fields_o:
             raise invalid(f"P4Info does not match the P4 program: table {name!r} match fields "
-                          f"differ: P4Info {a}, program {b}")
-        if sorted(r.id for r in g.action_refs) != sorted(r.id for r in o.action_refs):  # type: ignore[attr-defined]
+                          f"differ: P4Info {fields_g}, program {fields_o}")
+        if sorted(r.id for r in g.action_refs) != sorted(r.id for r in o.action_refs):
             raise invalid(f"P4Info does not match the P4 program: table {name!r} action list differs")
     elif kind == "actions":
-        a = [(p.id, p.name, p.bitwidth) for p in g.params]  # type: ignore[attr-defined]
-        b = [(p.id, p.name, p.bitwidth) for p in o.params]  # type: ignore[attr-defined]
-        if a != b:
+        params_g = [(p.id, p.name, p.bitwidth) for p in g.params]
+        params_o = [(p.id, p.name, p.bitwidth) for p in o.params]
+        if params_g != params_o:
             raise invalid(f"P4Info does not match the P4 program: action {name!r} parameters "
-                          f"differ: P4Info {a}, program {b}")
+                          f"differ: P4Info {params_g}, program {params_o}")
     elif kind == "controller_packet_metadata":
-        a = [(m.id, m.name, m.bitwidth) for m in g.metadata]  # type: ignore[attr-defined]
-        b = [(m.id, m.name, m.bitwidth) for m in o.metadata]  # type: ignore[attr-defined]
-        if a != b:
+        meta_g = [(m.id, m.name, m.bitwidth) for m in g.metadata]
+        meta_o = [(m.id, m.name, m.bitwidth) for m in o.metadata]
+        if meta_g != meta_o:
             raise invalid(f"P4Info does not match the P4 program: controller header {name!r} "
-                          f"fields differ: P4Info {a}, program {b}")
-    elif kind in ("counters", "meters", "registers") and g.size != o.size:  # type: ignore[attr-defined]
+                          f"fields differ: P4Info {meta_g}, program {meta_o}")
+    elif kind in ("counters", "meters", "registers") and g.size != o.size:
         raise invalid(f"P4Info does not match the P4 program: {kind[:-1]} {name!r} has size "
-                      f"{g.size} in the P4Info but {o.size} in the program")  # type: ignore[attr-defined]
+                      f"{g.size} in the P4Info but {o.size} in the program")

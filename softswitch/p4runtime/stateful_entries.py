@@ -7,7 +7,7 @@ id 0 means every object and an unset index every cell (BMv2 behaves the same).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 from p4.config.v1 import p4info_pb2 as P4I
 from p4.v1 import p4runtime_pb2 as P
@@ -20,6 +20,8 @@ from softswitch.p4runtime.schema import ArrayInfo, TableInfo
 from softswitch.p4runtime.state import PipelineState
 from softswitch.p4runtime.table_entries import encode_entry, find_entry, meter_config_of
 from softswitch.tables import TableEntry
+
+T = TypeVar("T")
 
 
 def _modify_only(utype: int, what: str) -> None:
@@ -51,6 +53,14 @@ def _runtime(call: Callable[[], Any]) -> Any:
         raise P4RuntimeError.from_runtime(exc) from None
 
 
+def _resolve(getter: Callable[[str], T], name: str) -> T:
+    """The runtime object of a P4Info name (NOT_FOUND/... mapped from the runtime error)."""
+    try:
+        return getter(name)
+    except RuntimeApiError as exc:
+        raise P4RuntimeError.from_runtime(exc) from None
+
+
 def _counter_data(unit: int, packets: int, nbytes: int) -> P.CounterData:
     return P.CounterData(packet_count=0 if unit == P4I.CounterSpec.BYTES else packets,
                          byte_count=0 if unit == P4I.CounterSpec.PACKETS else nbytes)
@@ -73,7 +83,7 @@ def write_counter(st: PipelineState, utype: int, ce: P.CounterEntry) -> None:
 def read_counters(st: PipelineState, q: P.CounterEntry) -> Iterator[P.CounterEntry]:
     infos = [st.schema.counter(q.counter_id)] if q.counter_id else list(st.schema.counters.values())
     for c in infos:
-        obj = _runtime(lambda c=c: st.pipeline.switch.runtime.counter(c.name))
+        obj = _resolve(st.pipeline.switch.runtime.counter, c.name)
         for i in _read_indexes(q.HasField("index"), q.index.index, obj.size, f"counter {c.name}"):
             out = P.CounterEntry(counter_id=c.id)
             out.index.index = i
@@ -95,7 +105,7 @@ def write_meter(st: PipelineState, utype: int, me: P.MeterEntry) -> None:
 def read_meters(st: PipelineState, q: P.MeterEntry) -> Iterator[P.MeterEntry]:
     infos = [st.schema.meter(q.meter_id)] if q.meter_id else list(st.schema.meters.values())
     for m in infos:
-        obj = _runtime(lambda m=m: st.pipeline.switch.runtime.meter(m.name))
+        obj = _resolve(st.pipeline.switch.runtime.meter, m.name)
         for i in _read_indexes(q.HasField("index"), q.index.index, obj.size, f"meter {m.name}"):
             out = P.MeterEntry(meter_id=m.id)
             out.index.index = i
@@ -120,7 +130,7 @@ def write_register(st: PipelineState, utype: int, re_: P.RegisterEntry) -> None:
 def read_registers(st: PipelineState, q: P.RegisterEntry) -> Iterator[P.RegisterEntry]:
     infos = [st.schema.register(q.register_id)] if q.register_id else list(st.schema.registers.values())
     for r in infos:
-        obj = _runtime(lambda r=r: st.pipeline.switch.runtime.register(r.name))
+        obj = _resolve(st.pipeline.switch.runtime.register, r.name)
         width, signed = bitwidth_of(r.type_spec) if r.type_spec is not None else (obj.width, False)
         for i in _read_indexes(q.HasField("index"), q.index.index, obj.size, f"register {r.name}"):
             out = P.RegisterEntry(register_id=r.id)

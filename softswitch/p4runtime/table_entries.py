@@ -44,8 +44,7 @@ def decode_match(t: TableInfo, entry: P.TableEntry) -> Key:
         if fm is None:
             if f.kind == "exact":
                 raise invalid(f"{where}: exact match fields cannot be omitted")
-            key.append({"lpm": Lpm(0, 0), "ternary": Ternary(0, 0), "range": Range(0, full),
-                        "optional": Optional(None)}.get(f.kind) or _unsupported_kind(where))
+            key.append(_wildcard(f.kind, full, where))
             continue
         kind = fm.WhichOneof("field_match_type")
         if kind != f.kind:
@@ -81,12 +80,25 @@ def decode_match(t: TableInfo, entry: P.TableEntry) -> Key:
         elif kind == "optional":
             key.append(Optional(decode_bits(fm.optional.value, f.bitwidth, where)))
         else:
-            _unsupported_kind(where)
+            raise _unsupported_kind(where)
     return key
 
 
-def _unsupported_kind(where: str) -> MatchValue:
-    raise unimplemented(f"{where}: this match kind is not supported over P4Runtime")
+def _wildcard(kind: str, full: int, where: str) -> MatchValue:
+    """The match value of an omitted (don't-care) field."""
+    if kind == "lpm":
+        return Lpm(0, 0)
+    if kind == "ternary":
+        return Ternary(0, 0)
+    if kind == "range":
+        return Range(0, full)
+    if kind == "optional":
+        return Optional(None)
+    raise _unsupported_kind(where)
+
+
+def _unsupported_kind(where: str) -> P4RuntimeError:
+    return unimplemented(f"{where}: this match kind is not supported over P4Runtime")
 
 
 def encode_match(t: TableInfo, key: tuple[MatchValue, ...]) -> list[P.FieldMatch]:

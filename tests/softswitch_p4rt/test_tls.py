@@ -36,7 +36,7 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
 
 def make_ca(cn: str) -> tuple[Pem, x509.Certificate, ec.EllipticCurvePrivateKey]:
     key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     cert = (x509.CertificateBuilder().subject_name(_name(cn)).issuer_name(_name(cn))
             .public_key(key.public_key()).serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(minutes=5))
@@ -48,7 +48,7 @@ def make_ca(cn: str) -> tuple[Pem, x509.Certificate, ec.EllipticCurvePrivateKey]
 
 def make_leaf(cn: str, ca_cert: x509.Certificate, ca_key: ec.EllipticCurvePrivateKey, *, server: bool) -> Pem:
     key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     b = (x509.CertificateBuilder().subject_name(_name(cn)).issuer_name(ca_cert.subject)
          .public_key(key.public_key()).serial_number(x509.random_serial_number())
          .not_valid_before(now - datetime.timedelta(minutes=5))
@@ -67,7 +67,7 @@ def make_leaf(cn: str, ca_cert: x509.Certificate, ca_key: ec.EllipticCurvePrivat
 @pytest.fixture(scope="module")
 def pki() -> dict[str, Pem]:
     ca, ca_cert, ca_key = make_ca("p4rt test CA")
-    rogue, rogue_cert, rogue_key = make_ca("rogue CA")
+    _rogue, rogue_cert, rogue_key = make_ca("rogue CA")
     return {"ca": ca, "server": make_leaf("localhost", ca_cert, ca_key, server=True),
             "client": make_leaf("controller", ca_cert, ca_key, server=False),
             "rogue_client": make_leaf("intruder", rogue_cert, rogue_key, server=False)}
