@@ -17,6 +17,8 @@ import contextlib
 import socket
 import struct
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from p4int_harness import (
@@ -36,7 +38,24 @@ SO_NO_CHECK = 11
 IP_MTU_DISCOVER = 10
 IP_PMTUDISC_DO = 2
 SPORT = 49153
-N_PACKETS = 20
+
+
+@dataclass(slots=True)
+class TwoSwitchBed:
+    s1: IntSwitch
+    s2: IntSwitch
+    sd1: Any
+    sd2: Any
+    tx: socket.socket           # in h1, bound to 10.0.1.1:SPORT
+    rx: socket.socket           # in h2, bound to port 4791
+    collector: socket.socket    # in col, bound to port 32766
+
+    def send(self, psn: int, size: int = 256) -> bytes:
+        payload = roce.build_udp_payload(
+            src="10.0.1.1", dst="10.0.2.1", sport=SPORT, opcode=roce.Opcode.SEND_ONLY,
+            dest_qp=0x42, psn=psn, payload=bytes([psn & 0xFF]) * size)
+        self.tx.sendto(payload, ("10.0.2.1", roce.ROCEV2_UDP_PORT))
+        return payload
 
 
 @contextlib.contextmanager
@@ -52,10 +71,10 @@ def namespaces(*prefixes: str) -> Iterator[list]:
             ns.close()
 
 
-def start_switch(ns, interfaces: dict[int, str], node_id: int):
+def start_switch(ns, interfaces: dict[int, str], node_id: int, **opts: Any):
     from softswitch.switchd import Switchd, SwitchOptions
     sd = Switchd(SwitchOptions(program=str(PROGRAM), interfaces=interfaces,
-                               grpc_server_addr=None, name=f"s{node_id}"))
+                               grpc_server_addr=None, name=f"s{node_id}", **opts))
     with ns.enter():
         sd.start()
     return sd
@@ -68,7 +87,9 @@ def control(sd, node_id: int) -> IntSwitch:
     return s
 
 
-def test_int_reports_and_restored_packets_over_veths():
+@contextlib.contextmanager
+def two_switch_bed(*, s1_opts: dict[str, Any] | None = None) -> Iterator[TwoSwitchBed]:
+    """The topology above, configured as the controller would; torn down on exit."""
     from mininet_topos.netns import veth_pair
     with namespaces("p4is1", "p4is2", "p4ih1", "p4ih2", "p4icol") as (ns1, ns2, h1, h2, col):
         s1p1, h1e = veth_pair(ns1, h1, prefix="p4i", addr_b="10.0.1.1/24")
@@ -79,7 +100,7 @@ def test_int_reports_and_restored_packets_over_veths():
             host.run(["ip", "route", "add", "default", "via", gw])
         switches = []
         try:
-            sd1 = start_switch(ns1, {1: s1p1.ifname, 2: s1p2.ifname}, 1)
+            sd1 = start_switch(ns1, {1: s1p1.ifname, 2: s1p2.ifname}, 1, **(s1_opts or {}))
             switches.append(sd1)
             sd2 = start_switch(ns2, {1: s2p1.ifname, 2: s2p2.ifname, 3: s2p3.ifname}, 2)
             switches.append(sd2)
@@ -102,7 +123,6 @@ def test_int_reports_and_restored_packets_over_veths():
                 s2.line_rate(2, 1_000)
                 s2.sink(2, "report")
                 s2.report_to(3, collector_mac=cole.mac, collector_ip="10.0.9.9")
-
             with h2.enter():
                 rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
             with col.enter():
@@ -112,51 +132,88 @@ def test_int_reports_and_restored_packets_over_veths():
             with rx, collector, tx:
                 rx.bind(("0.0.0.0", roce.ROCEV2_UDP_PORT))
                 rx.settimeout(10)
+                rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
                 collector.bind(("0.0.0.0", 32766))
                 collector.settimeout(10)
+                collector.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
                 tx.bind(("10.0.1.1", SPORT))
                 tx.setsockopt(socket.SOL_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO)
                 tx.setsockopt(socket.SOL_SOCKET, SO_NO_CHECK, 1)
-                sent = []
-                for psn in range(N_PACKETS):
-                    payload = roce.build_udp_payload(
-                        src="10.0.1.1", dst="10.0.2.1", sport=SPORT,
-                        opcode=roce.Opcode.SEND_ONLY, dest_qp=0x42, psn=psn,
-                        payload=bytes([psn]) * 256)
-                    sent.append(payload)
-                    tx.sendto(payload, ("10.0.2.1", roce.ROCEV2_UDP_PORT))
-
-                got = [rx.recvfrom(4096) for _ in range(N_PACKETS)]
-                reports = [collector.recvfrom(4096)[0] for _ in range(N_PACKETS)]
-
-            # h2 sees exactly what h1 sent, and the ICRC verifies.
-            assert sorted(p for p, _ in got) == sorted(sent)
-            for payload, (ip, port) in got:
-                assert (ip, port) == ("10.0.1.1", SPORT)
-                assert roce.icrc_ok(payload, src=socket.inet_aton("10.0.1.1"),
-                                    dst=socket.inet_aton("10.0.2.1"), sport=SPORT)
-            # One report per packet, numbered, from s2, carrying s1's hop record.
-            decoded = [decode_report(bytes(42) + r) for r in reports]
-            assert sorted(r["seq"] for r in decoded) == list(range(N_PACKETS))
-            for r in decoded:
-                assert (r["ver"], r["node_id"], r["rep_type"], r["in_type"]) == (2, 2, 1, 4)
-                assert r["md_len"] == 6
-                inner = bytes(14) + r["inner"]
-                d = split_int(inner)
-                assert d["orig_dport"] == roce.ROCEV2_UDP_PORT
-                hops = decode_hop_words(d["stack"], d["inst"], d["ds"], d["hop_ml"])
-                assert [h["node_id"] for h in hops] == [1]
-                assert hops[0]["line_rate"] == 10_000
-                _q, _ets, _tx, _qb, rate = struct.unpack("!IQIII", r["md"])
-                assert rate == 1_000
-            # Every packet crossed the fabric link with a sequence number; none lost.
-            with sd2.device.lock:
-                assert s2.reg("SwitchIngress.link_rx_expected", 1) == N_PACKETS
-                assert s2.reg("SwitchIngress.link_lost_packets", 1) == 0
-                assert s2.event("report_sent") == N_PACKETS
-            with sd1.device.lock:
-                assert s1.reg("SwitchEgress.link_tx_seq", 2) == N_PACKETS
-                assert s1.event("source_insert") == N_PACKETS
+                yield TwoSwitchBed(s1=s1, s2=s2, sd1=sd1, sd2=sd2, tx=tx, rx=rx,
+                              collector=collector)
         finally:
             for sd in reversed(switches):
                 sd.close()
+
+
+def s1_hop(report: dict[str, Any]) -> dict[str, int]:
+    """s1's hop record inside a report's inner packet."""
+    d = split_int(bytes(14) + report["inner"])
+    (hop,) = decode_hop_words(d["stack"], d["inst"], d["ds"], d["hop_ml"])
+    return hop
+
+
+def test_int_reports_and_restored_packets_over_veths():
+    n = 20
+    with two_switch_bed() as tb:
+        sent = [tb.send(psn) for psn in range(n)]
+        got = [tb.rx.recvfrom(4096) for _ in range(n)]
+        reports = [decode_report(bytes(42) + tb.collector.recvfrom(4096)[0]) for _ in range(n)]
+        # h2 sees exactly what h1 sent, and the ICRC verifies.
+        assert sorted(p for p, _ in got) == sorted(sent)
+        for payload, (ip, port) in got:
+            assert (ip, port) == ("10.0.1.1", SPORT)
+            assert roce.icrc_ok(payload, src=socket.inet_aton("10.0.1.1"),
+                                dst=socket.inet_aton("10.0.2.1"), sport=SPORT)
+        # One report per packet, numbered, from s2, carrying s1's hop record.
+        assert sorted(r["seq"] for r in reports) == list(range(n))
+        for r in reports:
+            assert (r["ver"], r["node_id"], r["rep_type"], r["in_type"]) == (2, 2, 1, 4)
+            assert r["md_len"] == 6
+            d = split_int(bytes(14) + r["inner"])
+            assert d["orig_dport"] == roce.ROCEV2_UDP_PORT
+            hop = s1_hop(r)
+            assert hop["node_id"] == 1 and hop["line_rate"] == 10_000
+            _q, _ets, _tx, _qb, rate = struct.unpack("!IQIII", r["md"])
+            assert rate == 1_000
+        # Every packet crossed the fabric link with a sequence number; none lost.
+        with tb.sd2.device.lock:
+            assert tb.s2.reg("SwitchIngress.link_rx_expected", 1) == n
+            assert tb.s2.reg("SwitchIngress.link_lost_packets", 1) == 0
+            assert tb.s2.event("report_sent") == n
+        with tb.sd1.device.lock:
+            assert tb.s1.reg("SwitchEgress.link_tx_seq", 2) == n
+            assert tb.s1.event("source_insert") == n
+
+
+def test_queue_telemetry_and_ecn_under_a_paced_port():
+    """s1's fabric port paced at 20 Mbit/s: a burst queues up; every hop record's queue
+    bytes equal its queue occupancy times the frame size, tx bytes grow by the frames
+    sent, and ECN marks follow the RED profile on those queue bytes."""
+    n, size = 60, 900
+    frame_in = 14 + 20 + 8 + 12 + size + 4            # what s1 receives and enqueues
+    kmin, kmax = 10 * frame_in, 30 * frame_in
+    paced = {"queue_rates_bps": {2: 20e6}, "queue_depths_pkts": {2: 256}}
+    with two_switch_bed(s1_opts=paced) as tb:
+        with tb.sd1.device.lock:
+            tb.s1.ecn(2, kmin, kmax, 32768)
+        tb.tx.setsockopt(socket.SOL_IP, socket.IP_TOS, 0x02)       # ECT(0)
+        for psn in range(n):
+            tb.send(psn, size)
+        reports = [decode_report(bytes(42) + tb.collector.recvfrom(4096)[0]) for _ in range(n)]
+        for _ in range(n):
+            tb.rx.recvfrom(4096)
+    hops = sorted(((s1_hop(r), r) for r in reports), key=lambda hr: hr[0]["egress_ts"])
+    occupancy = [h["queue_occupancy"] for h, _ in hops]
+    assert max(occupancy) >= 20, occupancy                # the burst did queue up
+    frame_out = frame_in + 16 + 28 + 6                    # INT + s1's hop + link header
+    for k, (h, r) in enumerate(hops):
+        assert h["queue_bytes"] == h["queue_occupancy"] * frame_in
+        assert h["tx_bytes"] == k * frame_out
+        ecn = r["inner"][1] & 3
+        if h["queue_bytes"] >= kmax:
+            assert ecn == 3
+        elif h["queue_bytes"] <= kmin:
+            assert ecn == 2
+    marked = sum(r["inner"][1] & 3 == 3 for _, r in hops)
+    assert 0 < marked < n
