@@ -170,3 +170,31 @@ def test_user_declared_error_from_verify():
     outs, ev = sw.process_packet(0, bytes([3, 9]), trace=True)
     assert outs[0].data == bytes([3, 1])
     assert next(e for e in ev if e.kind == "parser_error").detail["error"] == "BadVersion"
+
+
+def test_stack_push_pop_keep_holes_and_shift_validity():
+    sw = program(decls="""
+    header op_t { bit<8> op; bit<8> n; }
+    header e_t { bit<8> v; }
+    struct headers_t { op_t o; e_t[3] s; }
+    struct meta_t { }
+    """, parser="""
+    state start { pkt.extract(hdr.o); transition select(hdr.o.n) { 0: accept; default: more; } }
+    state more { pkt.extract(hdr.s.next); hdr.o.n = hdr.o.n - 1;
+                 transition select(hdr.o.n) { 0: accept; default: more; } }
+    """, ingress="""apply {
+        sm.egress_spec = 1;
+        if (hdr.o.op == 1) { hdr.s.push_front(1); }
+        if (hdr.o.op == 2) { hdr.s.push_front(3); }
+        if (hdr.o.op == 3) { hdr.s.pop_front(1); }
+        if (hdr.o.op == 4) { hdr.s[2].setValid(); hdr.s[2].v = 0xCC; hdr.s.pop_front(1); }
+        hdr.o.n = (bit<8>) hdr.s.lastIndex;
+    }""", deparser="pkt.emit(hdr.o); pkt.emit(hdr.s);")
+    # two parsed (nextIndex 2): push 1 -> [inv, 10, 20], nextIndex 3, lastIndex 2
+    assert sw.process(0, bytes([1, 2, 0x10, 0x20])) == [(1, bytes([1, 2, 0x10, 0x20]))]
+    # push 3 on a stack of 3: everything shifted out
+    assert sw.process(0, bytes([2, 2, 0x10, 0x20])) == [(1, bytes([2, 2]))]
+    # pop 1: [20, inv, inv], lastIndex 0
+    assert sw.process(0, bytes([3, 2, 0x10, 0x20])) == [(1, bytes([3, 0, 0x20]))]
+    # a hole: one parsed, s[2] made valid, pop 1 -> [inv, CC, inv]; lastIndex -1 wraps to 0xFF
+    assert sw.process(0, bytes([4, 1, 0x10])) == [(1, bytes([4, 0xFF, 0xCC]))]
