@@ -84,3 +84,17 @@ def test_ipv4_trace_has_parser_states_tables_and_output():
     assert sw.process(1, pkt)[0][0] == 2
     ((port, frame),) = sw.send(1, pkt)
     assert port == 2 and frame[IP].dst == "10.1.2.3" and frame[IP].ttl == 8
+
+
+def test_jobs_api_lets_a_traffic_manager_sit_between_ingress_and_egress():
+    from softswitch.v1model import IngressJob, QueueInfo
+    sw = program(decls=DECLS, parser=PARSER, ingress=INGRESS, deparser="pkt.emit(hdr.h);", egress="""
+    apply { hdr.h.rid = (bit<16>) sm.enq_qdepth; hdr.h.port = (bit<8>) sm.deq_timedelta; }""")
+    sw.runtime.multicast_group_create(3, [Replica(port=4, rid=7), Replica(port=6, rid=8)])
+    v1 = sw.v1
+    new_ing, eg_jobs = v1.run_ingress(IngressJob(port=0, data=bytes([1, 0, 0, 0, 0])))
+    assert new_ing == [] and [j.egress_port for j in eg_jobs] == [4, 6]
+    v1.queue_model = lambda job: QueueInfo(enq_qdepth=job.egress_port * 10, deq_timedelta_us=25)
+    outs = [o for j in eg_jobs for o in v1.run_egress(j)[2]]
+    assert [(o.port, o.data) for o in outs] == [(4, bytes([1, 0, 0, 40, 25])), (6, bytes([1, 0, 0, 60, 25]))]
+    assert all(o.instance_type == 5 for o in outs)
