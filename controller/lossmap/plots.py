@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 from controller.lossmap.burst import Cycles, GilbertElliott, run_histogram
 from controller.lossmap.errors import LossInputError
 from controller.lossmap.links import LinkLossMap, Source
+from controller.lossmap.psn import FlowLossMap
 
 
 def _save(fig: Figure, path: Path) -> Path:
@@ -27,21 +28,26 @@ def _save(fig: Figure, path: Path) -> Path:
     return path
 
 
-def plot_heatmap(link_map: LinkLossMap, path: str | Path, *,
+def plot_heatmap(link_map: LinkLossMap | FlowLossMap, path: str | Path, *,
                  link_names: Sequence[str] | None = None, rate: bool = True,
                  title: str = "Packet loss per link") -> Path:
-    """Heat map of loss rate (or lost packets) per link (rows) and time bin (columns)."""
-    names = [f"link {i}" for i in range(link_map.n_links)] if link_names is None \
-        else list(link_names)
-    if len(names) != link_map.n_links:
-        raise LossInputError(f"plot_heatmap: {len(names)} link names for "
-                             f"{link_map.n_links} links")
+    """Heat map of loss rate (or lost packets) per row (links, or flows for a
+    ``FlowLossMap``) and time bin (columns)."""
+    n_rows = int(link_map.lost.shape[0])
+    source = getattr(link_map, "source", None)
+    names = [f"row {i}" for i in range(n_rows)] if link_names is None else list(link_names)
+    if len(names) != n_rows:
+        raise LossInputError(f"plot_heatmap: {len(names)} names for {n_rows} rows")
     data = link_map.loss_rate() if rate else link_map.lost.astype(float)
     if not rate:
         seen = (link_map.lost + link_map.delivered) > 0
-        data = np.where(seen | (link_map.source[:, None] != Source.NONE), data, np.nan)
+        if source is not None:
+            seen |= (source != Source.NONE)[:, None]
+        data = np.where(seen, data, np.nan)
+    labels = names if source is None else [f"{n} ({Source.NAMES[s]})"
+                                           for n, s in zip(names, source, strict=True)]
     shown = data  # NaN: nothing seen (grey); 0: seen, no loss (under colour)
-    fig = Figure(figsize=(10, 1.5 + 0.35 * link_map.n_links))
+    fig = Figure(figsize=(10, 1.5 + 0.35 * n_rows))
     ax = fig.add_subplot(1, 1, 1)
     edges = link_map.bins.edges_s()
     positive = shown[np.isfinite(shown) & (shown > 0)]
@@ -51,11 +57,10 @@ def plot_heatmap(link_map: LinkLossMap, path: str | Path, *,
     cmap = colormaps["inferno_r"].with_extremes(under="#e8f5e9", bad="#bdbdbd")
     # zeros sit below vmin (drawn in the "under" colour) instead of vanishing on a log scale
     shown = np.where(shown == 0, lo / 10, shown)
-    mesh = ax.pcolormesh(edges, np.arange(link_map.n_links + 1), np.ma.masked_invalid(shown),
+    mesh = ax.pcolormesh(edges, np.arange(n_rows + 1), np.ma.masked_invalid(shown),
                          cmap=cmap, norm=norm, shading="flat")
-    ax.set_yticks(np.arange(link_map.n_links) + 0.5)
-    ax.set_yticklabels([f"{n} ({Source.NAMES[s]})" for n, s in zip(names, link_map.source)],
-                       fontsize=8)
+    ax.set_yticks(np.arange(n_rows) + 0.5)
+    ax.set_yticklabels(labels, fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("time (s)")
     ax.set_title(title)

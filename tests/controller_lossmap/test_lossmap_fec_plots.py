@@ -134,3 +134,12 @@ def test_overhead_cap_trades_fec_for_retransmission():
     table = block_loss_pmfs([lm], 30)
     np.testing.assert_allclose(table[12, :13], block_loss_pmf([lm], 12))
     np.testing.assert_allclose(table.sum(axis=1), 1.0)
+
+
+def test_flow_heatmap(tmp_path):
+    from controller.lossmap import flow_loss_map
+    bins = TimeBins(start_ns=0, bin_ns=100, n_bins=3)
+    fm = flow_loss_map(bins=bins, n_flows=2, flow_idx=[0, 0, 0, 1], ts_ns=[10, 120, 250, 5],
+                       psn=[0, 1, 5, 0])
+    p = plot_heatmap(fm, tmp_path / "flows.png", link_names=["f0", "f1"], title="flows")
+    assert p.read_bytes()[:4] == b"\x89PNG"
