@@ -232,3 +232,45 @@ def ipv4_routes(client: P4RtClient, h1_mac: str, h2_mac: str) -> None:
         client.write(client.table_entry("MyIngress.ipv4_lpm", {"hdr.ipv4.dstAddr": (ip, 32)},
                                         "MyIngress.ipv4_forward",
                                         {"dstAddr": int(mac.replace(":", ""), 16), "port": port}))
+
+
+# ------------------------------------------------------------ host sockets
+def udp_socket(ns: Namespace, port: int = 0):
+    """A UDP socket living in `ns`, bound to `port` (0 = any)."""
+    import socket
+    with ns.enter():
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("0.0.0.0", port))
+    s.settimeout(5)
+    return s
+
+
+def raw_socket(ns: Namespace, ifname: str):
+    """An AF_PACKET socket on `ifname` in `ns` (sees every frame arriving there)."""
+    import socket
+    with ns.enter():
+        s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+        s.bind((ifname, 0))
+    s.settimeout(0.2)
+    return s
+
+
+def collect(sock, seconds: float, want=lambda f: True) -> list[bytes]:
+    """Frames arriving on `sock` (not sent by its host) for `seconds` that satisfy `want`."""
+    import socket
+    out, end = [], time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            f, addr = sock.recvfrom(65535)
+        except (socket.timeout, BlockingIOError):
+            continue
+        if addr[2] != socket.PACKET_OUTGOING and want(f):
+            out.append(f)
+    return out
+
+
+def udp_frame(src: Namespace, dst: Namespace, dport: int, payload: bytes, sport: int = 4000) -> bytes:
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.l2 import Ether
+    return bytes(Ether(src=src.mac, dst=dst.mac) / IP(src=src.ip, dst=dst.ip) /
+                 UDP(sport=sport, dport=dport) / payload)

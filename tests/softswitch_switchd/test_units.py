@@ -1,0 +1,152 @@
+"""Pure pieces of the switch process: checksum completion, traffic manager, options,
+pcap files, statistics. No sockets, no root."""
+from __future__ import annotations
+
+import argparse
+import threading
+import time
+
+import pytest
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+
+from softswitch.switchd import (
+    OptionError,
+    PcapWriter,
+    SwitchOptions,
+    TrafficManager,
+    finish_checksum,
+    format_stats,
+    read_pcap,
+)
+from softswitch.switchd.options import ALL_PORTS, check_options, parse_depth, parse_interface, parse_rate
+from softswitch.v1model.switch import QueueInfo
+
+
+@pytest.mark.parametrize("payload_len", [0, 1, 17, 1000, 1473])
+def test_finish_checksum_matches_scapy(payload_len: int) -> None:
+    pkt = Ether() / IP(src="10.0.0.1", dst="10.0.0.2") / UDP(sport=1234, dport=5678) / (b"\xab" * payload_len)
+    good = bytes(pkt)
+    want = good[40:42]
+    # what a veth delivers with tx checksum offload: only the folded pseudo-header sum
+    ip = pkt[IP]
+    pseudo = (int.from_bytes(bytes(map(int, ip.src.split("."))), "big") >> 16) + \
+        (int.from_bytes(bytes(map(int, ip.src.split("."))), "big") & 0xFFFF) + \
+        (int.from_bytes(bytes(map(int, ip.dst.split("."))), "big") >> 16) + \
+        (int.from_bytes(bytes(map(int, ip.dst.split("."))), "big") & 0xFFFF) + 17 + len(pkt[UDP])
+    while pseudo > 0xFFFF:
+        pseudo = (pseudo & 0xFFFF) + (pseudo >> 16)
+    frame = bytearray(good)
+    frame[40:42] = pseudo.to_bytes(2, "big")
+    assert finish_checksum(frame, 34, 6)
+    assert bytes(frame[40:42]) == want
+
+
+def test_finish_checksum_refuses_offsets_outside_the_frame() -> None:
+    frame = bytearray(20)
+    assert not finish_checksum(frame, 30, 6)
+    assert not finish_checksum(frame, 10, 9)
+    assert frame == bytearray(20)
+
+
+def _tm(depart) -> TrafficManager:
+    t0 = time.monotonic_ns()
+    return TrafficManager(depart, clock_us=lambda: (time.monotonic_ns() - t0) // 1000)
+
+
+def test_tm_depths_tail_drops_and_pacing() -> None:
+    got: list[tuple[object, QueueInfo]] = []
+    done = threading.Event()
+
+    def depart(item: object, info: QueueInfo) -> None:
+        got.append((item, info))
+        if len(got) == 8:
+            done.set()
+
+    tm = _tm(depart)
+    tm.set_rate(2, 1e6)          # 1000-byte packets: 8 ms each
+    tm.set_depth(2, 8)
+    accepted = [tm.enqueue(2, i, 1000) for i in range(12)]   # before the scheduler runs
+    assert accepted == [True] * 8 + [False] * 4
+    tm.start()
+    try:
+        assert done.wait(5)
+    finally:
+        tm.stop()
+    q = tm.queues[2]
+    assert (q.tail_drops, q.high_water, q.enqueued, q.dequeued) == (4, 8, 8, 8)
+    assert [i for i, _ in got] == list(range(8))
+    assert [info.enq_qdepth for _, info in got] == list(range(8))
+    assert [info.deq_qdepth for _, info in got] == list(range(7, -1, -1))
+    waits = [info.deq_timedelta_us for _, info in got]
+    assert waits == sorted(waits) and waits[-1] >= 7 * 8000 * 0.9   # paced: the last waited 7 slots
+
+
+def test_tm_unpaced_queue_and_clear() -> None:
+    tm = _tm(lambda item, info: None)
+    assert tm.enqueue(1, "a", 100)
+    assert tm.clear() == 1
+    with pytest.raises(OptionError, match="queue depth of port 3: 0 packets"):
+        tm.set_depth(3, 0)
+    with pytest.raises(OptionError, match="queue rate of port 3: -1"):
+        tm.set_rate(3, -1)
+
+
+def test_option_parsers_name_the_bad_value() -> None:
+    assert parse_interface("1@veth1") == (1, "veth1")
+    assert parse_rate("2:10") == (2, 10e6)
+    assert parse_rate("5") == (ALL_PORTS, 5e6)
+    assert parse_depth("3:128") == (3, 128)
+    with pytest.raises(OptionError, match=r"-i 'veth1': expected PORT@INTERFACE"):
+        parse_interface("veth1")
+    with pytest.raises(OptionError, match="port 600 outside 0..510"):
+        parse_interface("600@veth1")
+    with pytest.raises(OptionError, match="'x' is not a number of Mbit/s"):
+        parse_rate("1:x")
+    with pytest.raises(OptionError, match="2.5 packets must be a whole number"):
+        parse_depth("1:2.5")
+    with pytest.raises(OptionError, match="--cpu-port 1 is also interface veth1"):
+        check_options(SwitchOptions(interfaces={1: "veth1"}, cpu_port=1))
+    with pytest.raises(OptionError, match="interface veth1 given for two ports"):
+        check_options(SwitchOptions(interfaces={1: "veth1", 2: "veth1"}))
+
+
+def test_cli_rejects_bad_options(capsys: pytest.CaptureFixture[str]) -> None:
+    from softswitch.__main__ import main
+    with pytest.raises(SystemExit):
+        main(["switch", "--queue-rate", "1:-3"])
+    assert "--queue-rate '1:-3': -3.0 Mbit/s outside 0..1000000" in capsys.readouterr().err
+    assert main(["switch", "-i", "1@tsdnosuchif0", "--grpc-server-addr", "none"]) == 2
+    assert "interface 'tsdnosuchif0' does not exist" in capsys.readouterr().err
+
+
+def test_pcap_round_trip(tmp_path) -> None:
+    w = PcapWriter(tmp_path / "x.pcap")
+    frames = [b"\x01" * 60, b"\x02" * 1514, b""]
+    for f in frames:
+        w.write(f)
+    w.close()
+    assert read_pcap(tmp_path / "x.pcap") == frames
+    from scapy.utils import rdpcap
+    assert [bytes(p) for p in rdpcap(str(tmp_path / "x.pcap"))][:2] == frames[:2]
+
+
+def test_format_stats_table() -> None:
+    snap = {"name": "s1", "device_id": 1, "packets_in": 5, "packets_out": 4, "pipeline_drops": 1,
+            "pipeline_errors": 0, "no_pipeline": 0, "packet_ins": 0,
+            "ports": [{"port": 1, "ifname": "s1-eth1", "rx_packets": 5, "tx_packets": 4,
+                       "tail_drops": 0, "queue_depth": 0, "queue_high_water": 2, "rx_dropped": 0}]}
+    text = format_stats(snap)
+    assert text.splitlines()[0] == ("s1 device 1: in 5 out 4 pipeline drops 1 errors 0 "
+                                    "no-pipeline 0 packet-in 0")
+    assert text.splitlines()[2].split() == ["1", "s1-eth1", "5", "4", "0", "0", "2", "0"]
+    assert all(len(line) < 80 for line in text.splitlines())
+
+
+def test_argparse_types_are_wired() -> None:
+    from softswitch.__main__ import build_parser
+    args = build_parser().parse_args(["switch", "-i", "1@a", "-i", "2@b", "--queue-rate", "2:10",
+                                      "--queue-depth", "2:16", "--cpu-port", "255"])
+    assert isinstance(args, argparse.Namespace)
+    assert args.interfaces == [(1, "a"), (2, "b")] and args.queue_rate == [(2, 10e6)]
+    assert args.queue_depth == [(2, 16)] and args.cpu_port == 255
