@@ -15,7 +15,8 @@ overhead cancel out:
 * ``vs rate``  = goodput / ((1 - mean loss) x configured rate); the rate counts wire
   bytes (Ethernet/IP/UDP/BTH/ICRC included), so ~0.96 is the best possible at 1 KiB
 
-FEC k and m follow a simple loss-map policy: k = 32 and m = ceil(2 k p) (at least 1),
+FEC k and m follow a simple loss-map policy: k = 32 and the smallest m for which a
+block of k + m packets has more than m losses with probability below 1 % (binomial),
 and m = 4 for the bursty profile (mean bursts of four).
 
 Examples:
@@ -46,11 +47,17 @@ PROFILES = [("none", "0"), ("0.1%", "0.001"), ("1%", "0.01"), ("5%", "0.05"),
             ("bursty", "ge:0.005,0.25")]
 
 
-def fec_for(loss_spec: str, k: int = 32) -> tuple[int, int]:
+def fec_for(loss_spec: str, k: int = 32, residual: float = 0.01) -> tuple[int, int]:
+    """k and the smallest m whose block failure probability is below ``residual``."""
     if loss_spec.startswith("ge:"):
         return k, 4
     p = float(loss_spec)
-    return k, max(1, math.ceil(2 * k * p))
+    for m in range(1, 17):
+        n = k + m
+        fail = 1.0 - sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(m + 1))
+        if fail < residual:
+            return k, m
+    return k, 16
 
 
 def run_point(mode: str, loss_spec: str, *, rate: float, total: int, msg: int, rtt_s: float,
