@@ -19,6 +19,7 @@ from controller.cc.feedback import (
 )
 from controller.cc.hpcc import HpccEngine, HpccParams, HpccStats, RateDecisions
 from controller.cc.latency import LatencySummary, LoopLatency
+from controller.cc.loop import FeedbackTarget, HpccLoop, LoopStats
 from controller.cc.sender import FeedbackSender, SenderStats
 from controller.cc.sim import FluidNetwork, FluidSim
 from controller.cc.telemetry import (
@@ -40,15 +41,18 @@ __all__ = [
     "DcqcnEngine",
     "DcqcnParams",
     "FeedbackSender",
+    "FeedbackTarget",
     "FlowIndexError",
     "FluidNetwork",
     "FluidSim",
     "HopSamples",
     "HpccEngine",
+    "HpccLoop",
     "HpccParams",
     "HpccStats",
     "LatencySummary",
     "LoopLatency",
+    "LoopStats",
     "ParameterError",
     "RateDecisions",
     "SenderStats",
