@@ -197,8 +197,8 @@ class P4RuntimeService:
         ent = upd.entity
         kind = ent.WhichOneof("entity")
         t = upd.type
-        if t == P.Update.UNSPECIFIED:
-            raise invalid("update type is UNSPECIFIED")
+        if t not in (P.Update.INSERT, P.Update.MODIFY, P.Update.DELETE):
+            raise invalid(f"update type {'UNSPECIFIED' if t == 0 else t} is not INSERT, MODIFY or DELETE")
         if kind == "table_entry":
             table_entries.write_table_entry(st, t, ent.table_entry)
         elif kind == "counter_entry":

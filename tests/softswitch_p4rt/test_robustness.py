@@ -1,0 +1,145 @@
+"""Bad requests never change state and never kill the server: hundreds of mutated updates
+(valid ones with random bytes flipped, cut or inserted), then undecodable requests."""
+from __future__ import annotations
+
+import random
+
+import grpc
+from p4.v1 import p4runtime_pb2 as P
+from p4rt_helpers import WriteError, msg
+
+
+def templates(ids) -> list[P.Update]:  # type: ignore[no-untyped-def]
+    texts = [
+        f"""type: INSERT entity {{ table_entry {{ table_id: {ids.forward} match {{ field_id: 1 exact {{ value: "\\xaa" }} }}
+            action {{ action {{ action_id: {ids.set_port} params {{ param_id: 1 value: "\\x02" }} }} }} }} }}""",
+        f"""type: INSERT entity {{ table_entry {{ table_id: {ids.routes}
+            match {{ field_id: 1 lpm {{ value: "\\x0a\\x01\\x00\\x00" prefix_len: 16 }} }}
+            action {{ action {{ action_id: {ids.route} params {{ param_id: 1 value: "\\x03" }} }} }}
+            meter_config {{ cir: 1 cburst: 2 pir: 3 pburst: 4 }} }} }}""",
+        f"""type: INSERT entity {{ table_entry {{ table_id: {ids.acl}
+            match {{ field_id: 1 ternary {{ value: "\\x08\\x00" mask: "\\xff\\xff" }} }}
+            match {{ field_id: 2 range {{ low: "\\x06" high: "\\x11" }} }}
+            match {{ field_id: 3 optional {{ value: "\\x0a\\x00\\x00\\x01" }} }}
+            action {{ action {{ action_id: {ids.drop} }} }} priority: 20 }} }}""",
+        f"""type: MODIFY entity {{ table_entry {{ table_id: {ids.forward} is_default_action: true
+            action {{ action {{ action_id: {ids.set_port} params {{ param_id: 1 value: "\\x09" }} }} }} }} }}""",
+        f"""type: MODIFY entity {{ counter_entry {{ counter_id: {ids.port_counter} index {{ index: 3 }}
+            data {{ packet_count: 9 byte_count: 900 }} }} }}""",
+        f"""type: MODIFY entity {{ meter_entry {{ meter_id: {ids.port_meter} index {{ index: 4 }}
+            config {{ cir: 1000 cburst: 100 pir: 2000 pburst: 200 }} }} }}""",
+        f"""type: MODIFY entity {{ register_entry {{ register_id: {ids.last_len} index {{ index: 1 }}
+            data {{ bitstring: "\\x01\\x00" }} }} }}""",
+        """type: INSERT entity { packet_replication_engine_entry { multicast_group_entry {
+            multicast_group_id: 5 replicas { egress_port: 1 instance: 1 } } } }""",
+        """type: INSERT entity { packet_replication_engine_entry { clone_session_entry {
+            session_id: 9 replicas { egress_port: 8 } packet_length_bytes: 10 } } }""",
+        f"""type: INSERT entity {{ digest_entry {{ digest_id: {ids.learn_t}
+            config {{ max_timeout_ns: 0 max_list_size: 1 ack_timeout_ns: 1000 }} }} }}""",
+    ]
+    return [msg(P.Update, t) for t in texts]
+
+
+def snapshot(client) -> list[P.Entity]:  # type: ignore[no-untyped-def]
+    return client.read("table_entry {}", "counter_entry {}", "meter_entry {}", "register_entry {}",
+                       "direct_meter_entry { table_entry {} }",
+                       "packet_replication_engine_entry { multicast_group_entry {} }",
+                       "packet_replication_engine_entry { clone_session_entry {} }", "digest_entry {}",
+                       *(f"table_entry {{ table_id: {t} is_default_action: true }}" for t in (
+                           client.table_ids)))
+
+
+def mutate(rng: random.Random, data: bytes) -> bytes:
+    b = bytearray(data)
+    for _ in range(rng.randint(1, 4)):
+        op = rng.random()
+        pos = rng.randrange(len(b)) if b else 0
+        if op < 0.5 and b:
+            b[pos] = rng.randrange(256)
+        elif op < 0.7:
+            b.insert(pos, rng.randrange(256))
+        elif op < 0.85 and b:
+            del b[pos]
+        else:
+            del b[rng.randrange(len(b) + 1):]
+    return bytes(b)
+
+
+def _set_fields(m, out: list) -> None:  # type: ignore[no-untyped-def]
+    for fd, value in m.ListFields():
+        if fd.label == fd.LABEL_REPEATED:
+            out.append((m, fd, None))
+            if fd.type == fd.TYPE_MESSAGE:
+                for sub in value:
+                    _set_fields(sub, out)
+        elif fd.type == fd.TYPE_MESSAGE:
+            out.append((m, fd, None))
+            _set_fields(value, out)
+        else:
+            out.append((m, fd, value))
+
+
+def mutate_fields(rng: random.Random, upd: P.Update) -> P.Update:
+    """Change one field of `upd` to an odd value (0, -1, huge, random bytes, cleared)."""
+    out = P.Update()
+    out.CopyFrom(upd)
+    fields: list = []
+    _set_fields(out, fields)
+    m, fd, value = rng.choice(fields)
+    if value is None or rng.random() < 0.15:
+        m.ClearField(fd.name)
+    elif fd.type == fd.TYPE_BYTES:
+        setattr(m, fd.name, bytes(rng.randrange(256) for _ in range(rng.choice((0, 1, 2, 5, 9)))))
+    elif fd.type == fd.TYPE_BOOL:
+        setattr(m, fd.name, not value)
+    elif fd.type == fd.TYPE_ENUM:
+        setattr(m, fd.name, rng.randrange(6))
+    else:
+        signed = fd.type in (fd.TYPE_INT32, fd.TYPE_INT64, fd.TYPE_SINT32, fd.TYPE_SINT64)
+        big = (1 << 31) - 1 if fd.type in (fd.TYPE_INT32, fd.TYPE_UINT32, fd.TYPE_SINT32) else (1 << 63) - 1
+        choices = [0, 1, value + 1, max(value - 1, 0), big, rng.randrange(big)] + ([-1, -big] if signed else [])
+        setattr(m, fd.name, rng.choice(choices))
+    return out
+
+
+def test_mutated_updates_change_nothing_when_refused(client, ids, p4info):
+    client.table_ids = [t.preamble.id for t in p4info.tables]
+    rng = random.Random(1234)
+    seeds = [t.SerializeToString() for t in templates(ids)]
+    refused = accepted = 0
+    for i in range(500):
+        if i % 4 == 0:
+            try:
+                upd = P.Update.FromString(mutate(rng, rng.choice(seeds)))
+            except Exception:  # noqa: BLE001 - not a protobuf any more: nothing to send
+                continue
+        else:
+            upd = mutate_fields(rng, P.Update.FromString(rng.choice(seeds)))
+        before = snapshot(client)
+        try:
+            client.write(upd)
+            accepted += 1
+        except WriteError as exc:
+            refused += 1
+            assert exc.errors and exc.errors[0].canonical_code != grpc.StatusCode.INTERNAL.value[0], exc.errors
+            assert snapshot(client) == before, upd
+    assert refused > 100 and accepted > 10, (refused, accepted)
+    # still serving, still correct
+    client.write(f"""type: INSERT entity {{ table_entry {{ table_id: {ids.routes}
+        match {{ field_id: 1 lpm {{ value: "\\xc0\\xa8\\x63\\x00" prefix_len: 24 }} }}
+        action {{ action {{ action_id: {ids.drop} }} }} }} }}""")
+    assert client.stub.Capabilities(P.CapabilitiesRequest()).p4runtime_api_version == "1.4.1"
+
+
+def test_undecodable_requests(client, server):
+    ch = grpc.insecure_channel(server.address)
+    try:
+        raw = ch.unary_unary("/p4.v1.P4Runtime/Write", request_serializer=None, response_deserializer=None)
+        for garbage in (b"\xff\xff\xff", b"\x22\x05\x0a\x03\xff\xff", bytes(range(40))):
+            try:
+                raw(garbage, timeout=5)
+            except grpc.RpcError as exc:
+                assert exc.code() != grpc.StatusCode.OK
+    finally:
+        ch.close()
+    assert client.stub.Capabilities(P.CapabilitiesRequest()).p4runtime_api_version == "1.4.1"
