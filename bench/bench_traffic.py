@@ -5,8 +5,9 @@ addresses.  The link is emulated in the receiving endpoints (this kernel has no 
 each side holds arriving packets for half the RTT, and the data receiver drops data
 and FEC repair packets with a seeded loss model.  ACKs are not dropped.
 
-Each point is run ``--repeat`` times with different seeds and the median run is shown
-(the machine is shared, single runs are noisy).  Figures are relative to the loss-free
+Each point is run ``--repeat`` times (the loss-free baseline ``2 x repeat - 1`` times)
+with different seeds and the median run is shown (the machine is shared, single runs
+are noisy).  Figures are relative to the loss-free
 goodput measured in the same run with the same rate, so Python speed and header
 overhead cancel out:
 
@@ -142,7 +143,8 @@ def main(argv: list[str] | None = None) -> int:
             runs = [run_point(mode, spec, rate=args.rate, total=args.bytes, msg=args.msg,
                               rtt_s=args.rtt, timeout_s=args.timeout, seed=args.seed + i,
                               window=args.window)
-                    for i in range(max(1, args.repeat))]
+                    for i in range(max(1, args.repeat) * (2 if label == "none" else 1)
+                                   - (1 if label == "none" else 0))]
             runs.sort(key=lambda x: x["goodput_bps"])
             r = runs[len(runs) // 2]  # the median run, with its own counters
             r["finished"] = all(x["finished"] for x in runs)
