@@ -206,6 +206,7 @@ def _run_rank(args: argparse.Namespace) -> int:
         "fec_repaired": sum(r["fec_repaired"]
                             for r in summary["endpoint"]["responders"].values()),
         "injected_drops": ep["injected_drops"], "bad_icrc": ep["bad_icrc"],
+        "send_errors": ep["send_errors"],
         "result_ok": coll.get("result_ok", True),
     }), flush=True)
     if summary.get("interrupted"):

@@ -24,6 +24,7 @@ at both ends the round-trip time grows by twice that.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import logging
 import select
 import socket
@@ -250,8 +251,13 @@ class Endpoint:
     def _send(self, qpn: int, dst: str, buf: bytes) -> None:
         try:
             self._socks[qpn].sendto(buf, (dst, self.cfg.port))
-        except OSError:
+        except OSError as e:
             self.counters.send_errors += 1
+            if self.counters.send_errors == 1:  # once: the usual cause is a too large MTU
+                hint = (" (packet larger than the path MTU: lower --mtu)"
+                        if e.errno == errno.EMSGSIZE else "")
+                log.warning("endpoint %s: QP %d cannot send %d bytes to %s: %s%s",
+                            self.cfg.ip, qpn, len(buf), dst, e.strerror, hint)
 
     # -- control ---------------------------------------------------------------------
     def _control(self, now: float) -> None:
