@@ -1,0 +1,126 @@
+"""Topology -> every switch's entries for p4/int_rocev2.p4 (names from p4/README.md).
+
+Why pure: the result is data (`DesiredState` per switch) that the P4Runtime layer
+reconciles; it can be printed, diffed and tested without a switch.
+
+ECMP: `ipv4_lpm` takes one next hop per prefix (the program has no action selector),
+so routes are computed per host (/32) and an ECMP group's members are spread over
+destinations with the topology's stable `pick_next_hop`.
+"""
+from __future__ import annotations
+
+import ipaddress
+
+from controller.p4rt.entries import CloneSession, DesiredState, TableEntry
+from controller.topology import LinkRole, Topology, arp_proxy_entries, pick_next_hop, port_configs, routes
+
+from .errors import IntentError
+from .options import CollectorSpec, IntentOptions, SinkMode
+
+T_LPM = "SwitchIngress.ipv4_lpm"
+T_ARP = "SwitchIngress.arp_proxy"
+T_WATCH = "SwitchIngress.int_watchlist"
+T_SINK = "SwitchIngress.int_sink"
+T_SWITCH = "SwitchEgress.switch_config"
+T_RATE = "SwitchEgress.port_line_rate"
+T_MTU = "SwitchEgress.port_mtu"
+T_FABRIC = "SwitchEgress.fabric_port"
+T_ECN = "SwitchEgress.ecn_config"
+T_REPORT = "SwitchEgress.report_config"
+
+
+def _collector_path(topo: Topology, spec: CollectorSpec) -> tuple[str, str, dict[str, tuple[int, str]]]:
+    """(collector ip, collector mac, switch -> (egress port, next-hop MAC))."""
+    host_routes = routes(topo, aggregate=False)
+    if spec.host:
+        try:
+            h = topo.host(spec.host)
+        except Exception as exc:  # topology raises its own error class
+            raise IntentError(f"collector host {spec.host!r}: {exc}") from None
+        ip, mac = h.ipv4, h.mac.lower()
+        out: dict[str, tuple[int, str]] = {}
+        for sw, rts in host_routes.items():
+            for r in rts:
+                if r.prefix == f"{ip}/32":
+                    nh = pick_next_hop(r)
+                    out[sw] = (nh.port, nh.dst_mac)
+        return ip, mac, out
+    if not (spec.ip and spec.mac and spec.switch and spec.port):
+        raise IntentError("collector: give a topology host, or ip, mac, switch and port")
+    if spec.switch not in topo.switch_names:
+        raise IntentError(f"collector: switch {spec.switch!r} not in the topology {topo.switch_names}")
+    # the collector hangs off spec.switch:spec.port; other switches reach it via that switch
+    out = {spec.switch: (spec.port, spec.mac.lower())}
+    macs = {s.name: s.router_mac for s in topo.switches}
+    for sw, rts in host_routes.items():
+        if sw == spec.switch:
+            continue
+        att = [h for h in topo.hosts if h.switch == spec.switch]
+        for r in rts:
+            if att and r.prefix == f"{att[0].ipv4}/32":
+                nh = pick_next_hop(r)
+                out[sw] = (nh.port, nh.dst_mac if nh.neighbour != spec.switch else macs[spec.switch])
+    return spec.ip, spec.mac.lower(), out
+
+
+def compute_intent(topo: Topology, options: IntentOptions | None = None) -> dict[str, DesiredState]:
+    """Per switch name, the entries, default actions and clone sessions it should hold."""
+    opts = options or IntentOptions()
+    host_routes = routes(topo, aggregate=False)
+    arp = arp_proxy_entries(topo)
+    ports = port_configs(topo)
+    collector = _collector_path(topo, opts.collector) if opts.collector else None
+    out: dict[str, DesiredState] = {}
+    base = int(ipaddress.IPv4Address(opts.report_switch_ip_base))
+    for sw in topo.switches:
+        st = DesiredState()
+        e = st.entries.append
+        e(TableEntry.make(T_SWITCH, action="SwitchEgress.set_switch_config",
+                          params={"node_id": sw.int_node_id}, is_default=True))
+        for r in host_routes[sw.name]:
+            nh = pick_next_hop(r)
+            e(TableEntry.make(T_LPM, {"dst_addr": r.prefix}, "SwitchIngress.ipv4_forward",
+                              {"port": nh.port, "src_mac": nh.src_mac, "dst_mac": nh.dst_mac}))
+        for ip, mac in arp[sw.name]:
+            e(TableEntry.make(T_ARP, {"target_ip": ip}, "SwitchIngress.arp_reply", {"mac": mac}))
+        has_hosts = False
+        for pc in ports[sw.name]:
+            e(TableEntry.make(T_RATE, {"port": pc.port}, "SwitchEgress.set_line_rate",
+                              {"line_rate_mbps": max(1, round(pc.rate_mbps))}))
+            e(TableEntry.make(T_MTU, {"egress_port": pc.port}, "SwitchEgress.set_mtu", {"mtu": pc.mtu}))
+            if opts.ecn is not None:
+                e(TableEntry.make(T_ECN, {"egress_port": pc.port}, "SwitchEgress.set_ecn_thresholds",
+                                  {"kmin_bytes": opts.ecn.kmin_bytes, "kmax_bytes": opts.ecn.kmax_bytes,
+                                   "pmax": opts.ecn.pmax}))
+            if pc.role in (LinkRole.FABRIC, LinkRole.WAN):
+                e(TableEntry.make(T_FABRIC, {"egress_port": pc.port}, "SwitchEgress.set_fabric"))
+            elif pc.role is LinkRole.HOST:
+                has_hosts = True
+                action = "SwitchIngress.sink_report" if opts.sink_mode is SinkMode.REPORT \
+                    else "SwitchIngress.sink_host"
+                e(TableEntry.make(T_SINK, {"egress_port": pc.port}, action))
+        if has_hosts:
+            for w in opts.watch:
+                match = {k: v for k, v in (("src_addr", w.src_addr), ("dst_addr", w.dst_addr),
+                                           ("src_port", w.src_port), ("dst_port", w.dst_port),
+                                           ("dscp", w.dscp)) if v is not None}
+                e(TableEntry.make(T_WATCH, match, "SwitchIngress.int_source",
+                                  {"instruction_bitmap": w.instruction_bitmap,
+                                   "ds_instruction": w.ds_instruction, "max_hops": w.max_hops},
+                                  priority=w.priority))
+        if collector is not None and opts.sink_mode is SinkMode.REPORT:
+            cip, cmac, path = collector
+            if sw.name not in path:
+                raise IntentError(f"switch {sw.name}: no route to the collector {cip}")
+            port, next_mac = path[sw.name]
+            assert opts.collector is not None
+            e(TableEntry.make(T_REPORT, action="SwitchEgress.set_report_config", params={
+                "switch_mac": sw.router_mac, "collector_mac": next_mac,
+                "switch_ip": str(ipaddress.IPv4Address(base + (sw.device_id & 0xFFFF))),
+                "collector_ip": cip, "collector_port": opts.collector.udp_port,
+                "payload_bytes": opts.report_payload_bytes, "hw_id": sw.device_id & 0x3F},
+                is_default=True))
+            st.clone_sessions.append(CloneSession(session_id=opts.report_clone_session,
+                                                  replicas=((port, 1),)))
+        out[sw.name] = st
+    return out
