@@ -252,3 +252,15 @@ def test_without_fast_react_rate_moves_once_per_rtt():
     d2 = e.update(batch(flow=0, ts_ns=[[12_000]], qlen=90_000, tx=15_000, arrival=12_000))
     assert d1.rate_bps[0] < 10 * G
     assert d2.rate_bps[0] == d1.rate_bps[0]  # inside the RTT: held
+
+
+def test_fluid_model_rejects_bad_setup():
+    with pytest.raises(ParameterError, match="positive rate"):
+        FluidNetwork(link_rate_bps=[0.0], paths=[[0]])
+    with pytest.raises(ParameterError, match=r"link index outside -1..0"):
+        FluidNetwork(link_rate_bps=[1e9], paths=[[1]])
+    with pytest.raises(ParameterError, match="at least one link"):
+        FluidNetwork(link_rate_bps=[1e9], paths=[[-1]])
+    net = FluidNetwork(link_rate_bps=[1e9], paths=[[0]])
+    with pytest.raises(ParameterError, match="dt_s = 0"):
+        FluidSim(net=net, dt_s=0, feedback_delay_s=0)

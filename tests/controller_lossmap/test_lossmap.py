@@ -284,3 +284,19 @@ def test_wilson_interval_covers_the_rate():
                                         received=[12, 101]))
     lo, hi = m.loss_rate_ci()
     assert lo[0, 0] < 3 / 91 < hi[0, 0]
+
+
+def test_stream_errors_name_the_value():
+    from controller.lossmap.stream import BinRing, FlowLossStream, LinkLossStream
+    with pytest.raises(LossParameterError, match="must all be positive"):
+        BinRing(n_rows=1, bin_ns=0, n_bins=1, names=("a",))
+    with pytest.raises(LossParameterError, match="prefer = 'x'"):
+        LinkLossStream(n_links=1, bin_ns=1, n_bins=1, prefer="x")
+    s = LinkLossStream(n_links=2, bin_ns=1, n_bins=1)
+    with pytest.raises(LossInputError, match="link 5 outside 0..1"):
+        s.add_events(LossEvents(link_idx=[5], ts_ns=[0], expected=[0], received=[1]))
+    with pytest.raises(LossInputError, match="counter_bits 32 != stream's 64"):
+        s.add_counters(LinkCounters(link_idx=[0], ts_ns=[0], rx_packets=[0], lost_packets=[0],
+                                    counter_bits=32))
+    with pytest.raises(LossInputError, match="flow index outside 0..0"):
+        FlowLossStream(n_flows=1, bin_ns=1, n_bins=1).add(flow_idx=[3], ts_ns=[0], psn=[0])
