@@ -122,8 +122,7 @@
 #define EV_UNSUPPORTED_TYPE   14  /* shim type != 1 or NPT != 1: forwarded untouched */
 #define EV_BAD_VERSION        15  /* MD version != 2: forwarded untouched */
 #define EV_BAD_HOP_ML         16  /* hop ML 0 or != bitmap words: no push */
-#define EV_ALREADY_INT        17  /* watchlisted packet already carried INT: no insert */
-#define EV_FRAGMENT           18  /* IPv4 fragment: no INT processing */
+#define EV_FRAGMENT           18  /* IPv4 fragment: no INT processing (17 unused) */
 #define INT_EVENT_COUNT       32
 
 #endif  /* INT_ROCEV2_DEFINES_P4_ */
