@@ -97,6 +97,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--log-file", metavar="FILE", help="log to FILE")
     p.add_argument("-L", "--log-level", default="info",
                    choices=("trace", "debug", "info", "warn", "error", "off"), help="log level")
+    p.add_argument("--netns", metavar="NS",
+                   help="open the interfaces in network namespace NS (a name or /proc/PID/ns/net); "
+                        "the P4Runtime server stays in the namespace the switch was started in")
     p.add_argument("--name", default="softswitch", help="switch name in logs (e.g. s1)")
     p.add_argument("--thrift-port", type=int, help="accepted for simple_switch compatibility; unused")
     p.set_defaults(func=main)
@@ -140,7 +143,7 @@ def _options(args: argparse.Namespace):
         queue_depths_pkts=dict(args.queue_depth), entries=args.entries,
         stats_interval_s=args.stats_interval, stats_file=args.stats_file,
         tls_cert=args.grpc_server_cert, tls_key=args.grpc_server_key,
-        tls_ca=args.grpc_server_cacert, name=args.name)
+        tls_ca=args.grpc_server_cacert, name=args.name, netns=args.netns)
 
 
 def main(args: argparse.Namespace) -> int:

@@ -16,7 +16,7 @@ from typing import Any
 from softswitch.switchd.device import SwitchDevice
 from softswitch.switchd.errors import SwitchdError
 from softswitch.switchd.options import ALL_PORTS, SwitchOptions, check_options
-from softswitch.switchd.ports import Port
+from softswitch.switchd.ports import Port, in_netns
 from softswitch.switchd.stats import format_stats
 
 LOG = logging.getLogger("softswitch.switchd")
@@ -97,8 +97,9 @@ class Switchd:
         try:
             if opts.pcap_dir:
                 os.makedirs(opts.pcap_dir, exist_ok=True)
-            for num, ifname in sorted(opts.interfaces.items()):
-                self._ports[num] = Port.open(num, ifname, pcap_dir=opts.pcap_dir)
+            with in_netns(opts.netns):
+                for num, ifname in sorted(opts.interfaces.items()):
+                    self._ports[num] = Port.open(num, ifname, pcap_dir=opts.pcap_dir)
             default_depth = opts.queue_depths_pkts.get(ALL_PORTS)
             dev = SwitchDevice(self._ports, device_id=opts.device_id, cpu_port=opts.cpu_port,
                                name=opts.name,

@@ -38,6 +38,7 @@ class SwitchOptions:
     tls_key: str | None = None
     tls_ca: str | None = None
     name: str = "softswitch"
+    netns: str | None = None   # open the ports in this namespace (name or /proc/PID/ns/net)
 
 
 def parse_interface(text: str) -> tuple[int, str]:

@@ -11,10 +11,14 @@ promiscuous mode for as long as the socket lives (PACKET_ADD_MEMBERSHIP).
 """
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import errno
 import logging
+import os
 import socket
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from softswitch.switchd.errors import PortError
@@ -28,10 +32,42 @@ PACKET_MR_PROMISC = 1
 PACKET_VNET_HDR = 15
 PACKET_IGNORE_OUTGOING = 23
 ETH_P_ALL = 0x0003
+CLONE_NEWNET = 0x40000000
 VNET_HDR = struct.Struct("<BBHHHH")  # flags, gso_type, hdr_len, gso_size, csum_start, csum_offset
 VNET_F_NEEDS_CSUM = 1
 MAX_FRAME = 9000 + 18        # jumbo payload + Ethernet header and one VLAN tag
 RX_BUFFER = 65536 + VNET_HDR.size
+
+
+@contextlib.contextmanager
+def in_netns(netns: str | None) -> Iterator[None]:
+    """Run the block with the calling thread in network namespace `netns`.
+
+    `netns` is a name under /var/run/netns or a path such as /proc/PID/ns/net. Sockets
+    opened in the block stay in that namespace, which lets a switch keep its ports in
+    the switch's namespace and its P4Runtime server where the controller is.
+    """
+    if not netns:
+        yield
+        return
+    path = netns if "/" in netns else f"/var/run/netns/{netns}"
+    libc = ctypes.CDLL(None, use_errno=True)
+    try:
+        target = os.open(path, os.O_RDONLY)
+    except OSError as exc:
+        raise PortError(f"--netns {netns}: cannot open {path}: {exc.strerror}") from None
+    home = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    try:
+        if libc.setns(target, CLONE_NEWNET) != 0:
+            raise PortError(f"--netns {netns}: setns failed: {os.strerror(ctypes.get_errno())}")
+        try:
+            yield
+        finally:
+            if libc.setns(home, CLONE_NEWNET) != 0:
+                raise PortError(f"--netns {netns}: cannot return to the original namespace")
+    finally:
+        os.close(target)
+        os.close(home)
 
 
 def finish_checksum(frame: bytearray, start: int, offset: int) -> bool:

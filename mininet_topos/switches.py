@@ -1,0 +1,249 @@
+"""Mininet switch classes for P4 targets: softswitch and BMv2 simple_switch_grpc.
+
+Both take the options :func:`mininet_topos.topologies.switch_options` hands a switch
+(``device_id``, ``grpc_addr``/``grpc_port``, ``cpu_port``, ``queue_rates_mbps``,
+``queue_depths_pkts``) plus ``p4_program``, ``pcap_dir``, ``log_dir``/``log_console``,
+and wait in ``start`` until the P4Runtime server answers (:func:`wait_for_grpc`).
+
+Where things live: a :class:`SoftSwitch` node is its own network namespace (its
+``sN-ethM`` interfaces are there, nothing is added to the root namespace); the switch
+process runs in the namespace Mininet runs in and opens its ports inside the node
+(``--netns /proc/PID/ns/net``), so its P4Runtime server on 127.0.0.1 is reachable by a
+controller running beside Mininet. BMv2 cannot split itself that way, so a
+:class:`Bmv2Switch` runs as Mininet runs switches by default (interfaces in the root
+namespace, no addresses or routes set there).
+
+    net = Mininet(topo=mininet_topo(topo), switch=SoftSwitch, controller=None, ...)
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Bmv2Switch", "P4SwitchError", "SoftSwitch", "wait_for_grpc"]
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+class P4SwitchError(RuntimeError):
+    """A P4 switch node could not be configured or started; the message names the switch."""
+
+
+def wait_for_grpc(address: str, *, timeout_s: float = 60.0, proc: subprocess.Popen | None = None,
+                  what: str = "switch", log: Path | None = None) -> None:
+    """Block until a P4Runtime server answers on `address` (any reply but UNAVAILABLE counts).
+
+    With `proc`, fail as soon as the process exits, quoting the end of `log`.
+    """
+    import grpc
+    from p4.v1 import p4runtime_pb2 as P
+    from p4.v1 import p4runtime_pb2_grpc as PG
+    deadline = time.monotonic() + timeout_s
+    last = "no answer"
+    while True:
+        if proc is not None and proc.poll() is not None:
+            tail = log.read_text(errors="replace")[-2000:] if log and log.exists() else ""
+            raise P4SwitchError(f"{what}: exited with status {proc.returncode} before its P4Runtime "
+                                f"server answered on {address}{': ' + tail if tail else ''}")
+        with grpc.insecure_channel(address) as ch:
+            try:
+                PG.P4RuntimeStub(ch).Capabilities(P.CapabilitiesRequest(), timeout=1.0)
+                return
+            except grpc.RpcError as exc:
+                code = exc.code()
+                if code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                    return  # it answered, if only to refuse
+                last = f"{code.name}: {exc.details()}"
+        if time.monotonic() > deadline:
+            raise P4SwitchError(f"{what}: no P4Runtime server on {address} after {timeout_s:.0f} s "
+                                f"({last})")
+        time.sleep(0.2)
+
+
+def _switch_base() -> type:
+    try:
+        from mininet.node import Switch
+    except ImportError:  # the helpers above work without Mininet
+        return object
+    return Switch
+
+
+class _P4Switch(_switch_base()):  # type: ignore[misc]
+    """What both targets share: options, ports, process lifetime, readiness."""
+
+    target = "p4 switch"
+
+    def __init__(self, name: str, *, p4_program: str | Path | None = None, device_id: int = 0,
+                 grpc_addr: str | None = None, grpc_port: int | None = None, cpu_port: int = 510,
+                 pcap_dir: str | Path | None = None, log_dir: str | Path | None = None,
+                 log_console: bool = False, queue_rates_mbps: dict[int, float] | None = None,
+                 queue_depths_pkts: dict[int, int] | None = None, node_id: int | None = None,
+                 startup_timeout_s: float = 60.0, **params: Any) -> None:
+        if grpc_addr is None:
+            if grpc_port is None:
+                raise P4SwitchError(f"{name}: give grpc_addr or grpc_port")
+            grpc_addr = f"127.0.0.1:{grpc_port}"
+        if not 0 < cpu_port < 511:
+            raise P4SwitchError(f"{name}: cpu_port {cpu_port} outside 1..510")
+        for port, rate in (queue_rates_mbps or {}).items():
+            if not 0 <= rate <= 1e6:
+                raise P4SwitchError(f"{name}: queue rate of port {port}: {rate} Mbit/s outside 0..1e6")
+        for port, depth in (queue_depths_pkts or {}).items():
+            if not 1 <= depth < 1 << 19:
+                raise P4SwitchError(f"{name}: queue depth of port {port}: {depth} packets outside 1..524287")
+        self.p4_program = Path(p4_program) if p4_program else None
+        self.device_id = device_id
+        self.grpc_addr = grpc_addr
+        self.cpu_port = cpu_port
+        self.pcap_dir = Path(pcap_dir) if pcap_dir else None
+        self.log_dir = Path(log_dir) if log_dir else Path(tempfile.gettempdir())
+        self.log_console = log_console
+        self.queue_rates_mbps = dict(queue_rates_mbps or {})
+        self.queue_depths_pkts = dict(queue_depths_pkts or {})
+        self.node_id = node_id
+        self.startup_timeout_s = startup_timeout_s
+        self.proc: subprocess.Popen | None = None
+        self.log_file = self.log_dir / f"{name}.log"
+        super().__init__(name, **params)
+
+    def data_ports(self) -> dict[int, str]:
+        """Port number -> interface name, loopback left out."""
+        return {self.ports[i]: i.name for i in self.intfList() if i.name != "lo"}
+
+    def argv(self) -> list[str]:
+        raise NotImplementedError
+
+    def start(self, controllers: Any) -> None:
+        if self.pcap_dir:
+            self.pcap_dir.mkdir(parents=True, exist_ok=True)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        for ifname in self.data_ports().values():
+            self.cmd(f"ip link set dev {ifname} up")
+        log = open(self.log_file, "ab")  # noqa: SIM115 - handed to the child
+        try:
+            self.proc = self._spawn(self.argv(), log)
+        finally:
+            log.close()
+        try:
+            wait_for_grpc(self.grpc_addr, timeout_s=self.startup_timeout_s, proc=self.proc,
+                          what=f"{self.target} {self.name}", log=self.log_file)
+        except BaseException:
+            self._end()
+            raise
+
+    def _spawn(self, argv: list[str], log: Any) -> subprocess.Popen:
+        return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=str(PROJECT_ROOT),
+                                start_new_session=True)
+
+    def _end(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+
+    def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803 - Mininet's name
+        self._end()
+        super().stop(deleteIntfs)
+
+
+class SoftSwitch(_P4Switch):
+    """softswitch (``python -m softswitch switch``) as a Mininet switch in its own namespace."""
+
+    target = "softswitch"
+
+    def __init__(self, name: str, *, python: str = sys.executable, stats_interval_s: float = 0.0,
+                 **params: Any) -> None:
+        params.pop("inNamespace", None)
+        self.python = python
+        self.stats_interval_s = stats_interval_s
+        super().__init__(name, inNamespace=True, **params)
+
+    def argv(self) -> list[str]:
+        argv = [self.python, "-m", "softswitch", "switch"]
+        if self.p4_program:
+            argv.append(str(self.p4_program))
+        argv += ["--device-id", str(self.device_id), "--grpc-server-addr", self.grpc_addr,
+                 "--cpu-port", str(self.cpu_port), "--netns", f"/proc/{self.pid}/ns/net",
+                 "--name", self.name, "--stats-file", str(self.log_dir / f"{self.name}.stats.json")]
+        for port, ifname in sorted(self.data_ports().items()):
+            argv += ["-i", f"{port}@{ifname}"]
+        for port, rate in sorted(self.queue_rates_mbps.items()):
+            argv += ["--queue-rate", f"{port}:{rate:g}"]
+        for port, depth in sorted(self.queue_depths_pkts.items()):
+            argv += ["--queue-depth", f"{port}:{depth}"]
+        if self.pcap_dir:
+            argv += ["--pcap", str(self.pcap_dir)]
+        if self.stats_interval_s:
+            argv += ["--stats-interval", f"{self.stats_interval_s:g}"]
+        argv += ["--log-console"] if self.log_console else ["--log-file", str(self.log_file)]
+        return argv
+
+    def _spawn(self, argv: list[str], log: Any) -> subprocess.Popen:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
+        return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=str(PROJECT_ROOT),
+                                env=env, start_new_session=True)
+
+    def stats(self) -> dict[str, Any]:
+        """The statistics the running switch keeps (per-port rx/tx/drops, queue high-water)."""
+        from softswitch.switchd.stats import read_stats
+        return read_stats(self.log_dir / f"{self.name}.stats.json")
+
+
+class Bmv2Switch(_P4Switch):
+    """BMv2 ``simple_switch_grpc`` with the same options (a compiled BMv2 JSON program).
+
+    Runs where Mininet runs switches by default; queue rates go to ``simple_switch_CLI``
+    in packets per second for 1500-byte packets (BMv2 paces packets, not bits).
+    """
+
+    target = "simple_switch_grpc"
+    binary = "simple_switch_grpc"
+
+    def __init__(self, name: str, *, thrift_port: int | None = None, **params: Any) -> None:
+        if shutil.which(self.binary) is None:
+            raise P4SwitchError(f"{name}: BMv2 {self.binary} is not installed (no reachable "
+                                "package registry ships it); use SoftSwitch, which takes the same "
+                                "options and runs P4 source")
+        prog = params.get("p4_program")
+        if prog and not str(prog).endswith(".json"):
+            raise P4SwitchError(f"{name}: BMv2 runs a compiled program: give the .json p4c made "
+                                f"from {prog} (p4c --target bmv2 --arch v1model)")
+        self.thrift_port = thrift_port if thrift_port is not None else 9090 + int(params.get("device_id", 0))
+        params.setdefault("inNamespace", False)
+        super().__init__(name, **params)
+
+    def argv(self) -> list[str]:
+        argv = [self.binary, "--device-id", str(self.device_id), "--thrift-port", str(self.thrift_port)]
+        for port, ifname in sorted(self.data_ports().items()):
+            argv += ["-i", f"{port}@{ifname}"]
+        if self.pcap_dir:
+            argv += ["--pcap", str(self.pcap_dir)]
+        argv += ["--log-console"] if self.log_console else ["--log-file", str(self.log_dir / self.name)]
+        argv.append(str(self.p4_program) if self.p4_program else "--no-p4")
+        argv += ["--", "--grpc-server-addr", self.grpc_addr, "--cpu-port", str(self.cpu_port)]
+        return argv
+
+    def start(self, controllers: Any) -> None:
+        super().start(controllers)
+        cmds = [f"set_queue_rate {max(1, int(r * 1e6 / (1500 * 8)))} {p}"
+                for p, r in self.queue_rates_mbps.items() if r]
+        cmds += [f"set_queue_depth {d} {p}" for p, d in self.queue_depths_pkts.items()]
+        if cmds and shutil.which("simple_switch_CLI"):
+            subprocess.run(["simple_switch_CLI", "--thrift-port", str(self.thrift_port)],
+                           input="\n".join(cmds) + "\n", text=True, capture_output=True, timeout=30,
+                           check=False)
