@@ -30,7 +30,10 @@ def _replicas(reps: list[P.Replica], where: str) -> list[Replica]:
             raise invalid(f"{where}: replica egress port {port} outside 0..{MAX_PORT}")
         if r.instance >= 1 << 16:
             raise invalid(f"{where}: replica instance {r.instance} does not fit 16 bits")
-        out.append(Replica(port=port, rid=r.instance))
+        rep = Replica(port=port, rid=r.instance)
+        if rep in out:
+            raise invalid(f"{where}: replica (port {port}, instance {r.instance}) given twice")
+        out.append(rep)
     return out
 
 

@@ -167,7 +167,7 @@ class ServerHandle:
         self.service = service
         self.servicer = servicer
         self.address = address
-        self.port = int(address.rsplit(":", 1)[1])
+        self.port: int | None = None if address.startswith("unix:") else int(address.rsplit(":", 1)[1])
         self._stopped = False
 
     def stop(self, grace_s: float = 0.5) -> None:
@@ -189,7 +189,11 @@ class ServerHandle:
 
 def serve(device: Device, address: str = "127.0.0.1:9559", *, tls: TlsConfig | None = None,
           max_workers: int = 16) -> ServerHandle:
-    """Start a P4Runtime server for `device` on `address` ("host:port", port 0 = any free one)."""
+    """Start a P4Runtime server for `device` on `address`.
+
+    ``host:port`` (port 0 = any free one; the handle's `address` has the real port) or
+    ``unix:PATH`` (a Unix socket, reachable from every network namespace).
+    """
     service = P4RuntimeService(device)
     servicer = P4RuntimeServicer(service)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="p4rt"),
@@ -210,7 +214,6 @@ def serve(device: Device, address: str = "127.0.0.1:9559", *, tls: TlsConfig | N
         service.close()
         raise P4RuntimeError(grpc.StatusCode.UNAVAILABLE, f"P4Runtime server: cannot listen on {address}")
     server.start()
-    host = address.rsplit(":", 1)[0]
-    LOG.info("P4Runtime server for device %d on %s:%d%s", device.device_id, host, port,
-             " (TLS)" if tls else "")
-    return ServerHandle(server, service, servicer, f"{host}:{port}")
+    bound = address if address.startswith("unix:") else f"{address.rsplit(':', 1)[0]}:{port}"
+    LOG.info("P4Runtime server for device %d on %s%s", device.device_id, bound, " (TLS)" if tls else "")
+    return ServerHandle(server, service, servicer, bound)

@@ -182,3 +182,39 @@ def test_wrong_device_id_and_roles(make_client, p4info, program_source):
     req.election_id.low = 1
     e = _rpc_error(c.stub.Write, req)
     assert e.code() == grpc.StatusCode.UNIMPLEMENTED and "roles" in e.details()
+
+
+def test_reconcile_that_cannot_keep_state_changes_nothing(client, program_source, device, ids):
+    from softswitch.api import Switch
+    from softswitch.p4info import build_p4info
+
+    for mac in ("\\x01", "\\x02"):
+        client.write(f"""type: INSERT entity {{ table_entry {{ table_id: {ids.forward}
+            match {{ field_id: 1 exact {{ value: "{mac}" }} }} action {{ action {{ action_id: {ids.drop} }} }} }} }}""")
+    smaller = program_source.replace(b"size = 4;", b"size = 1;")
+    info = build_p4info(Switch.from_source(smaller.decode()).program.checked)
+    old = device.pipeline
+    e = _rpc_error(client.set_pipeline, info, smaller, Action.RECONCILE_AND_COMMIT)
+    assert e.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "reconcile: cannot keep state" in e.details() and "full" in e.details()
+    assert device.pipeline is old
+    assert len(client.read(f"table_entry {{ table_id: {ids.forward} }}")) == 2
+    # without reconcile the smaller program is accepted
+    client.set_pipeline(info, smaller)
+    assert device.pipeline.switch.program.tables["MyIngress.forward"].size == 1
+
+
+def test_unix_socket_address(tmp_path, p4info, program_source):
+    from p4rt_helpers import Client
+
+    from softswitch.p4runtime import LocalDevice, serve
+
+    dev = LocalDevice(device_id=DEVICE_ID)
+    with serve(dev, f"unix:{tmp_path}/p4rt.sock") as h:
+        assert h.port is None and h.address == f"unix:{tmp_path}/p4rt.sock"
+        c = Client(h.address, election_id=1)
+        try:
+            c.set_pipeline(p4info, program_source)
+        finally:
+            c.close()
+    assert dev.pipeline is not None

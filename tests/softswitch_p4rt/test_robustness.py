@@ -144,3 +144,27 @@ def test_undecodable_requests(client, server):
     finally:
         ch.close()
     assert client.stub.Capabilities(P.CapabilitiesRequest()).p4runtime_api_version == "1.4.1"
+
+
+def test_mutated_reads_fail_cleanly(client, ids):
+    client.write(*templates(ids))
+    rng = random.Random(99)
+    queries = [msg(P.Entity, t).SerializeToString() for t in (
+        f'table_entry {{ table_id: {ids.acl} match {{ field_id: 2 range {{ low: "\\x06" high: "\\x11" }} }} '
+        f'priority: 20 counter_data {{}} }}',
+        f"counter_entry {{ counter_id: {ids.port_counter} index {{ index: 3 }} }}",
+        f"meter_entry {{ meter_id: {ids.port_meter} index {{ index: 4 }} }}",
+        f"register_entry {{ register_id: {ids.last_len} index {{ index: 1 }} }}",
+        f"direct_counter_entry {{ table_entry {{ table_id: {ids.forward} }} }}",
+        f"direct_meter_entry {{ table_entry {{ table_id: {ids.routes} }} }}",
+        "packet_replication_engine_entry { clone_session_entry { session_id: 9 } }",
+        f"digest_entry {{ digest_id: {ids.learn_t} }}")]
+    bad_codes = {grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN}
+    for _ in range(300):
+        wrapped = P.Update(entity=P.Entity.FromString(rng.choice(queries)))
+        q = mutate_fields(rng, wrapped).entity
+        try:
+            client.read(q)
+        except grpc.RpcError as exc:
+            assert exc.code() not in bad_codes, (q, exc.details())
+    assert client.stub.Capabilities(P.CapabilitiesRequest()).p4runtime_api_version == "1.4.1"
