@@ -6,6 +6,8 @@ import random
 import zlib
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from formats import roce
 from traffic import fec
@@ -255,3 +257,16 @@ def test_out_of_sequence_opcode_does_not_take_the_psn() -> None:
     assert resp.counters.bad_opcode == 1
     res = _run(req, resp, _msgs(3), lambda n, b: False)
     assert res.delivered == 3 and resp.counters.duplicates == 0
+
+
+@settings(max_examples=40, deadline=None)
+@given(k=st.integers(1, 40), m=st.integers(1, 8), n=st.integers(1, 64), data=st.data())
+def test_erasure_code_property(k: int, m: int, n: int, data) -> None:
+    rng = random.Random(k * 1000 + m * 10 + n)
+    syms = [rng.randbytes(n) for _ in range(k)]
+    rep = fec.encode(syms, m)
+    lost = set(data.draw(st.sets(st.integers(0, k + m - 1), max_size=m)))
+    have = {i: syms[i] for i in range(k) if i not in lost}
+    reps = {j: rep[j] for j in range(m) if k + j not in lost}
+    got = fec.decode(k, m, have, reps)
+    assert got == {i: syms[i] for i in range(k) if i in lost}
