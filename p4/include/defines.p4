@@ -122,7 +122,8 @@
 #define EV_UNSUPPORTED_TYPE   14  /* shim type != 1 or NPT != 1: forwarded untouched */
 #define EV_BAD_VERSION        15  /* MD version != 2: forwarded untouched */
 #define EV_BAD_HOP_ML         16  /* hop ML 0 or != bitmap words: no push */
-#define EV_FRAGMENT           18  /* IPv4 fragment: no INT processing (17 unused) */
+#define EV_REPORT_SAMPLED_OUT 17  /* report-mode sink: no report for this packet (sampling) */
+#define EV_FRAGMENT           18  /* IPv4 fragment: no INT processing */
 #define INT_EVENT_COUNT       32
 
 #endif  /* INT_ROCEV2_DEFINES_P4_ */

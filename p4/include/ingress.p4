@@ -25,6 +25,9 @@ control SwitchIngress(inout headers_t hdr, inout local_metadata_t meta,
 
     direct_counter(CounterType.packets_and_bytes) int_watchlist_counter;
 
+    /* Packets a report-mode sink could report on, so far (index 0). */
+    register<bit<32>>(1) report_candidates;
+
     action drop_packet(bit<32> reason) {
         mark_to_drop(standard_metadata);
         meta.dropped = 1;
@@ -113,6 +116,19 @@ control SwitchIngress(inout headers_t hdr, inout local_metadata_t meta,
         actions = { sink_report; sink_host; sink_none; }
         default_action = sink_none();
         size = PORT_COUNT;
+    }
+
+    /* ---- Report sampling: keeps the collector's load bounded. A report-mode
+     * sink reports candidate k (counted per switch from 0) when
+     * (k & mask) == 0: mask 0 reports every packet, 3 one in four. */
+    action set_report_sampling(bit<32> mask) {
+        meta.report_mask = mask;
+    }
+
+    table report_sampling {
+        actions = { set_report_sampling; }
+        default_action = set_report_sampling(0);
+        size = 1;
     }
 
     apply {
@@ -245,11 +261,19 @@ control SwitchIngress(inout headers_t hdr, inout local_metadata_t meta,
                 if (meta.sink_mode == SINK_REPORT
                         && (meta.int_state == INT_STATE_VALID
                             || (meta.int_state == INT_STATE_NONE && meta.int_source == 1))) {
-                    meta.rpt_ingress_port = standard_metadata.ingress_port;
-                    meta.rpt_egress_port = standard_metadata.egress_spec;
-                    meta.rpt_ingress_ts = standard_metadata.ingress_global_timestamp;
-                    clone_preserving_field_list(CloneType.I2E, REPORT_CLONE_SESSION,
-                                                FL_REPORT);
+                    report_sampling.apply();
+                    bit<32> candidate;
+                    report_candidates.read(candidate, 0);
+                    report_candidates.write(0, candidate + 1);
+                    if ((candidate & meta.report_mask) == 0) {
+                        meta.rpt_ingress_port = standard_metadata.ingress_port;
+                        meta.rpt_egress_port = standard_metadata.egress_spec;
+                        meta.rpt_ingress_ts = standard_metadata.ingress_global_timestamp;
+                        clone_preserving_field_list(CloneType.I2E, REPORT_CLONE_SESSION,
+                                                    FL_REPORT);
+                    } else {
+                        int_events.count(EV_REPORT_SAMPLED_OUT);
+                    }
                 }
             }
         }

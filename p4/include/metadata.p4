@@ -34,6 +34,7 @@ struct local_metadata_t {
     bit<1>  no_int;             /* IPv4 fragment: no INT processing */
     bit<2>  int_state;          /* INT_STATE_* of the packet as received */
     bit<2>  sink_mode;          /* SINK_* of the egress port */
+    bit<32> report_mask;        /* report when (candidate number & mask) == 0 */
     /* ingress -> egress and into the report clone */
     @field_list(FL_REPORT) bit<1>  int_source;       /* watchlist hit: insert INT */
     @field_list(FL_REPORT) bit<16> src_instruction;  /* bitmaps the watchlist chose */

@@ -36,7 +36,7 @@ EV = {"source_insert": 1, "transit_push": 2, "hop_exhausted": 3, "stack_full": 4
       "mtu_skip_source": 5, "mtu_skip_transit": 6, "sink_strip": 7, "sink_host": 8,
       "report_sent": 9, "report_too_long": 10, "report_no_collector": 11,
       "bad_shim_truncated": 12, "bad_shim_len": 13, "unsupported_type": 14,
-      "bad_version": 15, "bad_hop_ml": 16, "fragment": 18}
+      "bad_version": 15, "bad_hop_ml": 16, "report_sampled_out": 17, "fragment": 18}
 
 H1_IP, H2_IP = "10.0.1.1", "10.0.2.1"
 H1_MAC, H2_MAC = "02:00:00:00:01:01", "02:00:00:00:02:01"

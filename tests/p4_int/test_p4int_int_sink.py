@@ -187,3 +187,22 @@ def test_reports_decode_in_the_controllers_collector(make_program):
     assert list(batch.samples["psn"]) == [0, 1, 2]
     assert sorted(set(batch.hops["node_id"])) == [1, 2, 3]
     assert len(batch.hops) == 9
+
+
+def test_report_sampling_keeps_one_in_four(make_program):
+    chain = report_chain(make_program, n=2)
+    s2 = chain.switches[-1]
+    s2.runtime.table_set_default("SwitchIngress.report_sampling", "set_report_sampling", [3])
+    frames = [roce_frame(psn=i) for i in range(8)]
+    reports, data = [], []
+    for f in frames:
+        out = dict(chain.send(f))
+        data.append(out[2])
+        if 3 in out:
+            reports.append(decode_report(out[3]))
+    assert data == [routed(f, 2, last_node=2) for f in frames]     # every packet restored
+    assert [r["seq"] for r in reports] == [0, 1]
+    psns = [roce.unpack_bth(r["inner"][-12:]).psn for r in reports]
+    assert psns == [0, 4]
+    assert s2.event("report_sent") == 2 and s2.event("report_sampled_out") == 6
+    assert s2.reg("SwitchIngress.report_candidates", 0) == 8

@@ -59,6 +59,7 @@ def test_p4info_matches_the_documented_contract(tmp_path):
             {"int_source": ["instruction_bitmap", "ds_instruction", "max_hops"]}),
         "SwitchIngress.int_sink": ([("egress_port", 2)],
                                    {"sink_report": [], "sink_host": [], "sink_none": []}),
+        "SwitchIngress.report_sampling": ([], {"set_report_sampling": ["mask"]}),
         "SwitchEgress.switch_config": ([], {"set_switch_config": ["node_id"]}),
         "SwitchEgress.port_line_rate": ([("port", 2)], {"set_line_rate": ["line_rate_mbps"]}),
         "SwitchEgress.port_mtu": ([("egress_port", 2)], {"set_mtu": ["mtu"]}),
@@ -85,7 +86,8 @@ def test_p4info_matches_the_documented_contract(tmp_path):
     assert registers >= {
         "SwitchIngress.link_rx_expected", "SwitchIngress.link_lost_packets",
         "SwitchIngress.link_reordered_packets", "SwitchIngress.link_loss_events",
-        "SwitchIngress.link_resyncs", "SwitchEgress.link_tx_seq", "SwitchEgress.tx_bytes",
+        "SwitchIngress.link_resyncs", "SwitchIngress.report_candidates",
+        "SwitchEgress.link_tx_seq", "SwitchEgress.tx_bytes",
         "SwitchEgress.last_queue_occupancy", "SwitchEgress.report_seq"}
     counters = {c.preamble.name for c in info.counters}
     assert counters >= {"SwitchIngress.ingress_port_counter", "SwitchEgress.egress_port_counter",
