@@ -175,8 +175,9 @@ class V1Switch:
     def run_ingress(self, job: IngressJob) -> tuple[list[IngressJob], list[EgressJob]]:
         """Parser, checksum verification and ingress; returns new ingress and egress jobs."""
         pk = self._pk
-        self._event("packet_in", "switch", port=job.port, length=len(job.data),
-                    instance_type=job.instance_type, packet_id=self.stats.packets_in)
+        if self._trace is not None:
+            self._event("packet_in", "switch", port=job.port, length=len(job.data),
+                        instance_type=job.instance_type, packet_id=self.stats.packets_in)
         hdr, meta, sm, payload = self._parse(job.data, job.port, job.instance_type, job.preserved)
         pk.payload = payload
         try:
@@ -335,8 +336,9 @@ class V1Switch:
         if cut:
             data = data[:cut]
         self.stats.packets_out += 1
-        self._event("output", self._names["dep"], port=job.egress_port, length=len(data),
-                    instance_type=int(job.instance_type))
+        if self._trace is not None:
+            self._event("output", self._names["dep"], port=job.egress_port, length=len(data),
+                        instance_type=int(job.instance_type))
         return ing_jobs, eg_jobs, [OutputPacket(job.egress_port, data, int(job.instance_type))]
 
     # ------------------------------------------------------------------ entry
@@ -350,9 +352,17 @@ class V1Switch:
         self._pk.trace = self._trace
         self.stats.packets_in += 1
         outputs: list[OutputPacket] = []
-        ing: deque[IngressJob] = deque([IngressJob(port=port, data=bytes(data))])
-        eg: deque[EgressJob] = deque()
         try:
+            # fast path: one packet in, at most one out, no resubmit/recirculation/clones
+            first_ing, first_eg = self.run_ingress(IngressJob(port=port, data=bytes(data)))
+            if not first_ing and len(first_eg) == 1:
+                more_ing, more_eg, outs = self.run_egress(first_eg[0])
+                if not more_ing and not more_eg:
+                    return outs, events
+                first_ing, first_eg = more_ing, more_eg
+                outputs.extend(outs)
+            ing: deque[IngressJob] = deque(first_ing)
+            eg: deque[EgressJob] = deque(first_eg)
             while ing or eg:
                 if ing:
                     new_ing, new_eg = self.run_ingress(ing.popleft())
