@@ -22,6 +22,8 @@ control SwitchEgress(inout headers_t hdr, inout local_metadata_t meta,
     register<bit<32>>(PORT_COUNT) tx_bytes;
     /* deq_qdepth of the last packet that left each port (for reports). */
     register<bit<24>>(PORT_COUNT) last_queue_occupancy;
+    /* Hop latency (us) of the last packet that left each port (for reports). */
+    register<bit<32>>(PORT_COUNT) last_hop_latency;
     /* Telemetry report sequence number of this switch (22 bits used). */
     register<bit<32>>(1) report_seq;
     /* Link sequence number per fabric port: packets sent on it so far. */
@@ -218,7 +220,12 @@ control SwitchEgress(inout headers_t hdr, inout local_metadata_t meta,
             v.egress_port = (bit<16>)standard_metadata.egress_port;
             in_ts = standard_metadata.ingress_global_timestamp;
         }
-        v.hop_latency = (bit<32>)(standard_metadata.egress_global_timestamp - in_ts);
+        if (is_report) {
+            last_hop_latency.read(v.hop_latency, (bit<32>)meta.hop_port);
+        } else {
+            v.hop_latency = (bit<32>)(standard_metadata.egress_global_timestamp - in_ts);
+            last_hop_latency.write(eport, v.hop_latency);
+        }
         v.queue_occupancy = meta.queue_occupancy;
         v.ingress_ts = (bit<64>)in_ts;
         v.egress_ts = (bit<64>)standard_metadata.egress_global_timestamp;

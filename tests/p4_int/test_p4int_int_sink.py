@@ -206,3 +206,26 @@ def test_report_sampling_keeps_one_in_four(make_program):
     assert psns == [0, 4]
     assert s2.event("report_sent") == 2 and s2.event("report_sampled_out") == 6
     assert s2.reg("SwitchIngress.report_candidates", 0) == 8
+
+
+def test_report_hop_latency_is_that_of_the_ports_last_packet(make_program):
+    from softswitch.v1model.switch import IngressJob
+    chain = Chain.build(2, make_program, sink_mode="report", watch={"inst": 0x9400 | 0x2000})
+    s1, s2 = chain.switches
+    s2.report_to(3)
+    f1 = s1.process(1, roce_frame(psn=0))[0][1]
+    f2 = s1.process(1, roce_frame(psn=1))[0][1]
+    # Packet 1 waits 50 us in s2: ingress at 5000, egress (clone first, then it) at 5050.
+    s2.clock[0] = 5000
+    _, jobs = s2.switch.run_ingress(IngressJob(port=1, data=f1))
+    s2.clock[0] = 5050
+    outs = {o.port: o.data for j in jobs for o in s2.switch.run_egress(j)[2]}
+    assert sorted(outs) == [2, 3]
+    r1 = decode_report(outs[3])
+    assert r1["rep_md_bits"] == 0x3400 and r1["md_len"] == 7
+    lat1, _q, ets1 = struct.unpack_from("!IIQ", r1["md"])
+    assert (lat1, ets1) == (0, 5050)              # nothing had left port 2 yet
+    assert s2.reg("SwitchEgress.last_hop_latency", 2) == 50
+    r2 = decode_report(dict(s2.process(1, f2))[3])
+    lat2, _q, ets2 = struct.unpack_from("!IIQ", r2["md"])
+    assert (lat2, ets2) == (50, 5050)

@@ -88,7 +88,8 @@ def test_p4info_matches_the_documented_contract(tmp_path):
         "SwitchIngress.link_reordered_packets", "SwitchIngress.link_loss_events",
         "SwitchIngress.link_resyncs", "SwitchIngress.report_candidates",
         "SwitchEgress.link_tx_seq", "SwitchEgress.tx_bytes",
-        "SwitchEgress.last_queue_occupancy", "SwitchEgress.report_seq"}
+        "SwitchEgress.last_queue_occupancy", "SwitchEgress.last_hop_latency",
+        "SwitchEgress.report_seq"}
     counters = {c.preamble.name for c in info.counters}
     assert counters >= {"SwitchIngress.ingress_port_counter", "SwitchEgress.egress_port_counter",
                         "SwitchEgress.ecn_marked"}
