@@ -141,7 +141,15 @@ class SwitchDevice:
         self._digests(pipe)
 
     def _enqueue(self, gen: int, job: EgressJob) -> None:
-        self.tm.enqueue(job.egress_port, (gen, job), job.length)
+        port = job.egress_port
+        if self.tm.claim_bypass(port):   # unpaced and idle: egress now, in this thread
+            try:
+                now = self.clock_us()
+                self._depart((gen, job), QueueInfo(enq_timestamp_us=now))
+            finally:
+                self.tm.release(port)
+            return
+        self.tm.enqueue(port, (gen, job), job.length)
 
     def _pipeline_error(self, port: int, exc: BaseException) -> None:
         self.counters.pipeline_errors += 1

@@ -46,6 +46,7 @@ class EgressQueue:
     dequeued: int = 0
     tail_drops: int = 0
     high_water: int = 0
+    in_flight: int = 0      # taken off the queue (or bypassing it), egress not finished
 
     def head_time_ns(self) -> int:
         """When the head packet may leave."""
@@ -117,6 +118,30 @@ class TrafficManager:
                 self._cv.notify()
         return True
 
+    def claim_bypass(self, port: int) -> bool:
+        """True when a packet for `port` may skip the queue: unpaced, empty, nothing in flight.
+
+        Then it leaves at once with zero depth and wait, exactly what the queue would
+        give it, minus a thread hand-off; the caller must call `release(port)` after.
+        """
+        with self._cv:
+            q = self.queues.get(port) or self.queue(port)
+            if q.rate_bps or q.items or q.in_flight:
+                return False
+            q.in_flight += 1
+            q.enqueued += 1
+            q.dequeued += 1
+            if q.high_water < 1:
+                q.high_water = 1
+            return True
+
+    def release(self, port: int) -> None:
+        """A departure (queued or bypassing) of `port` finished egress."""
+        with self._cv:
+            q = self.queues.get(port)
+            if q is not None and q.in_flight:
+                q.in_flight -= 1
+
     def clear(self) -> int:
         """Drop everything queued (pipeline replaced); returns how many."""
         with self._cv:
@@ -153,6 +178,7 @@ class TrafficManager:
                     start = max(enq_ns, q.next_free_ns)
                     q.next_free_ns = start + int(length * 8e9 / q.rate_bps)
                 q.dequeued += 1
+                q.in_flight += 1
                 deq_depth = len(q.items)
             now_us = self._clock_us()
             info = QueueInfo(enq_qdepth=enq_depth, deq_qdepth=deq_depth,
@@ -162,6 +188,8 @@ class TrafficManager:
             except Exception:  # noqa: BLE001 - one bad packet must not stop the scheduler
                 self.errors += 1
                 LOG.exception("traffic manager: departure failed")
+            finally:
+                self.release(q.port)
 
     # ------------------------------------------------------------ lifecycle
     def start(self) -> None:

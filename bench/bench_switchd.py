@@ -1,0 +1,204 @@
+"""Forwarding rate and added latency through one softswitch process between two
+namespaces, next to a Linux bridge on the same path (the baseline, same run).
+
+    h1 --veth-- [ middle namespace: Linux bridge | softswitch ] --veth-- h2
+
+* rate: h1 sends 64-byte UDP datagrams as fast as one Python process can for a few
+  seconds; h2 counts what arrives; packets/s delivered for each middle box;
+* latency: UDP ping-pong h1 -> h2 -> h1, one datagram in flight; round-trip median
+  and p99 for each middle box, and the softswitch's added round trip (two passes).
+
+The softswitch runs p4/examples/ipv4_forward.p4 (LPM, MAC rewrite, TTL, checksum)
+with its two routes given on the command line. Needs root (namespaces, raw sockets).
+
+Examples:
+  python -m bench.bench_switchd
+  python -m bench.bench_switchd --seconds 5 --pings 2000
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np
+
+from mininet_topos.netns import Namespace, veth_pair
+
+ROOT = Path(__file__).resolve().parent.parent
+PROGRAM = ROOT / "p4" / "examples" / "ipv4_forward.p4"
+PREFIX = "tsdb"
+BLAST = """
+import socket, sys, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+dst, end, n, msg = (sys.argv[1], 4444), time.monotonic() + float(sys.argv[2]), 0, b"x" * 64
+while time.monotonic() < end:
+    for _ in range(64):
+        try:
+            s.sendto(msg, dst); n += 1
+        except OSError:
+            pass
+print(n)
+"""
+
+
+def _quiet(ns: Namespace) -> None:
+    ns.run(["sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1"], check=False)
+    ns.run(["sysctl", "-q", "-w", "net.ipv6.conf.default.disable_ipv6=1"], check=False)
+
+
+@contextlib.contextmanager
+def path(kind: str, tmp: Path) -> Iterator[tuple[Namespace, Namespace]]:
+    """Two hosts joined through a middle namespace holding a bridge or a softswitch."""
+    made: list[Namespace] = []
+    try:
+        h1, mid, h2 = (Namespace.create(PREFIX) for _ in range(3))
+        made += [h1, mid, h2]
+        for ns in made:
+            _quiet(ns)
+        a, m1 = veth_pair(h1, mid, prefix=PREFIX, addr_a="10.9.0.1/24")
+        m2, b = veth_pair(mid, h2, prefix=PREFIX, addr_b="10.9.0.2/24")
+        h1.ifname, h1.ip, h1.mac = a.ifname, "10.9.0.1", a.mac
+        h2.ifname, h2.ip, h2.mac = b.ifname, "10.9.0.2", b.mac
+        h1.run(["ip", "neigh", "replace", h2.ip, "lladdr", h2.mac, "dev", h1.ifname])
+        h2.run(["ip", "neigh", "replace", h1.ip, "lladdr", h1.mac, "dev", h2.ifname])
+        if kind == "bridge":
+            mid.run(["ip", "link", "add", "br0", "type", "bridge"])
+            for ifname in (m1.ifname, m2.ifname):
+                mid.run(["ip", "link", "set", ifname, "master", "br0"])
+            mid.run(["ip", "link", "set", "br0", "up"])
+        else:
+            entries = tmp / "routes.entries"
+            entries.write_text("".join(
+                f"add MyIngress.ipv4_lpm hdr.ipv4.dstAddr:0x0a09000{i}/32 "
+                f"MyIngress.ipv4_forward(dstAddr:0x{mac.replace(':', '')}, port:{i})\n"
+                for i, mac in ((1, h1.mac), (2, h2.mac))))
+            stats = tmp / "stats.json"
+            mid.popen([sys.executable, "-m", "softswitch", "switch", str(PROGRAM), "--entries",
+                       str(entries), "-i", f"1@{m1.ifname}", "-i", f"2@{m2.ifname}",
+                       "--grpc-server-addr", "none", "--stats-file", str(stats)],
+                      cwd=str(ROOT), env=dict(os.environ, PYTHONPATH=str(ROOT)))
+            deadline = time.monotonic() + 60
+            while not stats.exists():
+                if time.monotonic() > deadline:
+                    raise RuntimeError("softswitch did not start within 60 s")
+                time.sleep(0.05)
+        yield h1, h2
+    finally:
+        for ns in reversed(made):
+            ns.close()
+
+
+def _udp(ns: Namespace, port: int) -> socket.socket:
+    with ns.enter():
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("0.0.0.0", port))
+    return s
+
+
+def measure_rate(h1: Namespace, h2: Namespace, seconds: float) -> tuple[float, int]:
+    """(delivered packets/s, packets sent)."""
+    rx = _udp(h2, 4444)
+    rx.settimeout(0.5)
+    got = [0]
+    stop = threading.Event()
+
+    def count() -> None:
+        while not stop.is_set():
+            try:
+                rx.recv(2048)
+                got[0] += 1
+            except TimeoutError:
+                pass
+
+    t = threading.Thread(target=count, daemon=True)
+    t.start()
+    res = h1.run([sys.executable, "-c", BLAST, h2.ip, str(seconds)], timeout=seconds + 30)
+    time.sleep(0.5)
+    stop.set()
+    t.join()
+    rx.close()
+    return got[0] / seconds, int(res.stdout.strip())
+
+
+def measure_rtt(h1: Namespace, h2: Namespace, pings: int) -> np.ndarray:
+    """Round-trip times in µs of `pings` UDP ping-pongs (lost ones left out)."""
+    echo = _udp(h2, 5555)
+    echo.settimeout(0.5)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                data, src = echo.recvfrom(2048)
+                echo.sendto(data, src)
+            except TimeoutError:
+                pass
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    cli = _udp(h1, 0)
+    cli.settimeout(0.5)
+    rtts = []
+    for i in range(pings):
+        msg = i.to_bytes(4, "big") + bytes(60)
+        t0 = time.perf_counter_ns()
+        cli.sendto(msg, (h2.ip, 5555))
+        try:
+            while cli.recv(2048)[:4] != msg[:4]:
+                pass
+        except TimeoutError:
+            continue
+        rtts.append((time.perf_counter_ns() - t0) / 1000)
+    stop.set()
+    t.join()
+    cli.close()
+    echo.close()
+    return np.asarray(rtts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=3.0, help="length of each rate run (default 3)")
+    ap.add_argument("--pings", type=int, default=1000, help="ping-pongs per latency run (default 1000)")
+    args = ap.parse_args(argv)
+    if not 0.5 <= args.seconds <= 60 or not 10 <= args.pings <= 100000:
+        print("error: --seconds must be in 0.5..60 and --pings in 10..100000", file=sys.stderr)
+        return 2
+    if os.geteuid() != 0:
+        print("error: needs root (network namespaces, raw sockets)", file=sys.stderr)
+        return 2
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="bench-switchd-") as tmp:
+        for kind in ("bridge", "softswitch"):
+            with path(kind, Path(tmp)) as (h1, h2):
+                measure_rtt(h1, h2, 20)                      # warm up (caches, first compile)
+                rtt = measure_rtt(h1, h2, args.pings)
+                pps, sent = measure_rate(h1, h2, args.seconds)
+                results[kind] = (pps, sent, rtt)
+    print(f"{'path':<12}{'delivered pkt/s':>16}{'sent pkt/s':>12}{'rtt median us':>15}{'rtt p99 us':>12}")
+    for kind, (pps, sent, rtt) in results.items():
+        print(f"{kind:<12}{pps:>16,.0f}{sent / args.seconds:>12,.0f}"
+              f"{np.median(rtt):>15.1f}{np.percentile(rtt, 99):>12.1f}")
+    bpps, _, brtt = results["bridge"]
+    spps, _, srtt = results["softswitch"]
+    print(f"softswitch / bridge rate: {spps / bpps:.3f}")
+    print(f"softswitch added round trip (2 passes): median {np.median(srtt) - np.median(brtt):.1f} us, "
+          f"p99 {np.percentile(srtt, 99) - np.percentile(brtt, 99):.1f} us")
+    print(f"softswitch added latency per pass: median {(np.median(srtt) - np.median(brtt)) / 2:.1f} us")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
