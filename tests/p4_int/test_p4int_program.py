@@ -2,6 +2,7 @@
 p4/README.md, compile-time options, and the STF tests through `softswitch stf`."""
 from __future__ import annotations
 
+import json
 import struct
 import subprocess
 import sys
@@ -136,3 +137,16 @@ def test_stf_files_are_up_to_date():
     assert (HERE / "int_source.stf").read_text() == make_stf.source_stf()
     assert (HERE / "int_report.stf").read_text() == make_stf.report_stf()
     assert (HERE / "link_seq.stf").read_text() == make_stf.link_seq_stf()
+    assert (HERE / "single_switch.entries").read_text() == make_stf.entries_file()
+
+
+def test_softswitch_run_with_the_example_entries():
+    """The README's one-switch example: INT source and report-mode sink together."""
+    res = softswitch("run", str(PROGRAM), "--entries", str(HERE / "single_switch.entries"),
+                     "--port", "1", "--packet", roce_frame().hex(), "--json")
+    assert res.returncode == 0, res.stderr
+    (result,) = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
+    outs = {o["port"]: bytes.fromhex(o["data"]) for o in result["out"]}
+    assert sorted(outs) == [2, 3]
+    assert struct.unpack_from("!H", outs[2], 36)[0] == 4791           # restored
+    assert struct.unpack_from("!H", outs[3], 36)[0] == 32766          # the report
