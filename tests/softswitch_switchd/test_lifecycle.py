@@ -47,6 +47,15 @@ def test_program_entries_pcap_and_clean_sigterm(tmp_path) -> None:
             frames_in = read_pcap(pcaps / f"{end.ifname}_in.pcap")
             frames_out = read_pcap(pcaps / f"{end.ifname}_out.pcap")
             assert (len(frames_in), len(frames_out)) == (p["rx_packets"], p["tx_packets"]) == (3, 3)
+        from softswitch.__main__ import main
+        import contextlib
+        import io
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert main(["switch", "--print-stats", str(s.stats_file)]) == 0
+        table = out.getvalue().splitlines()
+        assert table[0].startswith("s1 device 1: in 6 out 6")
+        assert table[2].split()[1:4] == [s.ports[1].ifname, "3", "3"]
         # the egress frame is the ingress frame forwarded: TTL one less
         h1_in = read_pcap(pcaps / f"{s.ports[1].ifname}_in.pcap")[0]
         h2_out = read_pcap(pcaps / f"{s.ports[2].ifname}_out.pcap")[0]

@@ -150,3 +150,45 @@ def test_argparse_types_are_wired() -> None:
     assert isinstance(args, argparse.Namespace)
     assert args.interfaces == [(1, "a"), (2, "b")] and args.queue_rate == [(2, 10e6)]
     assert args.queue_depth == [(2, 16)] and args.cpu_port == 255
+
+
+def test_switch_device_in_process_packet_out_and_packet_in() -> None:
+    """The Device contract without interfaces: packet-out to the CPU port comes back as a
+    packet-in; a frame for a port with no interface is counted."""
+    import queue
+    from pathlib import Path
+
+    from softswitch.p4runtime.device import Device
+    from softswitch.switchd import SwitchDevice
+    from softswitch.switchd.daemon import load_pipeline
+
+    program = Path(__file__).resolve().parent / "switchd_test.p4"
+    dev = SwitchDevice({}, device_id=3)
+    assert isinstance(dev, Device)
+    got: queue.Queue = queue.Queue()
+
+    class L:
+        def on_packet_in(self, pkt) -> None:
+            got.put(pkt)
+
+        def on_digest(self, name, values) -> None:
+            pass
+
+    dev.add_listener(L())
+    dev.set_pipeline(load_pipeline(SwitchOptions(program=str(program))))
+    dev.tm.set_rate(7, 1e6)
+    dev.start()
+    try:
+        frame = bytes(Ether(dst="00:00:00:00:00:02") / IP(dst="10.0.0.2") / UDP(dport=1) / b"hi")
+        dev.packet_out(frame, {"egress_port": 510})
+        pkt = got.get(timeout=5)
+        assert pkt.payload == frame and pkt.metadata["ingress_port"] == 510
+        dev.packet_out(frame, {"egress_port": 7})      # paced, then no interface there
+        deadline = time.monotonic() + 5
+        while dev.counters.no_such_port == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        snap = dev.snapshot()
+        assert snap["no_such_port"] == 1 and snap["packet_ins"] == 1
+        assert [p["port"] for p in snap["ports"]] == [7, 510]
+    finally:
+        dev.stop()
