@@ -139,17 +139,17 @@ def link_seq_stf() -> str:
 def entries_file() -> str:
     """Configuration of one switch: INT source for RoCEv2, report-mode sink on port 2."""
     lines = ["# One switch: h1 on port 1, h2 on port 2 (report-mode sink), collector on port 3.",
-             "# python -m softswitch run p4/int_rocev2.p4 --entries "
-             "tests/p4_int/single_switch.entries --port 1 --packet HEX",
+             ("# python -m softswitch run p4/int_rocev2.p4 --entries "
+             "tests/p4_int/single_switch.entries --port 1 --packet HEX"),
              *common(1, "report"),
-             "add SwitchIngress.int_watchlist 10 src_addr:0x******** dst_addr:0x******** "
+             ("add SwitchIngress.int_watchlist 10 src_addr:0x******** dst_addr:0x******** "
              "src_port:0x**** dst_port:0x12b7 dscp:0b****** "
              f"int_source(instruction_bitmap:{HPCC_INST:#06x}, ds_instruction:{HPCC_DS:#06x}, "
-             "max_hops:8)",
-             "setdefault SwitchEgress.report_config set_report_config("
+             "max_hops:8)"),
+             ("setdefault SwitchEgress.report_config set_report_config("
              "switch_mac:0x02aa00000001, collector_mac:0x020000000909, "
              "switch_ip:0x0a000001, collector_ip:0x0a000909, collector_port:32766, "
-             "payload_bytes:12, hw_id:1)",
+             "payload_bytes:12, hw_id:1)"),
              "mirroring_add 500 3"]
     return "\n".join(lines) + "\n"
 
