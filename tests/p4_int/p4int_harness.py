@@ -1,7 +1,7 @@
 """Test harness for p4/int_rocev2.p4 on the softswitch: switches, chains, frames.
 
 One ``IntSwitch`` is the program loaded into a softswitch ``V1Switch`` plus its
-runtime API, with helpers that install the control-plane entries README.md
+runtime API, with methods that install the control-plane entries README.md
 documents. ``Chain`` wires N switches in a line (h1 - s1 - ... - sN - h2), as a
 path through a fabric: s1 port 1 faces h1, sN port 2 faces h2, every other port is
 a fabric port with link sequence numbers. Decoding in the tests is independent of
@@ -101,7 +101,7 @@ def ipv4_checksum_ok(ip_header: bytes) -> bool:
 
 @dataclasses.dataclass(slots=True)
 class IntSwitch:
-    """One switch running int_rocev2.p4, with the controller's entries as helpers."""
+    """One switch running int_rocev2.p4, with methods for the controller's entries."""
 
     node_id: int
     switch: Any
