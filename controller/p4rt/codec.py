@@ -84,16 +84,19 @@ def parse_value(value: Any, bitwidth: int, where: str) -> int:
     return result
 
 
-def format_value(value: int, bitwidth: int) -> str:
-    """Readable form: MAC for 48 bits, dotted quad for 32, decimal up to 16, hex beyond."""
-    if bitwidth == 48:
+def format_value(value: int, bitwidth: int, name: str = "") -> str:
+    """Readable form chosen by width and name: MAC for 48 bits, dotted quad for 32-bit
+    fields named like addresses ("addr", "ip"), hex for bitmaps, instructions and masks,
+    decimal otherwise."""
+    low = name.lower()
+    if bitwidth == 48 and ("mac" in low or not low):
         raw = value.to_bytes(6, "big")
         return ":".join(f"{b:02x}" for b in raw)
-    if bitwidth == 32:
+    if bitwidth == 32 and ("addr" in low or "ip" in low.split("_") or low.endswith("_ip")):
         return str(ipaddress.IPv4Address(value))
-    if bitwidth <= 16:
-        return str(value)
-    return f"0x{value:x}"
+    if any(k in low for k in ("bitmap", "instruction", "mask", "flags")):
+        return f"0x{value:0{(bitwidth + 3) // 4}x}"
+    return str(value)
 
 
 def _full(bitwidth: int) -> int:
@@ -213,15 +216,15 @@ def decode_match(field: MatchFieldInfo, fm: P.FieldMatch, where: str = "") -> De
 
 
 def format_match(field: MatchFieldInfo, decoded: Decoded) -> str:
-    """Readable form: '10.0.1.0/24', '4791&&&65535', '1..5', '*' for a don't-care."""
-    w = field.bitwidth
+    """Readable form: '10.0.1.0/24', '4791&&&0xffff', '1..5', '*' for a don't-care."""
+    w, n = field.bitwidth, field.name
     if decoded is None:
         return "*"
     if isinstance(decoded, int):
-        return format_value(decoded, w)
+        return format_value(decoded, w, n)
     a, b = decoded
     if field.kind is MatchKind.LPM:
-        return f"{format_value(a, w)}/{b}"
+        return f"{format_value(a, w, n)}/{b}"
     if field.kind is MatchKind.TERNARY:
-        return f"{format_value(a, w)}&&&{format_value(b, w)}"
-    return f"{format_value(a, w)}..{format_value(b, w)}"
+        return f"{format_value(a, w, n)}&&&{format_value(b, w, 'mask')}"
+    return f"{format_value(a, w, n)}..{format_value(b, w, n)}"

@@ -152,7 +152,7 @@ def format_entry(schema: Schema, te: P.TableEntry) -> str:
             args = []
             for p in te.action.action.params:
                 pi = a.param_by_id(p.param_id)  # type: ignore[attr-defined]
-                args.append(f"{pi.name}={format_value(int.from_bytes(p.value, 'big'), pi.bitwidth)}")
+                args.append(f"{pi.name}={format_value(int.from_bytes(p.value, 'big'), pi.bitwidth, pi.name)}")
             parts.append(f"-> {a.name}({', '.join(args)})")
         return " ".join(parts)
     except (SchemaError, CodecError) as exc:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from p4.v1 import p4runtime_pb2 as P
@@ -62,6 +63,7 @@ class ManagedSwitch:
     timeout_s: float = 5.0
     backoff: Backoff = field(default_factory=Backoff)
     client: SwitchClient | None = None
+    on_synced: Callable[[ManagedSwitch, SyncReport], None] | None = None
     last_sync: SyncReport | None = None
     syncs: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -109,7 +111,9 @@ class ManagedSwitch:
             self.last_sync = report
             self.syncs += 1
             LOG.info("switch %s: synced: %s", self.name, report.summary())
-            return report
+        if self.on_synced is not None:
+            self.on_synced(self, report)
+        return report
 
     def _apply(self, schema: Schema, *plans: Plan) -> None:
         assert self.client is not None

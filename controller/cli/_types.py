@@ -1,0 +1,34 @@
+"""argparse `type=` checkers: bad values are rejected at the edge with a clear message."""
+from __future__ import annotations
+
+import argparse
+
+
+def port(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"port {text!r} is not a number") from None
+    if not 0 <= v <= 65535:
+        raise argparse.ArgumentTypeError(f"port {v} is outside 0..65535")
+    return v
+
+
+def positive(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"{v} must be > 0")
+    return v
+
+
+def election_id(text: str) -> int:
+    try:
+        v = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"election id {text!r} is not a number") from None
+    if not 1 <= v < 1 << 128:
+        raise argparse.ArgumentTypeError(f"election id {v} is outside 1..2^128-1")
+    return v

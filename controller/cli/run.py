@@ -1,0 +1,124 @@
+"""``python -m controller run``: program every switch and run the control loop.
+
+examples:
+  python -m controller run --topology mininet_topos/topofiles/dumbbell.yaml
+  python -m controller run --topology two_dc.yaml --influx http://127.0.0.1:8086 --out out/
+  python -m controller run --topology leaf_spine.yaml --sink-mode report --collector-host h4
+  python -m controller run --topology dumbbell.yaml --once    # program, report, exit
+  python -m controller run --topology dumbbell.yaml --target bmv2 \\
+      --bmv2-json build/int_rocev2.json --p4info build/int_rocev2.p4info.txtpb
+
+Progress is printed per switch; every failure names the switch and the reason
+(unreachable, pipeline rejected, entry rejected with the entry).  Unreachable
+switches are retried with backoff while the controller runs; a switch that
+restarts gets its pipeline and entries back.  State for `show` goes to
+OUT/controller_state.json.  Exit status: 0, or 1 when a switch failed (--once),
+2 for bad options/files.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+import time
+
+from controller.intent import SinkMode
+from controller.p4rt import Phase, Progress, Target
+
+from . import _types
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("run", help="program the switches and run the controller",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--topology", required=True, metavar="FILE", help="topology file (YAML or JSON)")
+    p.add_argument("--influx", metavar="URL", help="InfluxDB 1.x/2.x/3.x (or compatible) URL; "
+                                                   "default: files under --out")
+    p.add_argument("--database", default="int_telemetry", help="1.x database / 2.x bucket")
+    p.add_argument("--org", default="int", help="2.x organisation")
+    p.add_argument("--token", default="", help="2.x token")
+    p.add_argument("--out", default="out", metavar="DIR", help="state file, exports, spool (default ./out)")
+    p.add_argument("--target", choices=[t.value for t in Target], default="softswitch",
+                   help="switch kind: softswitch gets the P4 source, bmv2 the p4c JSON")
+    p.add_argument("--program", metavar="P4", help="P4 program (default: p4/int_rocev2.p4)")
+    p.add_argument("--p4info", metavar="FILE", help="P4Info file (needed for bmv2; softswitch builds it)")
+    p.add_argument("--bmv2-json", metavar="FILE", help="p4c output for --target bmv2")
+    p.add_argument("--listen", default="127.0.0.1", help="collector bind address (default 127.0.0.1)")
+    p.add_argument("--report-port", type=_types.port, default=32766, help="Telemetry Report UDP port")
+    p.add_argument("--agent-port", type=_types.port, default=32767, help="host agent batch UDP port")
+    p.add_argument("--feedback-port", type=_types.port, default=32768, help="agents' feedback UDP port")
+    p.add_argument("--sink-mode", choices=[m.value for m in SinkMode], default="host",
+                   help="host ports: leave INT for the host sink (host) or send reports (report)")
+    p.add_argument("--collector-host", metavar="HOST", help="topology host receiving Telemetry Reports")
+    p.add_argument("--election-id", type=_types.election_id, default=1)
+    p.add_argument("--connect-timeout", type=_types.positive, default=5.0, metavar="S")
+    p.add_argument("--interval", type=_types.positive, default=1.0, metavar="S",
+                   help="status, polling and state-file period (default 1 s)")
+    p.add_argument("--duration", type=_types.positive, metavar="S", help="stop after S seconds")
+    p.add_argument("--once", action="store_true", help="program the switches, write the state, exit")
+    p.add_argument("-v", "--verbose", action="store_true")
+    p.set_defaults(func=run)
+
+
+_OUT_LOCK = threading.Lock()
+
+
+def _print_progress(p: Progress) -> None:
+    """One whole line per event (switches report from parallel threads)."""
+    if p.phase is Phase.FAILED:
+        line, stream = f"{p.switch:<6} FAILED  {p.message}\n", sys.stderr
+    elif p.phase is Phase.READY:
+        line, stream = f"{p.switch:<6} ready   {p.message}\n", sys.stdout
+    else:
+        line, stream = f"{p.switch:<6} {p.phase.value}{(' ' + p.message) if p.message else ''}\n", sys.stdout
+    with _OUT_LOCK:
+        stream.write(line)
+        stream.flush()
+
+
+def run(args: argparse.Namespace) -> int:
+    from controller.runner import Controller, RunConfig, RunError
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    kw = dict(topology=args.topology, out_dir=args.out, influx=args.influx, database=args.database,
+              org=args.org, token=args.token, target=Target(args.target), p4info=args.p4info,
+              bmv2_json=args.bmv2_json, listen=args.listen, report_port=args.report_port,
+              agent_port=args.agent_port, feedback_port=args.feedback_port,
+              sink_mode=SinkMode(args.sink_mode), collector_host=args.collector_host,
+              election_id=args.election_id, connect_timeout_s=args.connect_timeout,
+              status_interval_s=args.interval)
+    if args.program:
+        kw["program"] = args.program
+    try:
+        cfg = RunConfig(**kw)  # type: ignore[arg-type]
+        ctl = Controller(cfg=cfg, progress=_print_progress)
+        ctl.start()
+    except RunError as exc:
+        print(f"controller: {exc}", file=sys.stderr)
+        return 2
+    failed = [n for n, st in ctl.status.items() if st.phase is Phase.FAILED]
+    ready = len(ctl.status) - len(failed)
+    rep = ctl.collector.report_address if ctl.collector else None
+    agent = ctl.collector.agent_address if ctl.collector else None
+    print(f"{ready}/{len(ctl.status)} switches ready; collector on {cfg.listen}:"
+          f"{rep[1] if rep else cfg.report_port} (reports), :{agent[1] if agent else cfg.agent_port} "
+          f"(agents); state in {cfg.state_file}", flush=True)
+    if args.once:
+        ctl.stop()
+        return 1 if failed else 0
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    deadline = time.monotonic() + args.duration if args.duration else None
+    try:
+        while not stop.wait(0.2):
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+    finally:
+        delivered = ctl.stop()
+        if not delivered:
+            print(f"controller: export incomplete; the rest is spooled under {cfg.out_dir}/spool "
+                  f"for the next run", file=sys.stderr)
+    return 0

@@ -1,0 +1,336 @@
+"""The running controller: switches programmed and kept in sync, telemetry collected,
+HPCC rates and loss maps computed, feedback sent, everything exported and shown.
+
+Why one object owning every thread: start-up order matters (switches first, then the
+collector and its listeners, then the periodic work) and so does shutdown (stop the
+producers, flush the exporter, close the switches); `Controller.start()` /
+`Controller.stop()` do both in one place, and each part stays in its own package.
+
+Periodic work (every `status_interval_s`): retry switches that were unreachable,
+poll link counters and drain loss digests, export rates and link losses, and rewrite
+the state file `show` reads.
+"""
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from controller.cc import FeedbackSender, FeedbackTarget, HpccEngine, HpccLoop, HpccParams
+from controller.cc.telemetry import V1MODEL_TS_MODULUS_NS
+from controller.export.runner import CollectorExport, InfluxTarget, open_exporter
+from controller.export.schema import link_loss_lines, rate_lines
+from controller.intent import CollectorSpec, IntentError, IntentOptions, compute_intent
+from controller.int.collector import Collector, CollectorConfig
+from controller.lossmap.listener import FlowLossListener
+from controller.lossmap.stream import FlowLossStream
+from controller.p4rt import (
+    ConnectError,
+    Fleet,
+    ManagedSwitch,
+    P4rtError,
+    Phase,
+    PipelineConfig,
+    Progress,
+    SyncReport,
+    load_pipeline,
+)
+from controller.topology import Topology, TopologyError, directed_links, load_topology
+
+from .config import RunConfig
+from .errors import RunError
+from .links import LinkPoller
+from .state import STATE_VERSION, write_state
+
+LOG = logging.getLogger("controller.runner")
+
+R_RX_EXPECTED = "SwitchIngress.link_rx_expected"
+
+
+@dataclass(slots=True, kw_only=True)
+class SwitchStatus:
+    phase: Phase = Phase.CONNECTING
+    error: str = ""
+    error_kind: str = ""
+    next_retry_s: float = 0.0
+    retry_delay_s: float = 0.5
+
+
+@dataclass(slots=True, kw_only=True)
+class Controller:
+    """See the module docstring.  `progress` gets one event per switch phase change."""
+
+    cfg: RunConfig
+    progress: Callable[[Progress], None] = lambda _p: None
+    topo: Topology = field(init=False)
+    pipeline: PipelineConfig = field(init=False)
+    fleet: Fleet = field(init=False)
+    status: dict[str, SwitchStatus] = field(default_factory=dict)
+    collector: Collector | None = None
+    exporter: Any = None
+    export: CollectorExport | None = None
+    hpcc: HpccLoop | None = None
+    flow_loss: FlowLossListener | None = None
+    links: LinkPoller | None = None
+    _loss_exported_ns: int = 0
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    # ------------------------------------------------------------------ start
+    def load(self) -> None:
+        """Topology, pipeline and intent; any problem is a RunError naming the file."""
+        c = self.cfg
+        try:
+            self.topo = load_topology(c.topology)
+        except (TopologyError, OSError) as exc:
+            raise RunError(f"topology {c.topology}: {exc}") from None
+        try:
+            self.pipeline = load_pipeline(target=c.target, program=c.program, p4info=c.p4info,
+                                          bmv2_json=c.bmv2_json)
+        except P4rtError as exc:
+            raise RunError(str(exc)) from None
+        opts = IntentOptions(sink_mode=c.sink_mode,
+                             collector=CollectorSpec(host=c.collector_host, udp_port=c.report_port)
+                             if c.collector_host else None)
+        try:
+            desired = compute_intent(self.topo, opts)
+        except (IntentError, TopologyError) as exc:
+            raise RunError(f"topology {c.topology}: {exc}") from None
+        switches = []
+        for sw in self.topo.switches:
+            switches.append(ManagedSwitch(name=sw.name, address=sw.grpc_addr, device_id=sw.device_id,
+                                          pipeline=self.pipeline, desired=desired[sw.name],
+                                          election_id=c.election_id, timeout_s=c.connect_timeout_s,
+                                          on_synced=self._on_synced))
+            self.status[sw.name] = SwitchStatus()
+        self.fleet = Fleet(switches)
+
+    def _say(self, p: Progress) -> None:
+        st = self.status.setdefault(p.switch, SwitchStatus())
+        st.phase = p.phase
+        if p.phase is Phase.FAILED:
+            st.error, st.error_kind = p.message, p.error_kind
+        elif p.phase is Phase.READY:
+            st.error = st.error_kind = ""
+        self.progress(p)
+
+    def start(self) -> Controller:
+        """Bring every switch up (failures are reported, not fatal), then start the
+        collector, HPCC, loss maps, export and the periodic thread."""
+        self.load()
+        self.fleet.bring_up(self._say)
+        self._start_telemetry()
+        self.links = LinkPoller(topo=self.topo, switches=self.fleet.switches, bin_s=self.cfg.loss_bin_s)
+        self.links.enable_digests()
+        self.write_state()
+        self._thread = threading.Thread(target=self._run, name="controller-run", daemon=True)
+        self._thread.start()
+        return self
+
+    def _start_telemetry(self) -> None:
+        c = self.cfg
+        ccfg = CollectorConfig(host=c.listen, report_port=c.report_port, agent_port=c.agent_port,
+                               flow_capacity=c.flow_capacity)
+        eng = HpccEngine(n_flows=c.flow_capacity,
+                         params=HpccParams(base_rtt_s=c.base_rtt_s, ts_modulus_ns=V1MODEL_TS_MODULUS_NS))
+        self.hpcc = HpccLoop(engine=eng, sender=FeedbackSender(n_flows=c.flow_capacity),
+                             resolve=self._resolve)
+        self.flow_loss = FlowLossListener(stream=FlowLossStream(
+            n_flows=c.flow_capacity, bin_ns=int(c.loss_bin_s * 1e9), n_bins=300, origin_ns=time.time_ns()))
+        try:
+            self.collector = Collector(ccfg, listeners=[self.hpcc, self.flow_loss]).start()
+        except Exception as exc:  # CollectorError and OSError: a port in use, a bad address
+            raise RunError(f"collector on {c.listen}:{c.report_port}/{c.agent_port}: {exc}") from None
+        try:
+            self.exporter = open_exporter(c.influx, out_dir=c.out_dir, target=InfluxTarget(
+                database=c.database, org=c.org, token=c.token))
+        except Exception as exc:  # ExportError
+            self.collector.stop()
+            raise RunError(f"export: {exc}") from None
+        self.export = CollectorExport(self.collector, self.exporter,
+                                      interval_s=c.export_interval_s).start()
+
+    def _resolve(self, sample: np.ndarray) -> FeedbackTarget | None:
+        """Feedback for a new flow goes to its sender's agent (the source host address,
+        `feedback_port`); flow_id is the flow's destination QP; max rate = host link."""
+        src = str(ipaddress.IPv4Address(int(sample["src_ip"])))
+        host = next((h for h in self.topo.hosts if h.ipv4 == src), None)
+        if host is None:
+            return None
+        rate_mbps = next((ln.rate_mbps for ln in self.topo.links_of(host.name)), 1000.0)
+        return FeedbackTarget(agent=(src, self.cfg.feedback_port), flow_id=int(sample["dest_qp"]),
+                              max_rate_bps=rate_mbps * 1e6)
+
+    def _on_synced(self, sw: ManagedSwitch, report: SyncReport) -> None:
+        """A switch that got its pipeline again after its first sync restarted: its
+        neighbours expect old link sequence numbers from it, so reset those."""
+        if not report.pipeline_pushed or sw.syncs <= 1:
+            return
+        LOG.warning("switch %s restarted: state restored (%s)", sw.name, report.summary())
+        for d in directed_links(self.topo):
+            if d.src != sw.name:
+                continue
+            peer = self.fleet.switches.get(d.dst)
+            if peer is None or peer.client is None:
+                continue
+            try:
+                reg = peer.schema.register(R_RX_EXPECTED)
+                peer.client.write_register(reg.id, d.dst_port, 0, 32)
+            except P4rtError as exc:
+                LOG.warning("switch %s: cannot reset link sequence of port %d: %s", d.dst, d.dst_port, exc)
+
+    # ------------------------------------------------------------------ periodic work
+    def _run(self) -> None:
+        while not self._stop.wait(self.cfg.status_interval_s):
+            try:
+                self.tick()
+            except Exception:  # noqa: BLE001 - the loop must survive one bad round
+                LOG.exception("controller round failed")
+
+    def tick(self) -> None:
+        """One round: retry failed switches, poll links, export, write the state file."""
+        self._retry_failed()
+        if self.links is not None:
+            self.links.poll()
+            self._export_losses()
+        self._export_rates()
+        self.write_state()
+
+    def _retry_failed(self) -> None:
+        now = time.monotonic()
+        for name, st in self.status.items():
+            if st.phase is not Phase.FAILED or st.error_kind != ConnectError.__name__ or now < st.next_retry_s:
+                continue
+            sw = self.fleet.switches[name]
+            sw.close()
+            try:
+                sw.connect()
+                rep = sw.sync()
+                self._say(Progress(switch=name, phase=Phase.READY, message=rep.summary()))
+                if self.links is not None:
+                    self.links.enable_digests()
+            except P4rtError as exc:
+                st.retry_delay_s = min(10.0, st.retry_delay_s * 2)
+                st.next_retry_s = now + st.retry_delay_s
+                st.error, st.error_kind = str(exc), type(exc).__name__
+
+    def _export_losses(self) -> None:
+        if self.exporter is None or self.links is None or not self.links.links:
+            return
+        m = self.links.stream.snapshot()
+        bin_time = m.bins.start_ns + np.arange(m.bins.n_bins, dtype=np.int64) * m.bins.bin_ns
+        # each bin once, when it has closed
+        done = (bin_time >= self._loss_exported_ns) & (bin_time + m.bins.bin_ns <= time.time_ns())
+        if not done.any():
+            return
+        self.exporter.write(link_loss_lines(links=[d.name for d in self.links.links], lost=m.lost[:, done],
+                                            delivered=m.delivered[:, done], bin_time_ns=bin_time[done]))
+        self._loss_exported_ns = int(bin_time[done][-1]) + m.bins.bin_ns
+
+    def _export_rates(self) -> None:
+        if self.collector is None or self.hpcc is None or self.exporter is None:
+            return
+        f = self.collector.flow_snapshot()
+        if not len(f.slot):
+            return
+        st = self.hpcc.engine.state
+        active = st.active[f.slot]
+        if not active.any():
+            return
+        sel = np.flatnonzero(active)
+        self.exporter.write(rate_lines(src_ip=f.src_ip[sel], dst_ip=f.dst_ip[sel], sport=f.sport[sel],
+                                       dest_qp=f.dest_qp[sel], rate_bps=st.rate_bps[f.slot[sel]],
+                                       time_ns=time.time_ns()))
+
+    # ------------------------------------------------------------------ state for `show`
+    def snapshot(self) -> dict[str, Any]:
+        names = {s.int_node_id: s.name for s in self.topo.switches}
+        switches = []
+        for name, sw in self.fleet.switches.items():
+            st = self.status.get(name, SwitchStatus())
+            c = sw.client
+            node = self.topo.switch(name).int_node_id
+            switches.append({
+                "name": name, "address": sw.address, "device_id": sw.device_id, "node_id": node,
+                "state": st.phase.value if st.phase is not Phase.READY or (c and c.connected)
+                else "reconnecting",
+                "primary": bool(c and c.is_primary), "syncs": sw.syncs,
+                "last_sync": sw.last_sync.summary() if sw.last_sync else "",
+                "error": st.error})
+        flows: list[dict[str, Any]] = []
+        hops: list[dict[str, Any]] = []
+        coll: dict[str, Any] = {}
+        if self.collector is not None:
+            f = self.collector.flow_snapshot()
+            rate = self.hpcc.engine.state.rate_bps if self.hpcc else None
+            active = self.hpcc.engine.state.active if self.hpcc else None
+            lost = self.flow_loss.stream.lost_total if self.flow_loss else None
+            for i in range(len(f.slot)):
+                s = int(f.slot[i])
+                n = int(f.hop_count[i])
+                flows.append({
+                    "src": str(ipaddress.IPv4Address(int(f.src_ip[i]))),
+                    "dst": str(ipaddress.IPv4Address(int(f.dst_ip[i]))),
+                    "sport": int(f.sport[i]), "qp": int(f.dest_qp[i]), "hops": n,
+                    "path": [names.get(int(x), int(x)) for x in f.path_node[i][:n]],
+                    "samples": int(f.samples[i]), "last_psn": int(f.last_psn[i]),
+                    "rate_bps": float(rate[s]) if rate is not None and active is not None and active[s] else None,
+                    "lost": int(lost[s]) if lost is not None else 0})
+            h = self.collector.hop_snapshot()
+            for i in range(len(h.slot)):
+                tx = float(h.tx_rate_bps[i])
+                line = float(h.line_rate_bps[i])
+                hops.append({
+                    "node_id": int(h.node_id[i]), "switch": names.get(int(h.node_id[i]), "?"),
+                    "egress_port": int(h.egress_port[i]), "qlen_bytes": int(h.qlen_bytes[i]),
+                    "qlen_pkts": int(h.qlen_pkts[i]),
+                    "tx_rate_bps": None if np.isnan(tx) else tx, "line_rate_bps": line,
+                    "utilisation": None if np.isnan(tx) or line <= 0 else tx / line,
+                    "hop_latency_ns": int(h.hop_latency_ns[i]), "samples": int(h.samples[i])})
+            s = self.collector.stats()
+            coll = {k: getattr(s, k) for k in ("reports", "host_records", "reports_lost", "flows")
+                    if hasattr(s, k)}
+            coll["malformed"] = dict(getattr(s, "malformed", {}) or {})
+        if self.hpcc is not None:
+            coll["feedback_records"] = self.hpcc.stats.records_sent
+        if self.exporter is not None:
+            coll["export_lines_delivered"] = self.exporter.stats.lines_delivered
+        return {"version": STATE_VERSION, "updated_unix_s": time.time(), "pid": os.getpid(),
+                "running": not self._stop.is_set(),
+                "topology": self.topo.name, "switches": switches, "flows": flows, "hops": hops,
+                "losses": self.links.totals() if self.links else [], "collector": coll,
+                "link_poll_errors": dict(self.links.errors) if self.links else {}}
+
+    def write_state(self) -> None:
+        with self._lock:
+            write_state(self.cfg.state_file, self.snapshot())
+
+    # ------------------------------------------------------------------ stop
+    def stop(self) -> bool:
+        """Stop everything; True when every exported line was delivered (or spooled)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        delivered = True
+        if self.export is not None:
+            self.export.stop()
+        if self.collector is not None:
+            self.collector.stop()
+        try:
+            if self.status:
+                self.write_state()
+        except Exception:  # noqa: BLE001
+            LOG.exception("final state write failed")
+        if self.exporter is not None:
+            delivered = bool(self.exporter.close(timeout_s=5))
+        if hasattr(self, "fleet"):
+            self.fleet.close()
+        return delivered

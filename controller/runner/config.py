@@ -1,0 +1,62 @@
+"""Options of `python -m controller run`, checked once at the edge."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from controller.intent import SinkMode
+from controller.p4rt import Target
+
+from .errors import RunError
+
+
+def default_program() -> Path:
+    """p4/int_rocev2.p4 of this source tree."""
+    return Path(__file__).resolve().parents[2] / "p4" / "int_rocev2.p4"
+
+
+@dataclass(slots=True, kw_only=True)
+class RunConfig:
+    topology: str
+    out_dir: str = "out"
+    influx: str | None = None
+    database: str = "int_telemetry"
+    org: str = "int"
+    token: str = ""
+    target: Target = Target.SOFTSWITCH
+    program: str = field(default_factory=lambda: str(default_program()))
+    p4info: str | None = None
+    bmv2_json: str | None = None
+    listen: str = "127.0.0.1"
+    report_port: int = 32766
+    agent_port: int = 32767
+    sink_mode: SinkMode = SinkMode.HOST
+    collector_host: str | None = None
+    feedback_port: int = 32768
+    base_rtt_s: float = 20e-6
+    election_id: int = 1
+    connect_timeout_s: float = 5.0
+    status_interval_s: float = 1.0
+    export_interval_s: float = 1.0
+    loss_bin_s: float = 1.0
+    flow_capacity: int = 4096
+
+    def __post_init__(self) -> None:
+        for name in ("report_port", "agent_port", "feedback_port"):
+            v = getattr(self, name)
+            if not 0 <= v <= 65535:
+                raise RunError(f"--{name.replace('_', '-')} {v}: outside 0..65535")
+        for name in ("connect_timeout_s", "status_interval_s", "export_interval_s", "loss_bin_s",
+                     "base_rtt_s"):
+            if not getattr(self, name) > 0:
+                raise RunError(f"{name} = {getattr(self, name)} must be > 0")
+        if self.election_id < 1 or self.election_id >> 128:
+            raise RunError(f"--election-id {self.election_id}: must be 1..2^128-1")
+        if self.sink_mode is SinkMode.REPORT and not self.collector_host:
+            raise RunError("--sink-mode report needs --collector-host HOST (the topology host that "
+                           "receives Telemetry Reports)")
+
+    @property
+    def state_file(self) -> Path:
+        from .state import STATE_FILE
+        return Path(self.out_dir) / STATE_FILE
