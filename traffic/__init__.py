@@ -7,7 +7,7 @@ go-back-N, selective repeat with SACK (IRN style), and FEC + selective repeat.
 
 Layers, bottom up:
 
-* :mod:`traffic.fec`, :mod:`traffic.pacing`, :mod:`traffic.emulation` — pure helpers
+* :mod:`traffic.fec`, :mod:`traffic.pacing`, :mod:`traffic.emulation` — pure building blocks
 * :mod:`traffic.requester`, :mod:`traffic.responder` — QP state machines (no sockets)
 * :mod:`traffic.simlink` — both state machines on a simulated link (unit tests)
 * :mod:`traffic.endpoint` — sockets, event loop, ICRC check, control socket
