@@ -103,6 +103,10 @@ class HeaderStack:
             e._valid = False
         self.next_index = 0
 
+    def _eq(self, other: "HeaderStack") -> bool:
+        """Stacks are equal when every element is (validity and fields), as P4 defines it."""
+        return self.size == other.size and all(a._eq(b) for a, b in zip(self.elems, other.elems))
+
     def _fields(self) -> dict[str, Any]:
         return {str(i): e._fields() for i, e in enumerate(self.elems)}
 
@@ -275,7 +279,7 @@ class TypeLayouts:
                   "    def _invalidate(self):",
                   "        self._valid = False",
                   "    def _eq(self, o):",
-                  f"        return self._valid == o._valid and (not self._valid or ({' and '.join(f'self.{n} == o.{n}' for n in names) or 'True'}))",
+                  f"        return self._valid == o._valid and (not self._valid or ({' and '.join(f'self.{n} == o.{n}' for n in names + [f'_vw_{names[i]}' for i in varbit]) or 'True'}))",
                   "    def _fields(self):",
                   f"        return {{{', '.join(f'{n!r}: self.{n}' for n in names)}}}",
                   "    def __repr__(self):",

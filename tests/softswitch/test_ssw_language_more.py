@@ -198,3 +198,30 @@ def test_stack_push_pop_keep_holes_and_shift_validity():
     assert sw.process(0, bytes([3, 2, 0x10, 0x20])) == [(1, bytes([3, 0, 0x20]))]
     # a hole: one parsed, s[2] made valid, pop 1 -> [inv, CC, inv]; lastIndex -1 wraps to 0xFF
     assert sw.process(0, bytes([4, 1, 0x10])) == [(1, bytes([4, 0xFF, 0xCC]))]
+
+
+def test_equality_of_headers_with_varbit_and_of_stacks():
+    sw = program(decls="""
+    header v_t { bit<8> n; varbit<16> d; }
+    header r_t { bit<8> bits; }
+    struct headers_t { v_t x; v_t[2] s; r_t r; }
+    struct meta_t { }
+    """, parser="""state start {
+        pkt.extract(hdr.x, (bit<32>) pkt.lookahead<bit<8>>() * 8);
+        pkt.extract(hdr.s.next, (bit<32>) pkt.lookahead<bit<8>>() * 8);
+        pkt.extract(hdr.s.next, (bit<32>) pkt.lookahead<bit<8>>() * 8);
+        transition accept;
+    }""", ingress="""apply {
+        sm.egress_spec = 1;
+        hdr.r.setValid();
+        hdr.r.bits = 0;
+        if (hdr.x == hdr.s[0]) { hdr.r.bits = hdr.r.bits | 1; }
+        v_t[2] copy = hdr.s;
+        if (copy == hdr.s) { hdr.r.bits = hdr.r.bits | 2; }
+        copy[1].setInvalid();
+        if (copy == hdr.s) { hdr.r.bits = hdr.r.bits | 4; }
+    }""", deparser="pkt.emit(hdr.r);")
+    # x = (1, AA); s[0] = (1, AA): equal; a copy of the stack equals it until changed
+    assert sw.process(0, bytes([1, 0xAA, 1, 0xAA, 2, 0xBB, 0xCC])) == [(1, bytes([3]))]
+    # same first byte of data but a different length: not equal
+    assert sw.process(0, bytes([1, 0xAA, 2, 0xAA, 0x00, 0])) == [(1, bytes([2]))]
