@@ -23,6 +23,7 @@ _RUNTIME_TO_GRPC: dict[RuntimeErrorCode, grpc.StatusCode] = {
     RuntimeErrorCode.INDEX_OUT_OF_RANGE: grpc.StatusCode.INVALID_ARGUMENT,
     RuntimeErrorCode.BAD_VALUE: grpc.StatusCode.INVALID_ARGUMENT,
     RuntimeErrorCode.CONST_TABLE: grpc.StatusCode.PERMISSION_DENIED,
+    RuntimeErrorCode.IN_USE: grpc.StatusCode.FAILED_PRECONDITION,
     RuntimeErrorCode.UNSUPPORTED: grpc.StatusCode.UNIMPLEMENTED,
 }
 

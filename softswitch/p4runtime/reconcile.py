@@ -16,13 +16,22 @@ from softswitch.p4runtime.errors import DeviceError
 
 
 def carry_state(old: Switch, new: Switch) -> None:
-    """Copy entries, defaults, counters, meters, registers and PRE state of `old` into `new`.
+    """Copy action profiles, entries, defaults, counters, meters, registers and PRE state of
+    `old` into `new`.
 
     Objects only `old` has are dropped (the program no longer has them); objects with
     a different shape (size, width) raise `DeviceError` naming them.
     """
     op, np_ = old.program, new.program
     try:
+        for name, p_old in getattr(op, "action_profiles", {}).items():
+            p_new = np_.action_profiles.get(name)
+            if p_new is None:
+                continue
+            for mid, m in p_old.members.items():
+                p_new.member_add(mid, m.action, list(m.args))
+            for gid, members in p_old.groups.items():
+                p_new.group_add(gid, list(members), p_old.max_group_size.get(gid, 0))
         for name, t_old in op.tables.items():
             t_new = np_.tables.get(name)
             if t_new is None:
@@ -33,7 +42,11 @@ def carry_state(old: Switch, new: Switch) -> None:
             for e in t_old.entries():
                 if e.is_const:
                     continue
-                ne = t_new.insert(list(e.key), e.action, list(e.args), e.priority)
+                if e.member is not None or e.group is not None:
+                    ne = t_new.insert_indirect(list(e.key), member=e.member, group=e.group,
+                                               priority=e.priority)
+                else:
+                    ne = t_new.insert(list(e.key), e.action, list(e.args), e.priority)
                 ne.packets, ne.bytes = e.packets, e.bytes
                 ne.meter_config = copy.copy(e.meter_config)
             if not t_new.default_const and t_old.default.action in t_new.actions:

@@ -145,6 +145,9 @@ class Schema:
     def register(self, register_id: int) -> ArrayInfo:
         return _get(self.registers, register_id, "register", "register_entry")
 
+    def action_profile(self, profile_id: int, where: str = "action profile entry") -> str:
+        return _get(self.action_profiles, profile_id, "action profile", where)
+
     def digest(self, digest_id: int) -> DigestInfo:
         return _get(self.digests, digest_id, "digest", "digest_entry")
 

@@ -143,8 +143,14 @@ def decode_action(st: PipelineState, t: TableInfo, entry: P.TableEntry, *, for_d
                   ) -> tuple[str, list[int]]:
     ta = entry.action
     kind = ta.WhichOneof("type")
-    if kind in ("action_profile_member_id", "action_profile_group_id", "action_profile_action_set"):
-        raise unimplemented(f"table {t.name}: {kind} (action profiles/selectors) is not supported")
+    if kind == "action_profile_action_set":
+        raise unimplemented(f"table {t.name}: one-shot action selector programming "
+                            f"(action_profile_action_set) is not supported; write members and groups")
+    if kind in ("action_profile_member_id", "action_profile_group_id"):
+        raise invalid(f"table {t.name}: {kind} given, but the table has no action profile")
+    if t.implementation_id:
+        raise invalid(f"table {t.name}: an indirect table's entries name an action profile member or "
+                      f"group, not an action")
     if kind != "action":
         raise invalid(f"table {t.name}: the entry has no action")
     a = ta.action
@@ -212,7 +218,14 @@ def write_table_entry(st: PipelineState, utype: int, entry: P.TableEntry) -> Non
             raise invalid(f"table {t.name}: meter_config given, but the table has no direct meter")
         meter = meter_config_of(entry.meter_config, f"table {t.name} meter_config")
     try:
-        if utype == P.Update.INSERT:
+        indirect = _indirect_target(t, entry) if utype != P.Update.DELETE else None
+        if indirect is not None:
+            member, group = indirect
+            if utype == P.Update.INSERT:
+                e = rt.insert_indirect(key, member=member, group=group, priority=prio)
+            else:
+                e = rt.modify_indirect(key, member=member, group=group, priority=prio)
+        elif utype == P.Update.INSERT:
             action, args = decode_action(st, t, entry, for_default=False)
             e = rt.insert(key, action, args, prio)
         elif utype == P.Update.MODIFY:
@@ -234,6 +247,18 @@ def write_table_entry(st: PipelineState, utype: int, entry: P.TableEntry) -> Non
         st.entry_extras[(rt.name, e.handle)] = (entry.controller_metadata, entry.metadata)
     else:
         st.entry_extras.pop((rt.name, e.handle), None)
+
+
+def _indirect_target(t: TableInfo, entry: P.TableEntry) -> tuple[int | None, int | None] | None:
+    """(member, group) when the entry names an action profile member or group, else None."""
+    kind = entry.action.WhichOneof("type")
+    if kind not in ("action_profile_member_id", "action_profile_group_id"):
+        return None
+    if not t.implementation_id:
+        raise invalid(f"table {t.name}: {kind} given, but the table has no action profile")
+    if kind == "action_profile_member_id":
+        return entry.action.action_profile_member_id, None
+    return None, entry.action.action_profile_group_id
 
 
 def _write_default(st: PipelineState, t: TableInfo, rt: Table, utype: int, entry: P.TableEntry) -> None:
@@ -270,7 +295,12 @@ def encode_entry(st: PipelineState, t: TableInfo, rt: Table, e: TableEntry, *,
                  counter: bool, meter: bool) -> P.TableEntry:
     out = P.TableEntry(table_id=t.id, priority=e.priority)
     out.match.extend(encode_match(t, e.key))
-    out.action.CopyFrom(encode_action(st, e.action, e.args))
+    if e.member is not None:
+        out.action.action_profile_member_id = e.member
+    elif e.group is not None:
+        out.action.action_profile_group_id = e.group
+    else:
+        out.action.CopyFrom(encode_action(st, e.action, e.args))
     extras = st.entry_extras.get((rt.name, e.handle))
     if extras:
         out.controller_metadata, out.metadata = extras

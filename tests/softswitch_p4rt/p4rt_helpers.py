@@ -35,7 +35,7 @@ class Ids:
 
     def __getattr__(self, name: str) -> int:
         for kind in ("tables", "actions", "counters", "direct_counters", "meters", "direct_meters",
-                     "registers", "digests", "controller_packet_metadata"):
+                     "registers", "digests", "controller_packet_metadata", "action_profiles"):
             for o in getattr(self.info, kind):
                 if o.preamble.alias == name or o.preamble.name == name:
                     return o.preamble.id

@@ -35,6 +35,12 @@ def templates(ids) -> list[P.Update]:  # type: ignore[no-untyped-def]
             multicast_group_id: 5 replicas { egress_port: 1 instance: 1 } } } }""",
         """type: INSERT entity { packet_replication_engine_entry { clone_session_entry {
             session_id: 9 replicas { egress_port: 8 } packet_length_bytes: 10 } } }""",
+        f"""type: INSERT entity {{ action_profile_member {{ action_profile_id: {ids.ecmp_implementation}
+            member_id: 1 action {{ action_id: {ids.set_port} params {{ param_id: 1 value: "\\x05" }} }} }} }}""",
+        f"""type: INSERT entity {{ action_profile_group {{ action_profile_id: {ids.ecmp_implementation}
+            group_id: 10 members {{ member_id: 1 weight: 1 }} max_size: 4 }} }}""",
+        f"""type: INSERT entity {{ table_entry {{ table_id: {ids.ecmp}
+            match {{ field_id: 1 exact {{ value: "\\x0a\\x01\\x02\\x03" }} }} action {{ action_profile_group_id: 10 }} }} }}""",
         f"""type: INSERT entity {{ digest_entry {{ digest_id: {ids.learn_t}
             config {{ max_timeout_ns: 0 max_list_size: 1 ack_timeout_ns: 1000 }} }} }}""",
     ]
@@ -46,6 +52,7 @@ def snapshot(client) -> list[P.Entity]:  # type: ignore[no-untyped-def]
                        "direct_meter_entry { table_entry {} }",
                        "packet_replication_engine_entry { multicast_group_entry {} }",
                        "packet_replication_engine_entry { clone_session_entry {} }", "digest_entry {}",
+                       "action_profile_member {}", "action_profile_group {}",
                        *(f"table_entry {{ table_id: {t} is_default_action: true }}" for t in (
                            client.table_ids)))
 
@@ -150,8 +157,8 @@ def test_mutated_reads_fail_cleanly(client, ids):
     client.write(*templates(ids))
     rng = random.Random(99)
     queries = [msg(P.Entity, t).SerializeToString() for t in (
-        f'table_entry {{ table_id: {ids.acl} match {{ field_id: 2 range {{ low: "\\x06" high: "\\x11" }} }} '
-        f'priority: 20 counter_data {{}} }}',
+        (f'table_entry {{ table_id: {ids.acl} match {{ field_id: 2 range {{ low: "\\x06" high: "\\x11" }} }} '
+        f'priority: 20 counter_data {{}} }}'),
         f"counter_entry {{ counter_id: {ids.port_counter} index {{ index: 3 }} }}",
         f"meter_entry {{ meter_id: {ids.port_meter} index {{ index: 4 }} }}",
         f"register_entry {{ register_id: {ids.last_len} index {{ index: 1 }} }}",

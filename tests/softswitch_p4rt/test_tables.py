@@ -134,14 +134,16 @@ BAD = [
         ids, "\\x01", f'action {{ action {{ action_id: {ids.set_port} params {{ param_id: 1 value: "\\x02\\x00" }} }} }}'),
      "INVALID_ARGUMENT", "does not fit bit<9>"),
     ("no action", lambda ids: fwd(ids, "\\x01", " "), "INVALID_ARGUMENT", "has no action"),
-    ("action profile", lambda ids: fwd(ids, "\\x01", "action { action_profile_member_id: 3 }"),
-     "UNIMPLEMENTED", "action profiles"),
+    ("one-shot selector", lambda ids: fwd(ids, "\\x01", "action { action_profile_action_set { } }"),
+     "UNIMPLEMENTED", "one-shot"),
     ("idle timeout", lambda ids: fwd(ids, "\\x01")[:-4] + " idle_timeout_ns: 5 } }", "UNIMPLEMENTED",
      "idle timeout"),
     ("no entity", lambda ids: "type: INSERT", "INVALID_ARGUMENT", "no entity"),
     ("unspecified type", lambda ids: fwd(ids, "\\x01", "", "UNSPECIFIED"), "INVALID_ARGUMENT", "UNSPECIFIED"),
-    ("action profile entity", lambda ids: "type: INSERT entity { action_profile_member { action_profile_id: 1 } }",
-     "UNIMPLEMENTED", "action_profile_member"),
+    ("unknown action profile", lambda ids: "type: INSERT entity { action_profile_member { action_profile_id: 1 } }",
+     "INVALID_ARGUMENT", "no action profile with id 1"),
+    ("extern entry", lambda ids: "type: INSERT entity { extern_entry { extern_type_id: 1 } }",
+     "UNIMPLEMENTED", "extern_entry"),
 ]
 
 
@@ -186,3 +188,54 @@ def test_entry_metadata_round_trips(client, ids):
     client.write(up)
     e = client.read(f"table_entry {{ table_id: {ids.forward} }}")[0].table_entry
     assert (e.controller_metadata, e.metadata) == (42, b"note")
+
+
+def _member(ids, mid: int, port: str, kind: str = "INSERT") -> str:
+    return (f'type: {kind} entity {{ action_profile_member {{ action_profile_id: {ids.ecmp_implementation} '
+            f'member_id: {mid} action {{ action_id: {ids.set_port} params {{ param_id: 1 value: "{port}" }} }} }} }}')
+
+
+def _ecmp_entry(ids, dst: str, target: str, kind: str = "INSERT") -> str:
+    return (f'type: {kind} entity {{ table_entry {{ table_id: {ids.ecmp} '
+            f'match {{ field_id: 1 exact {{ value: "{dst}" }} }} action {{ {target} }} }} }}')
+
+
+def test_action_selector_members_groups_and_indirect_entries(client, ids, device, p4info, program_source):
+    from p4.v1 import p4runtime_pb2 as P4RT
+
+    client.write(_member(ids, 1, "\\x05"), _member(ids, 2, "\\x06"), _member(ids, 3, "\\x07"),
+                 f"""type: INSERT entity {{ action_profile_group {{ action_profile_id: {ids.ecmp_implementation}
+                     group_id: 10 members {{ member_id: 1 weight: 1 }} members {{ member_id: 2 weight: 1 }}
+                     max_size: 4 }} }}""",
+                 _ecmp_entry(ids, "\\x0a\\x01\\x02\\x03", "action_profile_group_id: 10"),
+                 _ecmp_entry(ids, "\\x0a\\x01\\x02\\x04", "action_profile_member_id: 3"))
+    ports = set()
+    for src in range(64):
+        frame = ETH + IPV4[:12] + bytes([10, 9, 0, src]) + IPV4[16:]
+        ports.add(device.inject(1, frame)[0][0])
+    assert ports == {5, 6}
+    dst4 = ETH + IPV4[:16] + bytes([10, 1, 2, 4])
+    assert [p for p, _ in device.inject(1, dst4)] == [7]
+    assert client.read(f"table_entry {{ table_id: {ids.ecmp} }}") == [msg(P.Entity, t) for t in (
+        (f'table_entry {{ table_id: {ids.ecmp} match {{ field_id: 1 exact {{ value: "\\x0a\\x01\\x02\\x03" }} }} '
+        f'action {{ action_profile_group_id: 10 }} }}'),
+        (f'table_entry {{ table_id: {ids.ecmp} match {{ field_id: 1 exact {{ value: "\\x0a\\x01\\x02\\x04" }} }} '
+        f'action {{ action_profile_member_id: 3 }} }}'))]
+    assert client.read("action_profile_group {}") == [msg(P.Entity, f"""action_profile_group {{
+        action_profile_id: {ids.ecmp_implementation} group_id: 10 members {{ member_id: 1 weight: 1 }}
+        members {{ member_id: 2 weight: 1 }} max_size: 4 }}""")]
+    assert [e.action_profile_member.member_id for e in client.read("action_profile_member {}")] == [1, 2, 3]
+    # members in use cannot go; a group can only name existing members; a direct action is refused
+    err = write_error(client, _member(ids, 1, "", "DELETE"),
+                      f"""type: MODIFY entity {{ action_profile_group {{ action_profile_id: {ids.ecmp_implementation}
+                          group_id: 10 members {{ member_id: 9 }} }} }}""",
+                      _ecmp_entry(ids, "\\x0a\\x01\\x02\\x05", f"action {{ action_id: {ids.drop} }}"),
+                      _ecmp_entry(ids, "\\x0a\\x01\\x02\\x05", "action_profile_member_id: 77"),
+                      fwd(ids, "\\x01", "action { action_profile_member_id: 1 }"))
+    assert update_codes(err) == ["FAILED_PRECONDITION", "NOT_FOUND", "INVALID_ARGUMENT", "NOT_FOUND",
+                                 "INVALID_ARGUMENT"]
+    # reconcile keeps profiles and indirect entries
+    client.set_pipeline(p4info, program_source, action=P4RT.SetForwardingPipelineConfigRequest.RECONCILE_AND_COMMIT)
+    assert [p for p, _ in device.inject(1, dst4)] == [7]
+    client.write(_ecmp_entry(ids, "\\x0a\\x01\\x02\\x04", "action_profile_member_id: 2", "MODIFY"))
+    assert [p for p, _ in device.inject(1, dst4)] == [6]

@@ -139,6 +139,15 @@ control MyIngress(inout headers_t hdr, inout metadata_t meta,
         actions = { drop; to_cpu; NoAction; }
         default_action = NoAction();
     }
+    table ecmp {
+        key = {
+            hdr.ipv4.dstAddr: exact;
+            hdr.ipv4.srcAddr: selector;
+        }
+        actions = { set_port; drop; }
+        implementation = action_selector(HashAlgorithm.crc16, 32w16, 32w14);
+        size = 16;
+    }
     table learning {
         key = { hdr.ethernet.srcAddr: exact; }
         actions = { learn; NoAction; }
@@ -158,6 +167,7 @@ control MyIngress(inout headers_t hdr, inout metadata_t meta,
         forward.apply();
         if (hdr.ipv4.isValid()) {
             routes.apply();
+            ecmp.apply();
         }
         acl.apply();
     }
