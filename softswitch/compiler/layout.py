@@ -103,7 +103,7 @@ class HeaderStack:
             e._valid = False
         self.next_index = 0
 
-    def _eq(self, other: "HeaderStack") -> bool:
+    def _eq(self, other: HeaderStack) -> bool:
         """Stacks are equal when every element is (validity and fields), as P4 defines it."""
         return self.size == other.size and all(a._eq(b) for a, b in zip(self.elems, other.elems))
 
