@@ -155,7 +155,7 @@ class _P4Switch(_switch_base()):  # type: ignore[misc]
             proc.kill()
             proc.wait(timeout=5)
 
-    def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803 - Mininet's name
+    def stop(self, deleteIntfs: bool = True) -> None:
         self._end()
         super().stop(deleteIntfs)
 

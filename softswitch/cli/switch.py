@@ -117,9 +117,9 @@ def _setup_logging(args: argparse.Namespace) -> None:
     if args.log_console:
         handlers.append(logging.StreamHandler(sys.stderr))
     if not handlers:
-        h = logging.StreamHandler(sys.stderr)
-        h.setLevel(logging.WARNING)
-        handlers.append(h)
+        warn_only: logging.Handler = logging.StreamHandler(sys.stderr)
+        warn_only.setLevel(logging.WARNING)
+        handlers.append(warn_only)
     for h in handlers:
         h.setFormatter(fmt)
         root.addHandler(h)

@@ -22,7 +22,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from softswitch.p4runtime.device import (
@@ -36,7 +36,7 @@ from softswitch.p4runtime.device import (
 )
 from softswitch.p4runtime.errors import DeviceError
 from softswitch.switchd.errors import OptionError
-from softswitch.switchd.ports import RX_BUFFER, Port
+from softswitch.switchd.ports import RX_BUFFER, Port, PortCounters
 from softswitch.switchd.tm import DEFAULT_DEPTH_PKTS, TrafficManager
 from softswitch.v1model.switch import EgressJob, IngressJob, QueueInfo
 
@@ -266,34 +266,24 @@ class SwitchDevice:
     # ------------------------------------------------------------ statistics
     def snapshot(self) -> dict[str, Any]:
         """Per-port and whole-switch statistics as plain data (JSON-ready)."""
+        queues = self.tm.queue_stats()
+        idle = {"queue_depth": 0, "queue_high_water": 0, "tail_drops": 0,
+                "queue_rate_bps": self.tm.default_rate_bps, "queue_size_pkts": self.tm.default_depth_pkts}
         ports = []
-        with self.tm._cv:  # consistent queue figures
-            qs = {n: (len(q.items), q.high_water, q.tail_drops, q.rate_bps, q.depth_pkts)
-                  for n, q in self.tm.queues.items()}
-        for n in sorted(set(self.ports) | set(qs)):
+        for n in sorted(set(self.ports) | set(queues)):
             p = self.ports.get(n)
-            depth, hw, drops, rate, size = qs.get(n, (0, 0, 0, self.tm.default_rate_bps,
-                                                      self.tm.default_depth_pkts))
-            c = p.counters if p is not None else None
-            ports.append({
-                "port": n, "ifname": p.ifname if p else ("cpu" if n == self.cpu_port else ""),
-                "rx_packets": c.rx_packets if c else 0, "rx_bytes": c.rx_bytes if c else 0,
-                "tx_packets": c.tx_packets if c else 0, "tx_bytes": c.tx_bytes if c else 0,
-                "rx_dropped": c.rx_dropped if c else 0, "tx_errors": c.tx_errors if c else 0,
-                "tail_drops": drops, "queue_depth": depth, "queue_high_water": hw,
-                "queue_rate_bps": rate, "queue_size_pkts": size,
-            })
+            pc = p.counters if p is not None else PortCounters()
+            ifname = p.ifname if p is not None else ("cpu" if n == self.cpu_port else "")
+            ports.append({"port": n, "ifname": ifname, **asdict(pc), **queues.get(n, idle)})
         pipe = self._pipeline
-        v1s = pipe.switch.v1.stats if pipe else None
-        c = self.counters
+        v1s = pipe.switch.v1.stats if pipe is not None else None
         return {
             "name": self.name, "device_id": self.device_id, "cpu_port": self.cpu_port,
             "uptime_s": round((time.monotonic_ns() - self._t0) / 1e9, 3),
             "pipeline": pipe is not None,
             "packets_in": v1s.packets_in if v1s else 0, "packets_out": v1s.packets_out if v1s else 0,
-            "pipeline_drops": v1s.drops if v1s else 0, "pipeline_errors": c.pipeline_errors,
-            "no_pipeline": c.no_pipeline, "no_such_port": c.no_such_port, "stale": c.stale,
-            "packet_ins": c.packet_ins, "tm_errors": self.tm.errors, "ports": ports,
+            "pipeline_drops": v1s.drops if v1s else 0, "tm_errors": self.tm.errors,
+            **asdict(self.counters), "ports": ports,
         }
 
 

@@ -96,7 +96,7 @@ def check_options(opts: SwitchOptions) -> None:
     names = list(opts.interfaces.values())
     dup = {n for n in names if names.count(n) > 1}
     if dup:
-        raise OptionError(f"interface {sorted(dup)[0]} given for two ports")
+        raise OptionError(f"interface {min(dup)} given for two ports")
     if opts.cpu_port in opts.interfaces:
         raise OptionError(f"--cpu-port {opts.cpu_port} is also interface "
                           f"{opts.interfaces[opts.cpu_port]}")

@@ -16,10 +16,10 @@ def format_stats(snap: dict[str, Any]) -> str:
     """A table of per-port counters under one summary line (< 80 columns)."""
     if not snap:
         return "(no statistics)"
-    lines = [f"{snap['name']} device {snap['device_id']}: in {snap['packets_in']} "
+    lines = [(f"{snap['name']} device {snap['device_id']}: in {snap['packets_in']} "
              f"out {snap['packets_out']} pipeline drops {snap['pipeline_drops']} "
              f"errors {snap['pipeline_errors']} no-pipeline {snap['no_pipeline']} "
-             f"packet-in {snap['packet_ins']}"]
+             f"packet-in {snap['packet_ins']}")]
     lines.append(" ".join(h.rjust(w) if i != 1 else h.ljust(w)
                           for i, (h, (_, w)) in enumerate(zip(_HEAD, _COLUMNS))))
     for p in snap["ports"]:

@@ -112,11 +112,17 @@ class TrafficManager:
                 return False
             q.items.append((item, length, now_ns, now_us, n))
             q.enqueued += 1
-            if n + 1 > q.high_water:
-                q.high_water = n + 1
+            q.high_water = max(q.high_water, n + 1)
             if n == 0:
                 self._cv.notify()
         return True
+
+    def queue_stats(self) -> dict[int, dict[str, float]]:
+        """Per port: depth now, high-water mark, tail drops, rate and size (one consistent view)."""
+        with self._cv:
+            return {n: {"queue_depth": len(q.items), "queue_high_water": q.high_water,
+                        "tail_drops": q.tail_drops, "queue_rate_bps": q.rate_bps,
+                        "queue_size_pkts": q.depth_pkts} for n, q in self.queues.items()}
 
     def claim_bypass(self, port: int) -> bool:
         """True when a packet for `port` may skip the queue: unpaced, empty, nothing in flight.
@@ -131,8 +137,7 @@ class TrafficManager:
             q.in_flight += 1
             q.enqueued += 1
             q.dequeued += 1
-            if q.high_water < 1:
-                q.high_water = 1
+            q.high_water = max(q.high_water, 1)
             return True
 
     def release(self, port: int) -> None:
@@ -185,7 +190,7 @@ class TrafficManager:
                              deq_timedelta_us=max(0, now_us - enq_us), enq_timestamp_us=enq_us)
             try:
                 self._depart(item, info)
-            except Exception:  # noqa: BLE001 - one bad packet must not stop the scheduler
+            except Exception:
                 self.errors += 1
                 LOG.exception("traffic manager: departure failed")
             finally:

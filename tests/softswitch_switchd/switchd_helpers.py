@@ -262,7 +262,7 @@ def collect(sock, seconds: float, want=lambda f: True) -> list[bytes]:
     while time.monotonic() < end:
         try:
             f, addr = sock.recvfrom(65535)
-        except (socket.timeout, BlockingIOError):
+        except (TimeoutError, BlockingIOError):
             continue
         if addr[2] != socket.PACKET_OUTGOING and want(f):
             out.append(f)

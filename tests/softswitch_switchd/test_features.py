@@ -90,7 +90,7 @@ def test_clone_multicast_and_packet_io(tmp_path) -> None:
             msg = cl.stream_in.get(timeout=5)
             assert msg.HasField("packet"), msg
             assert msg.packet.payload.endswith(b"to-controller")
-            assert [(m.metadata_id, m.value) for m in msg.packet.metadata][0] == (1, b"\x01")
+            assert next((m.metadata_id, m.value) for m in msg.packet.metadata) == (1, b"\x01")
             # packet-out: the controller's frame leaves on the port it names
             frame = udp_frame(c.h1, c.h2, 9999, b"from-controller")
             cl.packet_out(frame, egress_port=2)

@@ -47,9 +47,10 @@ def test_program_entries_pcap_and_clean_sigterm(tmp_path) -> None:
             frames_in = read_pcap(pcaps / f"{end.ifname}_in.pcap")
             frames_out = read_pcap(pcaps / f"{end.ifname}_out.pcap")
             assert (len(frames_in), len(frames_out)) == (p["rx_packets"], p["tx_packets"]) == (3, 3)
-        from softswitch.__main__ import main
         import contextlib
         import io
+
+        from softswitch.__main__ import main
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             assert main(["switch", "--print-stats", str(s.stats_file)]) == 0

@@ -19,7 +19,13 @@ from softswitch.switchd import (
     format_stats,
     read_pcap,
 )
-from softswitch.switchd.options import ALL_PORTS, check_options, parse_depth, parse_interface, parse_rate
+from softswitch.switchd.options import (
+    ALL_PORTS,
+    check_options,
+    parse_depth,
+    parse_interface,
+    parse_rate,
+)
 from softswitch.v1model.switch import QueueInfo
 
 
