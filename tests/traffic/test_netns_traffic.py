@@ -12,7 +12,7 @@ import pytest
 
 from formats import roce
 from formats.roce import Opcode
-from tests.traffic.conftest import run_ranks, star
+from tests.traffic.netns_util import run_ranks, star
 from traffic.control import send_control
 from traffic.endpoint import Endpoint, EndpointConfig
 from traffic.qp_types import QpConfig
