@@ -199,3 +199,38 @@ def test_loss_on_every_packet_kind_still_delivers(tmp_path) -> None:
     finally:
         a.close()
         b.close()
+
+
+def test_many_qps_in_one_process() -> None:
+    import os
+    import zlib
+
+    from traffic.endpoint import Endpoint, EndpointConfig
+    from traffic.qp_types import QpConfig
+
+    a = Endpoint(EndpointConfig(ip="127.0.79.1"))
+    b = Endpoint(EndpointConfig(ip="127.0.79.2"))
+    try:
+        pairs = []
+        for q in range(1, 65):
+            mode = ("gbn", "sr", "fec")[q % 3]
+            req = a.add_requester(QpConfig(qpn=q, peer_qpn=q, peer_ip="127.0.79.2", mode=mode,
+                                           rate_bps=20e6))
+            resp = b.add_responder(QpConfig(qpn=q, peer_qpn=q, peer_ip="127.0.79.1",
+                                            mode=mode))
+            data = os.urandom(3000 + q)
+            req.post_write(data, now=a.now())
+            pairs.append((req, resp, data))
+        for _ in range(100_000):
+            if all(r.idle for r, _, _ in pairs):
+                break
+            a.step(0.0005)
+            b.step(0.0005)
+        for req, resp, data in pairs:
+            assert req.idle and [m.crc32 for m in resp.messages] == [zlib.crc32(data)]
+        assert len({r.sport for r, _, _ in pairs}) == 64  # per-QP UDP entropy
+        stats = a.stats(compact=True)
+        assert len(stats["requesters"]) == 64
+    finally:
+        a.close()
+        b.close()
