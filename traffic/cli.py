@@ -127,6 +127,8 @@ def _common(p: argparse.ArgumentParser, *, with_hosts: bool = True) -> None:
                    help="payload bytes per packet")
     p.add_argument("--window", type=_positive_int(1, 8000), default=512,
                    help="packets in flight per QP")
+    p.add_argument("--dscp", type=_positive_int(0, 63), default=0,
+                   help="DSCP of data packets (ECN is always ECT(0))")
     p.add_argument("--rto-min", type=_duration, default=0.004,
                    help="lower bound of the retransmission timeout (default 4ms)")
     p.add_argument("--inflight", type=_positive_int(1, 10**6), default=4,
@@ -179,7 +181,7 @@ def _run_rank(args: argparse.Namespace) -> int:
                      count=args.count, sizes=sizes, seed=args.seed, prefill=args.prefill)
     k, m = args.fec
     qp = QpParams(mode=args.mode, mtu=args.mtu, rate_bps=args.rate, window_pkts=args.window,
-                  fec_k=k, fec_m=m, rto_min_s=args.rto_min)
+                  fec_k=k, fec_m=m, rto_min_s=args.rto_min, dscp=args.dscp)
     ep_cfg = EndpointConfig(ip=args.hosts[args.rank], delay_s=args.delay,
                             loss=parse_loss(args.loss, seed=args.seed * 7919 + args.rank),
                             loss_scope=args.loss_scope, control_path=args.control)
