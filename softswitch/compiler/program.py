@@ -576,8 +576,8 @@ class ProgramGen(ParserCompiler):
 
     def _const_entries(self, decl: A.TableDecl, table: TB.Table, fns: dict[str, str],
                        scope: dict[Any, str]) -> None:
-        n = len(decl.entries or [])
-        for i, ent in enumerate(decl.entries or []):
+        running = 0
+        for ent in decl.entries or []:
             key: list[Any] = []
             keysets = ent.keysets
             if len(keysets) == 1 and len(table.keys) > 1 and isinstance(keysets[0], A.DefaultKeyset):
@@ -592,8 +592,16 @@ class ProgramGen(ParserCompiler):
             args = [_int(v, ent) & ((1 << width_of(p.type_ref.type)) - 1) for v, p in zip(vals, data)]
             prio = 0
             if table.needs_priority:
-                prio = ent.priority_value if ent.priority_value is not None else n - i
+                # const entries follow p4c/BMv2: the *smallest* @priority wins and an entry
+                # without one takes the previous entry's priority + 1 (list order); the
+                # table's scale is P4Runtime's (largest wins), hence the subtraction
+                p4_prio = ent.priority_value if ent.priority_value is not None else running + 1
+                running = p4_prio
+                prio = CONST_PRIORITY_BASE - p4_prio
             table.insert(key, rt, args, prio, is_const=True)
+
+CONST_PRIORITY_BASE = 1 << 30
+
 
 def _int(v: Any, node: Any) -> int:
     if isinstance(v, bool) or not isinstance(v, int):

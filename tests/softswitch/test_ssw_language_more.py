@@ -225,3 +225,29 @@ def test_equality_of_headers_with_varbit_and_of_stacks():
     assert sw.process(0, bytes([1, 0xAA, 1, 0xAA, 2, 0xBB, 0xCC])) == [(1, bytes([3]))]
     # same first byte of data but a different length: not equal
     assert sw.process(0, bytes([1, 0xAA, 2, 0xAA, 0x00, 0])) == [(1, bytes([2]))]
+
+
+def test_const_entries_smallest_priority_wins_then_list_order():
+    sw = program(decls="""
+    header h_t { bit<8> k; bit<8> res; }
+    struct headers_t { h_t h; }
+    struct meta_t { }
+    """, parser="state start { pkt.extract(hdr.h); transition accept; }", ingress="""
+    action set(bit<8> v) { hdr.h.res = v; }
+    table t {
+        key = { hdr.h.k: ternary; }
+        actions = { set; }
+        const entries = {
+            0x01 &&& 0x0F : set(1) @priority(30);
+            0x11          : set(2);
+            0x11 &&& 0xF1 : set(3) @priority(10);
+            _             : set(4);
+        }
+    }
+    apply { sm.egress_spec = 1; t.apply(); }
+    """, deparser="pkt.emit(hdr.h);")
+    # 0x11 matches entries 1 (prio 30), 2 (prio 31: previous + 1), 3 (prio 10), 4: entry 3 wins
+    assert sw.process(0, bytes([0x11, 0])) == [(1, bytes([0x11, 3]))]
+    # 0x21 matches entries 1 and 4 (prio 32): entry 1 wins
+    assert sw.process(0, bytes([0x21, 0])) == [(1, bytes([0x21, 1]))]
+    assert sw.process(0, bytes([0x22, 0])) == [(1, bytes([0x22, 4]))]
