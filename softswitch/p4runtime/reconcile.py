@@ -16,8 +16,8 @@ from softswitch.p4runtime.errors import DeviceError
 
 
 def carry_state(old: Switch, new: Switch) -> None:
-    """Copy action profiles, entries, defaults, counters, meters, registers and PRE state of
-    `old` into `new`.
+    """Copy action profiles, entries, defaults, counters, meters, registers, value sets and
+    PRE state of `old` into `new`.
 
     Objects only `old` has are dropped (the program no longer has them); objects with
     a different shape (size, width) raise `DeviceError` naming them.
@@ -70,6 +70,11 @@ def carry_state(old: Switch, new: Switch) -> None:
                     raise DeviceError(f"reconcile: register {name} changed width "
                                       f"{r_old.width} -> {r_new.width}")
                 r_new.cells = list(r_old.cells)
+        for name, v_old in op.value_sets.items():
+            v_new = np_.value_sets.get(name)
+            if v_new is not None and v_new.width == v_old.width:
+                for value, mask in v_old.members:
+                    v_new.add(value, mask)
     except RuntimeApiError as exc:
         raise DeviceError(f"reconcile: cannot keep state: {exc}") from exc
     pre_old, pre_new = old.runtime.pre, new.runtime.pre

@@ -127,6 +127,11 @@ class Schema:
             self.digests[info_d.id] = info_d
             self.digest_by_name[info_d.name] = info_d
         self.value_sets = {v.preamble.id: v.preamble.name for v in p4info.value_sets}
+        self.value_set_fields = {
+            v.preamble.id: tuple(MatchFieldInfo(id=f.id, name=f.name or f"field{f.id}", bitwidth=f.bitwidth,
+                                                kind=MATCH_KIND.get(f.match_type, f.other_match_type or "exact"))
+                                 for f in v.match)
+            for v in p4info.value_sets}
         self.action_profiles = {a.preamble.id: a.preamble.name for a in p4info.action_profiles}
 
     # ------------------------------------------------------------- lookups
@@ -147,6 +152,9 @@ class Schema:
 
     def action_profile(self, profile_id: int, where: str = "action profile entry") -> str:
         return _get(self.action_profiles, profile_id, "action profile", where)
+
+    def value_set(self, value_set_id: int) -> str:
+        return _get(self.value_sets, value_set_id, "value_set", "value_set_entry")
 
     def digest(self, digest_id: int) -> DigestInfo:
         return _get(self.digests, digest_id, "digest", "digest_entry")

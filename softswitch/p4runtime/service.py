@@ -21,7 +21,13 @@ from google.rpc import code_pb2
 from p4.v1 import p4runtime_pb2 as P
 
 from softswitch.p4runtime import config as cfg
-from softswitch.p4runtime import pre_entries, profile_entries, stateful_entries, table_entries
+from softswitch.p4runtime import (
+    pre_entries,
+    profile_entries,
+    stateful_entries,
+    table_entries,
+    value_set_entries,
+)
 from softswitch.p4runtime.arbitration import Arbitrator, StreamClient
 from softswitch.p4runtime.codec import decode_bits, encode_bits
 from softswitch.p4runtime.device import Device, PacketIn, Pipeline
@@ -215,6 +221,8 @@ class P4RuntimeService:
             pre_entries.write_pre(st, t, ent.packet_replication_engine_entry)
         elif kind == "digest_entry":
             self._write_digest(st, t, ent.digest_entry)
+        elif kind == "value_set_entry":
+            value_set_entries.write_value_set(st, t, ent.value_set_entry)
         elif kind == "action_profile_member":
             profile_entries.write_member(st, t, ent.action_profile_member)
         elif kind == "action_profile_group":
@@ -284,6 +292,9 @@ class P4RuntimeService:
         elif kind == "packet_replication_engine_entry":
             for p in pre_entries.read_pre(st, ent.packet_replication_engine_entry):
                 yield P.Entity(packet_replication_engine_entry=p)
+        elif kind == "value_set_entry":
+            for vse in value_set_entries.read_value_sets(st, ent.value_set_entry):
+                yield P.Entity(value_set_entry=vse)
         elif kind == "action_profile_member":
             for apm in profile_entries.read_members(st, ent.action_profile_member):
                 yield P.Entity(action_profile_member=apm)

@@ -168,5 +168,31 @@ def test_read_errors(client, ids):
         client.read(f"counter_entry {{ counter_id: {ids.port_counter} index {{ index: 99 }} }}")
     assert ei.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     with pytest.raises(grpc.RpcError) as ei:
-        client.read("value_set_entry {}")
+        client.read("extern_entry {}")
     assert ei.value.code() == grpc.StatusCode.UNIMPLEMENTED
+
+
+def test_value_set(client, ids, device, p4info, program_source):
+    vs_id = p4info.value_sets[0].preamble.id
+    frame = ETH[:12] + b"\x88\xb5" + IPV4
+    client.write(f"""type: INSERT entity {{ table_entry {{ table_id: {ids.routes}
+        match {{ field_id: 1 lpm {{ value: "\\x0a\\x01\\x00\\x00" prefix_len: 16 }} }}
+        action {{ action {{ action_id: {ids.route} params {{ param_id: 1 value: "\\x03" }} }} }} }} }}""")
+    assert [p for p, _ in device.inject(1, frame)] == [0]  # 0x88b5 is not parsed as IPv4: no route
+    members = 'members { match { field_id: 1 exact { value: "\\x88\\xb5" } } } ' \
+              'members { match { field_id: 1 exact { value: "\\x86\\xdd" } } }'
+    client.write(f"type: MODIFY entity {{ value_set_entry {{ value_set_id: {vs_id} {members} }} }}")
+    assert [p for p, _ in device.inject(1, frame)] == [3]
+    assert client.read("value_set_entry {}") == [
+        msg(P.Entity, f"value_set_entry {{ value_set_id: {vs_id} {members} }}")]
+    too_many = " ".join(f'members {{ match {{ field_id: 1 exact {{ value: "\\x{i:02x}" }} }} }}' for i in range(5))
+    err = write_error(client, f"type: MODIFY entity {{ value_set_entry {{ value_set_id: {vs_id} {too_many} }} }}",
+                      f"type: INSERT entity {{ value_set_entry {{ value_set_id: {vs_id} }} }}",
+                      f"""type: MODIFY entity {{ value_set_entry {{ value_set_id: {vs_id}
+                          members {{ match {{ field_id: 1 exact {{ value: "\\x01\\x00\\x00" }} }} }} }} }}""")
+    assert update_codes(err) == ["RESOURCE_EXHAUSTED", "INVALID_ARGUMENT", "INVALID_ARGUMENT"]
+    assert len(client.read("value_set_entry {}")[0].value_set_entry.members) == 2
+    client.set_pipeline(p4info, program_source, action=P.SetForwardingPipelineConfigRequest.RECONCILE_AND_COMMIT)
+    assert [p for p, _ in device.inject(1, frame)] == [3]
+    client.write(f"type: MODIFY entity {{ value_set_entry {{ value_set_id: {vs_id} }} }}")
+    assert [p for p, _ in device.inject(1, frame)] == [0]

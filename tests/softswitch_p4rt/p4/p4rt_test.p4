@@ -56,6 +56,7 @@ struct metadata_t {
 
 parser MyParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
                 inout standard_metadata_t standard_metadata) {
+    value_set<bit<16>>(4) ipv4_types;
     state start {
         transition select(standard_metadata.ingress_port) {
             CPU_PORT: parse_packet_out;
@@ -70,6 +71,7 @@ parser MyParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
         packet.extract(hdr.ethernet);
         transition select(hdr.ethernet.etherType) {
             0x0800: parse_ipv4;
+            ipv4_types: parse_ipv4;
             default: accept;
         }
     }
