@@ -468,5 +468,8 @@ class Requester:
             "mode": self.cfg.mode.value, "rate_bps": self.cfg.rate_bps,
             "fec_k": self.cfg.fec_k, "fec_m": self.cfg.fec_m,
             "srtt_s": self._srtt, "rto_s": self._rto, "outstanding": self.outstanding,
+            # the latest changes (time since endpoint start, value): feedback history
+            "rate_changes": [list(x) for x in self.rate_log[-100:]],
+            "fec_changes": [list(x) for x in self.fec_log[-100:]],
             **c.as_dict(),
         }

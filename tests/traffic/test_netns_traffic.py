@@ -240,3 +240,38 @@ def test_rate_and_fec_feedback_through_the_control_socket(pair, tmp_path: Path) 
     finally:
         a.close()
         b.close()
+
+
+@pytest.mark.slow
+def test_cli_rate_feedback_speeds_up_a_running_sender(pair, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    h1, h2 = pair
+    ctl = tmp_path / "h1.sock"
+    hosts = f"{h1.ip},{h2.ip}"
+    start_at = time.time() + 1.5
+    common = ["--hosts", hosts, "-s", "64K", "-c", "60", "--inflight", "60", "--rate", "10M",
+              "--delay", "5ms", "--start-at", f"{start_at:.3f}", "--timeout", "30"]
+    rx = h2.popen([sys.executable, "-m", "traffic", "p2p", *common, "--rank", "1", "-o",
+                   str(tmp_path / "r1.json")], stdout=subprocess.DEVNULL,
+                  stderr=subprocess.DEVNULL)
+    tx = h1.popen([sys.executable, "-m", "traffic", "p2p", *common, "--rank", "0", "-o",
+                   str(tmp_path / "r0.json"), "--control", str(ctl)],
+                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while time.time() < start_at + 0.5:
+        time.sleep(0.05)
+    qpn = (0 << 16) | (1 << 8) | 0
+    send_control(str(ctl), {"qp": qpn, "rate_bps": 100e6})
+    assert tx.wait(timeout=60) == 0 and rx.wait(timeout=60) == 0
+    s = json.loads((tmp_path / "r0.json").read_text())
+    q = s["endpoint"]["requesters"][str(qpn)]
+    assert q["rate_changes"][-1][1] == 100e6 and q["rate_bps"] == 100e6
+    t_change = q["rate_changes"][-1][0]
+    series = s["endpoint"]["series"][str(qpn)]  # t, rate_bps, tx_bytes, ...
+    before = [r for r in series if s["start_s"] + 0.05 <= r[0] <= t_change]
+    after = [r for r in series if r[0] > t_change + 0.05]
+    assert before and len(after) >= 2 and before[-1][1] == 10e6 and after[-1][1] == 100e6
+    rate_before = (before[-1][2] - before[0][2]) / max(1e-9, before[-1][0] - before[0][0])
+    rate_after = (after[-1][2] - after[0][2]) / max(1e-9, after[-1][0] - after[0][0])
+    assert rate_after > 3 * rate_before
