@@ -222,11 +222,13 @@ class SwitchDevice:
                     port = by_fd.get(fd)
                     if port is None:
                         continue
-                    for _ in range(RX_BATCH):
+                    taken = 0
+                    while taken < RX_BATCH or port.pending:   # segments never wait for epoll
                         data = port.receive(buf, view)
                         if data is None:
                             break
                         self._receive(port.number, data)
+                        taken += 1
         finally:
             ep.close()
 

@@ -18,10 +18,12 @@ import logging
 import os
 import socket
 import struct
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from softswitch.switchd.errors import PortError
+from softswitch.switchd.gso import segment_tcp
 from softswitch.switchd.pcap import PcapWriter
 
 LOG = logging.getLogger("softswitch.switchd")
@@ -98,6 +100,7 @@ class PortCounters:
     tx_packets: int = 0
     tx_bytes: int = 0
     rx_dropped: int = 0      # oversize or segmentation-offload frames we cannot take
+    rx_gso_frames: int = 0   # large TCP frames cut into segments here (each segment counts in rx)
     tx_errors: int = 0       # the kernel refused the frame (too big for the MTU, link down)
 
 
@@ -110,6 +113,7 @@ class Port:
     rx: socket.socket
     tx: socket.socket
     counters: PortCounters = field(default_factory=PortCounters)
+    pending: deque[bytes] = field(default_factory=deque)   # segments of a cut GSO frame
     pcap_in: PcapWriter | None = None
     pcap_out: PcapWriter | None = None
     _warned_gso: bool = False
@@ -153,9 +157,13 @@ class Port:
     def receive(self, buf: bytearray, view: memoryview) -> bytes | None:
         """One frame from the interface, or None when none is waiting (non-blocking).
 
-        Frames we cannot take (segmentation-offload aggregates, oversize) are counted
-        in rx_dropped and skipped; the caller loops until None.
+        A TCP frame the sender left to segmentation offload is cut into segments here
+        (`gso.segment_tcp`), handed out one per call. Frames we cannot take (other
+        offload aggregates, oversize) are counted in rx_dropped and skipped; the
+        caller loops until None.
         """
+        if self.pending:
+            return self._count_in(self.pending.popleft())
         while True:
             try:
                 n = self.rx.recv_into(buf, RX_BUFFER)
@@ -169,7 +177,13 @@ class Port:
             if n < hl + 14:
                 self.counters.rx_dropped += 1
                 continue
-            flags, gso_type, _, _, cstart, coff = VNET_HDR.unpack_from(buf)
+            flags, gso_type, _, gso_size, cstart, coff = VNET_HDR.unpack_from(buf)
+            if gso_type:
+                segs = segment_tcp(view[hl:n], gso_type, gso_size)
+                if segs:
+                    self.counters.rx_gso_frames += 1
+                    self.pending.extend(segs[1:])
+                    return self._count_in(segs[0])
             if gso_type or n - hl > MAX_FRAME:
                 self.counters.rx_dropped += 1
                 if not self._warned_gso:
@@ -184,12 +198,15 @@ class Port:
                 data = bytes(frame)
             else:
                 data = bytes(view[hl:n])
-            c = self.counters
-            c.rx_packets += 1
-            c.rx_bytes += len(data)
-            if self.pcap_in is not None:
-                self.pcap_in.write(data)
-            return data
+            return self._count_in(data)
+
+    def _count_in(self, data: bytes) -> bytes:
+        c = self.counters
+        c.rx_packets += 1
+        c.rx_bytes += len(data)
+        if self.pcap_in is not None:
+            self.pcap_in.write(data)
+        return data
 
     def transmit(self, frame: bytes) -> bool:
         """Send one frame; False (and tx_errors + 1) when the kernel refuses it."""

@@ -48,3 +48,54 @@ def test_ping_and_udp_through_switches(tmp_path, n: int) -> None:
             st = s.stats()
             assert st["pipeline_errors"] == 0
             assert st["packets_in"] >= 46 and st["pipeline_drops"] == 0, st
+
+
+def test_tcp_with_segmentation_offload_on(tmp_path) -> None:
+    """veths keep TSO on: the switch cuts the senders' large TCP frames into segments."""
+    import hashlib
+    import socket
+    import threading
+
+    data = bytes(range(256)) * 4096 * 2          # 2 MiB
+    with chain(tmp_path, 1) as c:
+        s = c.switches[0]
+        s.start()
+        cl = P4RtClient(s.grpc_addr, 1)
+        try:
+            cl.set_pipeline(IPV4_FORWARD)
+            ipv4_routes(cl, c.h1.mac, c.h2.mac)
+        finally:
+            cl.close()
+        with c.h2.enter():
+            srv = socket.socket()
+        srv.bind((c.h2.ip, 45000))
+        srv.listen(1)
+        srv.settimeout(30)
+        got = hashlib.sha256()
+        n = [0]
+
+        def receive() -> None:
+            conn, _ = srv.accept()
+            conn.settimeout(30)
+            with conn:
+                while chunk := conn.recv(1 << 16):
+                    got.update(chunk)
+                    n[0] += len(chunk)
+
+        t = threading.Thread(target=receive)
+        t.start()
+        with c.h1.enter():
+            cli = socket.socket()
+        cli.settimeout(30)
+        cli.connect((c.h2.ip, 45000))
+        cli.sendall(data)
+        cli.close()
+        t.join(60)
+        srv.close()
+        assert n[0] == len(data) and got.digest() == hashlib.sha256(data).digest()
+        s.proc.terminate()
+        assert s.proc.wait(10) == 0
+        st = s.stats()
+        assert all(p["rx_dropped"] == 0 for p in st["ports"]), st
+        assert st["ports"][0]["rx_gso_frames"] > 0                     # TSO frames arrived ...
+        assert st["ports"][0]["rx_packets"] >= len(data) // 1448     # ... and left as segments

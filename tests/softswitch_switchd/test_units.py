@@ -198,3 +198,42 @@ def test_switch_device_in_process_packet_out_and_packet_in() -> None:
         assert [p["port"] for p in snap["ports"]] == [7, 510]
     finally:
         dev.stop()
+
+
+@pytest.mark.parametrize("v6", [False, True], ids=["tcpv4", "tcpv6"])
+def test_segment_tcp_cuts_like_a_nic(v6: bool) -> None:
+    from scapy.layers.inet import TCP
+    from scapy.layers.inet6 import IPv6
+
+    from softswitch.switchd.gso import GSO_TCPV4, GSO_TCPV6, segment_tcp
+    data = bytes(range(256)) * 20                         # 5120 bytes
+    l3 = IPv6(src="fd00::1", dst="fd00::2") if v6 else IP(src="10.0.0.1", dst="10.0.0.2", id=7)
+    big = Ether() / l3 / TCP(sport=1, dport=2, seq=1000, flags="PAF") / data
+    raw = bytearray(bytes(big))
+    segs = segment_tcp(raw, GSO_TCPV6 if v6 else GSO_TCPV4, 1448)
+    assert segs is not None and len(segs) == 4
+    got = b""
+    for i, seg in enumerate(segs):
+        p = Ether(seg)
+        again = Ether(seg)
+        del again[TCP].chksum
+        if not v6:
+            del again[IP].chksum
+            assert again[IP].chksum is None
+            assert Ether(bytes(again))[IP].chksum == p[IP].chksum
+            assert p[IP].id == 7 + i and p[IP].len == len(seg) - 14
+        else:
+            assert p[IPv6].plen == len(seg) - 54
+        assert Ether(bytes(again))[TCP].chksum == p[TCP].chksum
+        assert p[TCP].seq == 1000 + 1448 * i
+        assert str(p[TCP].flags) == ("A" if i < 3 else "FPA")
+        got += bytes(p[TCP].payload)
+    assert got == data
+
+
+def test_segment_tcp_refuses_what_it_cannot_cut() -> None:
+    from softswitch.switchd.gso import GSO_TCPV4, segment_tcp
+    udp = bytes(Ether() / IP() / UDP() / (b"x" * 3000))
+    assert segment_tcp(udp, GSO_TCPV4, 1000) is None
+    assert segment_tcp(udp[:20], GSO_TCPV4, 1000) is None
+    assert segment_tcp(udp, 5, 1000) is None
