@@ -44,8 +44,9 @@ def test_table_action_run_switch_hit_miss_and_const_entries():
     assert run1(sw, bytes([1, 0, 0])) == (1, bytes([1, 0x55, 0xBB]))
     assert run1(sw, bytes([0x12, 0, 0])) == (1, bytes([0x12, 1, 0xC1]))
     assert run1(sw, bytes([0x22, 0, 0])) == (1, bytes([0x22, 1, 0xC2]))
+    first = sw.runtime.table_entries("Ing.k")[0]
     with pytest.raises(Exception, match="const"):
-        sw.runtime.table_delete("Ing.k", [Ternary(0x10, 0xF0)], priority=2)
+        sw.runtime.table_delete("Ing.k", [Ternary(0x10, 0xF0)], priority=first.priority)
 
 
 def test_functions_exit_and_sub_control_with_inout_scalars():

@@ -246,8 +246,10 @@ def test_const_entries_smallest_priority_wins_then_list_order():
     }
     apply { sm.egress_spec = 1; t.apply(); }
     """, deparser="pkt.emit(hdr.h);")
-    # 0x11 matches entries 1 (prio 30), 2 (prio 31: previous + 1), 3 (prio 10), 4: entry 3 wins
+    # priorities: entry 1: 30, entry 2: 31 (previous + 1), entry 3: 10, entry 4: 11
+    # 0x11 matches all four: entry 3 (10) wins
     assert sw.process(0, bytes([0x11, 0])) == [(1, bytes([0x11, 3]))]
-    # 0x21 matches entries 1 and 4 (prio 32): entry 1 wins
-    assert sw.process(0, bytes([0x21, 0])) == [(1, bytes([0x21, 1]))]
-    assert sw.process(0, bytes([0x22, 0])) == [(1, bytes([0x22, 4]))]
+    # 0x21 matches entries 1 (30) and 4 (11): entry 4 wins
+    assert sw.process(0, bytes([0x21, 0])) == [(1, bytes([0x21, 4]))]
+    # 0x01 matches entries 1 (30), 3? no (0x01 & 0xF1 = 0x01), 4 (11): entry 4
+    assert sw.process(0, bytes([0x01, 0])) == [(1, bytes([0x01, 4]))]
