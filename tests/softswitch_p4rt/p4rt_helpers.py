@@ -39,6 +39,9 @@ class Ids:
             for o in getattr(self.info, kind):
                 if o.preamble.alias == name or o.preamble.name == name:
                     return o.preamble.id
+        for v in self.info.value_sets:
+            if v.preamble.alias == name or v.preamble.name == name:
+                return v.preamble.id
         raise AttributeError(name)
 
 

@@ -41,6 +41,8 @@ def templates(ids) -> list[P.Update]:  # type: ignore[no-untyped-def]
             group_id: 10 members {{ member_id: 1 weight: 1 }} max_size: 4 }} }}""",
         f"""type: INSERT entity {{ table_entry {{ table_id: {ids.ecmp}
             match {{ field_id: 1 exact {{ value: "\\x0a\\x01\\x02\\x03" }} }} action {{ action_profile_group_id: 10 }} }} }}""",
+        f"""type: MODIFY entity {{ value_set_entry {{ value_set_id: {ids.ipv4_types}
+            members {{ match {{ field_id: 1 exact {{ value: "\\x88\\xb5" }} }} }} }} }}""",
         f"""type: INSERT entity {{ digest_entry {{ digest_id: {ids.learn_t}
             config {{ max_timeout_ns: 0 max_list_size: 1 ack_timeout_ns: 1000 }} }} }}""",
     ]
@@ -52,7 +54,7 @@ def snapshot(client) -> list[P.Entity]:  # type: ignore[no-untyped-def]
                        "direct_meter_entry { table_entry {} }",
                        "packet_replication_engine_entry { multicast_group_entry {} }",
                        "packet_replication_engine_entry { clone_session_entry {} }", "digest_entry {}",
-                       "action_profile_member {}", "action_profile_group {}",
+                       "action_profile_member {}", "action_profile_group {}", "value_set_entry {}",
                        *(f"table_entry {{ table_id: {t} is_default_action: true }}" for t in (
                            client.table_ids)))
 
@@ -175,3 +177,37 @@ def test_mutated_reads_fail_cleanly(client, ids):
         except grpc.RpcError as exc:
             assert exc.code() not in bad_codes, (q, exc.details())
     assert client.stub.Capabilities(P.CapabilitiesRequest()).p4runtime_api_version == "1.4.1"
+
+
+def test_writes_and_reads_while_packets_flow(client, ids, device):
+    """The device lock serialises the data path with the control plane: no torn state."""
+    import threading
+
+    stop = threading.Event()
+    failures: list[BaseException] = []
+    sent = [0]
+
+    def traffic() -> None:
+        frame = bytes.fromhex("0000000000aa" "000000000001" "0800") + bytes(20)
+        try:
+            while not stop.is_set():
+                device.inject(1, frame)
+                sent[0] += 1
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            failures.append(exc)
+
+    t = threading.Thread(target=traffic)
+    t.start()
+    try:
+        for i in range(60):
+            kind = "INSERT" if i % 2 == 0 else "DELETE"
+            client.write(f"""type: {kind} entity {{ table_entry {{ table_id: {ids.forward}
+                match {{ field_id: 1 exact {{ value: "\\xaa" }} }}
+                action {{ action {{ action_id: {ids.set_port} params {{ param_id: 1 value: "\\x02" }} }} }} }} }}""")
+            client.read(f"counter_entry {{ counter_id: {ids.port_counter} index {{ index: 1 }} }}")
+    finally:
+        stop.set()
+        t.join(timeout=10)
+    assert not failures and sent[0] > 0
+    count = client.read(f"counter_entry {{ counter_id: {ids.port_counter} index {{ index: 1 }} }}")[0]
+    assert count.counter_entry.data.packet_count == sent[0]
