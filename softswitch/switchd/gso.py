@@ -31,7 +31,7 @@ def fold_checksum(total: int) -> int:
     return 0xFFFF - s if s else 0xFFFF
 
 
-def l3_offset(frame: bytes | bytearray) -> tuple[int, int]:
+def l3_offset(frame: bytes | bytearray | memoryview) -> tuple[int, int]:
     """(offset of the network header, EtherType), skipping up to two VLAN tags."""
     off = 12
     etype = int.from_bytes(frame[off:off + 2], "big")
@@ -44,7 +44,7 @@ def l3_offset(frame: bytes | bytearray) -> tuple[int, int]:
     return off, etype
 
 
-def segment_tcp(frame: bytes | bytearray, gso_type: int, mss: int) -> list[bytes] | None:
+def segment_tcp(frame: bytes | bytearray | memoryview, gso_type: int, mss: int) -> list[bytes] | None:
     """Cut a TCP GSO frame into segments of at most `mss` payload bytes; None if it is not
     a plain TCP over IPv4/IPv6 frame we can cut (the caller then drops it, counted)."""
     kind = gso_type & ~GSO_ECN

@@ -81,6 +81,17 @@ def test_clone_multicast_and_packet_io(tmp_path) -> None:
             assert len(collect(h2_raw, 0.5, ours(b"clone-me"))) == 1
             assert len(collect(m3_raw, 0.2, ours(b"clone-me"))) == 1
             assert collect(m4_raw, 0.2, ours(b"clone-me")) == []
+            # the session moved to port 4 with packet_length_bytes: the first 40 bytes only
+            cl.write(P.Update(type=P.Update.MODIFY, entity=P.Entity(
+                packet_replication_engine_entry=P.PacketReplicationEngineEntry(
+                    clone_session_entry=P.CloneSessionEntry(
+                        session_id=100, replicas=[P.Replica(egress_port=4, instance=0)],
+                        packet_length_bytes=40)))))
+            tx.sendto(b"clone-me-short", (c.h2.ip, 7000))
+            full = collect(h2_raw, 0.5, ours(b"clone-me-short"))
+            assert len(full) == 1
+            short = collect(m4_raw, 0.5, lambda f: f[:34] == full[0][:34])
+            assert short == [full[0][:40]]
             # multicast: one copy on each of ports 2, 3, 4
             tx.sendto(b"flood-me", (c.h2.ip, 6000))
             for sock in (h2_raw, m3_raw, m4_raw):
