@@ -4,7 +4,8 @@
  *                 deq_timedelta, enq_timestamp at egress;
  *   UDP dst 6000: multicast group 1;
  *   UDP dst 7000: I2E clone to session 100 (and forwarded as usual);
- *   UDP dst 8000: sent to the CPU port with the ingress port in packet_in. */
+ *   UDP dst 8000: sent to the CPU port with the ingress port in packet_in;
+ *   UDP dst 9000: a learn_t digest (source MAC, ingress port), forwarded as usual. */
 #include <core.p4>
 #include <v1model.p4>
 
@@ -48,6 +49,11 @@ struct headers_t {
     ipv4_t       ipv4;
     udp_t        udp;
     probe_t      probe;
+}
+
+struct learn_t {
+    bit<48> srcAddr;
+    bit<9>  port;
 }
 
 struct metadata_t { }
@@ -100,6 +106,8 @@ control MyIngress(inout headers_t hdr, inout metadata_t meta, inout standard_met
                 clone(CloneType.I2E, 100);
             } else if (hdr.udp.dstPort == 8000) {
                 sm.egress_spec = CPU_PORT;
+            } else if (hdr.udp.dstPort == 9000) {
+                digest<learn_t>(1, { hdr.ethernet.srcAddr, sm.ingress_port });
             }
         }
     }

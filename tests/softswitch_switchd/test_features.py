@@ -102,6 +102,17 @@ def test_clone_multicast_and_packet_io(tmp_path) -> None:
             assert msg.HasField("packet"), msg
             assert msg.packet.payload.endswith(b"to-controller")
             assert next((m.metadata_id, m.value) for m in msg.packet.metadata) == (1, b"\x01")
+            # digest: configured, then one learn_t list per datagram to UDP 9000
+            dg = next(d for d in cl.p4info.digests if d.preamble.name == "learn_t")
+            cl.write(P.Update(type=P.Update.INSERT, entity=P.Entity(digest_entry=P.DigestEntry(
+                digest_id=dg.preamble.id, config=P.DigestEntry.Config(max_list_size=1)))))
+            tx.sendto(b"learn-me", (c.h2.ip, 9000))
+            msg = cl.stream_in.get(timeout=5)
+            assert msg.HasField("digest"), msg
+            assert msg.digest.digest_id == dg.preamble.id and len(msg.digest.data) == 1
+            members = msg.digest.data[0].struct.members
+            assert members[0].bitstring == bytes.fromhex(c.h1.mac.replace(":", "")).lstrip(b"\0")
+            assert members[1].bitstring == b"\x01"
             # packet-out: the controller's frame leaves on the port it names
             frame = udp_frame(c.h1, c.h2, 9999, b"from-controller")
             cl.packet_out(frame, egress_port=2)
