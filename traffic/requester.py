@@ -66,7 +66,6 @@ class _Pkt:
 class _Block:
     base_seq: int
     seqs: list[int]
-    symbols: list[bytes]
     repair_tx: int = -1  # transmission counter of the last repair packet
 
 
@@ -291,7 +290,7 @@ class Requester:
         base = members[0][0].seq
         if any(p.seq != base + i for i, (p, _) in enumerate(members)):
             raise ConfigError(f"QP {self.qpn}: FEC block members are not consecutive")
-        blk = _Block(base_seq=base, seqs=[p.seq for p, _ in members], symbols=syms)
+        blk = _Block(base_seq=base, seqs=[p.seq for p, _ in members])
         self._blocks[bid] = blk
         for p, _ in members:
             p.block = bid
