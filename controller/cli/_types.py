@@ -32,3 +32,12 @@ def election_id(text: str) -> int:
     if not 1 <= v < 1 << 128:
         raise argparse.ArgumentTypeError(f"election id {v} is outside 1..2^128-1")
     return v
+
+
+def agent(text: str) -> tuple[str, tuple[str, int]]:
+    """HOST=ADDR:PORT -> (host, (addr, port))."""
+    host, sep, rest = text.partition("=")
+    addr, sep2, port_s = rest.rpartition(":")
+    if not sep or not sep2 or not host or not addr:
+        raise argparse.ArgumentTypeError(f"--agent {text!r}: expected HOST=ADDR:PORT, e.g. h1=10.0.1.1:32768")
+    return host, (addr, port(port_s))

@@ -49,6 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--report-port", type=_types.port, default=32766, help="Telemetry Report UDP port")
     p.add_argument("--agent-port", type=_types.port, default=32767, help="host agent batch UDP port")
     p.add_argument("--feedback-port", type=_types.port, default=32768, help="agents' feedback UDP port")
+    p.add_argument("--agent", action="append", type=_types.agent, default=[], metavar="HOST=ADDR:PORT",
+                   help="where HOST's agent takes feedback (default: HOST's address, --feedback-port)")
     p.add_argument("--sink-mode", choices=[m.value for m in SinkMode], default="host",
                    help="host ports: leave INT for the host sink (host) or send reports (report)")
     p.add_argument("--collector-host", metavar="HOST", help="topology host receiving Telemetry Reports")
@@ -87,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
               bmv2_json=args.bmv2_json, listen=args.listen, report_port=args.report_port,
               agent_port=args.agent_port, feedback_port=args.feedback_port,
               sink_mode=SinkMode(args.sink_mode), collector_host=args.collector_host,
-              election_id=args.election_id, connect_timeout_s=args.connect_timeout,
+              agents=dict(args.agent), election_id=args.election_id, connect_timeout_s=args.connect_timeout,
               status_interval_s=args.interval)
     if args.program:
         kw["program"] = args.program

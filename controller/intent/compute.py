@@ -4,8 +4,9 @@ Why pure: the result is data (`DesiredState` per switch) that the P4Runtime laye
 reconciles; it can be printed, diffed and tested without a switch.
 
 ECMP: `ipv4_lpm` takes one next hop per prefix (the program has no action selector),
-so routes are computed per host (/32) and an ECMP group's members are spread over
-destinations with the topology's stable `pick_next_hop`.
+so routes are computed per host (/32) and the destinations sharing an ECMP group take
+its members in turn (round robin in address order: stable, and balanced even for two
+destinations, which a hash is not).
 """
 from __future__ import annotations
 
@@ -77,8 +78,11 @@ def compute_intent(topo: Topology, options: IntentOptions | None = None) -> dict
         e = st.entries.append
         e(TableEntry.make(T_SWITCH, action="SwitchEgress.set_switch_config",
                           params={"node_id": sw.int_node_id}, is_default=True))
+        turn: dict[tuple[object, ...], int] = {}
         for r in host_routes[sw.name]:
-            nh = pick_next_hop(r)
+            k = turn.get(r.next_hops, 0)
+            turn[r.next_hops] = k + 1
+            nh = r.next_hops[k % len(r.next_hops)]
             e(TableEntry.make(T_LPM, {"dst_addr": r.prefix}, "SwitchIngress.ipv4_forward",
                               {"port": nh.port, "src_mac": nh.src_mac, "dst_mac": nh.dst_mac}))
         for ip, mac in arp[sw.name]:

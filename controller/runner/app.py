@@ -97,6 +97,10 @@ class Controller:
                                           bmv2_json=c.bmv2_json)
         except P4rtError as exc:
             raise RunError(str(exc)) from None
+        for h in c.agents:
+            if h not in self.topo.host_names:
+                raise RunError(f"--agent {h}=...: no host {h!r} in topology {c.topology} "
+                               f"(hosts: {self.topo.host_names})")
         opts = IntentOptions(sink_mode=c.sink_mode,
                              collector=CollectorSpec(host=c.collector_host, udp_port=c.report_port)
                              if c.collector_host else None)
@@ -159,15 +163,16 @@ class Controller:
                                       interval_s=c.export_interval_s).start()
 
     def _resolve(self, sample: np.ndarray) -> FeedbackTarget | None:
-        """Feedback for a new flow goes to its sender's agent (the source host address,
-        `feedback_port`); flow_id is the flow's destination QP; max rate = host link."""
+        """Feedback for a new flow goes to its sender's agent (`agents[host]`, else the
+        source host address and `feedback_port`); flow_id is the flow's destination QP;
+        the max rate is the sender's link rate.  Senders outside the topology get none."""
         src = str(ipaddress.IPv4Address(int(sample["src_ip"])))
         host = next((h for h in self.topo.hosts if h.ipv4 == src), None)
         if host is None:
             return None
         rate_mbps = next((ln.rate_mbps for ln in self.topo.links_of(host.name)), 1000.0)
-        return FeedbackTarget(agent=(src, self.cfg.feedback_port), flow_id=int(sample["dest_qp"]),
-                              max_rate_bps=rate_mbps * 1e6)
+        agent = self.cfg.agents.get(host.name, (src, self.cfg.feedback_port))
+        return FeedbackTarget(agent=agent, flow_id=int(sample["dest_qp"]), max_rate_bps=rate_mbps * 1e6)
 
     def _on_synced(self, sw: ManagedSwitch, report: SyncReport) -> None:
         """A switch that got its pipeline again after its first sync restarted: its

@@ -33,6 +33,7 @@ class RunConfig:
     sink_mode: SinkMode = SinkMode.HOST
     collector_host: str | None = None
     feedback_port: int = 32768
+    agents: dict[str, tuple[str, int]] = field(default_factory=dict)   # host -> agent (addr, port)
     base_rtt_s: float = 20e-6
     election_id: int = 1
     connect_timeout_s: float = 5.0
