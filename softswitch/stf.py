@@ -138,6 +138,7 @@ class StfRunner:
     def _table_key(self, table: Any, name: str, where: str) -> int:
         names = [k.name for k in table.keys]
         cand = name.replace("$valid$", "$valid").replace(".$valid", ".isValid()").replace("$valid", "isValid()")
+        cand = re.sub(r"\$(\d+)", r"[\1]", cand)  # p4c writes stack elements as extra$0.h
         for i, n in enumerate(names):
             if n == cand or n == name:
                 return i
@@ -220,6 +221,8 @@ class StfRunner:
             if priority is None:
                 priority = self._auto_priority
                 self._auto_priority -= 1
+            else:
+                priority += 1  # STF allows priority 0; the table's priorities start at 1
         else:
             priority = 0
         table.insert(key, full, args, priority)

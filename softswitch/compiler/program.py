@@ -553,22 +553,34 @@ class ProgramGen(ParserCompiler):
     def _bind_directional(self, ref: A.ActionRef, adecl: A.ActionDecl, afn: str,
                           scopes: list[dict[Any, str]]) -> str:
         """A table action with directional parameters bound in the table's action list
-        (``actions = { a(hdr.x) }``): a wrapper the table calls with the action data only."""
+        (``actions = { a(hdr.x) }``): a wrapper the table calls with the action data only;
+        `out`/`inout` scalars are copied back into the bound lvalues."""
         directional = [p for p in adecl.params if p.direction is not A.Direction.NONE]
         args = [a.value for a in ref.args][:len(directional)]
         if len(args) != len(directional):
             raise CompileError(f"{ref.loc}: action {adecl.name} needs its directional arguments "
                                f"bound in the table's action list")
-        for p in directional:
-            if p.direction is not A.Direction.IN and not is_object_type(p.type_ref.type):
-                raise CompileError(f"{ref.loc}: unsupported: {p.direction.value} scalar parameter "
-                                   f"{p.name} of action {adecl.name} bound in a table")
         wrapper = self.fresh(afn + "_bound")
         b = BodyCompiler(self, block=self.action_runtime[afn], scopes=[{}] + scopes)
-        codes = [b.ex(a) for a in args]
-        pre = b.lines
-        body = "\n".join(pre + [f"    return {afn}(L, {', '.join(codes)}, *data)"])
-        self.src.append(f"def {wrapper}(L, *data):\n    tr = PK.trace\n{body}\n")
+        b.emit("tr = PK.trace")
+        codes: list[str] = []
+        backs: list[A.Expression] = []
+        for p, a in zip(directional, args):
+            scalar_out = p.direction in (A.Direction.OUT, A.Direction.INOUT) and not is_object_type(
+                p.type_ref.type)
+            if scalar_out:
+                backs.append(a)
+                codes.append(b.ex(a) if p.direction is A.Direction.INOUT else "0")
+            else:
+                codes.append(b.ex(a))
+        call = f"{afn}(L, {', '.join(codes)}, *data)"
+        if backs:
+            b.emit(f"r = {call}")
+            for i, lv in enumerate(backs):
+                b.assign(lv, f"r[{i}]")
+        else:
+            b.emit(f"return {call}")
+        self.src.append(f"def {wrapper}(L, *data):\n" + "\n".join(b.lines) + "\n")
         self.action_runtime[wrapper] = self.action_runtime[afn]
         self.action_params[wrapper] = self.action_params[afn]
         self._action_decl_of[wrapper] = adecl

@@ -93,3 +93,24 @@ def test_valid_bit_keys_and_entry_ids():
                  apply { t.apply(); }""", deparser="pkt.emit(hdr.h);")
     res = run(sw, "add t hdr.h.$valid$:1 hdr.h.a:5 f(p:3) = A\npacket 0 05\nexpect 3 05$\n")
     assert res.ok, res.failures
+
+
+def test_stack_element_keys_priority_zero_and_out_argument_bound_in_table():
+    sw = program(decls="""
+    header e_t { bit<8> k; bit<8> v; }
+    struct headers_t { e_t[2] s; }
+    struct meta_t { }
+    """, parser="state start { pkt.extract(hdr.s.next); pkt.extract(hdr.s.next); transition accept; }",
+        ingress="""
+    action setbyte(out bit<8> reg, bit<8> val) { reg = val; }
+    table t { key = { hdr.s[1].k: ternary; } actions = { setbyte(hdr.s[0].v); NoAction; } }
+    apply { sm.egress_spec = 1; t.apply(); }""", deparser="pkt.emit(hdr.s);")
+    res = run(sw, """
+add t 0 s$1.k:0x1* setbyte(val:0x11)
+add t 5 s$1.k:0x12 setbyte(val:0x22)
+packet 0 00 00 13 00
+expect 1 00 11 13 00$
+packet 0 00 00 12 00
+expect 1 00 22 12 00$
+""")
+    assert res.ok, res.failures
