@@ -20,6 +20,7 @@ from softswitch.p4runtime.codec import bitwidth_of, encode_p4data
 from softswitch.p4runtime.schema import DigestInfo
 
 MAX_PENDING = 65536
+MAX_UNACKED_LISTS = 1024
 
 
 @dataclass(slots=True, kw_only=True)
@@ -80,10 +81,12 @@ class DigestEngine:
             if did is None:
                 return
             st = self._states[did]
-            live = set()
-            for sent_ns, data in st.unacked.values():
+            live: set[tuple[Any, ...]] = set()
+            for list_id, (sent_ns, data) in list(st.unacked.items()):
                 if not st.config.ack_timeout_ns or now - sent_ns < st.config.ack_timeout_ns:
                     live |= data
+                else:
+                    del st.unacked[list_id]  # timed out: its data may be sent again
             for v in values:
                 if v in live or v in st.pending:
                     continue
@@ -136,6 +139,8 @@ class DigestEngine:
                 for v in values:
                     d.struct.members.append(encode_p4data(v))
         st.unacked[dl.list_id] = (now, set(batch))
+        while len(st.unacked) > MAX_UNACKED_LISTS:  # a controller that never acks
+            del st.unacked[next(iter(st.unacked))]
         return msg
 
     def _run(self) -> None:

@@ -186,3 +186,26 @@ def _acked(client, digest_id: int, device, frame: bytes) -> bool:  # type: ignor
         return client.digests.get(timeout=0.1).list_id == 2
     except queue.Empty:
         return False
+
+
+def test_digest_resent_after_ack_timeout(client, ids, device):
+    client.write(f"""type: INSERT entity {{ digest_entry {{ digest_id: {ids.learn_t}
+        config {{ max_timeout_ns: 0 max_list_size: 1 ack_timeout_ns: 100000000 }} }} }}""")
+    frame = bytes.fromhex("0000000000bb" "000000000007" "0800")
+    device.inject(4, frame)
+    assert client.digests.get(timeout=5).list_id == 1
+    device.inject(4, frame)  # within ack_timeout: suppressed
+    assert no_more(client.digests)
+    time.sleep(0.15)
+    device.inject(4, frame)  # the unacked list timed out: sent again
+    assert client.digests.get(timeout=5).list_id == 2
+
+
+def test_unsupported_stream_message_gets_a_stream_error(client):
+    m = P.StreamMessageRequest()
+    m.other.type_url = "type.googleapis.com/example.Unknown"
+    client.send(m)
+    err = client.errors.get(timeout=5)
+    assert err.canonical_code == grpc.StatusCode.UNIMPLEMENTED.value[0] and "other" in err.message
+    # the stream is still up: packet-out works afterwards
+    assert client.arbitrate(1) == arb(1, "OK", PRIMARY)
