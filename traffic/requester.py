@@ -104,6 +104,7 @@ class Requester:
     _rto_deadline: float | None = None
     _progress: bool = False
     _min_rtt: float | None = None
+    _rtt_cand: float | None = None
     _msg_id: int = 0
     _va: int = 0x10000
 
@@ -321,9 +322,8 @@ class Requester:
             if aeth.syndrome == AethSyndrome.NAK_PSN_SEQ_ERROR:
                 # BTH PSN is the expected PSN: everything before it arrived
                 self._ack_up_to(psn_seq, now)
-                if self._una < psn_seq or psn_seq > self._sent_up_to:
-                    return
-                self._go_back(psn_seq)
+                if self._una == psn_seq <= self._sent_up_to:  # else a stale or bogus NAK
+                    self._go_back(psn_seq)
             self._rearm(now)
             return
         c.acks_rx += 1
@@ -358,8 +358,10 @@ class Requester:
             # so only packets sent before the original may be declared lost
             tx = p.prev_tx
         self._highest_reported_tx = max(self._highest_reported_tx, tx)
-        if p.retx == 0:
-            self._rtt_sample(now - p.sent_s)
+        if p.retx == 0:  # Karn: only never-retransmitted packets give RTT samples
+            rtt = now - p.sent_s
+            if self._rtt_cand is None or rtt < self._rtt_cand:
+                self._rtt_cand = rtt
 
     def _ack_up_to(self, seq: int, now: float) -> None:
         """Everything below ``seq`` has been received."""
@@ -383,7 +385,14 @@ class Requester:
         self._una = max(self._una, seq)
 
     def _rearm(self, now: float) -> None:
-        """Restart the retransmission timer after an ACK that acknowledged new data."""
+        """Restart the retransmission timer after an ACK that acknowledged new data.
+
+        One RTT sample per ACK: the newest packet it acknowledges (a coalesced ACK
+        covers older packets too, whose waiting time is not round-trip time).
+        """
+        if self._rtt_cand is not None:
+            self._rtt_sample(self._rtt_cand)
+            self._rtt_cand = None
         if self._progress:
             self._progress = False
             self._rto = self._rto_value()
