@@ -42,6 +42,7 @@ from softswitch.v1model.switch import EgressJob, IngressJob, QueueInfo
 
 LOG = logging.getLogger("softswitch.switchd")
 RX_BATCH = 64  # frames read from one port before looking at the others
+IDLE_QUEUE = QueueInfo()  # what an empty unpaced queue reports: no depth, no wait
 
 
 @dataclass(slots=True, kw_only=True)
@@ -144,8 +145,7 @@ class SwitchDevice:
         port = job.egress_port
         if self.tm.claim_bypass(port):   # unpaced and idle: egress now, in this thread
             try:
-                now = self.clock_us()
-                self._depart((gen, job), QueueInfo(enq_timestamp_us=now))
+                self._depart((gen, job), IDLE_QUEUE)
             finally:
                 self.tm.release(port)
             return
