@@ -357,7 +357,7 @@ class SwitchClient:
             upd = desc(updates[0]) if len(updates) == 1 else f"{len(updates)} updates"
             failures.append(UpdateFailure(index=0, update=upd, code=code.name,
                                           message=exc.details() or ""))  # type: ignore[attr-defined]
-        return WriteError(self.name, failures, summary=f"{code.name}")
+        return WriteError(self.name, failures, total=len(updates))
 
     def read(self, entities: Iterable[P.Entity]) -> list[P.Entity]:
         """All entities matching the queries."""

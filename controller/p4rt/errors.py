@@ -56,8 +56,9 @@ class UpdateFailure:
 class WriteError(P4rtError):
     """A Write was refused; `failures` lists each refused update (OK ones are not listed)."""
 
-    def __init__(self, switch: str, failures: list[UpdateFailure], *, summary: str = "") -> None:
-        lines = [f"{switch}: write refused ({len(failures)} update(s))" + (f": {summary}" if summary else "")]
+    def __init__(self, switch: str, failures: list[UpdateFailure], *, total: int = 0) -> None:
+        total = max(total, len(failures))
+        lines = [f"switch {switch}: write refused: {len(failures)} of {total} update(s) failed"]
         lines += [f"  update #{f.index} {f.update}: {f.code}: {f.message}" for f in failures]
         super().__init__("\n".join(lines))
         self.switch = switch

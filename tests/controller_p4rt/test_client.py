@@ -160,7 +160,7 @@ def test_write_errors_name_each_refused_update(servers: Servers, pipeline: Pipel
         assert err.switch == "leaf7" and [f.index for f in err.failures] == [1]
         assert err.failures[0].code == "ALREADY_EXISTS"
         msg = str(err)
-        assert msg.startswith("leaf7: write refused (1 update(s))")
+        assert msg.startswith("switch leaf7: write refused: 1 of 3 update(s) failed\n  update #1 INSERT")
         assert ("update #1 INSERT SwitchIngress.ipv4_lpm dst_addr=10.0.1.0/24 -> SwitchIngress.ipv4_forward("
                 "port=1, src_mac=02:00:00:00:00:01, dst_mac=00:00:0a:00:01:01): ALREADY_EXISTS") in msg
         assert len(c.read_table_entries()) == 2   # the good ones went in
