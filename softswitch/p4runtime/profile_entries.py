@@ -77,7 +77,7 @@ def write_group(st: PipelineState, utype: int, g: P.ActionProfileGroup) -> None:
     for mm in g.members:
         if mm.weight > 1:
             raise unimplemented(f"{where}: member {mm.member_id} weight {mm.weight} (only weight 1)")
-        if mm.WhichOneof("watch_kind") is not None:
+        if mm.watch or mm.watch_port:
             raise unimplemented(f"{where}: member {mm.member_id}: watch ports are not supported")
         if mm.member_id in members:
             raise invalid(f"{where}: member {mm.member_id} given twice")

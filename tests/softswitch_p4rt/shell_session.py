@@ -54,6 +54,22 @@ def main() -> None:
         rt.insert()
         say(step="other tables", acl=len(list(sh.TableEntry("MyIngress.acl").read())),
             routes=len(list(sh.TableEntry("MyIngress.routes").read())))
+        mcg = sh.MulticastGroupEntry(5).add(1, 1).add(2, 1)
+        mcg.insert()
+        groups = [[(r.egress_port, r.instance) for r in g.replicas] for g in sh.MulticastGroupEntry(0).read()]
+        member = sh.ActionProfileMember("MyIngress.ecmp_implementation")(action="MyIngress.set_port",
+                                                                          member_id=1)
+        member.action["port"] = "8"
+        member.insert()
+        group = sh.ActionProfileGroup("MyIngress.ecmp_implementation")(group_id=3).add(1)
+        group.insert()
+        ecmp = sh.TableEntry("MyIngress.ecmp")(group_id=3)
+        ecmp.match["hdr.ipv4.dstAddr"] = "10.1.2.3"
+        ecmp.insert()
+        counters = list(sh.CounterEntry("MyIngress.port_counter").read())
+        say(step="more entities", groups=groups, counters=len(counters),
+            ecmp=[e.group_id for e in sh.TableEntry("MyIngress.ecmp").read()],
+            members=[m.member_id for m in sh.ActionProfileMember("MyIngress.ecmp_implementation").read()])
         cpu = sh.TableEntry("MyIngress.forward")(action="MyIngress.to_cpu")
         cpu.match["hdr.ethernet.dstAddr"] = "00:00:00:00:00:bb"
         cpu.insert()

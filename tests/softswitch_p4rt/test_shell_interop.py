@@ -45,6 +45,8 @@ def test_p4runtime_shell_session(server, device, p4info, tmp_path):
     assert steps["modify"]["entries"] == [[0xAA, "MyIngress.set_port", 3]]
     assert steps["delete"]["entries"] == []
     assert (steps["other tables"]["acl"], steps["other tables"]["routes"]) == (1, 1)
+    assert steps["more entities"] == {"step": "more entities", "groups": [[[1, 1], [2, 1]]], "counters": 64,
+                                      "ecmp": [3], "members": [1]}
     assert steps["packet_in"]["packets"] == [{
         "payload": ("0000000000bb" "000000000001" "0800") + "00" * 20,
         "metadata": {"1": "0c", "2": "00"}}]
