@@ -6,7 +6,7 @@ import re
 import shutil
 from pathlib import Path
 
-from conftest import ROOT, TOPOFILES, SwitchBed
+from ctl_app_helpers import ROOT, TOPOFILES, SwitchBed
 
 RUN = ("run", "--once", "--report-port", "0", "--agent-port", "0", "--connect-timeout", "1")
 

@@ -7,7 +7,7 @@ import struct
 import threading
 
 import pytest
-from conftest import Servers, wait_for
+from ctl_p4rt_helpers import Servers, wait_for
 from p4.v1 import p4runtime_pb2 as P
 
 from controller.p4rt import (
@@ -169,7 +169,7 @@ def test_write_errors_name_each_refused_update(servers: Servers, pipeline: Pipel
 
 
 def test_pipeline_rejected_and_unreachable(servers: Servers, pipeline: PipelineConfig, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from conftest import ROOT
+    from ctl_p4rt_helpers import ROOT
     other = load_pipeline(target="softswitch", program=ROOT / "p4" / "examples" / "ipv4_forward.p4") \
         if (ROOT / "p4" / "examples" / "ipv4_forward.p4").exists() else None
     if other is None:

@@ -3,7 +3,7 @@ accepted by a real switch running p4/int_rocev2.p4."""
 from __future__ import annotations
 
 import pytest
-from conftest import TOPOFILES, Servers
+from ctl_p4rt_helpers import TOPOFILES, Servers
 
 from controller.intent import CollectorSpec, IntentError, IntentOptions, SinkMode, compute_intent
 from controller.p4rt import Fleet, ManagedSwitch, PipelineConfig, Schema, entry_to_proto, format_entry
