@@ -54,6 +54,7 @@ class DeviceCounters:
     no_such_port: int = 0      # frames sent to a port number with no interface
     stale: int = 0             # queued frames dropped because the pipeline was replaced
     packet_ins: int = 0
+    rx_errors: int = 0         # socket errors the receive thread survived
 
 
 class SwitchDevice:
@@ -222,15 +223,23 @@ class SwitchDevice:
                     port = by_fd.get(fd)
                     if port is None:
                         continue
-                    taken = 0
-                    while taken < RX_BATCH or port.pending:   # segments never wait for epoll
-                        data = port.receive(buf, view)
-                        if data is None:
-                            break
-                        self._receive(port.number, data)
-                        taken += 1
+                    try:
+                        self._drain(port, buf, view)
+                    except Exception:  # the receive thread must survive
+                        self.counters.rx_errors += 1
+                        if self.counters.rx_errors <= 10:
+                            LOG.exception("%s: port %d: receive failed", self.name, port.number)
         finally:
             ep.close()
+
+    def _drain(self, port: Port, buf: bytearray, view: memoryview) -> None:
+        taken = 0
+        while taken < RX_BATCH or port.pending:   # segments never wait for epoll
+            data = port.receive(buf, view)
+            if data is None:
+                return
+            self._receive(port.number, data)
+            taken += 1
 
     def _receive(self, port: int, data: bytes) -> None:
         with self.lock:

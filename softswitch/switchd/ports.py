@@ -170,7 +170,11 @@ class Port:
             except BlockingIOError:
                 return None
             except OSError as exc:
-                if exc.errno in (errno.ENETDOWN, errno.ENXIO, errno.EINTR):
+                if exc.errno in (errno.ENETDOWN, errno.ENXIO, errno.ENODEV):
+                    LOG.warning("port %d (%s): interface down or gone: %s", self.number,
+                                self.ifname, exc.strerror)
+                    return None
+                if exc.errno == errno.EINTR:
                     return None
                 raise
             hl = VNET_HDR.size
