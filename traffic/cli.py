@@ -133,8 +133,9 @@ def _common(p: argparse.ArgumentParser, *, with_hosts: bool = True) -> None:
                    help="lower bound of the retransmission timeout (default 4ms)")
     p.add_argument("--inflight", type=_positive_int(1, 10**6), default=4,
                    help="messages posted ahead per QP")
-    p.add_argument("--prefill", type=_positive_int(1, 255), default=1,
-                   help="kvcache: number of prefill ranks (the rest decode)")
+    p.add_argument("--prefill", type=_positive_int(1, 255), default=None,
+                   help="kvcache: number of prefill ranks, each sending to every decode "
+                        "rank (default: half of the ranks)")
     p.add_argument("--delay", type=_duration, default=0.0,
                    help="emulated one-way delay added at this receiver, e.g. 10ms")
     p.add_argument("--loss", default="none",

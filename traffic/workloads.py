@@ -184,12 +184,12 @@ def _flow_recv(src: int, dst: int, chan: int, expect: int) -> FlowSpec:
 
 
 def make_plan(pattern: Pattern, *, rank: int, nranks: int, qps: int, count: int,
-              sizes: SizeDist, seed: int = 1, prefill: int = 1) -> RankPlan:
+              sizes: SizeDist, seed: int = 1, prefill: int | None = None) -> RankPlan:
     """The part of a workload that concerns ``rank``.
 
     p2p: rank 0 -> rank 1.  incast: every other rank -> rank 0.  alltoall: every
-    ordered pair.  kvcache: prefill ranks ``0..prefill-1`` -> decode ranks, prefill
-    rank i serving decode rank ``prefill + i % (nranks - prefill)``.  allreduce: ring
+    ordered pair.  kvcache: every prefill rank ``0..prefill-1`` -> every decode rank
+    ``prefill..N-1`` (``prefill`` defaults to N // 2, at least 1).  allreduce: ring
     i -> i+1 (messages are posted step by step by the runner; ``count`` iterations).
     """
     if not 2 <= nranks <= MAX_RANKS:
@@ -208,10 +208,11 @@ def make_plan(pattern: Pattern, *, rank: int, nranks: int, qps: int, count: int,
     elif pattern is Pattern.ALLTOALL:
         pairs = [(s, d) for s in range(nranks) for d in range(nranks) if s != d]
     elif pattern is Pattern.KVCACHE:
+        if prefill is None:
+            prefill = max(1, nranks // 2)
         if not 1 <= prefill < nranks:
             raise ConfigError(f"kvcache: prefill={prefill} must be in 1..{nranks - 1}")
-        ndec = nranks - prefill
-        pairs = [(p, prefill + p % ndec) for p in range(prefill)]
+        pairs = [(p, d) for p in range(prefill) for d in range(prefill, nranks)]
     elif pattern is Pattern.ALLREDUCE:
         pairs = [(s, (s + 1) % nranks) for s in range(nranks)]
         qps = 1

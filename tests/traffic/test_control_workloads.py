@@ -97,8 +97,10 @@ def test_incast_and_kvcache_plans() -> None:
     assert sorted(f.peer for f in p0.recv) == [1, 2, 3, 4] and p0.send == []
     kv = [make_plan(Pattern.KVCACHE, rank=r, nranks=5, qps=2, count=2, sizes=sizes,
                     prefill=3) for r in range(5)]
-    assert [sorted({f.peer for f in p.send}) for p in kv[:3]] == [[3], [4], [3]]
-    assert sorted(f.peer for f in kv[3].recv) == [0, 0, 2, 2]
+    assert [sorted({f.peer for f in p.send}) for p in kv[:3]] == [[3, 4]] * 3
+    assert sorted(f.peer for f in kv[3].recv) == [0, 0, 1, 1, 2, 2]
+    half = make_plan(Pattern.KVCACHE, rank=0, nranks=4, qps=1, count=1, sizes=sizes)
+    assert sorted(f.peer for f in half.send) == [2, 3]  # default: half the ranks prefill
 
 
 def test_cli_rejects_bad_arguments_with_clear_messages() -> None:
