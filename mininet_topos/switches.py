@@ -104,7 +104,8 @@ class _P4Switch(_switch_base()):  # type: ignore[misc]
         self.grpc_addr = grpc_addr
         self.cpu_port = cpu_port
         self.pcap_dir = Path(pcap_dir) if pcap_dir else None
-        self.log_dir = Path(log_dir) if log_dir else Path(tempfile.gettempdir())
+        # a fresh directory by default: parallel networks reuse switch names (s1, s2, ...)
+        self.log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix=f"p4switch-{name}-"))
         self.log_console = log_console
         self.queue_rates_mbps = dict(queue_rates_mbps or {})
         self.queue_depths_pkts = dict(queue_depths_pkts or {})
