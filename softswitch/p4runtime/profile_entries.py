@@ -103,8 +103,9 @@ def read_members(st: PipelineState, q: P.ActionProfileMember) -> Iterator[P.Acti
         for mid in ids:
             m = prof.members.get(mid)
             if m is not None:
-                yield P.ActionProfileMember(action_profile_id=pid, member_id=mid,
-                                            action=encode_action(st, m.action, m.args).action)
+                out = P.ActionProfileMember(action_profile_id=pid, member_id=mid)
+                encode_action(st, m.action, m.args, out.action)
+                yield out
 
 
 def read_groups(st: PipelineState, q: P.ActionProfileGroup) -> Iterator[P.ActionProfileGroup]:

@@ -261,20 +261,26 @@ class P4RuntimeService:
         what = "Read"
         self._check_device(req.device_id, what)
         self._check_role(req.role, 0, what)
+        responses = [P.ReadResponse()]
+
+        def new_entity() -> P.Entity:
+            if len(responses[-1].entities) >= READ_CHUNK:
+                responses.append(P.ReadResponse())
+            return responses[-1].entities.add()
+
         with self.device.lock:
             st = self._require_state(what)
-            entities: list[P.Entity] = []
             for ent in req.entities:
-                entities.extend(self._read_one(st, ent))
-        for i in range(0, max(len(entities), 1), READ_CHUNK):
-            yield P.ReadResponse(entities=entities[i:i + READ_CHUNK])
+                if ent.WhichOneof("entity") == "table_entry":  # the bulk case: filled in place
+                    table_entries.read_table_entries(st, ent.table_entry, lambda: new_entity().table_entry)
+                    continue
+                for x in self._read_one(st, ent):
+                    new_entity().CopyFrom(x)
+        yield from responses
 
     def _read_one(self, st: PipelineState, ent: P.Entity) -> Iterator[P.Entity]:
         kind = ent.WhichOneof("entity")
-        if kind == "table_entry":
-            for x in table_entries.read_table_entries(st, ent.table_entry):
-                yield P.Entity(table_entry=x)
-        elif kind == "counter_entry":
+        if kind == "counter_entry":
             for c in stateful_entries.read_counters(st, ent.counter_entry):
                 yield P.Entity(counter_entry=c)
         elif kind == "direct_counter_entry":

@@ -193,7 +193,7 @@ def read_direct_counters(st: PipelineState, q: P.DirectCounterEntry) -> Iterator
         unit = st.schema.direct_counters[t.direct_counter_id].unit
         for e in _direct_entries(st, t, q.table_entry):
             out = P.DirectCounterEntry()
-            out.table_entry.CopyFrom(encode_entry(st, t, rt, e, counter=False, meter=False))
+            encode_entry(st, t, rt, e, counter=False, meter=False, out=out.table_entry)
             out.data.CopyFrom(_counter_data(unit, e.packets, e.bytes))
             yield out
 
@@ -203,7 +203,7 @@ def read_direct_meters(st: PipelineState, q: P.DirectMeterEntry) -> Iterator[P.D
         rt = st.runtime_table(t)
         for e in _direct_entries(st, t, q.table_entry):
             out = P.DirectMeterEntry()
-            out.table_entry.CopyFrom(encode_entry(st, t, rt, e, counter=False, meter=False))
+            encode_entry(st, t, rt, e, counter=False, meter=False, out=out.table_entry)
             if e.meter_config is not None:
                 out.config.CopyFrom(_meter_proto(e.meter_config))
             yield out

@@ -8,7 +8,8 @@ sees the entry, so nothing is changed when they fail.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
+from typing import Any
 
 import grpc
 from p4.config.v1 import p4info_pb2 as P4I
@@ -101,30 +102,25 @@ def _unsupported_kind(where: str) -> P4RuntimeError:
     return unimplemented(f"{where}: this match kind is not supported over P4Runtime")
 
 
-def encode_match(t: TableInfo, key: tuple[MatchValue, ...]) -> list[P.FieldMatch]:
-    out = []
+def encode_match(t: TableInfo, key: tuple[MatchValue, ...], out: Any) -> None:
+    """Append the FieldMatch messages of `key` to the repeated field `out` (don't-cares omitted)."""
     for f, m in zip(t.fields, key):
-        fm = P.FieldMatch(field_id=f.id)
         if isinstance(m, Exact):
-            fm.exact.value = encode_bits(m.value)
+            out.add(field_id=f.id).exact.value = encode_bits(m.value)
         elif isinstance(m, Lpm):
-            if m.prefix_len == 0:
-                continue
-            fm.lpm.value, fm.lpm.prefix_len = encode_bits(m.value), m.prefix_len
+            if m.prefix_len:
+                lpm = out.add(field_id=f.id).lpm
+                lpm.value, lpm.prefix_len = encode_bits(m.value), m.prefix_len
         elif isinstance(m, Ternary):
-            if m.mask == 0:
-                continue
-            fm.ternary.value, fm.ternary.mask = encode_bits(m.value), encode_bits(m.mask)
+            if m.mask:
+                tern = out.add(field_id=f.id).ternary
+                tern.value, tern.mask = encode_bits(m.value), encode_bits(m.mask)
         elif isinstance(m, Range):
-            if m.low == 0 and m.high == (1 << f.bitwidth) - 1:
-                continue
-            fm.range.low, fm.range.high = encode_bits(m.low), encode_bits(m.high)
-        elif isinstance(m, Optional):
-            if m.value is None:
-                continue
-            fm.optional.value = encode_bits(m.value)
-        out.append(fm)
-    return out
+            if m.low or m.high != (1 << f.bitwidth) - 1:
+                rng = out.add(field_id=f.id).range
+                rng.low, rng.high = encode_bits(m.low), encode_bits(m.high)
+        elif isinstance(m, Optional) and m.value is not None:
+            out.add(field_id=f.id).optional.value = encode_bits(m.value)
 
 
 def check_priority(t: TableInfo, rt: Table, priority: int) -> int:
@@ -177,14 +173,14 @@ def decode_action(st: PipelineState, t: TableInfo, entry: P.TableEntry, *, for_d
     return info.name, args
 
 
-def encode_action(st: PipelineState, name: str, args: tuple[int, ...]) -> P.TableAction:
-    ta = P.TableAction()
+def encode_action(st: PipelineState, name: str, args: tuple[int, ...], out: P.Action) -> None:
+    """Fill `out` with action `name` and its parameter values."""
     aid = st.schema.action_ids.get(name, 0)
-    ta.action.action_id = aid
+    out.action_id = aid
     info = st.schema.actions.get(aid)
+    params = out.params
     for prm, v in zip(info.params if info else (), args):
-        ta.action.params.add(param_id=prm.id, value=encode_bits(v))
-    return ta
+        params.add(param_id=prm.id, value=encode_bits(v))
 
 
 def meter_config_of(cfg: P.MeterConfig, where: str) -> MeterConfig:
@@ -292,15 +288,20 @@ def find_entry(st: PipelineState, t: TableInfo, rt: Table, entry: P.TableEntry) 
 
 
 def encode_entry(st: PipelineState, t: TableInfo, rt: Table, e: TableEntry, *,
-                 counter: bool, meter: bool) -> P.TableEntry:
-    out = P.TableEntry(table_id=t.id, priority=e.priority)
-    out.match.extend(encode_match(t, e.key))
+                 counter: bool, meter: bool, out: P.TableEntry | None = None) -> P.TableEntry:
+    """Entry `e` as a TableEntry, filled into `out` when given (no copies: protobuf is slow)."""
+    if out is None:
+        out = P.TableEntry()
+    out.table_id = t.id
+    if e.priority:
+        out.priority = e.priority
+    encode_match(t, e.key, out.match)
     if e.member is not None:
         out.action.action_profile_member_id = e.member
     elif e.group is not None:
         out.action.action_profile_group_id = e.group
     else:
-        out.action.CopyFrom(encode_action(st, e.action, e.args))
+        encode_action(st, e.action, e.args, out.action.action)
     extras = st.entry_extras.get((rt.name, e.handle))
     if extras:
         out.controller_metadata, out.metadata = extras
@@ -315,8 +316,9 @@ def encode_entry(st: PipelineState, t: TableInfo, rt: Table, e: TableEntry, *,
     return out
 
 
-def read_table_entries(st: PipelineState, query: P.TableEntry) -> Iterator[P.TableEntry]:
-    """Entries matching `query`: table id 0 = every table, no match fields = every entry."""
+def read_table_entries(st: PipelineState, query: P.TableEntry, new: Callable[[], P.TableEntry]) -> None:
+    """Fill a message from `new()` per entry matching `query`: table id 0 = every table,
+    no match fields = every entry, is_default_action = the default entry."""
     counter, meter = query.HasField("counter_data"), query.HasField("meter_config")
     if query.table_id == 0:
         if len(query.match) or query.is_default_action:
@@ -328,9 +330,9 @@ def read_table_entries(st: PipelineState, query: P.TableEntry) -> Iterator[P.Tab
         rt = st.runtime_table(t)
         if query.is_default_action:
             d = rt.default
-            out = P.TableEntry(table_id=t.id, is_default_action=True)
-            out.action.CopyFrom(encode_action(st, d.action, d.args))
-            yield out
+            out = new()
+            out.table_id, out.is_default_action = t.id, True
+            encode_action(st, d.action, d.args, out.action.action)
             continue
         if len(query.match):
             try:
@@ -339,9 +341,9 @@ def read_table_entries(st: PipelineState, query: P.TableEntry) -> Iterator[P.Tab
                 if exc.code == grpc.StatusCode.NOT_FOUND:
                     continue  # reading an absent entry returns nothing
                 raise
-            yield encode_entry(st, t, rt, e, counter=counter, meter=meter)
+            encode_entry(st, t, rt, e, counter=counter, meter=meter, out=new())
             continue
         for e in rt.entries():
             if query.priority and e.priority != query.priority:
                 continue
-            yield encode_entry(st, t, rt, e, counter=counter, meter=meter)
+            encode_entry(st, t, rt, e, counter=counter, meter=meter, out=new())
