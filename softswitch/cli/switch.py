@@ -13,7 +13,7 @@ import logging
 import signal
 import sys
 
-from softswitch.cli._load import format_error, parse_defines
+from softswitch.cli._load import parse_defines
 from softswitch.errors import SoftswitchError
 
 EXAMPLES = """examples:
@@ -101,6 +101,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="open the interfaces in network namespace NS (a name or /proc/PID/ns/net); "
                         "the P4Runtime server stays in the namespace the switch was started in")
     p.add_argument("--name", default="softswitch", help="switch name in logs (e.g. s1)")
+    p.add_argument("--no-p4", action="store_true",
+                   help="start without a program (the default when none is given; BMv2 compatibility)")
     p.add_argument("--thrift-port", type=int, help="accepted for simple_switch compatibility; unused")
     p.set_defaults(func=main)
 
@@ -148,6 +150,7 @@ def _options(args: argparse.Namespace):
 
 def main(args: argparse.Namespace) -> int:
     from softswitch.switchd import Switchd, format_stats, read_stats
+    from softswitch.switchd.errors import ProgramError
     if args.print_stats:
         try:
             print(format_stats(read_stats(args.print_stats)))
@@ -155,6 +158,9 @@ def main(args: argparse.Namespace) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         return 0
+    if args.no_p4 and args.program:
+        print(f"error: --no-p4 and a program ({args.program}) given together", file=sys.stderr)
+        return 2
     _setup_logging(args)
     try:
         sd = Switchd(_options(args))
@@ -166,9 +172,11 @@ def main(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.set())
     try:
         sd.start()
+    except ProgramError as exc:
+        print(exc, file=sys.stderr)
+        return 2
     except SoftswitchError as exc:
-        print(format_error(args.program or "switch", exc) if args.program else f"error: {exc}",
-              file=sys.stderr)
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
         print(f"error: {exc}", file=sys.stderr)

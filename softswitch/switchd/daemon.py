@@ -13,8 +13,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from softswitch.errors import SoftswitchError
 from softswitch.switchd.device import SwitchDevice
-from softswitch.switchd.errors import SwitchdError
+from softswitch.switchd.errors import ProgramError, SwitchdError
 from softswitch.switchd.options import ALL_PORTS, SwitchOptions, check_options
 from softswitch.switchd.ports import Port, in_netns
 from softswitch.switchd.stats import format_stats
@@ -35,13 +36,35 @@ def load_pipeline(opts: SwitchOptions) -> Any:
         info = build_p4info(sw.program.checked)
         source = path.read_bytes()
     except P4Error as exc:
-        raise SwitchdError(exc.render() if hasattr(exc, "render") else str(exc)) from None
+        raise ProgramError(exc.render() if hasattr(exc, "render") else str(exc)) from None
     except OSError as exc:
-        raise SwitchdError(f"{path}: cannot read the program: {exc.strerror}") from None
+        raise ProgramError(f"{path}: error: cannot read the program: {exc.strerror}") from None
+    except SoftswitchError as exc:
+        raise ProgramError(f"{path}: error: {exc}") from None
     if opts.entries:
-        from softswitch.cli.run import apply_entries
         apply_entries(sw, opts.entries)
     return Pipeline.create(sw, info, device_config=source)
+
+
+def apply_entries(sw: Any, path: str) -> None:
+    """Apply an STF-syntax configuration file (tables, mirroring, multicast); packets and
+    expectations are refused, since a running switch takes its packets from the wire."""
+    from softswitch.stf import StfRunner, parse_stf
+    try:
+        with open(path, encoding="utf-8") as f:
+            cmds = parse_stf(f.read(), path)
+        bad = [c for c in cmds if c.verb in ("packet", "expect")]
+        if bad:
+            raise ProgramError(f"{path}:{bad[0].line}: error: an entries file holds configuration "
+                               f"only, not {bad[0].verb}")
+        StfRunner(sw).run(cmds, path)
+    except OSError as exc:
+        raise ProgramError(f"{path}: error: cannot read the entries: {exc.strerror}") from None
+    except ProgramError:
+        raise
+    except SoftswitchError as exc:
+        text = str(exc)
+        raise ProgramError(f"error: {text}" if text.startswith(path) else f"{path}: error: {text}") from None
 
 
 def start_grpc(device: SwitchDevice, address: str, tls: Any) -> Any:

@@ -18,3 +18,8 @@ class PortError(SwitchdError):
 
 class OptionError(SwitchdError):
     """A command-line or constructor option is malformed or out of range."""
+
+
+class ProgramError(SwitchdError):
+    """The P4 program given on the command line does not load; the message is the
+    compiler's own ``file:line:col: error: ...`` text."""

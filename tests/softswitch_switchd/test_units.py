@@ -237,3 +237,21 @@ def test_segment_tcp_refuses_what_it_cannot_cut() -> None:
     assert segment_tcp(udp, GSO_TCPV4, 1000) is None
     assert segment_tcp(udp[:20], GSO_TCPV4, 1000) is None
     assert segment_tcp(udp, 5, 1000) is None
+
+
+def test_cli_reports_program_and_entries_errors_with_locations(tmp_path, capsys) -> None:
+    from softswitch.__main__ import main
+    bad = tmp_path / "bad.p4"
+    bad.write_text("#include <core.p4>\n#include <v1model.p4>\nheader h_t { bit<8> x }\n")
+    assert main(["switch", str(bad), "--grpc-server-addr", "none"]) == 2
+    assert capsys.readouterr().err.strip() == (f"{bad}:3:23: error: syntax error: unexpected '}}' "
+                                               "(expected ';')")
+    from pathlib import Path
+    good = Path(__file__).resolve().parent / "switchd_test.p4"
+    entries = tmp_path / "e.txt"
+    entries.write_text("add MyIngress.nosuchtable 1 MyIngress.set_port(port:2)\n")
+    assert main(["switch", str(good), "--entries", str(entries), "--grpc-server-addr", "none"]) == 2
+    err = capsys.readouterr().err
+    assert str(entries) in err and "nosuchtable" in err, err
+    assert main(["switch", str(good), "--no-p4"]) == 2
+    assert "--no-p4 and a program" in capsys.readouterr().err
