@@ -51,13 +51,19 @@ def _allreduce_input(seed: int, rank: int, nelem: int) -> np.ndarray:
 
 
 class _AllReduce:
-    """Ring all-reduce state of one rank (one send QP to rank+1, one recv QP from rank-1)."""
+    """Ring all-reduce state of one rank: Q QPs to rank+1, Q QPs from rank-1.
+
+    Each step's chunk is striped over the Q QPs of the ring link; a step counts as
+    received when every stripe has arrived (QPs deliver in order, but one QP may
+    already carry the next step while another still carries this one).
+    """
 
     def __init__(self, runner: RankRunner, msg_bytes: int, iterations: int):
         self.r = runner
         self.n = runner.plan.nranks
         self.rank = runner.plan.rank
-        self.nelem = max(self.n, msg_bytes // 4)
+        self.q = max(1, len(runner.plan.send))
+        self.nelem = max(self.n * self.q, msg_bytes // 4)
         self.iterations = iterations
         self.steps_per_iter = 2 * (self.n - 1)
         self.iter = 0
@@ -69,15 +75,23 @@ class _AllReduce:
         self.ok = True
         self.data = _allreduce_input(self.r.seed, self.rank, self.nelem)
         self.bounds = np.linspace(0, self.nelem, self.n + 1).astype(int)
+        self._rx_count = [0] * self.q  # messages received per channel
+        self._stripes: dict[int, dict[int, bytes]] = {}  # global step -> channel -> data
+        self._next = 0  # next global step to apply
 
     def _chunk(self, idx: int) -> slice:
         return slice(self.bounds[idx], self.bounds[idx + 1])
 
+    def _stripes_of(self, sl: slice) -> list[slice]:
+        edges = np.linspace(sl.start, sl.stop, self.q + 1).astype(int)
+        return [slice(edges[c], edges[c + 1]) for c in range(self.q)]
+
     def _send_step(self, s: int, now: float) -> None:
         n, i = self.n, self.rank
         idx = (i - s) % n if s < n - 1 else (i + 1 - (s - (n - 1))) % n
-        req = self.r.requesters[0]
-        req.post_write(self.data[self._chunk(idx)].tobytes(), tag=f"ar{self.iter}.{s}", now=now)
+        for c, part in enumerate(self._stripes_of(self._chunk(idx))):
+            self.r.requesters[c].post_write(self.data[part].tobytes(),
+                                            tag=f"ar{self.iter}.{s}.{c}", now=now)
         self.steps_sent += 1
 
     def start(self, now: float) -> None:
@@ -85,9 +99,20 @@ class _AllReduce:
         self._send_step(0, now)
 
     def on_message(self, resp: Responder, msg: MessageRecord, buf: bytearray) -> None:
+        c = resp.qpn & 0xFF  # the channel (workloads.connection_qpn)
+        if c >= self.q:
+            raise WorkloadError(f"all-reduce rank {self.rank}: message on unknown channel {c}")
+        k = self._rx_count[c]
+        self._rx_count[c] += 1
+        self._stripes.setdefault(k, {})[c] = bytes(buf)
+        while len(self._stripes.get(self._next, ())) == self.q:
+            parts = self._stripes.pop(self._next)
+            self._next += 1
+            self._apply(b"".join(parts[x] for x in range(self.q)), resp.now_s)
+
+    def _apply(self, data: bytes, now: float) -> None:
         n, i, s = self.n, self.rank, self.step_rx
-        now = resp.now_s
-        got = np.frombuffer(bytes(buf), dtype=np.float32)
+        got = np.frombuffer(data, dtype=np.float32)
         if s < n - 1:
             sl = self._chunk((i - s - 1) % n)
             if got.size != sl.stop - sl.start:
@@ -119,7 +144,7 @@ class _AllReduce:
     def summary(self, msg_bytes: int) -> dict:
         times = self.iter_times
         return {
-            "algorithm": "ring", "ranks": self.n, "iterations": self.iter,
+            "algorithm": "ring", "ranks": self.n, "iterations": self.iter, "qps": self.q,
             "steps_per_iteration": self.steps_per_iter, "steps_sent": self.steps_sent,
             "steps_received": self.steps_received, "chunk_bytes": int(self.nelem // self.n * 4),
             "message_bytes": int(self.nelem * 4), "result_ok": self.ok,

@@ -190,7 +190,8 @@ def make_plan(pattern: Pattern, *, rank: int, nranks: int, qps: int, count: int,
     p2p: rank 0 -> rank 1.  incast: every other rank -> rank 0.  alltoall: every
     ordered pair.  kvcache: every prefill rank ``0..prefill-1`` -> every decode rank
     ``prefill..N-1`` (``prefill`` defaults to N // 2, at least 1).  allreduce: ring
-    i -> i+1 (messages are posted step by step by the runner; ``count`` iterations).
+    i -> i+1 over ``qps`` QPs (messages are posted step by step by the runner, each
+    step's chunk striped over the QPs; ``count`` iterations).
     """
     if not 2 <= nranks <= MAX_RANKS:
         raise ConfigError(f"workload {pattern.value}: {nranks} hosts, need 2..{MAX_RANKS}")
@@ -215,7 +216,6 @@ def make_plan(pattern: Pattern, *, rank: int, nranks: int, qps: int, count: int,
         pairs = [(p, d) for p in range(prefill) for d in range(prefill, nranks)]
     elif pattern is Pattern.ALLREDUCE:
         pairs = [(s, (s + 1) % nranks) for s in range(nranks)]
-        qps = 1
     else:  # pragma: no cover
         raise ConfigError(f"workload {pattern!r} unknown")
     send, recv = [], []

@@ -86,9 +86,9 @@ def test_allreduce_plan_is_a_ring_with_2n_minus_2_steps() -> None:
     for r in range(n):
         p = make_plan(Pattern.ALLREDUCE, rank=r, nranks=n, qps=4, count=2,
                       sizes=parse_size_dist("1M"))
-        assert [f.peer for f in p.send] == [(r + 1) % n]
-        assert [f.peer for f in p.recv] == [(r - 1) % n]
-        assert p.recv[0].expect == 2 * (n - 1) * 2
+        assert [f.peer for f in p.send] == [(r + 1) % n] * 4  # one QP per channel
+        assert [f.peer for f in p.recv] == [(r - 1) % n] * 4
+        assert all(f.expect == 2 * (n - 1) * 2 for f in p.recv)
 
 
 def test_incast_and_kvcache_plans() -> None:

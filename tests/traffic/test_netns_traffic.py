@@ -132,11 +132,11 @@ def test_selective_repeat_under_ebpf_ingress_loss(pair, tmp_path: Path) -> None:
 def test_ring_allreduce_and_incast_on_a_bridge(tmp_path: Path) -> None:
     n = 4
     with star(n) as hosts:
-        outs = run_ranks(hosts, "allreduce", ["-s", "64K", "-c", "2", "--rate", "200M"],
-                         tmp_path)
+        outs = run_ranks(hosts, "allreduce", ["-s", "64K", "-c", "2", "-q", "2",
+                                              "--rate", "200M"], tmp_path)
         for o in outs:
             c = o["collective"]
-            assert c["result_ok"] and c["iterations"] == 2
+            assert c["result_ok"] and c["iterations"] == 2 and c["qps"] == 2
             assert c["steps_per_iteration"] == 2 * (n - 1)
             assert c["steps_sent"] == c["steps_received"] == 2 * 2 * (n - 1)
             assert len(c["completion_s"]) == 2 and all(t > 0 for t in c["completion_s"])
