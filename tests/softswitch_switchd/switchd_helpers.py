@@ -90,7 +90,7 @@ class Chain:
 
 
 @contextlib.contextmanager
-def chain(tmp: Path, n: int = 1, *, mirror_ports: int = 0) -> Iterator[Chain]:
+def chain(tmp: Path, n: int = 1, *, mirror_ports: int = 0, mtu: int = 1500) -> Iterator[Chain]:
     """h1 -- s1 .. sn -- h2; with `mirror_ports`, s1 gets ports 3.. each to a sink namespace
     (in `Chain.extra`, addressed 10.0.0.(10+i), IPv4 up, no neighbours)."""
     made: list[Namespace] = []
@@ -99,13 +99,13 @@ def chain(tmp: Path, n: int = 1, *, mirror_ports: int = 0) -> Iterator[Chain]:
         made += [h1, h2]
         sws = [quiet_namespace() for _ in range(n)]
         made += sws
-        a, b = veth_pair(h1, sws[0], prefix=PREFIX, addr_a="10.0.0.1/24")
+        a, b = veth_pair(h1, sws[0], prefix=PREFIX, addr_a="10.0.0.1/24", mtu=mtu)
         h1.ifname, h1.ip, h1.mac = a.ifname, "10.0.0.1", a.mac
         ports: list[dict[int, Interface]] = [{1: b}] + [{} for _ in range(n - 1)]
         for i in range(n - 1):
-            x, y = veth_pair(sws[i], sws[i + 1], prefix=PREFIX)
+            x, y = veth_pair(sws[i], sws[i + 1], prefix=PREFIX, mtu=mtu)
             ports[i][2], ports[i + 1][1] = x, y
-        x, y = veth_pair(sws[-1], h2, prefix=PREFIX, addr_b="10.0.0.2/24")
+        x, y = veth_pair(sws[-1], h2, prefix=PREFIX, addr_b="10.0.0.2/24", mtu=mtu)
         ports[-1][2] = x
         h2.ifname, h2.ip, h2.mac = y.ifname, "10.0.0.2", y.mac
         extra = []
@@ -164,14 +164,15 @@ class P4RtClient:
         except grpc.RpcError:
             pass
 
-    def set_pipeline(self, program: Path) -> P4I.P4Info:
+    def set_pipeline(self, program: Path, action: int = P.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT
+                     ) -> P4I.P4Info:
         from softswitch.api import Switch
         from softswitch.p4info import build_p4info
         info = build_p4info(Switch.from_file(program).program.checked)
         cfg = P.ForwardingPipelineConfig(p4info=info, p4_device_config=program.read_bytes())
         self.stub.SetForwardingPipelineConfig(P.SetForwardingPipelineConfigRequest(
             device_id=self.device_id, election_id=self.election, config=cfg,
-            action=P.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT), timeout=60)
+            action=action), timeout=60)
         self.p4info = info
         return info
 

@@ -99,3 +99,33 @@ def test_tcp_with_segmentation_offload_on(tmp_path) -> None:
         assert all(p["rx_dropped"] == 0 for p in st["ports"]), st
         assert st["ports"][0]["rx_gso_frames"] > 0                     # TSO frames arrived ...
         assert st["ports"][0]["rx_packets"] >= len(data) // 1448     # ... and left as segments
+
+
+def test_jumbo_frames_and_reconciled_pipeline(tmp_path) -> None:
+    """9000-byte MTU end to end; RECONCILE_AND_COMMIT keeps the routes, so traffic flows
+    on without the controller writing them again."""
+    from p4.v1 import p4runtime_pb2 as P
+    with chain(tmp_path, 1, mtu=9000) as c:
+        s = c.switches[0]
+        s.start()
+        cl = P4RtClient(s.grpc_addr, 1)
+        try:
+            cl.set_pipeline(IPV4_FORWARD)
+            ipv4_routes(cl, c.h1.mac, c.h2.mac)
+            a, b = udp_socket(c.h1, 40001), udp_socket(c.h2, 40002)
+            try:
+                big = bytes(range(256)) * 34 + b"end"              # 8707 bytes: one 8735-byte frame
+                a.sendto(big, (c.h2.ip, 40002))
+                assert b.recv(65535) == big
+                cl.set_pipeline(IPV4_FORWARD, P.SetForwardingPipelineConfigRequest.RECONCILE_AND_COMMIT)
+                a.sendto(b"after reconcile", (c.h2.ip, 40002))
+                assert b.recv(65535) == b"after reconcile"
+            finally:
+                a.close()
+                b.close()
+        finally:
+            cl.close()
+        s.proc.terminate()
+        assert s.proc.wait(10) == 0
+        st = s.stats()
+        assert st["ports"][1]["tx_bytes"] >= 8735 and st["ports"][0]["rx_dropped"] == 0
