@@ -55,6 +55,7 @@ _SO_RXQ_OVFL = getattr(socket, "SO_RXQ_OVFL", 40)
 _IP_RECVTOS = getattr(socket, "IP_RECVTOS", 13)
 _HDR = struct.Struct("!BBHI")
 _CNP_GAP_S = 50e-6
+_KNOWN_OPCODES = frozenset(int(o) for o in Opcode)
 _LOSSY_OPCODES = frozenset(int(o) for o in roce.DATA_OPCODES | {Opcode.FEC_REPAIR})
 
 
@@ -216,6 +217,9 @@ class Endpoint:
             return
         qpn = pkt.bth.dest_qp
         op = pkt.bth.opcode
+        if op not in _KNOWN_OPCODES:  # e.g. RDMA READ, atomics, UD: not emulated here
+            c.unexpected_opcode += 1
+            return
         if op == Opcode.ACKNOWLEDGE or op == Opcode.CNP:
             req = self.requesters.get(qpn)
             if req is None:

@@ -179,6 +179,7 @@ def test_malformed_and_unexpected_packets_are_counted_and_dropped(pair) -> None:
         sends = [
             (raw, bytes(bad_icrc)),  # bad ICRC
             (raw, good(dest_qp=99)),  # unknown QP
+            (raw, good(opcode=0x0C, reth=None)),  # RDMA READ request: not emulated
             (raw, good(psn=0x400000)),  # PSN far outside the window
             (raw, good()[:10]),  # truncated: shorter than BTH + ICRC
             (raw, good(opcode=Opcode.WRITE_FIRST, reth=(0, 1, 9000))[:20]
@@ -194,6 +195,7 @@ def test_malformed_and_unexpected_packets_are_counted_and_dropped(pair) -> None:
         c = b.counters
         assert c.bad_icrc == 2  # the flipped ICRC and the cut RETH packet
         assert c.unknown_qp == 1 and c.truncated == 1 and c.wrong_peer == 1
+        assert c.unexpected_opcode == 1
         assert resp.counters.psn_out_of_window == 1
         assert resp.counters.msgs_done == 0
         # the QP is undisturbed: a real transfer still completes intact
