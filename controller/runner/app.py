@@ -134,6 +134,7 @@ class Controller:
         self._start_telemetry()
         self.links = LinkPoller(topo=self.topo, switches=self.fleet.switches, bin_s=self.cfg.loss_bin_s)
         self.links.enable_digests()
+        self.links.poll()   # first counter sample: later polls count from here
         self.write_state()
         self._thread = threading.Thread(target=self._run, name="controller-run", daemon=True)
         self._thread.start()
