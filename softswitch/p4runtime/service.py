@@ -4,9 +4,10 @@ Why transport-free: each RPC is a method taking and returning protobufs and
 raising `P4RuntimeError`, so the rules (arbitration, pipeline install, per-update
 errors, wildcards) are tested without gRPC, and grpcio only maps errors to status.
 
-Write batches run under the device lock, one update at a time, CONTINUE_ON_ERROR:
-an update either applies fully or changes nothing; failures are reported per
-update (`WriteFailed.errors`, one p4.v1.Error per update, OK for the ones that
+Write batches run one update at a time, each under the device lock (so packets
+never see half an update, and a large batch never stalls forwarding), with
+CONTINUE_ON_ERROR: an update either applies fully or changes nothing; failures are
+reported per update (`WriteFailed.errors`, one p4.v1.Error per update, OK for the ones that
 applied), as PI/BMv2 do.
 """
 from __future__ import annotations
@@ -175,15 +176,18 @@ class P4RuntimeService:
         self._check_role(req.role, req.role_id, what)
         self.arbitrator.check_writer(req.election_id, what)
         if req.atomicity != P.WriteRequest.CONTINUE_ON_ERROR:
-            raise unimplemented(f"{what}: atomicity {P.WriteRequest.Atomicity.Name(req.atomicity)} is "
-                                f"not supported (only CONTINUE_ON_ERROR)")
+            label = next((k for k, v in P.WriteRequest.Atomicity.items() if v == req.atomicity),
+                         str(req.atomicity))
+            raise unimplemented(f"{what}: atomicity {label} is not supported (only CONTINUE_ON_ERROR)")
         errors: list[P.Error] = []
         first = ""
         with self.device.lock:
-            st = self._require_state(what)
-            for i, upd in enumerate(req.updates):
+            self._require_state(what)  # FAILED_PRECONDITION before any update
+        for i, upd in enumerate(req.updates):
+            # the lock is taken per update, so a large batch never stalls forwarding for long
+            with self.device.lock:
                 try:
-                    self._apply(st, upd)
+                    self._apply(self._require_state(what), upd)
                     errors.append(P.Error(canonical_code=code_pb2.OK))
                 except P4RuntimeError as exc:
                     errors.append(P.Error(canonical_code=exc.code.value[0], message=exc.message,

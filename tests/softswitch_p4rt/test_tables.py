@@ -239,3 +239,9 @@ def test_action_selector_members_groups_and_indirect_entries(client, ids, device
     assert [p for p, _ in device.inject(1, dst4)] == [7]
     client.write(_ecmp_entry(ids, "\\x0a\\x01\\x02\\x04", "action_profile_member_id: 2", "MODIFY"))
     assert [p for p, _ in device.inject(1, dst4)] == [6]
+
+
+def test_unknown_atomicity_value(client, ids):
+    with pytest.raises(Exception) as ei:
+        client.write(fwd(ids, "\\x01"), atomicity=7)
+    assert ei.value.code == grpc.StatusCode.UNIMPLEMENTED and "atomicity 7" in ei.value.details
