@@ -273,8 +273,10 @@ class P4RuntimeService:
             return responses[-1].entities.add()
 
         with self.device.lock:
-            st = self._require_state(what)
-            for ent in req.entities:
+            self._require_state(what)
+        for ent in req.entities:
+            with self.device.lock:  # one consistent view per entity query
+                st = self._require_state(what)
                 if ent.WhichOneof("entity") == "table_entry":  # the bulk case: filled in place
                     table_entries.read_table_entries(st, ent.table_entry, lambda: new_entity().table_entry)
                     continue

@@ -211,3 +211,21 @@ def test_writes_and_reads_while_packets_flow(client, ids, device):
     assert not failures and sent[0] > 0
     count = client.read(f"counter_entry {{ counter_id: {ids.port_counter} index {{ index: 1 }} }}")[0]
     assert count.counter_entry.data.packet_count == sent[0]
+
+
+def test_random_packet_outs_never_break_the_stream(client, device):
+    rng = random.Random(7)
+    sent = 0
+    for _ in range(200):
+        m = P.StreamMessageRequest()
+        m.packet.payload = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 40)))
+        for _ in range(rng.randrange(0, 3)):
+            m.packet.metadata.add(metadata_id=rng.choice((0, 1, 2, 3, 2**32 - 1)),
+                                  value=bytes(rng.randrange(256) for _ in range(rng.randrange(0, 3))))
+        client.send(m)
+        sent += 1
+    # the stream still answers, in order, after all of them
+    assert client.arbitrate(1).status.code == 0
+    errors = client.errors.qsize()
+    assert errors + len(device.transmitted) <= sent and errors > 0
+    assert client.stub.Capabilities(P.CapabilitiesRequest()).p4runtime_api_version == "1.4.1"
