@@ -496,9 +496,13 @@ def icrc(ip_udp_header: bytes | bytearray | memoryview,
 def icrc_for(src: str | bytes, dst: str | bytes, sport: int, ib: bytes | bytearray,
              *, dport: int = ROCEV2_UDP_PORT, ip_id: int = 0, df: bool = True) -> int:
     """ICRC for ``ib`` (BTH..payload) as a kernel UDP socket will carry it."""
-    n = len(ib) + ICRC_LEN
-    hdr = ipv4_header(src, dst, UDP_LEN + n, ip_id=ip_id, df=df) + udp_header(sport, dport, n)
-    return icrc(hdr, ib)
+    if len(ib) < BTH_LEN:
+        raise RoceFormatError(f"ICRC: {len(ib)} bytes after UDP, need at least a BTH")
+    _check_range("sport", sport, 16, "UDP")
+    _check_range("dport", dport, 16, "UDP")
+    prefix = masked_crc_prefix(_addr(src), _addr(dst), sport, dport, len(ib) + ICRC_LEN,
+                               ip_id=ip_id, df=df)
+    return icrc_continue(prefix, bytes(ib) + bytes(ICRC_LEN))
 
 
 def verify_icrc(ip_udp_header: bytes | bytearray | memoryview,
