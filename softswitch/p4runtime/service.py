@@ -2,7 +2,7 @@
 
 Why transport-free: each RPC is a method taking and returning protobufs and
 raising `P4RuntimeError`, so the rules (arbitration, pipeline install, per-update
-errors, wildcards) are tested without gRPC, and grpcio only maps errors to status.
+errors, wildcards) live apart from grpcio, which only maps errors to a status.
 
 Write batches run one update at a time, each under the device lock (so packets
 never see half an update, and a large batch never stalls forwarding), with
