@@ -54,6 +54,11 @@ def _abort(context: grpc.ServicerContext, exc: P4RuntimeError) -> None:
     context.abort(exc.code, exc.message)
 
 
+def _internal(context: grpc.ServicerContext, rpc: str, exc: Exception) -> None:
+    LOG.error("%s failed unexpectedly", rpc, exc_info=exc)
+    context.abort(grpc.StatusCode.INTERNAL, f"{rpc}: internal error: {type(exc).__name__}: {exc}")
+
+
 class _End:
     """Ends a stream's outgoing queue; `error` set when the stream must fail."""
 
@@ -76,6 +81,9 @@ class P4RuntimeServicer(PG.P4RuntimeServicer):
         except P4RuntimeError as exc:
             _abort(context, exc)
             raise
+        except Exception as exc:  # a bug: answer INTERNAL, keep serving
+            _internal(context, "SetForwardingPipelineConfig", exc)
+            raise
 
     def GetForwardingPipelineConfig(self, request: P.GetForwardingPipelineConfigRequest,
                                     context: grpc.ServicerContext) -> P.GetForwardingPipelineConfigResponse:
@@ -84,6 +92,9 @@ class P4RuntimeServicer(PG.P4RuntimeServicer):
         except P4RuntimeError as exc:
             _abort(context, exc)
             raise
+        except Exception as exc:  # a bug: answer INTERNAL, keep serving
+            _internal(context, "GetForwardingPipelineConfig", exc)
+            raise
 
     def Write(self, request: P.WriteRequest, context: grpc.ServicerContext) -> P.WriteResponse:
         try:
@@ -91,12 +102,18 @@ class P4RuntimeServicer(PG.P4RuntimeServicer):
         except P4RuntimeError as exc:
             _abort(context, exc)
             raise
+        except Exception as exc:  # a bug: answer INTERNAL, keep serving
+            _internal(context, "Write", exc)
+            raise
 
     def Read(self, request: P.ReadRequest, context: grpc.ServicerContext) -> Iterator[P.ReadResponse]:
         try:
             responses = list(self.service.read(request))
         except P4RuntimeError as exc:
             _abort(context, exc)
+            raise
+        except Exception as exc:  # a bug: answer INTERNAL, keep serving
+            _internal(context, "Read", exc)
             raise
         yield from responses
 
@@ -120,8 +137,11 @@ class P4RuntimeServicer(PG.P4RuntimeServicer):
                     session.handle(req)
             except P4RuntimeError as exc:
                 end = _End(exc)
-            except Exception as exc:  # noqa: BLE001 - a client hanging up ends its stream only
+            except grpc.RpcError as exc:  # the client hung up
                 LOG.debug("stream %s ended: %s", client.name, exc)
+            except Exception as exc:  # a bug: end this stream with INTERNAL, keep serving
+                LOG.error("stream %s failed unexpectedly", client.name, exc_info=exc)
+                end = _End(P4RuntimeError(grpc.StatusCode.INTERNAL, f"StreamChannel: internal error: {exc}"))
             finally:
                 session.close()
                 out.put(end)
