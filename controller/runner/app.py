@@ -52,6 +52,7 @@ from .state import STATE_VERSION, write_state
 LOG = logging.getLogger("controller.runner")
 
 R_RX_EXPECTED = "SwitchIngress.link_rx_expected"
+R_TX_SEQ = "SwitchEgress.link_tx_seq"
 
 
 @dataclass(slots=True, kw_only=True)
@@ -73,6 +74,7 @@ class Controller:
     pipeline: PipelineConfig = field(init=False)
     fleet: Fleet = field(init=False)
     status: dict[str, SwitchStatus] = field(default_factory=dict)
+    restores: dict[str, int] = field(default_factory=dict)   # restarts seen and restored, per switch
     collector: Collector | None = None
     exporter: Any = None
     export: CollectorExport | None = None
@@ -176,22 +178,25 @@ class Controller:
         return FeedbackTarget(agent=agent, flow_id=int(sample["dest_qp"]), max_rate_bps=rate_mbps * 1e6)
 
     def _on_synced(self, sw: ManagedSwitch, report: SyncReport) -> None:
-        """A switch that got its pipeline again after its first sync restarted: its
-        neighbours expect old link sequence numbers from it, so reset those."""
+        """A switch that got its pipeline again after its first sync restarted, and its
+        link sequence state starts from 0: make both ends of each of its links agree
+        (neighbours expect 0 from it, and send it 0 next), so no loss is counted."""
         if not report.pipeline_pushed or sw.syncs <= 1:
             return
         LOG.warning("switch %s restarted: state restored (%s)", sw.name, report.summary())
         for d in directed_links(self.topo):
-            if d.src != sw.name:
+            if sw.name not in (d.src, d.dst):
                 continue
-            peer = self.fleet.switches.get(d.dst)
+            peer_name, port, reg_name, width = (d.dst, d.dst_port, R_RX_EXPECTED, 32) if d.src == sw.name \
+                else (d.src, d.src_port, R_TX_SEQ, 32)
+            peer = self.fleet.switches.get(peer_name)
             if peer is None or peer.client is None:
                 continue
             try:
-                reg = peer.schema.register(R_RX_EXPECTED)
-                peer.client.write_register(reg.id, d.dst_port, 0, 32)
+                peer.client.write_register(peer.schema.register(reg_name).id, port, 0, width)
             except P4rtError as exc:
-                LOG.warning("switch %s: cannot reset link sequence of port %d: %s", d.dst, d.dst_port, exc)
+                LOG.warning("switch %s: cannot reset %s[%d]: %s", peer_name, reg_name, port, exc)
+        self.restores[sw.name] = self.restores.get(sw.name, 0) + 1
 
     # ------------------------------------------------------------------ periodic work
     def _run(self) -> None:
@@ -269,6 +274,7 @@ class Controller:
                 "state": st.phase.value if st.phase is not Phase.READY or (c and c.connected)
                 else "reconnecting",
                 "primary": bool(c and c.is_primary), "syncs": sw.syncs,
+                "restores": self.restores.get(name, 0),
                 "last_sync": sw.last_sync.summary() if sw.last_sync else "",
                 "error": st.error})
         flows: list[dict[str, Any]] = []

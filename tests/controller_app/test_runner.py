@@ -82,14 +82,18 @@ def test_restarted_switch_is_restored_and_its_neighbour_resynced(testbed: Switch
     try:
         s1, s2 = ctl.fleet.switches["s1"], ctl.fleet.switches["s2"]
         reg = s1.schema.register("SwitchIngress.link_rx_expected").id
+        tx_reg = s1.schema.register("SwitchEgress.link_tx_seq").id
         s1.client.write_register(reg, 5, 77, 32)  # type: ignore[union-attr]
+        s1.client.write_register(tx_reg, 5, 55, 32)  # type: ignore[union-attr]
         held = len(s2.client.read_table_entries())  # type: ignore[union-attr]
         testbed.restart("s2")
-        assert wait_for(lambda: s2.syncs >= 2, timeout_s=15)
+        assert wait_for(lambda: ctl.restores.get("s2", 0) >= 1, timeout_s=15)
         assert s2.last_sync is not None and s2.last_sync.pipeline_pushed
         assert len(s2.client.read_table_entries()) == held  # type: ignore[union-attr]
         # s2's sequence numbers start again at 0: s1 must expect 0 on the port facing s2
         assert wait_for(lambda: s1.client.read_register(reg, 5) == {5: 0})  # type: ignore[union-attr]
+        # ... and s1 numbers what it sends to s2 from 0 again
+        assert wait_for(lambda: s1.client.read_register(tx_reg, 5) == {5: 0})  # type: ignore[union-attr]
     finally:
         ctl.stop()
 

@@ -1,0 +1,171 @@
+"""Real switch processes (`python -m softswitch switch`, ports in namespaces, gRPC on
+127.0.0.1), real hosts in namespaces, the controller programming them from a
+topology file: packets go h1 -> s1 -> s2 -> h2 with INT added by s1 and kept for the
+host by s2, and after s2 restarts the controller restores it and traffic flows again."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from ctl_app_helpers import ROOT, wait_for
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+
+if os.geteuid() != 0:
+    pytest.skip("needs root for network namespaces", allow_module_level=True)
+
+from mininet_topos.netns import Namespace, veth_pair  # noqa: E402
+
+from controller.p4rt import Phase  # noqa: E402
+from controller.runner import Controller, RunConfig  # noqa: E402
+
+PREFIX = "tct"
+SO_NO_CHECK = 11
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Bed:
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.ns: dict[str, Namespace] = {}
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.ports: dict[str, dict[int, str]] = {"s1": {}, "s2": {}}
+        self.grpc = {"s1": f"127.0.0.1:{_free_port()}", "s2": f"127.0.0.1:{_free_port()}"}
+
+    def build(self) -> Path:
+        for n in ("h1", "h2", "s1", "s2"):
+            ns = Namespace.create(PREFIX)
+            self.ns[n] = ns
+            ns.run(["sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1"], check=False)
+            ns.run(["sysctl", "-q", "-w", "net.ipv6.conf.default.disable_ipv6=1"], check=False)
+        h1, s1a = veth_pair(self.ns["h1"], self.ns["s1"], prefix=PREFIX, addr_a="10.0.1.1/24")
+        s1b, s2b = veth_pair(self.ns["s1"], self.ns["s2"], prefix=PREFIX, mtu=2000)
+        s2a, h2 = veth_pair(self.ns["s2"], self.ns["h2"], prefix=PREFIX, addr_b="10.0.2.1/24")
+        self.ports["s1"] = {1: s1a.ifname, 2: s1b.ifname}
+        self.ports["s2"] = {1: s2a.ifname, 2: s2b.ifname}
+        self.ns["h1"].run(["ip", "route", "add", "default", "via", "10.0.1.254"])
+        self.ns["h2"].run(["ip", "route", "add", "default", "via", "10.0.2.254"])
+        topo = {
+            "name": "tct-pair",
+            "switches": [{"name": "s1", "device_id": 1, "grpc_addr": self.grpc["s1"]},
+                         {"name": "s2", "device_id": 2, "grpc_addr": self.grpc["s2"]}],
+            "hosts": [{"name": "h1", "ip": "10.0.1.1/24", "mac": h1.mac, "switch": "s1", "port": 1},
+                      {"name": "h2", "ip": "10.0.2.1/24", "mac": h2.mac, "switch": "s2", "port": 1}],
+            "links": [{"a": "s1:2", "b": "s2:2", "role": "fabric", "rate_mbps": 100, "mtu": 2000}],
+        }
+        path = self.tmp / "pair.yaml"
+        path.write_text(yaml.safe_dump(topo, sort_keys=False))
+        return path
+
+    def start_switch(self, name: str, device_id: int) -> None:
+        argv = [sys.executable, "-m", "softswitch", "switch", "--device-id", str(device_id),
+                "--grpc-server-addr", self.grpc[name], "--netns", self.ns[name].name, "--name", name,
+                "--log-file", str(self.tmp / f"{name}.log")]
+        for port, ifname in sorted(self.ports[name].items()):
+            argv += ["-i", f"{port}@{ifname}"]
+        self.procs[name] = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def stop_switch(self, name: str) -> None:
+        p = self.procs.pop(name, None)
+        if p is None:
+            return
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+    def close(self) -> None:
+        for n in list(self.procs):
+            self.stop_switch(n)
+        for ns in self.ns.values():
+            ns.close()
+
+
+@pytest.fixture
+def bed(tmp_path: Path) -> Iterator[Bed]:
+    b = Bed(tmp_path)
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+def _exchange(bed: Bed, port: int, payload: bytes, *, no_check: bool, listen: int) -> bytes | None:
+    """Send one UDP datagram h1 -> h2:port; return what h2 receives on `listen`."""
+    with bed.ns["h2"].enter():
+        rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    rx.bind(("0.0.0.0", listen))
+    rx.settimeout(0.5)
+    with bed.ns["h1"].enter():
+        tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    if no_check:
+        tx.setsockopt(socket.SOL_SOCKET, SO_NO_CHECK, 1)
+    try:
+        for _ in range(20):     # the first ones may go to ARP resolution
+            tx.sendto(payload, ("10.0.2.1", port))
+            try:
+                return rx.recv(4096)
+            except TimeoutError:
+                continue
+        return None
+    finally:
+        tx.close()
+        rx.close()
+
+
+def _int_node_ids(data: bytes) -> list[int]:
+    """Node IDs of the hop stack of an INT-over-UDP payload (HPCC profile, 28 B per hop)."""
+    assert data[0] >> 4 == 1, "not an INT-MD shim"
+    words = data[1]
+    hop_words = data[4 + 2] & 0x1F
+    stack = data[4 + 12: 4 + words * 4]
+    n = len(stack) // (hop_words * 4)
+    return [int.from_bytes(stack[i * hop_words * 4: i * hop_words * 4 + 4], "big") for i in range(n)]
+
+
+def test_controller_programs_real_switch_processes_and_restores_a_restart(bed: Bed, tmp_path: Path) -> None:
+    topo = bed.build()
+    bed.start_switch("s1", 1)
+    bed.start_switch("s2", 2)
+    cfg = RunConfig(topology=str(topo), out_dir=str(tmp_path / "out"), report_port=0, agent_port=0,
+                    status_interval_s=0.3, connect_timeout_s=20)
+    ctl = Controller(cfg=cfg).start()
+    try:
+        assert all(st.phase is Phase.READY for st in ctl.status.values()), \
+            {n: st.error for n, st in ctl.status.items()}
+        # plain UDP: routed, proxy ARP answered by the switches
+        assert _exchange(bed, 9000, b"hello", no_check=False, listen=9000) == b"hello"
+        # RoCEv2: s1 inserts INT (UDP port 4791 -> 7777), s2 keeps it for the host
+        bth = bytes([0x04, 0, 0xFF, 0xFF, 0, 0, 0, 0x33, 0, 0, 0, 1])
+        got = _exchange(bed, 4791, bth + b"x" * 32, no_check=True, listen=7777)
+        assert got is not None, (bed.tmp / "s1.log").read_text()[-2000:]
+        assert _int_node_ids(got) == [2, 1]
+        assert got.endswith(bth + b"x" * 32)
+
+        s2 = ctl.fleet.switches["s2"]
+        bed.stop_switch("s2")
+        bed.start_switch("s2", 2)
+        assert wait_for(lambda: ctl.restores.get("s2", 0) >= 1, timeout_s=60), s2.client.stats.stream_errors  # type: ignore[union-attr]
+        assert s2.last_sync is not None and s2.last_sync.pipeline_pushed
+        assert _exchange(bed, 9001, b"again", no_check=False, listen=9001) == b"again"
+        time.sleep(0.5)
+        ctl.tick()
+        losses = {r["link"]: r["lost"] for r in ctl.snapshot()["losses"]}
+        assert losses == {"s1:2->s2:2": 0, "s2:2->s1:2": 0}
+    finally:
+        ctl.stop()
