@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import grpc
+import pytest
 from google.protobuf.message import DecodeError
 from p4.v1 import p4runtime_pb2 as P
 from p4rt_helpers import WriteError, msg
@@ -229,3 +230,21 @@ def test_random_packet_outs_never_break_the_stream(client, device):
     errors = client.errors.qsize()
     assert errors + len(device.transmitted) <= sent and errors > 0
     assert client.stub.Capabilities(P.CapabilitiesRequest()).p4runtime_api_version == "1.4.1"
+
+
+def test_a_bug_answers_internal_and_the_server_keeps_serving(client, ids, monkeypatch):
+    from softswitch.p4runtime import table_entries
+
+    def broken(*_args, **_kw):  # type: ignore[no-untyped-def]
+        raise RuntimeError("simulated bug")
+
+    monkeypatch.setattr(table_entries, "read_table_entries", broken)
+    with pytest.raises(grpc.RpcError) as ei:
+        client.read("table_entry {}")
+    assert ei.value.code() == grpc.StatusCode.INTERNAL and "simulated bug" in ei.value.details()
+    monkeypatch.setattr(table_entries, "write_table_entry", broken)
+    with pytest.raises(WriteError) as we:
+        client.write(f"type: INSERT entity {{ table_entry {{ table_id: {ids.forward} }} }}")
+    assert we.value.errors[0].canonical_code == grpc.StatusCode.INTERNAL.value[0]
+    monkeypatch.undo()
+    assert client.read("table_entry {}") == []
