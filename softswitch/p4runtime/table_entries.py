@@ -206,8 +206,11 @@ def write_table_entry(st: PipelineState, utype: int, entry: P.TableEntry) -> Non
         raise unimplemented(f"table {t.name}: idle timeout (idle_timeout_ns) is not supported")
     key = decode_match(t, entry)
     prio = check_priority(t, rt, entry.priority)
-    if entry.HasField("counter_data") and not t.direct_counter_id:
-        raise invalid(f"table {t.name}: counter_data given, but the table has no direct counter")
+    if entry.HasField("counter_data"):
+        if not t.direct_counter_id:
+            raise invalid(f"table {t.name}: counter_data given, but the table has no direct counter")
+        if entry.counter_data.packet_count < 0 or entry.counter_data.byte_count < 0:
+            raise invalid(f"table {t.name}: negative counter_data")
     meter = None
     if entry.HasField("meter_config"):
         if not t.direct_meter_id:
