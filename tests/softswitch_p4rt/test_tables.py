@@ -141,7 +141,7 @@ BAD = [
     ("no entity", lambda ids: "type: INSERT", "INVALID_ARGUMENT", "no entity"),
     ("negative counter data", lambda ids: fwd(ids, "\\x01")[:-4] + " counter_data { packet_count: -1 } } }",
      "INVALID_ARGUMENT", "negative counter_data"),
-    ("counter data without a direct counter", lambda ids: route(ids, "\\x0a", 8)[:-4]
+    ("counter data without a direct counter", lambda ids: route(ids, "\\x0a\\x00\\x00\\x00", 8)[:-4]
      + " counter_data { packet_count: 1 } } }", "INVALID_ARGUMENT", "no direct counter"),
     ("unspecified type", lambda ids: fwd(ids, "\\x01", "", "UNSPECIFIED"), "INVALID_ARGUMENT", "UNSPECIFIED"),
     ("unknown action profile", lambda ids: "type: INSERT entity { action_profile_member { action_profile_id: 1 } }",
