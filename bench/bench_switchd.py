@@ -6,7 +6,10 @@ namespaces, next to a Linux bridge on the same path (the baseline, same run).
 * rate: h1 sends 64-byte UDP datagrams as fast as one Python process can for a few
   seconds; h2 counts what arrives; packets/s delivered for each middle box;
 * latency: UDP ping-pong h1 -> h2 -> h1, one datagram in flight; round-trip median
-  and p99 for each middle box, and the softswitch's added round trip (two passes).
+  and p99 for each middle box, and the softswitch's added round trip (two passes);
+* pacing: the softswitch with its h2 port paced (--queue-rate), h1 sending
+  1000-byte datagrams as fast as it can; the frame bit rate that arrives, against
+  the configured rate.
 
 The softswitch runs p4/examples/ipv4_forward.p4 (LPM, MAC rewrite, TTL, checksum)
 with its two routes given on the command line. Needs root (namespaces, raw sockets).
@@ -41,7 +44,8 @@ PREFIX = "tsdb"
 BLAST = """
 import socket, sys, time
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-dst, end, n, msg = (sys.argv[1], 4444), time.monotonic() + float(sys.argv[2]), 0, b"x" * 64
+dst, end, n = (sys.argv[1], 4444), time.monotonic() + float(sys.argv[2]), 0
+msg = b"x" * int(sys.argv[3])
 while time.monotonic() < end:
     for _ in range(64):
         try:
@@ -58,7 +62,7 @@ def _quiet(ns: Namespace) -> None:
 
 
 @contextlib.contextmanager
-def path(kind: str, tmp: Path) -> Iterator[tuple[Namespace, Namespace]]:
+def path(kind: str, tmp: Path, *, rate_mbps: float = 0.0) -> Iterator[tuple[Namespace, Namespace]]:
     """Two hosts joined through a middle namespace holding a bridge or a softswitch."""
     made: list[Namespace] = []
     try:
@@ -84,9 +88,11 @@ def path(kind: str, tmp: Path) -> Iterator[tuple[Namespace, Namespace]]:
                 f"MyIngress.ipv4_forward(dstAddr:0x{mac.replace(':', '')}, port:{i})\n"
                 for i, mac in ((1, h1.mac), (2, h2.mac))))
             stats = tmp / "stats.json"
+            stats.unlink(missing_ok=True)         # its appearance means "ready"
             mid.popen([sys.executable, "-m", "softswitch", "switch", str(PROGRAM), "--entries",
                        str(entries), "-i", f"1@{m1.ifname}", "-i", f"2@{m2.ifname}",
-                       "--grpc-server-addr", "none", "--stats-file", str(stats)],
+                       "--grpc-server-addr", "none", "--stats-file", str(stats),
+                       *(["--queue-rate", f"2:{rate_mbps:g}"] if rate_mbps else [])],
                       cwd=str(ROOT), env=dict(os.environ, PYTHONPATH=str(ROOT)))
             deadline = time.monotonic() + 60
             while not stats.exists():
@@ -106,11 +112,13 @@ def _udp(ns: Namespace, port: int) -> socket.socket:
     return s
 
 
-def measure_rate(h1: Namespace, h2: Namespace, seconds: float) -> tuple[float, int]:
-    """(delivered packets/s, packets sent)."""
+def measure_rate(h1: Namespace, h2: Namespace, seconds: float, payload: int = 64
+                 ) -> tuple[float, int, float]:
+    """(delivered packets/s, packets sent, delivered frame bits/s while packets arrived)."""
     rx = _udp(h2, 4444)
     rx.settimeout(0.5)
     got = [0]
+    stamps: list[int] = []
     stop = threading.Event()
 
     def count() -> None:
@@ -118,17 +126,22 @@ def measure_rate(h1: Namespace, h2: Namespace, seconds: float) -> tuple[float, i
             try:
                 rx.recv(2048)
                 got[0] += 1
+                stamps.append(time.monotonic_ns())
             except TimeoutError:
                 pass
 
     t = threading.Thread(target=count, daemon=True)
     t.start()
-    res = h1.run([sys.executable, "-c", BLAST, h2.ip, str(seconds)], timeout=seconds + 30)
+    res = h1.run([sys.executable, "-c", BLAST, h2.ip, str(seconds), str(payload)],
+                 timeout=seconds + 30)
     time.sleep(0.5)
     stop.set()
     t.join()
     rx.close()
-    return got[0] / seconds, int(res.stdout.strip())
+    frame_bits = (payload + 8 + 20 + 14) * 8
+    span = (stamps[-1] - stamps[0]) / 1e9 if len(stamps) > 1 else 0.0
+    bps = (len(stamps) - 1) * frame_bits / span if span else 0.0
+    return got[0] / seconds, int(res.stdout.strip()), bps
 
 
 def measure_rtt(h1: Namespace, h2: Namespace, pings: int) -> np.ndarray:
@@ -171,9 +184,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=3.0, help="length of each rate run (default 3)")
     ap.add_argument("--pings", type=int, default=1000, help="ping-pongs per latency run (default 1000)")
+    ap.add_argument("--rate-mbps", type=float, default=10.0,
+                    help="egress rate of the paced run (default 10 Mbit/s)")
     args = ap.parse_args(argv)
-    if not 0.5 <= args.seconds <= 60 or not 10 <= args.pings <= 100000:
-        print("error: --seconds must be in 0.5..60 and --pings in 10..100000", file=sys.stderr)
+    if not 0.5 <= args.seconds <= 60 or not 10 <= args.pings <= 100000 or not 0.1 <= args.rate_mbps <= 100:
+        print("error: --seconds must be in 0.5..60, --pings in 10..100000, --rate-mbps in 0.1..100",
+              file=sys.stderr)
         return 2
     if os.geteuid() != 0:
         print("error: needs root (network namespaces, raw sockets)", file=sys.stderr)
@@ -184,8 +200,10 @@ def main(argv: list[str] | None = None) -> int:
             with path(kind, Path(tmp)) as (h1, h2):
                 measure_rtt(h1, h2, 20)                      # warm up (caches, first compile)
                 rtt = measure_rtt(h1, h2, args.pings)
-                pps, sent = measure_rate(h1, h2, args.seconds)
+                pps, sent, _ = measure_rate(h1, h2, args.seconds)
                 results[kind] = (pps, sent, rtt)
+        with path("softswitch", Path(tmp), rate_mbps=args.rate_mbps) as (h1, h2):
+            _, _, paced_bps = measure_rate(h1, h2, args.seconds, payload=1000)
     print(f"{'path':<12}{'delivered pkt/s':>16}{'sent pkt/s':>12}{'rtt median us':>15}{'rtt p99 us':>12}")
     for kind, (pps, sent, rtt) in results.items():
         print(f"{kind:<12}{pps:>16,.0f}{sent / args.seconds:>12,.0f}"
@@ -196,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"softswitch added round trip (2 passes): median {np.median(srtt) - np.median(brtt):.1f} us, "
           f"p99 {np.percentile(srtt, 99) - np.percentile(brtt, 99):.1f} us")
     print(f"softswitch added latency per pass: median {(np.median(srtt) - np.median(brtt)) / 2:.1f} us")
+    print(f"paced egress port, 1042-byte frames: configured {args.rate_mbps:g} Mbit/s, delivered "
+          f"{paced_bps / 1e6:.3f} Mbit/s (ratio {paced_bps / (args.rate_mbps * 1e6):.3f})")
     return 0
 
 

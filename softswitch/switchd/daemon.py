@@ -129,7 +129,7 @@ class Switchd:
                                **({"default_depth_pkts": default_depth} if default_depth else {}))
             self.device = dev
             if ALL_PORTS in opts.queue_rates_bps:
-                dev.tm.default_rate_bps = opts.queue_rates_bps[ALL_PORTS]
+                dev.tm.set_default_rate(opts.queue_rates_bps[ALL_PORTS])
             for port, rate in opts.queue_rates_bps.items():
                 if port != ALL_PORTS:
                     dev.tm.set_rate(port, rate)

@@ -239,6 +239,8 @@ class SwitchDevice:
             if data is None:
                 return
             self._receive(port.number, data)
+            if self.tm.paced:
+                self.tm.depart_due()
             taken += 1
 
     def _receive(self, port: int, data: bytes) -> None:

@@ -31,6 +31,7 @@ from softswitch.v1model.switch import QueueInfo
 LOG = logging.getLogger("softswitch.switchd")
 DEFAULT_DEPTH_PKTS = 64
 MAX_DEPTH_PKTS = 1 << 19        # enq_qdepth is bit<19>
+ALL_PORTS_LABEL = "every port"
 
 
 @dataclass(slots=True, kw_only=True)
@@ -54,15 +55,19 @@ class EgressQueue:
         return max(enq_ns, self.next_free_ns) if self.rate_bps else enq_ns
 
 
-def check_rate(port: int, rate_bps: float) -> float:
+def _where(port: int | str) -> str:
+    return f"port {port}" if isinstance(port, int) else port
+
+
+def check_rate(port: int | str, rate_bps: float) -> float:
     if not rate_bps >= 0 or rate_bps == float("inf"):
-        raise OptionError(f"queue rate of port {port}: {rate_bps} bit/s must be >= 0 (0 = unpaced)")
+        raise OptionError(f"queue rate of {_where(port)}: {rate_bps} bit/s must be >= 0 (0 = unpaced)")
     return float(rate_bps)
 
 
-def check_depth(port: int, depth: int) -> int:
+def check_depth(port: int | str, depth: int) -> int:
     if not 1 <= depth <= MAX_DEPTH_PKTS:
-        raise OptionError(f"queue depth of port {port}: {depth} packets outside 1..{MAX_DEPTH_PKTS}")
+        raise OptionError(f"queue depth of {_where(port)}: {depth} packets outside 1..{MAX_DEPTH_PKTS}")
     return int(depth)
 
 
@@ -74,13 +79,14 @@ class TrafficManager:
                  default_rate_bps: float = 0.0) -> None:
         self._depart = depart
         self._clock_us = clock_us
-        self.default_depth_pkts = check_depth(0, default_depth_pkts)
-        self.default_rate_bps = check_rate(0, default_rate_bps)
+        self.default_depth_pkts = check_depth(ALL_PORTS_LABEL, default_depth_pkts)
+        self.default_rate_bps = check_rate(ALL_PORTS_LABEL, default_rate_bps)
         self.queues: dict[int, EgressQueue] = {}
         self._cv = threading.Condition(threading.Lock())
         self._stop = False
         self._thread: threading.Thread | None = None
         self.errors = 0
+        self.paced = self.default_rate_bps > 0   # any queue with a rate (receive thread helps)
 
     # --------------------------------------------------------------- config
     def queue(self, port: int) -> EgressQueue:
@@ -93,7 +99,14 @@ class TrafficManager:
     def set_rate(self, port: int, rate_bps: float) -> None:
         with self._cv:
             self.queue(port).rate_bps = check_rate(port, rate_bps)
+            self.paced = self.default_rate_bps > 0 or any(q.rate_bps for q in self.queues.values())
             self._cv.notify()
+
+    def set_default_rate(self, rate_bps: float) -> None:
+        """Rate of queues created from now on (ports configured later, the CPU port)."""
+        with self._cv:
+            self.default_rate_bps = check_rate(ALL_PORTS_LABEL, rate_bps)
+            self.paced = self.paced or self.default_rate_bps > 0
 
     def set_depth(self, port: int, depth_pkts: int) -> None:
         with self._cv:
@@ -146,6 +159,8 @@ class TrafficManager:
             q = self.queues.get(port)
             if q is not None and q.in_flight:
                 q.in_flight -= 1
+                if q.items:
+                    self._cv.notify()
 
     def clear(self) -> int:
         """Drop everything queued (pipeline replaced); returns how many."""
@@ -157,16 +172,60 @@ class TrafficManager:
             return n
 
     def _next(self) -> tuple[EgressQueue | None, float]:
-        """The queue whose head leaves first, and the seconds until then."""
+        """The queue whose head leaves first, and the seconds until then (cv held).
+
+        A queue with a departure still in egress is skipped: one at a time per port
+        keeps each port's frames in order whichever thread departs them.
+        """
         best, best_t = None, 0
         for q in self.queues.values():
-            if q.items:
+            if q.items and not q.in_flight:
                 t = q.head_time_ns()
                 if best is None or t < best_t:
                     best, best_t = q, t
         if best is None:
             return None, 1.0
         return best, (best_t - time.monotonic_ns()) / 1e9
+
+    def _pop(self, q: EgressQueue) -> tuple[Any, int, int, int]:
+        """Take the head of `q` (cv held): item, enq µs, enq depth, deq depth."""
+        item, length, enq_ns, enq_us, enq_depth = q.items.popleft()
+        if q.rate_bps:
+            start = max(enq_ns, q.next_free_ns)
+            q.next_free_ns = start + int(length * 8e9 / q.rate_bps)
+        q.dequeued += 1
+        q.in_flight += 1
+        return item, enq_us, enq_depth, len(q.items)
+
+    def _leave(self, q: EgressQueue, item: Any, enq_us: int, enq_depth: int, deq_depth: int) -> None:
+        now_us = self._clock_us()
+        info = QueueInfo(enq_qdepth=enq_depth, deq_qdepth=deq_depth,
+                         deq_timedelta_us=max(0, now_us - enq_us), enq_timestamp_us=enq_us)
+        try:
+            self._depart(item, info)
+        except Exception:
+            self.errors += 1
+            LOG.exception("traffic manager: departure failed")
+        finally:
+            self.release(q.port)
+
+    def depart_due(self, limit: int = 8) -> int:
+        """Run up to `limit` departures that are due, in the caller's thread.
+
+        Why: under overload the receive thread is busy with ingress and the scheduler
+        thread waits for the interpreter; letting the receive thread send what is due
+        keeps the paced ports at their rate. Returns how many left.
+        """
+        done = 0
+        while done < limit:
+            with self._cv:
+                q, wait_s = self._next()
+                if q is None or wait_s > 0:
+                    return done
+                popped = self._pop(q)
+            self._leave(q, *popped)
+            done += 1
+        return done
 
     def _run(self) -> None:
         while True:
@@ -178,23 +237,8 @@ class TrafficManager:
                     if q is not None and wait_s <= 0:
                         break
                     self._cv.wait(wait_s if q is not None else 0.5)
-                item, length, enq_ns, enq_us, enq_depth = q.items.popleft()
-                if q.rate_bps:
-                    start = max(enq_ns, q.next_free_ns)
-                    q.next_free_ns = start + int(length * 8e9 / q.rate_bps)
-                q.dequeued += 1
-                q.in_flight += 1
-                deq_depth = len(q.items)
-            now_us = self._clock_us()
-            info = QueueInfo(enq_qdepth=enq_depth, deq_qdepth=deq_depth,
-                             deq_timedelta_us=max(0, now_us - enq_us), enq_timestamp_us=enq_us)
-            try:
-                self._depart(item, info)
-            except Exception:
-                self.errors += 1
-                LOG.exception("traffic manager: departure failed")
-            finally:
-                self.release(q.port)
+                popped = self._pop(q)
+            self._leave(q, *popped)
 
     # ------------------------------------------------------------ lifecycle
     def start(self) -> None:

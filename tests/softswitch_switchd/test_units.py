@@ -255,3 +255,26 @@ def test_cli_reports_program_and_entries_errors_with_locations(tmp_path, capsys)
     assert str(entries) in err and "nosuchtable" in err, err
     assert main(["switch", str(good), "--no-p4"]) == 2
     assert "--no-p4 and a program" in capsys.readouterr().err
+
+
+def test_depart_due_helps_in_order_and_one_at_a_time() -> None:
+    """A second thread may run due departures; per port they stay in order."""
+    order: list[int] = []
+    tm = _tm(lambda item, info: order.append(item))
+    tm.set_rate(1, 1e9)
+    assert tm.paced
+    for i in range(20):
+        tm.enqueue(1, i, 100)
+    time.sleep(0.001)
+    assert tm.depart_due(limit=5) == 5
+    tm.start()
+    try:
+        deadline = time.monotonic() + 5
+        while len(order) < 20 and time.monotonic() < deadline:
+            tm.depart_due()
+        while len(order) < 20 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        tm.stop()
+    assert order == list(range(20))
+    assert tm.queues[1].in_flight == 0
