@@ -24,7 +24,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def entries(args: argparse.Namespace) -> int:
-    from controller.intent import CollectorSpec, IntentError, IntentOptions, SinkMode, compute_intent
+    from controller.intent import (
+        CollectorSpec,
+        IntentError,
+        IntentOptions,
+        SinkMode,
+        compute_intent,
+    )
     from controller.p4rt import P4rtError, Schema, entry_to_proto, format_entry, load_pipeline
     from controller.runner.config import default_program
     from controller.topology import TopologyError, load_topology

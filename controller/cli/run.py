@@ -84,13 +84,14 @@ def run(args: argparse.Namespace) -> int:
     from controller.runner import Controller, RunConfig, RunError
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    kw = dict(topology=args.topology, out_dir=args.out, influx=args.influx, database=args.database,
-              org=args.org, token=args.token, target=Target(args.target), p4info=args.p4info,
-              bmv2_json=args.bmv2_json, listen=args.listen, report_port=args.report_port,
-              agent_port=args.agent_port, feedback_port=args.feedback_port,
-              sink_mode=SinkMode(args.sink_mode), collector_host=args.collector_host,
-              agents=dict(args.agent), election_id=args.election_id, connect_timeout_s=args.connect_timeout,
-              status_interval_s=args.interval)
+    kw: dict[str, object] = {
+        "topology": args.topology, "out_dir": args.out, "influx": args.influx, "database": args.database,
+        "org": args.org, "token": args.token, "target": Target(args.target), "p4info": args.p4info,
+        "bmv2_json": args.bmv2_json, "listen": args.listen, "report_port": args.report_port,
+        "agent_port": args.agent_port, "feedback_port": args.feedback_port,
+        "sink_mode": SinkMode(args.sink_mode), "collector_host": args.collector_host,
+        "agents": dict(args.agent), "election_id": args.election_id,
+        "connect_timeout_s": args.connect_timeout, "status_interval_s": args.interval}
     if args.program:
         kw["program"] = args.program
     try:

@@ -13,7 +13,15 @@ from __future__ import annotations
 import ipaddress
 
 from controller.p4rt.entries import CloneSession, DesiredState, TableEntry
-from controller.topology import LinkRole, Topology, arp_proxy_entries, pick_next_hop, port_configs, routes
+from controller.topology import (
+    LinkRole,
+    Topology,
+    TopologyError,
+    arp_proxy_entries,
+    pick_next_hop,
+    port_configs,
+    routes,
+)
 
 from .errors import IntentError
 from .options import CollectorSpec, IntentOptions, SinkMode
@@ -36,7 +44,7 @@ def _collector_path(topo: Topology, spec: CollectorSpec) -> tuple[str, str, dict
     if spec.host:
         try:
             h = topo.host(spec.host)
-        except Exception as exc:  # topology raises its own error class
+        except (TopologyError, KeyError) as exc:
             raise IntentError(f"collector host {spec.host!r}: {exc}") from None
         ip, mac = h.ipv4, h.mac.lower()
         out: dict[str, tuple[int, str]] = {}
@@ -113,7 +121,7 @@ def compute_intent(topo: Topology, options: IntentOptions | None = None) -> dict
                                    "ds_instruction": w.ds_instruction, "max_hops": w.max_hops},
                                   priority=w.priority))
         if collector is not None and opts.sink_mode is SinkMode.REPORT:
-            cip, cmac, path = collector
+            cip, _cmac, path = collector
             if sw.name not in path:
                 raise IntentError(f"switch {sw.name}: no route to the collector {cip}")
             port, next_mac = path[sw.name]

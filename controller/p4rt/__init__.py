@@ -10,12 +10,36 @@ Layers (each uses only those above it)::
     fleet    (many switches in parallel, progress per switch)
 """
 from .client import Backoff, Digest, SwitchClient
-from .codec import decode_match, encode_bits, decode_bits, encode_match, format_match, format_value, \
-    normalize_match, parse_value
-from .entries import CloneSession, DesiredState, TableEntry, entry_from_proto, entry_key, entry_to_proto, \
-    format_entry
-from .errors import ArbitrationError, CodecError, ConnectError, P4rtError, PipelineError, RpcError, \
-    SchemaError, UpdateFailure, WriteError
+from .codec import (
+    decode_bits,
+    decode_match,
+    encode_bits,
+    encode_match,
+    format_match,
+    format_value,
+    normalize_match,
+    parse_value,
+)
+from .entries import (
+    CloneSession,
+    DesiredState,
+    TableEntry,
+    entry_from_proto,
+    entry_key,
+    entry_to_proto,
+    format_entry,
+)
+from .errors import (
+    ArbitrationError,
+    CodecError,
+    ConnectError,
+    P4rtError,
+    PipelineError,
+    RpcError,
+    SchemaError,
+    UpdateFailure,
+    WriteError,
+)
 from .fleet import Fleet, FleetResult, Phase, Progress
 from .pipeline import PipelineConfig, Target, load_pipeline, read_p4info, softswitch_device_config
 from .reconcile import Plan, plan_clone_sessions, plan_default_entries, plan_table_entries

@@ -14,9 +14,9 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Self
 
 import grpc
 from google.rpc import code_pb2, status_pb2
@@ -24,7 +24,14 @@ from p4.config.v1 import p4info_pb2 as P4I
 from p4.v1 import p4runtime_pb2 as P
 from p4.v1 import p4runtime_pb2_grpc as PG
 
-from .errors import ArbitrationError, ConnectError, PipelineError, RpcError, UpdateFailure, WriteError
+from .errors import (
+    ArbitrationError,
+    ConnectError,
+    PipelineError,
+    RpcError,
+    UpdateFailure,
+    WriteError,
+)
 
 LOG = logging.getLogger("controller.p4rt")
 
@@ -262,7 +269,7 @@ class SwitchClient:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=2.0)
 
-    def __enter__(self) -> SwitchClient:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -115,32 +115,30 @@ def normalize_match(field: MatchFieldInfo, value: Any, where: str) -> Decoded:
     if kind is MatchKind.OPTIONAL:
         return None if value is None else parse_value(value, w, here)
     if kind is MatchKind.LPM:
+        if value is None:
+            return None
         if isinstance(value, str) and "/" in value:
-            v, _, plen_s = value.partition("/")
+            v_s, _, plen_s = value.partition("/")
             try:
-                plen = int(plen_s)
+                value = (v_s, int(plen_s))
             except ValueError:
                 raise CodecError(f"{here}: prefix length {plen_s!r} is not a number") from None
-            value = (v, plen)
         if isinstance(value, tuple):
             if len(value) != 2:
                 raise CodecError(f"{here}: expected (value, prefix_len), got {value!r}")
             v, plen = parse_value(value[0], w, here), value[1]
-        elif value is None:
-            return None
         else:
             v, plen = parse_value(value, w, here), w
         if not isinstance(plen, int) or not 0 <= plen <= w:
             raise CodecError(f"{here}: prefix length {plen!r} outside 0..{w}")
         if plen == 0:
             return None
-        mask = _full(w) ^ _full(w - plen)
-        return (v & mask, plen)
+        return (v & (_full(w) ^ _full(w - plen)), plen)
     if kind is MatchKind.TERNARY:
-        if isinstance(value, str) and "&&&" in value:
-            value = tuple(value.split("&&&", 1))
         if value is None:
             return None
+        if isinstance(value, str) and "&&&" in value:
+            value = tuple(value.split("&&&", 1))
         if isinstance(value, tuple):
             if len(value) != 2:
                 raise CodecError(f"{here}: expected (value, mask), got {value!r}")
@@ -151,10 +149,10 @@ def normalize_match(field: MatchFieldInfo, value: Any, where: str) -> Decoded:
             return None
         return (v & m, m)
     if kind is MatchKind.RANGE:
-        if isinstance(value, str) and ".." in value:
-            value = tuple(value.split("..", 1))
         if value is None:
             return None
+        if isinstance(value, str) and ".." in value:
+            value = tuple(value.split("..", 1))
         if not isinstance(value, tuple) or len(value) != 2:
             raise CodecError(f"{here}: expected (low, high) or 'low..high', got {value!r}")
         lo, hi = parse_value(value[0], w, here), parse_value(value[1], w, here)

@@ -12,7 +12,15 @@ from typing import Any
 
 from p4.v1 import p4runtime_pb2 as P
 
-from .codec import decode_bits, decode_match, encode_bits, encode_match, format_match, format_value, parse_value
+from .codec import (
+    decode_bits,
+    decode_match,
+    encode_bits,
+    encode_match,
+    format_match,
+    format_value,
+    parse_value,
+)
 from .errors import CodecError, SchemaError
 from .schema import Schema
 
@@ -99,19 +107,17 @@ def entry_to_proto(schema: Schema, e: TableEntry) -> P.TableEntry:
 
 def entry_from_proto(schema: Schema, te: P.TableEntry) -> TableEntry:
     """The data form of an entry read from a switch (values as canonical ints/tuples)."""
-    t = schema.by_id(te.table_id)
-    if not hasattr(t, "match_fields"):
-        raise SchemaError(f"id {te.table_id} is not a table")
+    t = schema.table_by_id(te.table_id)
     where = f"table {t.name}"
-    match = tuple((t.field_by_id(fm.field_id).name,  # type: ignore[attr-defined]
-                   decode_match(t.field_by_id(fm.field_id), fm, where))  # type: ignore[attr-defined]
+    match = tuple((t.field_by_id(fm.field_id).name, decode_match(t.field_by_id(fm.field_id), fm, where))
                   for fm in sorted(te.match, key=lambda f: f.field_id))
-    action, params = "", ()
+    action = ""
+    params: tuple[tuple[str, Any], ...] = ()
     if te.action.WhichOneof("type") == "action":
-        a = schema.by_id(te.action.action.action_id)
+        a = schema.action_by_id(te.action.action.action_id)
         action = a.name
-        params = tuple((a.param_by_id(p.param_id).name,  # type: ignore[attr-defined]
-                        decode_bits(p.value, a.param_by_id(p.param_id).bitwidth, where))  # type: ignore[attr-defined]
+        params = tuple((a.param_by_id(p.param_id).name,
+                        decode_bits(p.value, a.param_by_id(p.param_id).bitwidth, where))
                        for p in te.action.action.params)
     return TableEntry(table=t.name, match=match, action=action, params=params,
                       priority=te.priority, is_default=te.is_default_action)
@@ -140,18 +146,18 @@ def entry_value(te: P.TableEntry) -> bytes:
 def format_entry(schema: Schema, te: P.TableEntry) -> str:
     """One line: 'SwitchIngress.ipv4_lpm dst_addr=10.0.1.0/24 -> ipv4_forward(port=1, ...)'."""
     try:
-        t = schema.by_id(te.table_id)
+        t = schema.table_by_id(te.table_id)
         parts = [t.name + (" (default)" if te.is_default_action else "")]
         for fm in sorted(te.match, key=lambda f: f.field_id):
-            mf = t.field_by_id(fm.field_id)  # type: ignore[attr-defined]
+            mf = t.field_by_id(fm.field_id)
             parts.append(f"{mf.name}={format_match(mf, decode_match(mf, fm))}")
         if te.priority:
             parts.append(f"priority={te.priority}")
         if te.action.WhichOneof("type") == "action":
-            a = schema.by_id(te.action.action.action_id)
+            a = schema.action_by_id(te.action.action.action_id)
             args = []
             for p in te.action.action.params:
-                pi = a.param_by_id(p.param_id)  # type: ignore[attr-defined]
+                pi = a.param_by_id(p.param_id)
                 args.append(f"{pi.name}={format_value(int.from_bytes(p.value, 'big'), pi.bitwidth, pi.name)}")
             parts.append(f"-> {a.name}({', '.join(args)})")
         return " ".join(parts)

@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Self
 
 from .errors import P4rtError
 from .switch import ManagedSwitch, SyncReport
@@ -86,7 +87,7 @@ class Fleet:
         for sw in self.switches.values():
             sw.close()
 
-    def __enter__(self) -> Fleet:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

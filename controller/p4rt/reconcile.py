@@ -78,7 +78,7 @@ def plan_clone_sessions(desired: Iterable[P.PacketReplicationEngineEntry],
     def norm(pre: P.PacketReplicationEngineEntry) -> bytes:
         c = P.CloneSessionEntry()
         c.CopyFrom(pre.clone_session_entry)
-        reps = sorted(((r.egress_port, r.instance) for r in c.replicas))
+        reps = sorted((r.egress_port, r.instance) for r in c.replicas)
         del c.replicas[:]
         for port, inst in reps:
             c.replicas.add(egress_port=port, instance=inst)

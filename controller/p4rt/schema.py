@@ -197,9 +197,21 @@ class Schema:
         except KeyError:
             raise SchemaError(f"P4Info has no object with id {oid} (0x{oid:08x})") from None
 
+    def table_by_id(self, oid: int) -> TableInfo:
+        obj = self.by_id(oid)
+        if not isinstance(obj, TableInfo):
+            raise SchemaError(f"id {oid} (0x{oid:08x}) is {obj.name!r}, not a table")
+        return obj
+
+    def action_by_id(self, oid: int) -> ActionInfo:
+        obj = self.by_id(oid)
+        if not isinstance(obj, ActionInfo):
+            raise SchemaError(f"id {oid} (0x{oid:08x}) is {obj.name!r}, not an action")
+        return obj
+
     def table_actions(self, table: TableInfo) -> Iterator[ActionInfo]:
         for aid in table.action_ids:
-            yield self.by_id(aid)  # type: ignore[misc]
+            yield self.action_by_id(aid)
 
     def check_action_of(self, table: TableInfo, action: ActionInfo) -> None:
         if action.id not in table.action_ids:

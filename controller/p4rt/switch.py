@@ -75,8 +75,11 @@ class ManagedSwitch:
     def connect(self) -> None:
         self.client = SwitchClient(name=self.name, address=self.address, device_id=self.device_id,
                                    election_id=self.election_id, timeout_s=self.timeout_s,
-                                   backoff=self.backoff, on_reconnect=lambda _c: self.sync())
+                                   backoff=self.backoff, on_reconnect=self._restore)
         self.client.connect()
+
+    def _restore(self, _client: SwitchClient) -> None:
+        self.sync()
 
     def close(self) -> None:
         if self.client is not None:
@@ -117,7 +120,7 @@ class ManagedSwitch:
 
     def _apply(self, schema: Schema, *plans: Plan) -> None:
         assert self.client is not None
-        describe = lambda u: describe_update(schema, u)  # noqa: E731
+        describe = lambda u: describe_update(schema, u)
         # deletes of every plan first (free space), then modifies, then inserts
         for part in ("deletes", "modifies", "inserts"):
             updates = [u for p in plans for u in getattr(p, part)]

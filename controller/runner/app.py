@@ -25,10 +25,12 @@ import numpy as np
 
 from controller.cc import FeedbackSender, FeedbackTarget, HpccEngine, HpccLoop, HpccParams
 from controller.cc.telemetry import V1MODEL_TS_MODULUS_NS
+from controller.export.errors import ExportError
 from controller.export.runner import CollectorExport, InfluxTarget, open_exporter
 from controller.export.schema import link_loss_lines, rate_lines
-from controller.intent import CollectorSpec, IntentError, IntentOptions, compute_intent
 from controller.int.collector import Collector, CollectorConfig
+from controller.int.errors import CollectorError
+from controller.intent import CollectorSpec, IntentError, IntentOptions, compute_intent
 from controller.lossmap.listener import FlowLossListener
 from controller.lossmap.stream import FlowLossStream
 from controller.p4rt import (
@@ -154,12 +156,12 @@ class Controller:
             n_flows=c.flow_capacity, bin_ns=int(c.loss_bin_s * 1e9), n_bins=300, origin_ns=time.time_ns()))
         try:
             self.collector = Collector(ccfg, listeners=[self.hpcc, self.flow_loss]).start()
-        except Exception as exc:  # CollectorError and OSError: a port in use, a bad address
+        except (CollectorError, OSError) as exc:  # a port in use, a bad address
             raise RunError(f"collector on {c.listen}:{c.report_port}/{c.agent_port}: {exc}") from None
         try:
             self.exporter = open_exporter(c.influx, out_dir=c.out_dir, target=InfluxTarget(
                 database=c.database, org=c.org, token=c.token))
-        except Exception as exc:  # ExportError
+        except ExportError as exc:
             self.collector.stop()
             raise RunError(f"export: {exc}") from None
         self.export = CollectorExport(self.collector, self.exporter,
@@ -203,7 +205,7 @@ class Controller:
         while not self._stop.wait(self.cfg.status_interval_s):
             try:
                 self.tick()
-            except Exception:  # noqa: BLE001 - the loop must survive one bad round
+            except Exception:
                 LOG.exception("controller round failed")
 
     def tick(self) -> None:
@@ -307,10 +309,10 @@ class Controller:
                     "tx_rate_bps": None if np.isnan(tx) else tx, "line_rate_bps": line,
                     "utilisation": None if np.isnan(tx) or line <= 0 else tx / line,
                     "hop_latency_ns": int(h.hop_latency_ns[i]), "samples": int(h.samples[i])})
-            s = self.collector.stats()
-            coll = {k: getattr(s, k) for k in ("reports", "host_records", "reports_lost", "flows")
-                    if hasattr(s, k)}
-            coll["malformed"] = dict(getattr(s, "malformed", {}) or {})
+            cs = self.collector.stats()
+            coll = {k: getattr(cs, k) for k in ("reports", "host_records", "reports_lost", "flows")
+                    if hasattr(cs, k)}
+            coll["malformed"] = dict(getattr(cs, "malformed", {}) or {})
         if self.hpcc is not None:
             coll["feedback_records"] = self.hpcc.stats.records_sent
         if self.exporter is not None:
@@ -339,7 +341,7 @@ class Controller:
         try:
             if self.status:
                 self.write_state()
-        except Exception:  # noqa: BLE001
+        except Exception:
             LOG.exception("final state write failed")
         if self.exporter is not None:
             delivered = bool(self.exporter.close(timeout_s=5))

@@ -93,10 +93,10 @@ class LinkPoller:
                     m = data.struct.members  # type: ignore[attr-defined]
                     if len(m) < 3:
                         continue
-                    row = self._rows.get((name, _bits(m[0])))
-                    if row is None:
+                    found = self._rows.get((name, _bits(m[0])))
+                    if found is None:
                         continue
-                    ev_rows.append(row)
+                    ev_rows.append(found)
                     ev_ts.append(time.time_ns())  # switch clocks differ: arrival time
                     ev_exp.append(_bits(m[1]))
                     ev_rcv.append(_bits(m[2]))

@@ -45,7 +45,7 @@ def test_unreachable_switch_is_named(cli, testbed: SwitchBed, tmp_path: Path) ->
             f"(no gRPC connection within 1 s)") in r.stderr
     assert "s1     ready" in r.stdout and "1/2 switches ready" in r.stdout
     s = cli("show", "switches", "--out", str(tmp_path))
-    row = [ln for ln in s.stdout.splitlines() if ln.startswith("s2 ")][0]
+    row = next(ln for ln in s.stdout.splitlines() if ln.startswith("s2 "))
     assert "failed" in row and "unreachable" in row
 
 

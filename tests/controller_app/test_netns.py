@@ -22,10 +22,9 @@ pytestmark = [pytest.mark.root, pytest.mark.slow]
 if os.geteuid() != 0:
     pytest.skip("needs root for network namespaces", allow_module_level=True)
 
-from mininet_topos.netns import Namespace, veth_pair  # noqa: E402
-
-from controller.p4rt import Phase  # noqa: E402
-from controller.runner import Controller, RunConfig  # noqa: E402
+from controller.p4rt import Phase
+from controller.runner import Controller, RunConfig
+from mininet_topos.netns import Namespace, veth_pair
 
 PREFIX = "tct"
 SO_NO_CHECK = 11

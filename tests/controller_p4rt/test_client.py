@@ -75,7 +75,7 @@ def test_fleet_programs_several_switches(servers: Servers, pipeline: PipelineCon
             assert rep.pipeline_pushed and rep.inserted == (i + 1) + 1 + 1  # routes, watchlist, clone
             assert len(held(sw)) == i + 2
             default = sw.client.read_default_entry(sw.schema.table("switch_config").id)  # type: ignore[union-attr]
-            assert format_entry(sw.schema, default).endswith("set_switch_config(node_id=%d)" % i)
+            assert format_entry(sw.schema, default).endswith(f"set_switch_config(node_id={i})")
             assert len(sw.client.read_clone_sessions()) == 1  # type: ignore[union-attr]
         for sw in sws:
             phases = [e.phase for e in events if e.switch == sw.name]

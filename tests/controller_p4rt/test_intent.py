@@ -6,7 +6,14 @@ import pytest
 from ctl_p4rt_helpers import TOPOFILES, Servers
 
 from controller.intent import CollectorSpec, IntentError, IntentOptions, SinkMode, compute_intent
-from controller.p4rt import Fleet, ManagedSwitch, PipelineConfig, Schema, entry_to_proto, format_entry
+from controller.p4rt import (
+    Fleet,
+    ManagedSwitch,
+    PipelineConfig,
+    Schema,
+    entry_to_proto,
+    format_entry,
+)
 from controller.topology import load_topology
 
 TOPOS = sorted(p.name for p in TOPOFILES.glob("*.yaml"))
