@@ -1,0 +1,212 @@
+"""``python -m mininet_topos``: run the test bed, experiments and the demo.
+
+Commands::
+
+    run TOPO [--switch softswitch|bmv2|linux-router] [--cli] [--duration S]
+    experiment SPEC.yaml|PRESET --out DIR [--influx URL]
+    check SPEC.yaml|PRESET              (validate only; no root)
+    demo [--out DIR]                    (see mininet_topos.demo)
+
+Only :func:`main` exits; errors are one line on stderr naming what failed.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from controller.topology import TopologyError
+
+__all__ = ["main", "show_lines"]
+
+EPILOG = """examples:
+  python -m mininet_topos run two-dc --switch linux-router --cli
+  python -m mininet_topos run mininet_topos/topofiles/leaf_spine.yaml --duration 30
+  python -m mininet_topos experiment demo --out results/demo
+  python -m mininet_topos experiment mininet_topos/experiments/wan_loss.yaml --out results/wan
+  python -m mininet_topos check incast_cc
+  python -m mininet_topos demo --out results/demo
+"""
+
+
+def _switch(value: str) -> str:
+    from mininet_topos.experiment import SWITCH_KINDS
+    if value not in SWITCH_KINDS:
+        raise argparse.ArgumentTypeError(f"{value!r}: choose {', '.join(SWITCH_KINDS)}")
+    return value
+
+
+def _positive(value: str) -> float:
+    try:
+        v = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r}: not a number") from None
+    if not 0 < v <= 86400:
+        raise argparse.ArgumentTypeError(f"{value}: outside (0, 86400] seconds")
+    return v
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m mininet_topos", epilog=EPILOG,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 description="The Mininet test bed: networks, experiments, "
+                                             "the demo.")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="start a topology with switches (and controller) and wait",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    r.add_argument("topology", help="standard name (two-dc, leaf-spine, dumbbell) or file")
+    r.add_argument("--switch", type=_switch, default="softswitch",
+                   help="softswitch (default), bmv2, or linux-router (kernel routers, no P4)")
+    r.add_argument("--cli", action="store_true",
+                   help="open the Mininet CLI (extra: show hops|flows|losses)")
+    r.add_argument("--duration", type=_positive, help="stop after S seconds (default: Ctrl-C)")
+    r.add_argument("--logs", type=Path, help="folder for logs and samples (default: temporary)")
+    r.add_argument("--program", default="p4/int_rocev2.p4", help="P4 program of the switches")
+    e = sub.add_parser("experiment", help="run an experiment spec and write a results folder")
+    e.add_argument("spec", help="spec file or preset name (demo, incast_cc, wan_loss)")
+    e.add_argument("--out", type=Path, required=True, help="results folder")
+    e.add_argument("--switch", type=_switch, help="override the spec's switch kind")
+    e.add_argument("--influx", default=os.environ.get("INFLUX_URL"),
+                   help="InfluxDB URL to export to (default: $INFLUX_URL; none: files only)")
+    c = sub.add_parser("check", help="validate a spec (no root needed)")
+    c.add_argument("spec", help="spec file or preset name")
+    d = sub.add_parser("demo", help="the two-datacenter demo (see mininet_topos.demo)")
+    d.add_argument("--out", type=Path, default=Path("results/demo"), help="results folder")
+    d.add_argument("--switch", type=_switch, help="override the demo's switch kind")
+    d.add_argument("--influx", default=os.environ.get("INFLUX_URL"),
+                   help="InfluxDB URL (default: $INFLUX_URL)")
+    return ap
+
+
+def show_lines(what: str, tb: Any) -> list[str]:
+    """Lines for ``show hops|flows|losses`` on a running test bed (its latest samples)."""
+    from controller.lossmap import TimeBins, link_loss_map, link_table
+
+    from mininet_topos.experiment.telemetry import (
+        directed_links,
+        link_counters,
+        load_samples,
+    )
+    samples = {sw: load_samples(tb.samples_dir() / f"{sw}.jsonl", sw)
+               for sw in tb.topo.switch_names}
+    if what == "hops":
+        lines = [f"{'port':<12} {'queue pkts':>10} {'queue B':>9} {'drops':>7} {'tx pkts':>10}"]
+        for sw, s in sorted(samples.items()):
+            if not s.t_ns.size:
+                continue
+            for ifname in sorted(s.dev):
+                q = s.q.get(ifname)
+                qv = q[-1] if q is not None else [0, 0, 0]
+                lines.append(f"{ifname:<12} {qv[0]:>10} {qv[1]:>9} {qv[2]:>7} "
+                             f"{s.dev[ifname][-1][1]:>10}")
+        return lines
+    if what == "losses":
+        dl = directed_links(tb.topo)
+        c = link_counters(dl, samples)
+        if not c.ts_ns.size:
+            return ["no samples yet"]
+        lm = link_loss_map(bins=TimeBins.covering(c.ts_ns, 10**9), n_links=len(dl), counters=c)
+        return link_table(lm, [d.name for d in dl])
+    if what == "flows":
+        state = tb.logs / "controller" / "controller_state.json"
+        if state.exists():
+            import json
+            flows = json.loads(state.read_text()).get("flows", [])
+            return [f"{f.get('src')} -> {f.get('dst')} qp {f.get('qp')} rate "
+                    f"{f.get('rate_bps')} path {f.get('path')}" for f in flows] or ["no flows"]
+        return ["flows are seen by INT; on linux-router, see `show hops` for port counters"]
+    return [f"show {what!r}: choose hops, flows or losses"]
+
+
+def _cli(tb: Any) -> None:
+    from mininet.cli import CLI
+
+    class TestbedCLI(CLI):
+        """Mininet's CLI with ``show hops|flows|losses``."""
+
+        def do_show(self, line: str) -> None:
+            """show hops|flows|losses: queues and counters per port, flows, link losses"""
+            for out in show_lines(line.strip() or "hops", tb):
+                self.stdout.write(out + "\n")
+
+    TestbedCLI(tb.net)
+
+
+def _run(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from mininet_topos.experiment import Testbed, sigterm_as_interrupt
+    from mininet_topos.topologies import resolve_topology
+
+    topo = resolve_topology(args.topology)
+    logs = args.logs or Path(tempfile.mkdtemp(prefix="tmxrun"))
+    with sigterm_as_interrupt():
+        try:
+            t = time.monotonic()
+            with Testbed(topo=topo, switch=args.switch, logs=logs, program=args.program) as tb:
+                print(f"{topo.name}: {len(topo.switches)} switches ({args.switch}), "
+                      f"{len(topo.hosts)} hosts up and programmed in "
+                      f"{time.monotonic() - t:.1f} s; logs in {logs}", flush=True)
+                if args.cli:
+                    _cli(tb)
+                else:
+                    end = time.monotonic() + (args.duration or float("inf"))
+                    print("Ctrl-C stops it", flush=True)
+                    while time.monotonic() < end:
+                        time.sleep(0.5)
+        except KeyboardInterrupt:
+            print("interrupted; network torn down", file=sys.stderr)
+            return 130
+    return 0
+
+
+def _experiment(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from mininet_topos.experiment import load_spec, preset_path, run_specs, sigterm_as_interrupt
+
+    specs = load_spec(preset_path(args.spec))
+    if args.switch:
+        specs = [dataclasses.replace(s, switch=args.switch) for s in specs]
+    with sigterm_as_interrupt():
+        try:
+            results = run_specs(specs, args.out, influx_url=args.influx)
+        except KeyboardInterrupt:
+            print("interrupted; network torn down", file=sys.stderr)
+            return 130
+    print(f"results: {args.out.resolve()}")
+    for r in results:
+        for name, p in sorted(r.plots.items()):
+            print(f"  {name:<13} {p}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    from mininet_topos.experiment import ExperimentError
+
+    args = parser().parse_args(argv)
+    try:
+        if args.cmd == "check":
+            from mininet_topos.experiment import apply_overrides, load_spec, preset_path
+            from mininet_topos.topologies import resolve_topology
+            specs = load_spec(preset_path(args.spec))
+            for s in specs:
+                apply_overrides(resolve_topology(s.topology), s)
+                print(f"ok: {s.name} {s.variant or ''} ({s.workload.kind} on "
+                      f"{','.join(s.workload.hosts)}, {s.switch}, cc {s.cc}, {s.recovery})")
+            return 0
+        if os.geteuid() != 0:
+            print(f"error: {args.cmd}: needs root (network namespaces, tc)", file=sys.stderr)
+            return 1
+        if args.cmd == "run":
+            return _run(args)
+        if args.cmd == "experiment":
+            return _experiment(args)
+        from mininet_topos.demo import run_demo
+        return run_demo(out=args.out, switch=args.switch, influx_url=args.influx)
+    except (ExperimentError, TopologyError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1

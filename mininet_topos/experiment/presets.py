@@ -1,0 +1,24 @@
+"""The preset experiment specs shipped in ``mininet_topos/experiments/``."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from controller.topology.errors import did_you_mean
+
+from .errors import SpecError
+
+__all__ = ["PRESETS", "PRESETS_DIR", "preset_path"]
+
+PRESETS_DIR = Path(__file__).resolve().parent.parent / "experiments"
+PRESETS = ("demo", "incast_cc", "wan_loss")
+
+
+def preset_path(name_or_path: str | Path) -> Path:
+    """A preset by name ("demo") or any spec file by path."""
+    p = Path(name_or_path)
+    if p.suffix.lower() in (".yaml", ".yml", ".json") or p.exists():
+        return p
+    if str(name_or_path) not in PRESETS:
+        raise SpecError(f"experiment {str(name_or_path)!r}: neither a file nor a preset "
+                        f"({', '.join(PRESETS)})" + did_you_mean(str(name_or_path), PRESETS))
+    return PRESETS_DIR / f"{name_or_path}.yaml"

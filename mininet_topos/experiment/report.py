@@ -1,0 +1,106 @@
+"""Write an :class:`~.analysis.Analysis` into a results folder, and print its summary.
+
+CSV time series first, then the JSON summary, then the plots (so a plotting failure
+never loses data); returns the paths of the plots it made.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from controller.lossmap import link_table, plot_heatmap
+
+from .analysis import Analysis
+from .plots import plot_fct_cdf, plot_queues, plot_rates
+from .results import ResultsDir
+
+__all__ = ["format_summary", "write_analysis"]
+
+
+def write_analysis(res: ResultsDir, a: Analysis, *, meta: dict[str, Any]) -> dict[str, Path]:
+    res.write_csv("queue.csv", ["t_s", "node", "ifname", "backlog_pkts", "backlog_bytes",
+                                "drops"], a.queue_rows)
+    res.write_csv("port_rate.csv", ["t_s", "node", "ifname", "tx_bps"], a.port_rate_rows)
+    cols = a.traffic["rate_columns"] or ["t_s", "rate_bps"]
+    res.write_csv("flow_rate.csv", ["host", "qpn", *cols], a.traffic["rate_rows"])
+    res.write_csv("fct.csv", ["host", "qpn", "peer", "size", "fct_s", "retx_pkts"],
+                  a.traffic["fct_rows"])
+    loss_rows = []
+    if a.loss_map is not None:
+        t = a.loss_map.bins.edges_s()[:-1] + (a.loss_map.bins.start_ns - a.t0_ns) / 1e9
+        for dl in a.directed:
+            for j, ts in enumerate(t):
+                loss_rows.append((round(float(ts), 3), dl.name,
+                                  int(a.loss_map.lost[dl.index, j]),
+                                  int(a.loss_map.delivered[dl.index, j])))
+    res.write_csv("link_loss.csv", ["t_s", "link", "lost", "delivered"], loss_rows)
+    res.write_json("summary.json", {**meta, **a.summary})
+    plots: dict[str, Path] = {}
+    q: dict[str, tuple[list[float], list[int]]] = {}
+    for t, node, ifname, pkts, _, _ in a.queue_rows:
+        s = q.setdefault(f"{node}/{ifname}", ([], []))
+        s[0].append(t)
+        s[1].append(pkts)
+    plots["queue"] = plot_queues({k: (np.array(v[0]), np.array(v[1])) for k, v in q.items()},
+                                 res.file("queue.png"))
+    rates: dict[str, tuple[list[float], list[float]]] = {}
+    ti, ri = cols.index("t_s") if "t_s" in cols else 0, cols.index("rate_bps") \
+        if "rate_bps" in cols else 1
+    for row in a.traffic["rate_rows"]:
+        s2 = rates.setdefault(f"{row[0]} qp {row[1]:#x}", ([], []))
+        s2[0].append(float(row[2 + ti]))
+        s2[1].append(float(row[2 + ri]))
+    if rates:
+        plots["rates"] = plot_rates({k: (np.array(v[0]), np.array(v[1]))
+                                     for k, v in rates.items()}, res.file("rates.png"),
+                                    title="Sending rate per QP (rate convergence)")
+    else:
+        port: dict[str, tuple[list[float], list[float]]] = {}
+        for t, node, ifname, bps in a.port_rate_rows:
+            s3 = port.setdefault(f"{node}/{ifname}", ([], []))
+            s3[0].append(t)
+            s3[1].append(bps)
+        plots["rates"] = plot_rates({k: (np.array(v[0]), np.array(v[1]))
+                                     for k, v in port.items()}, res.file("rates.png"),
+                                    title="Transmit rate per switch port")
+    fcts = [r[4] for r in a.traffic["fct_rows"]]
+    plots["fct_cdf"] = plot_fct_cdf({meta.get("variant") or meta.get("name", "run"): fcts},
+                                    res.file("fct_cdf.png"))
+    if a.loss_map is not None:
+        plots["loss_heatmap"] = plot_heatmap(a.loss_map, res.file("loss_heatmap.png"),
+                                             link_names=[d.name for d in a.directed],
+                                             title="Packet loss per link (switch counters)")
+    return plots
+
+
+def format_summary(summary: dict[str, Any], a: Analysis | None = None) -> list[str]:
+    """A few lines for the terminal: lossy link, bottleneck queue, goodput, FCT."""
+    lines = []
+    ll = summary.get("lossy_link")
+    if ll:
+        ok = {True: "within", False: "OUTSIDE", None: "n/a"}[ll.get("within_expected")]
+        lines.append(f"lossy link: {ll['name']}  measured {100 * ll['loss_rate']:.3f} % "
+                     f"({ll['lost']} of {ll['lost'] + ll['delivered']}), 95 % CI "
+                     f"{100 * ll['ci95'][0]:.3f}-{100 * ll['ci95'][1]:.3f} %; configured "
+                     f"{100 * ll['configured_loss']:.3f} % ({ok} the model's range)")
+    else:
+        lines.append("lossy link: none found")
+    bq = summary.get("bottleneck_queue", {})
+    lines.append(f"bottleneck queue: {bq.get('port')} max {bq.get('max_pkts')} packets, "
+                 f"{bq.get('drops', 0)} drops")
+    gp = summary.get("goodput_tx_bps_total") or 0.0
+    line = f"goodput (sum of ranks): {gp / 1e6:.1f} Mbit/s"
+    if summary.get("goodput_limit_bps"):
+        line += f" of a {summary['goodput_limit_bps'] / 1e6:.0f} Mbit/s limit"
+    lines.append(line)
+    fct = summary.get("fct_s", {})
+    if fct.get("n"):
+        lines.append(f"messages: {fct['n']}, FCT p50 {1e3 * fct['p50']:.1f} ms, "
+                     f"p99 {1e3 * fct['p99']:.1f} ms; completion "
+                     f"{summary.get('completion_s_max') or float('nan'):.2f} s")
+    if a is not None and a.loss_map is not None:
+        lines += link_table(a.loss_map, [d.name for d in a.directed])[:5]
+    return lines

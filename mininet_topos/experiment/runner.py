@@ -1,0 +1,285 @@
+"""Run experiment specs on the test bed and write their results folders.
+
+Why: this is the one place that joins every part in order: topology (+ the spec's link
+changes) -> Mininet network with switches (-> controller) -> samplers -> one traffic
+process per rank -> feedback while it runs (the loss-map FEC policy) -> drain ->
+analysis and results.  Everything started is stopped in ``finally`` (the test bed's
+context manager), also on Ctrl-C and SIGTERM (:func:`sigterm_as_interrupt`).
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from controller.lossmap import TimeBins, fit_link_models, link_loss_map, path_fec
+from controller.topology import Topology, paths
+from mininet_topos.topologies import resolve_topology
+from traffic.control import send_control
+
+from .analysis import analyse
+from .errors import ExperimentError, RunError
+from .plots import plot_fct_cdf
+from .report import format_summary, write_analysis
+from .results import ResultsDir
+from .spec import ExperimentSpec, apply_overrides
+from .telemetry import DirectedLink, directed_links, link_counters, load_samples
+from .testbed import Testbed
+from .workload import Flow, flows, traffic_argv
+
+__all__ = ["FecPolicyLoop", "RunResult", "run_experiment", "run_specs", "sigterm_as_interrupt"]
+
+START_DELAY_S = 3.0
+
+
+@dataclass(slots=True, kw_only=True)
+class RunResult:
+    spec: ExperimentSpec
+    out: Path
+    summary: dict[str, Any]
+    plots: dict[str, Path]
+    lines: list[str] = field(default_factory=list)
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Turn SIGTERM into KeyboardInterrupt for the block, so ``finally`` cleanup runs.
+
+    Only in this process: a forked child (pyroute2 forks to enter namespaces) that gets
+    SIGTERM must die at once, not unwind a copy of our stack and tear down the network.
+    """
+    owner = os.getpid()
+
+    def handler(signum: int, frame: Any) -> None:
+        if os.getpid() != owner:
+            os._exit(128 + signum)
+        raise KeyboardInterrupt(f"signal {signum}")
+    try:
+        old = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+class FecPolicyLoop:
+    """The controller's FEC policy, run by the test bed on the switch counters: every
+    ``interval_s`` it rebuilds the link loss map, fits a model per link, chooses (k, m)
+    per flow path (:func:`controller.lossmap.path_fec`) and sends changes to the
+    senders' control sockets."""
+
+    def __init__(self, *, topo: Topology, flows_: list[Flow], samples_dir: Path,
+                 sockets: dict[str, Path], interval_s: float = 1.0,
+                 target_residual: float = 1e-3, min_packets: int = 500) -> None:
+        self.directed: list[DirectedLink] = directed_links(topo)
+        index = {d.name: d.index for d in self.directed}
+        self.flows = flows_
+        self.paths: list[list[int]] = []
+        for f in flows_:  # every link of every ECMP choice: the policy covers the worst
+            links: set[int] = set()
+            for p in paths(topo, f.src_host, f.dst_host):
+                links.update(index[str(h)] for h in p if str(h) in index)
+            self.paths.append(sorted(links))
+        self.samples_dir = samples_dir
+        self.sockets = sockets
+        self.interval_s = interval_s
+        self.target_residual = target_residual
+        self.min_packets = min_packets
+        self.topo = topo
+        self.next_s = time.monotonic() + interval_s
+        self.current: dict[int, tuple[int, int]] = {}
+        self.decisions: list[dict[str, Any]] = []
+
+    def tick(self) -> None:
+        if time.monotonic() < self.next_s:
+            return
+        self.next_s = time.monotonic() + self.interval_s
+        samples = {sw: load_samples(self.samples_dir / f"{sw}.jsonl", sw)
+                   for sw in self.topo.switch_names}
+        c = link_counters(self.directed, samples)
+        if c.ts_ns.size == 0:
+            return
+        # one bin over the whole run: net counts, so timing noise between the two
+        # ends' samples cancels instead of piling up as false losses
+        lo, hi = int(c.ts_ns.min()), int(c.ts_ns.max())
+        bins = TimeBins(start_ns=lo, bin_ns=hi - lo + 1, n_bins=1)
+        lm = link_loss_map(bins=bins, n_links=len(self.directed), counters=c)
+        lm.lost = np.maximum(lm.lost, 0)
+        lm.lost[lm.lost + lm.delivered < self.min_packets] = 0
+        models = fit_link_models(lm)
+        fec = path_fec(paths=[p or [0] for p in self.paths], models=models,
+                       target_residual=self.target_residual, k_choices=(8, 16, 32),
+                       m_max=8)
+        for j, f in enumerate(self.flows):
+            k, m = int(fec.fec_k[j]), int(fec.fec_m[j])
+            k, m = (k, m) if k > 0 else (1, 0)
+            if self.current.get(j) == (k, m):
+                continue
+            sock = self.sockets.get(f.src_host)
+            if sock is None or not sock.exists():
+                continue
+            with contextlib.suppress(OSError):
+                send_control(str(sock), {"qp": f.qpn, "fec_k": k, "fec_m": m})
+                self.current[j] = (k, m)
+                self.decisions.append({"t_unix_s": time.time(), "flow": f.name, "qpn": f.qpn,
+                                       "fec_k": k, "fec_m": m,
+                                       "raw_loss": float(fec.raw_loss[j])})
+
+
+def _goodput_limit_bps(spec: ExperimentSpec, topo: Topology) -> float:
+    """Sum over senders of min(per-QP rate x QPs, host link rate)."""
+    rate = float(spec.workload.rate.rstrip("KMG")) * {"K": 1e3, "M": 1e6, "G": 1e9}.get(
+        spec.workload.rate[-1], 1.0)
+    senders = {f.src_host for f in flows(spec)}
+    total = 0.0
+    for h in senders:
+        link_bps = topo.link_at(h, 0).rate_mbps * 1e6
+        n = sum(1 for f in flows(spec) if f.src_host == h)
+        total += min(rate * n, link_bps)
+    return total
+
+
+def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str], None] = print,
+                   python: str = sys.executable, influx_url: str | None = None) -> RunResult:
+    """Run one spec; write ``out`` (see :mod:`.results` for the layout)."""
+    res = ResultsDir(out)
+    topo = apply_overrides(resolve_topology(spec.topology), spec)
+    if spec.cc != "none" and spec.switch == "linux-router":
+        log(f"note: cc={spec.cc} needs INT from P4 switches; on linux-router the senders keep "
+            "their start rate")
+    logs = res.path / "logs"
+    tdir = res.path / "traffic"
+    tdir.mkdir(parents=True, exist_ok=True)
+    for old in tdir.glob("*.json"):
+        old.unlink()
+    fl = flows(spec)
+    wire: dict[str, Any] = {}
+    decisions: list[dict[str, Any]] = []
+    timed_out = False
+    t_start = time.time()
+    log(f"[{spec.name}{' ' + spec.variant if spec.variant else ''}] starting {topo.name} "
+        f"({len(topo.switches)} switches, {len(topo.hosts)} hosts) on {spec.switch}")
+    with Testbed(topo=topo, switch=spec.switch, logs=logs, seed=spec.seed,
+                 sample_interval_s=spec.sample_interval_s, program=spec.program,
+                 python=python) as tb:
+        log(f"network up in {time.time() - t_start:.1f} s; every switch programmed")
+        ips = [topo.host(h).ipv4 for h in spec.workload.hosts]
+        start_at = time.time() + START_DELAY_S + 0.3 * len(ips)
+        assert tb.sock_dir is not None
+        socks = {h: tb.sock_dir / f"{h}.sock" for h in spec.workload.hosts}
+        procs = []
+        for rank in reversed(range(len(ips))):  # receivers of rank 0 last: all bind first
+            h = spec.workload.hosts[rank]
+            argv = traffic_argv(spec, python=python, rank=rank, ips=ips,
+                                out=tdir / f"{h}.json", control=socks[h], start_at=start_at)
+            procs.append(tb.spawn(f"traffic-{h}", h, argv))
+        policy = None
+        if spec.recovery == "fec" and spec.fec == "auto":
+            policy = FecPolicyLoop(topo=topo, flows_=fl, samples_dir=tb.samples_dir(),
+                                   sockets=socks)
+        deadline = start_at + spec.duration_s + 10.0
+        log(f"traffic: {spec.workload.kind} on {', '.join(spec.workload.hosts)} "
+            f"({len(fl)} QPs, recovery {spec.recovery}, fec {spec.fec})")
+        while any(p.proc.poll() is None for p in procs):
+            if time.time() > deadline:
+                timed_out = True
+                log("traffic did not finish in time; stopping it")
+                break
+            if policy is not None:
+                try:
+                    policy.tick()
+                except ExperimentError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - a policy round may fail; the run goes on
+                    log(f"FEC policy round failed: {exc}")
+            time.sleep(0.2)
+        failed = [p for p in procs if p.proc.poll() not in (None, 0)]
+        for p in failed:
+            log(f"traffic on {p.node} exited with status {p.proc.returncode}: "
+                f"{p.tail(400).strip()}")
+        time.sleep(max(0.5, 3 * max((ln.delay_ms for ln in topo.links), default=0) / 1e3))
+        tb.stop_samplers()
+        for name, wan in tb.wan_links().items():
+            with contextlib.suppress(Exception):
+                wire[name] = wan.stats()
+        if policy is not None:
+            decisions = policy.decisions
+    log(f"network down; analysing ({time.time() - t_start:.1f} s since start)")
+    a = analyse(topo, samples_dir=logs / "samples", traffic_dir=tdir,
+                hosts=spec.workload.hosts, wire=wire)
+    meta = {"name": spec.name, "variant": spec.variant, "description": spec.description,
+            "topology": topo.name, "switch": spec.switch, "cc": spec.cc,
+            "cc_applied": spec.cc == "none" or spec.switch != "linux-router",
+            "recovery": spec.recovery, "fec": spec.fec, "workload": spec.workload.kind,
+            "hosts": list(spec.workload.hosts), "timed_out": timed_out,
+            "goodput_limit_bps": _goodput_limit_bps(spec, topo),
+            "fec_decisions": decisions, "wire": wire, "spec": dict(spec.raw),
+            "wall_s": time.time() - t_start}
+    a.summary.update({"goodput_limit_bps": meta["goodput_limit_bps"]})
+    plots = write_analysis(res, a, meta=meta)
+    summary = json.loads(res.file("summary.json").read_text())
+    if influx_url:
+        from .influx import export_summary
+        try:
+            n = export_summary(influx_url, res.path, spec)
+            log(f"exported {n} points to {influx_url}")
+        except ExperimentError as exc:
+            log(f"InfluxDB export failed: {exc}")
+    return RunResult(spec=spec, out=res.path, summary=summary, plots=plots,
+                     lines=format_summary(summary, a))
+
+
+def run_specs(specs: list[ExperimentSpec], out: str | Path, *,
+              log: Callable[[str], None] = print, python: str = sys.executable,
+              influx_url: str | None = None) -> list[RunResult]:
+    """Run every spec (sweep members side by side under ``out/<variant>``), then write
+    ``out/summary.json`` comparing them and a joint FCT CDF."""
+    if not specs:
+        raise RunError("run_specs: no experiment to run")
+    res = ResultsDir(out)
+    results = []
+    for spec in specs:
+        sub = res.path if len(specs) == 1 else res.path / _slug(spec.variant or spec.name)
+        r = run_experiment(spec, sub, log=log, python=python, influx_url=influx_url)
+        for line in r.lines:
+            log("  " + line)
+        results.append(r)
+    if len(specs) > 1:
+        rows = []
+        for r in results:
+            s = r.summary
+            rows.append({"variant": r.spec.variant, "out": str(r.out.name),
+                         "goodput_tx_bps_total": s.get("goodput_tx_bps_total"),
+                         "completion_s_max": s.get("completion_s_max"),
+                         "fct_s": s.get("fct_s"), "bottleneck_queue": s.get("bottleneck_queue"),
+                         "lossy_link": (s.get("lossy_link") or {}).get("name"),
+                         "loss_rate": (s.get("lossy_link") or {}).get("loss_rate"),
+                         "cc_applied": s.get("cc_applied")})
+        res.write_json("summary.json", {"name": specs[0].name, "variants": rows})
+        fcts = {}
+        for r in results:
+            fcts[r.spec.variant] = [float(x) for x in _fcts(r.out)]
+        plot_fct_cdf(fcts, res.file("fct_cdf.png"), title=f"{specs[0].name}: FCT CDF")
+    return results
+
+
+def _fcts(folder: Path) -> np.ndarray:
+    from .results import read_csv
+    p = folder / "fct.csv"
+    return np.array([float(r["fct_s"]) for r in read_csv(p)]) if p.exists() else np.zeros(0)
+
+
+def _slug(s: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in s.replace(",", "__"))
