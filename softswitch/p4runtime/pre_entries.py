@@ -6,7 +6,7 @@ second INSERT, NOT_FOUND on MODIFY of an absent session).
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import grpc
 from p4.v1 import p4runtime_pb2 as P
@@ -37,7 +37,7 @@ def _replicas(reps: list[P.Replica], where: str) -> list[Replica]:
     return out
 
 
-def _runtime(call) -> None:  # type: ignore[no-untyped-def]
+def _runtime(call: Callable[[], object]) -> None:
     try:
         call()
     except RuntimeApiError as exc:

@@ -6,7 +6,7 @@ a table entry of an indirect table only names a member id or a group id.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from p4.v1 import p4runtime_pb2 as P
 
@@ -26,7 +26,7 @@ def _profile(st: PipelineState, profile_id: int, where: str) -> tuple[str, Actio
         raise P4RuntimeError.from_runtime(exc) from None
 
 
-def _runtime(call) -> None:  # type: ignore[no-untyped-def]
+def _runtime(call: Callable[[], object]) -> None:
     try:
         call()
     except RuntimeApiError as exc:

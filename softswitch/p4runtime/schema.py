@@ -8,11 +8,13 @@ action scopes, const tables) so the write path never touches the protobuf.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from p4.config.v1 import p4info_pb2 as P4I
 
 from softswitch.p4runtime.errors import P4RuntimeError, invalid
 
+V = TypeVar("V")
 MATCH_KIND = {P4I.MatchField.EXACT: "exact", P4I.MatchField.LPM: "lpm",
               P4I.MatchField.TERNARY: "ternary", P4I.MatchField.RANGE: "range",
               P4I.MatchField.OPTIONAL: "optional"}
@@ -160,7 +162,7 @@ class Schema:
         return _get(self.digests, digest_id, "digest", "digest_entry")
 
 
-def _get(objs: dict, obj_id: int, kind: str, where: str):  # type: ignore[no-untyped-def]
+def _get(objs: dict[int, V], obj_id: int, kind: str, where: str) -> V:
     if obj_id == 0:
         raise invalid(f"{where}: {kind} id 0 is not valid here")
     obj = objs.get(obj_id)
