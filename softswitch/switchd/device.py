@@ -10,6 +10,13 @@ server drives it exactly like the in-process `LocalDevice`:
   transmits; a frame for the CPU port becomes a PacketIn for the listeners;
 * `packet_out` runs ingress on the CPU port in the caller's thread.
 
+Two shortcuts keep Python work per packet small without changing what the program
+sees: a packet for an idle unpaced queue departs at once in the receive thread
+(zero depth and wait, as the queue would report), and when some port is paced the
+receive thread also runs departures that are due, so a flood on ingress cannot
+starve the scheduler thread of the interpreter. Either way one departure per port
+is in egress at a time, so each port's frames stay in order.
+
 Replacing the pipeline drops what is queued: queued packets hold the old program's
 headers. A packet that makes the pipeline raise is counted and logged, never fatal.
 """
