@@ -133,3 +133,17 @@ def test_fuzz_malformed_frames_then_forward(tmp_path, program: Path) -> None:
         assert st["packets_in"] >= 2900        # the malformed frames went through the pipeline
         s.proc.terminate()
         assert s.proc.wait(10) == 0
+
+
+def test_interface_removed_under_a_running_switch(tmp_path) -> None:
+    """Deleting one port's link is logged; the other ports keep forwarding; clean exit."""
+    with chain(tmp_path, 1, mirror_ports=1) as c:
+        s = c.switches[0]
+        s.start(IPV4_FORWARD, "--entries", str(_entries(tmp_path, c)))
+        c.extra[0].close()                     # its veth (port 3 of the switch) goes with it
+        time.sleep(0.3)
+        _ping(c)
+        s.proc.terminate()
+        assert s.proc.wait(10) == 0, s.log()
+        assert "port 3" in s.log() and "interface down or gone" in s.log()
+        assert s.stats()["rx_errors"] == 0
