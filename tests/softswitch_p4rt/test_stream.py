@@ -171,7 +171,7 @@ def test_digests_batched_acked_and_deduplicated(client, ids, device):
     assert wait_for(lambda: _acked(client, ids.learn_t, device, frames[0]))
     # batching: lists of up to 2, sent after max_timeout
     client.write(f"""type: MODIFY entity {{ digest_entry {{ digest_id: {ids.learn_t}
-        config {{ max_timeout_ns: 50000000 max_list_size: 2 }} }} }}""")
+        config {{ max_timeout_ns: 1000000000 max_list_size: 2 }} }} }}""")
     for f in frames:
         device.inject(6, f)
     first = client.digests.get(timeout=5)
@@ -190,13 +190,13 @@ def _acked(client, digest_id: int, device, frame: bytes) -> bool:  # type: ignor
 
 def test_digest_resent_after_ack_timeout(client, ids, device):
     client.write(f"""type: INSERT entity {{ digest_entry {{ digest_id: {ids.learn_t}
-        config {{ max_timeout_ns: 0 max_list_size: 1 ack_timeout_ns: 100000000 }} }} }}""")
+        config {{ max_timeout_ns: 0 max_list_size: 1 ack_timeout_ns: 1000000000 }} }} }}""")
     frame = bytes.fromhex("0000000000bb" "000000000007" "0800")
     device.inject(4, frame)
     assert client.digests.get(timeout=5).list_id == 1
     device.inject(4, frame)  # within ack_timeout: suppressed
     assert no_more(client.digests)
-    time.sleep(0.15)
+    time.sleep(1.1)
     device.inject(4, frame)  # the unacked list timed out: sent again
     assert client.digests.get(timeout=5).list_id == 2
 
