@@ -78,10 +78,11 @@ def build_p4info_from_source(program: str | Path) -> P4I.P4Info:
     """P4Info of a P4 program as softswitch compiles it (P4 errors -> PipelineError)."""
     from softswitch.api import Switch
     from softswitch.errors import SoftswitchError
+    from softswitch.frontend.errors import P4Error
     from softswitch.p4info import build_p4info
     try:
         return build_p4info(Switch.from_file(program).program.checked)
-    except (SoftswitchError, OSError) as exc:
+    except (SoftswitchError, P4Error, OSError) as exc:
         raise PipelineError(f"P4 program {program}: does not compile: {exc}") from None
 
 
@@ -97,8 +98,8 @@ def load_pipeline(*, target: Target | str, program: str | Path | None = None,
     if target is Target.SOFTSWITCH:
         if program is None:
             raise PipelineError("target softswitch: give the P4 program (.p4)")
-        info = read_p4info(p4info) if p4info else build_p4info_from_source(program)
         config = softswitch_device_config(program)
+        info = read_p4info(p4info) if p4info else build_p4info_from_source(program)
         source = str(program)
     else:
         if bmv2_json is None or p4info is None:

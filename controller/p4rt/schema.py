@@ -134,7 +134,13 @@ class Schema:
             s._add("action", s.actions, ActionInfo(
                 id=a.preamble.id, name=a.preamble.name, alias=a.preamble.alias or a.preamble.name,
                 params=tuple(ParamInfo(id=p.id, name=p.name, bitwidth=p.bitwidth) for p in a.params)))
+        known_kinds = {k.value for k in MatchKind}
         for t in p4info.tables:
+            for m in t.match_fields:
+                if m.match_type not in known_kinds:
+                    kind = m.other_match_type or f"match type {m.match_type}"
+                    raise SchemaError(f"table {t.preamble.name}: match field {m.name!r} has match kind "
+                                      f"{kind!r}, which this client does not support")
             s._add("table", s.tables, TableInfo(
                 id=t.preamble.id, name=t.preamble.name, alias=t.preamble.alias or t.preamble.name,
                 match_fields=tuple(MatchFieldInfo(id=m.id, name=m.name, bitwidth=m.bitwidth,
