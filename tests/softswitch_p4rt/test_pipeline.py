@@ -218,3 +218,11 @@ def test_unix_socket_address(tmp_path, p4info, program_source):
         finally:
             c.close()
     assert dev.pipeline is not None
+
+
+def test_address_in_use_is_a_clear_error(server):
+    from softswitch.p4runtime import LocalDevice, P4RuntimeError, serve
+
+    with pytest.raises(P4RuntimeError) as ei:
+        serve(LocalDevice(), server.address)
+    assert ei.value.code == grpc.StatusCode.UNAVAILABLE and server.address in ei.value.message
