@@ -57,3 +57,10 @@ def run_ranks(hosts: list[Namespace], pattern: str, args: list[str], out_dir: Pa
         assert p.returncode == 0, f"rank {r} exited {p.returncode}: {err[-2000:]}"
         outs.append(json.loads((out_dir / f"rank{r}.json").read_text()))
     return outs
+
+
+def udp_counters(ns: Namespace) -> dict[str, int]:
+    """The namespace's kernel UDP counters (NoPorts: datagrams that found no socket)."""
+    lines = [ln.split() for ln in ns.run(["cat", "/proc/net/snmp"]).stdout.splitlines()
+             if ln.startswith("Udp:")]
+    return {k: int(v) for k, v in zip(lines[0][1:], lines[1][1:])}
