@@ -37,7 +37,8 @@ def run_demo(*, out: Path, switch: str | None = None, influx_url: str | None = N
           f"switch ports sampled every {spec.sample_interval_s:g} s ({spec.switch})")
     ll = s.get("lossy_link") or {}
     if ll and ll.get("link") == spec.links[0].link:
-        print(f"the loss map names the lossy WAN link {ll['link']} ({ll['name']})")
+        print(f"the loss map names the lossy WAN link {ll['link']} (configured "
+              f"{100 * ll['configured_loss']:.2f} %, measured {100 * ll['loss_rate']:.2f} %)")
     for d in s.get("fec_decisions", [])[-4:]:
         print(f"FEC policy: {d['flow']} -> k={d['fec_k']} m={d['fec_m']} "
               f"(path loss {100 * d['raw_loss']:.2f} %)")

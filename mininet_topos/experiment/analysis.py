@@ -157,10 +157,39 @@ def analyse(topo: Topology, *, samples_dir: Path, traffic_dir: Path, hosts: tupl
     return a
 
 
+def lossiest_link(links: list[LinkResult]) -> dict[str, Any] | None:
+    """The topology link (both directions together, as its loss is configured) with the
+    highest measured loss rate, with its Wilson 95 % interval and whether the count fits
+    the configured model's 99.9 % range; None when no link lost anything."""
+    by: dict[str, list[LinkResult]] = {}
+    for r in links:
+        by.setdefault(r.link, []).append(r)
+    best = None
+    for link, rs in by.items():
+        lost = sum(r.lost for r in rs)
+        deliv = sum(r.delivered for r in rs)
+        if lost <= 0 or deliv <= 0:
+            continue
+        rate = lost / (lost + deliv)
+        if best is None or rate > best["loss_rate"]:
+            lo, hi = wilson_interval(lost, lost + deliv)
+            exp = [r.expected_lost for r in rs if r.expected_lost is not None]
+            expected = (sum(e[0] for e in exp), sum(e[1] for e in exp)) if exp else None
+            wire = [r.wire_lost for r in rs if r.wire_lost is not None]
+            best = {"link": link, "name": max(rs, key=lambda r: r.lost).name,
+                    "loss_rate": rate, "ci95": [float(lo), float(hi)], "lost": lost,
+                    "delivered": deliv, "configured_loss": rs[0].configured_loss,
+                    "expected_lost": expected,
+                    "within_expected": None if expected is None
+                    else bool(expected[0] <= lost <= expected[1]),
+                    "wire_lost": sum(wire) if wire else None,
+                    "directions": {r.name: [r.lost, r.delivered] for r in rs}}
+    return best
+
+
 def summarise(a: Analysis) -> dict[str, Any]:
     """The JSON summary: lossy link, deepest queue, goodput, completion, FCT percentiles."""
-    lossy = [r for r in a.links if r.lost > 0 and r.delivered > 0]
-    worst = max(lossy, key=lambda r: r.loss_rate, default=None)
+    worst = lossiest_link(a.links)
     q_max: dict[str, int] = {}
     q_drops: dict[str, int] = {}
     for _, node, ifname, pkts, _, drops in a.queue_rows:
@@ -172,11 +201,7 @@ def summarise(a: Analysis) -> dict[str, Any]:
     pct = ({f"p{p}": float(np.percentile(fct, p)) for p in (50, 90, 99)} if fct.size else {})
     return {
         "t0_ns": a.t0_ns,
-        "lossy_link": None if worst is None else {
-            "name": worst.name, "link": worst.link, "loss_rate": worst.loss_rate,
-            "ci95": list(worst.ci95), "lost": worst.lost, "delivered": worst.delivered,
-            "configured_loss": worst.configured_loss, "expected_lost": worst.expected_lost,
-            "within_expected": worst.within_expected, "wire_lost": worst.wire_lost},
+        "lossy_link": worst,
         "links": [{k: getattr(r, k) for k in r.__slots__} for r in a.links],
         "bottleneck_queue": {"port": deepest[0], "max_pkts": deepest[1],
                              "drops": q_drops.get(deepest[0] or "", 0)},

@@ -82,7 +82,7 @@ def format_summary(summary: dict[str, Any], a: Analysis | None = None) -> list[s
     ll = summary.get("lossy_link")
     if ll:
         ok = {True: "within", False: "OUTSIDE", None: "n/a"}[ll.get("within_expected")]
-        lines.append(f"lossy link: {ll['name']}  measured {100 * ll['loss_rate']:.3f} % "
+        lines.append(f"lossy link: {ll['link']}  measured {100 * ll['loss_rate']:.3f} % "
                      f"({ll['lost']} of {ll['lost'] + ll['delivered']}), 95 % CI "
                      f"{100 * ll['ci95'][0]:.3f}-{100 * ll['ci95'][1]:.3f} %; configured "
                      f"{100 * ll['configured_loss']:.3f} % ({ok} the model's range)")

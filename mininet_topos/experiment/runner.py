@@ -179,6 +179,7 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
         start_at = time.time() + START_DELAY_S + 0.3 * len(ips)
         assert tb.sock_dir is not None
         socks = {h: tb.sock_dir / f"{h}.sock" for h in spec.workload.hosts}
+        resources = tb.resources()
         procs = []
         for rank in reversed(range(len(ips))):  # receivers of rank 0 last: all bind first
             h = spec.workload.hosts[rank]
@@ -216,6 +217,8 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
                 wire[name] = wan.stats()
         if policy is not None:
             decisions = policy.decisions
+        resources["process_pids"] = sorted(set(resources["process_pids"])
+                                           | {p.proc.pid for p in procs})
     log(f"network down; analysing ({time.time() - t_start:.1f} s since start)")
     a = analyse(topo, samples_dir=logs / "samples", traffic_dir=tdir,
                 hosts=spec.workload.hosts, wire=wire)
@@ -225,7 +228,7 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
             "recovery": spec.recovery, "fec": spec.fec, "workload": spec.workload.kind,
             "hosts": list(spec.workload.hosts), "timed_out": timed_out,
             "goodput_limit_bps": _goodput_limit_bps(spec, topo),
-            "fec_decisions": decisions, "wire": wire, "spec": dict(spec.raw),
+            "fec_decisions": decisions, "wire": wire, "resources": resources, "spec": dict(spec.raw),
             "wall_s": time.time() - t_start}
     a.summary.update({"goodput_limit_bps": meta["goodput_limit_bps"]})
     plots = write_analysis(res, a, meta=meta)

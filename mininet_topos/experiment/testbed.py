@@ -254,6 +254,14 @@ class Testbed:
                 keep.append(p)
         self.processes = keep
 
+    def resources(self) -> dict[str, Any]:
+        """What this test bed created outside its own process, for teardown checks:
+        WAN namespaces, node shell PIDs, the socket folder."""
+        ns = [link._ns.name for link in self.net.links if getattr(link, "_ns", None)]
+        return {"wan_namespaces": ns, "node_pids": [n.pid for n in self.net.values()],
+                "sock_dir": str(self.sock_dir) if self.sock_dir else None,
+                "process_pids": [p.proc.pid for p in self.processes]}
+
     def wan_links(self) -> dict[str, Any]:
         """Topology link name -> the running :class:`~mininet_topos.wan.WanLink`."""
         out = {}

@@ -1,0 +1,118 @@
+"""Experiment specs: presets load, sweeps expand, bad input names field and value."""
+import pytest
+
+from mininet_topos.experiment import (
+    PRESETS,
+    SpecError,
+    apply_overrides,
+    expand,
+    load_spec,
+    preset_path,
+    spec_from_dict,
+)
+from mininet_topos.topologies import resolve_topology
+
+BASE = {"name": "t", "topology": "two-dc",
+        "workload": {"kind": "p2p", "hosts": ["h1", "h5"]}}
+
+
+def _with(**kw):
+    d = {**BASE, **kw}
+    return d
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_presets_load_and_fit_their_topology(name):
+    specs = load_spec(preset_path(name))
+    assert specs
+    for s in specs:
+        topo = apply_overrides(resolve_topology(s.topology), s)
+        assert set(s.workload.hosts) <= set(topo.host_names)
+
+
+def test_sweeps_expand_to_every_combination():
+    assert [s.variant for s in load_spec(preset_path("incast_cc"))] == [
+        "cc=none", "cc=dcqcn", "cc=hpcc"]
+    wan = load_spec(preset_path("wan_loss"))
+    assert len(wan) == 9
+    assert {s.recovery for s in wan} == {"gbn", "sr", "fec"}
+    one = [s for s in wan if s.variant == "recovery=fec,p=0.05"][0]
+    assert {ov.link: ov.loss.mean_loss for ov in one.links} == {
+        "s1:3-s5:3": 0.05, "s2:3-s6:3": 0.05}
+
+
+def test_demo_preset_is_the_documented_experiment():
+    (s,) = load_spec(preset_path("demo"))
+    assert s.topology == "two-dc" and s.workload.kind == "allreduce"
+    assert s.cc == "hpcc" and s.recovery == "fec" and s.fec == "auto"
+    (ov,) = s.links
+    assert ov.link == "s1:3-s5:3" and ov.loss.mean_loss == pytest.approx(0.01)
+    assert ov.loss.kind.value == "gilbert-elliott"
+
+
+def test_overrides_change_only_the_named_link():
+    s = spec_from_dict(_with(links={"s5:3-s1:3": {"delay_ms": 25, "loss": 0.02}}))
+    base = resolve_topology("two-dc")
+    topo = apply_overrides(base, s)
+    changed = [(a, b) for a, b in zip(base.links, topo.links) if a != b]
+    assert len(changed) == 1
+    assert changed[0][1].delay_ms == 25 and changed[0][1].loss.p == 0.02
+
+
+@pytest.mark.parametrize("raw, words", [
+    (_with(cc="hpc"), ["cc", "'hpc'", "hpcc"]),
+    (_with(switch="ovs"), ["switch", "'ovs'", "linux-router"]),
+    (_with(recovry="sr"), ["unknown field", "'recovry'", "recovery"]),
+    (_with(fec="8"), ["fec", "'8'", "K,M"]),
+    (_with(duration_s=-1), ["duration_s", "-1", "outside"]),
+    (_with(workload={"kind": "p2p", "hosts": ["h1"]}), ["workload.hosts", "at least two"]),
+    (_with(workload={"kind": "p2p", "hosts": ["h1", "h1"]}), ["workload.hosts", "twice"]),
+    (_with(workload={"kind": "ring", "hosts": ["h1", "h2"]}), ["workload.kind", "'ring'"]),
+    (_with(workload={"kind": "p2p", "hosts": ["h1", "h2"], "size": "big"}),
+     ["workload.size", "'big'"]),
+    (_with(workload={"kind": "p2p", "hosts": ["h1", "h2"], "count": 1.5}),
+     ["workload.count", "integer"]),
+    (_with(links={"s1:3-s5:3": {"loss": {"model": "bursty", "mean": 1.5}}}),
+     ["links['s1:3-s5:3'].loss.mean", "1.5"]),
+    (_with(links={"s1:3-s5:3": {"delay": 3}}), ["links['s1:3-s5:3']", "'delay'", "delay_ms"]),
+    ({"name": "t", "topology": "two-dc"}, ["workload", "missing"]),
+    (_with(name="a b"), ["name", "'a b'"]),
+])
+def test_bad_specs_name_field_and_value(raw, words):
+    with pytest.raises(SpecError) as exc:
+        expand(raw)
+    for w in words:
+        assert w in str(exc.value), str(exc.value)
+
+
+def test_unknown_hosts_and_links_are_caught_before_running():
+    s = spec_from_dict(_with(workload={"kind": "p2p", "hosts": ["h1", "h99"]}))
+    with pytest.raises(SpecError, match="no host 'h99'"):
+        apply_overrides(resolve_topology("two-dc"), s)
+    s = spec_from_dict(_with(links={"s1:3-s9:3": {"delay_ms": 1}}))
+    with pytest.raises(SpecError, match="s1:3-s9:3"):
+        apply_overrides(resolve_topology("two-dc"), s)
+
+
+def test_bad_sweep_and_bad_files(tmp_path):
+    with pytest.raises(SpecError, match="sweep.cc"):
+        expand(_with(sweep={"cc": []}))
+    with pytest.raises(SpecError, match="name a field of link"):
+        expand(_with(sweep={"links.s1:3-s5:3": [1]}))
+    p = tmp_path / "x.yaml"
+    p.write_text("name: [unclosed\n")
+    with pytest.raises(SpecError, match="not valid YAML"):
+        load_spec(p)
+    with pytest.raises(SpecError, match="cannot read"):
+        load_spec(tmp_path / "missing.yaml")
+    with pytest.raises(SpecError, match='did you mean "demo"'):
+        preset_path("dem")
+
+
+def test_cli_check_prints_every_variant(capsys):
+    from mininet_topos.cli import main
+    assert main(["check", "incast_cc"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("ok: incast_cc") == 3
+    assert main(["check", "nope"]) == 1
+    assert "neither a file nor a preset" in capsys.readouterr().err
