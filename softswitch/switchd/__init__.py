@@ -9,9 +9,10 @@ Layers: `ports` (AF_PACKET sockets, captures) and `tm` (queues, pacing) know no 
 `device` joins them to the v1model pipeline and implements the P4Runtime `Device`;
 `daemon` owns the lot and the gRPC server; the CLI is `python -m softswitch switch`.
 """
-from softswitch.switchd.daemon import Switchd, load_pipeline, start_grpc
+from softswitch.switchd.daemon import Switchd, apply_entries, load_pipeline, start_grpc
 from softswitch.switchd.device import DeviceCounters, SwitchDevice
-from softswitch.switchd.errors import OptionError, PortError, SwitchdError
+from softswitch.switchd.errors import OptionError, PortError, ProgramError, SwitchdError
+from softswitch.switchd.gso import segment_tcp
 from softswitch.switchd.options import SwitchOptions
 from softswitch.switchd.pcap import PcapWriter, read_pcap
 from softswitch.switchd.ports import Port, PortCounters, finish_checksum
@@ -20,7 +21,7 @@ from softswitch.switchd.tm import DEFAULT_DEPTH_PKTS, EgressQueue, TrafficManage
 
 __all__ = [
     "DEFAULT_DEPTH_PKTS", "DeviceCounters", "EgressQueue", "OptionError", "PcapWriter", "Port",
-    "PortCounters", "PortError", "SwitchDevice", "SwitchOptions", "Switchd", "SwitchdError",
-    "TrafficManager", "finish_checksum", "format_stats", "load_pipeline", "read_pcap", "read_stats",
-    "start_grpc",
+    "PortCounters", "PortError", "ProgramError", "SwitchDevice", "SwitchOptions", "Switchd", "SwitchdError",
+    "TrafficManager", "apply_entries", "finish_checksum", "format_stats", "load_pipeline", "read_pcap", "read_stats",
+    "segment_tcp", "start_grpc",
 ]
