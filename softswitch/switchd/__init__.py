@@ -21,7 +21,7 @@ from softswitch.switchd.tm import DEFAULT_DEPTH_PKTS, EgressQueue, TrafficManage
 
 __all__ = [
     "DEFAULT_DEPTH_PKTS", "DeviceCounters", "EgressQueue", "OptionError", "PcapWriter", "Port",
-    "PortCounters", "PortError", "ProgramError", "SwitchDevice", "SwitchOptions", "Switchd", "SwitchdError",
-    "TrafficManager", "apply_entries", "finish_checksum", "format_stats", "load_pipeline", "read_pcap", "read_stats",
-    "segment_tcp", "start_grpc",
+    "PortCounters", "PortError", "ProgramError", "SwitchDevice", "SwitchOptions", "Switchd",
+    "SwitchdError", "TrafficManager", "apply_entries", "finish_checksum", "format_stats",
+    "load_pipeline", "read_pcap", "read_stats", "segment_tcp", "start_grpc",
 ]
