@@ -16,7 +16,7 @@ from softswitch.p4info import write_p4info
 
 pytest.importorskip("p4runtime_sh", reason="needs p4runtime-shell (pip package p4runtime-shell)")
 
-SESSION = Path(__file__).resolve().parent / "shell_session.py"
+SESSION = Path(__file__).resolve().parent / "p4rt_shell_session.py"
 
 
 def test_p4runtime_shell_session(server, device, p4info, tmp_path):

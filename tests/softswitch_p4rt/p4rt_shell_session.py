@@ -1,10 +1,10 @@
 """A p4runtime-shell session against a running softswitch P4Runtime server.
 
-Run as a separate process by test_shell_interop.py (p4runtime-shell keeps a global
+Run as a separate process by test_p4rt_shell_interop.py (p4runtime-shell keeps a global
 client). Prints one JSON object per line; waits for a line on stdin before sniffing
 packet-ins so the test can inject the packet at the right moment.
 
-    python shell_session.py ADDRESS P4INFO_TXT PROGRAM_P4
+    python p4rt_shell_session.py ADDRESS P4INFO_TXT PROGRAM_P4
 """
 from __future__ import annotations
 
