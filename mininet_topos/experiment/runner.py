@@ -138,6 +138,43 @@ class FecPolicyLoop:
                                        "raw_loss": float(fec.raw_loss[j])})
 
 
+class IntStatePoller:
+    """Reads the controller's state file (P4 switches only): per-hop queue lengths as
+    INT reports them, and the flows with the switches their records named."""
+
+    def __init__(self, path: Path, interval_s: float = 0.5) -> None:
+        self.path = path
+        self.interval_s = interval_s
+        self.next_s = 0.0
+        self.rows: list[tuple[float, str, str, int, int, int]] = []
+        self.flows: list[dict[str, Any]] = []
+        self.hops: list[dict[str, Any]] = []
+
+    def poll(self, force: bool = False) -> None:
+        if not force and time.monotonic() < self.next_s:
+            return
+        self.next_s = time.monotonic() + self.interval_s
+        try:
+            state = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return
+        t = float(state.get("updated_unix_s") or time.time())
+        self.hops = state.get("hops", []) or []
+        for h in self.hops:
+            self.rows.append((t, f"int:{h.get('switch') or h.get('node_id')}",
+                              f"port{h.get('egress_port')}", int(h.get("qlen_pkts") or 0),
+                              int(h.get("qlen_bytes") or 0), 0))
+        self.flows = state.get("flows", []) or self.flows
+
+    def summary(self, topo: Topology) -> dict[str, Any]:
+        node_to_switch = {sw.int_node_id: sw.name for sw in topo.switches}
+        seen = sorted({node_to_switch.get(int(h.get("node_id") or 0), str(h.get("node_id")))
+                       for h in self.hops})
+        return {"switches_reporting": seen, "flows": self.flows,
+                "max_qlen_pkts": max((int(h.get("qlen_pkts") or 0) for h in self.hops),
+                                     default=0)}
+
+
 def _goodput_limit_bps(spec: ExperimentSpec, topo: Topology) -> float:
     """Sum over senders of min(per-QP rate x QPs, host link rate)."""
     rate = float(spec.workload.rate.rstrip("KMG")) * {"K": 1e3, "M": 1e6, "G": 1e9}.get(
@@ -159,6 +196,8 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
     if spec.cc != "none" and spec.switch == "linux-router":
         log(f"note: cc={spec.cc} needs INT from P4 switches; on linux-router the senders keep "
             "their start rate")
+    if spec.cc == "dcqcn" and spec.switch != "linux-router":
+        log("note: the controller runs HPCC; cc=dcqcn is not selectable there yet")
     logs = res.path / "logs"
     tdir = res.path / "traffic"
     tdir.mkdir(parents=True, exist_ok=True)
@@ -173,7 +212,9 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
         f"({len(topo.switches)} switches, {len(topo.hosts)} hosts) on {spec.switch}")
     with Testbed(topo=topo, switch=spec.switch, logs=logs, seed=spec.seed,
                  sample_interval_s=spec.sample_interval_s, program=spec.program,
-                 python=python) as tb:
+                 python=python,
+                 agent_hosts=spec.workload.hosts if spec.switch != "linux-router" else (),
+                 feedback=spec.cc != "none") as tb:
         log(f"network up in {time.time() - t_start:.1f} s; every switch programmed")
         ips = [topo.host(h).ipv4 for h in spec.workload.hosts]
         start_at = time.time() + START_DELAY_S + 0.3 * len(ips)
@@ -193,7 +234,9 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
         deadline = start_at + spec.duration_s + 10.0
         log(f"traffic: {spec.workload.kind} on {', '.join(spec.workload.hosts)} "
             f"({len(fl)} QPs, recovery {spec.recovery}, fec {spec.fec})")
+        int_state = IntStatePoller(tb.logs / "controller" / "controller_state.json")
         while any(p.proc.poll() is None for p in procs):
+            int_state.poll()
             if time.time() > deadline:
                 timed_out = True
                 log("traffic did not finish in time; stopping it")
@@ -211,6 +254,7 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
             log(f"traffic on {p.node} exited with status {p.proc.returncode}: "
                 f"{p.tail(400).strip()}")
         time.sleep(max(0.5, 3 * max((ln.delay_ms for ln in topo.links), default=0) / 1e3))
+        int_state.poll(force=True)
         tb.stop_samplers()
         for name, wan in tb.wan_links().items():
             with contextlib.suppress(Exception):
@@ -222,9 +266,16 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
     log(f"network down; analysing ({time.time() - t_start:.1f} s since start)")
     a = analyse(topo, samples_dir=logs / "samples", traffic_dir=tdir,
                 hosts=spec.workload.hosts, wire=wire)
+    if int_state.rows:
+        a.queue_rows = int_state.rows + a.queue_rows
+        a.summary["int"] = int_state.summary(topo)
+    res.write_csv("int_hops.csv", ["t_s", "node", "ifname", "backlog_pkts", "backlog_bytes",
+                                   "drops"], [(r[0] - (a.t0_ns / 1e9), *r[1:])
+                                              for r in int_state.rows])
     meta = {"name": spec.name, "variant": spec.variant, "description": spec.description,
             "topology": topo.name, "switch": spec.switch, "cc": spec.cc,
-            "cc_applied": spec.cc == "none" or spec.switch != "linux-router",
+            "cc_applied": spec.cc == "none" or (spec.switch != "linux-router"
+                                                and spec.cc == "hpcc"),
             "recovery": spec.recovery, "fec": spec.fec, "workload": spec.workload.kind,
             "hosts": list(spec.workload.hosts), "timed_out": timed_out,
             "goodput_limit_bps": _goodput_limit_bps(spec, topo),

@@ -22,6 +22,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -57,6 +58,29 @@ def shaping_commands(ifname: str, rate_mbps: float, queue_pkts: int) -> list[str
         f"ceil {rate_mbps:g}mbit burst 4k cburst 4k",
         f"tc qdisc replace dev {ifname} parent 1:1 handle 10: pfifo limit {queue_pkts}",
     ]
+
+
+def free_port() -> int:
+    """A TCP/UDP port nobody on 127.0.0.1 uses right now (the kernel's choice)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as t, \
+            socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
+        t.bind(("127.0.0.1", 0))
+        port = t.getsockname()[1]
+        try:
+            u.bind(("127.0.0.1", port))
+        except OSError:
+            return free_port()
+        return port
+
+
+def with_free_ports(topo: Topology) -> Topology:
+    """``topo`` with every switch's P4Runtime address moved to a free local port, so a
+    run never meets another run's switches on the standard ports."""
+    import dataclasses
+
+    switches = tuple(dataclasses.replace(sw, grpc_addr=f"127.0.0.1:{free_port()}")
+                     for sw in topo.switches)
+    return dataclasses.replace(topo, switches=switches)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -114,6 +138,10 @@ class Testbed:
     net: Any = None
     processes: list[NodeProcess] = field(default_factory=list)
     sock_dir: Path | None = None
+    ports: dict[str, int] = field(default_factory=dict)
+    agent_hosts: tuple[str, ...] = ()
+    feedback: bool = True     # agents relay the controller's rate/FEC feedback
+    mgmt: dict[str, tuple[str, str, int]] = field(default_factory=dict)  # host -> (root ip, host ip, fb port)
     _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 
     # -- lifetime ---------------------------------------------------------------
@@ -121,6 +149,8 @@ class Testbed:
         from mininet_topos.topologies import mininet_network
 
         self.logs.mkdir(parents=True, exist_ok=True)
+        if self.switch != "linux-router":
+            self.topo = with_free_ports(self.topo)
         self.sock_dir = Path(tempfile.mkdtemp(prefix="tmx"))
         try:
             switch_cls = self._switch_class()
@@ -130,7 +160,11 @@ class Testbed:
             if self.switch == "linux-router":
                 self._shape_routers()
             else:
+                self._add_management()
                 self._start_controller()
+                if self.agent_hosts:
+                    self._start_agents()
+                self._wait_forwarding()
             if self.sample_interval_s > 0:
                 self._start_samplers()
         except BaseException:
@@ -183,6 +217,71 @@ class Testbed:
                     if not out.endswith("rc=0"):
                         raise RunError(f"switch {sw}: {cmd!r} failed: {out}")
 
+    def _add_management(self) -> None:
+        """A /30 veth from every agent host to the root namespace, so host agents reach
+        the controller (which runs beside Mininet) and its feedback reaches them.
+        Deleting the host's namespace deletes the pair."""
+        import random
+
+        net_byte = random.Random().randrange(16, 240)
+        tag = f"{random.Random().randrange(16 ** 4):04x}"
+        for i, h in enumerate(self.agent_hosts):
+            node = self.net.get(h)
+            root_if, host_if = f"tmxm{tag}{i}", "mgmt0"
+            root_ip, host_ip = f"10.254.{net_byte}.{4 * i + 1}", f"10.254.{net_byte}.{4 * i + 2}"
+            for cmd in (["ip", "link", "add", root_if, "type", "veth", "peer", "name", host_if,
+                         "netns", str(node.pid)],
+                        ["ip", "addr", "add", f"{root_ip}/30", "dev", root_if],
+                        ["ip", "link", "set", root_if, "up"]):
+                r = subprocess.run(cmd, capture_output=True, text=True, check=False)
+                if r.returncode:
+                    raise RunError(f"management link of {h}: {' '.join(cmd)}: {r.stderr.strip()}")
+            self._stack.callback(subprocess.run, ["ip", "link", "del", root_if],
+                                 capture_output=True, check=False)
+            out = node.cmd(f"ip addr add {host_ip}/30 dev {host_if} && ip link set {host_if} up"
+                           " 2>&1; echo rc=$?").strip()
+            if not out.endswith("rc=0"):
+                raise RunError(f"management link of {h}: {out}")
+            self.mgmt[h] = (root_ip, host_ip, free_port())
+
+    def _start_agents(self) -> None:
+        """``python -m ebpf.agent`` in every agent host: INT sink on its interface,
+        records to the controller, feedback relayed to the host's traffic socket."""
+        assert self.sock_dir is not None
+        procs = []
+        for h in self.agent_hosts:
+            root_ip, _, fb = self.mgmt[h]
+            host = self.topo.host(h)
+            procs.append(self.spawn(f"agent-{h}", h, [
+                self.python, "-m", "ebpf.agent", "--iface", host.intf_name,
+                "--controller", f"{root_ip}:{self.ports['agent']}", "--agent-id", host.ipv4,
+                *(["--feedback-port", str(fb)] if self.feedback else []),
+                "--control", str(self.sock_dir / f"{h}.sock"), "1"]))
+        deadline = time.monotonic() + self.ready_timeout_s
+        for p in procs:
+            while "rec " not in p.tail(4000):
+                if p.proc.poll() is not None:
+                    raise RunError(f"agent on {p.node} exited with status {p.proc.returncode}: "
+                                   f"{p.tail()}")
+                if time.monotonic() > deadline:
+                    raise RunError(f"agent on {p.node}: not attached after "
+                                   f"{self.ready_timeout_s:.0f} s: {p.tail()}")
+                time.sleep(0.3)
+
+    def _wait_forwarding(self, timeout_s: float = 30.0) -> None:
+        """Ping from the first host to every other until all answer: the controller's
+        state says "ready" when its writes are acknowledged, a moment before the last
+        entries forward."""
+        hosts = self.topo.host_names
+        src = self.net.get(hosts[0])
+        deadline = time.monotonic() + timeout_s
+        for dst in hosts[1:]:
+            ip = self.topo.host(dst).ipv4
+            while "1 received" not in src.cmd(f"ping -c 1 -W 1 {ip}"):
+                if time.monotonic() > deadline:
+                    raise RunError(f"switches programmed but {hosts[0]} cannot reach {dst} "
+                                   f"({ip}) after {timeout_s:.0f} s")
+
     def _start_controller(self) -> None:
         """``python -m controller run`` beside Mininet; wait until every switch is
         programmed (its state file names each switch with a ready state)."""
@@ -192,9 +291,14 @@ class Testbed:
         program = Path(self.program)
         if not program.is_absolute():
             program = PROJECT_ROOT / program
+        self.ports = {"report": free_port(), "agent": free_port()}
         argv = [self.python, "-m", "controller", "run", "--topology", str(topo_file),
                 "--out", str(out), "--target", self.switch, "--program", str(program),
-                "--interval", "0.5"]
+                "--interval", "0.5", "--listen", "0.0.0.0" if self.mgmt else "127.0.0.1",
+                "--report-port", str(self.ports["report"]),
+                "--agent-port", str(self.ports["agent"])]
+        for h, (_, host_ip, fb) in sorted(self.mgmt.items()):
+            argv += ["--agent", f"{h}={host_ip}:{fb}"] if self.feedback else []
         proc = self.spawn("controller", None, argv)
         state = out / "controller_state.json"
         deadline = time.monotonic() + self.ready_timeout_s
