@@ -12,6 +12,7 @@ from pathlib import Path
 from mininet_topos.netns import Namespace, veth_pair
 
 PY = sys.executable
+ROOT = str(Path(__file__).resolve().parents[2])  # run ``python -m traffic`` from the checkout
 
 
 @contextlib.contextmanager
@@ -50,7 +51,8 @@ def run_ranks(hosts: list[Namespace], pattern: str, args: list[str], out_dir: Pa
         cmd = [PY, "-m", "traffic", pattern, "--hosts", addrs, "--rank", str(r),
                "--start-at", f"{start_at:.3f}", "-o", str(out_dir / f"rank{r}.json"),
                "--timeout", f"{timeout}", *args, *extra]
-        procs.append(h.popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        procs.append(h.popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             cwd=ROOT))
     outs = []
     for r, p in enumerate(procs):
         _out, err = p.communicate(timeout=timeout + 20)

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from tests.traffic.netns_util import ROOT
 from traffic.control import ControlCommand, parse_control
 from traffic.errors import ConfigError
 from traffic.workloads import (
@@ -105,13 +106,13 @@ def test_incast_and_kvcache_plans() -> None:
 
 def test_cli_rejects_bad_arguments_with_clear_messages() -> None:
     res = subprocess.run([sys.executable, "-m", "traffic", "p2p", "--hosts", "10.0.0.1,bad",
-                          "--rank", "0"], capture_output=True, text=True, timeout=30, check=False)
+                          "--rank", "0"], cwd=ROOT, capture_output=True, text=True, timeout=30, check=False)
     assert res.returncode == 2 and "'bad' is not an IPv4 address" in res.stderr
     res = subprocess.run([sys.executable, "-m", "traffic", "p2p", "--hosts",
                           "10.0.0.1,10.0.0.2", "--rank", "0", "--fec", "8"],
-                         capture_output=True, text=True, timeout=30, check=False)
+                         cwd=ROOT, capture_output=True, text=True, timeout=30, check=False)
     assert res.returncode == 2 and "expected K,M" in res.stderr
-    res = subprocess.run([sys.executable, "-m", "traffic", "--help"], capture_output=True,
+    res = subprocess.run([sys.executable, "-m", "traffic", "--help"], cwd=ROOT, capture_output=True,
                          text=True, timeout=30, check=False)
     assert "examples:" in res.stdout and "allreduce" in res.stdout
 
@@ -120,7 +121,7 @@ def test_local_launcher_runs_every_rank_and_aggregates(tmp_path) -> None:
     res = subprocess.run([sys.executable, "-m", "traffic", "local", "alltoall", "-n", "3",
                           "-s", "4K", "-c", "4", "--rate", "50M", "-O", str(tmp_path),
                           "--timeout", "20"],
-                         capture_output=True, text=True, timeout=90, check=False)
+                         cwd=ROOT, capture_output=True, text=True, timeout=90, check=False)
     assert res.returncode == 0, res.stderr[-2000:]
     lines = [json.loads(x) for x in res.stdout.strip().splitlines()]
     assert [x["rank"] for x in lines[:3]] == [0, 1, 2]
@@ -140,7 +141,7 @@ def test_sigterm_writes_a_summary_and_removes_the_control_socket(tmp_path) -> No
     p = subprocess.Popen([sys.executable, "-m", "traffic", "p2p", "--hosts",
                           "127.0.77.1,127.0.77.2", "--rank", "1", "-c", "5", "--control",
                           str(ctl), "-o", str(out)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         assert p.stdout is not None
         assert p.stdout.readline().startswith("ready rank 1")
@@ -161,7 +162,7 @@ def test_local_kvcache_bursts_reach_the_decode_rank(tmp_path) -> None:
     res = subprocess.run([sys.executable, "-m", "traffic", "local", "kvcache", "-n", "3",
                           "--prefill", "2", "-s", "64K", "-c", "3", "-q", "2",
                           "--rate", "100M", "-O", str(tmp_path), "--timeout", "20"],
-                         capture_output=True, text=True, timeout=90, check=False)
+                         cwd=ROOT, capture_output=True, text=True, timeout=90, check=False)
     assert res.returncode == 0, res.stderr[-2000:]
     agg = json.loads(res.stdout.strip().splitlines()[-1])
     assert agg["collective"] == "kvcache" and agg["finished"]

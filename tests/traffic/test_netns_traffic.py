@@ -12,7 +12,7 @@ import pytest
 
 from formats import roce
 from formats.roce import Opcode
-from tests.traffic.netns_util import run_ranks, star, udp_counters
+from tests.traffic.netns_util import ROOT, run_ranks, star, udp_counters
 from traffic.control import send_control
 from traffic.endpoint import Endpoint, EndpointConfig
 from traffic.qp_types import QpConfig
@@ -265,10 +265,10 @@ def test_cli_rate_feedback_speeds_up_a_running_sender(pair, tmp_path: Path) -> N
               "--delay", "5ms", "--start-at", f"{start_at:.3f}", "--timeout", "30"]
     rx = h2.popen([sys.executable, "-m", "traffic", "p2p", *common, "--rank", "1", "-o",
                    str(tmp_path / "r1.json")], stdout=subprocess.DEVNULL,
-                  stderr=subprocess.DEVNULL)
+                  stderr=subprocess.DEVNULL, cwd=ROOT)
     tx = h1.popen([sys.executable, "-m", "traffic", "p2p", *common, "--rank", "0", "-o",
                    str(tmp_path / "r0.json"), "--control", str(ctl)],
-                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
     while time.time() < start_at + 0.5:
         time.sleep(0.05)
     qpn = (0 << 16) | (1 << 8) | 0
