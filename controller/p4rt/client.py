@@ -112,7 +112,35 @@ class SwitchClient:
     @property
     def connected(self) -> bool:
         with self._arb:
-            return self._arb_status is not None
+            return self._arb_status is not None and self._arb_status >= 0
+
+    @property
+    def role_state(self) -> str:
+        """'primary', 'backup' (another client is primary), 'no-primary' (the primary
+        left; nobody may write until a client claims the highest election id) or
+        'disconnected'."""
+        with self._arb:
+            st = self._arb_status
+        if st is None or st < 0:
+            return "disconnected"
+        if st == code_pb2.OK:
+            return "primary"
+        return "no-primary" if st == code_pb2.NOT_FOUND else "backup"
+
+    def reclaim_primary(self) -> bool:
+        """When the primary has left (`role_state == 'no-primary'`), become primary
+        again by claiming the highest election id the switch has seen (P4Runtime: a
+        client becomes primary with an id at least that high).  Never takes over from a
+        live primary.  True when this client is primary afterwards."""
+        if self.role_state != "no-primary":
+            return self.is_primary
+        with self._arb:
+            self.election_id = max(self.election_id, self._arb_primary_id)
+            self._arb_status = None
+        self._send(self._arbitration_request())
+        with self._arb:
+            self._arb.wait_for(lambda: self._arb_status is not None, timeout=self.timeout_s)
+        return self.is_primary
 
     def connect(self, timeout_s: float | None = None) -> None:
         """Open the channel and the stream, and become primary; raises ConnectError /

@@ -81,6 +81,17 @@ class ManagedSwitch:
     def _restore(self, _client: SwitchClient) -> None:
         self.sync()
 
+    def reclaim(self) -> SyncReport | None:
+        """If the switch has no primary (another controller held it and left), become
+        primary again and sync, which also removes what the other one wrote.  None when
+        nothing was done (still primary, or another client is primary)."""
+        if self.client is None or self.client.role_state != "no-primary":
+            return None
+        if not self.client.reclaim_primary():
+            return None
+        LOG.warning("switch %s: primary again (election id %d); re-syncing", self.name, self.client.election_id)
+        return self.sync()
+
     def close(self) -> None:
         if self.client is not None:
             self.client.close()

@@ -211,6 +211,7 @@ class Controller:
     def tick(self) -> None:
         """One round: retry failed switches, poll links, export, write the state file."""
         self._retry_failed()
+        self._reclaim()
         if self.links is not None:
             self.links.poll()
             self._export_losses()
@@ -234,6 +235,20 @@ class Controller:
                 st.retry_delay_s = min(10.0, st.retry_delay_s * 2)
                 st.next_retry_s = now + st.retry_delay_s
                 st.error, st.error_kind = str(exc), type(exc).__name__
+
+    def _reclaim(self) -> None:
+        """Switches left without a primary (e.g. after p4runtime-shell with a higher
+        election id disconnected) are taken back and re-synced."""
+        for name, sw in self.fleet.switches.items():
+            if self.status[name].phase is not Phase.READY:
+                continue
+            try:
+                rep = sw.reclaim()
+            except P4rtError as exc:
+                LOG.warning("switch %s: reclaiming primary failed: %s", name, exc)
+                continue
+            if rep is not None:
+                self._say(Progress(switch=name, phase=Phase.READY, message=f"primary again; {rep.summary()}"))
 
     def _export_losses(self) -> None:
         if self.exporter is None or self.links is None or not self.links.links:
@@ -275,7 +290,8 @@ class Controller:
                 "name": name, "address": sw.address, "device_id": sw.device_id, "node_id": node,
                 "state": st.phase.value if st.phase is not Phase.READY or (c and c.connected)
                 else "reconnecting",
-                "primary": bool(c and c.is_primary), "syncs": sw.syncs,
+                "primary": bool(c and c.is_primary), "role": c.role_state if c else "disconnected",
+                "election_id": c.election_id if c else sw.election_id, "syncs": sw.syncs,
                 "restores": self.restores.get(name, 0),
                 "last_sync": sw.last_sync.summary() if sw.last_sync else "",
                 "error": st.error})
