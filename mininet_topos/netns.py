@@ -10,7 +10,7 @@ more; Mininet is used where a full test bed is wanted.
 Typical use::
 
     with two_hosts("tx") as (h1, h2):
-        h2.popen(["python", "-m", "traffic", "recv", ...])
+        h2.popen(["python", "-m", "traffic", "p2p", "--rank", "1", ...])
         with h1.enter():                      # sockets made here live in h1
             sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         h1.run(["ping", "-c", "1", h2.ip])
