@@ -1,7 +1,7 @@
 """Rate/FEC feedback: from the controller's records to the traffic endpoint's JSON lines.
 
 The controller sends UDP datagrams of fixed 32-byte little-endian records
-(``controller.cc.feedback.FEEDBACK_DTYPE``: flow_id, seq, decided_ns, rate_bps, fec_k,
+(``formats.feedback.FEEDBACK_DTYPE``: flow_id, seq, decided_ns, rate_bps, fec_k,
 fec_m, flags, reserved); ``flow_id`` is the local QP number.  The agent turns each
 record into one line of the traffic endpoint's control protocol (``traffic.control``:
 JSON objects, one per line, over a UNIX datagram socket)::
@@ -10,8 +10,7 @@ JSON objects, one per line, over a UNIX datagram socket)::
 
 ``rate_bps`` 0 means "no rate change"; ``fec_k`` 0 means "no FEC change".  Records the
 endpoint would reject (QP 0 or above 2^24-1, rate outside 1e3..4e11, FEC outside
-1..128 / 0..16) are counted and not forwarded.  The dtype is mirrored here so the host
-side does not import the controller; a test checks that both agree.
+1..128 / 0..16) are counted and not forwarded.
 """
 
 from __future__ import annotations
@@ -20,12 +19,9 @@ import json
 
 import numpy as np
 
-__all__ = ["FEEDBACK_DTYPE", "decode_feedback_datagram", "feedback_to_lines"]
+from formats.feedback import FEEDBACK_DTYPE
 
-FEEDBACK_DTYPE = np.dtype([
-    ("flow_id", "<u4"), ("seq", "<u4"), ("decided_ns", "<u8"), ("rate_bps", "<u8"),
-    ("fec_k", "<u2"), ("fec_m", "<u2"), ("flags", "<u2"), ("reserved", "<u2"),
-])
+__all__ = ["FEEDBACK_DTYPE", "decode_feedback_datagram", "feedback_to_lines"]
 
 _RATE_MIN_BPS, _RATE_MAX_BPS = 1e3, 4e11
 

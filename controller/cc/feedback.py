@@ -1,24 +1,8 @@
 """Rate + FEC feedback records sent from the controller to a sender's agent.
 
-One fixed-size little-endian record per flow, so a batch for one agent is a
-single numpy buffer (no per-flow Python work on either side):
-
-=============  ======  ================================================
-field          type    meaning
-=============  ======  ================================================
-flow_id        u4      the agent's flow / QP handle
-seq            u4      feedback sequence (per controller, wraps)
-decided_ns     u8      controller monotonic time of the decision
-rate_bps       u8      rate to apply, bit/s
-fec_k          u2      data packets per FEC block (0: leave FEC unchanged)
-fec_m          u2      repair packets per FEC block (0 with fec_k >= 1: FEC off)
-flags          u2      bit 0: retransmission recommended; bit 1: DCQCN
-reserved       u2      zero
-=============  ======  ================================================
-
-``rate_bps`` 0 leaves the rate unchanged. The sender side accepts fec_k 1..128
-and fec_m 0..16; ``fec_to_wire`` maps a loss-map decision (k = 0: no FEC
-needed) onto these fields.
+The record layout is the shared wire format in ``formats.feedback``; this module
+encodes batches of decisions into it (``fec_to_wire`` maps a loss-map decision,
+k = 0 meaning "no FEC needed", onto its fields).
 """
 from __future__ import annotations
 
@@ -26,15 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from controller.cc.errors import TelemetryError
-
-FEEDBACK_DTYPE = np.dtype([
-    ("flow_id", "<u4"), ("seq", "<u4"), ("decided_ns", "<u8"), ("rate_bps", "<u8"),
-    ("fec_k", "<u2"), ("fec_m", "<u2"), ("flags", "<u2"), ("reserved", "<u2"),
-])
-"""32-byte feedback record."""
-
-FLAG_RETRANSMIT = 1
-FLAG_DCQCN = 2
+from formats.feedback import FEEDBACK_DTYPE, FLAG_DCQCN, FLAG_RETRANSMIT  # noqa: F401 (re-exported)
 
 
 def encode_feedback(*, flow_id: npt.ArrayLike, seq: npt.ArrayLike, decided_ns: npt.ArrayLike,
