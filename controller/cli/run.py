@@ -51,6 +51,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--feedback-port", type=_types.port, default=32768, help="agents' feedback UDP port")
     p.add_argument("--agent", action="append", type=_types.agent, default=[], metavar="HOST=ADDR:PORT",
                    help="where HOST's agent takes feedback (default: HOST's address, --feedback-port)")
+    p.add_argument("--fec-target", type=float, default=0.0, metavar="RESIDUAL",
+                   help="choose FEC (k, m) per flow from the link loss map to keep residual loss "
+                        "under RESIDUAL (e.g. 1e-6) and send it with the rate; default off")
     p.add_argument("--sink-mode", choices=[m.value for m in SinkMode], default="host",
                    help="host ports: leave INT for the host sink (host) or send reports (report)")
     p.add_argument("--collector-host", metavar="HOST", help="topology host receiving Telemetry Reports")
@@ -91,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
         "agent_port": args.agent_port, "feedback_port": args.feedback_port,
         "sink_mode": SinkMode(args.sink_mode), "collector_host": args.collector_host,
         "agents": dict(args.agent), "election_id": args.election_id,
-        "connect_timeout_s": args.connect_timeout, "status_interval_s": args.interval}
+        "connect_timeout_s": args.connect_timeout,
+        "fec_target_residual": args.fec_target, "status_interval_s": args.interval}
     if args.program:
         kw["program"] = args.program
     try:

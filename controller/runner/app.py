@@ -23,7 +23,15 @@ from typing import Any
 
 import numpy as np
 
-from controller.cc import FeedbackSender, FeedbackTarget, HpccEngine, HpccLoop, HpccParams
+from controller.cc import (
+    FLAG_RETRANSMIT,
+    FeedbackSender,
+    FeedbackTarget,
+    HpccEngine,
+    HpccLoop,
+    HpccParams,
+    fec_to_wire,
+)
 from controller.cc.telemetry import V1MODEL_TS_MODULUS_NS
 from controller.export.errors import ExportError
 from controller.export.runner import CollectorExport, InfluxTarget, open_exporter
@@ -48,6 +56,7 @@ from controller.topology import Topology, TopologyError, directed_links, load_to
 
 from .config import RunConfig
 from .errors import RunError
+from .fec import choose_flow_fec, flow_paths, link_rows_by_switch_pair
 from .links import LinkPoller
 from .state import STATE_VERSION, write_state
 
@@ -84,6 +93,8 @@ class Controller:
     flow_loss: FlowLossListener | None = None
     links: LinkPoller | None = None
     _loss_exported_ns: int = 0
+    fec_records: int = 0
+    _fb_lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -155,7 +166,7 @@ class Controller:
         self.flow_loss = FlowLossListener(stream=FlowLossStream(
             n_flows=c.flow_capacity, bin_ns=int(c.loss_bin_s * 1e9), n_bins=300, origin_ns=time.time_ns()))
         try:
-            self.collector = Collector(ccfg, listeners=[self.hpcc, self.flow_loss]).start()
+            self.collector = Collector(ccfg, listeners=[self._cc_listener, self.flow_loss]).start()
         except (CollectorError, OSError) as exc:  # a port in use, a bad address
             raise RunError(f"collector on {c.listen}:{c.report_port}/{c.agent_port}: {exc}") from None
         try:
@@ -166,6 +177,34 @@ class Controller:
             raise RunError(f"export: {exc}") from None
         self.export = CollectorExport(self.collector, self.exporter,
                                       interval_s=c.export_interval_s).start()
+
+    def _cc_listener(self, batch: Any, flow_slots: np.ndarray) -> None:
+        """HPCC on the collector thread; the lock keeps FEC feedback (controller thread)
+        off the shared FeedbackSender meanwhile."""
+        assert self.hpcc is not None
+        with self._fb_lock:
+            self.hpcc(batch, flow_slots)
+
+    def _send_fec(self) -> None:
+        """FEC per active flow from the link loss map (only with `fec_target_residual`)."""
+        if not self.cfg.fec_target_residual or self.collector is None or self.hpcc is None \
+                or self.links is None or not self.links.links:
+            return
+        f = self.collector.flow_snapshot()
+        if not len(f.slot):
+            return
+        active = self.hpcc.engine.state.active[f.slot]
+        if not active.any():
+            return
+        sel = np.flatnonzero(active)
+        ids = {s.name: s.int_node_id for s in self.topo.switches}
+        rows = link_rows_by_switch_pair(self.links.links, ids)
+        paths = flow_paths(f.path_node[sel], f.hop_count[sel], rows)
+        dec = choose_flow_fec(self.links.stream, paths, target_residual=self.cfg.fec_target_residual)
+        k, m = fec_to_wire(dec.fec_k, dec.fec_m)
+        with self._fb_lock:
+            self.fec_records += self.hpcc.sender.send_fec(f.slot[sel], k, m,
+                                                          flags=np.where(dec.retransmit, FLAG_RETRANSMIT, 0))
 
     def _resolve(self, sample: np.ndarray) -> FeedbackTarget | None:
         """Feedback for a new flow goes to its sender's agent (`agents[host]`, else the
@@ -215,6 +254,7 @@ class Controller:
         if self.links is not None:
             self.links.poll()
             self._export_losses()
+            self._send_fec()
         self._export_rates()
         self.write_state()
 
@@ -331,6 +371,7 @@ class Controller:
             coll["malformed"] = dict(getattr(cs, "malformed", {}) or {})
         if self.hpcc is not None:
             coll["feedback_records"] = self.hpcc.stats.records_sent
+            coll["fec_records"] = self.fec_records
         if self.exporter is not None:
             coll["export_lines_delivered"] = self.exporter.stats.lines_delivered
         return {"version": STATE_VERSION, "updated_unix_s": time.time(), "pid": os.getpid(),
@@ -342,6 +383,20 @@ class Controller:
     def write_state(self) -> None:
         with self._lock:
             write_state(self.cfg.state_file, self.snapshot())
+
+    def _plot_losses(self) -> None:
+        """OUT/link_loss_heatmap.png (links x time) when any link saw traffic."""
+        if self.links is None or not self.links.links:
+            return
+        m = self.links.stream.snapshot()
+        if not (m.lost + m.delivered).any():
+            return
+        try:
+            from controller.lossmap.plots import plot_heatmap
+            plot_heatmap(m, os.path.join(self.cfg.out_dir, "link_loss_heatmap.png"),
+                         link_names=[d.name for d in self.links.links])
+        except Exception:
+            LOG.exception("link loss heat map not written")
 
     # ------------------------------------------------------------------ stop
     def stop(self) -> bool:
@@ -359,6 +414,7 @@ class Controller:
                 self.write_state()
         except Exception:
             LOG.exception("final state write failed")
+        self._plot_losses()
         if self.exporter is not None:
             delivered = bool(self.exporter.close(timeout_s=5))
         if hasattr(self, "fleet"):

@@ -35,6 +35,7 @@ class RunConfig:
     feedback_port: int = 32768
     agents: dict[str, tuple[str, int]] = field(default_factory=dict)   # host -> agent (addr, port)
     base_rtt_s: float = 20e-6
+    fec_target_residual: float = 0.0     # > 0: choose FEC per flow from the link loss map
     election_id: int = 1
     connect_timeout_s: float = 5.0
     status_interval_s: float = 1.0
@@ -51,6 +52,8 @@ class RunConfig:
                      "base_rtt_s"):
             if not getattr(self, name) > 0:
                 raise RunError(f"{name} = {getattr(self, name)} must be > 0")
+        if not 0 <= self.fec_target_residual < 1:
+            raise RunError(f"--fec-target {self.fec_target_residual}: must be in [0, 1)")
         if self.election_id < 1 or self.election_id >> 128:
             raise RunError(f"--election-id {self.election_id}: must be 1..2^128-1")
         if self.sink_mode is SinkMode.REPORT and not self.collector_host:

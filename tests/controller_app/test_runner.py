@@ -150,3 +150,38 @@ def test_collector_port_in_use_is_a_run_error(testbed: SwitchBed, tmp_path: Path
         ctl.stop()
     finally:
         busy.close()
+
+
+def test_fec_from_link_losses_goes_to_the_sender(testbed: SwitchBed, tmp_path: Path) -> None:
+    fb = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    fb.bind(("127.0.0.1", 0))
+    fb.settimeout(0.5)
+    ctl = Controller(cfg=_cfg(testbed, tmp_path, fec_target_residual=1e-6,
+                              agents={"h1": ("127.0.0.1", fb.getsockname()[1])}))
+    ctl.start()
+    try:
+        dev = testbed.devices["s2"]
+        for seq in [s for s in range(300) if s % 50 != 7]:   # 1 in 50 lost on s1:5 -> s2:2
+            dev.inject(2, _link_frame(seq))  # type: ignore[attr-defined]
+        tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        for d in _reports(4):
+            tx.sendto(d, ctl.collector.report_address)  # type: ignore[union-attr]
+        tx.close()
+        assert wait_for(lambda: ctl.collector.stats().reports >= 4)  # type: ignore[union-attr]
+        ctl.tick()
+        assert ctl.fec_records >= 1
+        fec = None
+        for _ in range(10):
+            try:
+                rec = decode_feedback(fb.recv(65536))
+            except TimeoutError:
+                break
+            hit = rec[rec["fec_k"] > 1]
+            if hit.size:
+                fec = hit[0]
+                break
+        assert fec is not None and fec["flow_id"] == 0x33 and fec["fec_m"] >= 1
+    finally:
+        ctl.stop()
+        fb.close()
+    assert (tmp_path / "link_loss_heatmap.png").stat().st_size > 1000
