@@ -33,8 +33,18 @@ def run_demo(*, out: Path, switch: str | None = None, influx_url: str | None = N
     s = r.summary
     print()
     print("== demo summary ==")
-    print(f"telemetry: per-port counters and queues of {len(s.get('queue_max_pkts', {}))} "
-          f"switch ports sampled every {spec.sample_interval_s:g} s ({spec.switch})")
+    intel = s.get("int")
+    if intel:
+        print(f"INT: hop records from {len(intel['switches_reporting'])} switches "
+              f"({', '.join(intel['switches_reporting'])}); deepest INT queue "
+              f"{intel['max_qlen_pkts']} packets")
+        for f in intel["flows"][:8]:
+            rate = f"{f['rate_bps'] / 1e6:.2f} Mbit/s" if f.get("rate_bps") else "-"
+            print(f"  {f['src']:>9} -> {f['dst']:<9} path {'>'.join(f['path'])}  "
+                  f"{f['samples']} records, HPCC rate {rate}")
+    else:
+        print(f"telemetry: per-port counters and queues of {len(s.get('queue_max_pkts', {}))} "
+              f"switch ports sampled every {spec.sample_interval_s:g} s ({spec.switch}, no INT)")
     ll = s.get("lossy_link") or {}
     if ll and ll.get("link") == spec.links[0].link:
         print(f"the loss map names the lossy WAN link {ll['link']} (configured "

@@ -26,7 +26,7 @@ from controller.topology import Topology, paths
 from mininet_topos.topologies import resolve_topology
 from traffic.control import send_control
 
-from .analysis import analyse
+from .analysis import analyse, summarise
 from .errors import ExperimentError, RunError
 from .plots import plot_fct_cdf
 from .report import format_summary, write_analysis
@@ -171,8 +171,7 @@ class IntStatePoller:
         seen = sorted({node_to_switch.get(int(h.get("node_id") or 0), str(h.get("node_id")))
                        for h in self.hops})
         return {"switches_reporting": seen, "flows": self.flows,
-                "max_qlen_pkts": max((int(h.get("qlen_pkts") or 0) for h in self.hops),
-                                     default=0)}
+                "max_qlen_pkts": max((r[3] for r in self.rows), default=0)}
 
 
 def _goodput_limit_bps(spec: ExperimentSpec, topo: Topology) -> float:
@@ -268,6 +267,7 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
                 hosts=spec.workload.hosts, wire=wire)
     if int_state.rows:
         a.queue_rows = int_state.rows + a.queue_rows
+        a.summary = summarise(a)
         a.summary["int"] = int_state.summary(topo)
     res.write_csv("int_hops.csv", ["t_s", "node", "ifname", "backlog_pkts", "backlog_bytes",
                                    "drops"], [(r[0] - (a.t0_ns / 1e9), *r[1:])

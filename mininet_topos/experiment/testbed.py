@@ -141,6 +141,7 @@ class Testbed:
     ports: dict[str, int] = field(default_factory=dict)
     agent_hosts: tuple[str, ...] = ()
     feedback: bool = True     # agents relay the controller's rate/FEC feedback
+    mgmt_ifnames: list[str] = field(default_factory=list)
     mgmt: dict[str, tuple[str, str, int]] = field(default_factory=dict)  # host -> (root ip, host ip, fb port)
     _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 
@@ -243,6 +244,7 @@ class Testbed:
             if not out.endswith("rc=0"):
                 raise RunError(f"management link of {h}: {out}")
             self.mgmt[h] = (root_ip, host_ip, free_port())
+            self.mgmt_ifnames.append(root_if)
 
     def _start_agents(self) -> None:
         """``python -m ebpf.agent`` in every agent host: INT sink on its interface,
@@ -364,6 +366,7 @@ class Testbed:
         ns = [link._ns.name for link in self.net.links if getattr(link, "_ns", None)]
         return {"wan_namespaces": ns, "node_pids": [n.pid for n in self.net.values()],
                 "sock_dir": str(self.sock_dir) if self.sock_dir else None,
+                "root_ifnames": list(self.mgmt_ifnames),
                 "process_pids": [p.proc.pid for p in self.processes]}
 
     def wan_links(self) -> dict[str, Any]:

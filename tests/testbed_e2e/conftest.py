@@ -25,6 +25,10 @@ def leftovers(resources: dict, marker: str) -> list[str]:
     out += [f"namespace {n}" for n in resources.get("wan_namespaces", []) if n in names]
     out += [f"pid {p}" for p in resources.get("node_pids", []) + resources.get("process_pids", [])
             if alive(p)]
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True,
+                           check=False).stdout
+    out += [f"interface {n}" for n in resources.get("root_ifnames", []) if f" {n}@" in links
+            or f" {n}:" in links]
     if resources.get("sock_dir") and os.path.exists(resources["sock_dir"]):
         out.append(f"folder {resources['sock_dir']}")
     for pid in os.listdir("/proc"):

@@ -110,3 +110,36 @@ def test_run_stops_cleanly_on_sigterm(tmp_path):
     assert not [ln for ln in subprocess.run(["ip", "-o", "link"], capture_output=True, text=True,
                                             check=False).stdout.splitlines()
                 if " s1-eth" in ln or " h1-eth" in ln]
+
+
+def test_softswitch_two_dc_int_from_every_hop_and_the_lossy_wan(tmp_path):
+    """The P4 path: eight softswitches running p4/int_rocev2.p4, programmed by the
+    controller, host agents stripping INT and shipping records; every switch of the
+    flow's path reports, and the loss map finds the lossy WAN links."""
+    from controller.topology import paths
+    from mininet_topos.topologies import resolve_topology
+
+    spec = _spec(tmp_path, switch="softswitch", recovery="sr", cc="hpcc",
+                 links={"s1:3-s5:3": {"delay_ms": 5, "loss": {"model": "bernoulli", "p": 0.02}},
+                        "s2:3-s6:3": {"delay_ms": 5, "loss": {"model": "bernoulli", "p": 0.02}}},
+                 workload={"kind": "p2p", "hosts": ["h1", "h5"], "size": "64K", "count": 30,
+                           "rate": "5M"})
+    out = tmp_path / "out"
+    r = _cli("experiment", str(spec), "--out", str(out), timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    s = json.loads((out / "summary.json").read_text())
+    assert s["all_finished"] and not s["timed_out"], s["ranks"]
+    # INT: the data flow h1 -> h5 was seen with a record from every switch of one of
+    # its shortest paths, in order
+    topo = resolve_topology("two-dc")
+    shortest = [[hop.dst for hop in p][:-1] for p in paths(topo, "h1", "h5")]
+    flows = [f for f in s["int"]["flows"] if f["src"] == "10.1.1.1" and f["dst"] == "10.2.1.1"]
+    assert flows and flows[0]["path"] in shortest, (flows, shortest)
+    assert flows[0]["samples"] > 100
+    assert set(flows[0]["path"]) <= set(s["int"]["switches_reporting"])
+    # the loss map names a WAN link and its loss fits the configured 2 %
+    ll = s["lossy_link"]
+    assert ll["link"] in ("s1:3-s5:3", "s2:3-s6:3")
+    lo, hi = wilson_interval(ll["lost"], ll["lost"] + ll["delivered"], 0.999)
+    assert lo <= 0.02 <= hi, ll
+    assert leftovers(s["resources"], str(out)) == []
