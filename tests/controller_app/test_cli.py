@@ -105,3 +105,45 @@ def test_entries_dry_run(cli) -> None:  # type: ignore[no-untyped-def]
     assert "SwitchEgress.fabric_port egress_port=1 -> SwitchEgress.set_fabric()" in r.stdout
     r = cli("entries", "--topology", str(TOPOFILES / "leaf_spine.yaml"), "--switch", "s9")
     assert r.returncode == 2 and "switch 's9' not in the topology" in r.stderr
+
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+
+
+def test_entries_golden(cli) -> None:  # type: ignore[no-untyped-def]
+    """The full entry list of one switch, as printed (regenerate the file on purpose only)."""
+    r = cli("entries", "--topology", str(TOPOFILES / "dumbbell.yaml"), "--switch", "s2",
+            "--sink-mode", "report", "--collector-host", "h5")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == (GOLDEN / "entries_dumbbell_s2_report.txt").read_text()
+
+
+def test_running_controller_shown_then_stopped_by_sigterm(testbed: SwitchBed, tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from ctl_app_helpers import wait_for
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "controller", "run", "--topology", str(testbed.topology),
+                             "--out", str(out), "--report-port", "0", "--agent-port", "0", "--interval", "0.2"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        state = out / "controller_state.json"
+        assert wait_for(lambda: state.exists(), timeout_s=30)
+        time.sleep(0.5)
+        show = subprocess.run([sys.executable, "-m", "controller", "show", "switches", "--out", str(out)],
+                              cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+        assert show.returncode == 0 and "(controller stopped)" not in show.stdout
+        assert [ln.split()[3] for ln in show.stdout.splitlines()[2:]] == ["ready", "ready"]
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=30)
+        assert proc.returncode == 0, stderr
+        assert "2/2 switches ready" in stdout
+        from controller.runner import read_state
+        assert read_state(state)["running"] is False
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
