@@ -81,7 +81,7 @@ class FecPolicyLoop:
     senders' control sockets."""
 
     def __init__(self, *, topo: Topology, flows_: list[Flow], samples_dir: Path,
-                 sockets: dict[str, Path], interval_s: float = 1.0,
+                 sockets: dict[str, Path], interval_s: float = 0.5,
                  target_residual: float = 1e-3, min_packets: int = 500) -> None:
         self.directed: list[DirectedLink] = directed_links(topo)
         index = {d.name: d.index for d in self.directed}

@@ -32,7 +32,7 @@ def _spec(tmp_path: Path, **extra) -> Path:
         # one of the two, so the lossy one carries several flows
         "links": {LOSSY: {"delay_ms": 5, "loss": {"model": "bernoulli", "p": 0.02}}},
         "workload": {"kind": "alltoall", "hosts": ["h1", "h3", "h5", "h7"], "size": "256K",
-                     "count": 4, "rate": "20M"},
+                     "count": 8, "rate": "20M"},
         "recovery": "fec", "fec": "auto", "duration_s": 60, "sample_interval_s": 0.2,
         "seed": 11, **extra}
     p = tmp_path / "spec.yaml"
@@ -52,7 +52,7 @@ def test_two_dc_experiment_finds_the_lossy_wan_link(tmp_path):
     s = json.loads((out / "summary.json").read_text())
     # traffic flowed and completed everywhere, data verified by the receivers
     assert s["all_finished"] and not s["timed_out"], s["ranks"]
-    assert s["fct_s"]["n"] == 4 * 3 * 4
+    assert s["fct_s"]["n"] == 4 * 3 * 8
     for host in ("h1", "h3", "h5", "h7"):
         assert s["ranks"][host]["finished"] is True
     # every switch on some path forwarded: the leaf uplinks of both sites carried packets
