@@ -41,3 +41,17 @@ def agent(text: str) -> tuple[str, tuple[str, int]]:
     if not sep or not sep2 or not host or not addr:
         raise argparse.ArgumentTypeError(f"--agent {text!r}: expected HOST=ADDR:PORT, e.g. h1=10.0.1.1:32768")
     return host, (addr, port(port_s))
+
+
+def switch_port(text: str) -> tuple[str, int]:
+    """SWITCH:PORT -> (switch, port)."""
+    sw, sep, p = text.rpartition(":")
+    if not sep or not sw:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected SWITCH:PORT, e.g. s1:7")
+    try:
+        v = int(p)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: port {p!r} is not a number") from None
+    if not 0 <= v < 511:
+        raise argparse.ArgumentTypeError(f"{text!r}: port {v} is outside 0..510")
+    return sw, v

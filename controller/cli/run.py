@@ -57,6 +57,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--sink-mode", choices=[m.value for m in SinkMode], default="host",
                    help="host ports: leave INT for the host sink (host) or send reports (report)")
     p.add_argument("--collector-host", metavar="HOST", help="topology host receiving Telemetry Reports")
+    p.add_argument("--collector-ip", metavar="IP", help="collector outside the topology: its address")
+    p.add_argument("--collector-mac", metavar="MAC", help="... its MAC")
+    p.add_argument("--collector-at", type=_types.switch_port, metavar="SWITCH:PORT",
+                   help="... the switch port it is attached to")
+    p.add_argument("--report-source-base", default="10.255.0.0", metavar="IP",
+                   help="switch N sends Telemetry Reports from IP + N (default 10.255.0.0)")
     p.add_argument("--election-id", type=_types.election_id, default=1)
     p.add_argument("--connect-timeout", type=_types.positive, default=5.0, metavar="S")
     p.add_argument("--interval", type=_types.positive, default=1.0, metavar="S",
@@ -93,6 +99,8 @@ def run(args: argparse.Namespace) -> int:
         "bmv2_json": args.bmv2_json, "listen": args.listen, "report_port": args.report_port,
         "agent_port": args.agent_port, "feedback_port": args.feedback_port,
         "sink_mode": SinkMode(args.sink_mode), "collector_host": args.collector_host,
+        "collector_ip": args.collector_ip, "collector_mac": args.collector_mac, "collector_at": args.collector_at,
+        "report_source_base": args.report_source_base,
         "agents": dict(args.agent), "election_id": args.election_id,
         "connect_timeout_s": args.connect_timeout,
         "fec_target_residual": args.fec_target, "status_interval_s": args.interval}

@@ -58,17 +58,22 @@ def _collector_path(topo: Topology, spec: CollectorSpec) -> tuple[str, str, dict
         raise IntentError("collector: give a topology host, or ip, mac, switch and port")
     if spec.switch not in topo.switch_names:
         raise IntentError(f"collector: switch {spec.switch!r} not in the topology {topo.switch_names}")
-    # the collector hangs off spec.switch:spec.port; other switches reach it via that switch
-    out = {spec.switch: (spec.port, spec.mac.lower())}
+    # the collector hangs off spec.switch:spec.port; the others reach it through the
+    # switch graph (breadth first from that switch: each switch's port towards it)
     macs = {s.name: s.router_mac for s in topo.switches}
-    for sw, rts in host_routes.items():
-        if sw == spec.switch:
-            continue
-        att = [h for h in topo.hosts if h.switch == spec.switch]
-        for r in rts:
-            if att and r.prefix == f"{att[0].ipv4}/32":
-                nh = pick_next_hop(r)
-                out[sw] = (nh.port, nh.dst_mac if nh.neighbour != spec.switch else macs[spec.switch])
+    out = {spec.switch: (spec.port, spec.mac.lower())}
+    frontier = [spec.switch]
+    while frontier:
+        nxt = []
+        for near in frontier:
+            for ln in sorted(topo.links, key=lambda x: x.name):
+                if ln.role is LinkRole.HOST or near not in (ln.a.node, ln.b.node):
+                    continue
+                far, far_port = (ln.b.node, ln.b.port) if ln.a.node == near else (ln.a.node, ln.a.port)
+                if far in macs and far not in out:
+                    out[far] = (far_port, macs[near])
+                    nxt.append(far)
+        frontier = nxt
     return spec.ip, spec.mac.lower(), out
 
 
@@ -120,6 +125,12 @@ def compute_intent(topo: Topology, options: IntentOptions | None = None) -> dict
                                   {"instruction_bitmap": w.instruction_bitmap,
                                    "ds_instruction": w.ds_instruction, "max_hops": w.max_hops},
                                   priority=w.priority))
+        if collector is not None and opts.collector is not None and not opts.collector.host \
+                and sw.name in collector[2]:
+            # a collector outside the topology: reports are routed to it like any packet
+            port, next_mac = collector[2][sw.name]
+            e(TableEntry.make(T_LPM, {"dst_addr": f"{collector[0]}/32"}, "SwitchIngress.ipv4_forward",
+                              {"port": port, "src_mac": sw.router_mac, "dst_mac": next_mac}))
         if collector is not None and opts.sink_mode is SinkMode.REPORT:
             cip, _cmac, path = collector
             if sw.name not in path:

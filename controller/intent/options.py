@@ -4,6 +4,7 @@ DCQCN's RED profile, report clone session 500, collector port 32766)."""
 from __future__ import annotations
 
 import enum
+import ipaddress
 from dataclasses import dataclass, field
 
 from .errors import IntentError
@@ -79,5 +80,10 @@ class IntentOptions:
         if self.ecn and not 0 <= self.ecn.kmin_bytes <= self.ecn.kmax_bytes:
             raise IntentError(f"ECN profile: kmin {self.ecn.kmin_bytes} must be 0..kmax "
                               f"({self.ecn.kmax_bytes})")
+        try:
+            ipaddress.IPv4Address(self.report_switch_ip_base)
+        except ValueError:
+            raise IntentError(f"report source base {self.report_switch_ip_base!r} is not an IPv4 "
+                              f"address") from None
         if not 0 <= self.report_payload_bytes < 1024:
             raise IntentError(f"report payload bytes {self.report_payload_bytes} outside 0..1023")

@@ -38,7 +38,7 @@ from controller.export.runner import CollectorExport, InfluxTarget, open_exporte
 from controller.export.schema import link_loss_lines, rate_lines
 from controller.int.collector import Collector, CollectorConfig
 from controller.int.errors import CollectorError
-from controller.intent import CollectorSpec, IntentError, IntentOptions, compute_intent
+from controller.intent import IntentError, IntentOptions, compute_intent
 from controller.lossmap.listener import FlowLossListener
 from controller.lossmap.stream import FlowLossStream
 from controller.p4rt import (
@@ -116,9 +116,11 @@ class Controller:
             if h not in self.topo.host_names:
                 raise RunError(f"--agent {h}=...: no host {h!r} in topology {c.topology} "
                                f"(hosts: {self.topo.host_names})")
-        opts = IntentOptions(sink_mode=c.sink_mode,
-                             collector=CollectorSpec(host=c.collector_host, udp_port=c.report_port)
-                             if c.collector_host else None)
+        try:
+            opts = IntentOptions(sink_mode=c.sink_mode, collector=c.collector_spec(),
+                                 report_switch_ip_base=c.report_source_base)
+        except IntentError as exc:
+            raise RunError(str(exc)) from None
         try:
             desired = compute_intent(self.topo, opts)
         except (IntentError, TopologyError) as exc:

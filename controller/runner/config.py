@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from controller.intent import SinkMode
+from controller.intent import CollectorSpec, SinkMode
 from controller.p4rt import Target
 
 from .errors import RunError
@@ -32,6 +32,10 @@ class RunConfig:
     agent_port: int = 32767
     sink_mode: SinkMode = SinkMode.HOST
     collector_host: str | None = None
+    collector_ip: str | None = None              # a collector outside the topology ...
+    collector_mac: str | None = None
+    collector_at: tuple[str, int] | None = None  # ... attached to this switch port
+    report_source_base: str = "10.255.0.0"       # switch N sends reports from this + N
     feedback_port: int = 32768
     agents: dict[str, tuple[str, int]] = field(default_factory=dict)   # host -> agent (addr, port)
     base_rtt_s: float = 20e-6
@@ -56,9 +60,25 @@ class RunConfig:
             raise RunError(f"--fec-target {self.fec_target_residual}: must be in [0, 1)")
         if self.election_id < 1 or self.election_id >> 128:
             raise RunError(f"--election-id {self.election_id}: must be 1..2^128-1")
-        if self.sink_mode is SinkMode.REPORT and not self.collector_host:
+        explicit = (self.collector_ip, self.collector_mac, self.collector_at)
+        if any(explicit) and not all(explicit):
+            raise RunError("a collector outside the topology needs --collector-ip, --collector-mac and "
+                           "--collector-at SWITCH:PORT together")
+        if self.collector_host and any(explicit):
+            raise RunError("give --collector-host or --collector-ip/-mac/-at, not both")
+        if self.sink_mode is SinkMode.REPORT and self.report_port == 0:
+            raise RunError("--sink-mode report needs a fixed --report-port (the switches send there)")
+        if self.sink_mode is SinkMode.REPORT and not (self.collector_host or all(explicit)):
             raise RunError("--sink-mode report needs --collector-host HOST (the topology host that "
-                           "receives Telemetry Reports)")
+                           "receives Telemetry Reports) or --collector-ip/--collector-mac/--collector-at")
+
+    def collector_spec(self) -> CollectorSpec | None:
+        if self.collector_host:
+            return CollectorSpec(host=self.collector_host, udp_port=self.report_port)
+        if self.collector_ip and self.collector_mac and self.collector_at:
+            return CollectorSpec(ip=self.collector_ip, mac=self.collector_mac, switch=self.collector_at[0],
+                                 port=self.collector_at[1], udp_port=self.report_port)
+        return None
 
     @property
     def state_file(self) -> Path:

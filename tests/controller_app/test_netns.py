@@ -22,9 +22,10 @@ pytestmark = [pytest.mark.root, pytest.mark.slow]
 if os.geteuid() != 0:
     pytest.skip("needs root for network namespaces", allow_module_level=True)
 
+from controller.intent import SinkMode
 from controller.p4rt import Phase
 from controller.runner import Controller, RunConfig
-from mininet_topos.netns import Namespace, veth_pair
+from mininet_topos.netns import Interface, Namespace, delete_link, veth_pair
 
 PREFIX = "tct"
 SO_NO_CHECK = 11
@@ -43,6 +44,15 @@ class Bed:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.ports: dict[str, dict[int, str]] = {"s1": {}, "s2": {}}
         self.grpc = {"s1": f"127.0.0.1:{_free_port()}", "s2": f"127.0.0.1:{_free_port()}"}
+        self.root_ends: list[Interface] = []
+        self.collector_mac = ""
+
+    def add_collector_link(self) -> None:
+        """s2 port 3 <-> the root namespace (10.0.9.1/24): where the controller listens."""
+        sw_end, root_end = veth_pair(self.ns["s2"], None, prefix=PREFIX, addr_b="10.0.9.1/24")
+        self.root_ends.append(root_end)
+        self.ports["s2"][3] = sw_end.ifname
+        self.collector_mac = root_end.mac
 
     def build(self) -> Path:
         for n in ("h1", "h2", "s1", "s2"):
@@ -93,6 +103,8 @@ class Bed:
             self.stop_switch(n)
         for ns in self.ns.values():
             ns.close()
+        for end in self.root_ends:
+            delete_link(end)
 
 
 @pytest.fixture
@@ -168,3 +180,54 @@ def test_controller_programs_real_switch_processes_and_restores_a_restart(bed: B
         assert losses == {"s1:2->s2:2": 0, "s2:2->s1:2": 0}
     finally:
         ctl.stop()
+
+
+def test_reports_from_the_p4_program_reach_the_running_controller(bed: Bed, tmp_path: Path) -> None:
+    """Report mode: s2 strips INT for h2 and sends a Telemetry Report through port 3 to
+    the controller's collector in the root namespace; flows, hops and HPCC feedback follow."""
+    topo = bed.build()
+    bed.add_collector_link()
+    bed.start_switch("s1", 1)
+    bed.start_switch("s2", 2)
+    fb = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    fb.bind(("127.0.0.1", 0))
+    fb.settimeout(5)
+    cfg = RunConfig(topology=str(topo), out_dir=str(tmp_path / "out"), listen="10.0.9.1",
+                    report_port=_free_port(), agent_port=0, status_interval_s=0.3, connect_timeout_s=20,
+                    sink_mode=SinkMode.REPORT, collector_ip="10.0.9.1", collector_mac=bed.collector_mac,
+                    collector_at=("s2", 3), report_source_base="10.0.9.100",
+                    agents={"h1": ("127.0.0.1", fb.getsockname()[1])})
+    ctl = Controller(cfg=cfg).start()
+    try:
+        assert all(st.phase is Phase.READY for st in ctl.status.values()), \
+            {n: st.error for n, st in ctl.status.items()}
+        bth = bytes([0x04, 0, 0xFF, 0xFF, 0, 0, 0, 0x33, 0, 0, 0, 1])
+        # report mode: h2 gets the packet as h1 sent it (INT stripped), on 4791
+        got = _exchange(bed, 4791, bth + b"y" * 32, no_check=True, listen=4791)
+        assert got == bth + b"y" * 32
+        assert ctl.collector is not None
+        assert wait_for(lambda: ctl.collector.stats().reports >= 1, timeout_s=10), ctl.collector.stats()
+        with bed.ns["h1"].enter():    # one flow (one source port), several packets
+            tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        tx.setsockopt(socket.SOL_SOCKET, SO_NO_CHECK, 1)
+        try:
+            for psn in range(2, 12):
+                tx.sendto(bth[:11] + bytes([psn]) + b"y" * 32, ("10.0.2.1", 4791))
+                time.sleep(0.02)
+        finally:
+            tx.close()
+        assert wait_for(lambda: ctl.collector.stats().reports >= 11, timeout_s=10)
+        ctl.tick()
+        state = ctl.snapshot()
+        flows = state["flows"]     # one per UDP source port (each exchange uses a new socket)
+        assert flows and all((f["src"], f["dst"], f["qp"], f["path"]) == ("10.0.1.1", "10.0.2.1", 0x33, ["s1", "s2"])
+                             for f in flows)
+        assert {h["switch"] for h in state["hops"]} == {"s1", "s2"}
+        assert all(h["line_rate_bps"] == 100e6 for h in state["hops"])
+        assert state["collector"]["malformed"] == {} and state["collector"]["reports_lost"] == 0
+        from controller.cc import decode_feedback
+        rec = decode_feedback(fb.recv(65536))
+        assert rec["flow_id"][0] == 0x33 and 0 < rec["rate_bps"][0] <= 100e6
+    finally:
+        ctl.stop()
+        fb.close()
