@@ -66,11 +66,11 @@ class RunConfig:
                            "--collector-at SWITCH:PORT together")
         if self.collector_host and any(explicit):
             raise RunError("give --collector-host or --collector-ip/-mac/-at, not both")
-        if self.sink_mode is SinkMode.REPORT and self.report_port == 0:
-            raise RunError("--sink-mode report needs a fixed --report-port (the switches send there)")
         if self.sink_mode is SinkMode.REPORT and not (self.collector_host or all(explicit)):
             raise RunError("--sink-mode report needs --collector-host HOST (the topology host that "
                            "receives Telemetry Reports) or --collector-ip/--collector-mac/--collector-at")
+        if self.sink_mode is SinkMode.REPORT and self.report_port == 0:
+            raise RunError("--sink-mode report needs a fixed --report-port (the switches send there)")
 
     def collector_spec(self) -> CollectorSpec | None:
         if self.collector_host:

@@ -94,6 +94,13 @@ def test_bad_inputs_exit_2_with_the_reason(cli, tmp_path: Path) -> None:  # type
     assert r.returncode == 2 and "--agent h9=...: no host 'h9' in topology" in r.stderr
     r = cli(*RUN, "--topology", str(TOPOFILES / "dumbbell.yaml"), "--sink-mode", "report")
     assert r.returncode == 2 and "--sink-mode report needs --collector-host" in r.stderr
+    r = cli(*RUN, "--topology", str(TOPOFILES / "dumbbell.yaml"), "--collector-ip", "10.0.9.1")
+    assert r.returncode == 2 and "needs --collector-ip, --collector-mac and --collector-at" in r.stderr
+    r = cli(*RUN, "--topology", str(TOPOFILES / "dumbbell.yaml"), "--collector-at", "s1")
+    assert r.returncode == 2 and "expected SWITCH:PORT" in r.stderr
+    r = cli(*RUN, "--topology", str(TOPOFILES / "dumbbell.yaml"), "--sink-mode", "report",
+            "--collector-host", "h5")     # RUN has --report-port 0
+    assert r.returncode == 2 and "needs a fixed --report-port" in r.stderr
     r = cli("show", "flows", "--out", str(tmp_path / "nothing"))
     assert r.returncode == 1 and "not found; is `python -m controller run --out" in r.stderr
 

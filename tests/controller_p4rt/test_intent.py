@@ -96,3 +96,22 @@ def test_topology_entries_accepted_by_switches(topo_file: str, mode: str, server
             n_plain = sum(1 for e in d[sw.name].entries if not e.is_default)
             assert len(sw.client.read_table_entries()) == n_plain  # type: ignore[union-attr]
         assert all(r.inserted + r.modified == 0 for r in fleet.sync_all().reports.values())
+
+
+def test_collector_outside_the_topology_gets_routes(schema: Schema) -> None:
+    topo = load_topology(TOPOFILES / "leaf_spine.yaml")
+    spec = CollectorSpec(ip="10.0.9.1", mac="02:aa:00:00:00:01", switch="s1", port=7)
+    d = compute_intent(topo, IntentOptions(sink_mode=SinkMode.REPORT, collector=spec))
+    for name, st in d.items():
+        to_collector = [e for e in st.entries if e.table.endswith("ipv4_lpm")
+                        and dict(e.match)["dst_addr"] == "10.0.9.1/32"]
+        assert len(to_collector) == 1, name
+        port = dict(to_collector[0].params)["port"]
+        assert st.clone_sessions[0].replicas == ((port, 1),)
+    s1 = dict(next(e for e in d["s1"].entries if dict(e.match).get("dst_addr") == "10.0.9.1/32").params)
+    assert (s1["port"], s1["dst_mac"]) == (7, "02:aa:00:00:00:01")
+    s3 = dict(next(e for e in d["s3"].entries if dict(e.match).get("dst_addr") == "10.0.9.1/32").params)
+    assert s3["dst_mac"] == "02:00:00:00:00:01"     # leaf -> spine s1's router MAC
+    with pytest.raises(IntentError, match="switch 's9' not in the topology"):
+        compute_intent(topo, IntentOptions(sink_mode=SinkMode.REPORT, collector=CollectorSpec(
+            ip="10.0.9.1", mac="02:aa:00:00:00:01", switch="s9", port=7)))
