@@ -175,16 +175,18 @@ class IntStatePoller:
 
 
 def _goodput_limit_bps(spec: ExperimentSpec, topo: Topology) -> float:
-    """Sum over senders of min(per-QP rate x QPs, host link rate)."""
-    rate = float(spec.workload.rate.rstrip("KMG")) * {"K": 1e3, "M": 1e6, "G": 1e9}.get(
-        spec.workload.rate[-1], 1.0)
-    senders = {f.src_host for f in flows(spec)}
-    total = 0.0
-    for h in senders:
-        link_bps = topo.link_at(h, 0).rate_mbps * 1e6
-        n = sum(1 for f in flows(spec) if f.src_host == h)
-        total += min(rate * n, link_bps)
-    return total
+    """What the workload could reach: per receiver, the sum of its senders' QP rates,
+    capped by the narrowest link on the way in (the incast bottleneck)."""
+    w = spec.workload
+    rate = float(w.rate.rstrip("KMG")) * {"K": 1e3, "M": 1e6, "G": 1e9}.get(w.rate[-1], 1.0)
+    links = {ln.name: ln for ln in topo.links}
+    into: dict[str, tuple[float, float]] = {}
+    for f in flows(spec):
+        narrow = min(links[h.link].rate_mbps * 1e6 for h in paths(topo, f.src_host,
+                                                                   f.dst_host)[0])
+        offered, cap = into.get(f.dst_host, (0.0, 0.0))
+        into[f.dst_host] = (offered + rate, max(cap, narrow))
+    return float(sum(min(offered, cap) for offered, cap in into.values()))
 
 
 def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str], None] = print,
@@ -196,7 +198,7 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
         log(f"note: cc={spec.cc} needs INT from P4 switches; on linux-router the senders keep "
             "their start rate")
     if spec.cc == "dcqcn" and spec.switch != "linux-router":
-        log("note: the controller runs HPCC; cc=dcqcn is not selectable there yet")
+        log("note: the controller runs HPCC only; cc=dcqcn runs without rate feedback")
     logs = res.path / "logs"
     tdir = res.path / "traffic"
     tdir.mkdir(parents=True, exist_ok=True)
@@ -213,7 +215,7 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
                  sample_interval_s=spec.sample_interval_s, program=spec.program,
                  python=python,
                  agent_hosts=spec.workload.hosts if spec.switch != "linux-router" else (),
-                 feedback=spec.cc != "none") as tb:
+                 feedback=spec.cc == "hpcc") as tb:
         log(f"network up in {time.time() - t_start:.1f} s; every switch programmed")
         ips = [topo.host(h).ipv4 for h in spec.workload.hosts]
         start_at = time.time() + START_DELAY_S + 0.3 * len(ips)

@@ -143,3 +143,33 @@ def test_softswitch_two_dc_int_from_every_hop_and_the_lossy_wan(tmp_path):
     lo, hi = wilson_interval(ll["lost"], ll["lost"] + ll["delivered"], 0.999)
     assert lo <= 0.02 <= hi, ll
     assert leftovers(s["resources"], str(out)) == []
+
+
+QUEUE_BOUND_HPCC_PKTS = 16   # a quarter of the 64-packet bottleneck queue
+QUEUE_FULL_NO_CC_PKTS = 48   # three quarters: without CC the incast fills it
+
+
+def test_hpcc_keeps_the_incast_queue_short_where_no_cc_fills_it(tmp_path):
+    """The incast_cc preset (8 senders at 2 Mbit/s into a 4 Mbit/s bottleneck on
+    softswitches), no CC against HPCC: INT's view of the bottleneck queue."""
+    preset = yaml.safe_load((ROOT / "mininet_topos/experiments/incast_cc.yaml").read_text())
+    preset["topology"] = str(ROOT / "mininet_topos/experiments/incast9.yaml")
+    preset["sweep"] = {"cc": ["none", "hpcc"]}
+    spec = tmp_path / "incast.yaml"
+    spec.write_text(yaml.safe_dump(preset))
+    out = tmp_path / "out"
+    r = _cli("experiment", str(spec), "--out", str(out), timeout=400)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    none = json.loads((out / "cc_none" / "summary.json").read_text())
+    hpcc = json.loads((out / "cc_hpcc" / "summary.json").read_text())
+    for s in (none, hpcc):
+        assert s["all_finished"], s["ranks"]
+        assert "s1" in s["int"]["switches_reporting"]
+    assert none["int"]["max_qlen_pkts"] >= QUEUE_FULL_NO_CC_PKTS, none["int"]["max_qlen_pkts"]
+    assert hpcc["int"]["max_qlen_pkts"] <= QUEUE_BOUND_HPCC_PKTS, hpcc["int"]["max_qlen_pkts"]
+    assert hpcc["cc_applied"] is True and none["cc_applied"] is True
+    both = json.loads((out / "summary.json").read_text())
+    assert [v["variant"] for v in both["variants"]] == ["cc=none", "cc=hpcc"]
+    assert (out / "fct_cdf.png").stat().st_size > 0
+    for s in (none, hpcc):
+        assert leftovers(s["resources"], str(out)) == []
