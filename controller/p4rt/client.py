@@ -198,9 +198,11 @@ class SwitchClient:
         if not ok:
             raise ConnectError(f"switch {self.name} at {self.address}: no arbitration answer within "
                                f"{self.timeout_s:g} s (device id {self.device_id} right?)")
-        if status == code_pb2.NOT_FOUND or status == -1:
+        if status == -1:
             raise ConnectError(f"switch {self.name} at {self.address}: stream refused: "
                                f"{self.stats.stream_errors[-1] if self.stats.stream_errors else 'unknown'}")
+        if status == code_pb2.NOT_FOUND and self.reclaim_primary():
+            return   # nobody was primary (the last one left): claimed with the highest id
         if status != code_pb2.OK:
             raise ArbitrationError(f"switch {self.name}: not primary with election id {self.election_id}; "
                                    f"the primary holds election id {primary}")

@@ -42,6 +42,7 @@ from controller.intent import IntentError, IntentOptions, compute_intent
 from controller.lossmap.listener import FlowLossListener
 from controller.lossmap.stream import FlowLossStream
 from controller.p4rt import (
+    ArbitrationError,
     ConnectError,
     Fleet,
     ManagedSwitch,
@@ -226,6 +227,8 @@ class Controller:
         (neighbours expect 0 from it, and send it 0 next), so no loss is counted."""
         if not report.pipeline_pushed or sw.syncs <= 1:
             return
+        if self.links is not None:
+            self.links.enable_digests([sw.name])
         LOG.warning("switch %s restarted: state restored (%s)", sw.name, report.summary())
         for d in directed_links(self.topo):
             if sw.name not in (d.src, d.dst):
@@ -263,7 +266,8 @@ class Controller:
     def _retry_failed(self) -> None:
         now = time.monotonic()
         for name, st in self.status.items():
-            if st.phase is not Phase.FAILED or st.error_kind != ConnectError.__name__ or now < st.next_retry_s:
+            if st.phase is not Phase.FAILED or now < st.next_retry_s \
+                    or st.error_kind not in (ConnectError.__name__, ArbitrationError.__name__):
                 continue
             sw = self.fleet.switches[name]
             sw.close()
@@ -272,7 +276,7 @@ class Controller:
                 rep = sw.sync()
                 self._say(Progress(switch=name, phase=Phase.READY, message=rep.summary()))
                 if self.links is not None:
-                    self.links.enable_digests()
+                    self.links.enable_digests([name])
             except P4rtError as exc:
                 st.retry_delay_s = min(10.0, st.retry_delay_s * 2)
                 st.next_retry_s = now + st.retry_delay_s
@@ -334,7 +338,7 @@ class Controller:
                 else "reconnecting",
                 "primary": bool(c and c.is_primary), "role": c.role_state if c else "disconnected",
                 "election_id": c.election_id if c else sw.election_id, "syncs": sw.syncs,
-                "restores": self.restores.get(name, 0),
+                "restores": self.restores.get(name, 0), "entries": len(sw.desired.entries),
                 "last_sync": sw.last_sync.summary() if sw.last_sync else "",
                 "error": st.error})
         flows: list[dict[str, Any]] = []

@@ -52,9 +52,11 @@ class LinkPoller:
         self.stream = LinkLossStream(n_links=max(1, len(self.links)), bin_ns=int(self.bin_s * 1e9),
                                      n_bins=self.n_bins, origin_ns=time.time_ns())
 
-    def enable_digests(self) -> None:
-        """Ask every connected switch to stream loss digests (one per list, acked)."""
-        for name, sw in self.switches.items():
+    def enable_digests(self, names: list[str] | None = None) -> None:
+        """Ask connected switches (all, or `names`) to stream loss digests (one per
+        list, acked); a restarted switch forgets this, so it is asked again."""
+        for name in names if names is not None else list(self.switches):
+            sw = self.switches[name]
             if sw.client is None or not sw.client.is_primary:
                 continue
             try:

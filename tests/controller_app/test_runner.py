@@ -90,6 +90,10 @@ def test_restarted_switch_is_restored_and_its_neighbour_resynced(testbed: Switch
         assert wait_for(lambda: ctl.restores.get("s2", 0) >= 1, timeout_s=15)
         assert s2.last_sync is not None and s2.last_sync.pipeline_pushed
         assert len(s2.client.read_table_entries()) == held  # type: ignore[union-attr]
+        # the new s2 streams loss digests again
+        for seq in (0, 1, 4):
+            testbed.devices["s2"].inject(2, _link_frame(seq))  # type: ignore[attr-defined]
+        assert wait_for(lambda: s2.client.stats.digests >= 1)  # type: ignore[union-attr]
         # s2's sequence numbers start again at 0: s1 must expect 0 on the port facing s2
         assert wait_for(lambda: s1.client.read_register(reg, 5) == {5: 0})  # type: ignore[union-attr]
         # ... and s1 numbers what it sends to s2 from 0 again

@@ -141,6 +141,12 @@ def test_arbitration_between_two_controllers(servers: Servers, pipeline: Pipelin
             again.connect()
         high.write([upd])    # the primary writes; the backup still reads
         assert len(low.read_table_entries()) == 1
+        high.close()         # the primary leaves: nobody is primary ...
+        assert wait_for(lambda: low.role_state == "no-primary")
+        late = SwitchClient(name="s1", address=addr, device_id=1, election_id=3)
+        late.connect()       # ... so a client connecting now claims the highest id seen
+        assert late.is_primary and late.election_id == 10 and low.role_state == "backup"
+        late.close()
     finally:
         for c in (low, high, again):
             c.close()
