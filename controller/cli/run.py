@@ -63,6 +63,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="... the switch port it is attached to")
     p.add_argument("--report-source-base", default="10.255.0.0", metavar="IP",
                    help="switch N sends Telemetry Reports from IP + N (default 10.255.0.0)")
+    p.add_argument("--grpc-ca", metavar="PEM", help="TLS to the switches: CA of their certificates")
+    p.add_argument("--grpc-cert", metavar="PEM", help="TLS client certificate (with --grpc-key)")
+    p.add_argument("--grpc-key", metavar="PEM", help="TLS client key")
+    p.add_argument("--grpc-server-name", default="", metavar="NAME",
+                   help="name to check in the switches' certificates (e.g. localhost)")
     p.add_argument("--election-id", type=_types.election_id, default=1)
     p.add_argument("--connect-timeout", type=_types.positive, default=5.0, metavar="S")
     p.add_argument("--interval", type=_types.positive, default=1.0, metavar="S",
@@ -101,6 +106,8 @@ def run(args: argparse.Namespace) -> int:
         "sink_mode": SinkMode(args.sink_mode), "collector_host": args.collector_host,
         "collector_ip": args.collector_ip, "collector_mac": args.collector_mac, "collector_at": args.collector_at,
         "report_source_base": args.report_source_base,
+        "tls_ca": args.grpc_ca, "tls_cert": args.grpc_cert, "tls_key": args.grpc_key,
+        "tls_server_name": args.grpc_server_name,
         "agents": dict(args.agent), "election_id": args.election_id,
         "connect_timeout_s": args.connect_timeout,
         "fec_target_residual": args.fec_target, "status_interval_s": args.interval}

@@ -9,7 +9,7 @@ Layers (each uses only those above it)::
     switch   (client + pipeline + desired state: sync / restore on reconnect)
     fleet    (many switches in parallel, progress per switch)
 """
-from .client import Backoff, Digest, SwitchClient
+from .client import Backoff, Digest, SwitchClient, TlsOptions
 from .codec import (
     decode_bits,
     decode_match,
@@ -73,6 +73,7 @@ __all__ = [
     "SyncReport",
     "TableEntry",
     "Target",
+    "TlsOptions",
     "UpdateFailure",
     "WriteError",
     "decode_bits",

@@ -57,6 +57,36 @@ class Backoff:
             d = min(self.max_s, d * 2)
 
 
+@dataclass(slots=True, frozen=True, kw_only=True)
+class TlsOptions:
+    """TLS to the switch: the CA that signed its certificate, optionally our own
+    certificate and key (switches that require client certificates), and the name
+    to check in the switch's certificate when the address is an IP."""
+
+    ca_pem: bytes
+    cert_pem: bytes | None = None
+    key_pem: bytes | None = None
+    server_name: str = ""
+
+    @classmethod
+    def from_files(cls, ca: str, cert: str | None = None, key: str | None = None,
+                   server_name: str = "") -> TlsOptions:
+        def read(path: str | None, what: str) -> bytes | None:
+            if path is None:
+                return None
+            try:
+                with open(path, "rb") as fh:
+                    return fh.read()
+            except OSError as exc:
+                raise ConnectError(f"TLS {what} {path}: cannot read: {exc.strerror}") from None
+        if (cert is None) != (key is None):
+            raise ConnectError("TLS: give both the client certificate and its key, or neither")
+        ca_pem = read(ca, "CA")
+        assert ca_pem is not None
+        return cls(ca_pem=ca_pem, cert_pem=read(cert, "certificate"), key_pem=read(key, "key"),
+                   server_name=server_name)
+
+
 @dataclass(slots=True, kw_only=True)
 class Digest:
     """One digest list as received (data still P4Data protobufs)."""
@@ -82,7 +112,7 @@ class SwitchClient:
     def __init__(self, *, name: str, address: str, device_id: int, election_id: int = 1,
                  timeout_s: float = 5.0, backoff: Backoff | None = None,
                  on_reconnect: Callable[[SwitchClient], None] | None = None,
-                 queue_size: int = 4096) -> None:
+                 queue_size: int = 4096, tls: TlsOptions | None = None) -> None:
         self.name = name
         self.address = address
         self.device_id = device_id
@@ -90,6 +120,7 @@ class SwitchClient:
         self.timeout_s = timeout_s
         self.backoff = backoff or Backoff()
         self.on_reconnect = on_reconnect
+        self.tls = tls
         self.packet_ins: queue.Queue[P.PacketIn] = queue.Queue(maxsize=queue_size)
         self.digests: queue.Queue[Digest] = queue.Queue(maxsize=queue_size)
         self.stats = StreamStats()
@@ -157,15 +188,22 @@ class SwitchClient:
 
     def _open(self, timeout_s: float) -> None:
         self._drop_channel()
-        channel = grpc.insecure_channel(self.address, options=[
-            ("grpc.max_receive_message_length", 256 << 20),
-            ("grpc.max_send_message_length", 256 << 20)])
+        options: list[tuple[str, object]] = [("grpc.max_receive_message_length", 256 << 20),
+                                             ("grpc.max_send_message_length", 256 << 20)]
+        if self.tls is None:
+            channel = grpc.insecure_channel(self.address, options=options)
+        else:
+            creds = grpc.ssl_channel_credentials(self.tls.ca_pem, self.tls.key_pem, self.tls.cert_pem)
+            if self.tls.server_name:
+                options.append(("grpc.ssl_target_name_override", self.tls.server_name))
+            channel = grpc.secure_channel(self.address, creds, options=options)
         try:
             grpc.channel_ready_future(channel).result(timeout=timeout_s)
         except grpc.FutureTimeoutError:
             channel.close()
+            hint = " (TLS: check the CA, the client certificate and the server name)" if self.tls else ""
             raise ConnectError(f"switch {self.name}: unreachable at {self.address} "
-                               f"(no gRPC connection within {timeout_s:g} s)") from None
+                               f"(no gRPC connection within {timeout_s:g} s){hint}") from None
         self._channel = channel
         self._stub = PG.P4RuntimeStub(channel)
         requests: queue.Queue[object] = queue.Queue()

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from p4.v1 import p4runtime_pb2 as P
 
-from .client import Backoff, SwitchClient
+from .client import Backoff, SwitchClient, TlsOptions
 from .entries import DesiredState, clone_session_to_proto, entry_to_proto, format_entry
 from .errors import P4rtError
 from .pipeline import PipelineConfig
@@ -62,6 +62,7 @@ class ManagedSwitch:
     election_id: int = 1
     timeout_s: float = 5.0
     backoff: Backoff = field(default_factory=Backoff)
+    tls: TlsOptions | None = None
     client: SwitchClient | None = None
     on_synced: Callable[[ManagedSwitch, SyncReport], None] | None = None
     last_sync: SyncReport | None = None
@@ -75,7 +76,7 @@ class ManagedSwitch:
     def connect(self) -> None:
         self.client = SwitchClient(name=self.name, address=self.address, device_id=self.device_id,
                                    election_id=self.election_id, timeout_s=self.timeout_s,
-                                   backoff=self.backoff, on_reconnect=self._restore)
+                                   backoff=self.backoff, on_reconnect=self._restore, tls=self.tls)
         self.client.connect()
 
     def _restore(self, _client: SwitchClient) -> None:

@@ -51,6 +51,7 @@ from controller.p4rt import (
     PipelineConfig,
     Progress,
     SyncReport,
+    TlsOptions,
     load_pipeline,
 )
 from controller.topology import Topology, TopologyError, directed_links, load_topology
@@ -126,11 +127,17 @@ class Controller:
             desired = compute_intent(self.topo, opts)
         except (IntentError, TopologyError) as exc:
             raise RunError(f"topology {c.topology}: {exc}") from None
+        tls = None
+        if c.tls_ca:
+            try:
+                tls = TlsOptions.from_files(c.tls_ca, c.tls_cert, c.tls_key, c.tls_server_name)
+            except P4rtError as exc:
+                raise RunError(str(exc)) from None
         switches = []
         for sw in self.topo.switches:
             switches.append(ManagedSwitch(name=sw.name, address=sw.grpc_addr, device_id=sw.device_id,
                                           pipeline=self.pipeline, desired=desired[sw.name],
-                                          election_id=c.election_id, timeout_s=c.connect_timeout_s,
+                                          election_id=c.election_id, timeout_s=c.connect_timeout_s, tls=tls,
                                           on_synced=self._on_synced))
             self.status[sw.name] = SwitchStatus()
         self.fleet = Fleet(switches)

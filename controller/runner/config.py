@@ -41,6 +41,10 @@ class RunConfig:
     base_rtt_s: float = 20e-6
     fec_target_residual: float = 0.0     # > 0: choose FEC per flow from the link loss map
     election_id: int = 1
+    tls_ca: str | None = None          # PEM files: TLS to every switch when tls_ca is given
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_server_name: str = ""
     connect_timeout_s: float = 5.0
     status_interval_s: float = 1.0
     export_interval_s: float = 1.0

@@ -239,3 +239,49 @@ def test_registers_counters_and_loss_digests(servers: Servers, pipeline: Pipelin
         assert c.read_register(reg.id, 5) == {5: 0}
     finally:
         sw.close()
+
+
+def _pki(d) -> None:  # type: ignore[no-untyped-def]
+    """A throwaway CA, a server certificate for 'localhost' and a client certificate."""
+    import subprocess
+
+    def ossl(*args: str) -> None:
+        subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60)
+    ossl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=tct-ca",
+         "-keyout", str(d / "ca.key"), "-out", str(d / "ca.pem"))
+    (d / "ext.cnf").write_text("subjectAltName=DNS:localhost\n")
+    for who in ("server", "client"):
+        ossl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={who}",
+             "-keyout", str(d / f"{who}.key"), "-out", str(d / f"{who}.csr"))
+        ossl("x509", "-req", "-in", str(d / f"{who}.csr"), "-CA", str(d / "ca.pem"), "-CAkey", str(d / "ca.key"),
+             "-CAcreateserial", "-days", "1", "-extfile", str(d / "ext.cnf"), "-out", str(d / f"{who}.pem"))
+
+
+def test_tls_with_client_certificates(pipeline: PipelineConfig, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import shutil
+
+    from controller.p4rt import TlsOptions
+    from softswitch.p4runtime import LocalDevice, TlsConfig, serve
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed (needed to make test certificates)")
+    _pki(tmp_path)
+    handle = serve(LocalDevice(device_id=1), "127.0.0.1:0", tls=TlsConfig.from_files(
+        tmp_path / "server.pem", tmp_path / "server.key", tmp_path / "ca.pem"))
+    try:
+        tls = TlsOptions.from_files(str(tmp_path / "ca.pem"), str(tmp_path / "client.pem"),
+                                    str(tmp_path / "client.key"), server_name="localhost")
+        sw = ManagedSwitch(name="s1", address=handle.address, device_id=1, pipeline=pipeline,
+                           desired=desired(1), tls=tls)
+        sw.connect()
+        try:
+            assert sw.sync().inserted == 5
+        finally:
+            sw.close()
+        no_cert = SwitchClient(name="s1", address=handle.address, device_id=1, timeout_s=1,
+                               tls=TlsOptions(ca_pem=tls.ca_pem, server_name="localhost"))
+        with pytest.raises(ConnectError, match="unreachable at .* \\(TLS: check the CA"):
+            no_cert.connect()
+        with pytest.raises(ConnectError, match="give both the client certificate and its key"):
+            TlsOptions.from_files(str(tmp_path / "ca.pem"), str(tmp_path / "client.pem"))
+    finally:
+        handle.stop()
