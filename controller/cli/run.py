@@ -23,6 +23,7 @@ import signal
 import sys
 import threading
 import time
+from typing import TextIO
 
 from controller.intent import SinkMode
 from controller.p4rt import Phase, Progress, Target
@@ -73,25 +74,44 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--interval", type=_types.positive, default=1.0, metavar="S",
                    help="status, polling and state-file period (default 1 s)")
     p.add_argument("--duration", type=_types.positive, metavar="S", help="stop after S seconds")
+    p.add_argument("--status-every", type=_types.positive, metavar="S",
+                   help="print a status line every S seconds (switches, reports, flows, feedback, losses)")
     p.add_argument("--once", action="store_true", help="program the switches, write the state, exit")
     p.add_argument("-v", "--verbose", action="store_true")
     p.set_defaults(func=run)
 
 
-_OUT_LOCK = threading.Lock()
-
-
-def _print_progress(p: Progress) -> None:
+class ProgressPrinter:
     """One whole line per event (switches report from parallel threads)."""
-    if p.phase is Phase.FAILED:
-        line, stream = f"{p.switch:<6} FAILED  {p.message}\n", sys.stderr
-    elif p.phase is Phase.READY:
-        line, stream = f"{p.switch:<6} ready   {p.message}\n", sys.stdout
-    else:
-        line, stream = f"{p.switch:<6} {p.phase.value}{(' ' + p.message) if p.message else ''}\n", sys.stdout
-    with _OUT_LOCK:
-        stream.write(line)
-        stream.flush()
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def __call__(self, p: Progress) -> None:
+        if p.phase is Phase.FAILED:
+            line, stream = f"{p.switch:<6} FAILED  {p.message}\n", sys.stderr
+        elif p.phase is Phase.READY:
+            line, stream = f"{p.switch:<6} ready   {p.message}\n", sys.stdout
+        else:
+            line, stream = f"{p.switch:<6} {p.phase.value}{(' ' + p.message) if p.message else ''}\n", sys.stdout
+        self.line(line, stream)
+
+    def line(self, text: str, stream: TextIO | None = None) -> None:
+        out = stream or sys.stdout
+        with self._lock:
+            out.write(text)
+            out.flush()
+
+
+def _status_line(ctl: object) -> str:
+    """time, switches ready/total, reports, flows, feedback records, link losses."""
+    snap = ctl.snapshot()  # type: ignore[attr-defined]
+    ready = sum(1 for s in snap["switches"] if s["state"] == "ready" and s["primary"])
+    coll = snap["collector"]
+    lost = sum(r["lost"] for r in snap["losses"])
+    return (f"{time.strftime('%H:%M:%S')} switches {ready}/{len(snap['switches'])} reports "
+            f"{coll.get('reports', 0)} host-records {coll.get('host_records', 0)} flows {len(snap['flows'])} "
+            f"feedback {coll.get('feedback_records', 0)} link-lost {lost}\n")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -115,7 +135,8 @@ def run(args: argparse.Namespace) -> int:
         kw["program"] = args.program
     try:
         cfg = RunConfig(**kw)  # type: ignore[arg-type]
-        ctl = Controller(cfg=cfg, progress=_print_progress)
+        printer = ProgressPrinter()
+        ctl = Controller(cfg=cfg, progress=printer)
         ctl.start()
     except RunError as exc:
         print(f"controller: {exc}", file=sys.stderr)
@@ -134,10 +155,15 @@ def run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     deadline = time.monotonic() + args.duration if args.duration else None
+    next_status = time.monotonic() + (args.status_every or 0)
     try:
         while not stop.wait(0.2):
-            if deadline is not None and time.monotonic() >= deadline:
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
                 break
+            if args.status_every and now >= next_status:
+                printer.line(_status_line(ctl))
+                next_status = now + args.status_every
     finally:
         delivered = ctl.stop()
         if not delivered:

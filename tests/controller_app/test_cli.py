@@ -134,7 +134,8 @@ def test_running_controller_shown_then_stopped_by_sigterm(testbed: SwitchBed, tm
     from ctl_app_helpers import wait_for
     out = tmp_path / "out"
     proc = subprocess.Popen([sys.executable, "-m", "controller", "run", "--topology", str(testbed.topology),
-                             "--out", str(out), "--report-port", "0", "--agent-port", "0", "--interval", "0.2"],
+                             "--out", str(out), "--report-port", "0", "--agent-port", "0", "--interval", "0.2",
+                             "--status-every", "0.3"],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         state = out / "controller_state.json"
@@ -148,6 +149,8 @@ def test_running_controller_shown_then_stopped_by_sigterm(testbed: SwitchBed, tm
         stdout, stderr = proc.communicate(timeout=30)
         assert proc.returncode == 0, stderr
         assert "2/2 switches ready" in stdout
+        assert re.search(r"\d\d:\d\d:\d\d switches 2/2 reports 0 host-records 0 flows 0 feedback 0 link-lost 0",
+                         stdout), stdout
         from controller.runner import read_state
         assert read_state(state)["running"] is False
     finally:
