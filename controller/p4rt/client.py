@@ -132,7 +132,6 @@ class SwitchClient:
         self._arb_primary_id: int = 0
         self._closed = threading.Event()
         self._thread: threading.Thread | None = None
-        self._generation = 0
 
     # ---------------------------------------------------------------- connection
     @property
@@ -209,7 +208,6 @@ class SwitchClient:
         requests: queue.Queue[object] = queue.Queue()
         with self._arb:
             self._arb_status = None
-            self._generation += 1
         self._requests = requests
         self._responses = self._stub.StreamChannel(self._request_iter(requests))
         requests.put(self._arbitration_request())
@@ -269,6 +267,9 @@ class SwitchClient:
                     return
                 try:
                     self._open(self.timeout_s)
+                    if self._closed.is_set():   # closed while we were reconnecting
+                        self._drop_channel()
+                        return
                     break
                 except ConnectError as exc:
                     LOG.debug("switch %s: %s", self.name, exc)

@@ -145,3 +145,45 @@ def test_decode_match_checks_kind() -> None:
 ])
 def test_format_value(value: int, width: int, name: str, text: str) -> None:
     assert format_value(value, width, name) == text
+
+
+# ---------------------------------------------------------------- properties
+from hypothesis import given
+from hypothesis import strategies as st
+
+
+@st.composite
+def width_and_value(draw):  # type: ignore[no-untyped-def]
+    w = draw(st.integers(min_value=1, max_value=128))
+    return w, draw(st.integers(min_value=0, max_value=(1 << w) - 1))
+
+
+@given(width_and_value())
+def test_bits_round_trip_and_canonical(wv: tuple[int, int]) -> None:
+    w, v = wv
+    wire = encode_bits(v, w, "w")
+    assert decode_bits(wire, w, "w") == v
+    assert wire == b"\x00" or wire[0] != 0          # shortest form
+    assert decode_bits(b"\x00\x00" + wire, w, "w") == v
+
+
+@given(width_and_value(), st.data())
+def test_lpm_and_ternary_decode_what_they_encode(wv: tuple[int, int], data: st.DataObject) -> None:
+    w, v = wv
+    plen = data.draw(st.integers(min_value=0, max_value=w))
+    lpm = mf(MatchKind.LPM, w)
+    fm = encode_match(lpm, (v, plen))
+    if plen == 0:
+        assert fm is None
+    else:
+        assert fm is not None
+        got = decode_match(lpm, fm)
+        assert got == (v >> (w - plen) << (w - plen), plen)
+        assert encode_match(lpm, got) == fm          # idempotent: canonical in, same wire out
+    mask = data.draw(st.integers(min_value=0, max_value=(1 << w) - 1))
+    tern = mf(MatchKind.TERNARY, w)
+    fm = encode_match(tern, (v, mask))
+    if mask == 0:
+        assert fm is None
+    else:
+        assert fm is not None and decode_match(tern, fm) == (v & mask, mask)
