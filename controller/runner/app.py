@@ -384,6 +384,13 @@ class Controller:
             coll["malformed"] = dict(getattr(cs, "malformed", {}) or {})
         if self.hpcc is not None:
             coll["feedback_records"] = self.hpcc.stats.records_sent
+            hs = self.hpcc.engine.stats()
+            coll["hpcc_samples"] = hs.samples
+            coll["hpcc_active_flows"] = hs.active_flows
+            for key in ("telemetry_to_decision", "telemetry_to_sent", "decision_to_applied"):
+                lat = getattr(hs, key)
+                coll[f"loop_{key}_s"] = None if not lat.count else {
+                    "count": lat.count, "p50": lat.p50_s, "p99": lat.p99_s, "max": lat.max_s}
             coll["fec_records"] = self.fec_records
         if self.exporter is not None:
             coll["export_lines_delivered"] = self.exporter.stats.lines_delivered

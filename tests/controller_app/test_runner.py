@@ -57,6 +57,8 @@ def test_telemetry_feedback_and_show(testbed: SwitchBed, tmp_path: Path) -> None
         ctl.tick()
         state = read_state(ctl.cfg.state_file)
         assert state["running"] is True
+        loop = state["collector"]["loop_telemetry_to_sent_s"]   # telemetry arrival -> feedback sent
+        assert loop["count"] >= 1 and 0 <= loop["p50"] <= loop["max"] < 5
         (flow,) = state["flows"]
         assert (flow["src"], flow["dst"], flow["qp"], flow["path"]) == ("10.0.1.1", "10.0.2.1", 0x33, ["s1", "s2"])
         assert flow["rate_bps"] is not None and flow["rate_bps"] > 0

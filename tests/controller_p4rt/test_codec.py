@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from p4.v1 import p4runtime_pb2 as P
 
 from controller.p4rt import CodecError, MatchKind, decode_bits, encode_bits, parse_value
@@ -148,8 +150,6 @@ def test_format_value(value: int, width: int, name: str, text: str) -> None:
 
 
 # ---------------------------------------------------------------- properties
-from hypothesis import given
-from hypothesis import strategies as st
 
 
 @st.composite
