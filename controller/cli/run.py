@@ -45,7 +45,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="switch kind: softswitch gets the P4 source, bmv2 the p4c JSON")
     p.add_argument("--program", metavar="P4", help="P4 program (default: p4/int_rocev2.p4)")
     p.add_argument("--p4info", metavar="FILE", help="P4Info file (needed for bmv2; softswitch builds it)")
-    p.add_argument("--bmv2-json", metavar="FILE", help="p4c output for --target bmv2")
+    p.add_argument("--bmv2-json", metavar="FILE", help="p4c output for --target bmv2 (without it and "
+                                                       "--p4info, the program is compiled with p4c)")
     p.add_argument("--listen", default="127.0.0.1", help="collector bind address (default 127.0.0.1)")
     p.add_argument("--report-port", type=_types.port, default=32766, help="Telemetry Report UDP port")
     p.add_argument("--agent-port", type=_types.port, default=32767, help="host agent batch UDP port")
