@@ -61,7 +61,7 @@ def export_summary(url: str, folder: Path, spec: ExperimentSpec) -> int:
     run = format_line("testbed_run", {"experiment": spec.name, "variant": spec.variant},
                       {"goodput_tx_bps": float(summary.get("goodput_tx_bps_total") or 0.0),
                        "completion_s": float(summary.get("completion_s_max") or 0.0),
-                       "lossy_link": str(ll.get("name", "")),
+                       "lossy_link": str(ll.get("link", "")),
                        "lossy_link_loss_rate": float(ll.get("loss_rate") or 0.0)}, t0)
     if run:
         lines.append(run)

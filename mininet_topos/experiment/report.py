@@ -91,6 +91,12 @@ def format_summary(summary: dict[str, Any], a: Analysis | None = None) -> list[s
     bq = summary.get("bottleneck_queue", {})
     lines.append(f"bottleneck queue: {bq.get('port')} max {bq.get('max_pkts')} packets, "
                  f"{bq.get('drops', 0)} drops")
+    sp = summary.get("switch_ports") or {}
+    if sp:
+        port, st = max(sp.items(), key=lambda kv: (kv[1]["tail_drops"],
+                                                   kv[1]["queue_high_water"]))
+        lines.append(f"switch queues: deepest {port}: high water {st['queue_high_water']} "
+                     f"packets, {st['tail_drops']} tail drops")
     gp = summary.get("goodput_tx_bps_total") or 0.0
     line = f"goodput (sum of ranks): {gp / 1e6:.1f} Mbit/s"
     if summary.get("goodput_limit_bps"):

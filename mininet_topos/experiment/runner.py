@@ -174,6 +174,21 @@ class IntStatePoller:
                 "max_qlen_pkts": max((r[3] for r in self.rows), default=0)}
 
 
+def switch_port_stats(folder: Path) -> dict[str, dict[str, int]]:
+    """"s1/9" -> queue high water, tail drops, tx packets, from the P4 switches' own
+    statistics files (written when they stop); empty for kernel routers."""
+    out: dict[str, dict[str, int]] = {}
+    for f in sorted(folder.glob("*.stats.json")) if folder.exists() else []:
+        try:
+            st = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue
+        for p in st.get("ports", []):
+            out[f"{st.get('name', f.stem)}/{p.get('port')}"] = {
+                k: int(p.get(k) or 0) for k in ("queue_high_water", "tail_drops", "tx_packets")}
+    return out
+
+
 def _goodput_limit_bps(spec: ExperimentSpec, topo: Topology) -> float:
     """What the workload could reach: per receiver, the sum of its senders' QP rates,
     capped by the narrowest link on the way in (the incast bottleneck)."""
@@ -271,6 +286,7 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
         a.queue_rows = int_state.rows + a.queue_rows
         a.summary = summarise(a)
         a.summary["int"] = int_state.summary(topo)
+    a.summary["switch_ports"] = switch_port_stats(logs / "switches")
     res.write_csv("int_hops.csv", ["t_s", "node", "ifname", "backlog_pkts", "backlog_bytes",
                                    "drops"], [(r[0] - (a.t0_ns / 1e9), *r[1:])
                                               for r in int_state.rows])
@@ -286,6 +302,7 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
     a.summary.update({"goodput_limit_bps": meta["goodput_limit_bps"]})
     plots = write_analysis(res, a, meta=meta)
     summary = json.loads(res.file("summary.json").read_text())
+    summary.setdefault("switch_ports", a.summary.get("switch_ports", {}))
     if influx_url:
         from .influx import export_summary
         try:
