@@ -55,3 +55,13 @@ def switch_port(text: str) -> tuple[str, int]:
     if not 0 <= v < 511:
         raise argparse.ArgumentTypeError(f"{text!r}: port {v} is outside 0..510")
     return sw, v
+
+
+def bitmap16(text: str) -> int:
+    try:
+        v = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number (e.g. 0x9400)") from None
+    if not 0 < v <= 0xFFFF:
+        raise argparse.ArgumentTypeError(f"0x{v:x} is not a 16-bit instruction bitmap")
+    return v

@@ -70,6 +70,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--grpc-key", metavar="PEM", help="TLS client key")
     p.add_argument("--grpc-server-name", default="", metavar="NAME",
                    help="name to check in the switches' certificates (e.g. localhost)")
+    p.add_argument("--int-instructions", type=_types.bitmap16, default=0x9400, metavar="BITMAP",
+                   help="INT instruction bitmap of the watchlist (default 0x9400, the HPCC profile; "
+                        "0xD400 adds ports so hops are told apart per egress port)")
     p.add_argument("--election-id", type=_types.election_id, default=1)
     p.add_argument("--connect-timeout", type=_types.positive, default=5.0, metavar="S")
     p.add_argument("--interval", type=_types.positive, default=1.0, metavar="S",
@@ -128,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
         "collector_ip": args.collector_ip, "collector_mac": args.collector_mac, "collector_at": args.collector_at,
         "report_source_base": args.report_source_base,
         "tls_ca": args.grpc_ca, "tls_cert": args.grpc_cert, "tls_key": args.grpc_key,
-        "tls_server_name": args.grpc_server_name,
+        "tls_server_name": args.grpc_server_name, "int_instructions": args.int_instructions,
         "agents": dict(args.agent), "election_id": args.election_id,
         "connect_timeout_s": args.connect_timeout,
         "fec_target_residual": args.fec_target, "status_interval_s": args.interval}

@@ -11,6 +11,9 @@ from .errors import IntentError
 
 HPCC_INSTRUCTION_BITMAP = 0x9400   # node ID, queue, egress timestamp
 HPCC_DS_INSTRUCTION = 0xE000       # tx bytes, queue bytes, line rate
+HPCC_PORTS_INSTRUCTION_BITMAP = 0xD400   # the HPCC profile plus ingress/egress ports
+SUPPORTED_INSTRUCTIONS = 0xFD00          # bits 0-5 and 7 (p4/README.md "Supported INT")
+SUPPORTED_DS_INSTRUCTIONS = 0xE000
 ROCEV2_UDP_PORT = 4791
 REPORT_CLONE_SESSION = 500
 COLLECTOR_UDP_PORT = 32766
@@ -75,6 +78,11 @@ class IntentOptions:
             raise IntentError("intent options: sink mode 'report' needs a collector "
                               "(a topology host, or ip/mac/switch/port)")
         for w in self.watch:
+            if w.instruction_bitmap & ~SUPPORTED_INSTRUCTIONS or w.ds_instruction & ~SUPPORTED_DS_INSTRUCTIONS:
+                raise IntentError(f"watch rule: instruction bitmap 0x{w.instruction_bitmap:04x} / DS "
+                                  f"0x{w.ds_instruction:04x} asks for fields p4/int_rocev2.p4 does not "
+                                  f"supply (supported 0x{SUPPORTED_INSTRUCTIONS:04x} / "
+                                  f"0x{SUPPORTED_DS_INSTRUCTIONS:04x})")
             if not 1 <= w.max_hops <= 255:
                 raise IntentError(f"watch rule {w}: max_hops {w.max_hops} outside 1..255")
         if self.ecn and not 0 <= self.ecn.kmin_bytes <= self.ecn.kmax_bytes:

@@ -38,7 +38,7 @@ from controller.export.runner import CollectorExport, InfluxTarget, open_exporte
 from controller.export.schema import link_loss_lines, rate_lines
 from controller.int.collector import Collector, CollectorConfig
 from controller.int.errors import CollectorError
-from controller.intent import IntentError, IntentOptions, compute_intent
+from controller.intent import IntentError, IntentOptions, WatchRule, compute_intent
 from controller.lossmap.listener import FlowLossListener
 from controller.lossmap.stream import FlowLossStream
 from controller.p4rt import (
@@ -120,7 +120,8 @@ class Controller:
                                f"(hosts: {self.topo.host_names})")
         try:
             opts = IntentOptions(sink_mode=c.sink_mode, collector=c.collector_spec(),
-                                 report_switch_ip_base=c.report_source_base)
+                                 report_switch_ip_base=c.report_source_base,
+                                 watch=(WatchRule(instruction_bitmap=c.int_instructions),))
         except IntentError as exc:
             raise RunError(str(exc)) from None
         try:

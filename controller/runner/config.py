@@ -36,6 +36,7 @@ class RunConfig:
     collector_mac: str | None = None
     collector_at: tuple[str, int] | None = None  # ... attached to this switch port
     report_source_base: str = "10.255.0.0"       # switch N sends reports from this + N
+    int_instructions: int = 0x9400               # watchlist instruction bitmap (0xD400 adds ports)
     feedback_port: int = 32768
     agents: dict[str, tuple[str, int]] = field(default_factory=dict)   # host -> agent (addr, port)
     base_rtt_s: float = 20e-6

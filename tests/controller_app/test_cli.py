@@ -101,6 +101,9 @@ def test_bad_inputs_exit_2_with_the_reason(cli, tmp_path: Path) -> None:  # type
     r = cli(*RUN, "--topology", str(TOPOFILES / "dumbbell.yaml"), "--sink-mode", "report",
             "--collector-host", "h5")     # RUN has --report-port 0
     assert r.returncode == 2 and "needs a fixed --report-port" in r.stderr
+    r = cli(*RUN, "--topology", str(TOPOFILES / "dumbbell.yaml"), "--out", str(tmp_path),
+            "--int-instructions", "0x0200")
+    assert r.returncode == 2 and "asks for fields p4/int_rocev2.p4 does not supply" in r.stderr
     r = cli("show", "flows", "--out", str(tmp_path / "nothing"))
     assert r.returncode == 1 and "not found; is `python -m controller run --out" in r.stderr
 

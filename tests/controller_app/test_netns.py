@@ -195,7 +195,7 @@ def test_reports_from_the_p4_program_reach_the_running_controller(bed: Bed, tmp_
     cfg = RunConfig(topology=str(topo), out_dir=str(tmp_path / "out"), listen="10.0.9.1",
                     report_port=_free_port(), agent_port=0, status_interval_s=0.3, connect_timeout_s=20,
                     sink_mode=SinkMode.REPORT, collector_ip="10.0.9.1", collector_mac=bed.collector_mac,
-                    collector_at=("s2", 3), report_source_base="10.0.9.100",
+                    collector_at=("s2", 3), report_source_base="10.0.9.100", int_instructions=0xD400,
                     agents={"h1": ("127.0.0.1", fb.getsockname()[1])})
     ctl = Controller(cfg=cfg).start()
     try:
@@ -222,7 +222,8 @@ def test_reports_from_the_p4_program_reach_the_running_controller(bed: Bed, tmp_
         flows = state["flows"]     # one per UDP source port (each exchange uses a new socket)
         assert flows and all((f["src"], f["dst"], f["qp"], f["path"]) == ("10.0.1.1", "10.0.2.1", 0x33, ["s1", "s2"])
                              for f in flows)
-        assert {h["switch"] for h in state["hops"]} == {"s1", "s2"}
+        # with ports in the INT profile (0xD400), hops are (switch, egress port)
+        assert {(h["switch"], h["egress_port"]) for h in state["hops"]} == {("s1", 2), ("s2", 1)}
         assert all(h["line_rate_bps"] == 100e6 for h in state["hops"])
         assert state["collector"]["malformed"] == {} and state["collector"]["reports_lost"] == 0
         from controller.cc import decode_feedback

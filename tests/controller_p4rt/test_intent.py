@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 from ctl_p4rt_helpers import TOPOFILES, Servers
 
-from controller.intent import CollectorSpec, IntentError, IntentOptions, SinkMode, compute_intent
+from controller.intent import (
+    CollectorSpec,
+    IntentError,
+    IntentOptions,
+    SinkMode,
+    WatchRule,
+    compute_intent,
+)
 from controller.p4rt import (
     Fleet,
     ManagedSwitch,
@@ -75,6 +82,8 @@ def test_bad_options_are_refused() -> None:
     topo = load_topology(TOPOFILES / "dumbbell.yaml")
     with pytest.raises(IntentError, match="sink mode 'report' needs a collector"):
         IntentOptions(sink_mode=SinkMode.REPORT)
+    with pytest.raises(IntentError, match="instruction bitmap 0x0200 / DS 0xe000 asks for fields"):
+        IntentOptions(watch=(WatchRule(instruction_bitmap=0x0200),))
     with pytest.raises(IntentError, match="collector host 'h99'"):
         compute_intent(topo, IntentOptions(sink_mode=SinkMode.REPORT, collector=CollectorSpec(host="h99")))
 
