@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 
 from .errors import RunError
 
-__all__ = ["plot_fct_cdf", "plot_queues", "plot_rates"]
+__all__ = ["plot_bars", "plot_fct_cdf", "plot_queues", "plot_rates"]
 
 
 def _save(fig: Figure, path: Path) -> Path:
@@ -83,5 +83,27 @@ def plot_fct_cdf(fcts: Mapping[str, Sequence[float]], path: str | Path, *,
     ax.set_ylim(0, 1.02)
     ax.set_title(title)
     ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    return _save(fig, Path(path))
+
+
+def plot_bars(values: Mapping[str, float], path: str | Path, *, ylabel: str,
+              title: str, limit: float | None = None) -> Path:
+    """One bar per variant (e.g. goodput of each recovery mode and loss rate);
+    ``limit`` draws the reachable maximum."""
+    fig = Figure(figsize=(max(5.0, 0.8 * len(values) + 2), 4))
+    ax = fig.add_subplot(1, 1, 1)
+    names = list(values)
+    vals = [float(values[n]) for n in names]
+    if not all(np.isfinite(vals)):
+        raise RunError(f"plot_bars: {title}: values must be finite: {dict(values)}")
+    ax.bar(range(len(names)), vals, color="#4c72b0")
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
+    if limit is not None:
+        ax.axhline(limit, color="grey", linestyle="--", label="limit")
+        ax.legend(fontsize=8)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
     fig.tight_layout()
     return _save(fig, Path(path))

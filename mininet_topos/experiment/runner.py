@@ -282,14 +282,14 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
     log(f"network down; analysing ({time.time() - t_start:.1f} s since start)")
     a = analyse(topo, samples_dir=logs / "samples", traffic_dir=tdir,
                 hosts=spec.workload.hosts, wire=wire)
-    if int_state.rows:
-        a.queue_rows = int_state.rows + a.queue_rows
+    int_rows = [(r[0] - a.t0_ns / 1e9, *r[1:]) for r in int_state.rows]
+    if int_rows:
+        a.queue_rows = int_rows + a.queue_rows
         a.summary = summarise(a)
         a.summary["int"] = int_state.summary(topo)
     a.summary["switch_ports"] = switch_port_stats(logs / "switches")
     res.write_csv("int_hops.csv", ["t_s", "node", "ifname", "backlog_pkts", "backlog_bytes",
-                                   "drops"], [(r[0] - (a.t0_ns / 1e9), *r[1:])
-                                              for r in int_state.rows])
+                                   "drops"], int_rows)
     meta = {"name": spec.name, "variant": spec.variant, "description": spec.description,
             "topology": topo.name, "switch": spec.switch, "cc": spec.cc,
             "cc_applied": spec.cc == "none" or (spec.switch != "linux-router"
@@ -337,7 +337,7 @@ def run_specs(specs: list[ExperimentSpec], out: str | Path, *,
                          "goodput_tx_bps_total": s.get("goodput_tx_bps_total"),
                          "completion_s_max": s.get("completion_s_max"),
                          "fct_s": s.get("fct_s"), "bottleneck_queue": s.get("bottleneck_queue"),
-                         "lossy_link": (s.get("lossy_link") or {}).get("name"),
+                         "lossy_link": (s.get("lossy_link") or {}).get("link"),
                          "loss_rate": (s.get("lossy_link") or {}).get("loss_rate"),
                          "cc_applied": s.get("cc_applied")})
         res.write_json("summary.json", {"name": specs[0].name, "variants": rows})
@@ -345,7 +345,33 @@ def run_specs(specs: list[ExperimentSpec], out: str | Path, *,
         for r in results:
             fcts[r.spec.variant] = [float(x) for x in _fcts(r.out)]
         plot_fct_cdf(fcts, res.file("fct_cdf.png"), title=f"{specs[0].name}: FCT CDF")
+        _compare_plots(res, specs[0].name, results)
     return results
+
+
+def _compare_plots(res: ResultsDir, name: str, results: list[RunResult]) -> None:
+    """Side by side: goodput per variant, and the bottleneck queue of every variant over
+    time (INT's view on P4 switches, the kernel's on routers)."""
+    from .plots import plot_bars, plot_queues
+    from .results import read_csv
+
+    plot_bars({r.spec.variant: (r.summary.get("goodput_tx_bps_total") or 0.0) / 1e6
+               for r in results}, res.file("goodput.png"), ylabel="goodput (Mbit/s)",
+              title=f"{name}: goodput per variant")
+    series = {}
+    for r in results:
+        port = (r.summary.get("bottleneck_queue") or {}).get("port")
+        if not port or not (r.out / "queue.csv").exists():
+            continue
+        node, _, ifname = port.partition("/")
+        rows = [row for row in read_csv(r.out / "queue.csv")
+                if row["node"] == node and row["ifname"] == ifname]
+        series[f"{r.spec.variant} ({port})"] = (
+            np.array([float(row["t_s"]) for row in rows]),
+            np.array([int(row["backlog_pkts"]) for row in rows]))
+    if series:
+        plot_queues(series, res.file("queue_compare.png"), top=len(series),
+                    title=f"{name}: bottleneck queue per variant")
 
 
 def _fcts(folder: Path) -> np.ndarray:

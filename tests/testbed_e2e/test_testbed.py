@@ -1,0 +1,37 @@
+"""The Testbed in-process: kernel routers shaped to link rates, samples of every
+switch, the CLI's show commands, and teardown of everything it created."""
+import time
+
+import pytest
+
+from conftest import leftovers
+from mininet_topos.cli import show_lines
+from mininet_topos import experiment
+from mininet_topos.topologies import resolve_topology
+
+pytestmark = [pytest.mark.root, pytest.mark.mininet]
+
+
+def test_testbed_shapes_samples_shows_and_cleans_up(tmp_path):
+    topo = resolve_topology("dumbbell")
+    with experiment.Testbed(topo=topo, switch="linux-router", logs=tmp_path / "logs",
+                 sample_interval_s=0.1) as tb:
+        res = tb.resources()
+        h1 = tb.net.get("h1")
+        assert "3 received" in h1.cmd("ping -c 3 -i 0.2 -W 1 10.0.2.1")
+        # every router port is paced at its link rate in front of a FIFO of its depth
+        qd = tb.net.get("s1").cmd("tc qdisc show dev s1-eth5")
+        assert "htb" in qd and "limit 64" in qd, qd
+        # a ping flood through the bottleneck shows up in the counters of both ends
+        out = h1.cmd("ping -q -f -c 2000 -W 1 10.0.2.1")
+        assert "2000 packets transmitted" in out, out
+        time.sleep(0.5)
+        hops = show_lines("hops", tb)
+        assert hops[0].startswith("port") and any(ln.startswith("s1-eth5") for ln in hops)
+        tx = {ln.split()[0]: int(ln.split()[-1]) for ln in hops[1:]}
+        assert tx["s1-eth5"] > 1000, hops
+        losses = show_lines("losses", tb)
+        assert any(ln.startswith("s1:5->s2:2") for ln in losses), losses
+        assert "no flows" in show_lines("flows", tb)[0] or "INT" in show_lines("flows", tb)[0]
+        assert "choose hops" in show_lines("nope", tb)[0]
+    assert leftovers(res, str(tmp_path / "logs")) == []
