@@ -65,6 +65,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--duration", type=_positive, help="stop after S seconds (default: Ctrl-C)")
     r.add_argument("--logs", type=Path, help="folder for logs and samples (default: temporary)")
     r.add_argument("--program", default="p4/int_rocev2.p4", help="P4 program of the switches")
+    r.add_argument("--no-agents", action="store_true",
+                   help="P4 switches: start no host agents (INT then reaches the hosts)")
     e = sub.add_parser("experiment", help="run an experiment spec and write a results folder")
     e.add_argument("spec", help="spec file or preset name (demo, incast_cc, wan_loss)")
     e.add_argument("--out", type=Path, required=True, help="results folder")
@@ -146,7 +148,10 @@ def _run(args: argparse.Namespace) -> int:
     with sigterm_as_interrupt():
         try:
             t = time.monotonic()
-            with Testbed(topo=topo, switch=args.switch, logs=logs, program=args.program) as tb:
+            agents = () if args.switch == "linux-router" or args.no_agents else \
+                tuple(topo.host_names)
+            with Testbed(topo=topo, switch=args.switch, logs=logs, program=args.program,
+                         agent_hosts=agents) as tb:
                 print(f"{topo.name}: {len(topo.switches)} switches ({args.switch}), "
                       f"{len(topo.hosts)} hosts up and programmed in "
                       f"{time.monotonic() - t:.1f} s; logs in {logs}", flush=True)

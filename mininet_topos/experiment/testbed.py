@@ -34,6 +34,9 @@ from typing import Any
 
 from controller.topology import Topology, dumps_topology, port_queue_pkts, port_rates_mbps
 
+from mininet_topos.switches import P4SwitchError
+from mininet_topos.wan import WanError
+
 from .errors import RunError
 
 __all__ = ["PROJECT_ROOT", "NodeProcess", "Testbed", "shaping_commands"]
@@ -155,8 +158,12 @@ class Testbed:
         self.sock_dir = Path(tempfile.mkdtemp(prefix="tmx"))
         try:
             switch_cls = self._switch_class()
-            self.net = self._stack.enter_context(
-                mininet_network(self.topo, switch=switch_cls, wan_seed=self.seed))
+            try:
+                self.net = self._stack.enter_context(
+                    mininet_network(self.topo, switch=switch_cls, wan_seed=self.seed))
+            except (P4SwitchError, WanError) as exc:
+                raise RunError(f"starting {self.topo.name} with {self.switch} switches: "
+                               f"{exc}") from exc
             self._stack.callback(self._stop_processes)
             if self.switch == "linux-router":
                 self._shape_routers()

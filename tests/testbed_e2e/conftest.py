@@ -15,7 +15,7 @@ def alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def leftovers(resources: dict, marker: str) -> list[str]:
+def leftovers(resources: dict, *markers: str) -> list[str]:
     """Everything of a finished run that still exists: WAN namespaces, node shells,
     processes (by PID, or naming ``marker`` on their command line), the socket folder,
     switch interfaces in the root namespace."""
@@ -38,6 +38,6 @@ def leftovers(resources: dict, marker: str) -> list[str]:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             continue
-        if marker in cmd and "pytest" not in cmd:
+        if any(m in cmd for m in markers) and "pytest" not in cmd:
             out.append(f"process {pid}: {cmd[:120]}")
     return out

@@ -82,10 +82,14 @@ def test_two_dc_experiment_finds_the_lossy_wan_link(tmp_path):
     assert leftovers(s["resources"], str(out)) == []
 
 
-def test_run_stops_cleanly_on_sigterm(tmp_path):
+@pytest.mark.parametrize("switch", ["linux-router", "softswitch"])
+def test_run_stops_cleanly_on_sigterm(tmp_path, switch):
+    """`run` brings up two-dc (softswitch: eight switches, the controller, eight host
+    agents), then SIGTERM: everything it started is gone."""
+    import tempfile
     logs = tmp_path / "logs"
     proc = subprocess.Popen([sys.executable, "-m", "mininet_topos", "run", "two-dc",
-                             "--switch", "linux-router", "--logs", str(logs)], cwd=ROOT,
+                             "--switch", switch, "--logs", str(logs)], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     try:
@@ -106,7 +110,11 @@ def test_run_stops_cleanly_on_sigterm(tmp_path):
             proc.wait()
     assert proc.returncode == 130, rest
     assert "torn down" in rest
-    assert leftovers({}, str(logs)) == []
+    assert leftovers({}, str(logs), os.path.join(tempfile.gettempdir(), "tmx")) == []
+    if switch == "softswitch":
+        ctl = (logs / "controller.log").read_text()
+        assert "8/8 switches ready" in ctl, ctl[-2000:]
+        assert all((logs / f"agent-h{i}.log").exists() for i in range(1, 9))
     assert not [ln for ln in subprocess.run(["ip", "-o", "link"], capture_output=True, text=True,
                                             check=False).stdout.splitlines()
                 if " s1-eth" in ln or " h1-eth" in ln]
