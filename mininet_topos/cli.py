@@ -86,7 +86,6 @@ def parser() -> argparse.ArgumentParser:
 def show_lines(what: str, tb: Any) -> list[str]:
     """Lines for ``show hops|flows|losses`` on a running test bed (its latest samples)."""
     from controller.lossmap import TimeBins, link_loss_map, link_table
-
     from mininet_topos.experiment.telemetry import (
         directed_links,
         link_counters,

@@ -164,7 +164,7 @@ def lossiest_link(links: list[LinkResult]) -> dict[str, Any] | None:
     by: dict[str, list[LinkResult]] = {}
     for r in links:
         by.setdefault(r.link, []).append(r)
-    best = None
+    best: dict[str, Any] | None = None
     for link, rs in by.items():
         lost = sum(r.lost for r in rs)
         deliv = sum(r.delivered for r in rs)

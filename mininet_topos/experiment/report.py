@@ -5,7 +5,6 @@ never loses data); returns the paths of the plots it made.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +39,9 @@ def write_analysis(res: ResultsDir, a: Analysis, *, meta: dict[str, Any]) -> dic
     res.write_json("summary.json", {**meta, **a.summary})
     plots: dict[str, Path] = {}
     q: dict[str, tuple[list[float], list[int]]] = {}
-    for t, node, ifname, pkts, _, _ in a.queue_rows:
+    for ts, node, ifname, pkts, _, _ in a.queue_rows:
         s = q.setdefault(f"{node}/{ifname}", ([], []))
-        s[0].append(t)
+        s[0].append(ts)
         s[1].append(pkts)
     plots["queue"] = plot_queues({k: (np.array(v[0]), np.array(v[1])) for k, v in q.items()},
                                  res.file("queue.png"))
@@ -59,9 +58,9 @@ def write_analysis(res: ResultsDir, a: Analysis, *, meta: dict[str, Any]) -> dic
                                     title="Sending rate per QP (rate convergence)")
     else:
         port: dict[str, tuple[list[float], list[float]]] = {}
-        for t, node, ifname, bps in a.port_rate_rows:
+        for ts, node, ifname, bps in a.port_rate_rows:
             s3 = port.setdefault(f"{node}/{ifname}", ([], []))
-            s3[0].append(t)
+            s3[0].append(ts)
             s3[1].append(bps)
         plots["rates"] = plot_rates({k: (np.array(v[0]), np.array(v[1]))
                                      for k, v in port.items()}, res.file("rates.png"),

@@ -52,10 +52,12 @@ class RunResult:
 
 @contextlib.contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
-    """Turn SIGTERM into KeyboardInterrupt for the block, so ``finally`` cleanup runs.
+    """Turn SIGTERM (and SIGINT) into KeyboardInterrupt for the block, so ``finally``
+    cleanup runs.
 
     Only in this process: a forked child (pyroute2 forks to enter namespaces) that gets
-    SIGTERM must die at once, not unwind a copy of our stack and tear down the network.
+    the signal must die at once, not unwind a copy of our stack and tear the network
+    down a second time.
     """
     owner = os.getpid()
 
@@ -64,14 +66,15 @@ def sigterm_as_interrupt() -> Iterator[None]:
             os._exit(128 + signum)
         raise KeyboardInterrupt(f"signal {signum}")
     try:
-        old = signal.signal(signal.SIGTERM, handler)
+        old = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
     except ValueError:  # not the main thread
         yield
         return
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, old)
+        for sig, h in old.items():
+            signal.signal(sig, h)
 
 
 class FecPolicyLoop:

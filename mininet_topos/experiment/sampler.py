@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["read_proc_net_dev", "read_qdiscs", "sample", "main"]
+__all__ = ["main", "read_proc_net_dev", "read_qdiscs", "sample"]
 
 
 def read_proc_net_dev(text: str | None = None, *, pid: int | None = None

@@ -20,8 +20,15 @@ import numpy as np
 from controller.lossmap import LinkCounters
 from controller.topology import LinkRole, Topology
 
-__all__ = ["DirectedLink", "NodeSamples", "directed_links", "link_counters", "load_samples",
-           "queue_series", "port_rates"]
+__all__ = [
+    "DirectedLink",
+    "NodeSamples",
+    "directed_links",
+    "link_counters",
+    "load_samples",
+    "port_rates",
+    "queue_series",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

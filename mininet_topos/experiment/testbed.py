@@ -30,10 +30,9 @@ import time
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from controller.topology import Topology, dumps_topology, port_queue_pkts, port_rates_mbps
-
 from mininet_topos.switches import P4SwitchError
 from mininet_topos.wan import WanError
 
@@ -57,8 +56,8 @@ def shaping_commands(ifname: str, rate_mbps: float, queue_pkts: int) -> list[str
         raise RunError(f"shaping {ifname}: queue {queue_pkts} packets outside 1..524287")
     return [
         f"tc qdisc replace dev {ifname} root handle 1: htb default 1",
-        f"tc class replace dev {ifname} parent 1: classid 1:1 htb rate {rate_mbps:g}mbit "
-        f"ceil {rate_mbps:g}mbit burst 4k cburst 4k",
+        (f"tc class replace dev {ifname} parent 1: classid 1:1 htb rate {rate_mbps:g}mbit "
+         f"ceil {rate_mbps:g}mbit burst 4k cburst 4k"),
         f"tc qdisc replace dev {ifname} parent 1:1 handle 10: pfifo limit {queue_pkts}",
     ]
 
@@ -149,7 +148,7 @@ class Testbed:
     _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 
     # -- lifetime ---------------------------------------------------------------
-    def __enter__(self) -> Testbed:
+    def __enter__(self) -> Self:
         from mininet_topos.topologies import mininet_network
 
         self.logs.mkdir(parents=True, exist_ok=True)

@@ -46,9 +46,8 @@ def test_shaping_commands_and_their_range_checks():
 
 def _write(path, t_ns, dev, q=None):
     with open(path, "w") as fh:
-        for i, t in enumerate(t_ns):
-            fh.write(json.dumps({"t_ns": int(t), "dev": {k: v[i] for k, v in dev.items()},
-                                 "q": {k: v[i] for k, v in (q or {}).items()}}) + "\n")
+        fh.writelines(json.dumps({"t_ns": int(t), "dev": {k: v[i] for k, v in dev.items()},
+                                 "q": {k: v[i] for k, v in (q or {}).items()}}) + "\n" for i, t in enumerate(t_ns))
         fh.write('{"t_ns": 12')  # a torn last line, as while the sampler writes
 
 
@@ -96,7 +95,7 @@ def _synthetic_run(tmp_path, *, n=41, rate_pps=5000, loss=0.01, seed=3):
 
 
 def test_link_counters_are_exact_once_drained_and_never_negative(tmp_path):
-    topo, spec, d, true_lost, true_recv = _synthetic_run(tmp_path)
+    topo, _, d, true_lost, _ = _synthetic_run(tmp_path)
     dl = directed_links(topo)
     assert dl[0].name == "s1:3->s5:3" and dl[0].lag_ns >= 10_000_000
     samples = {sw: load_samples(d / f"{sw}.jsonl", sw) for sw in topo.switch_names}
@@ -109,7 +108,7 @@ def test_link_counters_are_exact_once_drained_and_never_negative(tmp_path):
 
 
 def test_analysis_names_the_lossy_link_and_writes_the_results_folder(tmp_path):
-    topo, spec, d, true_lost, true_recv = _synthetic_run(tmp_path)
+    topo, _, d, true_lost, true_recv = _synthetic_run(tmp_path)
     a = analyse(topo, samples_dir=d, traffic_dir=tmp_path / "traffic", hosts=("h1", "h5"),
                 wire={"s1:3-s5:3": {"ab": {"lost": true_lost}}})
     s = a.summary

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import leftovers
+
 from controller.lossmap import wilson_interval
 
 ROOT = Path(__file__).resolve().parents[2]

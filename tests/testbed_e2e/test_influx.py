@@ -5,11 +5,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from test_analysis import _synthetic_run
 
 from mininet_topos.experiment import ResultsDir, analyse
 from mininet_topos.experiment.influx import export_summary
 from mininet_topos.experiment.report import write_analysis
-from test_analysis import _synthetic_run
 
 SERVERS = Path(__file__).resolve().parents[1] / "controller_export" / "servers.py"
 

@@ -36,7 +36,7 @@ def test_sweeps_expand_to_every_combination():
     wan = load_spec(preset_path("wan_loss"))
     assert len(wan) == 9
     assert {s.recovery for s in wan} == {"gbn", "sr", "fec"}
-    one = [s for s in wan if s.variant == "recovery=fec,p=0.05"][0]
+    one = next(s for s in wan if s.variant == "recovery=fec,p=0.05")
     assert {ov.link: ov.loss.mean_loss for ov in one.links} == {
         "s1:3-s5:3": 0.05, "s2:3-s6:3": 0.05}
 

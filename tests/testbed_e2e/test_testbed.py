@@ -3,10 +3,10 @@ switch, the CLI's show commands, and teardown of everything it created."""
 import time
 
 import pytest
-
 from conftest import leftovers
-from mininet_topos.cli import show_lines
+
 from mininet_topos import experiment
+from mininet_topos.cli import show_lines
 from mininet_topos.topologies import resolve_topology
 
 pytestmark = [pytest.mark.root, pytest.mark.mininet]
