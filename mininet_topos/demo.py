@@ -49,6 +49,9 @@ def run_demo(*, out: Path, switch: str | None = None, influx_url: str | None = N
     if ll and ll.get("link") == spec.links[0].link:
         print(f"the loss map names the lossy WAN link {ll['link']} (configured "
               f"{100 * ll['configured_loss']:.2f} %, measured {100 * ll['loss_rate']:.2f} %)")
+    if s.get("fec_policy") == "controller":
+        print(f"FEC: the controller's loss-map policy sent {intel.get('fec_records', 0)} "
+              "FEC settings to the senders' agents" if intel else "FEC: controller policy")
     for d in s.get("fec_decisions", [])[-4:]:
         print(f"FEC policy: {d['flow']} -> k={d['fec_k']} m={d['fec_m']} "
               f"(path loss {100 * d['raw_loss']:.2f} %)")

@@ -39,6 +39,7 @@ from .workload import Flow, flows, traffic_argv
 __all__ = ["FecPolicyLoop", "RunResult", "run_experiment", "run_specs", "sigterm_as_interrupt"]
 
 START_DELAY_S = 3.0
+FEC_TARGET_RESIDUAL = 1e-3
 
 
 @dataclass(slots=True, kw_only=True)
@@ -152,6 +153,7 @@ class IntStatePoller:
         self.rows: list[tuple[float, str, str, int, int, int]] = []
         self.flows: list[dict[str, Any]] = []
         self.hops: list[dict[str, Any]] = []
+        self.collector: dict[str, Any] = {}
 
     def poll(self, force: bool = False) -> None:
         if not force and time.monotonic() < self.next_s:
@@ -168,13 +170,16 @@ class IntStatePoller:
                               f"port{h.get('egress_port')}", int(h.get("qlen_pkts") or 0),
                               int(h.get("qlen_bytes") or 0), 0))
         self.flows = state.get("flows", []) or self.flows
+        self.collector = state.get("collector", {}) or self.collector
 
     def summary(self, topo: Topology) -> dict[str, Any]:
         node_to_switch = {sw.int_node_id: sw.name for sw in topo.switches}
         seen = sorted({node_to_switch.get(int(h.get("node_id") or 0), str(h.get("node_id")))
                        for h in self.hops})
         return {"switches_reporting": seen, "flows": self.flows,
-                "max_qlen_pkts": max((r[3] for r in self.rows), default=0)}
+                "max_qlen_pkts": max((r[3] for r in self.rows), default=0),
+                "fec_records": int(self.collector.get("fec_records") or 0),
+                "collector": self.collector}
 
 
 def switch_port_stats(folder: Path) -> dict[str, dict[str, int]]:
@@ -223,6 +228,10 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
     for old in tdir.glob("*.json"):
         old.unlink()
     fl = flows(spec)
+    # FEC "auto": the controller's policy where its feedback reaches the senders (P4
+    # switches with HPCC feedback on), else the same policy run here on switch counters
+    fec_auto = spec.recovery == "fec" and spec.fec == "auto"
+    fec_by_controller = fec_auto and spec.switch != "linux-router" and spec.cc == "hpcc"
     wire: dict[str, Any] = {}
     decisions: list[dict[str, Any]] = []
     timed_out = False
@@ -233,7 +242,8 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
                  sample_interval_s=spec.sample_interval_s, program=spec.program,
                  python=python,
                  agent_hosts=spec.workload.hosts if spec.switch != "linux-router" else (),
-                 feedback=spec.cc == "hpcc") as tb:
+                 feedback=spec.cc == "hpcc",
+                 fec_target=FEC_TARGET_RESIDUAL if fec_by_controller else 0.0) as tb:
         log(f"network up in {time.time() - t_start:.1f} s; every switch programmed")
         ips = [topo.host(h).ipv4 for h in spec.workload.hosts]
         start_at = time.time() + START_DELAY_S + 0.3 * len(ips)
@@ -247,7 +257,7 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
                                 out=tdir / f"{h}.json", control=socks[h], start_at=start_at)
             procs.append(tb.spawn(f"traffic-{h}", h, argv))
         policy = None
-        if spec.recovery == "fec" and spec.fec == "auto":
+        if fec_auto and not fec_by_controller:
             policy = FecPolicyLoop(topo=topo, flows_=fl, samples_dir=tb.samples_dir(),
                                    sockets=socks)
         deadline = start_at + spec.duration_s + 10.0
@@ -300,7 +310,8 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
             "recovery": spec.recovery, "fec": spec.fec, "workload": spec.workload.kind,
             "hosts": list(spec.workload.hosts), "timed_out": timed_out,
             "goodput_limit_bps": _goodput_limit_bps(spec, topo),
-            "fec_decisions": decisions, "wire": wire, "resources": resources, "spec": dict(spec.raw),
+            "fec_policy": ("controller" if fec_by_controller else "testbed") if fec_auto
+            else "fixed", "fec_decisions": decisions, "wire": wire, "resources": resources, "spec": dict(spec.raw),
             "wall_s": time.time() - t_start}
     a.summary.update({"goodput_limit_bps": meta["goodput_limit_bps"]})
     plots = write_analysis(res, a, meta=meta)

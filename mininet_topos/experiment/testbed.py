@@ -143,6 +143,7 @@ class Testbed:
     ports: dict[str, int] = field(default_factory=dict)
     agent_hosts: tuple[str, ...] = ()
     feedback: bool = True     # agents relay the controller's rate/FEC feedback
+    fec_target: float = 0.0   # > 0: the controller chooses FEC per flow (--fec-target)
     mgmt_ifnames: list[str] = field(default_factory=list)
     mgmt: dict[str, tuple[str, str, int]] = field(default_factory=dict)  # host -> (root ip, host ip, fb port)
     _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
@@ -305,6 +306,8 @@ class Testbed:
                 "--interval", "0.5", "--listen", "0.0.0.0" if self.mgmt else "127.0.0.1",
                 "--report-port", str(self.ports["report"]),
                 "--agent-port", str(self.ports["agent"])]
+        if self.fec_target > 0:
+            argv += ["--fec-target", f"{self.fec_target:g}"]
         for h, (_, host_ip, fb) in sorted(self.mgmt.items()):
             argv += ["--agent", f"{h}={host_ip}:{fb}"] if self.feedback else []
         proc = self.spawn("controller", None, argv)
