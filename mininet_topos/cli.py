@@ -181,6 +181,20 @@ def _experiment(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             print("interrupted; network torn down", file=sys.stderr)
             return 130
+    if len(results) > 1:
+        print(f"{'variant':<28} {'goodput':>9} {'FCT p99':>9} {'queue':>6} {'drops':>6}  "
+              "lossy link")
+        for r in results:
+            s = r.summary
+            gp = (s.get("goodput_tx_bps_total") or 0.0) / 1e6
+            p99 = (s.get("fct_s") or {}).get("p99")
+            q = (s.get("bottleneck_queue") or {}).get("max_pkts", 0)
+            drops = max((v["tail_drops"] for v in (s.get("switch_ports") or {}).values()),
+                        default=sum((s.get("queue_drops") or {}).values()))
+            ll = s.get("lossy_link") or {}
+            lossy = f"{ll['link']} {100 * ll['loss_rate']:.2f} %" if ll else "-"
+            fct = f"{1e3 * p99:7.0f}ms" if p99 is not None else f"{'-':>9}"
+            print(f"{r.spec.variant[:28]:<28} {gp:6.1f}M/s {fct} {q:>6} {drops:>6}  {lossy}")
     print(f"results: {args.out.resolve()}")
     for r in results:
         for name, p in sorted(r.plots.items()):

@@ -182,6 +182,56 @@ class IntStatePoller:
                 "collector": self.collector}
 
 
+class SwitchStatsPoller:
+    """Per-port queue depth over time from the P4 switches' statistics files (softswitch
+    rewrites them every sample interval): the queue series INT cannot give when hop
+    records carry no port."""
+
+    def __init__(self, folder: Path, interval_s: float) -> None:
+        self.folder = folder
+        self.interval_s = interval_s
+        self.next_s = 0.0
+        self.seen: dict[Path, int] = {}
+        # (t_unix_s, node, ifname, queue_depth, tx_packets, tail_drops)
+        self.rows: list[tuple[float, str, str, int, int, int]] = []
+
+    def poll(self, force: bool = False) -> None:
+        if not force and time.monotonic() < self.next_s:
+            return
+        self.next_s = time.monotonic() + self.interval_s
+        for f in sorted(self.folder.glob("*.stats.json")) if self.folder.exists() else []:
+            try:
+                mtime = f.stat().st_mtime_ns
+                if self.seen.get(f) == mtime:
+                    continue
+                st = json.loads(f.read_text())
+            except (OSError, ValueError):
+                continue
+            self.seen[f] = mtime
+            name = st.get("name", f.name.split(".")[0])
+            for p in st.get("ports", []):
+                self.rows.append((mtime / 1e9, name, str(p.get("ifname") or p.get("port")),
+                                  int(p.get("queue_depth") or 0), int(p.get("tx_packets") or 0),
+                                  int(p.get("tail_drops") or 0)))
+
+    def queue_stats(self) -> dict[str, dict[str, float]]:
+        """Per port "sN/ifname": max and median queue depth over the samples in which
+        the port sent packets (the port was busy)."""
+        by: dict[str, list[tuple[float, int, int]]] = {}
+        for t, node, ifname, depth, tx, _ in self.rows:
+            by.setdefault(f"{node}/{ifname}", []).append((t, depth, tx))
+        out = {}
+        for port, rows in by.items():
+            rows.sort()
+            active = [d for (_, d, tx), (_, _, tx0) in zip(rows[1:], rows[:-1], strict=True)
+                      if tx > tx0]
+            if active:
+                out[port] = {"max_pkts": float(max(active)),
+                             "p50_busy_pkts": float(np.median(active)),
+                             "busy_samples": float(len(active))}
+        return out
+
+
 def switch_port_stats(folder: Path) -> dict[str, dict[str, int]]:
     """"s1/9" -> queue high water, tail drops, tx packets, from the P4 switches' own
     statistics files (written when they stop); empty for kernel routers."""
@@ -264,8 +314,10 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
         log(f"traffic: {spec.workload.kind} on {', '.join(spec.workload.hosts)} "
             f"({len(fl)} QPs, recovery {spec.recovery}, fec {spec.fec})")
         int_state = IntStatePoller(tb.logs / "controller" / "controller_state.json")
+        sw_stats = SwitchStatsPoller(tb.logs / "switches", spec.sample_interval_s)
         while any(p.proc.poll() is None for p in procs):
             int_state.poll()
+            sw_stats.poll()
             if time.time() > deadline:
                 timed_out = True
                 log("traffic did not finish in time; stopping it")
@@ -284,6 +336,7 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
                 f"{p.tail(400).strip()}")
         time.sleep(max(0.5, 3 * max((ln.delay_ms for ln in topo.links), default=0) / 1e3))
         int_state.poll(force=True)
+        sw_stats.poll(force=True)
         tb.stop_samplers()
         for name, wan in tb.wan_links().items():
             with contextlib.suppress(Exception):
@@ -296,11 +349,13 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
     a = analyse(topo, samples_dir=logs / "samples", traffic_dir=tdir,
                 hosts=spec.workload.hosts, wire=wire)
     int_rows = [(r[0] - a.t0_ns / 1e9, *r[1:]) for r in int_state.rows]
+    int_rows += [(r[0] - a.t0_ns / 1e9, r[1], r[2], r[3], 0, r[5]) for r in sw_stats.rows]
     if int_rows:
         a.queue_rows = int_rows + a.queue_rows
         a.summary = summarise(a)
         a.summary["int"] = int_state.summary(topo)
     a.summary["switch_ports"] = switch_port_stats(logs / "switches")
+    a.summary["switch_queues"] = sw_stats.queue_stats()
     res.write_csv("int_hops.csv", ["t_s", "node", "ifname", "backlog_pkts", "backlog_bytes",
                                    "drops"], int_rows)
     meta = {"name": spec.name, "variant": spec.variant, "description": spec.description,

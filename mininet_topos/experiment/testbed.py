@@ -210,8 +210,12 @@ class Testbed:
         program = Path(self.program)
         if not program.is_absolute():
             program = PROJECT_ROOT / program
-        cls = SoftSwitch if self.switch == "softswitch" else Bmv2Switch
-        return partial(cls, p4_program=str(program), log_dir=str(self.logs / "switches"))
+        if self.switch == "softswitch":
+            # statistics (per-port queue depth, drops) rewritten every sample interval
+            return partial(SoftSwitch, p4_program=str(program),
+                           log_dir=str(self.logs / "switches"),
+                           stats_interval_s=self.sample_interval_s)
+        return partial(Bmv2Switch, p4_program=str(program), log_dir=str(self.logs / "switches"))
 
     def _shape_routers(self) -> None:
         rates, depths = port_rates_mbps(self.topo), port_queue_pkts(self.topo)
