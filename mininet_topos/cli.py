@@ -93,6 +93,23 @@ def show_lines(what: str, tb: Any) -> list[str]:
     )
     samples = {sw: load_samples(tb.samples_dir() / f"{sw}.jsonl", sw)
                for sw in tb.topo.switch_names}
+    stats = sorted((tb.logs / "switches").glob("*.stats.json")) \
+        if (tb.logs / "switches").exists() else []
+    if what == "hops" and stats:  # P4 switches: their own per-port statistics
+        import json
+        head = (f"{'port':<12} {'queue pkts':>10} {'high water':>10} {'drops':>7} "
+                f"{'tx pkts':>10}")
+        lines = [head]
+        for f in stats:
+            try:
+                st = json.loads(f.read_text())
+            except (OSError, ValueError):
+                continue
+            for p in st.get("ports", []):
+                lines.append(f"{p.get('ifname')!s:<12} {p.get('queue_depth', 0):>10} "
+                             f"{p.get('queue_high_water', 0):>10} {p.get('tail_drops', 0):>7} "
+                             f"{p.get('tx_packets', 0):>10}")
+        return lines
     if what == "hops":
         lines = [f"{'port':<12} {'queue pkts':>10} {'queue B':>9} {'drops':>7} {'tx pkts':>10}"]
         for sw, s in sorted(samples.items()):
