@@ -2,8 +2,9 @@
 
 Why: this is the one place that joins every part in order: topology (+ the spec's link
 changes) -> Mininet network with switches (-> controller) -> samplers -> one traffic
-process per rank -> feedback while it runs (the loss-map FEC policy) -> drain ->
-analysis and results.  Everything started is stopped in ``finally`` (the test bed's
+process per rank -> feedback while it runs (HPCC rates and the loss-map FEC policy
+from the controller on P4 switches; the same FEC policy run here on the switch
+counters elsewhere) -> drain -> analysis and results.  Everything started is stopped in ``finally`` (the test bed's
 context manager), also on Ctrl-C and SIGTERM (:func:`sigterm_as_interrupt`).
 """
 from __future__ import annotations

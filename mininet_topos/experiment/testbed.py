@@ -13,8 +13,12 @@ Switch kinds:
   ``pfifo`` of the link's queue depth, so queues build in the switches like in the P4
   targets; the per-node :mod:`.sampler` reads their counters and backlogs.
 * ``softswitch`` / ``bmv2``: the P4 switch classes of :mod:`mininet_topos.switches`
-  running ``p4/int_rocev2.p4``, programmed by ``python -m controller run``; the
-  test bed waits until the controller's state file shows every switch programmed.
+  running ``p4/int_rocev2.p4`` on P4Runtime ports chosen free for this run,
+  programmed by ``python -m controller run`` (beside Mininet); the test bed waits
+  until the controller's state file shows every switch ready and every host reaches
+  every other.  Agent hosts get a /30 management veth to the root namespace and run
+  ``python -m ebpf.agent`` (INT sink, records to the controller, rate/FEC feedback to
+  the host's traffic control socket).
 """
 from __future__ import annotations
 
