@@ -155,6 +155,7 @@ class IntStatePoller:
         self.flows: list[dict[str, Any]] = []
         self.hops: list[dict[str, Any]] = []
         self.collector: dict[str, Any] = {}
+        self.losses: dict[str, int] = {}   # the controller's loss map: link -> lost
 
     def poll(self, force: bool = False) -> None:
         if not force and time.monotonic() < self.next_s:
@@ -172,6 +173,8 @@ class IntStatePoller:
                               int(h.get("qlen_bytes") or 0), 0))
         self.flows = state.get("flows", []) or self.flows
         self.collector = state.get("collector", {}) or self.collector
+        self.losses = {str(x.get("link")): int(x.get("lost") or 0)
+                       for x in state.get("losses", []) or []} or self.losses
 
     def summary(self, topo: Topology) -> dict[str, Any]:
         node_to_switch = {sw.int_node_id: sw.name for sw in topo.switches}
@@ -180,6 +183,7 @@ class IntStatePoller:
         return {"switches_reporting": seen, "flows": self.flows,
                 "max_qlen_pkts": max((r[3] for r in self.rows), default=0),
                 "fec_records": int(self.collector.get("fec_records") or 0),
+                "controller_losses": self.losses,
                 "collector": self.collector}
 
 

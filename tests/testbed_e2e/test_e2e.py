@@ -150,6 +150,12 @@ def test_softswitch_two_dc_int_from_every_hop_and_the_lossy_wan(tmp_path):
     assert ll["link"] in ("s1:3-s5:3", "s2:3-s6:3")
     lo, hi = wilson_interval(ll["lost"], ll["lost"] + ll["delivered"], 0.999)
     assert lo <= 0.02 <= hi, ll
+    # the controller's own loss map (P4 link sequence numbers, its recent window)
+    # agrees: losses on the WAN link the flow used, none on fabric links
+    ctl = s["int"]["controller_losses"]
+    wan = ("s1:3->s5:3", "s5:3->s1:3", "s2:3->s6:3", "s6:3->s2:3")
+    assert ctl and all(v == 0 for k, v in ctl.items() if k not in wan), ctl
+    assert max(ctl, key=ctl.get) in wan and max(ctl.values()) > 0, ctl
     assert leftovers(s["resources"], str(out)) == []
 
 
