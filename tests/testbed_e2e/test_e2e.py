@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import leftovers
+from tmx_helpers import leftovers
 
 from controller.lossmap import wilson_interval
 

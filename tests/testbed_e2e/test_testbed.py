@@ -3,7 +3,7 @@ switch, the CLI's show commands, and teardown of everything it created."""
 import time
 
 import pytest
-from conftest import leftovers
+from tmx_helpers import leftovers
 
 from mininet_topos import experiment
 from mininet_topos.cli import show_lines
