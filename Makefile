@@ -8,7 +8,7 @@ bootstrap:
 	@bash scripts/bootstrap.sh
 
 demo: bootstrap
-	$(PY) -m softswitch demo
+	$(PY) -m mininet_topos demo --out results/demo
 
 test: bootstrap
 	$(PY) -m pytest $(PYTEST_ARGS)
