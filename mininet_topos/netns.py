@@ -21,28 +21,26 @@ processes started through :meth:`Namespace.popen`, ended by PID).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import ipaddress
-import os
 import secrets
 import signal
 import subprocess
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Iterator, Sequence
 
 from pyroute2 import IPRoute, NetNS, netns
 
+from ebpf.netns import in_netns
+
 __all__ = [
-    "NetnsError",
-    "Namespace",
     "Interface",
+    "Namespace",
+    "NetnsError",
+    "two_hosts",
     "unique_name",
     "veth_pair",
-    "two_hosts",
 ]
 
-_CLONE_NEWNET = 0x40000000
-_NETNS_DIR = "/var/run/netns"
 IFNAMSIZ = 15  # usable characters of a Linux interface name
 
 
@@ -65,18 +63,11 @@ def unique_name(prefix: str, max_len: int = IFNAMSIZ) -> str:
     return prefix + suffix
 
 
-def _libc_setns(fd: int) -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.setns(fd, _CLONE_NEWNET) != 0:
-        err = ctypes.get_errno()
-        raise NetnsError(f"setns failed: {os.strerror(err)}")
-
-
 @dataclass(slots=True, kw_only=True)
 class Interface:
     """One end of a link: where it lives and how it is addressed."""
 
-    ns: "Namespace | None"  # None: the root namespace
+    ns: Namespace | None  # None: the root namespace
     ifname: str
     ip: str | None = None
     prefixlen: int = 24
@@ -108,7 +99,7 @@ class Namespace:
     _closed: bool = False
 
     @classmethod
-    def create(cls, prefix: str) -> "Namespace":
+    def create(cls, prefix: str) -> Namespace:
         """Create a namespace named ``prefix`` + random suffix, with loopback up."""
         name = unique_name(prefix, max_len=32)
         try:
@@ -135,7 +126,7 @@ class Namespace:
         """Run a command inside the namespace and wait for it (output captured as text)."""
         kw.setdefault("capture_output", True)
         kw.setdefault("text", True)
-        res = subprocess.run(self.argv(argv), timeout=timeout, **kw)
+        res = subprocess.run(self.argv(argv), check=False, timeout=timeout, **kw)
         if check and res.returncode != 0:
             raise NetnsError(
                 f"in namespace {self.name}: {' '.join(argv)} exited {res.returncode}: "
@@ -149,21 +140,13 @@ class Namespace:
         self._procs.append(proc)
         return proc
 
-    @contextlib.contextmanager
-    def enter(self) -> Iterator[None]:
+    def enter(self) -> contextlib.AbstractContextManager[None]:
         """Switch the calling thread into this namespace for the block.
 
         Sockets created inside the block stay in this namespace after it ends, which lets
         one test process talk from several hosts at once.
         """
-        with open(f"/proc/thread-self/ns/net", "rb") as home, open(
-            os.path.join(_NETNS_DIR, self.name), "rb"
-        ) as target:
-            _libc_setns(target.fileno())
-            try:
-                yield
-            finally:
-                _libc_setns(home.fileno())
+        return in_netns(self.name)
 
     def iproute(self) -> NetNS:
         """A pyroute2 handle on this namespace (use as a context manager)."""
@@ -196,7 +179,7 @@ class Namespace:
             with contextlib.suppress(Exception):
                 netns.remove(self.name)
 
-    def __enter__(self) -> "Namespace":
+    def __enter__(self) -> Namespace:  # noqa: PYI034
         return self
 
     def __exit__(self, *exc: object) -> None:
