@@ -60,6 +60,7 @@ from .config import RunConfig
 from .errors import RunError
 from .fec import choose_flow_fec, flow_paths, link_rows_by_switch_pair
 from .links import LinkPoller
+from .rtt import flow_base_rtt_s
 from .state import STATE_VERSION, write_state
 
 LOG = logging.getLogger("controller.runner")
@@ -96,6 +97,7 @@ class Controller:
     links: LinkPoller | None = None
     _loss_exported_ns: int = 0
     fec_records: int = 0
+    _rtt_cache: dict[tuple[str, str], float] = field(default_factory=dict)   # (src host, dst ip) -> T
     _fb_lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -220,14 +222,22 @@ class Controller:
     def _resolve(self, sample: np.ndarray) -> FeedbackTarget | None:
         """Feedback for a new flow goes to its sender's agent (`agents[host]`, else the
         source host address and `feedback_port`); flow_id is the flow's destination QP;
-        the max rate is the sender's link rate.  Senders outside the topology get none."""
+        the max rate is the sender's link rate; HPCC's base RTT T is the flow's path
+        round trip from the topology (`rtt.flow_base_rtt_s`), at least `cfg.base_rtt_s`.
+        Senders outside the topology get none."""
         src = str(ipaddress.IPv4Address(int(sample["src_ip"])))
         host = next((h for h in self.topo.hosts if h.ipv4 == src), None)
         if host is None:
             return None
         rate_mbps = next((ln.rate_mbps for ln in self.topo.links_of(host.name)), 1000.0)
         agent = self.cfg.agents.get(host.name, (src, self.cfg.feedback_port))
-        return FeedbackTarget(agent=agent, flow_id=int(sample["dest_qp"]), max_rate_bps=rate_mbps * 1e6)
+        dst = str(ipaddress.IPv4Address(int(sample["dst_ip"])))
+        rtt = self._rtt_cache.get((host.name, dst))
+        if rtt is None:
+            rtt = flow_base_rtt_s(self.topo, host.name, dst, floor_s=self.cfg.base_rtt_s)
+            self._rtt_cache[(host.name, dst)] = rtt
+        return FeedbackTarget(agent=agent, flow_id=int(sample["dest_qp"]), max_rate_bps=rate_mbps * 1e6,
+                              base_rtt_s=rtt)
 
     def _on_synced(self, sw: ManagedSwitch, report: SyncReport) -> None:
         """A switch that got its pipeline again after its first sync restarted, and its

@@ -39,7 +39,7 @@ class RunConfig:
     int_instructions: int = 0x9400               # watchlist instruction bitmap (0xD400 adds ports)
     feedback_port: int = 32768
     agents: dict[str, tuple[str, int]] = field(default_factory=dict)   # host -> agent (addr, port)
-    base_rtt_s: float = 20e-6
+    base_rtt_s: float = 20e-6     # lower bound of HPCC T; each flow gets its path RTT from the topology
     fec_target_residual: float = 0.0     # > 0: choose FEC per flow from the link loss map
     election_id: int = 1
     tls_ca: str | None = None          # PEM files: TLS to every switch when tls_ca is given
