@@ -313,7 +313,11 @@ class Testbed:
                 "--out", str(out), "--target", self.switch, "--program", str(program),
                 "--interval", "0.5", "--listen", "0.0.0.0" if self.mgmt else "127.0.0.1",
                 "--report-port", str(self.ports["report"]),
-                "--agent-port", str(self.ports["agent"])]
+                "--agent-port", str(self.ports["agent"]),
+                # HPCC profile plus the port field (bit 1): without it the controller
+                # cannot tell two egress ports of one switch apart, and its per-hop
+                # table (show hops, queue series) mixes them.
+                "--int-instructions", "0xD400"]
         if self.fec_target > 0:
             argv += ["--fec-target", f"{self.fec_target:g}"]
         for h, (_, host_ip, fb) in sorted(self.mgmt.items()):
