@@ -24,7 +24,8 @@
 /* State shared by ingress and egress, hence declared at the top level. */
 
 /* Bytes enqueued minus bytes dequeued, per egress port (HPCC queue bytes;
- * ECN marking input). Ingress adds, egress subtracts. */
+ * ECN marking input). Ingress adds, egress subtracts and bounds the rest by
+ * deq_qdepth * (MTU + QUEUE_FRAME_OVERHEAD): tail drops are not reported. */
 register<bit<32>>(PORT_COUNT) queue_bytes;
 /* Packets dropped by this program, indexed by DROP_* reason. */
 counter(DROP_REASON_COUNT, CounterType.packets) drop_reasons;

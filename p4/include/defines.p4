@@ -34,6 +34,11 @@
 #define DEFAULT_PORT_MTU 1500
 #endif
 
+/* Most bytes a queued frame is counted with beyond its egress port's MTU:
+ * the Ethernet header (14) and a link sequence header it arrived with (6).
+ * Egress bounds queue bytes by deq_qdepth * (MTU + this). */
+#define QUEUE_FRAME_OVERHEAD 20
+
 /* Link sequence numbers: a backward jump of at most this many packets is
  * reordering; a larger jump in either direction is a resynchronisation
  * (the neighbour restarted), counted apart and never as loss. */

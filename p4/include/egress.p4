@@ -187,12 +187,19 @@ control SwitchEgress(inout headers_t hdr, inout local_metadata_t meta,
             last_queue_occupancy.read(meta.queue_occupancy, hport);
             tx_bytes.read(meta.hop_tx_bytes, hport);
         } else {
+            /* Bytes still queued behind this packet. v1model reports no
+             * traffic manager drops, so bytes ingress added for a tail-dropped
+             * packet are never subtracted here; bound the value by what the
+             * deq_qdepth packets behind this one can hold (a frame is counted
+             * as received: at most MTU + 14 Ethernet + 6 link sequence bytes).
+             * deq_qdepth 0 gives 0: the queue is empty, the value is exact. */
             bit<32> queued;
             queue_bytes.read(queued, eport);
-            if (standard_metadata.deq_qdepth == 0) {
-                queued = 0;           /* queue empty: resynchronise */
-            } else {
-                queued = queued |-| standard_metadata.packet_length;
+            queued = queued |-| standard_metadata.packet_length;
+            bit<64> queue_cap = (bit<64>)standard_metadata.deq_qdepth
+                                * ((bit<64>)meta.mtu + QUEUE_FRAME_OVERHEAD);
+            if ((bit<64>)queued > queue_cap) {
+                queued = (bit<32>)queue_cap;
             }
             queue_bytes.write(eport, queued);
             meta.queue_bytes = queued;

@@ -278,12 +278,13 @@ control SwitchIngress(inout headers_t hdr, inout local_metadata_t meta,
             }
         }
 
-        /* Bytes enqueued per port; egress subtracts what it dequeues. */
+        /* Bytes enqueued per port (saturating); egress subtracts what it
+         * dequeues and bounds the rest by the queue depth. */
         if (meta.dropped == 0) {
             bit<32> out_idx = (bit<32>)standard_metadata.egress_spec;
             bit<32> queued;
             queue_bytes.read(queued, out_idx);
-            queue_bytes.write(out_idx, queued + standard_metadata.packet_length);
+            queue_bytes.write(out_idx, queued |+| standard_metadata.packet_length);
         }
     }
 }
