@@ -55,6 +55,7 @@ _SO_RXQ_OVFL = getattr(socket, "SO_RXQ_OVFL", 40)
 _IP_RECVTOS = getattr(socket, "IP_RECVTOS", 13)
 _HDR = struct.Struct("!BBHI")
 _CNP_GAP_S = 50e-6
+_STALL_S = 0.002
 _KNOWN_OPCODES = frozenset(int(o) for o in Opcode)
 _LOSSY_OPCODES = frozenset(int(o) for o in roce.DATA_OPCODES | {Opcode.FEC_REPAIR})
 
@@ -96,6 +97,11 @@ class EndpointCounters:
     send_errors: int = 0
     control_msgs: int = 0
     control_errors: int = 0
+    # loop iterations that started more than ``_STALL_S`` after they were due (the
+    # process was descheduled or a callback ran long): the pacer's bucket covers only
+    # a couple of ms, so this time is rate the QPs lose for good
+    stalls: int = 0
+    stall_s: float = 0.0
 
 
 class Endpoint:
@@ -116,6 +122,7 @@ class Endpoint:
         self._delay = DelayLine(delay_s=cfg.delay_s)
         self._t0 = time.monotonic()
         self._next_sample = self._t0
+        self._due: float | None = None  # when the next loop iteration should start
         self.rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         try:
             try:  # root may exceed net.core.rmem_max: bursts must not overflow
@@ -297,6 +304,9 @@ class Endpoint:
     def step(self, max_wait_s: float = 0.01) -> None:
         """One loop iteration: receive, process due packets, ack, control, send, wait."""
         now = self.now()
+        if self._due is not None and now - self._due > _STALL_S:
+            self.counters.stalls += 1
+            self.counters.stall_s += now - self._due
         self._receive(now)
         if len(self._delay):
             for data, addr, tos in self._delay.pop_due(now):
@@ -327,7 +337,10 @@ class Endpoint:
         timeout = wake - self.now()
         if timeout > 0:
             fds = [self.rx] + ([self.control.sock] if self.control else [])
-            select.select(fds, [], [], timeout)
+            ready, _, _ = select.select(fds, [], [], timeout)
+            self._due = self.now() if ready else wake
+        else:
+            self._due = self.now()
 
     def run(self, until: Callable[[], bool], *, timeout_s: float,
             on_tick: Callable[[float], None] | None = None) -> bool:
