@@ -115,6 +115,8 @@ class Requester:
         self._rto = max(self.cfg.rto_initial_s, self.cfg.rto_min_s)
         self.rate_log.append((self.now_s, float(self.cfg.rate_bps)))
         self.fec_log.append((self.now_s, self.cfg.fec_k, self.cfg.fec_m))
+        if self.cfg.mode is Reliability.FEC:
+            fec.prepare(self.cfg.fec_k, self.cfg.fec_m)
 
     # -- public API ------------------------------------------------------------------
     @property
@@ -185,6 +187,8 @@ class Requester:
         """Change FEC k and m; the open block is closed first (control API)."""
         check_fec(k, m, where=f"QP {self.qpn} FEC update")
         self._close_block()
+        if self.cfg.mode is Reliability.FEC:
+            fec.prepare(k, m)
         self.cfg.fec_k, self.cfg.fec_m = k, m
         self.fec_log.append((now, k, m))
 

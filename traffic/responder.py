@@ -75,6 +75,8 @@ class Responder:
 
     def __post_init__(self) -> None:
         self._tmpl = PacketTemplate(src=self.local_ip, dst=self.cfg.peer_ip, sport=self.sport)
+        if self.cfg.mode is Reliability.FEC:
+            fec.prepare(self.cfg.fec_k, self.cfg.fec_m)
 
     @property
     def qpn(self) -> int:
