@@ -22,6 +22,7 @@ from p4.config.v1 import p4info_pb2 as P4I
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T
 from softswitch.frontend.errors import P4Error
+from softswitch.frontend.text import expr_text
 
 PREFIX = {
     "action": P4I.P4Ids.ACTION, "table": P4I.P4Ids.TABLE, "value_set": P4I.P4Ids.VALUE_SET,
@@ -91,29 +92,6 @@ def control_plane_name(decl: Any, prefix: str) -> str:
             return given[1:]
         return f"{prefix}.{given}" if prefix else given
     return f"{prefix}.{decl.name}" if prefix else decl.name
-
-
-def expr_text(e: A.Expression) -> str:
-    """Source-like text of a key expression (p4c's default match field name)."""
-    if isinstance(e, A.PathExpression):
-        return ("." if e.dot_prefix else "") + e.name
-    if isinstance(e, A.MemberExpression):
-        return f"{expr_text(e.expr)}.{e.member}"
-    if isinstance(e, A.IndexExpression):
-        return f"{expr_text(e.expr)}[{expr_text(e.index)}]"
-    if isinstance(e, A.SliceExpression):
-        return f"{expr_text(e.expr)}[{e.hi_value}:{e.lo_value}]"
-    if isinstance(e, A.MethodCallExpression):
-        return f"{expr_text(e.callee)}({', '.join(expr_text(a.value) for a in e.args)})"
-    if isinstance(e, A.IntLiteral):
-        return e.text or str(e.value)
-    if isinstance(e, A.CastExpression):
-        return expr_text(e.expr)
-    if isinstance(e, A.BinaryExpression):
-        return f"{expr_text(e.left)} {e.op} {expr_text(e.right)}"
-    if isinstance(e, A.TypeNameExpression):
-        return getattr(e.type_ref, "name", "")
-    return type(e).__name__
 
 
 def _annotation_text(ann: A.Annotation) -> str:

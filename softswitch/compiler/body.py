@@ -12,10 +12,10 @@ from typing import Any
 
 from softswitch.compiler.exprs import ExprCompiler, is_object_type, scalar_kind
 from softswitch.compiler.layout import attr_name, default_value, strip
-from softswitch.compiler.walk import expr_text
 from softswitch.errors import CompileError
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T
+from softswitch.frontend.text import expr_text
 
 
 class BodyCompiler(ExprCompiler):

@@ -15,10 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 from softswitch.compiler.layout import attr_name, strip
-from softswitch.compiler.walk import expr_text
 from softswitch.errors import CompileError
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T
+from softswitch.frontend.text import expr_text
 
 
 def width_of(t: T.P4Type | None) -> int:

@@ -30,7 +30,7 @@ from softswitch.compiler.support import (
     _random,
     _shl,
 )
-from softswitch.compiler.walk import annotation_ints, control_plane_name, expr_text, walk
+from softswitch.compiler.walk import annotation_ints, control_plane_name, walk
 from softswitch.errors import (
     CompileError,
     DropSignal,
@@ -51,6 +51,7 @@ from softswitch.externs.stateful import (
 )
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T
+from softswitch.frontend.text import expr_text
 from softswitch.trace import TraceEvent
 
 

@@ -30,34 +30,6 @@ def walk(node: Any) -> Iterator[Any]:
                 stack.extend(x for x in v.values() if isinstance(x, A.Node))
 
 
-def expr_text(e: Any) -> str:
-    """P4 source-like text of an expression (used for key names in P4Info and traces)."""
-    if isinstance(e, A.PathExpression):
-        return e.name
-    if isinstance(e, A.MemberExpression):
-        return f"{expr_text(e.expr)}.{e.member}"
-    if isinstance(e, A.IndexExpression):
-        return f"{expr_text(e.expr)}[{expr_text(e.index)}]"
-    if isinstance(e, A.SliceExpression):
-        return f"{expr_text(e.expr)}[{expr_text(e.hi)}:{expr_text(e.lo)}]"
-    if isinstance(e, A.IntLiteral):
-        return e.text or str(e.value)
-    if isinstance(e, A.BoolLiteral):
-        return "true" if e.value else "false"
-    if isinstance(e, A.MethodCallExpression):
-        return f"{expr_text(e.callee)}({', '.join(expr_text(a.value) for a in e.args)})"
-    if isinstance(e, A.BinaryExpression):
-        return f"{expr_text(e.left)} {e.op} {expr_text(e.right)}"
-    if isinstance(e, A.UnaryExpression):
-        return f"{e.op}{expr_text(e.operand)}"
-    if isinstance(e, A.CastExpression):
-        return f"({e.type or ''}){expr_text(e.expr)}"
-    if isinstance(e, A.TypeNameExpression):
-        t = e.type_ref
-        return getattr(t, "name", str(getattr(t, "type", "")))
-    return type(e).__name__
-
-
 def annotation_str(decl: Any, name: str) -> str | None:
     ann = A.find_annotation(getattr(decl, "annotations", []) or [], name)
     if ann is None:

@@ -145,7 +145,8 @@ def test_arbitration_between_two_controllers(servers: Servers, pipeline: Pipelin
         assert wait_for(lambda: low.role_state == "no-primary")
         late = SwitchClient(name="s1", address=addr, device_id=1, election_id=3)
         late.connect()       # ... so a client connecting now claims the highest id seen
-        assert late.is_primary and late.election_id == 10 and low.role_state == "backup"
+        assert late.is_primary and late.election_id == 10
+        assert wait_for(lambda: low.role_state == "backup")  # told asynchronously
         late.close()
     finally:
         for c in (low, high, again):

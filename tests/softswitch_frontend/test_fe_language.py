@@ -21,7 +21,7 @@ def _nodes(prog, cls, file_part="t.p4"):
 
 def _assign_rhs(prog, lhs_text):
     """The right side of the first assignment whose left side is the member chain ``lhs_text``."""
-    from softswitch.p4info import expr_text
+    from softswitch.frontend.text import expr_text
 
     for s in _nodes(prog, A.AssignmentStatement):
         if expr_text(s.lhs) == lhs_text:
