@@ -4,6 +4,11 @@ Why a token bucket and not inter-packet gaps: the sender loop wakes at milliseco
 granularity, so it must be allowed to send a small burst that catches up with the
 configured rate; the bucket depth bounds that burst.  A rate change takes effect on the
 next refill: tokens earned at the old rate are kept, but capped at the new depth.
+
+Why 5 ms deep: on a busy host a sleeping sender is often woken 2-4 ms late (measured
+with ``EndpointCounters.stalls``); every millisecond of lateness beyond the depth is
+rate lost for good.  With 2 ms the bench's sender lost up to a quarter of its rate on
+a loaded 2-core machine; 5 ms covers the usual wake-up latency.
 """
 from __future__ import annotations
 
@@ -22,7 +27,7 @@ class TokenBucket:
     """Bytes-per-second bucket; ``burst_s`` worth of bytes (at least two packets) deep."""
 
     rate_bps: float
-    burst_s: float = 0.002
+    burst_s: float = 0.005
     min_burst_bytes: int = 2 * 1100
     tokens: float = 0.0
     last_t: float = 0.0

@@ -184,6 +184,7 @@ class RankRunner:
             raise
         self.start_s = 0.0
         self.end_s: float | None = None
+        self._stall0 = self._stall1 = 0.0  # loop stall seconds at start and end
         self.late_start_s = 0.0
 
     def _qcfg(self, qpn: int, peer_qpn: int, peer: int) -> QpConfig:
@@ -256,6 +257,7 @@ class RankRunner:
                 while self.ep.now() < end_wait:  # answer early peers while waiting
                     self.ep.step(min(0.01, max(0.0, end_wait - self.ep.now())))
             self.start_s = self.ep.now()
+            self._stall0 = self.ep.counters.stall_s
             if self._ar is not None:
                 self._ar.start(self.start_s)
             self._feed(self.start_s)
@@ -270,6 +272,7 @@ class RankRunner:
 
             finished = self.ep.run(self.done, timeout_s=timeout_s, on_tick=tick)
             self.end_s = self.ep.now()
+            self._stall1 = self.ep.counters.stall_s
             if linger_s > 0:  # keep answering retransmissions of peers still finishing
                 self.ep.run(lambda: False, timeout_s=linger_s)
         except KeyboardInterrupt:
@@ -318,6 +321,9 @@ class RankRunner:
                           for k, v in asdict(self.qp).items()},
             "start_s": self.start_s, "end_s": end, "completion_s": el,
             "late_start_s": self.late_start_s,
+            # event-loop iterations > 2 ms late during the run (see EndpointCounters)
+            "stall_s": (self._stall1 if self.end_s is not None else self.ep.counters.stall_s)
+            - self._stall0,
             "bytes_sent": sent if self._ar is None else sum(
                 r.counters.acked_bytes for r in self.requesters),
             "bytes_received": recvd,
