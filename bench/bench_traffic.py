@@ -254,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
               f"(1 - loss) x loss-free goodput,\n  {fec1['vs_ideal']:.3f} of (1 - loss) x ideal "
               f"(aim: >= 0.9; its k={k}, m={m} repair packets alone cost "
               f"{m / (k + m):.3f}),\n  {fec1['vs_rate']:.3f} of (1 - loss) x rate "
-              f"(wire rate, headers and last round trip included: at most {ideal / args.rate:.3f})")
+              "(wire rate, headers and last round trip included: at most "
+              f"{ideal / args.rate:.3f})")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     return 0

@@ -7,8 +7,8 @@ next refill: tokens earned at the old rate are kept, but capped at the new depth
 
 Why 5 ms deep: on a busy host a sleeping sender is often woken 2-4 ms late (measured
 with ``EndpointCounters.stalls``); every millisecond of lateness beyond the depth is
-rate lost for good.  With 2 ms the bench's sender lost up to a quarter of its rate on
-a loaded 2-core machine; 5 ms covers the usual wake-up latency.
+rate lost for good.  With 2 ms the bench's sender lost much of its rate on
+a loaded 2-core machine (single runs up to half); 5 ms covers the usual wake-up latency.
 """
 from __future__ import annotations
 
