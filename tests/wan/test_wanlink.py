@@ -138,8 +138,9 @@ def test_jitter_stays_in_bounds(bed):
         d = delays_ms(bed.blast(300, pps=500))
     assert len(d) == 300
     assert min(d) > 6.0 - 0.2, min(d)  # never early
-    # late by more than 1 ms only when the shared machine stalls a process: allow 1 %
-    assert sum(x > 14.0 + 1.0 for x in d) <= len(d) // 100, sorted(d)[-5:]
+    # late by more than 1 ms only when the shared machine stalls a process; one stall of
+    # 10-20 ms delays every packet sent during it (5-10 at 500 packets/s): allow 5 %
+    assert sum(x > 14.0 + 1.0 for x in d) <= len(d) // 20, sorted(d)[-5:]
     assert abs(statistics.mean(d) - 10.0) < 1.0
     assert 1.5 < statistics.pstdev(d) < 3.0  # uniform +/-4 ms: 2.31 ms
 
