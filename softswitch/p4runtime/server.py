@@ -16,11 +16,11 @@ import collections
 import logging
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 import grpc
 from google.protobuf import any_pb2
@@ -59,6 +59,9 @@ def _internal(context: grpc.ServicerContext, rpc: str, exc: Exception) -> None:
     context.abort(grpc.StatusCode.INTERNAL, f"{rpc}: internal error: {type(exc).__name__}: {exc}")
 
 
+_R = TypeVar("_R")
+
+
 class _End:
     """Ends a stream's outgoing queue; `error` set when the stream must fail."""
 
@@ -74,48 +77,38 @@ class P4RuntimeServicer(PG.P4RuntimeServicer):
     def Capabilities(self, request: P.CapabilitiesRequest, context: grpc.ServicerContext) -> P.CapabilitiesResponse:
         return self.service.capabilities(request)
 
-    def SetForwardingPipelineConfig(self, request: P.SetForwardingPipelineConfigRequest,
-                                    context: grpc.ServicerContext) -> P.SetForwardingPipelineConfigResponse:
+    @staticmethod
+    def _unary(rpc: str, call: Callable[[], _R], context: grpc.ServicerContext) -> _R:
+        """Run one unary call, mapping refusals to their gRPC code and bugs to INTERNAL.
+
+        The one place where service errors become gRPC statuses, so every RPC answers
+        them the same way and a bug never takes the server down.
+        """
         try:
-            return self.service.set_pipeline(request)
+            return call()
         except P4RuntimeError as exc:
             _abort(context, exc)
             raise
         except Exception as exc:  # a bug: answer INTERNAL, keep serving
-            _internal(context, "SetForwardingPipelineConfig", exc)
+            _internal(context, rpc, exc)
             raise
+
+    def SetForwardingPipelineConfig(self, request: P.SetForwardingPipelineConfigRequest,
+                                    context: grpc.ServicerContext) -> P.SetForwardingPipelineConfigResponse:
+        return self._unary("SetForwardingPipelineConfig",
+                           lambda: self.service.set_pipeline(request), context)
 
     def GetForwardingPipelineConfig(self, request: P.GetForwardingPipelineConfigRequest,
                                     context: grpc.ServicerContext) -> P.GetForwardingPipelineConfigResponse:
-        try:
-            return self.service.get_pipeline(request)
-        except P4RuntimeError as exc:
-            _abort(context, exc)
-            raise
-        except Exception as exc:  # a bug: answer INTERNAL, keep serving
-            _internal(context, "GetForwardingPipelineConfig", exc)
-            raise
+        return self._unary("GetForwardingPipelineConfig",
+                           lambda: self.service.get_pipeline(request), context)
 
     def Write(self, request: P.WriteRequest, context: grpc.ServicerContext) -> P.WriteResponse:
-        try:
-            return self.service.write(request)
-        except P4RuntimeError as exc:
-            _abort(context, exc)
-            raise
-        except Exception as exc:  # a bug: answer INTERNAL, keep serving
-            _internal(context, "Write", exc)
-            raise
+        return self._unary("Write", lambda: self.service.write(request), context)
 
     def Read(self, request: P.ReadRequest, context: grpc.ServicerContext) -> Iterator[P.ReadResponse]:
-        try:
-            responses = list(self.service.read(request))
-        except P4RuntimeError as exc:
-            _abort(context, exc)
-            raise
-        except Exception as exc:  # a bug: answer INTERNAL, keep serving
-            _internal(context, "Read", exc)
-            raise
-        yield from responses
+        # Read streams, but the whole answer is built first so a refusal is one status.
+        yield from self._unary("Read", lambda: list(self.service.read(request)), context)
 
     def StreamChannel(self, request_iterator: Iterator[P.StreamMessageRequest],
                       context: grpc.ServicerContext) -> Iterator[P.StreamMessageResponse]:
