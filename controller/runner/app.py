@@ -69,6 +69,18 @@ R_RX_EXPECTED = "SwitchIngress.link_rx_expected"
 R_TX_SEQ = "SwitchEgress.link_tx_seq"
 
 
+def _export_keys(exporter: Any) -> dict[str, Any]:
+    """The exporter's delivery counters and queue depths for the state file's
+    ``collector`` section (a soak compares them with what the server holds)."""
+    st = exporter.stats
+    out: dict[str, Any] = {
+        "export_lines_written": st.lines_written, "export_lines_delivered": st.lines_delivered,
+        "export_lines_rejected": st.lines_rejected, "export_send_failures": st.send_failures,
+        "export_delivered_by_measurement": dict(st.delivered_by_measurement)}
+    out.update({f"export_{k}": v for k, v in exporter.queue_stats().items()})
+    return out
+
+
 @dataclass(slots=True, kw_only=True)
 class SwitchStatus:
     phase: Phase = Phase.CONNECTING
@@ -404,7 +416,7 @@ class Controller:
                     "count": lat.count, "p50": lat.p50_s, "p99": lat.p99_s, "max": lat.max_s}
             coll["fec_records"] = self.fec_records
         if self.exporter is not None:
-            coll["export_lines_delivered"] = self.exporter.stats.lines_delivered
+            coll.update(_export_keys(self.exporter))
         return {"version": STATE_VERSION, "updated_unix_s": time.time(), "pid": os.getpid(),
                 "running": not self._stop.is_set(),
                 "topology": self.topo.name, "switches": switches, "flows": flows, "hops": hops,
@@ -448,6 +460,11 @@ class Controller:
         self._plot_losses()
         if self.exporter is not None:
             delivered = bool(self.exporter.close(timeout_s=5))
+            if self.status:  # the final flush happened after the state write above
+                try:
+                    self.write_state()
+                except Exception:
+                    LOG.exception("state write after the export flush failed")
         if hasattr(self, "fleet"):
             self.fleet.close()
         return delivered

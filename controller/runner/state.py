@@ -16,6 +16,13 @@ Schema (version 1)::
                    "line_rate_bps", "utilisation", "hop_latency_ns", "samples"}],
      "losses":   [{"link", "role", "lost"}],
      "collector": {...counters...}}
+
+With an exporter, ``collector`` also holds its delivery state: ``export_lines_written``,
+``export_lines_delivered``, ``export_lines_rejected``, ``export_send_failures``,
+``export_delivered_by_measurement`` ({measurement: lines}) and the queue depths
+``export_buffered_lines``, ``export_queued_batches``, ``export_queued_lines``,
+``export_spool_batches``, ``export_spool_lines``, ``export_spool_bytes``.  The file is
+written once more after the exporter's final flush, so the last one counts every line.
 """
 from __future__ import annotations
 
