@@ -402,8 +402,12 @@ class Controller:
                     "utilisation": None if np.isnan(tx) or line <= 0 else tx / line,
                     "hop_latency_ns": int(h.hop_latency_ns[i]), "samples": int(h.samples[i])})
             cs = self.collector.stats()
-            coll = {k: getattr(cs, k) for k in ("reports", "host_records", "reports_lost", "flows")
+            coll = {k: getattr(cs, k) for k in ("reports", "host_records", "reports_lost", "flows",
+                                                "socket_drops", "listener_errors")
                     if hasattr(cs, k)}
+            # the agents' shippers: batches lost on the way, records dropped in the agent
+            coll["agent_lost_batches"] = sum(a.lost_batches for a in cs.agents)
+            coll["agent_dropped"] = sum(a.agent_dropped for a in cs.agents)
             coll["malformed"] = dict(getattr(cs, "malformed", {}) or {})
         if self.hpcc is not None:
             coll["feedback_records"] = self.hpcc.stats.records_sent

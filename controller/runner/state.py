@@ -17,9 +17,13 @@ Schema (version 1)::
      "losses":   [{"link", "role", "lost"}],
      "collector": {...counters...}}
 
-With an exporter, ``collector`` also holds its delivery state: ``export_lines_written``,
-``export_lines_delivered``, ``export_lines_rejected``, ``export_send_failures``,
-``export_delivered_by_measurement`` ({measurement: lines}) and the queue depths
+``collector`` counts drops of telemetry on the way in: ``reports_lost`` (report sequence
+gaps), ``socket_drops`` (the kernel dropped datagrams: the collector fell behind),
+``malformed`` (by reason), ``agent_lost_batches`` and ``agent_dropped`` (summed over
+the host agents' shippers).  With an exporter, ``collector`` also holds its delivery
+state: ``export_lines_written``, ``export_lines_delivered``, ``export_lines_rejected``,
+``export_send_failures``, ``export_delivered_by_measurement`` ({measurement: lines})
+and the queue depths
 ``export_buffered_lines``, ``export_queued_batches``, ``export_queued_lines``,
 ``export_spool_batches``, ``export_spool_lines``, ``export_spool_bytes``.  The file is
 written once more after the exporter's final flush, so the last one counts every line.
