@@ -7,9 +7,11 @@ from enum import Enum
 
 from formats.roce import RETH_LEN, SYMBOL_HDR_LEN
 from traffic import fec
+from traffic.dcqcn import DcqcnSettings
 from traffic.errors import ConfigError
 
-__all__ = ["QpConfig", "QpCounters", "Reliability", "decode_symbol", "encode_symbol"]
+__all__ = ["CongestionControl", "QpConfig", "QpCounters", "Reliability", "decode_symbol",
+           "encode_symbol"]
 
 _SYM = struct.Struct("!BBH")
 
@@ -31,6 +33,22 @@ class Reliability(str, Enum):
             ) from None
 
 
+class CongestionControl(str, Enum):
+    """Rate control the QP runs by itself (controller feedback applies in every mode)."""
+
+    NONE = "none"  # the configured rate, changed only by feedback
+    DCQCN = "dcqcn"  # DCQCN reaction point on the QP's CNPs (traffic.dcqcn)
+
+    @classmethod
+    def parse(cls, text: str) -> CongestionControl:
+        try:
+            return cls(text.lower())
+        except ValueError:
+            raise ConfigError(
+                f"congestion control {text!r} unknown; choose one of none, dcqcn"
+            ) from None
+
+
 @dataclass(slots=True, kw_only=True)
 class QpConfig:
     """One QP's settings.  Requester and responder of a pair must agree on ``mode``."""
@@ -49,6 +67,8 @@ class QpConfig:
     rto_initial_s: float = 0.05
     dscp: int = 0
     max_msg_bytes: int = 1 << 30  # responder: larger RETH DMA lengths are refused
+    cc: CongestionControl = CongestionControl.NONE  # requester: its own rate control
+    dcqcn: DcqcnSettings = field(default_factory=DcqcnSettings)  # with cc=dcqcn
 
     def __post_init__(self) -> None:
         for name, v, hi in (("qpn", self.qpn, 0xFFFFFF), ("peer_qpn", self.peer_qpn, 0xFFFFFF)):
@@ -56,6 +76,8 @@ class QpConfig:
                 raise ConfigError(f"QP config: {name}={v!r} outside 1..{hi}")
         if not isinstance(self.mode, Reliability):
             self.mode = Reliability.parse(str(self.mode))
+        if not isinstance(self.cc, CongestionControl):
+            self.cc = CongestionControl.parse(str(self.cc))
         if not 64 <= self.mtu <= 9000:
             raise ConfigError(f"QP {self.qpn}: mtu={self.mtu!r} outside 64..9000 bytes")
         if not 1 <= self.window_pkts <= 8000:

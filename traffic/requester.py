@@ -13,6 +13,12 @@ reorder).  With FEC a data packet is only declared lost once a packet transmitte
 its block's repair packets has been reported, so the receiver had its chance to repair.
 Tail losses are recovered by the retransmission timer (RTO from smoothed RTT, RFC 6298
 style, doubled on each expiry).
+
+Rate: the token bucket runs at the configured rate, which rate feedback (``set_rate``)
+replaces.  A QP with ``cc=dcqcn`` also runs DCQCN's reaction point (traffic.dcqcn) on
+its CNPs and its own clock and bytes, with the configured rate as its line rate;
+feedback then caps that rate instead of replacing it (the pacer runs at the lower of
+the two), as a NIC with a rate limiter above its DCQCN would.
 """
 from __future__ import annotations
 
@@ -31,9 +37,11 @@ from formats.roce import (
     PacketTemplate,
 )
 from traffic import fec
+from traffic.dcqcn import DcqcnReactionPoint
 from traffic.errors import ConfigError
-from traffic.pacing import TokenBucket
+from traffic.pacing import MAX_RATE_BPS, MIN_RATE_BPS, TokenBucket
 from traffic.qp_types import (
+    CongestionControl,
     MessageRecord,
     QpConfig,
     QpCounters,
@@ -107,10 +115,16 @@ class Requester:
     _rtt_cand: float | None = None
     _msg_id: int = 0
     _va: int = 0x10000
+    _dcqcn: DcqcnReactionPoint | None = None
+    _rate_cap_bps: float | None = None  # rate feedback, a cap over DCQCN's rate
 
     def __post_init__(self) -> None:
         self._tmpl = PacketTemplate(src=self.local_ip, dst=self.cfg.peer_ip, sport=self.sport)
         self._bucket = TokenBucket(rate_bps=self.cfg.rate_bps, last_t=self.now_s)
+        if self.cfg.cc is CongestionControl.DCQCN:
+            self._dcqcn = DcqcnReactionPoint(line_rate_bps=self.cfg.rate_bps,
+                                             settings=self.cfg.dcqcn, mtu=self.cfg.mtu,
+                                             now_s=self.now_s)
         self._pending = collections.deque()
         self._rto = max(self.cfg.rto_initial_s, self.cfg.rto_min_s)
         self.rate_log.append((self.now_s, float(self.cfg.rate_bps)))
@@ -136,6 +150,11 @@ class Requester:
     @property
     def srtt_s(self) -> float | None:
         return self._srtt
+
+    @property
+    def dcqcn(self) -> DcqcnReactionPoint | None:
+        """The QP's DCQCN reaction point (None unless ``cfg.cc`` is dcqcn)."""
+        return self._dcqcn
 
     def post_write(self, data: bytes | bytearray | memoryview, *, tag: str = "",
                    now: float | None = None) -> MessageRecord:
@@ -178,10 +197,31 @@ class Requester:
         return msg
 
     def set_rate(self, rate_bps: float, now: float) -> None:
-        """Change the pacing rate (control API); effective for the next packet."""
-        self._bucket.set_rate(rate_bps, now)
-        self.cfg.rate_bps = float(rate_bps)
-        self.rate_log.append((now, float(rate_bps)))
+        """Change the pacing rate (control API); effective for the next packet.
+
+        With DCQCN the new rate caps DCQCN's rate instead of replacing it.
+        """
+        if self._dcqcn is None:
+            self._bucket.set_rate(rate_bps, now)
+            self.cfg.rate_bps = float(rate_bps)
+            self.rate_log.append((now, float(rate_bps)))
+            return
+        if not MIN_RATE_BPS <= rate_bps <= MAX_RATE_BPS:
+            raise ConfigError(f"QP {self.qpn}: rate_bps={rate_bps!r} outside "
+                              f"{MIN_RATE_BPS:g}..{MAX_RATE_BPS:g}")
+        self._rate_cap_bps = float(rate_bps)
+        self._apply_dcqcn_rate(now)
+
+    def _apply_dcqcn_rate(self, now: float) -> None:
+        """Pace at DCQCN's rate, capped by rate feedback."""
+        assert self._dcqcn is not None
+        rate = self._dcqcn.rate_bps
+        if self._rate_cap_bps is not None:
+            rate = min(rate, self._rate_cap_bps)
+        if rate != self.cfg.rate_bps:
+            self._bucket.set_rate(rate, now)
+            self.cfg.rate_bps = rate
+            self.rate_log.append((now, rate))
 
     def set_fec(self, k: int, m: int, now: float) -> None:
         """Change FEC k and m; the open block is closed first (control API)."""
@@ -198,6 +238,17 @@ class Requester:
 
         Returns the earliest time something else will be due (None when nothing is).
         """
+        rp = self._dcqcn
+        if rp is None:
+            return self._poll(now, out, budget)
+        if rp.tick(now):
+            self._apply_dcqcn_rate(now)
+        sent0 = self.counters.tx_bytes
+        wake = self._poll(now, out, budget)
+        rp.on_sent(self.counters.tx_bytes - sent0)
+        return wake
+
+    def _poll(self, now: float, out: list[bytes], budget: int) -> float | None:
         self.now_s = now
         self._check_rto(now)
         bucket = self._bucket
@@ -347,7 +398,10 @@ class Requester:
         self._rearm(now)
 
     def on_cnp(self, now: float) -> None:
+        """A Congestion Notification Packet for this QP: counted; DCQCN reacts to it."""
         self.counters.cnps_rx += 1
+        if self._dcqcn is not None and self._dcqcn.on_cnp(now):
+            self._apply_dcqcn_rate(now)
 
     def _mark_acked(self, seq: int, now: float) -> None:
         p = self._pkts.get(seq)
@@ -477,7 +531,9 @@ class Requester:
         c = self.counters
         return {
             "qpn": self.qpn, "peer_qpn": self.cfg.peer_qpn, "peer_ip": self.cfg.peer_ip,
-            "mode": self.cfg.mode.value, "rate_bps": self.cfg.rate_bps,
+            "mode": self.cfg.mode.value, "rate_bps": self.cfg.rate_bps, "cc": self.cfg.cc.value,
+            "dcqcn": self._dcqcn.snapshot() if self._dcqcn is not None else None,
+            "rate_cap_bps": self._rate_cap_bps,
             "fec_k": self.cfg.fec_k, "fec_m": self.cfg.fec_m,
             "srtt_s": self._srtt, "rto_s": self._rto, "outstanding": self.outstanding,
             # the latest changes (time since endpoint start, value): feedback history
