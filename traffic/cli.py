@@ -12,10 +12,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from traffic.dcqcn import DcqcnSettings
 from traffic.emulation import parse_loss
 from traffic.endpoint import EndpointConfig
 from traffic.errors import TrafficError
-from traffic.qp_types import Reliability
+from traffic.qp_types import CongestionControl, Reliability
 from traffic.runner import QpParams, RankRunner
 from traffic.workloads import Pattern, make_plan, parse_size_dist
 
@@ -33,7 +34,14 @@ EXAMPLES = """examples:
   python -m traffic local alltoall -n 4 -s 16K -c 20
   # rate feedback while running: {"qp": N, "rate_bps": X} on the socket
   python -m traffic p2p ... --control /run/traffic-h1.sock
+  # 8-to-1 incast with DCQCN in the senders (CNPs from ECN-marking switches)
+  python -m traffic incast --hosts ... --rank 3 --rate 2M --cc dcqcn
 """
+
+DCQCN_HELP = """--cc dcqcn at emulation scale (traffic.dcqcn): the paper's time
+constants times 1000 (round trips here take ms, not us): alpha and increase timers
+55 ms, one CNP taken per 50 ms, byte counter 100 ms of line rate; rates are
+fractions of --rate (the line rate), g = 1/256.  Rate feedback caps the rate."""
 
 
 def _rate(text: str) -> float:
@@ -123,6 +131,17 @@ def _common(p: argparse.ArgumentParser, *, with_hosts: bool = True) -> None:
     p.add_argument("--fec", type=_fec, default=(8, 1), metavar="K,M",
                    help="FEC block: K data + M repair packets (default 8,1)")
     p.add_argument("--rate", type=_rate, default=100e6, help="per-QP rate, e.g. 100M (bit/s)")
+    p.add_argument("--cc", type=CongestionControl.parse, default=CongestionControl.NONE,
+                   metavar="{none,dcqcn}",
+                   help="rate control in the sender: none (the rate, changed only by "
+                        "feedback) or dcqcn (reacts to CNPs; --rate is its line rate)")
+    p.add_argument("--dcqcn-timer", type=_duration, default=DcqcnSettings().timer_s,
+                   metavar="T", help="DCQCN alpha and rate-increase timers (default 55ms)")
+    p.add_argument("--dcqcn-cnp-interval", type=_duration,
+                   default=DcqcnSettings().cnp_interval_s, metavar="T",
+                   help="DCQCN takes at most one CNP per T (default 50ms)")
+    p.add_argument("--dcqcn-bytes", type=_duration, default=DcqcnSettings().byte_counter_s,
+                   metavar="T", help="DCQCN byte counter, as time at line rate (default 100ms)")
     p.add_argument("--mtu", type=_positive_int(64, 9000), default=1024,
                    help="payload bytes per packet")
     p.add_argument("--window", type=_positive_int(1, 8000), default=512,
@@ -155,18 +174,20 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m traffic",
         description="RoCEv2 (UDP 4791) RDMA WRITE workloads with per-QP pacing and\n"
                     "loss recovery; one process per host.",
-        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=EXAMPLES + "\n" + DCQCN_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     for pat, text in ((Pattern.P2P, "rank 0 sends to rank 1"),
                       (Pattern.INCAST, "every rank sends to rank 0"),
                       (Pattern.ALLTOALL, "every rank sends to every other rank"),
                       (Pattern.ALLREDUCE, "ring all-reduce among all ranks"),
                       (Pattern.KVCACHE, "prefill ranks send KV-cache bursts to decode ranks")):
-        p = sub.add_parser(pat.value, help=text, epilog=EXAMPLES,
+        p = sub.add_parser(pat.value, help=text, epilog=EXAMPLES + "\n" + DCQCN_HELP,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         _common(p)
     lp = sub.add_parser("local", help="run every rank of a workload on loopback addresses",
-                        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+                        epilog=EXAMPLES + "\n" + DCQCN_HELP,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
     lp.add_argument("pattern", type=Pattern, choices=list(Pattern),
                     metavar="{" + ",".join(p.value for p in Pattern) + "}")
     lp.add_argument("-n", "--nranks", type=_positive_int(2, 64), default=2)
@@ -182,7 +203,11 @@ def _run_rank(args: argparse.Namespace) -> int:
                      count=args.count, sizes=sizes, seed=args.seed, prefill=args.prefill)
     k, m = args.fec
     qp = QpParams(mode=args.mode, mtu=args.mtu, rate_bps=args.rate, window_pkts=args.window,
-                  fec_k=k, fec_m=m, rto_min_s=args.rto_min, dscp=args.dscp)
+                  fec_k=k, fec_m=m, rto_min_s=args.rto_min, dscp=args.dscp, cc=args.cc,
+                  dcqcn=DcqcnSettings(timer_s=args.dcqcn_timer,
+                                      alpha_interval_s=args.dcqcn_timer,
+                                      cnp_interval_s=args.dcqcn_cnp_interval,
+                                      byte_counter_s=args.dcqcn_bytes))
     ep_cfg = EndpointConfig(ip=args.hosts[args.rank], delay_s=args.delay,
                             loss=parse_loss(args.loss, seed=args.seed * 7919 + args.rank),
                             loss_scope=args.loss_scope, control_path=args.control)
@@ -211,6 +236,7 @@ def _run_rank(args: argparse.Namespace) -> int:
         "injected_drops": ep["injected_drops"], "bad_icrc": ep["bad_icrc"],
         "send_errors": ep["send_errors"],
         "result_ok": coll.get("result_ok", True),
+        **_cc_fields(summary["cc"]),
     }), flush=True)
     if summary.get("interrupted"):
         print(f"traffic: rank {args.rank} interrupted", file=sys.stderr)
@@ -219,6 +245,15 @@ def _run_rank(args: argparse.Namespace) -> int:
         print(f"traffic: rank {args.rank} did not finish within {timeout:g} s", file=sys.stderr)
         return 2
     return 0
+
+
+def _cc_fields(cc: dict) -> dict:
+    """The final line's rate-control figures (DCQCN only: CNPs, cuts, rates)."""
+    if cc["mode"] == CongestionControl.NONE.value:
+        return {}
+    rates = list(cc["final_rate_bps"].values())
+    return {"cc": cc["mode"], "cnps_rx": cc["cnps_rx"], "rate_cuts": cc.get("rate_cuts", 0),
+            "final_rate_bps": round(min(rates)) if rates else None}
 
 
 def aggregate(out_dir: Path, nranks: int) -> dict:

@@ -152,6 +152,11 @@ class Requester:
         return self._srtt
 
     @property
+    def next_new_psn(self) -> int:
+        """Wire PSN of the next never-sent packet (the first paced at a rate set now)."""
+        return (self.start_psn + self._sent_up_to) & PSN_MASK
+
+    @property
     def dcqcn(self) -> DcqcnReactionPoint | None:
         """The QP's DCQCN reaction point (None unless ``cfg.cc`` is dcqcn)."""
         return self._dcqcn

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import TextIO
 
 import numpy as np
 
+from traffic.dcqcn import DcqcnSettings
 from traffic.endpoint import Endpoint, EndpointConfig
 from traffic.errors import WorkloadError
-from traffic.qp_types import MessageRecord, QpConfig, Reliability
+from traffic.qp_types import CongestionControl, MessageRecord, QpConfig, Reliability
 from traffic.requester import Requester
 from traffic.responder import Responder
 from traffic.workloads import Pattern, RankPlan
@@ -37,6 +38,8 @@ class QpParams:
     fec_m: int = 1
     rto_min_s: float = 0.004
     dscp: int = 0
+    cc: CongestionControl = CongestionControl.NONE
+    dcqcn: DcqcnSettings = field(default_factory=DcqcnSettings)
 
 
 def message_bytes(seed: int, rank: int, qpn: int, index: int, size: int) -> bytes:
@@ -191,7 +194,8 @@ class RankRunner:
         q = self.qp
         return QpConfig(qpn=qpn, peer_qpn=peer_qpn, peer_ip=self.hosts[peer], mode=q.mode,
                         mtu=q.mtu, rate_bps=q.rate_bps, window_pkts=q.window_pkts,
-                        fec_k=q.fec_k, fec_m=q.fec_m, rto_min_s=q.rto_min_s, dscp=q.dscp)
+                        fec_k=q.fec_k, fec_m=q.fec_m, rto_min_s=q.rto_min_s, dscp=q.dscp,
+                        cc=q.cc, dcqcn=q.dcqcn)
 
     # -- driving ---------------------------------------------------------------------
     def _feed(self, now: float) -> None:
@@ -295,6 +299,19 @@ class RankRunner:
                 f"rx {deliv * 8 / el / 1e6:8.2f} Mb/s retx {retx:6d} msgs {done}/{total}")[:79]
 
     # -- reporting -------------------------------------------------------------------
+    def cc_summary(self) -> dict:
+        """The senders' own rate control: mode, CNPs received, DCQCN cuts, final rates."""
+        reqs = self.requesters
+        out: dict = {"mode": self.qp.cc.value,
+                     "cnps_rx": sum(r.counters.cnps_rx for r in reqs),
+                     "final_rate_bps": {str(r.qpn): r.cfg.rate_bps for r in reqs}}
+        rps = [r.dcqcn for r in reqs if r.dcqcn is not None]
+        if rps:
+            out.update(cnps_applied=sum(rp.cnps_applied for rp in rps),
+                       rate_cuts=sum(rp.rate_cuts for rp in rps),
+                       min_rate_bps=min(rp.min_rate_seen_bps for rp in rps))
+        return out
+
     def summary(self, finished: bool) -> dict:
         end = self.end_s if self.end_s is not None else self.ep.now()
         el = max(1e-9, end - self.start_s)
@@ -317,8 +334,9 @@ class RankRunner:
         out = {
             "workload": self.plan.pattern.value, "rank": self.plan.rank,
             "nranks": self.plan.nranks, "hosts": self.hosts, "finished": finished,
-            "qp_params": {k: (v.value if isinstance(v, Reliability) else v)
+            "qp_params": {k: (v.value if isinstance(v, (Reliability, CongestionControl)) else v)
                           for k, v in asdict(self.qp).items()},
+            "cc": self.cc_summary(),
             "start_s": self.start_s, "end_s": end, "completion_s": el,
             "late_start_s": self.late_start_s,
             # event-loop iterations > 2 ms late during the run (see EndpointCounters)
