@@ -5,6 +5,7 @@ examples:
   python -m controller run --topology two_dc.yaml --influx http://127.0.0.1:8086 --out out/
   python -m controller run --topology leaf_spine.yaml --sink-mode report --collector-host h4
   python -m controller run --topology dumbbell.yaml --once    # program, report, exit
+  python -m controller run --topology dumbbell.yaml --ecn 2000:20000:0.1   # DCQCN marking
   python -m controller run --topology dumbbell.yaml --target bmv2 \\
       --bmv2-json build/int_rocev2.json --p4info build/int_rocev2.p4info.txtpb
 
@@ -25,10 +26,51 @@ import threading
 import time
 from typing import TextIO
 
-from controller.intent import SinkMode
+from controller.intent import EcnProfile, SinkMode
 from controller.p4rt import Phase, Progress, Target
 
 from . import _types
+
+
+def _ecn(text: str) -> EcnProfile | None:
+    from controller.runner.config import parse_ecn
+    from controller.runner.errors import RunError
+    try:
+        return parse_ecn(text)
+    except RunError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _controller_class() -> type:
+    """The controller, programming `RunConfig.ecn` as every port's ECN thresholds.
+
+    The runner builds its intent with the default ECN profile; this subclass swaps
+    the thresholds in each switch's desired entries right after `load()`, before
+    anything is written, so a restarted switch gets the same profile back.
+    """
+    import dataclasses
+
+    from controller.intent.compute import T_ECN
+    from controller.runner import Controller
+
+    @dataclasses.dataclass(slots=True, kw_only=True)
+    class EcnController(Controller):
+        def load(self) -> None:
+            Controller.load(self)
+            ecn = self.cfg.ecn
+            for sw in self.fleet.switches.values():
+                entries = []
+                for e in sw.desired.entries:
+                    if e.table == T_ECN and not e.is_default:
+                        if ecn is None:
+                            continue
+                        e = dataclasses.replace(e, params=(
+                            ("kmin_bytes", ecn.kmin_bytes), ("kmax_bytes", ecn.kmax_bytes),
+                            ("pmax", ecn.pmax)))
+                    entries.append(e)
+                sw.desired.entries[:] = entries
+
+    return EcnController
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -73,6 +115,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--int-instructions", type=_types.bitmap16, default=0x9400, metavar="BITMAP",
                    help="INT instruction bitmap of the watchlist (default 0x9400, the HPCC profile; "
                         "0xD400 adds ports so hops are told apart per egress port)")
+    p.add_argument("--ecn", type=_ecn, default=EcnProfile(), metavar="KMIN:KMAX:PMAX",
+                   help="ECN marking on every egress port: none up to KMIN queued bytes, "
+                        "rising to probability PMAX at KMAX, all from KMAX on; 'off' for "
+                        "none (default 5000:200000:0.01, DCQCN's profile)")
     p.add_argument("--election-id", type=_types.election_id, default=1)
     p.add_argument("--connect-timeout", type=_types.positive, default=5.0, metavar="S")
     p.add_argument("--interval", type=_types.positive, default=1.0, metavar="S",
@@ -134,13 +180,15 @@ def run(args: argparse.Namespace) -> int:
         "tls_server_name": args.grpc_server_name, "int_instructions": args.int_instructions,
         "agents": dict(args.agent), "election_id": args.election_id,
         "connect_timeout_s": args.connect_timeout,
-        "fec_target_residual": args.fec_target, "status_interval_s": args.interval}
+        "fec_target_residual": args.fec_target, "status_interval_s": args.interval,
+        "ecn": args.ecn}
     if args.program:
         kw["program"] = args.program
     try:
         cfg = RunConfig(**kw)  # type: ignore[arg-type]
         printer = ProgressPrinter()
-        ctl = Controller(cfg=cfg, progress=printer)
+        cls = Controller if cfg.ecn == EcnProfile() else _controller_class()
+        ctl = cls(cfg=cfg, progress=printer)
         ctl.start()
     except RunError as exc:
         print(f"controller: {exc}", file=sys.stderr)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from controller.intent import CollectorSpec, SinkMode
+from controller.intent import CollectorSpec, EcnProfile, SinkMode
 from controller.p4rt import Target
 
 from .errors import RunError
@@ -51,6 +51,8 @@ class RunConfig:
     export_interval_s: float = 1.0
     loss_bin_s: float = 1.0
     flow_capacity: int = 4096
+    # RED-style ECN marking on every egress port (DCQCN's congestion point); None: off
+    ecn: EcnProfile | None = field(default_factory=EcnProfile)
 
     def __post_init__(self) -> None:
         for name in ("report_port", "agent_port", "feedback_port"):
@@ -74,6 +76,11 @@ class RunConfig:
         if self.sink_mode is SinkMode.REPORT and not (self.collector_host or all(explicit)):
             raise RunError("--sink-mode report needs --collector-host HOST (the topology host that "
                            "receives Telemetry Reports) or --collector-ip/--collector-mac/--collector-at")
+        if self.ecn is not None and not (0 <= self.ecn.kmin_bytes <= self.ecn.kmax_bytes < 1 << 32
+                                         and 0 <= self.ecn.pmax <= 0xFFFF):
+            raise RunError(f"--ecn {self.ecn.kmin_bytes}:{self.ecn.kmax_bytes}:pmax "
+                           f"{self.ecn.pmax}/65536: need 0 <= KMIN <= KMAX < 2^32 and "
+                           "PMAX in 0..1")
         if self.sink_mode is SinkMode.REPORT and self.report_port == 0:
             raise RunError("--sink-mode report needs a fixed --report-port (the switches send there)")
 
@@ -89,3 +96,26 @@ class RunConfig:
     def state_file(self) -> Path:
         from .state import STATE_FILE
         return Path(self.out_dir) / STATE_FILE
+
+
+def parse_ecn(text: str) -> EcnProfile | None:
+    """``KMIN_BYTES:KMAX_BYTES:PMAX`` (PMAX a probability, e.g. 0.01) or ``off``.
+
+    Marking probability is 0 up to KMIN queued bytes, rises linearly to PMAX at KMAX
+    and is 1 from KMAX on (p4/README.md); PMAX is carried as a 16-bit fraction.
+    """
+    if text.strip().lower() == "off":
+        return None
+    parts = text.split(":")
+    try:
+        if len(parts) != 3:
+            raise ValueError
+        kmin, kmax, pmax = int(parts[0]), int(parts[1]), float(parts[2])
+    except ValueError:
+        raise RunError(f"--ecn {text!r}: expected KMIN_BYTES:KMAX_BYTES:PMAX, e.g. "
+                       "5000:200000:0.01, or off") from None
+    if not 0.0 <= pmax <= 1.0:
+        raise RunError(f"--ecn {text!r}: PMAX {pmax} is a probability, outside 0..1")
+    if not 0 <= kmin <= kmax < 1 << 32:
+        raise RunError(f"--ecn {text!r}: need 0 <= KMIN <= KMAX < 2^32 bytes")
+    return EcnProfile(kmin_bytes=kmin, kmax_bytes=kmax, pmax=min(0xFFFF, round(pmax * 65536)))
