@@ -8,7 +8,10 @@ Read as p4c's BMv2 runner reads them:
 * ``setdefault TABLE ACTION(...)``; ``packet PORT HEX``;
 * ``expect PORT [HEX]``: ``*`` nibbles are wildcards, a trailing ``$`` makes the
   expectation exact (otherwise the packet may be longer); packets are expected
-  per port in order and any packet nobody expected is a failure;
+  per port in order; a port named in some ``packet``/``expect`` line must get
+  exactly its expected packets, other ports are not watched (as with BMv2, which
+  has no interface for them) unless the runner is strict; ``expect PORT`` with
+  no data accepts any packets on that port;
 * ``mirroring_add SESSION PORT``, ``mc_mgrp_create GROUP``,
   ``mc_node_create RID PORT...``, ``mc_node_associate GROUP NODE``, ``wait``,
   ``check_counter``, ``remove all``; ``#`` comments.
@@ -129,10 +132,11 @@ def match_expected(expected: str, exact: bool, actual: bytes) -> bool:
 class StfRunner:
     """Runs STF commands against a `Switch` (see softswitch.api)."""
 
-    def __init__(self, switch: Any, *, trace: bool = False) -> None:
+    def __init__(self, switch: Any, *, trace: bool = False, strict: bool = False) -> None:
         self.switch = switch
         self.rt = switch.runtime
         self.trace = trace
+        self.strict = strict
         self._auto_priority = 1 << 20
 
     def _table_key(self, table: Any, name: str, where: str) -> int:
@@ -228,35 +232,63 @@ class StfRunner:
         table.insert(key, full, args, priority)
 
     def run(self, commands: list[StfCommand], filename: str = "<stf>") -> StfResult:
+        """Run every command, then compare outputs as p4c's BMv2 runner does.
+
+        Only ports named in a ``packet`` or ``expect`` line are watched (BMv2 has
+        no interface for the others, so their packets vanish); on a watched port
+        the packets must be exactly the expected ones, in order; ``expect PORT``
+        without data accepts any packets on that port.  With ``strict`` set, a
+        packet on a port nobody named is a failure too.
+        """
         res = StfResult()
         outputs: dict[int, list[bytes]] = defaultdict(list)
         expects: list[tuple[int, int, str | None, bool]] = []
+        watched: set[int] = set()
         for c in commands:
             where = f"{filename}:{c.line}"
+            if c.verb in ("packet", "expect") and c.args:
+                watched.add(self._port(c.args[0], where))
             try:
                 self._run_one(c, where, res, outputs, expects)
             except RuntimeApiError as exc:
                 raise StfError(f"{where}: {c.text}: {exc}") from exc
-        # compare per port, in order
-        by_port: dict[int, list[tuple[int, str | None, bool]]] = defaultdict(list)
+        by_port: dict[int, list[tuple[int, str, bool]]] = defaultdict(list)
+        any_ports: dict[int, int] = {}
         for line, port, data, exact in expects:
-            by_port[port].append((line, data, exact))
-        for port in sorted(set(by_port) | set(outputs)):
+            if data is None:
+                any_ports.setdefault(port, line)
+            else:
+                by_port[port].append((line, data, exact))
+        for port, line in any_ports.items():
+            if port in by_port:
+                raise StfError(f"{filename}:{line}: port {port} has expectations both with "
+                               "and without packet data")
+        for port in sorted(watched | (set(outputs) if self.strict else set())):
+            if port in any_ports:
+                res.packets_checked += len(outputs.get(port, []))
+                continue
             exp = by_port.get(port, [])
             got = outputs.get(port, [])
             for i, (line, data, exact) in enumerate(exp):
                 if i >= len(got):
-                    res.failures.append(f"{filename}:{line}: expected a packet on port {port}, none came"
-                                        + (f" (expected {data})" if data else ""))
+                    res.failures.append(f"{filename}:{line}: expected a packet on port {port}, "
+                                        f"none came (expected {data})")
                     continue
                 res.packets_checked += 1
-                if data is not None and not match_expected(data, exact, got[i]):
+                if not match_expected(data, exact, got[i]):
                     res.failures.append(f"{filename}:{line}: packet {i + 1} on port {port} differs:\n"
                                         f"  expected {data}{'$' if exact else ''}\n"
                                         f"  got      {got[i].hex()}")
             for j in range(len(exp), len(got)):
                 res.failures.append(f"{filename}: unexpected packet {j + 1} on port {port}: {got[j].hex()}")
         return res
+
+    @staticmethod
+    def _port(tok: str, where: str) -> int:
+        try:
+            return int(tok, 0)
+        except ValueError:
+            raise StfError(f"{where}: bad port {tok!r}") from None
 
     def _run_one(self, c: StfCommand, where: str, res: StfResult, outputs: dict[int, list[bytes]],
                  expects: list) -> None:
@@ -271,12 +303,13 @@ class StfRunner:
             full, args = self._action_args(table, aname, aargs, where)
             table.set_default(full, args)
         elif v == "packet":
-            if len(a) < 2:
-                raise StfError(f"{where}: packet PORT HEX")
+            if not a:
+                raise StfError(f"{where}: packet PORT [HEX]")
             data, _ = _hex_clean(a[1:])
             if "*" in data:
                 raise StfError(f"{where}: '*' in packet data")
-            outs, events = self.switch.process_packet(int(a[0], 0), bytes.fromhex(data), trace=self.trace)
+            outs, events = self.switch.process_packet(self._port(a[0], where), bytes.fromhex(data),
+                                                      trace=self.trace)
             res.packets_sent += 1
             if self.trace:
                 res.log.extend(e.format() for e in events)
@@ -286,10 +319,10 @@ class StfRunner:
             if not a:
                 raise StfError(f"{where}: expect PORT [HEX]")
             if len(a) == 1:
-                expects.append((c.line, int(a[0], 0), None, False))
+                expects.append((c.line, self._port(a[0], where), None, False))
             else:
                 data, exact = _hex_clean(a[1:])
-                expects.append((c.line, int(a[0], 0), data, exact))
+                expects.append((c.line, self._port(a[0], where), data, exact))
         elif v == "mirroring_add":
             self.rt.clone_session_set(int(a[0], 0), [int(a[1], 0)])
         elif v == "mc_mgrp_create":

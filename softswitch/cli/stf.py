@@ -18,6 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_program_args(p)
     p.add_argument("test", help="STF test file")
     p.add_argument("--trace", action="store_true", help="print the packet trace")
+    p.add_argument("--strict", action="store_true",
+                   help="also fail on packets sent to ports the test never names")
     p.set_defaults(func=main)
 
 
@@ -29,7 +31,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         with open(args.test, encoding="utf-8") as f:
             cmds = parse_stf(f.read(), args.test)
-        res = StfRunner(sw, trace=args.trace).run(cmds, args.test)
+        res = StfRunner(sw, trace=args.trace, strict=args.strict).run(cmds, args.test)
     except (SoftswitchError, OSError) as exc:
         print(f"{args.test}: error: {exc}", file=sys.stderr)
         return 2

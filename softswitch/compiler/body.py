@@ -348,16 +348,31 @@ class BodyCompiler(ExprCompiler):
         raise self.fail(e, f"built-in method {m}")
 
     # ---------------------------------------------------------------- externs
-    def field_list(self, data: A.Expression) -> tuple[list[str], list[int]]:
-        """Flatten a field list argument into (value codes, widths)."""
+    def field_list(self, data: A.Expression) -> tuple[list[str], list[int | str]]:
+        """Flatten a field list argument into (value codes, widths).
+
+        A width is an int, or the code of the current width of a varbit field
+        (as BMv2 does, a varbit contributes the bits it holds now: IPv4 options
+        in a header checksum)."""
         codes: list[str] = []
-        widths: list[int] = []
+        widths: list[int | str] = []
 
         def add(code: str, t: T.P4Type | None) -> None:
             t = strip(t)
             if isinstance(t, T.StructLikeType):
                 for fname, ft in t.fields:
+                    if isinstance(T.strip_newtype(ft), T.VarbitType):
+                        codes.append(f"{code}.{attr_name(fname)}")
+                        widths.append(f"{code}._vw_{attr_name(fname)}")
+                        continue
                     add(f"{code}.{attr_name(fname)}", ft)
+                return
+            if isinstance(t, T.VarbitType):
+                obj, _, fld = code.rpartition(".")
+                if not obj:
+                    raise self.fail(data, f"varbit value {code} in a field list")
+                codes.append(code)
+                widths.append(f"{obj}._vw_{fld}")
                 return
             if isinstance(t, T.StackType):
                 for i in range(t.size):
@@ -397,12 +412,18 @@ class BodyCompiler(ExprCompiler):
         name = self.algo_name(algo)
         fn = self.gen.hash_fn(name, algo)
         codes, widths = self.field_list(data)
-        total = sum(widths)
+        if any(isinstance(w, str) for w in widths):
+            packed = (f"{self.gen.fields_bytes_fn()}(({', '.join(codes)},), "
+                      f"({', '.join(str(w) for w in widths)},))")
+            if payload:
+                packed = f"({packed} + PK.payload)"
+            return f"{fn}({packed})"
+        total = sum(int(w) for w in widths)
         pad = (-total) & 7
         shift = total + pad
         terms = []
         for c, w in zip(codes, widths):
-            shift -= w
+            shift -= int(w)
             terms.append(f"({c} << {shift})" if shift else c)
         packed = f"({' | '.join(terms) or '0'}).to_bytes({(total + pad) // 8}, 'big')"
         if payload:

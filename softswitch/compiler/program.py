@@ -250,6 +250,11 @@ class ProgramGen(ParserCompiler):
         self.env[name] = hashes.HASH_ALGORITHMS[algo]
         return name
 
+    def fields_bytes_fn(self) -> str:
+        """Name of the packer for field lists whose widths are known only at run time."""
+        self.env["_fields_to_bytes"] = hashes.fields_to_bytes
+        return "_fields_to_bytes"
+
     def digest_queue(self, data: A.Expression) -> str:
         t = strip(data.type)
         name = getattr(t, "name", None) or "digest"

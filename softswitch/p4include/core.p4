@@ -2,6 +2,8 @@
  * "P4 core library").  Written for this project from the specification. */
 #ifndef CORE_P4_INCLUDED
 #define CORE_P4_INCLUDED
+/* the guard name p4c's core.p4 uses: programs test it with #ifdef */
+#define _CORE_P4_
 
 /* Standard parser errors; their order gives the error codes (NoError = 0). */
 error {

@@ -3,6 +3,8 @@
  * are the standard ones so unmodified v1model programs compile. */
 #ifndef V1MODEL_P4_INCLUDED
 #define V1MODEL_P4_INCLUDED
+/* the guard name p4c's v1model.p4 uses */
+#define _V1_MODEL_P4_
 
 #include <core.p4>
 

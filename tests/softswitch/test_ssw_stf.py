@@ -60,20 +60,43 @@ packet 0 13 00 13FF
     assert res.packets_sent == 3 and res.packets_checked == 2
 
 
+def run_strict(sw, text: str):
+    return StfRunner(sw, strict=True).run(parse_stf(text, "t.stf"), "t.stf")
+
+
 def test_failures_are_reported(sw):
     res = run(sw, """
 add tern 1 hdr.h.a:0x** hdr.h.c:0x0000/0 fwd(port:2, tag:1)
 setdefault tern fwd(port:5, tag:9)
 packet 0 00 00 0000
 expect 2 00 02 0000
-expect 4
+expect 4 00 00 0000
 """)
     assert not res.ok
     text = "\n".join(res.failures)
     assert "t.stf:5: packet 1 on port 2 differs" in text
     assert "t.stf:6: expected a packet on port 4, none came" in text
-    res = run(sw, "packet 0 00 00 0000\n")
+    # a port some line names is watched: an extra packet there fails
+    res = run(sw, "packet 2 00 00 0000\npacket 0 00 00 0000\n")
     assert res.failures and "unexpected packet 1 on port 2" in res.failures[0]
+
+
+def test_ports_are_watched_as_p4c_runner_does(sw):
+    """p4c's BMv2 runner opens interfaces only for ports its lines name: packets to
+    other ports are not seen; `expect PORT` without data takes any packets."""
+    sw.runtime.table("tern").set_default("Ing.fwd", [2, 7])
+    assert run(sw, "packet 0 00 00 0000\n").ok
+    res = run_strict(sw, "packet 0 00 00 0000\n")
+    assert res.failures and "unexpected packet 1 on port 2" in res.failures[0]
+    assert run(sw, "packet 0 00 00 0000\npacket 0 00 00 0000\nexpect 2\n").ok
+    assert run(sw, "expect 2\n").ok
+    with pytest.raises(StfError, match="both with and without packet data"):
+        run(sw, "expect 2\nexpect 2 00\n")
+
+
+def test_empty_packet_is_sent(sw):
+    res = run(sw, "packet 0\nexpect 0\n")
+    assert res.ok and res.packets_sent == 1
 
 
 def test_bad_files_raise(sw):
