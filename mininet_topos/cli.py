@@ -199,19 +199,31 @@ def _experiment(args: argparse.Namespace) -> int:
             print("interrupted; network torn down", file=sys.stderr)
             return 130
     if len(results) > 1:
-        print(f"{'variant':<28} {'goodput':>9} {'FCT p99':>9} {'queue':>6} {'drops':>6}  "
-              "lossy link")
+        from mininet_topos.experiment.runner import compare_row
+
+        print(f"{'variant':<22} {'goodput':>9} {'util':>5} {'FCT p50':>8} {'FCT p99':>8} "
+              f"{'queue':>5} {'q p50':>5} {'drops':>5} {'cuts':>5}  lossy link")
         for r in results:
             s = r.summary
+            row = compare_row(s)
             gp = (s.get("goodput_tx_bps_total") or 0.0) / 1e6
-            p99 = (s.get("fct_s") or {}).get("p99")
+            fct = s.get("fct_s") or {}
             q = (s.get("bottleneck_queue") or {}).get("max_pkts", 0)
-            drops = max((v["tail_drops"] for v in (s.get("switch_ports") or {}).values()),
-                        default=sum((s.get("queue_drops") or {}).values()))
+            drops = row["tail_drops"] if row["tail_drops"] is not None else sum(
+                (s.get("queue_drops") or {}).values())
             ll = s.get("lossy_link") or {}
             lossy = f"{ll['link']} {100 * ll['loss_rate']:.2f} %" if ll else "-"
-            fct = f"{1e3 * p99:7.0f}ms" if p99 is not None else f"{'-':>9}"
-            print(f"{r.spec.variant[:28]:<28} {gp:6.1f}M/s {fct} {q:>6} {drops:>6}  {lossy}")
+
+            def ms(v: float | None) -> str:
+                return f"{1e3 * v:6.0f}ms" if v is not None else f"{'-':>8}"
+
+            def num(v: Any, fmt: str = "") -> str:
+                return format(v, fmt) if v is not None else "-"
+
+            util = f"{100 * row['utilisation']:4.0f}%" if row["utilisation"] else "    -"
+            print(f"{r.spec.variant[:22]:<22} {gp:6.1f}M/s {util} {ms(fct.get('p50'))} "
+                  f"{ms(fct.get('p99'))} {q:>5} {num(row['queue_p50_busy_pkts'], '.0f'):>5} "
+                  f"{drops:>5} {num(row['rate_cuts']):>5}  {lossy}")
     print(f"results: {args.out.resolve()}")
     for r in results:
         for name, p in sorted(r.plots.items()):

@@ -19,6 +19,7 @@ __all__ = ["run_demo"]
 
 def run_demo(*, out: Path, switch: str | None = None, influx_url: str | None = None) -> int:
     from mininet_topos.experiment import load_spec, preset_path, run_specs, sigterm_as_interrupt
+    from mininet_topos.experiment.report import control_loop_lines
 
     (spec,) = load_spec(preset_path("demo"))
     if switch:
@@ -42,6 +43,8 @@ def run_demo(*, out: Path, switch: str | None = None, influx_url: str | None = N
             rate = f"{f['rate_bps'] / 1e6:.2f} Mbit/s" if f.get("rate_bps") else "-"
             print(f"  {f['src']:>9} -> {f['dst']:<9} path {'>'.join(f['path'])}  "
                   f"{f['samples']} records, HPCC rate {rate}")
+        for line in control_loop_lines(intel.get("collector")):
+            print(line)
     else:
         print(f"telemetry: per-port counters and queues of {len(s.get('queue_max_pkts', {}))} "
               f"switch ports sampled every {spec.sample_interval_s:g} s ({spec.switch}, no INT)")

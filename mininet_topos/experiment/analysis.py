@@ -80,6 +80,7 @@ def traffic_results(traffic_dir: Path, hosts: tuple[str, ...]) -> dict[str, Any]
                                              "goodput_rx_bps", "bytes_sent", "bytes_received",
                                              "interrupted")}
         ranks[host]["fct_s"] = d.get("fct_s")
+        ranks[host]["cc"] = d.get("cc")
         ep = d.get("endpoint", {})
         reqs = ep.get("requesters", {}) or {}
         ranks[host]["retx_pkts"] = sum(int(r.get("retx_pkts", 0)) for r in reqs.values())
@@ -101,10 +102,20 @@ def traffic_results(traffic_dir: Path, hosts: tuple[str, ...]) -> dict[str, Any]
                 if len(row) == len(columns):
                     rate_rows.append([host, int(qpn), *row])
         ranks[host]["start_s"] = base
+    ccs = [r["cc"] for r in ranks.values() if r.get("cc")]
+    senders_cc: dict[str, Any] = {
+        "mode": ccs[0]["mode"] if ccs else None,
+        "cnps_rx": sum(int(c.get("cnps_rx", 0)) for c in ccs)}
+    cut = [c for c in ccs if c.get("rate_cuts") is not None]
+    if cut:  # DCQCN in the senders
+        senders_cc.update(rate_cuts=sum(int(c["rate_cuts"]) for c in cut),
+                          cnps_applied=sum(int(c["cnps_applied"]) for c in cut),
+                          min_rate_bps=min(float(c["min_rate_bps"]) for c in cut))
     gp = [r.get("goodput_tx_bps") or 0.0 for r in ranks.values()]
     done = [r.get("completion_s") for r in ranks.values() if r.get("completion_s")]
     return {"ranks": ranks, "fct_rows": fct_rows, "rate_columns": columns,
             "rate_rows": rate_rows, "all_finished": all(r.get("finished") for r in ranks.values()),
+            "senders_cc": senders_cc,
             "goodput_tx_bps_total": float(sum(gp)),
             "completion_s_max": float(max(done)) if done else None}
 
@@ -211,5 +222,6 @@ def summarise(a: Analysis) -> dict[str, Any]:
         "completion_s_max": a.traffic["completion_s_max"],
         "all_finished": a.traffic["all_finished"],
         "fct_s": {"n": int(fct.size), **pct},
+        "senders_cc": a.traffic.get("senders_cc"),
         "ranks": a.traffic["ranks"],
     }

@@ -16,7 +16,16 @@ from .analysis import Analysis
 from .plots import plot_fct_cdf, plot_queues, plot_rates
 from .results import ResultsDir
 
-__all__ = ["format_summary", "write_analysis"]
+__all__ = ["LOOP_STAGES", "control_loop_lines", "format_summary", "write_analysis"]
+
+# the controller's control-loop latency figures (state file, ``collector`` section):
+# key -> what the interval covers
+LOOP_STAGES = (
+    ("loop_telemetry_to_decision_s", "telemetry -> decision"),
+    ("loop_telemetry_to_sent_s", "telemetry -> feedback sent"),
+    ("loop_decision_to_applied_s", "decision -> applied at sender"),
+    ("loop_telemetry_to_applied_s", "telemetry -> applied at sender"),
+)
 
 
 def write_analysis(res: ResultsDir, a: Analysis, *, meta: dict[str, Any]) -> dict[str, Path]:
@@ -75,6 +84,20 @@ def write_analysis(res: ResultsDir, a: Analysis, *, meta: dict[str, Any]) -> dic
     return plots
 
 
+def control_loop_lines(collector: dict[str, Any] | None) -> list[str]:
+    """The controller's control-loop latency, one line per stage it reported (each a
+    ``{count, p50, p99, max}`` in seconds, or None before the first sample)."""
+    lines = []
+    for key, what in LOOP_STAGES:
+        st = (collector or {}).get(key)
+        if not isinstance(st, dict) or not st.get("count"):
+            continue
+        lines.append(f"control loop {what}: p50 {1e3 * st['p50']:.1f} ms, p99 "
+                     f"{1e3 * st['p99']:.1f} ms, max {1e3 * st['max']:.1f} ms "
+                     f"({st['count']} samples)")
+    return lines
+
+
 def format_summary(summary: dict[str, Any], a: Analysis | None = None) -> list[str]:
     """A few lines for the terminal: lossy link, bottleneck queue, goodput, FCT."""
     lines = []
@@ -99,8 +122,14 @@ def format_summary(summary: dict[str, Any], a: Analysis | None = None) -> list[s
     gp = summary.get("goodput_tx_bps_total") or 0.0
     line = f"goodput (sum of ranks): {gp / 1e6:.1f} Mbit/s"
     if summary.get("goodput_limit_bps"):
-        line += f" of a {summary['goodput_limit_bps'] / 1e6:.0f} Mbit/s limit"
+        line += (f" of a {summary['goodput_limit_bps'] / 1e6:.0f} Mbit/s limit "
+                 f"({100 * gp / summary['goodput_limit_bps']:.0f} % utilisation)")
     lines.append(line)
+    cc = summary.get("senders_cc") or {}
+    if cc.get("rate_cuts") is not None:
+        lines.append(f"senders' DCQCN: {cc['cnps_rx']} CNPs received, {cc['rate_cuts']} rate "
+                     f"cuts, lowest rate {cc['min_rate_bps'] / 1e6:.2f} Mbit/s")
+    lines += control_loop_lines((summary.get("int") or {}).get("collector"))
     fct = summary.get("fct_s", {})
     if fct.get("n"):
         lines.append(f"messages: {fct['n']}, FCT p50 {1e3 * fct['p50']:.1f} ms, "

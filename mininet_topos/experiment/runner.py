@@ -272,11 +272,12 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
     """Run one spec; write ``out`` (see :mod:`.results` for the layout)."""
     res = ResultsDir(out)
     topo = apply_overrides(resolve_topology(spec.topology), spec)
-    if spec.cc != "none" and spec.switch == "linux-router":
-        log(f"note: cc={spec.cc} needs INT from P4 switches; on linux-router the senders keep "
+    if spec.cc == "hpcc" and spec.switch == "linux-router":
+        log("note: cc=hpcc needs INT from P4 switches; on linux-router the senders keep "
             "their start rate")
-    if spec.cc == "dcqcn" and spec.switch != "linux-router":
-        log("note: the controller runs HPCC only; cc=dcqcn runs without rate feedback")
+    if spec.cc == "dcqcn" and spec.switch == "linux-router":
+        log("note: cc=dcqcn needs ECN marking from P4 switches; kernel routers here do not "
+            "mark, so the senders' DCQCN sees no CNPs")
     logs = res.path / "logs"
     tdir = res.path / "traffic"
     tdir.mkdir(parents=True, exist_ok=True)
@@ -298,7 +299,8 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
                  python=python,
                  agent_hosts=spec.workload.hosts if spec.switch != "linux-router" else (),
                  feedback=spec.cc == "hpcc",
-                 fec_target=FEC_TARGET_RESIDUAL if fec_by_controller else 0.0) as tb:
+                 fec_target=FEC_TARGET_RESIDUAL if fec_by_controller else 0.0,
+                 ecn=spec.ecn.argument if spec.ecn is not None else None) as tb:
         log(f"network up in {time.time() - t_start:.1f} s; every switch programmed")
         ips = [topo.host(h).ipv4 for h in spec.workload.hosts]
         start_at = time.time() + START_DELAY_S + 0.3 * len(ips)
@@ -363,17 +365,22 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
     a.summary["switch_queues"] = sw_stats.queue_stats()
     res.write_csv("int_hops.csv", ["t_s", "node", "ifname", "backlog_pkts", "backlog_bytes",
                                    "drops"], int_rows)
+    limit = _goodput_limit_bps(spec, topo)
     meta = {"name": spec.name, "variant": spec.variant, "description": spec.description,
             "topology": topo.name, "switch": spec.switch, "cc": spec.cc,
-            "cc_applied": spec.cc == "none" or (spec.switch != "linux-router"
-                                                and spec.cc == "hpcc"),
+            # none: nothing to apply; hpcc: INT-driven feedback; dcqcn: the senders'
+            # reaction point on CNPs from the switches' ECN marks (P4 switches only)
+            "cc_applied": spec.cc == "none" or spec.switch != "linux-router",
+            "ecn": spec.ecn.argument if spec.ecn is not None else "default",
             "recovery": spec.recovery, "fec": spec.fec, "workload": spec.workload.kind,
             "hosts": list(spec.workload.hosts), "timed_out": timed_out,
-            "goodput_limit_bps": _goodput_limit_bps(spec, topo),
+            "goodput_limit_bps": limit,
             "fec_policy": ("controller" if fec_by_controller else "testbed") if fec_auto
             else "fixed", "fec_decisions": decisions, "wire": wire, "resources": resources, "spec": dict(spec.raw),
             "wall_s": time.time() - t_start}
-    a.summary.update({"goodput_limit_bps": meta["goodput_limit_bps"]})
+    a.summary.update({"goodput_limit_bps": limit,
+                      "utilisation": (a.summary.get("goodput_tx_bps_total") or 0.0) / limit
+                      if limit else None})
     plots = write_analysis(res, a, meta=meta)
     summary = json.loads(res.file("summary.json").read_text())
     summary.setdefault("switch_ports", a.summary.get("switch_ports", {}))
@@ -413,7 +420,7 @@ def run_specs(specs: list[ExperimentSpec], out: str | Path, *,
                          "fct_s": s.get("fct_s"), "bottleneck_queue": s.get("bottleneck_queue"),
                          "lossy_link": (s.get("lossy_link") or {}).get("link"),
                          "loss_rate": (s.get("lossy_link") or {}).get("loss_rate"),
-                         "cc_applied": s.get("cc_applied")})
+                         "cc_applied": s.get("cc_applied"), **compare_row(s)})
         res.write_json("summary.json", {"name": specs[0].name, "variants": rows})
         fcts = {}
         for r in results:
@@ -421,6 +428,27 @@ def run_specs(specs: list[ExperimentSpec], out: str | Path, *,
         plot_fct_cdf(fcts, res.file("fct_cdf.png"), title=f"{specs[0].name}: FCT CDF")
         _compare_plots(res, specs[0].name, results)
     return results
+
+
+def compare_row(s: dict[str, Any]) -> dict[str, Any]:
+    """A variant's congestion figures for the side-by-side table: utilisation, the
+    bottleneck's switch queue (median while busy, high water, tail drops: the P4
+    switches' own statistics) and the senders' CNPs and DCQCN cuts."""
+    ports = s.get("switch_ports") or {}
+    worst: tuple[str | None, dict[str, int]] = max(
+        ports.items(), key=lambda kv: (kv[1]["tail_drops"], kv[1]["queue_high_water"]),
+        default=(None, {}))
+    port = worst[0]
+    busy = None
+    if port is not None:
+        node, _, num = port.partition("/")
+        busy = (s.get("switch_queues") or {}).get(f"{node}/{node}-eth{num}")
+    cc = s.get("senders_cc") or {}
+    return {"utilisation": s.get("utilisation"), "switch_port": port,
+            "queue_p50_busy_pkts": busy["p50_busy_pkts"] if busy else None,
+            "queue_high_water_pkts": worst[1].get("queue_high_water"),
+            "tail_drops": worst[1].get("tail_drops"),
+            "cnps_rx": cc.get("cnps_rx"), "rate_cuts": cc.get("rate_cuts")}
 
 
 def _compare_plots(res: ResultsDir, name: str, results: list[RunResult]) -> None:

@@ -21,6 +21,8 @@ Format (YAML)::
       count: 2
       rate: 100M                # per-QP start rate
     cc: hpcc                    # none | dcqcn | hpcc
+    ecn: {kmin_bytes: 2000, kmax_bytes: 20000, pmax: 0.1}   # P4 switches' ECN marking
+                                # (default: the controller's, DCQCN's 5 KB / 200 KB / 1 %)
     recovery: fec               # gbn | sr | fec
     fec: auto                   # auto (the loss-map policy) or "K,M"
     duration_s: 60              # upper bound of the workload
@@ -50,6 +52,7 @@ __all__ = [
     "RECOVERY_MODES",
     "SWITCH_KINDS",
     "WORKLOADS",
+    "EcnSpec",
     "ExperimentSpec",
     "LinkOverride",
     "Workload",
@@ -66,7 +69,9 @@ WORKLOADS = ("p2p", "incast", "alltoall", "allreduce", "kvcache")
 _SIZE = re.compile(r"^(\d+[KMG]?|fixed:\d+[KMG]?|uniform:\d+[KMG]?:\d+[KMG]?|cdf:\S+)$")
 _RATE = re.compile(r"^\d+(\.\d+)?[KMG]?$")
 _TOP_KEYS = ("name", "topology", "switch", "links", "workload", "cc", "recovery", "fec",
-             "duration_s", "sample_interval_s", "seed", "sweep", "description", "program")
+             "duration_s", "sample_interval_s", "seed", "sweep", "description", "program",
+             "ecn")
+_ECN_KEYS = ("kmin_bytes", "kmax_bytes", "pmax")
 _WORKLOAD_KEYS = ("kind", "hosts", "size", "count", "qps", "rate", "mtu", "window",
                   "prefill", "timeout_s")
 _LINK_KEYS = ("delay_ms", "jitter_ms", "rate_mbps", "loss", "queue_pkts")
@@ -102,6 +107,21 @@ class Workload:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class EcnSpec:
+    """RED-style ECN marking on every P4 switch port (the congestion point of DCQCN):
+    no mark up to ``kmin_bytes`` queued, probability rising to ``pmax`` at
+    ``kmax_bytes``, every packet from there on.  Given to the controller as ``--ecn``."""
+
+    kmin_bytes: int
+    kmax_bytes: int
+    pmax: float
+
+    @property
+    def argument(self) -> str:
+        return f"{self.kmin_bytes}:{self.kmax_bytes}:{self.pmax:g}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ExperimentSpec:
     """One runnable experiment (no sweep left: see :func:`expand`)."""
 
@@ -118,6 +138,7 @@ class ExperimentSpec:
     seed: int = 1
     program: str = "p4/int_rocev2.p4"
     description: str = ""
+    ecn: EcnSpec | None = None   # None: the controller's default profile
     variant: str = ""         # "cc=hpcc,recovery=fec" for a sweep member, "" otherwise
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -229,6 +250,20 @@ def _workload(raw: Any) -> Workload:
     return Workload(**kw)
 
 
+def _ecn(raw: Any) -> EcnSpec:
+    raw = _check_keys("ecn", raw, _ECN_KEYS)
+    for key in _ECN_KEYS:
+        if key not in raw:
+            raise SpecError(f"{_where('ecn')}: missing {key!r} (give kmin_bytes, kmax_bytes "
+                            "and pmax)")
+    kmin = _number("ecn.kmin_bytes", raw["kmin_bytes"], 0, 2**32 - 1, integer=True)
+    kmax = _number("ecn.kmax_bytes", raw["kmax_bytes"], 0, 2**32 - 1, integer=True)
+    if kmax < kmin:
+        raise SpecError(f"{_where('ecn.kmax_bytes')} = {kmax}: below kmin_bytes ({kmin})")
+    return EcnSpec(kmin_bytes=kmin, kmax_bytes=kmax,
+                   pmax=_number("ecn.pmax", raw["pmax"], 0.0, 1.0))
+
+
 def spec_from_dict(raw: Any, *, base_dir: Path | None = None, variant: str = "") -> ExperimentSpec:
     """Check ``raw`` (a parsed spec without a sweep) and build the spec."""
     raw = _check_keys("top level", raw, _TOP_KEYS)
@@ -274,6 +309,8 @@ def spec_from_dict(raw: Any, *, base_dir: Path | None = None, variant: str = "")
     for key in ("description", "program"):
         if key in raw:
             kw[key] = str(raw[key])
+    if raw.get("ecn") is not None:
+        kw["ecn"] = _ecn(raw["ecn"])
     return ExperimentSpec(**kw)
 
 

@@ -77,5 +77,7 @@ def traffic_argv(spec: ExperimentSpec, *, python: str, rank: int, ips: list[str]
         argv += ["--prefill", str(w.prefill)]
     if spec.recovery == "fec" and spec.fec_km is not None:
         argv += ["--fec", "{},{}".format(*spec.fec_km)]
+    if spec.cc == "dcqcn":  # the senders' own reaction point, driven by CNPs
+        argv += ["--cc", "dcqcn"]
     argv += ["1"]  # a progress line per second in the log
     return argv

@@ -166,6 +166,47 @@ def test_flows_and_traffic_command_lines():
     incast = spec_from_dict({"name": "t", "topology": "two-dc",
                              "workload": {"kind": "incast", "hosts": ["h1", "h2", "h3"]}})
     assert [(x.src, x.dst) for x in flows(incast)] == [(1, 0), (2, 0)]
+    assert "--cc" not in argv
+    dcqcn = spec_from_dict({"name": "t", "topology": "two-dc", "cc": "dcqcn",
+                            "workload": {"kind": "incast", "hosts": ["h1", "h2", "h3"]}})
+    argv = traffic_argv(dcqcn, python="py", rank=1, ips=["a", "b", "c"], out=Path("o.json"),
+                        control=None, start_at=5.0)
+    assert argv[argv.index("--cc") + 1] == "dcqcn"
+
+
+def test_variant_rows_and_control_loop_lines():
+    from mininet_topos.experiment.report import control_loop_lines, format_summary
+    from mininet_topos.experiment.runner import compare_row
+
+    s = {"utilisation": 0.9,
+         "switch_ports": {"s1/9": {"queue_high_water": 64, "tail_drops": 700, "tx_packets": 9},
+                          "s2/1": {"queue_high_water": 3, "tail_drops": 0, "tx_packets": 9}},
+         "switch_queues": {"s1/s1-eth9": {"max_pkts": 64.0, "p50_busy_pkts": 61.0,
+                                          "busy_samples": 20.0}},
+         "senders_cc": {"mode": "dcqcn", "cnps_rx": 40, "rate_cuts": 12, "cnps_applied": 12,
+                        "min_rate_bps": 3e5}}
+    row = compare_row(s)
+    assert row == {"utilisation": 0.9, "switch_port": "s1/9", "queue_p50_busy_pkts": 61.0,
+                   "queue_high_water_pkts": 64, "tail_drops": 700, "cnps_rx": 40,
+                   "rate_cuts": 12}
+    assert compare_row({})["switch_port"] is None
+    coll = {"loop_telemetry_to_decision_s": {"count": 10, "p50": 0.002, "p99": 0.01,
+                                             "max": 0.02},
+            "loop_telemetry_to_sent_s": None,
+            "loop_decision_to_applied_s": {"count": 0, "p50": 0, "p99": 0, "max": 0},
+            "loop_telemetry_to_applied_s": {"count": 3, "p50": 0.004, "p99": 0.005,
+                                            "max": 0.005}}
+    assert control_loop_lines(coll) == [
+        "control loop telemetry -> decision: p50 2.0 ms, p99 10.0 ms, max 20.0 ms (10 samples)",
+        "control loop telemetry -> applied at sender: p50 4.0 ms, p99 5.0 ms, max 5.0 ms "
+        "(3 samples)"]
+    assert control_loop_lines(None) == [] and control_loop_lines({}) == []
+    lines = format_summary({**s, "goodput_tx_bps_total": 3.6e6, "goodput_limit_bps": 4e6,
+                            "int": {"collector": coll}})
+    assert "goodput (sum of ranks): 3.6 Mbit/s of a 4 Mbit/s limit (90 % utilisation)" in lines
+    assert ("senders' DCQCN: 40 CNPs received, 12 rate cuts, lowest rate 0.30 Mbit/s"
+            in lines)
+    assert lines[-1].startswith("control loop telemetry -> applied")
 
 
 def test_topology_type_is_unchanged_by_overrides(tmp_path):

@@ -77,6 +77,11 @@ def test_overrides_change_only_the_named_link():
     (_with(links={"s1:3-s5:3": {"delay": 3}}), ["links['s1:3-s5:3']", "'delay'", "delay_ms"]),
     ({"name": "t", "topology": "two-dc"}, ["workload", "missing"]),
     (_with(name="a b"), ["name", "'a b'"]),
+    (_with(ecn={"kmin_bytes": 5000}), ["ecn", "missing", "'kmax_bytes'"]),
+    (_with(ecn={"kmin_bytes": 5000, "kmax_bytes": 100, "pmax": 0.1}),
+     ["ecn.kmax_bytes", "100", "below kmin_bytes (5000)"]),
+    (_with(ecn={"kmin_bytes": 0, "kmax_bytes": 100, "pmax": 2}), ["ecn.pmax", "2", "outside"]),
+    (_with(ecn={"kmin_bytes": 0, "kmax_bytes": 100, "p": 0.1}), ["ecn", "'p'", "pmax"]),
 ])
 def test_bad_specs_name_field_and_value(raw, words):
     with pytest.raises(SpecError) as exc:
@@ -116,3 +121,11 @@ def test_cli_check_prints_every_variant(capsys):
     assert out.count("ok: incast_cc") == 3
     assert main(["check", "nope"]) == 1
     assert "neither a file nor a preset" in capsys.readouterr().err
+
+
+def test_ecn_profile_goes_to_the_controller_as_one_argument():
+    spec = spec_from_dict(_with(ecn={"kmin_bytes": 2000, "kmax_bytes": 20000, "pmax": 0.1}))
+    assert spec.ecn is not None and spec.ecn.argument == "2000:20000:0.1"
+    assert spec_from_dict(BASE).ecn is None
+    (none, dcqcn, hpcc) = load_spec(preset_path("incast_cc"))
+    assert none.ecn == dcqcn.ecn == hpcc.ecn and none.ecn.kmax_bytes == 20000
