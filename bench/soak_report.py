@@ -137,16 +137,23 @@ def format_report(rep: dict[str, Any]) -> list[str]:
                      f"{r['verdict']} ({r['worst']})")
     lines.append(f"memory: {rep['memory_verdict']}")
     q = rep.get("queues_max", {})
-    lines.append("controller queues (max over the run): export buffer "
+    lines.append("export queues (max over the run): buffer "
                  f"{q.get('export_buffered_lines', '-')} lines, queued "
                  f"{q.get('export_queued_batches', '-')} batches, spool "
                  f"{q.get('export_spool_batches', '-')} batches / "
-                 f"{q.get('export_spool_bytes', '-')} B; send failures "
-                 f"{q.get('export_send_failures', '-')}")
-    lines.append("drops:" if rep["drops"] else "drops: none")
+                 f"{q.get('export_spool_bytes', '-')} B")
+    lines.append(f"  send failures (retried) {q.get('export_send_failures', '-')}, collector "
+                 f"socket drops {q.get('socket_drops', '-')}, agent drops "
+                 f"{q.get('agent_dropped', '-')}")
+    lines.append("drops (by kind; places in report.json):" if rep["drops"] else "drops: none")
+    groups: dict[tuple[str, bool, str], list[dict[str, Any]]] = {}
     for d in rep["drops"]:
-        tag = "explained" if d["explained"] else "UNEXPLAINED"
-        lines.append(f"  {d['kind']:<24}{d['where']:<22}{d['count']:>8}  {tag}: {d['reason']}")
+        groups.setdefault((d["kind"], d["explained"], d["reason"]), []).append(d)
+    for (kind, explained, reason), ds in groups.items():
+        top = max(ds, key=lambda d: d["count"])
+        where = top["where"] if len(ds) == 1 else f"{len(ds)} places, top {top['where']}"
+        tag = "explained" if explained else "UNEXPLAINED"
+        lines.append(f"  {kind:<23}{sum(d['count'] for d in ds):>8}  {tag}: {reason} ({where})")
     ex = rep["export"]
     lines.append(f"export: {ex['written']} lines written, {ex['delivered']} delivered, "
                  f"{ex['pending']} pending at stop -> {ex['verdict']}")

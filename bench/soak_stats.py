@@ -125,7 +125,7 @@ class DropRow:
 
 # switch statistics, per port and per switch: counter -> (explained, reason)
 _PORT_COUNTERS = {
-    "tail_drops": (True, "egress queue full (congestion)"),
+    "tail_drops": (True, "queue full (congestion)"),
     "rx_dropped": (False, "receive overrun: switch behind"),
     "tx_errors": (False, "transmit errors"),
 }
@@ -136,12 +136,12 @@ _SWITCH_COUNTERS = {
     "no_such_port": (False, "egress port does not exist"),
     "pipeline_errors": (False, "pipeline errors"),
 }
-_COLLECTOR_COUNTERS = {
-    "reports_lost": "report sequence gaps",
-    "socket_drops": "kernel dropped: collector behind",
-    "listener_errors": "HPCC/loss listener raised",
-    "agent_lost_batches": "agent batches lost on the way",
-    "agent_dropped": "agent queue full, records dropped",
+_COLLECTOR_COUNTERS = {  # state-file key -> (kind, reason)
+    "reports_lost": ("report seq gaps", "reports lost switch -> collector"),
+    "socket_drops": ("collector socket", "kernel dropped: collector behind"),
+    "listener_errors": ("collector listener", "HPCC/loss listener raised"),
+    "agent_lost_batches": ("agent batches lost", "lost agent -> collector"),
+    "agent_dropped": ("agent records dropped", "the agent's queue was full"),
 }
 
 
@@ -165,12 +165,14 @@ def classify_drops(*, switch_stats: Mapping[str, Mapping[str, Any]],
             for key, (ok, why) in _PORT_COUNTERS.items():
                 n = int(p.get(key) or 0)
                 if n:
-                    rows.append(DropRow(kind=f"switch {key}", where=f"{sw}/{p.get('ifname')}",
+                    rows.append(DropRow(kind=f"switch {key.replace('_', ' ')}",
+                                        where=f"{sw}/{p.get('ifname')}",
                                         count=n, explained=ok, reason=why))
         for key, (ok, why) in _SWITCH_COUNTERS.items():
             n = int(st.get(key) or 0)
             if n:
-                rows.append(DropRow(kind=f"switch {key}", where=sw, count=n, explained=ok,
+                rows.append(DropRow(kind=f"switch {key.replace('_', ' ')}", where=sw, count=n,
+                                    explained=ok,
                                     reason=why))
     for link in sorted(wan):
         configured = float(wan_loss.get(link, 0.0))
@@ -180,7 +182,7 @@ def classify_drops(*, switch_stats: Mapping[str, Mapping[str, Any]],
                 rows.append(DropRow(
                     kind="wan loss", where=f"{link} {direction}", count=n,
                     explained=configured > 0,
-                    reason=(f"configured WAN loss ({100 * configured:.2f} %)"
+                    reason=(f"configured loss ({100 * configured:.2f} %)"
                             if configured > 0 else "WAN link configured lossless")))
             n = int(c.get("queue_drops") or 0)
             if n:
@@ -194,18 +196,18 @@ def classify_drops(*, switch_stats: Mapping[str, Mapping[str, Any]],
             continue
         link = str(r.get("link"))
         ok = _undirected(link) in lossy
-        rows.append(DropRow(kind="link loss (controller)", where=link, count=n, explained=ok,
-                            reason="configured WAN loss, seen by the loss map" if ok else
+        rows.append(DropRow(kind="loss map", where=link, count=n, explained=ok,
+                            reason="configured WAN loss" if ok else
                             f"{r.get('role', '?')} link configured lossless"))
-    for key, why in _COLLECTOR_COUNTERS.items():
+    for key, (kind, why) in _COLLECTOR_COUNTERS.items():
         n = int(collector.get(key) or 0)
         if n:
-            rows.append(DropRow(kind=f"collector {key}", where="controller", count=n,
-                                explained=False, reason=why))
+            rows.append(DropRow(kind=kind, where="controller", count=n, explained=False,
+                                reason=why))
     for reason, n in sorted((collector.get("malformed") or {}).items()):
         if int(n):
-            rows.append(DropRow(kind="collector malformed", where=str(reason), count=int(n),
-                                explained=False, reason="malformed datagrams"))
+            rows.append(DropRow(kind="malformed", where=str(reason), count=int(n),
+                                explained=False, reason="malformed telemetry"))
     n = int(collector.get("export_lines_rejected") or 0)
     if n:
         rows.append(DropRow(kind="export rejected", where="controller", count=n,
