@@ -5,6 +5,9 @@ ring buffer, copy every committed host record out in one step (numpy), queue the
 ``formats.agent_batch`` datagrams for the controller (bounded queue, drops counted,
 never blocks), and forward any rate/FEC feedback that arrived from the controller to
 the local traffic endpoint's control socket (``ebpf.feedback`` describes both sides).
+The endpoint confirms each record (applied at which PSN, or why not); the agent sends
+those confirmations back to the controller address the feedback came from, with the
+time it held the record, so the controller can measure its loop to "rate applied".
 
 Library use::
 
@@ -26,6 +29,7 @@ import argparse
 import dataclasses
 import errno
 import ipaddress
+import os
 import signal
 import socket
 import sys
@@ -40,7 +44,14 @@ from formats.agent_batch import AGENT_BATCH_UDP_PORT
 from formats.int_md import HOST_RECORD_DTYPE, INT_UDP_PORT
 
 from .errors import AgentError, ConfigError, EbpfError
-from .feedback import decode_feedback_datagram, feedback_to_lines
+from formats.feedback import CONFIRM_MAX_RECORDS, ConfirmStatus
+
+from .feedback import (
+    decode_feedback_datagram,
+    encode_confirmations,
+    feedback_lines,
+    parse_confirm_reply,
+)
 from .netns import in_netns
 from .records import SinkStat, format_flows
 from .shipper import BatchShipper, ShipperStats, udp_sender
@@ -65,6 +76,12 @@ class AgentConfig:
     control_socket: str | None = None
     """The traffic endpoint's UNIX datagram socket (None: feedback only counted)."""
     queue_batches: int = 256
+    confirm_timeout_s: float = 1.0
+    """A forwarded record the endpoint has not confirmed after this long is reported
+    ``UNCONFIRMED`` (an endpoint without confirmations)."""
+    max_pending: int = 4096
+    """Forwarded records awaiting the endpoint's answer; beyond it the oldest is
+    reported ``UNCONFIRMED``."""
     batch_records: int | None = None
     """Records per datagram (default: as many as fit, 132)."""
     sink: SinkConfig = dataclasses.field(default_factory=SinkConfig)
@@ -82,6 +99,10 @@ class AgentConfig:
             raise ConfigError(f"agent_id {self.agent_id}: expected a 32-bit value")
         if self.queue_batches < 1:
             raise ConfigError(f"queue_batches {self.queue_batches}: expected >= 1")
+        if not 0 < self.confirm_timeout_s <= 60:
+            raise ConfigError(f"confirm_timeout_s {self.confirm_timeout_s}: expected 0..60 s")
+        if self.max_pending < 1:
+            raise ConfigError(f"max_pending {self.max_pending}: expected >= 1")
 
 
 @dataclasses.dataclass(slots=True, kw_only=True, frozen=True)
@@ -95,6 +116,9 @@ class AgentStats:
     feedback_rejected: int
     feedback_undelivered: int
     sink: dict[SinkStat, int]
+    confirmations: dict[str, int] = dataclasses.field(default_factory=dict)
+    """Confirmations sent to the controller, by ``ConfirmStatus`` name."""
+    confirm_pending: int = 0
 
     def format_line(self) -> str:
         """One status line (< 80 columns)."""
@@ -117,6 +141,11 @@ class HostAgent:
         self._shipper: BatchShipper | None = None
         self._records = 0
         self._fb = {"datagrams": 0, "forwarded": 0, "rejected": 0, "undelivered": 0}
+        # (seq, qp) -> (flow_id, seq, decided_ns, received_ns, controller address)
+        self._pending: dict[tuple[int, int], tuple[int, int, int, int, tuple[str, int]]] = {}
+        # controller address -> confirmation rows not sent yet
+        self._confirm_out: dict[tuple[str, int], list[tuple[int, int, int, int, int, int]]] = {}
+        self._confirmed = {s.name: 0 for s in ConfirmStatus}
 
     # -- lifecycle -----------------------------------------------------------------
     def attach(self) -> Self:
@@ -131,9 +160,12 @@ class HostAgent:
                     self._fb_sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
                     self._fb_sock.bind(("0.0.0.0", cfg.feedback_port))
                     self._fb_sock.setblocking(False)
-            if cfg.control_socket is not None:
-                self._ctl_sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-                self._ctl_sock.setblocking(False)
+                if cfg.control_socket is not None:
+                    # an abstract address (per network namespace, hence made in the
+                    # host's) so the endpoint can answer with confirmations
+                    self._ctl_sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+                    self._ctl_sock.bind(f"\0ebpf-agent-{os.getpid()}-{os.urandom(6).hex()}")
+                    self._ctl_sock.setblocking(False)
             if self._ship_sock is not None and cfg.controller is not None:
                 self._shipper = BatchShipper(
                     udp_sender(self._ship_sock, cfg.controller), agent_id=cfg.agent_id,
@@ -171,7 +203,7 @@ class HostAgent:
     def read(self, timeout_s: float = 0.0, max_records: int = 1 << 16) -> np.ndarray:
         """Records since the last call (shipped too); relays pending feedback."""
         if timeout_s > 0:
-            extra = (self._fb_sock.fileno(),) if self._fb_sock is not None else ()
+            extra = tuple(s.fileno() for s in (self._fb_sock, self._ctl_sock) if s is not None)
             self._sink.wait(timeout_s, extra)
         ring = self._sink.read(0.0, max_records)
         self._records += ring.size
@@ -180,6 +212,8 @@ class HostAgent:
                 self._shipper.push(ring)
             self._shipper.flush()
         self._relay_feedback()
+        self._collect_confirmations()
+        self._send_confirmations()
         return ring
 
     def _relay_feedback(self) -> None:
@@ -187,20 +221,26 @@ class HostAgent:
             return
         while True:
             try:
-                data = self._fb_sock.recv(65535)
+                data, addr = self._fb_sock.recvfrom(65535)
             except (BlockingIOError, InterruptedError):
                 return
+            now = time.monotonic_ns()
             self._fb["datagrams"] += 1
             recs = decode_feedback_datagram(data)
             if recs is None:
                 self._fb["rejected"] += 1
                 continue
-            lines, rejected = feedback_to_lines(recs)
-            self._fb["rejected"] += rejected
+            lines, ok = feedback_lines(recs)
+            self._fb["rejected"] += int(recs.size - ok.sum())
+            for r in recs[~ok]:
+                self._confirm(addr, r, now, now, ConfirmStatus.INVALID)
             if not lines:
                 continue
+            fwd = recs[ok]
             if self._ctl_sock is None or self.config.control_socket is None:
                 self._fb["undelivered"] += len(lines)
+                for r in fwd:
+                    self._confirm(addr, r, now, now, ConfirmStatus.NO_ENDPOINT)
                 continue
             try:
                 self._ctl_sock.sendto(("\n".join(lines) + "\n").encode(),
@@ -213,6 +253,68 @@ class HostAgent:
                     raise AgentError(f"agent on {self.config.iface}: control socket "
                                      f"{self.config.control_socket}: {exc}") from None
                 self._fb["undelivered"] += len(lines)
+                status = (ConfirmStatus.ENDPOINT_BUSY if exc.errno in (errno.EAGAIN, errno.ENOBUFS)
+                          else ConfirmStatus.NO_ENDPOINT)
+                for r in fwd:
+                    self._confirm(addr, r, now, time.monotonic_ns(), status)
+                continue
+            for r in fwd:
+                key = (int(r["seq"]), int(r["flow_id"]))
+                self._pending.pop(key, None)   # a repeated seq: the newer one counts
+                self._pending[key] = (int(r["flow_id"]), int(r["seq"]), int(r["decided_ns"]),
+                                      now, addr)
+            while len(self._pending) > self.config.max_pending:
+                self._expire_one(ConfirmStatus.UNCONFIRMED)
+
+    def _confirm(self, addr: tuple[str, int], rec: np.ndarray, received_ns: int, done_ns: int,
+                 status: ConfirmStatus, applied_psn: int = 0) -> None:
+        self._confirm_out.setdefault(addr, []).append(
+            (int(rec["flow_id"]), int(rec["seq"]), int(rec["decided_ns"]),
+             max(0, done_ns - received_ns), applied_psn, int(status)))
+        self._confirmed[status.name] += 1
+
+    def _expire_one(self, status: ConfirmStatus) -> None:
+        key = next(iter(self._pending))
+        flow_id, seq, decided, received, addr = self._pending.pop(key)
+        self._confirm_out.setdefault(addr, []).append(
+            (flow_id, seq, decided, max(0, time.monotonic_ns() - received), 0, int(status)))
+        self._confirmed[status.name] += 1
+
+    def _collect_confirmations(self) -> None:
+        """Turn the endpoint's answers into confirmations; give up on old records."""
+        if self._ctl_sock is not None:
+            while True:
+                try:
+                    data = self._ctl_sock.recv(65536)
+                except (BlockingIOError, InterruptedError):
+                    break
+                now = time.monotonic_ns()
+                for seq, qp, status, psn in parse_confirm_reply(data) or ():
+                    entry = self._pending.pop((seq, qp), None)
+                    if entry is None:
+                        continue  # already given up on, or never asked
+                    flow_id, _seq, decided, received, addr = entry
+                    self._confirm_out.setdefault(addr, []).append(
+                        (flow_id, seq, decided, max(0, now - received),
+                         psn if status is ConfirmStatus.APPLIED else 0, int(status)))
+                    self._confirmed[status.name] += 1
+        limit = time.monotonic_ns() - int(self.config.confirm_timeout_s * 1e9)
+        while self._pending and next(iter(self._pending.values()))[3] < limit:
+            self._expire_one(ConfirmStatus.UNCONFIRMED)
+
+    def _send_confirmations(self) -> None:
+        if not self._confirm_out:
+            return
+        out, self._confirm_out = self._confirm_out, {}
+        if self._fb_sock is None:
+            return
+        for addr, rows in out.items():
+            for start in range(0, len(rows), CONFIRM_MAX_RECORDS):
+                buf = encode_confirmations(rows[start:start + CONFIRM_MAX_RECORDS]).tobytes()
+                try:
+                    self._fb_sock.sendto(buf, addr)
+                except OSError:
+                    pass  # the controller went away; confirmations are best effort
 
     def run(self, *, interval_s: float = 1.0, count: int | None = None,
             stop: threading.Event | None = None, out: TextIO | None = None,
@@ -247,7 +349,9 @@ class HostAgent:
                           feedback_forwarded=self._fb["forwarded"],
                           feedback_rejected=self._fb["rejected"],
                           feedback_undelivered=self._fb["undelivered"],
-                          sink=self._sink.stats())
+                          sink=self._sink.stats(),
+                          confirmations={k: v for k, v in self._confirmed.items() if v},
+                          confirm_pending=len(self._pending))
 
 
 # -- command line ----------------------------------------------------------------------

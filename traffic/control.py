@@ -16,12 +16,21 @@ more JSON objects, one per line (UTF-8).  Recognised objects:
     is closed first.  Both keys may be combined with ``rate_bps`` in one object.
 ``{"qp": "*", ...}``
     apply to every requester QP of the endpoint.
+``"seq": S`` (0..2^32-1, with any of the above)
+    ask for a confirmation: after the datagram is handled, the endpoint sends the
+    client's bound address one JSON object ``{"confirm": [...]}`` with one entry per
+    QP and ``seq``: ``{"seq": S, "qp": N, "status": "applied", "psn": P}``, P being
+    the requester's next PSN to send (the first packet paced at the new setting), or
+    ``{"seq": S, "qp": N, "status": "unknown_qp" | "rejected", "error": "..."}``.
+    The host agent binds an abstract address and turns the entries into
+    ``formats.feedback.CONFIRM_DTYPE`` records for the controller.
 ``{"cmd": "stats"}``
     ask for a snapshot; the reply (one JSON object) is sent back to the client's bound
     address, if it has one.
 
 A malformed line is counted and answered with ``{"error": "..."}`` when the client
-has an address; it never stops the endpoint.  :func:`send_control` is a small client.
+has an address (a confirmation entry with status "rejected" when the line carried a
+valid ``seq``); it never stops the endpoint.  :func:`send_control` is a small client.
 """
 from __future__ import annotations
 
@@ -33,9 +42,11 @@ from dataclasses import dataclass
 
 from traffic.errors import ControlError
 
-__all__ = ["ControlCommand", "ControlServer", "parse_control", "query_stats", "send_control"]
+__all__ = ["ControlCommand", "ControlReject", "ControlServer", "parse_control", "query_stats",
+           "send_control"]
 
 MAX_DATAGRAM = 65536
+SEQ_MAX = 0xFFFFFFFF
 
 
 @dataclass(slots=True, kw_only=True, frozen=True)
@@ -47,16 +58,42 @@ class ControlCommand:
     fec_k: int | None = None
     fec_m: int | None = None
     stats: bool = False
+    seq: int | None = None
+    """Feedback sequence to confirm (None: no confirmation asked)."""
+
+
+class ControlReject(str):
+    """An error message of one line; ``seq``/``qp`` are set when the line asked for a
+    confirmation, so the reply can name the feedback record it refuses."""
+
+    seq: int | None = None
+    qp: int | str | None = None
+
+
+def _reject(msg: str, obj: object) -> ControlReject:
+    r = ControlReject(msg)
+    if isinstance(obj, dict):
+        seq = obj.get("seq")
+        if isinstance(seq, int) and not isinstance(seq, bool) and 0 <= seq <= SEQ_MAX:
+            r.seq = seq
+            qp = obj.get("qp")
+            r.qp = qp if isinstance(qp, (int, str)) and not isinstance(qp, bool) else None
+    return r
 
 
 def _parse_obj(obj: object, where: str) -> ControlCommand:
     if not isinstance(obj, dict):
         raise ControlError(f"{where}: expected a JSON object, got {type(obj).__name__}")
-    unknown = set(obj) - {"qp", "rate_bps", "fec_k", "fec_m", "cmd"}
+    unknown = set(obj) - {"qp", "rate_bps", "fec_k", "fec_m", "cmd", "seq"}
     if unknown:
         raise ControlError(
-            f"{where}: unknown key(s) {sorted(unknown)}; known: qp, rate_bps, fec_k, fec_m, cmd"
+            f"{where}: unknown key(s) {sorted(unknown)}; known: qp, rate_bps, fec_k, fec_m, "
+            "seq, cmd"
         )
+    seq = obj.get("seq")
+    if seq is not None and (not isinstance(seq, int) or isinstance(seq, bool)
+                            or not 0 <= seq <= SEQ_MAX):
+        raise ControlError(f"{where}: seq={seq!r} outside 0..{SEQ_MAX}")
     if "cmd" in obj:
         if obj["cmd"] != "stats":
             raise ControlError(f"{where}: cmd={obj['cmd']!r} unknown; known: 'stats'")
@@ -85,27 +122,30 @@ def _parse_obj(obj: object, where: str) -> ControlCommand:
             raise ControlError(f"{where}: fec_m={m!r} outside 0..16")
     if rate is None and k is None:
         raise ControlError(f"{where}: nothing to set (give rate_bps and/or fec_k + fec_m)")
-    return ControlCommand(qp=qpn, rate_bps=rate, fec_k=k, fec_m=m)
+    return ControlCommand(qp=qpn, rate_bps=rate, fec_k=k, fec_m=m, seq=seq)
 
 
-def parse_control(data: bytes) -> tuple[list[ControlCommand], list[str]]:
+def parse_control(data: bytes) -> tuple[list[ControlCommand], list[ControlReject]]:
     """Parse one datagram: (commands, error messages), one entry per line."""
     cmds: list[ControlCommand] = []
-    errors: list[str] = []
+    errors: list[ControlReject] = []
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        return [], [f"control datagram: not UTF-8 ({e.reason} at byte {e.start})"]
+        return [], [ControlReject(f"control datagram: not UTF-8 ({e.reason} at byte {e.start})")]
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         where = f"control line {n}"
         try:
-            cmds.append(_parse_obj(json.loads(line), where))
+            obj = json.loads(line)
         except json.JSONDecodeError as e:
-            errors.append(f"{where}: invalid JSON ({e.msg} at column {e.colno})")
+            errors.append(ControlReject(f"{where}: invalid JSON ({e.msg} at column {e.colno})"))
+            continue
+        try:
+            cmds.append(_parse_obj(obj, where))
         except ControlError as e:
-            errors.append(str(e))
+            errors.append(_reject(str(e), obj))
     return cmds, errors
 
 
@@ -124,9 +164,10 @@ class ControlServer:
     def fileno(self) -> int:
         return self.sock.fileno()
 
-    def receive(self) -> list[tuple[list[ControlCommand], list[str], str | None]]:
-        """Drain pending datagrams: (commands, errors, reply address) per datagram."""
-        out: list[tuple[list[ControlCommand], list[str], str | None]] = []
+    def receive(self) -> list[tuple[list[ControlCommand], list[ControlReject], str | bytes | None]]:
+        """Drain pending datagrams: (commands, errors, reply address) per datagram; an
+        abstract client address comes as bytes (leading NUL)."""
+        out: list[tuple[list[ControlCommand], list[ControlReject], str | bytes | None]] = []
         while True:
             try:
                 data, addr = self.sock.recvfrom(MAX_DATAGRAM)
@@ -136,7 +177,7 @@ class ControlServer:
             self.errors += len(errs)
             out.append((cmds, errs, addr or None))
 
-    def reply(self, addr: str | None, obj: dict) -> None:
+    def reply(self, addr: str | bytes | None, obj: dict) -> None:
         if not addr:
             return
         try:

@@ -36,14 +36,14 @@ from typing import Self
 
 from formats import roce
 from formats.roce import ICRC_LEN, PSN_MASK, ROCEV2_UDP_PORT, Opcode
-from traffic.control import ControlServer
+from traffic.control import ControlCommand, ControlServer
 from traffic.emulation import DelayLine, LossModel, NoLoss
 from traffic.errors import ConfigError
 from traffic.qp_types import MessageRecord, QpConfig
 from traffic.requester import Requester
 from traffic.responder import Responder
 
-__all__ = ["Endpoint", "EndpointConfig", "EndpointCounters"]
+__all__ = ["Endpoint", "EndpointConfig", "EndpointCounters", "next_psn"]
 
 log = logging.getLogger("traffic")
 
@@ -102,6 +102,12 @@ class EndpointCounters:
     # a couple of ms, so this time is rate the QPs lose for good
     stalls: int = 0
     stall_s: float = 0.0
+
+
+def next_psn(req: Requester) -> int:
+    """PSN of the next new packet ``req`` will send: the first one paced at a setting
+    applied now (retransmissions of older PSNs may still follow)."""
+    return (req.start_psn + req._sent_up_to) & PSN_MASK  # noqa: SLF001 (no public accessor)
 
 
 class Endpoint:
@@ -272,33 +278,59 @@ class Endpoint:
 
     # -- control ---------------------------------------------------------------------
     def _control(self, now: float) -> None:
+        """Apply control datagrams; lines with a ``seq`` are confirmed to the client in
+        one ``{"confirm": [...]}`` reply per datagram (``traffic.control``)."""
         assert self.control is not None
         for cmds, errs, addr in self.control.receive():
             self.counters.control_msgs += 1
             self.counters.control_errors += len(errs)
+            confirm: list[dict] = []
             for e in errs:
                 log.warning("%s", e)
-                self.control.reply(addr, {"error": e})
+                if getattr(e, "seq", None) is not None:
+                    confirm.append({"seq": e.seq, "qp": e.qp, "status": "rejected",
+                                    "error": str(e)})
+                else:
+                    self.control.reply(addr, {"error": e})
             for cmd in cmds:
                 if cmd.stats:
                     self.control.reply(addr, self.stats(compact=True))
                     continue
-                qps = (list(self.requesters.values()) if cmd.qp is None
-                       else [self.requesters[cmd.qp]] if cmd.qp in self.requesters else [])
-                if not qps:
-                    msg = f"control: QP {cmd.qp} is not a requester QP of {self.cfg.ip}"
-                    self.counters.control_errors += 1
-                    self.control.reply(addr, {"error": msg})
-                    continue
-                for q in qps:
-                    try:
-                        if cmd.rate_bps is not None:
-                            q.set_rate(cmd.rate_bps, now)
-                        if cmd.fec_k is not None and cmd.fec_m is not None:
-                            q.set_fec(cmd.fec_k, cmd.fec_m, now)
-                    except ConfigError as e:
-                        self.counters.control_errors += 1
-                        self.control.reply(addr, {"error": str(e)})
+                self._apply_control(cmd, now, addr, confirm)
+            if confirm:
+                self.control.reply(addr, {"confirm": confirm})
+
+    def _apply_control(self, cmd: ControlCommand, now: float, addr: str | bytes | None,
+                       confirm: list[dict]) -> None:
+        assert self.control is not None
+        qps = (list(self.requesters.values()) if cmd.qp is None
+               else [self.requesters[cmd.qp]] if cmd.qp in self.requesters else [])
+        if not qps:
+            msg = f"control: QP {cmd.qp} is not a requester QP of {self.cfg.ip}"
+            self.counters.control_errors += 1
+            if cmd.seq is None:
+                self.control.reply(addr, {"error": msg})
+            else:
+                confirm.append({"seq": cmd.seq, "qp": "*" if cmd.qp is None else cmd.qp,
+                                "status": "unknown_qp", "error": msg})
+            return
+        for q in qps:
+            try:
+                if cmd.rate_bps is not None:
+                    q.set_rate(cmd.rate_bps, now)
+                if cmd.fec_k is not None and cmd.fec_m is not None:
+                    q.set_fec(cmd.fec_k, cmd.fec_m, now)
+            except ConfigError as e:
+                self.counters.control_errors += 1
+                if cmd.seq is None:
+                    self.control.reply(addr, {"error": str(e)})
+                else:
+                    confirm.append({"seq": cmd.seq, "qp": q.qpn, "status": "rejected",
+                                    "error": str(e)})
+                continue
+            if cmd.seq is not None:
+                confirm.append({"seq": cmd.seq, "qp": q.qpn, "status": "applied",
+                                "psn": next_psn(q)})
 
     # -- loop ------------------------------------------------------------------------
     def step(self, max_wait_s: float = 0.01) -> None:

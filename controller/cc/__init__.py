@@ -5,7 +5,9 @@ Pure numpy math, no I/O: ``HpccEngine`` (INT-driven HPCC) and ``DcqcnEngine`` /
 ``HopSamples`` batches; ``FluidSim`` is a small fluid model to exercise them.
 ``encode_feedback`` packs rate/FEC feedback records and ``FeedbackSender`` (the
 only I/O here) sends them to the host agents over UDP; ``controller.cc.loop.HpccLoop``
-is a collector listener tying telemetry, HPCC and feedback together.
+is a collector listener tying telemetry, HPCC and feedback together (its
+``CommitGate`` commits HPCC's reference rate only on telemetry sent after the agent
+confirmed the last committed rate applied).
 """
 from controller.cc.dcqcn import CnpGenerator, DcqcnEngine, DcqcnParams
 from controller.cc.errors import CcError, FlowIndexError, ParameterError, TelemetryError
@@ -17,10 +19,11 @@ from controller.cc.feedback import (
     encode_feedback,
     fec_to_wire,
 )
+from controller.cc.gate import CommitGate, GateParams, GateStats, psn_at_or_after
 from controller.cc.hpcc import HpccEngine, HpccParams, HpccStats, RateDecisions
 from controller.cc.latency import LatencySummary, LoopLatency
 from controller.cc.loop import FeedbackTarget, HpccLoop, LoopStats
-from controller.cc.sender import FeedbackSender, SenderStats
+from controller.cc.sender import Confirmations, FeedbackSender, SenderStats
 from controller.cc.sim import FluidNetwork, FluidSim
 from controller.cc.telemetry import (
     MAX_HOPS,
@@ -38,6 +41,8 @@ __all__ = [
     "V1MODEL_TS_MODULUS_NS",
     "CcError",
     "CnpGenerator",
+    "CommitGate",
+    "Confirmations",
     "DcqcnEngine",
     "DcqcnParams",
     "FeedbackSender",
@@ -45,6 +50,8 @@ __all__ = [
     "FlowIndexError",
     "FluidNetwork",
     "FluidSim",
+    "GateParams",
+    "GateStats",
     "HopSamples",
     "HpccEngine",
     "HpccLoop",
@@ -63,4 +70,5 @@ __all__ = [
     "encode_feedback",
     "fec_to_wire",
     "hop_samples_from_records",
+    "psn_at_or_after",
 ]

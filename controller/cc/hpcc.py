@@ -17,9 +17,11 @@ behaviour of its public ns-3 model, computed centrally from INT telemetry:
 With ``per_hop_rates`` the EWMA, Rc and stage are kept per hop and the flow takes
 the smallest hop rate, as the ns-3 model's MultiRate option does.
 
-The ns-3 model commits once per "window of sequence numbers"; a controller sees
-no send sequence, so the commit here is once per T of telemetry arrival time
-(``commit_mask`` lets a caller that knows PSNs decide instead).
+The ns-3 model commits once per "window of sequence numbers" (``lastUpdateSeq``);
+the engine alone commits once per T of telemetry arrival time, and ``commit_mask``
+lets a caller that knows PSNs decide instead: ``controller.cc.gate.CommitGate``
+(used by ``HpccLoop``) holds a flow's next commit until telemetry of a packet sent
+after the agent applied the last committed rate arrives.
 """
 from __future__ import annotations
 
@@ -95,6 +97,8 @@ class RateDecisions:
     """EWMA U of the flow after this sample."""
     updated: np.ndarray
     """False where the sample only primed the per-hop history (first sample, new path)."""
+    committed: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    """True where this sample committed Rc and the stage."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -107,6 +111,8 @@ class HpccStats:
     telemetry_to_decision: LatencySummary
     telemetry_to_sent: LatencySummary
     decision_to_applied: LatencySummary
+    telemetry_to_applied: LatencySummary | None = None
+    """Telemetry arrival -> rate applied at the sender (from agent confirmations)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -211,7 +217,8 @@ class HpccEngine:
                commit_mask: npt.ArrayLike | None = None) -> RateDecisions:
         """Apply one telemetry batch; return the rate of every row's flow after it.
 
-        ``commit_mask`` (bool per row) overrides the once-per-T commit of Rc.
+        ``commit_mask`` (bool per row) overrides the once-per-T commit of Rc: a row
+        commits where it is True and the sample measured a hop.
         """
         idx = self._check_idx(samples.flow_idx, "update")
         if np.any(~self.state.active[idx]):
@@ -223,7 +230,8 @@ class HpccEngine:
         n = len(samples)
         out = RateDecisions(flow_idx=idx.copy(), rate_bps=np.zeros(n),
                             bottleneck_hop=np.full(n, -1, dtype=np.int64),
-                            utilisation=np.zeros(n), updated=np.zeros(n, dtype=bool))
+                            utilisation=np.zeros(n), updated=np.zeros(n, dtype=bool),
+                            committed=np.zeros(n, dtype=bool))
         rounds = occurrence_rounds(idx)
         if len(rounds) == 1:  # every flow once: no copy of the batch needed
             self._update_unique(samples, rounds[0], out, commit)
@@ -295,6 +303,7 @@ class HpccEngine:
         out.bottleneck_hop[rows] = np.where(any_ok, hop, -1)
         out.utilisation[rows] = util
         out.updated[rows] = any_ok
+        out.committed[rows] = do_commit
 
     def _aggregate(self, f: np.ndarray, hops: int, any_ok: np.ndarray, u: np.ndarray,
                    dts_ns: np.ndarray, T: np.ndarray, do_commit: np.ndarray
@@ -376,7 +385,8 @@ class HpccEngine:
             flows_below_line_rate=int((s.active & (s.rate_bps < s.max_rate_bps)).sum()),
             telemetry_to_decision=lat["telemetry_to_decision"],
             telemetry_to_sent=lat["telemetry_to_sent"],
-            decision_to_applied=lat["decision_to_applied"])
+            decision_to_applied=lat["decision_to_applied"],
+            telemetry_to_applied=lat["telemetry_to_applied"])
 
     def _check_idx(self, flow_idx: npt.ArrayLike, where: str) -> np.ndarray:
         idx = np.asarray(flow_idx, dtype=np.int64).ravel()

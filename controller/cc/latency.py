@@ -1,8 +1,15 @@
-"""Control-loop latency: telemetry arrival -> rate decided -> rate applied.
+"""Control-loop latency: telemetry arrival -> rate decided -> sent -> rate applied.
 
 Kept in bounded numpy rings (no per-sample Python objects) so recording costs a
 slice assignment per batch. The engines record arrival->decision; whoever sends
-feedback to the sender's agent records decision->applied when the agent confirms.
+feedback records the send with the records' ``seq`` and, when an agent confirms a
+record, its round trip.  The controller and the agents share no clock: the agent
+reports how long it held the record (``hold_ns``, a duration), so
+
+    sent -> applied  ~=  (round trip - hold) / 2 + hold
+
+(half the network round trip out, then the agent's hold, which ends when the
+endpoint's answer reached the agent: the applied moment lies inside it).
 """
 from __future__ import annotations
 
@@ -77,18 +84,31 @@ class LoopLatency:
 
     n_flows: int
     capacity: int = 65536
+    seq_capacity: int = 1 << 16
+    """Feedback records remembered (by ``seq``) until their confirmation."""
     decide: LatencyRing = field(init=False)
     sent: LatencyRing = field(init=False)
     apply: LatencyRing = field(init=False)
+    telemetry_apply: LatencyRing = field(init=False)
     _last_decided_ns: np.ndarray = field(init=False, repr=False)
     _last_arrival_ns: np.ndarray = field(init=False, repr=False)
+    _seq_tag: np.ndarray = field(init=False, repr=False)
+    _seq_decided_ns: np.ndarray = field(init=False, repr=False)
+    _seq_arrival_ns: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        if self.seq_capacity <= 0 or self.seq_capacity & (self.seq_capacity - 1):
+            raise ParameterError(
+                f"LoopLatency.seq_capacity = {self.seq_capacity} must be a power of two")
         self.decide = LatencyRing(capacity=self.capacity)
         self.sent = LatencyRing(capacity=self.capacity)
         self.apply = LatencyRing(capacity=self.capacity)
+        self.telemetry_apply = LatencyRing(capacity=self.capacity)
         self._last_decided_ns = np.full(self.n_flows, -1, dtype=np.int64)
         self._last_arrival_ns = np.full(self.n_flows, -1, dtype=np.int64)
+        self._seq_tag = np.full(self.seq_capacity, -1, dtype=np.int64)
+        self._seq_decided_ns = np.zeros(self.seq_capacity, dtype=np.int64)
+        self._seq_arrival_ns = np.zeros(self.seq_capacity, dtype=np.int64)
 
     def record_decided(self, flow_idx: np.ndarray, arrival_ns: np.ndarray,
                        decided_ns: int) -> None:
@@ -98,12 +118,42 @@ class LoopLatency:
         self._last_decided_ns[flow_idx] = decided_ns
         self._last_arrival_ns[flow_idx] = arrival
 
-    def record_sent(self, flow_idx: npt.ArrayLike, sent_ns: int) -> None:
+    def record_sent(self, flow_idx: npt.ArrayLike, sent_ns: int,
+                    seq: npt.ArrayLike | None = None) -> None:
         """Feedback for ``flow_idx`` left for the agents at ``sent_ns``: records the
-        telemetry-to-wire latency of the telemetry that led to it."""
+        telemetry-to-wire latency of the telemetry that led to it, and remembers the
+        decision behind each record ``seq`` for its confirmation."""
         idx = np.asarray(flow_idx, dtype=np.int64)
         last = self._last_arrival_ns[idx]
         self.sent.add((sent_ns - last)[last >= 0])
+        if seq is not None:
+            s = np.asarray(seq, dtype=np.int64)
+            ok = last >= 0
+            slot = s[ok] & (self.seq_capacity - 1)
+            self._seq_tag[slot] = s[ok]
+            self._seq_decided_ns[slot] = self._last_decided_ns[idx[ok]]
+            self._seq_arrival_ns[slot] = last[ok]
+
+    def record_confirmed(self, seq: npt.ArrayLike, sent_ns: npt.ArrayLike,
+                         received_ns: npt.ArrayLike, hold_ns: npt.ArrayLike) -> int:
+        """Confirmations of records ``seq`` (sent at ``sent_ns``, confirmation received
+        at ``received_ns``, both on this clock; ``hold_ns`` on the agent's): adds
+        decision -> applied and telemetry -> applied samples; returns how many records
+        were known (sent through ``record_sent`` and not overwritten since)."""
+        s = np.asarray(seq, dtype=np.int64).ravel()
+        sent = np.broadcast_to(np.asarray(sent_ns, dtype=np.int64), s.shape)
+        recv = np.broadcast_to(np.asarray(received_ns, dtype=np.int64), s.shape)
+        hold = np.broadcast_to(np.asarray(hold_ns, dtype=np.int64), s.shape)
+        slot = s & (self.seq_capacity - 1)
+        ok = self._seq_tag[slot] == s
+        if not ok.any():
+            return 0
+        one_way = (np.maximum(recv - sent - hold, 0) // 2 + hold)[ok]
+        applied = sent[ok] + one_way
+        self.apply.add(applied - self._seq_decided_ns[slot[ok]])
+        self.telemetry_apply.add(applied - self._seq_arrival_ns[slot[ok]])
+        self._seq_tag[slot[ok]] = -1   # one sample per record
+        return int(ok.sum())
 
     def record_applied(self, flow_idx: npt.ArrayLike, applied_ns: npt.ArrayLike) -> None:
         """The sender's agent confirmed the rate of ``flow_idx`` applied at ``applied_ns``."""
@@ -114,8 +164,9 @@ class LoopLatency:
         self.apply.add((applied - last)[ok])
 
     def summary(self) -> dict[str, LatencySummary]:
-        """``telemetry_to_decision``, ``telemetry_to_sent`` (feedback on the wire) and
-        ``decision_to_applied`` (when agents confirm)."""
+        """``telemetry_to_decision``, ``telemetry_to_sent`` (feedback on the wire),
+        ``decision_to_applied`` and ``telemetry_to_applied`` (when agents confirm)."""
         return {"telemetry_to_decision": self.decide.summary(),
                 "telemetry_to_sent": self.sent.summary(),
-                "decision_to_applied": self.apply.summary()}
+                "decision_to_applied": self.apply.summary(),
+                "telemetry_to_applied": self.telemetry_apply.summary()}

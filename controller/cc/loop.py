@@ -6,6 +6,13 @@ for the first time (or reused by the collector for another flow) is resolved onc
 through ``resolve`` -- topology knowledge the controller has: which agent serves
 the sender, the sender's QP number, its line rate -- then the engine updates and
 changed rates go out through the ``FeedbackSender``.
+
+Commits of HPCC's reference rate go through a ``CommitGate``: once a committed
+rate was sent to an agent that confirms, the flow's next commit waits for telemetry
+of a packet sent after the rate was applied (the confirmation's ``applied_psn``).
+``poll_confirmations`` (call it when ``fileno()`` is readable, e.g. through
+``Collector.add_reader``) reads the agents' confirmations, opens gates and records
+the loop latency up to "rate applied".
 """
 from __future__ import annotations
 
@@ -15,9 +22,11 @@ from typing import Any
 
 import numpy as np
 
+from controller.cc.gate import CommitGate, GateParams
 from controller.cc.hpcc import HpccEngine
 from controller.cc.sender import FeedbackSender
 from controller.cc.telemetry import HopSamples
+from formats.feedback import ConfirmStatus
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -41,6 +50,8 @@ class LoopStats:
     flows_started: int = 0
     flows_unresolved: int = 0
     records_sent: int = 0
+    confirmations: int = 0
+    confirmations_applied: int = 0
 
 
 @dataclass(slots=True, kw_only=True)
@@ -50,7 +61,9 @@ class HpccLoop:
     engine: HpccEngine
     sender: FeedbackSender
     resolve: Resolver
+    gate_params: GateParams = field(default_factory=GateParams)
     stats: LoopStats = field(default_factory=LoopStats)
+    gate: CommitGate = field(init=False)
     _key: np.ndarray = field(init=False, repr=False)
     _resolved: np.ndarray = field(init=False, repr=False)
     _feed: Callable[[Any, np.ndarray], HopSamples] = field(init=False, repr=False)
@@ -60,6 +73,7 @@ class HpccLoop:
         self._feed = hop_samples
         self._key = np.full((self.engine.n_flows, 4), -1, dtype=np.int64)
         self._resolved = np.zeros(self.engine.n_flows, dtype=bool)
+        self.gate = CommitGate(n_flows=self.engine.n_flows, params=self.gate_params)
 
     def __call__(self, batch: Any, flow_slots: np.ndarray) -> None:
         samples_rec = batch.samples
@@ -86,20 +100,52 @@ class HpccLoop:
                                     base_rtt_s=target.base_rtt_s,
                                     now_ns=int(samples_rec["arrival_ns"][i]))
             self.sender.bind_flow(s, agent=target.agent, flow_id=target.flow_id)
+            self.gate.reset([s])
             self.stats.flows_started += 1
         use = ok & self.engine.state.active[safe]
         if not use.any():
             return
         hs = self._feed(batch, np.where(ok, slots, 0))
-        hs = hs.take(np.flatnonzero(use))
-        d = self.engine.update(hs)
+        rows = np.flatnonzero(use)
+        hs = hs.take(rows)
+        st = self.engine.state
+        mask = self.gate.commit_mask(hs.flow_idx, psn=samples_rec["psn"][rows],
+                                     has_psn=samples_rec["has_bth"][rows] != 0,
+                                     arrival_ns=hs.arrival_ns, last_commit_ns=st.last_commit_ns,
+                                     base_rtt_ns=st.base_rtt_ns)
+        d = self.engine.update(hs, commit_mask=mask)
         # one record per flow: its last measured decision of the batch
         upd = np.flatnonzero(d.updated)
         if upd.size:
             f = d.flow_idx[upd]
             last = upd[f.size - 1 - np.unique(f[::-1], return_index=True)[1]]
             self.stats.records_sent += self.sender.send(d.flow_idx[last], d.rate_bps[last])
-            if self.sender.last_sent.size:
-                self.engine.latency.record_sent(self.sender.last_sent, self.sender.last_sent_ns)
+            sent = self.sender.last_sent
+            if sent.size:
+                self.engine.latency.record_sent(sent, self.sender.last_sent_ns,
+                                                seq=self.sender.last_seq)
+                # committed flows whose record went out wait for fresh telemetry
+                done = np.isin(sent, d.flow_idx[d.committed])
+                if done.any():
+                    self.gate.arm(sent[done], self.sender.last_seq[done],
+                                  int(hs.arrival_ns.max()))
         self.stats.batches += 1
         self.stats.samples += int(d.flow_idx.size)
+
+    def fileno(self) -> int:
+        """Readable when agents' confirmations are waiting (``poll_confirmations``)."""
+        return self.sender.fileno()
+
+    def poll_confirmations(self) -> int:
+        """Read the agents' confirmations: loop latency to "rate applied", commit gates
+        opened at the applied PSN.  Returns how many were matched to records sent."""
+        c = self.sender.receive_confirmations()
+        if not len(c):
+            return 0
+        applied = c.status == ConfirmStatus.APPLIED
+        self.engine.latency.record_confirmed(c.seq[applied], c.sent_ns[applied],
+                                             c.received_ns[applied], c.hold_ns[applied])
+        self.gate.confirm(c.flow_idx, c.seq, c.applied_psn, applied)
+        self.stats.confirmations += len(c)
+        self.stats.confirmations_applied += int(applied.sum())
+        return len(c)

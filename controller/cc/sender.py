@@ -5,6 +5,11 @@ their agent's address, records are packed into datagrams of at most
 ``max_records`` (43 x 32 B fits a 1500-byte MTU), and a flow whose rate moved
 by less than ``min_change_fraction`` since its last feedback (and whose FEC is
 unchanged) is skipped, so steady flows cost nothing on the wire.
+
+Agents answer each record with a confirmation (``formats.feedback.CONFIRM_DTYPE``)
+sent back to this socket; ``receive_confirmations`` drains them without blocking
+(``fileno`` lets a selector wake on them) and matches each to the flow row it was
+sent for.  Agents that do not confirm cost nothing: no confirmation, no sample.
 """
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ import numpy.typing as npt
 
 from controller.cc.errors import FlowIndexError, ParameterError
 from controller.cc.feedback import encode_feedback
+from formats.feedback import CONFIRM_DTYPE, ConfirmStatus
 
 
 @dataclass(slots=True, kw_only=True)
@@ -27,6 +33,29 @@ class SenderStats:
     records: int = 0
     suppressed: int = 0
     send_errors: int = 0
+    confirmations: dict[str, int] = field(default_factory=dict)
+    """Confirmations matched to a record sent, by ``ConfirmStatus`` name."""
+    confirm_unmatched: int = 0
+    """Confirmations naming no record we remember (too old, or not ours)."""
+    confirm_malformed: int = 0
+    """Datagrams on the feedback socket that are not whole confirmation records."""
+
+
+@dataclass(slots=True, kw_only=True)
+class Confirmations:
+    """Confirmations matched to the records they answer (one entry each)."""
+
+    flow_idx: np.ndarray
+    seq: np.ndarray
+    sent_ns: np.ndarray
+    """Our clock when the record was sent (echoed ``decided_ns``)."""
+    received_ns: np.ndarray
+    hold_ns: np.ndarray
+    applied_psn: np.ndarray
+    status: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.flow_idx.size)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -36,6 +65,8 @@ class FeedbackSender:
     n_flows: int
     min_change_fraction: float = 0.01
     max_records: int = 43
+    log_capacity: int = 1 << 16
+    """Records remembered (by ``seq``) to match confirmations; a power of two."""
     clock_ns: Callable[[], int] = time.monotonic_ns
     stats: SenderStats = field(default_factory=SenderStats)
     _sock: socket.socket | None = field(init=False, default=None, repr=False)
@@ -44,8 +75,12 @@ class FeedbackSender:
     _last_rate: np.ndarray = field(init=False, repr=False)
     _last_fec: np.ndarray = field(init=False, repr=False)
     _seq: int = field(init=False, default=0)
+    _log_seq: np.ndarray = field(init=False, repr=False)
+    _log_row: np.ndarray = field(init=False, repr=False)
     last_sent: np.ndarray = field(init=False, repr=False)
     """Flow rows that got a record in the last ``send`` call."""
+    last_seq: np.ndarray = field(init=False, repr=False)
+    """The ``seq`` of each of those records."""
     last_sent_ns: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
@@ -56,6 +91,12 @@ class FeedbackSender:
                 f"FeedbackSender.min_change_fraction = {self.min_change_fraction} not in [0, 1)")
         if not 1 <= self.max_records <= 2000:
             raise ParameterError(f"FeedbackSender.max_records = {self.max_records} not in 1..2000")
+        if self.log_capacity <= 0 or self.log_capacity & (self.log_capacity - 1):
+            raise ParameterError(
+                f"FeedbackSender.log_capacity = {self.log_capacity} must be a power of two")
+        self._log_seq = np.full(self.log_capacity, -1, dtype=np.int64)
+        self._log_row = np.zeros(self.log_capacity, dtype=np.int64)
+        self.last_seq = np.zeros(0, dtype=np.int64)
         self._agent = [None] * self.n_flows
         self._flow_id = np.zeros(self.n_flows, dtype=np.int64)
         self._last_rate = np.full(self.n_flows, -1.0)
@@ -72,6 +113,56 @@ class FeedbackSender:
         if self._sock is not None:
             self._sock.close()
             self._sock = None
+
+    @property
+    def sock(self) -> socket.socket:
+        """The UDP socket feedback leaves from and confirmations come back to
+        (opened on first use, non-blocking)."""
+        if self._sock is None:
+            self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            self._sock.setblocking(False)
+        return self._sock
+
+    def fileno(self) -> int:
+        """For selectors: readable when confirmations are waiting."""
+        return self.sock.fileno()
+
+    def receive_confirmations(self, max_datagrams: int = 1024) -> Confirmations:
+        """Drain confirmations (non-blocking) and match them to the records sent."""
+        bufs: list[bytes] = []
+        sock = self.sock
+        size = CONFIRM_DTYPE.itemsize
+        for _ in range(max_datagrams):
+            try:
+                data = sock.recv(65535)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:   # e.g. ICMP port unreachable from an agent that is gone
+                continue
+            if not data or len(data) % size:
+                self.stats.confirm_malformed += 1
+                continue
+            bufs.append(data)
+        now = int(self.clock_ns())
+        rec = np.frombuffer(b"".join(bufs), CONFIRM_DTYPE)
+        seq = rec["seq"].astype(np.int64)
+        slot = seq & (self.log_capacity - 1)
+        row = self._log_row[slot]
+        ok = (self._log_seq[slot] == seq) & (self._flow_id[row] == rec["flow_id"])
+        self.stats.confirm_unmatched += int(ok.size - ok.sum())
+        rec, seq, row = rec[ok], seq[ok], row[ok]
+        status = rec["status"].astype(np.int64)
+        for code, count in zip(*np.unique(status, return_counts=True), strict=True):
+            try:
+                name = ConfirmStatus(int(code)).name
+            except ValueError:
+                name = f"status_{int(code)}"
+            self.stats.confirmations[name] = self.stats.confirmations.get(name, 0) + int(count)
+        return Confirmations(flow_idx=row, seq=seq,
+                             sent_ns=rec["decided_ns"].astype(np.int64),
+                             received_ns=np.full(row.size, now, dtype=np.int64),
+                             hold_ns=rec["hold_ns"].astype(np.int64),
+                             applied_psn=rec["applied_psn"].astype(np.int64), status=status)
 
     def bind_flow(self, flow_idx: int, *, agent: tuple[str, int], flow_id: int) -> None:
         """Feedback for row ``flow_idx`` goes to ``agent`` as the agent's ``flow_id`` (QP)."""
@@ -122,30 +213,35 @@ class FeedbackSender:
         self.stats.suppressed += int(idx.size - go.sum())
         sel = np.flatnonzero(go)
         self.last_sent = np.zeros(0, dtype=np.int64)
+        self.last_seq = np.zeros(0, dtype=np.int64)
         if sel.size == 0:
             return 0
-        if self._sock is None:
-            self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock = self.sock
         now = int(self.clock_ns())
         by_agent: dict[tuple[str, int], list[int]] = {}
         for j in sel:  # group by destination: one dict entry per agent, not per packet
             by_agent.setdefault(self._agent[idx[j]], []).append(int(j))  # type: ignore[arg-type]
         sent = 0
         sent_rows: list[np.ndarray] = []
+        sent_seqs: list[np.ndarray] = []
         for agent, rows_list in by_agent.items():
             rows = np.asarray(rows_list)
             for start in range(0, rows.size, self.max_records):
                 r = rows[start:start + self.max_records]
-                seq = self._seq + np.arange(r.size)
+                seq = (self._seq + np.arange(r.size, dtype=np.int64)) & 0xFFFFFFFF
                 self._seq = (self._seq + r.size) & 0xFFFFFFFF
                 buf = encode_feedback(flow_id=self._flow_id[idx[r]], seq=seq, decided_ns=now,
                                       rate_bps=np.where(moved[r], rate[r], 0.0),
                                       fec_k=k[r], fec_m=m[r], flags=fl[r])
                 try:
-                    self._sock.sendto(buf, agent)
+                    sock.sendto(buf, agent)
                 except OSError:
                     self.stats.send_errors += 1
                     continue
+                slot = seq & (self.log_capacity - 1)
+                self._log_seq[slot] = seq
+                self._log_row[slot] = idx[r]
+                sent_seqs.append(seq)
                 self.stats.datagrams += 1
                 self.stats.records += int(r.size)
                 sent += int(r.size)
@@ -155,5 +251,6 @@ class FeedbackSender:
                 self._last_fec[idx[r], 1] = np.where(k[r] > 0, m[r], self._last_fec[idx[r], 1])
         if sent_rows:
             self.last_sent = np.concatenate(sent_rows)
+            self.last_seq = np.concatenate(sent_seqs)
             self.last_sent_ns = int(self.clock_ns())
         return sent

@@ -36,6 +36,13 @@ from formats.telemetry_report import REPORT_UDP_PORT
 log = logging.getLogger("controller.int")
 
 Listener = Callable[[DecodedBatch, np.ndarray], None]
+Reader = Callable[[], object]
+"""Called on the collector thread when its file object is readable; it reads itself."""
+
+
+@dataclass(frozen=True, slots=True)
+class _ReaderKey:
+    callback: Reader
 SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
 
 
@@ -134,6 +141,7 @@ class Collector:
         self._agent_sock: socket.socket | None = None
         self._wake_r: socket.socket | None = None
         self._wake_w: socket.socket | None = None
+        self._readers: list[tuple[object, Reader]] = []
         self._last_expire = 0
 
     # -- lifecycle ------------------------------------------------------------------
@@ -174,6 +182,8 @@ class Collector:
         if self._agent_sock is not None:
             self._sel.register(self._agent_sock, selectors.EVENT_READ, self.feed_agent_batches)
         self._sel.register(self._wake_r, selectors.EVENT_READ, None)
+        for fileobj, cb in self._readers:
+            self._sel.register(fileobj, selectors.EVENT_READ, _ReaderKey(cb))
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="int-collector", daemon=True)
         self._thread.start()
@@ -203,6 +213,17 @@ class Collector:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def add_reader(self, fileobj: object, callback: Reader) -> None:
+        """Wake the collector thread when ``fileobj`` (a socket, or anything with
+        ``fileno()``) is readable and call ``callback()`` there, e.g. the HPCC loop's
+        confirmations.  Callbacks share the thread with decoding: keep them short.
+        Registered before or after ``start``; they stay until ``stop``."""
+        self._readers.append((fileobj, callback))
+        if self._sel is not None:
+            self._sel.register(fileobj, selectors.EVENT_READ, _ReaderKey(callback))
+            assert self._wake_w is not None
+            self._wake_w.send(b"r")   # the thread may be waiting in select: re-enter it
+
     @property
     def report_address(self) -> tuple[str, int] | None:
         return self._report_sock.getsockname() if self._report_sock else None
@@ -231,6 +252,17 @@ class Collector:
         while not self._stop.is_set():
             for key, _ in sel.select(timeout=0.5):
                 if key.data is None:
+                    try:
+                        self._wake_r.recv(4096)  # type: ignore[union-attr]
+                    except (BlockingIOError, InterruptedError):
+                        pass
+                    continue
+                if isinstance(key.data, _ReaderKey):
+                    try:
+                        key.data.callback()
+                    except Exception:
+                        self._listener_errors += 1
+                        log.exception("collector: reader %r failed", key.data.callback)
                     continue
                 data = self._drain(key.fileobj)  # type: ignore[arg-type]
                 if data:

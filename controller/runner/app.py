@@ -194,6 +194,8 @@ class Controller:
             self.collector = Collector(ccfg, listeners=[self._cc_listener, self.flow_loss]).start()
         except (CollectorError, OSError) as exc:  # a port in use, a bad address
             raise RunError(f"collector on {c.listen}:{c.report_port}/{c.agent_port}: {exc}") from None
+        # agents' confirmations ("rate applied") wake the collector thread
+        self.collector.add_reader(self.hpcc.sender.sock, self._on_confirmations)
         try:
             self.exporter = open_exporter(c.influx, out_dir=c.out_dir, target=InfluxTarget(
                 database=c.database, org=c.org, token=c.token))
@@ -209,6 +211,12 @@ class Controller:
         assert self.hpcc is not None
         with self._fb_lock:
             self.hpcc(batch, flow_slots)
+
+    def _on_confirmations(self) -> None:
+        """Agents' confirmations, on the collector thread (same lock as feedback)."""
+        assert self.hpcc is not None
+        with self._fb_lock:
+            self.hpcc.poll_confirmations()
 
     def _send_fec(self) -> None:
         """FEC per active flow from the link loss map (only with `fec_target_residual`)."""
@@ -414,11 +422,17 @@ class Controller:
             hs = self.hpcc.engine.stats()
             coll["hpcc_samples"] = hs.samples
             coll["hpcc_active_flows"] = hs.active_flows
-            for key in ("telemetry_to_decision", "telemetry_to_sent", "decision_to_applied"):
+            for key in ("telemetry_to_decision", "telemetry_to_sent", "decision_to_applied",
+                        "telemetry_to_applied"):
                 lat = getattr(hs, key)
                 coll[f"loop_{key}_s"] = None if not lat.count else {
                     "count": lat.count, "p50": lat.p50_s, "p99": lat.p99_s, "max": lat.max_s}
             coll["fec_records"] = self.fec_records
+            coll["feedback_confirmations"] = dict(self.hpcc.sender.stats.confirmations)
+            g = self.hpcc.gate.stats
+            coll["hpcc_commit_gate"] = {"armed": g.armed, "held": g.held,
+                                        "released_fresh": g.released_fresh,
+                                        "timeouts": g.timeouts_confirm + g.timeouts_fresh}
         if self.exporter is not None:
             coll.update(_export_keys(self.exporter))
         return {"version": STATE_VERSION, "updated_unix_s": time.time(), "pid": os.getpid(),
