@@ -107,7 +107,9 @@ def _parse_action(text: str, where: str) -> tuple[str, list[tuple[str, str]]]:
     return m.group(1), args
 
 
-def _hex_clean(parts: list[str]) -> tuple[str, bool]:
+def _hex_clean(parts: list[str], *, nibbles: bool = False) -> tuple[str, bool]:
+    """Hex digits of a packet line and whether it ended in ``$``.  Expectations are
+    compared nibble by nibble (``nibbles``), so they may have an odd digit count."""
     s = "".join(parts)
     exact = s.endswith("$")
     s = s.rstrip("$").replace(" ", "")
@@ -115,7 +117,7 @@ def _hex_clean(parts: list[str]) -> tuple[str, bool]:
         s = s[2:]
     if not re.fullmatch(r"[0-9a-fA-F*]*", s):
         raise StfError(f"bad packet data {''.join(parts)!r}")
-    if len(s) % 2:
+    if len(s) % 2 and not nibbles:
         raise StfError(f"packet data {''.join(parts)!r} has an odd number of hex digits")
     return s.lower(), exact
 
@@ -321,7 +323,7 @@ class StfRunner:
             if len(a) == 1:
                 expects.append((c.line, self._port(a[0], where), None, False))
             else:
-                data, exact = _hex_clean(a[1:])
+                data, exact = _hex_clean(a[1:], nibbles=True)
                 expects.append((c.line, self._port(a[0], where), data, exact))
         elif v == "mirroring_add":
             self.rt.clone_session_set(int(a[0], 0), [int(a[1], 0)])

@@ -147,7 +147,7 @@ class BodyCompiler(ExprCompiler):
 
     def assign_obj(self, target: str, rhs: A.Expression) -> None:
         if isinstance(rhs, (A.ListExpression, A.StructExpression)):
-            self.emit(f"{target}._set_fields(*{self.ex(rhs)})")
+            self.emit(f"{target}._set_fields(*{self.fields_tuple(rhs)})")
         elif isinstance(rhs, A.DontCareExpression):
             pass
         else:

@@ -80,6 +80,12 @@ def const_literal(e: A.Expression) -> str | None:
     return None
 
 
+def _object_with_fields(obj: Any, values: tuple) -> Any:
+    """Fill a fresh struct/header object from a tuple of field values (a header becomes valid)."""
+    obj._set_fields(*values)
+    return obj
+
+
 class ExprCompiler:
     gen: Any
     # > 0 while compiling code that may not run (right of && / ||, branches of ?:):
@@ -318,16 +324,29 @@ class ExprCompiler:
         raise self.fail(node, f"cast from {st} to {tt}")
 
     def ex_ListExpression(self, e: A.ListExpression) -> str:
-        items = "".join(f"{self.ex(x)}, " for x in e.elems)
-        return f"({items})"
+        return self.object_from_fields(e, self.fields_tuple(e))
 
     def ex_StructExpression(self, e: A.StructExpression) -> str:
+        return self.object_from_fields(e, self.fields_tuple(e))
+
+    def fields_tuple(self, e: A.ListExpression | A.StructExpression) -> str:
+        """The values of a ``{...}`` expression as a Python tuple, in field order."""
+        if isinstance(e, A.ListExpression):
+            return "(" + "".join(f"{self.ex(x)}, " for x in e.elems) + ")"
         t = strip(e.type)
         if isinstance(t, T.StructLikeType):
             by = {f.name: f.value for f in e.fields}
-            items = "".join(f"{self.ex(by[n])}, " for n, _ in t.fields)
-            return f"({items})"
+            return "(" + "".join(f"{self.ex(by[n])}, " for n, _ in t.fields) + ")"
         return "(" + "".join(f"{self.ex(f.value)}, " for f in e.fields) + ")"
+
+    def object_from_fields(self, e: A.Expression, values: str) -> str:
+        """A ``{...}`` typed as a struct or header is a value of that type (a function's
+        return value, an argument): build a fresh object; tuples stay tuples."""
+        if not isinstance(strip(e.type), T.StructLikeType):
+            return values
+        layouts = self.gen.layouts
+        layouts.env["_object_with_fields"] = _object_with_fields
+        return f"_object_with_fields({layouts.new_value_src(e.type)}, {values})"
 
     def ex_DontCareExpression(self, e: A.DontCareExpression) -> str:
         return "None"

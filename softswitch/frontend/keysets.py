@@ -39,12 +39,15 @@ def check_keyset(ck: ExpressionChecker, k: A.Keyset, key_t: T.P4Type, scope: Sco
     base = T.strip_newtype(key_t)
     if not isinstance(base, (T.BitsType, T.SerEnumType)):
         raise P4TypeError(k.loc, f"{what}: masks and ranges need a bit<W> or int<W> key, not {key_t}")
+    # value and mask (or bounds) of a serializable-enum key are numbers of its
+    # underlying type: enum members convert to it, casts to it are accepted (as p4c does)
+    num_t = base.underlying if isinstance(base, T.SerEnumType) else key_t
     if isinstance(k, A.MaskKeyset):
-        _const(ck, k.value, key_t, scope, what)
-        _const(ck, k.mask, key_t, scope, what)
+        _const(ck, k.value, num_t, scope, what)
+        _const(ck, k.mask, num_t, scope, what)
         return
     if isinstance(k, A.RangeKeyset):
-        _const(ck, k.lo, key_t, scope, what)
-        _const(ck, k.hi, key_t, scope, what)
+        _const(ck, k.lo, num_t, scope, what)
+        _const(ck, k.hi, num_t, scope, what)
         return
     raise P4TypeError(k.loc, f"{what}: unknown keyset {type(k).__name__}")

@@ -1,0 +1,163 @@
+"""v1model behaviours found by running p4c's sample STF tests: each case is a small
+program of our own with the BMv2 behaviour it pins down (one case per fixed departure)."""
+from __future__ import annotations
+
+from ssw_helpers import program
+
+from softswitch.api import Switch
+from softswitch.stf import StfRunner, parse_stf
+
+ETH = "header eth_t { bit<48> dst; bit<48> src; bit<16> type; }\n"
+
+
+def run_stf(sw: Switch, text: str) -> None:
+    res = StfRunner(sw).run(parse_stf(text, "case.stf"), "case.stf")
+    assert res.ok, "\n".join(res.failures)
+    assert res.packets_checked, "the case checked no packet"
+
+
+def from_source(src: str) -> Switch:
+    return Switch.from_source(src, filename="case.p4")
+
+
+def test_core_and_v1model_guards_are_defined():
+    """Programs test p4c's include guards (`#ifdef _CORE_P4_`) to pick their code."""
+    sw = from_source("""
+#include <core.p4>
+#include <v1model.p4>
+#if defined(_CORE_P4_) && defined(_V1_MODEL_P4_)
+header h_t { bit<8> a; }
+struct hs_t { h_t h; }
+struct m_t { }
+parser P(packet_in b, out hs_t hdr, inout m_t m, inout standard_metadata_t sm) {
+    state start { b.extract(hdr.h); transition accept; }
+}
+control VC(inout hs_t hdr, inout m_t m) { apply { } }
+control I(inout hs_t hdr, inout m_t m, inout standard_metadata_t sm) {
+    apply { hdr.h.a = hdr.h.a + 1; sm.egress_spec = 3; }
+}
+control E(inout hs_t hdr, inout m_t m, inout standard_metadata_t sm) { apply { } }
+control CC(inout hs_t hdr, inout m_t m) { apply { } }
+control D(packet_out b, in hs_t hdr) { apply { b.emit(hdr.h); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+#endif
+""")
+    run_stf(sw, "packet 0 41\nexpect 3 42$\n")
+
+
+IPV4_OPTIONS = """
+#include <core.p4>
+#include <v1model.p4>
+header eth_t { bit<48> dst; bit<48> src; bit<16> type; }
+header ip_t {
+    bit<4> version; bit<4> ihl; bit<8> tos; bit<16> len; bit<16> id; bit<16> frag;
+    bit<8> ttl; bit<8> proto; bit<16> csum; bit<32> src; bit<32> dst;
+    varbit<320> options;
+}
+header ihl_t { bit<4> version; bit<4> ihl; }
+struct hs_t { eth_t eth; ip_t ip; }
+struct m_t { }
+parser P(packet_in b, out hs_t hdr, inout m_t m, inout standard_metadata_t sm) {
+    state start { b.extract(hdr.eth); transition select(hdr.eth.type) { 0x0800: ip; default: accept; } }
+    state ip {
+        b.extract(hdr.ip, (bit<32>)(((bit<9>)b.lookahead<ihl_t>().ihl * 4 - 20) * 8));
+        transition accept;
+    }
+}
+control VC(inout hs_t hdr, inout m_t m) { apply { } }
+control I(inout hs_t hdr, inout m_t m, inout standard_metadata_t sm) {
+    apply { hdr.ip.ttl = hdr.ip.ttl - 1; sm.egress_spec = 1; }
+}
+control E(inout hs_t hdr, inout m_t m, inout standard_metadata_t sm) { apply { } }
+control CC(inout hs_t hdr, inout m_t m) {
+    apply {
+        update_checksum(hdr.ip.isValid(), { hdr.ip.version, hdr.ip.ihl, hdr.ip.tos, hdr.ip.len,
+            hdr.ip.id, hdr.ip.frag, hdr.ip.ttl, hdr.ip.proto, hdr.ip.src, hdr.ip.dst,
+            hdr.ip.options }, hdr.ip.csum, HashAlgorithm.csum16);
+    }
+}
+control D(packet_out b, in hs_t hdr) { apply { b.emit(hdr.eth); b.emit(hdr.ip); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+def ones_complement_checksum(data: bytes) -> int:
+    total = sum(int.from_bytes(data[i:i + 2], "big") for i in range(0, len(data), 2))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
+
+
+def test_varbit_field_in_checksum_field_list():
+    """update_checksum over a header with options: the varbit adds the bytes it holds now."""
+    sw = from_source(IPV4_OPTIONS)
+    eth = "020000000001 020000000002 0800 "
+    ip_in = bytes.fromhex("46000018 0001 0000 40 11 0000 0a000001 0a000002 83031000".replace(" ", ""))
+    out = bytearray(ip_in)
+    out[8] = 0x3F
+    out[10:12] = ones_complement_checksum(bytes(out)).to_bytes(2, "big")
+    run_stf(sw, f"packet 0 {eth}{ip_in.hex()} cafe\nexpect 1 {eth}{out.hex()} cafe$\n")
+
+
+LIST_DECLS = ETH + """
+struct pair_t { bit<8> a; bit<8> b; }
+struct headers_t { eth_t eth; }
+struct meta_t { }
+eth_t make_eth(in bit<16> t) { return { 1, 2, t }; }
+bit<8> sum_pair(in pair_t p) { return p.a + p.b; }
+bit<16> type_of(in headers_t hs) { return hs.eth.type; }
+"""
+
+
+def test_list_expression_as_return_value_and_argument():
+    """`{...}` where a function returns a header or takes a struct is a value of that
+    type (a returned header is valid)."""
+    sw = program(decls=LIST_DECLS,
+                 parser="state start { pkt.extract(hdr.eth); transition accept; }",
+                 ingress="""apply {
+        bit<8> s = sum_pair({ 3, 4 });
+        bit<16> t = type_of({ { 9, 9, 0x0800 } });
+        hdr.eth = make_eth((bit<16>)s);
+        hdr.eth.src = (bit<48>)t;
+        sm.egress_spec = 2;
+    }""", deparser="pkt.emit(hdr.eth);")
+    run_stf(sw, "packet 0 ffffffffffff ffffffffffff ffff\n"
+                "expect 2 000000000001 000000000800 0007$\n")
+
+
+SER_ENUM = """
+#include <core.p4>
+#include <v1model.p4>
+enum bit<16> Kind { A = 10, B = 0xab00 }
+header h_t { Kind k; bit<8> out; }
+struct hs_t { h_t h; }
+struct m_t { }
+parser P(packet_in b, out hs_t hdr, inout m_t m, inout standard_metadata_t sm) {
+    state start { b.extract(hdr.h); transition accept; }
+}
+control VC(inout hs_t hdr, inout m_t m) { apply { } }
+control I(inout hs_t hdr, inout m_t m, inout standard_metadata_t sm) {
+    action send(bit<9> port) { sm.egress_spec = port; }
+    table t {
+        key = { hdr.h.k: ternary; }
+        actions = { send; }
+        default_action = send(9);
+        const entries = {
+            ((bit<16>)Kind.B) &&& 0xff00 : send(2);
+            Kind.A &&& 0xffff : send(3);
+        }
+    }
+    apply { t.apply(); }
+}
+control E(inout hs_t hdr, inout m_t m, inout standard_metadata_t sm) { apply { } }
+control CC(inout hs_t hdr, inout m_t m) { apply { } }
+control D(packet_out b, in hs_t hdr) { apply { b.emit(hdr.h); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+def test_serializable_enum_key_takes_masks_of_its_underlying_type():
+    """A mask entry for an enum key may be written with numbers of the underlying type."""
+    sw = from_source(SER_ENUM)
+    run_stf(sw, "packet 0 abcd 00\nexpect 2 abcd 00$\npacket 0 000a 00\nexpect 3 000a 00$\n"
+                "packet 0 0001 00\nexpect 9 0001 00$\n")
