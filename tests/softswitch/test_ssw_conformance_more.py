@@ -129,7 +129,7 @@ SER_ENUM = """
 #include <core.p4>
 #include <v1model.p4>
 enum bit<16> Kind { A = 10, B = 0xab00 }
-header h_t { Kind k; bit<8> out; }
+header h_t { Kind k; bit<8> x; }
 struct hs_t { h_t h; }
 struct m_t { }
 parser P(packet_in b, out hs_t hdr, inout m_t m, inout standard_metadata_t sm) {
