@@ -24,6 +24,19 @@ class PacketTooShort(PacketError):
     """
 
 
+class VarbitLengthError(PacketError):
+    """A varbit extract was given a length BMv2 refuses, before reading anything.
+
+    ``error_name`` is the P4 error the parser runner records: ``ParserInvalidArgument``
+    for a length that is not a whole number of bytes, ``HeaderTooShort`` for one
+    larger than the field's maximum.
+    """
+
+    def __init__(self, error_name: str, message: str) -> None:
+        super().__init__(message)
+        self.error_name = error_name
+
+
 class StackOutOfBounds(SoftswitchError):
     """A header stack was indexed outside its size (parser: error.StackOutOfBounds)."""
 

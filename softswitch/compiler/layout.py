@@ -13,7 +13,7 @@ from __future__ import annotations
 import keyword
 from typing import Any
 
-from softswitch.errors import CompileError, PacketTooShort, StackOutOfBounds
+from softswitch.errors import CompileError, PacketTooShort, StackOutOfBounds, VarbitLengthError
 from softswitch.frontend import types as T
 from softswitch.packet import PacketReader
 
@@ -119,7 +119,8 @@ class TypeLayouts:
 
     def __init__(self) -> None:
         self.classes: dict[T.P4Type, type] = {}
-        self.env: dict[str, Any] = {"PacketTooShort": PacketTooShort, "HeaderStack": HeaderStack,
+        self.env: dict[str, Any] = {"PacketTooShort": PacketTooShort,
+                                    "VarbitLengthError": VarbitLengthError, "HeaderStack": HeaderStack,
                                     "PacketReader": PacketReader}
 
     def class_for(self, t: T.P4Type | None) -> type:
@@ -240,9 +241,12 @@ class TypeLayouts:
                 raise CompileError(f"header {t.name}: more than one varbit field")
             vb_type = ftypes[vb]
             assert isinstance(vb_type, T.VarbitType)
+            # BMv2's order of checks: whole bytes, then the maximum, then the data left
             lines += ["    def _extract(self, r, vbits=0):",
+                      "        if vbits & 7:",
+                      f"            raise VarbitLengthError('ParserInvalidArgument', 'extract {t.name}: varbit length ' + str(vbits) + ' is not a multiple of 8')",
                       f"        if vbits < 0 or vbits > {vb_type.max_width}:",
-                      "            raise PacketTooShort('extract varbit: bad length ' + str(vbits))",
+                      f"            raise VarbitLengthError('HeaderTooShort', 'extract {t.name}: varbit length ' + str(vbits) + ' is over the maximum {vb_type.max_width}')",
                       f"        if r.bitpos + {total} + vbits > r.nbits:",
                       f"            raise PacketTooShort('extract {t.name}: packet too short')"]
             for i, n in enumerate(names):

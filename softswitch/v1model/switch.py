@@ -35,6 +35,7 @@ from softswitch.errors import (
     ParserErrorSignal,
     SoftswitchError,
     StackOutOfBounds,
+    VarbitLengthError,
 )
 from softswitch.packet import PacketReader, PacketWriter
 from softswitch.trace import TraceEvent
@@ -129,6 +130,7 @@ class V1Switch:
         e = program.errors
         self._err_short = e.index("PacketTooShort") if "PacketTooShort" in e else 1
         self._err_stack = e.index("StackOutOfBounds") if "StackOutOfBounds" in e else 3
+        self._error_codes = {name: i for i, name in enumerate(e)}
 
     # ---------------------------------------------------------------- helpers
     def _event(self, kind: str, block: str, **detail: Any) -> None:
@@ -159,6 +161,9 @@ class V1Switch:
         reader = PacketReader(data)
         try:
             self._parser(reader, hdr, meta, sm)
+        except VarbitLengthError as exc:
+            sm.parser_error = self._error_codes.get(exc.error_name, self._err_short)
+            self._event("parser_error", self._names["p"], error=exc.error_name, message=str(exc))
         except PacketTooShort as exc:
             sm.parser_error = self._err_short
             self._event("parser_error", self._names["p"], error="PacketTooShort", message=str(exc))

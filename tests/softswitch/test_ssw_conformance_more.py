@@ -161,3 +161,40 @@ def test_serializable_enum_key_takes_masks_of_its_underlying_type():
     sw = from_source(SER_ENUM)
     run_stf(sw, "packet 0 abcd 00\nexpect 2 abcd 00$\npacket 0 000a 00\nexpect 3 000a 00$\n"
                 "packet 0 0001 00\nexpect 9 0001 00$\n")
+
+
+VARBIT_ERRORS = """
+#include <core.p4>
+#include <v1model.p4>
+header len_t { bit<8> bits; bit<8> err; }
+header opt_t { varbit<16> data; }
+struct hs_t { len_t len; opt_t opt; }
+struct m_t { }
+parser P(packet_in b, out hs_t hdr, inout m_t m, inout standard_metadata_t sm) {
+    state start { b.extract(hdr.len); b.extract(hdr.opt, (bit<32>)hdr.len.bits); transition accept; }
+}
+control VC(inout hs_t hdr, inout m_t m) { apply { } }
+control I(inout hs_t hdr, inout m_t m, inout standard_metadata_t sm) {
+    apply {
+        if (sm.parser_error == error.ParserInvalidArgument) { hdr.len.err = 6; }
+        else if (sm.parser_error == error.HeaderTooShort) { hdr.len.err = 4; }
+        else if (sm.parser_error == error.PacketTooShort) { hdr.len.err = 1; }
+        sm.egress_spec = 1;
+    }
+}
+control E(inout hs_t hdr, inout m_t m, inout standard_metadata_t sm) { apply { } }
+control CC(inout hs_t hdr, inout m_t m) { apply { } }
+control D(packet_out b, in hs_t hdr) { apply { b.emit(hdr.len); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+def test_varbit_extract_errors_as_bmv2():
+    """A varbit length that is not whole bytes is ParserInvalidArgument, one over the
+    maximum HeaderTooShort (even with data left), a short packet PacketTooShort; the
+    unread bytes stay in the payload."""
+    sw = from_source(VARBIT_ERRORS)
+    run_stf(sw, "packet 0 10 00 aabb cc\nexpect 1 10 00 cc$\n"
+                "packet 0 07 00 aabb cc\nexpect 1 07 06 aabb cc$\n"
+                "packet 0 18 00 aabbcc dd\nexpect 1 18 04 aabbcc dd$\n"
+                "packet 0 10 00 aa\nexpect 1 10 01 aa$\n")
