@@ -27,8 +27,9 @@ Per flow:
   ``min_change_fraction``, or no agent) does not close the gate: the telemetry in
   flight was already taken at that rate.
 
-At most one commit per flow and batch: a batch shares one arrival time, so the
-once-per-T rule allows no more, and a gated flow closes at its commit.
+At most one commit per flow and batch (``HpccEngine.update`` with ``commit_mask``):
+a batch shares one arrival time, so the once-per-T rule allows no more, and a gated
+flow closes at its commit.
 """
 from __future__ import annotations
 
@@ -127,9 +128,12 @@ class CommitGate:
     def commit_mask(self, flow_idx: npt.ArrayLike, *, psn: npt.ArrayLike,
                     has_psn: npt.ArrayLike, arrival_ns: npt.ArrayLike,
                     last_commit_ns: np.ndarray, base_rtt_ns: np.ndarray) -> np.ndarray:
-        """Rows of a batch (in batch order) that may commit: for each flow the first row
-        that is due by the once-per-T rule (``last_commit_ns``/``base_rtt_ns`` are the
-        engine's per-flow arrays) and not stale.  Updates the gate (releases)."""
+        """Rows of a batch (in batch order) allowed to commit: every row of an open flow,
+        and of a waiting flow the rows from its first fresh sample on (or from a
+        timeout).  Pass it as ``HpccEngine.update(commit_mask=)``, which commits at most
+        once per flow and call, where the once-per-T rule allows.  ``last_commit_ns``
+        and ``base_rtt_ns`` (the engine's per-flow arrays) only feed ``stats.held``.
+        Updates the gate (releases)."""
         f = self._idx(flow_idx, "commit_mask")
         n = f.size
         p = np.asarray(psn, dtype=np.int64).ravel()
@@ -165,16 +169,10 @@ class CommitGate:
             self.stats.timeouts_fresh += int((~by_fresh & ~by_confirm).sum())
             # no confirmation at all: this flow's agent does not confirm (for now)
             self.confirming[rel_flow[by_confirm]] = False
-        due = (t - last_commit_ns[f]) >= base_rtt_ns[f]
-        cand = np.flatnonzero(due & is_open)
-        mask = np.zeros(n, dtype=bool)
-        if cand.size:
-            _, first = np.unique(f[cand], return_index=True)
-            mask[cand[first]] = True
-        held = due & ~is_open
+        held = ~is_open & ((t - last_commit_ns[f]) >= base_rtt_ns[f])
         if held.any():
             self.stats.held += int(np.unique(f[held]).size)
-        return mask
+        return is_open
 
     def arm(self, flow_idx: npt.ArrayLike, seq: npt.ArrayLike, now_ns: int) -> None:
         """Committed decisions of ``flow_idx`` went out as feedback ``seq``: flows whose

@@ -19,7 +19,7 @@ the smallest hop rate, as the ns-3 model's MultiRate option does.
 
 The ns-3 model commits once per "window of sequence numbers" (``lastUpdateSeq``);
 the engine alone commits once per T of telemetry arrival time, and ``commit_mask``
-lets a caller that knows PSNs decide instead: ``controller.cc.gate.CommitGate``
+lets a caller that knows PSNs restrict that further: ``controller.cc.gate.CommitGate``
 (used by ``HpccLoop``) holds a flow's next commit until telemetry of a packet sent
 after the agent applied the last committed rate arrives.
 """
@@ -217,8 +217,9 @@ class HpccEngine:
                commit_mask: npt.ArrayLike | None = None) -> RateDecisions:
         """Apply one telemetry batch; return the rate of every row's flow after it.
 
-        ``commit_mask`` (bool per row) overrides the once-per-T commit of Rc: a row
-        commits where it is True and the sample measured a hop.
+        ``commit_mask`` (bool per row): rows allowed to commit Rc.  A flow then commits
+        at most once per call, at its first allowed row that is due (once per T) and
+        measured a hop; later rows of the call only set the rate.
         """
         idx = self._check_idx(samples.flow_idx, "update")
         if np.any(~self.state.active[idx]):
@@ -233,18 +234,19 @@ class HpccEngine:
                             utilisation=np.zeros(n), updated=np.zeros(n, dtype=bool),
                             committed=np.zeros(n, dtype=bool))
         rounds = occurrence_rounds(idx)
+        done = None if commit is None else np.zeros(self.n_flows, dtype=bool)
         if len(rounds) == 1:  # every flow once: no copy of the batch needed
-            self._update_unique(samples, rounds[0], out, commit)
+            self._update_unique(samples, rounds[0], out, commit, done)
         else:
             for rows in rounds:
                 self._update_unique(samples.take(rows), rows, out,
-                                    None if commit is None else commit[rows])
+                                    None if commit is None else commit[rows], done)
         self.samples_seen += n
         self.latency.record_decided(idx, samples.arrival_ns, int(self.clock_ns()))
         return out
 
     def _update_unique(self, b: HopSamples, rows: np.ndarray, out: RateDecisions,
-                       commit: np.ndarray | None) -> None:
+                       commit: np.ndarray | None, done: np.ndarray | None) -> None:
         p, s = self.params, self.state
         f = b.flow_idx
         hops = b.hops
@@ -276,8 +278,12 @@ class HpccEngine:
         u = np.where(ok, q, -np.inf)
         any_ok = ok.any(axis=1)
         now = b.arrival_ns
-        due = (now - s.last_commit_ns[f]) >= s.base_rtt_ns[f] if commit is None else commit
-        do_commit = np.asarray(due, dtype=bool) & any_ok
+        due = (now - s.last_commit_ns[f]) >= s.base_rtt_ns[f]
+        if commit is not None and done is not None:
+            due &= commit & ~done[f]
+        do_commit = due & any_ok
+        if done is not None:
+            done[f] |= do_commit
         if p.per_hop_rates:
             new_rate, hop, util = self._per_hop(f, hops, present, prev_ok, ok, u, dts_ns, T,
                                                 do_commit)
