@@ -347,6 +347,42 @@ class BodyCompiler(ExprCompiler):
             return repr(bits if "Bits" in m else (bits + 7) // 8)
         raise self.fail(e, f"built-in method {m}")
 
+    def lookahead_struct(self, e: A.Expression, reader: str, t: T.StructType) -> str:
+        """``lookahead<S>()`` of a struct of fixed-width fields: one peek of all its
+        bits, cut into the fields (nested structs and headers too; headers come out valid)."""
+        try:
+            total = T.bit_width(t)
+        except ValueError:
+            raise self.fail(e, f"lookahead of type {t} (it has no fixed width)") from None
+        v = self.tmp("la")
+        self.emit(f"{v} = {reader}.peek({total})")
+        pos = [total]
+
+        def fields_of(st: T.StructLikeType) -> str:
+            items = []
+            for _, ft in st.fields:
+                ft = T.strip_newtype(ft)
+                if isinstance(ft, T.StructLikeType) and not isinstance(ft, T.HeaderUnionType):
+                    items.append(fields_of(ft))
+                    continue
+                kind, w = scalar_kind(ft)
+                if kind not in ("u", "s", "b"):
+                    raise self.fail(e, f"lookahead of type {t}: field of type {ft}")
+                pos[0] -= w
+                code = f"(({v} >> {pos[0]}) & {(1 << w) - 1})"
+                if kind == "s":
+                    half = 1 << (w - 1)
+                    code = f"(({code} ^ {half}) - {half})"
+                elif kind == "b":
+                    code = f"bool({code})"
+                items.append(code)
+            values = "(" + "".join(f"{x}, " for x in items) + ")"
+            if isinstance(st, T.HeaderType):
+                return self.object_from_fields_of_type(st, values)
+            return values
+
+        return self.object_from_fields_of_type(t, fields_of(t))
+
     # ---------------------------------------------------------------- externs
     def field_list(self, data: A.Expression) -> tuple[list[str], list[int | str]]:
         """Flatten a field list argument into (value codes, widths).
@@ -547,6 +583,8 @@ class BodyCompiler(ExprCompiler):
                     return code
                 if isinstance(t, T.HeaderType):
                     return f"_lookahead_hdr({obj}, {self.gen.layouts.class_ref(t)})"
+                if isinstance(t, T.StructType):
+                    return self.lookahead_struct(e, obj, t)
                 raise self.fail(e, f"lookahead of type {t}")
             if m == "advance":
                 self.emit(f"{obj}.advance({self.ex(a[0])})")

@@ -344,9 +344,12 @@ class ExprCompiler:
         return value, an argument): build a fresh object; tuples stay tuples."""
         if not isinstance(strip(e.type), T.StructLikeType):
             return values
+        return self.object_from_fields_of_type(e.type, values)
+
+    def object_from_fields_of_type(self, t: T.P4Type, values: str) -> str:
         layouts = self.gen.layouts
         layouts.env["_object_with_fields"] = _object_with_fields
-        return f"_object_with_fields({layouts.new_value_src(e.type)}, {values})"
+        return f"_object_with_fields({layouts.new_value_src(t)}, {values})"
 
     def ex_DontCareExpression(self, e: A.DontCareExpression) -> str:
         return "None"
