@@ -198,8 +198,8 @@ def test_variant_rows_and_control_loop_lines():
                                             "max": 0.005}}
     assert control_loop_lines(coll) == [
         "control loop telemetry -> decision: p50 2.0 ms, p99 10.0 ms, max 20.0 ms (10 samples)",
-        "control loop telemetry -> applied at sender: p50 4.0 ms, p99 5.0 ms, max 5.0 ms "
-        "(3 samples)"]
+        ("control loop telemetry -> applied at sender: p50 4.0 ms, p99 5.0 ms, max 5.0 ms "
+        "(3 samples)")]
     assert control_loop_lines(None) == [] and control_loop_lines({}) == []
     lines = format_summary({**s, "goodput_tx_bps_total": 3.6e6, "goodput_limit_bps": 4e6,
                             "int": {"collector": coll}})
