@@ -220,8 +220,8 @@ class SwitchStatsPoller:
                                   int(p.get("tail_drops") or 0)))
 
     def queue_stats(self) -> dict[str, dict[str, float]]:
-        """Per port "sN/ifname": max and median queue depth over the samples in which
-        the port sent packets (the port was busy)."""
+        """Per port "sN/ifname": max, median, 90th percentile and mean queue depth over
+        the samples in which the port sent packets (the port was busy)."""
         by: dict[str, list[tuple[float, int, int]]] = {}
         for t, node, ifname, depth, tx, _ in self.rows:
             by.setdefault(f"{node}/{ifname}", []).append((t, depth, tx))
@@ -233,6 +233,8 @@ class SwitchStatsPoller:
             if active:
                 out[port] = {"max_pkts": float(max(active)),
                              "p50_busy_pkts": float(np.median(active)),
+                             "p90_busy_pkts": float(np.percentile(active, 90)),
+                             "mean_busy_pkts": float(np.mean(active)),
                              "busy_samples": float(len(active))}
         return out
 
@@ -446,6 +448,7 @@ def compare_row(s: dict[str, Any]) -> dict[str, Any]:
     cc = s.get("senders_cc") or {}
     return {"utilisation": s.get("utilisation"), "switch_port": port,
             "queue_p50_busy_pkts": busy["p50_busy_pkts"] if busy else None,
+            "queue_mean_busy_pkts": busy.get("mean_busy_pkts") if busy else None,
             "queue_high_water_pkts": worst[1].get("queue_high_water"),
             "tail_drops": worst[1].get("tail_drops"),
             "cnps_rx": cc.get("cnps_rx"), "rate_cuts": cc.get("rate_cuts")}
