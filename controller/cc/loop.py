@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from controller.cc.batch import thin_per_key
 from controller.cc.gate import CommitGate, GateParams
 from controller.cc.hpcc import HpccEngine
 from controller.cc.sender import FeedbackSender
@@ -50,6 +51,7 @@ class LoopStats:
     flows_started: int = 0
     flows_unresolved: int = 0
     records_sent: int = 0
+    samples_thinned: int = 0
     confirmations: int = 0
     confirmations_applied: int = 0
 
@@ -62,6 +64,10 @@ class HpccLoop:
     sender: FeedbackSender
     resolve: Resolver
     gate_params: GateParams = field(default_factory=GateParams)
+    max_samples_per_flow: int = 16
+    """Samples of one flow the engine gets per batch, spread evenly, the last one
+    always (``batch.thin_per_key``): the engine applies a flow's samples one after
+    the other, so a batch of 500 samples of a few flows would take 500 rounds."""
     stats: LoopStats = field(default_factory=LoopStats)
     gate: CommitGate = field(init=False)
     _key: np.ndarray = field(init=False, repr=False)
@@ -107,6 +113,9 @@ class HpccLoop:
             return
         hs = self._feed(batch, np.where(ok, slots, 0))
         rows = np.flatnonzero(use)
+        n_use = rows.size
+        rows = rows[thin_per_key(slots[rows], self.max_samples_per_flow)]
+        self.stats.samples_thinned += n_use - rows.size
         hs = hs.take(rows)
         st = self.engine.state
         mask = self.gate.commit_mask(hs.flow_idx, psn=samples_rec["psn"][rows],

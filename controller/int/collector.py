@@ -71,6 +71,10 @@ class CollectorConfig:
     report_port: int = REPORT_UDP_PORT
     agent_port: int | None = AGENT_BATCH_UDP_PORT
     max_batch: int = 2048
+    #: Also stop draining once this many bytes are in hand: one host-agent datagram
+    #: holds up to 132 records (65 KB), so 2048 of them would be one batch of minutes'
+    #: work for the rate engine's latency (every record waits for the whole batch).
+    max_batch_bytes: int = 2 << 20
     rcvbuf_bytes: int = 8 << 20
     hop_capacity: int = 2048
     hop_depth: int = 256
@@ -88,6 +92,9 @@ class CollectorConfig:
                 raise ConfigError(f"CollectorConfig.{name}={v} is outside 0..65535")
         if not 1 <= self.max_batch <= 1 << 20:
             raise ConfigError(f"CollectorConfig.max_batch={self.max_batch} is outside 1..2^20")
+        if not 1 <= self.max_batch_bytes <= 1 << 30:
+            raise ConfigError(
+                f"CollectorConfig.max_batch_bytes={self.max_batch_bytes} is outside 1..2^30")
         if not self.flow_ttl_s > 0:
             raise ConfigError(f"CollectorConfig.flow_ttl_s={self.flow_ttl_s} must be > 0")
 
@@ -238,9 +245,12 @@ class Collector:
         out: list[bytes] = []
         recv = sock.recv
         limit = self.config.max_batch
+        budget = self.config.max_batch_bytes
         try:
-            while len(out) < limit:
-                out.append(recv(65535))
+            while len(out) < limit and budget > 0:
+                d = recv(65535)
+                out.append(d)
+                budget -= len(d)
         except (BlockingIOError, InterruptedError):
             pass
         return out
