@@ -55,7 +55,14 @@ class ParserErrorSignal(SoftswitchError):
 
 
 class ExitSignal(SoftswitchError):
-    """Raised by a P4 ``exit`` statement; caught where the top-level block was called."""
+    """Raised by a P4 ``exit`` statement; caught where the top-level block was called.
+
+    ``exit`` still copies out ``out``/``inout`` arguments (BMv2 and p4c do): each
+    callee with scalar outs stores their values in ``outs`` on the way up, and its
+    caller writes them back before passing the signal on.
+    """
+
+    outs: tuple = ()
 
 
 class DropSignal(SoftswitchError):

@@ -82,6 +82,17 @@ class BodyCompiler(ExprCompiler):
             return f"return ({', '.join(outs)},)"
         return "return"
 
+    def exit_copy_out_lines(self) -> list[str]:
+        """The body's lines; with scalar outs, wrapped so that ``exit`` hands their
+        current values to the caller (see ExitSignal)."""
+        if not self.outs:
+            return self.lines
+        values = (["None"] if self.returns_value else []) + list(self.outs)
+        return (["    try:"] + ["    " + line for line in self.lines]
+                + ["    except ExitSignal as _exit:",
+                   f"        _exit.outs = ({', '.join(values)},)",
+                   "        raise"])
+
     # ------------------------------------------------------------- statements
     def block_(self, stmts: list[Any]) -> None:
         start = len(self.lines)
@@ -307,8 +318,17 @@ class BodyCompiler(ExprCompiler):
                 return call
             return call
         t = self.tmp("r")
-        self.emit(f"{t} = {call}")
         off = 1 if has_value else 0
+        # exit inside the callee still copies the outs back (ExitSignal.outs)
+        self.emit("try:")
+        self.emit(f"    {t} = {call}")
+        self.emit("except ExitSignal as _exit:")
+        self.indent += 1
+        self.emit(f"{t} = _exit.outs")
+        for i, lv in enumerate(backs):
+            self.assign(lv, f"{t}[{i + off}]")
+        self.emit("raise")
+        self.indent -= 1
         for i, lv in enumerate(backs):
             self.assign(lv, f"{t}[{i + off}]")
         if as_statement:

@@ -108,7 +108,8 @@ class ProgramGen(ParserCompiler):
         self.env = self.layouts.env
         self.pk = PacketContext()
         self.env.update({
-            "PK": self.pk, "TE": TraceEvent, "EXIT": ExitSignal("exit"), "DropSignal": DropSignal,
+            "PK": self.pk, "TE": TraceEvent, "EXIT": ExitSignal("exit"), "ExitSignal": ExitSignal,
+            "DropSignal": DropSignal,
             "_div": _div, "_mod": _mod, "_shl": _shl, "_hmod": _hmod, "_random": _random,
             "_fb": hashes.fields_to_bytes, "_lookahead_hdr": _lookahead_hdr, "_fmt_msg": _fmt_msg,
             "_perr": self._perr, "StackOutOfBounds": StackOutOfBounds,
@@ -311,7 +312,7 @@ class ProgramGen(ParserCompiler):
         b.block_(decl.body.statements)
         if outs:
             b.emit(b.return_line())
-        self.src.append(f"def {fn}(L, {', '.join(pnames)}):\n" + "\n".join(b.lines) + "\n")
+        self.src.append(f"def {fn}(L, {', '.join(pnames)}):\n" + "\n".join(b.exit_copy_out_lines()) + "\n")
         self.action_runtime[fn] = rt
         self.action_params[fn] = data_params
         self._action_decl_of[fn] = decl
@@ -339,7 +340,7 @@ class ProgramGen(ParserCompiler):
         invalidate_outs(b, decl.params, pnames)
         b.block_(decl.body.statements)
         b.emit(b.return_line("None"))
-        self.src.append(f"def {fn}({', '.join(pnames)}):\n" + "\n".join(b.lines) + "\n")
+        self.src.append(f"def {fn}({', '.join(pnames)}):\n" + "\n".join(b.exit_copy_out_lines()) + "\n")
         return fn
 
     def sub_block_fn(self, inst: A.Expression, body: BodyCompiler) -> str:
@@ -450,7 +451,7 @@ class ProgramGen(ParserCompiler):
         b.block_(decl.body.statements)
         if outs:
             b.emit(b.return_line())
-        self.src.append(f"def {fn}({', '.join(pnames)}):\n" + "\n".join(b.lines) + "\n")
+        self.src.append(f"def {fn}({', '.join(pnames)}):\n" + "\n".join(b.exit_copy_out_lines()) + "\n")
         return fn
 
     def make_table(self, decl: A.TableDecl, instance: str, scope: dict[Any, str],

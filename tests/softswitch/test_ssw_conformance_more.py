@@ -238,3 +238,39 @@ def test_lookahead_of_a_struct():
     sw = from_source(LOOKAHEAD_STRUCT)
     run_stf(sw, "packet 0 3c 80 0102030405060708\nexpect 1 03 fc 01 3c80 0102030405060708$\n"
                 "packet 0 3c 80\nexpect 1 03 fc ee 3c80$\n")
+
+
+EXIT_COPY_OUT = """
+#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> a; bit<8> b; bit<8> c; }
+struct hs_t { h_t h; }
+struct m_t { }
+parser P(packet_in b, out hs_t hdr, inout m_t m, inout standard_metadata_t sm) {
+    state start { b.extract(hdr.h); transition accept; }
+}
+control VC(inout hs_t hdr, inout m_t m) { apply { } }
+control Sub(inout bit<8> x, out bit<8> y) {
+    action leave(inout bit<8> v) { v = v + 1; exit; }
+    apply { y = 7; leave(x); y = 9; }
+}
+control I(inout hs_t hdr, inout m_t m, inout standard_metadata_t sm) {
+    Sub() sub;
+    apply {
+        sm.egress_spec = 1;
+        sub.apply(hdr.h.a, hdr.h.b);
+        hdr.h.c = 0xff;
+    }
+}
+control E(inout hs_t hdr, inout m_t m, inout standard_metadata_t sm) { apply { } }
+control CC(inout hs_t hdr, inout m_t m) { apply { } }
+control D(packet_out b, in hs_t hdr) { apply { b.emit(hdr.h); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+def test_exit_still_copies_out_arguments():
+    """`exit` inside an action or a sub-control still copies out/inout arguments back,
+    through every level of calls; nothing after the exit runs."""
+    sw = from_source(EXIT_COPY_OUT)
+    run_stf(sw, "packet 0 10 00 00\nexpect 1 11 07 00$\n")
