@@ -244,6 +244,47 @@ class BodyCompiler(ExprCompiler):
                 self.emit("else:")
             self.nested(default_body)
 
+    def st_ForStatement(self, s: A.ForStatement) -> None:
+        """``for (init; cond; update)`` as a Python ``while``: the update runs at the top
+        of every pass but the first, so ``continue`` (a Python ``continue``) still runs it."""
+        for st in s.init:
+            self.stmt(st)
+        again = self.tmp("again") if s.update else None
+        if again:
+            self.emit(f"{again} = False")
+        self.emit("while True:")
+        self.indent += 1
+        if again:
+            self.emit(f"if {again}:")
+            self.indent += 1
+            for st in s.update:
+                self.stmt(st)
+            self.indent -= 1
+            self.emit(f"{again} = True")
+        if s.cond is not None:
+            self.emit(f"if not ({self.ex(s.cond)}):")
+            self.emit("    break")
+        self.indent -= 1
+        self.nested(s.body)
+
+    def st_ForInStatement(self, s: A.ForInStatement) -> None:
+        t = s.var.type_ref.type
+        name = self.declare_local(s.var, t)
+        if s.hi is not None:
+            self.emit(f"for {name} in range({self.ex(s.collection)}, ({self.ex(s.hi)}) + 1):")
+            self.nested(s.body)
+            return
+        elem = self.tmp("elem")
+        self.emit(f"for {elem} in {self.ex(s.collection)}.elems:")
+        self.emit(f"    {name} = {elem}._copy()")
+        self.nested(s.body)
+
+    def st_BreakStatement(self, s: A.BreakStatement) -> None:
+        self.emit("break")
+
+    def st_ContinueStatement(self, s: A.ContinueStatement) -> None:
+        self.emit("continue")
+
     def st_ExitStatement(self, s: A.ExitStatement) -> None:
         self.emit("raise EXIT")
 

@@ -435,6 +435,40 @@ class ExitStatement(Statement):
 
 
 @dataclass(slots=True, kw_only=True, eq=False)
+class ForStatement(Statement):
+    """``for (init; cond; update) body`` (P4_16 1.2.5): init may declare variables,
+    scoped to the loop; a missing condition is true."""
+
+    init: list[Statement | Declaration] = field(default_factory=list)
+    cond: Expression | None = None
+    update: list[Statement] = field(default_factory=list)
+    body: Statement | None = None
+    annotations: list[Annotation] = field(default_factory=list)
+
+
+@dataclass(slots=True, kw_only=True, eq=False)
+class ForInStatement(Statement):
+    """``for (T v in lo .. hi) body`` (both bounds included) or ``for (T v in stack)``
+    (``hi`` None: each element of a header stack, in order)."""
+
+    var: VariableDecl
+    collection: Expression
+    hi: Expression | None = None
+    body: Statement | None = None
+    annotations: list[Annotation] = field(default_factory=list)
+
+
+@dataclass(slots=True, kw_only=True, eq=False)
+class BreakStatement(Statement):
+    pass
+
+
+@dataclass(slots=True, kw_only=True, eq=False)
+class ContinueStatement(Statement):
+    pass
+
+
+@dataclass(slots=True, kw_only=True, eq=False)
 class ReturnStatement(Statement):
     value: Expression | None = None
 

@@ -26,6 +26,7 @@ class Checker(ExpressionChecker):
         self.return_type: T.P4Type | None = None  # inside a function body
         self.in_action = False
         self.in_parser = False
+        self.loop_depth = 0  # for loops around the statement being checked (break/continue)
         self.problems: list[P4Error] = []  # errors found so far (checking goes on after one)
 
     _MAX_ERRORS = 20
@@ -368,6 +369,14 @@ class Checker(ExpressionChecker):
                 raise P4TypeError(s.loc, f"'return' needs a value of type {self.return_type}")
         elif isinstance(s, A.EmptyStatement):
             pass
+        elif isinstance(s, A.ForStatement):
+            self.check_for(s, scope)
+        elif isinstance(s, A.ForInStatement):
+            self.check_for_in(s, scope)
+        elif isinstance(s, (A.BreakStatement, A.ContinueStatement)):
+            if not self.loop_depth:
+                word = "break" if isinstance(s, A.BreakStatement) else "continue"
+                raise P4TypeError(s.loc, f"'{word}' outside a for loop")
         elif isinstance(s, A.VariableDecl):
             self.check_var(s, scope)
         elif isinstance(s, A.ConstDecl):
@@ -376,6 +385,50 @@ class Checker(ExpressionChecker):
             raise P4TypeError(s.loc, f"instance '{s.name}' cannot be declared inside a block")
         else:
             raise P4Unsupported(getattr(s, "loc", None), f"statement {type(s).__name__}")
+
+    def check_loop_body(self, body: Any, scope: Scope) -> None:
+        if self.in_parser and not self.in_action and self.return_type is None:
+            raise P4TypeError(body.loc, "a for loop is not allowed in a parser state")
+        self.loop_depth += 1
+        try:
+            self.check_stmt(body, scope.child())
+        finally:
+            self.loop_depth -= 1
+
+    def check_for(self, s: A.ForStatement, scope: Scope) -> None:
+        inner = scope.child()
+        for st in s.init:
+            self.check_stmt(st, inner)
+        if s.cond is not None:
+            ct = self.check_expr(s.cond, inner)
+            if not isinstance(ct, T.BoolType):
+                raise P4TypeError(s.cond.loc, f"condition of 'for' must be bool, got {ct}")
+        for st in s.update:
+            if isinstance(st, A.VariableDecl):
+                raise P4TypeError(st.loc, "the update part of a for loop cannot declare a variable")
+            self.check_stmt(st, inner)
+        self.check_loop_body(s.body, inner)
+
+    def check_for_in(self, s: A.ForInStatement, scope: Scope) -> None:
+        inner = scope.child()
+        vt = self.resolve(s.var.type_ref, scope, self.cur_tparams)
+        ct = self.check_expr(s.collection, scope)
+        if s.hi is not None:
+            if not isinstance(T.strip_newtype(vt), (T.BitsType, T.IntType)):
+                raise P4TypeError(s.var.loc, f"loop variable '{s.var.name}' of a range must be "
+                                             f"bit<W> or int<W>, not {vt}")
+            self.check_expr(s.hi, scope)
+            self.coerce(s.collection, vt, "lower bound of the range")
+            self.coerce(s.hi, vt, "upper bound of the range")
+        elif isinstance(stack_t := T.strip_newtype(ct), T.StackType):
+            if T.strip_newtype(vt) != T.strip_newtype(stack_t.elem):
+                raise P4TypeError(s.var.loc, f"loop variable '{s.var.name}' has type {vt}, "
+                                             f"the stack holds {stack_t.elem}")
+        else:
+            raise P4TypeError(s.collection.loc, f"a for loop goes over a range 'lo .. hi' or a "
+                                                f"header stack, not {ct}")
+        inner.declare(s.var.name, s.var, s.var.loc)
+        self.check_loop_body(s.body, inner)
 
     def check_switch(self, s: A.SwitchStatement, scope: Scope) -> None:
         t = self.check_expr(s.expr, scope)

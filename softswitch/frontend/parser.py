@@ -471,6 +471,34 @@ class _Builder(Transformer):
     def exit_statement(self, meta, ch):
         return A.ExitStatement(loc=self._loc(meta))
 
+    def break_statement(self, meta, ch):
+        return A.BreakStatement(loc=self._loc(meta))
+
+    def continue_statement(self, meta, ch):
+        return A.ContinueStatement(loc=self._loc(meta))
+
+    def for_statement(self, meta, ch):
+        return A.ForStatement(init=ch[1] or [], cond=ch[2], update=ch[3] or [], body=ch[4],
+                              annotations=self._anns(ch[0]), loc=self._loc(meta))
+
+    def for_in_statement(self, meta, ch):
+        var = A.VariableDecl(name=ch[2], type_ref=ch[1], loc=self._loc(meta))
+        return A.ForInStatement(var=var, collection=ch[3], hi=ch[4], body=ch[5],
+                                annotations=self._anns(ch[0]), loc=self._loc(meta))
+
+    def for_steps(self, meta, ch):
+        return list(ch)
+
+    def for_var(self, meta, ch):
+        return A.VariableDecl(name=ch[1], type_ref=ch[0], init=ch[2], loc=self._loc(meta))
+
+    def for_assign(self, meta, ch):
+        return A.AssignmentStatement(lhs=ch[0], rhs=ch[1], loc=self._loc(meta))
+
+    def for_call(self, meta, ch):
+        call = A.MethodCallExpression(callee=ch[0], type_args=ch[2] or [], args=ch[4], loc=self._loc(meta))
+        return A.MethodCallStatement(call=call, loc=self._loc(meta))
+
     def return_statement(self, meta, ch):
         return A.ReturnStatement(value=ch[0], loc=self._loc(meta))
 

@@ -274,3 +274,66 @@ def test_exit_still_copies_out_arguments():
     through every level of calls; nothing after the exit runs."""
     sw = from_source(EXIT_COPY_OUT)
     run_stf(sw, "packet 0 10 00 00\nexpect 1 11 07 00$\n")
+
+
+FOR_LOOPS = """
+#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> n; bit<8> sum; bit<8> odd; bit<8> stack_sum; bit<8> first_big; }
+header e_t { bit<8> v; }
+struct hs_t { h_t h; e_t[3] e; }
+struct m_t { }
+parser P(packet_in b, out hs_t hdr, inout m_t m, inout standard_metadata_t sm) {
+    state start { b.extract(hdr.h); b.extract(hdr.e.next); b.extract(hdr.e.next);
+                  b.extract(hdr.e.next); transition accept; }
+}
+control VC(inout hs_t hdr, inout m_t m) { apply { } }
+bit<8> triangle(in bit<8> n) {
+    bit<8> s = 0;
+    for (bit<8> i in 1 .. n) { s = s + i; }
+    return s;
+}
+control I(inout hs_t hdr, inout m_t m, inout standard_metadata_t sm) {
+    action odd_count() {
+        hdr.h.odd = 0;
+        for (bit<8> i = 0, bit<8> j = 0; i < hdr.h.n; i = i + 1, j = j + 2) {
+            if (i[0:0] == 0) { continue; }
+            hdr.h.odd = hdr.h.odd + 1;
+        }
+    }
+    apply {
+        sm.egress_spec = 1;
+        hdr.h.sum = triangle(hdr.h.n);
+        odd_count();
+        hdr.h.stack_sum = 0;
+        for (e_t x in hdr.e) { hdr.h.stack_sum = hdr.h.stack_sum + x.v; x.v = 0; }
+        hdr.h.first_big = 0xff;
+        for (bit<8> k = 0; ; k = k + 1) {
+            if (k == 3) { break; }
+            if (hdr.e[k].v > 10) { hdr.h.first_big = k; break; }
+        }
+    }
+}
+control E(inout hs_t hdr, inout m_t m, inout standard_metadata_t sm) { apply { } }
+control CC(inout hs_t hdr, inout m_t m) { apply { } }
+control D(packet_out b, in hs_t hdr) { apply { b.emit(hdr); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+def test_for_loops():
+    """P4_16 1.2.5 loops: C-style with several init/update steps, `continue` still runs
+    the update, `break`, a missing condition; `in lo .. hi` (inclusive, empty when
+    hi < lo); over a header stack (the loop variable is a copy)."""
+    sw = from_source(FOR_LOOPS)
+    run_stf(sw, "packet 0 05 00 00 00 00 01 0b 03\nexpect 1 05 0f 02 0f 01 01 0b 03$\n"
+                "packet 0 00 00 00 00 00 01 02 03\nexpect 1 00 00 00 06 ff 01 02 03$\n")
+
+
+def test_break_outside_a_loop_is_refused():
+    import pytest
+
+    from softswitch.frontend.errors import P4Error
+    src = FOR_LOOPS.replace("odd_count();", "odd_count(); break;")
+    with pytest.raises(P4Error, match="'break' outside a for loop"):
+        from_source(src)
