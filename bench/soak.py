@@ -255,9 +255,11 @@ def run_soak(cfg: SoakConfig, *, log: Callable[[str], None] = print) -> dict[str
                              "wall_s": round(time.time() - t_start, 1),
                              "samples": len(run.queues),
                              "traffic_exit": run.traffic_status,
-                             "host_records": int(coll.get("host_records") or 0)})
-    files = write_outputs(cfg.out, samples=run.samples, queues=run.queues, report=rep)
-    rep["files"] = {k: str(v) for k, v in files.items()}
+                             "host_records": int(coll.get("host_records") or 0),
+                             "switch_tx_packets": sum(int(pt.get("tx_packets") or 0)
+                                                      for st in switch_stats.values()
+                                                      for pt in st.get("ports", []) or [])})
+    write_outputs(cfg.out, samples=run.samples, queues=run.queues, report=rep)
     return rep
 
 

@@ -48,7 +48,8 @@ def _kind_order(kind: str) -> int:
 
 def write_outputs(out: Path, *, samples: Sequence[ProcSample],
                   queues: Sequence[dict[str, Any]], report: dict[str, Any]) -> dict[str, Path]:
-    """``processes.csv``, ``queues.csv``, ``rss.png`` and ``report.json`` under ``out``."""
+    """``processes.csv``, ``queues.csv``, ``rss.png`` and ``report.json`` under ``out``
+    (the report gets their paths under ``files``)."""
     out.mkdir(parents=True, exist_ok=True)
     files = {"processes": out / "processes.csv", "queues": out / "queues.csv",
              "rss_plot": out / "rss.png", "report": out / "report.json"}
@@ -64,6 +65,7 @@ def write_outputs(out: Path, *, samples: Sequence[ProcSample],
         for q in queues:
             w.writerow([f"{q['t_s']:.2f}", *(q.get(k, "") for k in QUEUE_KEYS)])
     _plot_rss(files["rss_plot"], samples, warmup_s=float(report.get("warmup_s", 0.0)))
+    report["files"] = {k: str(v) for k, v in files.items()}
     files["report"].write_text(json.dumps(report, indent=1, default=str) + "\n")
     return files
 
@@ -154,6 +156,11 @@ def format_report(rep: dict[str, Any]) -> list[str]:
         where = top["where"] if len(ds) == 1 else f"{len(ds)} places, top {top['where']}"
         tag = "explained" if explained else "UNEXPLAINED"
         lines.append(f"  {kind:<23}{sum(d['count'] for d in ds):>8}  {tag}: {reason} ({where})")
+    sent = int(rep.get("switch_tx_packets") or 0)
+    tail = sum(d["count"] for d in rep["drops"] if d["kind"] == "switch tail drops")
+    if sent:
+        lines.append(f"  (switch ports sent {sent} packets; tail drops "
+                     f"{100 * tail / (sent + tail):.2f} % of what reached their queues)")
     ex = rep["export"]
     lines.append(f"export: {ex['written']} lines written, {ex['delivered']} delivered, "
                  f"{ex['pending']} pending at stop -> {ex['verdict']}")

@@ -125,7 +125,7 @@ class DropRow:
 
 # switch statistics, per port and per switch: counter -> (explained, reason)
 _PORT_COUNTERS = {
-    "tail_drops": (True, "queue full (congestion)"),
+    "tail_drops": (True, "egress queue full (bursts)"),
     "rx_dropped": (False, "receive overrun: switch behind"),
     "tx_errors": (False, "transmit errors"),
 }
