@@ -164,11 +164,14 @@ def test_softswitch_two_dc_int_from_every_hop_and_the_lossy_wan(tmp_path):
 # tail drops counted).  One run of the incast_cc preset (none, DCQCN, HPCC side by side)
 # serves every check, and each check compares variants of that one run, so a busy
 # machine (which slows switches, senders and the controller alike) moves them together:
-# * no CC keeps the queue full: median while busy at least 3/4 of it, high water = 64;
-# * with DCQCN or HPCC the queue fills only until the first cuts take hold (a second
-#   or two here: the feedback waits behind the full queue), then stays short: median
-#   while busy at most half of no-CC's; and they drop less: under 4/5 of no-CC's tail
-#   drops (measured: about 1/2 on a loaded 2-core machine, 1/3 on an idle one).
+# * no CC fills the queue: high water = 64, 90th percentile while busy at least 3/4 of
+#   it, hundreds of tail drops (its median varies with load: senders that lost many
+#   packets sit out retransmission timeouts while the queue drains);
+# * with DCQCN or HPCC the queue fills only until the first cuts take hold (up to a
+#   second or two here: the feedback waits behind the full queue), then stays short:
+#   median while busy at most half of no-CC's 90th percentile; and they drop less:
+#   under 4/5 of no-CC's tail drops (measured, HPCC: 0.35-0.6 of no-CC's as the
+#   machine got busier; DCQCN: 0.04-0.5).
 QUEUE_PKTS = 64
 QUEUE_FULL_NO_CC_PKTS = 48
 OVERFLOW_DROPS_NO_CC = 500
@@ -202,8 +205,8 @@ def _no_cc_fills_the_queue(none: dict) -> tuple[int, float]:
     port, queue = _bottleneck(none)
     assert port["queue_high_water"] == QUEUE_PKTS, port
     assert port["tail_drops"] >= OVERFLOW_DROPS_NO_CC, port
-    assert queue["p50_busy_pkts"] >= QUEUE_FULL_NO_CC_PKTS, queue
-    return port["tail_drops"], queue["p50_busy_pkts"]
+    assert queue["p90_busy_pkts"] >= QUEUE_FULL_NO_CC_PKTS, queue
+    return port["tail_drops"], queue["p90_busy_pkts"]
 
 
 def test_the_incast_preset_runs_every_variant_to_completion(incast_cc):
@@ -227,19 +230,19 @@ def test_the_incast_preset_runs_every_variant_to_completion(incast_cc):
 
 def test_hpcc_keeps_the_incast_queue_short_where_no_cc_fills_it(incast_cc):
     _, runs, _ = incast_cc
-    drops_none, median_none = _no_cc_fills_the_queue(runs["none"])
+    drops_none, full_none = _no_cc_fills_the_queue(runs["none"])
     port, queue = _bottleneck(runs["hpcc"])
-    assert queue["p50_busy_pkts"] <= CC_MEDIAN_QUEUE_VS_NO_CC * median_none, queue
+    assert queue["p50_busy_pkts"] <= CC_MEDIAN_QUEUE_VS_NO_CC * full_none, queue
     assert port["tail_drops"] < CC_DROPS_VS_NO_CC * drops_none, (port, drops_none)
     assert runs["hpcc"]["int"]["collector"]["feedback_records"] > 0
 
 
 def test_dcqcn_keeps_the_incast_queue_shorter_than_no_cc(incast_cc):
     _, runs, _ = incast_cc
-    drops_none, median_none = _no_cc_fills_the_queue(runs["none"])
+    drops_none, full_none = _no_cc_fills_the_queue(runs["none"])
     s = runs["dcqcn"]
     port, queue = _bottleneck(s)
-    assert queue["p50_busy_pkts"] <= CC_MEDIAN_QUEUE_VS_NO_CC * median_none, queue
+    assert queue["p50_busy_pkts"] <= CC_MEDIAN_QUEUE_VS_NO_CC * full_none, queue
     assert port["tail_drops"] < CC_DROPS_VS_NO_CC * drops_none, (port, drops_none)
     # the senders ran DCQCN on the CNPs of the switches' ECN marks; no-CC senders
     # got CNPs too (the same marking) and only counted them
