@@ -25,7 +25,7 @@ import numpy as np
 from controller.cc.batch import thin_per_key
 from controller.cc.gate import CommitGate, GateParams
 from controller.cc.hpcc import HpccEngine
-from controller.cc.sender import FeedbackSender
+from controller.cc.sender import Confirmations, FeedbackSender
 from controller.cc.telemetry import HopSamples
 from formats.feedback import ConfirmStatus
 
@@ -70,6 +70,8 @@ class HpccLoop:
     the other, so a batch of 500 samples of a few flows would take 500 rounds."""
     stats: LoopStats = field(default_factory=LoopStats)
     gate: CommitGate = field(init=False)
+    last_confirmations: Confirmations | None = field(init=False, default=None)
+    """The confirmations of the last ``poll_confirmations`` that matched any."""
     _key: np.ndarray = field(init=False, repr=False)
     _resolved: np.ndarray = field(init=False, repr=False)
     _feed: Callable[[Any, np.ndarray], HopSamples] = field(init=False, repr=False)
@@ -151,6 +153,7 @@ class HpccLoop:
         c = self.sender.receive_confirmations()
         if not len(c):
             return 0
+        self.last_confirmations = c
         applied = c.status == ConfirmStatus.APPLIED
         self.engine.latency.record_confirmed(c.seq[applied], c.sent_ns[applied],
                                              c.received_ns[applied], c.hold_ns[applied])
