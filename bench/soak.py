@@ -284,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0:
         print("bench.soak: needs root (Mininet, network namespaces)", file=sys.stderr)
         return 2
+    from mininet_topos.experiment import ExperimentError
+
     try:
         cfg = SoakConfig(minutes=args.minutes, out=args.out, influx_url=args.influx,
                          interval_s=args.interval, warmup_s=args.warmup,
@@ -292,10 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("bench.soak: interrupted; network torn down", file=sys.stderr)
         return 130
-    except Exception as exc:
-        from mininet_topos.experiment import ExperimentError
-        if not isinstance(exc, (SoakError, ExperimentError, InfluxError)):
-            raise
+    except (SoakError, ExperimentError, InfluxError) as exc:
         print(f"bench.soak: {exc}", file=sys.stderr)
         return 2
     print()
