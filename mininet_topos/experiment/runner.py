@@ -381,6 +381,8 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
             else "fixed", "fec_decisions": decisions, "wire": wire, "resources": resources, "spec": dict(spec.raw),
             "wall_s": time.time() - t_start}
     a.summary.update({"goodput_limit_bps": limit,
+                      # when the senders started, on the time axis of the CSV series
+                      "traffic_start_s": start_at - a.t0_ns / 1e9,
                       "utilisation": (a.summary.get("goodput_tx_bps_total") or 0.0) / limit
                       if limit else None})
     plots = write_analysis(res, a, meta=meta)
@@ -456,7 +458,8 @@ def compare_row(s: dict[str, Any]) -> dict[str, Any]:
 
 def _compare_plots(res: ResultsDir, name: str, results: list[RunResult]) -> None:
     """Side by side: goodput per variant, and the bottleneck queue of every variant over
-    time (INT's view on P4 switches, the kernel's on routers)."""
+    time from its senders' start (the P4 switch's own statistics where it has them,
+    else INT's view, the kernel's on routers)."""
     from .plots import plot_bars, plot_queues
     from .results import read_csv
 
@@ -465,18 +468,27 @@ def _compare_plots(res: ResultsDir, name: str, results: list[RunResult]) -> None
               title=f"{name}: goodput per variant")
     series = {}
     for r in results:
-        port = (r.summary.get("bottleneck_queue") or {}).get("port")
-        if not port or not (r.out / "queue.csv").exists():
+        if not (r.out / "queue.csv").exists():
             continue
-        node, _, ifname = port.partition("/")
-        rows = [row for row in read_csv(r.out / "queue.csv")
-                if row["node"] == node and row["ifname"] == ifname]
-        series[f"{r.spec.variant} ({port})"] = (
-            np.array([float(row["t_s"]) for row in rows]),
-            np.array([int(row["backlog_pkts"]) for row in rows]))
+        all_rows = read_csv(r.out / "queue.csv")
+        ports = [(r.summary.get("bottleneck_queue") or {}).get("port")]
+        sw_port = compare_row(r.summary)["switch_port"]
+        if sw_port:  # "s1/9" -> the statistics rows of node "s1", ifname "s1-eth9"
+            node, _, num = sw_port.partition("/")
+            ports.insert(0, f"{node}/{node}-eth{num}")
+        t0 = float(r.summary.get("traffic_start_s") or 0.0)
+        for port in filter(None, ports):
+            node, _, ifname = port.partition("/")
+            rows = [row for row in all_rows if row["node"] == node and row["ifname"] == ifname
+                    and float(row["t_s"]) >= t0 - 1.0]
+            if rows:
+                series[f"{r.spec.variant} ({port})"] = (
+                    np.array([float(row["t_s"]) - t0 for row in rows]),
+                    np.array([int(row["backlog_pkts"]) for row in rows]))
+                break
     if series:
         plot_queues(series, res.file("queue_compare.png"), top=len(series),
-                    title=f"{name}: bottleneck queue per variant")
+                    title=f"{name}: bottleneck queue per variant (0 s: senders start)")
 
 
 def _fcts(folder: Path) -> np.ndarray:
