@@ -346,6 +346,8 @@ class Collector:
             return self.flows.snapshot()
 
     def stats(self) -> CollectorStats:
+        # /proc/net/udp is read before taking the lock: ingest must not wait on it
+        drops = socket_drops(self._report_sock) + socket_drops(self._agent_sock)
         with self._lock:
             mal: Counter = Counter()
             for k, v in self.report_decoder.stats.malformed.items():
@@ -369,7 +371,7 @@ class Collector:
                 flows=len(self.flows),
                 flows_expired=self.flows.expired,
                 listener_errors=self._listener_errors,
-                socket_drops=socket_drops(self._report_sock) + socket_drops(self._agent_sock),
+                socket_drops=drops,
             )
 
 

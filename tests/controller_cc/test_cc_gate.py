@@ -178,3 +178,19 @@ def test_gate_parameters_are_checked() -> None:
         GateParams(confirm_timeout_s=2, fresh_timeout_s=1)
     with pytest.raises(ParameterError, match="n_flows = 0"):
         CommitGate(n_flows=0)
+
+
+def test_thinning_keeps_the_last_sample_of_each_flow_spread_evenly() -> None:
+    from controller.cc.batch import thin_per_key
+    idx = np.array([0] * 10 + [1, 2, 2])
+    keep = thin_per_key(idx, 3)
+    assert idx[keep].tolist() == [0, 0, 0, 1, 2, 2]
+    assert keep.tolist() == [3, 6, 9, 10, 11, 12]          # batch order, last ones kept
+    rng = np.random.default_rng(1)
+    idx = rng.integers(0, 7, 5000)
+    keep = thin_per_key(idx, 16)
+    assert np.all(np.diff(keep) > 0)
+    for f in range(7):
+        mine = np.flatnonzero(idx == f)
+        assert np.count_nonzero(idx[keep] == f) == 16 and mine[-1] in keep
+    assert thin_per_key(idx, 10_000).size == idx.size
