@@ -115,6 +115,7 @@ class ProgramGen(ParserCompiler):
             "_perr": self._perr, "StackOutOfBounds": StackOutOfBounds,
         })
         self.errors = list(checked.errors) or ["NoError"]
+        self.direct_instances: dict[int, str] = {}
         self._ids = itertools.count()
         self.src: list[str] = []
         self.tables: dict[str, TableInfo] = {}
@@ -166,7 +167,7 @@ class ProgramGen(ParserCompiler):
         fq = control_plane_name(inst, prefix)
         td = inst.type_decl
         if isinstance(td, (A.ParserDecl, A.ControlDecl)):
-            fn = self.compile_block(td, fq, inst.args)
+            fn = self.compile_block(td, fq, inst.args, scope=scope)
         else:
             obj = self.make_extern(inst, fq)
             fn = self.fresh("X_" + fq)
@@ -345,6 +346,13 @@ class ProgramGen(ParserCompiler):
 
     def sub_block_fn(self, inst: A.Expression, body: BodyCompiler) -> str:
         decl = getattr(inst, "decl", None)
+        if isinstance(decl, (A.ParserDecl, A.ControlDecl)):
+            # direct invocation ``MyControl.apply(...)``: one anonymous instance per call site
+            fn = self.direct_instances.get(id(inst))
+            if fn is None:
+                fn = self.compile_block(decl, f"{body.block}.{decl.name}")
+                self.direct_instances[id(inst)] = fn
+            return fn
         return body.name_of(decl, inst)
 
     def table_info(self, decl: A.TableDecl, body: BodyCompiler) -> TableInfo:
@@ -352,20 +360,31 @@ class ProgramGen(ParserCompiler):
 
     # ------------------------------------------------------------------ blocks
     def compile_block(self, decl: Any, instance: str, ctor_args: list[Any] | None = None,
-                      *, top: bool = False) -> str:
+                      *, top: bool = False, scope: dict[Any, str] | None = None) -> str:
         """Compile a parser/control instance. `top`: a block of the main package, whose
-        arguments are fresh objects, so `out` parameters need no invalidation."""
-        consts = self._ctor_bindings(decl, instance, ctor_args or [])
+        arguments are fresh objects, so `out` parameters need no invalidation; `scope`:
+        where instances given as constructor arguments are found."""
+        consts = self._ctor_bindings(decl, instance, ctor_args or [], scope or {})
         if isinstance(decl, A.ParserDecl):
             return self.compile_parser(decl, instance, consts, top=top)
         return self.compile_control(decl, instance, consts, top=top)
 
-    def _ctor_bindings(self, decl: Any, instance: str, args: list[Any]) -> dict[Any, str]:
-        """Constructor parameters of a parser/control bound to the constant arguments."""
+    def _ctor_bindings(self, decl: Any, instance: str, args: list[Any],
+                       scope: dict[Any, str]) -> dict[Any, str]:
+        """Constructor parameters of a parser/control bound to the constant arguments, or
+        to the instances given (a control passed to a control: ``C2(c1) c2;`` or
+        ``C2(C1()) c2;``)."""
         out: dict[Any, str] = {}
         params = list(getattr(decl, "ctor_params", []) or [])
         for i, p in enumerate(params):
             arg = args[i].value if i < len(args) else p.default
+            if isinstance(arg, A.PathExpression) and arg.decl in scope:
+                out[p] = scope[arg.decl]
+                continue
+            if isinstance(arg, A.MethodCallExpression) and arg.call_kind is A.CallKind.CONSTRUCTOR \
+                    and isinstance(arg.callee_decl, (A.ParserDecl, A.ControlDecl)):
+                out[p] = self.compile_block(arg.callee_decl, f"{instance}.{p.name}", arg.args, scope=scope)
+                continue
             v = getattr(arg, "const_value", None)
             if v is None:
                 raise CompileError(f"{decl.loc}: unsupported: constructor parameter {p.name} of "

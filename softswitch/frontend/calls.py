@@ -133,6 +133,8 @@ def check_call(ck: ExpressionChecker, e: A.MethodCallExpression, scope: Scope) -
     if callee.kind != A.MemberKind.METHOD:
         raise P4TypeError(callee.loc, f"'{callee.member}' is not a method")
     obj_t = T.strip_newtype(callee.expr.type)  # type: ignore[arg-type]
+    if isinstance(obj_t, T.TypeOfType) and isinstance(obj_t.of, (T.ParserType, T.ControlType)):
+        obj_t = obj_t.of  # direct invocation of a parser/control type
     m = callee.member
     if isinstance(obj_t, (T.HeaderType, T.HeaderUnionType, T.StackType)):
         return _builtin(ck, e, obj_t, m, scope)

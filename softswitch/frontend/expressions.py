@@ -194,6 +194,10 @@ class ExpressionChecker(TypeResolver):
                     return t
             names = [x.name for x in getattr(decl, "members", [])]
             raise P4NameError(e.loc, f"enum {t.name} has no member '{m}'{Scope().suggest(m, candidates=names)}")
+        if isinstance(t, (T.ParserType, T.ControlType)) and m == "apply":
+            # direct invocation ``MyControl.apply(...)``: an anonymous instance (P4_16 1.2)
+            e.kind = A.MemberKind.METHOD
+            return T.FunctionType(m)
         raise P4Unsupported(e.loc, f"member '{m}' of type {t}")
 
     def _x_IndexExpression(self, e: A.IndexExpression, scope: Scope) -> T.P4Type:

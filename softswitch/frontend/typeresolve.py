@@ -250,6 +250,9 @@ class TypeResolver:
                 self.coerce(f.value, ft, what)
             e.type = target
             return
+        if isinstance(got, (T.ParserType, T.ControlType)) and isinstance(base, type(got)) \
+                and self._block_fits(got.name, base.name):
+            return
         if isinstance(got, T.SerEnumType) and base == got.underlying:
             return
         if isinstance(e, A.TernaryExpression):
@@ -261,6 +264,24 @@ class TypeResolver:
                 and got.width != base.width:
             raise P4TypeError(e.loc, f"{what}: width mismatch: expected {target}, got {got}")
         raise P4TypeError(e.loc, f"{what}: type mismatch: expected {target}, got {got}")
+
+    def _block_fits(self, have: str, want: str) -> bool:
+        """A parser/control instance passed where a parser/control type is expected
+        (a constructor argument): its apply parameters must match in number, direction
+        and type (the type's generic parameters match anything)."""
+        blk, typ = self.top.lookup(have), self.top.lookup(want)
+        if not isinstance(blk, (A.ParserDecl, A.ControlDecl)) or \
+                not isinstance(typ, (A.ParserTypeDecl, A.ControlTypeDecl)) or \
+                len(blk.params) != len(typ.params):
+            return False
+        tps = frozenset(typ.type_params)
+        for bp, wp in zip(blk.params, typ.params):
+            wt = wp.type_ref.type or self.resolve(wp.type_ref, self.top, tps)
+            if bp.direction != wp.direction:
+                return False
+            if not isinstance(wt, T.TypeVar) and wt != bp.type_ref.type:
+                return False
+        return True
 
     def _retype_int(self, e: A.Expression, target: T.P4Type, base: T.P4Type) -> None:
         if isinstance(e, A.TernaryExpression):

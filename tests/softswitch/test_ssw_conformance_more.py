@@ -337,3 +337,46 @@ def test_break_outside_a_loop_is_refused():
     src = FOR_LOOPS.replace("odd_count();", "odd_count(); break;")
     with pytest.raises(P4Error, match="'break' outside a for loop"):
         from_source(src)
+
+
+BLOCKS_AS_VALUES = """
+#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<16> x; bit<16> y; bit<8> z; }
+struct hs_t { h_t h; }
+struct m_t { }
+parser Sub(packet_in b, out h_t h) { state start { b.extract(h); transition accept; } }
+parser P(packet_in b, out hs_t hdr, inout m_t m, inout standard_metadata_t sm) {
+    state start { Sub.apply(b, hdr.h); transition accept; }
+}
+control VC(inout hs_t hdr, inout m_t m) { apply { } }
+control step_t(inout bit<16> x);
+control AddOne(inout bit<16> x) {
+    register<bit<16>>(1) calls;
+    apply { bit<16> n; calls.read(n, 0); calls.write(0, n + 1); x = x + 1; }
+}
+control Twice(inout bit<16> x)(step_t s) { apply { s.apply(x); s.apply(x); } }
+control Shift(inout bit<16> x)(step_t s, bit<4> by) { apply { x = x << by; s.apply(x); } }
+control I(inout hs_t hdr, inout m_t m, inout standard_metadata_t sm) {
+    AddOne() one;
+    Twice(one) twice;
+    Shift(AddOne(), 4) shift;
+    apply {
+        sm.egress_spec = 1;
+        twice.apply(hdr.h.x);
+        shift.apply(hdr.h.y);
+        AddOne.apply(hdr.h.y);
+    }
+}
+control E(inout hs_t hdr, inout m_t m, inout standard_metadata_t sm) { apply { } }
+control CC(inout hs_t hdr, inout m_t m) { apply { } }
+control D(packet_out b, in hs_t hdr) { apply { b.emit(hdr.h); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+def test_direct_invocation_and_blocks_as_constructor_arguments():
+    """`Type.apply(...)` runs an anonymous instance; a control instance (named or made
+    in place) may be passed to a control's constructor parameter of a control type."""
+    sw = from_source(BLOCKS_AS_VALUES)
+    run_stf(sw, "packet 0 0010 0001 00\nexpect 1 0012 0012 00$\n")
