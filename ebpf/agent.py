@@ -41,11 +41,10 @@ from typing import Self, TextIO
 import numpy as np
 
 from formats.agent_batch import AGENT_BATCH_UDP_PORT
+from formats.feedback import CONFIRM_MAX_RECORDS, ConfirmStatus
 from formats.int_md import HOST_RECORD_DTYPE, INT_UDP_PORT
 
 from .errors import AgentError, ConfigError, EbpfError
-from formats.feedback import CONFIRM_MAX_RECORDS, ConfirmStatus
-
 from .feedback import (
     decode_feedback_datagram,
     encode_confirmations,

@@ -87,7 +87,7 @@ def parse_confirm_reply(data: bytes) -> list[tuple[int, int, ConfirmStatus, int]
         if not isinstance(e, dict):
             continue
         seq, qp, psn = e.get("seq"), e.get("qp"), e.get("psn", 0)
-        status = _STATUS_BY_NAME.get(e.get("status"), ConfirmStatus.REJECTED)
+        status = _STATUS_BY_NAME.get(str(e.get("status")), ConfirmStatus.REJECTED)
         if not isinstance(seq, int) or not isinstance(qp, int) or not isinstance(psn, int):
             continue
         out.append((seq, qp, status, psn & 0xFFFFFF))

@@ -107,7 +107,7 @@ class EndpointCounters:
 def next_psn(req: Requester) -> int:
     """PSN of the next new packet ``req`` will send: the first one paced at a setting
     applied now (retransmissions of older PSNs may still follow)."""
-    return (req.start_psn + req._sent_up_to) & PSN_MASK  # noqa: SLF001 (no public accessor)
+    return (req.start_psn + req._sent_up_to) & PSN_MASK
 
 
 class Endpoint:

@@ -21,6 +21,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -36,6 +37,10 @@ from formats.telemetry_report import REPORT_UDP_PORT
 log = logging.getLogger("controller.int")
 
 Listener = Callable[[DecodedBatch, np.ndarray], None]
+class HasFileno(Protocol):
+    def fileno(self) -> int: ...
+
+
 Reader = Callable[[], object]
 """Called on the collector thread when its file object is readable; it reads itself."""
 
@@ -148,7 +153,7 @@ class Collector:
         self._agent_sock: socket.socket | None = None
         self._wake_r: socket.socket | None = None
         self._wake_w: socket.socket | None = None
-        self._readers: list[tuple[object, Reader]] = []
+        self._readers: list[tuple[HasFileno, Reader]] = []
         self._last_expire = 0
 
     # -- lifecycle ------------------------------------------------------------------
@@ -220,7 +225,7 @@ class Collector:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def add_reader(self, fileobj: object, callback: Reader) -> None:
+    def add_reader(self, fileobj: HasFileno, callback: Reader) -> None:
         """Wake the collector thread when ``fileobj`` (a socket, or anything with
         ``fileno()``) is readable and call ``callback()`` there, e.g. the HPCC loop's
         confirmations.  Callbacks share the thread with decoding: keep them short.

@@ -25,11 +25,12 @@ pytestmark = [pytest.mark.root, pytest.mark.bpf, pytest.mark.slow]
 if os.geteuid() != 0:
     pytest.skip("needs root for namespaces and BPF", allow_module_level=True)
 
-from controller.int.synth import Hop, build_hpcc_report  # noqa: E402
-from controller.runner import Controller, RunConfig, read_state  # noqa: E402
-from mininet_topos.netns import Interface, Namespace, delete_link, veth_pair  # noqa: E402
-from traffic.control import query_stats  # noqa: E402
-from traffic.workloads import connection_qpn  # noqa: E402
+from controller.int.synth import Hop, build_hpcc_report
+from controller.runner import Controller, RunConfig, read_state
+from mininet_topos.netns import Interface, Namespace, delete_link, veth_pair
+from traffic.control import query_stats
+from traffic.errors import ControlError
+from traffic.workloads import connection_qpn
 
 QP = connection_qpn(0, 1, 0)
 FB_PORT = 32768
@@ -129,8 +130,8 @@ def test_running_controller_reports_decision_to_applied(testbed: SwitchBed, tmp_
             receiver.wait()
 
 
-def qp_sent(ctl_sock: str) -> int:  # noqa: N802
+def qp_sent(ctl_sock: str) -> int:
     try:
         return int(query_stats(ctl_sock, timeout_s=1.0)["requesters"][str(QP)]["tx_data_pkts"])
-    except Exception:   # the endpoint is not up yet
+    except (OSError, ControlError, KeyError):   # the endpoint is not up yet
         return 0

@@ -20,14 +20,15 @@ pytestmark = [pytest.mark.root, pytest.mark.bpf, pytest.mark.slow]
 if os.geteuid() != 0:
     pytest.skip("needs root for namespaces and BPF", allow_module_level=True)
 
-from controller.cc import FeedbackSender, HpccEngine, HpccParams  # noqa: E402
-from controller.cc.loop import FeedbackTarget, HpccLoop  # noqa: E402
-from controller.int.collector import Collector, CollectorConfig  # noqa: E402
-from controller.int.synth import Hop, build_hpcc_report  # noqa: E402
-from formats.feedback import ConfirmStatus  # noqa: E402
-from mininet_topos.netns import Namespace, two_hosts  # noqa: E402
-from traffic.control import query_stats  # noqa: E402
-from traffic.workloads import connection_qpn  # noqa: E402
+from controller.cc import FeedbackSender, HpccEngine, HpccParams
+from controller.cc.loop import FeedbackTarget, HpccLoop
+from controller.int.collector import Collector, CollectorConfig
+from controller.int.synth import Hop, build_hpcc_report
+from formats.feedback import ConfirmStatus
+from mininet_topos.netns import Namespace, two_hosts
+from traffic.control import query_stats
+from traffic.errors import ControlError
+from traffic.workloads import connection_qpn
 
 ROOT = Path(__file__).resolve().parents[2]
 QP = connection_qpn(0, 1, 0)        # rank 0 (h2, the sender) -> rank 1 (h1), channel 0
@@ -82,7 +83,7 @@ def test_feedback_is_confirmed_with_the_requesters_psn(hosts, tmp_path) -> None:
         try:
             if _requester(query_stats(ctl2))["tx_data_pkts"] > 50:
                 break
-        except Exception:   # not up yet
+        except (OSError, ControlError, KeyError):   # not up yet
             pass
         time.sleep(0.2)
     else:

@@ -167,7 +167,7 @@ def test_flows_of_agents_that_never_confirm_are_not_gated() -> None:
     commits = 0
     for b in range(4):
         hs, psn = flow.batch(8, 100_000 + b * T_NS, 8 * b)
-        mask, d = _run(eng, gate, hs, psn)
+        _, d = _run(eng, gate, hs, psn)
         commits += int(d.committed.sum())
         gate.arm([0], [b], 100_000 + b * T_NS)
     assert commits == 4 and gate.stats.armed == 0

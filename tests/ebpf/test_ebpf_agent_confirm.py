@@ -18,11 +18,11 @@ pytestmark = [pytest.mark.root, pytest.mark.bpf]
 if os.geteuid() != 0:
     pytest.skip("needs root for namespaces and BPF", allow_module_level=True)
 
-from ebpf.agent import AgentConfig, HostAgent  # noqa: E402
-from mininet_topos.netns import Namespace, two_hosts  # noqa: E402
-from traffic.control import ControlServer  # noqa: E402
-from traffic.endpoint import Endpoint, EndpointConfig, next_psn  # noqa: E402
-from traffic.qp_types import QpConfig  # noqa: E402
+from ebpf.agent import AgentConfig, HostAgent
+from mininet_topos.netns import Namespace, two_hosts
+from traffic.control import ControlServer
+from traffic.endpoint import Endpoint, EndpointConfig, next_psn
+from traffic.qp_types import QpConfig
 
 
 @pytest.fixture(scope="module")
