@@ -425,6 +425,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="UDP port to receive controller feedback on (0: none)")
     p.add_argument("--control", metavar="PATH",
                    help="UNIX datagram socket of the local traffic endpoint")
+    p.add_argument("--confirm-timeout", type=_positive, default=1.0, metavar="S",
+                   help="report feedback the endpoint has not confirmed after S seconds "
+                        "as UNCONFIRMED (default 1)")
     p.add_argument("--int-port", type=_port, default=INT_UDP_PORT,
                    help=f"UDP port announcing INT (default {INT_UDP_PORT})")
     p.add_argument("--malformed", choices=("pass", "drop"), default="pass",
@@ -448,7 +451,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg = AgentConfig(
             iface=args.iface, netns=args.netns, controller=args.controller,
             agent_id=args.agent_id, feedback_port=args.feedback_port,
-            control_socket=args.control,
+            control_socket=args.control, confirm_timeout_s=args.confirm_timeout,
             sink=SinkConfig(int_udp_port=args.int_port, ringbuf_pages=args.ringbuf_pages,
                             malformed_drop=args.malformed == "drop",
                             hook="xdp" if args.xdp else "tc"))

@@ -34,6 +34,8 @@ def stats_lines(st: HpccStats) -> list[str]:
         f"telemetry -> decision : {_ms(st.telemetry_to_decision)}",
         f"telemetry -> feedback : {_ms(st.telemetry_to_sent)}",
         f"decision -> applied   : {_ms(st.decision_to_applied)}",
+        *([f"telemetry -> applied : {_ms(st.telemetry_to_applied)}"]
+          if st.telemetry_to_applied is not None else []),
     ]
 
 

@@ -116,3 +116,36 @@ def test_unmatched_and_malformed_confirmations_are_counted() -> None:
     finally:
         junk.close()
         sender.close()
+
+
+def test_collector_thread_wakes_on_confirmations() -> None:
+    """The running collector watches the feedback socket (``Collector.add_reader``):
+    confirmations are handled on its thread with no polling by the caller."""
+    agent = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    agent.bind(("127.0.0.1", 0))
+    agent.settimeout(5)
+    eng = HpccEngine(n_flows=16, params=HpccParams(base_rtt_s=20e-6))
+    sender = FeedbackSender(n_flows=16)
+    loop = HpccLoop(engine=eng, sender=sender,
+                    resolve=lambda s: FeedbackTarget(agent=agent.getsockname(), flow_id=QP,
+                                                     max_rate_bps=10e9))
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        with int_pkg.Collector(int_pkg.CollectorConfig(report_port=0, agent_port=None,
+                                                       flow_capacity=16),
+                               listeners=[loop]) as col:
+            col.add_reader(sender.sock, loop.poll_confirmations)   # after start, too
+            for i in range(30):
+                tx.sendto(_report(i, i), col.report_address)
+            data, _ = agent.recvfrom(65535)
+            fb = decode_feedback(data)
+            _confirm(agent, fb, sender.sock.getsockname(), psn=31)
+            deadline = time.monotonic() + 5
+            while loop.stats.confirmations < 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert loop.stats.confirmations == 1
+            assert eng.stats().decision_to_applied.count == 1
+    finally:
+        tx.close()
+        sender.close()
+        agent.close()
