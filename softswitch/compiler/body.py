@@ -619,16 +619,38 @@ class BodyCompiler(ExprCompiler):
                 target = a[0]
                 extra = f", {self.ex(a[1])}" if len(a) > 1 else ""
                 path = expr_text(target)
+                if isinstance(target, A.DontCareExpression):  # extract<H>(_): read and drop
+                    ht = strip((e.type_bindings or {}).get("T"))
+                    if not isinstance(ht, T.HeaderType):
+                        raise self.fail(e, "extract into _ of a type that is not a header")
+                    h = self.tmp("h")
+                    self.emit(f"{h} = {self.gen.layouts.new_value_src(ht)}")
+                    self.emit(f"{h}._extract({obj}{extra})")
+                    return ""
+                union_member = isinstance(target, A.MemberExpression) and \
+                    isinstance(strip(target.expr.type), T.HeaderUnionType)
                 if isinstance(target, A.MemberExpression) and target.kind is A.MemberKind.STACK_NEXT:
                     st = self.ex(target.expr)
                     h = self.tmp("h")
                     self.emit(f"{h} = {st}.next()")
                     self.emit(f"{h}._extract({obj}{extra})")
                     self.emit(f"{st}.next_index += 1")
+                elif union_member and isinstance(target.expr, A.MemberExpression) and \
+                        target.expr.kind is A.MemberKind.STACK_NEXT:
+                    # u.next.member of a header-union stack: fills the next union, moves on
+                    st = self.ex(target.expr.expr)
+                    un, h = self.tmp("u"), self.tmp("h")
+                    self.emit(f"{un} = {st}.next()")
+                    self.emit(f"{h} = {un}.{attr_name(target.member)}")
+                    self.emit(f"{h}._extract({obj}{extra})")
+                    self.emit(f"{un}._only_valid({attr_name(target.member)!r})")
+                    self.emit(f"{st}.next_index += 1")
                 else:
                     h = self.tmp("h")
                     self.emit(f"{h} = {self.ex(target)}")
                     self.emit(f"{h}._extract({obj}{extra})")
+                    if union_member:  # a union holds one valid member at a time
+                        self.emit(f"{self.ex(target.expr)}._only_valid({attr_name(target.member)!r})")
                 self.trace("extract", f"{{'header': {path!r}, 'fields': {h}._fields()}}")
                 return ""
             if m == "lookahead":

@@ -194,6 +194,8 @@ def _check_packet_method(ext: str, m: str, e: A.MethodCallExpression, b: dict[st
     """The core.p4 packet methods take only certain types (P4_16 spec, packet_in/out)."""
     if ext == "packet_in" and m == "extract" and e.args:
         t = e.args[0].value.type
+        if isinstance(t, T.DontCareType):  # extract<H>(_): skip one H
+            t = T.strip_newtype(b.get("T", t))
         if not isinstance(t, T.HeaderType):
             raise P4TypeError(e.args[0].loc, f"extract needs a header, got {t}")
         has_varbit = any(isinstance(ft, T.VarbitType) for _, ft in t.fields)

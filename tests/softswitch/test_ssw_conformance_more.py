@@ -380,3 +380,42 @@ def test_direct_invocation_and_blocks_as_constructor_arguments():
     in place) may be passed to a control's constructor parameter of a control type."""
     sw = from_source(BLOCKS_AS_VALUES)
     run_stf(sw, "packet 0 0010 0001 00\nexpect 1 0012 0012 00$\n")
+
+
+UNION_STACK = """
+#include <core.p4>
+#include <v1model.p4>
+header t_t { bit<8> t; }
+header one_t { bit<8> v; }
+header two_t { bit<16> v; }
+header_union u_t { one_t one; two_t two; }
+struct hs_t { t_t t; u_t[2] u; u_t w; }
+struct m_t { }
+parser P(packet_in b, out hs_t hdr, inout m_t m, inout standard_metadata_t sm) {
+    state start {
+        b.extract<t_t>(_);
+        b.extract(hdr.t);
+        transition select(hdr.t.t) { 1: short_long; default: long_short; }
+    }
+    state short_long { b.extract(hdr.u.next.one); b.extract(hdr.u.next.two); transition both; }
+    state long_short { b.extract(hdr.u.next.two); b.extract(hdr.u.next.one); transition both; }
+    state both { b.extract(hdr.w.one); b.extract(hdr.w.two); transition accept; }
+}
+control VC(inout hs_t hdr, inout m_t m) { apply { } }
+control I(inout hs_t hdr, inout m_t m, inout standard_metadata_t sm) {
+    apply { sm.egress_spec = 1; }
+}
+control E(inout hs_t hdr, inout m_t m, inout standard_metadata_t sm) { apply { } }
+control CC(inout hs_t hdr, inout m_t m) { apply { } }
+control D(packet_out b, in hs_t hdr) { apply { b.emit(hdr); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+def test_header_union_stack_next_member_and_extract_into_dont_care():
+    """`extract(s.next.member)` on a stack of header unions fills the next union and
+    moves on; extracting a union member leaves only it valid; `extract<H>(_)` skips an
+    H."""
+    sw = from_source(UNION_STACK)
+    run_stf(sw, "packet 0 ee 01 11 2222 33 4444 55\nexpect 1 01 11 2222 4444 55$\n"
+                "packet 0 ee 02 2222 11 33 4444 55\nexpect 1 02 2222 11 4444 55$\n")
