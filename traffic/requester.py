@@ -113,6 +113,7 @@ class Requester:
     _progress: bool = False
     _min_rtt: float | None = None
     _rtt_cand: float | None = None
+    _rtos_unsampled: int = 0  # retransmission timeouts since the last RTT sample
     _msg_id: int = 0
     _va: int = 0x10000
     _dcqcn: DcqcnReactionPoint | None = None
@@ -492,6 +493,7 @@ class Requester:
     def _rtt_sample(self, rtt: float) -> None:
         if rtt <= 0:
             return
+        self._rtos_unsampled = 0
         if self._min_rtt is None or rtt < self._min_rtt:
             self._min_rtt = rtt
         if self._srtt is None:
@@ -528,6 +530,14 @@ class Requester:
                     self._retx_q.appendleft(s)
                     self.counters.timeouts += 1
                 break
+        # A second timeout without a fresh RTT sample: the minimum RTT may date from a
+        # congested start (seconds of queueing), and with it every retransmission's
+        # ACK looks "too early" (see _mark_acked), so losses behind it are never
+        # inferred and recovery crawls at one packet per timeout.  Forget it; the
+        # next never-retransmitted packet gives a new one.
+        self._rtos_unsampled += 1
+        if self._rtos_unsampled >= 2:
+            self._min_rtt = None
         self._rto = min(self.cfg.rto_max_s, self._rto * 2)
         self._rto_deadline = now + self._rto
 
