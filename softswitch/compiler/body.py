@@ -340,17 +340,21 @@ class BodyCompiler(ExprCompiler):
         params = e.params or [None] * len(e.args)
         codes = list(prefix)
         backs: list[A.Expression] = []
-        for p, a in zip(params, self.args(e)):
+        args = self.args(e)
+        read = [a for p, a in zip(params, args) if not isinstance(a, A.DontCareExpression)
+                and getattr(p, "direction", A.Direction.IN) is not A.Direction.OUT]
+        value_of = dict(zip((id(a) for a in read), self.ex_in_order(read)))
+        for p, a in zip(params, args):
             direction = getattr(p, "direction", A.Direction.IN)
             pt = getattr(getattr(p, "type_ref", None), "type", None) or a.type
             if direction in (A.Direction.OUT, A.Direction.INOUT) and not is_object_type(pt):
                 if direction is A.Direction.INOUT and not isinstance(a, A.DontCareExpression):
-                    codes.append(self.ex(a))
+                    codes.append(value_of[id(a)])
                 else:
                     codes.append(repr(default_value(pt)) if pt is not None else "0")
                 backs.append(a)
             else:
-                codes.append(self.ex(a))
+                codes.append(value_of[id(a)] if id(a) in value_of else self.ex(a))
         has_value = returns_value and not isinstance(strip(e.type) if e.type else None, T.VoidType) \
             and e.type is not None
         call = f"{fn}({', '.join(codes)})"

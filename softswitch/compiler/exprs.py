@@ -96,6 +96,49 @@ class ExprCompiler:
     def lazy(self, build: Any) -> str:  # pragma: no cover - provided by subclass
         raise NotImplementedError
 
+    def emit(self, line: str) -> None:  # pragma: no cover - provided by subclass
+        raise NotImplementedError
+
+    def tmp(self, base: str = "t") -> str:  # pragma: no cover - provided by subclass
+        raise NotImplementedError
+
+    @staticmethod
+    def has_side_effects(e: A.Expression) -> bool:
+        """Whether evaluating `e` changes state: a table apply, or a call that writes
+        arguments back (its write-back runs as a statement before the expression)."""
+        from softswitch.compiler.walk import walk
+        for n in walk(e):
+            if not isinstance(n, A.MethodCallExpression):
+                continue
+            if n.call_kind is A.CallKind.TABLE_APPLY:
+                return True
+            for p, a in zip(n.params or [], n.args):
+                if getattr(p, "direction", None) in (A.Direction.OUT, A.Direction.INOUT) \
+                        and not is_object_type(getattr(getattr(p, "type_ref", None), "type", None)
+                                               or a.value.type):
+                    return True
+        return False
+
+    def ex_in_order(self, exprs: list[A.Expression]) -> list[str]:
+        """Operands evaluated left to right, as P4 says: an operand followed by one with
+        side effects is saved to a temporary first, so it keeps the value it had before
+        (``{ x, f(x) }`` with ``f`` writing ``x``).  Not where code may not run (lazy)."""
+        later = [False] * len(exprs)
+        if not self.lazy_depth:
+            seen = False
+            for i in range(len(exprs) - 1, -1, -1):
+                later[i] = seen
+                seen = seen or self.has_side_effects(exprs[i])
+        out = []
+        for x, save in zip(exprs, later):
+            code = self.ex(x)
+            if save and x.const_value is None:
+                t = self.tmp("o")
+                self.emit(f"{t} = {code}._copy()" if is_object_type(x.type) else f"{t} = {code}")
+                code = t
+            out.append(code)
+        return out
+
     def name_of(self, decl: Any, node: Any) -> str:  # pragma: no cover - provided by subclass
         raise NotImplementedError
 
@@ -222,8 +265,7 @@ class ExprCompiler:
             finally:
                 self.lazy_depth -= 1
             return f"({left} {'and' if op == '&&' else 'or'} {right})"
-        a = self.ex(e.left)
-        b = self.ex(e.right)
+        a, b = self.ex_in_order([e.left, e.right])
         kind, w = scalar_kind(e.type)
         if op in ("==", "!="):
             if is_object_type(e.left.type):
@@ -332,12 +374,12 @@ class ExprCompiler:
     def fields_tuple(self, e: A.ListExpression | A.StructExpression) -> str:
         """The values of a ``{...}`` expression as a Python tuple, in field order."""
         if isinstance(e, A.ListExpression):
-            return "(" + "".join(f"{self.ex(x)}, " for x in e.elems) + ")"
+            return "(" + "".join(f"{c}, " for c in self.ex_in_order(e.elems)) + ")"
+        codes = dict(zip((f.name for f in e.fields), self.ex_in_order([f.value for f in e.fields])))
         t = strip(e.type)
         if isinstance(t, T.StructLikeType):
-            by = {f.name: f.value for f in e.fields}
-            return "(" + "".join(f"{self.ex(by[n])}, " for n, _ in t.fields) + ")"
-        return "(" + "".join(f"{self.ex(f.value)}, " for f in e.fields) + ")"
+            return "(" + "".join(f"{codes[n]}, " for n, _ in t.fields) + ")"
+        return "(" + "".join(f"{codes[f.name]}, " for f in e.fields) + ")"
 
     def object_from_fields(self, e: A.Expression, values: str) -> str:
         """A ``{...}`` typed as a struct or header is a value of that type (a function's

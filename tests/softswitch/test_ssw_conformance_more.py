@@ -419,3 +419,38 @@ def test_header_union_stack_next_member_and_extract_into_dont_care():
     sw = from_source(UNION_STACK)
     run_stf(sw, "packet 0 ee 01 11 2222 33 4444 55\nexpect 1 01 11 2222 4444 55$\n"
                 "packet 0 ee 02 2222 11 33 4444 55\nexpect 1 02 2222 11 4444 55$\n")
+
+
+LEFT_TO_RIGHT = """
+#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> a; bit<8> b; bit<8> c; bit<8> d; bit<8> e; }
+struct hs_t { h_t h; }
+struct m_t { }
+parser P(packet_in b, out hs_t hdr, inout m_t m, inout standard_metadata_t sm) {
+    state start { b.extract(hdr.h); transition accept; }
+}
+control VC(inout hs_t hdr, inout m_t m) { apply { } }
+bit<8> bump(inout bit<8> x) { x = x + 10; return 1; }
+control I(inout hs_t hdr, inout m_t m, inout standard_metadata_t sm) {
+    h_t saved;
+    apply {
+        sm.egress_spec = 1;
+        saved = { hdr.h.a, bump(hdr.h.a), hdr.h.a, 0, 0 };
+        hdr.h.d = hdr.h.b + bump(hdr.h.b);
+        hdr.h.e = saved.a[3:0] ++ saved.c[3:0];
+        hdr.h.c = saved.b;
+    }
+}
+control E(inout hs_t hdr, inout m_t m, inout standard_metadata_t sm) { apply { } }
+control CC(inout hs_t hdr, inout m_t m) { apply { } }
+control D(packet_out b, in hs_t hdr) { apply { b.emit(hdr.h); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+def test_operands_are_evaluated_left_to_right():
+    """An operand read before a call that writes it back keeps its earlier value
+    (`{ x, f(x), x }`, `y + f(y)`), as p4c and BMv2 evaluate left to right."""
+    sw = from_source(LEFT_TO_RIGHT)
+    run_stf(sw, "packet 0 01 02 00 00 00\nexpect 1 0b 0c 01 03 1b$\n")
