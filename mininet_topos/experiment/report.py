@@ -122,8 +122,9 @@ def format_summary(summary: dict[str, Any], a: Analysis | None = None) -> list[s
     gp = summary.get("goodput_tx_bps_total") or 0.0
     line = f"goodput (sum of ranks): {gp / 1e6:.1f} Mbit/s"
     if summary.get("goodput_limit_bps"):
-        line += (f" of a {summary['goodput_limit_bps'] / 1e6:.0f} Mbit/s limit "
-                 f"({100 * gp / summary['goodput_limit_bps']:.0f} % utilisation)")
+        line += f" of a {summary['goodput_limit_bps'] / 1e6:.0f} Mbit/s limit"
+    if summary.get("utilisation") is not None:
+        line += f"; utilisation {100 * summary['utilisation']:.0f} % (all bytes / last finish)"
     lines.append(line)
     cc = summary.get("senders_cc") or {}
     if cc.get("rate_cuts") is not None:

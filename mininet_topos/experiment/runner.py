@@ -383,8 +383,7 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
     a.summary.update({"goodput_limit_bps": limit,
                       # when the senders started, on the time axis of the CSV series
                       "traffic_start_s": start_at - a.t0_ns / 1e9,
-                      "utilisation": (a.summary.get("goodput_tx_bps_total") or 0.0) / limit
-                      if limit else None})
+                      "utilisation": utilisation(a.traffic["ranks"], limit)})
     plots = write_analysis(res, a, meta=meta)
     summary = json.loads(res.file("summary.json").read_text())
     summary.setdefault("switch_ports", a.summary.get("switch_ports", {}))
@@ -432,6 +431,17 @@ def run_specs(specs: list[ExperimentSpec], out: str | Path, *,
         plot_fct_cdf(fcts, res.file("fct_cdf.png"), title=f"{specs[0].name}: FCT CDF")
         _compare_plots(res, specs[0].name, results)
     return results
+
+
+def utilisation(ranks: dict[str, Any], limit_bps: float) -> float | None:
+    """Every byte the ranks sent over the time the last one took, as a fraction of the
+    goodput limit (the sum of per-rank goodputs overstates it: ranks finish at
+    different times)."""
+    done = [float(r["completion_s"]) for r in ranks.values() if r.get("completion_s")]
+    sent = sum(int(r.get("bytes_sent") or 0) for r in ranks.values())
+    if not done or not limit_bps or max(done) <= 0:
+        return None
+    return sent * 8 / max(done) / limit_bps
 
 
 def compare_row(s: dict[str, Any]) -> dict[str, Any]:

@@ -203,7 +203,14 @@ def test_variant_rows_and_control_loop_lines():
     assert control_loop_lines(None) == [] and control_loop_lines({}) == []
     lines = format_summary({**s, "goodput_tx_bps_total": 3.6e6, "goodput_limit_bps": 4e6,
                             "int": {"collector": coll}})
-    assert "goodput (sum of ranks): 3.6 Mbit/s of a 4 Mbit/s limit (90 % utilisation)" in lines
+    assert ("goodput (sum of ranks): 3.6 Mbit/s of a 4 Mbit/s limit; utilisation 90 % "
+            "(all bytes / last finish)") in lines
+    from mininet_topos.experiment.runner import utilisation
+    ranks = {"h9": {"completion_s": 4.0, "bytes_sent": 0},
+             "h1": {"completion_s": 2.0, "bytes_sent": 1_000_000},
+             "h2": {"completion_s": 4.0, "bytes_sent": 1_000_000}, "h3": {"finished": False}}
+    assert utilisation(ranks, 4e6) == 1.0
+    assert utilisation({}, 4e6) is None and utilisation(ranks, 0.0) is None
     assert ("senders' DCQCN: 40 CNPs received, 12 rate cuts, lowest rate 0.30 Mbit/s"
             in lines)
     assert lines[-1].startswith("control loop telemetry -> applied")
