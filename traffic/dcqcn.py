@@ -100,9 +100,6 @@ class DcqcnSettings:
         except CcError as e:  # pragma: no cover - the checks above come first
             raise ConfigError(f"DCQCN settings: {e}") from None
 
-    def as_dict(self) -> dict[str, float]:
-        return {name: getattr(self, name) for name in self.__slots__}
-
 
 def _ns(t_s: float) -> int:
     return round(t_s * 1e9)
