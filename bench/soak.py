@@ -1,13 +1,16 @@
 """Soak: the demo workload for N minutes with memory, queues, drops and export watched.
 
     python -m bench.soak [--minutes 10] [--out DIR] [--influx URL] [--interval 5]
+                         [--outage SECONDS]
 
 Runs the ``demo`` preset (two datacenters, ring all-reduce across a WAN link with 1 %
 bursty loss, HPCC, FEC from the loss map) with its workload stretched to ``--minutes``
 (the spec is built in memory from the preset: a count the run cannot reach and a
 timeout of the soak's length, so the traffic processes run the whole time).  The
 controller exports to InfluxDB while it runs: to a private influxd 1.x started here
-(default) or to ``--influx URL`` (a fresh database per run).
+(default) or to ``--influx URL`` (a fresh database per run).  ``--outage S`` stops the
+private influxd for S seconds a third into the run: the exporter must spool to disk and
+replay, and the check below must still find nothing lost.
 
 Every ``--interval`` seconds it samples the RSS and CPU of every process the test bed
 started (found as descendants of this process in /proc: switches, controller, host
@@ -52,7 +55,7 @@ from .soak_procs import ProcSample, ProcTable
 from .soak_report import QUEUE_KEYS, format_report, memory_table, report_dict, write_outputs
 from .soak_stats import MAX_SLOPE_MB_PER_MIN, classify_drops, compare_export
 
-__all__ = ["SoakConfig", "SoakError", "main", "run_soak", "soak_spec"]
+__all__ = ["Outage", "SoakConfig", "SoakError", "main", "run_soak", "soak_spec"]
 
 START_DELAY_S = 4.0
 GRACE_S = 30.0          # after the traffic's own timeout, before the soak stops it
@@ -71,6 +74,7 @@ class SoakConfig:
     warmup_s: float | None = None      # default: 60 s, or a fifth of a shorter run
     max_slope_mb_per_min: float = MAX_SLOPE_MB_PER_MIN
     preset: str = "demo"
+    outage_s: float = 0.0              # > 0: stop the private influxd this long mid-run
 
     def __post_init__(self) -> None:
         if not 0.05 <= self.minutes <= 24 * 60:
@@ -79,6 +83,11 @@ class SoakConfig:
             raise SoakError(f"soak --interval {self.interval_s:g}: outside 0.2..60 s")
         if self.influx_url is not None and not self.influx_url.startswith(("http://", "https://")):
             raise SoakError(f"soak --influx {self.influx_url!r}: expected http://HOST:PORT")
+        if self.outage_s < 0 or self.outage_s > self.minutes * 60.0 / 2:
+            raise SoakError(f"soak --outage {self.outage_s:g}: outside 0..{self.minutes * 30:g} s "
+                            "(at most half the run)")
+        if self.outage_s and self.influx_url is not None:
+            raise SoakError("soak --outage stops the soak's own influxd; leave out --influx")
 
     @property
     def warmup(self) -> float:
@@ -117,6 +126,35 @@ def _exporting_testbed(url: str, database: str, **kw: Any) -> Any:
 
 
 @dataclass(slots=True, kw_only=True)
+class Outage:
+    """Stops the private influxd at ``at_s`` for ``duration_s`` and starts it again on the
+    same port and data, so the controller's exporter spools and then replays."""
+
+    server: PrivateInfluxd
+    at_s: float
+    duration_s: float
+    stopped_at_s: float | None = None
+    restarted_at_s: float | None = None
+
+    def tick(self, t_s: float) -> str | None:
+        """Act at time ``t_s`` of the run; returns what it did, if anything."""
+        if self.stopped_at_s is None and t_s >= self.at_s:
+            self.server.stop()
+            self.stopped_at_s = t_s
+            return f"influxd stopped for {self.duration_s:g} s (outage)"
+        if (self.stopped_at_s is not None and self.restarted_at_s is None
+                and t_s >= self.stopped_at_s + self.duration_s):
+            self.server.start()
+            self.restarted_at_s = t_s
+            return "influxd started again"
+        return None
+
+    def summary(self) -> dict[str, float | None]:
+        return {"planned_s": self.duration_s, "stopped_at_s": self.stopped_at_s,
+                "restarted_at_s": self.restarted_at_s}
+
+
+@dataclass(slots=True, kw_only=True)
 class _Run:
     samples: list[ProcSample] = field(default_factory=list)
     queues: list[dict[str, Any]] = field(default_factory=list)
@@ -142,7 +180,7 @@ def _sample_queues(t_s: float, coll: dict[str, Any]) -> dict[str, Any]:
 
 
 def _drive(cfg: SoakConfig, spec: Any, topo: Any, url: str, database: str,
-           log: Callable[[str], None]) -> _Run:
+           log: Callable[[str], None], outage: Outage | None = None) -> _Run:
     """Bring the test bed up, run the traffic for the soak's length while sampling."""
     from mininet_topos.experiment.workload import traffic_argv
 
@@ -179,6 +217,8 @@ def _drive(cfg: SoakConfig, spec: Any, topo: Any, url: str, database: str,
             t = time.monotonic() - t0
             run.samples.extend(procs.sample(t))
             run.queues.append(_sample_queues(t, _read_state(state).get("collector") or {}))
+            if outage is not None and (did := outage.tick(t)):
+                log(f"  {t / 60:.1f} min: {did}")
             if time.monotonic() >= next_log:
                 q = run.queues[-1]
                 log(f"  {t / 60:.1f} min: export delivered {q.get('export_lines_delivered', 0)}"
@@ -213,17 +253,23 @@ def run_soak(cfg: SoakConfig, *, log: Callable[[str], None] = print) -> dict[str
     t_start = time.time()
     with contextlib.ExitStack() as stack:
         stack.enter_context(sigterm_as_interrupt())
+        outage = None
         if cfg.influx_url is None:
             try:
                 server = stack.enter_context(PrivateInfluxd(cfg.out / "influxd"))
             except InfluxError as exc:
                 raise SoakError(str(exc)) from None
             url = server.url
+            if cfg.outage_s > 0:
+                outage = Outage(server=server, at_s=cfg.minutes * 60.0 / 3,
+                                duration_s=cfg.outage_s)
         else:
             url = cfg.influx_url
         log(f"soak: {cfg.minutes:g} min of {spec.name} ({spec.workload.kind} on "
             f"{', '.join(spec.workload.hosts)}), samples every {cfg.interval_s:g} s")
-        run = _drive(cfg, spec, topo, url, database, log)
+        run = _drive(cfg, spec, topo, url, database, log, outage)
+        if outage is not None and outage.restarted_at_s is None:
+            server.start()  # the run ended inside the outage: count what arrived
         # the controller has stopped: its last state counts every line it delivered
         state = _read_state(cfg.out / "logs" / "controller" / "controller_state.json")
         coll = dict(state.get("collector") or {})
@@ -252,6 +298,7 @@ def run_soak(cfg: SoakConfig, *, log: Callable[[str], None] = print) -> dict[str
                       max_slope=cfg.max_slope_mb_per_min, memory=memory, drops=drops,
                       export=export, queues_max=queues_max,
                       extra={"database": database, "influx_url": url,
+                             "outage": outage.summary() if outage is not None else None,
                              "wall_s": round(time.time() - t_start, 1),
                              "samples": len(run.queues),
                              "traffic_exit": run.traffic_status,
@@ -278,6 +325,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--interval", type=float, default=5.0, help="seconds between samples (5)")
     ap.add_argument("--warmup", type=float, default=None,
                     help="seconds left out of the memory slope (60, or 1/5 of a shorter run)")
+    ap.add_argument("--outage", type=float, default=0.0, metavar="SECONDS",
+                    help="stop the private influxd this long a third into the run, then start "
+                         "it again: the export must spool and replay with nothing lost (0)")
     ap.add_argument("--max-slope", type=float, default=MAX_SLOPE_MB_PER_MIN,
                     help=f"MB/min per process judged 'growing' ({MAX_SLOPE_MB_PER_MIN:g})")
     args = ap.parse_args(argv)
@@ -289,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = SoakConfig(minutes=args.minutes, out=args.out, influx_url=args.influx,
                          interval_s=args.interval, warmup_s=args.warmup,
-                         max_slope_mb_per_min=args.max_slope)
+                         max_slope_mb_per_min=args.max_slope, outage_s=args.outage)
         rep = run_soak(cfg, log=lambda s: print(s, flush=True))
     except KeyboardInterrupt:
         print("bench.soak: interrupted; network torn down", file=sys.stderr)

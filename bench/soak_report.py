@@ -64,13 +64,16 @@ def write_outputs(out: Path, *, samples: Sequence[ProcSample],
         w.writerow(["t_s", *QUEUE_KEYS])
         for q in queues:
             w.writerow([f"{q['t_s']:.2f}", *(q.get(k, "") for k in QUEUE_KEYS)])
-    _plot_rss(files["rss_plot"], samples, warmup_s=float(report.get("warmup_s", 0.0)))
+    _plot_rss(files["rss_plot"], samples, queues, warmup_s=float(report.get("warmup_s", 0.0)))
     report["files"] = {k: str(v) for k, v in files.items()}
     files["report"].write_text(json.dumps(report, indent=1, default=str) + "\n")
     return files
 
 
-def _plot_rss(path: Path, samples: Sequence[ProcSample], *, warmup_s: float) -> None:
+def _plot_rss(path: Path, samples: Sequence[ProcSample], queues: Sequence[dict[str, Any]], *,
+              warmup_s: float) -> None:
+    """RSS of every process over time (one colour per kind) above the controller's export
+    backlog (lines buffered, queued and spooled)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -78,7 +81,8 @@ def _plot_rss(path: Path, samples: Sequence[ProcSample], *, warmup_s: float) -> 
     series = process_series(samples)
     kinds = sorted({k for k, _ in series}, key=_kind_order)
     colours = {k: plt.get_cmap("tab10")(i % 10) for i, k in enumerate(kinds)}
-    fig, ax = plt.subplots(figsize=(9, 5))
+    fig, (ax, axq) = plt.subplots(2, 1, figsize=(9, 6.5), sharex=True,
+                                  gridspec_kw={"height_ratios": [3, 1]})
     labelled: set[str] = set()
     for (kind, _name), (t, rss, _) in sorted(series.items(), key=lambda kv: _kind_order(kv[0][0])):
         ax.plot(t / 60.0, rss / 1e6, color=colours[kind], lw=1,
@@ -86,11 +90,18 @@ def _plot_rss(path: Path, samples: Sequence[ProcSample], *, warmup_s: float) -> 
         labelled.add(kind)
     if warmup_s > 0:
         ax.axvline(warmup_s / 60.0, color="grey", ls=":", lw=1, label="end of warm-up")
-    ax.set_xlabel("time (min)")
     ax.set_ylabel("RSS (MB)")
     ax.set_title("soak: resident memory of every test-bed process")
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left", fontsize=8, ncol=2)
+    tq = np.array([float(q["t_s"]) for q in queues]) / 60.0
+    for key, label in (("export_buffered_lines", "buffered"), ("export_queued_lines", "queued"),
+                       ("export_spool_lines", "spooled")):
+        axq.plot(tq, [int(q.get(key) or 0) for q in queues], lw=1, label=label)
+    axq.set_ylabel("export lines\nwaiting")
+    axq.set_xlabel("time (min)")
+    axq.grid(alpha=0.3)
+    axq.legend(loc="upper left", fontsize=8, ncol=3)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -161,6 +172,12 @@ def format_report(rep: dict[str, Any]) -> list[str]:
     if sent:
         lines.append(f"  (switch ports sent {sent} packets; tail drops "
                      f"{100 * tail / (sent + tail):.2f} % of what reached their queues)")
+    out = rep.get("outage")
+    if out:
+        lines.append(f"outage: influxd down from {out['stopped_at_s'] or 0:.0f} s to "
+                     f"{out['restarted_at_s'] or 0:.0f} s; the spool peaked at "
+                     f"{q.get('export_spool_batches', 0)} batches, "
+                     f"{q.get('export_spool_lines', 0)} lines")
     ex = rep["export"]
     lines.append(f"export: {ex['written']} lines written, {ex['delivered']} delivered, "
                  f"{ex['pending']} pending at stop -> {ex['verdict']}")
