@@ -122,3 +122,35 @@ def test_exporter_queue_depths_and_delivered_per_measurement(tmp_path):
         assert keys["export_spool_batches"] == 0
     finally:
         exp.close(timeout_s=2)
+
+
+class _FakeServer:
+    def __init__(self):
+        self.calls = []
+
+    def stop(self):
+        self.calls.append("stop")
+
+    def start(self):
+        self.calls.append("start")
+
+
+def test_outage_stops_then_restarts_once():
+    from bench.soak import Outage
+
+    srv = _FakeServer()
+    o = Outage(server=srv, at_s=10.0, duration_s=5.0)
+    assert [o.tick(t) for t in (0.0, 9.9)] == [None, None]
+    assert "stopped for 5 s" in o.tick(10.2)
+    assert o.tick(14.0) is None
+    assert o.tick(15.3) == "influxd started again"
+    assert [o.tick(t) for t in (20.0, 30.0)] == [None, None]
+    assert srv.calls == ["stop", "start"]
+    assert o.summary() == {"planned_s": 5.0, "stopped_at_s": 10.2, "restarted_at_s": 15.3}
+
+
+def test_outage_options_are_checked():
+    with pytest.raises(SoakError, match="--outage 40: outside 0..30 s"):
+        SoakConfig(minutes=1, outage_s=40)
+    with pytest.raises(SoakError, match="leave out --influx"):
+        SoakConfig(minutes=1, outage_s=5, influx_url="http://127.0.0.1:8086")
