@@ -19,6 +19,7 @@ from typing import Any
 from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2 as P4I
 
+from softswitch.compiler.walk import direct_instance_name
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T
 from softswitch.frontend.errors import P4Error
@@ -179,6 +180,7 @@ class _Collector:
         self.symbols: list[_Symbol] = []
         self.seen: set[tuple[str, str]] = set()
         self.struct_types: dict[str, T.StructLikeType] = {}
+        self.direct_names: dict[str, int] = {}  # direct invocations named so far
 
     def add(self, kind: str, name: str, decl: Any, **extra: Any) -> _Symbol:
         key = (kind, name)
@@ -237,6 +239,13 @@ class _Collector:
         return self.add("action", control_plane_name(a, "" if top else prefix), a)
 
     def call(self, call: A.MethodCallExpression, prefix: str) -> None:
+        callee = call.callee
+        if call.call_kind == A.CallKind.CONTROL_APPLY and isinstance(callee, A.MemberExpression) \
+                and isinstance(getattr(callee.expr, "decl", None), A.ControlDecl):
+            # direct invocation: an anonymous instance named as the compiler names it
+            decl = callee.expr.decl
+            self.control(decl, direct_instance_name(prefix, decl.name, self.direct_names))
+            return
         if call.call_kind == A.CallKind.ACTION:
             self.action(call.callee_decl, prefix)
         elif call.call_kind == A.CallKind.EXTERN_FUNCTION and call.callee_decl.name == "digest":
@@ -253,6 +262,12 @@ class _Collector:
         td = d.type_decl
         if isinstance(td, A.ControlDecl):
             self.control(td, name)
+            # controls made in place as constructor arguments: C(Inner()) c;
+            for p, a in zip(td.ctor_params, d.args):
+                v = a.value
+                if isinstance(v, A.MethodCallExpression) and v.call_kind is A.CallKind.CONSTRUCTOR \
+                        and isinstance(v.callee_decl, A.ControlDecl):
+                    self.control(v.callee_decl, f"{name}.{p.name}")
             return
         if not isinstance(td, A.ExternDecl):
             return

@@ -30,7 +30,7 @@ from softswitch.compiler.support import (
     _random,
     _shl,
 )
-from softswitch.compiler.walk import annotation_ints, control_plane_name, walk
+from softswitch.compiler.walk import annotation_ints, control_plane_name, direct_instance_name, walk
 from softswitch.errors import (
     CompileError,
     DropSignal,
@@ -116,6 +116,7 @@ class ProgramGen(ParserCompiler):
         })
         self.errors = list(checked.errors) or ["NoError"]
         self.direct_instances: dict[int, str] = {}
+        self.direct_names: dict[str, int] = {}
         self._ids = itertools.count()
         self.src: list[str] = []
         self.tables: dict[str, TableInfo] = {}
@@ -350,7 +351,8 @@ class ProgramGen(ParserCompiler):
             # direct invocation ``MyControl.apply(...)``: one anonymous instance per call site
             fn = self.direct_instances.get(id(inst))
             if fn is None:
-                fn = self.compile_block(decl, f"{body.block}.{decl.name}")
+                fn = self.compile_block(decl, direct_instance_name(body.block, decl.name,
+                                                                   self.direct_names))
                 self.direct_instances[id(inst)] = fn
             return fn
         return body.name_of(decl, inst)

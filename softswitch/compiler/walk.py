@@ -68,3 +68,13 @@ def control_plane_name(decl: Any, prefix: str) -> str:
             return n[1:]
         return f"{prefix}.{n}" if prefix else n
     return f"{prefix}.{decl.name}" if prefix else decl.name
+
+
+def direct_instance_name(prefix: str, type_name: str, seen: dict[str, int]) -> str:
+    """Control-plane name of the anonymous instance a direct invocation
+    (``MyControl.apply()``) creates inside `prefix`: ``prefix.MyControl``, then
+    ``prefix.MyControl_1`` ... for later invocations there (compiler and P4Info agree)."""
+    base = f"{prefix}.{type_name}"
+    n = seen.get(base, 0)
+    seen[base] = n + 1
+    return base if n == 0 else f"{base}_{n}"

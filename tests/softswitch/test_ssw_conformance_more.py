@@ -454,3 +454,40 @@ def test_operands_are_evaluated_left_to_right():
     (`{ x, f(x), x }`, `y + f(y)`), as p4c and BMv2 evaluate left to right."""
     sw = from_source(LEFT_TO_RIGHT)
     run_stf(sw, "packet 0 01 02 00 00 00\nexpect 1 0b 0c 01 03 1b$\n")
+
+
+DIRECT_TABLES = """
+#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> a; bit<8> b; }
+struct hs_t { h_t h; }
+struct m_t { }
+parser P(packet_in b, out hs_t hdr, inout m_t m, inout standard_metadata_t sm) {
+    state start { b.extract(hdr.h); transition accept; }
+}
+control VC(inout hs_t hdr, inout m_t m) { apply { } }
+control Mark(inout bit<8> x) {
+    action set(bit<8> v) { x = v; }
+    table t { key = { x: exact; } actions = { set; NoAction; } default_action = NoAction(); }
+    apply { t.apply(); }
+}
+control I(inout hs_t hdr, inout m_t m, inout standard_metadata_t sm) {
+    apply { sm.egress_spec = 1; Mark.apply(hdr.h.a); Mark.apply(hdr.h.b); }
+}
+control E(inout hs_t hdr, inout m_t m, inout standard_metadata_t sm) { apply { } }
+control CC(inout hs_t hdr, inout m_t m) { apply { } }
+control D(packet_out b, in hs_t hdr) { apply { b.emit(hdr.h); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+def test_directly_invoked_controls_have_their_own_tables_named_as_in_p4info():
+    from softswitch.frontend import load_source
+    from softswitch.p4info import build_p4info
+    info = build_p4info(load_source(DIRECT_TABLES, filename="case.p4"))
+    names = sorted(t.preamble.name for t in info.tables)
+    assert names == ["I.Mark.t", "I.Mark_1.t"]
+    sw = from_source(DIRECT_TABLES)
+    assert sorted(sw.program.tables) == names
+    run_stf(sw, "add I.Mark.t x:1 I.Mark.set(v:7)\nadd I.Mark_1.t x:1 I.Mark_1.set(v:9)\n"
+                "packet 0 01 01\nexpect 1 07 09$\n")
