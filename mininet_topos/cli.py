@@ -170,7 +170,8 @@ def _run(args: argparse.Namespace) -> int:
                          agent_hosts=agents) as tb:
                 print(f"{topo.name}: {len(topo.switches)} switches ({args.switch}), "
                       f"{len(topo.hosts)} hosts up and programmed in "
-                      f"{time.monotonic() - t:.1f} s; logs in {logs}", flush=True)
+                      f"{time.monotonic() - t:.1f} s; logs in {logs}; control sockets in "
+                      f"{tb.sock_dir}", flush=True)
                 if args.cli:
                     _cli(tb)
                 else:

@@ -85,8 +85,8 @@ def test_two_dc_experiment_finds_the_lossy_wan_link(tmp_path):
 @pytest.mark.parametrize("switch", ["linux-router", "softswitch"])
 def test_run_stops_cleanly_on_sigterm(tmp_path, switch):
     """`run` brings up two-dc (softswitch: eight switches, the controller, eight host
-    agents), then SIGTERM: everything it started is gone."""
-    import tempfile
+    agents), then SIGTERM: everything it started is gone (its processes are found by
+    its log and socket folders: other test beds may run beside it)."""
     logs = tmp_path / "logs"
     proc = subprocess.Popen([sys.executable, "-m", "mininet_topos", "run", "two-dc",
                              "--switch", switch, "--logs", str(logs)], cwd=ROOT,
@@ -95,6 +95,8 @@ def test_run_stops_cleanly_on_sigterm(tmp_path, switch):
     try:
         line = proc.stdout.readline()
         assert "up and programmed" in line, line + proc.stdout.read()
+        sock_dir = line.rsplit("control sockets in ", 1)[1].strip()
+        assert os.path.isdir(sock_dir), line
         # the network works while it runs: samples arrive for every switch
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -110,7 +112,8 @@ def test_run_stops_cleanly_on_sigterm(tmp_path, switch):
             proc.wait()
     assert proc.returncode == 130, rest
     assert "torn down" in rest
-    assert leftovers({}, str(logs), os.path.join(tempfile.gettempdir(), "tmx")) == []
+    assert leftovers({}, str(logs), sock_dir + os.sep) == []
+    assert not os.path.exists(sock_dir)
     if switch == "softswitch":
         ctl = (logs / "controller.log").read_text()
         assert "8/8 switches ready" in ctl, ctl[-2000:]
