@@ -58,12 +58,13 @@ def marking_star(n: int, tmp: Path) -> Iterator[tuple[list[Namespace], Path]]:
                 "--stats-interval", "1"]
         for i, ifname in enumerate(ports):
             argv += ["-i", f"{i + 1}@{ifname}"]
-        proc = sw.popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                        cwd=ROOT)
+        log = tmp / "switch.log"
+        with open(log, "w") as fh:  # a file, not a pipe nobody reads while it runs
+            proc = sw.popen(argv, stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT)
         deadline = time.monotonic() + 60
         while hosts[1].run(["ping", "-c", "1", "-W", "1", hosts[0].ip],
                            check=False).returncode != 0:
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert proc.poll() is None, log.read_text()[-2000:]
             assert time.monotonic() < deadline, "softswitch does not forward after 60 s"
         yield hosts, stats
         proc.send_signal(signal.SIGTERM)
