@@ -11,7 +11,8 @@ pytestmark = pytest.mark.root
 
 
 def _namespaces() -> set[str]:
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True,
+                         check=False).stdout
     return {line.split()[0] for line in out.splitlines() if line.strip()}
 
 
@@ -55,24 +56,23 @@ def test_processes_are_ended_on_close():
 
 def test_failure_inside_block_still_cleans_up():
     created = []
-    with pytest.raises(RuntimeError):
-        with two_hosts("tnsd") as (h1, h2):
-            created += [h1.name, h2.name]
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError), two_hosts("tnsd") as (h1, h2):
+        created += [h1.name, h2.name]
+        raise RuntimeError("boom")
     assert not set(created) & _namespaces()
 
 
 def test_errors_name_the_object():
     with pytest.raises(NetnsError, match="too long"):
         unique_name("x" * 14)
-    with Namespace.create("tnse") as ns:
+    with Namespace.create("tnse") as ns:  # noqa: SIM117 (the match names ns)
         with pytest.raises(NetnsError, match=f"in namespace {ns.name}: false exited 1"):
             ns.run(["false"])
 
 
 def test_veth_to_root_namespace():
     with Namespace.create("tnsf") as ns:
-        root_end, ns_end = veth_pair(None, ns, prefix="tnsf", addr_a="10.78.0.1/30",
+        root_end, _ns_end = veth_pair(None, ns, prefix="tnsf", addr_a="10.78.0.1/30",
                                      addr_b="10.78.0.2/30")
         try:
             ns.run(["ping", "-c", "1", "-W", "2", "10.78.0.1"])
