@@ -113,12 +113,11 @@ class HpccLoop:
         use = ok & self.engine.state.active[safe]
         if not use.any():
             return
-        hs = self._feed(batch, np.where(ok, slots, 0))
         rows = np.flatnonzero(use)
         n_use = rows.size
         rows = rows[thin_per_key(slots[rows], self.max_samples_per_flow)]
         self.stats.samples_thinned += n_use - rows.size
-        hs = hs.take(rows)
+        hs = self._feed(_select(batch, rows), slots[rows])
         st = self.engine.state
         mask = self.gate.commit_mask(hs.flow_idx, psn=samples_rec["psn"][rows],
                                      has_psn=samples_rec["has_bth"][rows] != 0,
@@ -161,3 +160,18 @@ class HpccLoop:
         self.stats.confirmations += len(c)
         self.stats.confirmations_applied += int(applied.sum())
         return len(c)
+
+
+def _select(batch: Any, rows: np.ndarray) -> Any:
+    """The samples ``rows`` of a decoded batch with their hop records (renumbered), so
+    only what the engine gets is turned into ``HopSamples``."""
+    if rows.size == len(batch.samples):
+        return batch
+    new_index = np.full(len(batch.samples), -1, dtype=np.int64)
+    new_index[rows] = np.arange(rows.size)
+    hops = batch.hops
+    pos = new_index[hops["sample"]]
+    keep = pos >= 0
+    sub = hops[keep]
+    sub["sample"] = pos[keep]
+    return type(batch)(samples=batch.samples[rows], hops=sub)

@@ -104,12 +104,21 @@ class HopSamples:
         return np.arange(self.hops)[None, :] < self.n_hops[:, None]
 
     def take(self, rows: npt.ArrayLike) -> HopSamples:
-        """A new batch holding only ``rows`` (an index or boolean array)."""
-        r = np.asarray(rows)
-        return HopSamples(
-            flow_idx=self.flow_idx[r], n_hops=self.n_hops[r], arrival_ns=self.arrival_ns[r],
-            node_id=self.node_id[r], ts_ns=self.ts_ns[r], qlen_bytes=self.qlen_bytes[r],
-            tx_bytes=self.tx_bytes[r], line_rate_bps=self.line_rate_bps[r])
+        """A new batch holding only ``rows`` (an index or boolean array).
+
+        The arrays were checked when this batch was made, so the copy skips the
+        checks: the engine takes one such copy per sample of a flow in a batch."""
+        r = np.atleast_1d(np.asarray(rows))
+        out = HopSamples.__new__(HopSamples)
+        out.flow_idx = self.flow_idx[r]
+        out.n_hops = self.n_hops[r]
+        out.arrival_ns = self.arrival_ns[r]
+        out.node_id = self.node_id[r]
+        out.ts_ns = self.ts_ns[r]
+        out.qlen_bytes = self.qlen_bytes[r]
+        out.tx_bytes = self.tx_bytes[r]
+        out.line_rate_bps = self.line_rate_bps[r]
+        return out
 
 
 def _as(value: npt.ArrayLike, dtype: type, ndim: int, name: str) -> np.ndarray:
