@@ -10,6 +10,8 @@ Agents answer each record with a confirmation (``formats.feedback.CONFIRM_DTYPE`
 sent back to this socket; ``receive_confirmations`` drains them without blocking
 (``fileno`` lets a selector wake on them) and matches each to the flow row it was
 sent for.  Agents that do not confirm cost nothing: no confirmation, no sample.
+The socket is non-blocking both ways: a full send buffer drops that datagram and
+counts it in ``send_errors`` rather than stalling the collector thread.
 """
 from __future__ import annotations
 
