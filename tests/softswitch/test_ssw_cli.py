@@ -30,6 +30,18 @@ def test_stf_exit_codes(tmp_path):
     assert "broken.p4:1:" in err.stderr and "error:" in err.stderr
 
 
+def test_stf_strict_watches_every_port(tmp_path):
+    """By default only ports the test names are watched (as p4c's runner); --strict
+    fails on a packet sent anywhere else."""
+    stf = tmp_path / "unnamed.stf"
+    stf.write_text("packet 0 1A 05 BEEF 99\n")
+    lenient = cli("stf", str(CONF / "h4_parser.p4"), str(stf))
+    assert lenient.returncode == 0, lenient.stdout + lenient.stderr
+    strict = cli("stf", "--strict", str(CONF / "h4_parser.p4"), str(stf))
+    assert strict.returncode == 1
+    assert "unexpected packet 1 on port 2" in strict.stdout
+
+
 def test_run_prints_outputs_and_trace():
     pkt = "00000000010000000000000108004500002100010000401163c90a0001010a00020204d20050000d9fdd68656c6c6f"
     r = cli("run", str(EXAMPLES / "ipv4_forward.p4"), "--entries", str(EXAMPLES / "ipv4_forward.entries"),
