@@ -52,8 +52,11 @@ class HeaderStack:
         self.next_index = 0
 
     def at(self, i: int) -> Any:
+        """Element `i` for a run-time index.  Out of range, a fresh invalid element: a
+        read sees an invalid header with zero fields, a write changes nothing (what p4c
+        makes of a run-time index for BMv2: a chain of compares, none of which holds)."""
         if not 0 <= i < self.size:
-            raise StackOutOfBounds(f"header stack of {self.size}: index {i} out of bounds")
+            return self._cls()
         return self.elems[i]
 
     def next(self) -> Any:

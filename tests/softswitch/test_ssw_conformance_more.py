@@ -491,3 +491,40 @@ def test_directly_invoked_controls_have_their_own_tables_named_as_in_p4info():
     assert sorted(sw.program.tables) == names
     run_stf(sw, "add I.Mark.t x:1 I.Mark.set(v:7)\nadd I.Mark_1.t x:1 I.Mark_1.set(v:9)\n"
                 "packet 0 01 01\nexpect 1 07 09$\n")
+
+
+STACK_INDEX = """
+#include <core.p4>
+#include <v1model.p4>
+header i_t { bit<8> i; bit<8> seen; bit<8> valid; }
+header e_t { bit<8> v; }
+struct hs_t { i_t i; e_t[2] e; }
+struct m_t { }
+parser P(packet_in b, out hs_t hdr, inout m_t m, inout standard_metadata_t sm) {
+    state start { b.extract(hdr.i); b.extract(hdr.e.next); b.extract(hdr.e.next); transition accept; }
+}
+control VC(inout hs_t hdr, inout m_t m) { apply { } }
+control I(inout hs_t hdr, inout m_t m, inout standard_metadata_t sm) {
+    action bump(inout bit<8> x) { x = x + 1; }
+    apply {
+        sm.egress_spec = 1;
+        hdr.i.seen = hdr.e[hdr.i.i].v;
+        hdr.i.valid = hdr.e[hdr.i.i].isValid() ? 8w1 : 8w0;
+        hdr.e[hdr.i.i].v = 0x77;
+        bump(hdr.e[hdr.i.i].v);
+    }
+}
+control E(inout hs_t hdr, inout m_t m, inout standard_metadata_t sm) { apply { } }
+control CC(inout hs_t hdr, inout m_t m) { apply { } }
+control D(packet_out b, in hs_t hdr) { apply { b.emit(hdr); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+def test_run_time_stack_index_out_of_range_reads_zero_and_writes_nowhere():
+    """As p4c compiles a run-time index for BMv2 (a chain of compares): out of range,
+    a read sees an invalid element with zero fields, a write has no effect, and the
+    packet is not dropped."""
+    sw = from_source(STACK_INDEX)
+    run_stf(sw, "packet 0 01 00 00 11 22\nexpect 1 01 22 01 11 78$\n"
+                "packet 0 05 00 00 11 22\nexpect 1 05 00 00 11 22$\n")
