@@ -344,6 +344,7 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
             log(f"traffic on {p.node} exited with status {p.proc.returncode}: "
                 f"{p.tail(400).strip()}")
         time.sleep(max(0.5, 3 * max((ln.delay_ms for ln in topo.links), default=0) / 1e3))
+        wire_quiet(tb)
         int_state.poll(force=True)
         sw_stats.poll(force=True)
         tb.stop_samplers()
@@ -431,6 +432,34 @@ def run_specs(specs: list[ExperimentSpec], out: str | Path, *,
         plot_fct_cdf(fcts, res.file("fct_cdf.png"), title=f"{specs[0].name}: FCT CDF")
         _compare_plots(res, specs[0].name, results)
     return results
+
+
+def wire_quiet(tb: Testbed, *, interval_s: float = 0.3, max_s: float = 10.0) -> bool:
+    """Wait until no WAN delay line moves a packet for ``interval_s`` (at most
+    ``max_s``): on a busy machine a user-space delay line can still be working off
+    its backlog when the traffic processes have exited, and a packet it drops after
+    the switches' last counter sample is missing from the loss map but not from the
+    wire's own count.  True when quiet (at once without WAN links)."""
+    wans = tb.wan_links()
+    if not wans:
+        return True
+
+    def snapshot() -> dict[str, Any]:
+        out = {}
+        for name, wan in wans.items():
+            with contextlib.suppress(Exception):
+                out[name] = wan.stats()
+        return out
+
+    deadline = time.monotonic() + max_s
+    prev = snapshot()
+    while time.monotonic() < deadline:
+        time.sleep(interval_s)
+        cur = snapshot()
+        if cur == prev:
+            return True
+        prev = cur
+    return False
 
 
 def utilisation(ranks: dict[str, Any], limit_bps: float) -> float | None:
