@@ -12,6 +12,7 @@ from typing import Any
 
 from softswitch.compiler.exprs import ExprCompiler, is_object_type, scalar_kind
 from softswitch.compiler.layout import attr_name, default_value, strip
+from softswitch.compiler.walk import walk
 from softswitch.errors import CompileError
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T
@@ -149,12 +150,34 @@ class BodyCompiler(ExprCompiler):
         self.scopes[0][decl] = name
         return name
 
+    def pin_lvalue_indexes(self, lhs: A.Expression, rhs: A.Expression) -> list[int]:
+        """P4 evaluates the target of ``a[i] = f(...)`` before the right side: when the
+        right side has side effects, run-time indexes of the target are saved first.
+        Returns the pinned expressions' ids (to unpin after the statement)."""
+        if not self.has_side_effects(rhs):
+            return []
+        pinned = []
+        for n in walk(lhs):
+            if isinstance(n, A.IndexExpression) and n.index.const_value is None:
+                t = self.tmp("ix")
+                self.emit(f"{t} = {self.ex(n.index)}")
+                if self.pinned is None:
+                    self.pinned = {}
+                self.pinned[id(n.index)] = t
+                pinned.append(id(n.index))
+        return pinned
+
     def st_AssignmentStatement(self, s: A.AssignmentStatement) -> None:
-        if is_object_type(s.lhs.type):
-            target = self.ex(s.lhs)
-            self.assign_obj(target, s.rhs)
-            return
-        self.assign(s.lhs, self.ex(s.rhs))
+        pinned = self.pin_lvalue_indexes(s.lhs, s.rhs)
+        try:
+            if is_object_type(s.lhs.type):
+                target = self.ex(s.lhs)
+                self.assign_obj(target, s.rhs)
+                return
+            self.assign(s.lhs, self.ex(s.rhs))
+        finally:
+            for k in pinned:
+                del self.pinned[k]  # type: ignore[union-attr]
 
     def assign_obj(self, target: str, rhs: A.Expression) -> None:
         if isinstance(rhs, (A.ListExpression, A.StructExpression)):

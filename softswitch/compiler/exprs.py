@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from softswitch.compiler.layout import attr_name, strip
+from softswitch.compiler.walk import walk
 from softswitch.errors import CompileError
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T
@@ -106,7 +107,6 @@ class ExprCompiler:
     def has_side_effects(e: A.Expression) -> bool:
         """Whether evaluating `e` changes state: a table apply, or a call that writes
         arguments back (its write-back runs as a statement before the expression)."""
-        from softswitch.compiler.walk import walk
         for n in walk(e):
             if not isinstance(n, A.MethodCallExpression):
                 continue
@@ -147,7 +147,12 @@ class ExprCompiler:
         return CompileError(f"{loc}: unsupported: {what}" if loc else f"unsupported: {what}")
 
     # ------------------------------------------------------------------ rvalues
+    # expressions already evaluated into a temporary (by id), see pin_lvalue_indexes
+    pinned: dict[int, str] | None = None
+
     def ex(self, e: A.Expression) -> str:
+        if self.pinned and id(e) in self.pinned:
+            return self.pinned[id(e)]
         lit = const_literal(e)
         if lit is not None and not isinstance(e, A.MethodCallExpression):
             return lit

@@ -528,3 +528,12 @@ def test_run_time_stack_index_out_of_range_reads_zero_and_writes_nowhere():
     sw = from_source(STACK_INDEX)
     run_stf(sw, "packet 0 01 00 00 11 22\nexpect 1 01 22 01 11 78$\n"
                 "packet 0 05 00 00 11 22\nexpect 1 05 00 00 11 22$\n")
+
+
+def test_assignment_target_index_is_evaluated_before_the_right_side():
+    """`s[f(i)] = g(i)` with g changing i: the element is chosen first (left to right)."""
+    src = STACK_INDEX.replace("""        hdr.e[hdr.i.i].v = 0x77;
+        bump(hdr.e[hdr.i.i].v);""", """        hdr.e[hdr.i.i].v = reset(hdr.i.i);""").replace(
+        "control I(", "bit<8> reset(inout bit<8> x) { x = 0; return 0x55; }\ncontrol I(")
+    sw = from_source(src)
+    run_stf(sw, "packet 0 01 00 00 11 22\nexpect 1 00 22 01 11 55$\n")
