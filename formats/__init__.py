@@ -8,7 +8,8 @@ The P4 side of the same formats is in ``p4/include/``, the C side in
 * :mod:`formats.int_md`: INT-MD over UDP (shim, MD header, hop records) and host records;
 * :mod:`formats.telemetry_report`: Telemetry Report v2.0 (sink switch -> collector);
 * :mod:`formats.agent_batch`: host-record batches (host agent -> collector);
-* :mod:`formats.feedback`: rate and FEC feedback records (controller -> host agent).
+* :mod:`formats.feedback`: rate and FEC feedback records (controller -> host agent) and
+  their confirmations (host agent -> controller: applied at which PSN, or why not);
 
 Each module's docstring gives the bit layout; modules import nothing from the rest of
 the project, so any part may use them.
