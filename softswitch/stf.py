@@ -14,7 +14,14 @@ Read as p4c's BMv2 runner reads them:
   no data accepts any packets on that port;
 * ``mirroring_add SESSION PORT``, ``mc_mgrp_create GROUP``,
   ``mc_node_create RID PORT...``, ``mc_node_associate GROUP NODE``, ``wait``,
-  ``check_counter``, ``remove all``; ``#`` comments.
+  ``check_counter``, ``remove all``; ``#`` comments;
+* the simple_switch_CLI commands p4c's runner passes through: ``mirroring_add_mc
+  SESSION GROUP`` (the group's replicas at that time), ``mirroring_delete``,
+  ``mc_node_update NODE PORT...``, ``counter_write NAME I PACKETS BYTES``,
+  ``register_write NAME I VALUE``, ``register_reset NAME``, ``meter_set_rates NAME I
+  CIR:CBURST PIR:PBURST`` and ``meter_array_set_rates`` (rates per microsecond, as
+  BMv2), and the reads ``counter_read``, ``register_read``, ``meter_get_rates``,
+  ``mirroring_get`` (names checked, nothing compared).
 """
 from __future__ import annotations
 
@@ -24,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from softswitch.errors import RuntimeApiError, StfError
+from softswitch.externs.stateful import MeterConfig
 from softswitch.tables import Exact, Lpm, Optional, Range, Ternary
 
 _NUM = re.compile(r"^(0x[0-9a-fA-F*_]+|0b[01*_]+|\d+)$")
@@ -64,7 +72,11 @@ def parse_stf(text: str, filename: str = "<stf>") -> list[StfCommand]:
         verb = m.group(1).lower()
         out.append(StfCommand(line=n, verb=verb, args=m.group(2).split(), text=line))
     known = {"add", "setdefault", "packet", "expect", "mirroring_add", "mc_mgrp_create",
-             "mc_node_create", "mc_node_associate", "wait", "check_counter", "remove", "no_packet"}
+             "mc_node_create", "mc_node_associate", "wait", "check_counter", "remove", "no_packet",
+             # simple_switch_CLI commands p4c's BMv2 runner passes through
+             "mirroring_add_mc", "mirroring_delete", "mirroring_get", "mc_node_update",
+             "counter_read", "counter_write", "register_read", "register_write", "register_reset",
+             "meter_get_rates", "meter_set_rates", "meter_array_set_rates"}
     for c in out:
         if c.verb not in known:
             raise StfError(f"{filename}:{c.line}: unknown STF command {c.verb!r}")
@@ -105,6 +117,31 @@ def _parse_action(text: str, where: str) -> tuple[str, list[tuple[str, str]]]:
             k, v = part.split(":", 1)
             args.append((k.strip(), v.strip()))
     return m.group(1), args
+
+
+# simple_switch_CLI commands the STF may carry, with their least argument count
+_CLI_COMMANDS = {
+    "mirroring_add_mc": 2, "mirroring_delete": 1, "mirroring_get": 1, "mc_node_update": 1,
+    "counter_read": 2, "counter_write": 4, "register_read": 2, "register_write": 3,
+    "register_reset": 1, "meter_get_rates": 2, "meter_set_rates": 3, "meter_array_set_rates": 2,
+}
+
+
+def _meter_config(rates: list[str], where: str) -> MeterConfig:
+    """BMv2's ``rate:burst`` pairs (committed, then peak; rates per microsecond)."""
+    pairs = []
+    for r in rates:
+        rate, sep, burst = r.partition(":")
+        try:
+            pairs.append((float(rate), int(burst, 0)))
+        except ValueError:
+            raise StfError(f"{where}: bad meter rate {r!r}, expected RATE:BURST") from None
+        if not sep:
+            raise StfError(f"{where}: bad meter rate {r!r}, expected RATE:BURST")
+    if len(pairs) != 2:
+        raise StfError(f"{where}: a meter needs two RATE:BURST pairs (committed, peak), got {len(pairs)}")
+    (cr, cb), (pr, pb) = pairs
+    return MeterConfig(cir=round(cr * 1_000_000), cburst=cb, pir=round(pr * 1_000_000), pburst=pb)
 
 
 def _hex_clean(parts: list[str], *, nibbles: bool = False) -> tuple[str, bool]:
@@ -335,12 +372,58 @@ class StfRunner:
             self.rt.mc_node_create(int(a[0], 0), [int(x, 0) for x in a[1:]])
         elif v == "mc_node_associate":
             self.rt.mc_node_associate(int(a[0], 0), int(a[1], 0))
+        elif v in _CLI_COMMANDS:
+            self._cli_command(c, where)
         elif v == "remove":
             for t in self.switch.program.tables.values():
                 t.clear()
         elif v == "check_counter":
             self._check_counter(c, where, res)
         # wait, no_packet: nothing to do for an in-process switch
+
+    def _cli_command(self, c: StfCommand, where: str) -> None:
+        """simple_switch_CLI commands with their CLI meaning; the reads only check names."""
+        v, a = c.verb, c.args
+        want = _CLI_COMMANDS[v]
+        if len(a) < want:
+            raise StfError(f"{where}: {v} needs {want} argument(s), got {len(a)}")
+        numeric = {"counter_read": 1, "counter_write": 3, "register_read": 1, "register_write": 2,
+                   "meter_get_rates": 1, "meter_set_rates": 1}.get(v, 0)
+        num = [self._number(x, where) for x in a[1:1 + numeric]]
+        if v == "mirroring_add_mc":
+            session, group = self._number(a[0], where), self._number(a[1], where)
+            self.rt.clone_session_set(session, list(self.rt.pre.groups.get(group, [])))
+        elif v == "mirroring_delete":
+            self.rt.clone_session_delete(self._number(a[0], where))
+        elif v == "mc_node_update":
+            self.rt.pre.node_update(self._number(a[0], where), [self._number(x, where) for x in a[1:]])
+        elif v == "counter_read":
+            self.rt.counter_read(a[0], num[0])
+        elif v == "counter_write":
+            self.rt.counter_write(a[0], num[0], num[1], num[2])
+        elif v == "register_read":
+            self.rt.register_read(a[0], num[0])
+        elif v == "register_write":
+            self.rt.register_write(a[0], num[0], num[1])
+        elif v == "register_reset":
+            self.rt.register_reset(a[0])
+        elif v == "meter_get_rates":
+            self.rt.meter_get(a[0], num[0])
+        elif v in ("meter_set_rates", "meter_array_set_rates"):
+            rates = a[2:] if v == "meter_set_rates" else a[1:]
+            config = _meter_config(rates, where)
+            meter = self.rt.meter(a[0])
+            indexes = [num[0]] if v == "meter_set_rates" else range(meter.size)
+            for i in indexes:
+                self.rt.meter_set(a[0], i, config)
+        # mirroring_get: nothing to check
+
+    @staticmethod
+    def _number(tok: str, where: str) -> int:
+        try:
+            return int(tok, 0)
+        except ValueError:
+            raise StfError(f"{where}: bad number {tok!r}") from None
 
     def _check_counter(self, c: StfCommand, where: str, res: StfResult) -> None:
         m = re.match(r"check_counter\s+([\w.]+)\((\w+)\)(?:\s+(packets|bytes)\s*(==|!=|<=|<|>=|>)\s*(\d+))?",

@@ -93,6 +93,19 @@ class ReplicationEngine:
         if node is None:
             raise RuntimeApiError(RuntimeErrorCode.NOT_FOUND, f"multicast node {handle} does not exist")
         self.groups[group] = self.groups[group] + [Replica(port=p, rid=node.rid) for p in node.ports]
+        self.node_groups.setdefault(handle, set()).add(group)
+
+    def node_update(self, handle: int, ports: list[int]) -> None:
+        """New ports for a node; the groups it is associated with follow."""
+        node = self.nodes.get(handle)
+        if node is None:
+            raise RuntimeApiError(RuntimeErrorCode.NOT_FOUND, f"multicast node {handle} does not exist")
+        self._check_replicas(f"multicast node {handle}", [Replica(port=p, rid=node.rid) for p in ports])
+        old = {Replica(port=p, rid=node.rid) for p in node.ports}
+        for group in self.node_groups.get(handle, ()):
+            kept = [r for r in self.groups.get(group, []) if r not in old]
+            self.groups[group] = kept + [Replica(port=p, rid=node.rid) for p in ports]
+        node.ports = list(ports)
 
     # -------------------------------------------------------------- clones
     def session_set(self, session: int, replicas: list[Replica], *, truncate: int = 0,

@@ -537,3 +537,62 @@ def test_assignment_target_index_is_evaluated_before_the_right_side():
         "control I(", "bit<8> reset(inout bit<8> x) { x = 0; return 0x55; }\ncontrol I(")
     sw = from_source(src)
     run_stf(sw, "packet 0 01 00 00 11 22\nexpect 1 00 22 01 11 55$\n")
+
+
+CLI_STATE = """
+#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> a; bit<8> b; bit<8> color; }
+struct hs_t { h_t h; }
+struct m_t { }
+parser P(packet_in b, out hs_t hdr, inout m_t m, inout standard_metadata_t sm) {
+    state start { b.extract(hdr.h); transition accept; }
+}
+control VC(inout hs_t hdr, inout m_t m) { apply { } }
+control I(inout hs_t hdr, inout m_t m, inout standard_metadata_t sm) {
+    register<bit<8>>(4) r;
+    counter(4, CounterType.packets) c;
+    meter(2, MeterType.packets) mt;
+    apply {
+        r.read(hdr.h.a, 2);
+        c.count(1);
+        mt.execute_meter(1, hdr.h.color);
+        if (hdr.h.b == 1) { sm.mcast_grp = 5; }
+        else { sm.egress_spec = 1; clone(CloneType.I2E, 7); }
+    }
+}
+control E(inout hs_t hdr, inout m_t m, inout standard_metadata_t sm) { apply { } }
+control CC(inout hs_t hdr, inout m_t m) { apply { } }
+control D(packet_out b, in hs_t hdr) { apply { b.emit(hdr.h); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+def test_simple_switch_cli_commands_in_stf():
+    """register_write/reset, counter_write, meter rates, mc_node_update and
+    mirroring_add_mc/delete act as on simple_switch_CLI; reads only check names."""
+    sw = from_source(CLI_STATE)
+    run_stf(sw, """
+register_write I.r 2 0x42
+counter_write I.c 1 10 0
+meter_array_set_rates I.mt 0.000001:1 0.000001:1
+meter_get_rates I.mt 1
+mc_mgrp_create 5
+mc_node_create 0 3
+mc_node_associate 5 0
+mc_node_update 0 4
+packet 0 00 01 00
+expect 4 42 01 00$
+register_reset I.r
+mirroring_add_mc 7 5
+packet 0 00 02 00
+expect 1 00 02 02$
+expect 4 00 02 00$
+mirroring_delete 7
+packet 0 00 02 00
+expect 1 00 02 02$
+check_counter I.c(1) packets == 13
+register_read I.r 2
+counter_read I.c 1
+mirroring_get 7
+""")
