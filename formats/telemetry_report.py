@@ -187,7 +187,7 @@ class TelemetryReportGroup(Packet):
     """Telemetry Report v2.0 group header."""
 
     name = "TelemetryReportGroup"
-    fields_desc = [
+    fields_desc = [  # noqa: RUF012 - scapy reads the class attribute
         BitField("ver", REPORT_VERSION, 4),
         BitField("hw_id", 0, 6),
         BitField("seq", 0, 22),
@@ -199,7 +199,7 @@ class TelemetryReportINT(Packet):
     """Individual report header + INT main contents + sink metadata (one layer)."""
 
     name = "TelemetryReportINT"
-    fields_desc = [
+    fields_desc = [  # noqa: RUF012 - scapy reads the class attribute
         BitField("rep_type", REP_TYPE_INT, 4),
         BitField("in_type", IN_TYPE_IPV4, 4),
         ByteField("rep_len", None),

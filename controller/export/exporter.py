@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Self
 
 from controller.export.errors import ConfigError, PermanentSinkError, TransientSinkError
 from controller.export.sinks import Sink
@@ -174,7 +175,7 @@ class Exporter:
         self.sink.close()
         return done
 
-    def __enter__(self) -> Exporter:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -7,6 +7,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Self
 
 from controller.export.errors import ConfigError, ProbeError, TransientSinkError
 from controller.export.exporter import Exporter
@@ -128,7 +129,7 @@ class CollectorExport:
             except Exception:
                 log.exception("collector export round failed")
 
-    def start(self) -> CollectorExport:
+    def start(self) -> Self:
         self._thread = threading.Thread(target=self._run, name="int-export", daemon=True)
         self._thread.start()
         return self
@@ -140,7 +141,7 @@ class CollectorExport:
             self._thread = None
         self.export_once()
 
-    def __enter__(self) -> CollectorExport:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

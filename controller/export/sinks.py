@@ -142,7 +142,7 @@ class InfluxV2Sink:
             if exc.status is None or _transient_status(int(exc.status)):
                 raise TransientSinkError(msg) from None
             raise PermanentSinkError(msg) from None
-        except Exception as exc:  # urllib3 connection errors, timeouts
+        except Exception as exc:  # noqa: BLE001 - urllib3 connection errors, timeouts
             raise TransientSinkError(f"/api/v2/write at {self.url}: {exc}") from None
 
     def close(self) -> None:

@@ -21,7 +21,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, Self
 
 import numpy as np
 
@@ -176,7 +176,7 @@ class Collector:
         s.setblocking(False)
         return s
 
-    def start(self) -> Collector:
+    def start(self) -> Self:
         if self._thread is not None:
             return self
         self._report_sock = self._bind(self.config.report_port)
@@ -219,7 +219,7 @@ class Collector:
         self._report_sock = self._agent_sock = self._wake_r = self._wake_w = None
         self._sel = None
 
-    def __enter__(self) -> Collector:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

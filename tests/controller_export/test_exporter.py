@@ -107,7 +107,7 @@ def test_file_sink_writes_lp_and_csv(tmp_path: Path) -> None:
         flow = list(csv.DictReader(fh))
     assert flow[0]["path"] == "1:0>2:0" and flow[0]["bottleneck_switch"] == "2"
     with (tmp_path / "csv" / "int_report_seq.csv").open() as fh:
-        assert list(csv.DictReader(fh))[0]["received"] == "5"
+        assert next(iter(csv.DictReader(fh)))["received"] == "5"
 
 
 def test_bad_parameters() -> None:
