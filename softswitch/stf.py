@@ -14,7 +14,8 @@ Read as p4c's BMv2 runner reads them:
   no data accepts any packets on that port;
 * ``mirroring_add SESSION PORT``, ``mc_mgrp_create GROUP``,
   ``mc_node_create RID PORT...``, ``mc_node_associate GROUP NODE``, ``wait``,
-  ``check_counter``, ``remove all``; ``#`` comments;
+  ``check_counter NAME(INDEX) [packets|bytes OP N]`` (or ``NAME(ENTRY)`` for the
+  direct counter of an entry named by ``add ... = ENTRY``), ``remove all``; ``#`` comments;
 * the simple_switch_CLI commands p4c's runner passes through: ``mirroring_add_mc
   SESSION GROUP`` (the group's replicas at that time), ``mirroring_delete``,
   ``mc_node_update NODE PORT...``, ``counter_write NAME I PACKETS BYTES``,
@@ -178,6 +179,8 @@ class StfRunner:
         self.rt = switch.runtime
         self.trace = trace
         self.strict = strict
+        # entries named by "add ... = ID": (table, key, priority), for check_counter
+        self._named_entries: dict[str, tuple[str, list[Any], int]] = {}
         self._auto_priority = 1 << 20
 
     def _table_key(self, table: Any, name: str, where: str) -> int:
@@ -237,7 +240,8 @@ class StfRunner:
         if not m:
             raise StfError(f"{where}: add needs a table")
         table = self.rt.table(m.group(1))
-        body = re.sub(r"\s*=\s*\w+\s*$", "", m.group(2))  # "= ID" names the entry; unused here
+        named = re.search(r"\s*=\s*(\w+)\s*$", m.group(2))  # "= ID" names the entry
+        body = m.group(2)[:named.start()] if named else m.group(2)
         paren = re.search(r"[\w.$\[\]]+\s*\(.*\)\s*$", body)
         if not paren:
             raise StfError(f"{where}: add without an action call")
@@ -271,6 +275,8 @@ class StfRunner:
         else:
             priority = 0
         table.insert(key, full, args, priority)
+        if named:
+            self._named_entries[named.group(1)] = (table.name, key, priority)
 
     def run(self, commands: list[StfCommand], filename: str = "<stf>") -> StfResult:
         """Run every command, then compare outputs as p4c's BMv2 runner does.
@@ -431,7 +437,11 @@ class StfRunner:
         if not m:
             raise StfError(f"{where}: bad check_counter {c.text!r}")
         name, idx, what, op, val = m.groups()
-        pk, by = self.rt.counter_read(name, int(idx, 0))
+        if idx in self._named_entries:  # a direct counter, by the entry's name
+            table, key, priority = self._named_entries[idx]
+            pk, by = self.rt.direct_counter_read(table, key, priority)
+        else:
+            pk, by = self.rt.counter_read(name, self._number(idx, where))
         if what:
             got = pk if what == "packets" else by
             ok = {"==": got == int(val), "!=": got != int(val), "<=": got <= int(val),

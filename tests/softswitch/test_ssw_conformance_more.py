@@ -596,3 +596,38 @@ register_read I.r 2
 counter_read I.c 1
 mirroring_get 7
 """)
+
+
+DIRECT_COUNTER = """
+#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> a; }
+struct hs_t { h_t h; }
+struct m_t { }
+parser P(packet_in b, out hs_t hdr, inout m_t m, inout standard_metadata_t sm) {
+    state start { b.extract(hdr.h); transition accept; }
+}
+control VC(inout hs_t hdr, inout m_t m) { apply { } }
+control I(inout hs_t hdr, inout m_t m, inout standard_metadata_t sm) {
+    direct_counter(CounterType.packets_and_bytes) hits;
+    action send(bit<9> p) { sm.egress_spec = p; hits.count(); }
+    table t { key = { hdr.h.a: exact; } actions = { send; NoAction; } counters = hits;
+              default_action = NoAction(); }
+    apply { t.apply(); }
+}
+control E(inout hs_t hdr, inout m_t m, inout standard_metadata_t sm) { apply { } }
+control CC(inout hs_t hdr, inout m_t m) { apply { } }
+control D(packet_out b, in hs_t hdr) { apply { b.emit(hdr.h); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+def test_check_counter_of_a_named_entry_reads_its_direct_counter():
+    sw = from_source(DIRECT_COUNTER)
+    res = StfRunner(sw).run(parse_stf(
+        "add t h.a:1 send(p:2) = first\nadd t h.a:2 send(p:3) = second\n"
+        "packet 0 01\npacket 0 01 ff\npacket 0 02\nexpect 2\nexpect 3\n"
+        "check_counter hits(first) packets == 2\ncheck_counter hits(first) bytes == 3\n"
+        "check_counter hits(second) packets == 1\ncheck_counter hits(second) packets == 5\n",
+        "case.stf"), "case.stf")
+    assert res.failures == ["case.stf:11: counter hits[second] packets is 1, expected == 5"]
