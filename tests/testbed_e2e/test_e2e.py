@@ -173,8 +173,8 @@ def test_softswitch_two_dc_int_from_every_hop_and_the_lossy_wan(tmp_path):
 # * with DCQCN or HPCC the queue fills only until the first cuts take hold (up to a
 #   second or two here: the feedback waits behind the full queue), then stays short:
 #   median while busy at most half of no-CC's 90th percentile; and they drop less:
-#   under 4/5 of no-CC's tail drops (measured, HPCC: 0.35-0.6 of no-CC's as the
-#   machine got busier; DCQCN: 0.04-0.5).
+#   under 4/5 of no-CC's tail drops (measured, HPCC: 0.25-0.6 of no-CC's as the
+#   machine got busier; DCQCN: 0.01-0.5).
 QUEUE_PKTS = 64
 QUEUE_FULL_NO_CC_PKTS = 48
 OVERFLOW_DROPS_NO_CC = 500
