@@ -127,7 +127,7 @@ def test_only_rocev2_is_watched_by_default(make_program):
 
 @pytest.mark.parametrize("stf", STF_FILES, ids=[p.name for p in STF_FILES])
 def test_stf(stf):
-    res = softswitch("stf", str(PROGRAM), str(stf))
+    res = softswitch("stf", "--strict", str(PROGRAM), str(stf))
     assert res.returncode == 0, res.stdout + res.stderr
     assert "PASS" in res.stdout
 
