@@ -448,6 +448,17 @@ class _Builder(Transformer):
     def assignment(self, meta, ch):
         return A.AssignmentStatement(lhs=ch[0], rhs=ch[1], loc=self._loc(meta))
 
+    def compound_assignment(self, meta, ch):
+        return self._compound(meta, ch[0], str(ch[1]), ch[2])
+
+    def _compound(self, meta, lhs, op_tok: str, rhs):
+        """`a op= b` becomes `a = a op b` sharing the one `a` node: the compiler saves
+        run-time indexes of a target before a right side with side effects runs, so
+        `s[f()].x += 1` calls `f` once, as the specification requires."""
+        loc = self._loc(meta)
+        value = A.BinaryExpression(op=op_tok[:-1], left=lhs, right=rhs, loc=loc)
+        return A.AssignmentStatement(lhs=lhs, rhs=value, loc=loc)
+
     def method_call_statement(self, meta, ch):
         call = A.MethodCallExpression(callee=ch[0], type_args=ch[2] or [], args=ch[4], loc=self._loc(meta))
         return A.MethodCallStatement(call=call, loc=self._loc(meta))
@@ -494,6 +505,9 @@ class _Builder(Transformer):
 
     def for_assign(self, meta, ch):
         return A.AssignmentStatement(lhs=ch[0], rhs=ch[1], loc=self._loc(meta))
+
+    def for_compound(self, meta, ch):
+        return self._compound(meta, ch[0], str(ch[1]), ch[2])
 
     def for_call(self, meta, ch):
         call = A.MethodCallExpression(callee=ch[0], type_args=ch[2] or [], args=ch[4], loc=self._loc(meta))
