@@ -22,6 +22,9 @@ from softswitch.frontend import types as T
 from softswitch.frontend.text import expr_text
 
 
+ERROR_WIDTH = 32
+
+
 def width_of(t: T.P4Type | None) -> int:
     t = strip(t)
     if isinstance(t, T.SerEnumType):
@@ -30,6 +33,10 @@ def width_of(t: T.P4Type | None) -> int:
         return t.width
     if isinstance(t, T.BoolType):
         return 1
+    if isinstance(t, T.ErrorType):
+        # an error value is its code; BMv2 keeps errors in 32-bit fields (its
+        # standard_metadata.parser_error), so a table key on an error is 32 bits wide
+        return ERROR_WIDTH
     if t is None:
         raise CompileError("expression has no type")
     try:

@@ -145,6 +145,12 @@ class ProgramGen(ParserCompiler):
         base = re.sub(r"\W", "_", base)
         return f"{base}_{next(self._ids)}"
 
+    def error_codes_of(self, e: Any) -> int | None:
+        """The code of an `error.X` expression, None for anything else."""
+        if isinstance(e, A.MemberExpression) and e.kind is A.MemberKind.ERROR_MEMBER:
+            return self.error_code(e.member, e)
+        return None
+
     def error_code(self, name: str, node: Any = None) -> int:
         if name not in self.errors:
             raise CompileError(f"{getattr(node, 'loc', '')}: unknown error member {name}")
@@ -623,7 +629,7 @@ class ProgramGen(ParserCompiler):
             if len(keysets) == 1 and len(table.keys) > 1 and isinstance(keysets[0], A.DefaultKeyset):
                 keysets = keysets * len(table.keys)
             for kf, ks in zip(table.keys, keysets):
-                key.append(_keyset_match(kf, ks))
+                key.append(_keyset_match(kf, ks, self.error_codes_of))
             adecl = _action_decl(ent.action)
             afn = scope.get(adecl) or self.action_fn(adecl, None)
             rt = self.action_runtime[afn]
@@ -656,7 +662,9 @@ def _action_decl(ref: Any) -> A.ActionDecl:
     return decl
 
 
-def _keyset_match(kf: TB.KeyField, ks: Any) -> Any:
+def _keyset_match(kf: TB.KeyField, ks: Any, errors: Any = None) -> Any:
+    """The match of one const-entry keyset; `errors(expr)` gives the code of an
+    `error.X` key (an error is not a compile-time number in the front end)."""
     w = kf.width
     full = (1 << w) - 1
     kind = kf.match_kind
@@ -673,6 +681,8 @@ def _keyset_match(kf: TB.KeyField, ks: Any) -> Any:
         return TB.Range(_int(ks.lo.const_value, ks), _int(ks.hi.const_value, ks))
     if isinstance(ks, A.ValueKeyset):
         cv = ks.expr.const_value
+        if cv is None and errors is not None:
+            cv = errors(ks.expr)
         if not isinstance(cv, int):
             raise CompileError(f"{ks.loc}: table entry key must be a constant")
         v = int(cv) & full

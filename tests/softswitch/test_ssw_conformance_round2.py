@@ -85,3 +85,53 @@ def test_compound_assignment_needs_an_lvalue():
     """The left side of `op=` is checked like the left side of `=`."""
     with pytest.raises(P4Error, match="left side"):
         from_source(one_header("bit<8> a;", "K += 2;", extra="const bit<8> K = 1;"))
+
+
+ERROR_KEYED = """
+#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> a; bit<8> b; }
+struct hs_t { h_t h; }
+struct m_t { error e; }
+parser P(packet_in b, out hs_t hdr, inout m_t m, inout standard_metadata_t sm) {
+    state start { b.extract(hdr.h); transition accept; }
+}
+control VC(inout hs_t hdr, inout m_t m) { apply { } }
+control I(inout hs_t hdr, inout m_t m, inout standard_metadata_t sm) {
+    action fwd(bit<9> p) { sm.egress_spec = p; }
+    table by_error {
+        key = { sm.parser_error : exact; }
+        actions = { fwd; }
+        const entries = {
+            error.NoError : fwd(1);
+            error.PacketTooShort : fwd(2);
+        }
+        default_action = fwd(7);
+    }
+    table meta_error {
+        key = { m.e : exact @name("e"); }
+        actions = { fwd; NoAction; }
+        default_action = NoAction;
+    }
+    apply {
+        by_error.apply();
+        m.e = sm.parser_error;
+        meta_error.apply();
+    }
+}
+control E(inout hs_t hdr, inout m_t m, inout standard_metadata_t sm) { apply { } }
+control CC(inout hs_t hdr, inout m_t m) { apply { } }
+control D(packet_out b, in hs_t hdr) { apply { b.emit(hdr.h); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+def test_table_keyed_on_an_error():
+    """A table key of type `error` (p4c's issue1062-1-bmv2): const entries name error
+    members, run-time entries give the error's code (PacketTooShort is 1)."""
+    sw = from_source(ERROR_KEYED)
+    run_stf(sw, "packet 0 0102\nexpect 1 0102$\n"
+                "packet 0 01\nexpect 2 01$\n"
+                "add I.meta_error e:1 I.fwd(p:3)\n"
+                "packet 0 05\nexpect 3 05$\n"
+                "packet 0 0506\nexpect 1 0506$\n")
