@@ -41,38 +41,6 @@ def _ecn(text: str) -> EcnProfile | None:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _controller_class() -> type:
-    """The controller, programming `RunConfig.ecn` as every port's ECN thresholds.
-
-    The runner builds its intent with the default ECN profile; this subclass swaps
-    the thresholds in each switch's desired entries right after `load()`, before
-    anything is written, so a restarted switch gets the same profile back.
-    """
-    import dataclasses
-
-    from controller.intent.compute import T_ECN
-    from controller.runner import Controller
-
-    @dataclasses.dataclass(slots=True, kw_only=True)
-    class EcnController(Controller):
-        def load(self) -> None:
-            Controller.load(self)
-            ecn = self.cfg.ecn
-            for sw in self.fleet.switches.values():
-                entries = []
-                for e in sw.desired.entries:
-                    if e.table == T_ECN and not e.is_default:
-                        if ecn is None:
-                            continue
-                        e = dataclasses.replace(e, params=(
-                            ("kmin_bytes", ecn.kmin_bytes), ("kmax_bytes", ecn.kmax_bytes),
-                            ("pmax", ecn.pmax)))
-                    entries.append(e)
-                sw.desired.entries[:] = entries
-
-    return EcnController
-
-
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("run", help="program the switches and run the controller",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -187,8 +155,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         cfg = RunConfig(**kw)  # type: ignore[arg-type]
         printer = ProgressPrinter()
-        cls = Controller if cfg.ecn == EcnProfile() else _controller_class()
-        ctl = cls(cfg=cfg, progress=printer)
+        ctl = Controller(cfg=cfg, progress=printer)
         ctl.start()
     except RunError as exc:
         print(f"controller: {exc}", file=sys.stderr)

@@ -135,7 +135,8 @@ class Controller:
         try:
             opts = IntentOptions(sink_mode=c.sink_mode, collector=c.collector_spec(),
                                  report_switch_ip_base=c.report_source_base,
-                                 watch=(WatchRule(instruction_bitmap=c.int_instructions),))
+                                 watch=(WatchRule(instruction_bitmap=c.int_instructions),),
+                                 ecn=c.ecn)
         except IntentError as exc:
             raise RunError(str(exc)) from None
         try:
