@@ -43,7 +43,7 @@ from traffic.qp_types import MessageRecord, QpConfig
 from traffic.requester import Requester
 from traffic.responder import Responder
 
-__all__ = ["Endpoint", "EndpointConfig", "EndpointCounters", "next_psn"]
+__all__ = ["Endpoint", "EndpointConfig", "EndpointCounters"]
 
 log = logging.getLogger("traffic")
 
@@ -102,12 +102,6 @@ class EndpointCounters:
     # a couple of ms, so this time is rate the QPs lose for good
     stalls: int = 0
     stall_s: float = 0.0
-
-
-def next_psn(req: Requester) -> int:
-    """PSN of the next new packet ``req`` will send: the first one paced at a setting
-    applied now (retransmissions of older PSNs may still follow)."""
-    return (req.start_psn + req._sent_up_to) & PSN_MASK
 
 
 class Endpoint:
@@ -330,7 +324,7 @@ class Endpoint:
                 continue
             if cmd.seq is not None:
                 confirm.append({"seq": cmd.seq, "qp": q.qpn, "status": "applied",
-                                "psn": next_psn(q)})
+                                "psn": q.next_new_psn})
 
     # -- loop ------------------------------------------------------------------------
     def step(self, max_wait_s: float = 0.01) -> None:

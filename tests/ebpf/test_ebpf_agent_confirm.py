@@ -21,7 +21,7 @@ if os.geteuid() != 0:
 from ebpf.agent import AgentConfig, HostAgent
 from mininet_topos.netns import Namespace, two_hosts
 from traffic.control import ControlServer
-from traffic.endpoint import Endpoint, EndpointConfig, next_psn
+from traffic.endpoint import Endpoint, EndpointConfig
 from traffic.qp_types import QpConfig
 
 
@@ -91,7 +91,7 @@ def test_applied_psn_is_the_requesters_next_psn(hosts, tmp_path) -> None:
             deadline = time.monotonic() + 5
             while agent.stats().feedback_datagrams < 1 and time.monotonic() < deadline:
                 agent.read(timeout_s=0.05)       # forwards to the endpoint, not applied yet
-            expected_psn = next_psn(req)
+            expected_psn = req.next_new_psn
             requester.step(0.0)                  # applies before it sends anything more
             assert req.cfg.rate_bps == 10e6
 

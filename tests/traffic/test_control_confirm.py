@@ -10,7 +10,7 @@ import pytest
 
 from formats.roce import PSN_MASK
 from traffic.control import ControlCommand, parse_control
-from traffic.endpoint import Endpoint, EndpointConfig, next_psn
+from traffic.endpoint import Endpoint, EndpointConfig
 from traffic.qp_types import QpConfig
 
 
@@ -53,7 +53,7 @@ def test_endpoint_confirms_with_the_next_psn(tmp_path) -> None:
                 break
         sent = req.counters.tx_data_pkts
         assert 12 <= sent < 40
-        assert next_psn(req) == (start + sent) & PSN_MASK
+        assert req.next_new_psn == (start + sent) & PSN_MASK
         client.sendto(b'{"qp": 9, "rate_bps": 5e6, "seq": 70}\n'
                       b'{"qp": 10, "rate_bps": 5e6, "seq": 71}\n'
                       b'{"qp": 9, "fec_k": 0, "fec_m": 0, "seq": 72}\n'
@@ -74,7 +74,7 @@ def test_endpoint_confirms_with_the_next_psn(tmp_path) -> None:
                 break
             a.step(0.002)
             b.step(0.002)
-        assert req.idle and next_psn(req) == (start + 40) & PSN_MASK
+        assert req.idle and req.next_new_psn == (start + 40) & PSN_MASK
     finally:
         client.close()
         a.close()
