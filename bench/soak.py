@@ -111,20 +111,6 @@ def soak_spec(minutes: float, preset: str = "demo") -> Any:
     return spec_from_dict(raw, base_dir=path.parent)
 
 
-def _exporting_testbed(url: str, database: str, **kw: Any) -> Any:
-    """A :class:`Testbed` whose controller also exports to ``url`` while it runs (the
-    experiment runner starts it without ``--influx``)."""
-    from mininet_topos.experiment import Testbed
-
-    class ExportingTestbed(Testbed):
-        def spawn(self, name: str, node: str | None, argv: list[str]) -> Any:
-            if name == "controller":
-                argv = [*argv, "--influx", url, "--database", database]
-            return Testbed.spawn(self, name, node, argv)
-
-    return ExportingTestbed(**kw)
-
-
 @dataclass(slots=True, kw_only=True)
 class Outage:
     """Stops the private influxd at ``at_s`` for ``duration_s`` and starts it again on the
@@ -190,12 +176,14 @@ def _drive(cfg: SoakConfig, spec: Any, topo: Any, url: str, database: str,
     tdir.mkdir(parents=True, exist_ok=True)
     procs = ProcTable(os.getpid())
     t_up = time.time()
-    with _exporting_testbed(url, database, topo=topo, switch=spec.switch, logs=logs,
-                            seed=spec.seed, sample_interval_s=spec.sample_interval_s,
-                            program=spec.program, python=sys.executable,
-                            agent_hosts=spec.workload.hosts, feedback=spec.cc == "hpcc",
-                            fec_target=1e-3 if spec.recovery == "fec" and spec.fec == "auto"
-                            else 0.0) as tb:
+    from mininet_topos.experiment import Testbed
+
+    with Testbed(topo=topo, switch=spec.switch, logs=logs, seed=spec.seed,
+                 sample_interval_s=spec.sample_interval_s, program=spec.program,
+                 python=sys.executable, agent_hosts=spec.workload.hosts,
+                 feedback=spec.cc == "hpcc",
+                 fec_target=1e-3 if spec.recovery == "fec" and spec.fec == "auto" else 0.0,
+                 influx_url=url, influx_database=database) as tb:
         log(f"network up in {time.time() - t_up:.1f} s ({len(topo.switches)} switches, "
             f"{len(topo.hosts)} hosts); controller exports to {url} database {database}")
         hosts = spec.workload.hosts

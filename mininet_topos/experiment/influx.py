@@ -23,10 +23,12 @@ from .spec import ExperimentSpec
 __all__ = ["export_summary", "summary_lines"]
 
 
-def summary_lines(folder: Path, spec: ExperimentSpec, t0_ns: int) -> list[str]:
-    """Line-protocol lines for one results folder."""
+def summary_lines(folder: Path, spec: ExperimentSpec, t0_ns: int, *,
+                  link_loss: bool = True) -> list[str]:
+    """Line-protocol lines for one results folder (``link_loss`` False: leave out the
+    loss bins, which a controller exporting live has already sent)."""
     lines: list[str] = []
-    loss = read_csv(folder / "link_loss.csv")
+    loss = read_csv(folder / "link_loss.csv") if link_loss else []
     if loss:
         names = sorted({r["link"] for r in loss})
         times = sorted({float(r["t_s"]) for r in loss})
@@ -50,13 +52,14 @@ def summary_lines(folder: Path, spec: ExperimentSpec, t0_ns: int) -> list[str]:
     return lines
 
 
-def export_summary(url: str, folder: Path, spec: ExperimentSpec) -> int:
+def export_summary(url: str, folder: Path, spec: ExperimentSpec, *,
+                   link_loss: bool = True) -> int:
     """Send the folder's series to ``url``; returns the number of lines written."""
     import json
 
     summary = json.loads((folder / "summary.json").read_text())
     t0 = int(summary.get("t0_ns") or 0)
-    lines = summary_lines(folder, spec, t0)
+    lines = summary_lines(folder, spec, t0, link_loss=link_loss)
     ll = summary.get("lossy_link") or {}
     run = format_line("testbed_run", {"experiment": spec.name, "variant": spec.variant},
                       {"goodput_tx_bps": float(summary.get("goodput_tx_bps_total") or 0.0),

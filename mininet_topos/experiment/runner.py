@@ -302,7 +302,8 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
                  agent_hosts=spec.workload.hosts if spec.switch != "linux-router" else (),
                  feedback=spec.cc == "hpcc",
                  fec_target=FEC_TARGET_RESIDUAL if fec_by_controller else 0.0,
-                 ecn=spec.ecn.argument if spec.ecn is not None else None) as tb:
+                 ecn=spec.ecn.argument if spec.ecn is not None else None,
+                 influx_url=influx_url) as tb:
         log(f"network up in {time.time() - t_start:.1f} s; every switch programmed")
         ips = [topo.host(h).ipv4 for h in spec.workload.hosts]
         start_at = time.time() + START_DELAY_S + 0.3 * len(ips)
@@ -391,8 +392,13 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
     if influx_url:
         from .influx import export_summary
         try:
-            n = export_summary(influx_url, res.path, spec)
-            log(f"exported {n} points to {influx_url}")
+            # the controller (P4 switches) exported its telemetry and loss bins live;
+            # the test bed's own series (queues, the run's summary) go now
+            n = export_summary(influx_url, res.path, spec,
+                               link_loss=spec.switch == "linux-router")
+            log(f"exported {n} test-bed points to {influx_url}"
+                + ("" if spec.switch == "linux-router" else
+                   " (the controller exported its telemetry while running)"))
         except ExperimentError as exc:
             log(f"InfluxDB export failed: {exc}")
     return RunResult(spec=spec, out=res.path, summary=summary, plots=plots,

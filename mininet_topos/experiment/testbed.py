@@ -149,6 +149,8 @@ class Testbed:
     feedback: bool = True     # agents relay the controller's rate/FEC feedback
     fec_target: float = 0.0   # > 0: the controller chooses FEC per flow (--fec-target)
     ecn: str | None = None    # the controller's --ecn KMIN:KMAX:PMAX (None: its default)
+    influx_url: str | None = None   # the controller exports live to this InfluxDB
+    influx_database: str = "int_telemetry"
     mgmt_ifnames: list[str] = field(default_factory=list)
     mgmt: dict[str, tuple[str, str, int]] = field(default_factory=dict)  # host -> (root ip, host ip, fb port)
     _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
@@ -323,6 +325,8 @@ class Testbed:
             argv += ["--fec-target", f"{self.fec_target:g}"]
         if self.ecn is not None:
             argv += ["--ecn", self.ecn]
+        if self.influx_url:
+            argv += ["--influx", self.influx_url, "--database", self.influx_database]
         for h, (_, host_ip, fb) in sorted(self.mgmt.items()):
             argv += ["--agent", f"{h}={host_ip}:{fb}"] if self.feedback else []
         proc = self.spawn("controller", None, argv)
