@@ -377,7 +377,13 @@ class BodyCompiler(ExprCompiler):
                     codes.append(repr(default_value(pt)) if pt is not None else "0")
                 backs.append(a)
             else:
-                codes.append(value_of[id(a)] if id(a) in value_of else self.ex(a))
+                code = value_of[id(a)] if id(a) in value_of else self.ex(a)
+                if direction in (A.Direction.IN, A.Direction.NONE) and is_object_type(pt) \
+                        and isinstance(a, (A.PathExpression, A.MemberExpression, A.IndexExpression)):
+                    # `in` is copy-in: the callee sees the value at the call even when
+                    # it writes the argument's original (`a(in H v)` called as `a(h)`)
+                    code = f"{code}._copy()"
+                codes.append(code)
         has_value = returns_value and not isinstance(strip(e.type) if e.type else None, T.VoidType) \
             and e.type is not None
         call = f"{fn}({', '.join(codes)})"

@@ -135,3 +135,41 @@ def test_table_keyed_on_an_error():
                 "add I.meta_error e:1 I.fwd(p:3)\n"
                 "packet 0 05\nexpect 3 05$\n"
                 "packet 0 0506\nexpect 1 0506$\n")
+
+
+IN_IS_A_COPY = """
+#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> a; bit<8> b; bit<8> c; bit<8> d; }
+struct hs_t { h_t h; }
+struct m_t { }
+parser P(packet_in b, out hs_t hdr, inout m_t m, inout standard_metadata_t sm) {
+    state start { b.extract(hdr.h); transition accept; }
+}
+control VC(inout hs_t hdr, inout m_t m) { apply { } }
+control Sub(inout hs_t all, in h_t v) {
+    apply { all.h.a = 0xEE; all.h.c = v.a; }
+}
+bit<8> twice(inout hs_t all, in hs_t v) { all.h.b = 0xDD; return v.h.b; }
+control I(inout hs_t hdr, inout m_t m, inout standard_metadata_t sm) {
+    Sub() sub;
+    action act(in h_t v) { hdr.h.d = 0xCC; hdr.h.d = v.d + 1; }
+    apply {
+        act(hdr.h);
+        sub.apply(hdr, hdr.h);
+        hdr.h.b = twice(hdr, hdr);
+    }
+}
+control E(inout hs_t hdr, inout m_t m, inout standard_metadata_t sm) { apply { } }
+control CC(inout hs_t hdr, inout m_t m) { apply { } }
+control D(packet_out b, in hs_t hdr) { apply { b.emit(hdr.h); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+def test_in_arguments_are_copies():
+    """An `in` header or struct argument is copied in (p4c's gauntlet_indirect_hdr_
+    assign_2-bmv2): the callee reads the value at the call even after writing the
+    argument's original through another parameter or the enclosing control."""
+    sw = from_source(IN_IS_A_COPY)
+    run_stf(sw, "packet 0 01 02 03 04\nexpect 0 EE 02 01 05$\n")
