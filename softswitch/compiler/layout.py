@@ -169,7 +169,25 @@ class TypeLayouts:
     def _header_class(self, t: T.HeaderType) -> type:
         cname = f"H_{t.name}_{len(self.classes)}"
         names = [attr_name(f) for f, _ in t.fields]
-        ftypes = [T.strip_newtype(ft) for _, ft in t.fields]
+        # a field of struct type (P4_16 allows structs of bit<W>/int<W>/bool/enums in
+        # headers) is a nested struct object; its leaves are serialised in order, so
+        # extract/emit work on the leaf paths (`row.e`) and the rest on the objects
+        nested = {attr_name(f) for f, ft in t.fields if isinstance(T.strip_newtype(ft), T.StructType)}
+        leaves: list[tuple[str, T.P4Type]] = []
+
+        def flatten(path: str, ft: T.P4Type) -> None:
+            base = T.strip_newtype(ft)
+            if isinstance(base, T.StructType):
+                for sf, sft in base.fields:
+                    flatten(f"{path}.{attr_name(sf)}", sft)
+            else:
+                leaves.append((path, base))
+
+        for f, ft in t.fields:
+            flatten(attr_name(f), ft)
+        top_names = names
+        names = [p for p, _ in leaves]
+        ftypes = [ft for _, ft in leaves]
         varbit = [i for i, ft in enumerate(ftypes) if isinstance(ft, T.VarbitType)]
         widths = []
         for (fname, ft) in zip(names, ftypes):
@@ -182,14 +200,18 @@ class TypeLayouts:
                     raise CompileError(f"header {t.name}: field {fname} of type {ft} has no width") from exc
         signed = [isinstance(ft, T.BitsType) and ft.signed for ft in ftypes]
         booleans = [isinstance(ft, T.BoolType) for ft in ftypes]
-        slots = ["_valid"] + names + [f"_vw_{names[i]}" for i in varbit]
+        slots = ["_valid"] + top_names + [f"_vw_{names[i]}" for i in varbit]
         total = sum(widths)
         lines = [f"class {cname}:", f"    __slots__ = {tuple(slots)!r}", f"    _p4name = {t.name!r}",
-                 f"    _field_names = {tuple(names)!r}", f"    _widths = {tuple(widths)!r}",
+                 f"    _field_names = {tuple(top_names)!r}", f"    _widths = {tuple(widths)!r}",
                  f"    _bits = {total}", "    _is_header = True",
                  "    def __init__(self):", "        self._valid = False"]
-        for i, n in enumerate(names):
-            lines.append(f"        self.{n} = {False if booleans[i] else 0}")
+        for f, ft in t.fields:
+            n = attr_name(f)
+            if n in nested:
+                lines.append(f"        self.{n} = {self.class_ref(T.strip_newtype(ft))}()")
+            else:
+                lines.append(f"        self.{n} = {False if isinstance(T.strip_newtype(ft), T.BoolType) else 0}")
         for i in varbit:
             lines.append(f"        self._vw_{names[i]} = 0")
         # field values from the big integer v
@@ -276,19 +298,34 @@ class TypeLayouts:
                     elif booleans[i]:
                         val = f"int({val})"
                     lines.append(f"            w.put({val}, {widths[i]})")
-        copy_assigns = "; ".join(f"n.{s} = self.{s}" for s in slots)
-        set_assigns = "; ".join(f"self.{s} = o.{s}" for s in slots)
+        copy_assigns = "; ".join(f"n.{s} = self.{s}._copy()" if s in nested else f"n.{s} = self.{s}"
+                                 for s in slots)
+        set_assigns = "; ".join(f"self.{s}._set(o.{s})" if s in nested else f"self.{s} = o.{s}"
+                                for s in slots)
         lines += ["    def _copy(self):", f"        n = {cname}.__new__({cname}); {copy_assigns}; return n",
                   "    def _set(self, o):", f"        {set_assigns}",
-                  "    def _set_fields(self, *vals):",
-                  f"        ({', '.join('self.' + n for n in names)}{',' if len(names) == 1 else ''}) = vals" if names else "        pass",
-                  "        self._valid = True",
+                  "    def _set_fields(self, *vals):"]
+        if nested:
+            for i, n in enumerate(top_names):
+                if n in nested:
+                    lines.append(f"        v = vals[{i}]")
+                    lines.append(f"        self.{n}._set_fields(*v) if type(v) is tuple else self.{n}._set(v)")
+                else:
+                    lines.append(f"        self.{n} = vals[{i}]")
+        elif top_names:
+            lines.append(f"        ({', '.join('self.' + n for n in top_names)}{',' if len(top_names) == 1 else ''}) = vals")
+        else:
+            lines.append("        pass")
+        eq_terms = [f"self.{n}._eq(o.{n})" if n in nested else f"self.{n} == o.{n}" for n in top_names]
+        eq_terms += [f"self._vw_{names[i]} == o._vw_{names[i]}" for i in varbit]
+        lines += ["        self._valid = True",
                   "    def _invalidate(self):",
                   "        self._valid = False",
                   "    def _eq(self, o):",
-                  f"        return self._valid == o._valid and (not self._valid or ({' and '.join(f'self.{n} == o.{n}' for n in names + [f'_vw_{names[i]}' for i in varbit]) or 'True'}))",
+                  f"        return self._valid == o._valid and (not self._valid or ({' and '.join(eq_terms) or 'True'}))",
                   "    def _fields(self):",
-                  f"        return {{{', '.join(f'{n!r}: self.{n}' for n in names)}}}",
+                  "        return {" + ", ".join(f"{n!r}: self.{n}._fields()" if n in nested else f"{n!r}: self.{n}"
+                                            for n in top_names) + "}",
                   "    def __repr__(self):",
                   f"        return '{t.name}(' + ('' if self._valid else 'invalid, ') + ', '.join(k + '=' + hex(v) if type(v) is int else k + '=' + repr(v) for k, v in self._fields().items()) + ')'",
                   ]

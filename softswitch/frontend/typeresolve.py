@@ -162,9 +162,19 @@ class TypeResolver:
     @staticmethod
     def _check_field_type(decl: A.Declaration, f: A.StructField, ft: T.P4Type) -> None:
         base = T.strip_newtype(ft)
+
+        def fixed_struct(st: T.P4Type) -> bool:
+            """A struct of bit<W>, int<W>, bool, serializable enums or such structs,
+            which P4_16 lets a header hold (serialised field by field)."""
+            st = T.strip_newtype(st)
+            if isinstance(st, T.StructType):
+                return all(fixed_struct(x) for _, x in st.fields)
+            return isinstance(st, (T.BitsType, T.SerEnumType, T.BoolType))
+
         if isinstance(decl, A.HeaderDecl) and \
-                not isinstance(base, (T.BitsType, T.VarbitType, T.SerEnumType, T.BoolType)):
-                raise P4TypeError(f.loc, f"header field '{decl.name}.{f.name}' has type {ft}; headers hold only bit<W>, int<W>, varbit<W>, bool or serializable enums")
+                not isinstance(base, (T.BitsType, T.VarbitType, T.SerEnumType, T.BoolType)) \
+                and not (isinstance(base, T.StructType) and fixed_struct(base)):
+                raise P4TypeError(f.loc, f"header field '{decl.name}.{f.name}' has type {ft}; headers hold only bit<W>, int<W>, varbit<W>, bool, serializable enums or structs of those")
         if isinstance(decl, A.HeaderUnionDecl) and not isinstance(base, T.HeaderType):
             raise P4TypeError(f.loc, f"header union field '{decl.name}.{f.name}' must be a header, not {ft}")
 

@@ -173,3 +173,58 @@ def test_in_arguments_are_copies():
     argument's original through another parameter or the enclosing control."""
     sw = from_source(IN_IS_A_COPY)
     run_stf(sw, "packet 0 01 02 03 04\nexpect 0 EE 02 01 05$\n")
+
+
+STRUCT_IN_HEADER = """
+#include <core.p4>
+#include <v1model.p4>
+struct inner_t { bit<4> x; bool f; bit<3> y; }
+struct row_t { bit<8> e; inner_t inn; int<8> s; }
+header h_t { bit<8> tag; row_t row; }
+struct hs_t { h_t a; h_t b; }
+struct m_t { }
+parser P(packet_in b, out hs_t hdr, inout m_t m, inout standard_metadata_t sm) {
+    state start { b.extract(hdr.a); transition accept; }
+}
+control VC(inout hs_t hdr, inout m_t m) { apply { } }
+control I(inout hs_t hdr, inout m_t m, inout standard_metadata_t sm) {
+    action fwd(bit<9> p) { sm.egress_spec = p; }
+    table t {
+        key = { hdr.a.row.e : exact; hdr.a.row.inn.f : exact; }
+        actions = { fwd; NoAction; }
+        const entries = { (0x01, true) : fwd(1); (0x01, false) : fwd(2); }
+        default_action = NoAction();
+    }
+    apply {
+        t.apply();
+        hdr.b = hdr.a;
+        hdr.b.row.inn.y = hdr.b.row.inn.y + 1;
+        hdr.b.row.s = hdr.b.row.s - 2;
+        if (hdr.b == hdr.a) { hdr.a.tag = 0xEE; }
+        if (hdr.b.row.inn == hdr.a.row.inn) { hdr.a.tag = 0xDD; }
+        hdr.b.tag = (bit<8>)hdr.a.row.inn.x;
+    }
+}
+control E(inout hs_t hdr, inout m_t m, inout standard_metadata_t sm) { apply { } }
+control CC(inout hs_t hdr, inout m_t m) { apply { } }
+control D(packet_out b, in hs_t hdr) { apply { b.emit(hdr); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+def test_struct_fields_in_a_header():
+    """A header may hold a struct of fixed-width fields (p4c's bvec-hdr-bmv2): it is
+    extracted and emitted field by field, its members are keys and lvalues, and
+    copying the header copies the struct (the copy's edits leave the original alone)."""
+    sw = from_source(STRUCT_IN_HEADER)
+    # tag 07 | e 01 | x=9 f=1 y=5 -> 1001 1 101 = 9D | s = 03
+    run_stf(sw, "packet 0 07 01 9D 03 AA\nexpect 1 07 01 9D 03 09 01 9E 01 AA$\n"
+                "packet 0 07 01 95 03\nexpect 2 07 01 95 03 09 01 96 01$\n"
+                "packet 0 07 02 9F 80\nexpect 0 07 02 9F 80 09 02 98 7E$\n")
+
+
+def test_header_fields_may_not_be_headers_or_varbit_structs():
+    """Only fixed-width structs nest in a header."""
+    with pytest.raises(P4Error, match="header field"):
+        from_source(STRUCT_IN_HEADER.replace("struct inner_t { bit<4> x; bool f; bit<3> y; }",
+                                             "header inner_t { bit<4> x; bool f; bit<3> y; }"))
