@@ -498,9 +498,32 @@ def _emit_struct(info: P4I.P4Info, st: T.StructLikeType) -> None:
     target = info.type_info.headers if isinstance(st, T.HeaderType) else info.type_info.structs
     spec = target[st.name]
     for fname, ft in st.fields:
+        if isinstance(st, T.HeaderType) and isinstance(T.strip_newtype(ft), T.StructType):
+            # P4Runtime's header members are bit strings only
+            raise P4InfoError(None, f"header '{st.name}' field '{fname}' is a struct, which P4Info "
+                                    "cannot describe in a header type")
         mem = spec.members.add()
         mem.name = fname
-        _type_spec(mem.type_spec, ft)
+        if isinstance(st, T.HeaderType):
+            _bitstring_spec(mem.type_spec, ft)
+        else:
+            _type_spec(mem.type_spec, ft)
+
+
+def _bitstring_spec(spec: Any, t: T.P4Type) -> None:
+    """A header member's P4BitstringLikeTypeSpec (bit, int or varbit; a bool is one bit
+    and a serializable enum its underlying type, as they are on the wire)."""
+    base = T.strip_newtype(t)
+    if isinstance(base, T.SerEnumType):
+        base = base.underlying
+    if isinstance(base, T.BoolType):
+        spec.bit.bitwidth = 1
+    elif isinstance(base, T.BitsType):
+        (spec.int if base.signed else spec.bit).bitwidth = base.width
+    elif isinstance(base, T.VarbitType):
+        spec.varbit.max_bitwidth = base.max_width
+    else:
+        raise P4InfoError(None, f"header member of type {t} cannot be described in P4Info")
 
 
 def _emit_controller_header(info: P4I.P4Info, s: _Symbol, alias: str, idx: dict[tuple[str, int], _Symbol]) -> None:

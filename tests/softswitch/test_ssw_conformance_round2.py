@@ -228,3 +228,34 @@ def test_header_fields_may_not_be_headers_or_varbit_structs():
     with pytest.raises(P4Error, match="header field"):
         from_source(STRUCT_IN_HEADER.replace("struct inner_t { bit<4> x; bool f; bit<3> y; }",
                                              "header inner_t { bit<4> x; bool f; bit<3> y; }"))
+
+
+def test_p4info_of_a_program_with_a_struct_in_a_header():
+    """Tables keyed on a struct member of a header describe as usual; a digest of such a
+    header is refused with a named error (P4Runtime header members are bit strings)."""
+    from softswitch.p4info import P4InfoError, build_p4info
+
+    sw = from_source(STRUCT_IN_HEADER)
+    info = build_p4info(sw.program.checked)
+    keys = [m.name for t in info.tables for m in t.match_fields]
+    assert keys == ["hdr.a.row.e", "hdr.a.row.inn.f"]
+    with_digest = STRUCT_IN_HEADER.replace(
+        "        t.apply();\n", "        t.apply();\n        digest<h_t>(1, hdr.a);\n", 1)
+    with pytest.raises(P4InfoError, match="h_t.*row.*struct"):
+        build_p4info(from_source(with_digest).program.checked)
+
+
+def test_p4info_describes_a_digested_header():
+    """A digest of a header type lists the header in type_info with bit-string members
+    (P4Runtime's header members are bit/int/varbit; bool is one bit)."""
+    from softswitch.p4info import build_p4info
+
+    src = ERROR_KEYED.replace("header h_t { bit<8> a; bit<8> b; }",
+                              "header h_t { bit<8> a; int<8> b; bool c; bit<7> pad; }")
+    src = src.replace("        by_error.apply();\n", "        by_error.apply();\n        digest<h_t>(1, hdr.h);\n", 1)
+    info = build_p4info(from_source(src).program.checked)
+    members = {m.name: m.type_spec for m in info.type_info.headers["h_t"].members}
+    assert members["a"].bit.bitwidth == 8
+    assert members["b"].int.bitwidth == 8
+    assert members["c"].bit.bitwidth == 1
+    assert info.digests[0].type_spec.header.name == "h_t"
