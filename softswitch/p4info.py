@@ -186,6 +186,10 @@ class _Collector:
         key = (kind, name)
         for s in self.symbols:
             if (s.kind, s.name) == key:
+                if s.decl is not decl and decl is not None:
+                    # two declarations under one control-plane name (`@name("a")` on two
+                    # actions): one P4Info object, as p4c makes it
+                    s.extra.setdefault("aliases", []).append(decl)
                 return s
         sym = _Symbol(kind=kind, name=name, decl=decl, user_id=_ann_id(decl), extra=extra)
         self.symbols.append(sym)
@@ -322,6 +326,9 @@ def build_p4info(program: A.CheckedProgram) -> P4I.P4Info:
     _assign_ids(col.symbols)
     alias = _shortest_suffixes([s.name for s in col.symbols])
     by_decl: dict[tuple[str, int], _Symbol] = {(s.kind, id(s.decl)): s for s in col.symbols}
+    for s in col.symbols:
+        for d in s.extra.get("aliases", ()):
+            by_decl.setdefault((s.kind, id(d)), s)
     info = P4I.P4Info()
     info.pkg_info.arch = "v1model"
     info.type_info.SetInParent()  # p4c always writes type_info, empty or not

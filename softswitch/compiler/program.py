@@ -552,6 +552,8 @@ class ProgramGen(ParserCompiler):
             if prop is not None:
                 d = getattr(prop.value, "decl", None)
                 obj_name = scope.get(d) if d is not None else None
+                if obj_name is None and isinstance(d, A.InstantiationDecl):
+                    obj_name = self.global_name(d)  # an instance declared at the top level
                 obj = self.env.get(obj_name) if obj_name else None
                 if obj is None:
                     raise CompileError(f"{decl.loc}: table {name}: {prop.name} must name a direct extern instance")
@@ -571,6 +573,9 @@ class ProgramGen(ParserCompiler):
         d = getattr(v, "decl", None)
         if d is not None and d in scope:
             g = scope[d]
+            prof = self.env.get(g)
+        elif isinstance(d, A.InstantiationDecl):
+            g = self.global_name(d) or ""  # a profile declared at the top level
             prof = self.env.get(g)
         elif isinstance(v, A.MethodCallExpression):
             tname = expr_text(v.callee).split("(")[0].split("<")[0]

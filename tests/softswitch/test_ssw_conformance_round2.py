@@ -259,3 +259,77 @@ def test_p4info_describes_a_digested_header():
     assert members["b"].int.bitwidth == 8
     assert members["c"].bit.bitwidth == 1
     assert info.digests[0].type_spec.header.name == "h_t"
+
+
+TOP_LEVEL_DIRECT = """
+#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> a; bit<8> b; }
+struct hs_t { h_t h; }
+struct m_t { bit<32> color; }
+parser P(packet_in b, out hs_t hdr, inout m_t m, inout standard_metadata_t sm) {
+    state start { b.extract(hdr.h); transition accept; }
+}
+control VC(inout hs_t hdr, inout m_t m) { apply { } }
+@name("namedmeter") direct_meter<bit<32>>(MeterType.packets) my_meter;
+direct_counter(CounterType.packets) my_counter;
+action_profile(32w16) my_profile;
+control I(inout hs_t hdr, inout m_t m, inout standard_metadata_t sm) {
+    @name("fwd") action fwd_metered(bit<9> p) { sm.egress_spec = p; my_meter.read(m.color); }
+    @name("fwd") action fwd_plain(bit<9> p) { sm.egress_spec = p; }
+    table metered {
+        key = { hdr.h.a : exact; }
+        actions = { fwd_metered; NoAction; }
+        meters = my_meter;
+        default_action = NoAction();
+    }
+    table counted {
+        key = { hdr.h.b : exact; }
+        actions = { fwd_plain; NoAction; }
+        counters = my_counter;
+        default_action = NoAction();
+    }
+    action set_b(bit<8> v) { hdr.h.b = v; }
+    table indirect {
+        key = { hdr.h.a : exact; }
+        actions = { set_b; NoAction; }
+        implementation = my_profile;
+        default_action = NoAction();
+    }
+    apply {
+        indirect.apply();
+        metered.apply();
+        counted.apply();
+        hdr.h.a = (bit<8>)m.color;
+    }
+}
+control E(inout hs_t hdr, inout m_t m, inout standard_metadata_t sm) { apply { } }
+control CC(inout hs_t hdr, inout m_t m) { apply { } }
+control D(packet_out b, in hs_t hdr) { apply { b.emit(hdr.h); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+def test_direct_resources_and_profiles_declared_at_the_top_level():
+    """A direct meter, direct counter or action profile instantiated outside any control
+    (p4c's named_meter_1-bmv2) is the table's `meters`/`counters`/`implementation`."""
+    sw = from_source(TOP_LEVEL_DIRECT)
+    run_stf(sw, "add I.metered hdr.h.a:1 I.fwd(p:3)\n"
+                "add I.counted hdr.h.b:2 I.fwd(p:4) = e\n"
+                "packet 0 01 05\nexpect 3 00 05$\n"
+                "packet 0 07 02\nexpect 4 00 02$\n"
+                "check_counter my_counter(e) packets == 1\n")
+
+
+def test_p4info_merges_actions_of_one_name_and_links_top_level_direct_meters():
+    """Two actions under one `@name` are one P4Info action (as p4c makes it), and a
+    top-level direct meter keeps its plain name and links to its table."""
+    from softswitch.p4info import build_p4info
+
+    info = build_p4info(from_source(TOP_LEVEL_DIRECT).program.checked)
+    assert [a.preamble.name for a in info.actions].count("I.fwd") == 1
+    tables = {t.preamble.name: t for t in info.tables}
+    (meter,) = info.direct_meters
+    assert meter.preamble.name == "namedmeter"
+    assert meter.direct_table_id == tables["I.metered"].preamble.id
+    assert list(tables["I.metered"].direct_resource_ids) == [meter.preamble.id]
