@@ -21,6 +21,7 @@ processes started through :meth:`Namespace.popen`, ended by PID).
 from __future__ import annotations
 
 import contextlib
+import errno
 import ipaddress
 import secrets
 import signal
@@ -29,6 +30,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from pyroute2 import IPRoute, NetNS, netns
+from pyroute2.netlink.exceptions import NetlinkError
 
 from ebpf.netns import in_netns
 
@@ -258,7 +260,12 @@ def delete_link(end: Interface) -> None:
     with _iproute(end.ns) as ipr:
         found = ipr.link_lookup(ifname=end.ifname)
         if found:
-            ipr.link("del", index=found[0])
+            try:
+                ipr.link("del", index=found[0])
+            except NetlinkError as exc:
+                # the peer's namespace was just deleted and took this end with it
+                if exc.code != errno.ENODEV:
+                    raise
 
 
 @contextlib.contextmanager
