@@ -130,6 +130,17 @@ class ParserCompiler:
             keysets = case.keysets
             if len(keysets) == 1 and len(keys) > 1:
                 ks0 = keysets[0]
+                if isinstance(ks0, A.ValueKeyset) and isinstance(getattr(ks0.expr, "decl", None),
+                                                                 A.ValueSetDecl):
+                    # a value_set of a struct over several keys: its members are the
+                    # keys' values concatenated in order (first key most significant)
+                    cat = "0"
+                    for v, k in keys:
+                        cat = f"(({cat}) << {width_of(k.type)}) | {v}"
+                    b.emit(f"{'if' if first else 'elif'} {b.ex(ks0.expr)}.match({cat}):")
+                    b.emit(f"    st = {self._state_index(case.next_state, index)}")
+                    first = False
+                    continue
                 if isinstance(ks0, A.DefaultKeyset):
                     keysets = keysets * len(keys)
                 elif isinstance(ks0, A.ValueKeyset) and isinstance(ks0.expr, A.ListExpression):

@@ -15,7 +15,7 @@ from . import types as T
 from .calls import bind_args, check_constructor, order_args
 from .errors import P4Error, P4ErrorList, P4NameError, P4TypeError, P4Unsupported
 from .expressions import ExpressionChecker
-from .keysets import check_keyset
+from .keysets import check_keyset, value_set_fits
 from .scope import Scope
 from .typeresolve import describe_decl
 
@@ -276,6 +276,9 @@ class Checker(ExpressionChecker):
                 vs = ks[0].expr
                 self.check_expr(vs, body)
                 if isinstance(vs.type, T.SetType):
+                    if not value_set_fits(vs.type.elem, key_types):
+                        raise P4TypeError(case.loc, f"select case: value_set of {vs.type.elem} used for "
+                                                    f"keys of types ({', '.join(map(str, key_types))})")
                     continue
             if len(ks) != len(key_types):
                 raise P4TypeError(case.loc, f"select case has {len(ks)} keyset(s) for {len(key_types)} key(s)")

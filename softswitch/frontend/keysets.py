@@ -25,13 +25,26 @@ def _const(ck: ExpressionChecker, e: A.Expression, key_t: T.P4Type, scope: Scope
         raise P4TypeError(e.loc, f"{what}: keyset value must be a compile-time constant")
 
 
+def value_set_fits(elem: T.P4Type, key_types: list[T.P4Type]) -> bool:
+    """Whether a value_set of `elem` matches select keys of `key_types`: one key of the
+    same type, or a struct whose fields are, in order, of the keys' types (p4c's
+    pvs-struct samples; a one-field struct also serves a single key)."""
+    if len(key_types) == 1 and elem == key_types[0]:
+        return True
+    base = T.strip_newtype(elem)
+    if isinstance(base, T.StructType):
+        fts = [ft for _, ft in base.fields]
+        return len(fts) == len(key_types) and all(a == b for a, b in zip(fts, key_types))
+    return False
+
+
 def check_keyset(ck: ExpressionChecker, k: A.Keyset, key_t: T.P4Type, scope: Scope, what: str) -> None:
     if isinstance(k, A.DefaultKeyset):
         return
     if isinstance(k, A.ValueKeyset):
         ck.check_expr(k.expr, scope)
         if isinstance(k.expr.type, T.SetType):
-            if k.expr.type.elem != key_t:
+            if not value_set_fits(k.expr.type.elem, [key_t]):
                 raise P4TypeError(k.loc, f"{what}: value_set of {k.expr.type.elem} used for a key of type {key_t}")
             return
         _const(ck, k.expr, key_t, scope, what)
