@@ -31,9 +31,14 @@ def value_set_fits(elem: T.P4Type, key_types: list[T.P4Type]) -> bool:
     pvs-struct samples; a one-field struct also serves a single key)."""
     if len(key_types) == 1 and elem == key_types[0]:
         return True
-    base = T.strip_newtype(elem)
-    if isinstance(base, T.StructType):
-        fts = [ft for _, ft in base.fields]
+    def leaves(t: T.P4Type) -> list[T.P4Type]:
+        base = T.strip_newtype(t)
+        if isinstance(base, T.StructType):
+            return [x for _, ft in base.fields for x in leaves(ft)]
+        return [t]
+
+    if isinstance(T.strip_newtype(elem), T.StructType):
+        fts = leaves(elem)  # nested structs count field by field (p4c's pvs-nested-struct)
         return len(fts) == len(key_types) and all(a == b for a, b in zip(fts, key_types))
     return False
 

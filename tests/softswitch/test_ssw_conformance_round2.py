@@ -383,3 +383,19 @@ def test_value_set_element_must_fit_the_keys():
     with pytest.raises(P4Error, match="value_set of pair_t used for keys"):
         from_source(STRUCT_VALUE_SETS.replace("struct pair_t { bit<8> x; bit<8> y; }",
                                               "struct pair_t { bit<8> x; bit<16> y; }"))
+
+
+def test_value_set_of_a_nested_struct_over_sliced_keys():
+    """Nested struct fields count one by one (p4c's pvs-nested-struct), and keys may be
+    slices of odd widths (pvs-struct-2-bmv2: 16 + 3 bits)."""
+    src = STRUCT_VALUE_SETS.replace(
+        "struct pair_t { bit<8> x; bit<8> y; }",
+        "struct low_t { bit<3> y; }\nstruct pair_t { bit<8> x; low_t low; }").replace(
+        "transition select(hdr.h.a, hdr.h.b) {", "transition select(hdr.h.a, hdr.h.b[7:5]) {").replace(
+        "(0x07, 0x07): seven;", "(0x07, 0x7): seven;")
+    sw = from_source(src)
+    sw.runtime.value_set_add("P.pvs", (0x01 << 3) | 0x5)  # a = 1, b[7:5] = 5
+    got = {pkt: [d.hex() for _, d in sw.process(0, bytes.fromhex(pkt))]
+           for pkt in ("01a000", "01bf00", "01c000", "07e000")}
+    assert got == {"01a000": ["01a001"], "01bf00": ["01bf01"], "01c000": ["01c002"],
+                   "07e000": ["07e007"]}
