@@ -628,7 +628,8 @@ class ProgramGen(ParserCompiler):
     def _const_entries(self, decl: A.TableDecl, table: TB.Table, fns: dict[str, str],
                        scope: dict[Any, str]) -> None:
         running = 0
-        for ent in decl.entries or []:
+        spec_prios = _spec_priorities(decl) if table.needs_priority else None
+        for i, ent in enumerate(decl.entries or []):
             key: list[Any] = []
             keysets = ent.keysets
             if len(keysets) == 1 and len(table.keys) > 1 and isinstance(keysets[0], A.DefaultKeyset):
@@ -642,7 +643,9 @@ class ProgramGen(ParserCompiler):
             vals = [a.value.const_value for a in ent.action.args][-len(data):] if data else []
             args = [_int(v, ent) & ((1 << width_of(p.type_ref.type)) - 1) for v, p in zip(vals, data)]
             prio = 0
-            if table.needs_priority:
+            if spec_prios is not None:
+                prio = spec_prios[i]
+            elif table.needs_priority:
                 # const entries follow p4c/BMv2: the *smallest* @priority wins and an entry
                 # without one takes the previous entry's priority + 1 (list order); the
                 # table's scale is P4Runtime's (largest wins), hence the subtraction
@@ -652,6 +655,46 @@ class ProgramGen(ParserCompiler):
             table.insert(key, rt, args, prio, is_const=True)
 
 CONST_PRIORITY_BASE = 1 << 30
+
+
+def _spec_priorities(decl: A.TableDecl) -> list[int] | None:
+    """Priorities of entries written with P4_16 1.2.4's `priority = N :` prefix, on the
+    table's P4Runtime scale (largest wins), or None when no entry uses the prefix.
+
+    The language's rules (as p4c's front end applies them): the first entry names its
+    priority; an entry without one takes the previous one's minus `priority_delta`
+    (default 1) when `largest_priority_wins` (default true), plus it otherwise. With
+    `largest_priority_wins = false` the smallest number wins, so the scale is turned
+    around."""
+    entries = decl.entries or []
+    if not any(e.priority is not None for e in entries):
+        return None
+    largest = True
+    delta = 1
+    prop = decl.property("largest_priority_wins")
+    if prop is not None:
+        v = getattr(prop.value, "const_value", None)
+        if not isinstance(v, bool):
+            raise CompileError(f"{prop.loc}: largest_priority_wins must be a constant bool")
+        largest = v
+    prop = decl.property("priority_delta")
+    if prop is not None:
+        v = getattr(prop.value, "const_value", None)
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            raise CompileError(f"{prop.loc}: priority_delta must be a positive constant, got {v!r}")
+        delta = v
+    if entries[0].priority is None:
+        raise CompileError(f"{entries[0].loc}: the first entry must have a priority when others do")
+    out: list[int] = []
+    current = 0
+    for ent in entries:
+        if ent.priority_value is not None and ent.priority is not None:
+            current = ent.priority_value
+        if current <= 0 or current >= CONST_PRIORITY_BASE:
+            raise CompileError(f"{ent.loc}: entry priority {current} out of range 1..{CONST_PRIORITY_BASE - 1}")
+        out.append(current if largest else CONST_PRIORITY_BASE - current)
+        current = current - delta if largest else current + delta
+    return out
 
 
 def _int(v: Any, node: Any) -> int:

@@ -399,3 +399,61 @@ def test_value_set_of_a_nested_struct_over_sliced_keys():
            for pkt in ("01a000", "01bf00", "01c000", "07e000")}
     assert got == {"01a000": ["01a001"], "01bf00": ["01bf01"], "01c000": ["01c002"],
                    "07e000": ["07e007"]}
+
+
+def _prio_program(props: str, entries: str) -> str:
+    return f"""
+#include <core.p4>
+#include <v1model.p4>
+header h_t {{ bit<8> k; bit<8> r; }}
+struct hs_t {{ h_t h; }}
+struct m_t {{ }}
+parser P(packet_in b, out hs_t hdr, inout m_t m, inout standard_metadata_t sm) {{
+    state start {{ b.extract(hdr.h); transition accept; }}
+}}
+control VC(inout hs_t hdr, inout m_t m) {{ apply {{ }} }}
+control I(inout hs_t hdr, inout m_t m, inout standard_metadata_t sm) {{
+    action set(bit<8> v) {{ hdr.h.r = v; }}
+    table t {{
+        key = {{ hdr.h.k : ternary; }}
+        actions = {{ set; NoAction; }}
+        default_action = NoAction();
+        {props}
+        entries = {{ {entries} }}
+    }}
+    apply {{ t.apply(); }}
+}}
+control E(inout hs_t hdr, inout m_t m, inout standard_metadata_t sm) {{ apply {{ }} }}
+control CC(inout hs_t hdr, inout m_t m) {{ apply {{ }} }}
+control D(packet_out b, in hs_t hdr) {{ apply {{ b.emit(hdr.h); }} }}
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+@pytest.mark.parametrize("props, entries, winner", [
+    # largest_priority_wins defaults to true: 1001 beats 1000
+    ("", "priority=1000: 0x01 &&& 0x0F : set(1); priority=1001: 0x01 &&& 0xFF : set(2);", 2),
+    # an entry without a priority takes the previous one minus priority_delta (1000 - 100)
+    ("priority_delta = 100;",
+     "priority=1000: 0x01 &&& 0x0F : set(1); 0x01 &&& 0xFF : set(2); priority=950: 0x01 &&& 0xFF : set(3);", 1),
+    ("priority_delta = 100;",
+     "priority=1000: 0x02 &&& 0x0F : set(1); 0x01 &&& 0xFF : set(2); priority=950: 0x01 &&& 0xFF : set(3);", 3),
+    # smallest wins, and the missing priority is the previous one plus the delta (10 + 10)
+    ("largest_priority_wins = false; priority_delta = 10;",
+     "priority=10: 0x02 &&& 0x0F : set(1); 0x01 &&& 0xFF : set(2); priority=15: 0x01 &&& 0x0F : set(3);", 3),
+    ("largest_priority_wins = false;",
+     "priority=10: 0x01 &&& 0x0F : set(1); priority=5: 0x01 &&& 0xFF : set(2);", 2),
+    # mutable and const entries mixed; no priorities at all: the first listed wins
+    ("", "0x01 &&& 0x0F : set(1); const 0x01 &&& 0xFF : set(2);", 1),
+])
+def test_entry_priorities_follow_the_language_rules(props, entries, winner):
+    """`priority = N :` entries (P4_16 1.2.4, p4c's init-entries-bmv2): the numerically
+    largest priority wins unless `largest_priority_wins = false`; entries without a
+    priority are numbered from the previous one by `priority_delta`."""
+    sw = from_source(_prio_program(props, entries))
+    assert [d.hex() for _, d in sw.process(0, b"\x01\x00")] == [f"01{winner:02x}"]
+
+
+def test_first_entry_must_name_its_priority():
+    with pytest.raises(Exception, match="first entry must have a priority"):
+        from_source(_prio_program("", "0x01 &&& 0x0F : set(1); priority=5: 0x01 &&& 0xFF : set(2);"))
