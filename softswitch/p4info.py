@@ -165,6 +165,8 @@ def _type_spec(spec: Any, t: T.P4Type) -> None:
         spec.serializable_enum.name = base.name
     elif isinstance(base, T.ErrorType):
         spec.error.SetInParent()
+    elif isinstance(base, T.EnumType):
+        spec.enum.name = base.name
     elif isinstance(base, T.TupleType):
         for et in base.elems:
             _type_spec(spec.tuple.members.add(), et)
@@ -348,7 +350,57 @@ def build_p4info(program: A.CheckedProgram) -> P4I.P4Info:
                 emit_one(info, s, alias[s.name], by_decl)
     for st in col.struct_types.values():
         _emit_struct(info, st)
+    _emit_enums(info, program)
     return info
+
+
+def _emit_enums(info: P4I.P4Info, program: A.CheckedProgram) -> None:
+    """type_info entries for every enum and serializable enum a type spec names (a
+    digest or register of such a type), so the names resolve as P4Runtime requires."""
+    wanted: dict[str, set[str]] = {"enum": set(), "serializable_enum": set(), "error": set()}
+
+    def walk(msg: Any) -> None:
+        for fd, value in msg.ListFields():
+            if fd.message_type is None:
+                continue
+            if fd.name in wanted and fd.message_type.name != "P4TypeInfo":
+                wanted[fd.name].add(getattr(value, "name", ""))
+            if fd.message_type.GetOptions().map_entry:
+                items = list(value.values())
+            elif fd.label == fd.LABEL_REPEATED:
+                items = list(value)
+            else:
+                items = [value]
+            for item in items:
+                if hasattr(item, "ListFields"):
+                    walk(item)
+
+    walk(info)
+    if wanted["error"]:
+        for e in program.errors:  # p4c lists every error member once one is used
+            info.type_info.error.members.append(e)
+    if not wanted["enum"] and not wanted["serializable_enum"]:
+        return
+    found: dict[str, T.P4Type] = {}
+    for node in A.iter_nodes(program.program):
+        t = getattr(node, "type", None)
+        if isinstance(t, (T.EnumType, T.SerEnumType)):
+            found.setdefault(t.name, t)
+    for name in sorted(wanted["enum"]):
+        t = found.get(name)
+        if isinstance(t, T.EnumType):
+            spec = info.type_info.enums[name]
+            for m in t.members:
+                spec.members.add().name = m
+    for name in sorted(wanted["serializable_enum"]):
+        t = found.get(name)
+        if isinstance(t, T.SerEnumType):
+            spec = info.type_info.serializable_enums[name]
+            spec.underlying_type.bitwidth = t.underlying.width
+            for m, v in t.members:
+                mem = spec.members.add()
+                mem.name = m
+                mem.value = (v & ((1 << t.underlying.width) - 1)).to_bytes((t.underlying.width + 7) // 8, "big")
 
 
 def _ctor_arg(d: A.InstantiationDecl, i: int) -> A.Expression | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from softswitch.compiler.exprs import ExprCompiler, is_object_type, scalar_kind
+from softswitch.compiler.exprs import ERROR_WIDTH, ExprCompiler, is_object_type, scalar_kind
 from softswitch.compiler.layout import attr_name, default_value, strip
 from softswitch.compiler.walk import walk
 from softswitch.errors import CompileError
@@ -507,6 +507,12 @@ class BodyCompiler(ExprCompiler):
             if isinstance(t, T.StackType):
                 for i in range(t.size):
                     add(f"{code}.elems[{i}]", t.elem)
+                return
+            if isinstance(t, (T.ErrorType, T.EnumType)):
+                # an error is its code and a plain enum member its position, each in 32
+                # bits as BMv2 keeps them (a digest carrying a parser error or an enum)
+                codes.append(code)
+                widths.append(ERROR_WIDTH)
                 return
             kind, w = scalar_kind(t)
             if kind == "b":

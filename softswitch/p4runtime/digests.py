@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from p4.v1 import p4data_pb2
 from p4.v1 import p4runtime_pb2 as P
 
 from softswitch.p4runtime.codec import bitwidth_of, encode_p4data
@@ -129,12 +130,14 @@ class DigestEngine:
         dl = msg.digest
         dl.digest_id, dl.list_id, dl.timestamp = st.info.id, st.next_list_id, time.time_ns()
         st.next_list_id += 1
-        widths = [bitwidth_of(spec) for _, spec in st.info.members]
+        members = st.info.members
+        symbols = st.info.symbols or (None,) * len(members)
+        widths = [bitwidth_of(spec) if sym is None else (0, False) for (_, spec), sym in zip(members, symbols)]
         for values in batch:
             d = dl.data.add()
             if widths and len(widths) == len(values):
-                for v, (w, signed) in zip(values, widths):
-                    d.struct.members.append(encode_p4data(v, w, signed))
+                for v, (w, signed), sym in zip(values, widths, symbols):
+                    d.struct.members.append(_encode_member(v, w, signed, sym))
             else:
                 for v in values:
                     d.struct.members.append(encode_p4data(v))
@@ -154,3 +157,23 @@ class DigestEngine:
                     continue
             for m in msgs:
                 self._send(m)
+
+
+def _encode_member(value: Any, width: int, signed: bool,
+                   symbol: tuple[str, tuple[str, ...]] | int | None) -> Any:
+    """One digest member: a bit string, or for an error or enum its name, for a
+    serializable enum its value bytes (P4Runtime's P4Data forms for those types)."""
+    if symbol is None:
+        return encode_p4data(value, width, signed)
+    d = p4data_pb2.P4Data()
+    v = int(value)
+    if isinstance(symbol, int):
+        d.enum_value = (v & ((1 << symbol) - 1)).to_bytes((symbol + 7) // 8, "big")
+    elif 0 <= v < len(symbol[1]):
+        if symbol[0] == "error":
+            d.error = symbol[1][v]
+        else:
+            d.enum = symbol[1][v]
+    else:
+        d.bitstring = v.to_bytes(max(1, (v.bit_length() + 7) // 8), "big")
+    return d

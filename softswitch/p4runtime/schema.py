@@ -8,7 +8,7 @@ action scopes, const tables) so the write path never touches the protobuf.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from p4.config.v1 import p4info_pb2 as P4I
 
@@ -75,6 +75,20 @@ class DigestInfo:
     id: int
     name: str
     members: tuple[tuple[str, P4I.P4DataTypeSpec], ...]
+    # per member: the names an error/enum code stands for, or the width of a
+    # serializable enum (P4Runtime sends those as names or enum_value bytes)
+    symbols: tuple[tuple[str, tuple[str, ...]] | int | None, ...] = ()
+
+
+def _member_symbols(p4info: P4I.P4Info, spec: Any) -> tuple[str, tuple[str, ...]] | int | None:
+    kind = spec.WhichOneof("type_spec")
+    if kind == "error":
+        return ("error", tuple(p4info.type_info.error.members))
+    if kind == "enum":
+        return ("enum", tuple(m.name for m in p4info.type_info.enums[spec.enum.name].members))
+    if kind == "serializable_enum":
+        return p4info.type_info.serializable_enums[spec.serializable_enum.name].underlying_type.bitwidth
+    return None
 
 
 class Schema:
@@ -125,7 +139,8 @@ class Schema:
                 st = p4info.type_info.structs.get(d.type_spec.struct.name)
                 if st is not None:
                     members = tuple((m.name, m.type_spec) for m in st.members)
-            info_d = DigestInfo(id=d.preamble.id, name=d.preamble.name, members=members)
+            info_d = DigestInfo(id=d.preamble.id, name=d.preamble.name, members=members,
+                                symbols=tuple(_member_symbols(p4info, spec) for _, spec in members))
             self.digests[info_d.id] = info_d
             self.digest_by_name[info_d.name] = info_d
         self.value_sets = {v.preamble.id: v.preamble.name for v in p4info.value_sets}

@@ -457,3 +457,61 @@ def test_entry_priorities_follow_the_language_rules(props, entries, winner):
 def test_first_entry_must_name_its_priority():
     with pytest.raises(Exception, match="first entry must have a priority"):
         from_source(_prio_program("", "0x01 &&& 0x0F : set(1); priority=5: 0x01 &&& 0xFF : set(2);"))
+
+
+ENUM_DIGESTS = """
+#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> a; }
+enum kind_t { Small, Big }
+enum bit<8> code_t { foo = 28, gah = 42 }
+struct d1_t { bit<8> a; error e; kind_t k; }
+struct d2_t { code_t c; }
+struct hs_t { h_t h; }
+struct m_t { d1_t d1; d2_t d2; }
+parser P(packet_in b, out hs_t hdr, inout m_t m, inout standard_metadata_t sm) {
+    state start { b.extract(hdr.h); transition accept; }
+}
+control VC(inout hs_t hdr, inout m_t m) { apply { } }
+control I(inout hs_t hdr, inout m_t m, inout standard_metadata_t sm) {
+    apply {
+        m.d1.a = hdr.h.a;
+        m.d1.e = error.PacketTooShort;
+        m.d1.k = kind_t.Big;
+        digest(1, m.d1);
+        m.d2.c = code_t.gah;
+        digest(2, m.d2);
+    }
+}
+control E(inout hs_t hdr, inout m_t m, inout standard_metadata_t sm) { apply { } }
+control CC(inout hs_t hdr, inout m_t m) { apply { } }
+control D(packet_out b, in hs_t hdr) { apply { b.emit(hdr.h); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+def test_digests_carrying_errors_and_enums():
+    """A digest of a struct with `error`, enum and serializable-enum members (p4c's
+    v1model-digest-containing-ser-enum): it compiles, the runtime hands out codes, P4Info
+    describes the types in type_info, and P4Runtime sends names and enum_value bytes."""
+    from softswitch.p4info import build_p4info
+    from softswitch.p4runtime.digests import _encode_member
+    from softswitch.p4runtime.schema import Schema
+
+    sw = from_source(ENUM_DIGESTS)
+    sw.process(0, b"\x07")
+    assert sw.runtime.digest_pop("d1_t") == [(7, 1, 1)]
+    assert sw.runtime.digest_pop("d2_t") == [(42,)]
+    info = build_p4info(sw.program.checked)
+    assert [m.name for m in info.type_info.enums["kind_t"].members] == ["Small", "Big"]
+    assert [(m.name, m.value) for m in info.type_info.serializable_enums["code_t"].members] == [
+        ("foo", b"\x1c"), ("gah", b"\x2a")]
+    assert "PacketTooShort" in info.type_info.error.members
+    schema = Schema(info)
+    d1 = schema.digest_by_name["d1_t"]
+    encoded = [_encode_member(v, 8, False, sym) for v, sym in zip((7, 1, 1), d1.symbols)]
+    assert encoded[0].bitstring == b"\x07"
+    assert encoded[1].error == "PacketTooShort"
+    assert encoded[2].enum == "Big"
+    d2 = schema.digest_by_name["d2_t"]
+    assert _encode_member(42, 0, False, d2.symbols[0]).enum_value == b"\x2a"
