@@ -610,6 +610,9 @@ class ProgramGen(ParserCompiler):
             if scalar_out:
                 backs.append(a)
                 codes.append(b.ex(a) if p.direction is A.Direction.INOUT else "0")
+            elif p.direction is A.Direction.IN and is_object_type(p.type_ref.type) and \
+                    isinstance(a, (A.PathExpression, A.MemberExpression, A.IndexExpression)):
+                codes.append(f"{b.ex(a)}._copy()")  # `in` is copy-in (see BodyCompiler._invoke)
             else:
                 codes.append(b.ex(a))
         call = f"{afn}(L, {', '.join(codes)}, *data)"

@@ -515,3 +515,16 @@ def test_digests_carrying_errors_and_enums():
     assert encoded[2].enum == "Big"
     d2 = schema.digest_by_name["d2_t"]
     assert _encode_member(42, 0, False, d2.symbols[0]).enum_value == b"\x2a"
+
+
+def test_in_arguments_bound_in_a_table_action_list_are_copies():
+    """`actions = { act(hdr.h) }` with `action act(in h_t v)`: the table's call copies
+    `hdr.h` in, like a direct call does."""
+    src = IN_IS_A_COPY.replace(
+        "    apply {\n        act(hdr.h);",
+        "    table t { key = { hdr.h.a : exact; } actions = { act(hdr.h); NoAction; }\n"
+        "              default_action = act(hdr.h); }\n"
+        "    apply {\n        t.apply();", 1)
+    assert "t.apply();" in src
+    sw = from_source(src)
+    run_stf(sw, "packet 0 01 02 03 04\nexpect 0 EE 02 01 05$\n")
