@@ -21,7 +21,6 @@ from softswitch.frontend import ast as A
 from softswitch.frontend import types as T
 from softswitch.frontend.text import expr_text
 
-
 ERROR_WIDTH = 32
 
 

@@ -17,6 +17,13 @@ from typing import Any
 from softswitch import tables as TB
 from softswitch.action_profiles import ActionProfile
 from softswitch.compiler.body import BodyCompiler, invalidate_outs
+from softswitch.compiler.entries import (
+    CONST_PRIORITY_BASE,
+    action_decl_of,
+    const_int,
+    keyset_match,
+    spec_priorities,
+)
 from softswitch.compiler.exprs import is_object_type, scalar_kind, width_of
 from softswitch.compiler.layout import TypeLayouts, attr_name, strip
 from softswitch.compiler.parsers import ParserCompiler
@@ -497,7 +504,7 @@ class ProgramGen(ParserCompiler):
         specs = []
         fns: dict[str, str] = {}
         for ref in decl.actions:
-            adecl = _action_decl(ref)
+            adecl = action_decl_of(ref)
             afn = scope.get(adecl) or self.action_fn(adecl, None)
             rt = self.action_runtime[afn]
             if any(p.direction is not A.Direction.NONE for p in adecl.params):
@@ -511,12 +518,12 @@ class ProgramGen(ParserCompiler):
         default_args: tuple[int, ...] = ()
         if decl.default_action is not None:
             ref = decl.default_action
-            adecl = _action_decl(ref)
+            adecl = action_decl_of(ref)
             afn = scope.get(adecl) or self.action_fn(adecl, None)
             default_name = self.action_runtime[afn]
             data = [p for p in adecl.params if p.direction is A.Direction.NONE]
             vals = [a.value.const_value for a in ref.args][-len(data):] if data else []
-            default_args = tuple(_int(v, ref) & ((1 << width_of(p.type_ref.type)) - 1)
+            default_args = tuple(const_int(v, ref) & ((1 << width_of(p.type_ref.type)) - 1)
                                  for v, p in zip(vals, data))
             if default_name not in fns:
                 fns[default_name] = afn
@@ -631,20 +638,20 @@ class ProgramGen(ParserCompiler):
     def _const_entries(self, decl: A.TableDecl, table: TB.Table, fns: dict[str, str],
                        scope: dict[Any, str]) -> None:
         running = 0
-        spec_prios = _spec_priorities(decl) if table.needs_priority else None
+        spec_prios = spec_priorities(decl) if table.needs_priority else None
         for i, ent in enumerate(decl.entries or []):
             key: list[Any] = []
             keysets = ent.keysets
             if len(keysets) == 1 and len(table.keys) > 1 and isinstance(keysets[0], A.DefaultKeyset):
                 keysets = keysets * len(table.keys)
             for kf, ks in zip(table.keys, keysets):
-                key.append(_keyset_match(kf, ks, self.error_codes_of))
-            adecl = _action_decl(ent.action)
+                key.append(keyset_match(kf, ks, self.error_codes_of))
+            adecl = action_decl_of(ent.action)
             afn = scope.get(adecl) or self.action_fn(adecl, None)
             rt = self.action_runtime[afn]
             data = [p for p in adecl.params if p.direction is A.Direction.NONE]
             vals = [a.value.const_value for a in ent.action.args][-len(data):] if data else []
-            args = [_int(v, ent) & ((1 << width_of(p.type_ref.type)) - 1) for v, p in zip(vals, data)]
+            args = [const_int(v, ent) & ((1 << width_of(p.type_ref.type)) - 1) for v, p in zip(vals, data)]
             prio = 0
             if spec_prios is not None:
                 prio = spec_prios[i]
@@ -656,98 +663,6 @@ class ProgramGen(ParserCompiler):
                 running = p4_prio
                 prio = CONST_PRIORITY_BASE - p4_prio
             table.insert(key, rt, args, prio, is_const=True)
-
-CONST_PRIORITY_BASE = 1 << 30
-
-
-def _spec_priorities(decl: A.TableDecl) -> list[int] | None:
-    """Priorities of entries written with P4_16 1.2.4's `priority = N :` prefix, on the
-    table's P4Runtime scale (largest wins), or None when no entry uses the prefix.
-
-    The language's rules (as p4c's front end applies them): the first entry names its
-    priority; an entry without one takes the previous one's minus `priority_delta`
-    (default 1) when `largest_priority_wins` (default true), plus it otherwise. With
-    `largest_priority_wins = false` the smallest number wins, so the scale is turned
-    around."""
-    entries = decl.entries or []
-    if not any(e.priority is not None for e in entries):
-        return None
-    largest = True
-    delta = 1
-    prop = decl.property("largest_priority_wins")
-    if prop is not None:
-        v = getattr(prop.value, "const_value", None)
-        if not isinstance(v, bool):
-            raise CompileError(f"{prop.loc}: largest_priority_wins must be a constant bool")
-        largest = v
-    prop = decl.property("priority_delta")
-    if prop is not None:
-        v = getattr(prop.value, "const_value", None)
-        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-            raise CompileError(f"{prop.loc}: priority_delta must be a positive constant, got {v!r}")
-        delta = v
-    if entries[0].priority is None:
-        raise CompileError(f"{entries[0].loc}: the first entry must have a priority when others do")
-    out: list[int] = []
-    current = 0
-    for ent in entries:
-        if ent.priority_value is not None and ent.priority is not None:
-            current = ent.priority_value
-        if current <= 0 or current >= CONST_PRIORITY_BASE:
-            raise CompileError(f"{ent.loc}: entry priority {current} out of range 1..{CONST_PRIORITY_BASE - 1}")
-        out.append(current if largest else CONST_PRIORITY_BASE - current)
-        current = current - delta if largest else current + delta
-    return out
-
-
-def _int(v: Any, node: Any) -> int:
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise CompileError(f"{getattr(node, 'loc', '')}: expected a constant integer, got {v!r}")
-    return v
-
-
-def _action_decl(ref: Any) -> A.ActionDecl:
-    decl = ref.decl or getattr(ref.name, "decl", None)
-    if not isinstance(decl, A.ActionDecl):
-        raise CompileError(f"{ref.loc}: {getattr(ref.name, 'name', ref)} is not an action")
-    return decl
-
-
-def _keyset_match(kf: TB.KeyField, ks: Any, errors: Any = None) -> Any:
-    """The match of one const-entry keyset; `errors(expr)` gives the code of an
-    `error.X` key (an error is not a compile-time number in the front end)."""
-    w = kf.width
-    full = (1 << w) - 1
-    kind = kf.match_kind
-    if isinstance(ks, A.DefaultKeyset):
-        return {"exact": TB.Exact(0), "lpm": TB.Lpm(0, 0), "ternary": TB.Ternary(0, 0),
-                "range": TB.Range(0, full), "optional": TB.Optional(None)}[kind]
-    if isinstance(ks, A.MaskKeyset):
-        v, m = _int(ks.value.const_value, ks) & full, _int(ks.mask.const_value, ks) & full
-        if kind == "lpm":
-            plen = m.bit_count()
-            return TB.Lpm(v & m, plen)
-        return TB.Ternary(v & m, m)
-    if isinstance(ks, A.RangeKeyset):
-        return TB.Range(_int(ks.lo.const_value, ks), _int(ks.hi.const_value, ks))
-    if isinstance(ks, A.ValueKeyset):
-        cv = ks.expr.const_value
-        if cv is None and errors is not None:
-            cv = errors(ks.expr)
-        if not isinstance(cv, int):
-            raise CompileError(f"{ks.loc}: table entry key must be a constant")
-        v = int(cv) & full
-        if kind == "lpm":
-            return TB.Lpm(v, w)
-        if kind == "ternary":
-            return TB.Ternary(v, full)
-        if kind == "range":
-            return TB.Range(v, v)
-        if kind == "optional":
-            return TB.Optional(v)
-        return TB.Exact(v)
-    raise CompileError(f"{getattr(ks, 'loc', '')}: unsupported keyset {type(ks).__name__}")
-
 
 V1_BLOCKS = ("p", "vr", "ig", "eg", "ck", "dep")
 
