@@ -246,10 +246,10 @@ class _Collector:
 
     def call(self, call: A.MethodCallExpression, prefix: str) -> None:
         callee = call.callee
-        if call.call_kind == A.CallKind.CONTROL_APPLY and isinstance(callee, A.MemberExpression) \
-                and isinstance(getattr(callee.expr, "decl", None), A.ControlDecl):
+        decl = getattr(callee.expr, "decl", None) if isinstance(callee, A.MemberExpression) \
+            else None
+        if call.call_kind == A.CallKind.CONTROL_APPLY and isinstance(decl, A.ControlDecl):
             # direct invocation: an anonymous instance named as the compiler names it
-            decl = callee.expr.decl
             self.control(decl, direct_instance_name(prefix, decl.name, self.direct_names))
             return
         if call.call_kind == A.CallKind.ACTION:

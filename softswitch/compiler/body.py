@@ -666,30 +666,32 @@ class BodyCompiler(ExprCompiler):
                     self.emit(f"{h} = {self.gen.layouts.new_value_src(ht)}")
                     self.emit(f"{h}._extract({obj}{extra})")
                     return ""
-                union_member = isinstance(target, A.MemberExpression) and \
-                    isinstance(strip(target.expr.type), T.HeaderUnionType)
-                if isinstance(target, A.MemberExpression) and target.kind is A.MemberKind.STACK_NEXT:
-                    st = self.ex(target.expr)
+                member = target if isinstance(target, A.MemberExpression) else None
+                union_member = member is not None and \
+                    isinstance(strip(member.expr.type), T.HeaderUnionType)
+                if member is not None and member.kind is A.MemberKind.STACK_NEXT:
+                    st = self.ex(member.expr)
                     h = self.tmp("h")
                     self.emit(f"{h} = {st}.next()")
                     self.emit(f"{h}._extract({obj}{extra})")
                     self.emit(f"{st}.next_index += 1")
-                elif union_member and isinstance(target.expr, A.MemberExpression) and \
-                        target.expr.kind is A.MemberKind.STACK_NEXT:
+                elif member is not None and union_member and \
+                        isinstance(member.expr, A.MemberExpression) and \
+                        member.expr.kind is A.MemberKind.STACK_NEXT:
                     # u.next.member of a header-union stack: fills the next union, moves on
-                    st = self.ex(target.expr.expr)
+                    st = self.ex(member.expr.expr)
                     un, h = self.tmp("u"), self.tmp("h")
                     self.emit(f"{un} = {st}.next()")
-                    self.emit(f"{h} = {un}.{attr_name(target.member)}")
+                    self.emit(f"{h} = {un}.{attr_name(member.member)}")
                     self.emit(f"{h}._extract({obj}{extra})")
-                    self.emit(f"{un}._only_valid({attr_name(target.member)!r})")
+                    self.emit(f"{un}._only_valid({attr_name(member.member)!r})")
                     self.emit(f"{st}.next_index += 1")
                 else:
                     h = self.tmp("h")
                     self.emit(f"{h} = {self.ex(target)}")
                     self.emit(f"{h}._extract({obj}{extra})")
-                    if union_member:  # a union holds one valid member at a time
-                        self.emit(f"{self.ex(target.expr)}._only_valid({attr_name(target.member)!r})")
+                    if member is not None and union_member:  # one valid member at a time
+                        self.emit(f"{self.ex(member.expr)}._only_valid({attr_name(member.member)!r})")
                 self.trace("extract", f"{{'header': {path!r}, 'fields': {h}._fields()}}")
                 return ""
             if m == "lookahead":

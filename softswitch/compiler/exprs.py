@@ -395,7 +395,7 @@ class ExprCompiler:
     def object_from_fields(self, e: A.Expression, values: str) -> str:
         """A ``{...}`` typed as a struct or header is a value of that type (a function's
         return value, an argument): build a fresh object; tuples stay tuples."""
-        if not isinstance(strip(e.type), T.StructLikeType):
+        if e.type is None or not isinstance(strip(e.type), T.StructLikeType):
             return values
         return self.object_from_fields_of_type(e.type, values)
 
