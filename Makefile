@@ -2,7 +2,7 @@
 # Both bootstrap what a fresh Debian 12 machine lacks (scripts/bootstrap.sh).
 PY := .venv/bin/python
 
-.PHONY: bootstrap demo test bench clean
+.PHONY: bootstrap demo test lint bench clean
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -12,6 +12,10 @@ demo: bootstrap
 
 test: bootstrap
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: bootstrap
+	$(PY) -m ruff check .
+	$(PY) -m mypy controller ebpf traffic formats mininet_topos bench softswitch
 
 bench: bootstrap
 	$(PY) -m bench
