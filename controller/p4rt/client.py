@@ -356,13 +356,17 @@ class SwitchClient:
         return RpcError(f"switch {self.name}: {what} failed: {code}: {exc.details()}",  # type: ignore[attr-defined]
                         code=code)
 
-    def set_pipeline(self, p4info: P4I.P4Info, device_config: bytes, *,
+    def set_pipeline(self, p4info: P4I.P4Info | bytes, device_config: bytes, *,
                      action: int = P.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT,
                      cookie: int = 0) -> None:
-        """Install P4Info + device config; a refusal raises PipelineError with the switch's reason."""
+        """Install P4Info (a message, or one serialised) + device config; a refusal
+        raises PipelineError with the switch's reason."""
         req = P.SetForwardingPipelineConfigRequest(device_id=self.device_id, action=action)
         req.election_id.CopyFrom(_uint128(self.election_id))
-        req.config.p4info.CopyFrom(p4info)
+        if isinstance(p4info, bytes):
+            req.config.p4info.ParseFromString(p4info)
+        else:
+            req.config.p4info.CopyFrom(p4info)
         req.config.p4_device_config = device_config
         req.config.cookie.cookie = cookie
         try:

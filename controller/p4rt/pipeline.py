@@ -36,6 +36,14 @@ class PipelineConfig:
     target: Target
     cookie: int
     source: str = ""
+    p4info_bytes: bytes = b""
+    """``p4info`` serialised once, here: switch threads push these bytes instead of
+    copying the shared message (the pure-Python protobuf runtime fills in unset
+    sub-messages on read, so copying it while another thread reads it can fail)."""
+
+    def __post_init__(self) -> None:
+        if not self.p4info_bytes:
+            object.__setattr__(self, "p4info_bytes", self.p4info.SerializeToString())
 
 
 def read_p4info(path: str | Path) -> P4I.P4Info:

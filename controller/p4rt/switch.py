@@ -108,7 +108,8 @@ class ManagedSwitch:
             _info, cookie = c.get_pipeline()
             if _info is None or cookie != self.pipeline.cookie:
                 LOG.info("switch %s: pushing pipeline %s", self.name, self.pipeline.source)
-                c.set_pipeline(self.pipeline.p4info, self.pipeline.device_config, cookie=self.pipeline.cookie)
+                c.set_pipeline(self.pipeline.p4info_bytes, self.pipeline.device_config,
+                               cookie=self.pipeline.cookie)
                 report.pipeline_pushed = True
             schema = Schema.from_p4info(self.pipeline.p4info)
             protos = [entry_to_proto(schema, e) for e in self.desired.entries]
