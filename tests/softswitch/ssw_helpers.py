@@ -15,6 +15,20 @@ def load(path: Path | str, **kw):
     return Switch.from_file(path, **kw)
 
 
+def from_source(src: str):
+    """A Switch from P4 source text (errors name ``case.p4``)."""
+    from softswitch.api import Switch
+    return Switch.from_source(src, filename="case.p4")
+
+
+def run_stf(sw, text: str) -> None:
+    """Run an STF text on ``sw``; it must pass and check at least one packet."""
+    from softswitch.stf import StfRunner, parse_stf
+    res = StfRunner(sw).run(parse_stf(text, "case.stf"), "case.stf")
+    assert res.ok, "\n".join(res.failures)
+    assert res.packets_checked, "the case checked no packet"
+
+
 V1_TEMPLATE = """
 #include <core.p4>
 #include <v1model.p4>

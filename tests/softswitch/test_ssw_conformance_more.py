@@ -2,22 +2,11 @@
 program of our own with the BMv2 behaviour it pins down (one case per fixed departure)."""
 from __future__ import annotations
 
-from ssw_helpers import program
+from ssw_helpers import from_source, program, run_stf
 
-from softswitch.api import Switch
 from softswitch.stf import StfRunner, parse_stf
 
 ETH = "header eth_t { bit<48> dst; bit<48> src; bit<16> type; }\n"
-
-
-def run_stf(sw: Switch, text: str) -> None:
-    res = StfRunner(sw).run(parse_stf(text, "case.stf"), "case.stf")
-    assert res.ok, "\n".join(res.failures)
-    assert res.packets_checked, "the case checked no packet"
-
-
-def from_source(src: str) -> Switch:
-    return Switch.from_source(src, filename="case.p4")
 
 
 def test_core_and_v1model_guards_are_defined():

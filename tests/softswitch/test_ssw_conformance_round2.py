@@ -3,20 +3,9 @@ small program of our own with the BMv2 behaviour it pins down (one case per fix)
 from __future__ import annotations
 
 import pytest
+from ssw_helpers import from_source, run_stf
 
-from softswitch.api import Switch
 from softswitch.frontend.errors import P4Error
-from softswitch.stf import StfRunner, parse_stf
-
-
-def run_stf(sw: Switch, text: str) -> None:
-    res = StfRunner(sw).run(parse_stf(text, "case.stf"), "case.stf")
-    assert res.ok, "\n".join(res.failures)
-    assert res.packets_checked, "the case checked no packet"
-
-
-def from_source(src: str) -> Switch:
-    return Switch.from_source(src, filename="case.p4")
 
 
 def one_header(fields: str, ingress: str, *, extra: str = "", stack: str = "") -> str:
