@@ -127,6 +127,16 @@ def wan_params_for(link: Link, *, seed: int | None = None, queue_pkts: int | Non
                      seed=seed).check(f"link {link.name}")
 
 
+def _changed_params(params: WanParams, name: str, changes: dict[str, Any]) -> WanParams:
+    """``params`` with ``changes`` applied and checked (errors name the link), for the
+    live ``update`` of either backend."""
+    try:
+        new = dataclasses.replace(params, **changes)
+    except TypeError as exc:
+        raise WanError(f"WAN link {name}: {exc}") from None
+    return new.check(f"WAN link {name}")
+
+
 class WanLink:
     """A delay line process between ``a_iface`` and ``b_iface`` (see module docstring).
 
@@ -254,11 +264,7 @@ class WanLink:
 
     def update(self, **changes: Any) -> WanParams:
         """Change parameters live (frames already in flight keep their schedule)."""
-        try:
-            new = dataclasses.replace(self._params, **changes)
-        except TypeError as exc:
-            raise WanError(f"WAN link {self.name}: {exc}") from None
-        new = new.check(f"WAN link {self.name}")
+        new = _changed_params(self._params, self.name, changes)
         if self._loss_backend is not None and new.loss != self._params.loss:
             raise WanError(f"WAN link {self.name}: loss is applied by the loss backend; "
                            "restart the link to change it")
@@ -539,11 +545,7 @@ class NetemWan:
 
     def update(self, **changes: Any) -> WanParams:
         """Change parameters live (``tc qdisc replace`` on both sides)."""
-        try:
-            new = dataclasses.replace(self._params, **changes)
-        except TypeError as exc:
-            raise WanError(f"WAN link {self.name}: {exc}") from None
-        new = new.check(f"WAN link {self.name}")
+        new = _changed_params(self._params, self.name, changes)
         why = netem_unsupported(new)
         if why is not None:
             raise WanError(f"WAN link {self.name} (netem): {why}")
