@@ -15,7 +15,7 @@ test: bootstrap
 
 lint: bootstrap
 	$(PY) -m ruff check .
-	$(PY) -m mypy controller ebpf traffic formats mininet_topos bench softswitch
+	$(PY) -m mypy controller ebpf traffic formats mininet_topos bench softswitch secure
 
 bench: bootstrap
 	$(PY) -m bench
