@@ -39,6 +39,9 @@ AUTH_HEADER_LEN = 24
 AUTH_TAG_LEN = 16
 AUTH_OVERHEAD = AUTH_HEADER_LEN + AUTH_TAG_LEN
 MIN_KEY_LEN = 16
+CONTROLLER_SENDER_ID = 0xFFFFFFFF
+"""The controller's sender id (255.255.255.255: never an agent's IPv4 address); agents
+take feedback frames from this sender only."""
 """Shortest secret accepted (bytes): 128 bits, the tag's strength."""
 
 _HEADER = struct.Struct("!IBBHIIQ")
@@ -129,6 +132,7 @@ __all__ = [
     "AUTH_OVERHEAD",
     "AUTH_TAG_LEN",
     "AUTH_VERSION",
+    "CONTROLLER_SENDER_ID",
     "MIN_KEY_LEN",
     "FrameError",
     "FrameHeader",

@@ -126,8 +126,12 @@ class Verifier:
     """Opens frames of the given kinds; everything else is counted by reason."""
 
     def __init__(self, keys: KeyFile, *, kinds: tuple[int, ...], window: int = 4096,
-                 max_senders: int = 65536, log: RejectLog | None = None) -> None:
+                 max_senders: int = 65536, log: RejectLog | None = None,
+                 only_senders: frozenset[int] | None = None) -> None:
         self.keys = keys
+        self.only_senders = only_senders
+        """Senders this receiver takes frames from at all (e.g. an agent: only the
+        controller), on top of the key file's ``senders``."""
         self.kinds = frozenset(kinds)
         self.window = window
         self.max_senders = max_senders
@@ -163,7 +167,8 @@ class Verifier:
         if allowed is not None and h.sender_id not in allowed:
             self.reject("key_not_allowed", f"sender {h.sender_id} used key {h.key_id}")
             return None
-        if ring.senders is not None and h.sender_id not in ring.senders:
+        if (ring.senders is not None and h.sender_id not in ring.senders) or (
+                self.only_senders is not None and h.sender_id not in self.only_senders):
             self.reject("unknown_sender", f"sender {h.sender_id} from {source}")
             return None
         wkey = (h.sender_id, h.kind)

@@ -87,6 +87,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="ECN marking on every egress port: none up to KMIN queued bytes, "
                         "rising to probability PMAX at KMAX, all from KMAX on; 'off' for "
                         "none (default 5000:200000:0.01, DCQCN's profile)")
+    p.add_argument("--key-file", metavar="FILE",
+                   help="formats.auth key file (YAML, mode 0600): seal feedback, take only sealed "
+                        "agent batches/confirmations and reports from the switches (README: Security)")
+    p.add_argument("--insecure", action="store_true",
+                   help="without --key-file, still --listen beyond loopback and the test bed's "
+                        "management network (anyone reaching it can forge telemetry)")
     p.add_argument("--election-id", type=_types.election_id, default=1)
     p.add_argument("--connect-timeout", type=_types.positive, default=5.0, metavar="S")
     p.add_argument("--interval", type=_types.positive, default=1.0, metavar="S",
@@ -149,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
         "agents": dict(args.agent), "election_id": args.election_id,
         "connect_timeout_s": args.connect_timeout,
         "fec_target_residual": args.fec_target, "status_interval_s": args.interval,
-        "ecn": args.ecn}
+        "ecn": args.ecn, "key_file": args.key_file, "insecure": args.insecure}
     if args.program:
         kw["program"] = args.program
     try:

@@ -56,6 +56,7 @@ from controller.p4rt import (
 )
 from controller.topology import Topology, TopologyError, directed_links, load_topology
 
+from .auth import ControllerAuth
 from .config import RunConfig
 from .errors import RunError
 from .fec import choose_flow_fec, flow_paths, link_rows_by_switch_pair
@@ -183,11 +184,15 @@ class Controller:
 
     def _start_telemetry(self) -> None:
         c = self.cfg
+        auth = ControllerAuth.from_config(c, self.topo)
         ccfg = CollectorConfig(host=c.listen, report_port=c.report_port, agent_port=c.agent_port,
-                               flow_capacity=c.flow_capacity)
+                               flow_capacity=c.flow_capacity, keys=auth.keys,
+                               report_sources=auth.report_sources)
         eng = HpccEngine(n_flows=c.flow_capacity,
                          params=HpccParams(base_rtt_s=c.base_rtt_s, ts_modulus_ns=V1MODEL_TS_MODULUS_NS))
-        self.hpcc = HpccLoop(engine=eng, sender=FeedbackSender(n_flows=c.flow_capacity),
+        self.hpcc = HpccLoop(engine=eng, sender=FeedbackSender(
+                                 n_flows=c.flow_capacity, signer=auth.feedback_signer,
+                                 verifier=auth.confirm_verifier),
                              resolve=self._resolve)
         self.flow_loss = FlowLossListener(stream=FlowLossStream(
             n_flows=c.flow_capacity, bin_ns=int(c.loss_bin_s * 1e9), n_bins=300, origin_ns=time.time_ns()))
@@ -418,6 +423,7 @@ class Controller:
             coll["agent_lost_batches"] = sum(a.lost_batches for a in cs.agents)
             coll["agent_dropped"] = sum(a.agent_dropped for a in cs.agents)
             coll["malformed"] = dict(getattr(cs, "malformed", {}) or {})
+            coll["rejected"] = dict(cs.rejected)
         if self.hpcc is not None:
             coll["feedback_records"] = self.hpcc.stats.records_sent
             hs = self.hpcc.engine.stats()
@@ -430,6 +436,8 @@ class Controller:
                     "count": lat.count, "p50": lat.p50_s, "p99": lat.p99_s, "max": lat.max_s}
             coll["fec_records"] = self.fec_records
             coll["feedback_confirmations"] = dict(self.hpcc.sender.stats.confirmations)
+            if self.hpcc.sender.verifier is not None:
+                coll["confirm_rejected"] = dict(self.hpcc.sender.verifier.stats.rejected)
             g = self.hpcc.gate.stats
             coll["hpcc_commit_gate"] = {"armed": g.armed, "held": g.held,
                                         "released_fresh": g.released_fresh,

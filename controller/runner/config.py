@@ -53,6 +53,10 @@ class RunConfig:
     flow_capacity: int = 4096
     # RED-style ECN marking on every egress port (DCQCN's congestion point); None: off
     ecn: EcnProfile | None = field(default_factory=EcnProfile)
+    # formats.auth key file: agents' batches and confirmations must be sealed with it,
+    # feedback is sealed, Telemetry Reports come only from the switches (README: Security)
+    key_file: str | None = None
+    insecure: bool = False             # keyless, yet listen beyond loopback / test bed
 
     def __post_init__(self) -> None:
         for name in ("report_port", "agent_port", "feedback_port"):

@@ -40,6 +40,7 @@ from controller.topology import Topology, dumps_topology, port_queue_pkts, port_
 from mininet_topos.switches import P4SwitchError
 from mininet_topos.wan import WanError
 
+from .auth_keys import run_key_file
 from .errors import RunError
 
 __all__ = ["PROJECT_ROOT", "NodeProcess", "Testbed", "shaping_commands"]
@@ -151,6 +152,8 @@ class Testbed:
     ecn: str | None = None    # the controller's --ecn KMIN:KMAX:PMAX (None: its default)
     influx_url: str | None = None   # the controller exports live to this InfluxDB
     influx_database: str = "int_telemetry"
+    auth: bool = True         # per-run key file for agents and controller (formats.auth)
+    key_file: Path | None = None
     mgmt_ifnames: list[str] = field(default_factory=list)
     mgmt: dict[str, tuple[str, str, int]] = field(default_factory=dict)  # host -> (root ip, host ip, fb port)
     _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
@@ -162,8 +165,10 @@ class Testbed:
         self.logs.mkdir(parents=True, exist_ok=True)
         if self.switch != "linux-router":
             self.topo = with_free_ports(self.topo)
-        self.sock_dir = Path(tempfile.mkdtemp(prefix="tmx"))
+        self.sock_dir = Path(tempfile.mkdtemp(prefix="tmx"))   # mode 0700
         try:
+            if self.auth:
+                self.key_file = run_key_file(self.sock_dir, self.topo, self.agent_hosts)
             switch_cls = self._switch_class()
             try:
                 self.net = self._stack.enter_context(
@@ -276,7 +281,8 @@ class Testbed:
                 self.python, "-m", "ebpf.agent", "--iface", host.intf_name,
                 "--controller", f"{root_ip}:{self.ports['agent']}", "--agent-id", host.ipv4,
                 *(["--feedback-port", str(fb)] if self.feedback else []),
-                "--control", str(self.sock_dir / f"{h}.sock"), "1"]))
+                "--control", str(self.sock_dir / f"{h}.sock"),
+                *(["--key-file", str(self.key_file)] if self.key_file else []), "1"]))
         deadline = time.monotonic() + self.ready_timeout_s
         for p in procs:
             while "rec " not in p.tail(4000):
@@ -313,6 +319,7 @@ class Testbed:
             program = PROJECT_ROOT / program
         self.ports = {"report": free_port(), "agent": free_port()}
         argv = [self.python, "-m", "controller", "run", "--topology", str(topo_file),
+                *(["--key-file", str(self.key_file)] if self.key_file else []),
                 "--out", str(out), "--target", self.switch, "--program", str(program),
                 "--interval", "0.5", "--listen", "0.0.0.0" if self.mgmt else "127.0.0.1",
                 "--report-port", str(self.ports["report"]),
