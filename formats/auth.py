@@ -100,14 +100,14 @@ def is_frame(data: bytes) -> bool:
 
 
 def decode_frame_header(data: bytes) -> FrameHeader:
-    """Header of ``data``; checks length, magic and version (not the tag)."""
+    """Header of ``data``; checks magic, length and version (not the tag)."""
+    if not is_frame(data):
+        raise FrameError("unauthenticated", f"auth frame: starts {data[:4].hex() or 'empty'}, "
+                                            f"not {AUTH_MAGIC:#010x} (not an authenticated frame)")
     if len(data) < AUTH_OVERHEAD:
         raise FrameError("short", f"auth frame: {len(data)} bytes, at least "
                                   f"{AUTH_OVERHEAD} needed")
-    magic, version, kind, key_id, sender, counter, epoch = _HEADER.unpack_from(data)
-    if magic != AUTH_MAGIC:
-        raise FrameError("unauthenticated", f"auth frame: magic {magic:#010x}, expected "
-                                            f"{AUTH_MAGIC:#010x} (not an authenticated frame)")
+    _magic, version, kind, key_id, sender, counter, epoch = _HEADER.unpack_from(data)
     if version != AUTH_VERSION:
         raise FrameError("bad_version", f"auth frame: version {version}, expected "
                                         f"{AUTH_VERSION}")

@@ -10,8 +10,8 @@ the frame is dropped and counted under one reason:
 ================  =========================================================
 reason            the frame ...
 ================  =========================================================
-short             is shorter than a header and a tag
 unauthenticated   has no frame magic (an unauthenticated datagram)
+short             is shorter than a header and a tag
 bad_version       has a frame version this code does not know
 bad_kind          carries a kind this receiver does not take
 unknown_key       names a key id not in the key file

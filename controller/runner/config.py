@@ -6,6 +6,7 @@ from pathlib import Path
 
 from controller.intent import CollectorSpec, EcnProfile, SinkMode
 from controller.p4rt import Target
+from secure.exposure import ExposureError, check_exposure
 
 from .errors import RunError
 
@@ -85,6 +86,11 @@ class RunConfig:
             raise RunError(f"--ecn {self.ecn.kmin_bytes}:{self.ecn.kmax_bytes}:pmax "
                            f"{self.ecn.pmax}/65536: need 0 <= KMIN <= KMAX < 2^32 and "
                            "PMAX in 0..1")
+        try:   # before any switch is touched: a keyless controller stays private
+            check_exposure("controller collector", self.listen, keyed=self.key_file is not None,
+                           insecure=self.insecure)
+        except ExposureError as exc:
+            raise RunError(str(exc)) from None
         if self.sink_mode is SinkMode.REPORT and self.report_port == 0:
             raise RunError("--sink-mode report needs a fixed --report-port (the switches send there)")
 

@@ -71,7 +71,7 @@ def test_each_rejection_reason() -> None:
     keys = ring(key_senders={2: frozenset({9})}, senders=frozenset({5, 9}))
     v = verifier(keys)
     s = Signer(keys, sender_id=5, kind=FrameKind.FEEDBACK, epoch_us=1000)
-    assert _reason(v, b"\x00" * 10) == "short"
+    assert _reason(v, FRAME[:30]) == "short"
     assert _reason(v, b"\x00" * 64) == "unauthenticated"
     good = s.seal(b"x" * 32)
     assert _reason(v, good[:4] + b"\x09" + good[5:]) == "bad_version"
