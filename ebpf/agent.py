@@ -181,7 +181,8 @@ class HostAgent:
                 self._shipper = BatchShipper(
                     send, agent_id=cfg.agent_id,
                     record_size=HOST_RECORD_DTYPE.itemsize, queue_batches=cfg.queue_batches,
-                    batch_records=cfg.batch_records)
+                    batch_records=cfg.batch_records if self._auth is None
+                    else self._auth.batch_records(cfg.batch_records))
             self._sink.attach()
         except OSError as exc:
             self.close()

@@ -14,7 +14,9 @@ from __future__ import annotations
 import argparse
 import logging
 
-from formats.auth import CONTROLLER_SENDER_ID, FrameKind
+from formats.agent_batch import MAX_UDP_PAYLOAD, max_records
+from formats.auth import AUTH_OVERHEAD, CONTROLLER_SENDER_ID, FrameKind
+from formats.int_md import HOST_RECORD_DTYPE
 from secure import KeyFile, RejectLog, Signer, Verifier
 from secure.exposure import check_exposure
 
@@ -35,6 +37,12 @@ class AgentAuth:
         self.feedback = Verifier(keys, kinds=(FrameKind.FEEDBACK,),
                                  only_senders=frozenset({controller_id}),
                                  log=RejectLog(log, f"agent {agent_id}: feedback"))
+
+    @staticmethod
+    def batch_records(wanted: int | None) -> int:
+        """Records per batch that still fit one datagram with the frame around it."""
+        limit = max_records(HOST_RECORD_DTYPE.itemsize, MAX_UDP_PAYLOAD - AUTH_OVERHEAD)
+        return min(limit, wanted or limit)
 
     def open_feedback(self, data: bytes, source: object) -> bytes | None:
         opened = self.feedback.open(data, source)
