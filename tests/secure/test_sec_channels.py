@@ -140,8 +140,8 @@ def test_exposure_policy() -> None:
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True,
-                          timeout=60, env=env, cwd=ROOT)
+    return subprocess.run([sys.executable, "-m", *args], check=False, capture_output=True,
+                          text=True, timeout=60, env=env, cwd=ROOT)
 
 
 def test_keyless_cli_refuses_public_addresses(tmp_path: Path) -> None:
