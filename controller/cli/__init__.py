@@ -8,9 +8,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import entries, run, show
+from . import certs, entries, run, show
 
-COMMANDS = (run, show, entries)
+COMMANDS = (run, show, entries, certs)
 
 
 def build_parser() -> argparse.ArgumentParser:

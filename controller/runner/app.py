@@ -152,9 +152,17 @@ class Controller:
                 raise RunError(str(exc)) from None
         switches = []
         for sw in self.topo.switches:
+            sw_tls = tls
+            if sw.tls is not None:   # the topology's TLS for this switch, our client certificate
+                try:
+                    sw_tls = TlsOptions.from_files(sw.tls.ca, c.tls_cert, c.tls_key,
+                                                   sw.tls.server_name or c.tls_server_name)
+                except P4rtError as exc:
+                    raise RunError(f"switch {sw.name}: {exc}") from None
             switches.append(ManagedSwitch(name=sw.name, address=sw.grpc_addr, device_id=sw.device_id,
                                           pipeline=self.pipeline, desired=desired[sw.name],
-                                          election_id=c.election_id, timeout_s=c.connect_timeout_s, tls=tls,
+                                          election_id=c.election_id, timeout_s=c.connect_timeout_s,
+                                          tls=sw_tls,
                                           on_synced=self._on_synced))
             self.status[sw.name] = SwitchStatus()
         self.fleet = Fleet(switches)
