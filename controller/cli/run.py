@@ -49,7 +49,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                                                    "default: files under --out")
     p.add_argument("--database", default="int_telemetry", help="1.x database / 2.x bucket")
     p.add_argument("--org", default="int", help="2.x organisation")
-    p.add_argument("--token", default="", help="2.x token")
+    p.add_argument("--influx-credentials", metavar="FILE",
+                   help="InfluxDB token / username / password (YAML, mode 0600); default: "
+                        "$INFLUX_TOKEN, $INFLUX_USERNAME, $INFLUX_PASSWORD")
     p.add_argument("--out", default="out", metavar="DIR", help="state file, exports, spool (default ./out)")
     p.add_argument("--target", choices=[t.value for t in Target], default="softswitch",
                    help="switch kind: softswitch gets the P4 source, bmv2 the p4c JSON")
@@ -144,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     kw: dict[str, object] = {
         "topology": args.topology, "out_dir": args.out, "influx": args.influx, "database": args.database,
-        "org": args.org, "token": args.token, "target": Target(args.target), "p4info": args.p4info,
+        "org": args.org, "influx_credentials": args.influx_credentials, "target": Target(args.target), "p4info": args.p4info,
         "bmv2_json": args.bmv2_json, "listen": args.listen, "report_port": args.report_port,
         "agent_port": args.agent_port, "feedback_port": args.feedback_port,
         "sink_mode": SinkMode(args.sink_mode), "collector_host": args.collector_host,

@@ -33,6 +33,7 @@ from controller.cc import (
     fec_to_wire,
 )
 from controller.cc.telemetry import V1MODEL_TS_MODULUS_NS
+from controller.export.credentials import Credentials, load_credentials
 from controller.export.errors import ExportError
 from controller.export.runner import CollectorExport, InfluxTarget, open_exporter
 from controller.export.schema import link_loss_lines, rate_lines
@@ -211,8 +212,10 @@ class Controller:
         # agents' confirmations ("rate applied") wake the collector thread
         self.collector.add_reader(self.hpcc.sender.sock, self._on_confirmations)
         try:
+            cred = load_credentials(c.influx_credentials) if c.influx else Credentials()
             self.exporter = open_exporter(c.influx, out_dir=c.out_dir, target=InfluxTarget(
-                database=c.database, org=c.org, token=c.token))
+                database=c.database, org=c.org, token=cred.token, username=cred.username,
+                password=cred.password))
         except ExportError as exc:
             self.collector.stop()
             raise RunError(f"export: {exc}") from None

@@ -23,7 +23,7 @@ class RunConfig:
     influx: str | None = None
     database: str = "int_telemetry"
     org: str = "int"
-    token: str = ""
+    influx_credentials: str | None = None   # file: token / username / password (else $INFLUX_*)
     target: Target = Target.SOFTSWITCH
     program: str = field(default_factory=lambda: str(default_program()))
     p4info: str | None = None
