@@ -45,7 +45,7 @@ from formats.feedback import CONFIRM_MAX_RECORDS, ConfirmStatus
 from formats.int_md import HOST_RECORD_DTYPE, INT_UDP_PORT
 from secure import ExposureError, KeyFile, KeyFileError
 
-from .agent_auth import AgentAuth, add_auth_arguments, auth_from_arguments
+from .agent_auth import AgentAuth, add_auth_arguments, auth_from_arguments, final_line
 from .errors import AgentError, ConfigError, EbpfError
 from .feedback import (
     decode_feedback_datagram,
@@ -499,6 +499,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"ebpf.agent: attached to {args.iface}; Ctrl-C to stop", file=sys.stderr)
             agent.run(interval_s=args.interval, count=args.count, stop=stop, out=sys.stdout,
                       show_flows=args.flows)
+            print(final_line(agent.stats()), file=sys.stderr, flush=True)
     except EbpfError as exc:
         print(f"ebpf.agent: {exc}", file=sys.stderr)
         return 1

@@ -12,7 +12,9 @@ the test bed's management network or with ``--insecure``.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+from typing import Any
 
 from formats.agent_batch import MAX_UDP_PAYLOAD, max_records
 from formats.auth import AUTH_OVERHEAD, CONTROLLER_SENDER_ID, FrameKind
@@ -20,7 +22,10 @@ from formats.int_md import HOST_RECORD_DTYPE
 from secure import KeyFile, RejectLog, Signer, Verifier
 from secure.exposure import check_exposure
 
-__all__ = ["AgentAuth", "add_auth_arguments", "auth_from_arguments"]
+__all__ = ["FINAL_PREFIX", "AgentAuth", "add_auth_arguments", "auth_from_arguments",
+           "final_line"]
+
+FINAL_PREFIX = "ebpf.agent: final "
 
 log = logging.getLogger("ebpf.agent")
 
@@ -71,3 +76,12 @@ def auth_from_arguments(args: argparse.Namespace) -> tuple[KeyFile | None, str |
         warning = check_exposure("ebpf.agent feedback", args.feedback_bind,
                                  keyed=keys is not None, insecure=args.insecure)
     return keys, warning
+
+
+def final_line(stats: Any) -> str:
+    """The agent's last line (stderr): its feedback counters as JSON, for the test bed."""
+    return FINAL_PREFIX + json.dumps({
+        "feedback_datagrams": stats.feedback_datagrams,
+        "feedback_forwarded": stats.feedback_forwarded,
+        "feedback_rejected": stats.feedback_rejected,
+        "auth_rejected": stats.auth_rejected, "confirmations": stats.confirmations})

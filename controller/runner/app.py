@@ -431,6 +431,7 @@ class Controller:
                                                 "socket_drops", "listener_errors")
                     if hasattr(cs, k)}
             # the agents' shippers: batches lost on the way, records dropped in the agent
+            coll["agent_batches"] = sum(a.batches for a in cs.agents)
             coll["agent_lost_batches"] = sum(a.lost_batches for a in cs.agents)
             coll["agent_dropped"] = sum(a.agent_dropped for a in cs.agents)
             coll["malformed"] = dict(getattr(cs, "malformed", {}) or {})

@@ -32,6 +32,7 @@ from .errors import ExperimentError, RunError
 from .plots import plot_fct_cdf
 from .report import format_summary, write_analysis
 from .results import ResultsDir
+from .rogue_run import RoguePhase, finish_rogue, format_rogue, rogue_comparison
 from .spec import ExperimentSpec, apply_overrides
 from .telemetry import DirectedLink, directed_links, link_counters, load_samples
 from .testbed import Testbed
@@ -318,6 +319,9 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
             argv = traffic_argv(spec, python=python, rank=rank, ips=ips,
                                 out=tdir / f"{h}.json", control=socks[h], start_at=start_at)
             procs.append(tb.spawn(f"traffic-{h}", h, argv))
+        rogue = (RoguePhase(tb, spec, fl, start_at, res.path / "rogue.json", python=python)
+                 if spec.rogue and spec.rogue.rate > 0 and spec.switch != "linux-router"
+                 else None)
         policy = None
         if fec_auto and not fec_by_controller:
             policy = FecPolicyLoop(topo=topo, flows_=fl, samples_dir=tb.samples_dir(),
@@ -330,6 +334,8 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
         while any(p.proc.poll() is None for p in procs):
             int_state.poll()
             sw_stats.poll()
+            if rogue is not None:
+                rogue.poll(int_state)
             if time.time() > deadline:
                 timed_out = True
                 log("traffic did not finish in time; stopping it")
@@ -349,6 +355,7 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
         time.sleep(max(0.5, 3 * max((ln.delay_ms for ln in topo.links), default=0) / 1e3))
         wire_quiet(tb)
         int_state.poll(force=True)
+        rogue_out = rogue.finish(int_state.collector) if rogue is not None else None
         sw_stats.poll(force=True)
         tb.stop_samplers()
         for name, wan in tb.wan_links().items():
@@ -391,6 +398,9 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
     plots = write_analysis(res, a, meta=meta)
     summary = json.loads(res.file("summary.json").read_text())
     summary.setdefault("switch_ports", a.summary.get("switch_ports", {}))
+    if rogue_out is not None:
+        summary["rogue"] = finish_rogue(rogue_out, logs)
+        res.write_json("summary.json", summary)
     if influx_url:
         from .influx import export_summary
         try:
@@ -422,6 +432,9 @@ def run_specs(specs: list[ExperimentSpec], out: str | Path, *,
         for line in r.lines:
             log("  " + line)
         results.append(r)
+    rogue = rogue_comparison([(r.spec, r.summary) for r in results])
+    if rogue is not None:
+        log(f"rogue: {format_rogue(rogue)}")
     if len(specs) > 1:
         rows = []
         for r in results:
@@ -433,7 +446,8 @@ def run_specs(specs: list[ExperimentSpec], out: str | Path, *,
                          "lossy_link": (s.get("lossy_link") or {}).get("link"),
                          "loss_rate": (s.get("lossy_link") or {}).get("loss_rate"),
                          "cc_applied": s.get("cc_applied"), **compare_row(s)})
-        res.write_json("summary.json", {"name": specs[0].name, "variants": rows})
+        res.write_json("summary.json", {"name": specs[0].name, "variants": rows,
+                                        **({"rogue": rogue} if rogue is not None else {})})
         fcts = {}
         for r in results:
             fcts[r.spec.variant] = [float(x) for x in _fcts(r.out)]
