@@ -35,6 +35,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from formats.auth import (
+    AUTH_MAGIC,
     FrameError,
     FrameHeader,
     check_tag,
@@ -45,6 +46,8 @@ from formats.auth import (
 
 from .keys import KeyFile
 from .replay import ReplayWindow
+
+_MAGIC = AUTH_MAGIC.to_bytes(4, "big")
 
 __all__ = ["REJECT_REASONS", "Opened", "RejectLog", "Signer", "Verifier", "VerifierStats"]
 
@@ -147,6 +150,9 @@ class Verifier:
 
     def open(self, data: bytes, source: object = None) -> Opened | None:
         """The frame's sender and payload, or None (counted) when it is rejected."""
+        if data[:4] != _MAGIC:   # the flood's common case: no exception, no parsing
+            self.reject("unauthenticated", f"{data[:4].hex() or 'empty'} from {source}")
+            return None
         try:
             h = decode_frame_header(data)
         except FrameError as exc:

@@ -196,6 +196,8 @@ class Controller:
         auth = ControllerAuth.from_config(c, self.topo)
         ccfg = CollectorConfig(host=c.listen, report_port=c.report_port, agent_port=c.agent_port,
                                flow_capacity=c.flow_capacity, keys=auth.keys,
+                               # room for bursts of forgeries (kernel memory, not ours)
+                               rcvbuf_bytes=(32 << 20) if auth.keys else 8 << 20,
                                report_sources=auth.report_sources)
         eng = HpccEngine(n_flows=c.flow_capacity,
                          params=HpccParams(base_rtt_s=c.base_rtt_s, ts_modulus_ns=V1MODEL_TS_MODULUS_NS))

@@ -49,7 +49,10 @@ class RoguePhase:
         self.forged_flows = 0
         self.forged_hops = 0
         self.proc: NodeProcess | None = None
-        argv = [python, "-m", "mininet_topos.experiment.rogue", "--rate", f"{spec.rogue.rate:g}",
+        # niced: the rogue stands for another machine; here it shares the CPU with the
+        # emulated network (user-space switches), which must not pay for its sending
+        argv = ["nice", "-n", "10", python, "-m", "mininet_topos.experiment.rogue",
+                "--rate", f"{spec.rogue.rate:g}",
                 "--duration", f"{spec.rogue.duration_s:g}", "--out", str(out)]
         by_host: dict[str, list[int]] = {}
         for f in flows:
