@@ -82,12 +82,17 @@ class RoguePhase:
         self.forged_flows += sum(1 for f in state.flows if f.get("src") == FORGED_SRC_IP)
         self.forged_hops += sum(1 for h in state.hops if h.get("node_id") == FORGED_NODE_ID)
 
-    def finish(self, collector: dict[str, Any]) -> dict[str, Any]:
-        """Wait for the flooder, then everything but the agents' counters (``agents``)."""
+    def finish(self, state: Any) -> dict[str, Any]:
+        """Wait for the flooder and for the controller's next state file (``state``: the
+        runner's poller), then everything but the agents' counters (``agents``)."""
         if self.proc is not None:
-            deadline = time.time() + max(0.0, self.end_at - time.time()) + 15
+            deadline = time.time() + max(0.0, self.end_at - time.time()) + 30
             while self.proc.proc.poll() is None and time.time() < deadline:
                 time.sleep(0.2)
+            time.sleep(1.5)   # the controller drains its sockets and rewrites its state
+        state.poll(force=True)
+        self.poll(state)
+        collector: dict[str, Any] = state.collector
         rss_end = {n: _rss_kib(pid) for n, pid in self._watched().items()}
         try:
             sent = json.loads(self.out.read_text())

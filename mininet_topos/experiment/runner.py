@@ -355,7 +355,7 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
         time.sleep(max(0.5, 3 * max((ln.delay_ms for ln in topo.links), default=0) / 1e3))
         wire_quiet(tb)
         int_state.poll(force=True)
-        rogue_out = rogue.finish(int_state.collector) if rogue is not None else None
+        rogue_out = rogue.finish(int_state) if rogue is not None else None
         sw_stats.poll(force=True)
         tb.stop_samplers()
         for name, wan in tb.wan_links().items():
