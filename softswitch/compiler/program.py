@@ -16,6 +16,7 @@ from typing import Any
 
 from softswitch import tables as TB
 from softswitch.action_profiles import ActionProfile
+from softswitch.compiler.architecture import Architecture, InstanceRequest
 from softswitch.compiler.body import BodyCompiler, invalidate_outs
 from softswitch.compiler.entries import (
     CONST_PRIORITY_BASE,
@@ -24,20 +25,11 @@ from softswitch.compiler.entries import (
     keyset_match,
     spec_priorities,
 )
-from softswitch.compiler.exprs import is_object_type, scalar_kind, width_of
-from softswitch.compiler.layout import TypeLayouts, attr_name, strip
+from softswitch.compiler.exprs import is_object_type, width_of
+from softswitch.compiler.layout import TypeLayouts, strip
 from softswitch.compiler.parsers import ParserCompiler
-from softswitch.compiler.support import (
-    PacketContext,
-    _div,
-    _fmt_msg,
-    _hmod,
-    _lookahead_hdr,
-    _mod,
-    _random,
-    _shl,
-)
-from softswitch.compiler.walk import annotation_ints, control_plane_name, direct_instance_name, walk
+from softswitch.compiler.support import PacketContext, _div, _lookahead_hdr, _mod, _shl
+from softswitch.compiler.walk import control_plane_name, direct_instance_name, walk
 from softswitch.errors import (
     CompileError,
     DropSignal,
@@ -48,7 +40,6 @@ from softswitch.errors import (
 from softswitch.externs import hashes
 from softswitch.externs.stateful import (
     Counter,
-    CounterType,
     DigestQueue,
     DirectCounter,
     DirectMeter,
@@ -74,19 +65,19 @@ class TableInfo:
 
 @dataclass(slots=True, kw_only=True)
 class CompiledProgram:
-    """The program ready to run: block functions plus run-time objects by P4Info name."""
+    """The program ready to run: block functions plus run-time objects by P4Info name.
+
+    Nothing here is an architecture's: its pipeline (e.g. `V1Switch`) reads the
+    blocks by the package's parameter names and the value classes from `layouts`."""
 
     checked: Any
+    arch: Architecture
     env: dict[str, Any]
     source: str
-    blocks: dict[str, Any]
+    layouts: TypeLayouts          # the classes of the program's types (`class_for`)
+    blocks: dict[str, Any]        # the architecture's block parameter -> generated function
     block_names: dict[str, str]
-    header_cls: type
-    meta_cls: type
-    sm_cls: type
-    meta_type: Any
     errors: list[str]
-    field_lists: dict[int, list[str]]
     tables: dict[str, TB.Table]
     registers: dict[str, Register]
     counters: dict[str, Counter]
@@ -109,16 +100,16 @@ class CompiledProgram:
 class ProgramGen(ParserCompiler):
     """Holds everything shared while compiling one program."""
 
-    def __init__(self, checked: Any) -> None:
+    def __init__(self, checked: Any, arch: Architecture) -> None:
         self.checked = checked
+        self.arch = arch
         self.layouts = TypeLayouts()
         self.env = self.layouts.env
-        self.pk = PacketContext()
+        self.pk = arch.new_context()
         self.env.update({
             "PK": self.pk, "TE": TraceEvent, "EXIT": ExitSignal("exit"), "ExitSignal": ExitSignal,
             "DropSignal": DropSignal,
-            "_div": _div, "_mod": _mod, "_shl": _shl, "_hmod": _hmod, "_random": _random,
-            "_fb": hashes.fields_to_bytes, "_lookahead_hdr": _lookahead_hdr, "_fmt_msg": _fmt_msg,
+            "_div": _div, "_mod": _mod, "_shl": _shl, "_lookahead_hdr": _lookahead_hdr,
             "_perr": self._perr, "StackOutOfBounds": StackOutOfBounds,
         })
         self.errors = list(checked.errors) or ["NoError"]
@@ -192,79 +183,33 @@ class ProgramGen(ParserCompiler):
         return fn
 
     def make_extern(self, inst: A.InstantiationDecl, fq: str) -> Any:
-        tname = getattr(inst.type_decl, "name", None) or getattr(inst.type_ref, "name", "")
-        args = [a.value for a in inst.args]
+        """The run-time object of an architecture extern instance (its plug-in makes it)."""
+        tname = str(getattr(inst.type_decl, "name", None) or getattr(inst.type_ref, "name", ""))
+        type_args: list[T.P4Type] = []
+        tr = inst.type_ref
+        if isinstance(tr, A.SpecializedTypeRef) and tr.args:
+            type_args = [a.type for a in tr.args if a.type is not None]
+        elif inst.type_bindings:
+            type_args = list(inst.type_bindings.values())
+        return self.make_instance(InstanceRequest(type_name=tname, name=fq, args=[a.value for a in inst.args],
+                                                  type_args=type_args, loc=inst.loc), inst.name)
 
-        def const(i: int) -> int:
-            v = args[i].const_value
-            if not isinstance(v, int):
-                raise CompileError(f"{inst.loc}: {tname} {inst.name}: argument {i + 1} must be a constant")
-            return int(v)
-
-        def enum_arg(i: int) -> str:
-            a = args[i]
-            return a.member if isinstance(a, A.MemberExpression) else str(a.const_value)
-
-        def elem_type() -> T.P4Type | None:
-            tr = inst.type_ref
-            if isinstance(tr, A.SpecializedTypeRef) and tr.args:
-                return tr.args[0].type
-            if inst.type_bindings:
-                return next(iter(inst.type_bindings.values()))
-            raise CompileError(f"{inst.loc}: {tname} {inst.name}: element type unknown")
-
-        kinds = {"packets": CounterType.PACKETS, "bytes": CounterType.BYTES,
-                 "packets_and_bytes": CounterType.PACKETS_AND_BYTES}
-        if tname == "register":
-            et = strip(elem_type())
-            kind, _ = scalar_kind(et)
-            reg = Register(name=fq, size=const(0), width=width_of(et), signed=kind == "s")
-            self.registers[fq] = reg
-            return reg
-        if tname == "counter":
-            ctr = Counter(name=fq, size=const(0), counter_type=kinds[enum_arg(1)])
-            self.counters[fq] = ctr
-            return ctr
-        if tname == "direct_counter":
-            dctr = DirectCounter(name=fq, counter_type=kinds[enum_arg(0)])
-            self.direct_counters[fq] = dctr
-            return dctr
-        if tname == "meter":
-            mtr = Meter(name=fq, size=const(0), meter_type=kinds[enum_arg(1)])
-            self.meters[fq] = mtr
-            return mtr
-        if tname in ("action_profile", "action_selector"):
-            return self._make_profile(tname, fq, args, inst.loc)
-        if tname == "direct_meter":
-            dmtr = DirectMeter(name=fq, meter_type=kinds[enum_arg(0)])
-            self.direct_meters[fq] = dmtr
-            return dmtr
-        raise CompileError(f"{inst.loc}: unsupported: extern {tname} ({inst.name})")
-
-    def _make_profile(self, tname: str, fq: str, args: list[Any], loc: Any) -> ActionProfile:
-        """`action_profile(size)` / `action_selector(algorithm, size, output_width)`."""
-        def const(a: Any) -> int:
-            v = getattr(a, "const_value", None)
-            if not isinstance(v, int):
-                raise CompileError(f"{loc}: {tname} {fq}: arguments must be constants")
-            return int(v)
-        if tname == "action_profile":
-            prof = ActionProfile(name=fq, size=const(args[0]))
-        else:
-            algo = args[0].member if isinstance(args[0], A.MemberExpression) else None
-            if algo not in hashes.HASH_ALGORITHMS:
-                raise CompileError(f"{loc}: action_selector {fq}: unsupported hash algorithm {algo}")
-            prof = ActionProfile(name=fq, size=const(args[1]), algorithm=algo,
-                                 output_width=const(args[2]))
-        self.action_profiles[fq] = prof
-        return prof
-
-    def hash_fn(self, algo: str, node: Any) -> str:
-        if algo not in hashes.HASH_ALGORITHMS:
-            raise CompileError(f"{node.loc}: unsupported hash algorithm {algo}")
-        name = "_hash_" + algo
-        self.env[name] = hashes.HASH_ALGORITHMS[algo]
-        return name
+    def make_instance(self, req: InstanceRequest, local_name: str) -> Any:
+        """Create `req` through the architecture and file the object for the runtime API."""
+        make = self.arch.python_instance(req.type_name)
+        if make is None:
+            raise CompileError(f"{req.loc}: unsupported: extern {req.type_name} ({local_name}) "
+                               f"is not one of architecture {self.arch.name}")
+        obj = make(req)
+        stores: tuple[tuple[type, dict[str, Any]], ...] = (
+            (Register, self.registers), (Counter, self.counters), (Meter, self.meters),
+            (DirectCounter, self.direct_counters), (DirectMeter, self.direct_meters),
+            (ActionProfile, self.action_profiles))
+        for cls, store in stores:
+            if isinstance(obj, cls):
+                store[req.name] = obj
+                break
+        return obj
 
     def fields_bytes_fn(self) -> str:
         """Name of the packer for field lists whose widths are known only at run time."""
@@ -586,7 +531,9 @@ class ProgramGen(ParserCompiler):
             prof = self.env.get(g)
         elif isinstance(v, A.MethodCallExpression):
             tname = expr_text(v.callee).split("(")[0].split("<")[0]
-            prof = self._make_profile(tname, f"{name}_implementation", [a.value for a in v.args], decl.loc)
+            prof = self.make_instance(InstanceRequest(type_name=tname, name=f"{name}_implementation",
+                                                      args=[a.value for a in v.args], loc=decl.loc),
+                                      f"{name}_implementation")
             g = self.fresh("X_" + prof.name)
             self.env[g] = prof
         else:
@@ -664,24 +611,16 @@ class ProgramGen(ParserCompiler):
                 prio = CONST_PRIORITY_BASE - p4_prio
             table.insert(key, rt, args, prio, is_const=True)
 
-V1_BLOCKS = ("p", "vr", "ig", "eg", "ck", "dep")
-
-
-def compile_program(checked: Any) -> CompiledProgram:
-    """Compile a checked v1model program once into generated Python code."""
-    if checked.main is None:
-        raise CompileError("program declares no main package")
-    if checked.main.package != "V1Switch":
-        raise CompileError(f"unsupported: package {checked.main.package} (only V1Switch)")
-    gen = ProgramGen(checked)
+def compile_program(checked: Any, arch: Architecture) -> CompiledProgram:
+    """Compile a checked program once into generated Python code; `arch` (e.g.
+    `softswitch.v1model.V1MODEL`) checks its package and lowers its externs."""
+    arch.check_package(checked.main)
+    gen = ProgramGen(checked, arch)
     blocks: dict[str, str] = {}
     names: dict[str, str] = {}
     for blk in checked.main.blocks:
         blocks[blk.param] = gen.compile_block(blk.decl, blk.decl.name, blk.args, top=True)
         names[blk.param] = blk.decl.name
-    missing = [b for b in V1_BLOCKS if b not in blocks]
-    if missing:
-        raise CompileError(f"V1Switch main misses blocks {missing}")
     source = "\n".join(gen.src)
     try:
         code = compile(source, "<compiled p4 program>", "exec")
@@ -695,22 +634,11 @@ def compile_program(checked: Any) -> CompiledProgram:
         for rt, fn in info.action_fns.items():
             info.table.actions[rt].fn = gen.env[fn]
         info.table.bind()
-    parser = checked.main.block("p").decl
-    hdr_t = parser.params[1].type_ref.type
-    meta_t = parser.params[2].type_ref.type
-    sm_t = parser.params[3].type_ref.type
-    meta_decl = checked.top_level.get(getattr(strip(meta_t), "name", ""))
-    field_lists: dict[int, list[str]] = {}
-    for f in getattr(meta_decl, "fields", []) or []:
-        for idx in annotation_ints(f, "field_list"):
-            field_lists.setdefault(idx, []).append(attr_name(f.name))
     actions = {rt: gen.action_params[fn] for fn, rt in gen.action_runtime.items()}
     return CompiledProgram(
-        checked=checked, env=gen.env, source=source,
-        blocks={k: gen.env[v] for k, v in blocks.items()}, block_names=names,
-        header_cls=gen.layouts.class_for(hdr_t), meta_cls=gen.layouts.class_for(meta_t),
-        sm_cls=gen.layouts.class_for(sm_t), meta_type=meta_t, errors=gen.errors,
-        field_lists=field_lists, tables=gen.tables_by_name, registers=gen.registers,
+        checked=checked, arch=arch, env=gen.env, source=source, layouts=gen.layouts,
+        blocks={k: gen.env[v] for k, v in blocks.items()}, block_names=names, errors=gen.errors,
+        tables=gen.tables_by_name, registers=gen.registers,
         counters=gen.counters, meters=gen.meters, direct_counters=gen.direct_counters,
-        direct_meters=gen.direct_meters, digests=gen.digests, value_sets=gen.value_sets, action_profiles=gen.action_profiles,
-        actions=actions, pk=gen.pk)
+        direct_meters=gen.direct_meters, digests=gen.digests, value_sets=gen.value_sets,
+        action_profiles=gen.action_profiles, actions=actions, pk=gen.pk)
