@@ -154,6 +154,18 @@ PythonInstanceLowering = Callable[[InstanceRequest], Any]
 or an `ActionProfile`); the compiler files it by its class for the runtime API."""
 
 
+@dataclass(slots=True, frozen=True, kw_only=True)
+class TableConventions:
+    """The table properties an architecture gives meaning to (None: it has none):
+    which one names the table's direct counter, its direct meter, its action
+    profile or selector, and the match kind of keys that only feed a selector."""
+
+    direct_counters: str | None = None
+    direct_meters: str | None = None
+    implementation: str | None = None
+    selector_match_kind: str | None = None
+
+
 class Architecture:
     """Base of an architecture plug-in; a subclass fills in the class attributes
     and the two lowering tables (see `softswitch.v1model.architecture`)."""
@@ -162,6 +174,7 @@ class Architecture:
     package: str = ""                       # the package `main` must instantiate
     block_params: tuple[str, ...] = ()      # its parameters, in pipeline order
     drop_port: int = 0                      # the egress port that means "drop"
+    tables: TableConventions = TableConventions()
     context_class: type[PacketContext] = PacketContext
 
     def __init__(self, *, externs: Mapping[str, ExternSemantics],
@@ -173,6 +186,16 @@ class Architecture:
         self.externs = dict(externs)
         self.python_calls = dict(python_calls)
         self.python_instances = dict(python_instances)
+
+    def add_extern(self, semantics: ExternSemantics, *, python_call: PythonCallLowering | None = None,
+                   python_instance: PythonInstanceLowering | None = None) -> None:
+        """Teach this architecture one more extern (a target's own, as BMv2 targets
+        add primitives): its semantics and its Python lowering."""
+        self.externs[semantics.name] = semantics
+        if python_call is not None:
+            self.python_calls[semantics.name] = python_call
+        if python_instance is not None:
+            self.python_instances[semantics.name] = python_instance
 
     def check_package(self, main: A.MainPackage | None) -> None:
         """Refuse a program this architecture cannot run, naming the package and

@@ -459,7 +459,7 @@ class BodyCompiler(ExternCalls):
                 code = f"int({code})"
             elif kind == "s":
                 code = f"({code} & {(1 << w) - 1})"
-            (selector if k.match_kind == "selector" else keys).append(code)
+            (selector if k.match_kind == self.gen.arch.tables.selector_match_kind else keys).append(code)
         tb = info.global_name
         if keys:
             key = self.tmp("k")

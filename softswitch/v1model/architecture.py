@@ -11,8 +11,15 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
-from softswitch.compiler.architecture import Architecture, ExternOp, ExternSemantics
+from softswitch.compiler.architecture import (
+    Architecture,
+    ExternOp,
+    ExternSemantics,
+    TableConventions,
+)
+from softswitch.compiler.layout import attr_name, strip
 from softswitch.compiler.support import PacketContext
+from softswitch.compiler.walk import annotation_ints
 
 DROP_PORT = 511  # simple_switch's drop port (9-bit ports; mark_to_drop writes it)
 
@@ -141,6 +148,8 @@ class V1Model(Architecture):
     package = "V1Switch"
     block_params = ("p", "vr", "ig", "eg", "ck", "dep")
     context_class = V1PacketContext
+    tables = TableConventions(direct_counters="counters", direct_meters="meters",
+                              implementation="implementation", selector_match_kind="selector")
 
     def __init__(self, *, drop_port: int = DROP_PORT) -> None:
         from softswitch.v1model.lowering import PYTHON_CALLS, PYTHON_INSTANCES
@@ -151,8 +160,6 @@ class V1Model(Architecture):
     def pipeline_types(self, program: Any) -> PipelineTypes:
         """Header, metadata and standard-metadata classes of a compiled program: the
         parser's parameters 2-4 (``out H, inout M, inout standard_metadata_t``)."""
-        from softswitch.compiler.layout import attr_name, strip
-        from softswitch.compiler.walk import annotation_ints
         checked = program.checked
         params = checked.main.block("p").decl.params
         hdr_t, meta_t, sm_t = (p.type_ref.type for p in params[1:4])
