@@ -36,22 +36,22 @@ from softswitch.frontend import types as T
 class ExternOp(enum.Enum):
     """What an extern does, in terms every backend can implement."""
 
-    SET_METADATA = "set_metadata"  # write constants (`writes`) into the standard metadata
-    REQUEST = "request"            # record `request` in the packet context; the pipeline acts after the block
-    HASH = "hash"                  # out = base + hash(algorithm, data) % max
-    CHECKSUM_VERIFY = "checksum_verify"  # if cond and hash(data) != checksum: record `request`
-    CHECKSUM_UPDATE = "checksum_update"  # if cond: checksum = hash(data)
-    RANDOM = "random"              # out = uniform in [lo, hi]
-    DIGEST = "digest"              # queue the field list for the control plane
-    ASSERT = "assert"              # false: drop the packet, naming the source position
-    LOG = "log"                    # a message for the packet trace only
-    STATE_READ = "state_read"      # read run-time `state` at an index
-    STATE_WRITE = "state_write"    # write run-time `state` at an index
-    COUNT = "count"                # count the packet (and its bytes) at an index
-    METER = "meter"                # colour the packet at an index (RFC 2698)
-    DIRECT_COUNT = "direct_count"  # nothing at the call: the table counts its hit entry
-    DIRECT_METER_READ = "direct_meter_read"  # the colour the table's hit entry got
-    INSTANCE = "instance"          # an extern type: its instances are run-time `state`
+    SET_METADATA = enum.auto()       # write constants (`writes`) into the standard metadata
+    REQUEST = enum.auto()            # record `request` in the packet context; the pipeline acts after the block
+    HASH = enum.auto()               # out = base + hash(algorithm, data) % max
+    CHECKSUM_VERIFY = enum.auto()    # if cond and hash(data) != checksum: record `request`
+    CHECKSUM_UPDATE = enum.auto()    # if cond: checksum = hash(data)
+    RANDOM = enum.auto()             # out = uniform in [lo, hi]
+    DIGEST = enum.auto()             # queue the field list for the control plane
+    ASSERT = enum.auto()             # false: drop the packet, naming the source position
+    LOG = enum.auto()                # a message for the packet trace only
+    STATE_READ = enum.auto()         # read run-time `state` at an index
+    STATE_WRITE = enum.auto()        # write run-time `state` at an index
+    COUNT = enum.auto()              # count the packet (and its bytes) at an index
+    METER = enum.auto()              # colour the packet at an index (RFC 2698)
+    DIRECT_COUNT = enum.auto()       # nothing at the call: the table counts its hit entry
+    DIRECT_METER_READ = enum.auto()  # the colour the table's hit entry got
+    INSTANCE = enum.auto()           # an extern type: its instances are run-time `state`
 
 
 @dataclass(slots=True, frozen=True, kw_only=True)
