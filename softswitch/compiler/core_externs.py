@@ -19,6 +19,14 @@ from softswitch.frontend import types as T
 from softswitch.frontend.text import expr_text
 
 
+def from_bits(code: str, kind: str, w: int) -> str:
+    """The value of `w` bits read from a packet (`code`, unsigned) as a scalar of `kind`."""
+    if kind == "s":
+        half = 1 << (w - 1)
+        return f"(({code} ^ {half}) - {half})"
+    return f"bool({code})" if kind == "b" else code
+
+
 class ExternCalls(ExprCompiler):
     """Mixin of BodyCompiler: extern calls (core ones inline, the rest delegated)."""
 
@@ -141,13 +149,7 @@ class ExternCalls(ExprCompiler):
                 t = strip(e.type)
                 if isinstance(t, (T.BitsType, T.BoolType, T.SerEnumType)):
                     kind, w = scalar_kind(t)
-                    code = f"{obj}.peek({w})"
-                    if kind == "s":
-                        half = 1 << (w - 1)
-                        code = f"(({code} ^ {half}) - {half})"
-                    if kind == "b":
-                        code = f"bool({code})"
-                    return code
+                    return from_bits(f"{obj}.peek({w})", kind, w)
                 if isinstance(t, T.HeaderType):
                     return f"_lookahead_hdr({obj}, {self.gen.layouts.class_ref(t)})"
                 if isinstance(t, T.StructType):
@@ -190,13 +192,7 @@ class ExternCalls(ExprCompiler):
                 if kind not in ("u", "s", "b"):
                     raise self.fail(e, f"lookahead of type {t}: field of type {ft}")
                 pos[0] -= w
-                code = f"(({v} >> {pos[0]}) & {(1 << w) - 1})"
-                if kind == "s":
-                    half = 1 << (w - 1)
-                    code = f"(({code} ^ {half}) - {half})"
-                elif kind == "b":
-                    code = f"bool({code})"
-                items.append(code)
+                items.append(from_bits(f"(({v} >> {pos[0]}) & {(1 << w) - 1})", kind, w))
             values = "(" + "".join(f"{x}, " for x in items) + ")"
             if isinstance(st, T.HeaderType):
                 return self.object_from_fields_of_type(st, values)

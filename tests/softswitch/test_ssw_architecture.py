@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
+from ssw_helpers import program
 
 from softswitch.compiler.architecture import Architecture, ExternOp, ExternSemantics
 from softswitch.errors import CompileError, SoftswitchError
@@ -17,47 +18,34 @@ from softswitch.errors import CompileError, SoftswitchError
 ROOT = Path(__file__).resolve().parents[2]
 COMPILER = ROOT / "softswitch" / "compiler"
 
-PROGRAM = """
-#include <core.p4>
-#include <v1model.p4>
+DECLS = """
 header eth_t { bit<48> dst; bit<48> src; bit<16> type; }
 struct headers_t { eth_t eth; }
 struct meta_t { }
-parser P(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
-    state start { pkt.extract(hdr.eth); transition accept; }
-}
-control VC(inout headers_t hdr, inout meta_t meta) { apply { } }
-control Ing(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
-    apply {
-        if (hdr.eth.type == 0x0800) { mark_to_drop(sm); }
-        else { sm.egress_spec = 511; }
-    }
-}
-control Eg(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }
-control CC(inout headers_t hdr, inout meta_t meta) { apply { } }
-control Dep(packet_out pkt, in headers_t hdr) { apply { pkt.emit(hdr.eth); } }
-V1Switch(P(), VC(), Ing(), Eg(), CC(), Dep()) main;
 """
+TO_PORT_SEVEN = "extern void to_port_seven(inout standard_metadata_t sm);\n"
+
+
+def switch(arch: Architecture | None = None, *, decls: str = "", drop: str = "mark_to_drop(sm);"):
+    """IPv4 frames are dropped with `drop`, others sent to egress_spec 511."""
+    ingress = "apply { if (hdr.eth.type == 0x0800) { " + drop + " } else { sm.egress_spec = 511; } }"
+    return program(decls=decls + DECLS, parser="state start { pkt.extract(hdr.eth); transition accept; }",
+                   ingress=ingress, deparser="pkt.emit(hdr.eth);", **({"arch": arch} if arch else {}))
 
 
 def frame(ethertype: int) -> bytes:
     return bytes(6) + bytes([0, 0, 0, 0, 0, 1]) + ethertype.to_bytes(2, "big") + b"payload"
 
 
-def switch(src: str, arch: Architecture | None = None):
-    from softswitch.api import Switch
-    return Switch.from_source(src, filename="case.p4", **({"arch": arch} if arch else {}))
-
-
 def test_v1model_drops_both_ways_to_511() -> None:
-    sw = switch(PROGRAM)
+    sw = switch()
     assert sw.process(1, frame(0x0800)) == []   # mark_to_drop
     assert sw.process(1, frame(0x86DD)) == []   # egress_spec = 511 is the drop port
 
 
 def test_a_variant_drop_port_changes_behaviour_not_the_compiler() -> None:
     from softswitch.v1model import V1Model
-    sw = switch(PROGRAM, V1Model(drop_port=255))
+    sw = switch(V1Model(drop_port=255))
     assert sw.v1.drop_port == 255
     assert "egress_spec = 255" in sw.program.source   # what mark_to_drop compiled to
     assert sw.process(1, frame(0x0800)) == []                          # mark_to_drop wrote 255
@@ -74,19 +62,18 @@ package MyArch(Prs p);
 parser MyP(packet_in b) { state start { transition accept; } }
 MyArch(MyP()) main;
 """
+    from softswitch.api import Switch
     with pytest.raises(CompileError) as exc:
-        switch(src)
+        Switch.from_source(src, filename="case.p4")
     msg = str(exc.value)
     assert re.match(r"case\.p4:6:\d+: unsupported: package MyArch, declared at case\.p4:4:\d+: "
                     r"architecture v1model runs V1Switch only", msg), msg
 
 
 def test_an_extern_the_architecture_lacks_names_itself_and_where() -> None:
-    src = PROGRAM.replace("header eth_t", "extern void to_port_seven(inout standard_metadata_t sm);\n"
-                          "header eth_t").replace("mark_to_drop(sm);", "to_port_seven(sm);")
-    with pytest.raises(CompileError, match=r"case\.p4:\d+:\d+: unsupported: extern function "
+    with pytest.raises(CompileError, match=r"test\.p4:\d+:\d+: unsupported: extern function "
                        r"to_port_seven \(not one of architecture v1model\)"):
-        switch(src)
+        switch(decls=TO_PORT_SEVEN, drop="to_port_seven(sm);")
 
 
 def test_a_target_extern_lowered_from_its_semantics() -> None:
@@ -100,15 +87,12 @@ def test_a_target_extern_lowered_from_its_semantics() -> None:
                                     doc="unicast to port 7", params=("standard_metadata",),
                                     writes=(("egress_spec", 7),)),
                     python_call=PYTHON_CALLS["mark_to_drop"])
-    src = PROGRAM.replace("header eth_t", "extern void to_port_seven(inout standard_metadata_t sm);\n"
-                          "header eth_t").replace("mark_to_drop(sm);", "to_port_seven(sm);")
-    sw = switch(src, arch)
+    sw = switch(arch, decls=TO_PORT_SEVEN, drop="to_port_seven(sm);")
     assert [p for p, _ in sw.process(1, frame(0x0800))] == [7]
 
 
 def test_v1switch_refuses_a_program_of_another_architecture() -> None:
     from softswitch.compiler import compile_program
-    from softswitch.frontend.load import load_source
     from softswitch.v1model import V1MODEL, V1Switch
 
     class Other(Architecture):
@@ -118,9 +102,9 @@ def test_v1switch_refuses_a_program_of_another_architecture() -> None:
 
     other = Other(externs=V1MODEL.externs, python_calls=V1MODEL.python_calls,
                   python_instances=V1MODEL.python_instances)
-    program = compile_program(load_source(PROGRAM, filename="case.p4"), other)
+    compiled = compile_program(switch().program.checked, other)
     with pytest.raises(SoftswitchError, match="compiled for v1model, not other"):
-        V1Switch(program)
+        V1Switch(compiled)
 
 
 def test_a_lowering_without_semantics_is_refused() -> None:
@@ -132,8 +116,7 @@ def _v1model_p4_externs() -> dict[str, list[str]]:
     """Every extern of our v1model.p4 as the semantics table names it, with the
     parameter names of its longest overload (constructors: the type's name)."""
     from softswitch.frontend import ast as A
-    from softswitch.frontend.load import load_source
-    checked = load_source(PROGRAM, filename="case.p4")
+    checked = switch().program.checked
     out: dict[str, list[str]] = {}
 
     def put(name: str, params: list[str]) -> None:
