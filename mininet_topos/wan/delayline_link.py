@@ -21,7 +21,7 @@ from controller.topology.model import LossModel
 
 from ..delayline import WanError, WanParams
 from .loss_backends import LossBackend
-from .params import changed_params
+from .params import changed_params, params_from
 
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 10.0
@@ -39,15 +39,8 @@ class WanLink:
     def __init__(self, a_iface: str, b_iface: str, *, netns: str | None = None,
                  params: WanParams | None = None, loss_backend: LossBackend | None = None,
                  realtime: bool = True, **shaping: Any) -> None:
-        if params is not None and shaping:
-            raise WanError(f"WAN link {a_iface}-{b_iface}: give params or shaping "
-                           f"keywords ({', '.join(shaping)}), not both")
-        try:
-            base = params if params is not None else WanParams(**shaping)
-        except TypeError as exc:
-            raise WanError(f"WAN link {a_iface}-{b_iface}: {exc}") from None
         self.a_iface, self.b_iface, self.netns = a_iface, b_iface, netns
-        self._params = base.check(f"WAN link {a_iface}-{b_iface}")
+        self._params = params_from(self.name, params, shaping)
         self._loss_backend = loss_backend
         self._loss_handles: dict[str, Any] = {}
         self._realtime = realtime
