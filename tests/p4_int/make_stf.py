@@ -1,5 +1,5 @@
 """Writes the STF tests of p4/int_rocev2.p4 (tests/p4_int/*.stf) from the formats
-package, so their expected bytes come from FORMATS.md's Python side, not from the
+package, so their expected bytes come from formats/FORMATS.md's Python side, not from the
 program. Egress timestamps depend on the wall clock: their nibbles are wildcards.
 
     python tests/p4_int/make_stf.py

@@ -1,6 +1,6 @@
 """INT source, transit and host-mode sink of p4/int_rocev2.p4 on the softswitch.
 
-Expected bytes come from the formats package (the Python side of FORMATS.md) and
+Expected bytes come from the formats package (the Python side of formats/FORMATS.md) and
 from a struct decoder in the harness, never from the program under test.
 """
 from __future__ import annotations

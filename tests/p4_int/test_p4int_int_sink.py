@@ -1,6 +1,6 @@
 """INT sink in report mode: the packet leaves as it entered the INT domain, and a
 Telemetry Report v2.0 goes to the collector. Reports are decoded here with struct
-from FORMATS.md, then cross-checked with the formats package's scapy layers."""
+from formats/FORMATS.md, then cross-checked with the formats package's scapy layers."""
 from __future__ import annotations
 
 import struct
