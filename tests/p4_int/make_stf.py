@@ -11,12 +11,10 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[1]))
-sys.path.insert(0, str(HERE))
-
-from p4int_harness import H2_MAC, HPCC_DS, HPCC_INST, roce_frame, switch_mac, with_link_seq
+sys.path.insert(0, str(HERE.parents[1]))  # run as a script from anywhere
 
 from formats import int_md
+from tests.helpers.p4int import H2_MAC, HPCC_DS, HPCC_INST, roce_frame, switch_mac, with_link_seq
 
 MAC1 = "0x" + switch_mac(1).replace(":", "")
 H2 = "0x" + H2_MAC.replace(":", "")

@@ -8,7 +8,9 @@ from __future__ import annotations
 import struct
 
 import pytest
-from p4int_harness import (
+
+from formats import int_md, roce
+from tests.helpers.p4int import (
     DS_ID_HPCC,
     H2_MAC,
     HPCC_DS,
@@ -24,8 +26,6 @@ from p4int_harness import (
     split_int,
     strip_link_seq,
 )
-
-from formats import int_md, roce
 
 
 def test_source_inserts_int_byte_exact(make_program):
