@@ -4,9 +4,9 @@ feedback, and the command-line options that go with them.
 With a key file the agent seals every host-record batch (kind HOST_BATCH, sender =
 its agent id) and confirmation (CONFIRM), and relays only feedback frames (FEEDBACK)
 that the controller (``CONTROLLER_SENDER_ID``) sealed with a valid key and a new
-sequence; everything else is counted by reason (``secure.channel``) and logged at
+sequence; everything else is counted by reason (``common.auth.channel``) and logged at
 most once per reason every ten seconds.  Without a key nothing is sealed and
-feedback is taken as it comes, which ``secure.exposure`` allows only on loopback,
+feedback is taken as it comes, which ``common.auth.exposure`` allows only on loopback,
 the test bed's management network or with ``--insecure``.
 """
 from __future__ import annotations
@@ -16,11 +16,11 @@ import json
 import logging
 from typing import Any
 
+from common.auth import KeyFile, RejectLog, Signer, Verifier
+from common.auth.exposure import check_exposure
 from formats.agent_batch import MAX_UDP_PAYLOAD, max_records
 from formats.auth import AUTH_OVERHEAD, CONTROLLER_SENDER_ID, FrameKind
 from formats.int_md import HOST_RECORD_DTYPE
-from secure import KeyFile, RejectLog, Signer, Verifier
-from secure.exposure import check_exposure
 
 __all__ = ["FINAL_PREFIX", "AgentAuth", "add_auth_arguments", "auth_from_arguments",
            "final_line"]

@@ -1,5 +1,5 @@
 """Authenticated framing of agent <-> controller datagrams (host-record batches,
-rate/FEC feedback, confirmations).
+rate/FEC feedback, confirmations): formats/FORMATS.md "Authenticated frame".
 
 A frame wraps one unchanged inner datagram (``formats.agent_batch``,
 ``formats.feedback``) between a 24-byte header and a 16-byte tag, all fields in
@@ -20,10 +20,10 @@ The header is 8-byte aligned, so records behind an inner header stay aligned for
 ``np.frombuffer``.  (epoch, counter) is the frame's sequence: a restarted sender
 has a later epoch (its start time), so the receiver starts a new window for it
 instead of rejecting its counters as replays; within an epoch the receiver keeps a
-sliding window (``secure.replay``) so reordering inside the window is fine and a
+sliding window (``common.auth.replay``) so reordering inside the window is fine and a
 repeat or anything older is dropped.  The tag covers every header field, so no
 field can be changed without the key.  Verifying (which key, which sender, which
-sequence) is ``secure.channel``; this module only lays out and checks bytes.
+sequence) is ``common.auth.channel``; this module only lays out and checks bytes.
 """
 from __future__ import annotations
 

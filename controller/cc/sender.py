@@ -24,10 +24,10 @@ from typing import Self
 import numpy as np
 import numpy.typing as npt
 
+from common.auth import Signer, Verifier
 from controller.cc.errors import FlowIndexError, ParameterError
 from controller.cc.feedback import encode_feedback
 from formats.feedback import CONFIRM_DTYPE, ConfirmStatus
-from secure import Signer, Verifier
 
 
 @dataclass(slots=True, kw_only=True)

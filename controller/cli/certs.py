@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def run(args: argparse.Namespace) -> int:
-    from secure.pki import make_pki
+    from common.auth.pki import make_pki
     switches: dict[str, list[str]] = {}
     if args.topology:
         from controller.topology import TopologyError, load_topology

@@ -8,7 +8,7 @@ most once per reason every ten seconds:
 
 - ``report_source``: a Telemetry Report from an address/port that is no switch's
   report source;
-- ``agent_<reason>``: a batch frame refused by ``secure.Verifier`` (bad MAC,
+- ``agent_<reason>``: a batch frame refused by ``common.auth.Verifier`` (bad MAC,
   unknown sender or key, replay, ...);
 - ``agent_sender_mismatch``: a valid frame whose inner batch names another agent
   (one agent speaking for another).
@@ -19,8 +19,8 @@ import logging
 import struct
 from collections.abc import Sequence
 
+from common.auth import KeyFile, RejectLog, Verifier
 from formats.auth import FrameKind
-from secure import KeyFile, RejectLog, Verifier
 
 __all__ = ["Admission"]
 

@@ -25,6 +25,7 @@ from typing import Protocol, Self
 
 import numpy as np
 
+from common.auth import KeyFile
 from controller.int.decode import ReportDecoder
 from controller.int.errors import ConfigError, Malformed
 from controller.int.host import AgentState, HostBatchDecoder
@@ -33,7 +34,6 @@ from controller.int.seq import SeqState, SeqTracker
 from controller.int.state import FlowSnapshot, FlowTable, HopSnapshot, HopTable
 from formats.agent_batch import AGENT_BATCH_UDP_PORT
 from formats.telemetry_report import REPORT_UDP_PORT
-from secure import KeyFile
 
 from .admission import Admission
 

@@ -4,7 +4,7 @@ With ``--key-file`` the controller seals every feedback datagram (sender
 ``CONTROLLER_SENDER_ID``), takes host-agent batches and confirmations only as valid
 frames, and takes Telemetry Reports only from the switches' report sources (switch N
 sends from ``--report-source-base`` + N, UDP source port ``REPORT_UDP_PORT``).
-Without a key nothing changes on the wire, and ``secure.exposure`` refuses a
+Without a key nothing changes on the wire, and ``common.auth.exposure`` refuses a
 ``--listen`` address beyond loopback and the test bed's management network unless
 ``--insecure`` is given.
 """
@@ -14,11 +14,11 @@ import ipaddress
 import logging
 from dataclasses import dataclass
 
+from common.auth import ExposureError, KeyFile, KeyFileError, RejectLog, Signer, Verifier
+from common.auth.exposure import check_exposure
 from controller.topology import Topology
 from formats.auth import CONTROLLER_SENDER_ID, FrameKind
 from formats.telemetry_report import REPORT_UDP_PORT
-from secure import ExposureError, KeyFile, KeyFileError, RejectLog, Signer, Verifier
-from secure.exposure import check_exposure
 
 from .config import RunConfig
 from .errors import RunError

@@ -12,10 +12,10 @@ import ipaddress
 from collections.abc import Iterable
 from pathlib import Path
 
+from common.auth.keys import generate_key_file
+from common.auth.pki import Issued, make_pki
 from controller.topology import SwitchTls, Topology
 from formats.auth import CONTROLLER_SENDER_ID
-from secure.keys import generate_key_file
-from secure.pki import Issued, make_pki
 
 __all__ = ["run_key_file", "with_mutual_tls"]
 

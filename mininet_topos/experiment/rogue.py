@@ -13,7 +13,7 @@ of each kind for ``--duration`` seconds:
 
 A forgery the agent took would come back as a confirmation to this process, so
 ``applied_feedback`` counts the confirmations received.  Every destination must be
-loopback or the test bed's management network (``secure.exposure``): the flood never
+loopback or the test bed's management network (``common.auth.exposure``): the flood never
 leaves the test bed.  The counts go to ``--out`` as JSON.
 """
 from __future__ import annotations
@@ -29,12 +29,12 @@ from pathlib import Path
 
 import numpy as np
 
+from common.auth.exposure import is_private_testbed
 from controller.int.synth import Hop, build_hpcc_report
 from formats.agent_batch import encode_batch
 from formats.auth import CONTROLLER_SENDER_ID, FrameKind, encode_frame
 from formats.feedback import FEEDBACK_DTYPE
 from formats.int_md import HOST_RECORD_DTYPE
-from secure.exposure import is_private_testbed
 
 __all__ = ["FORGED_NODE_ID", "FORGED_SRC_IP", "main"]
 

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ctl_app_helpers import ROOT, wait_for
+from ctl_app_helpers import ROOT
+
+from tests.helpers.waiting import wait_for
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -198,7 +200,7 @@ def test_reports_from_the_p4_program_reach_the_running_controller(bed: Bed, tmp_
                     collector_at=("s2", 3), report_source_base="10.0.9.100", int_instructions=0xD400,
                     agents={"h1": ("127.0.0.1", fb.getsockname()[1])},
                     key_file=str(tmp_path / "keys.yaml"))   # reports from the switches only
-    from secure.keys import generate_key_file
+    from common.auth.keys import generate_key_file
     keys = generate_key_file(tmp_path / "keys.yaml")
     ctl = Controller(cfg=cfg).start()
     try:
@@ -235,9 +237,9 @@ def test_reports_from_the_p4_program_reach_the_running_controller(bed: Bed, tmp_
         forged.sendto(b"\x20" + b"\x00" * 40, ("10.0.9.1", cfg.report_port))
         forged.close()
         assert wait_for(lambda: ctl.collector.stats().rejected == {"report_source": 1})
+        from common.auth import KeyFile, KeyRing, Verifier
         from controller.cc import decode_feedback
         from formats.auth import FrameKind
-        from secure import KeyFile, KeyRing, Verifier
         opened = Verifier(KeyFile.from_ring(KeyRing(keys=keys.keys, sign_key_id=keys.sign_key_id)),
                           kinds=(FrameKind.FEEDBACK,)).open(fb.recv(65536))
         assert opened is not None     # the feedback is sealed

@@ -10,12 +10,12 @@ import time
 import numpy as np
 import pytest
 
+from common.auth import KeyFile, KeyRing, Signer, Verifier
 from ebpf.agent import AgentConfig, HostAgent
 from formats import int_md, roce
 from formats.auth import CONTROLLER_SENDER_ID, FrameKind
 from formats.feedback import CONFIRM_DTYPE, FEEDBACK_DTYPE
 from formats.int_md import HopRecord
-from secure import KeyFile, KeyRing, Signer, Verifier
 
 pytestmark = [pytest.mark.root, pytest.mark.bpf]
 

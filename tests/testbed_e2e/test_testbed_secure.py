@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import stat
 import time
+from pathlib import Path
 
 import pytest
 from tmx_helpers import leftovers
@@ -32,7 +33,7 @@ def test_testbed_keys_and_mutual_tls(tmp_path):
         sw = tb.topo.switches[0]
         assert sw.tls is not None
         bare = SwitchClient(name=sw.name, address=sw.grpc_addr, device_id=sw.device_id,
-                            timeout_s=1, tls=TlsOptions(ca_pem=open(sw.tls.ca, "rb").read(),
+                            timeout_s=1, tls=TlsOptions(ca_pem=Path(sw.tls.ca).read_bytes(),
                                                         server_name=sw.name))
         with pytest.raises(ConnectError, match="TLS"):
             bare.connect()

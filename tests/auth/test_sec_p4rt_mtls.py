@@ -113,7 +113,7 @@ def test_controller_over_mutual_tls_and_failover(mtls_bed, tmp_path: Path) -> No
 def test_switch_with_a_certificate_from_another_ca_is_refused(mtls_bed, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     topo, certs, handles = mtls_bed
     rogue = tmp_path / "rogue"
-    from secure.pki import make_pki
+    from common.auth.pki import make_pki
     make_pki(rogue, switches={"s1": ["127.0.0.1"]}, ca_name="another CA")
     addr = handles["s1"].address
     handles["s1"].stop(grace_s=0)

@@ -3,7 +3,8 @@
 ``keys`` reads the key file (never the command line), ``replay`` keeps the
 per-sender sliding window, ``channel`` seals and opens ``formats.auth`` frames and
 counts every rejection by reason, ``exposure`` decides whether a process without a
-key may listen on an address.  Nothing here imports ``ebpf`` or ``controller``.
+key may listen on an address, ``pki`` makes P4Runtime certificates.  Nothing here
+imports ``ebpf`` or ``controller``.
 """
 from __future__ import annotations
 

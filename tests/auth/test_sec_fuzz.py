@@ -9,15 +9,15 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from common.auth import KeyFile, KeyRing, Signer, Verifier
+from common.auth.channel import REJECT_REASONS
+from common.auth.keys import KeyFileError, parse_key_ring
 from controller.int import Collector, CollectorConfig
 from controller.int.synth import Hop, build_hpcc_report
 from ebpf.feedback import decode_feedback_datagram, feedback_lines, parse_confirm_reply
 from formats.agent_batch import AgentBatchError, decode_batch_header, encode_batch
 from formats.auth import FrameError, FrameKind, decode_frame_header, encode_frame
 from formats.int_md import HOST_RECORD_DTYPE
-from secure import KeyFile, KeyRing, Signer, Verifier
-from secure.channel import REJECT_REASONS
-from secure.keys import KeyFileError, parse_key_ring
 from traffic.control import parse_control
 
 KEYS = KeyFile.from_ring(KeyRing(keys={1: b"q" * 32, 2: b"r" * 32}, sign_key_id=1,

@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from common.auth import KeyFile, KeyRing, Signer, Verifier, check_exposure
+from common.auth.exposure import ExposureError
 from controller.cc.sender import FeedbackSender
 from controller.int import Collector, CollectorConfig
 from controller.int.synth import Hop, build_hpcc_report
@@ -21,8 +23,6 @@ from ebpf.feedback import decode_feedback_datagram, encode_confirmations
 from formats.agent_batch import encode_batch
 from formats.auth import CONTROLLER_SENDER_ID, FrameKind
 from formats.int_md import HOST_RECORD_DTYPE
-from secure import KeyFile, KeyRing, Signer, Verifier, check_exposure
-from secure.exposure import ExposureError
 
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = KeyFile.from_ring(KeyRing(keys={1: b"k" * 32}, sign_key_id=1,

@@ -1,4 +1,4 @@
-"""formats.auth framing against fixed bytes, and every rejection reason of secure.Verifier."""
+"""formats.auth framing against fixed bytes, and every rejection reason of common.auth.Verifier."""
 from __future__ import annotations
 
 import hashlib
@@ -9,6 +9,8 @@ import stat
 
 import pytest
 
+from common.auth import KeyFile, KeyFileError, KeyRing, RejectLog, ReplayWindow, Signer, Verifier
+from common.auth.keys import generate_key_file, load_key_ring, write_key_file
 from formats.auth import (
     AUTH_HEADER_LEN,
     AUTH_OVERHEAD,
@@ -16,8 +18,6 @@ from formats.auth import (
     decode_frame_header,
     encode_frame,
 )
-from secure import KeyFile, KeyFileError, KeyRing, RejectLog, ReplayWindow, Signer, Verifier
-from secure.keys import generate_key_file, load_key_ring, write_key_file
 
 KEY = bytes(range(16))
 # magic "INTA", version 1, kind 2, key id 0x0102, sender 10.0.0.2, counter 7,

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from common.auth import KeyFile, KeyRing, Verifier
 from controller.int import Collector, CollectorConfig
 from formats.auth import CONTROLLER_SENDER_ID, FrameKind
 from mininet_topos.experiment.rogue_run import finish_rogue, format_rogue, rogue_comparison
 from mininet_topos.experiment.spec import load_spec
-from secure import KeyFile, KeyRing, Verifier
 
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = KeyFile.from_ring(KeyRing(keys={1: b"d" * 32}, sign_key_id=1))

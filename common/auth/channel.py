@@ -4,7 +4,7 @@
 counter goes up by one per frame, and it signs with the key file's current ``sign``
 key.  ``Verifier`` belongs to a receiver: it opens a frame only when the kind is one
 it expects, the key id is known, the tag is right, the key may be used by that
-sender, the sender is known and the sequence is new (``secure.replay``); otherwise
+sender, the sender is known and the sequence is new (``common.auth.replay``); otherwise
 the frame is dropped and counted under one reason:
 
 ================  =========================================================
