@@ -8,9 +8,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import certs, entries, run, show
+from . import certs, entries, keys, run, show
 
-COMMANDS = (run, show, entries, certs)
+COMMANDS = (run, show, entries, certs, keys)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -180,3 +180,27 @@ def test_reject_log_is_rate_limited(caplog: pytest.LogCaptureFixture) -> None:
             log("bad_mac", "x")
         log("replay", "y")
     assert log.lines == 2 and len(caplog.records) == 2
+
+
+def test_keys_command_makes_and_rotates(tmp_path: object) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    path = Path(str(tmp_path)) / "keys.yaml"
+
+    def keys(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "controller", "keys", "--out", str(path),
+                               *args], cwd=root, capture_output=True, text=True, timeout=60,
+                              check=False)
+
+    assert keys("--sender", "10.0.1.1", "--controller").returncode == 0
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    first = load_key_ring(path)
+    assert first.senders == frozenset({0x0A000101, 0xFFFFFFFF}) and list(first.keys) == [1]
+    assert keys().returncode == 2                           # never overwritten
+    assert keys("--rotate").returncode == 0 and load_key_ring(path).sign_key_id == 1
+    assert keys("--sign", "2").returncode == 0
+    after = load_key_ring(path)
+    assert after.sign_key_id == 2 and after.keys[1] == first.keys[1] and len(after.keys) == 2
+    assert "not among the keys" in keys("--sign", "9").stderr
