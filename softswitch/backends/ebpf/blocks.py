@@ -1,0 +1,280 @@
+"""Statements, actions, controls, table applies, the parser and the deparser as C.
+
+The generated functions take ``struct pipe *P`` (the packet's headers, metadata,
+standard metadata and locals, in a per-CPU map cell: too big for the 512-byte BPF
+stack) and are all inlined into the tc program. Control flow of P4 maps to C's:
+``exit`` sets ``P->exited`` and returns, and every caller returns after a call that
+may exit; the parser is a chain of labels (loops are refused: the verifier would
+have to bound them).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from softswitch.backends.ebpf import v1model as V1
+from softswitch.backends.ebpf.errors import EbpfUnsupported
+from softswitch.backends.ebpf.exprs import ExprGen
+from softswitch.backends.ebpf.layout import Layouts, cname, ctype, read_bits, scalar_width, strip, words16, write_bytes
+from softswitch.backends.ebpf.tables_c import TableLayout, key_build_c, layout_table, table_c_decls, value_fields
+from softswitch.compiler.entries import action_decl_of
+from softswitch.compiler.walk import control_plane_name
+from softswitch.frontend import ast as A
+from softswitch.frontend import types as T
+
+IND = "    "
+
+
+class CGen(ExprGen):
+    """Generates the C of one program; `compiled_tables` are the runtime's Table objects."""
+
+    def __init__(self, errors: list[str], compiled_tables: dict[str, Any]) -> None:
+        self.errors = errors
+        self.layouts = Layouts()
+        self.scopes: list[dict[Any, str]] = []
+        self.compiled_tables = compiled_tables
+        self.tables: dict[Any, TableLayout] = {}       # TableDecl -> layout
+        self.functions: list[str] = []                  # C functions, callees first
+        self.pipe_fields: list[str] = []                # locals kept in struct pipe
+        self.actions: dict[Any, str] = {}               # ActionDecl -> C function
+        self.max_header = 1
+        self._n = 0
+        self.block_kind = ""
+        self._local_actions: set[Any] = set()
+
+    def fresh(self, base: str) -> str:
+        self._n += 1
+        return f"{cname(base)}_{self._n}"
+
+    def words16(self, pieces: list[tuple[str, int]]) -> list[str]:
+        return words16(pieces)
+
+    # ------------------------------------------------------------- locals
+    def local_var(self, decl: A.VariableDecl, scope: dict[Any, str]) -> list[str]:
+        """A variable in struct pipe (controls' and actions' locals alike)."""
+        name = self.fresh("v_" + decl.name)
+        t = strip(decl.type_ref.type)
+        if isinstance(t, (T.HeaderType, T.StructType)):
+            self.pipe_fields.append(f"{self.layouts.struct_name(t, decl)} {name};")
+            scope[decl] = f"P->{name}"
+            out = [f"__builtin_memset(&P->{name}, 0, sizeof(P->{name}));"]
+            if decl.init is not None:
+                out.append(f"P->{name} = {self.lval(decl.init)};")
+            return out
+        w = scalar_width(t, decl)
+        self.pipe_fields.append(f"{ctype(w)} {name};")
+        scope[decl] = f"P->{name}"
+        init = self.ex(decl.init) if decl.init is not None else "0"
+        return [f"P->{name} = {init};"]
+
+    # --------------------------------------------------------- statements
+    def stmts(self, items: list[Any]) -> list[str]:
+        out: list[str] = []
+        for s in items:
+            out += self.stmt(s)
+        return out
+
+    def stmt(self, s: Any) -> list[str]:
+        if isinstance(s, A.VariableDecl):
+            return self.local_var(s, self.scopes[0])
+        if isinstance(s, A.ConstDecl):
+            return []
+        if isinstance(s, A.BlockStatement):
+            self.scopes.insert(0, {})
+            try:
+                body = self.stmts(s.statements)
+            finally:
+                self.scopes.pop(0)
+            return ["{"] + [IND + x for x in body] + ["}"]
+        if isinstance(s, A.EmptyStatement):
+            return []
+        if isinstance(s, A.AssignmentStatement):
+            return self.assign(s)
+        if isinstance(s, A.IfStatement):
+            out = [f"if ({self.cond(s.cond)}) {{"] + [IND + x for x in self.stmt(s.then)] + ["}"]
+            if s.else_ is not None:
+                out[-1] = "} else {"
+                out += [IND + x for x in self.stmt(s.else_)] + ["}"]
+            return out
+        if isinstance(s, A.MethodCallStatement):
+            return self.call_stmt(s.call)
+        if isinstance(s, A.ExitStatement):
+            return ["P->exited = 1;", "return;"]
+        if isinstance(s, A.ReturnStatement):
+            if s.value is not None:
+                raise EbpfUnsupported(s, "return with a value (functions)")
+            return ["return;"]
+        if isinstance(s, A.SwitchStatement):
+            raise EbpfUnsupported(s, "switch statement")
+        raise EbpfUnsupported(s, f"statement {type(s).__name__}")
+
+    def assign(self, s: A.AssignmentStatement) -> list[str]:
+        lhs, rhs = s.lhs, s.rhs
+        t = strip(lhs.type)
+        if isinstance(t, (T.HeaderType, T.StructType)):
+            if isinstance(rhs, (A.ListExpression, A.StructExpression)):
+                raise EbpfUnsupported(rhs, "header/struct initialiser")
+            return [f"{self.lval(lhs)} = {self.lval(rhs)};"]
+        if isinstance(lhs, A.SliceExpression):
+            lo, hi = lhs.lo_value, lhs.hi_value
+            assert lo is not None and hi is not None
+            m = (1 << (hi - lo + 1)) - 1
+            target = self.lval(lhs.expr)
+            return [f"{target} = ({target} & ~({m:#x}ULL << {lo})) | "
+                    f"((((u64){self.ex(rhs)}) & {m:#x}ULL) << {lo});"]
+        return [f"{self.lval(lhs)} = {self.ex(rhs)};"]
+
+    # --------------------------------------------------------------- calls
+    def call_stmt(self, call: A.MethodCallExpression) -> list[str]:
+        kind = call.call_kind
+        if kind is A.CallKind.BUILTIN_METHOD:
+            m = call.callee.member  # type: ignore[attr-defined]
+            obj = call.callee.expr  # type: ignore[attr-defined]
+            if m in ("setValid", "setInvalid"):
+                if not isinstance(strip(obj.type), T.HeaderType):
+                    raise EbpfUnsupported(call, f"{m} on {obj.type}")
+                return [f"{self.lval(obj)}._valid = {1 if m == 'setValid' else 0};"]
+            if m == "isValid":
+                return []
+            raise EbpfUnsupported(call, f"built-in method {m}")
+        if kind is A.CallKind.ACTION:
+            fn = self.action_fn(call.callee_decl)
+            args = [self.ex(a.value) for a in call.args]
+            return [f"{fn}({', '.join(['P'] + args)});", "if (P->exited) return;"]
+        if kind is A.CallKind.TABLE_APPLY:
+            return [f"{self.table_call(call)};", "if (P->exited) return;"]
+        if kind is A.CallKind.EXTERN_FUNCTION:
+            lowered = V1.lower_extern(self, call)
+            if lowered is None:
+                raise EbpfUnsupported(call, f"extern {getattr(call.callee_decl, 'name', '?')}")
+            return lowered
+        if kind is A.CallKind.EXTERN_METHOD:
+            if V1.extern_method_is_noop(call):
+                return []
+            obj = getattr(call.callee, "expr", None)
+            ext = getattr(getattr(getattr(obj, "decl", None), "type_decl", None), "name", None)
+            raise EbpfUnsupported(call, f"extern method {ext}.{getattr(call.callee, 'member', '?')}")
+        raise EbpfUnsupported(call, f"call ({kind.value if kind else '?'})")
+
+    def call_expr(self, e: A.MethodCallExpression) -> str:
+        if e.call_kind is A.CallKind.BUILTIN_METHOD and getattr(e.callee, "member", "") == "isValid":
+            obj = e.callee.expr  # type: ignore[attr-defined]
+            if not isinstance(strip(obj.type), T.HeaderType):
+                raise EbpfUnsupported(e, f"isValid on {obj.type}")
+            return f"{self.lval(obj)}._valid"
+        raise EbpfUnsupported(e, f"call in an expression ({e.call_kind.value if e.call_kind else '?'})")
+
+    # ------------------------------------------------------------- actions
+    def action_fn(self, decl: A.ActionDecl) -> str:
+        """The C function of an action; top-level actions (NoAction) are made on first use."""
+        fn = self.actions.get(decl)
+        if fn is None:
+            saved = self.scopes
+            self.scopes = [{}]
+            try:
+                fn = self.gen_action(decl, "")
+            finally:
+                self.scopes = saved
+        return fn
+
+    def gen_action(self, decl: A.ActionDecl, prefix: str) -> str:
+        fn = self.fresh("act_" + control_plane_name(decl, prefix))
+        self.actions[decl] = fn
+        scope: dict[Any, str] = {}
+        params = ["struct pipe *P"]
+        for p in decl.params:
+            if p.direction in (A.Direction.OUT, A.Direction.INOUT):
+                raise EbpfUnsupported(p, f"action {decl.name}: {p.direction.value} parameter {p.name}")
+            w = scalar_width(p.type_ref.type, p)
+            pn = "p_" + cname(p.name)
+            params.append(f"{ctype(w)} {pn}")
+            scope[p] = pn
+        self.scopes.insert(0, scope)
+        try:
+            body = self.stmts(decl.body.statements)
+        finally:
+            self.scopes.pop(0)
+        self.functions.append(f"/* action {control_plane_name(decl, prefix)} */\n"
+                              f"static __always_inline void {fn}({', '.join(params)}) {{\n"
+                              + "".join(IND + x + "\n" for x in body) + "}")
+        return fn
+
+    # -------------------------------------------------------------- tables
+    def gen_table(self, decl: A.TableDecl, prefix: str) -> None:
+        name = control_plane_name(decl, prefix)
+        table = self.compiled_tables.get(name)
+        if table is None:
+            raise EbpfUnsupported(decl, f"table {name} (not in the compiled program)")
+        lay = layout_table(table, decl, "tbl_" + cname(name.replace(".", "_")))
+        self.tables[decl] = lay
+        lay.c_decls = table_c_decls(lay)
+        keys = [self.ex(k.expr) for k in decl.keys if k.match_kind != "selector"]
+        by_name: dict[str, A.ActionDecl] = {}
+        for ref in list(decl.actions) + ([decl.default_action] if decl.default_action else []):
+            ad = action_decl_of(ref)
+            by_name[control_plane_name(ad, prefix if ad in self._local_actions else "")] = ad
+        t = lay.cname
+        lines = [f"static __always_inline u8 {t}_apply(struct pipe *P) {{",
+                 f"    struct {t}_key k = {{}};"]
+        lines += [IND + x for x in key_build_c(lay, keys)]
+        lines += [f"    struct {t}_value *v = {t}.lookup(&k);", "    u8 hit = v != 0;",
+                  "    if (!v) {", "        u32 z = 0;", f"        v = {t}_def.lookup(&z);",
+                  "        if (!v) return 0;", "    }"]
+        if lay.has_counters:
+            lines += ["    else {", f"        struct counter_cell *c = {t}_ctr.lookup(&v->slot);",
+                      "        if (c) {", "            __sync_fetch_and_add(&c->packets, 1);",
+                      "            __sync_fetch_and_add(&c->bytes, P->sm.packet_length);",
+                      "        }", "    }"]
+        lines.append("    switch (v->action) {")
+        for aname, aid in lay.action_ids.items():
+            ad = by_name.get(aname)
+            if ad is None:
+                raise EbpfUnsupported(decl, f"table {name}: action {aname} not found")
+            fn = self.action_fn(ad)
+            data = [p for p in ad.params if p.direction is A.Direction.NONE]
+            directional = [r for r in decl.actions if action_decl_of(r) is ad]
+            if any(p.direction is not A.Direction.NONE for p in ad.params):
+                raise EbpfUnsupported(directional[0] if directional else decl,
+                                      f"table {name}: action {ad.name} with directional parameters")
+            args = ["P"] + [f"v->{path}" for _, path in value_fields(lay, aname)][:len(data)]
+            lines.append(f"    case {aid}: {fn}({', '.join(args)}); break;  /* {aname} */")
+        lines += ["    }", "    return hit;", "}"]
+        self.functions.append("\n".join(lines))
+
+    def table_call(self, e: A.Expression) -> str:
+        if not (isinstance(e, A.MethodCallExpression) and e.call_kind is A.CallKind.TABLE_APPLY):
+            raise EbpfUnsupported(e, "table result of something other than t.apply()")
+        decl = e.callee_decl
+        lay = self.tables.get(decl)
+        if lay is None:
+            raise EbpfUnsupported(e, f"table {getattr(decl, 'name', '?')} of another control")
+        return f"{lay.cname}_apply(P)"
+
+    # ------------------------------------------------------------ controls
+    def gen_control(self, decl: A.ControlDecl, roles: tuple[str, ...]) -> str:
+        prefix = decl.name
+        scope: dict[Any, str] = {}
+        for p, role in zip(decl.params, roles):
+            if role != "packet":
+                scope[p] = f"P->{role}"
+        self.scopes = [scope]
+        self._local_actions = {d for d in decl.locals if isinstance(d, A.ActionDecl)}
+        init: list[str] = []
+        for d in decl.locals:
+            if isinstance(d, A.VariableDecl):
+                init += self.local_var(d, scope)
+            elif isinstance(d, A.InstantiationDecl):
+                tname = getattr(d.type_decl, "name", "?")
+                if tname not in ("direct_counter",):
+                    raise EbpfUnsupported(d, f"instance {d.name} of {tname}")
+        for d in decl.locals:
+            if isinstance(d, A.ActionDecl):
+                self.gen_action(d, prefix)
+        for d in decl.locals:
+            if isinstance(d, A.TableDecl):
+                self.gen_table(d, prefix)
+        body = init + self.stmts(decl.body.statements)
+        fn = f"ctl_{cname(decl.name)}"
+        self.functions.append(f"/* control {decl.name} */\n"
+                              f"static __always_inline void {fn}(struct pipe *P) {{\n"
+                              + "".join(IND + x + "\n" for x in body) + "}")
+        return fn

@@ -1,0 +1,195 @@
+"""The parser (a chain of labels over ``bpf_skb_load_bytes``) and the deparser.
+
+Parser: each state is a label; ``extract`` loads the header's bytes into the scratch
+buffer at the running offset ``P->off`` and unpacks its fields; a packet too short
+sets ``parser_error`` and ends parsing (v1model: ingress still runs); ``select`` is an
+if-chain over values, masks and ranges. States that form a loop are refused.
+
+Deparser: a straight sequence of ``emit``; the emitted headers' total length replaces
+the parsed bytes (``bpf_skb_adjust_room`` when it differs), then each valid header's
+bytes are packed and stored.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from softswitch.backends.ebpf import v1model as V1
+from softswitch.backends.ebpf.blocks import IND, CGen
+from softswitch.backends.ebpf.errors import EbpfUnsupported
+from softswitch.backends.ebpf.layout import HeaderLayout, cname, read_bits, strip, write_bytes
+from softswitch.frontend import ast as A
+from softswitch.frontend import types as T
+
+
+def _state_label(st: A.ParserState) -> str:
+    return f"st_{cname(st.name)}"
+
+
+def _is_method(s: Any, name: str) -> A.MethodCallExpression | None:
+    if isinstance(s, A.MethodCallStatement) and s.call.call_kind is A.CallKind.EXTERN_METHOD \
+            and getattr(s.call.callee, "member", None) == name:
+        return s.call
+    return None
+
+
+def _check_acyclic(decl: A.ParserDecl) -> None:
+    succ: dict[Any, list[Any]] = {}
+    for st in decl.states:
+        tr = st.transition
+        if isinstance(tr, A.PathExpression):
+            succ[st] = [tr.decl]
+        elif isinstance(tr, A.SelectExpression):
+            succ[st] = [c.next_state.decl for c in tr.cases]
+        else:
+            succ[st] = []
+    state: dict[Any, int] = {}
+
+    def visit(n: Any) -> None:
+        state[n] = 1
+        for m in succ.get(n, []):
+            if state.get(m) == 1:
+                raise EbpfUnsupported(m, f"parser loop through state {m.name} "
+                                         "(header stacks and TLV loops are not supported yet)")
+            if m not in state:
+                visit(m)
+        state[n] = 2
+
+    start = next((s for s in decl.states if s.name == "start"), None)
+    if start is not None:
+        visit(start)
+
+
+def gen_parser(g: CGen, decl: A.ParserDecl, errors: list[str]) -> str:
+    _check_acyclic(decl)
+    roles = V1.block_roles("p")
+    scope: dict[Any, str] = {p: f"P->{r}" for p, r in zip(decl.params, roles) if r != "packet"}
+    g.scopes = [scope]
+    init: list[str] = []
+    for d in decl.locals:
+        if isinstance(d, A.VariableDecl):
+            init += g.local_var(d, scope)
+        else:
+            raise EbpfUnsupported(d, f"parser local {type(d).__name__} {d.name}")
+    short = errors.index(V1.PACKET_TOO_SHORT) if V1.PACKET_TOO_SHORT in errors else 1
+    lines = list(init) + ["goto st_start;"]
+    for st in decl.states:
+        lines.append(f"{_state_label(st)}:")
+        body: list[str] = []
+        for s in st.statements:
+            call = _is_method(s, "extract")
+            if call is not None:
+                body += _extract(g, call, short)
+            elif _is_method(s, "lookahead") or _is_method(s, "advance"):
+                raise EbpfUnsupported(s, f"packet.{s.call.callee.member}")  # type: ignore[union-attr]
+            else:
+                body += g.stmt(s)
+        body += _transition(g, st)
+        lines += [IND + x for x in body]
+    lines += ["st_accept:", "st_reject:", "    return;"]
+    return ("/* parser " + decl.name + " */\n"
+            "static __always_inline void run_parser(struct __sk_buff *skb, struct pipe *P) {\n"
+            + "".join(IND + x + "\n" if not x.endswith(":") else x + "\n" for x in lines) + "}")
+
+
+def _extract(g: CGen, call: A.MethodCallExpression, short_code: int) -> list[str]:
+    if len(call.args) != 1:
+        raise EbpfUnsupported(call, "extract of a varbit header (two arguments)")
+    target = call.args[0].value
+    t = strip(target.type)
+    if not isinstance(t, T.HeaderType):
+        raise EbpfUnsupported(call, f"extract into {t}")
+    hl = g.layouts.header(t, call)
+    g.max_header = max(g.max_header, hl.size_bytes)
+    lv = g.lval(target)
+    out = [f"if (bpf_skb_load_bytes(skb, P->off, P->buf, {hl.size_bytes}) < 0) {{",
+           f"    P->sm.parser_error = {short_code};", "    return;", "}"]
+    for fname, off, w in hl.fields:
+        out.append(f"{lv}.{cname(fname)} = {read_bits('P->buf', off, w)};")
+    out += [f"{lv}._valid = 1;", f"P->off += {hl.size_bytes};"]
+    return out
+
+
+def _keyset_cond(g: CGen, key: str, ks: A.Keyset) -> str | None:
+    if isinstance(ks, A.DefaultKeyset):
+        return None
+    if isinstance(ks, A.ValueKeyset):
+        if isinstance(getattr(ks.expr, "decl", None), A.ValueSetDecl):
+            raise EbpfUnsupported(ks, "value_set in select")
+        return f"{key} == {g.ex(ks.expr)}"
+    if isinstance(ks, A.MaskKeyset):
+        m = g.ex(ks.mask)
+        return f"({key} & {m}) == ({g.ex(ks.value)} & {m})"
+    if isinstance(ks, A.RangeKeyset):
+        return f"({key} >= {g.ex(ks.lo)} && {key} <= {g.ex(ks.hi)})"
+    raise EbpfUnsupported(ks, f"keyset {type(ks).__name__}")
+
+
+def _transition(g: CGen, st: A.ParserState) -> list[str]:
+    tr = st.transition
+    if tr is None:
+        return ["goto st_reject;"]
+    if isinstance(tr, A.PathExpression):
+        return [f"goto {_state_label(tr.decl)};"]
+    keys = [g.ex(k) for k in tr.keys]
+    out = ["{"]
+    names = []
+    for i, k in enumerate(keys):
+        names.append(f"s{i}")
+        out.append(f"    u64 s{i} = {k};")
+    for case in tr.cases:
+        kss = case.keysets
+        if len(kss) == 1 and len(names) > 1 and isinstance(kss[0], A.DefaultKeyset):
+            kss = kss * len(names)
+        conds = [c for c in (_keyset_cond(g, n, ks) for n, ks in zip(names, kss)) if c is not None]
+        target = f"goto {_state_label(case.next_state.decl)};"
+        out.append(f"    if ({' && '.join(conds)}) {target}" if conds else f"    {target}")
+    out += ["    goto st_reject;", "}"]
+    return out
+
+
+def _emitted(g: CGen, e: A.Expression) -> list[tuple[str, HeaderLayout, Any]]:
+    t = strip(e.type)
+    if isinstance(t, T.HeaderType):
+        return [(g.lval(e), g.layouts.header(t, e), e)]
+    if isinstance(t, T.StructType):
+        out = []
+        for fname, ft in t.fields:
+            ft = strip(ft)
+            if isinstance(ft, T.HeaderType):
+                out.append((f"{g.lval(e)}.{cname(fname)}", g.layouts.header(ft, e), e))
+            elif isinstance(ft, T.StructType):
+                raise EbpfUnsupported(e, f"emit of nested struct {ft.name}")
+            else:
+                raise EbpfUnsupported(e, f"emit of {ft} field {fname}")
+        return out
+    raise EbpfUnsupported(e, f"emit of {t}")
+
+
+def gen_deparser(g: CGen, decl: A.ControlDecl) -> str:
+    roles = V1.block_roles("dep")
+    g.scopes = [{p: f"P->{r}" for p, r in zip(decl.params, roles) if r != "packet"}]
+    if decl.locals:
+        raise EbpfUnsupported(decl.locals[0], "declarations in the deparser")
+    emits: list[tuple[str, HeaderLayout, Any]] = []
+    for s in decl.body.statements:
+        call = _is_method(s, "emit")
+        if call is None:
+            raise EbpfUnsupported(s, "deparser statement other than packet.emit(...)")
+        emits += _emitted(g, call.args[0].value)
+    lines = ["u32 len = 0;"]
+    for lv, hl, _ in emits:
+        lines.append(f"if ({lv}._valid) len += {hl.size_bytes};")
+        g.max_header = max(g.max_header, hl.size_bytes)
+    lines += ["s32 delta = (s32)len - (s32)P->off;",
+              "if (delta != 0 && bpf_skb_adjust_room(skb, delta, BPF_ADJ_ROOM_MAC, 0) < 0)",
+              "    return -1;", "u32 o = 0;"]
+    for lv, hl, _ in emits:
+        lines.append(f"if ({lv}._valid) {{")
+        pieces = [(f"{lv}.{cname(f)}", w) for f, _, w in hl.fields]
+        lines += [IND + x for x in write_bytes("P->buf", pieces)]
+        lines += [f"    if (bpf_skb_store_bytes(skb, o, P->buf, {hl.size_bytes}, 0) < 0) return -1;",
+                  f"    o += {hl.size_bytes};", "}"]
+    lines.append("return 0;")
+    return ("/* deparser " + decl.name + " */\n"
+            "static __always_inline int run_deparser(struct __sk_buff *skb, struct pipe *P) {\n"
+            + "".join(IND + x + "\n" for x in lines) + "}")
