@@ -12,6 +12,7 @@ import argparse
 import logging
 import signal
 import sys
+from typing import Any
 
 from softswitch.cli._load import parse_defines
 from softswitch.errors import SoftswitchError
@@ -103,6 +104,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--name", default="softswitch", help="switch name in logs (e.g. s1)")
     p.add_argument("--no-p4", action="store_true",
                    help="start without a program (the default when none is given; BMv2 compatibility)")
+    p.add_argument("--target", choices=("python", "ebpf"), default="python",
+                   help="python: frames through this process (default); ebpf: the pipeline as a "
+                        "tc program in the kernel on every port (root, bcc)")
     p.add_argument("--thrift-port", type=int, help="accepted for simple_switch compatibility; unused")
     p.set_defaults(func=main)
 
@@ -163,7 +167,11 @@ def main(args: argparse.Namespace) -> int:
         return 2
     _setup_logging(args)
     try:
-        sd = Switchd(_options(args))
+        if args.target == "ebpf":
+            from softswitch.backends.ebpf.daemon import EbpfSwitchd
+            sd: Any = EbpfSwitchd(_options(args))
+        else:
+            sd = Switchd(_options(args))
     except SoftswitchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
