@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from softswitch.compiler.program import CompiledProgram, compile_program
 from softswitch.errors import CompileError
@@ -64,10 +64,10 @@ class Switch:
     def close(self) -> None:
         """Nothing to release on the Python target (the eBPF target unloads here)."""
 
-    def __enter__(self) -> Switch:
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def process(self, port: int, packet: Any) -> list[tuple[int, bytes]]:

@@ -14,8 +14,21 @@ from typing import Any
 from softswitch.backends.ebpf import v1model as V1
 from softswitch.backends.ebpf.errors import EbpfUnsupported
 from softswitch.backends.ebpf.exprs import ExprGen
-from softswitch.backends.ebpf.layout import Layouts, cname, ctype, read_bits, scalar_width, strip, words16, write_bytes
-from softswitch.backends.ebpf.tables_c import TableLayout, key_build_c, layout_table, table_c_decls, value_fields
+from softswitch.backends.ebpf.layout import (
+    Layouts,
+    cname,
+    ctype,
+    scalar_width,
+    strip,
+    words16,
+)
+from softswitch.backends.ebpf.tables_c import (
+    TableLayout,
+    key_build_c,
+    layout_table,
+    table_c_decls,
+    value_fields,
+)
 from softswitch.compiler.entries import action_decl_of
 from softswitch.compiler.walk import control_plane_name
 from softswitch.frontend import ast as A
@@ -27,9 +40,10 @@ IND = "    "
 class CGen(ExprGen):
     """Generates the C of one program; `compiled_tables` are the runtime's Table objects."""
 
-    def __init__(self, errors: list[str], compiled_tables: dict[str, Any]) -> None:
+    def __init__(self, errors: list[str], compiled_tables: dict[str, Any],
+                 top_level: dict[str, Any] | None = None) -> None:
         self.errors = errors
-        self.layouts = Layouts()
+        self.layouts = Layouts(top_level=dict(top_level or {}))
         self.scopes: list[dict[Any, str]] = []
         self.compiled_tables = compiled_tables
         self.tables: dict[Any, TableLayout] = {}       # TableDecl -> layout
@@ -119,8 +133,8 @@ class CGen(ExprGen):
             assert lo is not None and hi is not None
             m = (1 << (hi - lo + 1)) - 1
             target = self.lval(lhs.expr)
-            return [f"{target} = ({target} & ~({m:#x}ULL << {lo})) | "
-                    f"((((u64){self.ex(rhs)}) & {m:#x}ULL) << {lo});"]
+            value = f"((((u64){self.ex(rhs)}) & {m:#x}ULL) << {lo})"
+            return [f"{target} = ({target} & ~({m:#x}ULL << {lo})) | {value};"]
         return [f"{self.lval(lhs)} = {self.ex(rhs)};"]
 
     # --------------------------------------------------------------- calls
@@ -226,9 +240,10 @@ class CGen(ExprGen):
                       "        }", "    }"]
         lines.append("    switch (v->action) {")
         for aname, aid in lay.action_ids.items():
-            ad = by_name.get(aname)
-            if ad is None:
+            found = by_name.get(aname)
+            if found is None:
                 raise EbpfUnsupported(decl, f"table {name}: action {aname} not found")
+            ad = found
             fn = self.action_fn(ad)
             data = [p for p in ad.params if p.direction is A.Direction.NONE]
             directional = [r for r in decl.actions if action_decl_of(r) is ad]

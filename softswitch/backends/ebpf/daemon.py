@@ -83,6 +83,7 @@ class EbpfSwitchd:
         self.stop_event = threading.Event()
 
     def start(self) -> None:
+        from ebpf.errors import AttachError
         from ebpf.tc import attach_tc
         from softswitch.switchd.daemon import apply_entries, start_grpc
         opts = self.opts
@@ -96,7 +97,7 @@ class EbpfSwitchd:
                 try:
                     att = attach_tc(kernel.fd, f"p4_{opts.name}"[:15], ifname, netns=opts.netns,
                                     direction="ingress", prio=TC_PRIO)
-                except Exception as exc:  # ebpf.errors.AttachError and netlink errors
+                except (AttachError, OSError) as exc:
                     raise EbpfKernelError(f"port {port}@{ifname}: {exc}") from None
                 self.attachments.append(att)
                 import ctypes

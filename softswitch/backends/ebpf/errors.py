@@ -14,7 +14,7 @@ class EbpfUnsupported(CompileError):
 
     def __init__(self, node: Any, what: str) -> None:
         loc = getattr(node, "loc", None)
-        where = f"{loc}: " if loc is not None and getattr(loc, "line", 0) else ""
+        where = f"{loc}: " if loc is not None and getattr(loc, "line", None) else ""
         super().__init__(f"{where}unsupported on --target ebpf: {what}")
 
 

@@ -145,7 +145,10 @@ class ExprGen:
             return f"{self.lval(e.expr)}.{cname(e.member)}"
         if isinstance(e, A.IndexExpression):
             raise EbpfUnsupported(e, "header stack element")
-        raise EbpfUnsupported(e, f"assignment target {type(e).__name__}")
+        from softswitch.frontend.text import expr_text
+        if isinstance(e, A.MethodCallExpression):
+            raise EbpfUnsupported(e, f"a field of a call's result ({expr_text(e)})")
+        raise EbpfUnsupported(e, f"{expr_text(e)} as a value or assignment target")
 
     # implemented by the statement half
     def table_call(self, e: A.Expression) -> str:  # pragma: no cover - abstract

@@ -39,6 +39,54 @@ class _TestRunAttr(ctypes.Structure):
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 
+BPF_PROG_GET_FD_BY_ID, BPF_MAP_GET_FD_BY_ID, BPF_OBJ_GET_INFO_BY_FD = 13, 14, 15
+
+
+class _InfoAttr(ctypes.Structure):
+    """``union bpf_attr``'s ``info`` member."""
+
+    _fields_ = [("bpf_fd", ctypes.c_uint32), ("info_len", ctypes.c_uint32), ("info", ctypes.c_uint64)]
+
+
+class _GetIdAttr(ctypes.Structure):
+    _fields_ = [("id", ctypes.c_uint32), ("next_id", ctypes.c_uint32), ("open_flags", ctypes.c_uint32)]
+
+
+def object_id(fd: int) -> int:
+    """The kernel id of a BPF program or map fd (``bpf_prog_info.id``/``bpf_map_info.id``
+    both sit after a 32-bit type)."""
+    info = (ctypes.c_uint32 * 64)()
+    attr = _InfoAttr(bpf_fd=fd, info_len=ctypes.sizeof(info), info=ctypes.addressof(info))
+    if _libc.syscall(_NR_BPF, BPF_OBJ_GET_INFO_BY_FD, ctypes.byref(attr), ctypes.sizeof(attr)) != 0:
+        err = ctypes.get_errno()
+        raise EbpfKernelError(f"BPF_OBJ_GET_INFO_BY_FD({fd}): {os.strerror(err)}")
+    return int(info[1])
+
+
+def program_map_ids(prog_fd: int) -> list[int]:
+    """Ids of the maps a loaded program uses (``bpf_prog_info.nr_map_ids``/``map_ids``)."""
+    ids = (ctypes.c_uint32 * 256)()
+    info = (ctypes.c_uint8 * 256)()
+    ctypes.c_uint32.from_buffer(info, 52).value = 256          # nr_map_ids
+    ctypes.c_uint64.from_buffer(info, 56).value = ctypes.addressof(ids)   # map_ids
+    attr = _InfoAttr(bpf_fd=prog_fd, info_len=ctypes.sizeof(info), info=ctypes.addressof(info))
+    if _libc.syscall(_NR_BPF, BPF_OBJ_GET_INFO_BY_FD, ctypes.byref(attr), ctypes.sizeof(attr)) != 0:
+        err = ctypes.get_errno()
+        raise EbpfKernelError(f"BPF_OBJ_GET_INFO_BY_FD({prog_fd}): {os.strerror(err)}")
+    n = ctypes.c_uint32.from_buffer(info, 52).value
+    return [int(ids[i]) for i in range(min(n, 256))]
+
+
+def object_exists(kind: str, obj_id: int) -> bool:
+    """Whether program/map `obj_id` still exists in the kernel (teardown checks)."""
+    cmd = BPF_PROG_GET_FD_BY_ID if kind == "prog" else BPF_MAP_GET_FD_BY_ID
+    attr = _GetIdAttr(id=obj_id)
+    fd = _libc.syscall(_NR_BPF, cmd, ctypes.byref(attr), ctypes.sizeof(attr))
+    if fd >= 0:
+        os.close(fd)
+        return True
+    return False
+
 
 def test_run(prog_fd: int, data: bytes, repeat: int = 1) -> tuple[int, bytes, int]:
     """(tc verdict, packet after the program, mean ns per run) of one BPF_PROG_TEST_RUN."""
@@ -70,7 +118,7 @@ class LoadedProgram:
         try:
             self.bpf: Any = BPF(text=source.encode(), cflags=["-w", "-Wno-unused-label",
                                                                "-Wno-unused-function"])
-            self.fn: Any = self.bpf.load_func(ENTRY, BPF.SCHED_CLS)
+            self.fn: Any = self.bpf.load_func(ENTRY.encode(), BPF.SCHED_CLS)
         except Exception as exc:  # noqa: BLE001 - bcc raises bare Exception with the log
             raise EbpfKernelError(f"{name}: the kernel refused the generated program: {exc}") \
                 from None
@@ -81,12 +129,12 @@ class LoadedProgram:
         return int(self.fn.fd)
 
     def table(self, name: str) -> Any:
-        return self.bpf[name]
+        return self.bpf[name.encode()]
 
     def set_test_port(self, port: int | None, length: int = 0) -> None:
         """Test mode (`port` = the ingress port of the next test runs, `length` the real
         length of a padded frame) or live mode (None)."""
-        cfg = self.bpf["p4_cfg"]
+        cfg = self.table("p4_cfg")
         leaf = cfg.Leaf()
         leaf.test_mode = 1 if port is not None else 0
         leaf.test_port = port or 0
@@ -102,12 +150,16 @@ class LoadedProgram:
         verdict, out, _ = test_run(self.fd, padded)
         if verdict != TC_ACT_REDIRECT:
             return None, out
-        res = self.bpf["p4_test_result"][ctypes.c_int(0)]
+        res = self.table("p4_test_result")[ctypes.c_int(0)]
         return (None if res.dropped else int(res.port)), out
+
+    def kernel_ids(self) -> dict[str, list[int]]:
+        """Ids of the program and every map it owns, as the kernel knows them."""
+        return {"prog": [object_id(self.fd)], "map": program_map_ids(self.fd)}
 
     def stats(self) -> dict[str, int]:
         """Totals of the per-CPU statistics (received, transmitted, dropped ...)."""
-        tab = self.bpf["p4_stats"]
+        tab = self.table("p4_stats")
         return {name: int(sum(tab.getvalue(tab.Key(i)))) for i, name in enumerate(STATS)}
 
     def close(self) -> None:

@@ -14,9 +14,7 @@ from typing import Any
 from softswitch.backends.ebpf.errors import EbpfUnsupported
 from softswitch.frontend import types as T
 
-C_KEYWORDS = frozenset("""auto break case char const continue default do double else enum extern
-float for goto if inline int long register restrict return short signed sizeof static struct
-switch typedef union unsigned void volatile while u8 u16 u32 u64 s8 s16 s32 s64 P skb""".split())
+C_KEYWORDS = frozenset(["auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64", "P", "skb"])
 
 
 def cname(name: str) -> str:
@@ -28,9 +26,7 @@ def cname(name: str) -> str:
 def strip(t: Any) -> Any:
     """The representation type: new types and serializable enums by their underlying type."""
     while True:
-        if isinstance(t, T.NewType):
-            t = t.underlying
-        elif isinstance(t, T.SerEnumType):
+        if isinstance(t, (T.NewType, T.SerEnumType)):
             t = t.underlying
         else:
             return t
@@ -80,7 +76,16 @@ class Layouts:
 
     decls: list[str] = field(default_factory=list)
     headers: dict[str, HeaderLayout] = field(default_factory=dict)
+    top_level: dict[str, Any] = field(default_factory=dict)   # type name -> declaration
     _done: set[str] = field(default_factory=set)
+
+    def _field_node(self, type_name: str, fname: str, node: Any) -> Any:
+        """The field's declaration (for its location in errors), else `node`."""
+        decl = self.top_level.get(type_name)
+        for f in getattr(decl, "fields", None) or []:
+            if getattr(f, "name", None) == fname:
+                return f
+        return node
 
     def struct_name(self, t: Any, node: Any) -> str:
         t = strip(t)
@@ -104,6 +109,7 @@ class Layouts:
         off = 0
         lines = [f"struct h_{cname(t.name)} {{", "    u8 _valid;"]
         for fname, ftype in t.fields:
+            node = self._field_node(t.name, fname, node)
             if isinstance(strip(ftype), T.VarbitType):
                 raise EbpfUnsupported(node, f"varbit field {t.name}.{fname}")
             if isinstance(strip(ftype), T.StructType):
@@ -126,10 +132,11 @@ class Layouts:
         lines = [f"struct s_{cname(t.name)} {{"]
         for fname, ftype in t.fields:
             ft = strip(ftype)
+            fnode = self._field_node(t.name, fname, node)
             if isinstance(ft, (T.HeaderType, T.StructType, T.StackType, T.HeaderUnionType)):
-                lines.append(f"    {self.struct_name(ft, node)} {cname(fname)};")
+                lines.append(f"    {self.struct_name(ft, fnode)} {cname(fname)};")
             else:
-                lines.append(f"    {ctype(scalar_width(ft, node))} {cname(fname)};")
+                lines.append(f"    {ctype(scalar_width(ft, fnode))} {cname(fname)};")
         if len(lines) == 1:
             lines.append("    u8 _unused;")
         lines.append("};")

@@ -55,7 +55,7 @@ class TableMirror:
     def refresh_counters(self, table: Table) -> None:
         if self.counters is None:
             return
-        by_handle = {e.handle: e for e in table._index.values()}  # noqa: SLF001 - same package family
+        by_handle = {e.handle: e for e in table._index.values()}
         for handle, slot in self.slots.items():
             e = by_handle.get(handle)
             if e is not None:

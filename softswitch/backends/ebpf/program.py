@@ -124,7 +124,7 @@ def generate_c(checked: Any, compiled_tables: dict[str, Any], *, errors: list[st
     if main is None or main.package != V1.PACKAGE:
         raise EbpfUnsupported(getattr(main, "decl", None), f"package {getattr(main, 'package', None)} "
                                                            f"(only {V1.PACKAGE})")
-    g = CGen(errors, compiled_tables)
+    g = CGen(errors, compiled_tables, checked.top_level)
     blocks = {b.param: b for b in main.blocks}
     for b in main.blocks:
         if b.args:

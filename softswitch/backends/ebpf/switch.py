@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Self, TextIO
 
 from softswitch.backends.ebpf.errors import EbpfUnsupported
 from softswitch.backends.ebpf.kernel import LoadedProgram
@@ -28,7 +28,7 @@ from softswitch.v1model.switch import DROP_PORT, OutputPacket
 def _refuse_unmirrored(program: CompiledProgram) -> None:
     """Run-time objects the kernel program has no copy of yet: refuse, never ignore."""
     checked = program.checked
-    kinds = {"registers": program.registers, "counters": program.counters, "meters": program.meters,
+    kinds: dict[str, dict[str, Any]] = {"registers": program.registers, "counters": program.counters, "meters": program.meters,
              "digests": program.digests, "value_sets": program.value_sets,
              "action profiles": program.action_profiles, "direct meters": program.direct_meters}
     for kind, objs in kinds.items():
@@ -133,8 +133,8 @@ class EbpfSwitch:
         self.mirrors = {}
         self.kernel.close()
 
-    def __enter__(self) -> EbpfSwitch:
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

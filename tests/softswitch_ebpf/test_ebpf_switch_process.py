@@ -1,0 +1,108 @@
+"""The kernel switch between real veths in namespaces, and teardown of everything it
+loaded: tc filters, the program and every map."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+from ebpf_helpers import ROOT
+
+from mininet_topos.netns import Namespace, veth_pair
+from softswitch.api import Switch
+from softswitch.backends.ebpf.kernel import object_exists
+
+pytestmark = [pytest.mark.bpf, pytest.mark.root]
+PROGRAM = ROOT / "p4" / "examples" / "ipv4_forward.p4"
+
+
+def _gone(ids: dict[str, list[int]], timeout_s: float = 5.0) -> list[tuple[str, int]]:
+    """Kernel objects of `ids` still alive after up to `timeout_s` (freeing is deferred)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        alive = [(k, i) for k, lst in ids.items() for i in lst if object_exists(k, i)]
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.05)
+
+
+def test_close_frees_program_and_every_map() -> None:
+    sw = Switch.from_file(PROGRAM, target="ebpf")
+    ids = sw.kernel.kernel_ids()
+    assert len(ids["prog"]) == 1 and len(ids["map"]) >= 9   # 6 fixed maps + 3 of the table
+    assert len(_gone(ids, 0)) == 1 + len(ids["map"])      # all alive while loaded
+    sw.close()
+    assert _gone(ids) == []
+
+
+def _quiet(ns: Namespace) -> None:
+    ns.run(["sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1"], check=False)
+    ns.run(["sysctl", "-q", "-w", "net.ipv6.conf.default.disable_ipv6=1"], check=False)
+
+
+def test_switch_process_forwards_between_namespaces_and_cleans_up(tmp_path) -> None:
+    made: list[Namespace] = []
+    proc = None
+    try:
+        h1, sw, h2 = (Namespace.create("tebp") for _ in range(3))
+        made += [h1, sw, h2]
+        for ns in made:
+            _quiet(ns)
+        a, s1 = veth_pair(h1, sw, prefix="tebp", addr_a="10.7.0.1/24")
+        s2, b = veth_pair(sw, h2, prefix="tebp", addr_b="10.7.0.2/24")
+        h1.run(["ip", "neigh", "replace", "10.7.0.2", "lladdr", b.mac, "dev", a.ifname])
+        h2.run(["ip", "neigh", "replace", "10.7.0.1", "lladdr", a.mac, "dev", b.ifname])
+        entries = tmp_path / "routes.entries"
+        entries.write_text(
+            f"add MyIngress.ipv4_lpm hdr.ipv4.dstAddr:0x0a070001/32 "
+            f"MyIngress.ipv4_forward(dstAddr:0x{a.mac.replace(':', '')}, port:1)\n"
+            f"add MyIngress.ipv4_lpm hdr.ipv4.dstAddr:0x0a070002/32 "
+            f"MyIngress.ipv4_forward(dstAddr:0x{b.mac.replace(':', '')}, port:2)\n")
+        stats = tmp_path / "stats.json"
+        proc = sw.popen([sys.executable, "-m", "softswitch", "switch", str(PROGRAM), "--target", "ebpf",
+                         "--entries", str(entries), "-i", f"1@{s1.ifname}", "-i", f"2@{s2.ifname}",
+                         "--grpc-server-addr", "none", "--stats-file", str(stats)],
+                        cwd=str(ROOT), env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                        stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while not stats.exists():
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert time.monotonic() < deadline, "ebpf switch not ready in 60 s"
+            time.sleep(0.05)
+        filters = sw.run(["tc", "filter", "show", "dev", s1.ifname, "ingress"]).stdout
+        assert "p4_softswitch" in filters and "direct-action" in filters, filters
+        res = h1.run(["ping", "-c", "3", "-i", "0.2", "-W", "3", "10.7.0.2"], check=False)
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert "ttl=63" in res.stdout                      # the kernel program decremented the TTL
+        with h2.enter():
+            rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        rx.bind(("0.0.0.0", 4444))
+        rx.settimeout(3)
+        with h1.enter():
+            tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            for i in range(50):
+                msg = f"datagram {i} ".encode() * 30
+                tx.sendto(msg, ("10.7.0.2", 4444))
+                assert rx.recv(4096) == msg
+        finally:
+            rx.close()
+            tx.close()
+        time.sleep(1.2)                                   # one statistics interval
+        st = json.loads(stats.read_text())
+        assert st["target"] == "ebpf" and st["tx"] >= 56 and st["no_port"] == 0, st
+        proc.terminate()
+        assert proc.wait(20) == 0, proc.stderr.read() if proc.stderr else ""
+        for ifname in (s1.ifname, s2.ifname):
+            left = sw.run(["tc", "filter", "show", "dev", ifname, "ingress"], check=False).stdout
+            assert "p4_softswitch" not in left, left
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        for ns in reversed(made):
+            ns.close()

@@ -1,0 +1,89 @@
+"""What the eBPF target cannot express yet is refused with the construct and its
+file:line:col, before anything is loaded (no root needed): never a silent difference."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from softswitch.backends.ebpf import EbpfUnsupported
+from softswitch.backends.ebpf.program import generate_c
+from softswitch.backends.ebpf.switch import EbpfSwitch
+from softswitch.compiler.program import compile_program
+from softswitch.frontend.load import load_source
+
+ROOT = Path(__file__).resolve().parents[2]
+
+PROGRAM = """
+#include <core.p4>
+#include <v1model.p4>
+header h_t {{ bit<8> a; bit<8> b; }}
+struct hs {{ h_t h; {extra_hdr} }}
+struct m_t {{ bit<8> x; }}
+parser P(packet_in pk, out hs hdr, inout m_t m, inout standard_metadata_t sm) {{
+    state start {{ pk.extract(hdr.h); transition accept; }}
+}}
+control V(inout hs hdr, inout m_t m) {{ apply {{ }} }}
+control I(inout hs hdr, inout m_t m, inout standard_metadata_t sm) {{
+    {decls}
+    apply {{
+        sm.egress_spec = 2;
+        {body}
+    }}
+}}
+control E(inout hs hdr, inout m_t m, inout standard_metadata_t sm) {{ apply {{ }} }}
+control C(inout hs hdr, inout m_t m) {{ apply {{ }} }}
+control D(packet_out pk, in hs hdr) {{ apply {{ pk.emit(hdr.h); }} }}
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"""
+
+
+def _generate(decls: str = "", body: str = "", extra_hdr: str = "") -> str:
+    checked = load_source(PROGRAM.format(decls=decls, body=body, extra_hdr=extra_hdr),
+                          filename="t.p4", include_dirs=(str(ROOT / "p4"),))
+    compiled = compile_program(checked)
+    return generate_c(checked, compiled.tables, errors=compiled.errors).source
+
+
+def test_supported_program_generates_c() -> None:
+    src = _generate(body="hdr.h.b = hdr.h.a + 1;")
+    assert "int p4_pipeline(struct __sk_buff *skb)" in src
+    assert "P->hdr.h.b = (((u64)P->hdr.h.a + (u64)0x1ULL) & 0xffULL);" in src
+
+
+@pytest.mark.parametrize("decls, body, extra_hdr, construct, line", [
+    ("", "hdr.h.b = (bit<8>)((int<8>)hdr.h.a + 1);", "", "signed", 15),
+    ("", "hash(hdr.h.a, HashAlgorithm.crc16, 8w0, {hdr.h.b}, 8w255);", "", "extern hash", 15),
+    ("", "", "h_t[2] stack;", "header stack", 5),
+    ("", "switch (hdr.h.a) { 1: { hdr.h.b = 2; } }", "", "switch statement", 15),
+], ids=["signed", "hash", "stack", "switch"])
+def test_unsupported_names_construct_and_location(decls: str, body: str, extra_hdr: str,
+                                                  construct: str, line: int) -> None:
+    with pytest.raises(EbpfUnsupported) as err:
+        _generate(decls, body, extra_hdr)
+    msg = str(err.value)
+    assert msg.startswith(f"t.p4:{line}:"), msg
+    assert "unsupported on --target ebpf" in msg and construct in msg, msg
+
+
+def test_register_refused_before_loading() -> None:
+    checked = load_source(PROGRAM.format(decls="register<bit<8>>(4) r;",
+                                         body="r.write(0, hdr.h.a);", extra_hdr=""),
+                          filename="t.p4", include_dirs=(str(ROOT / "p4"),))
+    with pytest.raises(EbpfUnsupported, match=r"^t\.p4:12:\d+: unsupported on --target ebpf: registers"):
+        EbpfSwitch.from_checked(checked)
+
+
+def test_cli_prints_file_line_col(tmp_path: Path) -> None:
+    prog = tmp_path / "bad.p4"
+    prog.write_text(PROGRAM.format(decls="", body="", extra_hdr="h_t[2] stack;"))
+    stf = tmp_path / "bad.stf"
+    stf.write_text("packet 1 0102\n")
+    res = subprocess.run([sys.executable, "-m", "softswitch", "stf", "--target", "ebpf",
+                          "-I", str(ROOT / "p4"), str(prog), str(stf)],
+                         check=False, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert res.returncode == 2
+    assert f"{prog}:5:" in res.stderr and "error: unsupported on --target ebpf: header stack" \
+        in res.stderr, res.stderr
