@@ -138,7 +138,7 @@ def _rx_packets(ns: Namespace) -> int:
 def measure_burst(h1: Namespace, h2: Namespace, seconds: float, senders: int) -> tuple[float, float]:
     """(frames/s arriving at h2's interface, frames/s the senders wrote) with `senders`
     AF_PACKET senders in h1 sending 64-byte UDP frames to h2."""
-    import scapy.layers.inet as inet
+    from scapy.layers import inet
     from scapy.layers.l2 import Ether
     frame = bytes(Ether(src=h1.mac, dst=h2.mac) / inet.IP(src=h1.ip, dst=h2.ip)
                   / inet.UDP(sport=1234, dport=4444) / (b"x" * 18))
