@@ -8,6 +8,7 @@ import pytest
 from ebpf_helpers import ROOT
 
 from softswitch.api import Switch
+from softswitch.errors import RuntimeApiError
 from softswitch.tables import Lpm
 
 pytestmark = [pytest.mark.bpf, pytest.mark.root]
@@ -74,3 +75,67 @@ def test_random_entries_and_packets_give_identical_outputs_and_counters() -> Non
         k_counts = {e.key: (e.packets, e.bytes) for e in kern.runtime.table_entries("MyIngress.ipv4_lpm")}
         assert k_counts == py_counts
         assert sum(p for p, _ in k_counts.values()) > 0
+
+
+def _acl_packet(rng: random.Random, srcs: list[int], dsts: list[int]) -> bytes:
+    eth = rng.randbytes(12) + rng.choice([b"\x08\x00", b"\x08\x00", b"\x81\x00", b"\x86\xdd"])
+    proto = rng.choice([6, 17, 0x85, 1])
+    src = rng.choice(srcs) if rng.random() < 0.7 else rng.getrandbits(32)
+    dst = rng.choice(dsts) if rng.random() < 0.7 else rng.getrandbits(32)
+    ip = (bytes([0x45, rng.getrandbits(8)]) + (28).to_bytes(2, "big") + rng.randbytes(4)
+          + bytes([rng.choice([0, 1, 64]), proto]) + rng.randbytes(2)
+          + src.to_bytes(4, "big") + dst.to_bytes(4, "big"))
+    l4 = rng.getrandbits(16).to_bytes(2, "big") + rng.randrange(0, 2000).to_bytes(2, "big")
+    frame = eth + ip + l4 + rng.randbytes(rng.randrange(0, 20))
+    if rng.random() < 0.1:
+        frame = frame[:rng.randrange(14, len(frame))]
+    return frame
+
+
+def test_ternary_range_optional_priorities_identical_on_both_targets() -> None:
+    from softswitch.tables import Exact, Optional, Range, Ternary
+    rng = random.Random(1414)
+    program = ROOT / "tests" / "softswitch_ebpf" / "acl.p4"
+    py = Switch.from_file(program)
+    with Switch.from_file(program, target="ebpf") as kern:
+        srcs, dsts, added = [], [], []
+        for _ in range(120):
+            smask = rng.choice([0, 0, 0xFF000000, rng.getrandbits(32)])
+            dmask = rng.choice([0, 0xFFFFFF00, 0xFFFFFFFF, rng.getrandbits(32)])
+            sval, dval = rng.getrandbits(32) & smask, rng.getrandbits(32) & dmask
+            srcs.append(sval)
+            dsts.append(dval)
+            lo = rng.randrange(0, 2000)
+            key = [Ternary(sval, smask), Ternary(dval, dmask), Range(lo, min(lo + rng.randrange(0, 1500), 0xFFFF)),
+                   Optional(rng.choice([None, None, 6, 17, 0x85])), Exact(rng.randrange(0, 4))]
+            act = rng.choice(["I.deny", "I.permit", "I.permit", "I.nop"])
+            args = [rng.randrange(0, 511), rng.getrandbits(8)] if act == "I.permit" else []
+            prio = rng.randrange(1, 40)
+            try:
+                py.runtime.table_add("I.acl", key, act, args, prio)
+            except RuntimeApiError:           # a duplicate key: refused on both
+                with pytest.raises(RuntimeApiError):
+                    kern.runtime.table_add("I.acl", key, act, args, prio)
+                continue
+            kern.runtime.table_add("I.acl", key, act, args, prio)
+            added.append((key, prio))
+        for cls in range(0, 256, 3):
+            for valid in (0, 1):
+                for sw in (py, kern):
+                    sw.runtime.table_add("I.by_class", [cls, valid], "I.set_mark", [cls * 7 + valid])
+        for key, prio in added[:20]:               # deletes reorder the kernel's scan array
+            for sw in (py, kern):
+                sw.runtime.table_delete("I.acl", key, prio)
+        for sw in (py, kern):
+            sw.runtime.table_set_default("I.acl", "I.permit", [7, 3])
+        outs = 0
+        for i in range(2000):
+            frame = _acl_packet(rng, srcs, dsts)
+            port = rng.randrange(0, 4)
+            want, got = py.process(port, frame), kern.process(port, frame)
+            assert got == want, f"packet {i} port {port}: {frame.hex()}\n python {want}\n ebpf   {got}"
+            outs += bool(want)
+        assert outs > 200
+        py_counts = {(e.key, e.priority): (e.packets, e.bytes) for e in py.runtime.table_entries("I.acl")}
+        k_counts = {(e.key, e.priority): (e.packets, e.bytes) for e in kern.runtime.table_entries("I.acl")}
+        assert k_counts == py_counts and sum(p for p, _ in k_counts.values()) > 0

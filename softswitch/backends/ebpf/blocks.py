@@ -26,6 +26,7 @@ from softswitch.backends.ebpf.tables_c import (
     TableLayout,
     key_build_c,
     layout_table,
+    scan_lookup_c,
     table_c_decls,
     value_fields,
 )
@@ -227,10 +228,14 @@ class CGen(ExprGen):
             ad = action_decl_of(ref)
             by_name[control_plane_name(ad, prefix if ad in self._local_actions else "")] = ad
         t = lay.cname
-        lines = [f"static __always_inline u8 {t}_apply(struct pipe *P) {{",
-                 f"    struct {t}_key k = {{}};"]
-        lines += [IND + x for x in key_build_c(lay, keys)]
-        lines += [f"    struct {t}_value *v = {t}.lookup(&k);", "    u8 hit = v != 0;",
+        lines = [f"static __always_inline u8 {t}_apply(struct pipe *P) {{"]
+        if lay.map_kind == "scan":
+            lines += [IND + x for x in scan_lookup_c(lay, keys)]
+        else:
+            lines += [f"    struct {t}_key k = {{}};"]
+            lines += [IND + x for x in key_build_c(lay, keys)]
+            lines += [f"    struct {t}_value *v = {t}.lookup(&k);"]
+        lines += ["    u8 hit = v != 0;",
                   "    if (!v) {", "        u32 z = 0;", f"        v = {t}_def.lookup(&z);",
                   "        if (!v) return 0;", "    }"]
         if lay.has_counters:

@@ -26,6 +26,7 @@ class TableMirror:
         self.table = table
         self.layout = layout
         self.map = prog.table(layout.cname)
+        self.count = prog.table(layout.cname + "_n") if layout.map_kind == "scan" else None
         self.default_map = prog.table(layout.cname + "_def")
         self.counters = prog.table(layout.cname + "_ctr") if layout.has_counters else None
         self.slots: dict[int, int] = {}           # entry handle -> slot
@@ -36,6 +37,7 @@ class TableMirror:
         self._write_default(self.table.default)
         for e in self.table.entries():
             self._write(e, new=True)
+        self._rewrite_scan()
 
     # ------------------------------------------------------------- observer
     def entry_changed(self, table: Table, op: str, entry: TableEntry) -> None:
@@ -48,6 +50,8 @@ class TableMirror:
                 self._write(entry, new=False)
             elif op == "delete":
                 self._delete(entry)
+            if op != "default":
+                self._rewrite_scan()
         except OSError as exc:  # bcc raises KeyError/Exception subclasses with the errno text
             raise RuntimeApiError(RuntimeErrorCode.UNSUPPORTED,
                                   f"table {table.name}: kernel map update failed: {exc}") from exc
@@ -67,7 +71,7 @@ class TableMirror:
         lay = self.layout
         if entry.member is not None or entry.group is not None:
             raise EbpfKernelError(f"table {lay.name}: indirect entries are not supported on ebpf")
-        leaf = self.map.Leaf()
+        leaf = self.map.Leaf() if self.count is None else self.default_map.Leaf()
         aid = lay.action_ids[entry.action]
         leaf.action = aid
         leaf.slot = slot
@@ -97,17 +101,37 @@ class TableMirror:
                 cell = self.counters.Leaf()
                 cell.packets, cell.bytes = entry.packets, entry.bytes
                 self.counters[ctypes.c_int(slot)] = cell
-        self.map[self._key(entry)] = self._value(entry, slot)
+        if self.count is None:
+            self.map[self._key(entry)] = self._value(entry, slot)
+
+    def _rewrite_scan(self) -> None:
+        """A scan table's array in match order: largest priority first, then oldest.
+        The count goes down first and up last, so a packet never reads a half-written cell
+        beyond the count (it may see the old order for an instant)."""
+        if self.count is None:
+            return
+        entries = sorted(self.table._index.values(), key=lambda e: (-e.priority, e.handle))
+        self.count[ctypes.c_int(0)] = ctypes.c_uint32(0)
+        for i, e in enumerate(entries):
+            cell = self.map.Leaf()
+            a, b = self.layout.scan_cells(e.key)
+            for j, (x, y) in enumerate(zip(a, b)):
+                cell.a[j], cell.b[j] = x, y
+            value = self._value(e, self.slots[e.handle])   # same layout, another ctypes class
+            ctypes.memmove(ctypes.addressof(cell.v), ctypes.addressof(value), ctypes.sizeof(value))
+            self.map[ctypes.c_int(i)] = cell
+        self.count[ctypes.c_int(0)] = ctypes.c_uint32(len(entries))
 
     def _write_default(self, entry: TableEntry) -> None:
         self.default_map[ctypes.c_int(0)] = self._value(entry, 0)
 
     def _delete(self, entry: TableEntry) -> None:
         slot = self.slots.pop(entry.handle, None)
-        try:
-            del self.map[self._key(entry)]
-        except KeyError:
-            pass
+        if self.count is None:
+            try:
+                del self.map[self._key(entry)]
+            except KeyError:
+                pass
         if slot is not None:
             if self.counters is not None:
                 self.counters[ctypes.c_int(slot)] = self.counters.Leaf()

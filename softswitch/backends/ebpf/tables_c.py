@@ -6,6 +6,11 @@ writer builds each entry's key from the same `TableLayout`, byte for byte.
 * all-exact keys: a hash map keyed by the key fields, each big-endian in whole bytes;
 * one LPM key (after any exact ones): an LPM trie; the LPM field is left-aligned in
   its bytes and the prefix length counts the exact fields' bits first;
+* ternary, range or optional keys (or several LPM keys): an array of entries in
+  priority order (the largest first, earlier entries first among equals, as the
+  Python target's scan), each key field as (value, mask) or (low, high), scanned by
+  a bounded loop up to the number of entries in use; the writer rewrites the order
+  on each change;
 * the value: the action id, the entry's slot (its direct-counter cell) and the action
   data as a union of one struct per action; a one-cell array holds the default.
 """
@@ -16,7 +21,9 @@ from typing import Any
 
 from softswitch.backends.ebpf.errors import EbpfUnsupported
 from softswitch.backends.ebpf.layout import cname, ctype
-from softswitch.tables import Exact, Lpm, Table, TableEntry
+
+MAX_SCAN_ENTRIES = 1024
+from softswitch.tables import Exact, Lpm, Optional, Range, Table, TableEntry, Ternary
 
 
 @dataclass(slots=True, kw_only=True)
@@ -25,7 +32,7 @@ class KeySegment:
     width: int
     nbytes: int
     offset: int         # byte offset in the key data
-    kind: str           # exact | lpm
+    kind: str           # exact | lpm | ternary | range | optional
 
 
 @dataclass(slots=True, kw_only=True)
@@ -34,7 +41,7 @@ class TableLayout:
 
     name: str                       # control-plane name (P4Info)
     cname: str                      # C identifier stem: maps tbl_X, tbl_X_def, tbl_X_ctr
-    map_kind: str                   # hash | lpm
+    map_kind: str                   # hash | lpm | scan
     segments: list[KeySegment]
     key_bytes: int
     size: int
@@ -62,20 +69,48 @@ class TableLayout:
             data[seg.offset:seg.offset + seg.nbytes] = value.to_bytes(seg.nbytes, "big")
         return bytes(data), plen
 
+    def scan_cells(self, entry_key: tuple[Any, ...]) -> tuple[list[int], list[int]]:
+        """(a, b) per key field of a scan table: (value, mask), or (low, high) for ranges."""
+        a, b = [], []
+        for seg in self.segments:
+            m = entry_key[seg.index]
+            full = (1 << seg.width) - 1
+            if isinstance(m, Exact):
+                a.append(m.value)
+                b.append(full)
+            elif isinstance(m, Lpm):
+                a.append(m.value)
+                b.append(((1 << m.prefix_len) - 1) << (seg.width - m.prefix_len))
+            elif isinstance(m, Ternary):
+                a.append(m.value)
+                b.append(m.mask)
+            elif isinstance(m, Range):
+                a.append(m.low)
+                b.append(m.high)
+            elif isinstance(m, Optional):
+                a.append(m.value or 0)
+                b.append(0 if m.value is None else full)
+            else:
+                raise TypeError(f"table {self.name}: match {m!r}")
+        return a, b
+
 
 def layout_table(table: Table, decl: Any, cstem: str) -> TableLayout:
     """The layout of `table` (its compiled Python object carries names, keys, actions)."""
     kinds = [k.match_kind for k in table.keys]
-    if any(k not in ("exact", "lpm") for k in kinds):
+    if any(k not in ("exact", "lpm", "ternary", "range", "optional") for k in kinds):
         bad = next(k for k in table.keys if k.match_kind not in ("exact", "lpm"))
         raise EbpfUnsupported(decl, f"table {table.name}: {bad.match_kind} key {bad.name}")
-    if kinds.count("lpm") > 1:
-        raise EbpfUnsupported(decl, f"table {table.name}: more than one lpm key")
+    scan = table.needs_priority
+    if scan and table.size > MAX_SCAN_ENTRIES:
+        raise EbpfUnsupported(decl, f"table {table.name}: {table.size} entries of ternary/range/"
+                                    f"optional keys (the kernel scan takes at most {MAX_SCAN_ENTRIES})")
     if table.profile is not None:
         raise EbpfUnsupported(decl, f"table {table.name}: action profile/selector implementation")
     if table.has_direct_meter:
         raise EbpfUnsupported(decl, f"table {table.name}: direct meter")
-    order = [i for i, k in enumerate(kinds) if k == "exact"] + [i for i, k in enumerate(kinds) if k == "lpm"]
+    order = list(range(len(kinds))) if scan else (
+        [i for i, k in enumerate(kinds) if k == "exact"] + [i for i, k in enumerate(kinds) if k == "lpm"])
     segs = []
     off = 0
     for i in order:
@@ -86,22 +121,16 @@ def layout_table(table: Table, decl: Any, cstem: str) -> TableLayout:
         segs.append(KeySegment(index=i, width=kf.width, nbytes=nb, offset=off, kind=kf.match_kind))
         off += nb
     return TableLayout(
-        name=table.name, cname=cstem, map_kind="lpm" if "lpm" in kinds else "hash",
+        name=table.name, cname=cstem,
+        map_kind="scan" if scan else "lpm" if "lpm" in kinds else "hash",
         segments=segs, key_bytes=max(off, 1), size=max(table.size, 1),
         action_ids={a: i + 1 for i, a in enumerate(table.actions)},
         action_params={a: list(s.params) for a, s in table.actions.items()},
         has_counters=table.has_direct_counter, decl_loc=getattr(decl, "loc", None))
 
 
-def table_c_decls(lay: TableLayout) -> list[str]:
-    """The key/value structs and the maps of one table."""
-    t = lay.cname
-    lines = [f"struct {t}_key {{"]
-    if lay.map_kind == "lpm":
-        lines.append("    u32 prefixlen;")
-    lines += [f"    u8 k[{lay.key_bytes}];", "};"]
-    lines.append(f"struct {t}_value {{")
-    lines += ["    u32 action;", "    u32 slot;", "    union {"]
+def _value_struct(lay: TableLayout) -> list[str]:
+    lines = [f"struct {lay.cname}_value {{", "    u32 action;", "    u32 slot;", "    union {"]
     for a, params in lay.action_params.items():
         aid = lay.action_ids[a]
         if params:
@@ -110,6 +139,51 @@ def table_c_decls(lay: TableLayout) -> list[str]:
                 lines.append(f"            {ctype(w)} {cname(p)};")
             lines.append(f"        }} a{aid};  /* {a} */")
     lines += ["        u8 none;", "    } u;", "};"]
+    return lines
+
+
+def _scan_c_decls(lay: TableLayout) -> list[str]:
+    t = lay.cname
+    n = max(len(lay.segments), 1)
+    lines = _value_struct(lay)
+    lines += [f"struct {t}_entry {{", f"    u64 a[{n}];", f"    u64 b[{n}];",
+              f"    struct {t}_value v;", "};",
+              f"BPF_ARRAY({t}, struct {t}_entry, {lay.size});",
+              f"BPF_ARRAY({t}_n, u32, 1);",
+              f"BPF_ARRAY({t}_def, struct {t}_value, 1);"]
+    if lay.has_counters:
+        lines.append(f"BPF_ARRAY({t}_ctr, struct counter_cell, {lay.size});")
+    return lines
+
+
+def scan_lookup_c(lay: TableLayout, key_exprs: list[str]) -> list[str]:
+    """C statements setting ``v`` to the first matching entry's value (or 0)."""
+    t = lay.cname
+    out = [f"u64 key{i} = {key_exprs[seg.index]};" for i, seg in enumerate(lay.segments)]
+    conds = []
+    for i, seg in enumerate(lay.segments):
+        if seg.kind == "range":
+            conds.append(f"key{i} >= e->a[{i}] && key{i} <= e->b[{i}]")
+        else:
+            conds.append(f"(key{i} & e->b[{i}]) == e->a[{i}]")
+    out += [f"struct {t}_value *v = 0;", "u32 z = 0;", f"u32 *np = {t}_n.lookup(&z);",
+            "u32 n = np ? *np : 0;", "#pragma clang loop unroll(disable)",
+            f"for (u32 i = 0; i < {lay.size}; i++) {{", "    if (i >= n) break;",
+            f"    struct {t}_entry *e = {t}.lookup(&i);", "    if (!e) break;",
+            f"    if ({' && '.join(conds) or '1'}) {{", "        v = &e->v;", "        break;", "    }", "}"]
+    return out
+
+
+def table_c_decls(lay: TableLayout) -> list[str]:
+    """The key/value structs and the maps of one table."""
+    t = lay.cname
+    if lay.map_kind == "scan":
+        return _scan_c_decls(lay)
+    lines = [f"struct {t}_key {{"]
+    if lay.map_kind == "lpm":
+        lines.append("    u32 prefixlen;")
+    lines += [f"    u8 k[{lay.key_bytes}];", "};"]
+    lines += _value_struct(lay)
     if lay.map_kind == "lpm":
         lines.append(f"BPF_LPM_TRIE({t}, struct {t}_key, struct {t}_value, {lay.size});")
     else:

@@ -1,0 +1,75 @@
+// An ACL over ternary, range, optional and exact keys with priorities, a direct
+// counter, an exact table and slices, for the eBPF target's differential test.
+#include <core.p4>
+#include <v1model.p4>
+
+header ethernet_t { bit<48> dst; bit<48> src; bit<16> type; }
+header ipv4_t {
+    bit<4> version; bit<4> ihl; bit<8> tos; bit<16> len; bit<16> id; bit<3> flags;
+    bit<13> frag; bit<8> ttl; bit<8> proto; bit<16> csum; bit<32> src; bit<32> dst;
+}
+header l4_t { bit<16> sport; bit<16> dport; }
+struct headers { ethernet_t eth; ipv4_t ip; l4_t l4; }
+struct meta_t { bit<8> cls; bit<16> mark; }
+
+parser P(packet_in pk, out headers hdr, inout meta_t m, inout standard_metadata_t sm) {
+    state start {
+        pk.extract(hdr.eth);
+        transition select(hdr.eth.type) { 0x0800: ip; 0x8100 &&& 0xefff: accept; default: accept; }
+    }
+    state ip {
+        pk.extract(hdr.ip);
+        transition select(hdr.ip.proto) { 6: l4; 17: l4; 0x80 .. 0x8f: l4; default: accept; }
+    }
+    state l4 { pk.extract(hdr.l4); transition accept; }
+}
+
+control V(inout headers hdr, inout meta_t m) { apply { } }
+
+control I(inout headers hdr, inout meta_t m, inout standard_metadata_t sm) {
+    direct_counter(CounterType.packets_and_bytes) acl_hits;
+    action deny() { mark_to_drop(sm); }
+    action permit(bit<9> port, bit<8> cls) {
+        sm.egress_spec = port;
+        m.cls = cls;
+        hdr.ip.tos[7:2] = cls[5:0];
+    }
+    action nop() { }
+    table acl {
+        key = {
+            hdr.ip.src: ternary;
+            hdr.ip.dst: ternary;
+            hdr.l4.dport: range;
+            hdr.ip.proto: optional;
+            sm.ingress_port: exact;
+        }
+        actions = { deny; permit; nop; }
+        default_action = deny();
+        counters = acl_hits;
+        size = 256;
+    }
+    action set_mark(bit<16> mark) { m.mark = mark; hdr.eth.src = hdr.eth.src ^ 48w1; }
+    table by_class {
+        key = { m.cls: exact; hdr.l4.isValid(): exact; }
+        actions = { set_mark; NoAction; }
+    }
+    apply {
+        if (hdr.ip.isValid()) {
+            if (acl.apply().hit) {
+                by_class.apply();
+                if (m.mark != 0) { hdr.ip.ttl = hdr.ip.ttl |-| 1; }
+            }
+        } else {
+            sm.egress_spec = 1;
+        }
+    }
+}
+
+control E(inout headers hdr, inout meta_t m, inout standard_metadata_t sm) {
+    apply { if (sm.egress_port == 7) { hdr.eth.dst = 0; } }
+}
+control C(inout headers hdr, inout meta_t m) { apply { } }
+control D(packet_out pk, in headers hdr) {
+    apply { pk.emit(hdr.eth); pk.emit(hdr.ip); pk.emit(hdr.l4); }
+}
+V1Switch(P(), V(), I(), E(), C(), D()) main;
