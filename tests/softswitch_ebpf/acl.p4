@@ -1,5 +1,5 @@
 // An ACL over ternary, range, optional and exact keys with priorities, a direct
-// counter, an exact table and slices, for the eBPF target's differential test.
+// counter, an exact table, slices, an indexed counter and a register, for the eBPF target's differential test.
 #include <core.p4>
 #include <v1model.p4>
 
@@ -28,6 +28,8 @@ control V(inout headers hdr, inout meta_t m) { apply { } }
 
 control I(inout headers hdr, inout meta_t m, inout standard_metadata_t sm) {
     direct_counter(CounterType.packets_and_bytes) acl_hits;
+    counter(8, CounterType.packets_and_bytes) port_count;
+    register<bit<16>>(8) last_dport;
     action deny() { mark_to_drop(sm); }
     action permit(bit<9> port, bit<8> cls) {
         sm.egress_spec = port;
@@ -54,6 +56,13 @@ control I(inout headers hdr, inout meta_t m, inout standard_metadata_t sm) {
         actions = { set_mark; NoAction; }
     }
     apply {
+        port_count.count((bit<32>)sm.ingress_port + 5);    // ports 3 and up: out of range
+        if (hdr.l4.isValid()) {
+            bit<16> prev;
+            last_dport.read(prev, (bit<32>)sm.ingress_port);
+            last_dport.write((bit<32>)sm.ingress_port, hdr.l4.dport);
+            hdr.ip.id = prev;
+        }
         if (hdr.ip.isValid()) {
             if (acl.apply().hit) {
                 by_class.apply();

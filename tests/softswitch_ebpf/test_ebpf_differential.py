@@ -139,3 +139,16 @@ def test_ternary_range_optional_priorities_identical_on_both_targets() -> None:
         py_counts = {(e.key, e.priority): (e.packets, e.bytes) for e in py.runtime.table_entries("I.acl")}
         k_counts = {(e.key, e.priority): (e.packets, e.bytes) for e in kern.runtime.table_entries("I.acl")}
         assert k_counts == py_counts and sum(p for p, _ in k_counts.values()) > 0
+        for i in range(8):
+            assert kern.runtime.counter_read("I.port_count", i) == py.runtime.counter_read("I.port_count", i)
+            assert kern.runtime.register_read("I.last_dport", i) == py.runtime.register_read("I.last_dport", i)
+        assert kern.runtime.counter_read("I.port_count", 5)[0] > 0
+        for sw in (py, kern):                       # control-plane writes reach the kernel
+            sw.runtime.register_write("I.last_dport", 1, 0xBEEF)
+            sw.runtime.counter_write("I.port_count", 6, 10, 1000)
+        frame = _acl_packet(rng, srcs, dsts)
+        while len(frame) < 42 or frame[12:14] != b"\x08\x00" or frame[23] not in (6, 17):
+            frame = _acl_packet(rng, srcs, dsts)
+        assert kern.process(1, frame) == py.process(1, frame)
+        assert kern.runtime.counter_read("I.port_count", 6) == py.runtime.counter_read("I.port_count", 6) \
+            == (11, 1000 + len(frame))

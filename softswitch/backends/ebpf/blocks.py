@@ -55,6 +55,9 @@ class CGen(ExprGen):
         self._n = 0
         self.block_kind = ""
         self._local_actions: set[Any] = set()
+        self.instances: dict[Any, tuple[str, str, int, int]] = {}   # InstantiationDecl -> extern
+        self.externs: dict[str, tuple[str, str, int, int]] = {}      # control-plane name -> extern
+        self.extern_maps: list[str] = []
 
     def fresh(self, base: str) -> str:
         self._n += 1
@@ -165,6 +168,9 @@ class CGen(ExprGen):
         if kind is A.CallKind.EXTERN_METHOD:
             if V1.extern_method_is_noop(call):
                 return []
+            lowered = self.extern_method(call)
+            if lowered is not None:
+                return lowered
             obj = getattr(call.callee, "expr", None)
             ext = getattr(getattr(getattr(obj, "decl", None), "type_decl", None), "name", None)
             raise EbpfUnsupported(call, f"extern method {ext}.{getattr(call.callee, 'member', '?')}")
@@ -241,7 +247,7 @@ class CGen(ExprGen):
         if lay.has_counters:
             lines += ["    else {", f"        struct counter_cell *c = {t}_ctr.lookup(&v->slot);",
                       "        if (c) {", "            __sync_fetch_and_add(&c->packets, 1);",
-                      "            __sync_fetch_and_add(&c->bytes, P->sm.packet_length);",
+                      "            __sync_fetch_and_add(&c->bytes, P->pkt_len);",
                       "        }", "    }"]
         lines.append("    switch (v->action) {")
         for aname, aid in lay.action_ids.items():
@@ -269,6 +275,54 @@ class CGen(ExprGen):
             raise EbpfUnsupported(e, f"table {getattr(decl, 'name', '?')} of another control")
         return f"{lay.cname}_apply(P)"
 
+    # ------------------------------------------------------ counters, registers
+    def gen_instance(self, d: A.InstantiationDecl, prefix: str) -> None:
+        """A counter or register as a BPF array; direct counters live with their table."""
+        tname = getattr(d.type_decl, "name", "?")
+        if tname == "direct_counter":
+            return
+        if tname not in ("counter", "register"):
+            raise EbpfUnsupported(d, f"instance {d.name} of {tname}")
+        size = d.args[0].value.const_value if d.args else None
+        if not isinstance(size, int) or size <= 0:
+            raise EbpfUnsupported(d, f"{tname} {d.name}: size must be a positive constant")
+        name = control_plane_name(d, prefix)
+        mapname = self.fresh(("ctr_" if tname == "counter" else "reg_") + name.replace(".", "_"))
+        if tname == "counter":
+            self.extern_maps.append(f"BPF_ARRAY({mapname}, struct counter_cell, {size});")
+            width = 0
+        else:
+            tr = d.type_ref
+            elem = tr.args[0].type if isinstance(tr, A.SpecializedTypeRef) and tr.args else None
+            width = scalar_width(elem, d)
+            self.extern_maps.append(f"BPF_ARRAY({mapname}, u64, {size});")
+        self.instances[d] = (tname, mapname, size, width)
+        self.externs[name] = (tname, mapname, size, width)
+
+    def extern_method(self, call: A.MethodCallExpression) -> list[str] | None:
+        """``c.count(i)``, ``r.read(out v, i)``, ``r.write(i, v)``; None if not one of these."""
+        obj = getattr(call.callee, "expr", None)
+        inst = self.instances.get(getattr(obj, "decl", None))
+        if inst is None:
+            return None
+        kind, mapname, size, width = inst
+        member = getattr(call.callee, "member", "")
+        args = [a.value for a in call.args]
+        if kind == "counter" and member == "count":
+            return ["{", f"    u32 i = (u32)({self.ex(args[0])});",
+                    f"    struct counter_cell *c = i < {size} ? {mapname}.lookup(&i) : 0;",
+                    "    if (c) {", "        __sync_fetch_and_add(&c->packets, 1);",
+                    "        __sync_fetch_and_add(&c->bytes, P->pkt_len);", "    }", "}"]
+        if kind == "register" and member == "read":
+            return ["{", f"    u32 i = (u32)({self.ex(args[1])});",
+                    f"    u64 *c = i < {size} ? {mapname}.lookup(&i) : 0;",
+                    f"    {self.lval(args[0])} = c ? (*c & {(1 << width) - 1:#x}ULL) : 0;", "}"]
+        if kind == "register" and member == "write":
+            return ["{", f"    u32 i = (u32)({self.ex(args[0])});",
+                    f"    u64 *c = i < {size} ? {mapname}.lookup(&i) : 0;",
+                    f"    if (c) *c = (u64)({self.ex(args[1])}) & {(1 << width) - 1:#x}ULL;", "}"]
+        return None
+
     # ------------------------------------------------------------ controls
     def gen_control(self, decl: A.ControlDecl, roles: tuple[str, ...]) -> str:
         prefix = decl.name
@@ -283,9 +337,7 @@ class CGen(ExprGen):
             if isinstance(d, A.VariableDecl):
                 init += self.local_var(d, scope)
             elif isinstance(d, A.InstantiationDecl):
-                tname = getattr(d.type_decl, "name", "?")
-                if tname not in ("direct_counter",):
-                    raise EbpfUnsupported(d, f"instance {d.name} of {tname}")
+                self.gen_instance(d, prefix)
         for d in decl.locals:
             if isinstance(d, A.ActionDecl):
                 self.gen_action(d, prefix)

@@ -30,6 +30,8 @@ class GeneratedProgram:
 
     source: str
     tables: dict[str, TableLayout] = field(default_factory=dict)   # by control-plane name
+    # counters and registers by control-plane name: (kind, map name, size, width)
+    externs: dict[str, tuple[str, str, int, int]] = field(default_factory=dict)
 
 
 _PRELUDE = """\
@@ -72,6 +74,7 @@ int {entry}(struct __sk_buff *skb) {{
     __builtin_memset(P, 0, sizeof(*P));
     P->sm.ingress_port = port;
     P->sm.packet_length = skb->len;
+    P->pkt_len = skb->len;
     P->sm.ingress_global_timestamp = (bpf_ktime_get_ns() / 1000) & 0xffffffffffffULL;
     run_parser(skb, P);
     {verify}(P);
@@ -145,7 +148,7 @@ def generate_c(checked: Any, compiled_tables: dict[str, Any], *, errors: list[st
     assert isinstance(dep, A.ControlDecl)
     deparser_fn = gen_deparser(g, dep)
     pipe = ["struct pipe {", f"    {struct_hdr} hdr;", f"    {struct_meta} meta;", f"    {struct_sm} sm;",
-            "    u32 off;", "    u8 exited;", f"    u8 buf[{max(g.max_header, 8)}];"]
+            "    u32 off;", "    u32 pkt_len;", "    u8 exited;", f"    u8 buf[{max(g.max_header, 8)}];"]
     pipe += ["    " + f for f in g.pipe_fields] + ["};"]
     maps = ["BPF_PERCPU_ARRAY(p4_scratch, struct pipe, 1);",
             "BPF_ARRAY(p4_cfg, struct p4_config, 1);",
@@ -155,10 +158,12 @@ def generate_c(checked: Any, compiled_tables: dict[str, Any], *, errors: list[st
             f"BPF_PERCPU_ARRAY(p4_stats, u64, {len(STATS)});"]
     for lay in g.tables.values():
         maps += lay.c_decls
+    maps += g.extern_maps
     parts = [_PRELUDE.format(source=", ".join(checked.source_files[:1]) or "P4", drop=V1.DROP_PORT)]
     parts += g.layouts.decls + ["\n".join(pipe), "\n".join(maps)]
     parts += g.functions + [parser_fn, deparser_fn]
     parts.append(_MAIN.format(entry=ENTRY, verify=ctl["vr"], ingress=ctl["ig"], egress=ctl["eg"],
                               compute=ctl["ck"]))
     return GeneratedProgram(source="\n\n".join(parts) + "\n",
-                            tables={lay.name: lay for lay in g.tables.values()})
+                            tables={lay.name: lay for lay in g.tables.values()},
+                            externs=dict(g.externs))

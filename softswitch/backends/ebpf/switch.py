@@ -17,9 +17,9 @@ from softswitch.backends.ebpf.errors import EbpfUnsupported
 from softswitch.backends.ebpf.kernel import LoadedProgram
 from softswitch.backends.ebpf.maps import TableMirror
 from softswitch.backends.ebpf.program import GeneratedProgram, generate_c
+from softswitch.backends.ebpf.runtime import EbpfRuntime
 from softswitch.compiler.program import CompiledProgram, compile_program
 from softswitch.errors import SoftswitchError
-from softswitch.runtime import SwitchRuntime
 from softswitch.trace import TraceEvent
 from softswitch.v1model.pre import ReplicationEngine
 from softswitch.v1model.switch import DROP_PORT, OutputPacket
@@ -28,8 +28,8 @@ from softswitch.v1model.switch import DROP_PORT, OutputPacket
 def _refuse_unmirrored(program: CompiledProgram) -> None:
     """Run-time objects the kernel program has no copy of yet: refuse, never ignore."""
     checked = program.checked
-    kinds: dict[str, dict[str, Any]] = {"registers": program.registers, "counters": program.counters, "meters": program.meters,
-             "digests": program.digests, "value_sets": program.value_sets,
+    kinds: dict[str, dict[str, Any]] = {
+        "meters": program.meters, "digests": program.digests, "value_sets": program.value_sets,
              "action profiles": program.action_profiles, "direct meters": program.direct_meters}
     for kind, objs in kinds.items():
         if objs:
@@ -62,11 +62,15 @@ class EbpfSwitch:
         if dump_c is not None:
             dump_c.write(self.generated.source)
             dump_c.flush()
+        missing = [n for n in (*program.registers, *program.counters) if n not in self.generated.externs]
+        if missing:
+            raise EbpfUnsupported(_decl_named(program.checked, missing[0]),
+                                  f"counter or register {missing[0]} outside a control")
         self.pre = ReplicationEngine()
-        self.runtime = SwitchRuntime(program, self.pre)
         self.kernel = LoadedProgram(self.generated.source, name=name)
         self.mirrors: dict[str, TableMirror] = {}
         try:
+            self.runtime = EbpfRuntime(program, self.pre, self.kernel, self.generated.externs)
             for tname, lay in self.generated.tables.items():
                 table = program.tables[tname]
                 mirror = TableMirror(self.kernel, table, lay)
