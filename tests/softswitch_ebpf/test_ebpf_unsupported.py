@@ -68,11 +68,11 @@ def test_unsupported_names_construct_and_location(decls: str, body: str, extra_h
     assert "unsupported on --target ebpf" in msg and construct in msg, msg
 
 
-def test_register_refused_before_loading() -> None:
-    checked = load_source(PROGRAM.format(decls="register<bit<8>>(4) r;",
-                                         body="r.write(0, hdr.h.a);", extra_hdr=""),
+def test_meter_refused_before_loading() -> None:
+    checked = load_source(PROGRAM.format(decls="meter(4, MeterType.packets) mt;",
+                                         body="mt.execute_meter(0, m.x);", extra_hdr=""),
                           filename="t.p4", include_dirs=(str(ROOT / "p4"),))
-    with pytest.raises(EbpfUnsupported, match=r"^t\.p4:12:\d+: unsupported on --target ebpf: registers"):
+    with pytest.raises(EbpfUnsupported, match=r"^t\.p4:12:\d+: unsupported on --target ebpf: meters"):
         EbpfSwitch.from_checked(checked)
 
 
