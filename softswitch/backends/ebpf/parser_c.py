@@ -6,8 +6,11 @@ sets ``parser_error`` and ends parsing (v1model: ingress still runs); ``select``
 if-chain over values, masks and ranges. States that form a loop are refused.
 
 Deparser: a straight sequence of ``emit``; the emitted headers' total length replaces
-the parsed bytes (``bpf_skb_adjust_room`` when it differs), then each valid header's
-bytes are packed and stored.
+the parsed bytes, then each valid header's bytes are packed and stored. When the length
+differs, ``bpf_skb_adjust_room`` makes or removes the room (fast, but only for IP
+packets that keep their IP header); otherwise the packet grows at its head
+(``bpf_skb_change_head``) or its payload moves forward in 64-byte chunks and the tail
+is cut (``bpf_skb_change_tail``).
 """
 from __future__ import annotations
 
@@ -180,9 +183,7 @@ def gen_deparser(g: CGen, decl: A.ControlDecl) -> str:
     for lv, hl, _ in emits:
         lines.append(f"if ({lv}._valid) len += {hl.size_bytes};")
         g.max_header = max(g.max_header, hl.size_bytes)
-    lines += ["s32 delta = (s32)len - (s32)P->off;",
-              "if (delta != 0 && bpf_skb_adjust_room(skb, delta, BPF_ADJ_ROOM_MAC, 0) < 0)",
-              "    return -1;", "u32 o = 0;"]
+    lines += ["if (resize_headers(skb, P, len) < 0)", "    return -1;", "u32 o = 0;"]
     for lv, hl, _ in emits:
         lines.append(f"if ({lv}._valid) {{")
         pieces = [(f"{lv}.{cname(f)}", w) for f, _, w in hl.fields]

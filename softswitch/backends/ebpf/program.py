@@ -19,6 +19,7 @@ from softswitch.backends.ebpf.tables_c import TableLayout
 from softswitch.frontend import ast as A
 
 MAX_PORTS = 512
+MAX_FRAME_BYTES = 9216     # the longest payload moved when headers shrink (jumbo frames)
 # per-CPU statistics cells, in this order
 STATS = ("rx", "tx", "dropped", "no_port", "deparse_error")
 ENTRY = "p4_pipeline"
@@ -43,6 +44,34 @@ _PRELUDE = """\
 struct counter_cell {{ u64 packets; u64 bytes; }};
 struct p4_config {{ u32 test_mode; u32 test_port; u32 test_len; }};
 struct p4_test_result {{ u32 port; u32 dropped; }};
+"""
+
+RESIZE = """\
+/* Give the packet `len` header bytes where the parser consumed P->off. */
+static __always_inline int resize_headers(struct __sk_buff *skb, struct pipe *P, u32 len) {{
+    s32 delta = (s32)len - (s32)P->off;
+    if (delta == 0) return 0;
+    if (bpf_skb_adjust_room(skb, delta, BPF_ADJ_ROOM_MAC, 0) == 0) return 0;
+    if (delta > 0) return bpf_skb_change_head(skb, (u32)delta, 0);
+    /* constant sizes only (the verifier bounds them): 64-byte chunks, then single bytes */
+    u32 from = P->off, to = len, total = skb->len;
+    u32 n = total > from ? total - from : 0;
+    u32 full = n / 64;
+#pragma clang loop unroll(disable)
+    for (u32 i = 0; i < {chunks}; i++) {{
+        if (i >= full) break;
+        if (bpf_skb_load_bytes(skb, from + i * 64, P->mv, 64) < 0) return -1;
+        if (bpf_skb_store_bytes(skb, to + i * 64, P->mv, 64, 0) < 0) return -1;
+    }}
+    u32 base = full * 64;
+#pragma clang loop unroll(disable)
+    for (u32 j = 0; j < 64; j++) {{
+        if (base + j >= n) break;
+        if (bpf_skb_load_bytes(skb, from + base + j, P->mv, 1) < 0) return -1;
+        if (bpf_skb_store_bytes(skb, to + base + j, P->mv, 1, 0) < 0) return -1;
+    }}
+    return bpf_skb_change_tail(skb, total - (from - to), 0);
+}}
 """
 
 _MAIN = """\
@@ -148,7 +177,7 @@ def generate_c(checked: Any, compiled_tables: dict[str, Any], *, errors: list[st
     assert isinstance(dep, A.ControlDecl)
     deparser_fn = gen_deparser(g, dep)
     pipe = ["struct pipe {", f"    {struct_hdr} hdr;", f"    {struct_meta} meta;", f"    {struct_sm} sm;",
-            "    u32 off;", "    u32 pkt_len;", "    u8 exited;", f"    u8 buf[{max(g.max_header, 8)}];"]
+            "    u32 off;", "    u32 pkt_len;", "    u8 exited;", "    u8 mv[64];", f"    u8 buf[{max(g.max_header, 8)}];"]
     pipe += ["    " + f for f in g.pipe_fields] + ["};"]
     maps = ["BPF_PERCPU_ARRAY(p4_scratch, struct pipe, 1);",
             "BPF_ARRAY(p4_cfg, struct p4_config, 1);",
@@ -161,7 +190,7 @@ def generate_c(checked: Any, compiled_tables: dict[str, Any], *, errors: list[st
     maps += g.extern_maps
     parts = [_PRELUDE.format(source=", ".join(checked.source_files[:1]) or "P4", drop=V1.DROP_PORT)]
     parts += g.layouts.decls + ["\n".join(pipe), "\n".join(maps)]
-    parts += g.functions + [parser_fn, deparser_fn]
+    parts += g.functions + [parser_fn, RESIZE.format(chunks=MAX_FRAME_BYTES // 64), deparser_fn]
     parts.append(_MAIN.format(entry=ENTRY, verify=ctl["vr"], ingress=ctl["ig"], egress=ctl["eg"],
                               compute=ctl["ck"]))
     return GeneratedProgram(source="\n\n".join(parts) + "\n",
