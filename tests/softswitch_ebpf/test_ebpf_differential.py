@@ -171,3 +171,16 @@ def test_header_push_and_pop_identical_on_both_targets() -> None:
             port = rng.randrange(0, 6)
             want, got = py.process(port, frame), kern.process(port, frame)
             assert got == want, f"packet {i} port {port}: {frame.hex()}\n python {want}\n ebpf   {got}"
+
+
+def test_hash_algorithms_identical_on_both_targets() -> None:
+    """crc16, crc32, identity, csum16 and xor16 of random fields (also field lists that
+    end in a partial byte, a base and a modulus, a crc16 update_checksum)."""
+    rng = random.Random(7)
+    program = ROOT / "tests" / "softswitch_ebpf" / "hashes.p4"
+    py = Switch.from_file(program)
+    with Switch.from_file(program, target="ebpf") as kern:
+        for i in range(300):
+            frame = rng.randbytes(14 + 21 + rng.randrange(0, 10))
+            want, got = py.process(0, frame), kern.process(0, frame)
+            assert got == want, f"packet {i}: {frame.hex()}\n python {want}\n ebpf   {got}"

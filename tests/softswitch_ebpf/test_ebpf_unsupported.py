@@ -55,7 +55,7 @@ def test_supported_program_generates_c() -> None:
 
 @pytest.mark.parametrize("decls, body, extra_hdr, construct, line", [
     ("", "hdr.h.b = (bit<8>)((int<8>)hdr.h.a + 1);", "", "signed", 15),
-    ("", "hash(hdr.h.a, HashAlgorithm.crc16, 8w0, {hdr.h.b}, 8w255);", "", "extern hash", 15),
+    ("", "hash(hdr.h.a, HashAlgorithm.random, 8w0, {hdr.h.b}, 8w255);", "", "hash algorithm random", 15),
     ("", "", "h_t[2] stack;", "header stack", 5),
     ("", "switch (hdr.h.a) { 1: { hdr.h.b = 2; } }", "", "switch statement", 15),
 ], ids=["signed", "hash", "stack", "switch"])

@@ -123,6 +123,11 @@ class LoadedProgram:
             raise EbpfKernelError(f"{name}: the kernel refused the generated program: {exc}") \
                 from None
         self.closed = False
+        from softswitch.backends.ebpf.hashes_c import crc_table
+        for algo in ("crc16", "crc32"):
+            tab = self.table(f"p4_{algo}_table")
+            for i, v in enumerate(crc_table(algo)):
+                tab[ctypes.c_int(i)] = ctypes.c_uint32(v)
 
     @property
     def fd(self) -> int:

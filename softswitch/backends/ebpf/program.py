@@ -14,6 +14,7 @@ from typing import Any
 from softswitch.backends.ebpf import v1model as V1
 from softswitch.backends.ebpf.blocks import CGen
 from softswitch.backends.ebpf.errors import EbpfUnsupported
+from softswitch.backends.ebpf.hashes_c import MAX_HASH_BYTES
 from softswitch.backends.ebpf.parser_c import gen_deparser, gen_parser
 from softswitch.backends.ebpf.tables_c import TableLayout
 from softswitch.frontend import ast as A
@@ -177,14 +178,17 @@ def generate_c(checked: Any, compiled_tables: dict[str, Any], *, errors: list[st
     assert isinstance(dep, A.ControlDecl)
     deparser_fn = gen_deparser(g, dep)
     pipe = ["struct pipe {", f"    {struct_hdr} hdr;", f"    {struct_meta} meta;", f"    {struct_sm} sm;",
-            "    u32 off;", "    u32 pkt_len;", "    u8 exited;", "    u8 mv[64];", f"    u8 buf[{max(g.max_header, 8)}];"]
+            "    u32 off;", "    u32 pkt_len;", "    u8 exited;", "    u8 mv[64];",
+            f"    u8 hb[{MAX_HASH_BYTES}];", f"    u8 buf[{max(g.max_header, 8)}];"]
     pipe += ["    " + f for f in g.pipe_fields] + ["};"]
     maps = ["BPF_PERCPU_ARRAY(p4_scratch, struct pipe, 1);",
             "BPF_ARRAY(p4_cfg, struct p4_config, 1);",
             "BPF_ARRAY(p4_test_result, struct p4_test_result, 1);",
             f"BPF_HASH(p4_port_of_ifindex, u32, u32, {MAX_PORTS});",
             f"BPF_ARRAY(p4_ifindex_of_port, u32, {MAX_PORTS});",
-            f"BPF_PERCPU_ARRAY(p4_stats, u64, {len(STATS)});"]
+            f"BPF_PERCPU_ARRAY(p4_stats, u64, {len(STATS)});",
+            "BPF_ARRAY(p4_crc16_table, u32, 256);",
+            "BPF_ARRAY(p4_crc32_table, u32, 256);"]
     for lay in g.tables.values():
         maps += lay.c_decls
     maps += g.extern_maps

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from softswitch.backends.ebpf.errors import EbpfUnsupported
+from softswitch.backends.ebpf.hashes_c import hash_c
 from softswitch.frontend import ast as A
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -44,28 +45,41 @@ def block_roles(block: str) -> tuple[str, ...]:
     return _ROLES[block]
 
 
+def _algorithm(algo: A.Expression) -> str | None:
+    return algo.member if isinstance(algo, A.MemberExpression) else None
+
+
+def _field_list(gen: CGen, data: A.Expression) -> list[tuple[str, int]]:
+    if isinstance(data, A.ListExpression):
+        return [(gen.ex(e), gen.width(e)) for e in data.elems]
+    return [(gen.ex(data), gen.width(data))]
+
+
 def _checksum(gen: CGen, call: A.MethodCallExpression, verify: bool) -> list[str]:
     cond, data, field, algo = (a.value for a in call.args)
-    algo_name = algo.member if isinstance(algo, A.MemberExpression) else None
-    if algo_name != "csum16":
-        raise EbpfUnsupported(call, f"checksum algorithm {algo_name} (only csum16)")
-    if not isinstance(data, A.ListExpression):
-        raise EbpfUnsupported(data, "a checksum field list that is not a {...} list")
-    pieces = [(gen.ex(e), gen.width(e)) for e in data.elems]
-    total = sum(w for _, w in pieces)
-    if total % 8:
-        raise EbpfUnsupported(data, f"csum16 over {total} bits (not whole bytes)")
     fw = gen.width(field)
-    words = gen.words16(pieces)
-    lines = [f"if ({gen.cond(cond)}) {{", "    u64 s = 0;"]
-    lines += [f"    s += {w};" for w in words]
-    lines += ["    s = (s & 0xffff) + (s >> 16);", "    s = (s & 0xffff) + (s >> 16);",
-              "    s = (s & 0xffff) + (s >> 16);"]
+    lines = [f"if ({gen.cond(cond)}) {{"]
+    lines += ["    " + x for x in hash_c(_algorithm(algo), _field_list(gen, data), call, "s")]
     if verify:
-        lines.append(f"    if ((u64)({gen.ex(field)}) != ((~s) & {(1 << fw) - 1:#x}ULL)) "
+        lines.append(f"    if ((u64)({gen.ex(field)}) != (s & {(1 << fw) - 1:#x}ULL)) "
                      "P->sm.checksum_error = 1;")
     else:
-        lines.append(f"    {gen.lval(field)} = (~s) & {(1 << fw) - 1:#x}ULL;")
+        lines.append(f"    {gen.lval(field)} = s & {(1 << fw) - 1:#x}ULL;")
+    lines.append("}")
+    return lines
+
+
+def _hash(gen: CGen, call: A.MethodCallExpression) -> list[str]:
+    """``hash(out, algo, base, data, max)``: out = base + (h % max), or base when max is 0."""
+    out, algo, base, data, maxv = (a.value for a in call.args)
+    mask = f"{(1 << gen.width(out)) - 1:#x}ULL"
+    lines = ["{"] + ["    " + x for x in hash_c(_algorithm(algo), _field_list(gen, data), call, "h")]
+    base_c = f"(u64)({gen.ex(base)})"
+    if isinstance(maxv.const_value, int) and maxv.const_value >> 64:
+        lines.append(f"    {gen.lval(out)} = ({base_c} + h) & {mask};")  # h % max == h
+    else:
+        lines += [f"    u64 mx = {gen.ex(maxv)};",
+                  f"    {gen.lval(out)} = (mx ? ({base_c} + h % mx) : {base_c}) & {mask};"]
     lines.append("}")
     return lines
 
@@ -77,6 +91,8 @@ def lower_extern(gen: CGen, call: A.MethodCallExpression) -> list[str] | None:
         return [f"P->sm.egress_spec = {DROP_PORT};"]
     if name in ("verify_checksum", "update_checksum"):
         return _checksum(gen, call, name == "verify_checksum")
+    if name == "hash":
+        return _hash(gen, call)
     if name in ("verify_checksum_with_payload", "update_checksum_with_payload"):
         raise EbpfUnsupported(call, f"{name} (checksums over the payload)")
     return None
