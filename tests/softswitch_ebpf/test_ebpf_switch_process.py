@@ -106,3 +106,79 @@ def test_switch_process_forwards_between_namespaces_and_cleans_up(tmp_path) -> N
             proc.wait(10)
         for ns in reversed(made):
             ns.close()
+
+
+def _route(info, dst: int, mac: str, port: int):
+    from p4.v1 import p4runtime_pb2 as P
+    table = next(t for t in info.tables if t.preamble.name == "MyIngress.ipv4_lpm")
+    action = next(a for a in info.actions if a.preamble.name == "MyIngress.ipv4_forward")
+    up = P.Update(type=P.Update.INSERT)
+    te = up.entity.table_entry
+    te.table_id = table.preamble.id
+    m = te.match.add()
+    m.field_id = table.match_fields[0].id
+    m.lpm.value = dst.to_bytes(4, "big")
+    m.lpm.prefix_len = 32
+    te.action.action.action_id = action.preamble.id
+    for p, value in zip(action.params, (bytes.fromhex(mac.replace(":", "")), port.to_bytes(2, "big"))):
+        pa = te.action.action.params.add()
+        pa.param_id, pa.value = p.id, value
+    return up
+
+
+def test_controller_installs_the_program_and_routes_over_p4runtime(tmp_path) -> None:
+    """No program on the command line: the P4Runtime client sends it (compiled for the
+    kernel by the switch) and writes the routes; frames then cross in the kernel."""
+    from controller.p4rt.client import SwitchClient
+    from softswitch.frontend.load import load_program
+    from softswitch.p4info import build_p4info
+    info = build_p4info(load_program(PROGRAM))
+    made: list[Namespace] = []
+    proc = None
+    try:
+        h1, sw, h2 = (Namespace.create("tebq") for _ in range(3))
+        made += [h1, sw, h2]
+        for ns in made:
+            _quiet(ns)
+        a, s1 = veth_pair(h1, sw, prefix="tebq", addr_a="10.8.0.1/24")
+        s2, b = veth_pair(sw, h2, prefix="tebq", addr_b="10.8.0.2/24")
+        h1.run(["ip", "neigh", "replace", "10.8.0.2", "lladdr", b.mac, "dev", a.ifname])
+        h2.run(["ip", "neigh", "replace", "10.8.0.1", "lladdr", a.mac, "dev", b.ifname])
+        sock = tmp_path / "p4rt.sock"
+        stats = tmp_path / "stats.json"
+        proc = sw.popen([sys.executable, "-m", "softswitch", "switch", "--target", "ebpf",
+                         "-i", f"1@{s1.ifname}", "-i", f"2@{s2.ifname}", "--device-id", "3",
+                         "--grpc-server-addr", f"unix:{sock}", "--stats-file", str(stats)],
+                        cwd=str(ROOT), env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                        stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while not sock.exists():
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert time.monotonic() < deadline, "ebpf switch not ready in 60 s"
+            time.sleep(0.05)
+        with SwitchClient(name="s1", address=f"unix:{sock}", device_id=3) as cl:
+            cl.connect()
+            cl.set_pipeline(info, PROGRAM.read_bytes())
+            cl.write([_route(info, 0x0A080001, a.mac, 1), _route(info, 0x0A080002, b.mac, 2)])
+            res = h1.run(["ping", "-c", "3", "-i", "0.2", "-W", "3", "10.8.0.2"], check=False)
+            assert res.returncode == 0, res.stdout + res.stderr
+            assert "ttl=63" in res.stdout
+            assert len(cl.read_table_entries()) == 2
+            cl.set_pipeline(info, PROGRAM.read_bytes())      # a second push replaces the program
+            res = h1.run(["ping", "-c", "2", "-i", "0.2", "-W", "2", "10.8.0.2"], check=False)
+            assert res.returncode != 0                         # its tables start empty
+            cl.write([_route(info, 0x0A080001, a.mac, 1), _route(info, 0x0A080002, b.mac, 2)])
+            res = h1.run(["ping", "-c", "2", "-i", "0.2", "-W", "3", "10.8.0.2"], check=False)
+            assert res.returncode == 0, res.stdout + res.stderr
+        filters = sw.run(["tc", "filter", "show", "dev", s1.ifname, "ingress"]).stdout
+        assert filters.count("p4_softswitch") == 1, filters  # the first program was detached
+        proc.terminate()
+        assert proc.wait(20) == 0, proc.stderr.read() if proc.stderr else ""
+        left = sw.run(["tc", "filter", "show", "dev", s1.ifname, "ingress"], check=False).stdout
+        assert "p4_softswitch" not in left, left
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        for ns in reversed(made):
+            ns.close()

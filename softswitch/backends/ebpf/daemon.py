@@ -24,11 +24,18 @@ TC_PRIO = 7
 
 
 class EbpfDevice:
-    """The P4Runtime `Device` of a kernel switch: entries yes, packet I/O not yet."""
+    """The P4Runtime `Device` of a kernel switch: pipelines and entries; no packet I/O yet.
 
-    def __init__(self, *, device_id: int, cpu_port: int) -> None:
+    A pipeline the server built (on the Python target, as it compiles every config) is
+    loaded into the kernel here, sharing its compiled program's tables, and handed to
+    `install`, which moves the ports over to it; the pipeline's switch becomes the kernel
+    switch, so everything the server does next goes to the kernel's maps."""
+
+    def __init__(self, *, device_id: int, cpu_port: int, install: Any = None, name: str = "softswitch") -> None:
         self.device_id = device_id
         self.cpu_port = cpu_port
+        self.name = name
+        self.install = install
         self.lock = threading.RLock()
         self._pipeline: Pipeline | None = None
         self.listeners = ListenerSet()
@@ -38,13 +45,27 @@ class EbpfDevice:
         return self._pipeline
 
     def set_pipeline(self, pipeline: Pipeline, *, reconcile: bool = False) -> None:
-        if self._pipeline is not None and pipeline is not self._pipeline:
-            raise DeviceError("--target ebpf: replacing the running program over P4Runtime is "
-                              "not supported yet; start the switch with the program")
-        if getattr(pipeline.switch, "target", "python") != "ebpf":
-            raise DeviceError("--target ebpf: SetForwardingPipelineConfig of a new program is "
-                              "not supported yet; start the switch with the program")
-        self._pipeline = pipeline
+        from softswitch.backends.ebpf.switch import EbpfSwitch
+        from softswitch.errors import SoftswitchError
+        from softswitch.p4runtime.reconcile import carry_state
+        with self.lock:
+            sw = pipeline.switch
+            if getattr(sw, "target", "python") != "ebpf":
+                try:
+                    sw = EbpfSwitch(sw.program, name=self.name)
+                except SoftswitchError as exc:
+                    raise DeviceError(f"--target ebpf: {exc}") from None
+            try:
+                if reconcile and self._pipeline is not None:
+                    carry_state(self._pipeline.switch, sw)
+                if self.install is not None:
+                    self.install(sw)
+            except BaseException:
+                if sw is not pipeline.switch:
+                    sw.close()
+                raise
+            pipeline.switch = sw
+            self._pipeline = pipeline
 
     def packet_out(self, payload: bytes, metadata: Mapping[str, int]) -> None:
         raise DeviceError("--target ebpf: PacketOut is not supported yet")
@@ -58,8 +79,9 @@ class EbpfDevice:
 
 def check_ebpf_options(opts: Any) -> None:
     """Refuse what the kernel path cannot do yet, naming the option."""
-    if not opts.program:
-        raise OptionError("--target ebpf needs the program on the command line")
+    if not opts.program and not opts.grpc_server_addr:
+        raise OptionError("--target ebpf without a program needs --grpc-server-addr "
+                          "(the controller sends the program)")
     if opts.queue_rates_bps:
         raise OptionError("--queue-rate: not supported on --target ebpf yet")
     if opts.queue_depths_pkts:
@@ -82,31 +104,58 @@ class EbpfSwitchd:
         self.attachments: list[Any] = []
         self.stop_event = threading.Event()
 
-    def start(self) -> None:
+    def attach(self, switch: Any) -> None:
+        """Move every port to `switch`'s program (the previous one is detached and unloaded
+        after the new one is on: frames in between meet one program or the other)."""
+        import ctypes
+
         from ebpf.errors import AttachError
         from ebpf.tc import attach_tc
+        opts = self.opts
+        kernel = switch.kernel
+        kernel.set_test_port(None)
+        old, old_switch = self.attachments, self.switch
+        self.attachments = []
+        prio = TC_PRIO if not old or old[0].prio != TC_PRIO else TC_PRIO + 1
+        for port, ifname in sorted(opts.interfaces.items()):
+            try:
+                att = attach_tc(kernel.fd, f"p4_{opts.name}"[:15], ifname, netns=opts.netns,
+                                direction="ingress", prio=prio)
+            except (AttachError, OSError) as exc:
+                raise EbpfKernelError(f"port {port}@{ifname}: {exc}") from None
+            prev = next((a for a in old if a.ifname == ifname), None)
+            if prev is not None and prev.created_qdisc:   # the clsact qdisc stays with us
+                att.created_qdisc, prev.created_qdisc = True, False
+            self.attachments.append(att)
+            kernel.table("p4_port_of_ifindex")[ctypes.c_uint32(att.ifindex)] = ctypes.c_uint32(port)
+            kernel.table("p4_ifindex_of_port")[ctypes.c_int(port)] = ctypes.c_uint32(att.ifindex)
+        for att in old:
+            att.detach()
+        self.switch = switch
+        if old_switch is not None and old_switch is not switch:
+            old_switch.close()
+
+    def start(self) -> None:
         from softswitch.switchd.daemon import apply_entries, start_grpc
         opts = self.opts
         try:
-            self.switch = _load(opts)
-            if opts.entries:
-                apply_entries(self.switch, opts.entries)
-            kernel = self.switch.kernel
-            kernel.set_test_port(None)
-            for port, ifname in sorted(opts.interfaces.items()):
+            if opts.program:
+                sw = _load(opts)
                 try:
-                    att = attach_tc(kernel.fd, f"p4_{opts.name}"[:15], ifname, netns=opts.netns,
-                                    direction="ingress", prio=TC_PRIO)
-                except (AttachError, OSError) as exc:
-                    raise EbpfKernelError(f"port {port}@{ifname}: {exc}") from None
-                self.attachments.append(att)
-                import ctypes
-                kernel.table("p4_port_of_ifindex")[ctypes.c_uint32(att.ifindex)] = ctypes.c_uint32(port)
-                kernel.table("p4_ifindex_of_port")[ctypes.c_int(port)] = ctypes.c_uint32(att.ifindex)
+                    if opts.entries:
+                        apply_entries(sw, opts.entries)
+                    self.attach(sw)
+                except BaseException:
+                    if self.switch is not sw:
+                        sw.close()
+                    raise
             if opts.grpc_server_addr:
-                from softswitch.p4info import build_p4info
-                dev = EbpfDevice(device_id=opts.device_id, cpu_port=opts.cpu_port)
-                dev.set_pipeline(Pipeline.create(self.switch, build_p4info(self.switch.program.checked)))
+                dev = EbpfDevice(device_id=opts.device_id, cpu_port=opts.cpu_port,
+                                 install=self.attach, name=opts.name)
+                if self.switch is not None:
+                    from softswitch.p4info import build_p4info
+                    dev.set_pipeline(Pipeline.create(self.switch,
+                                                     build_p4info(self.switch.program.checked)))
                 self.device = dev
                 tls = None
                 if opts.tls_cert:
