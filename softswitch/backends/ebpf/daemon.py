@@ -49,7 +49,7 @@ class EbpfDevice:
         from softswitch.errors import SoftswitchError
         from softswitch.p4runtime.reconcile import carry_state
         with self.lock:
-            sw = pipeline.switch
+            sw: Any = pipeline.switch
             if getattr(sw, "target", "python") != "ebpf":
                 try:
                     sw = EbpfSwitch(sw.program, name=self.name)
