@@ -184,3 +184,20 @@ def test_hash_algorithms_identical_on_both_targets() -> None:
             frame = rng.randbytes(14 + 21 + rng.randrange(0, 10))
             want, got = py.process(0, frame), kern.process(0, frame)
             assert got == want, f"packet {i}: {frame.hex()}\n python {want}\n ebpf   {got}"
+
+
+def test_parser_selects_verify_lookahead_identical_on_both_targets() -> None:
+    """Tuples with masks, ranges and don't-cares, verify(), lookahead of bits and of a
+    header, frames cut anywhere (PacketTooShort): same bytes out on both targets."""
+    rng = random.Random(4)
+    program = ROOT / "tests" / "softswitch_ebpf" / "parse.p4"
+    py = Switch.from_file(program)
+    with Switch.from_file(program, target="ebpf") as kern:
+        for i in range(1500):
+            etype = rng.choice([b"\x08\x00", b"\x08\x42", b"\x88\xb5", b"\x12\x34"])
+            first = rng.choice([0x1A, 0x25, 0x30, 0x40, 0x55, rng.getrandbits(8)])
+            second = rng.choice([0, 1, 2, rng.getrandbits(8)])
+            frame = rng.randbytes(12) + etype + bytes([first, second]) + rng.randbytes(rng.randrange(0, 12))
+            frame = frame[:rng.randrange(14, len(frame) + 1)]
+            want, got = py.process(0, frame), kern.process(0, frame)
+            assert got == want, f"packet {i}: {frame.hex()}\n python {want}\n ebpf   {got}"

@@ -58,6 +58,7 @@ class CGen(ExprGen):
         self.instances: dict[Any, tuple[str, str, int, int]] = {}   # InstantiationDecl -> extern
         self.externs: dict[str, tuple[str, str, int, int]] = {}      # control-plane name -> extern
         self.extern_maps: list[str] = []
+        self.precomputed: dict[Any, str] = {}
 
     def fresh(self, base: str) -> str:
         self._n += 1

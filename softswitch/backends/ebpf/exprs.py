@@ -19,6 +19,7 @@ class ExprGen:
 
     scopes: list[dict[Any, str]]
     errors: list[str]
+    precomputed: dict[Any, str]     # call nodes whose value sits in a C lvalue (lookahead)
 
     # ---------------------------------------------------------------- helpers
     def width(self, e: A.Expression) -> int:
@@ -36,6 +37,8 @@ class ExprGen:
 
     # ----------------------------------------------------------------- values
     def ex(self, e: A.Expression) -> str:
+        if e in self.precomputed:
+            return self.precomputed[e]
         cv = e.const_value
         if cv is not None and not isinstance(e, A.MethodCallExpression):
             if isinstance(cv, bool):
@@ -136,6 +139,8 @@ class ExprGen:
 
     # --------------------------------------------------------------- lvalues
     def lval(self, e: A.Expression) -> str:
+        if e in self.precomputed:
+            return self.precomputed[e]
         if isinstance(e, A.PathExpression):
             return self.lookup(e.decl, e)
         if isinstance(e, A.MemberExpression) and e.kind is A.MemberKind.FIELD:

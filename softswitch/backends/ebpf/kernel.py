@@ -148,6 +148,10 @@ class LoadedProgram:
 
     def run_test(self, port: int, data: bytes) -> tuple[int | None, bytes]:
         """(egress port or None when dropped, the frame as the program left it)."""
+        if len(data) < 14:
+            raise EbpfKernelError(f"a frame of {len(data)} bytes: frames shorter than an Ethernet "
+                                  "header (14 bytes) are not supported on --target ebpf (a tc "
+                                  "program never sees one)")
         # the kernel refuses a test run of an IPv4/IPv6 frame shorter than its IP header:
         # pad it, and the program trims the padding before it parses
         padded = data + bytes(MIN_TEST_FRAME - len(data)) if len(data) < MIN_TEST_FRAME else data

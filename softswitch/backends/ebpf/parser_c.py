@@ -35,6 +35,12 @@ def _is_method(s: Any, name: str) -> A.MethodCallExpression | None:
     return None
 
 
+def _is_verify(s: Any) -> bool:
+    """core.p4's ``verify(condition, error)``: on false, parsing ends with that error."""
+    return (isinstance(s, A.MethodCallStatement) and s.call.call_kind is A.CallKind.EXTERN_FUNCTION
+            and getattr(s.call.callee_decl, "name", None) == "verify")
+
+
 def _check_acyclic(decl: A.ParserDecl) -> None:
     succ: dict[Any, list[Any]] = {}
     for st in decl.states:
@@ -80,18 +86,60 @@ def gen_parser(g: CGen, decl: A.ParserDecl, errors: list[str]) -> str:
         body: list[str] = []
         for s in st.statements:
             call = _is_method(s, "extract")
+            body += _lookaheads(g, s, short)
             if call is not None:
                 body += _extract(g, call, short)
-            elif _is_method(s, "lookahead") or _is_method(s, "advance"):
-                raise EbpfUnsupported(s, f"packet.{s.call.callee.member}")  # type: ignore[union-attr]
+            elif _is_method(s, "advance"):
+                raise EbpfUnsupported(s, "packet.advance")
+            elif _is_method(s, "lookahead"):
+                continue                     # a discarded lookahead only checks the length
+            elif _is_verify(s):
+                cond, err = (a.value for a in s.call.args)  # type: ignore[union-attr]
+                body += [f"if (!({g.cond(cond)})) {{", f"    P->sm.parser_error = {g.ex(err)};",
+                         "    return;", "}"]
             else:
                 body += g.stmt(s)
+        body += _lookaheads(g, st.transition, short)
         body += _transition(g, st)
         lines += [IND + x for x in body]
     lines += ["st_accept:", "st_reject:", "    return;"]
     return ("/* parser " + decl.name + " */\n"
             "static __always_inline void run_parser(struct __sk_buff *skb, struct pipe *P) {\n"
             + "".join(IND + x + "\n" if not x.endswith(":") else x + "\n" for x in lines) + "}")
+
+
+def _lookaheads(g: CGen, node: Any, short_code: int) -> list[str]:
+    """Load what each ``packet.lookahead<T>()`` under `node` reads (at the current offset,
+    without advancing) into a pipe field; the expressions then read that field."""
+    from softswitch.compiler.walk import walk
+    out: list[str] = []
+    if node is None:
+        return out
+    for call in walk(node):
+        if not (isinstance(call, A.MethodCallExpression) and call.call_kind is A.CallKind.EXTERN_METHOD
+                and getattr(call.callee, "member", None) == "lookahead"):
+            continue
+        t = strip(call.type)
+        if isinstance(t, T.HeaderType):
+            hl = g.layouts.header(t, call)
+            name = g.fresh("la_" + t.name)
+            g.pipe_fields.append(f"{g.layouts.struct_name(t, call)} {name};")
+            nbytes, fields = hl.size_bytes, [(f"P->{name}.{cname(f)}", off, w) for f, off, w in hl.fields]
+            fields.append((f"P->{name}._valid", -1, 0))
+        else:
+            w = g.width(call)
+            if w % 8 or w > 64:
+                raise EbpfUnsupported(call, f"lookahead of {w} bits (whole bytes up to 64 bits)")
+            name = g.fresh("la")
+            g.pipe_fields.append(f"u64 {name};")
+            nbytes, fields = w // 8, [(f"P->{name}", 0, w)]
+        g.max_header = max(g.max_header, nbytes)
+        out += [f"if (bpf_skb_load_bytes(skb, P->off, P->buf, {nbytes}) < 0) {{",
+                f"    P->sm.parser_error = {short_code};", "    return;", "}"]
+        for target, off, w in fields:
+            out.append(f"{target} = 1;" if off < 0 else f"{target} = {read_bits('P->buf', off, w)};")
+        g.precomputed[call] = f"P->{name}"
+    return out
 
 
 def _extract(g: CGen, call: A.MethodCallExpression, short_code: int) -> list[str]:
