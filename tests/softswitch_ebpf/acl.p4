@@ -1,5 +1,6 @@
 // An ACL over ternary, range, optional and exact keys with priorities, a direct
-// counter, an exact table, slices, an indexed counter and a register, for the eBPF target's differential test.
+// counter, an exact table, slices, an indexed counter, a register, switch statements
+// on action_run and on a value (with fall-through labels), for the eBPF target's differential test.
 #include <core.p4>
 #include <v1model.p4>
 
@@ -64,9 +65,19 @@ control I(inout headers hdr, inout meta_t m, inout standard_metadata_t sm) {
             hdr.ip.id = prev;
         }
         if (hdr.ip.isValid()) {
-            if (acl.apply().hit) {
-                by_class.apply();
-                if (m.mark != 0) { hdr.ip.ttl = hdr.ip.ttl |-| 1; }
+            switch (acl.apply().action_run) {
+                permit: {
+                    by_class.apply();
+                    if (m.mark != 0) { hdr.ip.ttl = hdr.ip.ttl |-| 1; }
+                }
+                nop:
+                deny: { hdr.ip.flags = 1; }
+            }
+            switch (hdr.ip.proto) {
+                6: { hdr.ip.frag = 6; }
+                17:
+                0x85: { hdr.ip.frag = 17; }
+                default: { hdr.ip.frag = 0; }
             }
         } else {
             sm.egress_spec = 1;

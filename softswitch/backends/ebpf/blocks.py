@@ -59,6 +59,7 @@ class CGen(ExprGen):
         self.externs: dict[str, tuple[str, str, int, int]] = {}      # control-plane name -> extern
         self.extern_maps: list[str] = []
         self.precomputed: dict[Any, str] = {}
+        self._table_actions: dict[str, dict[str, Any]] = {}   # table -> action name -> decl
 
     def fresh(self, base: str) -> str:
         self._n += 1
@@ -123,8 +124,54 @@ class CGen(ExprGen):
                 raise EbpfUnsupported(s, "return with a value (functions)")
             return ["return;"]
         if isinstance(s, A.SwitchStatement):
-            raise EbpfUnsupported(s, "switch statement")
+            return self.switch_stmt(s)
         raise EbpfUnsupported(s, f"statement {type(s).__name__}")
+
+    def switch_stmt(self, s: A.SwitchStatement) -> list[str]:
+        """``switch (t.apply().action_run)`` or on a value: an if-chain; labels without a
+        body fall through to the next body."""
+        e = s.expr
+        if isinstance(e, A.MemberExpression) and e.kind is A.MemberKind.TABLE_ACTION_RUN:
+            lay = self.tables.get(getattr(e.expr, "callee_decl", None))
+            if lay is None:
+                raise EbpfUnsupported(e, "action_run of a table of another control")
+            head = [f"u64 sw = ({self.table_call(e.expr)}, P->action_run);", "if (P->exited) return;"]
+            names = {d: n for n, d in self._table_actions.get(lay.name, {}).items()}
+
+            def label(lbl: A.Expression) -> str:
+                name = names.get(getattr(lbl, "decl", None))
+                if name is None:
+                    raise EbpfUnsupported(lbl, "switch label that is not an action of the table")
+                return str(lay.action_ids[name])
+        else:
+            head = [f"u64 sw = {self.ex(e)};"]
+
+            def label(lbl: A.Expression) -> str:
+                return self.ex(lbl)
+        out = ["{"] + [IND + x for x in head]
+        pending: list[str] = []
+        default_body: list[str] | None = None
+        first = True
+        for case in s.cases:
+            if case.label is None:                   # default
+                pending.append("1")
+            else:
+                assert case.label is not None
+                pending.append(f"sw == {label(case.label)}")
+            if case.body is None:
+                continue
+            body = self.stmt(case.body)
+            if "1" in pending:
+                default_body = body
+                pending = []
+                continue
+            out.append(IND + ("if" if first else "else if") + f" ({' || '.join(pending)}) {{")
+            out += [IND * 2 + x for x in body] + [IND + "}"]
+            first = False
+            pending = []
+        if default_body is not None:
+            out += [IND + ("{" if first else "else {")] + [IND * 2 + x for x in default_body] + [IND + "}"]
+        return out + ["}"]
 
     def assign(self, s: A.AssignmentStatement) -> list[str]:
         lhs, rhs = s.lhs, s.rhs
@@ -234,6 +281,7 @@ class CGen(ExprGen):
         for ref in list(decl.actions) + ([decl.default_action] if decl.default_action else []):
             ad = action_decl_of(ref)
             by_name[control_plane_name(ad, prefix if ad in self._local_actions else "")] = ad
+        self._table_actions[name] = by_name
         t = lay.cname
         lines = [f"static __always_inline u8 {t}_apply(struct pipe *P) {{"]
         if lay.map_kind == "scan":
@@ -243,6 +291,7 @@ class CGen(ExprGen):
             lines += [IND + x for x in key_build_c(lay, keys)]
             lines += [f"    struct {t}_value *v = {t}.lookup(&k);"]
         lines += ["    u8 hit = v != 0;",
+                  "    P->action_run = 0;",
                   "    if (!v) {", "        u32 z = 0;", f"        v = {t}_def.lookup(&z);",
                   "        if (!v) return 0;", "    }"]
         if lay.has_counters:
@@ -250,7 +299,7 @@ class CGen(ExprGen):
                       "        if (c) {", "            __sync_fetch_and_add(&c->packets, 1);",
                       "            __sync_fetch_and_add(&c->bytes, P->pkt_len);",
                       "        }", "    }"]
-        lines.append("    switch (v->action) {")
+        lines += ["    P->action_run = v->action;", "    switch (v->action) {"]
         for aname, aid in lay.action_ids.items():
             found = by_name.get(aname)
             if found is None:

@@ -178,7 +178,7 @@ def generate_c(checked: Any, compiled_tables: dict[str, Any], *, errors: list[st
     assert isinstance(dep, A.ControlDecl)
     deparser_fn = gen_deparser(g, dep)
     pipe = ["struct pipe {", f"    {struct_hdr} hdr;", f"    {struct_meta} meta;", f"    {struct_sm} sm;",
-            "    u32 off;", "    u32 pkt_len;", "    u8 exited;", "    u8 mv[64];",
+            "    u32 off;", "    u32 pkt_len;", "    u32 action_run;", "    u8 exited;", "    u8 mv[64];",
             f"    u8 hb[{MAX_HASH_BYTES}];", f"    u8 buf[{max(g.max_header, 8)}];"]
     pipe += ["    " + f for f in g.pipe_fields] + ["};"]
     maps = ["BPF_PERCPU_ARRAY(p4_scratch, struct pipe, 1);",
