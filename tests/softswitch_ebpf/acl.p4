@@ -1,6 +1,6 @@
 // An ACL over ternary, range, optional and exact keys with priorities, a direct
 // counter, an exact table, slices, an indexed counter, a register, switch statements
-// on action_run and on a value (with fall-through labels), for the eBPF target's differential test.
+// on action_run and on a value (with fall-through labels), a function, for the eBPF target's differential test.
 #include <core.p4>
 #include <v1model.p4>
 
@@ -12,6 +12,15 @@ header ipv4_t {
 header l4_t { bit<16> sport; bit<16> dport; }
 struct headers { ethernet_t eth; ipv4_t ip; l4_t l4; }
 struct meta_t { bit<8> cls; bit<16> mark; }
+
+// a function with in, inout and header arguments and a return value
+bit<8> weigh(in bit<8> proto, inout bit<16> mark, in ipv4_t ip, out bit<4> nibble) {
+    bit<8> w = proto ^ ip.ttl;
+    nibble = ip.tos[3:0];
+    if (ip.ttl == 0) { return 0xEE; }
+    mark = mark + (bit<16>)w;
+    return w |+| 0x10;
+}
 
 parser P(packet_in pk, out headers hdr, inout meta_t m, inout standard_metadata_t sm) {
     state start {
@@ -73,6 +82,8 @@ control I(inout headers hdr, inout meta_t m, inout standard_metadata_t sm) {
                 nop:
                 deny: { hdr.ip.flags = 1; }
             }
+            bit<4> nib;
+            hdr.ip.proto = weigh(hdr.ip.proto, m.mark, hdr.ip, nib) ^ (bit<8>)nib;
             switch (hdr.ip.proto) {
                 6: { hdr.ip.frag = 6; }
                 17:

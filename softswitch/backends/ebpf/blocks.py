@@ -60,6 +60,8 @@ class CGen(ExprGen):
         self.extern_maps: list[str] = []
         self.precomputed: dict[Any, str] = {}
         self._table_actions: dict[str, dict[str, Any]] = {}   # table -> action name -> decl
+        self.function_fns: dict[Any, str] = {}                  # FunctionDecl -> C function
+        self.in_function = False
 
     def fresh(self, base: str) -> str:
         self._n += 1
@@ -118,10 +120,12 @@ class CGen(ExprGen):
         if isinstance(s, A.MethodCallStatement):
             return self.call_stmt(s.call)
         if isinstance(s, A.ExitStatement):
+            if self.in_function:
+                raise EbpfUnsupported(s, "exit inside a function")
             return ["P->exited = 1;", "return;"]
         if isinstance(s, A.ReturnStatement):
             if s.value is not None:
-                raise EbpfUnsupported(s, "return with a value (functions)")
+                return [f"return {self.ex(s.value)};"]
             return ["return;"]
         if isinstance(s, A.SwitchStatement):
             return self.switch_stmt(s)
@@ -208,6 +212,8 @@ class CGen(ExprGen):
             return [f"{fn}({', '.join(['P'] + args)});", "if (P->exited) return;"]
         if kind is A.CallKind.TABLE_APPLY:
             return [f"{self.table_call(call)};", "if (P->exited) return;"]
+        if kind is A.CallKind.FUNCTION:
+            return [f"{self.call_expr(call)};"]
         if kind is A.CallKind.EXTERN_FUNCTION:
             lowered = V1.lower_extern(self, call)
             if lowered is None:
@@ -230,6 +236,17 @@ class CGen(ExprGen):
             if not isinstance(strip(obj.type), T.HeaderType):
                 raise EbpfUnsupported(e, f"isValid on {obj.type}")
             return f"{self.lval(obj)}._valid"
+        if e.call_kind is A.CallKind.FUNCTION:
+            fn = self.function_fn(e.callee_decl)
+            args = ["P"]
+            for p, a in zip(e.callee_decl.params, e.args):
+                t = strip(p.type_ref.type)
+                if isinstance(t, (T.HeaderType, T.StructType)) or \
+                        p.direction in (A.Direction.OUT, A.Direction.INOUT):
+                    args.append(f"&({self.lval(a.value)})")
+                else:
+                    args.append(self.ex(a.value))
+            return f"{fn}({', '.join(args)})"
         raise EbpfUnsupported(e, f"call in an expression ({e.call_kind.value if e.call_kind else '?'})")
 
     # ------------------------------------------------------------- actions
@@ -265,6 +282,53 @@ class CGen(ExprGen):
         self.functions.append(f"/* action {control_plane_name(decl, prefix)} */\n"
                               f"static __always_inline void {fn}({', '.join(params)}) {{\n"
                               + "".join(IND + x + "\n" for x in body) + "}")
+        return fn
+
+    # ----------------------------------------------------------- functions
+    def function_fn(self, decl: A.FunctionDecl) -> str:
+        """A P4 function as a C function: scalars in by value, out/inout scalars and every
+        header or struct by pointer (an ``in`` header it writes would differ: refused)."""
+        fn = self.function_fns.get(decl)
+        if fn is not None:
+            return fn
+        fn = self.fresh("fn_" + decl.name)
+        self.function_fns[decl] = fn
+        rt = strip(decl.return_type.type)
+        ret = "void" if isinstance(rt, T.VoidType) else ctype(scalar_width(rt, decl))
+        scope: dict[Any, str] = {}
+        params = ["struct pipe *P"]
+        for p in decl.params:
+            t = strip(p.type_ref.type)
+            pn = "p_" + cname(p.name)
+            if isinstance(t, (T.HeaderType, T.StructType)):
+                params.append(f"{self.layouts.struct_name(t, p)} *{pn}")
+                scope[p] = f"(*{pn})"
+            elif p.direction in (A.Direction.OUT, A.Direction.INOUT):
+                params.append(f"{ctype(scalar_width(t, p))} *{pn}")
+                scope[p] = f"(*{pn})"
+            else:
+                params.append(f"{ctype(scalar_width(t, p))} {pn}")
+                scope[p] = pn
+        from softswitch.compiler.walk import walk
+        for node in walk(decl.body):
+            if isinstance(node, A.AssignmentStatement):
+                root = node.lhs
+                while isinstance(root, (A.MemberExpression, A.SliceExpression, A.IndexExpression)):
+                    root = root.expr
+                d = getattr(root, "decl", None)
+                if isinstance(d, A.Parameter) and d.direction in (A.Direction.IN, A.Direction.NONE) \
+                        and isinstance(strip(d.type_ref.type), (T.HeaderType, T.StructType)):
+                    raise EbpfUnsupported(node, f"function {decl.name} writes its in parameter {d.name}")
+        saved, saved_in = self.scopes, self.in_function
+        self.scopes, self.in_function = [{}, scope], True
+        try:
+            body = self.stmts(decl.body.statements)
+        finally:
+            self.scopes, self.in_function = saved, saved_in
+        self.functions.append(f"/* function {decl.name} */\n"
+                              f"static __always_inline {ret} {fn}({', '.join(params)}) {{\n"
+                              + "".join(IND + x + "\n" for x in body)
+                              + ("" if ret == "void" else f"{IND}return 0;\n") + "}")
         return fn
 
     # -------------------------------------------------------------- tables
