@@ -62,6 +62,7 @@ class CGen(ExprGen):
         self._table_actions: dict[str, dict[str, Any]] = {}   # table -> action name -> decl
         self.function_fns: dict[Any, str] = {}                  # FunctionDecl -> C function
         self.in_function = False
+        self.stack_error = 3
 
     def fresh(self, base: str) -> str:
         self._n += 1
@@ -130,6 +131,24 @@ class CGen(ExprGen):
         if isinstance(s, A.SwitchStatement):
             return self.switch_stmt(s)
         raise EbpfUnsupported(s, f"statement {type(s).__name__}")
+
+    def stack_shift(self, call: A.MethodCallExpression, obj: A.Expression, m: str) -> list[str]:
+        """push_front(n) / pop_front(n): move the elements, invalidate the freed ones."""
+        st = strip(obj.type)
+        n = call.args[0].value.const_value if call.args else None
+        if not isinstance(st, T.StackType) or not isinstance(n, int):
+            raise EbpfUnsupported(call, f"{m} with a count known only at run time")
+        size, s = st.size, self.lval(obj)
+        out = []
+        if m == "push_front":
+            for i in range(size - 1, -1, -1):
+                out.append(f"{s}[{i}] = {s}[{i - n}];" if i >= n else f"{s}[{i}]._valid = 0;")
+            out.append(f"{s}__next = {s}__next + {n} > {size} ? {size} : {s}__next + {n};")
+        else:
+            for i in range(size):
+                out.append(f"{s}[{i}] = {s}[{i + n}];" if i + n < size else f"{s}[{i}]._valid = 0;")
+            out.append(f"{s}__next = {s}__next > {n} ? {s}__next - {n} : 0;")
+        return out
 
     def switch_stmt(self, s: A.SwitchStatement) -> list[str]:
         """``switch (t.apply().action_run)`` or on a value: an if-chain; labels without a
@@ -205,6 +224,8 @@ class CGen(ExprGen):
                 return [f"{self.lval(obj)}._valid = {1 if m == 'setValid' else 0};"]
             if m == "isValid":
                 return []
+            if m in ("push_front", "pop_front"):
+                return self.stack_shift(call, obj, m)
             raise EbpfUnsupported(call, f"built-in method {m}")
         if kind is A.CallKind.ACTION:
             fn = self.action_fn(call.callee_decl)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from softswitch.backends.ebpf.errors import EbpfUnsupported
-from softswitch.backends.ebpf.layout import cname, mask, scalar_width, strip
+from softswitch.backends.ebpf.layout import cname, mask, scalar_width, stack_slots, strip
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T
 
@@ -53,6 +53,10 @@ class ExprGen:
         if isinstance(e, A.MemberExpression):
             if e.kind is A.MemberKind.ERROR_MEMBER:
                 return f"{self.errors.index(e.member)}"
+            if e.kind is A.MemberKind.STACK_LAST_INDEX:
+                return f"((u64){self.lval(e.expr)}__next - 1) & 0xffffffffULL"
+            if e.kind is A.MemberKind.STACK_SIZE:
+                return f"{strip(e.expr.type).size}"
             if e.kind in (A.MemberKind.TABLE_HIT, A.MemberKind.TABLE_MISS):
                 call = self.table_call(e.expr)
                 return call if e.kind is A.MemberKind.TABLE_HIT else f"(!{call})"
@@ -83,9 +87,10 @@ class ExprGen:
         raise EbpfUnsupported(e, f"expression {type(e).__name__}")
 
     def _is_ref(self, e: A.Expression) -> bool:
-        if isinstance(e, A.PathExpression):
+        if isinstance(e, (A.PathExpression, A.IndexExpression)):
             return True
-        return isinstance(e, A.MemberExpression) and e.kind is A.MemberKind.FIELD
+        return isinstance(e, A.MemberExpression) and e.kind in (A.MemberKind.FIELD,
+                                                                A.MemberKind.STACK_LAST)
 
     def _binary(self, e: A.BinaryExpression) -> str:
         op = e.op
@@ -149,7 +154,19 @@ class ExprGen:
                 raise EbpfUnsupported(e, f"header union {base_t.name}")
             return f"{self.lval(e.expr)}.{cname(e.member)}"
         if isinstance(e, A.IndexExpression):
-            raise EbpfUnsupported(e, "header stack element")
+            st = strip(e.expr.type)
+            idx = e.index.const_value
+            if not isinstance(st, T.StackType):
+                raise EbpfUnsupported(e, f"indexing {st}")
+            if not isinstance(idx, int):
+                raise EbpfUnsupported(e, "a header stack index known only at run time")
+            if not 0 <= idx < st.size:
+                raise EbpfUnsupported(e, f"stack index {idx} outside 0..{st.size - 1}")
+            return f"{self.lval(e.expr)}[{idx}]"
+        if isinstance(e, A.MemberExpression) and e.kind is A.MemberKind.STACK_LAST:
+            st = strip(e.expr.type)
+            base = self.lval(e.expr)
+            return f"{base}[({base}__next - 1) & {stack_slots(st.size) - 1}]"
         from softswitch.frontend.text import expr_text
         if isinstance(e, A.MethodCallExpression):
             raise EbpfUnsupported(e, f"a field of a call's result ({expr_text(e)})")

@@ -133,7 +133,11 @@ class Layouts:
         for fname, ftype in t.fields:
             ft = strip(ftype)
             fnode = self._field_node(t.name, fname, node)
-            if isinstance(ft, (T.HeaderType, T.StructType, T.StackType, T.HeaderUnionType)):
+            if isinstance(ft, T.StackType) and isinstance(strip(ft.elem), T.HeaderType):
+                elem = self.struct_name(strip(ft.elem), fnode)
+                lines.append(f"    {elem} {cname(fname)}[{stack_slots(ft.size)}];")
+                lines.append(f"    u32 {cname(fname)}__next;")
+            elif isinstance(ft, (T.HeaderType, T.StructType, T.StackType, T.HeaderUnionType)):
                 lines.append(f"    {self.struct_name(ft, fnode)} {cname(fname)};")
             else:
                 lines.append(f"    {ctype(scalar_width(ft, fnode))} {cname(fname)};")
@@ -142,6 +146,15 @@ class Layouts:
         lines.append("};")
         self._done.add(t.name)
         self.decls.append("\n".join(lines))
+
+
+def stack_slots(size: int) -> int:
+    """Array length of a stack of `size`: the next power of two, so an index masked with
+    ``slots - 1`` is always inside the array (what the verifier needs to see)."""
+    n = 1
+    while n < size:
+        n <<= 1
+    return n
 
 
 def read_bits(buf: str, bit_off: int, width: int) -> str:

@@ -3,7 +3,8 @@
 Parser: each state is a label; ``extract`` loads the header's bytes into the scratch
 buffer at the running offset ``P->off`` and unpacks its fields; a packet too short
 sets ``parser_error`` and ends parsing (v1model: ingress still runs); ``select`` is an
-if-chain over values, masks and ranges. States that form a loop are refused.
+if-chain over values, masks and ranges. Loops (over header stacks, TLVs) are bounded
+by a count of states passed (ParserTimeout beyond it), which the verifier can follow.
 
 Deparser: a straight sequence of ``emit``; the emitted headers' total length replaces
 the parsed bytes, then each valid header's bytes are packed and stored. When the length
@@ -19,7 +20,14 @@ from typing import Any
 from softswitch.backends.ebpf import v1model as V1
 from softswitch.backends.ebpf.blocks import IND, CGen
 from softswitch.backends.ebpf.errors import EbpfUnsupported
-from softswitch.backends.ebpf.layout import HeaderLayout, cname, read_bits, strip, write_bytes
+from softswitch.backends.ebpf.layout import (
+    HeaderLayout,
+    cname,
+    read_bits,
+    stack_slots,
+    strip,
+    write_bytes,
+)
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T
 
@@ -41,35 +49,10 @@ def _is_verify(s: Any) -> bool:
             and getattr(s.call.callee_decl, "name", None) == "verify")
 
 
-def _check_acyclic(decl: A.ParserDecl) -> None:
-    succ: dict[Any, list[Any]] = {}
-    for st in decl.states:
-        tr = st.transition
-        if isinstance(tr, A.PathExpression):
-            succ[st] = [tr.decl]
-        elif isinstance(tr, A.SelectExpression):
-            succ[st] = [c.next_state.decl for c in tr.cases]
-        else:
-            succ[st] = []
-    state: dict[Any, int] = {}
-
-    def visit(n: Any) -> None:
-        state[n] = 1
-        for m in succ.get(n, []):
-            if state.get(m) == 1:
-                raise EbpfUnsupported(m, f"parser loop through state {m.name} "
-                                         "(header stacks and TLV loops are not supported yet)")
-            if m not in state:
-                visit(m)
-        state[n] = 2
-
-    start = next((s for s in decl.states if s.name == "start"), None)
-    if start is not None:
-        visit(start)
+MAX_PARSER_STATES = 256   # states one packet may pass through (loops over stacks, TLVs)
 
 
 def gen_parser(g: CGen, decl: A.ParserDecl, errors: list[str]) -> str:
-    _check_acyclic(decl)
     roles = V1.block_roles("p")
     scope: dict[Any, str] = {p: f"P->{r}" for p, r in zip(decl.params, roles) if r != "packet"}
     g.scopes = [scope]
@@ -80,10 +63,13 @@ def gen_parser(g: CGen, decl: A.ParserDecl, errors: list[str]) -> str:
         else:
             raise EbpfUnsupported(d, f"parser local {type(d).__name__} {d.name}")
     short = errors.index(V1.PACKET_TOO_SHORT) if V1.PACKET_TOO_SHORT in errors else 1
-    lines = list(init) + ["goto st_start;"]
+    g.stack_error = errors.index("StackOutOfBounds") if "StackOutOfBounds" in errors else 3
+    timeout = errors.index("ParserTimeout") if "ParserTimeout" in errors else 5
+    lines = list(init) + ["u32 steps = 0;", "goto st_start;"]
     for st in decl.states:
         lines.append(f"{_state_label(st)}:")
-        body: list[str] = []
+        body: list[str] = [f"if (++steps > {MAX_PARSER_STATES}) {{",
+                           f"    P->sm.parser_error = {timeout};", "    return;", "}"]
         for s in st.statements:
             call = _is_method(s, "extract")
             body += _lookaheads(g, s, short)
@@ -151,12 +137,22 @@ def _extract(g: CGen, call: A.MethodCallExpression, short_code: int) -> list[str
         raise EbpfUnsupported(call, f"extract into {t}")
     hl = g.layouts.header(t, call)
     g.max_header = max(g.max_header, hl.size_bytes)
-    lv = g.lval(target)
-    out = [f"if (bpf_skb_load_bytes(skb, P->off, P->buf, {hl.size_bytes}) < 0) {{",
-           f"    P->sm.parser_error = {short_code};", "    return;", "}"]
+    out: list[str] = []
+    after: list[str] = []
+    if isinstance(target, A.MemberExpression) and target.kind is A.MemberKind.STACK_NEXT:
+        st = strip(target.expr.type)
+        base = g.lval(target.expr)
+        out += [f"if ({base}__next >= {st.size}) {{", f"    P->sm.parser_error = {g.stack_error};",
+                "    return;", "}"]
+        lv = f"{base}[{base}__next & {stack_slots(st.size) - 1}]"
+        after = [f"{base}__next += 1;"]
+    else:
+        lv = g.lval(target)
+    out += [f"if (bpf_skb_load_bytes(skb, P->off, P->buf, {hl.size_bytes}) < 0) {{",
+            f"    P->sm.parser_error = {short_code};", "    return;", "}"]
     for fname, off, w in hl.fields:
         out.append(f"{lv}.{cname(fname)} = {read_bits('P->buf', off, w)};")
-    out += [f"{lv}._valid = 1;", f"P->off += {hl.size_bytes};"]
+    out += [f"{lv}._valid = 1;", f"P->off += {hl.size_bytes};"] + after
     return out
 
 
@@ -202,12 +198,18 @@ def _emitted(g: CGen, e: A.Expression) -> list[tuple[str, HeaderLayout, Any]]:
     t = strip(e.type)
     if isinstance(t, T.HeaderType):
         return [(g.lval(e), g.layouts.header(t, e), e)]
+    if isinstance(t, T.StackType) and isinstance(strip(t.elem), T.HeaderType):
+        hl = g.layouts.header(strip(t.elem), e)
+        return [(f"{g.lval(e)}[{i}]", hl, e) for i in range(t.size)]
     if isinstance(t, T.StructType):
         out = []
         for fname, ft in t.fields:
             ft = strip(ft)
             if isinstance(ft, T.HeaderType):
                 out.append((f"{g.lval(e)}.{cname(fname)}", g.layouts.header(ft, e), e))
+            elif isinstance(ft, T.StackType) and isinstance(strip(ft.elem), T.HeaderType):
+                hl = g.layouts.header(strip(ft.elem), e)
+                out += [(f"{g.lval(e)}.{cname(fname)}[{i}]", hl, e) for i in range(ft.size)]
             elif isinstance(ft, T.StructType):
                 raise EbpfUnsupported(e, f"emit of nested struct {ft.name}")
             else:
