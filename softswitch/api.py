@@ -16,10 +16,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Self
 
+from softswitch.compiler.architecture import Architecture
 from softswitch.compiler.program import CompiledProgram, compile_program
 from softswitch.errors import CompileError
 from softswitch.runtime import SwitchRuntime
 from softswitch.trace import TraceEvent
+from softswitch.v1model.architecture import V1MODEL
 from softswitch.v1model.switch import OutputPacket, V1Switch
 
 TARGETS = ("python", "ebpf")
@@ -36,29 +38,31 @@ class Switch:
 
     @classmethod
     def from_file(cls, path: str | Path, *, include_dirs: Sequence[str] = (),
-                  defines: dict[str, str] | None = None, target: str = "python", **kw: Any) -> Any:
-        """Preprocess, parse, check and compile `path` (raises P4Error / CompileError)
-        for `target` (``python``, or ``ebpf``: an `EbpfSwitch`)."""
+                  defines: dict[str, str] | None = None, arch: Architecture = V1MODEL,
+                  target: str = "python", **kw: Any) -> Any:
+        """Preprocess, parse, check and compile `path` for `arch` (a `V1Model`; raises
+        P4Error / CompileError) and `target` (``python``, or ``ebpf``: an `EbpfSwitch`)."""
         from softswitch.frontend.load import load_program
         checked = load_program(path, include_dirs=tuple(include_dirs), defines=defines)
-        return cls._for_target(checked, target, kw)
+        return cls._for_target(checked, arch, target, kw)
 
     @classmethod
     def from_source(cls, text: str, *, filename: str = "<string>", include_dirs: Sequence[str] = (),
-                    defines: dict[str, str] | None = None, target: str = "python", **kw: Any) -> Any:
+                    defines: dict[str, str] | None = None, arch: Architecture = V1MODEL,
+                    target: str = "python", **kw: Any) -> Any:
         from softswitch.frontend.load import load_source
         checked = load_source(text, filename=filename, include_dirs=tuple(include_dirs), defines=defines)
-        return cls._for_target(checked, target, kw)
+        return cls._for_target(checked, arch, target, kw)
 
     @classmethod
-    def _for_target(cls, checked: Any, target: str, kw: dict[str, Any]) -> Any:
+    def _for_target(cls, checked: Any, arch: Architecture, target: str, kw: dict[str, Any]) -> Any:
         if target == "python":
             kw.pop("dump_c", None)
-            return cls(compile_program(checked), **kw)
+            return cls(compile_program(checked, arch), **kw)
         if target == "ebpf":
             from softswitch.backends.ebpf import EbpfSwitch
             kw.pop("clock_us", None)
-            return EbpfSwitch.from_checked(checked, **kw)
+            return EbpfSwitch(compile_program(checked, arch), **kw)
         raise CompileError(f"unknown target {target!r} (have: {', '.join(TARGETS)})")
 
     def close(self) -> None:

@@ -42,7 +42,9 @@ class CGen(ExprGen):
     """Generates the C of one program; `compiled_tables` are the runtime's Table objects."""
 
     def __init__(self, errors: list[str], compiled_tables: dict[str, Any],
-                 top_level: dict[str, Any] | None = None) -> None:
+                 top_level: dict[str, Any] | None = None, arch: Any = None) -> None:
+        from softswitch.v1model import V1MODEL
+        self.arch = arch if arch is not None else V1MODEL
         self.errors = errors
         self.layouts = Layouts(top_level=dict(top_level or {}))
         self.scopes: list[dict[Any, str]] = []
@@ -241,7 +243,7 @@ class CGen(ExprGen):
                 raise EbpfUnsupported(call, f"extern {getattr(call.callee_decl, 'name', '?')}")
             return lowered
         if kind is A.CallKind.EXTERN_METHOD:
-            if V1.extern_method_is_noop(call):
+            if V1.extern_method_is_noop(self, call):
                 return []
             lowered = self.extern_method(call)
             if lowered is not None:

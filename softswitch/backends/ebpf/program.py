@@ -148,16 +148,19 @@ drop:
 """
 
 
-def generate_c(checked: Any, compiled_tables: dict[str, Any], *, errors: list[str]) -> GeneratedProgram:
+def generate_c(checked: Any, compiled_tables: dict[str, Any], *, errors: list[str],
+               arch: Any = None) -> GeneratedProgram:
     """C source of `checked` (a CheckedProgram of the V1Switch package).
 
     `compiled_tables` are the Table objects of the Python compilation (names, keys and
     actions as in P4Info); `errors` the program's error names in code order."""
+    from softswitch.v1model import V1MODEL
+    arch = arch if arch is not None else V1MODEL
     main = checked.main
-    if main is None or main.package != V1.PACKAGE:
+    if main is None or main.package != arch.package or tuple(arch.block_params) != V1.BLOCKS:
         raise EbpfUnsupported(getattr(main, "decl", None), f"package {getattr(main, 'package', None)} "
-                                                           f"(only {V1.PACKAGE})")
-    g = CGen(errors, compiled_tables, checked.top_level)
+                              f"(the eBPF target knows the roles of V1Switch's blocks only)")
+    g = CGen(errors, compiled_tables, checked.top_level, arch)
     blocks = {b.param: b for b in main.blocks}
     for b in main.blocks:
         if b.args:
@@ -192,7 +195,7 @@ def generate_c(checked: Any, compiled_tables: dict[str, Any], *, errors: list[st
     for lay in g.tables.values():
         maps += lay.c_decls
     maps += g.extern_maps
-    parts = [_PRELUDE.format(source=", ".join(checked.source_files[:1]) or "P4", drop=V1.DROP_PORT)]
+    parts = [_PRELUDE.format(source=", ".join(checked.source_files[:1]) or "P4", drop=arch.drop_port)]
     parts += g.layouts.decls + ["\n".join(pipe), "\n".join(maps)]
     parts += g.functions + [parser_fn, RESIZE.format(chunks=MAX_FRAME_BYTES // 64), deparser_fn]
     parts.append(_MAIN.format(entry=ENTRY, verify=ctl["vr"], ingress=ctl["ig"], egress=ctl["eg"],

@@ -22,7 +22,7 @@ from softswitch.compiler.program import CompiledProgram, compile_program
 from softswitch.errors import SoftswitchError
 from softswitch.trace import TraceEvent
 from softswitch.v1model.pre import ReplicationEngine
-from softswitch.v1model.switch import DROP_PORT, OutputPacket
+from softswitch.v1model.switch import OutputPacket
 
 
 def _refuse_unmirrored(program: CompiledProgram) -> None:
@@ -58,7 +58,7 @@ class EbpfSwitch:
         self.name = name
         _refuse_unmirrored(program)
         self.generated: GeneratedProgram = generate_c(program.checked, program.tables,
-                                                      errors=program.errors)
+                                                      errors=program.errors, arch=program.arch)
         if dump_c is not None:
             dump_c.write(self.generated.source)
             dump_c.flush()
@@ -83,7 +83,8 @@ class EbpfSwitch:
 
     @classmethod
     def from_checked(cls, checked: Any, **kw: Any) -> EbpfSwitch:
-        return cls(compile_program(checked), **kw)
+        from softswitch.v1model import V1MODEL
+        return cls(compile_program(checked, kw.pop("arch", V1MODEL)), **kw)
 
     @classmethod
     def from_file(cls, path: str | Path, *, include_dirs: Sequence[str] = (),
@@ -102,8 +103,9 @@ class EbpfSwitch:
     def process_packet(self, port: int, data: bytes, *, trace: bool = False
                        ) -> tuple[list[OutputPacket], list[TraceEvent]]:
         """One packet through the kernel program; trace holds only in, out and drop events."""
-        if not 0 <= port < DROP_PORT:
-            raise SoftswitchError(f"process: ingress port {port} outside 0..{DROP_PORT - 1}")
+        drop = self.program.arch.drop_port
+        if not 0 <= port < drop:
+            raise SoftswitchError(f"process: ingress port {port} outside 0..{drop - 1}")
         if self.pre.groups or self.pre.sessions:
             raise SoftswitchError("multicast groups and clone sessions are not supported on "
                                   "--target ebpf yet")

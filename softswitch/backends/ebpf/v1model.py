@@ -1,15 +1,15 @@
-"""What the eBPF back end knows of the v1model architecture, behind one narrow interface.
+"""What the eBPF back end needs of the v1model architecture, asked of softswitch's
+architecture object (`softswitch.v1model.V1MODEL`, or the program's `arch`).
 
-Why one module: the architecture's rules (which block gets which parameter, the drop
-port, what each extern does) are the only v1model knowledge the generator needs, and
-softswitch is turning v1model into an architecture plug-in; this module is the single
-place that object will serve later. The generator asks for:
+The architecture object says what each extern does (`ExternSemantics`: an op,
+the metadata it writes, a request, a payload flag), the package and its blocks,
+and the drop port; this module turns those answers into C. What the object does
+not describe yet lives here, in one place: the role of each block parameter
+(packet, headers, metadata, standard metadata).
 
-* `BLOCKS` and `block_roles(param)`: the six V1Switch blocks and, per block, the role
-  of each parameter (packet, headers, metadata, standard metadata);
-* `DROP_PORT`: the ``egress_spec`` that drops;
-* `lower_extern(gen, call)`: C statements of a v1model extern function call, or None
-  when the extern is not v1model's (the generator then refuses it by name).
+* `block_roles(param)`: the roles of a block's apply parameters, by position;
+* `lower_extern(gen, call)`: C statements of an extern function call, or None when
+  the architecture does not know it (the generator then refuses it by name).
 """
 from __future__ import annotations
 
@@ -17,16 +17,14 @@ from typing import TYPE_CHECKING
 
 from softswitch.backends.ebpf.errors import EbpfUnsupported
 from softswitch.backends.ebpf.hashes_c import hash_c
+from softswitch.backends.ebpf.layout import cname
+from softswitch.compiler.architecture import ExternOp
 from softswitch.frontend import ast as A
 
 if TYPE_CHECKING:  # pragma: no cover
     from softswitch.backends.ebpf.blocks import CGen
 
-PACKAGE = "V1Switch"
-BLOCKS = ("p", "vr", "ig", "eg", "ck", "dep")
-DROP_PORT = 511
-STANDARD_METADATA = "standard_metadata_t"
-
+BLOCKS = ("p", "vr", "ig", "eg", "ck", "dep")   # V1Switch's blocks, whose roles follow
 # role of each apply parameter, by block (position in the parameter list)
 _ROLES: dict[str, tuple[str, ...]] = {
     "p": ("packet", "hdr", "meta", "sm"),
@@ -85,22 +83,27 @@ def _hash(gen: CGen, call: A.MethodCallExpression) -> list[str]:
 
 
 def lower_extern(gen: CGen, call: A.MethodCallExpression) -> list[str] | None:
-    """C statements for a v1model extern function call; None if it is not one we know."""
-    name = getattr(call.callee_decl, "name", None)
-    if name == "mark_to_drop":
-        return [f"P->sm.egress_spec = {DROP_PORT};"]
-    if name in ("verify_checksum", "update_checksum"):
-        return _checksum(gen, call, name == "verify_checksum")
-    if name == "hash":
+    """C statements for an extern function call, from what the architecture says it does;
+    None if the architecture does not know it."""
+    name = getattr(call.callee_decl, "name", None) or ""
+    sem = gen.arch.semantics(name)
+    if sem is None:
+        return None
+    if sem.op is ExternOp.SET_METADATA:
+        return [f"P->sm.{cname(field)} = {value};" for field, value in sem.writes]
+    if sem.op is ExternOp.HASH:
         return _hash(gen, call)
-    if name in ("verify_checksum_with_payload", "update_checksum_with_payload"):
-        raise EbpfUnsupported(call, f"{name} (checksums over the payload)")
-    return None
+    if sem.op in (ExternOp.CHECKSUM_VERIFY, ExternOp.CHECKSUM_UPDATE):
+        if sem.with_payload:
+            raise EbpfUnsupported(call, f"{name} (checksums over the payload)")
+        return _checksum(gen, call, sem.op is ExternOp.CHECKSUM_VERIFY)
+    raise EbpfUnsupported(call, f"extern {name} ({sem.op.name.lower()})")
 
 
-def extern_method_is_noop(call: A.MethodCallExpression) -> bool:
-    """`direct_counter.count()`: the table counts its hits itself."""
+def extern_method_is_noop(gen: CGen, call: A.MethodCallExpression) -> bool:
+    """A method the table does itself (`direct_counter.count()`: the hit entry is counted)."""
     obj = getattr(call.callee, "expr", None)
     decl = getattr(obj, "decl", None)
     tname = getattr(getattr(decl, "type_decl", None), "name", None)
-    return tname == "direct_counter" and getattr(call.callee, "member", "") == "count"
+    sem = gen.arch.semantics(f"{tname}.{getattr(call.callee, 'member', '')}")
+    return sem is not None and sem.op is ExternOp.DIRECT_COUNT
