@@ -1,6 +1,7 @@
 // An ACL over ternary, range, optional and exact keys with priorities, a direct
 // counter, an exact table, slices, an indexed counter, a register, switch statements
-// on action_run and on a value (with fall-through labels), a function, for the eBPF target's differential test.
+// on action_run and on a value (with fall-through labels), a function, a sub-control
+// with its own table, for the eBPF target's differential test.
 #include <core.p4>
 #include <v1model.p4>
 
@@ -96,8 +97,19 @@ control I(inout headers hdr, inout meta_t m, inout standard_metadata_t sm) {
     }
 }
 
+control Stamp(inout ethernet_t eth, in bit<8> cls, inout bit<16> mark) {
+    action set(bit<48> v) { eth.src = v; mark = mark + 1; }
+    table stamp { key = { cls: exact; } actions = { set; NoAction; } default_action = NoAction(); }
+    apply { if (cls != 0) { stamp.apply(); } }
+}
+
 control E(inout headers hdr, inout meta_t m, inout standard_metadata_t sm) {
-    apply { if (sm.egress_port == 7) { hdr.eth.dst = 0; } }
+    Stamp() st;
+    apply {
+        if (sm.egress_port == 7) { hdr.eth.dst = 0; }
+        st.apply(hdr.eth, m.cls, m.mark);
+        hdr.ip.len = m.mark;
+    }
 }
 control C(inout headers hdr, inout meta_t m) { apply { } }
 control D(packet_out pk, in headers hdr) {

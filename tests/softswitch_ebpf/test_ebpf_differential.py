@@ -128,6 +128,8 @@ def test_ternary_range_optional_priorities_identical_on_both_targets() -> None:
                 sw.runtime.table_delete("I.acl", key, prio)
         for sw in (py, kern):
             sw.runtime.table_set_default("I.acl", "I.permit", [7, 3])
+            for cls in range(0, 256, 5):
+                sw.runtime.table_add("E.st.stamp", [cls], "E.st.set", [cls * 0x01010101])
         outs = 0
         for i in range(2000):
             frame = _acl_packet(rng, srcs, dsts)

@@ -65,6 +65,8 @@ class CGen(ExprGen):
         self.function_fns: dict[Any, str] = {}                  # FunctionDecl -> C function
         self.in_function = False
         self.stack_error = 3
+        self._subcontrol_types: set[Any] = set()
+        self._subcontrol_slots: dict[Any, list[tuple[Any, str]]] = {}
 
     def fresh(self, base: str) -> str:
         self._n += 1
@@ -237,6 +239,8 @@ class CGen(ExprGen):
             return [f"{self.table_call(call)};", "if (P->exited) return;"]
         if kind is A.CallKind.FUNCTION:
             return [f"{self.call_expr(call)};"]
+        if kind is A.CallKind.CONTROL_APPLY:
+            return self.control_call(call)
         if kind is A.CallKind.EXTERN_FUNCTION:
             lowered = V1.lower_extern(self, call)
             if lowered is None:
@@ -462,17 +466,54 @@ class CGen(ExprGen):
 
     # ------------------------------------------------------------ controls
     def gen_control(self, decl: A.ControlDecl, roles: tuple[str, ...]) -> str:
-        prefix = decl.name
+        """A block of the package: its parameters are the pipe's structs, by role."""
+        scope = {p: f"P->{role}" for p, role in zip(decl.params, roles) if role != "packet"}
+        return self._control(decl, decl.name, scope, ["struct pipe *P"], f"ctl_{cname(decl.name)}")
+
+    def gen_subcontrol(self, inst: A.InstantiationDecl, prefix: str) -> None:
+        """A control instance declared in a control (``Sub() s;`` ... ``s.apply(...)``):
+        a C function over the pipe, its parameters in pipe slots."""
+        decl = inst.type_decl
+        if decl.ctor_params or inst.args:
+            raise EbpfUnsupported(inst, f"control {decl.name} with constructor arguments")
+        if decl in self._subcontrol_types:
+            raise EbpfUnsupported(inst, f"a second instance of control {decl.name}")
+        self._subcontrol_types.add(decl)
+        fq = control_plane_name(inst, prefix)
+        # parameters live in the pipe (copy-in/copy-out at each apply, as P4 defines them),
+        # so the instance's actions and tables reach them as the top blocks' ones
         scope: dict[Any, str] = {}
-        for p, role in zip(decl.params, roles):
-            if role != "packet":
-                scope[p] = f"P->{role}"
+        slots: list[tuple[Any, str]] = []
+        for p in decl.params:
+            t = strip(p.type_ref.type)
+            slot = self.fresh("sc_" + fq.replace(".", "_") + "_" + p.name)
+            if isinstance(t, (T.HeaderType, T.StructType)):
+                self.pipe_fields.append(f"{self.layouts.struct_name(t, p)} {slot};")
+            else:
+                self.pipe_fields.append(f"{ctype(scalar_width(t, p))} {slot};")
+            scope[p] = f"P->{slot}"
+            slots.append((p, f"P->{slot}"))
+        self._subcontrol_slots[inst] = slots
+        params = ["struct pipe *P"]
+        saved = (self.scopes, self._local_actions)
+        try:
+            self.instances[inst] = ("control", self._control(decl, fq, scope, params,
+                                                             self.fresh("ctl_" + fq)), 0, 0)
+        finally:
+            self.scopes, self._local_actions = saved
+
+    def _control(self, decl: A.ControlDecl, prefix: str, scope: dict[Any, str], params: list[str],
+                 fn: str) -> str:
         self.scopes = [scope]
         self._local_actions = {d for d in decl.locals if isinstance(d, A.ActionDecl)}
         init: list[str] = []
         for d in decl.locals:
             if isinstance(d, A.VariableDecl):
                 init += self.local_var(d, scope)
+            elif isinstance(d, A.InstantiationDecl) and isinstance(d.type_decl, A.ControlDecl):
+                self.gen_subcontrol(d, prefix)
+                self.scopes = [scope]
+                self._local_actions = {x for x in decl.locals if isinstance(x, A.ActionDecl)}
             elif isinstance(d, A.InstantiationDecl):
                 self.gen_instance(d, prefix)
         for d in decl.locals:
@@ -482,8 +523,29 @@ class CGen(ExprGen):
             if isinstance(d, A.TableDecl):
                 self.gen_table(d, prefix)
         body = init + self.stmts(decl.body.statements)
-        fn = f"ctl_{cname(decl.name)}"
-        self.functions.append(f"/* control {decl.name} */\n"
-                              f"static __always_inline void {fn}(struct pipe *P) {{\n"
+        self.functions.append(f"/* control {prefix} */\n"
+                              f"static __always_inline void {fn}({', '.join(params)}) {{\n"
                               + "".join(IND + x + "\n" for x in body) + "}")
         return fn
+
+    def control_call(self, call: A.MethodCallExpression) -> list[str]:
+        """``s.apply(args)`` of a sub-control instance; exit inside it ends the caller too."""
+        obj = getattr(call.callee, "expr", None)
+        inst = self.instances.get(getattr(obj, "decl", None))
+        if inst is None or inst[0] != "control":
+            raise EbpfUnsupported(call, "apply of a control that is not an instance of this control "
+                                        "(direct MyControl.apply() is not supported yet)")
+        slots = self._subcontrol_slots[obj.decl]  # type: ignore[union-attr]
+        before: list[str] = []
+        after: list[str] = []
+        for (p, slot), a in zip(slots, call.args):
+            t = strip(p.type_ref.type)
+            if p.direction is A.Direction.OUT:
+                before.append(f"__builtin_memset(&{slot}, 0, sizeof({slot}));")
+            elif isinstance(t, (T.HeaderType, T.StructType)):
+                before.append(f"{slot} = {self.lval(a.value)};")
+            else:
+                before.append(f"{slot} = {self.ex(a.value)};")
+            if p.direction in (A.Direction.OUT, A.Direction.INOUT):
+                after.append(f"{self.lval(a.value)} = {slot};")
+        return before + [f"{inst[1]}(P);"] + after + ["if (P->exited) return;"]
