@@ -47,3 +47,14 @@ def test_a_wrong_expectation_fails_on_ebpf(tmp_path) -> None:
     with Switch.from_file(ROOT / "p4/examples/ipv4_forward.p4", target="ebpf") as sw:
         res = StfRunner(sw).run(parse_stf(text, "x.stf"), "x.stf")
     assert len(res.failures) == 1 and "differs" in res.failures[0]
+
+
+def test_dump_c_prints_the_loaded_program() -> None:
+    res = subprocess.run([sys.executable, "-m", "softswitch", "stf", "--target", "ebpf", "--dump-c", "-",
+                          str(ROOT / "p4/examples/ipv4_forward.p4"),
+                          str(ROOT / "p4/examples/ipv4_forward.stf")],
+                         check=False, capture_output=True, text=True, cwd=ROOT, timeout=180)
+    assert res.returncode == 0, res.stderr
+    assert "int p4_pipeline(struct __sk_buff *skb)" in res.stdout
+    assert "BPF_LPM_TRIE(tbl_MyIngress_ipv4_lpm" in res.stdout
+    assert res.stdout.rstrip().endswith("0 failures")

@@ -88,3 +88,20 @@ def test_cli_prints_file_line_col(tmp_path: Path) -> None:
     assert res.returncode == 2
     assert f"{prog}:5:" in res.stderr and "error: unsupported on --target ebpf: bit<128>" \
         in res.stderr, res.stderr
+
+
+def test_unknown_target_is_refused() -> None:
+    from softswitch.api import Switch
+    from softswitch.errors import CompileError
+    with pytest.raises(CompileError, match=r"unknown target 'fpga' \(have: python, ebpf\)"):
+        Switch.from_file(ROOT / "p4/examples/ipv4_forward.p4", target="fpga")
+
+
+def test_switch_process_refuses_what_the_kernel_path_lacks() -> None:
+    """Options with no kernel equivalent yet are errors naming the option, not ignored."""
+    res = subprocess.run([sys.executable, "-m", "softswitch", "switch", str(ROOT / "p4/examples/ipv4_forward.p4"),
+                          "--target", "ebpf", "-i", "1@lo", "--queue-rate", "1:10",
+                          "--grpc-server-addr", "none"],
+                         check=False, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert res.returncode == 2
+    assert "--queue-rate: not supported on --target ebpf yet" in res.stderr, res.stderr
