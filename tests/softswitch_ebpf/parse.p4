@@ -1,6 +1,7 @@
 // Parser constructs for the eBPF target's differential test: select on tuples with
 // masks, ranges and don't-cares, verify(), lookahead of bits and of a header,
-// PacketTooShort; ingress reports the path and the parser error in a header.
+// PacketTooShort; ingress reports the path and the parser error in a header, through
+// a directly invoked control.
 #include <core.p4>
 #include <v1model.p4>
 
@@ -42,6 +43,10 @@ parser P(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_met
     state toolong { meta.path = 4; pkt.extract(hdr.big); transition accept; }
 }
 control VC(inout headers_t hdr, inout meta_t meta) { apply { } }
+control Flag(inout rep_t rep, in bit<8> bit_) {
+    apply { if (rep.err != 0) { rep.err = rep.err | bit_; } }
+}
+
 control Ing(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
     apply {
         sm.egress_spec = 2;
@@ -52,6 +57,7 @@ control Ing(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm
         else if (sm.parser_error == error.PacketTooShort) { hdr.rep.err = 1; }
         else if (sm.parser_error == error.NoMatch) { hdr.rep.err = 2; }
         else { hdr.rep.err = 0xFF; }
+        Flag.apply(hdr.rep, 0x80);          // a direct invocation
     }
 }
 control Eg(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }

@@ -67,6 +67,8 @@ class CGen(ExprGen):
         self.stack_error = 3
         self._subcontrol_types: set[Any] = set()
         self._subcontrol_slots: dict[Any, list[tuple[Any, str]]] = {}
+        self._direct_names: dict[str, int] = {}
+        self._prefix = ""
 
     def fresh(self, base: str) -> str:
         self._n += 1
@@ -470,16 +472,17 @@ class CGen(ExprGen):
         scope = {p: f"P->{role}" for p, role in zip(decl.params, roles) if role != "packet"}
         return self._control(decl, decl.name, scope, ["struct pipe *P"], f"ctl_{cname(decl.name)}")
 
-    def gen_subcontrol(self, inst: A.InstantiationDecl, prefix: str) -> None:
-        """A control instance declared in a control (``Sub() s;`` ... ``s.apply(...)``):
+    def gen_subcontrol(self, inst: Any, prefix: str, fq: str | None = None) -> None:
+        """A control instance declared in a control (``Sub() s;`` ... ``s.apply(...)``), or
+        the anonymous one of a direct ``Sub.apply(...)`` (`inst` the call, `fq` its name):
         a C function over the pipe, its parameters in pipe slots."""
-        decl = inst.type_decl
-        if decl.ctor_params or inst.args:
+        decl = inst.type_decl if isinstance(inst, A.InstantiationDecl) else inst.callee.expr.decl
+        if decl.ctor_params or getattr(inst, "args", None) and isinstance(inst, A.InstantiationDecl):
             raise EbpfUnsupported(inst, f"control {decl.name} with constructor arguments")
         if decl in self._subcontrol_types:
             raise EbpfUnsupported(inst, f"a second instance of control {decl.name}")
         self._subcontrol_types.add(decl)
-        fq = control_plane_name(inst, prefix)
+        fq = fq or control_plane_name(inst, prefix)
         # parameters live in the pipe (copy-in/copy-out at each apply, as P4 defines them),
         # so the instance's actions and tables reach them as the top blocks' ones
         scope: dict[Any, str] = {}
@@ -495,16 +498,17 @@ class CGen(ExprGen):
             slots.append((p, f"P->{slot}"))
         self._subcontrol_slots[inst] = slots
         params = ["struct pipe *P"]
-        saved = (self.scopes, self._local_actions)
+        saved = (self.scopes, self._local_actions, self._prefix)
         try:
             self.instances[inst] = ("control", self._control(decl, fq, scope, params,
                                                              self.fresh("ctl_" + fq)), 0, 0)
         finally:
-            self.scopes, self._local_actions = saved
+            self.scopes, self._local_actions, self._prefix = saved
 
     def _control(self, decl: A.ControlDecl, prefix: str, scope: dict[Any, str], params: list[str],
                  fn: str) -> str:
         self.scopes = [scope]
+        self._prefix = prefix
         self._local_actions = {d for d in decl.locals if isinstance(d, A.ActionDecl)}
         init: list[str] = []
         for d in decl.locals:
@@ -531,11 +535,17 @@ class CGen(ExprGen):
     def control_call(self, call: A.MethodCallExpression) -> list[str]:
         """``s.apply(args)`` of a sub-control instance; exit inside it ends the caller too."""
         obj = getattr(call.callee, "expr", None)
-        inst = self.instances.get(getattr(obj, "decl", None))
+        key = getattr(obj, "decl", None)
+        if isinstance(key, A.ControlDecl):          # direct MyControl.apply(...): its own instance
+            key = call
+            if call not in self.instances:
+                from softswitch.compiler.walk import direct_instance_name
+                fq = direct_instance_name(self._prefix, obj.decl.name, self._direct_names)  # type: ignore[union-attr]
+                self.gen_subcontrol(call, self._prefix, fq)
+        inst = self.instances.get(key)
         if inst is None or inst[0] != "control":
-            raise EbpfUnsupported(call, "apply of a control that is not an instance of this control "
-                                        "(direct MyControl.apply() is not supported yet)")
-        slots = self._subcontrol_slots[obj.decl]  # type: ignore[union-attr]
+            raise EbpfUnsupported(call, "apply of a control that is not an instance of this control")
+        slots = self._subcontrol_slots[key]
         before: list[str] = []
         after: list[str] = []
         for (p, slot), a in zip(slots, call.args):
