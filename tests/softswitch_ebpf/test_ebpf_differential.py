@@ -234,3 +234,20 @@ def test_header_stacks_identical_on_both_targets(name: str) -> None:
             assert got == want, f"packet {i}: {frame.hex()}\n python {want}\n ebpf   {got}"
             outs += bool(want)
         assert outs > 100
+
+
+def test_varbit_identical_on_both_targets() -> None:
+    """A varbit option of a run-time length (from a lookahead): extracted, emitted and
+    removed; too long for its maximum, and cut short."""
+    rng = random.Random(11)
+    program = ROOT / "tests" / "softswitch_ebpf" / "tlv.p4"
+    py = Switch.from_file(program)
+    with Switch.from_file(program, target="ebpf") as kern:
+        for i in range(600):
+            n = rng.choice([0, 1, 2, 7, 31, 32, 33, 40, rng.randrange(0, 60)])
+            opt = bytes([rng.choice([1, 2, 5]), n]) + rng.randbytes(n)
+            frame = rng.randbytes(12) + rng.choice([b"\x88\xb6", b"\x88\xb6", b"\x08\x00"]) + opt \
+                + rng.randbytes(rng.randrange(0, 70))
+            frame = frame[:rng.randrange(14, len(frame) + 1)] if rng.random() < 0.2 else frame
+            want, got = py.process(0, frame), kern.process(0, frame)
+            assert got == want, f"packet {i}: {frame.hex()}\n python {want}\n ebpf   {got}"

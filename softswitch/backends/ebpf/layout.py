@@ -67,7 +67,8 @@ class HeaderLayout:
 
     name: str
     fields: list[tuple[str, int, int]]   # (name, bit offset, width)
-    size_bytes: int
+    size_bytes: int                      # the fixed part
+    varbit: tuple[str, int] | None = None  # a last varbit field: (name, maximum bits)
 
 
 @dataclass(slots=True)
@@ -107,11 +108,19 @@ class Layouts:
             return got
         fields: list[tuple[str, int, int]] = []
         off = 0
+        varbit: tuple[str, int] | None = None
         lines = [f"struct h_{cname(t.name)} {{", "    u8 _valid;"]
-        for fname, ftype in t.fields:
+        for k, (fname, ftype) in enumerate(t.fields):
             node = self._field_node(t.name, fname, node)
-            if isinstance(strip(ftype), T.VarbitType):
-                raise EbpfUnsupported(node, f"varbit field {t.name}.{fname}")
+            vt = strip(ftype)
+            if isinstance(vt, T.VarbitType):
+                if k != len(t.fields) - 1 or vt.max_width % 8:
+                    raise EbpfUnsupported(node, f"varbit field {t.name}.{fname} (only a last "
+                                                "field of whole bytes)")
+                varbit = (fname, vt.max_width)
+                lines += [f"    u8 {cname(fname)}[{stack_slots(vt.max_width // 8 + 1)}];",
+                          f"    u32 {cname(fname)}__bits;"]
+                continue
             if isinstance(strip(ftype), T.StructType):
                 raise EbpfUnsupported(node, f"struct-typed header field {t.name}.{fname}")
             w = scalar_width(ftype, node)
@@ -121,7 +130,7 @@ class Layouts:
         if off % 8:
             raise EbpfUnsupported(node, f"header {t.name} of {off} bits (not whole bytes)")
         lines.append("};")
-        hl = HeaderLayout(name=t.name, fields=fields, size_bytes=off // 8)
+        hl = HeaderLayout(name=t.name, fields=fields, size_bytes=off // 8, varbit=varbit)
         self.headers[t.name] = hl
         self.decls.append("\n".join(lines))
         return hl

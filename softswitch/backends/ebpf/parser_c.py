@@ -129,8 +129,6 @@ def _lookaheads(g: CGen, node: Any, short_code: int) -> list[str]:
 
 
 def _extract(g: CGen, call: A.MethodCallExpression, short_code: int) -> list[str]:
-    if len(call.args) != 1:
-        raise EbpfUnsupported(call, "extract of a varbit header (two arguments)")
     target = call.args[0].value
     t = strip(target.type)
     if not isinstance(t, T.HeaderType):
@@ -148,11 +146,28 @@ def _extract(g: CGen, call: A.MethodCallExpression, short_code: int) -> list[str
         after = [f"{base}__next += 1;"]
     else:
         lv = g.lval(target)
+    if (len(call.args) == 2) != (hl.varbit is not None):
+        raise EbpfUnsupported(call, f"extract of {t.name} with {len(call.args)} arguments")
+    vb_lines: list[str] = []
+    if hl.varbit is not None:
+        # BMv2's order of checks: whole bytes, then the maximum, then the data left
+        vname, vmax = hl.varbit
+        v = f"{lv}.{cname(vname)}"
+        e = g.errors
+        out += [f"P->vb = (u32)({g.ex(call.args[1].value)});",
+                f"if (P->vb & 7) {{ P->sm.parser_error = {e.index('ParserInvalidArgument')}; return; }}",
+                f"if (P->vb > {vmax}) {{ P->sm.parser_error = {e.index('HeaderTooShort')}; return; }}",
+                f"if (P->off + {hl.size_bytes} + P->vb / 8 > skb->len) {{",
+                f"    P->sm.parser_error = {short_code};", "    return;", "}"]
+        vb_lines = ["{", f"    u32 n = (P->vb / 8) & {stack_slots(vmax // 8 + 1) - 1};",
+                    f"    if (n > 0 && bpf_skb_load_bytes(skb, P->off + {hl.size_bytes}, {v}, n) < 0) {{",
+                    f"        P->sm.parser_error = {short_code};", "        return;", "    }",
+                    f"    {v}__bits = P->vb;", "    P->off += n;", "}"]
     out += [f"if (bpf_skb_load_bytes(skb, P->off, P->buf, {hl.size_bytes}) < 0) {{",
             f"    P->sm.parser_error = {short_code};", "    return;", "}"]
     for fname, off, w in hl.fields:
         out.append(f"{lv}.{cname(fname)} = {read_bits('P->buf', off, w)};")
-    out += [f"{lv}._valid = 1;", f"P->off += {hl.size_bytes};"] + after
+    out += vb_lines + [f"{lv}._valid = 1;", f"P->off += {hl.size_bytes};"] + after
     return out
 
 
@@ -231,7 +246,8 @@ def gen_deparser(g: CGen, decl: A.ControlDecl) -> str:
         emits += _emitted(g, call.args[0].value)
     lines = ["u32 len = 0;"]
     for lv, hl, _ in emits:
-        lines.append(f"if ({lv}._valid) len += {hl.size_bytes};")
+        extra = f" + {lv}.{cname(hl.varbit[0])}__bits / 8" if hl.varbit else ""
+        lines.append(f"if ({lv}._valid) len += {hl.size_bytes}{extra};")
         g.max_header = max(g.max_header, hl.size_bytes)
     lines += ["if (resize_headers(skb, P, len) < 0)", "    return -1;", "u32 o = 0;"]
     for lv, hl, _ in emits:
@@ -239,7 +255,13 @@ def gen_deparser(g: CGen, decl: A.ControlDecl) -> str:
         pieces = [(f"{lv}.{cname(f)}", w) for f, _, w in hl.fields]
         lines += [IND + x for x in write_bytes("P->buf", pieces)]
         lines += [f"    if (bpf_skb_store_bytes(skb, o, P->buf, {hl.size_bytes}, 0) < 0) return -1;",
-                  f"    o += {hl.size_bytes};", "}"]
+                  f"    o += {hl.size_bytes};"]
+        if hl.varbit is not None:
+            v = f"{lv}.{cname(hl.varbit[0])}"
+            lines += [f"    u32 n = ({v}__bits / 8) & {stack_slots(hl.varbit[1] // 8 + 1) - 1};",
+                      f"    if (n > 0 && bpf_skb_store_bytes(skb, o, {v}, n, 0) < 0) return -1;",
+                      "    o += n;"]
+        lines.append("}")
     lines.append("return 0;")
     return ("/* deparser " + decl.name + " */\n"
             "static __always_inline int run_deparser(struct __sk_buff *skb, struct pipe *P) {\n"

@@ -171,6 +171,9 @@ def generate_c(checked: Any, compiled_tables: dict[str, Any], *, errors: list[st
     struct_hdr = g.layouts.struct_name(ptypes["hdr"], pdecl)
     struct_meta = g.layouts.struct_name(ptypes["meta"], pdecl)
     struct_sm = g.layouts.struct_name(ptypes["sm"], pdecl)
+    for d in checked.program.declarations:       # counters and registers of the top level
+        if isinstance(d, A.InstantiationDecl) and getattr(d.type_decl, "name", None) in ("counter", "register"):
+            g.gen_instance(d, "")
     parser_fn = gen_parser(g, pdecl, errors)
     ctl = {}
     for b in ("vr", "ig", "eg", "ck"):
@@ -181,7 +184,7 @@ def generate_c(checked: Any, compiled_tables: dict[str, Any], *, errors: list[st
     assert isinstance(dep, A.ControlDecl)
     deparser_fn = gen_deparser(g, dep)
     pipe = ["struct pipe {", f"    {struct_hdr} hdr;", f"    {struct_meta} meta;", f"    {struct_sm} sm;",
-            "    u32 off;", "    u32 pkt_len;", "    u32 action_run;", "    u8 exited;", "    u8 mv[64];",
+            "    u32 off;", "    u32 vb;", "    u32 pkt_len;", "    u32 action_run;", "    u8 exited;", "    u8 mv[64];",
             f"    u8 hb[{MAX_HASH_BYTES}];", f"    u8 buf[{max(g.max_header, 8)}];"]
     pipe += ["    " + f for f in g.pipe_fields] + ["};"]
     maps = ["BPF_PERCPU_ARRAY(p4_scratch, struct pipe, 1);",
