@@ -238,10 +238,11 @@ def test_header_stacks_identical_on_both_targets(name: str) -> None:
 
 def test_varbit_identical_on_both_targets() -> None:
     """A varbit option of a run-time length (from a lookahead): extracted, emitted and
-    removed; too long for its maximum, and cut short."""
+    removed; too long for its maximum, and cut short; a digest of each (the same tuples)."""
     rng = random.Random(11)
     program = ROOT / "tests" / "softswitch_ebpf" / "tlv.p4"
     py = Switch.from_file(program)
+    sent = 0
     with Switch.from_file(program, target="ebpf") as kern:
         for i in range(600):
             n = rng.choice([0, 1, 2, 7, 31, 32, 33, 40, rng.randrange(0, 60)])
@@ -249,5 +250,10 @@ def test_varbit_identical_on_both_targets() -> None:
             frame = rng.randbytes(12) + rng.choice([b"\x88\xb6", b"\x88\xb6", b"\x08\x00"]) + opt \
                 + rng.randbytes(rng.randrange(0, 70))
             frame = frame[:rng.randrange(14, len(frame) + 1)] if rng.random() < 0.2 else frame
-            want, got = py.process(0, frame), kern.process(0, frame)
+            port = rng.randrange(0, 8)
+            want, got = py.process(port, frame), kern.process(port, frame)
             assert got == want, f"packet {i}: {frame.hex()}\n python {want}\n ebpf   {got}"
+            digests = py.runtime.digest_pop("opt_digest_t")
+            assert kern.runtime.digest_pop("opt_digest_t") == digests, f"packet {i}"
+            sent += len(digests)
+        assert sent > 100

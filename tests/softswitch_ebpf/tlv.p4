@@ -1,5 +1,6 @@
 // A varbit option whose length comes from a lookahead: extracted, emitted, removed;
-// too long (HeaderTooShort) and cut short (PacketTooShort) reported in a header.
+// too long (HeaderTooShort) and cut short (PacketTooShort) reported in a header; a
+// digest of each option.
 #include <core.p4>
 #include <v1model.p4>
 
@@ -9,6 +10,7 @@ header opt_t { bit<8> kind; bit<8> len; varbit<256> data; }
 header rep_t { bit<8> err; }
 struct headers_t { eth_t eth; rep_t rep; opt_t opt; }
 struct meta_t { }
+struct opt_digest_t { bit<8> kind; bit<8> len; bit<9> port; }
 
 parser P(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
     state start {
@@ -29,6 +31,9 @@ control Ing(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm
         if (sm.parser_error == error.PacketTooShort) { hdr.rep.err = 1; }
         else if (sm.parser_error == error.HeaderTooShort) { hdr.rep.err = 2; }
         else { hdr.rep.err = 0; }
+        if (hdr.opt.isValid() && hdr.opt.kind != 5) {
+            digest<opt_digest_t>(1, { hdr.opt.kind, hdr.opt.len, sm.ingress_port });
+        }
         if (hdr.opt.isValid() && hdr.opt.kind == 1) {
             hdr.opt.setInvalid();
             hdr.eth.type = 0x0800;

@@ -62,6 +62,7 @@ class CGen(ExprGen, ControlGen):
         self.externs: dict[str, tuple[str, str, int, int]] = {}      # control-plane name -> extern
         self.extern_maps: list[str] = []
         self.precomputed: dict[Any, str] = {}
+        self.digests: dict[str, str] = {}      # digest (struct type) name -> ring buffer
         self._table_actions: dict[str, dict[str, Any]] = {}   # table -> action name -> decl
         self.function_fns: dict[Any, str] = {}                  # FunctionDecl -> C function
         self.in_function = False
@@ -371,6 +372,31 @@ class CGen(ExprGen, ControlGen):
         if lay is None:
             raise EbpfUnsupported(e, f"table {getattr(decl, 'name', '?')} of another control")
         return f"{lay.cname}_apply(P)"
+
+    # ------------------------------------------------------------ digests
+    def digest(self, call: A.MethodCallExpression) -> list[str]:
+        """``digest<T>(receiver, data)``: T's fields into a ring buffer per digest type
+        (named as the Python target's queue: T's name), read by the runtime."""
+        data = call.args[-1].value
+        t = strip(data.type)
+        if not isinstance(t, T.StructType):
+            raise EbpfUnsupported(call, f"digest of {t} (a struct of bit<W> fields)")
+        widths = [(f, scalar_width(ft, call)) for f, ft in t.fields]
+        ring = "dg_" + cname(t.name)
+        if t.name not in self.digests:
+            self.digests[t.name] = ring
+            self.layouts.decls.append(f"struct {ring}_t {{ "
+                                      + " ".join(f"u64 {cname(f)};" for f, _ in widths) + " };")
+            self.extern_maps.append(f"BPF_RINGBUF_OUTPUT({ring}, 8);")
+            self.pipe_fields.append(f"struct {ring}_t {ring}_buf;")
+        if isinstance(data, (A.ListExpression, A.StructExpression)):
+            elems = data.elems if isinstance(data, A.ListExpression) else [f.value for f in data.fields]
+            values = [self.ex(e) for e in elems]
+        else:
+            base = self.lval(data)
+            values = [f"{base}.{cname(f)}" for f, _ in widths]
+        out = [f"P->{ring}_buf.{cname(f)} = {v};" for (f, _), v in zip(widths, values)]
+        return out + [f"{ring}.ringbuf_output(&P->{ring}_buf, sizeof(P->{ring}_buf), 0);"]
 
     # ------------------------------------------------------ counters, registers
     def gen_instance(self, d: A.InstantiationDecl, prefix: str) -> None:

@@ -184,12 +184,31 @@ class EbpfSwitchd:
         os.replace(tmp, path)
 
     def run(self) -> None:
+        """Until stopped: hand the program's digests to the P4Runtime server (the kernel
+        writes them into ring buffers) and write statistics at their interval."""
+        import time
+
+        from softswitch.p4runtime.device import drain_digests
         interval = self.opts.stats_interval_s or (1.0 if self.opts.stats_file else 3600.0)
         self.write_stats()
-        while not self.stop_event.wait(interval):
-            if self.opts.stats_interval_s:
-                LOG.info("%s: %s", self.opts.name, self.snapshot())
-            self.write_stats()
+        due = time.monotonic() + interval
+        while not self.stop_event.is_set():
+            dev = self.device
+            sw = self.switch
+            if sw is not None and sw.generated.digests and dev is not None:
+                with dev.lock:          # a pipeline push may replace the switch meanwhile
+                    sw = self.switch
+                    if sw is not None:
+                        sw.kernel.poll_digests(50)
+                        for name, values in drain_digests(sw):
+                            dev.listeners.digest(name, values)
+            else:
+                self.stop_event.wait(min(0.2, interval))
+            if time.monotonic() >= due:
+                due += interval
+                if self.opts.stats_interval_s:
+                    LOG.info("%s: %s", self.opts.name, self.snapshot())
+                self.write_stats()
 
     def close(self) -> None:
         """Stop the server, detach from every port, unload the program and its maps."""

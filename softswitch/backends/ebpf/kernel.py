@@ -166,6 +166,28 @@ class LoadedProgram:
         """Ids of the program and every map it owns, as the kernel knows them."""
         return {"prog": [object_id(self.fd)], "map": program_map_ids(self.fd)}
 
+    def open_digests(self, ring: str, queue: Any) -> None:
+        """Digests of one type: each ring-buffer record becomes a tuple in `queue`
+        (a `DigestQueue`, as the Python target fills it)."""
+        tab = self.table(ring)
+        names = [f[0] for f in tab.event_type._fields_] if hasattr(tab, "event_type") else None
+
+        def on_record(_cpu: Any, data: Any, _size: Any) -> None:
+            rec = tab.event(data)
+            fields = names or [f[0] for f in type(rec)._fields_]
+            queue.push(tuple(int(getattr(rec, f)) for f in fields))
+
+        tab.open_ring_buffer(on_record)
+        self.has_digests = True
+
+    def poll_digests(self, timeout_ms: int) -> None:
+        """Move what the program sent into the digest queues (0: what is there now)."""
+        if getattr(self, "has_digests", False):
+            if timeout_ms:
+                self.bpf.ring_buffer_poll(timeout_ms)
+            else:
+                self.bpf.ring_buffer_consume()
+
     def stats(self) -> dict[str, int]:
         """Totals of the per-CPU statistics (received, transmitted, dropped ...)."""
         tab = self.table("p4_stats")

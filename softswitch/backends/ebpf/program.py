@@ -34,6 +34,7 @@ class GeneratedProgram:
     tables: dict[str, TableLayout] = field(default_factory=dict)   # by control-plane name
     # counters and registers by control-plane name: (kind, map name, size, width)
     externs: dict[str, tuple[str, str, int, int]] = field(default_factory=dict)
+    digests: dict[str, str] = field(default_factory=dict)   # digest name -> ring buffer map
 
 
 _PRELUDE = """\
@@ -205,4 +206,4 @@ def generate_c(checked: Any, compiled_tables: dict[str, Any], *, errors: list[st
                               compute=ctl["ck"]))
     return GeneratedProgram(source="\n\n".join(parts) + "\n",
                             tables={lay.name: lay for lay in g.tables.values()},
-                            externs=dict(g.externs))
+                            externs=dict(g.externs), digests=dict(g.digests))

@@ -29,7 +29,7 @@ def _refuse_unmirrored(program: CompiledProgram) -> None:
     """Run-time objects the kernel program has no copy of yet: refuse, never ignore."""
     checked = program.checked
     kinds: dict[str, dict[str, Any]] = {
-        "meters": program.meters, "digests": program.digests, "value_sets": program.value_sets,
+        "meters": program.meters, "value_sets": program.value_sets,
              "action profiles": program.action_profiles, "direct meters": program.direct_meters}
     for kind, objs in kinds.items():
         if objs:
@@ -71,6 +71,8 @@ class EbpfSwitch:
         self.mirrors: dict[str, TableMirror] = {}
         try:
             self.runtime = EbpfRuntime(program, self.pre, self.kernel, self.generated.externs)
+            for dname, ring in self.generated.digests.items():
+                self.kernel.open_digests(ring, program.digests[dname])
             for tname, lay in self.generated.tables.items():
                 table = program.tables[tname]
                 mirror = TableMirror(self.kernel, table, lay)
@@ -110,6 +112,8 @@ class EbpfSwitch:
             raise SoftswitchError("multicast groups and clone sessions are not supported on "
                                   "--target ebpf yet")
         out_port, out = self.kernel.run_test(port, bytes(data))
+        if self.generated.digests:
+            self.kernel.poll_digests(0)
         events: list[TraceEvent] = []
         if trace:
             events.append(TraceEvent("packet_in", "switch", {"port": port, "length": len(data)}))

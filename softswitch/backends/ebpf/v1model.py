@@ -93,6 +93,8 @@ def lower_extern(gen: CGen, call: A.MethodCallExpression) -> list[str] | None:
         return [f"P->sm.{cname(field)} = {value};" for field, value in sem.writes]
     if sem.op is ExternOp.HASH:
         return _hash(gen, call)
+    if sem.op is ExternOp.DIGEST:
+        return gen.digest(call)
     if sem.op in (ExternOp.CHECKSUM_VERIFY, ExternOp.CHECKSUM_UPDATE):
         if sem.with_payload:
             raise EbpfUnsupported(call, f"{name} (checksums over the payload)")
