@@ -182,3 +182,55 @@ def test_controller_installs_the_program_and_routes_over_p4runtime(tmp_path) -> 
             proc.wait(10)
         for ns in reversed(made):
             ns.close()
+
+
+def test_digests_reach_the_p4runtime_client(tmp_path) -> None:
+    """A digest sent by the kernel program arrives as a DigestList on the stream."""
+    import queue
+
+    from controller.p4rt.client import SwitchClient
+    from softswitch.frontend.load import load_program
+    from softswitch.p4info import build_p4info
+    program = ROOT / "tests" / "softswitch_ebpf" / "tlv.p4"
+    info = build_p4info(load_program(program))
+    made: list[Namespace] = []
+    proc = None
+    try:
+        h1, sw = (Namespace.create("tebd") for _ in range(2))
+        made += [h1, sw]
+        for ns in made:
+            _quiet(ns)
+        a, s1 = veth_pair(h1, sw, prefix="tebd")
+        sock = tmp_path / "p4rt.sock"
+        proc = sw.popen([sys.executable, "-m", "softswitch", "switch", str(program), "--target", "ebpf",
+                         "-i", f"3@{s1.ifname}", "--device-id", "4", "--grpc-server-addr", f"unix:{sock}"],
+                        cwd=str(ROOT), env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                        stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while not sock.exists():
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert time.monotonic() < deadline, "ebpf switch not ready in 60 s"
+            time.sleep(0.05)
+        with SwitchClient(name="s1", address=f"unix:{sock}", device_id=4) as cl:
+            cl.connect()
+            digest_id = info.digests[0].preamble.id
+            cl.enable_digest(digest_id)
+            with h1.enter():
+                raw = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+            raw.bind((a.ifname, 0))
+            raw.send(bytes(6) + bytes.fromhex(a.mac.replace(":", "")) + b"\x88\xb6\x02\x03abc")
+            raw.close()
+            got = cl.digests.get(timeout=10)
+            assert got.digest_id == digest_id
+            values = [[int.from_bytes(m.bitstring, "big") for m in d.struct.members] for d in got.data]
+            assert values == [[2, 3, 3]]            # kind, len, ingress port
+        proc.terminate()
+        assert proc.wait(20) == 0, proc.stderr.read() if proc.stderr else ""
+    except queue.Empty:
+        raise AssertionError("no digest arrived within 10 s") from None
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        for ns in reversed(made):
+            ns.close()
