@@ -159,7 +159,8 @@ class IntEchoHop(Packet):
     """One echoed hop record (20 B)."""
 
     name = "INT echo hop"
-    fields_desc = [IntField("node_id", 0), IntField("egress_ts", 0), IntField("tx_bytes", 0),
+    fields_desc = [  # noqa: RUF012 - scapy declares fields as a class list
+                   IntField("node_id", 0), IntField("egress_ts", 0), IntField("tx_bytes", 0),
                    IntField("queue_bytes", 0), IntField("line_rate", 0)]
 
     def extract_padding(self, s: bytes) -> tuple[bytes, bytes]:
@@ -174,7 +175,8 @@ class IntEcho(Packet):
     """
 
     name = "INT echo"
-    fields_desc = [XByteField("magic", ECHO_MAGIC), BitField("version", ECHO_VERSION, 4),
+    fields_desc = [  # noqa: RUF012 - scapy declares fields as a class list
+                   XByteField("magic", ECHO_MAGIC), BitField("version", ECHO_VERSION, 4),
                    BitField("flags", 0, 4), ByteField("hop_count", None),
                    ByteField("hop_words", ECHO_HOP_WORDS),
                    PacketListField("hops", [], IntEchoHop,
