@@ -31,6 +31,15 @@ rate 0 (the data packet's bitmaps lacked the field) gives no sample and is count
 or other node IDs) the new records are stored as on the first ACK instead of being
 compared with another switch's.  Units here: seconds, bit/s, bytes.
 
+Emulation scale: round trips here are Python senders and Python switches, and a
+pacer releases a few milliseconds of packets at a time, so queues of a few packets come
+and go at any load.  With T = the smallest RTT sample (under a millisecond on an idle
+softswitch, where a packet meets no serialisation delay), ``qlen / (B T)`` would count
+one queued packet as several BDPs and starve the link.  T therefore defaults to the
+smallest RTT sample but at least ``min_base_rtt_s`` = 10 ms: the microsecond-scale base
+RTT of HPCC's data-centre runs times 1000, the factor ``traffic.dcqcn`` scales DCQCN's
+timers by.  Across a WAN the measured RTT is larger and is used as it is.
+
 The window: ns-3 also bounds the bytes in flight by ``W * R / R_max`` (``VAR_WIN``);
 :meth:`HpccState.window_bytes` gives it, and the requester applies it.
 """
@@ -57,7 +66,8 @@ class HpccSettings:
     max_stage: int = 5                # additive steps before a multiplicative one (MI_THRESH)
     w_ai_fraction: float = 0.005      # additive increase W_AI, fraction of the line rate (RATE_AI)
     min_rate_fraction: float = 0.001  # lowest rate, fraction of the line rate (MinRate)
-    base_rtt_s: float | None = None   # T; None: the QP's smallest RTT sample
+    base_rtt_s: float | None = None   # T; None: the QP's smallest RTT sample, at least ...
+    min_base_rtt_s: float = 0.01      # ... this (emulation scale, see the module docstring)
     multi_rate: bool = False          # per-hop reference rates (MULTI_RATE)
     fast_react: bool = True           # react on every ACK, commit once per RTT (FAST_REACT)
     window: bool = True               # bound bytes in flight by W R / R_max (HAS_WIN, VAR_WIN)
@@ -71,9 +81,16 @@ class HpccSettings:
             v = getattr(self, name)
             if not 0.0 <= v <= 1.0:
                 raise ConfigError(f"HPCC settings: {name}={v!r} outside 0..1")
-        if self.base_rtt_s is not None and not 1e-6 <= self.base_rtt_s <= 60:
-            raise ConfigError(f"HPCC settings: base_rtt_s={self.base_rtt_s!r} outside "
-                              "1e-6..60 s")
+        for name in ("base_rtt_s", "min_base_rtt_s"):
+            v = getattr(self, name)
+            if v is not None and not 1e-6 <= v <= 60:
+                raise ConfigError(f"HPCC settings: {name}={v!r} outside 1e-6..60 s")
+
+    def base_rtt(self, measured_s: float | None) -> float:
+        """T: the configured base RTT, else the smallest sample, at least the floor."""
+        if self.base_rtt_s is not None:
+            return self.base_rtt_s
+        return max(self.min_base_rtt_s, measured_s or 0.0)
 
 
 @dataclass(slots=True)
@@ -151,8 +168,7 @@ class HpccState:
             self._update_single(hops, base_rtt_s, commit=full)
         if full:
             self.updates += 1
-            if next_seq > self.last_update_seq:
-                self.last_update_seq = next_seq
+            self.last_update_seq = max(self.last_update_seq, next_seq)
         else:
             self.fast_reacts += 1
         return self.rate_bps != before
