@@ -145,13 +145,13 @@ def _common(p: argparse.ArgumentParser, *, with_hosts: bool = True) -> None:
                    "multiplicative one (default 5)")
     p.add_argument("--hpcc-wai", type=float, default=HpccSettings().w_ai_fraction,
                    metavar="F", help="HPCC additive increase, fraction of --rate "
-                   "(default 0.005)")
+                   "(default 0.01)")
     p.add_argument("--hpcc-base-rtt", type=_duration, default=None, metavar="T",
                    help="HPCC base RTT (default: the QP's smallest RTT sample, at least "
                         "--hpcc-min-base-rtt)")
     p.add_argument("--hpcc-min-base-rtt", type=_duration,
                    default=HpccSettings().min_base_rtt_s, metavar="T",
-                   help="floor of the measured base RTT (default 10ms: emulation scale)")
+                   help="floor of the measured base RTT (default 30ms: emulation scale)")
     p.add_argument("--hpcc-multi-rate", action="store_true",
                    help="HPCC reference rate per hop (ns-3 MultiRate)")
     p.add_argument("--hpcc-no-window", action="store_true",

@@ -33,12 +33,16 @@ compared with another switch's.  Units here: seconds, bit/s, bytes.
 
 Emulation scale: round trips here are Python senders and Python switches, and a
 pacer releases a few milliseconds of packets at a time, so queues of a few packets come
-and go at any load.  With T = the smallest RTT sample (under a millisecond on an idle
-softswitch, where a packet meets no serialisation delay), ``qlen / (B T)`` would count
-one queued packet as several BDPs and starve the link.  T therefore defaults to the
-smallest RTT sample but at least ``min_base_rtt_s`` = 10 ms: the microsecond-scale base
-RTT of HPCC's data-centre runs times 1000, the factor ``traffic.dcqcn`` scales DCQCN's
-timers by.  Across a WAN the measured RTT is larger and is used as it is.
+and go at any load.  The smallest RTT sample (about a millisecond on an idle softswitch,
+where a packet meets no serialisation delay) makes a BDP smaller than one packet: the
+queue term ``qlen / (B T)`` would count one queued packet as several BDPs, and the
+window floor of one packet per QP would exceed the BDP with a few QPs, so rates would
+fall to the minimum.  T therefore defaults to the smallest RTT sample but at least
+``min_base_rtt_s`` = 30 ms: at the test bed's 4 Mbit/s bottleneck and 1 KiB packets a
+BDP of about 14 packets, a couple per QP of an 8:1 incast, as HPCC's data-centre runs
+have many packets per BDP.  Across a WAN the measured RTT is larger and is used as it
+is.  W_AI defaults to 1 % of the line rate (the paper's ``W_init (1 - eta) / N`` for
+N = 5): a few-second experiment needs flows that started apart to converge.
 
 The window: ns-3 also bounds the bytes in flight by ``W * R / R_max`` (``VAR_WIN``);
 :meth:`HpccState.window_bytes` gives it, and the requester applies it.
@@ -64,10 +68,10 @@ class HpccSettings:
 
     eta: float = 0.95                 # target utilisation (U_TARGET)
     max_stage: int = 5                # additive steps before a multiplicative one (MI_THRESH)
-    w_ai_fraction: float = 0.005      # additive increase W_AI, fraction of the line rate (RATE_AI)
+    w_ai_fraction: float = 0.01       # additive increase W_AI, fraction of the line rate (RATE_AI)
     min_rate_fraction: float = 0.001  # lowest rate, fraction of the line rate (MinRate)
     base_rtt_s: float | None = None   # T; None: the QP's smallest RTT sample, at least ...
-    min_base_rtt_s: float = 0.01      # ... this (emulation scale, see the module docstring)
+    min_base_rtt_s: float = 0.03      # ... this (emulation scale, see the module docstring)
     multi_rate: bool = False          # per-hop reference rates (MULTI_RATE)
     fast_react: bool = True           # react on every ACK, commit once per RTT (FAST_REACT)
     window: bool = True               # bound bytes in flight by W R / R_max (HAS_WIN, VAR_WIN)

@@ -127,6 +127,7 @@ class Requester:
     _win_pkts: int = 0              # packets in flight allowed (HPCC's window or the config)
     hpcc_first_queue_s: float | None = None  # first echoed queue above zero ...
     hpcc_first_cut_s: float | None = None    # ... and the first rate cut after it
+    hpcc_max_queue_bytes: int = 0            # deepest queue an echo reported
 
     def __post_init__(self) -> None:
         self._tmpl = PacketTemplate(src=self.local_ip, dst=self.cfg.peer_ip, sport=self.sport)
@@ -138,6 +139,8 @@ class Requester:
         if self.cfg.cc is CongestionControl.HPCC_SENDER:
             self._hpcc = HpccState(max_rate_bps=self.cfg.rate_bps, settings=self.cfg.hpcc)
         self._win_pkts = self.cfg.window_pkts
+        if self._hpcc is not None:
+            self._hpcc_window()  # HPCC's window bounds the first round trip too
         self._pending = collections.deque()
         self._rto = max(self.cfg.rto_initial_s, self.cfg.rto_min_s)
         self.rate_log.append((self.now_s, float(self.cfg.rate_bps)))
@@ -428,7 +431,9 @@ class Requester:
         hp = self._hpcc
         if hp is None or pkt.aeth is None:
             return
-        if self.hpcc_first_queue_s is None and any(h.queue_bytes for h in hops):
+        q = max((h.queue_bytes for h in hops), default=0)
+        self.hpcc_max_queue_bytes = max(self.hpcc_max_queue_bytes, q)
+        if self.hpcc_first_queue_s is None and q:
             self.hpcc_first_queue_s = now
         ack_seq = self._abs(pkt.bth.psn) + (0 if pkt.aeth.is_nak else 1)
         base_rtt = self.cfg.hpcc.base_rtt(self._hpcc_rtt)
@@ -438,10 +443,16 @@ class Requester:
                     and self.hpcc_first_cut_s is None):
                 self.hpcc_first_cut_s = now
             self._apply_dcqcn_rate(now)
-        if self.cfg.hpcc.window:
-            wire = self.cfg.mtu + BTH_LEN + ICRC_LEN + WIRE_OVERHEAD
-            w = -(-hp.window_bytes(base_rtt) // wire)
-            self._win_pkts = int(min(self.cfg.window_pkts, max(1, w)))
+        self._hpcc_window()
+
+    def _hpcc_window(self) -> None:
+        """Packets in flight: HPCC's ``W R / R_max`` (at least one), within the config."""
+        hp = self._hpcc
+        if hp is None or not self.cfg.hpcc.window:
+            return
+        wire = self.cfg.mtu + BTH_LEN + ICRC_LEN + WIRE_OVERHEAD
+        w = -(-hp.window_bytes(self.cfg.hpcc.base_rtt(self._hpcc_rtt)) // wire)
+        self._win_pkts = int(min(self.cfg.window_pkts, max(1, w)))
 
     @property
     def hpcc(self) -> HpccState | None:
@@ -594,7 +605,7 @@ class Requester:
             return None
         q, c = self.hpcc_first_queue_s, self.hpcc_first_cut_s
         return {**self._hpcc.snapshot(), "base_rtt_s": self.cfg.hpcc.base_rtt(self._hpcc_rtt),
-                "min_rtt_s": self._hpcc_rtt,
+                "min_rtt_s": self._hpcc_rtt, "max_echo_queue_bytes": self.hpcc_max_queue_bytes,
                 "window_pkts": self._win_pkts, "first_queue_s": q, "first_cut_s": c,
                 "reaction_s": None if q is None or c is None else c - q}
 

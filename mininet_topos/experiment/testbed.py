@@ -147,6 +147,7 @@ class Testbed:
     ports: dict[str, int] = field(default_factory=dict)
     agent_hosts: tuple[str, ...] = ()
     feedback: bool = True     # agents relay the controller's rate/FEC feedback
+    echo: bool = False        # agents echo INT in their host's ACKs (HPCC at the sender)
     fec_target: float = 0.0   # > 0: the controller chooses FEC per flow (--fec-target)
     ecn: str | None = None    # the controller's --ecn KMIN:KMAX:PMAX (None: its default)
     influx_url: str | None = None   # the controller exports live to this InfluxDB
@@ -276,6 +277,7 @@ class Testbed:
                 self.python, "-m", "ebpf.agent", "--iface", host.intf_name,
                 "--controller", f"{root_ip}:{self.ports['agent']}", "--agent-id", host.ipv4,
                 *(["--feedback-port", str(fb)] if self.feedback else []),
+                *(["--echo"] if self.echo else []),
                 "--control", str(self.sock_dir / f"{h}.sock"), "1"]))
         deadline = time.monotonic() + self.ready_timeout_s
         for p in procs:

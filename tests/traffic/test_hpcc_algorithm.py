@@ -23,7 +23,7 @@ def hop(ts_us: int, tx: int, q: int, rate_mbps: int = 4, node: int = 1) -> EchoH
 
 
 def state(**kw) -> HpccState:
-    return HpccState(max_rate_bps=R, settings=HpccSettings(**kw))
+    return HpccState(max_rate_bps=R, settings=HpccSettings(**{"w_ai_fraction": AI / R, **kw}))
 
 
 def test_one_hop_full_fast_full():

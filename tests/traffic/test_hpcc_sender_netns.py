@@ -55,13 +55,13 @@ def int_star(n: int, tmp: Path) -> Iterator[tuple[list[Namespace], Path]]:
                            "dev", h.ifname])
         rx_ip = f"0x0a51{0:02x}01"
         lines = ["setdefault SwitchEgress.switch_config set_switch_config(node_id:7)",
-                 f"add SwitchEgress.port_line_rate port:1 set_line_rate(line_rate_mbps:"
-                 f"{BOTTLENECK_MBPS})",
+                 (f"add SwitchEgress.port_line_rate port:1 set_line_rate(line_rate_mbps:"
+                 f"{BOTTLENECK_MBPS})"),
                  "add SwitchIngress.int_sink egress_port:1 sink_host()",
                  # INT on RoCEv2 to the receiver only (its ACKs go back without)
-                 f"add SwitchIngress.int_watchlist 10 src_addr:0x******** dst_addr:{rx_ip} "
+                 (f"add SwitchIngress.int_watchlist 10 src_addr:0x******** dst_addr:{rx_ip} "
                  "src_port:0x**** dst_port:0x12b7 dscp:0b****** int_source("
-                 "instruction_bitmap:0xd400, ds_instruction:0xe000, max_hops:8)"]
+                 "instruction_bitmap:0xd400, ds_instruction:0xe000, max_hops:8)")]
         for i, h in enumerate(hosts):
             lines.append(f"add SwitchIngress.ipv4_lpm dst_addr:0x0a5100{i + 1:02x}/32 "
                          f"ipv4_forward(port:{i + 1}, src_mac:{SWITCH_MAC:#014x}, "
