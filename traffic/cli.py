@@ -127,12 +127,14 @@ def _common(p: argparse.ArgumentParser, *, with_hosts: bool = True) -> None:
                         "feedback), dcqcn (reacts to CNPs) or hpcc-sender (HPCC on the INT "
                         "echoed in every ACK; needs the receiver's sink with --echo); "
                         "--rate is their line rate")
-    p.add_argument("--hpcc-eta", type=float, default=HpccSettings().eta, metavar="ETA",
+    p.add_argument("--hpcc-eta", type=argtypes.bounded_float(0.0, 1.0, what="eta"),
+                   default=HpccSettings().eta, metavar="ETA",
                    help="HPCC target utilisation (default 0.95)")
-    p.add_argument("--hpcc-max-stage", type=_positive_int(0, 1000),
+    p.add_argument("--hpcc-max-stage", type=argtypes.bounded_int(0, 1000),
                    default=HpccSettings().max_stage, help="HPCC additive steps before a "
                    "multiplicative one (default 5)")
-    p.add_argument("--hpcc-wai", type=float, default=HpccSettings().w_ai_fraction,
+    p.add_argument("--hpcc-wai", type=argtypes.bounded_float(0.0, 1.0, low_open=False),
+                   default=HpccSettings().w_ai_fraction,
                    metavar="F", help="HPCC additive increase, fraction of --rate "
                    "(default 0.01)")
     p.add_argument("--hpcc-base-rtt", type=_duration, default=None, metavar="T",
