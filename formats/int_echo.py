@@ -7,8 +7,8 @@ ACK of that QP.  The sender's endpoint takes them off again before it checks the
 Project extension (no public specification); the C mirror is ``struct int_echo_hop``
 and ``struct int_echo_trailer`` in ``ebpf/int_formats.h``.
 
-Where: at the very end of the UDP payload of an ACKNOWLEDGE (opcode 0x11), *after* its
-ICRC.  Its presence is flagged by bit ``0x20`` of the BTH resv8a byte (byte 4: FECN,
+Where (formats/FORMATS.md "INT echo in ACKs"): at the very end of the UDP payload of
+an ACKNOWLEDGE (opcode 0x11), *after* its ICRC.  Its presence is flagged by bit ``0x20`` of the BTH resv8a byte (byte 4: FECN,
 BECN, then six reserved bits; this is the first reserved bit).  The ICRC masks the
 whole resv8a byte, and the echo lies behind the ICRC, so once the echo is removed and
 the UDP/IPv4 lengths are taken from what is left, the responder's ICRC verifies
