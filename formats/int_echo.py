@@ -8,8 +8,9 @@ Project extension (no public specification); the C mirror is ``struct int_echo_h
 and ``struct int_echo_trailer`` in ``ebpf/int_formats.h``.
 
 Where (formats/FORMATS.md "INT echo in ACKs"): at the very end of the UDP payload of
-an ACKNOWLEDGE (opcode 0x11), *after* its ICRC.  Its presence is flagged by bit ``0x20`` of the BTH resv8a byte (byte 4: FECN,
-BECN, then six reserved bits; this is the first reserved bit).  The ICRC masks the
+an ACKNOWLEDGE (opcode 0x11), *after* its ICRC.  Its presence is flagged by bit
+``0x20`` of the BTH resv8a byte (byte 4: FECN, BECN, then six reserved bits; this is
+the first reserved bit).  The ICRC masks the
 whole resv8a byte, and the echo lies behind the ICRC, so once the echo is removed and
 the UDP/IPv4 lengths are taken from what is left, the responder's ICRC verifies
 unchanged::
