@@ -193,10 +193,8 @@ def build_p4info(program: A.CheckedProgram) -> P4I.P4Info:
         for s in col.symbols:
             if s.kind == kind:
                 emit_one(info, s, alias[s.name], index)
-    if col.calls_extern_function or any(s.kind != "action" for s in col.symbols):
-        # p4c writes type_info, empty or not, once it lists more than actions or a
-        # control calls an extern function
-        info.type_info.SetInParent()
+    if col.writes_type_info or any(s.kind != "action" for s in col.symbols):
+        info.type_info.SetInParent()  # empty or not, where p4c writes it
     for st in col.struct_types.values():
         _emit_struct(info, st)
     _emit_enums(info, program)

@@ -16,7 +16,8 @@ p4c writes P4Info from the output of its front end, which has reshaped the progr
   parameters become local variables: it has no parameters left; a table's copy keeps
   its action-data (directionless) parameters;
 - a table without ``default_action`` gets ``NoAction`` as its default, added to its
-  actions as ``@defaultonly`` when it is not there.
+  actions as ``@defaultonly`` when it is not there;
+- ``@hidden`` tables and actions are left out.
 
 The serializer then lists each control's actions in declaration order (copies of
 top-level actions first) and keeps the first of each name.  So a table action has its
@@ -84,6 +85,11 @@ def control_plane_name(decl: Any, prefix: str) -> str:
     return f"{prefix}.{decl.name}" if prefix else decl.name
 
 
+def _hidden(decl: Any) -> bool:
+    """``@hidden`` objects are left out of P4Info (their uses still count)."""
+    return A.find_annotation(getattr(decl, "annotations", []), "hidden") is not None
+
+
 def _calls(body: A.BlockStatement) -> Iterator[A.MethodCallExpression]:
     """The calls in ``body`` in source order, with the bodies of the functions it calls
     in place (p4c inlines functions too)."""
@@ -113,8 +119,9 @@ class Collector:
         self.symbols: list[Symbol] = []
         self.struct_types: dict[str, T.StructLikeType] = {}
         self.direct_names: dict[str, int] = {}  # direct invocations named so far
-        # p4c writes an (empty) type_info once a control calls an extern function
-        self.calls_extern_function = False
+        # p4c writes an (empty) type_info once it meets a table (@hidden ones too) or a
+        # control calling an extern function, whatever else it lists
+        self.writes_type_info = False
         self._direct: dict[tuple[int, str], str] = {}  # (call, prefix) -> instance name
 
     def add(self, kind: str, name: str, decl: Any, **extra: Any) -> Symbol:
@@ -177,7 +184,8 @@ class Collector:
         top = [u for u in first.values() if self._is_top_level(u.decl)]
         own = [first[(n, id(d))] for n, d in declared if (n, id(d)) in first]
         for u in top + own:
-            self.add("action", u.name, u.decl, from_apply=u.from_apply)
+            if not _hidden(u.decl):
+                self.add("action", u.name, u.decl, from_apply=u.from_apply)
         seen: set[int] = set()
         for u in uses:
             self._action_externs(u.decl, seen)
@@ -267,7 +275,7 @@ class Collector:
                 self.extern_function(node)
 
     def extern_function(self, call: A.MethodCallExpression) -> None:
-        self.calls_extern_function = True
+        self.writes_type_info = True
         if call.callee_decl.name != "digest":
             return
         t = call.type_bindings.get("T")
@@ -298,6 +306,9 @@ class Collector:
             default_only_noaction = self.action_name(noaction, prefix)
             if not any(ref.decl is noaction for ref in t.actions):
                 uses.append(_ActionUse(default_only_noaction, noaction, False))
+        self.writes_type_info = True
+        if _hidden(t):
+            return
         default = None if t.default_action is None else self.action_name(t.default_action.decl, prefix)
         sym = self.add("table", control_plane_name(t, prefix), t, prefix=prefix, actions=actions,
                        default=default, implicit_default=default_only_noaction)

@@ -49,8 +49,9 @@ def test_action_rules():
     assert params == {
         "NoAction": [], "Ing.caller": ["r"], "Ing.table_and_apply": ["p"], "Ing.table_and_action": ["q"],
         "Ing.from_apply": [], "Ing.from_both": [], "Ing.directional": [], "Ing.chain_top": [],
-        "Ing.renamed": [], "Ing.in_switch": ["s"], "Ing.other": []}
+        "Ing.renamed": [], "Ing.in_switch": ["s"], "Ing.other": [], "Ing.via_hidden_table": ["h"]}
     assert [d.preamble.name for d in info.digests] == ["learn16_t"]
+    assert "Ing.hidden_table" not in [t.preamble.name for t in info.tables]
     no_default = next(t for t in info.tables if t.preamble.name == "Ing.no_default")
     noaction = next(a.preamble.id for a in info.actions if a.preamble.name == "NoAction")
     assert no_default.action_refs[-1].id == noaction

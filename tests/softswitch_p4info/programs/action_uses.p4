@@ -25,6 +25,13 @@ control Ing(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm
         actions = { caller; table_and_apply; table_and_action; NoAction; }
         default_action = NoAction();
     }
+    @hidden action hidden_action() { }                   // absent
+    action via_hidden_table(bit<8> h) { meta.m8 = h; }   // listed: the table is absent, not its uses
+    @hidden table hidden_table {
+        key = { hdr.a.v: exact; }
+        actions = { hidden_action; via_hidden_table; }
+        default_action = hidden_action();
+    }
     table no_default {                                   // NoAction becomes its default
         key = { hdr.a.v: exact; }
         actions = { in_switch; other; }
@@ -36,6 +43,7 @@ control Ing(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm
         from_both(32w7);
         directional(meta.m8, 8w2);
         chain_top();
+        hidden_table.apply();
         named_from_apply(8w6);
         switch (no_default.apply().action_run) {
             in_switch: { other(); }
