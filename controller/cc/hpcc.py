@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from controller.cc.batch import occurrence_rounds
+from common.flow_batches import occurrence_rounds
 from controller.cc.errors import FlowIndexError, ParameterError, TelemetryError
 from controller.cc.latency import LatencySummary, LoopLatency
 from controller.cc.telemetry import MAX_HOPS, HopSamples
