@@ -177,11 +177,10 @@ def build_p4info(program: A.CheckedProgram) -> P4I.P4Info:
         index[(s.kind, s.name)] = s
     info = P4I.P4Info()
     info.pkg_info.arch = "v1model"
-    # tables and actions in the order p4c's walk of main meets them (sub-controls
-    # inlined); the other kinds in program (declaration) order
+    # objects in the order p4c's walk of main meets them (sub-controls inlined where
+    # they are declared); digests in program order of their struct types
     position = {id(n): i for i, n in enumerate(A.iter_nodes(program.program))}
-    walked = ("table", "action")
-    col.symbols.sort(key=lambda s: s.order if s.kind in walked else position.get(id(s.decl), len(position)))
+    col.symbols.sort(key=lambda s: position.get(id(s.decl), len(position)) if s.kind == "digest" else s.order)
     emit: dict[str, Callable[[P4I.P4Info, Symbol, str, _Index], None]] = {
         "table": _emit_table, "action": _emit_action, "counter": _emit_counter,
         "direct_counter": _emit_direct_counter, "meter": _emit_meter, "direct_meter": _emit_direct_meter,

@@ -17,7 +17,10 @@ p4c writes P4Info from the output of its front end, which has reshaped the progr
   its action-data (directionless) parameters;
 - a table without ``default_action`` gets ``NoAction`` as its default, added to its
   actions as ``@defaultonly`` when it is not there;
-- ``@hidden`` tables and actions are left out.
+- ``@hidden`` tables and actions are left out;
+- what nothing uses is dropped: a table never applied (and the actions only it
+  names), code under a constant false condition, a direct counter or meter no table
+  names (an extern instance stays, used or not).
 
 The serializer then lists each control's actions in declaration order (copies of
 top-level actions first) and keeps the first of each name.  So a table action has its
@@ -90,10 +93,25 @@ def _hidden(decl: Any) -> bool:
     return A.find_annotation(getattr(decl, "annotations", []), "hidden") is not None
 
 
+def _live(root: Any) -> Iterator[Any]:
+    """The nodes under ``root`` in source order, without the branches a constant condition
+    never takes (``if (false)``, ``true ? a : b``): p4c folds them away before it drops
+    what nothing uses."""
+    dead: set[int] = set()
+    for node in A.iter_nodes(root):
+        if id(node) in dead:
+            continue
+        if isinstance(node, (A.IfStatement, A.TernaryExpression)) and isinstance(node.cond.const_value, bool):
+            branch = node.else_ if node.cond.const_value else node.then
+            if branch is not None:
+                dead.update(id(n) for n in A.iter_nodes(branch))
+        yield node
+
+
 def _calls(body: A.BlockStatement) -> Iterator[A.MethodCallExpression]:
     """The calls in ``body`` in source order, with the bodies of the functions it calls
     in place (p4c inlines functions too)."""
-    for node in A.iter_nodes(body):
+    for node in _live(body):
         if isinstance(node, A.MethodCallExpression):
             yield node
             if node.call_kind == A.CallKind.FUNCTION and isinstance(node.callee_decl, A.FunctionDecl):
@@ -123,6 +141,7 @@ class Collector:
         # control calling an extern function, whatever else it lists
         self.writes_type_info = False
         self._direct: dict[tuple[int, str], str] = {}  # (call, prefix) -> instance name
+        self._applied_tables: set[tuple[int, str]] = set()  # (table, prefix); p4c drops the others
 
     def add(self, kind: str, name: str, decl: Any, **extra: Any) -> Symbol:
         for s in self.symbols:
@@ -156,6 +175,12 @@ class Collector:
                 self.control(blk.decl, prefix)
             else:
                 self.parser(blk.decl, prefix)
+        # a direct counter or meter no table names is not described (p4c lists them with
+        # the tables they belong to)
+        named = {id(getattr(p.value, "decl", None)) for s in self.symbols if s.kind == "table"
+                 for p in s.decl.properties if p.name in ("counters", "meters")}
+        self.symbols = [s for s in self.symbols
+                        if s.kind not in ("direct_counter", "direct_meter") or id(s.decl) in named]
         for d in self.prog.program.declarations:
             if isinstance(d, A.HeaderDecl) and A.find_annotation(d.annotations, "controller_header"):
                 # p4c hashes the header type's name; the P4Info name is the annotation's
@@ -172,10 +197,13 @@ class Collector:
     # ------------------------------------------------------------------ controls
     def control(self, c: A.ControlDecl, prefix: str) -> None:
         """One control of ``main`` with its sub-controls inlined, as p4c sees it."""
+        # the apply blocks first: they say which tables (and sub-controls) are used
+        applied: list[_ActionUse] = []
+        self._apply_block(c, prefix, {}, applied)
         uses: list[_ActionUse] = []
         declared: list[tuple[str, A.ActionDecl]] = []
         self._declarations(c, prefix, uses, declared)
-        self._apply_block(c, prefix, {}, uses)
+        uses += applied
         # the copies p4c lists: top-level actions first (in order of first use), then the
         # control's own in declaration order; each copy is shaped by its first use
         first: dict[tuple[str, int], _ActionUse] = {}
@@ -199,6 +227,9 @@ class Collector:
     def _declarations(self, c: A.ControlDecl, prefix: str, uses: list[_ActionUse],
                       declared: list[tuple[str, A.ActionDecl]]) -> None:
         """The declarations of ``c`` in the order p4c's inlining leaves them."""
+        for d in c.locals:  # a table applied in another table's key is applied too
+            if isinstance(d, A.TableDecl):
+                self._note_table_applies(d.keys, prefix)
         for d in c.locals:
             if isinstance(d, A.InstantiationDecl) and isinstance(d.type_decl, A.ControlDecl):
                 name = control_plane_name(d, prefix)
@@ -211,16 +242,20 @@ class Collector:
                 self.table(d, prefix, uses)
             elif isinstance(d, A.ActionDecl):
                 declared.append((self.action_name(d, prefix), d))
-        for node in A.iter_nodes(c.body):
+        for node in _live(c.body):
             if not isinstance(node, A.MethodCallExpression) or node.call_kind != A.CallKind.CONTROL_APPLY:
                 continue
             target = getattr(node.callee.expr, "decl", None) if isinstance(node.callee, A.MemberExpression) \
                 else None
             if isinstance(target, A.ControlDecl):
-                # direct invocation: an anonymous instance named as the compiler names it
-                name = direct_instance_name(prefix, target.name, self.direct_names)
-                self._direct[(id(node), prefix)] = name
-                self._declarations(target, name, uses, declared)
+                self._declarations(target, self._direct_name(node, prefix, target), uses, declared)
+
+    def _direct_name(self, call: A.MethodCallExpression, prefix: str, target: A.ControlDecl) -> str:
+        """A direct invocation's anonymous instance, named as the compiler names it."""
+        key = (id(call), prefix)
+        if key not in self._direct:
+            self._direct[key] = direct_instance_name(prefix, target.name, self.direct_names)
+        return self._direct[key]
 
     @staticmethod
     def _ctor_controls(c: A.ControlDecl, d: A.InstantiationDecl) -> dict[int, tuple[str, A.ControlDecl]]:
@@ -246,12 +281,19 @@ class Collector:
                     self._apply_block(*inner, uses)
             elif node.call_kind == A.CallKind.EXTERN_FUNCTION:
                 self.extern_function(node)
+        self._note_table_applies(c.body, prefix)
+
+    def _note_table_applies(self, root: Any, prefix: str) -> None:
+        for node in _live(root):
+            if isinstance(node, A.MethodCallExpression) and node.call_kind == A.CallKind.TABLE_APPLY \
+                    and isinstance(node.callee, A.MemberExpression):
+                self._applied_tables.add((id(getattr(node.callee.expr, "decl", None)), prefix))
 
     def _applied(self, call: A.MethodCallExpression, prefix: str, bound: dict[int, Any]) -> _Instance | None:
         callee = call.callee
         target = getattr(callee.expr, "decl", None) if isinstance(callee, A.MemberExpression) else None
         if isinstance(target, A.ControlDecl):
-            return target, self._direct[(id(call), prefix)], {}
+            return target, self._direct_name(call, prefix, target), {}
         if isinstance(target, A.InstantiationDecl) and isinstance(target.type_decl, A.ControlDecl):
             name = control_plane_name(target, prefix)
             inner: dict[int, Any] = {pid: (c, f"{name}.{pname}", {}) for pid, (pname, c)
@@ -297,6 +339,8 @@ class Collector:
             self.add(kinds[td.name], control_plane_name(d, prefix), d)
 
     def table(self, t: A.TableDecl, prefix: str, uses: list[_ActionUse]) -> None:
+        if (id(t), prefix) not in self._applied_tables:
+            return  # never applied: p4c drops it, and with it its uses of actions
         actions = [self.action_name(ref.decl, prefix) for ref in t.actions]
         uses.extend(_ActionUse(n, ref.decl, False) for n, ref in zip(actions, t.actions))
         default_only_noaction = None
