@@ -1,4 +1,4 @@
-/* INT over UDP (INT-MD mode) and the host record: the C side of FORMATS.md.
+/* INT over UDP (INT-MD mode) and the host record: the C side of formats/FORMATS.md.
  *
  * Shared by the eBPF programs (compiled by bcc) and by plain C test programs
  * (compiled by gcc to compare sizes and offsets with formats/int_md.py).

@@ -1,6 +1,6 @@
 """INT over UDP in INT-MD mode (INT spec v2.1) as the project uses it.
 
-One Python definition of the formats in FORMATS.md, "INT over UDP" and "Host records":
+One Python definition of the formats in formats/FORMATS.md, "INT over UDP" and "Host records":
 
 * scapy layers ``IntShim`` and ``IntMD`` (the MD header carries the raw hop stack,
   sized by the shim length), bound behind ``UDP(dport=INT_UDP_PORT)``;
@@ -105,7 +105,7 @@ def bit(n: int) -> int:
 
 
 class IntFormatError(ValueError):
-    """An INT header, bitmap or hop stack that does not follow FORMATS.md."""
+    """An INT header, bitmap or hop stack that does not follow formats/FORMATS.md."""
 
 
 INS_NODE_ID = 0x8000        # bit 0: node ID, 4 B
@@ -150,7 +150,7 @@ _DS_LAYOUT: tuple[tuple[int, str, tuple[str, ...]], ...] = (
 class HopRecord:
     """One switch's INT metadata; fields its bitmaps did not ask for stay 0.
 
-    Units (FORMATS.md): timestamps and latency in microseconds, queue occupancy in
+    Units (formats/FORMATS.md): timestamps and latency in microseconds, queue occupancy in
     packets, queue/tx bytes in bytes (tx modulo 2^32), line rate in Mbit/s.
     """
 

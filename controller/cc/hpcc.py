@@ -57,7 +57,7 @@ class HpccParams:
     ts_modulus_ns: int = 1 << 64
     """Wrap of ``ts_ns`` (e.g. 2**48 * 1000 for 48-bit microsecond timestamps)."""
     tx_bytes_bits: int = 32
-    """Width of the tx-bytes counter (FORMATS.md: modulo 2^32)."""
+    """Width of the tx-bytes counter (formats/FORMATS.md: modulo 2^32)."""
     qlen_use_min: bool = True
     """Use min(current, previous) queue length per hop, as paper and ns-3 do."""
     fast_react: bool = True

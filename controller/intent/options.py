@@ -1,5 +1,5 @@
 """What the operator chooses beyond the topology: INT profile, sink mode, collector,
-ECN profile.  Defaults follow p4/README.md and FORMATS.md (HPCC profile, 8 hops,
+ECN profile.  Defaults follow p4/README.md and formats/FORMATS.md (HPCC profile, 8 hops,
 DCQCN's RED profile, report clone session 500, collector port 32766)."""
 from __future__ import annotations
 

@@ -10,8 +10,8 @@ Layout (formats/FORMATS.md "RoCEv2", InfiniBand RoCEv2 annex)::
 
     Ethernet / IPv4 / UDP dport 4791 / BTH 12 B / [RETH 16 B] / [AETH 4 B] / payload / ICRC 4 B
 
-plus the project's own SACK block and FEC repair packet (FORMATS.md "Project
-extensions").  One module per job:
+plus the project's own SACK block and FEC repair packet (formats/FORMATS.md "SACK
+block" and "FEC repair packet").  One module per job:
 
 - :mod:`.headers`: constants, opcodes, the fixed headers packed and unpacked, PSN arithmetic
 - :mod:`.icrc`: IPv4/UDP headers and the ICRC

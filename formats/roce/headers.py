@@ -2,7 +2,8 @@
 
 Why a module of its own: these are the fixed-size pieces every RoCEv2 packet is made
 of; the packet builders, the parsers and the fast-path template all pack and unpack
-them the same way. Field layouts: formats/FORMATS.md "RoCEv2" and "Project extensions".
+them the same way. Field layouts: formats/FORMATS.md
+"RoCEv2", "SACK block" and "FEC repair packet".
 """
 from __future__ import annotations
 

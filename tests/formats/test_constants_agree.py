@@ -18,7 +18,7 @@ from formats.int_md import (
 ROOT = Path(__file__).resolve().parents[2]
 P4_DEFINES = ROOT / "p4" / "include" / "defines.p4"
 C_HEADER = ROOT / "ebpf" / "int_formats.h"
-_DEFINE = re.compile(r"^\s*#define\s+([A-Z0-9_]+)\s+(0[xX][0-9a-fA-F]+|\d+)\b", re.M)
+_DEFINE = re.compile(r"^\s*#define\s+([A-Z0-9_]+)\s+(0[xX][0-9a-fA-F]+|\d+)\b", re.MULTILINE)
 
 
 def defines(path: Path) -> dict[str, int]:
