@@ -137,8 +137,8 @@ class Collector:
         self.symbols: list[Symbol] = []
         self.struct_types: dict[str, T.StructLikeType] = {}
         self.direct_names: dict[str, int] = {}  # direct invocations named so far
-        # p4c writes an (empty) type_info once it meets a table (@hidden ones too) or a
-        # control calling an extern function, whatever else it lists
+        # p4c writes an (empty) type_info once it meets a table (@hidden ones too), an
+        # extern instance or a control calling an extern function, whatever else it lists
         self.writes_type_info = False
         self._direct: dict[tuple[int, str], str] = {}  # (call, prefix) -> instance name
         self._applied_tables: set[tuple[int, str]] = set()  # (table, prefix); p4c drops the others
@@ -332,6 +332,7 @@ class Collector:
         td = d.type_decl
         if not isinstance(td, A.ExternDecl):
             return
+        self.writes_type_info = True  # p4c does for any extern instance it meets
         kinds = {"counter": "counter", "direct_counter": "direct_counter", "meter": "meter",
                  "direct_meter": "direct_meter", "register": "register",
                  "action_profile": "action_profile", "action_selector": "action_profile"}
