@@ -8,7 +8,7 @@ model (``RdmaHw::HandleAckHp`` / ``UpdateRateHp``) run it:
   ``tau = ts - ts'`` and ``txRate = (txBytes - txBytes') * 8 / tau`` (both deltas
   modulo 2^32: the echoed timestamp is 32 bits of microseconds, tx bytes are mod
   2^32), then ``u_i = txRate / B_i + min(qlen, qlen') * R_max / B_i / W`` where ``B_i``
-  is the hop's line rate, ``R_max`` the QP's line rate and ``W = R_max * T`` its
+  is the hop's line rate, ``R_max`` the QP's line rate and ``W = R_max T / 8`` its
   window in bytes (``T`` the base RTT): the second term is ``min(qlen)/(B_i T)``;
 * single rate (default): ``U`` = the largest ``u_i`` and its ``tau``; the EWMA
   ``u = (u (T - tau) + U tau) / T`` with ``tau`` capped at ``T``;
