@@ -153,6 +153,7 @@ class Testbed:
     influx_database: str = "int_telemetry"
     mgmt_ifnames: list[str] = field(default_factory=list)
     mgmt: dict[str, tuple[str, str, int]] = field(default_factory=dict)  # host -> (root ip, host ip, fb port)
+    _bmv2_files: tuple[Path, Path] | None = None   # p4c's (JSON, P4Info) for bmv2 switches
     _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 
     # -- lifetime ---------------------------------------------------------------
@@ -222,7 +223,20 @@ class Testbed:
             return partial(SoftSwitch, p4_program=str(program),
                            log_dir=str(self.logs / "switches"),
                            stats_interval_s=self.sample_interval_s)
-        return partial(Bmv2Switch, p4_program=str(program), log_dir=str(self.logs / "switches"))
+        # BMv2 starts without a program; the controller pushes the compiled pipeline
+        self._compile_bmv2(program)
+        return partial(Bmv2Switch, no_p4=True, log_dir=str(self.logs / "switches"))
+
+    def _compile_bmv2(self, program: Path) -> tuple[Path, Path]:
+        """p4c's JSON and P4Info of ``program``, compiled once per content (cached)."""
+        if self._bmv2_files is None:
+            from controller.p4rt import PipelineError
+            from controller.p4rt.p4c import compile_bmv2_cached
+            try:
+                self._bmv2_files = compile_bmv2_cached(program)
+            except PipelineError as exc:
+                raise RunError(f"starting {self.topo.name} with bmv2 switches: {exc}") from None
+        return self._bmv2_files
 
     def _shape_routers(self) -> None:
         rates, depths = port_rates_mbps(self.topo), port_queue_pkts(self.topo)
@@ -321,6 +335,9 @@ class Testbed:
                 # cannot tell two egress ports of one switch apart, and its per-hop
                 # table (show hops, queue series) mixes them.
                 "--int-instructions", "0xD400"]
+        if self.switch == "bmv2":
+            js, info = self._compile_bmv2(program)
+            argv += ["--bmv2-json", str(js), "--p4info", str(info)]
         if self.fec_target > 0:
             argv += ["--fec-target", f"{self.fec_target:g}"]
         if self.ecn is not None:
