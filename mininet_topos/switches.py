@@ -247,7 +247,10 @@ class Bmv2Switch(_P4Switch):
 
     def argv(self) -> list[str]:
         argv = [self.binary, "--device-id", str(self.device_id), "--thrift-port", str(self.thrift_port),
-                "--log-level", self.log_level]
+                "--log-level", self.log_level,
+                # the default, /tmp/bmv2-<device id>-notifications.ipc, is shared by every
+                # switch of that device id on the machine
+                "--notifications-addr", f"ipc://{self.log_dir / (self.name + '.notifications.ipc')}"]
         for port, ifname in sorted(self.data_ports().items()):
             argv += ["-i", f"{port}@{ifname}"]
         if self.pcap_dir:
