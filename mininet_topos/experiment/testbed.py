@@ -14,7 +14,9 @@ Switch kinds:
   targets; the per-node :mod:`.sampler` reads their counters and backlogs.
 * ``softswitch`` / ``bmv2``: the P4 switch classes of :mod:`mininet_topos.switches`
   running ``p4/int_rocev2.p4`` on P4Runtime ports chosen free for this run,
-  programmed by ``python -m controller run`` (beside Mininet); the test bed waits
+  programmed by ``python -m controller run`` (beside Mininet; for BMv2 the program is
+  compiled once with p4c, cached by content, the switches start with ``--no-p4`` and
+  the controller pushes the compiled pipeline); the test bed waits
   until the controller's state file shows every switch ready and every host reaches
   every other.  Agent hosts get a /30 management veth to the root namespace and run
   ``python -m ebpf.agent`` (INT sink, records to the controller, rate/FEC feedback to
