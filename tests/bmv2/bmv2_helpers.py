@@ -56,12 +56,6 @@ class Bmv2Process:
         wait_for_grpc(self.grpc_addr, timeout_s=30, proc=self.proc, what=f"BMv2 {self.name}", log=log)
 
     def stop(self) -> None:
+        from common.processes import stop_process
         proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+        stop_process(proc)
