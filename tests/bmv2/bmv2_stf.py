@@ -231,10 +231,10 @@ class Bmv2Stf:
         got = _drain(rx)
         failures = []
         by_port: dict[int, list[tuple[int, str, bool]]] = defaultdict(list)
-        anything = {port for _, port, data, _ in expects if data is None}
-        for line, port, data, exact in expects:
-            if data is not None:
-                by_port[port].append((line, data, exact))
+        anything = {port for _, port, want, _ in expects if want is None}
+        for line, port, want, exact in expects:
+            if want is not None:
+                by_port[port].append((line, want, exact))
         for port in sorted(rx):
             if port in anything:
                 continue

@@ -131,11 +131,11 @@ def _udp_dport(frame: bytes) -> int | None:
 
 
 def test_controller_programs_bmv2_int_crosses_and_a_restart_is_restored(bed: Bed, tmp_path: Path) -> None:
-    from controller.p4rt import Phase, compile_bmv2_cached
+    from controller.p4rt import Phase, Target, compile_bmv2_cached
     from controller.runner import Controller, RunConfig
     js, info = compile_bmv2_cached(ROOT / "p4" / "int_rocev2.p4")
     cfg = RunConfig(topology=str(bed.topology()), out_dir=str(tmp_path / "out"), report_port=0,
-                    agent_port=0, status_interval_s=0.3, connect_timeout_s=20, target="bmv2",
+                    agent_port=0, status_interval_s=0.3, connect_timeout_s=20, target=Target.BMV2,
                     bmv2_json=str(js), p4info=str(info), int_instructions=0xD400)
     ctl = Controller(cfg=cfg).start()
     try:
