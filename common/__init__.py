@@ -5,7 +5,8 @@ internals and each thing exists once.
   switch's server (``softswitch.p4runtime``) and the controller's client
   (``controller.p4rt``)
 - :mod:`common.dcqcn`: DCQCN's reaction point, run by the emulated NIC
-  (``traffic``) and by the controller's baseline (``controller.cc``)
+  (``traffic``) and by the controller's baseline (``controller.cc``), with
+  :mod:`common.flow_batches`, the per-flow batch rounds of the vectorised engines
 - :mod:`common.argtypes`: argparse ``type=`` checkers of every command line
 - :mod:`common.processes`: starting and stopping a private server process
 

@@ -68,7 +68,8 @@ def load_checked(defines: dict[str, str] | None = None) -> Any:
 def compile_program(checked: Any) -> Any:
     """A fresh compiled program (own tables and registers) from a checked tree."""
     from softswitch.compiler import compile_program as _compile
-    return _compile(checked)
+    from softswitch.v1model import V1MODEL
+    return _compile(checked, V1MODEL)
 
 
 def roce_frame(*, src: str = H1_IP, dst: str = H2_IP, sport: int = 0xC001, psn: int = 7,
