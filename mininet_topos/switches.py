@@ -17,6 +17,7 @@ namespace, no addresses or routes set there).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -278,9 +279,16 @@ class Bmv2Switch(_P4Switch):
             out = (r.stdout + r.stderr).strip()
             if r.returncode == 0 and "Error" not in out:
                 self.queue_backend = "bmv2"
+                self._note(f"queue rates and depths set in BMv2: {'; '.join(cmds)}")
                 return
             why = f"simple_switch_CLI: {out.splitlines()[-1] if out else f'exit {r.returncode}'}"
         self._shape_ports(why)
+        self._note(f"no Thrift queue settings ({why}): ports shaped by the kernel (tc HTB + pfifo)")
+
+    def _note(self, line: str) -> None:
+        """One line in the switch's log, where a user looks for what it runs with."""
+        with contextlib.suppress(OSError), open(self.log_file, "a", encoding="utf-8") as f:
+            f.write(f"[{self.name}] {line}\n")
 
     def _shape_ports(self, why: str) -> None:
         from mininet_topos.experiment.testbed import shaping_commands
