@@ -8,8 +8,9 @@ programs both from a topology file.
 A RoCEv2 packet from h1 reaches h2 with INT inserted by s1 and kept for the host by
 s2 (host sink mode): two hop records, s2's on top, with the node ids, ports and line
 rates the controller programmed.  After s2 restarts empty, the controller pushes the
-pipeline again and restores its entries; the link loss counters it reads from BMv2's
-registers say nothing was lost.
+pipeline again and restores its entries; its link loss map (loss digests and
+counters: PI reads no registers) says nothing was lost.  In report mode, s2 sends a Telemetry Report per
+packet to the controller's collector through a port into the root namespace.
 """
 from __future__ import annotations
 
@@ -31,15 +32,18 @@ PREFIX = "tbm"
 SO_NO_CHECK = 11
 ETH_P_ALL = 0x0003
 RATE_MBPS = 100
+COLLECTOR_IP = "10.0.29.1"     # the root namespace's end of s2's port 3
 
 
 class Bed:
     """Namespaces h1, s1, s2, h2 joined by veths; BMv2 in s1 and s2."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, *, collector: bool = False) -> None:
         from mininet_topos.netns import Namespace, veth_pair
         self.tmp = tmp
         self.ns = {}
+        self.root_ends: list = []
+        self.collector_mac = ""
         try:
             for n in ("h1", "s1", "s2", "h2"):
                 ns = Namespace.create(PREFIX)
@@ -51,9 +55,16 @@ class Bed:
             s2a, self.h2 = veth_pair(self.ns["s2"], self.ns["h2"], prefix=PREFIX, addr_b="10.0.2.1/24")
             self.ns["h1"].run(["ip", "route", "add", "default", "via", "10.0.1.254"])
             self.ns["h2"].run(["ip", "route", "add", "default", "via", "10.0.2.254"])
+            s2_ports = {1: s2a.ifname, 2: s2b.ifname}
+            if collector:   # s2 port 3 <-> the root namespace, where the controller listens
+                sw_end, root_end = veth_pair(self.ns["s2"], None, prefix=PREFIX,
+                                             addr_b=f"{COLLECTOR_IP}/24")
+                self.root_ends.append(root_end)
+                s2_ports[3] = sw_end.ifname
+                self.collector_mac = root_end.mac
             self.switches = {
                 "s1": Bmv2Process("s1", self.ns["s1"], 1, {1: s1a.ifname, 2: s1b.ifname}, tmp),
-                "s2": Bmv2Process("s2", self.ns["s2"], 2, {1: s2a.ifname, 2: s2b.ifname}, tmp),
+                "s2": Bmv2Process("s2", self.ns["s2"], 2, s2_ports, tmp),
             }
         except BaseException:
             self.close()
@@ -73,24 +84,42 @@ class Bed:
         return path
 
     def close(self) -> None:
+        from mininet_topos.netns import delete_link
         for sw in getattr(self, "switches", {}).values():
             sw.stop()
         for ns in self.ns.values():
             ns.close()
+        for end in self.root_ends:
+            delete_link(end)
 
 
-@pytest.fixture
-def bed(tmp_path: Path) -> Iterator[Bed]:
+def _started(tmp_path: Path, **kw: bool) -> Iterator[Bed]:
     require_tools()
     if os.geteuid() != 0:
         pytest.skip("needs root for network namespaces")
-    b = Bed(tmp_path)
+    b = Bed(tmp_path, **kw)
     try:
         for sw in b.switches.values():
             sw.start()
         yield b
     finally:
         b.close()
+
+
+@pytest.fixture
+def bed(tmp_path: Path) -> Iterator[Bed]:
+    yield from _started(tmp_path)
+
+
+@pytest.fixture
+def report_bed(tmp_path: Path) -> Iterator[Bed]:
+    yield from _started(tmp_path, collector=True)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def _send_udp(bed: Bed, payload: bytes, port: int) -> None:
@@ -187,5 +216,45 @@ def test_controller_programs_bmv2_int_crosses_and_a_restart_is_restored(bed: Bed
         ctl.tick()
         losses = {r["link"]: r["lost"] for r in ctl.snapshot()["losses"]}
         assert losses == {"s1:2->s2:2": 0, "s2:2->s1:2": 0}, losses
+    finally:
+        ctl.stop()
+
+
+def test_bmv2_sends_telemetry_reports_to_the_running_controller(report_bed: Bed, tmp_path: Path) -> None:
+    """Report mode: s2 strips INT for h2 and sends a Telemetry Report per packet through
+    port 3 to the controller's collector; flows, hops and line rates follow."""
+    from controller.intent import SinkMode
+    from controller.p4rt import Phase, Target, compile_bmv2_cached
+    from controller.runner import Controller, RunConfig
+    bed = report_bed
+    js, info = compile_bmv2_cached(ROOT / "p4" / "int_rocev2.p4")
+    cfg = RunConfig(topology=str(bed.topology()), out_dir=str(tmp_path / "out"), listen=COLLECTOR_IP,
+                    report_port=_free_port(), agent_port=0, status_interval_s=0.3, connect_timeout_s=20,
+                    target=Target.BMV2, bmv2_json=str(js), p4info=str(info),
+                    sink_mode=SinkMode.REPORT, collector_ip=COLLECTOR_IP,
+                    collector_mac=bed.collector_mac, collector_at=("s2", 3),
+                    report_source_base="10.0.29.100", int_instructions=0xD400)
+    ctl = Controller(cfg=cfg).start()
+    try:
+        assert all(st.phase is Phase.READY for st in ctl.status.values()), \
+            {n: st.error for n, st in ctl.status.items()}
+        bth = bytes([0x04, 0, 0xFF, 0xFF, 0, 0, 0, 0x33, 0, 0, 0, 1])
+        # h2 gets the packet as h1 sent it (INT stripped), on the RoCEv2 port
+        frame = _frames_at_h2(bed, bth + b"y" * 32, roce.ROCEV2_UDP_PORT,
+                              lambda f: _udp_dport(f) == roce.ROCEV2_UDP_PORT)
+        assert frame is not None and frame.endswith(bth + b"y" * 32)
+        collector = ctl.collector
+        assert collector is not None
+        end = time.monotonic() + 10
+        while collector.stats().reports < 1 and time.monotonic() < end:
+            time.sleep(0.05)
+        assert collector.stats().reports >= 1, collector.stats()
+        ctl.tick()
+        state = ctl.snapshot()
+        assert {(h["switch"], h["egress_port"]) for h in state["hops"]} == {("s1", 2), ("s2", 1)}
+        assert all(h["line_rate_bps"] == RATE_MBPS * 1e6 for h in state["hops"])
+        assert any((f["src"], f["dst"], f["qp"], f["path"]) == ("10.0.1.1", "10.0.2.1", 0x33, ["s1", "s2"])
+                   for f in state["flows"]), state["flows"]
+        assert state["collector"]["malformed"] == {}
     finally:
         ctl.stop()
