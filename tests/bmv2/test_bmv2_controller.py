@@ -9,8 +9,9 @@ A RoCEv2 packet from h1 reaches h2 with INT inserted by s1 and kept for the host
 s2 (host sink mode): two hop records, s2's on top, with the node ids, ports and line
 rates the controller programmed.  After s2 restarts empty, the controller pushes the
 pipeline again and restores its entries; its link loss map (loss digests and
-counters: PI reads no registers) says nothing was lost.  In report mode, s2 sends a Telemetry Report per
-packet to the controller's collector through a port into the root namespace.
+counters: PI reads no registers) says nothing was lost.  In report mode, s2 sends a
+Telemetry Report per packet to the controller's collector through a port into the
+root namespace.
 """
 from __future__ import annotations
 
