@@ -9,7 +9,9 @@ A RoCEv2 packet from h1 reaches h2 with INT inserted by s1 and kept for the host
 s2 (host sink mode): two hop records, s2's on top, with the node ids, ports and line
 rates the controller programmed.  After s2 restarts empty, the controller pushes the
 pipeline again and restores its entries; its link loss map (loss digests and
-counters: PI reads no registers) says nothing was lost.  In report mode, s2 sends a
+counters: PI reads no registers) says nothing was lost, and frames with sequence
+numbers ahead, sent into the fabric link, come back from s2 as loss digests the
+controller counts on that link.  In report mode, s2 sends a
 Telemetry Report per packet to the controller's collector through a port into the
 root namespace.
 """
@@ -33,7 +35,9 @@ PREFIX = "tbm"
 SO_NO_CHECK = 11
 ETH_P_ALL = 0x0003
 RATE_MBPS = 100
-COLLECTOR_IP = "10.0.29.1"     # the root namespace's end of s2's port 3
+COLLECTOR_IP = "10.0.29.1"
+LOSS_AT = 0x80000              # a sequence jump below the data plane's resync gap (0x100000)
+LOSS_GAP = 5     # the root namespace's end of s2's port 3
 
 
 class Bed:
@@ -53,6 +57,7 @@ class Bed:
                     ns.run(["sysctl", "-q", "-w", f"net.ipv6.conf.{key}.disable_ipv6=1"], check=False)
             self.h1, s1a = veth_pair(self.ns["h1"], self.ns["s1"], prefix=PREFIX, addr_a="10.0.1.1/24")
             s1b, s2b = veth_pair(self.ns["s1"], self.ns["s2"], prefix=PREFIX, mtu=2000)
+            self.fabric_s1 = s1b.ifname
             s2a, self.h2 = veth_pair(self.ns["s2"], self.ns["h2"], prefix=PREFIX, addr_b="10.0.2.1/24")
             self.ns["h1"].run(["ip", "route", "add", "default", "via", "10.0.1.254"])
             self.ns["h2"].run(["ip", "route", "add", "default", "via", "10.0.2.254"])
@@ -217,8 +222,39 @@ def test_controller_programs_bmv2_int_crosses_and_a_restart_is_restored(bed: Bed
         ctl.tick()
         losses = {r["link"]: r["lost"] for r in ctl.snapshot()["losses"]}
         assert losses == {"s1:2->s2:2": 0, "s2:2->s1:2": 0}, losses
+
+        # a loss on the fabric link: frames with sequence numbers ahead of what s2
+        # expects, sent into the link from s1's side; s2 counts the gaps and sends loss
+        # digests, the controller's only loss source on BMv2.  (s1's BMv2 sees the
+        # frames leave its port too, so the reverse link counts them as well.)
+        assert ctl.links is not None
+        events = ctl.links.events
+        _send_link_seq(bed, [LOSS_AT, LOSS_AT + 1 + LOSS_GAP])
+        lost, end = 0, time.monotonic() + 10
+        while time.monotonic() < end:
+            ctl.tick()
+            lost = {r["link"]: r["lost"] for r in ctl.snapshot()["losses"]}["s1:2->s2:2"]
+            if lost >= LOSS_AT - 1000 + LOSS_GAP:
+                break
+            time.sleep(0.2)
+        assert ctl.links.events >= events + 2
+        # the first jump is LOSS_AT less the few packets s1 sent since the restart
+        assert LOSS_AT - 1000 + LOSS_GAP <= lost <= LOSS_AT + LOSS_GAP, lost
     finally:
         ctl.stop()
+
+
+def _send_link_seq(bed: Bed, seqs: list[int]) -> None:
+    """Frames with a link sequence header (EtherType 0x88B5, then an EtherType nobody
+    routes) into the s1 -> s2 fabric link, as if s1 had sent them."""
+    with bed.ns["s1"].enter():
+        raw = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+    with raw:
+        raw.bind((bed.fabric_s1, 0))
+        for seq in seqs:
+            raw.send(bytes(6) + bytes.fromhex("020000000001") + (0x88B5).to_bytes(2, "big")
+                     + seq.to_bytes(4, "big") + (0x88B6).to_bytes(2, "big") + bytes(46))
+            time.sleep(0.05)
 
 
 def test_bmv2_sends_telemetry_reports_to_the_running_controller(report_bed: Bed, tmp_path: Path) -> None:
