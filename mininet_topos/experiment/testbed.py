@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from controller.topology import Topology, dumps_topology, port_queue_pkts, port_rates_mbps
+from formats.int_md import HPCC_PORTS_INSTRUCTION_BITMAP
 from mininet_topos.switches import P4SwitchError
 from mininet_topos.wan import WanError
 
@@ -336,7 +337,7 @@ class Testbed:
                 # HPCC profile plus the port field (bit 1): without it the controller
                 # cannot tell two egress ports of one switch apart, and its per-hop
                 # table (show hops, queue series) mixes them.
-                "--int-instructions", "0xD400"]
+                "--int-instructions", f"{HPCC_PORTS_INSTRUCTION_BITMAP:#06x}"]
         if self.switch == "bmv2":
             js, info = self._compile_bmv2(program)
             argv += ["--bmv2-json", str(js), "--p4info", str(info)]
