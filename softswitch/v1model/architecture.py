@@ -20,8 +20,7 @@ from softswitch.compiler.architecture import (
 from softswitch.compiler.layout import attr_name, strip
 from softswitch.compiler.support import PacketContext
 from softswitch.compiler.walk import annotation_ints
-
-DROP_PORT = 511  # simple_switch's drop port (9-bit ports; mark_to_drop writes it)
+from softswitch.v1model.ports import DROP_PORT
 
 
 class CloneType(enum.IntEnum):

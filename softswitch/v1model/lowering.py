@@ -33,7 +33,6 @@ from softswitch.externs.stateful import (
     Register,
 )
 from softswitch.frontend import ast as A
-from softswitch.v1model.architecture import CloneType
 
 # request name (ExternSemantics.request) -> the V1PacketContext slot of its field list
 _FIELD_LIST_SLOT = {"resubmit": "resubmit_fl", "recirculate": "recirc_fl"}
@@ -119,6 +118,8 @@ def _checksum_update(b: PythonEmitter, c: ExternCall) -> str:
 def _clone_type(b: PythonEmitter, e: A.Expression) -> tuple[str, str]:
     """Code of a ``CloneType`` argument (its position, as plain enums compile) and of
     its name for the trace."""
+    # imported here: architecture.py imports this module while it builds V1MODEL
+    from softswitch.v1model.architecture import CloneType
     if isinstance(e, A.MemberExpression) and e.member in CloneType.__members__:
         return repr(int(CloneType[e.member])), repr(e.member)
     code = b.ex(e)

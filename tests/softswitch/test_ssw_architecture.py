@@ -176,3 +176,17 @@ def test_the_compiler_names_no_architecture() -> None:
             if node.value == V1MODEL.drop_port or (isinstance(node.value, str) and node.value in banned_strings):
                 found.append(f"{path.name}:{node.lineno}: {node.value!r}")
     assert not found, found
+
+def test_v1model_port_numbers_load_without_the_compiler() -> None:
+    """The controller and the test bed read v1model's drop port without loading the
+    compiler; every name the package exports still resolves."""
+    import subprocess
+    import sys
+    code = ("import sys, softswitch.v1model.ports as p; "
+            "print(p.DROP_PORT, sorted(m for m in sys.modules if m.startswith('softswitch.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=ROOT).stdout.split(" ", 1)
+    assert out[0] == "511" and ast.literal_eval(out[1]) == ["softswitch.v1model", "softswitch.v1model.ports"]
+    import softswitch.v1model as v1
+    assert all(getattr(v1, name) is not None for name in v1.__all__)
+    assert v1.V1MODEL.drop_port == v1.DROP_PORT
