@@ -17,6 +17,7 @@ from softswitch.errors import CompileError, SoftswitchError
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPILER = ROOT / "softswitch" / "compiler"
+FRONTEND = ROOT / "softswitch" / "frontend"
 
 DECLS = """
 header eth_t { bit<48> dst; bit<48> src; bit<16> type; }
@@ -156,16 +157,18 @@ def test_mark_to_drop_semantics_carry_the_drop_port() -> None:
     assert dict(V1Model(drop_port=99).externs["mark_to_drop"].writes) == {"egress_spec": 99, "mcast_grp": 0}
 
 
-def test_the_compiler_names_no_architecture() -> None:
-    """No string or number of v1model's in the compiler's code: extern names, the
-    package, its block names, the clone types, the drop port."""
+def test_the_compiler_and_front_end_name_no_architecture() -> None:
+    """No string or number of v1model's in the compiler's or the front end's code:
+    extern names, the package (nor in a message), its block names, the clone types,
+    the drop port."""
     from softswitch.v1model import V1MODEL
     banned_strings = set(V1MODEL.externs) | {V1MODEL.package, "I2E", "E2E", "standard_metadata",
                                              "egress_spec", "counters", "meters", "selector"}
     banned_strings |= {name.split(".")[-1] for name in V1MODEL.externs if "." in name}
     banned_strings.discard("digest")  # also P4Runtime's generic entity: an unnamed digest's name
+    banned_parts = (V1MODEL.package, V1MODEL.name)
     found = []
-    for path in sorted(COMPILER.glob("*.py")):
+    for path in sorted([*COMPILER.glob("*.py"), *FRONTEND.glob("*.py")]):
         tree = ast.parse(path.read_text())
         docstrings = {id(n.body[0].value) for n in ast.walk(tree)
                       if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef))
@@ -173,9 +176,12 @@ def test_the_compiler_names_no_architecture() -> None:
         for node in ast.walk(tree):
             if not isinstance(node, ast.Constant) or id(node) in docstrings:
                 continue
-            if node.value == V1MODEL.drop_port or (isinstance(node.value, str) and node.value in banned_strings):
+            text = node.value if isinstance(node.value, str) else None
+            if node.value == V1MODEL.drop_port or (text is not None and (
+                    text in banned_strings or any(part in text for part in banned_parts))):
                 found.append(f"{path.name}:{node.lineno}: {node.value!r}")
     assert not found, found
+
 
 def test_v1model_port_numbers_load_without_the_compiler() -> None:
     """The controller and the test bed read v1model's drop port without loading the
