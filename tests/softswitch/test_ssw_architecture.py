@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import re
 from pathlib import Path
+from types import MappingProxyType
 
 import pytest
 from ssw_helpers import program
@@ -181,6 +182,36 @@ def test_the_compiler_and_front_end_name_no_architecture() -> None:
                     text in banned_strings or any(part in text for part in banned_parts))):
                 found.append(f"{path.name}:{node.lineno}: {node.value!r}")
     assert not found, found
+
+
+def test_custom_hashes_are_the_architectures() -> None:
+    """The runtime asks the architecture which hashes the control plane may set and
+    how to rebind one; v1model's lowering owns the name its code calls a hash by."""
+    from softswitch.errors import RuntimeApiError
+    from softswitch.externs.hashes import crc16, make_crc
+    from softswitch.v1model import V1Model
+    from softswitch.v1model.lowering import hash_symbol
+
+    sw = switch(drop="hash(sm.egress_spec, HashAlgorithm.crc16_custom, 9w0, "
+                "{ hdr.eth.type }, 10w7);")
+    assert hash_symbol("crc16_custom") in sw.program.source
+    assert sw.program.arch.custom_hashes == {"crc16_custom": 16, "crc32_custom": 32}
+    assert [p for p, _ in sw.process(1, frame(0x0800))] == [crc16(b"\x08\x00") % 7]
+    sw.runtime.hash_set_custom("crc16_custom", polynomial=0x1021, initial=0xFFFF,
+                               reflect_input=False, reflect_output=False)   # CRC-16/CCITT-FALSE
+    ccitt = make_crc(16, 0x1021, 0xFFFF, 0, False, False)
+    assert ccitt(b"123456789") == 0x29B1 and ccitt(b"\x08\x00") % 7 != crc16(b"\x08\x00") % 7
+    assert [p for p, _ in sw.process(1, frame(0x0800))] == [ccitt(b"\x08\x00") % 7]
+
+    class Fixed(V1Model):
+        custom_hashes = MappingProxyType({})
+
+    fixed = switch(Fixed(), drop="hash(sm.egress_spec, HashAlgorithm.crc16_custom, 9w0, "
+                   "{ hdr.eth.type }, 10w7);")
+    with pytest.raises(RuntimeApiError, match="architecture v1model has no configurable hash"):
+        fixed.runtime.hash_set_custom("crc16_custom", polynomial=0x1021)
+    with pytest.raises(ValueError, match="architecture v1model: no configurable hash crc16"):
+        sw.program.arch.python_rebind_hash(sw.program.env, "crc16", ccitt)
 
 
 def test_v1model_port_numbers_load_without_the_compiler() -> None:
