@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from controller.topology import Topology, dumps_topology, port_queue_pkts, port_rates_mbps
+from formats.int_md import HPCC_PORTS_INSTRUCTION_BITMAP
 from mininet_topos.switches import P4SwitchError
 from mininet_topos.wan import WanError
 
@@ -320,7 +321,7 @@ class Testbed:
                 # HPCC profile plus the port field (bit 1): without it the controller
                 # cannot tell two egress ports of one switch apart, and its per-hop
                 # table (show hops, queue series) mixes them.
-                "--int-instructions", "0xD400"]
+                "--int-instructions", f"{HPCC_PORTS_INSTRUCTION_BITMAP:#06x}"]
         if self.fec_target > 0:
             argv += ["--fec-target", f"{self.fec_target:g}"]
         if self.ecn is not None:
