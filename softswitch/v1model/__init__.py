@@ -31,21 +31,9 @@ _HOME = {
     "OutputPacket": "switch", "QueueInfo": "switch", "V1Switch": "switch",
 }
 
-__all__ = [
-    "DROP_PORT",
-    "V1MODEL",
-    "CloneType",
-    "EgressJob",
-    "IngressJob",
-    "InstanceType",
-    "OutputPacket",
-    "QueueInfo",
-    "Replica",
-    "ReplicationEngine",
-    "V1Model",
-    "V1PacketContext",
-    "V1Switch",
-]
+__all__ = ["DROP_PORT", "V1MODEL", "CloneType", "EgressJob", "IngressJob", "InstanceType",
+           "OutputPacket", "QueueInfo", "Replica", "ReplicationEngine", "V1Model",
+           "V1PacketContext", "V1Switch"]
 
 
 def __getattr__(name: str) -> Any:
