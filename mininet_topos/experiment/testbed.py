@@ -14,7 +14,9 @@ Switch kinds:
   targets; the per-node :mod:`.sampler` reads their counters and backlogs.
 * ``softswitch`` / ``bmv2``: the P4 switch classes of :mod:`mininet_topos.switches`
   running ``p4/int_rocev2.p4`` on P4Runtime ports chosen free for this run,
-  programmed by ``python -m controller run`` (beside Mininet); the test bed waits
+  programmed by ``python -m controller run`` (beside Mininet; for BMv2 the program is
+  compiled once with p4c, cached by content, the switches start with ``--no-p4`` and
+  the controller pushes the compiled pipeline); the test bed waits
   until the controller's state file shows every switch ready and every host reaches
   every other.  Agent hosts get a /30 management veth to the root namespace and run
   ``python -m ebpf.agent`` (INT sink, records to the controller, rate/FEC feedback to
@@ -38,6 +40,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from controller.topology import Topology, dumps_topology, port_queue_pkts, port_rates_mbps
+from formats.int_md import HPCC_PORTS_INSTRUCTION_BITMAP
 from mininet_topos.switches import P4SwitchError
 from mininet_topos.wan import WanError
 
@@ -149,6 +152,7 @@ class Testbed:
     ports: dict[str, int] = field(default_factory=dict)
     agent_hosts: tuple[str, ...] = ()
     feedback: bool = True     # agents relay the controller's rate/FEC feedback
+    echo: bool = False        # agents echo INT in their host's ACKs (HPCC at the sender)
     fec_target: float = 0.0   # > 0: the controller chooses FEC per flow (--fec-target)
     ecn: str | None = None    # the controller's --ecn KMIN:KMAX:PMAX (None: its default)
     influx_url: str | None = None   # the controller exports live to this InfluxDB
@@ -159,6 +163,7 @@ class Testbed:
     controller_cert: Any = None
     mgmt_ifnames: list[str] = field(default_factory=list)
     mgmt: dict[str, tuple[str, str, int]] = field(default_factory=dict)  # host -> (root ip, host ip, fb port)
+    _bmv2_files: tuple[Path, Path] | None = None   # p4c's (JSON, P4Info) for bmv2 switches
     _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 
     # -- lifetime ---------------------------------------------------------------
@@ -228,7 +233,20 @@ class Testbed:
             return partial(SoftSwitch, p4_program=str(program),
                            log_dir=str(self.logs / "switches"),
                            stats_interval_s=self.sample_interval_s)
-        return partial(Bmv2Switch, p4_program=str(program), log_dir=str(self.logs / "switches"))
+        # BMv2 starts without a program; the controller pushes the compiled pipeline
+        self._compile_bmv2(program)
+        return partial(Bmv2Switch, no_p4=True, log_dir=str(self.logs / "switches"))
+
+    def _compile_bmv2(self, program: Path) -> tuple[Path, Path]:
+        """p4c's JSON and P4Info of ``program``, compiled once per content (cached)."""
+        if self._bmv2_files is None:
+            from controller.p4rt import PipelineError
+            from controller.p4rt.p4c import compile_bmv2_cached
+            try:
+                self._bmv2_files = compile_bmv2_cached(program)
+            except PipelineError as exc:
+                raise RunError(f"starting {self.topo.name} with bmv2 switches: {exc}") from None
+        return self._bmv2_files
 
     def _shape_routers(self) -> None:
         rates, depths = port_rates_mbps(self.topo), port_queue_pkts(self.topo)
@@ -282,6 +300,7 @@ class Testbed:
                 self.python, "-m", "ebpf.agent", "--iface", host.intf_name,
                 "--controller", f"{root_ip}:{self.ports['agent']}", "--agent-id", host.ipv4,
                 *(["--feedback-port", str(fb)] if self.feedback else []),
+                *(["--echo"] if self.echo else []),
                 "--control", str(self.sock_dir / f"{h}.sock"),
                 *(["--key-file", str(self.key_file)] if self.key_file else []), "1"]))
         deadline = time.monotonic() + self.ready_timeout_s
@@ -330,7 +349,10 @@ class Testbed:
                 # HPCC profile plus the port field (bit 1): without it the controller
                 # cannot tell two egress ports of one switch apart, and its per-hop
                 # table (show hops, queue series) mixes them.
-                "--int-instructions", "0xD400"]
+                "--int-instructions", f"{HPCC_PORTS_INSTRUCTION_BITMAP:#06x}"]
+        if self.switch == "bmv2":
+            js, info = self._compile_bmv2(program)
+            argv += ["--bmv2-json", str(js), "--p4info", str(info)]
         if self.fec_target > 0:
             argv += ["--fec-target", f"{self.fec_target:g}"]
         if self.ecn is not None:
