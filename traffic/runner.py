@@ -15,6 +15,8 @@ from typing import TextIO
 
 import numpy as np
 
+from traffic.collog.tracker import RankTracker
+from traffic.collog.writer import CollectiveLogWriter
 from traffic.dcqcn import DcqcnSettings
 from traffic.endpoint import Endpoint, EndpointConfig
 from traffic.errors import WorkloadError
@@ -161,7 +163,8 @@ class RankRunner:
 
     def __init__(self, plan: RankPlan, hosts: list[str], ep_cfg: EndpointConfig,
                  qp: QpParams, *, seed: int = 1, inflight: int = 4,
-                 allreduce_bytes: int = 1 << 20, iterations: int = 1):
+                 allreduce_bytes: int = 1 << 20, iterations: int = 1,
+                 coll_log: CollectiveLogWriter | None = None, comm: str = ""):
         if len(hosts) != plan.nranks:
             raise WorkloadError(f"{len(hosts)} host addresses for {plan.nranks} ranks")
         self.plan, self.hosts, self.qp, self.seed = plan, hosts, qp, seed
@@ -185,6 +188,16 @@ class RankRunner:
         except Exception:
             self.ep.close()
             raise
+        self.tracker: RankTracker | None = None
+        if coll_log is not None:  # per-rank collective log (traffic.collog)
+            self.tracker = RankTracker(
+                coll_log, rank=plan.rank, comm=comm or f"{plan.pattern.value}-{plan.nranks}",
+                op=plan.pattern.value, host=hosts[plan.rank], mono_now=self.ep.now(),
+                steps_per_seq=self._ar.steps_per_iter if self._ar else 0)
+            for f, req in zip(plan.send, self.requesters):
+                self.tracker.add("send", req, f.peer)
+            for f, resp in zip(plan.recv, self.responders):
+                self.tracker.add("recv", resp, f.peer)
         self.start_s = 0.0
         self.end_s: float | None = None
         self._stall0 = self._stall1 = 0.0  # loop stall seconds at start and end
@@ -269,6 +282,8 @@ class RankRunner:
 
             def tick(now: float) -> None:
                 self._feed(now)
+                if self.tracker is not None:
+                    self.tracker.poll()
                 if progress is not None and now >= next_progress[0]:
                     next_progress[0] = now + interval_s
                     progress.write(self.progress_line(now) + "\n")
@@ -281,6 +296,9 @@ class RankRunner:
                 self.ep.run(lambda: False, timeout_s=linger_s)
         except KeyboardInterrupt:
             finished, interrupted = False, True
+        if self.tracker is not None:
+            self.tracker.finish()
+            self.tracker.w.close()
         summary = self.summary(finished)
         summary["interrupted"] = interrupted
         return summary
