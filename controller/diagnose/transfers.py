@@ -1,0 +1,163 @@
+"""The collective's own view: which transfers were slow or hung, and which ranks late.
+
+Why per rank pair: transfers between two ranks always take the same path and carry
+similar sizes, so the pair's own early transfers are the baseline of its later ones
+(a WAN pair is slower than a pair in one rack without anything being wrong).  A
+transfer is *slow* when it takes more than ``SLOW_RATIO`` times its pair's baseline
+(and at least ``SLOW_ABS_S`` more); *hung* when it has not finished ``HUNG_S`` after
+it started.  A rank is *late* when it posts a step well after the data it depends on
+arrived (the ring's dependency: step s is sent once step s-1 was received), which
+the network cannot cause: that is a straggler.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from traffic.collog.records import CollRecord
+
+__all__ = ["PairStats", "TransferView", "analyse"]
+
+SLOW_RATIO = 1.6
+SLOW_ABS_S = 0.004
+HUNG_S = 1.0
+LATE_S = 0.05        # a rank posting a step this long after its input arrived is late
+BASE_QUANTILE = 25   # baseline: this percentile of the pair's early durations
+BASE_FIRST = 8       # ... of its first transfers (before most faults start)
+MIN_SLOW = 2         # a pair is slow with at least this many slow transfers ...
+MIN_SLOW_SHARE = 0.15  # ... making at least this share of its transfers
+MIN_LATE = 2         # a rank is late with at least this many late steps
+
+
+@dataclass(slots=True)
+class PairStats:
+    src: int
+    dst: int
+    n: int = 0
+    slow: int = 0
+    hung: int = 0
+    retx: int = 0
+    timeouts: int = 0
+    baseline_s: float = 0.0
+    worst_ratio: float = 1.0
+    first_bad: float | None = None   # start of the first slow / hung transfer
+
+    @property
+    def bad(self) -> int:
+        """Slow or hung transfers, when they are more than noise: a hung transfer, or
+        at least ``MIN_SLOW`` slow ones making ``MIN_SLOW_SHARE`` of the pair's."""
+        if self.hung or (self.slow >= MIN_SLOW and self.slow >= MIN_SLOW_SHARE * self.n):
+            return self.slow + self.hung
+        return 0
+
+
+@dataclass(slots=True)
+class TransferView:
+    pairs: dict[tuple[int, int], PairStats] = field(default_factory=dict)
+    late: dict[int, list[tuple[float, float]]] = field(default_factory=dict)  # rank -> (t, s)
+    ranks: set[int] = field(default_factory=set)
+    n_transfers: int = 0
+    t0: float = 0.0
+    t1: float = 0.0
+    steps: list[tuple[int, float, float, float]] = field(default_factory=list)  # rank, t0, t1, ratio
+    op: str = ""
+
+    @property
+    def bad_pairs(self) -> set[tuple[int, int]]:
+        return {k for k, p in self.pairs.items() if p.bad > 0}
+
+    @property
+    def onset(self) -> float | None:
+        ts = [p.first_bad for p in self.pairs.values() if p.first_bad is not None]
+        ts += [t for v in self.late.values() for t, _ in v]
+        return min(ts) if ts else None
+
+
+def _baseline(durs: list[float]) -> float:
+    early = durs[:BASE_FIRST] if len(durs) >= 3 else durs
+    return float(np.percentile(early, BASE_QUANTILE)) if early else 0.0
+
+
+def analyse(records: list[CollRecord], now: float) -> TransferView:
+    """Slow and hung transfers per rank pair, late ranks, from the sends (and receives)."""
+    v = TransferView()
+    sends = sorted((r for r in records if r.dir == "send" and r.peer is not None),
+                   key=lambda r: r.start)
+    v.ranks = {r.rank for r in records}
+    if records:
+        v.t0 = min(r.start for r in records)
+        v.t1 = now
+        v.op = records[0].op
+    by_pair: dict[tuple[int, int], list[CollRecord]] = defaultdict(list)
+    for r in sends:
+        assert r.peer is not None
+        by_pair[(r.rank, r.peer)].append(r)
+    for key, rs in by_pair.items():
+        ps = PairStats(src=key[0], dst=key[1])
+        done = [r.end - r.start for r in rs if r.end is not None]
+        ps.baseline_s = _baseline(done)
+        for r in rs:
+            ps.n += 1
+            ps.retx += r.retx
+            ps.timeouts += r.timeouts
+            if r.end is None:
+                if now - r.start >= max(HUNG_S, 10 * ps.baseline_s):
+                    ps.hung += 1
+                    ps.first_bad = r.start if ps.first_bad is None else min(ps.first_bad, r.start)
+                    v.steps.append((r.rank, r.start, now, float("inf")))
+                continue
+            d = r.end - r.start
+            ratio = d / ps.baseline_s if ps.baseline_s > 0 else 1.0
+            v.steps.append((r.rank, r.start, r.end, ratio))
+            if ratio > SLOW_RATIO and d - ps.baseline_s > SLOW_ABS_S:
+                ps.slow += 1
+                ps.worst_ratio = max(ps.worst_ratio, ratio)
+                ps.first_bad = r.start if ps.first_bad is None else min(ps.first_bad, r.start)
+        v.pairs[key] = ps
+        v.n_transfers += ps.n
+    v.late = _late_ranks(records)
+    return v
+
+
+def _late_ranks(records: list[CollRecord]) -> dict[int, list[tuple[float, float]]]:
+    """Ranks that posted a step long after its input arrived (ring all-reduce), or
+    started an operation long after every other rank (other collectives)."""
+    late: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    if not records:
+        return {}
+    if records[0].op == "allreduce" and any(r.dir == "recv" for r in records):
+        recv_end: dict[tuple[int, int, int], float] = {}
+        send_start: dict[tuple[int, int, int], float] = {}
+        steps = 0
+        for r in records:
+            key = (r.rank, r.seq, r.step)
+            steps = max(steps, r.step + 1)
+            if r.dir == "recv" and r.end is not None:
+                recv_end[key] = max(recv_end.get(key, 0.0), r.end)
+            elif r.dir == "send":
+                send_start[key] = min(send_start.get(key, r.start), r.start)
+        for (rank, seq, step), t in send_start.items():
+            prev = (rank, seq, step - 1) if step > 0 else (rank, seq - 1, steps - 1)
+            if prev in recv_end:
+                gap = t - recv_end[prev]
+                if gap > LATE_S:
+                    late[rank].append((recv_end[prev], gap))
+        return {r: v for r, v in late.items() if len(v) >= MIN_LATE}
+    first: dict[tuple[int, int], float] = {}
+    for r in records:
+        if r.dir in ("send", "op"):
+            k = (r.seq, r.rank)
+            first[k] = min(first.get(k, r.start), r.start)
+    by_seq: dict[int, dict[int, float]] = defaultdict(dict)
+    for (seq, rank), t in first.items():
+        by_seq[seq][rank] = t
+    for ts in by_seq.values():
+        if len(ts) < 3:
+            continue
+        med = float(np.median(list(ts.values())))
+        for rank, t in ts.items():
+            if t - med > LATE_S:
+                late[rank].append((med, t - med))
+    return {r: v for r, v in late.items() if len(v) >= MIN_LATE}
