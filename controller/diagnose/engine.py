@@ -35,6 +35,7 @@ LOSS_PKTS_MIN = 3
 QUEUE_HIGH_PKTS = 8       # standing queue (packets) that counts as a queue
 FOREIGN_MIN = 1           # background flows that make a queue "congestion"
 TELEMETRY_ONLY_LOSS = 1e-3  # telemetry alone (no slow transfer) reports loss above this
+TELEMETRY_ONLY_DROPS = 5   # ... or tail drops at a port without a standing queue
 MIN_CONFIDENCE = 0.05
 SILENT_S = 1.0            # a link silent this long under a hung transfer is down
 
@@ -88,6 +89,8 @@ class _LinkTel:
     qmax: int = 0
     qbase: float = 0.0
     tx_ratio: float | None = None      # measured tx rate / line rate while queued
+    queued_share: float = 0.0          # share of the samples since onset with a queue
+    queued_n: int = 0
     foreign: int = 0
     flow_lost: int = 0
     drops: int = 0                     # tail drops at the port feeding the link
@@ -97,32 +100,40 @@ class _LinkTel:
 
 
 def _port_features(samples: list[PortSample], t_on: float, tel: _LinkTel) -> None:
+    # the queue before: low percentile of what came before the onset (the onset seen in
+    # the collective can lag the fault by a window), else the least of the first samples
     before = [s.qlen_pkts for s in samples if s.t < t_on]
     after = [s for s in samples if s.t >= t_on]
-    tel.qbase = float(np.median(before)) if before else 0.0
+    tel.qbase = (float(np.percentile(before, 20)) if len(before) >= 3
+                 else float(min(s.qlen_pkts for s in samples[:3])) if samples else 0.0)
     if not after:
         return
     tel.qmax = max(s.qlen_pkts for s in after)
     queued = [s for s in after if s.qlen_pkts >= QUEUE_HIGH_PKTS]
+    tel.queued_n, tel.queued_share = len(queued), len(queued) / len(after)
     ratios = [s.tx_rate_bps / s.line_rate_bps for s in queued
               if s.tx_rate_bps and s.line_rate_bps]
     if ratios:
         tel.tx_ratio = float(np.median(ratios))
-    if queued:
-        tel.onset = queued[0].t
+    high = max(QUEUE_HIGH_PKTS, 2 * tel.qbase + 4)
+    first = next((i for i, s in enumerate(samples) if s.qlen_pkts >= high), None)
+    if queued and first is not None:
+        tel.onset = samples[first - 1].t if first > 0 else samples[first].t
 
 
 def _link_features(ev: Evidence, link: str, port: tuple[str, int] | None, t_on: float,
                    rank_ips: set[str]) -> _LinkTel:
     tel = _LinkTel()
+    prev_t = None
     for s in ev.telemetry.link_loss.get(link, []):
         if s.t >= t_on:
             tel.lost += s.lost
             tel.delivered_after += s.delivered
-            if s.lost and tel.onset is None:
-                tel.onset = s.t
         else:
             tel.delivered_before += s.delivered
+        if s.lost and tel.onset is None:   # the loss began in this sample's bin
+            tel.onset = prev_t if prev_t is not None else s.t
+        prev_t = s.t
         if s.delivered > 0:
             tel.last_delivery = s.t
     if tel.last_delivery is not None and ev.end_time > tel.last_delivery:
@@ -137,8 +148,10 @@ def _link_features(ev: Evidence, link: str, port: tuple[str, int] | None, t_on: 
         if after:
             tel.drops = after[-1][1] - (before[-1] if before else after[0][1] if
                                         len(after) == 1 else 0)
-            first = next((t for t, n in after if n > (before[-1] if before else 0)), None)
-            if tel.drops > 0 and first is not None:
+            base = drops[0][1]
+            i = next((i for i, (_t, n) in enumerate(drops) if n > base), None)
+            if tel.drops > 0 and i is not None:
+                first = drops[i - 1][0] if i > 0 else drops[i][0]
                 tel.onset = first if tel.onset is None else min(tel.onset, first)
     foreign = set()
     for f in ev.telemetry.flows:
@@ -162,17 +175,17 @@ def _link_kind(tel: _LinkTel, hung: bool) -> tuple[str, float, dict]:
     if hung and tel.last_delivery is not None and tel.silent_s >= SILENT_S:
         return "link_down", 0.95, {"silent_s": round(tel.silent_s, 3),
                                    "last_delivery": tel.last_delivery}
-    if tel.drops > 0 and tel.lost == 0:
+    if tel.drops > 0 and tel.lost == 0 and tel.qmax < QUEUE_HIGH_PKTS:
         return "tiny_queue", 0.9, {"tail_drops": tel.drops, "link_lost": 0,
                                    "queue_max_pkts": tel.qmax, "flow_psn_lost": tel.flow_lost}
     if tel.qmax >= QUEUE_HIGH_PKTS and tel.qmax >= 2 * tel.qbase + 4:
         q = {"queue_max_pkts": tel.qmax, "queue_before_pkts": tel.qbase,
              "tx_over_line_rate": tel.tx_ratio, "foreign_flows": tel.foreign}
-        if tel.foreign >= FOREIGN_MIN and (tel.tx_ratio is None or tel.tx_ratio > 0.8):
-            return "congestion", 0.9, q
-        if tel.tx_ratio is not None and tel.tx_ratio < 0.8:
-            return "rate_degraded", 0.9, q
-        return ("congestion" if tel.foreign else "rate_degraded"), 0.6, q
+        if tel.tx_ratio is not None:   # the port's own rate says which
+            if tel.tx_ratio < 0.8:
+                return "rate_degraded", 0.9, q
+            return "congestion", 0.9 if tel.foreign >= FOREIGN_MIN else 0.85, q
+        return ("congestion" if tel.foreign >= FOREIGN_MIN else "rate_degraded"), 0.6, q
     if tel.flow_lost > 0:  # lost inside a switch on the path, which one unknown
         return "tiny_queue", 0.3, {"flow_psn_lost": tel.flow_lost, "link_lost": tel.lost,
                                    "queue_max_pkts": tel.qmax}
@@ -230,8 +243,11 @@ def diagnose(ev: Evidence) -> Diagnosis:
         match = _f1(w, bad, active)
         kind, strength, evid = _link_kind(tel, bool(hung_pairs & set(w)))
         link_strength[link] = strength if strength >= 0.5 else 0.0
-        telemetry_only = not bad and tel.loss_rate >= TELEMETRY_ONLY_LOSS and \
-            tel.lost >= 10
+        telemetry_only = not bad and (
+            (tel.loss_rate >= TELEMETRY_ONLY_LOSS and tel.lost >= 10)
+            or (tel.drops >= TELEMETRY_ONLY_DROPS and tel.qmax < QUEUE_HIGH_PKTS)
+            or (tel.queued_n >= 4 and tel.queued_share >= 0.5
+                and tel.qmax >= 2 * tel.qbase + 4))
         if not bad and not telemetry_only:
             continue
         if telemetry_only:
@@ -261,7 +277,10 @@ def diagnose(ev: Evidence) -> Diagnosis:
     # slow receiver: only transfers into one host slowed, and their paths are clean
     if bad:
         for h in sorted(set(hosts.values())):
-            w = {p: 1.0 for p in active if hosts.get(p[1]) == h}
+            # a slow host receives late: data into it, and the ACKs of its own sends
+            # (receiving counts most: a slow receiver is what this candidate stands for)
+            w = {p: 1.0 if hosts.get(p[1]) == h else 0.5 for p in active
+                 if h in (hosts.get(p[1]), hosts.get(p[0]))}
             match = _f1(w, bad, active)
             if match == 0:
                 continue
@@ -275,7 +294,7 @@ def diagnose(ev: Evidence) -> Diagnosis:
             ranks = sorted(r for r, hh in hosts.items() if hh == h)
             out.append(Culprit(
                 component=h, type="host", kind="slow_receiver", confidence=match * strength,
-                onset=c_on, evidence={"ranks": ranks, "slow_pairs_into_it":
+                onset=c_on, evidence={"ranks": ranks, "slow_pairs_at_it":
                                       [list(p) for p in sorted(bad & set(w))],
                                       "match": round(match, 3),
                                       "network_evidence_on_paths": round(net, 3),

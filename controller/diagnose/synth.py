@@ -32,9 +32,9 @@ class SynthFault:
     target: str               # link "s1:3->s5:3", port "s3:3", host "h5", rank "2"
     onset: float              # seconds after the run's start
     loss: float = 0.01        # gray_loss
-    factor: float = 0.3       # rate_degraded: remaining share of the rate
-    delay_s: float = 0.05     # slow_receiver: extra time per transfer into the host
-    late_s: float = 0.15      # straggler: extra time before each step
+    factor: float = 0.2       # rate_degraded: remaining share of the rate
+    delay_s: float = 0.2      # slow_receiver: extra time per transfer into / out of the host
+    late_s: float = 0.3       # straggler: extra time before each step
 
 
 def _rng(seed: int, *names: object) -> np.random.Generator:
@@ -99,6 +99,8 @@ def synth_ring(topo: Topology, hosts: list[str], fault: SynthFault | None, *, se
                         dur += retx * 0.004 + rtt
                     elif fault.kind == "slow_receiver" and hosts[dst] == fault.target:
                         dur += fault.delay_s
+                    elif fault.kind == "slow_receiver" and hosts[r] == fault.target:
+                        dur += fault.delay_s / 2   # its ACKs are processed late
                     if crosses and fault.kind == "link_down":
                         hung = True
                 if not (crosses and fault is not None and fault.kind == "link_down"

@@ -20,15 +20,14 @@ from traffic.collog.records import CollRecord
 
 __all__ = ["PairStats", "TransferView", "analyse"]
 
-SLOW_RATIO = 1.6
-SLOW_ABS_S = 0.004
+SLOW_RATIO = 2.5     # a window's median duration this many times the pair's baseline ...
+SLOW_ABS_S = 0.015   # ... and at least this much longer is slow
+WINDOW_S = 0.5       # transfers are judged in windows of this length
+MIN_IN_WINDOW = 2    # ... holding at least this many transfers of the pair
 HUNG_S = 1.0
-LATE_S = 0.05        # a rank posting a step this long after its input arrived is late
-BASE_QUANTILE = 25   # baseline: this percentile of the pair's early durations
-BASE_FIRST = 8       # ... of its first transfers (before most faults start)
-MIN_SLOW = 2         # a pair is slow with at least this many slow transfers ...
-MIN_SLOW_SHARE = 0.15  # ... making at least this share of its transfers
-MIN_LATE = 2         # a rank is late with at least this many late steps
+LATE_S = 0.1         # a rank posting a step this much later than the others is late
+BASE_N = 6           # baseline: the median of the pair's first transfers
+MIN_LATE = 3         # a rank is late with at least this many late steps
 
 
 @dataclass(slots=True)
@@ -46,11 +45,8 @@ class PairStats:
 
     @property
     def bad(self) -> int:
-        """Slow or hung transfers, when they are more than noise: a hung transfer, or
-        at least ``MIN_SLOW`` slow ones making ``MIN_SLOW_SHARE`` of the pair's."""
-        if self.hung or (self.slow >= MIN_SLOW and self.slow >= MIN_SLOW_SHARE * self.n):
-            return self.slow + self.hung
-        return 0
+        """Transfers in slow windows plus hung transfers."""
+        return self.slow + self.hung
 
 
 @dataclass(slots=True)
@@ -75,13 +71,15 @@ class TransferView:
         return min(ts) if ts else None
 
 
-def _baseline(durs: list[float]) -> float:
-    early = durs[:BASE_FIRST] if len(durs) >= 3 else durs
-    return float(np.percentile(early, BASE_QUANTILE)) if early else 0.0
-
-
 def analyse(records: list[CollRecord], now: float) -> TransferView:
-    """Slow and hung transfers per rank pair, late ranks, from the sends (and receives)."""
+    """Slow and hung transfers per rank pair, late ranks, from the sends (and receives).
+
+    Why windows normalised across pairs: on a loaded machine every transfer of every
+    rank can stall for a while together (the CPU was busy); a fault slows the transfers
+    under it and not the others.  So a pair is slow in a window when its median there
+    is ``SLOW_RATIO`` times its baseline *and* that ratio is as far above the least
+    affected pair's ratio in the same window.
+    """
     v = TransferView()
     sends = sorted((r for r in records if r.dir == "send" and r.peer is not None),
                    key=lambda r: r.start)
@@ -94,10 +92,14 @@ def analyse(records: list[CollRecord], now: float) -> TransferView:
     for r in sends:
         assert r.peer is not None
         by_pair[(r.rank, r.peer)].append(r)
+    # window -> pair -> (median ratio, excess s, transfers)
+    win: dict[int, dict[tuple[int, int], tuple[float, float, list[CollRecord]]]] = \
+        defaultdict(dict)
     for key, rs in by_pair.items():
         ps = PairStats(src=key[0], dst=key[1])
         done = [r.end - r.start for r in rs if r.end is not None]
-        ps.baseline_s = _baseline(done)
+        ps.baseline_s = float(np.median(done[:BASE_N])) if done else 0.0
+        groups: dict[int, list[CollRecord]] = defaultdict(list)
         for r in rs:
             ps.n += 1
             ps.retx += r.retx
@@ -109,14 +111,24 @@ def analyse(records: list[CollRecord], now: float) -> TransferView:
                     v.steps.append((r.rank, r.start, now, float("inf")))
                 continue
             d = r.end - r.start
-            ratio = d / ps.baseline_s if ps.baseline_s > 0 else 1.0
-            v.steps.append((r.rank, r.start, r.end, ratio))
-            if ratio > SLOW_RATIO and d - ps.baseline_s > SLOW_ABS_S:
-                ps.slow += 1
-                ps.worst_ratio = max(ps.worst_ratio, ratio)
-                ps.first_bad = r.start if ps.first_bad is None else min(ps.first_bad, r.start)
+            v.steps.append((r.rank, r.start, r.end, d / ps.baseline_s if ps.baseline_s else 1.0))
+            groups[int((r.start - v.t0) / WINDOW_S)].append(r)
+        for w, grp in groups.items():
+            if len(grp) < MIN_IN_WINDOW or ps.baseline_s <= 0:
+                continue
+            med = float(np.median([r.end - r.start for r in grp if r.end is not None]))
+            win[w][key] = (med / ps.baseline_s, med - ps.baseline_s, grp)
         v.pairs[key] = ps
         v.n_transfers += ps.n
+    for pairs in win.values():
+        floor = max(1.0, min(x[0] for x in pairs.values())) if len(pairs) > 1 else 1.0
+        for key, (ratio, excess, grp) in pairs.items():
+            if ratio >= SLOW_RATIO * floor and excess >= SLOW_ABS_S:
+                ps = v.pairs[key]
+                ps.slow += len(grp)
+                ps.worst_ratio = max(ps.worst_ratio, ratio / floor)
+                t = min(r.start for r in grp)
+                ps.first_bad = t if ps.first_bad is None else min(ps.first_bad, t)
     v.late = _late_ranks(records)
     return v
 
@@ -138,12 +150,16 @@ def _late_ranks(records: list[CollRecord]) -> dict[int, list[tuple[float, float]
                 recv_end[key] = max(recv_end.get(key, 0.0), r.end)
             elif r.dir == "send":
                 send_start[key] = min(send_start.get(key, r.start), r.start)
+        gaps: dict[tuple[int, int], dict[int, tuple[float, float]]] = defaultdict(dict)
         for (rank, seq, step), t in send_start.items():
             prev = (rank, seq, step - 1) if step > 0 else (rank, seq - 1, steps - 1)
             if prev in recv_end:
-                gap = t - recv_end[prev]
-                if gap > LATE_S:
-                    late[rank].append((recv_end[prev], gap))
+                gaps[(seq, step)][rank] = (recv_end[prev], t - recv_end[prev])
+        for by_rank in gaps.values():
+            for rank, (t_in, gap) in by_rank.items():
+                others = [g for r, (_, g) in by_rank.items() if r != rank]
+                if others and gap - float(np.median(others)) > LATE_S:
+                    late[rank].append((t_in, gap))
         return {r: v for r, v in late.items() if len(v) >= MIN_LATE}
     first: dict[tuple[int, int], float] = {}
     for r in records:

@@ -67,7 +67,8 @@ def test_no_fault_means_no_culprit(seed: int) -> None:
 def test_wan_gray_loss_and_slow_receiver_with_the_same_slowdown_are_told_apart() -> None:
     seed = next(s for s in range(1, 60) if _on_ring("gray_loss", "s1:3->s5:3", s))
     loss = synth_ring(TOPO, RANKS, SynthFault(kind="gray_loss", target="s1:3->s5:3",
-                                              onset=0.6, loss=0.01), seed=seed)
+                                              onset=0.6, loss=0.01), seed=seed,
+                      step_bytes=512 << 10)
     d_loss = diagnose(loss)
     (pair,) = d_loss.slow_pairs
     dst_host = RANKS[pair[1]]
@@ -80,10 +81,11 @@ def test_wan_gray_loss_and_slow_receiver_with_the_same_slowdown_are_told_apart()
         return float(np.mean(after) - np.mean(before))
     slow_by = extra(loss, pair)
     slow = synth_ring(TOPO, RANKS, SynthFault(kind="slow_receiver", target=dst_host,
-                                              onset=0.6, delay_s=slow_by), seed=seed)
+                                              onset=0.6, delay_s=slow_by), seed=seed,
+                      step_bytes=512 << 10)
     assert extra(slow, pair) == pytest.approx(slow_by, rel=0.3)   # the same slowdown
     d_slow = diagnose(slow)
-    assert d_slow.slow_pairs == d_loss.slow_pairs                  # on the same transfers
+    assert pair in d_slow.slow_pairs                               # the same transfers slow
     assert (d_loss.culprits[0].key, d_loss.culprits[0].kind) == ("link s1:3->s5:3", "gray_loss")
     assert (d_slow.culprits[0].key, d_slow.culprits[0].kind) == (f"host {dst_host}",
                                                                  "slow_receiver")
