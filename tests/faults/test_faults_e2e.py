@@ -1,0 +1,38 @@
+"""End to end on real namespaces: the two-DC test bed on kernel routers, a ring
+all-reduce of four real rank processes, faults injected at their onset, and the
+diagnosis of their logs and the routers' counters naming the injected component:
+a 1 % gray loss on one WAN direction, a slow receiver host, a straggler rank, a link
+that goes down, and a fault-free run that must stay "no fault"."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mininet_topos.faults.harness import HarnessConfig, run_harness
+from mininet_topos.faults.spec import FaultSpec
+
+pytestmark = [pytest.mark.mininet, pytest.mark.root, pytest.mark.bpf, pytest.mark.slow,
+              pytest.mark.timeout(900)]
+
+
+def test_five_faults_are_localised(tmp_path: Path) -> None:
+    def plan(places: dict[str, list[str]]) -> list[FaultSpec | None]:
+        assert places["gray_loss"], "the ring crosses no WAN direction"
+        wan = places["gray_loss"][0]
+        return [
+            FaultSpec(kind="gray_loss", target=wan, onset_s=2.5, duration_s=60, loss=0.01),
+            FaultSpec(kind="slow_receiver", target="h5", onset_s=2.5, duration_s=60),
+            FaultSpec(kind="straggler", target="2", onset_s=2.5, duration_s=60),
+            FaultSpec(kind="link_down", target=wan, onset_s=2.5, duration_s=60),
+            None,
+        ]
+    lines: list[str] = []
+    s = run_harness(HarnessConfig(out=tmp_path, seed=5), log=lines.append, plan=plan)
+    trials = s["per_trial"]
+    text = "\n".join(lines)
+    assert [t["correct_top1"] for t in trials] == [True] * 5, text
+    assert s["false_alarms"] == 0
+    assert (tmp_path / "summary.json").is_file()
+    for t in trials:
+        assert (tmp_path / f"trial{t['trial']:03d}" / "ground_truth.json").is_file()
