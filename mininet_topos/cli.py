@@ -76,6 +76,9 @@ def parser() -> argparse.ArgumentParser:
                    help="InfluxDB URL to export to (default: $INFLUX_URL; none: files only)")
     e.add_argument("--trials", type=int, default=30, help="faults: number of trials")
     e.add_argument("--seed", type=int, default=1, help="faults: seed of the fault draws")
+    e.add_argument("--fault", metavar="YAML",
+                   help="faults: run one trial with this fault and print its diagnosis, "
+                        "e.g. '{kind: gray_loss, link: \"s2:3->s6:3\", loss: 0.01, onset_s: 3}'")
     c = sub.add_parser("check", help="validate a spec (no root needed)")
     c.add_argument("spec", help="spec file or preset name")
     d = sub.add_parser("demo", help="the two-datacenter demo (see mininet_topos.demo)")
@@ -194,10 +197,12 @@ def _experiment(args: argparse.Namespace) -> int:
     from mininet_topos.experiment import load_spec, preset_path, run_specs, sigterm_as_interrupt
 
     if args.spec == "faults":   # mininet_topos.faults.harness
-        from mininet_topos.faults.harness import HarnessConfig, run_harness
+        from mininet_topos.faults.harness import HarnessConfig, one_fault_plan, run_harness
+        plan = one_fault_plan(args.fault) if args.fault else None
         with sigterm_as_interrupt():
             try:
-                run_harness(HarnessConfig(trials=args.trials, seed=args.seed, out=args.out))
+                run_harness(HarnessConfig(trials=args.trials, seed=args.seed, out=args.out),
+                            plan=plan, verbose=plan is not None)
             except KeyboardInterrupt:
                 print("interrupted; network torn down", file=sys.stderr)
                 return 130

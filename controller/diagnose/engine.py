@@ -36,7 +36,7 @@ QUEUE_HIGH_PKTS = 8       # standing queue (packets) that counts as a queue
 FOREIGN_MIN = 1           # background flows that make a queue "congestion"
 TELEMETRY_ONLY_LOSS = 1e-3  # telemetry alone (no slow transfer) reports loss above this
 TELEMETRY_ONLY_DROPS = 5   # ... or tail drops at a port without a standing queue
-MIN_CONFIDENCE = 0.05
+MIN_CONFIDENCE = 0.3       # weaker candidates are not reported (cannot be told apart)
 SILENT_S = 1.0            # a link silent this long under a hung transfer is down
 
 
@@ -243,15 +243,16 @@ def diagnose(ev: Evidence) -> Diagnosis:
         match = _f1(w, bad, active)
         kind, strength, evid = _link_kind(tel, bool(hung_pairs & set(w)))
         link_strength[link] = strength if strength >= 0.5 else 0.0
-        telemetry_only = not bad and (
-            (tel.loss_rate >= TELEMETRY_ONLY_LOSS and tel.lost >= 10)
-            or (tel.drops >= TELEMETRY_ONLY_DROPS and tel.qmax < QUEUE_HIGH_PKTS)
-            or (tel.queued_n >= 4 and tel.queued_share >= 0.5
-                and tel.qmax >= 2 * tel.qbase + 4))
-        if not bad and not telemetry_only:
+        # a telemetry anomaly is a candidate by itself; slow pairs under it confirm it
+        anomaly = ((tel.loss_rate >= TELEMETRY_ONLY_LOSS and tel.lost >= 10)
+                   or (tel.drops >= TELEMETRY_ONLY_DROPS and tel.qmax < QUEUE_HIGH_PKTS)
+                   or (tel.queued_n >= 4 and tel.queued_share >= 0.5
+                       and tel.qmax >= 2 * tel.qbase + 4)
+                   or (kind == "link_down" and strength >= 0.9))
+        if match == 0 and not anomaly:
             continue
-        if telemetry_only:
-            match = 0.5
+        if anomaly and strength >= 0.5:
+            match = 0.5 + 0.5 * match
         if kind == "tiny_queue" and port is not None:
             comp, ctype = f"{port[0]}:{port[1]}", "port"
         else:
@@ -287,7 +288,9 @@ def diagnose(ev: Evidence) -> Diagnosis:
             on_paths = {ln for ln, lw in link_w.items() if any(p in lw for p in bad & set(w))}
             net = max((link_strength.get(ln, 0.0) for ln in on_paths), default=0.0)
             retx_per = retx_bad / max(1, n_bad)
-            strength = 0.9 * (1.0 - net) / (1.0 + retx_per)
+            # (retransmissions do not count against it: timeouts of a loaded machine
+            # make them in fault-free runs too)
+            strength = 0.9 * (1.0 - net)
             if hung_pairs & set(w):
                 strength *= 0.5
             c_on = min((view.pairs[p].first_bad or now for p in bad & set(w)), default=now)

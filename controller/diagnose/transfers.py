@@ -28,6 +28,8 @@ HUNG_S = 1.0
 LATE_S = 0.1         # a rank posting a step this much later than the others is late
 BASE_N = 6           # baseline: the median of the pair's first transfers
 MIN_LATE = 3         # a rank is late with at least this many late steps
+MIN_SLOW_WINDOWS = 3  # a pair is slow in at least this many windows (a fault persists,
+                      # a machine-wide stall of a loaded host passes)
 
 
 @dataclass(slots=True)
@@ -120,15 +122,21 @@ def analyse(records: list[CollRecord], now: float) -> TransferView:
             win[w][key] = (med / ps.baseline_s, med - ps.baseline_s, grp)
         v.pairs[key] = ps
         v.n_transfers += ps.n
-    for pairs in win.values():
+    slow_windows: dict[tuple[int, int], list[tuple[int, float, float]]] = defaultdict(list)
+    for w, pairs in win.items():
         floor = max(1.0, min(x[0] for x in pairs.values())) if len(pairs) > 1 else 1.0
         for key, (ratio, excess, grp) in pairs.items():
             if ratio >= SLOW_RATIO * floor and excess >= SLOW_ABS_S:
-                ps = v.pairs[key]
-                ps.slow += len(grp)
-                ps.worst_ratio = max(ps.worst_ratio, ratio / floor)
-                t = min(r.start for r in grp)
-                ps.first_bad = t if ps.first_bad is None else min(ps.first_bad, t)
+                slow_windows[key].append((len(grp), ratio / floor,
+                                          min(r.start for r in grp)))
+    for key, ws in slow_windows.items():
+        if len(ws) < MIN_SLOW_WINDOWS:
+            continue
+        ps = v.pairs[key]
+        ps.slow = sum(n for n, _, _ in ws)
+        ps.worst_ratio = max(r for _, r, _ in ws)
+        t = min(t for _, _, t in ws)
+        ps.first_bad = t if ps.first_bad is None else min(ps.first_bad, t)
     v.late = _late_ranks(records)
     return v
 

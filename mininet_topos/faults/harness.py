@@ -35,6 +35,7 @@ from traffic.collog import read_logs
 __all__ = ["HarnessConfig", "run_harness", "score"]
 
 STEP_S = 0.25
+DATA_BPS = 4e6
 
 
 @dataclass(slots=True, kw_only=True)
@@ -93,16 +94,22 @@ def _run_ranks(tb: Any, cfg: HarnessConfig, topo: Topology, trial_dir: Path,
 
 
 def _places(topo: Topology, tel: Any, hosts: tuple[str, ...]) -> dict[str, list[str]]:
-    """Where each kind may go: links / ports the warm-up's traffic crossed."""
-    used = {name for name, ss in tel.link_loss.items() if sum(s.delivered for s in ss) > 50}
-    wan = set()
+    """Where each kind may go: the link directions and ports the warm-up's data crossed
+    (a port sending at least ``DATA_BPS``; the reverse directions carry only ACKs)."""
+    rate = {k: float(np.median([s.tx_rate_bps or 0.0 for s in ss] or [0.0]))
+            for k, ss in tel.ports.items()}
+    data_ports = {k for k, r in rate.items() if r >= DATA_BPS}
+    used, wan = set(), set()
     for ln in topo.links:
-        if ln.role == LinkRole.WAN:
-            wan |= {f"{ln.a}->{ln.b}", f"{ln.b}->{ln.a}"}
-    busy_ports = sorted(f"{sw}:{p}" for (sw, p), ss in tel.ports.items()
-                        if np.median([s.tx_rate_bps or 0 for s in ss] or [0]) > 1e6)
-    return {"gray_loss": sorted(used & wan), "rate_degraded": sorted(used),
-            "link_down": sorted(used), "congestion": sorted(used), "tiny_queue": busy_ports,
+        for near, far in ((ln.a, ln.b), (ln.b, ln.a)):
+            name = f"{near}->{far}"
+            if ln.role != LinkRole.HOST and (near.node, near.port) in data_ports:
+                used.add(name)
+                if ln.role == LinkRole.WAN:
+                    wan.add(name)
+    return {"gray_loss": sorted(wan), "rate_degraded": sorted(used),
+            "link_down": sorted(used), "congestion": sorted(used),
+            "tiny_queue": sorted(f"{sw}:{p}" for sw, p in data_ports),
             "slow_receiver": list(hosts), "straggler": [str(r) for r in range(len(hosts))]}
 
 
@@ -191,9 +198,28 @@ def format_score(s: dict[str, Any]) -> list[str]:
     return lines
 
 
+def one_fault_plan(text: str) -> Callable[[dict[str, list[str]]], list[FaultSpec | None]]:
+    """A plan of one trial with the fault ``text`` (a YAML mapping, see spec.py),
+    checked against the two-DC topology now, before any network starts."""
+    import yaml
+
+    from mininet_topos.faults.spec import FaultError, parse_fault
+    from mininet_topos.topologies import resolve_topology
+
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise FaultError(f"--fault {text!r}: not YAML: {exc}") from None
+    if isinstance(raw, dict):
+        raw.setdefault("onset_s", 3.0)
+        raw.setdefault("duration_s", 3600.0)
+    fault = parse_fault(raw, resolve_topology("two-dc"), nranks=4)
+    return lambda _places: [fault]
+
+
 def run_harness(cfg: HarnessConfig, *, log: Any = print,
-                plan: Callable[[dict[str, list[str]]], list[FaultSpec | None]] | None = None
-                ) -> dict[str, Any]:
+                plan: Callable[[dict[str, list[str]]], list[FaultSpec | None]] | None = None,
+                verbose: bool = False) -> dict[str, Any]:
     """Run the trials on one two-DC linux-router test bed; write OUT/summary.json.
 
     ``plan`` (given the places the warm-up found) fixes the trials' faults instead of
@@ -227,6 +253,8 @@ def run_harness(cfg: HarnessConfig, *, log: Any = print,
             ev = Evidence(topo=topo, records=records, telemetry=tel, now=end)
             res = _evaluate(ev, fault, start)
             truth = fault.truth(start) if fault else None
+            if truth is not None and inj.drops:
+                truth["injected_drops"] = inj.drops
             (tdir / "ground_truth.json").write_text(json.dumps(truth, indent=1))
             (tdir / "diagnosis.txt").write_text(res.pop("text") + "\n")
             per_trial.append({"trial": i, "fault": truth, **res})
@@ -235,6 +263,8 @@ def run_harness(cfg: HarnessConfig, *, log: Any = print,
                 else "no fault"
             want = f"{fault.component_type} {fault.target} {fault.kind}" if fault \
                 else "no fault"
+            if verbose:
+                log((tdir / "diagnosis.txt").read_text().rstrip())
             tl = res.get("time_to_localise_s")
             log(f"trial {i:3d}: injected {want:<32} diagnosed {got:<36} "
                 f"{'ok' if res['correct_top1'] else 'MISS'}"

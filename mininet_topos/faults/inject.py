@@ -9,8 +9,9 @@ How each kind is made (the router ports are HTB-shaped with a pfifo, see
   frame sent, the receiver never sees it (silent, one direction only; random or
   Gilbert-Elliott bursts with the mean asked for).
 * ``rate_degraded``: the sending port's HTB class is cut to ``factor`` of its rate.
-* ``link_down``: every frame is dropped at clsact egress of *both* ports of the link
-  (before the interface counts it), as a dead cable would; routes stay as they are.
+* ``link_down``: the same eBPF dropper at tc egress of *both* ports of the link drops
+  every IPv4 frame (before the interface counts it), as a dead cable would; routes
+  stay as they are.
 * ``congestion``: a background sender inside the sending router's namespace pushes
   ``rate_mbps`` of UDP out of that port to the far router (which drops it: no route),
   so only that link direction carries it.
@@ -24,6 +25,7 @@ Every change is undone by :meth:`Injector.heal` (also on error, by the caller's
 from __future__ import annotations
 
 import contextlib
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Self
@@ -60,6 +62,7 @@ class Injector:
     python: str = sys.executable
     _undo: list[Any] = field(default_factory=list)
     applied: list[dict[str, Any]] = field(default_factory=list)
+    drops: dict[str, int] = field(default_factory=dict)   # eBPF drops per interface
 
     def _cmd(self, node: str, cmd: str) -> None:
         out = self.tb.net.get(node).cmd(cmd + " 2>&1; echo rc=$?").strip()
@@ -91,12 +94,8 @@ class Injector:
         elif f.kind == "link_down":
             a, ap, b, bp = self._ends(f.target)
             for node, port in ((a, ap), (b, bp)):
-                if node not in self.topo.switch_names:
-                    continue
-                dev = _ifname(node, port)
-                self._cmd(node, f"tc qdisc add dev {dev} clsact")
-                self._undo.append(lambda n=node, d=dev: self._cmd(n, f"tc qdisc del dev {d} clsact"))
-                self._cmd(node, f"tc filter add dev {dev} egress prio 1 matchall action drop")
+                if node in self.topo.switch_names:
+                    self._emulator(_ifname(node, port), self._netns_of(node), f).set_bernoulli(1.0)
         elif f.kind == "tiny_queue":
             sw, _, port_s = f.target.partition(":")
             dev = _ifname(sw, int(port_s))
@@ -114,9 +113,36 @@ class Injector:
             raise FaultError(f"fault kind {f.kind!r} cannot be injected")
         self.applied.append({"kind": f.kind, "target": f.target})
 
-    def _gray_loss(self, f: FaultSpec) -> None:
+    def _netns_of(self, node: str) -> str:
+        """A name for a Mininet node's network namespace (``ip netns attach``), so the
+        eBPF loader can enter it; the name goes away on heal, the namespace stays."""
+        from mininet_topos.netns import unique_name
+
+        name = unique_name("f15ns")
+        pid = self.tb.net.get(node).pid
+        res = subprocess.run(["ip", "netns", "attach", name, str(pid)], capture_output=True,
+                             text=True, check=False)
+        if res.returncode != 0:
+            raise FaultError(f"{node}: cannot name its namespace: {res.stderr.strip()}")
+        self._undo.append(lambda: subprocess.run(["ip", "netns", "delete", name],
+                                                 capture_output=True, check=False))
+        return name
+
+    def _emulator(self, ifname: str, netns: str, f: FaultSpec) -> Any:
+        """The eBPF dropper at tc egress of ``ifname``; its drop count goes into
+        ``applied`` when it is removed."""
         from ebpf.loss import LossEmulator
 
+        em = LossEmulator(ifname, netns=netns, direction="egress").attach()
+
+        def close() -> None:
+            with contextlib.suppress(Exception):
+                self.drops[f"{ifname}"] = int(em.counters().dropped)
+            em.close()
+        self._undo.append(close)
+        return em
+
+    def _gray_loss(self, f: FaultSpec) -> None:
         a, ap, b, bp = self._ends(f.target)
         for link in self.tb.net.links:
             if getattr(link, "wan", None) is None:
@@ -129,8 +155,7 @@ class Injector:
                 mid = link._mid + "a"
             else:
                 continue
-            em = LossEmulator(mid, netns=link._ns.name, direction="egress").attach()
-            self._undo.append(em.close)
+            em = self._emulator(mid, link._ns.name, f)
             if f.model == "bursty":
                 p_bg = 1.0 / f.burst_pkts            # mean burst length = 1 / p_bg
                 p_gb = f.loss * p_bg / (1.0 - f.loss)  # bad share = the mean loss

@@ -23,6 +23,7 @@ from typing import Any
 
 from controller.topology.errors import TopologyError
 from controller.topology.model import Topology
+from mininet_topos.experiment.errors import ExperimentError
 
 __all__ = ["FAULT_KINDS", "FaultError", "FaultSpec", "parse_fault"]
 
@@ -33,7 +34,7 @@ _KEYS = {"kind", "link", "port", "host", "rank", "onset_s", "duration_s", "loss"
          "burst_pkts", "factor", "rate_mbps", "queue_pkts", "delay_s", "late_s"}
 
 
-class FaultError(ValueError):
+class FaultError(ExperimentError, ValueError):
     """A fault spec that names no such place or has values out of range."""
 
 
