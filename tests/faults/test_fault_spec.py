@@ -84,3 +84,24 @@ def test_score_counts_accuracy_false_alarms_and_median_time() -> None:
     assert s["median_time_to_localise_s"] == 2.0
     assert s["by_kind"]["gray_loss"] == {"trials": 2, "top1": 1, "top3": 2}
     assert any("false alarms: 1 of 2" in line for line in format_score(s))
+
+
+def test_experiment_specs_carry_faults_checked_against_the_topology() -> None:
+    from mininet_topos.experiment import SpecError, apply_overrides, load_spec
+    from mininet_topos.experiment.spec import spec_from_dict
+
+    root = Path(__file__).resolve().parents[2]
+    (spec,) = load_spec(root / "mininet_topos" / "experiments" / "faults_demo.yaml")
+    apply_overrides(TOPO, spec)
+    assert [f["kind"] for f in spec.faults] == ["gray_loss", "straggler"]
+    base = {"name": "x", "topology": "two-dc", "switch": "linux-router",
+            "workload": {"kind": "allreduce", "hosts": ["h1", "h3", "h5", "h7"]}}
+    with pytest.raises(SpecError, match="faults: expected a list"):
+        spec_from_dict({**base, "faults": {"kind": "straggler"}})
+    bad = spec_from_dict({**base, "faults": [{"kind": "straggler", "rank": 7}]})
+    with pytest.raises(SpecError, match=r"faults\[0\]: fault straggler: rank 7"):
+        apply_overrides(TOPO, bad)
+    p4 = spec_from_dict({**base, "switch": "softswitch",
+                         "faults": [{"kind": "rate_degraded", "link": "s1:3->s5:3"}]})
+    with pytest.raises(SpecError, match="kernel routers only"):
+        apply_overrides(TOPO, p4)
