@@ -46,7 +46,8 @@ class HarnessConfig:
     hosts: tuple[str, ...] = ("h1", "h3", "h5", "h7")
     size: str = "1M"
     count: int = 12
-    rate: str = "16M"
+    rate: str = "8M"              # per QP
+    qps: int = 2                  # QPs per ring link (NCCL uses several channels too)
     onset_s: tuple[float, float] = (2.0, 3.5)
     trial_s: float = 9.0          # each trial's traffic is stopped after this long
     none_share: float = 1 / 8     # share of fault-free trials
@@ -57,6 +58,7 @@ def _rank_argv(cfg: HarnessConfig, rank: int, ips: list[str], start: float, logs
                extra: list[str]) -> list[str]:
     return [cfg.python, "-m", "traffic", "allreduce", "--hosts", ",".join(ips), "--rank",
             str(rank), "-s", cfg.size, "-c", str(cfg.count), "--rate", cfg.rate,
+            "-q", str(cfg.qps),
             "--start-at", f"{start:.3f}", "--coll-log", str(logs),
             "--timeout", f"{cfg.trial_s:g}", "--seed", str(rank + 1), *extra, "1"]
 
