@@ -15,7 +15,7 @@ test: bootstrap
 
 lint: bootstrap
 	$(PY) -m ruff check .
-	$(PY) -m mypy controller ebpf traffic formats mininet_topos bench softswitch
+	$(PY) -m mypy common controller ebpf traffic formats mininet_topos bench softswitch
 
 bench: bootstrap
 	$(PY) -m bench

@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
-import socket
-import subprocess
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Self
+
+from common.processes import PrivateServer, ServerStartError, free_loopback_port
 
 __all__ = ["InfluxError", "PrivateInfluxd", "count_points", "find_influxd"]
 
@@ -32,37 +30,27 @@ def find_influxd() -> str | None:
         "/usr/bin/influxd" if Path("/usr/bin/influxd").exists() else None)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _get(url: str, timeout_s: float = 30.0) -> bytes:
     with urllib.request.urlopen(url, timeout=timeout_s) as r:
         return bytes(r.read())
 
 
-class PrivateInfluxd:
+class PrivateInfluxd(PrivateServer):
     """``influxd run`` with meta, data and WAL under ``workdir``; a context manager."""
 
     def __init__(self, workdir: Path, *, binary: str | None = None) -> None:
-        self.workdir = Path(workdir)
-        self.binary = binary or find_influxd()
-        if self.binary is None:
+        binary = binary or find_influxd()
+        if binary is None:
             raise InfluxError("influxd not found (Debian package influxdb); or pass --influx URL")
-        self.port = _free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        super().__init__(Path(workdir), binary, free_loopback_port(), what="influxd")
+        self.log_path = self.workdir / "influxd.log"
+        self.config_path = self._config()
 
     def _config(self) -> Path:
         w = self.workdir
         conf = w / "influxdb.conf"
         conf.write_text(
-            f'reporting-disabled = true\nbind-address = "127.0.0.1:{_free_port()}"\n'
+            f'reporting-disabled = true\nbind-address = "127.0.0.1:{free_loopback_port()}"\n'
             f'[meta]\n  dir = "{w / "meta"}"\n'
             f'[data]\n  dir = "{w / "data"}"\n  wal-dir = "{w / "wal"}"\n'
             '  query-log-enabled = false\n'
@@ -71,41 +59,25 @@ class PrivateInfluxd:
             '[continuous_queries]\n  enabled = false\n[subscriber]\n  enabled = false\n')
         return conf
 
-    def start(self, timeout_s: float = 30.0) -> Self:
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        log = (self.workdir / "influxd.log").open("ab")
-        try:
-            self.proc = subprocess.Popen([str(self.binary), "run", "-config", str(self._config())],
-                                         stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL)
-        finally:
-            log.close()
-        end = time.monotonic() + timeout_s
-        while time.monotonic() < end:
-            if self.proc.poll() is not None:
-                tail = (self.workdir / "influxd.log").read_text(errors="replace")[-800:]
-                raise InfluxError(f"influxd exited with status {self.proc.returncode}: {tail}")
-            try:
-                _get(self.url + "/ping", timeout_s=0.5)
-                return self
-            except OSError:
-                time.sleep(0.1)
-        self.stop()
-        raise InfluxError(f"influxd not answering on {self.url} after {timeout_s:g} s")
+    def argv(self) -> list[str]:
+        return [self.binary, "run", "-config", str(self.config_path)]
 
-    def stop(self) -> None:
-        p, self.proc = self.proc, None
-        if p is None or p.poll() is not None:
-            return
-        p.send_signal(signal.SIGTERM)
+    def ready(self) -> bool:
         try:
-            p.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(timeout=5)
+            _get(self.url + "/ping", timeout_s=0.5)
+        except OSError:
+            return False
+        return True
+
+    def start(self, timeout_s: float = 30.0) -> None:
+        try:
+            super().start(timeout_s)
+        except ServerStartError as exc:
+            raise InfluxError(str(exc)) from None
 
     def __enter__(self) -> Self:
-        return self.start()
+        self.start()
+        return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import errno
-import ipaddress
 import os
 import signal
 import socket
@@ -40,6 +39,7 @@ from typing import Self, TextIO
 
 import numpy as np
 
+from common import argtypes
 from formats.agent_batch import AGENT_BATCH_UDP_PORT
 from formats.feedback import CONFIRM_MAX_RECORDS, ConfirmStatus
 from formats.int_md import HOST_RECORD_DTYPE, INT_UDP_PORT
@@ -354,55 +354,6 @@ class HostAgent:
 
 
 # -- command line ----------------------------------------------------------------------
-def _hostport(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not host:
-        host, port = text, str(AGENT_BATCH_UDP_PORT)
-    try:
-        ipaddress.ip_address(host)
-        p = int(port)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected IPv4:PORT, e.g. 10.0.0.100:"
-                                         f"{AGENT_BATCH_UDP_PORT}") from None
-    if not 1 <= p <= 0xFFFF:
-        raise argparse.ArgumentTypeError(f"{text!r}: port {p} outside 1..65535")
-    return host, p
-
-
-def _port(text: str) -> int:
-    try:
-        p = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a port number") from None
-    if not 0 <= p <= 0xFFFF:
-        raise argparse.ArgumentTypeError(f"port {p} outside 0..65535")
-    return p
-
-
-def _positive(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a number") from None
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"{text}: must be > 0")
-    return v
-
-
-def _agent_id(text: str) -> int:
-    try:
-        return int(ipaddress.IPv4Address(text))
-    except ValueError:
-        pass
-    try:
-        v = int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected an integer or IPv4") from None
-    if not 0 <= v <= 0xFFFFFFFF:
-        raise argparse.ArgumentTypeError(f"{text}: outside 0..2^32-1")
-    return v
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m ebpf.agent",
@@ -416,19 +367,19 @@ def build_parser() -> argparse.ArgumentParser:
                "  python -m ebpf.agent --iface h2-eth0 --dump-c 1 1   # print the C\n")
     p.add_argument("--iface", required=True, help="interface to attach the sink to")
     p.add_argument("--netns", help="named network namespace of the interface")
-    p.add_argument("--controller", type=_hostport,
+    p.add_argument("--controller", type=argtypes.host_port(AGENT_BATCH_UDP_PORT),
                    help=f"IPv4:PORT for host-record batches (port default "
                         f"{AGENT_BATCH_UDP_PORT})")
-    p.add_argument("--agent-id", type=_agent_id, default=0,
+    p.add_argument("--agent-id", type=argtypes.ipv4_or_int, default=0,
                    help="id in batch headers (integer or IPv4 address)")
-    p.add_argument("--feedback-port", type=_port, default=0,
+    p.add_argument("--feedback-port", type=argtypes.port, default=0,
                    help="UDP port to receive controller feedback on (0: none)")
     p.add_argument("--control", metavar="PATH",
                    help="UNIX datagram socket of the local traffic endpoint")
-    p.add_argument("--confirm-timeout", type=_positive, default=1.0, metavar="S",
+    p.add_argument("--confirm-timeout", type=argtypes.positive, default=1.0, metavar="S",
                    help="report feedback the endpoint has not confirmed after S seconds "
                         "as UNCONFIRMED (default 1)")
-    p.add_argument("--int-port", type=_port, default=INT_UDP_PORT,
+    p.add_argument("--int-port", type=argtypes.port, default=INT_UDP_PORT,
                    help=f"UDP port announcing INT (default {INT_UDP_PORT})")
     p.add_argument("--malformed", choices=("pass", "drop"), default="pass",
                    help="malformed INT: pass up unmodified (default) or drop")
@@ -439,7 +390,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--flows", action="store_true",
                    help="print the busiest flows (PSN loss, reordering) every interval")
     p.add_argument("--dump-c", action="store_true", help="print the C source loaded")
-    p.add_argument("interval", nargs="?", type=_positive, default=1.0,
+    p.add_argument("interval", nargs="?", type=argtypes.positive, default=1.0,
                    help="seconds between status lines (default 1)")
     p.add_argument("count", nargs="?", type=int, help="status lines before exiting")
     return p

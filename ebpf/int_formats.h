@@ -1,4 +1,4 @@
-/* INT over UDP (INT-MD mode) and the host record: the C side of FORMATS.md.
+/* INT over UDP (INT-MD mode) and the host record: the C side of formats/FORMATS.md.
  *
  * Shared by the eBPF programs (compiled by bcc) and by plain C test programs
  * (compiled by gcc to compare sizes and offsets with formats/int_md.py).
@@ -40,6 +40,10 @@
 #define DS_LINE_RATE 0x2000    /* DS bit 2 */
 #define INS_SUPPORTED 0xFD00
 #define DS_SUPPORTED 0xE000
+/* The profiles the controller asks for (formats/FORMATS.md "INT profiles"). */
+#define INT_HPCC_INSTRUCTIONS 0x9400       /* node ID, queue, egress timestamp */
+#define INT_HPCC_PORTS_INSTRUCTIONS 0xD400 /* the HPCC profile plus ports */
+#define INT_HPCC_DS_INSTRUCTIONS 0xE000    /* tx bytes, queue bytes, line rate */
 #define INT_MAX_HOP_BYTES 48   /* every supported field: 36 standard + 12 DS */
 
 struct int_shim {

@@ -11,6 +11,8 @@ The P4 side of the same formats is in ``p4/include/``, the C side in
 * :mod:`formats.feedback`: rate and FEC feedback records (controller -> host agent) and
   their confirmations (host agent -> controller: applied at which PSN, or why not);
 
-Each module's docstring gives the bit layout; modules import nothing from the rest of
-the project, so any part may use them.
+The bit layouts, the protocol constants and the project's extensions are written down
+in ``formats/FORMATS.md``; ``tests/formats`` checks that the constants of the P4 defines,
+the C header and these modules agree.  Modules import nothing from the rest of the
+project, so any part may use them.
 """

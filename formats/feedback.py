@@ -52,7 +52,7 @@ import enum
 
 import numpy as np
 
-__all__ = ["CONFIRM_DTYPE", "CONFIRM_MAX_RECORDS", "FEEDBACK_DTYPE", "FLAG_DCQCN",
+__all__ = ["CONFIRM_DTYPE", "CONFIRM_MAX_RECORDS", "FEEDBACK_DTYPE", "FEEDBACK_UDP_PORT", "FLAG_DCQCN",
            "FLAG_RETRANSMIT", "ConfirmStatus"]
 
 FEEDBACK_DTYPE = np.dtype([
@@ -60,6 +60,9 @@ FEEDBACK_DTYPE = np.dtype([
     ("fec_k", "<u2"), ("fec_m", "<u2"), ("flags", "<u2"), ("reserved", "<u2"),
 ])
 assert FEEDBACK_DTYPE.itemsize == 32
+
+FEEDBACK_UDP_PORT = 32768
+"""Default UDP port a host agent receives the controller's feedback on."""
 
 FLAG_RETRANSMIT = 1
 FLAG_DCQCN = 2

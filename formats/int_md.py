@@ -1,6 +1,6 @@
 """INT over UDP in INT-MD mode (INT spec v2.1) as the project uses it.
 
-One Python definition of the formats in FORMATS.md, "INT over UDP" and "Host records":
+One Python definition of the formats in formats/FORMATS.md, "INT over UDP" and "Host records":
 
 * scapy layers ``IntShim`` and ``IntMD`` (the MD header carries the raw hop stack,
   sized by the shim length), bound behind ``UDP(dport=INT_UDP_PORT)``;
@@ -27,6 +27,8 @@ from scapy.fields import BitField, ByteField, ShortField, StrLenField, XShortFie
 from scapy.layers.inet import UDP
 from scapy.packet import Packet, Raw, bind_layers
 
+from formats.roce.headers import ROCEV2_UDP_PORT
+
 __all__ = [
     "DEFAULT_REMAINING_HOP_COUNT",
     "DS_LINE_RATE",
@@ -38,6 +40,7 @@ __all__ = [
     "HPCC_DS_INSTRUCTION",
     "HPCC_HOP_BYTES",
     "HPCC_INSTRUCTION_BITMAP",
+    "HPCC_PORTS_INSTRUCTION_BITMAP",
     "INS_EGRESS_TS",
     "INS_HOP_LATENCY",
     "INS_INGRESS_TS",
@@ -78,7 +81,6 @@ __all__ = [
 # --- constants --------------------------------------------------------------------
 INT_UDP_PORT = 7777
 """UDP destination port that announces an INT shim (compile-time constant elsewhere)."""
-ROCEV2_UDP_PORT = 4791
 INT_SHIM_TYPE_MD = 1
 INT_SHIM_NPT_UDP_PORT = 1
 """Next-protocol type 1: the shim's last 16 bits hold the original UDP destination port."""
@@ -103,7 +105,7 @@ def bit(n: int) -> int:
 
 
 class IntFormatError(ValueError):
-    """An INT header, bitmap or hop stack that does not follow FORMATS.md."""
+    """An INT header, bitmap or hop stack that does not follow formats/FORMATS.md."""
 
 
 INS_NODE_ID = 0x8000        # bit 0: node ID, 4 B
@@ -122,6 +124,8 @@ SUPPORTED_INSTRUCTIONS = (INS_NODE_ID | INS_PORTS | INS_HOP_LATENCY | INS_QUEUE
 SUPPORTED_DS_INSTRUCTIONS = DS_TX_BYTES | DS_QUEUE_BYTES | DS_LINE_RATE
 HPCC_INSTRUCTION_BITMAP = INS_NODE_ID | INS_QUEUE | INS_EGRESS_TS          # 0x9400
 HPCC_DS_INSTRUCTION = DS_TX_BYTES | DS_QUEUE_BYTES | DS_LINE_RATE          # 0xE000
+HPCC_PORTS_INSTRUCTION_BITMAP = HPCC_INSTRUCTION_BITMAP | INS_PORTS        # 0xD400
+"""The HPCC profile plus ingress/egress ports, so hops are told apart per egress port."""
 HPCC_HOP_BYTES = 28
 
 # (mask, struct code, HopRecord fields) in bit order; standard fields, then DS fields.
@@ -146,7 +150,7 @@ _DS_LAYOUT: tuple[tuple[int, str, tuple[str, ...]], ...] = (
 class HopRecord:
     """One switch's INT metadata; fields its bitmaps did not ask for stay 0.
 
-    Units (FORMATS.md): timestamps and latency in microseconds, queue occupancy in
+    Units (formats/FORMATS.md): timestamps and latency in microseconds, queue occupancy in
     packets, queue/tx bytes in bytes (tx modulo 2^32), line rate in Mbit/s.
     """
 

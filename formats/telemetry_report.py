@@ -29,6 +29,8 @@ from scapy.fields import BitField, ByteField, IntField, ShortField, StrLenField
 from scapy.layers.inet import IP, UDP
 from scapy.packet import Packet, bind_layers
 
+from formats.int_md import INT_DS_ID_HPCC
+
 REPORT_UDP_PORT = 32766
 REPORT_VERSION = 2
 REP_TYPE_INNER_ONLY = 0
@@ -110,7 +112,7 @@ class IndividualReport:
 
     inner: bytes
     rep_md_bits: int = 0
-    domain_id: int = 0x4850
+    domain_id: int = INT_DS_ID_HPCC
     ds_md_bits: int = 0
     ds_md_status: int = 0
     metadata: bytes = b""
@@ -210,7 +212,7 @@ class TelemetryReportINT(Packet):
         BitField("i", 0, 1),
         BitField("rsvd", 0, 4),
         ShortField("rep_md_bits", 0),
-        ShortField("domain_id", 0x4850),
+        ShortField("domain_id", INT_DS_ID_HPCC),
         ShortField("ds_md_bits", 0),
         ShortField("ds_md_status", 0),
         StrLenField("metadata", b"", length_from=lambda p: (p.md_len or 0) * 4),

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from common import argtypes
 from controller.topology import TopologyError
 
 __all__ = ["main", "show_lines"]
@@ -39,14 +40,7 @@ def _switch(value: str) -> str:
     return value
 
 
-def _positive(value: str) -> float:
-    try:
-        v = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r}: not a number") from None
-    if not 0 < v <= 86400:
-        raise argparse.ArgumentTypeError(f"{value}: outside (0, 86400] seconds")
-    return v
+_seconds = argtypes.bounded_float(0, 86400, what="seconds")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -62,7 +56,7 @@ def parser() -> argparse.ArgumentParser:
                    help="softswitch (default), bmv2, or linux-router (kernel routers, no P4)")
     r.add_argument("--cli", action="store_true",
                    help="open the Mininet CLI (extra: show hops|flows|losses)")
-    r.add_argument("--duration", type=_positive, help="stop after S seconds (default: Ctrl-C)")
+    r.add_argument("--duration", type=_seconds, help="stop after S seconds (default: Ctrl-C)")
     r.add_argument("--logs", type=Path, help="folder for logs and samples (default: temporary)")
     r.add_argument("--program", default="p4/int_rocev2.p4", help="P4 program of the switches")
     r.add_argument("--no-agents", action="store_true",

@@ -17,16 +17,16 @@ namespace, no addresses or routes set there).
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from common.processes import log_tail, stop_process
 
 __all__ = ["Bmv2Switch", "P4SwitchError", "SoftSwitch", "wait_for_grpc"]
 
@@ -50,7 +50,7 @@ def wait_for_grpc(address: str, *, timeout_s: float = 60.0, proc: subprocess.Pop
     last = "no answer"
     while True:
         if proc is not None and proc.poll() is not None:
-            tail = log.read_text(errors="replace")[-2000:] if log and log.exists() else ""
+            tail = log_tail(log)
             raise P4SwitchError(f"{what}: exited with status {proc.returncode} before its P4Runtime "
                                 f"server answered on {address}{': ' + tail if tail else ''}")
         with grpc.insecure_channel(address) as ch:
@@ -146,15 +146,7 @@ class _P4Switch(_switch_base()):  # type: ignore[misc]
 
     def _end(self) -> None:
         proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+        stop_process(proc, grace_s=10.0)
 
     def stop(self, deleteIntfs: bool = True) -> None:
         self._end()

@@ -6,7 +6,7 @@
  * Report v2.0, or leave INT for the host), link sequence numbers for exact
  * per-link loss counting, per-port and per-watchlist-entry counters, RED-style
  * ECN marking for the DCQCN baseline, and an MTU guard that sends a packet
- * without INT rather than dropping it. Formats: FORMATS.md. Control-plane
+ * without INT rather than dropping it. Formats: formats/FORMATS.md. Control-plane
  * contract (tables, registers, counters, digest): p4/README.md.
  *
  * Compile-time options (-D): INT_UDP_PORT, ROCEV2_UDP_PORT,

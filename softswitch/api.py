@@ -13,9 +13,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from softswitch.compiler.architecture import Architecture
 from softswitch.compiler.program import CompiledProgram, compile_program
 from softswitch.runtime import SwitchRuntime
 from softswitch.trace import TraceEvent
+from softswitch.v1model.architecture import V1MODEL
 from softswitch.v1model.switch import OutputPacket, V1Switch
 
 
@@ -30,18 +32,21 @@ class Switch:
 
     @classmethod
     def from_file(cls, path: str | Path, *, include_dirs: Sequence[str] = (),
-                  defines: dict[str, str] | None = None, **kw: Any) -> Switch:
-        """Preprocess, parse, check and compile `path` (raises P4Error / CompileError)."""
+                  defines: dict[str, str] | None = None, arch: Architecture = V1MODEL,
+                  **kw: Any) -> Switch:
+        """Preprocess, parse, check and compile `path` for `arch` (a `V1Model`; raises
+        P4Error / CompileError)."""
         from softswitch.frontend.load import load_program
         checked = load_program(path, include_dirs=tuple(include_dirs), defines=defines)
-        return cls(compile_program(checked), **kw)
+        return cls(compile_program(checked, arch), **kw)
 
     @classmethod
     def from_source(cls, text: str, *, filename: str = "<string>", include_dirs: Sequence[str] = (),
-                    defines: dict[str, str] | None = None, **kw: Any) -> Switch:
+                    defines: dict[str, str] | None = None, arch: Architecture = V1MODEL,
+                    **kw: Any) -> Switch:
         from softswitch.frontend.load import load_source
         checked = load_source(text, filename=filename, include_dirs=tuple(include_dirs), defines=defines)
-        return cls(compile_program(checked), **kw)
+        return cls(compile_program(checked, arch), **kw)
 
     def process(self, port: int, packet: Any) -> list[tuple[int, bytes]]:
         """One packet (bytes or scapy) in on `port`; the packets out as (port, bytes)."""

@@ -12,6 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from common import argtypes
 from traffic.collog.writer import CollectiveLogWriter
 from traffic.dcqcn import DcqcnSettings
 from traffic.emulation import parse_loss
@@ -98,23 +99,11 @@ def _fec(text: str) -> tuple[int, int]:
     return k, m
 
 
-def _positive_int(lo: int, hi: int):
-    def conv(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-        if not lo <= v <= hi:
-            raise argparse.ArgumentTypeError(f"{v} outside {lo}..{hi}")
-        return v
-    return conv
-
-
 def _common(p: argparse.ArgumentParser, *, with_hosts: bool = True) -> None:
     if with_hosts:
         p.add_argument("--hosts", type=_hosts, required=True,
                        help="comma-separated IPv4 address of every rank, in rank order")
-        p.add_argument("--rank", type=_positive_int(0, 255), required=True,
+        p.add_argument("--rank", type=argtypes.bounded_int(0, 255), required=True,
                        help="this process's rank (index into --hosts)")
         p.add_argument("--control", metavar="PATH",
                        help="UNIX datagram socket for rate/FEC feedback (traffic.control)")
@@ -125,7 +114,7 @@ def _common(p: argparse.ArgumentParser, *, with_hosts: bool = True) -> None:
     p.add_argument("--coll-log", metavar="DIR",
                    help="write this rank's collective log to DIR/rank<N>.jsonl "
                         "(traffic/collog/FORMAT.md)")
-    p.add_argument("--coll-log-max-bytes", type=_positive_int(4096, 1 << 40),
+    p.add_argument("--coll-log-max-bytes", type=argtypes.bounded_int(4096, 1 << 40),
                    default=8 << 20, metavar="N",
                    help="rotate the collective log at N bytes (2 older parts kept)")
     p.add_argument("--fault-slow-rx", metavar="START:DUR:S",
@@ -137,9 +126,9 @@ def _common(p: argparse.ArgumentParser, *, with_hosts: bool = True) -> None:
     p.add_argument("-s", "--size", default="64K",
                    help="message size: 4096, 64K, fixed:1M, uniform:1K:1M, cdf:FILE "
                         "(allreduce: the vector size)")
-    p.add_argument("-c", "--count", type=_positive_int(1, 10**7), default=10,
+    p.add_argument("-c", "--count", type=argtypes.bounded_int(1, 10**7), default=10,
                    help="messages per QP (allreduce/kvcache: iterations/messages)")
-    p.add_argument("-q", "--qps", type=_positive_int(1, 256), default=1, help="QPs per peer pair")
+    p.add_argument("-q", "--qps", type=argtypes.bounded_int(1, 256), default=1, help="QPs per peer pair")
     p.add_argument("-m", "--mode", type=Reliability.parse, default=Reliability.SR,
                    help="loss recovery: gbn, sr (selective repeat) or fec (FEC + SR)")
     p.add_argument("--fec", type=_fec, default=(8, 1), metavar="K,M",
@@ -156,17 +145,17 @@ def _common(p: argparse.ArgumentParser, *, with_hosts: bool = True) -> None:
                    help="DCQCN takes at most one CNP per T (default 50ms)")
     p.add_argument("--dcqcn-bytes", type=_duration, default=DcqcnSettings().byte_counter_s,
                    metavar="T", help="DCQCN byte counter, as time at line rate (default 100ms)")
-    p.add_argument("--mtu", type=_positive_int(64, 9000), default=1024,
+    p.add_argument("--mtu", type=argtypes.bounded_int(64, 9000), default=1024,
                    help="payload bytes per packet")
-    p.add_argument("--window", type=_positive_int(1, 8000), default=512,
+    p.add_argument("--window", type=argtypes.bounded_int(1, 8000), default=512,
                    help="packets in flight per QP")
-    p.add_argument("--dscp", type=_positive_int(0, 63), default=0,
+    p.add_argument("--dscp", type=argtypes.bounded_int(0, 63), default=0,
                    help="DSCP of data packets (ECN is always ECT(0))")
     p.add_argument("--rto-min", type=_duration, default=0.004,
                    help="lower bound of the retransmission timeout (default 4ms)")
-    p.add_argument("--inflight", type=_positive_int(1, 10**6), default=4,
+    p.add_argument("--inflight", type=argtypes.bounded_int(1, 10**6), default=4,
                    help="messages posted ahead per QP")
-    p.add_argument("--prefill", type=_positive_int(1, 255), default=None,
+    p.add_argument("--prefill", type=argtypes.bounded_int(1, 255), default=None,
                    help="kvcache: number of prefill ranks, each sending to every decode "
                         "rank (default: half of the ranks)")
     p.add_argument("--delay", type=_duration, default=0.0,
@@ -179,7 +168,7 @@ def _common(p: argparse.ArgumentParser, *, with_hosts: bool = True) -> None:
     p.add_argument("--timeout", type=_duration, default=60.0, help="give up after this long")
     p.add_argument("interval", nargs="?", type=_duration, default=1.0,
                    help="progress line every INTERVAL seconds (default 1)")
-    p.add_argument("count_lines", nargs="?", type=_positive_int(1, 10**6), metavar="count",
+    p.add_argument("count_lines", nargs="?", type=argtypes.bounded_int(1, 10**6), metavar="count",
                    help="stop after COUNT progress lines")
 
 
@@ -204,7 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     lp.add_argument("pattern", type=Pattern, choices=list(Pattern),
                     metavar="{" + ",".join(p.value for p in Pattern) + "}")
-    lp.add_argument("-n", "--nranks", type=_positive_int(2, 64), default=2)
+    lp.add_argument("-n", "--nranks", type=argtypes.bounded_int(2, 64), default=2)
     lp.add_argument("-O", "--out-dir", metavar="DIR", help="write rank<N>.json files here")
     _common(lp, with_hosts=False)
     return ap

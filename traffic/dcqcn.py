@@ -1,6 +1,6 @@
 """DCQCN in the sender, as an RDMA NIC runs it: the reaction point of one QP.
 
-The algorithm itself is :class:`controller.cc.dcqcn.DcqcnEngine` (one implementation
+The algorithm itself is :class:`common.dcqcn.DcqcnEngine` (one implementation
 for the fluid model and the senders); this module gives it a QP's clock and bytes:
 CNPs cut the rate, the alpha and increase timers and the byte counter raise it again,
 and the requester sets its token bucket to the result.
@@ -44,8 +44,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from controller.cc.dcqcn import DcqcnEngine, DcqcnParams
-from controller.cc.errors import CcError
+from common.dcqcn import DcqcnEngine, DcqcnParameterError, DcqcnParams
 from traffic.errors import ConfigError
 
 __all__ = ["TIME_SCALE", "DcqcnReactionPoint", "DcqcnSettings"]
@@ -97,7 +96,7 @@ class DcqcnSettings:
                                rate_hai_fraction=self.rate_hai_fraction,
                                min_rate_fraction=self.min_rate_fraction,
                                decrease_interval_s=self.decrease_interval_s)
-        except CcError as e:  # pragma: no cover - the checks above come first
+        except DcqcnParameterError as e:  # pragma: no cover - the checks above come first
             raise ConfigError(f"DCQCN settings: {e}") from None
 
 

@@ -1,7 +1,8 @@
 """Congestion control engines computed by the controller from telemetry.
 
 Pure numpy math, no I/O: ``HpccEngine`` (INT-driven HPCC) and ``DcqcnEngine`` /
-``CnpGenerator`` (ECN/CNP-driven DCQCN baseline) over flow tables, fed with
+``CnpGenerator`` (ECN/CNP-driven DCQCN baseline, from :mod:`common.dcqcn`, which the
+senders of ``traffic`` run too) over flow tables, fed with
 ``HopSamples`` batches; ``FluidSim`` is a small fluid model to exercise them.
 ``encode_feedback`` packs rate/FEC feedback records and ``FeedbackSender`` (the
 only I/O here) sends them to the host agents over UDP; ``controller.cc.loop.HpccLoop``
@@ -9,7 +10,13 @@ is a collector listener tying telemetry, HPCC and feedback together (its
 ``CommitGate`` commits HPCC's reference rate only on telemetry sent after the agent
 confirmed the last committed rate applied).
 """
-from controller.cc.dcqcn import CnpGenerator, DcqcnEngine, DcqcnParams
+from common.dcqcn import (
+    CnpGenerator,
+    DcqcnEngine,
+    DcqcnFlowIndexError,
+    DcqcnParameterError,
+    DcqcnParams,
+)
 from controller.cc.errors import CcError, FlowIndexError, ParameterError, TelemetryError
 from controller.cc.feedback import (
     FEEDBACK_DTYPE,
@@ -44,6 +51,8 @@ __all__ = [
     "CommitGate",
     "Confirmations",
     "DcqcnEngine",
+    "DcqcnFlowIndexError",
+    "DcqcnParameterError",
     "DcqcnParams",
     "FeedbackSender",
     "FeedbackTarget",

@@ -8,20 +8,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
+from common import argtypes
 from controller.cc.demo import demo
 from controller.cc.errors import CcError
-
-
-def _positive(kind: Callable[[str], float]) -> Callable[[str], float]:
-    def conv(s: str) -> float:
-        v = kind(s)
-        if v <= 0:
-            raise argparse.ArgumentTypeError(f"{s!r} must be positive")
-        return v
-    return conv
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,10 +22,10 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     d = sub.add_parser("demo", help="HPCC vs DCQCN on an incast (fluid model)")
-    d.add_argument("--flows", type=_positive(int), default=8)
-    d.add_argument("--rate-gbps", type=_positive(float), default=25.0)
-    d.add_argument("--rtt-us", type=_positive(float), default=10.0)
-    d.add_argument("--ms", type=_positive(float), default=10.0, help="duration (ms)")
+    d.add_argument("--flows", type=argtypes.bounded_int(1, 1_000_000, what="flows"), default=8)
+    d.add_argument("--rate-gbps", type=argtypes.positive, default=25.0)
+    d.add_argument("--rtt-us", type=argtypes.positive, default=10.0)
+    d.add_argument("--ms", type=argtypes.positive, default=10.0, help="duration (ms)")
     d.add_argument("--out", type=Path, default=None, help="folder for cc_incast.png")
     args = ap.parse_args(argv)
     try:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from controller.cc.dcqcn import CnpGenerator, DcqcnEngine, DcqcnParams
+from common.dcqcn import CnpGenerator, DcqcnEngine, DcqcnParams
 from controller.cc.errors import ParameterError
 from controller.cc.hpcc import HpccEngine, HpccParams
 from controller.cc.sim import FluidNetwork, FluidSim

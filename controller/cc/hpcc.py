@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from controller.cc.batch import occurrence_rounds
+from common.flow_batches import occurrence_rounds
 from controller.cc.errors import FlowIndexError, ParameterError, TelemetryError
 from controller.cc.latency import LatencySummary, LoopLatency
 from controller.cc.telemetry import MAX_HOPS, HopSamples
@@ -57,7 +57,7 @@ class HpccParams:
     ts_modulus_ns: int = 1 << 64
     """Wrap of ``ts_ns`` (e.g. 2**48 * 1000 for 48-bit microsecond timestamps)."""
     tx_bytes_bits: int = 32
-    """Width of the tx-bytes counter (FORMATS.md: modulo 2^32)."""
+    """Width of the tx-bytes counter (formats/FORMATS.md: modulo 2^32)."""
     qlen_use_min: bool = True
     """Use min(current, previous) queue length per hop, as paper and ns-3 do."""
     fast_react: bool = True

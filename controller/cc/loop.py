@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from controller.cc.batch import thin_per_key
+from common.flow_batches import thin_per_key
 from controller.cc.gate import CommitGate, GateParams
 from controller.cc.hpcc import HpccEngine
 from controller.cc.sender import Confirmations, FeedbackSender

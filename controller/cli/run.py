@@ -26,8 +26,13 @@ import threading
 import time
 from typing import TextIO
 
+from common import argtypes
 from controller.intent import EcnProfile, SinkMode
 from controller.p4rt import Phase, Progress, Target
+from formats.agent_batch import AGENT_BATCH_UDP_PORT
+from formats.feedback import FEEDBACK_UDP_PORT
+from formats.int_md import HPCC_INSTRUCTION_BITMAP
+from formats.telemetry_report import REPORT_UDP_PORT
 
 from . import _types
 
@@ -58,9 +63,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--bmv2-json", metavar="FILE", help="p4c output for --target bmv2 (without it and "
                                                        "--p4info, the program is compiled with p4c)")
     p.add_argument("--listen", default="127.0.0.1", help="collector bind address (default 127.0.0.1)")
-    p.add_argument("--report-port", type=_types.port, default=32766, help="Telemetry Report UDP port")
-    p.add_argument("--agent-port", type=_types.port, default=32767, help="host agent batch UDP port")
-    p.add_argument("--feedback-port", type=_types.port, default=32768, help="agents' feedback UDP port")
+    p.add_argument("--report-port", type=argtypes.port, default=REPORT_UDP_PORT, help="Telemetry Report UDP port")
+    p.add_argument("--agent-port", type=argtypes.port, default=AGENT_BATCH_UDP_PORT, help="host agent batch UDP port")
+    p.add_argument("--feedback-port", type=argtypes.port, default=FEEDBACK_UDP_PORT, help="agents' feedback UDP port")
     p.add_argument("--agent", action="append", type=_types.agent, default=[], metavar="HOST=ADDR:PORT",
                    help="where HOST's agent takes feedback (default: HOST's address, --feedback-port)")
     p.add_argument("--fec-target", type=float, default=0.0, metavar="RESIDUAL",
@@ -71,7 +76,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--collector-host", metavar="HOST", help="topology host receiving Telemetry Reports")
     p.add_argument("--collector-ip", metavar="IP", help="collector outside the topology: its address")
     p.add_argument("--collector-mac", metavar="MAC", help="... its MAC")
-    p.add_argument("--collector-at", type=_types.switch_port, metavar="SWITCH:PORT",
+    p.add_argument("--collector-at", type=argtypes.switch_port, metavar="SWITCH:PORT",
                    help="... the switch port it is attached to")
     p.add_argument("--report-source-base", default="10.255.0.0", metavar="IP",
                    help="switch N sends Telemetry Reports from IP + N (default 10.255.0.0)")
@@ -80,19 +85,19 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--grpc-key", metavar="PEM", help="TLS client key")
     p.add_argument("--grpc-server-name", default="", metavar="NAME",
                    help="name to check in the switches' certificates (e.g. localhost)")
-    p.add_argument("--int-instructions", type=_types.bitmap16, default=0x9400, metavar="BITMAP",
+    p.add_argument("--int-instructions", type=argtypes.bitmap16, default=HPCC_INSTRUCTION_BITMAP, metavar="BITMAP",
                    help="INT instruction bitmap of the watchlist (default 0x9400, the HPCC profile; "
                         "0xD400 adds ports so hops are told apart per egress port)")
     p.add_argument("--ecn", type=_ecn, default=EcnProfile(), metavar="KMIN:KMAX:PMAX",
                    help="ECN marking on every egress port: none up to KMIN queued bytes, "
                         "rising to probability PMAX at KMAX, all from KMAX on; 'off' for "
                         "none (default 5000:200000:0.01, DCQCN's profile)")
-    p.add_argument("--election-id", type=_types.election_id, default=1)
-    p.add_argument("--connect-timeout", type=_types.positive, default=5.0, metavar="S")
-    p.add_argument("--interval", type=_types.positive, default=1.0, metavar="S",
+    p.add_argument("--election-id", type=argtypes.election_id, default=1)
+    p.add_argument("--connect-timeout", type=argtypes.positive, default=5.0, metavar="S")
+    p.add_argument("--interval", type=argtypes.positive, default=1.0, metavar="S",
                    help="status, polling and state-file period (default 1 s)")
-    p.add_argument("--duration", type=_types.positive, metavar="S", help="stop after S seconds")
-    p.add_argument("--status-every", type=_types.positive, metavar="S",
+    p.add_argument("--duration", type=argtypes.positive, metavar="S", help="stop after S seconds")
+    p.add_argument("--status-every", type=argtypes.positive, metavar="S",
                    help="print a status line every S seconds (switches, reports, flows, feedback, losses)")
     p.add_argument("--once", action="store_true", help="program the switches, write the state, exit")
     p.add_argument("-v", "--verbose", action="store_true")

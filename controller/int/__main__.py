@@ -14,32 +14,21 @@ import sys
 import threading
 import time
 
+from common import argtypes
 from controller.export.errors import ExportError
 from controller.export.runner import CollectorExport, InfluxTarget, open_exporter
 from controller.int.collector import Collector, CollectorConfig
 from controller.int.errors import CollectorError
-
-
-def _port(text: str) -> int:
-    v = int(text)
-    if not 0 <= v <= 65535:
-        raise argparse.ArgumentTypeError(f"port {v} is outside 0..65535")
-    return v
-
-
-def _positive(text: str) -> float:
-    v = float(text)
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"{v} must be > 0")
-    return v
+from formats.agent_batch import AGENT_BATCH_UDP_PORT
+from formats.telemetry_report import REPORT_UDP_PORT
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m controller.int", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--listen", default="127.0.0.1", help="bind address (default 127.0.0.1)")
-    ap.add_argument("--report-port", type=_port, default=32766)
-    ap.add_argument("--agent-port", type=_port, default=32767)
+    ap.add_argument("--report-port", type=argtypes.port, default=REPORT_UDP_PORT)
+    ap.add_argument("--agent-port", type=argtypes.port, default=AGENT_BATCH_UDP_PORT)
     ap.add_argument("--reuse-port", action="store_true",
                     help="share the ports with other collector processes (sharding by sender)")
     ap.add_argument("--influx", metavar="URL", help="InfluxDB (1.x/2.x/3.x) or compatible URL")
@@ -47,8 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--org", default="int")
     ap.add_argument("--token", default="")
     ap.add_argument("--out", default="out", help="files, spool (default ./out)")
-    ap.add_argument("--export-interval", type=_positive, default=1.0, metavar="S")
-    ap.add_argument("interval", nargs="?", type=_positive, default=1.0, help="status every S s")
+    ap.add_argument("--export-interval", type=argtypes.positive, default=1.0, metavar="S")
+    ap.add_argument("interval", nargs="?", type=argtypes.positive, default=1.0, help="status every S s")
     ap.add_argument("count", nargs="?", type=int, default=None, help="status lines, then exit")
     a = ap.parse_args(argv)
 

@@ -25,11 +25,9 @@ from controller.int.records import (
     SOURCE_REPORT,
     DecodedBatch,
 )
+from formats.int_md import INT_MD_VERSION, INT_SHIM_TYPE_MD, ROCEV2_UDP_PORT
 from formats.telemetry_report import FIXED_LEN, IN_TYPE_IPV4, REP_TYPE_INT, REPORT_VERSION
 
-ROCEV2_UDP_PORT = 4791
-INT_MD_SHIM_TYPE = 1
-INT_MD_VERSION = 2
 _HDR_WORDS = FIXED_LEN // 4  # group (2) + individual (1) + main contents (2)
 
 #: Shape key columns, in order.
@@ -238,7 +236,7 @@ class ReportDecoder:
             reason = Malformed.NOT_UDP
         elif shim_col + 1 > words:
             reason = Malformed.INNER_TRUNCATED
-        elif shim_type != INT_MD_SHIM_TYPE:
+        elif shim_type != INT_SHIM_TYPE_MD:
             reason = Malformed.NOT_INT_MD
         elif shim_len < 3:
             reason = Malformed.BAD_SHIM

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from formats.int_md import INT_DS_ID_HPCC
+
 #: Words per INT-MD instruction bit (bit 0 = MSB): node ID, L1 ports, hop latency,
 #: queue ID+occupancy, ingress ts (2), egress ts (2), L2 ports (2), tx utilisation,
 #: buffer ID+occupancy, reserved 9..14 (one word each), checksum complement.
@@ -27,7 +29,7 @@ STD_FIELD_BITS: dict[int, str] = {
     5: "egress_ts",
 }
 #: Domain-specific fields of our domain (DS ID 0x4850, "HP"), by DS instruction bit.
-HPCC_DOMAIN_ID = 0x4850
+HPCC_DOMAIN_ID = INT_DS_ID_HPCC
 DS_FIELD_BITS: dict[int, str] = {0: "tx_bytes", 1: "queue_bytes", 2: "line_rate"}
 
 

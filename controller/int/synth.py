@@ -2,7 +2,7 @@
 
 Used by tests, the collector benchmark and demos without switches.  Hops are
 given in path order (the INT source first); the stack is written newest first as
-the data plane does.  Byte layouts follow FORMATS.md (INT-MD v2.1 over UDP, HPCC
+the data plane does.  Byte layouts follow formats/FORMATS.md (INT-MD v2.1 over UDP, HPCC
 domain 0x4850, Telemetry Report v2.0).
 """
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """What the operator chooses beyond the topology: INT profile, sink mode, collector,
-ECN profile.  Defaults follow p4/README.md and FORMATS.md (HPCC profile, 8 hops,
+ECN profile.  Defaults follow p4/README.md and formats/FORMATS.md (HPCC profile, 8 hops,
 DCQCN's RED profile, report clone session 500, collector port 32766)."""
 from __future__ import annotations
 
@@ -7,16 +7,19 @@ import enum
 import ipaddress
 from dataclasses import dataclass, field
 
+from formats.int_md import (
+    HPCC_DS_INSTRUCTION,
+    HPCC_INSTRUCTION_BITMAP,
+    SUPPORTED_DS_INSTRUCTIONS,
+    SUPPORTED_INSTRUCTIONS,
+)
+from formats.roce import ROCEV2_UDP_PORT
+from formats.telemetry_report import REPORT_UDP_PORT
+
 from .errors import IntentError
 
-HPCC_INSTRUCTION_BITMAP = 0x9400   # node ID, queue, egress timestamp
-HPCC_DS_INSTRUCTION = 0xE000       # tx bytes, queue bytes, line rate
-HPCC_PORTS_INSTRUCTION_BITMAP = 0xD400   # the HPCC profile plus ingress/egress ports
-SUPPORTED_INSTRUCTIONS = 0xFD00          # bits 0-5 and 7 (p4/README.md "Supported INT")
-SUPPORTED_DS_INSTRUCTIONS = 0xE000
-ROCEV2_UDP_PORT = 4791
-REPORT_CLONE_SESSION = 500
-COLLECTOR_UDP_PORT = 32766
+REPORT_CLONE_SESSION = 500          # REPORT_CLONE_SESSION in p4/include/defines.p4
+COLLECTOR_UDP_PORT = REPORT_UDP_PORT
 
 
 class SinkMode(enum.StrEnum):

@@ -1,6 +1,6 @@
 """Exact per-link losses per time bin from link sequence counters and loss events.
 
-Two data-plane sources (FORMATS.md, link sequence header), both kept by the
+Two data-plane sources (formats/FORMATS.md, link sequence header), both kept by the
 switch receiving on the link:
 
 * counters read periodically (``LinkCounters``): packets received on the link

@@ -4,7 +4,8 @@ Why pure: the wire form is fixed by the P4Runtime spec (bytestrings in canonical
 the shortest big-endian string, zero being one 0x00 byte; LPM values with the bits
 beyond the prefix cleared; ternary values with the bits outside the mask cleared;
 don't-care fields left out of the entry), so these functions are tested with tables
-of cases and shared by writes, reads and reconciliation.
+of cases and shared by writes, reads and reconciliation.  The bytes themselves are
+:mod:`common.p4runtime.values`, the same code as the switch's server.
 
 Accepted inputs for a value of `bitwidth` bits: an int, bytes (big-endian), a string
 holding a number (decimal or 0x...), a dotted IPv4 address (32-bit fields) or a
@@ -26,6 +27,8 @@ from typing import Any
 
 from p4.v1 import p4runtime_pb2 as P
 
+from common.p4runtime import values
+
 from .errors import CodecError
 from .schema import MatchFieldInfo, MatchKind
 
@@ -37,20 +40,18 @@ Decoded = int | tuple[int, int] | None
 
 def encode_bits(value: int, bitwidth: int, where: str) -> bytes:
     """Canonical bytestring of `value` (an unsigned int that must fit `bitwidth` bits)."""
-    if value < 0 or value >> bitwidth:
-        raise CodecError(f"{where}: value {value} (0x{value:x}) does not fit {bitwidth} bits"
-                         if value >= 0 else f"{where}: value {value} is negative")
-    return value.to_bytes(max(1, (value.bit_length() + 7) // 8), "big")
+    try:
+        return values.encode_bits(value, bitwidth, where)
+    except values.P4ValueError as exc:
+        raise CodecError(str(exc)) from None
 
 
 def decode_bits(data: bytes, bitwidth: int, where: str) -> int:
     """Int of a bytestring; padded forms are accepted, values wider than the field are not."""
-    if not data:
-        raise CodecError(f"{where}: empty bytestring")
-    value = int.from_bytes(data, "big")
-    if value >> bitwidth:
-        raise CodecError(f"{where}: value 0x{data.hex()} does not fit {bitwidth} bits")
-    return value
+    try:
+        return values.decode_bits(data, bitwidth, where)
+    except values.P4ValueError as exc:
+        raise CodecError(str(exc)) from None
 
 
 def parse_value(value: Any, bitwidth: int, where: str) -> int:
@@ -80,7 +81,7 @@ def parse_value(value: Any, bitwidth: int, where: str) -> int:
         raise CodecError(f"{where}: value {value!r} of type {type(value).__name__} is not accepted "
                          f"(int, str or bytes)")
     if result < 0 or result >> bitwidth:
-        raise CodecError(f"{where}: value {value!r} does not fit {bitwidth} bits")
+        raise CodecError(f"{where}: value {value!r} does not fit bit<{bitwidth}>")
     return result
 
 
@@ -106,7 +107,7 @@ def _full(bitwidth: int) -> int:
 def normalize_match(field: MatchFieldInfo, value: Any, where: str) -> Decoded:
     """Any accepted input -> the canonical decoded form (None = don't-care)."""
     w = field.bitwidth
-    here = f"{where} field {field.name!r} ({field.kind.name.lower()}, {w} bits)"
+    here = f"{where} field {field.name!r} ({field.kind!s}, {w} bits)"
     kind = field.kind
     if kind is MatchKind.EXACT:
         if value is None:
@@ -196,7 +197,7 @@ def decode_match(field: MatchFieldInfo, fm: P.FieldMatch, where: str = "") -> De
     w = field.bitwidth
     here = f"{where} field {field.name!r}"
     which = fm.WhichOneof("field_match_type")
-    expected = field.kind.name.lower()
+    expected = str(field.kind)
     if which != expected:
         raise CodecError(f"{here}: switch sent a {which} match, the P4Info says {expected}")
     if which == "exact":

@@ -1,226 +1,146 @@
 """P4Info as a typed schema: names <-> ids for every object the controller touches.
 
 Why: entries are written with readable names ("SwitchIngress.ipv4_lpm", "dst_addr");
-the wire wants ids.  One lookup object, built once per pipeline, answers both ways and
-turns an unknown name into an error with the closest known one.
+the wire wants ids.  The P4Info is read once into the index shared with the switch's
+server (:mod:`common.p4runtime.p4info`); this module adds the client's lookups by
+name or alias, which turn an unknown name into an error with the closest known one.
 """
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from typing import TypeVar
 
 from p4.config.v1 import p4info_pb2 as P4I
 
+from common.p4runtime.p4info import (
+    ActionInfo,
+    ArrayInfo,
+    DigestInfo,
+    MatchFieldInfo,
+    MatchKind,
+    P4InfoIndex,
+    PacketMetadataInfo,
+    ParamInfo,
+    TableInfo,
+)
+
 from .errors import SchemaError, did_you_mean
 
-
-class MatchKind(enum.IntEnum):
-    """P4Info MatchField.MatchType values (spec names)."""
-
-    EXACT = P4I.MatchField.EXACT
-    LPM = P4I.MatchField.LPM
-    TERNARY = P4I.MatchField.TERNARY
-    RANGE = P4I.MatchField.RANGE
-    OPTIONAL = P4I.MatchField.OPTIONAL
+__all__ = ["ActionInfo", "ArrayInfo", "ClientActionInfo", "ClientTableInfo", "DigestInfo",
+           "MatchFieldInfo", "MatchKind", "PacketMetadataInfo", "ParamInfo", "Schema", "TableInfo"]
 
 
-@dataclass(slots=True, frozen=True, kw_only=True)
-class MatchFieldInfo:
-    id: int
-    name: str
-    bitwidth: int
-    kind: MatchKind
+_Named = TypeVar("_Named", ParamInfo, MatchFieldInfo)
 
 
-@dataclass(slots=True, frozen=True, kw_only=True)
-class ParamInfo:
-    id: int
-    name: str
-    bitwidth: int
+def _named(items: tuple[_Named, ...], name: str, missing: str, plural: str) -> _Named:
+    """The item called ``name``, or a SchemaError naming the closest one and all."""
+    for item in items:
+        if item.name == name:
+            return item
+    names = [i.name for i in items]
+    raise SchemaError(f"{missing} {name!r}{did_you_mean(name, names)}; {plural}: {names}")
 
 
-@dataclass(slots=True, frozen=True, kw_only=True)
-class ActionInfo:
-    id: int
-    name: str
-    alias: str
-    params: tuple[ParamInfo, ...]
+class ClientActionInfo(ActionInfo):
+    """An action with lookups of its parameters that name the closest known one."""
+
+    __slots__ = ()
 
     def param(self, name: str) -> ParamInfo:
-        for p in self.params:
-            if p.name == name:
-                return p
-        raise SchemaError(f"action {self.name}: no parameter {name!r}"
-                          f"{did_you_mean(name, [p.name for p in self.params])}; "
-                          f"parameters: {[p.name for p in self.params]}")
+        return _named(self.params, name, f"action {self.name}: no parameter", "parameters")
 
     def param_by_id(self, pid: int) -> ParamInfo:
-        for p in self.params:
-            if p.id == pid:
-                return p
-        raise SchemaError(f"action {self.name}: no parameter id {pid}")
+        p = self.params_by_id.get(pid)
+        if p is None:
+            raise SchemaError(f"action {self.name}: no parameter id {pid}")
+        return p
 
 
-@dataclass(slots=True, frozen=True, kw_only=True)
-class TableInfo:
-    id: int
-    name: str
-    alias: str
-    match_fields: tuple[MatchFieldInfo, ...]
-    action_ids: tuple[int, ...]
-    size: int
-    const_default_action_id: int = 0
-    is_const: bool = False
+class ClientTableInfo(TableInfo):
+    """A table with lookups of its match fields that name the closest known one."""
 
-    @property
-    def needs_priority(self) -> bool:
-        """Tables with ternary, range or optional fields order entries by priority."""
-        return any(m.kind in (MatchKind.TERNARY, MatchKind.RANGE, MatchKind.OPTIONAL)
-                   for m in self.match_fields)
+    __slots__ = ()
 
     def field(self, name: str) -> MatchFieldInfo:
-        for m in self.match_fields:
-            if m.name == name:
-                return m
-        raise SchemaError(f"table {self.name}: no match field {name!r}"
-                          f"{did_you_mean(name, [m.name for m in self.match_fields])}; "
-                          f"fields: {[m.name for m in self.match_fields]}")
+        return _named(self.match_fields, name, f"table {self.name}: no match field", "fields")
 
     def field_by_id(self, fid: int) -> MatchFieldInfo:
-        for m in self.match_fields:
-            if m.id == fid:
-                return m
-        raise SchemaError(f"table {self.name}: no match field id {fid}")
+        m = self.fields_by_id.get(fid)
+        if m is None:
+            raise SchemaError(f"table {self.name}: no match field id {fid}")
+        return m
 
 
-@dataclass(slots=True, frozen=True, kw_only=True)
-class ObjectInfo:
-    """Counters, registers, digests, direct counters: id, name and size."""
-
-    id: int
-    name: str
-    alias: str
-    size: int = 0
-    kind: str = ""
-
-
-@dataclass(slots=True, frozen=True, kw_only=True)
-class PacketMetadataInfo:
-    id: int
-    name: str
-    bitwidth: int
-
-
-@dataclass(slots=True, kw_only=True)
-class Schema:
+class Schema(P4InfoIndex):
     """Everything of one P4Info the client needs, looked up by name, alias or id."""
 
-    p4info: P4I.P4Info
-    tables: dict[str, TableInfo] = field(default_factory=dict)
-    actions: dict[str, ActionInfo] = field(default_factory=dict)
-    counters: dict[str, ObjectInfo] = field(default_factory=dict)
-    registers: dict[str, ObjectInfo] = field(default_factory=dict)
-    digests: dict[str, ObjectInfo] = field(default_factory=dict)
-    packet_in: tuple[PacketMetadataInfo, ...] = ()
-    packet_out: tuple[PacketMetadataInfo, ...] = ()
-    _ids: dict[int, object] = field(default_factory=dict)
-    _alias: dict[str, dict[str, str]] = field(default_factory=dict)
+    table_info = ClientTableInfo
+    action_info = ClientActionInfo
 
-    @classmethod
-    def from_p4info(cls, p4info: P4I.P4Info) -> Schema:
-        s = cls(p4info=p4info)
-        for a in p4info.actions:
-            s._add("action", s.actions, ActionInfo(
-                id=a.preamble.id, name=a.preamble.name, alias=a.preamble.alias or a.preamble.name,
-                params=tuple(ParamInfo(id=p.id, name=p.name, bitwidth=p.bitwidth) for p in a.params)))
-        known_kinds = {k.value for k in MatchKind}
+    def __init__(self, p4info: P4I.P4Info) -> None:
         for t in p4info.tables:
             for m in t.match_fields:
-                if m.match_type not in known_kinds:
+                if m.match_type not in (P4I.MatchField.EXACT, P4I.MatchField.LPM, P4I.MatchField.TERNARY,
+                                        P4I.MatchField.RANGE, P4I.MatchField.OPTIONAL):
                     kind = m.other_match_type or f"match type {m.match_type}"
                     raise SchemaError(f"table {t.preamble.name}: match field {m.name!r} has match kind "
                                       f"{kind!r}, which this client does not support")
-            s._add("table", s.tables, TableInfo(
-                id=t.preamble.id, name=t.preamble.name, alias=t.preamble.alias or t.preamble.name,
-                match_fields=tuple(MatchFieldInfo(id=m.id, name=m.name, bitwidth=m.bitwidth,
-                                                  kind=MatchKind(m.match_type)) for m in t.match_fields),
-                action_ids=tuple(r.id for r in t.action_refs), size=int(t.size),
-                const_default_action_id=t.const_default_action_id, is_const=t.is_const_table))
-        for c in p4info.counters:
-            s._add("counter", s.counters, ObjectInfo(id=c.preamble.id, name=c.preamble.name,
-                                                      alias=c.preamble.alias or c.preamble.name,
-                                                      size=int(c.size), kind="counter"))
-        for r in p4info.registers:
-            s._add("register", s.registers, ObjectInfo(id=r.preamble.id, name=r.preamble.name,
-                                                        alias=r.preamble.alias or r.preamble.name,
-                                                        size=int(r.size), kind="register"))
-        for d in p4info.digests:
-            s._add("digest", s.digests, ObjectInfo(id=d.preamble.id, name=d.preamble.name,
-                                                    alias=d.preamble.alias or d.preamble.name, kind="digest"))
-        for cpm in p4info.controller_packet_metadata:
-            meta = tuple(PacketMetadataInfo(id=m.id, name=m.name, bitwidth=m.bitwidth) for m in cpm.metadata)
-            if cpm.preamble.name == "packet_in":
-                s.packet_in = meta
-            elif cpm.preamble.name == "packet_out":
-                s.packet_out = meta
-        return s
+        super().__init__(p4info)
+        self._ids: dict[int, TableInfo | ActionInfo | ArrayInfo | DigestInfo] = {
+            **self.tables, **self.actions, **self.counters, **self.meters, **self.registers,
+            **self.digests}
 
-    def _add(self, kind: str, table: dict, info: object) -> None:  # type: ignore[type-arg]
-        name = info.name  # type: ignore[attr-defined]
-        table[name] = info
-        self._ids[info.id] = info  # type: ignore[attr-defined]
-        aliases = self._alias.setdefault(kind, {})
-        aliases[info.alias] = name  # type: ignore[attr-defined]
+    @classmethod
+    def from_p4info(cls, p4info: P4I.P4Info) -> Schema:
+        return cls(p4info)
 
-    def _lookup(self, kind: str, table: dict, name: str):  # type: ignore[no-untyped-def,type-arg]
-        if name in table:
-            return table[name]
-        full = self._alias.get(kind, {}).get(name)
-        if full is not None:
-            return table[full]
-        known = list(table) + list(self._alias.get(kind, {}))
-        raise SchemaError(f"P4Info has no {kind} {name!r}{did_you_mean(name, known)}")
+    def _lookup(self, kind: str, objs: dict, name: str):  # type: ignore[no-untyped-def,type-arg]
+        names = self.by_name.get(kind, {})
+        oid = names.get(name)
+        if oid is None:
+            raise SchemaError(f"P4Info has no {kind} {name!r}{did_you_mean(name, list(names))}")
+        return objs[oid]
 
-    def table(self, name: str) -> TableInfo:
+    def table(self, name: str) -> ClientTableInfo:
         return self._lookup("table", self.tables, name)  # type: ignore[no-any-return]
 
-    def action(self, name: str) -> ActionInfo:
+    def action(self, name: str) -> ClientActionInfo:
         return self._lookup("action", self.actions, name)  # type: ignore[no-any-return]
 
-    def counter(self, name: str) -> ObjectInfo:
+    def counter(self, name: str) -> ArrayInfo:
         return self._lookup("counter", self.counters, name)  # type: ignore[no-any-return]
 
-    def register(self, name: str) -> ObjectInfo:
+    def register(self, name: str) -> ArrayInfo:
         return self._lookup("register", self.registers, name)  # type: ignore[no-any-return]
 
-    def digest(self, name: str) -> ObjectInfo:
+    def digest(self, name: str) -> DigestInfo:
         return self._lookup("digest", self.digests, name)  # type: ignore[no-any-return]
 
-    def by_id(self, oid: int) -> TableInfo | ActionInfo | ObjectInfo:
+    def by_id(self, oid: int) -> TableInfo | ActionInfo | ArrayInfo | DigestInfo:
         try:
-            return self._ids[oid]  # type: ignore[return-value]
+            return self._ids[oid]
         except KeyError:
             raise SchemaError(f"P4Info has no object with id {oid} (0x{oid:08x})") from None
 
-    def table_by_id(self, oid: int) -> TableInfo:
+    def table_by_id(self, oid: int) -> ClientTableInfo:
         obj = self.by_id(oid)
-        if not isinstance(obj, TableInfo):
+        if not isinstance(obj, ClientTableInfo):
             raise SchemaError(f"id {oid} (0x{oid:08x}) is {obj.name!r}, not a table")
         return obj
 
-    def action_by_id(self, oid: int) -> ActionInfo:
+    def action_by_id(self, oid: int) -> ClientActionInfo:
         obj = self.by_id(oid)
-        if not isinstance(obj, ActionInfo):
+        if not isinstance(obj, ClientActionInfo):
             raise SchemaError(f"id {oid} (0x{oid:08x}) is {obj.name!r}, not an action")
         return obj
 
-    def table_actions(self, table: TableInfo) -> Iterator[ActionInfo]:
+    def table_actions(self, table: TableInfo) -> Iterator[ClientActionInfo]:
         for aid in table.action_ids:
             yield self.action_by_id(aid)
 
     def check_action_of(self, table: TableInfo, action: ActionInfo) -> None:
-        if action.id not in table.action_ids:
+        if action.id not in table.actions:
             names = [a.name for a in self.table_actions(table)]
             raise SchemaError(f"table {table.name}: action {action.name!r} is not one of its actions "
                               f"{names}{did_you_mean(action.name, names)}")

@@ -6,6 +6,10 @@ from pathlib import Path
 
 from controller.intent import CollectorSpec, EcnProfile, SinkMode
 from controller.p4rt import Target
+from formats.agent_batch import AGENT_BATCH_UDP_PORT
+from formats.feedback import FEEDBACK_UDP_PORT
+from formats.int_md import HPCC_INSTRUCTION_BITMAP
+from formats.telemetry_report import REPORT_UDP_PORT
 
 from .errors import RunError
 
@@ -28,16 +32,16 @@ class RunConfig:
     p4info: str | None = None
     bmv2_json: str | None = None
     listen: str = "127.0.0.1"
-    report_port: int = 32766
-    agent_port: int = 32767
+    report_port: int = REPORT_UDP_PORT
+    agent_port: int = AGENT_BATCH_UDP_PORT
     sink_mode: SinkMode = SinkMode.HOST
     collector_host: str | None = None
     collector_ip: str | None = None              # a collector outside the topology ...
     collector_mac: str | None = None
     collector_at: tuple[str, int] | None = None  # ... attached to this switch port
     report_source_base: str = "10.255.0.0"       # switch N sends reports from this + N
-    int_instructions: int = 0x9400               # watchlist instruction bitmap (0xD400 adds ports)
-    feedback_port: int = 32768
+    int_instructions: int = HPCC_INSTRUCTION_BITMAP   # watchlist bitmap (HPCC_PORTS_... adds ports)
+    feedback_port: int = FEEDBACK_UDP_PORT
     agents: dict[str, tuple[str, int]] = field(default_factory=dict)   # host -> agent (addr, port)
     base_rtt_s: float = 20e-6     # lower bound of HPCC T; each flow gets its path RTT from the topology
     fec_target_residual: float = 0.0     # > 0: choose FEC per flow from the link loss map

@@ -20,7 +20,7 @@ from .model import DROP_PORT, HOST_PORT, Link, LinkRole, LossKind, Topology
 __all__ = ["INT_MAX_BYTES", "LIMITS", "LINKSEQ_BYTES", "problems", "validate"]
 
 IFNAMSIZ = 15
-LINKSEQ_BYTES = 6                       # link sequence header (FORMATS.md)
+LINKSEQ_BYTES = 6                       # link sequence header (formats/FORMATS.md)
 INT_MAX_BYTES = 4 + 12 + 8 * 28         # shim + MD header + 8 hops of the HPCC profile
 MAX_FRAME_BYTES = 9000                  # largest frame the switches carry
 

@@ -2,12 +2,12 @@
  *
  * Every value that a deployment may want to change is a #define guarded by
  * #ifndef, so it can be overridden with -D on the compiler command line
- * (for example -DINT_UDP_PORT=5000). Values follow FORMATS.md.
+ * (for example -DINT_UDP_PORT=5000). Values follow formats/FORMATS.md.
  */
 #ifndef INT_ROCEV2_DEFINES_P4_
 #define INT_ROCEV2_DEFINES_P4_
 
-/* UDP destination port that announces an INT shim (FORMATS.md default 7777). */
+/* UDP destination port that announces an INT shim (formats/FORMATS.md default 7777). */
 #ifndef INT_UDP_PORT
 #define INT_UDP_PORT 7777
 #endif
@@ -58,7 +58,7 @@
 #define ETHERTYPE_LINK_SEQ 0x88B5
 #define IP_PROTO_UDP       17
 
-/* INT (spec v2.1, FORMATS.md). */
+/* INT (spec v2.1, formats/FORMATS.md). */
 #define INT_SHIM_TYPE_MD   1
 #define INT_SHIM_NPT_UDP   1
 #define INT_MD_VERSION     2

@@ -1,4 +1,4 @@
-/* Packet formats of FORMATS.md as P4_16 header types: the P4 side of
+/* Packet formats of formats/FORMATS.md as P4_16 header types: the P4 side of
  * "formats defined once per language". Field order is wire order, most
  * significant bit first; widths add up to whole bytes per header.
  */

@@ -2,15 +2,16 @@
 
 A `BodyCompiler` emits Python source lines for one generated function. Names of
 P4 declarations map to Python expressions through a chain of scopes (local ->
-enclosing control -> program). Externs of v1model are compiled inline here
-(register read/write, hash, clone, ...), each to a few lines of Python.
+enclosing control -> program). Extern calls are in `core_externs` (core.p4's
+inline, the architecture's through its plug-in); this module knows no architecture.
 """
 from __future__ import annotations
 
 import re
 from typing import Any
 
-from softswitch.compiler.exprs import ERROR_WIDTH, ExprCompiler, is_object_type, scalar_kind
+from softswitch.compiler.core_externs import ExternCalls
+from softswitch.compiler.exprs import is_object_type, scalar_kind
 from softswitch.compiler.layout import attr_name, default_value, strip
 from softswitch.compiler.walk import walk
 from softswitch.errors import CompileError
@@ -19,7 +20,7 @@ from softswitch.frontend import types as T
 from softswitch.frontend.text import expr_text
 
 
-class BodyCompiler(ExprCompiler):
+class BodyCompiler(ExternCalls):
     """Compiles statements of one generated function into `lines`."""
 
     def __init__(self, gen: Any, *, block: str, scopes: list[dict[Any, str]],
@@ -441,308 +442,6 @@ class BodyCompiler(ExprCompiler):
             return repr(bits if "Bits" in m else (bits + 7) // 8)
         raise self.fail(e, f"built-in method {m}")
 
-    def lookahead_struct(self, e: A.Expression, reader: str, t: T.StructType) -> str:
-        """``lookahead<S>()`` of a struct of fixed-width fields: one peek of all its
-        bits, cut into the fields (nested structs and headers too; headers come out valid)."""
-        try:
-            total = T.bit_width(t)
-        except ValueError:
-            raise self.fail(e, f"lookahead of type {t} (it has no fixed width)") from None
-        v = self.tmp("la")
-        self.emit(f"{v} = {reader}.peek({total})")
-        pos = [total]
-
-        def fields_of(st: T.StructLikeType) -> str:
-            items = []
-            for _, ft in st.fields:
-                ft = T.strip_newtype(ft)
-                if isinstance(ft, T.StructLikeType) and not isinstance(ft, T.HeaderUnionType):
-                    items.append(fields_of(ft))
-                    continue
-                kind, w = scalar_kind(ft)
-                if kind not in ("u", "s", "b"):
-                    raise self.fail(e, f"lookahead of type {t}: field of type {ft}")
-                pos[0] -= w
-                code = f"(({v} >> {pos[0]}) & {(1 << w) - 1})"
-                if kind == "s":
-                    half = 1 << (w - 1)
-                    code = f"(({code} ^ {half}) - {half})"
-                elif kind == "b":
-                    code = f"bool({code})"
-                items.append(code)
-            values = "(" + "".join(f"{x}, " for x in items) + ")"
-            if isinstance(st, T.HeaderType):
-                return self.object_from_fields_of_type(st, values)
-            return values
-
-        return self.object_from_fields_of_type(t, fields_of(t))
-
-    # ---------------------------------------------------------------- externs
-    def field_list(self, data: A.Expression) -> tuple[list[str], list[int | str]]:
-        """Flatten a field list argument into (value codes, widths).
-
-        A width is an int, or the code of the current width of a varbit field
-        (as BMv2 does, a varbit contributes the bits it holds now: IPv4 options
-        in a header checksum)."""
-        codes: list[str] = []
-        widths: list[int | str] = []
-
-        def add(code: str, t: T.P4Type | None) -> None:
-            t = strip(t)
-            if isinstance(t, T.StructLikeType):
-                for fname, ft in t.fields:
-                    if isinstance(T.strip_newtype(ft), T.VarbitType):
-                        codes.append(f"{code}.{attr_name(fname)}")
-                        widths.append(f"{code}._vw_{attr_name(fname)}")
-                        continue
-                    add(f"{code}.{attr_name(fname)}", ft)
-                return
-            if isinstance(t, T.VarbitType):
-                obj, _, fld = code.rpartition(".")
-                if not obj:
-                    raise self.fail(data, f"varbit value {code} in a field list")
-                codes.append(code)
-                widths.append(f"{obj}._vw_{fld}")
-                return
-            if isinstance(t, T.StackType):
-                for i in range(t.size):
-                    add(f"{code}.elems[{i}]", t.elem)
-                return
-            if isinstance(t, (T.ErrorType, T.EnumType)):
-                # an error is its code and a plain enum member its position, each in 32
-                # bits as BMv2 keeps them (a digest carrying a parser error or an enum)
-                codes.append(code)
-                widths.append(ERROR_WIDTH)
-                return
-            kind, w = scalar_kind(t)
-            if kind == "b":
-                code = f"int({code})"
-            elif kind == "s":
-                code = f"({code} & {(1 << w) - 1})"
-            elif kind not in ("u",):
-                raise self.fail(data, f"field of type {t} in a field list")
-            codes.append(code)
-            widths.append(w)
-
-        if isinstance(data, A.ListExpression):
-            for x in data.elems:
-                if isinstance(x, A.ListExpression):
-                    c, w = self.field_list(x)
-                    codes += c
-                    widths += w
-                else:
-                    add(self.ex(x), x.type)
-        elif isinstance(data, A.StructExpression):
-            for f in data.fields:
-                add(self.ex(f.value), f.value.type)
-        else:
-            add(self.ex(data), data.type)
-        return codes, widths
-
-    def algo_name(self, a: A.Expression) -> str:
-        if isinstance(a, A.MemberExpression):
-            return a.member
-        raise self.fail(a, "hash algorithm that is not a constant HashAlgorithm member")
-
-    def hash_code(self, algo: A.Expression, data: A.Expression, payload: bool = False) -> str:
-        name = self.algo_name(algo)
-        fn = self.gen.hash_fn(name, algo)
-        codes, widths = self.field_list(data)
-        if any(isinstance(w, str) for w in widths):
-            packed = (f"{self.gen.fields_bytes_fn()}(({', '.join(codes)},), "
-                      f"({', '.join(str(w) for w in widths)},))")
-            if payload:
-                packed = f"({packed} + PK.payload)"
-            return f"{fn}({packed})"
-        total = sum(int(w) for w in widths)
-        pad = (-total) & 7
-        shift = total + pad
-        terms = []
-        for c, w in zip(codes, widths):
-            shift -= int(w)
-            terms.append(f"({c} << {shift})" if shift else c)
-        packed = f"({' | '.join(terms) or '0'}).to_bytes({(total + pad) // 8}, 'big')"
-        if payload:
-            packed = f"({packed} + PK.payload)"
-        return f"{fn}({packed})"
-
-    def call_extern_function(self, e: A.MethodCallExpression, as_statement: bool) -> str:
-        name = getattr(e.callee_decl, "name", None) or expr_text(e.callee)
-        a = self.args(e)
-        if name == "mark_to_drop":
-            sm = self.ex(a[0]) if a else "PK.sm"
-            self.emit(f"{sm}.egress_spec = 511; {sm}.mcast_grp = 0")
-            self.trace("extern", "{'extern': 'mark_to_drop'}")
-            return ""
-        if name == "hash":
-            out, algo, base, data, maxv = a
-            _, w = scalar_kind(out.type)
-            h = self.hash_code(algo, data)
-            code = f"_hmod({h}, {self.ex(base)}, {self.ex(maxv)}, {(1 << w) - 1})"
-            self.assign(out, code)
-            return ""
-        if name == "random":
-            out, lo, hi = a
-            self.assign(out, f"_random({self.ex(lo)}, {self.ex(hi)})")
-            return ""
-        if name in ("verify_checksum", "verify_checksum_with_payload"):
-            cond, data, cks, algo = a
-            h = self.hash_code(algo, data, payload=name.endswith("payload"))
-            _, w = scalar_kind(cks.type)
-            self.emit(f"if {self.ex(cond)} and ({h} & {(1 << w) - 1}) != {self.ex(cks)}: PK.checksum_error = 1")
-            return ""
-        if name in ("update_checksum", "update_checksum_with_payload"):
-            cond, data, cks, algo = a
-            h = self.hash_code(algo, data, payload=name.endswith("payload"))
-            _, w = scalar_kind(cks.type)
-            self.emit(f"if {self.ex(cond)}:")
-            self.indent += 1
-            self.assign(cks, f"({h} & {(1 << w) - 1})")
-            self.indent -= 1
-            return ""
-        if name in ("clone", "clone3", "clone_preserving_field_list"):
-            ctype = repr(a[0].member) if isinstance(a[0], A.MemberExpression) else self.ex(a[0])
-            session = self.ex(a[1])
-            fl = self.ex(a[2]) if name == "clone_preserving_field_list" else "-1"
-            self.emit(f"PK.clone_type = {ctype}; PK.clone_session = {session}; PK.clone_fl = {fl}")
-            self.trace("extern", f"{{'extern': {name!r}, 'type': {ctype}, 'session': {session}}}")
-            return ""
-        if name in ("resubmit", "resubmit_preserving_field_list"):
-            fl = self.ex(a[0]) if name.endswith("field_list") else "-1"
-            self.emit(f"PK.resubmit_fl = {fl}")
-            self.trace("extern", f"{{'extern': {name!r}}}")
-            return ""
-        if name in ("recirculate", "recirculate_preserving_field_list"):
-            fl = self.ex(a[0]) if name.endswith("field_list") else "-1"
-            self.emit(f"PK.recirc_fl = {fl}")
-            self.trace("extern", f"{{'extern': {name!r}}}")
-            return ""
-        if name == "truncate":
-            self.emit(f"PK.truncate = {self.ex(a[0])}")
-            return ""
-        if name in ("assert", "assume"):
-            loc = str(e.loc)
-            self.emit(f"if not {self.ex(a[0])}: raise DropSignal({name + ' failed at ' + loc!r})")
-            return ""
-        if name == "log_msg":
-            msg = self.ex(a[0])
-            values = self.ex(a[1]) if len(a) > 1 else "()"
-            self.emit(f"if tr is not None: tr.append(TE('log', {self.block!r}, "
-                      f"{{'message': _fmt_msg({msg}, {values})}}))")
-            return ""
-        if name == "digest":
-            data = a[1]
-            q = self.gen.digest_queue(data)
-            codes, _ = self.field_list(data)
-            self.emit(f"{q}.push(({''.join(c + ', ' for c in codes)}))")
-            self.trace("extern", f"{{'extern': 'digest', 'name': {q}.name}}")
-            return ""
-        if name == "verify":
-            cond, err = a
-            self.emit(f"if not {self.ex(cond)}: raise _perr({self.ex(err)})")
-            return ""
-        if name == "static_assert":
-            return "" if as_statement else "True"
-        raise self.fail(e, f"extern function {name}")
-
-    def call_extern_method(self, e: A.MethodCallExpression, as_statement: bool) -> str:
-        callee = e.callee
-        assert isinstance(callee, A.MemberExpression)
-        obj_t = strip(callee.expr.type)
-        ext = obj_t.name if isinstance(obj_t, T.ExternType) else str(obj_t)
-        m = callee.member
-        a = self.args(e)
-        obj = self.ex(callee.expr)
-        if ext == "packet_in":
-            if m == "extract":
-                target = a[0]
-                extra = f", {self.ex(a[1])}" if len(a) > 1 else ""
-                path = expr_text(target)
-                if isinstance(target, A.DontCareExpression):  # extract<H>(_): read and drop
-                    ht = strip((e.type_bindings or {}).get("T"))
-                    if not isinstance(ht, T.HeaderType):
-                        raise self.fail(e, "extract into _ of a type that is not a header")
-                    h = self.tmp("h")
-                    self.emit(f"{h} = {self.gen.layouts.new_value_src(ht)}")
-                    self.emit(f"{h}._extract({obj}{extra})")
-                    return ""
-                member = target if isinstance(target, A.MemberExpression) else None
-                union_member = member is not None and \
-                    isinstance(strip(member.expr.type), T.HeaderUnionType)
-                if member is not None and member.kind is A.MemberKind.STACK_NEXT:
-                    st = self.ex(member.expr)
-                    h = self.tmp("h")
-                    self.emit(f"{h} = {st}.next()")
-                    self.emit(f"{h}._extract({obj}{extra})")
-                    self.emit(f"{st}.next_index += 1")
-                elif member is not None and union_member and \
-                        isinstance(member.expr, A.MemberExpression) and \
-                        member.expr.kind is A.MemberKind.STACK_NEXT:
-                    # u.next.member of a header-union stack: fills the next union, moves on
-                    st = self.ex(member.expr.expr)
-                    un, h = self.tmp("u"), self.tmp("h")
-                    self.emit(f"{un} = {st}.next()")
-                    self.emit(f"{h} = {un}.{attr_name(member.member)}")
-                    self.emit(f"{h}._extract({obj}{extra})")
-                    self.emit(f"{un}._only_valid({attr_name(member.member)!r})")
-                    self.emit(f"{st}.next_index += 1")
-                else:
-                    h = self.tmp("h")
-                    self.emit(f"{h} = {self.ex(target)}")
-                    self.emit(f"{h}._extract({obj}{extra})")
-                    if member is not None and union_member:  # one valid member at a time
-                        self.emit(f"{self.ex(member.expr)}._only_valid({attr_name(member.member)!r})")
-                self.trace("extract", f"{{'header': {path!r}, 'fields': {h}._fields()}}")
-                return ""
-            if m == "lookahead":
-                t = strip(e.type)
-                if isinstance(t, (T.BitsType, T.BoolType, T.SerEnumType)):
-                    kind, w = scalar_kind(t)
-                    code = f"{obj}.peek({w})"
-                    if kind == "s":
-                        half = 1 << (w - 1)
-                        code = f"(({code} ^ {half}) - {half})"
-                    if kind == "b":
-                        code = f"bool({code})"
-                    return code
-                if isinstance(t, T.HeaderType):
-                    return f"_lookahead_hdr({obj}, {self.gen.layouts.class_ref(t)})"
-                if isinstance(t, T.StructType):
-                    return self.lookahead_struct(e, obj, t)
-                raise self.fail(e, f"lookahead of type {t}")
-            if m == "advance":
-                self.emit(f"{obj}.advance({self.ex(a[0])})")
-                return ""
-            if m == "length":
-                return f"({obj}.nbits >> 3)"
-        if ext == "packet_out" and m == "emit":
-            if isinstance(strip(a[0].type), T.HeaderType):
-                h = self.tmp("h")  # test validity inline: most headers of a packet are invalid
-                self.emit(f"{h} = {self.ex(a[0])}")
-                self.emit(f"if {h}._valid: {h}._emit({obj})")
-            else:
-                self.emit(f"{self.ex(a[0])}._emit({obj})")
-            return ""
-        if ext == "register":
-            if m == "read":
-                self.assign(a[0], f"{obj}.read({self.ex(a[1])})")
-                return ""
-            if m == "write":
-                self.emit(f"{obj}.write({self.ex(a[0])}, {self.ex(a[1])})")
-                return ""
-        if ext == "counter" and m == "count":
-            self.emit(f"{obj}.count({self.ex(a[0])}, PK.length)")
-            return ""
-        if ext == "direct_counter" and m == "count":
-            return ""
-        if ext == "meter" and m == "execute_meter":
-            self.assign(a[1], f"{obj}.execute({self.ex(a[0])}, PK.length, PK.now_us)")
-            return ""
-        if ext == "direct_meter" and m == "read":
-            self.assign(a[0], f"{obj}.color")
-            return ""
-        raise self.fail(e, f"extern method {ext}.{m}")
-
     # ------------------------------------------------------------------ tables
     def table_apply(self, e: A.MethodCallExpression) -> tuple[str, str]:
         tdecl = e.callee_decl
@@ -760,7 +459,7 @@ class BodyCompiler(ExprCompiler):
                 code = f"int({code})"
             elif kind == "s":
                 code = f"({code} & {(1 << w) - 1})"
-            (selector if k.match_kind == "selector" else keys).append(code)
+            (selector if k.match_kind == self.gen.arch.tables.selector_match_kind else keys).append(code)
         tb = info.global_name
         if keys:
             key = self.tmp("k")

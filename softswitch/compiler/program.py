@@ -11,33 +11,19 @@ from __future__ import annotations
 
 import itertools
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from softswitch import tables as TB
 from softswitch.action_profiles import ActionProfile
+from softswitch.compiler.architecture import Architecture, InstanceRequest
 from softswitch.compiler.body import BodyCompiler, invalidate_outs
-from softswitch.compiler.entries import (
-    CONST_PRIORITY_BASE,
-    action_decl_of,
-    const_int,
-    keyset_match,
-    spec_priorities,
-)
-from softswitch.compiler.exprs import is_object_type, scalar_kind, width_of
-from softswitch.compiler.layout import TypeLayouts, attr_name, strip
+from softswitch.compiler.exprs import is_object_type, width_of
+from softswitch.compiler.layout import TypeLayouts, strip
 from softswitch.compiler.parsers import ParserCompiler
-from softswitch.compiler.support import (
-    PacketContext,
-    _div,
-    _fmt_msg,
-    _hmod,
-    _lookahead_hdr,
-    _mod,
-    _random,
-    _shl,
-)
-from softswitch.compiler.walk import annotation_ints, control_plane_name, direct_instance_name, walk
+from softswitch.compiler.support import PacketContext, _div, _lookahead_hdr, _mod, _shl
+from softswitch.compiler.tables_gen import TableCompiler, TableInfo
+from softswitch.compiler.walk import control_plane_name, direct_instance_name, walk
 from softswitch.errors import (
     CompileError,
     DropSignal,
@@ -48,7 +34,6 @@ from softswitch.errors import (
 from softswitch.externs import hashes
 from softswitch.externs.stateful import (
     Counter,
-    CounterType,
     DigestQueue,
     DirectCounter,
     DirectMeter,
@@ -63,30 +48,20 @@ from softswitch.trace import TraceEvent
 
 
 @dataclass(slots=True, kw_only=True)
-class TableInfo:
-    table: TB.Table
-    global_name: str
-    decl: A.TableDecl
-    direct_meter: str | None = None
-    profile: str | None = None   # global name of the ActionProfile of an indirect table
-    action_fns: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(slots=True, kw_only=True)
 class CompiledProgram:
-    """The program ready to run: block functions plus run-time objects by P4Info name."""
+    """The program ready to run: block functions plus run-time objects by P4Info name.
+
+    Nothing here is an architecture's: its pipeline (e.g. `V1Switch`) reads the
+    blocks by the package's parameter names and the value classes from `layouts`."""
 
     checked: Any
+    arch: Architecture
     env: dict[str, Any]
     source: str
-    blocks: dict[str, Any]
+    layouts: TypeLayouts          # the classes of the program's types (`class_for`)
+    blocks: dict[str, Any]        # the architecture's block parameter -> generated function
     block_names: dict[str, str]
-    header_cls: type
-    meta_cls: type
-    sm_cls: type
-    meta_type: Any
     errors: list[str]
-    field_lists: dict[int, list[str]]
     tables: dict[str, TB.Table]
     registers: dict[str, Register]
     counters: dict[str, Counter]
@@ -106,19 +81,19 @@ class CompiledProgram:
         return self.errors[code] if 0 <= code < len(self.errors) else str(code)
 
 
-class ProgramGen(ParserCompiler):
+class ProgramGen(ParserCompiler, TableCompiler):
     """Holds everything shared while compiling one program."""
 
-    def __init__(self, checked: Any) -> None:
+    def __init__(self, checked: Any, arch: Architecture) -> None:
         self.checked = checked
+        self.arch = arch
         self.layouts = TypeLayouts()
         self.env = self.layouts.env
-        self.pk = PacketContext()
+        self.pk = arch.new_context()
         self.env.update({
             "PK": self.pk, "TE": TraceEvent, "EXIT": ExitSignal("exit"), "ExitSignal": ExitSignal,
             "DropSignal": DropSignal,
-            "_div": _div, "_mod": _mod, "_shl": _shl, "_hmod": _hmod, "_random": _random,
-            "_fb": hashes.fields_to_bytes, "_lookahead_hdr": _lookahead_hdr, "_fmt_msg": _fmt_msg,
+            "_div": _div, "_mod": _mod, "_shl": _shl, "_lookahead_hdr": _lookahead_hdr,
             "_perr": self._perr, "StackOutOfBounds": StackOutOfBounds,
         })
         self.errors = list(checked.errors) or ["NoError"]
@@ -192,79 +167,33 @@ class ProgramGen(ParserCompiler):
         return fn
 
     def make_extern(self, inst: A.InstantiationDecl, fq: str) -> Any:
-        tname = getattr(inst.type_decl, "name", None) or getattr(inst.type_ref, "name", "")
-        args = [a.value for a in inst.args]
+        """The run-time object of an architecture extern instance (its plug-in makes it)."""
+        tname = str(getattr(inst.type_decl, "name", None) or getattr(inst.type_ref, "name", ""))
+        type_args: list[T.P4Type] = []
+        tr = inst.type_ref
+        if isinstance(tr, A.SpecializedTypeRef) and tr.args:
+            type_args = [a.type for a in tr.args if a.type is not None]
+        elif inst.type_bindings:
+            type_args = list(inst.type_bindings.values())
+        return self.make_instance(InstanceRequest(type_name=tname, name=fq, args=[a.value for a in inst.args],
+                                                  type_args=type_args, loc=inst.loc), inst.name)
 
-        def const(i: int) -> int:
-            v = args[i].const_value
-            if not isinstance(v, int):
-                raise CompileError(f"{inst.loc}: {tname} {inst.name}: argument {i + 1} must be a constant")
-            return int(v)
-
-        def enum_arg(i: int) -> str:
-            a = args[i]
-            return a.member if isinstance(a, A.MemberExpression) else str(a.const_value)
-
-        def elem_type() -> T.P4Type | None:
-            tr = inst.type_ref
-            if isinstance(tr, A.SpecializedTypeRef) and tr.args:
-                return tr.args[0].type
-            if inst.type_bindings:
-                return next(iter(inst.type_bindings.values()))
-            raise CompileError(f"{inst.loc}: {tname} {inst.name}: element type unknown")
-
-        kinds = {"packets": CounterType.PACKETS, "bytes": CounterType.BYTES,
-                 "packets_and_bytes": CounterType.PACKETS_AND_BYTES}
-        if tname == "register":
-            et = strip(elem_type())
-            kind, _ = scalar_kind(et)
-            reg = Register(name=fq, size=const(0), width=width_of(et), signed=kind == "s")
-            self.registers[fq] = reg
-            return reg
-        if tname == "counter":
-            ctr = Counter(name=fq, size=const(0), counter_type=kinds[enum_arg(1)])
-            self.counters[fq] = ctr
-            return ctr
-        if tname == "direct_counter":
-            dctr = DirectCounter(name=fq, counter_type=kinds[enum_arg(0)])
-            self.direct_counters[fq] = dctr
-            return dctr
-        if tname == "meter":
-            mtr = Meter(name=fq, size=const(0), meter_type=kinds[enum_arg(1)])
-            self.meters[fq] = mtr
-            return mtr
-        if tname in ("action_profile", "action_selector"):
-            return self._make_profile(tname, fq, args, inst.loc)
-        if tname == "direct_meter":
-            dmtr = DirectMeter(name=fq, meter_type=kinds[enum_arg(0)])
-            self.direct_meters[fq] = dmtr
-            return dmtr
-        raise CompileError(f"{inst.loc}: unsupported: extern {tname} ({inst.name})")
-
-    def _make_profile(self, tname: str, fq: str, args: list[Any], loc: Any) -> ActionProfile:
-        """`action_profile(size)` / `action_selector(algorithm, size, output_width)`."""
-        def const(a: Any) -> int:
-            v = getattr(a, "const_value", None)
-            if not isinstance(v, int):
-                raise CompileError(f"{loc}: {tname} {fq}: arguments must be constants")
-            return int(v)
-        if tname == "action_profile":
-            prof = ActionProfile(name=fq, size=const(args[0]))
-        else:
-            algo = args[0].member if isinstance(args[0], A.MemberExpression) else None
-            if algo not in hashes.HASH_ALGORITHMS:
-                raise CompileError(f"{loc}: action_selector {fq}: unsupported hash algorithm {algo}")
-            prof = ActionProfile(name=fq, size=const(args[1]), algorithm=algo,
-                                 output_width=const(args[2]))
-        self.action_profiles[fq] = prof
-        return prof
-
-    def hash_fn(self, algo: str, node: Any) -> str:
-        if algo not in hashes.HASH_ALGORITHMS:
-            raise CompileError(f"{node.loc}: unsupported hash algorithm {algo}")
-        name = "_hash_" + algo
-        self.env[name] = hashes.HASH_ALGORITHMS[algo]
-        return name
+    def make_instance(self, req: InstanceRequest, local_name: str) -> Any:
+        """Create `req` through the architecture and file the object for the runtime API."""
+        make = self.arch.python_instance(req.type_name)
+        if make is None:
+            raise CompileError(f"{req.loc}: unsupported: extern {req.type_name} ({local_name}) "
+                               f"is not one of architecture {self.arch.name}")
+        obj = make(req)
+        stores: tuple[tuple[type, dict[str, Any]], ...] = (
+            (Register, self.registers), (Counter, self.counters), (Meter, self.meters),
+            (DirectCounter, self.direct_counters), (DirectMeter, self.direct_meters),
+            (ActionProfile, self.action_profiles))
+        for cls, store in stores:
+            if isinstance(obj, cls):
+                store[req.name] = obj
+                break
+        return obj
 
     def fields_bytes_fn(self) -> str:
         """Name of the packer for field lists whose widths are known only at run time."""
@@ -488,200 +417,18 @@ class ProgramGen(ParserCompiler):
         self.src.append(f"def {fn}({', '.join(pnames)}):\n" + "\n".join(b.exit_copy_out_lines()) + "\n")
         return fn
 
-    def make_table(self, decl: A.TableDecl, instance: str, scope: dict[Any, str],
-                   action_scopes: list[dict[Any, str]] | None = None) -> str:
-        name = control_plane_name(decl, instance)
-        keys = []
-        for k in decl.keys:
-            if k.match_kind == "selector":
-                continue  # hashed to pick a group member, not looked up
-            kname = None
-            for ann in k.annotations:
-                if ann.name == "name" and ann.args:
-                    kname = getattr(ann.args[0], "value", None)
-            keys.append(TB.KeyField(name=kname or expr_text(k.expr), match_kind=k.match_kind,
-                                    width=width_of(k.expr.type)))
-        specs = []
-        fns: dict[str, str] = {}
-        for ref in decl.actions:
-            adecl = action_decl_of(ref)
-            afn = scope.get(adecl) or self.action_fn(adecl, None)
-            rt = self.action_runtime[afn]
-            if any(p.direction is not A.Direction.NONE for p in adecl.params):
-                afn = self._bind_directional(ref, adecl, afn, action_scopes or [self.globals_])
-            fns[rt] = afn
-            annots = {a.name for a in ref.annotations} | {a.name for a in adecl.annotations}
-            specs.append(TB.ActionSpec(name=rt, params=self.action_params[afn],
-                                       default_only="defaultonly" in annots,
-                                       table_only="tableonly" in annots))
-        default_name: str | None = None
-        default_args: tuple[int, ...] = ()
-        if decl.default_action is not None:
-            ref = decl.default_action
-            adecl = action_decl_of(ref)
-            afn = scope.get(adecl) or self.action_fn(adecl, None)
-            default_name = self.action_runtime[afn]
-            data = [p for p in adecl.params if p.direction is A.Direction.NONE]
-            vals = [a.value.const_value for a in ref.args][-len(data):] if data else []
-            default_args = tuple(const_int(v, ref) & ((1 << width_of(p.type_ref.type)) - 1)
-                                 for v, p in zip(vals, data))
-            if default_name not in fns:
-                fns[default_name] = afn
-                specs.append(TB.ActionSpec(name=default_name, params=self.action_params[afn]))
-        else:
-            noaction = self.checked.top_level.get("NoAction")
-            if noaction is not None:
-                afn = self.action_fn(noaction, None)
-                default_name = self.action_runtime[afn]
-                if default_name not in fns:
-                    fns[default_name] = afn
-                    specs.append(TB.ActionSpec(name=default_name, params=[]))
-        size = decl.size_value or 1024
-        counters = decl.property("counters")
-        meters = decl.property("meters")
-        impl = decl.property("implementation")
-        profile = self._table_profile(decl, name, impl, scope) if impl is not None else None
-        table = TB.Table(name=name, keys=keys, actions=specs, size=size,
-                         default_action=default_name or "NoAction", default_args=default_args,
-                         default_const=decl.default_action_const, has_direct_counter=counters is not None,
-                         has_direct_meter=meters is not None, entries_const=decl.entries_const)
-        g = self.fresh("T_" + name)
-        self.env[g] = table
-        info = TableInfo(table=table, global_name=g, decl=decl, action_fns=fns)
-        if profile is not None:
-            prof_obj, info.profile = profile
-            table.profile = prof_obj
-            for spec in specs:
-                prof_obj.actions.setdefault(spec.name, spec)
-            prof_obj.selector_widths = tuple(width_of(k.expr.type) for k in decl.keys
-                                             if k.match_kind == "selector")
-        for prop, store in ((counters, self.direct_counters), (meters, self.direct_meters)):
-            if prop is not None:
-                d = getattr(prop.value, "decl", None)
-                obj_name = scope.get(d) if d is not None else None
-                if obj_name is None and isinstance(d, A.InstantiationDecl):
-                    obj_name = self.global_name(d)  # an instance declared at the top level
-                obj = self.env.get(obj_name) if obj_name else None
-                if obj is None:
-                    raise CompileError(f"{decl.loc}: table {name}: {prop.name} must name a direct extern instance")
-                obj.table = table
-                if prop is meters:
-                    info.direct_meter = obj_name
-        self.tables[g] = info
-        self.tables_by_name[name] = table
-        if decl.entries:
-            self._const_entries(decl, table, fns, scope)
-        return g
-
-    def _table_profile(self, decl: A.TableDecl, name: str, impl: Any,
-                       scope: dict[Any, str]) -> tuple[ActionProfile, str]:
-        """The action profile of an indirect table: a named instance or an inline constructor."""
-        v = impl.value
-        d = getattr(v, "decl", None)
-        if d is not None and d in scope:
-            g = scope[d]
-            prof = self.env.get(g)
-        elif isinstance(d, A.InstantiationDecl):
-            g = self.global_name(d) or ""  # a profile declared at the top level
-            prof = self.env.get(g)
-        elif isinstance(v, A.MethodCallExpression):
-            tname = expr_text(v.callee).split("(")[0].split("<")[0]
-            prof = self._make_profile(tname, f"{name}_implementation", [a.value for a in v.args], decl.loc)
-            g = self.fresh("X_" + prof.name)
-            self.env[g] = prof
-        else:
-            prof = None
-        if not isinstance(prof, ActionProfile):
-            raise CompileError(f"{decl.loc}: unsupported: implementation of table {name} "
-                               f"({expr_text(v)}) is not an action_profile or action_selector")
-        return prof, g
-
-    def _bind_directional(self, ref: A.ActionRef, adecl: A.ActionDecl, afn: str,
-                          scopes: list[dict[Any, str]]) -> str:
-        """A table action with directional parameters bound in the table's action list
-        (``actions = { a(hdr.x) }``): a wrapper the table calls with the action data only;
-        `out`/`inout` scalars are copied back into the bound lvalues."""
-        directional = [p for p in adecl.params if p.direction is not A.Direction.NONE]
-        args = [a.value for a in ref.args][:len(directional)]
-        if len(args) != len(directional):
-            raise CompileError(f"{ref.loc}: action {adecl.name} needs its directional arguments "
-                               f"bound in the table's action list")
-        wrapper = self.fresh(afn + "_bound")
-        b = BodyCompiler(self, block=self.action_runtime[afn], scopes=[{}] + scopes)
-        b.emit("tr = PK.trace")
-        codes: list[str] = []
-        backs: list[A.Expression] = []
-        for p, a in zip(directional, args):
-            scalar_out = p.direction in (A.Direction.OUT, A.Direction.INOUT) and not is_object_type(
-                p.type_ref.type)
-            if scalar_out:
-                backs.append(a)
-                codes.append(b.ex(a) if p.direction is A.Direction.INOUT else "0")
-            elif p.direction is A.Direction.IN and is_object_type(p.type_ref.type) and \
-                    isinstance(a, (A.PathExpression, A.MemberExpression, A.IndexExpression)):
-                codes.append(f"{b.ex(a)}._copy()")  # `in` is copy-in (see BodyCompiler._invoke)
-            else:
-                codes.append(b.ex(a))
-        call = f"{afn}(L, {', '.join(codes)}, *data)"
-        if backs:
-            b.emit(f"r = {call}")
-            for i, lv in enumerate(backs):
-                b.assign(lv, f"r[{i}]")
-        else:
-            b.emit(f"return {call}")
-        self.src.append(f"def {wrapper}(L, *data):\n" + "\n".join(b.lines) + "\n")
-        self.action_runtime[wrapper] = self.action_runtime[afn]
-        self.action_params[wrapper] = self.action_params[afn]
-        self._action_decl_of[wrapper] = adecl
-        return wrapper
-
-    def _const_entries(self, decl: A.TableDecl, table: TB.Table, fns: dict[str, str],
-                       scope: dict[Any, str]) -> None:
-        running = 0
-        spec_prios = spec_priorities(decl) if table.needs_priority else None
-        for i, ent in enumerate(decl.entries or []):
-            key: list[Any] = []
-            keysets = ent.keysets
-            if len(keysets) == 1 and len(table.keys) > 1 and isinstance(keysets[0], A.DefaultKeyset):
-                keysets = keysets * len(table.keys)
-            for kf, ks in zip(table.keys, keysets):
-                key.append(keyset_match(kf, ks, self.error_codes_of))
-            adecl = action_decl_of(ent.action)
-            afn = scope.get(adecl) or self.action_fn(adecl, None)
-            rt = self.action_runtime[afn]
-            data = [p for p in adecl.params if p.direction is A.Direction.NONE]
-            vals = [a.value.const_value for a in ent.action.args][-len(data):] if data else []
-            args = [const_int(v, ent) & ((1 << width_of(p.type_ref.type)) - 1) for v, p in zip(vals, data)]
-            prio = 0
-            if spec_prios is not None:
-                prio = spec_prios[i]
-            elif table.needs_priority:
-                # const entries follow p4c/BMv2: the *smallest* @priority wins and an entry
-                # without one takes the previous entry's priority + 1 (list order); the
-                # table's scale is P4Runtime's (largest wins), hence the subtraction
-                p4_prio = ent.priority_value if ent.priority_value is not None else running + 1
-                running = p4_prio
-                prio = CONST_PRIORITY_BASE - p4_prio
-            table.insert(key, rt, args, prio, is_const=True)
-
-V1_BLOCKS = ("p", "vr", "ig", "eg", "ck", "dep")
 
 
-def compile_program(checked: Any) -> CompiledProgram:
-    """Compile a checked v1model program once into generated Python code."""
-    if checked.main is None:
-        raise CompileError("program declares no main package")
-    if checked.main.package != "V1Switch":
-        raise CompileError(f"unsupported: package {checked.main.package} (only V1Switch)")
-    gen = ProgramGen(checked)
+def compile_program(checked: Any, arch: Architecture) -> CompiledProgram:
+    """Compile a checked program once into generated Python code; `arch` (e.g.
+    `softswitch.v1model.V1MODEL`) checks its package and lowers its externs."""
+    arch.check_package(checked.main)
+    gen = ProgramGen(checked, arch)
     blocks: dict[str, str] = {}
     names: dict[str, str] = {}
     for blk in checked.main.blocks:
         blocks[blk.param] = gen.compile_block(blk.decl, blk.decl.name, blk.args, top=True)
         names[blk.param] = blk.decl.name
-    missing = [b for b in V1_BLOCKS if b not in blocks]
-    if missing:
-        raise CompileError(f"V1Switch main misses blocks {missing}")
     source = "\n".join(gen.src)
     try:
         code = compile(source, "<compiled p4 program>", "exec")
@@ -695,22 +442,11 @@ def compile_program(checked: Any) -> CompiledProgram:
         for rt, fn in info.action_fns.items():
             info.table.actions[rt].fn = gen.env[fn]
         info.table.bind()
-    parser = checked.main.block("p").decl
-    hdr_t = parser.params[1].type_ref.type
-    meta_t = parser.params[2].type_ref.type
-    sm_t = parser.params[3].type_ref.type
-    meta_decl = checked.top_level.get(getattr(strip(meta_t), "name", ""))
-    field_lists: dict[int, list[str]] = {}
-    for f in getattr(meta_decl, "fields", []) or []:
-        for idx in annotation_ints(f, "field_list"):
-            field_lists.setdefault(idx, []).append(attr_name(f.name))
     actions = {rt: gen.action_params[fn] for fn, rt in gen.action_runtime.items()}
     return CompiledProgram(
-        checked=checked, env=gen.env, source=source,
-        blocks={k: gen.env[v] for k, v in blocks.items()}, block_names=names,
-        header_cls=gen.layouts.class_for(hdr_t), meta_cls=gen.layouts.class_for(meta_t),
-        sm_cls=gen.layouts.class_for(sm_t), meta_type=meta_t, errors=gen.errors,
-        field_lists=field_lists, tables=gen.tables_by_name, registers=gen.registers,
+        checked=checked, arch=arch, env=gen.env, source=source, layouts=gen.layouts,
+        blocks={k: gen.env[v] for k, v in blocks.items()}, block_names=names, errors=gen.errors,
+        tables=gen.tables_by_name, registers=gen.registers,
         counters=gen.counters, meters=gen.meters, direct_counters=gen.direct_counters,
-        direct_meters=gen.direct_meters, digests=gen.digests, value_sets=gen.value_sets, action_profiles=gen.action_profiles,
-        actions=actions, pk=gen.pk)
+        direct_meters=gen.direct_meters, digests=gen.digests, value_sets=gen.value_sets,
+        action_profiles=gen.action_profiles, actions=actions, pk=gen.pk)

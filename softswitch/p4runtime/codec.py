@@ -1,86 +1,36 @@
-"""P4Runtime byte strings and P4Data values <-> Python ints, with the spec's checks.
-
-Why pure functions: every entity kind (match fields, action parameters, register
-cells, digests, packet metadata) uses the same binary encoding of ``bit<W>``
-values, so one decoder with one set of error messages covers them all.
-
-The spec's canonical form is the shortest big-endian string (zero is one 0x00
-byte); servers accept any length as long as the value fits in W bits, and always
-answer in canonical form.
-"""
+"""P4Runtime values for the server: the shared codec (:mod:`common.p4runtime.values`)
+whose refusals become gRPC statuses (INVALID_ARGUMENT, or UNIMPLEMENTED for a type
+the switch does not handle), as every other refusal of the server."""
 from __future__ import annotations
 
-from typing import Any
+import functools
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
 
-from p4.config.v1 import p4types_pb2
-from p4.v1 import p4data_pb2
-
+from common.p4runtime import values
 from softswitch.p4runtime.errors import invalid, unimplemented
 
-
-def decode_bits(data: bytes, width: int, where: str) -> int:
-    """The unsigned value of byte string `data` for a ``bit<width>`` object."""
-    if not data:
-        raise invalid(f"{where}: empty byte string (a value needs at least one byte)")
-    v = int.from_bytes(data, "big")
-    if width and v >> width:
-        raise invalid(f"{where}: value 0x{data.hex()} does not fit bit<{width}>")
-    return v
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
-def encode_bits(value: int) -> bytes:
-    """Canonical byte string of a non-negative int (shortest, 0 -> b'\\x00')."""
-    v = int(value)
-    if v < 0:
-        raise ValueError(f"negative value {v} has no unsigned encoding")
-    return v.to_bytes(max(1, (v.bit_length() + 7) // 8), "big")
+def _refusing(fn: Callable[_P, _R]) -> Callable[_P, _R]:
+    @functools.wraps(fn)
+    def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return fn(*args, **kwargs)
+        except values.P4ValueError as exc:
+            raise (unimplemented if exc.unsupported else invalid)(str(exc)) from None
+    return call
 
 
-def decode_signed(data: bytes, width: int, where: str) -> int:
-    """An ``int<width>`` value: two's complement in `width` bits."""
-    v = decode_bits(data, 0, where)
-    if v >> width:
-        raise invalid(f"{where}: value 0x{data.hex()} does not fit int<{width}>")
-    return v - (1 << width) if v >> (width - 1) else v
+decode_bits = _refusing(values.decode_bits)
+encode_bits = _refusing(values.encode_bits)
+decode_signed = _refusing(values.decode_signed)
+encode_signed = _refusing(values.encode_signed)
+bitwidth_of = _refusing(values.bitwidth_of)
+decode_p4data = _refusing(values.decode_p4data)
+encode_p4data = _refusing(values.encode_p4data)
 
-
-def encode_signed(value: int, width: int) -> bytes:
-    return encode_bits(value & ((1 << width) - 1))
-
-
-def bitwidth_of(spec: p4types_pb2.P4DataTypeSpec) -> tuple[int, bool]:
-    """(width, signed) of a bitstring/bool type spec; UNIMPLEMENTED for other types."""
-    kind = spec.WhichOneof("type_spec")
-    if kind == "bool":
-        return 1, False
-    if kind == "bitstring":
-        bs = spec.bitstring
-        which = bs.WhichOneof("type_spec")
-        if which == "bit":
-            return bs.bit.bitwidth, False
-        if which == "int":
-            return bs.int.bitwidth, True
-    raise unimplemented(f"P4Data of type {kind or 'unset'} is not supported (only bit<W>, int<W>, bool)")
-
-
-def decode_p4data(data: p4data_pb2.P4Data, spec: p4types_pb2.P4DataTypeSpec, where: str) -> int:
-    """An int from a P4Data holding a bitstring (or bool) of the type in `spec`."""
-    width, signed = bitwidth_of(spec)
-    kind = data.WhichOneof("data")
-    if spec.WhichOneof("type_spec") == "bool":
-        if kind != "bool":
-            raise invalid(f"{where}: expected a bool P4Data, got {kind or 'nothing'}")
-        return int(data.bool)
-    if kind != "bitstring":
-        raise invalid(f"{where}: expected a bitstring P4Data, got {kind or 'nothing'}")
-    if signed:
-        return decode_signed(data.bitstring, width, where)
-    return decode_bits(data.bitstring, width, where)
-
-
-def encode_p4data(value: Any, width: int = 0, signed: bool = False) -> p4data_pb2.P4Data:
-    """A bitstring P4Data (bool values become a bool P4Data)."""
-    if isinstance(value, bool):
-        return p4data_pb2.P4Data(bool=value)
-    v = int(value)
-    return p4data_pb2.P4Data(bitstring=encode_signed(v, width) if signed and v < 0 else encode_bits(v))
+__all__ = ["bitwidth_of", "decode_bits", "decode_p4data", "decode_signed", "encode_bits",
+           "encode_p4data", "encode_signed"]

@@ -13,14 +13,8 @@ from dataclasses import dataclass
 
 from p4.config.v1 import p4info_pb2 as P4I
 
+from common.p4runtime.p4info import PacketMetadataInfo
 from softswitch.p4runtime.errors import DeviceError
-
-
-@dataclass(slots=True, frozen=True, kw_only=True)
-class MetadataField:
-    id: int
-    name: str
-    bitwidth: int
 
 
 @dataclass(slots=True, frozen=True, kw_only=True)
@@ -28,19 +22,19 @@ class ControllerHeader:
     """Layout of one controller header: fields in wire order, total size in bytes."""
 
     name: str
-    fields: tuple[MetadataField, ...]
+    fields: tuple[PacketMetadataInfo, ...]
     nbytes: int
 
     @classmethod
     def from_p4info(cls, msg: P4I.ControllerPacketMetadata) -> ControllerHeader:
-        fields = tuple(MetadataField(id=m.id, name=m.name, bitwidth=m.bitwidth) for m in msg.metadata)
+        fields = tuple(PacketMetadataInfo(id=m.id, name=m.name, bitwidth=m.bitwidth) for m in msg.metadata)
         bits = sum(f.bitwidth for f in fields)
         if bits % 8:
             raise DeviceError(f"controller header {msg.preamble.name!r}: {bits} bits is not a whole "
                               f"number of bytes")
         return cls(name=msg.preamble.name, fields=fields, nbytes=bits // 8)
 
-    def by_id(self, field_id: int) -> MetadataField | None:
+    def by_id(self, field_id: int) -> PacketMetadataInfo | None:
         for f in self.fields:
             if f.id == field_id:
                 return f

@@ -37,10 +37,10 @@ def decode_member_action(st: PipelineState, a: P.Action, where: str) -> tuple[st
     info = st.schema.action(a.action_id, where)
     given: dict[int, bytes] = {}
     for p in a.params:
-        if p.param_id not in info.by_id:
+        if p.param_id not in info.params_by_id:
             raise invalid(f"{where}: action {info.name} has no parameter with id {p.param_id}")
         if p.param_id in given:
-            raise invalid(f"{where}: action {info.name} parameter {info.by_id[p.param_id].name} given twice")
+            raise invalid(f"{where}: action {info.name} parameter {info.params_by_id[p.param_id].name} given twice")
         given[p.param_id] = p.value
     args = []
     for prm in info.params:

@@ -31,14 +31,14 @@ def decode_match(t: TableInfo, entry: P.TableEntry) -> Key:
     """The runtime key (one MatchValue per P4Info field, in field order)."""
     given: dict[int, P.FieldMatch] = {}
     for fm in entry.match:
-        if fm.field_id not in t.by_id:
+        if fm.field_id not in t.fields_by_id:
             raise invalid(f"table {t.name}: no match field with id {fm.field_id} "
-                          f"(have {[f'{f.id}={f.name}' for f in t.fields]})")
+                          f"(have {[f'{f.id}={f.name}' for f in t.match_fields]})")
         if fm.field_id in given:
-            raise invalid(f"table {t.name}: match field {t.by_id[fm.field_id].name} given twice")
+            raise invalid(f"table {t.name}: match field {t.fields_by_id[fm.field_id].name} given twice")
         given[fm.field_id] = fm
     key: Key = []
-    for f in t.fields:
+    for f in t.match_fields:
         where = f"table {t.name}: match field {f.name} ({f.kind}, bit<{f.bitwidth}>)"
         fm = given.get(f.id)
         full = (1 << f.bitwidth) - 1
@@ -104,7 +104,7 @@ def _unsupported_kind(where: str) -> P4RuntimeError:
 
 def encode_match(t: TableInfo, key: tuple[MatchValue, ...], out: Any) -> None:
     """Append the FieldMatch messages of `key` to the repeated field `out` (don't-cares omitted)."""
-    for f, m in zip(t.fields, key):
+    for f, m in zip(t.match_fields, key):
         if isinstance(m, Exact):
             out.add(field_id=f.id).exact.value = encode_bits(m.value)
         elif isinstance(m, Lpm):
@@ -160,10 +160,10 @@ def decode_action(st: PipelineState, t: TableInfo, entry: P.TableEntry, *, for_d
         raise invalid(f"table {t.name}: action {info.name} is @defaultonly and cannot be in an entry")
     given: dict[int, bytes] = {}
     for p in a.params:
-        if p.param_id not in info.by_id:
+        if p.param_id not in info.params_by_id:
             raise invalid(f"action {info.name}: no parameter with id {p.param_id}")
         if p.param_id in given:
-            raise invalid(f"action {info.name}: parameter {info.by_id[p.param_id].name} given twice")
+            raise invalid(f"action {info.name}: parameter {info.params_by_id[p.param_id].name} given twice")
         given[p.param_id] = p.value
     args = []
     for prm in info.params:

@@ -45,6 +45,7 @@ from softswitch.p4runtime.errors import DeviceError
 from softswitch.switchd.errors import OptionError
 from softswitch.switchd.ports import RX_BUFFER, Port, PortCounters
 from softswitch.switchd.tm import DEFAULT_DEPTH_PKTS, TrafficManager
+from softswitch.v1model.architecture import DROP_PORT
 from softswitch.v1model.switch import EgressJob, IngressJob, QueueInfo
 
 LOG = logging.getLogger("softswitch.switchd")
@@ -70,8 +71,8 @@ class SwitchDevice:
     def __init__(self, ports: Mapping[int, Port], *, device_id: int = 0,
                  cpu_port: int = DEFAULT_CPU_PORT, name: str = "softswitch",
                  default_depth_pkts: int = DEFAULT_DEPTH_PKTS) -> None:
-        if not 0 < cpu_port < 511:
-            raise OptionError(f"{name}: cpu port {cpu_port} outside 1..510")
+        if not 0 < cpu_port < DROP_PORT:
+            raise OptionError(f"{name}: cpu port {cpu_port} outside 1..{DROP_PORT - 1}")
         if cpu_port in ports:
             raise OptionError(f"{name}: cpu port {cpu_port} is also interface "
                               f"{ports[cpu_port].ifname}; pick another --cpu-port")

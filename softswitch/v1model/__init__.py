@@ -1,4 +1,6 @@
-"""The v1model architecture (BMv2 simple_switch rules) around a compiled program."""
+"""The v1model architecture: its plug-in for the compiler (`V1MODEL`) and the
+BMv2 simple_switch pipeline that runs what it compiled (`V1Switch`)."""
+from softswitch.v1model.architecture import DROP_PORT, V1MODEL, CloneType, V1Model, V1PacketContext
 from softswitch.v1model.pre import Replica, ReplicationEngine
 from softswitch.v1model.switch import (
                                        EgressJob,
@@ -10,6 +12,9 @@ from softswitch.v1model.switch import (
 )
 
 __all__ = [
+                                       "DROP_PORT",
+                                       "V1MODEL",
+                                       "CloneType",
                                        "EgressJob",
                                        "IngressJob",
                                        "InstanceType",
@@ -17,5 +22,7 @@ __all__ = [
                                        "QueueInfo",
                                        "Replica",
                                        "ReplicationEngine",
+                                       "V1Model",
+                                       "V1PacketContext",
                                        "V1Switch",
 ]

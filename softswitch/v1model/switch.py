@@ -12,10 +12,16 @@ BMv2 rules kept here (simple_switch.cpp):
   extracted so far stay valid, ingress runs, unparsed bytes follow as payload;
 * after ingress: I2E clone first (the packet as it entered, parsed again, with
   the preserved field list), then resubmit (replaces the packet), then
-  multicast (``mcast_grp`` != 0 replaces unicast), then ``egress_spec`` == 511
-  drops, else unicast to ``egress_spec``;
+  multicast (``mcast_grp`` != 0 replaces unicast), then ``egress_spec`` == the
+  drop port (511, the architecture's `drop_port`) drops, else unicast to
+  ``egress_spec``;
 * after egress: E2E clone (copy of the egress headers and preserved fields),
-  drop if ``egress_spec`` == 511, deparse, recirculate (replaces transmission).
+  drop if ``egress_spec`` == the drop port, deparse, recirculate (replaces
+  transmission).
+
+The program must be compiled for a `V1Model` architecture: its externs record
+their requests in the `V1PacketContext` this pipeline reads, and its drop port
+is the one ``mark_to_drop`` writes.
 """
 from __future__ import annotations
 
@@ -39,10 +45,10 @@ from softswitch.errors import (
 )
 from softswitch.packet import PacketReader, PacketWriter
 from softswitch.trace import TraceEvent
+from softswitch.v1model.architecture import CloneType, V1Model, V1PacketContext
 from softswitch.v1model.pre import ReplicationEngine
 
 LOG = logging.getLogger("softswitch.v1model")
-DROP_PORT = 511
 MAX_PASSES = 64  # resubmit/recirculate loops per injected packet
 
 
@@ -110,11 +116,17 @@ class V1Switch:
     """Runs a compiled v1model program on packets. Not thread-safe: one packet at a time."""
 
     def __init__(self, program: CompiledProgram, *, clock_us: Callable[[], int] | None = None,
-                 drop_port: int = DROP_PORT, name: str = "softswitch") -> None:
+                 name: str = "softswitch") -> None:
+        arch = program.arch
+        if not isinstance(arch, V1Model) or not isinstance(program.pk, V1PacketContext):
+            raise SoftswitchError(f"V1Switch runs programs compiled for v1model, not {arch.name}")
         self.program = program
         self.name = name
         self.pre = ReplicationEngine()
-        self.drop_port = drop_port
+        self.drop_port = arch.drop_port  # what mark_to_drop wrote into the compiled code
+        types = arch.pipeline_types(program)
+        self._header_cls, self._meta_cls, self._sm_cls = types.header_cls, types.meta_cls, types.sm_cls
+        self._field_lists = types.field_lists
         self.stats = Stats()
         start = time.monotonic_ns()
         self.clock_us = clock_us or (lambda: (time.monotonic_ns() - start) // 1000)
@@ -122,7 +134,7 @@ class V1Switch:
         self._parser, self._verify, self._ingress = b["p"], b["vr"], b["ig"]
         self._egress, self._compute, self._deparser = b["eg"], b["ck"], b["dep"]
         self._names = program.block_names
-        self._pk = program.pk
+        self._pk: V1PacketContext = program.pk
         self._trace: list[TraceEvent] | None = None
         # Plug point for a traffic manager: called for each packet entering egress;
         # its QueueInfo fills the queueing fields of standard_metadata.
@@ -140,12 +152,11 @@ class V1Switch:
     def _preserve(self, meta: Any, fl: int | None) -> dict[str, Any]:
         if fl is None or fl < 0:
             return {}
-        return {n: getattr(meta, n) for n in self.program.field_lists.get(fl, [])}
+        return {n: getattr(meta, n) for n in self._field_lists.get(fl, [])}
 
     def _parse(self, data: bytes, port: int, itype: int, preserved: dict[str, Any] | None) -> tuple:
-        prog = self.program
         pk = self._pk
-        hdr, meta, sm = prog.header_cls(), prog.meta_cls(), prog.sm_cls()
+        hdr, meta, sm = self._header_cls(), self._meta_cls(), self._sm_cls()
         if preserved:
             for k, v in preserved.items():
                 setattr(meta, k, v)
@@ -204,7 +215,7 @@ class V1Switch:
         clone_type, clone_session, clone_fl = pk.clone_type, pk.clone_session, pk.clone_fl
         resubmit_fl = pk.resubmit_fl
         # I2E clone: the packet as it entered ingress, parsed again
-        if clone_type == "I2E":
+        if clone_type == CloneType.I2E:
             session = self.pre.sessions.get(clone_session)
             if session is None:
                 self._event("extern", self._names["ig"], extern="clone",
@@ -301,15 +312,15 @@ class V1Switch:
         except (DropSignal, StackOutOfBounds) as exc:
             self._drop(self._names["eg"], str(exc))
             return [], [], []
-        if pk.clone_type == "E2E":
+        if pk.clone_type == CloneType.E2E:
             session = self.pre.sessions.get(pk.clone_session)
             if session is not None:
                 keep = self._preserve(meta, pk.clone_fl)
                 for rep in session.replicas:
-                    c_meta = self.program.meta_cls()
+                    c_meta = self._meta_cls()
                     for k, v in keep.items():
                         setattr(c_meta, k, v)
-                    c_sm = self.program.sm_cls()
+                    c_sm = self._sm_cls()
                     c_sm.ingress_port = sm.ingress_port
                     c_sm.packet_length = sm.packet_length
                     c_sm.egress_rid = rep.rid

@@ -76,12 +76,3 @@ def cli() -> Callable[..., subprocess.CompletedProcess[str]]:
                               text=True, timeout=timeout, check=False)
     return run
 
-
-def wait_for(cond: Callable[[], bool], timeout_s: float = 10.0, step_s: float = 0.05) -> bool:
-    import time
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(step_s)
-    return cond()

@@ -18,7 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ctl_app_helpers import ROOT, SwitchBed, wait_for
+from ctl_app_helpers import ROOT, SwitchBed
+
+from tests.helpers.waiting import wait_for
 
 pytestmark = [pytest.mark.root, pytest.mark.bpf, pytest.mark.slow]
 

@@ -134,7 +134,7 @@ def test_running_controller_shown_then_stopped_by_sigterm(testbed: SwitchBed, tm
     import sys
     import time
 
-    from ctl_app_helpers import wait_for
+    from tests.helpers.waiting import wait_for
     out = tmp_path / "out"
     proc = subprocess.Popen([sys.executable, "-m", "controller", "run", "--topology", str(testbed.topology),
                              "--out", str(out), "--report-port", "0", "--agent-port", "0", "--interval", "0.2",

@@ -9,10 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from ctl_app_helpers import ROOT, SwitchBed, wait_for
+from ctl_app_helpers import ROOT, SwitchBed
 
 from controller.p4rt import ArbitrationError, SwitchClient, TableEntry, WriteError, entry_to_proto
 from controller.runner import Controller, RunConfig
+from tests.helpers.waiting import wait_for
 
 SHELL_SCRIPT = """
 import sys

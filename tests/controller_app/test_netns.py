@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ctl_app_helpers import ROOT, wait_for
+from ctl_app_helpers import ROOT
+
+from tests.helpers.waiting import wait_for
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from ctl_app_helpers import SwitchBed, wait_for
+from ctl_app_helpers import SwitchBed
 
 from controller.cc import decode_feedback
 from controller.int.synth import Hop, build_hpcc_report
 from controller.p4rt import Phase
 from controller.runner import Controller, RunConfig, format_view, read_state
+from tests.helpers.waiting import wait_for
 
 
 def _cfg(bed: SwitchBed, out: Path, **kw: object) -> RunConfig:

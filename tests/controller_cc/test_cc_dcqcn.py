@@ -7,11 +7,11 @@ import pytest
 from controller.cc import (
     CnpGenerator,
     DcqcnEngine,
+    DcqcnFlowIndexError,
+    DcqcnParameterError,
     DcqcnParams,
-    FlowIndexError,
     FluidNetwork,
     FluidSim,
-    ParameterError,
 )
 
 G = 1e9
@@ -90,10 +90,10 @@ def test_cnp_generator_paces_per_flow():
 
 
 def test_errors_name_the_value():
-    with pytest.raises(ParameterError, match="g = 2"):
+    with pytest.raises(DcqcnParameterError, match="g = 2"):
         DcqcnParams(g=2)
     e = started()
-    with pytest.raises(FlowIndexError, match="flow index 5"):
+    with pytest.raises(DcqcnFlowIndexError, match="flow index 5"):
         e.on_cnp([5], 0)
 
 

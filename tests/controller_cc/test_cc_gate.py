@@ -181,7 +181,7 @@ def test_gate_parameters_are_checked() -> None:
 
 
 def test_thinning_keeps_the_last_sample_of_each_flow_spread_evenly() -> None:
-    from controller.cc.batch import thin_per_key
+    from common.flow_batches import thin_per_key
     idx = np.array([0] * 10 + [1, 2, 2])
     keep = thin_per_key(idx, 3)
     assert idx[keep].tolist() == [0, 0, 0, 1, 2, 2]

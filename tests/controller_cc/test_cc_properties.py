@@ -5,8 +5,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from common.flow_batches import occurrence_rounds
 from controller.cc import delta_mod, delta_mod_n
-from controller.cc.batch import occurrence_rounds
 
 
 @settings(max_examples=200, deadline=None)

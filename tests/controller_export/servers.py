@@ -1,7 +1,7 @@
 """Real database servers for export tests: Debian's influxd 1.6.7 and victoria-metrics.
 
 Each server runs on a free loopback port with all its files in a temp directory,
-is stopped by PID (SIGTERM, then SIGKILL) and can be restarted on the same port
+is stopped by PID (SIGTERM, then SIGKILL: common.processes) and can be restarted on the same port
 and data, which is how the tests make an outage.  Instances started by the
 system packages are never touched.
 """
@@ -10,22 +10,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import socket
-import subprocess
-import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
 
+from bench.soak_influx import PrivateInfluxd
+from common.processes import PrivateServer, free_loopback_port
+
 INFLUXD = "/usr/bin/influxd"
 VICTORIA = "/usr/bin/victoria-metrics"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _get(url: str, data: bytes | None = None, timeout: float = 5.0) -> bytes:
@@ -34,21 +27,9 @@ def _get(url: str, data: bytes | None = None, timeout: float = 5.0) -> bytes:
         return r.read()
 
 
-class _Server:
+class _Server(PrivateServer):
     def __init__(self, workdir: Path, binary: str) -> None:
-        workdir.mkdir(parents=True, exist_ok=True)
-        self.workdir = workdir
-        self.binary = binary
-        self.port = free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.log_path = workdir / "server.log"
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def argv(self) -> list[str]:
-        raise NotImplementedError
+        super().__init__(workdir, binary, free_loopback_port())
 
     def ready(self) -> bool:
         try:
@@ -56,32 +37,6 @@ class _Server:
             return True
         except OSError:
             return False
-
-    def start(self, timeout: float = 30.0) -> None:
-        log = self.log_path.open("ab")
-        self.proc = subprocess.Popen(self.argv(), stdout=log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL)
-        log.close()
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.binary} exited: {self.log_path.read_text()[-2000:]}")
-            if self.ready():
-                return
-            time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"{self.binary} not ready on {self.url} in {timeout}s")
-
-    def stop(self) -> None:
-        p, self.proc = self.proc, None
-        if p is None or p.poll() is not None:
-            return
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(timeout=5)
 
     def __enter__(self):  # type: ignore[no-untyped-def]
         self.start()
@@ -91,34 +46,11 @@ class _Server:
         self.stop()
 
 
-class Influxd16(_Server):
+class Influxd16(PrivateInfluxd):
     """influxd 1.x with meta/data/wal in the work dir, HTTP and RPC on free ports."""
 
     def __init__(self, workdir: Path) -> None:
-        super().__init__(workdir, INFLUXD)
-        rpc = free_port()
-        w = workdir
-        (w / "influxdb.conf").write_text(f"""reporting-disabled = true
-bind-address = "127.0.0.1:{rpc}"
-[meta]
-  dir = "{w / 'meta'}"
-[data]
-  dir = "{w / 'data'}"
-  wal-dir = "{w / 'wal'}"
-  query-log-enabled = false
-[monitor]
-  store-enabled = false
-[http]
-  bind-address = "127.0.0.1:{self.port}"
-  log-enabled = false
-[continuous_queries]
-  enabled = false
-[subscriber]
-  enabled = false
-""")
-
-    def argv(self) -> list[str]:
-        return [self.binary, "run", "-config", str(self.workdir / "influxdb.conf")]
+        super().__init__(workdir, binary=INFLUXD)
 
     def query(self, db: str, q: str) -> dict:
         url = f"{self.url}/query?" + urllib.parse.urlencode({"db": db, "q": q, "epoch": "ns"})

@@ -1,19 +1,16 @@
 """Reports produced by p4/int_rocev2.p4 on the softswitch, decoded by the collector.
 
-Uses the P4 tests' harness (tests/p4_int/p4int_harness.py) read-only to build a
+Uses the P4 tests' harness (tests.helpers.p4int) read-only to build a
 three-switch chain h1 - s1 - s2 - s3 - h2 whose last switch is a report-mode sink.
 """
 from __future__ import annotations
-
-import sys
-from pathlib import Path
 
 import pytest
 
 from controller.int import Collector, CollectorConfig
 from controller.int.feed import hop_samples
+from tests.helpers import p4int as h
 
-HARNESS = Path(__file__).resolve().parents[1] / "p4_int"
 UDP_REPORT_OFFSET = 14 + 20 + 8  # Ethernet / IPv4 (no options) / UDP
 
 pytestmark = pytest.mark.slow
@@ -21,14 +18,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def harness():  # type: ignore[no-untyped-def]
-    if not (HARNESS / "p4int_harness.py").exists():
-        pytest.skip("P4 INT test harness (tests/p4_int) not present")
-    sys.path.insert(0, str(HARNESS))
-    try:
-        import p4int_harness as h  # type: ignore[import-not-found]
-        checked = h.load_checked()
-    finally:
-        sys.path.remove(str(HARNESS))
+    checked = h.load_checked()
     return h, checked
 
 

@@ -9,9 +9,6 @@ the injected drops.
 """
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -28,8 +25,8 @@ from controller.lossmap import (
     localize,
     simulate_gilbert_elliott,
 )
+from tests.helpers import p4int as h
 
-HARNESS = Path(__file__).resolve().parents[1] / "p4_int"
 pytestmark = pytest.mark.slow
 
 LOST = "SwitchIngress.link_lost_packets"
@@ -41,14 +38,7 @@ GE = {0: (0.01, 0.3, 0.9), 1: (0.5, 0.5, 0.006)}  # s1->s2 bursty, s2->s3 indepe
 
 @pytest.fixture(scope="module")
 def run():  # type: ignore[no-untyped-def]
-    if not (HARNESS / "p4int_harness.py").exists():
-        pytest.skip("P4 INT test harness (tests/p4_int) not present")
-    sys.path.insert(0, str(HARNESS))
-    try:
-        import p4int_harness as h  # type: ignore[import-not-found]
-        checked = h.load_checked()
-    finally:
-        sys.path.remove(str(HARNESS))
+    checked = h.load_checked()
     chain = h.Chain.build(3, lambda: h.compile_program(checked), sink_mode="host")
     s1, s2, s3 = chain.switches
     for s in chain.switches:  # one time base for all switches and the host

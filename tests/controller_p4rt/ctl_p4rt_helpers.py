@@ -2,7 +2,7 @@
 (softswitch's gRPC server with an in-process LocalDevice) on free 127.0.0.1 ports."""
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -62,12 +62,3 @@ def servers() -> Iterator[Servers]:
     finally:
         s.close()
 
-
-def wait_for(cond: Callable[[], bool], timeout_s: float = 10.0, step_s: float = 0.05) -> bool:
-    import time
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(step_s)
-    return cond()

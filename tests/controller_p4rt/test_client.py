@@ -7,7 +7,7 @@ import struct
 import threading
 
 import pytest
-from ctl_p4rt_helpers import Servers, wait_for
+from ctl_p4rt_helpers import Servers
 from p4.v1 import p4runtime_pb2 as P
 
 from controller.p4rt import (
@@ -31,6 +31,7 @@ from controller.p4rt import (
     format_entry,
     load_pipeline,
 )
+from tests.helpers.waiting import wait_for
 
 LPM = "SwitchIngress.ipv4_lpm"
 FWD = "SwitchIngress.ipv4_forward"

@@ -32,7 +32,7 @@ def test_encode_bits_is_canonical(value: int, width: int, wire: bytes) -> None:
 
 
 @pytest.mark.parametrize("value,width,message", [
-    (512, 9, "does not fit 9 bits"),
+    (512, 9, "does not fit bit<9>"),
     (-1, 8, "negative"),
 ])
 def test_encode_bits_rejects(value: int, width: int, message: str) -> None:
@@ -42,7 +42,7 @@ def test_encode_bits_rejects(value: int, width: int, message: str) -> None:
 
 def test_decode_bits_accepts_padding_but_not_overflow() -> None:
     assert decode_bits(b"\x00\x00\x01\xff", 9, "w") == 511
-    with pytest.raises(CodecError, match="0x0200 does not fit 9 bits"):
+    with pytest.raises(CodecError, match="0x0200 does not fit bit<9>"):
         decode_bits(b"\x02\x00", 9, "w")
     with pytest.raises(CodecError, match="empty"):
         decode_bits(b"", 9, "w")
@@ -64,7 +64,7 @@ def test_parse_value_forms(text: object, width: int, value: int) -> None:
 @pytest.mark.parametrize("text,width,message", [
     ("10.0.1.300", 32, "not a number, IPv4 or MAC"),
     ("hello", 16, "not a number"),
-    ("10.0.0.1", 16, "does not fit 16 bits"),
+    ("10.0.0.1", 16, "does not fit bit<16>"),
     (3.5, 16, "type float"),
 ])
 def test_parse_value_rejects(text: object, width: int, message: str) -> None:
@@ -118,7 +118,7 @@ def test_match_round_trip(kind: MatchKind, width: int, given: object, wire: str 
 
 @pytest.mark.parametrize("kind,width,given,message", [
     (MatchKind.EXACT, 9, None, "an exact field needs a value"),
-    (MatchKind.EXACT, 9, 600, "does not fit 9 bits"),
+    (MatchKind.EXACT, 9, 600, "does not fit bit<9>"),
     (MatchKind.LPM, 32, "10.0.0.0/33", "prefix length 33 outside 0..32"),
     (MatchKind.LPM, 32, "10.0.0.0/x", "prefix length 'x' is not a number"),
     (MatchKind.RANGE, 16, (9, 2), "range low 9 above high 2"),

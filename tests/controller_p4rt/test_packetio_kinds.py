@@ -4,7 +4,7 @@ no-op, and packet-in / packet-out with named metadata."""
 from __future__ import annotations
 
 import pytest
-from ctl_p4rt_helpers import ROOT, Servers, wait_for
+from ctl_p4rt_helpers import ROOT, Servers
 
 from controller.p4rt import (
     DesiredState,
@@ -16,6 +16,7 @@ from controller.p4rt import (
     format_entry,
     load_pipeline,
 )
+from tests.helpers.waiting import wait_for
 
 PROGRAM = ROOT / "tests" / "softswitch_p4rt" / "p4" / "p4rt_test.p4"
 

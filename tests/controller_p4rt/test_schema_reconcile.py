@@ -71,7 +71,7 @@ def test_entry_round_trip_and_format(schema: Schema) -> None:
                      {"instruction_bitmap": 1, "ds_instruction": 0, "max_hops": 8}), CodecError,
      "needs a priority > 0"),
     (TableEntry.make(LPM, {"dst_addr": "10.0.0.0/8"}, FWD, {"port": 600, "src_mac": 0, "dst_mac": 0}),
-     CodecError, "parameter 'port'.*does not fit 9 bits"),
+     CodecError, "parameter 'port'.*does not fit bit<9>"),
     (TableEntry.make(LPM, {"dst_addr": "10.0.0.0/8"}), CodecError, "has no action"),
 ])
 def test_bad_entries_name_the_problem(schema: Schema, entry: TableEntry, error: type, message: str) -> None:

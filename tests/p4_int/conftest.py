@@ -5,7 +5,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from p4int_harness import compile_program, load_checked
+
+from tests.helpers.p4int import compile_program, load_checked
 
 
 @pytest.fixture(scope="session")

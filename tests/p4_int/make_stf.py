@@ -1,5 +1,5 @@
 """Writes the STF tests of p4/int_rocev2.p4 (tests/p4_int/*.stf) from the formats
-package, so their expected bytes come from FORMATS.md's Python side, not from the
+package, so their expected bytes come from formats/FORMATS.md's Python side, not from the
 program. Egress timestamps depend on the wall clock: their nibbles are wildcards.
 
     python tests/p4_int/make_stf.py
@@ -11,12 +11,10 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[1]))
-sys.path.insert(0, str(HERE))
-
-from p4int_harness import H2_MAC, HPCC_DS, HPCC_INST, roce_frame, switch_mac, with_link_seq
+sys.path.insert(0, str(HERE.parents[1]))  # run as a script from anywhere
 
 from formats import int_md
+from tests.helpers.p4int import H2_MAC, HPCC_DS, HPCC_INST, roce_frame, switch_mac, with_link_seq
 
 MAC1 = "0x" + switch_mac(1).replace(":", "")
 H2 = "0x" + H2_MAC.replace(":", "")

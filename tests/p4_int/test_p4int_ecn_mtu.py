@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from p4int_harness import H2_MAC, Chain, IntSwitch, roce_frame, split_int
+from tests.helpers.p4int import H2_MAC, Chain, IntSwitch, roce_frame, split_int
 
 
 def ecn_switch(make_program, kmin: int, kmax: int, pmax: int) -> IntSwitch:
@@ -110,7 +110,7 @@ def test_mtu_guard_at_transit_sets_m_and_keeps_the_packet(make_program):
     out = chain.send(frame)
     d = split_int(out[0][1])
     assert d["m"] == 1
-    from p4int_harness import decode_hop_words
+    from tests.helpers.p4int import decode_hop_words
     hops = decode_hop_words(d["stack"], d["inst"], d["ds"], d["hop_ml"])
     assert [h["node_id"] for h in hops] == [3, 1]
     assert s2.event("mtu_skip_transit") == 1
@@ -123,9 +123,8 @@ def _exact(v: int):
 
 def test_hop_records_report_the_queue(make_program):
     """Queue occupancy (packets) and queue bytes in each hop record follow a burst."""
-    from p4int_harness import decode_hop_words
-
     from softswitch.v1model.switch import IngressJob
+    from tests.helpers.p4int import decode_hop_words
     s = IntSwitch.build(1, make_program())
     s.route("10.0.2.0", 24, 2, H2_MAC)
     s.watch()

@@ -1,6 +1,6 @@
 """INT source, transit and host-mode sink of p4/int_rocev2.p4 on the softswitch.
 
-Expected bytes come from the formats package (the Python side of FORMATS.md) and
+Expected bytes come from the formats package (the Python side of formats/FORMATS.md) and
 from a struct decoder in the harness, never from the program under test.
 """
 from __future__ import annotations
@@ -8,7 +8,9 @@ from __future__ import annotations
 import struct
 
 import pytest
-from p4int_harness import (
+
+from formats import int_md, roce
+from tests.helpers.p4int import (
     DS_ID_HPCC,
     H2_MAC,
     HPCC_DS,
@@ -24,8 +26,6 @@ from p4int_harness import (
     split_int,
     strip_link_seq,
 )
-
-from formats import int_md, roce
 
 
 def test_source_inserts_int_byte_exact(make_program):

@@ -1,12 +1,14 @@
 """INT sink in report mode: the packet leaves as it entered the INT domain, and a
 Telemetry Report v2.0 goes to the collector. Reports are decoded here with struct
-from FORMATS.md, then cross-checked with the formats package's scapy layers."""
+from formats/FORMATS.md, then cross-checked with the formats package's scapy layers."""
 from __future__ import annotations
 
 import struct
 
 import pytest
-from p4int_harness import (
+
+from formats import int_md, roce, telemetry_report
+from tests.helpers.p4int import (
     COLLECTOR_IP,
     COLLECTOR_MAC,
     DS_ID_HPCC,
@@ -24,8 +26,6 @@ from p4int_harness import (
     switch_ip,
     switch_mac,
 )
-
-from formats import int_md, roce, telemetry_report
 
 
 def report_chain(make_program, n: int = 3, *, payload_bytes: int = 12) -> Chain:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from p4int_harness import H2_MAC, Chain, IntSwitch, roce_frame, with_link_seq
+from tests.helpers.p4int import H2_MAC, Chain, IntSwitch, roce_frame, with_link_seq
 
 LOST = "SwitchIngress.link_lost_packets"
 REORDERED = "SwitchIngress.link_reordered_packets"

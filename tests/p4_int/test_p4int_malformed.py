@@ -5,7 +5,9 @@ from __future__ import annotations
 import struct
 
 import pytest
-from p4int_harness import (
+
+from formats import int_md, roce
+from tests.helpers.p4int import (
     H1_IP,
     H1_MAC,
     H2_MAC,
@@ -17,8 +19,6 @@ from p4int_harness import (
     split_int,
     switch_mac,
 )
-
-from formats import int_md, roce
 
 
 def transit(make_program, *, sink: str | None = None) -> IntSwitch:

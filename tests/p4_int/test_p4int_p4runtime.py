@@ -18,7 +18,8 @@ import pytest
 from p4.config.v1 import p4info_pb2 as P4I
 from p4.v1 import p4runtime_pb2 as P
 from p4.v1 import p4runtime_pb2_grpc as PG
-from p4int_harness import PROGRAM, roce_frame, with_link_seq
+
+from tests.helpers.p4int import PROGRAM, roce_frame, with_link_seq
 
 DEVICE_ID = 0
 

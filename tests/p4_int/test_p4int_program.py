@@ -10,7 +10,8 @@ from pathlib import Path
 
 import make_stf
 import pytest
-from p4int_harness import (
+
+from tests.helpers.p4int import (
     H2_MAC,
     PROGRAM,
     ROOT,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import collections
 
-from p4int_harness import H2_MAC, IntSwitch, decode_hop_words, roce_frame, split_int
+from tests.helpers.p4int import H2_MAC, IntSwitch, decode_hop_words, roce_frame, split_int
 
 FRAME_OVERHEAD = 20   # Ethernet header + link sequence header (README)
 

@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from p4int_harness import (
+
+from formats import roce
+from tests.helpers.p4int import (
     PROGRAM,
     IntSwitch,
     decode_hop_words,
@@ -29,8 +31,6 @@ from p4int_harness import (
     split_int,
     switch_mac,
 )
-
-from formats import roce
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 

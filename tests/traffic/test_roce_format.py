@@ -1,4 +1,4 @@
-"""RoCEv2 byte builders against FORMATS.md golden bytes and scapy.contrib.roce."""
+"""RoCEv2 byte builders against formats/FORMATS.md golden bytes and scapy.contrib.roce."""
 from __future__ import annotations
 
 import pytest

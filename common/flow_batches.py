@@ -1,4 +1,6 @@
-"""Batch utilities shared by the engines."""
+"""Per-flow batch utilities of the vectorised congestion-control engines (HPCC in
+``controller.cc``, DCQCN in :mod:`common.dcqcn`): apply a batch of per-flow events in
+rounds so each round is one numpy operation and each flow keeps its order."""
 from __future__ import annotations
 
 import numpy as np

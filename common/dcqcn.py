@@ -16,6 +16,10 @@ adjusts the rate:
   increase (Rt += i * R_HAI, i = min stage - F).
 
 Time is passed in explicitly (ns); nothing here sleeps or schedules.
+
+Why in :mod:`common`: the same reaction point runs in two layers, in each emulated
+sender (``traffic.dcqcn``, as a NIC runs it) and in the controller's fluid model and
+baseline (``controller.cc``); neither layer may import the other.
 """
 from __future__ import annotations
 
@@ -24,8 +28,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from controller.cc.batch import occurrence_rounds
-from controller.cc.errors import FlowIndexError, ParameterError
+from common.flow_batches import occurrence_rounds
+
+
+class DcqcnParameterError(ValueError):
+    """A DCQCN parameter (g, interval, rate, byte count ...) is out of its range."""
+
+
+class DcqcnFlowIndexError(IndexError):
+    """A flow index is outside the engine's flow table, or the flow was not started."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,24 +63,24 @@ class DcqcnParams:
         for name in ("g", "initial_alpha"):
             v = getattr(self, name)
             if not 0.0 <= v <= 1.0:
-                raise ParameterError(f"DcqcnParams.{name} = {v} is outside [0, 1]")
+                raise DcqcnParameterError(f"DcqcnParams.{name} = {v} is outside [0, 1]")
         for name in ("alpha_interval_s", "timer_s"):
             v = getattr(self, name)
             if not v > 0:
-                raise ParameterError(f"DcqcnParams.{name} = {v} must be positive")
+                raise DcqcnParameterError(f"DcqcnParams.{name} = {v} must be positive")
         if self.decrease_interval_s < 0:
-            raise ParameterError(
+            raise DcqcnParameterError(
                 f"DcqcnParams.decrease_interval_s = {self.decrease_interval_s} is negative")
         if self.byte_counter_bytes <= 0:
-            raise ParameterError(
+            raise DcqcnParameterError(
                 f"DcqcnParams.byte_counter_bytes = {self.byte_counter_bytes} must be positive")
         if self.fast_recovery_stages < 0:
-            raise ParameterError(
+            raise DcqcnParameterError(
                 f"DcqcnParams.fast_recovery_stages = {self.fast_recovery_stages} is negative")
         for name in ("rate_ai_fraction", "rate_hai_fraction", "min_rate_fraction"):
             v = getattr(self, name)
             if not 0.0 <= v <= 1.0:
-                raise ParameterError(f"DcqcnParams.{name} = {v} is outside [0, 1]")
+                raise DcqcnParameterError(f"DcqcnParams.{name} = {v} is outside [0, 1]")
 
 
 @dataclass(slots=True, kw_only=True)
@@ -94,7 +105,7 @@ class DcqcnEngine:
 
     def __post_init__(self) -> None:
         if self.n_flows <= 0:
-            raise ParameterError(f"DcqcnEngine.n_flows = {self.n_flows} must be positive")
+            raise DcqcnParameterError(f"DcqcnEngine.n_flows = {self.n_flows} must be positive")
         f = self.n_flows
         self.max_rate_bps = np.zeros(f)
         self.rate_bps = np.zeros(f)
@@ -114,7 +125,7 @@ class DcqcnEngine:
         idx = self._idx(flow_idx, "start_flows", need_active=False)
         mr = np.broadcast_to(np.asarray(max_rate_bps, dtype=np.float64), idx.shape)
         if np.any(~(mr > 0)):
-            raise ParameterError(f"DcqcnEngine.start_flows: max_rate_bps {mr.min()} not positive")
+            raise DcqcnParameterError(f"DcqcnEngine.start_flows: max_rate_bps {mr.min()} not positive")
         p = self.params
         self.max_rate_bps[idx] = mr
         self.rate_bps[idx] = mr
@@ -158,7 +169,7 @@ class DcqcnEngine:
         idx = self._idx(flow_idx, "on_sent")
         b = np.broadcast_to(np.asarray(sent_bytes, dtype=np.int64), idx.shape)
         if np.any(b < 0):
-            raise ParameterError(f"DcqcnEngine.on_sent: negative byte count {int(b.min())}")
+            raise DcqcnParameterError(f"DcqcnEngine.on_sent: negative byte count {int(b.min())}")
         total = np.zeros(self.n_flows, dtype=np.int64)
         np.add.at(total, idx, b)
         f = np.flatnonzero(total)
@@ -211,11 +222,11 @@ class DcqcnEngine:
         idx = np.asarray(flow_idx, dtype=np.int64).ravel()
         if idx.size and (idx.min() < 0 or idx.max() >= self.n_flows):
             bad = int(idx[(idx < 0) | (idx >= self.n_flows)][0])
-            raise FlowIndexError(f"DcqcnEngine.{where}: flow index {bad} outside "
+            raise DcqcnFlowIndexError(f"DcqcnEngine.{where}: flow index {bad} outside "
                                  f"0..{self.n_flows - 1}")
         if need_active and idx.size and not self.active[idx].all():
             bad = int(idx[~self.active[idx]][0])
-            raise FlowIndexError(f"DcqcnEngine.{where}: flow {bad} was not started")
+            raise DcqcnFlowIndexError(f"DcqcnEngine.{where}: flow {bad} was not started")
         return idx
 
 
@@ -229,7 +240,7 @@ class CnpGenerator:
 
     def __post_init__(self) -> None:
         if not self.cnp_interval_s >= 0:
-            raise ParameterError(f"CnpGenerator.cnp_interval_s = {self.cnp_interval_s} < 0")
+            raise DcqcnParameterError(f"CnpGenerator.cnp_interval_s = {self.cnp_interval_s} < 0")
         self.last_cnp_ns = np.full(self.n_flows, np.iinfo(np.int64).min // 2, dtype=np.int64)
 
     def on_marked(self, flow_idx: npt.ArrayLike, ts_ns: npt.ArrayLike) -> tuple[np.ndarray,
@@ -241,7 +252,7 @@ class CnpGenerator:
         idx = np.asarray(flow_idx, dtype=np.int64).ravel()
         ts = np.broadcast_to(np.asarray(ts_ns, dtype=np.int64), idx.shape)
         if idx.size and (idx.min() < 0 or idx.max() >= self.n_flows):
-            raise FlowIndexError(f"CnpGenerator.on_marked: flow index outside 0..{self.n_flows-1}")
+            raise DcqcnFlowIndexError(f"CnpGenerator.on_marked: flow index outside 0..{self.n_flows-1}")
         gap = _ns(self.cnp_interval_s)
         send = np.zeros(idx.shape, dtype=bool)
         for rows in occurrence_rounds(idx):

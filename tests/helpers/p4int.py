@@ -5,7 +5,7 @@ runtime API, with methods that install the control-plane entries README.md
 documents. ``Chain`` wires N switches in a line (h1 - s1 - ... - sN - h2), as a
 path through a fabric: s1 port 1 faces h1, sN port 2 faces h2, every other port is
 a fabric port with link sequence numbers. Decoding in the tests is independent of
-the program: struct offsets from FORMATS.md and the formats package.
+the program: struct offsets from formats/FORMATS.md and the formats package.
 """
 from __future__ import annotations
 
@@ -68,7 +68,8 @@ def load_checked(defines: dict[str, str] | None = None) -> Any:
 def compile_program(checked: Any) -> Any:
     """A fresh compiled program (own tables and registers) from a checked tree."""
     from softswitch.compiler import compile_program as _compile
-    return _compile(checked)
+    from softswitch.v1model import V1MODEL
+    return _compile(checked, V1MODEL)
 
 
 def roce_frame(*, src: str = H1_IP, dst: str = H2_IP, sport: int = 0xC001, psn: int = 7,
@@ -239,7 +240,7 @@ class Chain:
 
 
 def split_int(frame: bytes) -> dict[str, Any]:
-    """Independent decoder of an Eth/IPv4/UDP/INT frame (FORMATS.md offsets)."""
+    """Independent decoder of an Eth/IPv4/UDP/INT frame (formats/FORMATS.md offsets)."""
     eth_type, = struct.unpack_from("!H", frame, 12)
     off = 14
     if eth_type == ETH_LINK_SEQ:
@@ -264,7 +265,7 @@ def split_int(frame: bytes) -> dict[str, Any]:
 
 
 def decode_report(frame: bytes) -> dict:
-    """Independent Telemetry Report v2.0 decoder (FORMATS.md)."""
+    """Independent Telemetry Report v2.0 decoder (formats/FORMATS.md)."""
     r: dict = {}
     r["eth_dst"], r["eth_src"], r["eth_type"] = frame[0:6], frame[6:12], frame[12:14]
     ip = frame[14:34]

@@ -1,0 +1,206 @@
+"""The delay line backend: a user-space process forwarding between two interfaces with
+delay, jitter, rate and loss (:mod:`mininet_topos.delayline`), for kernels without netem.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from common.processes import stop_process
+from controller.topology.model import LossModel
+
+from ..delayline import WanError, WanParams
+from .loss_backends import LossBackend
+from .params import changed_params, params_from
+
+_PROJECT_ROOT = Path(__file__).resolve().parents[2]
+START_TIMEOUT_S = 10.0
+
+
+class WanLink:
+    """A delay line process between ``a_iface`` and ``b_iface`` (see module docstring).
+
+    ``realtime`` runs the delay line with SCHED_FIFO priority (best effort), so a busy
+    machine delays its wake-ups less; it sleeps whenever nothing is due, so it only
+    takes the CPU its traffic needs.  ``stats()`` reports how late sends were
+    (``late_max_us``, ``late_over_1ms_pkts``) to show when the machine was too busy.
+    """
+
+    def __init__(self, a_iface: str, b_iface: str, *, netns: str | None = None,
+                 params: WanParams | None = None, loss_backend: LossBackend | None = None,
+                 realtime: bool = True, **shaping: Any) -> None:
+        self.a_iface, self.b_iface, self.netns = a_iface, b_iface, netns
+        self._params = params_from(self.name, params, shaping)
+        self._loss_backend = loss_backend
+        self._loss_handles: dict[str, Any] = {}
+        self._realtime = realtime
+        self._proc: subprocess.Popen | None = None
+        self._dir: Path | None = None
+        self._seq = -1
+
+    @property
+    def name(self) -> str:
+        return f"{self.a_iface}-{self.b_iface}"
+
+    # -- life cycle -------------------------------------------------------------------
+    def _line_params(self) -> WanParams:
+        """What the delay line applies (no loss when a backend takes it)."""
+        if self._loss_backend is None:
+            return self._params
+        return dataclasses.replace(self._params, loss=LossModel.none())
+
+    def start(self) -> WanLink:
+        """Start the delay line and wait until it is forwarding."""
+        if self._proc is not None:
+            raise WanError(f"WAN link {self.name}: already started")
+        self._dir = Path(tempfile.mkdtemp(prefix="wanlink-"))
+        params_file, stats_file = self._dir / "params.json", self._dir / "stats.json"
+        params_file.write_text(json.dumps(self._line_params().to_dict()))
+        argv = [sys.executable, "-m", "mininet_topos.delayline", "--a", self.a_iface,
+                "--b", self.b_iface, "--params", str(params_file), "--stats", str(stats_file)]
+        if self._realtime:
+            argv.append("--realtime")
+        if self.netns:
+            argv = ["ip", "netns", "exec", self.netns, *argv]
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(_PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
+        try:
+            self._proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            deadline = time.monotonic() + START_TIMEOUT_S
+            while not stats_file.exists():
+                if self._proc.poll() is not None:
+                    err = (self._proc.stderr.read().decode(errors="replace").strip()
+                           if self._proc.stderr else "")
+                    raise WanError(f"WAN link {self.name}: delay line exited "
+                                   f"{self._proc.returncode}: {err}")
+                if time.monotonic() > deadline:
+                    raise WanError(f"WAN link {self.name}: delay line not ready after "
+                                   f"{START_TIMEOUT_S:g} s")
+                time.sleep(0.01)
+            self._seq = self._read_stats().get("seq", 0)
+            if self._loss_backend is not None:
+                # loss on the frames leaving each side of the delay line
+                for direction, ifname in (("ab", self.b_iface), ("ba", self.a_iface)):
+                    self._loss_handles[direction] = self._loss_backend.attach(
+                        ifname, self.netns, self._params.loss, self._params.seed)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> dict[str, dict[str, int]]:
+        """Stop the delay line (SIGTERM, then SIGKILL) and return its last counters."""
+        last: dict[str, dict[str, int]] = {}
+        for handle in self._loss_handles.values():
+            with contextlib.suppress(Exception):
+                handle.close()
+        self._loss_handles.clear()
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            stop_process(proc, grace_s=5.0)
+            if proc.stderr is not None:
+                proc.stderr.close()
+            with contextlib.suppress(Exception):
+                last = self._directions(self._read_stats())
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+        return last
+
+    def __enter__(self) -> WanLink:  # noqa: PYI034 - returns the started link
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    # -- parameters and counters --------------------------------------------------------
+    def params(self) -> WanParams:
+        """The parameters the link applies (loss included, whoever applies it)."""
+        return self._params
+
+    def update(self, **changes: Any) -> WanParams:
+        """Change parameters live (frames already in flight keep their schedule)."""
+        new = changed_params(self._params, self.name, changes)
+        if self._loss_backend is not None and new.loss != self._params.loss:
+            raise WanError(f"WAN link {self.name}: loss is applied by the loss backend; "
+                           "restart the link to change it")
+        self._params = new
+        if self._proc is not None:
+            assert self._dir is not None
+            tmp = self._dir / "params.json.tmp"
+            tmp.write_text(json.dumps(self._line_params().to_dict()))
+            os.replace(tmp, self._dir / "params.json")
+            self._signal_and_wait(signal.SIGHUP)
+        return new
+
+    def applied_params(self) -> WanParams:
+        """The parameters the running delay line reports it applies (read back from the
+        process itself; without loss when a loss backend takes it)."""
+        if self._proc is None:
+            raise WanError(f"WAN link {self.name}: not running")
+        return WanParams.from_dict(self._signal_and_wait(signal.SIGUSR1)["params"])
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        where = f" in {self.netns}" if self.netns else ""
+        return f"<WanLink {self.name}{where} {state} {self._params}>"
+
+    def stats(self) -> dict[str, dict[str, int]]:
+        """Counters per direction, ``"ab"`` (a_iface to b_iface) and ``"ba"``."""
+        if self._proc is None:
+            raise WanError(f"WAN link {self.name}: not running")
+        out = self._directions(self._signal_and_wait(signal.SIGUSR1))
+        for direction, handle in self._loss_handles.items():
+            counters = getattr(handle, "counters", None)
+            if counters is not None and direction in out:
+                out[direction]["lost"] = int(counters().dropped)
+        return out
+
+    @staticmethod
+    def _directions(raw: dict[str, Any]) -> dict[str, dict[str, int]]:
+        return {d: raw[d] for d in ("ab", "ba") if d in raw}
+
+    def _read_stats(self) -> dict[str, Any]:
+        assert self._dir is not None
+        return json.loads((self._dir / "stats.json").read_text())
+
+    def _signal_and_wait(self, sig: signal.Signals, timeout: float = 3.0) -> dict[str, Any]:
+        assert self._proc is not None
+        target = self._seq + 1
+        # signal the delay line itself: with a namespace, our child is "ip netns exec",
+        # which execs into python, so the PID is the same process
+        self._proc.send_signal(sig)
+        deadline = time.monotonic() + timeout
+        while True:
+            with contextlib.suppress(ValueError, FileNotFoundError):
+                raw = self._read_stats()
+                if raw.get("seq", 0) >= target:
+                    self._seq = raw["seq"]
+                    return raw
+            if self._proc.poll() is not None:
+                raise WanError(f"WAN link {self.name}: delay line exited "
+                               f"{self._proc.returncode}")
+            if time.monotonic() > deadline:
+                raise WanError(f"WAN link {self.name}: delay line did not answer "
+                               f"{sig.name} within {timeout:g} s")
+            time.sleep(0.005)

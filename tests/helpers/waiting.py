@@ -1,0 +1,16 @@
+"""Waiting for a condition in tests that talk to real servers and sockets."""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+
+def wait_for(cond: Callable[[], object], timeout_s: float = 10.0, step_s: float = 0.05) -> bool:
+    """Poll ``cond`` until it is true or ``timeout_s`` passes; its last answer, as a bool
+    (tests assert on it, so a timeout fails where the condition is named)."""
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(step_s)
+    return bool(cond())

@@ -1,0 +1,178 @@
+"""The architecture plug-in boundary: the compiler knows no architecture, v1model is a plug-in.
+
+A variant architecture changes behaviour without touching the compiler; an unknown
+package is refused naming it and where; v1model's extern table agrees with its .p4.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+from ssw_helpers import program
+
+from softswitch.compiler.architecture import Architecture, ExternOp, ExternSemantics
+from softswitch.errors import CompileError, SoftswitchError
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPILER = ROOT / "softswitch" / "compiler"
+
+DECLS = """
+header eth_t { bit<48> dst; bit<48> src; bit<16> type; }
+struct headers_t { eth_t eth; }
+struct meta_t { }
+"""
+TO_PORT_SEVEN = "extern void to_port_seven(inout standard_metadata_t sm);\n"
+
+
+def switch(arch: Architecture | None = None, *, decls: str = "", drop: str = "mark_to_drop(sm);"):
+    """IPv4 frames are dropped with `drop`, others sent to egress_spec 511."""
+    ingress = "apply { if (hdr.eth.type == 0x0800) { " + drop + " } else { sm.egress_spec = 511; } }"
+    return program(decls=decls + DECLS, parser="state start { pkt.extract(hdr.eth); transition accept; }",
+                   ingress=ingress, deparser="pkt.emit(hdr.eth);", **({"arch": arch} if arch else {}))
+
+
+def frame(ethertype: int) -> bytes:
+    return bytes(6) + bytes([0, 0, 0, 0, 0, 1]) + ethertype.to_bytes(2, "big") + b"payload"
+
+
+def test_v1model_drops_both_ways_to_511() -> None:
+    sw = switch()
+    assert sw.process(1, frame(0x0800)) == []   # mark_to_drop
+    assert sw.process(1, frame(0x86DD)) == []   # egress_spec = 511 is the drop port
+
+
+def test_a_variant_drop_port_changes_behaviour_not_the_compiler() -> None:
+    from softswitch.v1model import V1Model
+    sw = switch(V1Model(drop_port=255))
+    assert sw.v1.drop_port == 255
+    assert "egress_spec = 255" in sw.program.source   # what mark_to_drop compiled to
+    assert sw.process(1, frame(0x0800)) == []                          # mark_to_drop wrote 255
+    assert [p for p, _ in sw.process(1, frame(0x86DD))] == [511]        # 511 is a port now
+    with pytest.raises(SoftswitchError, match="outside 0..254"):
+        sw.process(300, frame(0x86DD))
+
+
+def test_unknown_package_is_refused_naming_it_and_where() -> None:
+    src = """
+#include <core.p4>
+parser Prs(packet_in b);
+package MyArch(Prs p);
+parser MyP(packet_in b) { state start { transition accept; } }
+MyArch(MyP()) main;
+"""
+    from softswitch.api import Switch
+    with pytest.raises(CompileError) as exc:
+        Switch.from_source(src, filename="case.p4")
+    msg = str(exc.value)
+    assert re.match(r"case\.p4:6:\d+: unsupported: package MyArch, declared at case\.p4:4:\d+: "
+                    r"architecture v1model runs V1Switch only", msg), msg
+
+
+def test_an_extern_the_architecture_lacks_names_itself_and_where() -> None:
+    with pytest.raises(CompileError, match=r"test\.p4:\d+:\d+: unsupported: extern function "
+                       r"to_port_seven \(not one of architecture v1model\)"):
+        switch(decls=TO_PORT_SEVEN, drop="to_port_seven(sm);")
+
+
+def test_a_target_extern_lowered_from_its_semantics() -> None:
+    """A v1model variant with one more extern, described as SET_METADATA: v1model's
+    generic lowering writes what the semantics say, the compiler is untouched."""
+    from softswitch.v1model import V1Model
+    from softswitch.v1model.lowering import PYTHON_CALLS
+
+    arch = V1Model()
+    arch.add_extern(ExternSemantics(name="to_port_seven", op=ExternOp.SET_METADATA,
+                                    doc="unicast to port 7", params=("standard_metadata",),
+                                    writes=(("egress_spec", 7),)),
+                    python_call=PYTHON_CALLS["mark_to_drop"])
+    sw = switch(arch, decls=TO_PORT_SEVEN, drop="to_port_seven(sm);")
+    assert [p for p, _ in sw.process(1, frame(0x0800))] == [7]
+
+
+def test_v1switch_refuses_a_program_of_another_architecture() -> None:
+    from softswitch.compiler import compile_program
+    from softswitch.v1model import V1MODEL, V1Switch
+
+    class Other(Architecture):
+        name = "other"
+        package = "V1Switch"
+        block_params = V1MODEL.block_params
+
+    other = Other(externs=V1MODEL.externs, python_calls=V1MODEL.python_calls,
+                  python_instances=V1MODEL.python_instances)
+    compiled = compile_program(switch().program.checked, other)
+    with pytest.raises(SoftswitchError, match="compiled for v1model, not other"):
+        V1Switch(compiled)
+
+
+def test_a_lowering_without_semantics_is_refused() -> None:
+    with pytest.raises(ValueError, match="lowerings without semantics: \\['x'\\]"):
+        Architecture(externs={}, python_calls={"x": lambda b, c: ""}, python_instances={})
+
+
+def _v1model_p4_externs() -> dict[str, list[str]]:
+    """Every extern of our v1model.p4 as the semantics table names it, with the
+    parameter names of its longest overload (constructors: the type's name)."""
+    from softswitch.frontend import ast as A
+    checked = switch().program.checked
+    out: dict[str, list[str]] = {}
+
+    def put(name: str, params: list[str]) -> None:
+        if len(params) >= len(out.get(name, [])):
+            out[name] = params
+
+    for d in checked.program.declarations:
+        if "v1model.p4" not in str(d.loc):
+            continue
+        if isinstance(d, A.ExternFunctionDecl):
+            put(d.name, [p.name for p in d.params])
+        elif isinstance(d, A.ExternDecl):
+            for m in d.methods:
+                put(d.name if m.is_constructor else f"{d.name}.{m.name}", [p.name for p in m.params])
+    return out
+
+
+def test_v1model_semantics_cover_its_p4_declarations() -> None:
+    """The table a second backend reads is complete and names the arguments as
+    v1model.p4 does; every entry has a Python lowering (Checksum16 is deprecated and
+    refused)."""
+    from softswitch.v1model import V1MODEL
+    declared = _v1model_p4_externs()
+    unsupported = {"Checksum16", "Checksum16.get"}
+    assert set(declared) - unsupported == set(V1MODEL.externs)
+    for name, params in declared.items():
+        if name in unsupported:
+            continue
+        sem = V1MODEL.externs[name]
+        assert list(sem.params) == params, name
+        lowered = V1MODEL.python_instance(name) if sem.op is ExternOp.INSTANCE else V1MODEL.python_call(name)
+        assert lowered is not None, name
+
+
+def test_mark_to_drop_semantics_carry_the_drop_port() -> None:
+    from softswitch.v1model import V1Model
+    assert dict(V1Model(drop_port=99).externs["mark_to_drop"].writes) == {"egress_spec": 99, "mcast_grp": 0}
+
+
+def test_the_compiler_names_no_architecture() -> None:
+    """No string or number of v1model's in the compiler's code: extern names, the
+    package, its block names, the clone types, the drop port."""
+    from softswitch.v1model import V1MODEL
+    banned_strings = set(V1MODEL.externs) | {V1MODEL.package, "I2E", "E2E", "standard_metadata",
+                                             "egress_spec", "counters", "meters", "selector"}
+    banned_strings |= {name.split(".")[-1] for name in V1MODEL.externs if "." in name}
+    banned_strings.discard("digest")  # also P4Runtime's generic entity: an unnamed digest's name
+    found = []
+    for path in sorted(COMPILER.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                      if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef))
+                      and n.body and isinstance(n.body[0], ast.Expr)}
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Constant) or id(node) in docstrings:
+                continue
+            if node.value == V1MODEL.drop_port or (isinstance(node.value, str) and node.value in banned_strings):
+                found.append(f"{path.name}:{node.lineno}: {node.value!r}")
+    assert not found, found
