@@ -20,7 +20,7 @@ from traffic.collog.records import CollRecord
 
 __all__ = ["PairStats", "TransferView", "analyse"]
 
-SLOW_RATIO = 2.5     # a window's median duration this many times the pair's baseline ...
+SLOW_RATIO = 2.0     # a window's median duration this many times the pair's baseline ...
 SLOW_ABS_S = 0.015   # ... and at least this much longer is slow
 WINDOW_S = 0.5       # transfers are judged in windows of this length
 MIN_IN_WINDOW = 2    # ... holding at least this many transfers of the pair

@@ -134,7 +134,7 @@ def _pick(rng: np.random.Generator, cfg: HarnessConfig, places: dict[str, list[s
     elif kind == "tiny_queue":
         kw = {"queue_pkts": 1}
     elif kind == "slow_receiver":
-        kw = {"delay_s": 0.2}
+        kw = {"delay_s": 0.3}
     elif kind == "straggler":
         kw = {"late_s": 0.3}
     return FaultSpec(kind=kind, target=target, onset_s=onset, duration_s=3600.0, **kw)
