@@ -18,6 +18,10 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from controller.topology.model import Topology
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -35,6 +39,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--top", type=int, default=5, help="culprits to print (default 5)")
     p.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
     p.add_argument("--no-plot", action="store_true", help="do not draw DIR/diagnosis.png")
+    p.add_argument("--watch", type=float, metavar="S",
+                   help="live: diagnose again every S seconds while the run goes on (the "
+                        "ranks and the controller keep writing), print each change of the "
+                        "verdict; Ctrl-C stops")
+    p.add_argument("--rounds", type=int, default=0, metavar="N",
+                   help="with --watch: stop after N rounds (default: until Ctrl-C)")
     p.set_defaults(func=run_diagnose)
 
 
@@ -54,8 +64,12 @@ def run_diagnose(args: argparse.Namespace) -> int:
     except (TopologyError, OSError) as exc:
         print(f"controller diagnose: topology {topo_path}: {exc}", file=sys.stderr)
         return 2
+    if args.watch:
+        return _watch(args, out, topo, [Path(x) for x in args.logs] if args.logs
+                      else [out / "collectives"])
     try:
-        logs = args.logs or ([out / "collectives"] if (out / "collectives").is_dir() else [])
+        logs = [Path(x) for x in args.logs] if args.logs else (
+            [out / "collectives"] if (out / "collectives").is_dir() else [])
         records = read_logs(logs)
         for f in args.nccl:
             nl = read_nccl(f)
@@ -80,4 +94,32 @@ def run_diagnose(args: argparse.Namespace) -> int:
         print(json.dumps(d.as_dict(), indent=1))
     else:
         print(format_diagnosis(d, top=args.top))
+    return 0
+
+
+def _watch(args: argparse.Namespace, out: Path, topo: Topology, logs: list[Path]) -> int:
+    """Live diagnosis: re-read logs and telemetry every ``--watch`` s; print changes."""
+    import time
+
+    from controller.diagnose import Evidence, diagnose, load_telemetry
+    from controller.diagnose.report import format_diagnosis, write_summary
+    from traffic.collog import CollogError, read_logs
+
+    last = None
+    n = 0
+    while not args.rounds or n < args.rounds:
+        n += 1
+        try:
+            records = read_logs(logs)
+        except CollogError:   # a line being written: next round
+            records = []
+        if records:
+            ev = Evidence(topo=topo, records=records, telemetry=load_telemetry(out, topo))
+            d = diagnose(ev)
+            verdict = [(c.type, c.component, c.kind) for c in d.culprits[:1]]
+            if verdict != last:
+                print(format_diagnosis(d, top=args.top), flush=True)
+                write_summary(out, d)
+                last = verdict
+        time.sleep(args.watch)
     return 0

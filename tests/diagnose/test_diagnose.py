@@ -167,3 +167,15 @@ def test_nccl_logs_name_the_rank_that_stopped_issuing(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     top = json.loads(r.stdout)["culprits"][0]
     assert (top["type"], top["component"], top["kind"]) == ("rank", "3", "straggler")
+
+
+def test_cli_watch_prints_each_change_of_verdict(tmp_path: Path) -> None:
+    ev = synth_ring(TOPO, RANKS, SynthFault(kind="straggler", target="2", onset=0.6), seed=1)
+    out = write_run(ev, tmp_path / "run", TOPO_FILE)
+    r = subprocess.run([sys.executable, "-m", "controller", "diagnose", "--out", str(out),
+                        "--watch", "0.1", "--rounds", "3"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("diagnosis at") == 1          # printed once: it did not change
+    assert "rank 2" in r.stdout and "straggler" in r.stdout
+    assert json.loads((out / "summary.json").read_text())["diagnosis"]["fault"] is True
