@@ -95,7 +95,8 @@ class _LinkTel:
     flow_lost: int = 0
     drops: int = 0                     # tail drops at the port feeding the link
     last_delivery: float | None = None
-    silent_s: float = 0.0              # how long the link has delivered nothing
+    silent_s: float = 0.0              # silent while the link before it still delivered
+    dead_strength: float = 0.0
     onset: float | None = None
 
 
@@ -136,8 +137,6 @@ def _link_features(ev: Evidence, link: str, port: tuple[str, int] | None, t_on: 
         prev_t = s.t
         if s.delivered > 0:
             tel.last_delivery = s.t
-    if tel.last_delivery is not None and ev.end_time > tel.last_delivery:
-        tel.silent_s = ev.end_time - tel.last_delivery
     if tel.lost + tel.delivered_after:
         tel.loss_rate = tel.lost / (tel.lost + tel.delivered_after)
     if port is not None:
@@ -172,9 +171,10 @@ def _link_kind(tel: _LinkTel, hung: bool) -> tuple[str, float, dict]:
         s = min(1.0, 0.6 + tel.loss_rate / 0.005)
         return "gray_loss", s, {"loss_rate": round(tel.loss_rate, 5), "lost": tel.lost,
                                 "delivered": tel.delivered_after}
-    if hung and tel.last_delivery is not None and tel.silent_s >= SILENT_S:
-        return "link_down", 0.95, {"silent_s": round(tel.silent_s, 3),
-                                   "last_delivery": tel.last_delivery}
+    if hung and tel.silent_s >= SILENT_S:
+        return "link_down", tel.dead_strength, {
+            "silent_while_upstream_delivered_s": round(tel.silent_s, 3),
+            "last_delivery": tel.last_delivery}
     if tel.drops > 0 and tel.lost == 0 and tel.qmax < QUEUE_HIGH_PKTS:
         return "tiny_queue", 0.9, {"tail_drops": tel.drops, "link_lost": 0,
                                    "queue_max_pkts": tel.qmax, "flow_psn_lost": tel.flow_lost}
@@ -192,6 +192,44 @@ def _link_kind(tel: _LinkTel, hung: bool) -> tuple[str, float, dict]:
     if hung:
         return "link_down", 0.3, {"hung_transfers": True}
     return "rate_degraded", 0.15, {"telemetry": "none on this link"}
+
+
+def _last_delivery(ev: Evidence, link: str) -> float | None:
+    ts = [s.t for s in ev.telemetry.link_loss.get(link, []) if s.delivered > 0]
+    return max(ts) if ts else None
+
+
+def _dead_links(ev: Evidence, view: TransferView, hosts: dict[int, str],
+                hung: set[tuple[int, int]]) -> dict[str, tuple[float, float]]:
+    """Links that fell silent while the link before them on a hung pair's path still
+    delivered (the sender's retransmissions reach the break and go no further).
+
+    Why relative to the link before: when a collective hangs, every link falls silent
+    (nothing is sent), and when the ranks stop, so does everything else; only the
+    retransmissions of the hung transfer keep the links *before* the break busy.  The
+    sender's own access link counts as delivering (the log says the transfer is
+    outstanding) but weighs less than a measured one.  -> {link: (silent s, strength)}
+    """
+    out: dict[str, tuple[float, float]] = {}
+    for a, b in hung:
+        if a not in hosts or b not in hosts:
+            continue
+        for path in ev.pair_paths(hosts[a], hosts[b]):
+            prev: float | None = None
+            measured = False
+            for i, link in enumerate(path):
+                last = _last_delivery(ev, link)
+                if link not in ev.telemetry.link_loss:
+                    if i == 0:   # the sender's access link: outstanding transfer
+                        prev, measured = view.t1, False
+                    continue
+                if prev is not None and last is not None and prev - last >= SILENT_S:
+                    strength = 0.95 if measured else 0.7
+                    if out.get(link, (0.0, 0.0))[1] < strength:
+                        out[link] = (prev - last, strength)
+                    break
+                prev, measured = last, True
+    return out
 
 
 # -- pair matching ------------------------------------------------------------------
@@ -234,12 +272,15 @@ def diagnose(ev: Evidence) -> Diagnosis:
     for tl in ev.topo.links:
         for end_a, end_b in ((tl.a, tl.b), (tl.b, tl.a)):
             roles[f"{end_a}->{end_b}"] = (tl.role, end_a)
+    dead = _dead_links(ev, view, hosts, hung_pairs)
     link_strength: dict[str, float] = {}
     for link, w in link_w.items():
         role, near = roles.get(link, (None, None))
         port = (near.node, near.port) if near is not None and any(
             s.name == near.node for s in ev.topo.switches) else None
         tel = _link_features(ev, link, port, t_on - 0.5, rank_ips)
+        if link in dead:
+            tel.silent_s, tel.dead_strength = dead[link]
         match = _f1(w, bad, active)
         kind, strength, evid = _link_kind(tel, bool(hung_pairs & set(w)))
         link_strength[link] = strength if strength >= 0.5 else 0.0

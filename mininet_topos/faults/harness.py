@@ -75,6 +75,7 @@ def _run_ranks(tb: Any, cfg: HarnessConfig, topo: Topology, trial_dir: Path,
         procs.append(tb.spawn(f"{trial_dir.name}-r{rank}", cfg.hosts[rank],
                               _rank_argv(cfg, rank, ips, start, logs, extra)))
     applied = False
+    end = start
     try:
         while any(p.proc.poll() is None for p in procs):
             now = time.time()
@@ -85,6 +86,7 @@ def _run_ranks(tb: Any, cfg: HarnessConfig, topo: Topology, trial_dir: Path,
             if now > start + cfg.trial_s + 5:
                 break
             time.sleep(0.05)
+        end = time.time()   # when the ranks stopped: transfers open then are cut, or hung
     finally:
         if inj is not None:
             inj.heal()
@@ -92,7 +94,7 @@ def _run_ranks(tb: Any, cfg: HarnessConfig, topo: Topology, trial_dir: Path,
             p.stop()
             if p in tb.processes:
                 tb.processes.remove(p)
-    return start, time.time()
+    return start, end
 
 
 def _places(topo: Topology, tel: Any, hosts: tuple[str, ...]) -> dict[str, list[str]]:

@@ -137,7 +137,9 @@ class Injector:
 
         def close() -> None:
             with contextlib.suppress(Exception):
-                self.drops[f"{ifname}"] = int(em.counters().dropped)
+                c = em.counters()
+                self.drops[f"{ifname}"] = int(c.dropped)
+                self.drops[f"{ifname} matched"] = int(c.matched)
             em.close()
         self._undo.append(close)
         return em
