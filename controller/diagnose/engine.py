@@ -30,11 +30,14 @@ __all__ = ["FAULT_KINDS", "Culprit", "Diagnosis", "diagnose"]
 
 FAULT_KINDS = ("gray_loss", "link_down", "rate_degraded", "congestion", "tiny_queue",
                "slow_receiver", "straggler")
-LOSS_RATE_MIN = 5e-4      # link loss rate that counts as loss
-LOSS_PKTS_MIN = 3
+LOSS_RATE_MIN = 5e-3      # link loss rate that counts as loss ...
+LOSS_NOISE_X = 3.0        # ... and this many times the next lossiest link's (the floor of
+                          # a loaded test bed: user-space delay lines drop a little too)
+LOSS_PKTS_MIN = 10
+NOISE_MIN_PKTS = 1000
 QUEUE_HIGH_PKTS = 8       # standing queue (packets) that counts as a queue
 FOREIGN_MIN = 1           # background flows that make a queue "congestion"
-TELEMETRY_ONLY_LOSS = 1e-3  # telemetry alone (no slow transfer) reports loss above this
+TELEMETRY_ONLY_LOSS = LOSS_RATE_MIN  # telemetry alone reports loss above this
 TELEMETRY_ONLY_DROPS = 5   # ... or tail drops at a port without a standing queue
 MIN_CONFIDENCE = 0.3       # weaker candidates are not reported (cannot be told apart)
 SILENT_S = 1.0            # a link silent this long under a hung transfer is down
@@ -163,9 +166,10 @@ def _link_features(ev: Evidence, link: str, port: tuple[str, int] | None, t_on: 
     return tel
 
 
-def _link_kind(tel: _LinkTel, hung: bool) -> tuple[str, float, dict]:
+def _link_kind(tel: _LinkTel, hung: bool, loss_floor: float = 0.0
+               ) -> tuple[str, float, dict]:
     """(kind, strength 0..1, evidence) of one link direction from its telemetry."""
-    if tel.lost >= LOSS_PKTS_MIN and tel.loss_rate >= LOSS_RATE_MIN:
+    if tel.lost >= LOSS_PKTS_MIN and tel.loss_rate >= max(LOSS_RATE_MIN, loss_floor):
         if tel.delivered_after == 0:
             return "link_down", 1.0, {"lost": tel.lost, "delivered": 0}
         s = min(1.0, 0.6 + tel.loss_rate / 0.005)
@@ -192,6 +196,22 @@ def _link_kind(tel: _LinkTel, hung: bool) -> tuple[str, float, dict]:
     if hung:
         return "link_down", 0.3, {"hung_transfers": True}
     return "rate_degraded", 0.15, {"telemetry": "none on this link"}
+
+
+def _loss_rates(ev: Evidence, t_on: float) -> dict[str, float]:
+    """Loss rate of every link since ``t_on`` (links that carried something)."""
+    out = {}
+    for link, ss in ev.telemetry.link_loss.items():
+        lost = sum(s.lost for s in ss if s.t >= t_on)
+        n = lost + sum(s.delivered for s in ss if s.t >= t_on)
+        if n >= NOISE_MIN_PKTS:   # (a few packets make no floor: 1 of 50 is not 2 %)
+            out[link] = lost / n
+    return out
+
+
+def _next_loss_rate(rates: dict[str, float], link: str) -> float:
+    """The highest loss rate of the *other* links: the noise floor this one must beat."""
+    return max((r for k, r in rates.items() if k != link), default=0.0)
 
 
 def _last_delivery(ev: Evidence, link: str) -> float | None:
@@ -273,6 +293,7 @@ def diagnose(ev: Evidence) -> Diagnosis:
         for end_a, end_b in ((tl.a, tl.b), (tl.b, tl.a)):
             roles[f"{end_a}->{end_b}"] = (tl.role, end_a)
     dead = _dead_links(ev, view, hosts, hung_pairs)
+    loss_rates = _loss_rates(ev, t_on - 0.5)
     link_strength: dict[str, float] = {}
     for link, w in link_w.items():
         role, near = roles.get(link, (None, None))
@@ -282,10 +303,11 @@ def diagnose(ev: Evidence) -> Diagnosis:
         if link in dead:
             tel.silent_s, tel.dead_strength = dead[link]
         match = _f1(w, bad, active)
-        kind, strength, evid = _link_kind(tel, bool(hung_pairs & set(w)))
+        kind, strength, evid = _link_kind(tel, bool(hung_pairs & set(w)),
+                                          LOSS_NOISE_X * _next_loss_rate(loss_rates, link))
         link_strength[link] = strength if strength >= 0.5 else 0.0
         # a telemetry anomaly is a candidate by itself; slow pairs under it confirm it
-        anomaly = ((tel.loss_rate >= TELEMETRY_ONLY_LOSS and tel.lost >= 10)
+        anomaly = ((kind in ("gray_loss", "link_down") and strength >= 0.5)
                    or (tel.drops >= TELEMETRY_ONLY_DROPS and tel.qmax < QUEUE_HIGH_PKTS)
                    or (tel.queued_n >= 4 and tel.queued_share >= 0.5
                        and tel.qmax >= 2 * tel.qbase + 4)

@@ -127,7 +127,7 @@ def _pick(rng: np.random.Generator, cfg: HarnessConfig, places: dict[str, list[s
     onset = float(rng.uniform(*cfg.onset_s))
     kw: dict[str, Any] = {}
     if kind == "gray_loss":
-        kw = {"loss": float(rng.choice([0.005, 0.01, 0.02, 0.05])),
+        kw = {"loss": float(rng.choice([0.01, 0.02, 0.05])),
               "model": str(rng.choice(["random", "bursty"]))}
     elif kind == "rate_degraded":
         kw = {"factor": 0.05}
