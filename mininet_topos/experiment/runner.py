@@ -317,6 +317,7 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
                                               switch=spec.switch),
                             topo=topo, hosts=spec.workload.hosts, start_unix=start_at,
                             out=res.path, on_exit=tb.add_cleanup)
+            sf.prepare(tb)
         procs = []
         for rank in reversed(range(len(ips))):  # receivers of rank 0 last: all bind first
             h = spec.workload.hosts[rank]

@@ -34,6 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m mininet_topos.faults.background")
     ap.add_argument("--iface", required=True)
     ap.add_argument("--rate-mbps", type=float, required=True)
+    ap.add_argument("--start-at", type=float, default=0.0, metavar="UNIX_TIME",
+                    help="start sending at this wall-clock time (started early: a Python "
+                         "process takes seconds to come up on a busy machine)")
     args = ap.parse_args(argv)
     stop = [False]
     signal.signal(signal.SIGTERM, lambda *_: stop.__setitem__(0, True))
@@ -41,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     sock.bind((args.iface, 0))
     frame = _frame(sock.getsockname()[4][:6].ljust(6, b"\0"))
     per_s = args.rate_mbps * 1e6 / 8 / len(frame)
+    while not stop[0] and time.time() < args.start_at:
+        time.sleep(min(0.01, max(0.0, args.start_at - time.time())))
     t0, sent = time.monotonic(), 0
     while not stop[0]:
         due = int((time.monotonic() - t0) * per_s)

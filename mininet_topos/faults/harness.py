@@ -69,6 +69,8 @@ def _run_ranks(tb: Any, cfg: HarnessConfig, topo: Topology, trial_dir: Path,
     ips = [topo.host(h).ipv4 for h in cfg.hosts]
     start = time.time() + 1.5
     logs = trial_dir / "collectives"
+    if fault is not None and inj is not None:
+        inj.prepare(fault, start + fault.onset_s)
     procs = []
     for rank in reversed(range(len(ips))):
         extra = traffic_fault_args(fault, rank, list(cfg.hosts), start)

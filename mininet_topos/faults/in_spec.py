@@ -51,6 +51,7 @@ class SpecFaults:
         self.logs = out / "collectives"
         self._inj: list[Injector | None] = [None] * len(faults)
         self._done = [f.kind in _HOST_KINDS for f in faults]
+        self._applied = [False] * len(faults)
         if on_exit is not None:   # healed also when the run fails
             on_exit(self.heal)
 
@@ -60,15 +61,23 @@ class SpecFaults:
             args += traffic_fault_args(f, rank, self.hosts, self.start)
         return args
 
+    def prepare(self, tb: Any) -> None:
+        """Before the ranks start: what needs time to come up (background senders)."""
+        for i, f in enumerate(self.faults):
+            if f.kind == "congestion" and self._inj[i] is None:
+                inj = self._inj[i] = Injector(tb=tb, topo=self.topo)
+                inj.prepare(f, self.start + f.onset_s)
+
     def tick(self, tb: Any) -> None:
         now = time.time()
         for i, f in enumerate(self.faults):
             if self._done[i]:
                 continue
             inj = self._inj[i]
-            if inj is None and now >= self.start + f.onset_s:
-                inj = self._inj[i] = Injector(tb=tb, topo=self.topo)
+            if now >= self.start + f.onset_s and not self._applied[i]:
+                inj = self._inj[i] = inj or Injector(tb=tb, topo=self.topo)
                 inj.apply(f)
+                self._applied[i] = True
             elif inj is not None and now >= self.start + f.onset_s + f.duration_s:
                 inj.heal()
                 self._done[i] = True

@@ -63,6 +63,7 @@ class Injector:
     _undo: list[Any] = field(default_factory=list)
     applied: list[dict[str, Any]] = field(default_factory=list)
     drops: dict[str, int] = field(default_factory=dict)   # eBPF drops per interface
+    _prepared: bool = False
 
     def _cmd(self, node: str, cmd: str) -> None:
         out = self.tb.net.get(node).cmd(cmd + " 2>&1; echo rc=$?").strip()
@@ -77,6 +78,21 @@ class Injector:
 
     def _rate(self, sw: str, port: int) -> float:
         return float(self.topo.link_at(sw, port).rate_mbps)
+
+    def prepare(self, f: FaultSpec, onset_unix: float) -> None:
+        """Start what needs time to come up (the background sender) so that it acts at
+        ``onset_unix``; :meth:`apply` then has nothing left to do for it."""
+        if f.kind == "congestion":
+            self._background(f, onset_unix)
+
+    def _background(self, f: FaultSpec, onset_unix: float) -> None:
+        sw, port, _b, _bp = self._ends(f.target)
+        p = self.tb.spawn(f"background-{sw}-{port}", sw, [
+            self.python, "-m", "mininet_topos.faults.background", "--iface",
+            _ifname(sw, port), "--rate-mbps", f"{f.rate_mbps:g}",
+            "--start-at", f"{onset_unix:.3f}"])
+        self._undo.append(p.stop)
+        self._prepared = True
 
     def apply(self, f: FaultSpec) -> None:
         """Start ``f`` now (host-side kinds need nothing here)."""
@@ -104,11 +120,8 @@ class Injector:
             self._cmd(sw, q.format(dev, f.queue_pkts))
             self._undo.append(lambda: self._cmd(sw, q.format(dev, depth)))
         elif f.kind == "congestion":
-            sw, port, _b, _bp = self._ends(f.target)
-            p = self.tb.spawn(f"background-{sw}-{port}", sw, [
-                self.python, "-m", "mininet_topos.faults.background", "--iface",
-                _ifname(sw, port), "--rate-mbps", f"{f.rate_mbps:g}"])
-            self._undo.append(p.stop)
+            if not self._prepared:
+                self._background(f, 0.0)
         else:  # pragma: no cover - parse_fault checked the kind
             raise FaultError(f"fault kind {f.kind!r} cannot be injected")
         self.applied.append({"kind": f.kind, "target": f.target})
