@@ -43,9 +43,10 @@ def _evidence_text(c: Culprit) -> str:
 
 def format_diagnosis(d: Diagnosis, *, top: int = 5) -> str:
     """Human-readable ranking (or "no fault"), one culprit per line plus its evidence."""
+    pairs = " " + ", ".join(f"{a}->{b}" for a, b in d.slow_pairs) if d.slow_pairs else ""
     head = (f"diagnosis at {_t(d.at)} UTC: {d.transfers} transfers, "
-            f"{len(d.slow_pairs)} slow rank pair(s) {d.slow_pairs or ''}, "
-            f"late ranks {d.late_ranks or 'none'}").replace("  ", " ")
+            f"{len(d.slow_pairs)} slow rank pair(s){pairs}, "
+            f"late ranks {', '.join(map(str, d.late_ranks)) or 'none'}")
     if not d.culprits:
         return head + "\nno fault: no slow or hung transfer, no late rank, no telemetry anomaly"
     lines = [head, f"{'#':>2} {'component':<22} {'kind':<14} {'conf':>5}  onset (UTC)"]
