@@ -113,7 +113,12 @@ def _places(topo: Topology, tel: Any, hosts: tuple[str, ...]) -> dict[str, list[
                 used.add(name)
                 if ln.role == LinkRole.WAN:
                     wan.add(name)
-    return {"gray_loss": sorted(wan), "rate_degraded": sorted(used),
+    def busiest(names: set[str]) -> list[str]:
+        def port_rate(n: str) -> float:
+            sw, _, port = n.split("->")[0].partition(":")
+            return rate.get((sw, int(port)), 0.0)
+        return sorted(names, key=lambda n: (-port_rate(n), n))
+    return {"gray_loss": busiest(wan), "rate_degraded": sorted(used),
             "link_down": sorted(used), "congestion": sorted(used),
             "tiny_queue": sorted(f"{sw}:{p}" for sw, p in data_ports),
             "slow_receiver": list(hosts), "straggler": [str(r) for r in range(len(hosts))]}
