@@ -33,7 +33,13 @@ from controller.int.decode import ReportDecoder
 from controller.int.host import HostBatchDecoder
 from controller.int.synth import Hop, build_hpcc_report
 from formats.agent_batch import encode_batch, max_records
-from formats.int_md import HOST_RECORD_DTYPE
+from formats.int_md import (
+    HOST_RECORD_DTYPE,
+    HPCC_DS_INSTRUCTION,
+    HPCC_INSTRUCTION_BITMAP,
+    INT_DS_ID_HPCC,
+    ROCEV2_UDP_PORT,
+)
 
 
 def make_reports(n_distinct: int, hops: int) -> list[bytes]:
@@ -135,13 +141,13 @@ def demo_agent_batches(n_batches: int, datagrams: int, flows: int = 8,
             r["dst_ip"] = 0x0A020000 + f
             r["src_port"] = 49152 + f
             r["dest_qp"] = 256 + f
-            r["orig_dport"] = 4791
+            r["orig_dport"] = ROCEV2_UDP_PORT
             r["opcode"] = 0x0A
             r["psn"] = i // flows
             r["hop_count"] = hops
-            r["instruction_bitmap"] = 0x9400
-            r["ds_id"] = 0x4850
-            r["ds_instruction"] = 0xE000
+            r["instruction_bitmap"] = HPCC_INSTRUCTION_BITMAP
+            r["ds_id"] = INT_DS_ID_HPCC
+            r["ds_instruction"] = HPCC_DS_INSTRUCTION
             h = r["hops"]
             h["node_id"][:, :hops] = np.arange(1, hops + 1)
             h["egress_ts"] = (i * 90)[:, None] + np.arange(8)          # µs
@@ -216,9 +222,9 @@ def main(argv: list[str] | None = None) -> int:
 
     recs = np.zeros(max_records(HOST_RECORD_DTYPE.itemsize), HOST_RECORD_DTYPE)
     recs["hop_count"] = a.hops
-    recs["instruction_bitmap"] = 0x9400
-    recs["ds_id"] = 0x4850
-    recs["ds_instruction"] = 0xE000
+    recs["instruction_bitmap"] = HPCC_INSTRUCTION_BITMAP
+    recs["ds_id"] = INT_DS_ID_HPCC
+    recs["ds_instruction"] = HPCC_DS_INSTRUCTION
     agent = [encode_batch(recs, agent_id=1, batch_seq=i) for i in range(
         max(1, a.reports // len(recs)))]
 

@@ -9,7 +9,9 @@ Three figures, each beside a baseline measured in the same run:
    HOST_RECORD_DTYPE and pulling out PSNs and per-hop queue/tx fields.
 3. sink cost (root, bcc): ns per packet from kernel.bpf_stats_enabled (run_time_ns /
    run_cnt) for INT packets of 1 and 8 hops and plain RoCEv2, at tc and at XDP,
-   against a tc program that only returns, on the same interface; then records/s
+   against a tc program that only returns, on the same interface; the same with the
+   INT echo on (the sink also keeps each QP's hops), and the echo's egress program
+   appending 8 or 1 hops to ACKs against an empty program at egress; then records/s
    through the agent (ring copy-out, batching, UDP to a local collector).
 
 Examples:
@@ -158,6 +160,54 @@ def _agent_rate(h2, tx: socket.socket, frames: list[bytes]) -> None:
         collector.close()
 
 
+def _echo_cost(h1, h2, tx: socket.socket, base_fd: int, packets: int, orig: bytes,
+               hops: list[HopRecord]) -> None:
+    """The INT echo: the sink with its per-QP hop store, and the egress program that
+    appends the hops to ACKs (ACKs from a UDP socket in h2), each against an empty
+    program on the same hook."""
+    from bcc import BPF
+
+    from ebpf.progstats import prog_run_stats
+    from ebpf.sink import IntSink, SinkConfig
+    from ebpf.tc import attach_tc
+
+    base = BPF(text=PASS_C)
+    att = None
+    with h2.enter():
+        ack_tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        ack_tx.setsockopt(socket.IPPROTO_IP, 10, 2)  # IP_MTU_DISCOVER = DO: ID 0, DF
+        ack_tx.bind((h2.ip, 0))
+    try:
+        efn = base.load_func(b"pass_all", BPF.SCHED_CLS)
+        att = attach_tc(efn.fd, "pass_all", h2.ifname, netns=h2.name, direction="egress",
+                        prio=1)
+        ack = roce.build_udp_payload(src=h2.ip, dst=h1.ip, sport=ack_tx.getsockname()[1],
+                                     opcode=roce.Opcode.ACKNOWLEDGE, dest_qp=3, psn=0,
+                                     aeth=(0, 1))
+        with IntSink(h2.ifname, netns=h2.name, config=SinkConfig(echo=True)) as sink:
+            _sink_cost(sink, base_fd, tx, {"INT, 8 hops": int_md.insert_int(orig, hops),
+                                           "INT, 1 hop": int_md.insert_int(orig, hops[:1])},
+                       packets, "tc+echo")
+            for n in (8, 1):
+                tx.send(int_md.insert_int(orig, hops[:n]))  # the QP's latest hops
+                time.sleep(0.05)
+                e0, b0 = sink.echo_run_stats(), prog_run_stats(efn.fd)
+                for _ in range(packets):
+                    ack_tx.sendto(ack, (h1.ip, 4791))
+                time.sleep(0.2)
+                e1, b1 = sink.echo_run_stats(), prog_run_stats(efn.fd)
+                ns = (e1[0] - e0[0]) / max(1, e1[1] - e0[1])
+                bns = (b1[0] - b0[0]) / max(1, b1[1] - b0[1])
+                print(f"  egress echo {n} hop{'s' if n > 1 else ' '} on ACKs  {ns:6.0f} ns/pkt  "
+                      f"baseline {bns:4.0f} ns/pkt  x{ns / bns if bns else float('nan'):5.1f}"
+                      f"  runs {e1[1] - e0[1]}")
+    finally:
+        if att is not None:
+            att.detach()
+        base.cleanup()
+        ack_tx.close()
+
+
 def bench_kernel(packets: int) -> None:
     from bcc import BPF
 
@@ -188,6 +238,7 @@ def bench_kernel(packets: int) -> None:
             for hook in ("tc", "xdp"):
                 with IntSink(h2.ifname, netns=h2.name, config=SinkConfig(hook=hook)) as sink:
                     _sink_cost(sink, fn.fd, tx, kinds, packets, hook)
+            _echo_cost(h1, h2, tx, fn.fd, packets, orig, hops)
             _agent_rate(h2, tx, [kinds["INT, 8 hops"]] * min(30_000, packets * 4))
         finally:
             if att is not None:

@@ -43,15 +43,16 @@ def log_tail(log_path: Path | str | None, chars: int = 2000) -> str:
 
 
 def wait_ready(proc: subprocess.Popen, ready: Callable[[], bool], *, timeout_s: float,
-               what: str, log_path: Path | str | None = None, poll_s: float = 0.1) -> None:
+               what: str, log_path: Path | str | None = None, poll_s: float = 0.1,
+               detail: Callable[[], str] | None = None) -> None:
     """Poll ``ready()`` until it is true; raise :class:`ServerStartError` naming ``what``
-    (with the end of its log) when the process exits first or ``timeout_s`` passes.
-    The process is left running on timeout: the caller stops it."""
+    (with the end of its log, or what ``detail()`` says) when the process exits first
+    or ``timeout_s`` passes.  The process is left running on timeout: the caller stops it."""
     end = time.monotonic() + timeout_s
     while True:
         if proc.poll() is not None:
-            raise ServerStartError(f"{what} exited with status {proc.returncode}: "
-                                   f"{log_tail(log_path)}")
+            said = detail() if detail is not None else log_tail(log_path)
+            raise ServerStartError(f"{what} exited with status {proc.returncode}: {said}")
         if ready():
             return
         if time.monotonic() >= end:

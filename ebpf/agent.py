@@ -389,6 +389,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run the sink at XDP instead of tc ingress (before tc programs)")
     p.add_argument("--flows", action="store_true",
                    help="print the busiest flows (PSN loss, reordering) every interval")
+    p.add_argument("--echo", action="store_true",
+                   help="echo INT in this host's ACKs (formats.int_echo) for HPCC senders")
     p.add_argument("--dump-c", action="store_true", help="print the C source loaded")
     p.add_argument("interval", nargs="?", type=argtypes.positive, default=1.0,
                    help="seconds between status lines (default 1)")
@@ -405,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
             control_socket=args.control, confirm_timeout_s=args.confirm_timeout,
             sink=SinkConfig(int_udp_port=args.int_port, ringbuf_pages=args.ringbuf_pages,
                             malformed_drop=args.malformed == "drop",
-                            hook="xdp" if args.xdp else "tc"))
+                            hook="xdp" if args.xdp else "tc", echo=args.echo))
     except EbpfError as exc:
         print(f"ebpf.agent: {exc}", file=sys.stderr)
         return 2

@@ -143,7 +143,55 @@ enum int_stat {
     STAT_RINGBUF_FULL = 11,  /* record lost, packet still stripped */
     STAT_STRIP_FAILED = 12,  /* adjust_room refused, or a GSO aggregate: passed unmodified */
     STAT_MALFORMED_DROPPED = 13, /* malformed and MALFORMED_DROP=1 */
-    STAT_MAX = 14,
+    STAT_ECHO_APPENDED = 14, /* egress: INT echo added to an ACK (INT_ECHO=1) */
+    STAT_ECHO_NO_HOPS = 15,  /* egress: ACK of a QP whose data brought no INT yet */
+    STAT_ECHO_FAILED = 16,   /* egress: the ACK could not grow: sent without echo */
+    STAT_MAX = 17,
+};
+
+/* INT echoed in ACKs (formats/int_echo.py has the bit layout): hop records and a
+ * trailer appended after the ICRC of an ACKNOWLEDGE, flagged in BTH resv8a. */
+#define ECHO_BTH_FLAG 0x20
+#define ECHO_MAGIC 0xE1
+#define ECHO_VERSION 1
+#define ECHO_HOP_WORDS 5
+#define ECHO_HOP_LEN 20
+#define ECHO_TRAILER_LEN 4
+#define ECHO_MAX_LEN (ECHO_TRAILER_LEN + INT_MAX_HOPS * ECHO_HOP_LEN) /* 164 */
+
+/* One echoed hop, wire format (every field big-endian). */
+struct int_echo_hop {
+    __u32 node_id;
+    __u32 egress_ts;   /* us, low 32 bits */
+    __u32 tx_bytes;    /* mod 2^32 */
+    __u32 queue_bytes;
+    __u32 line_rate;   /* Mbit/s */
+} __attribute__((packed));
+
+/* The last 4 bytes of an ACK that carries an echo. */
+struct int_echo_trailer {
+    __u8 magic;        /* ECHO_MAGIC */
+    __u8 ver_flags;    /* version 4 (ECHO_VERSION), flags 4 (0) */
+    __u8 hop_count;    /* 0..INT_MAX_HOPS */
+    __u8 hop_words;    /* ECHO_HOP_WORDS */
+} __attribute__((packed));
+
+/* The receiver's latest hops per QP: written by the ingress sink from each data
+ * packet, appended by the egress program to the next ACK of the same QP (the
+ * project numbers a QP the same at both ends, so the data's destination QP is the
+ * ACK's destination QP). Host order. */
+struct int_echo_key {
+    __u32 peer_ip;     /* the data's source, the ACK's destination */
+    __u32 local_ip;
+    __u32 qp;
+};
+
+struct int_echo_entry {
+    __u64 updated_ns;              /* capture time of the data packet */
+    __u32 len;                     /* bytes to append: ECHO_TRAILER_LEN + n * ECHO_HOP_LEN */
+    __u32 psn;                     /* of the data packet the hops came from */
+    __u8 bytes[256];               /* the echo as sent: hops, then the trailer (164 B at
+                                    * most; 256 lets the egress program mask its length) */
 };
 
 #endif /* INT_FORMATS_H */

@@ -15,8 +15,14 @@
  * it rewrites the headers in place behind the INT bytes and moves the packet start
  * with bpf_xdp_adjust_head; it runs before any tc program (the loss emulator too).
  *
+ * INT echo (INT_ECHO=1, formats/int_echo.py): the sink also keeps each QP's latest
+ * hop records, ready to send, in "echo" (struct int_echo_entry), and the tc egress
+ * program int_echo_egress appends them to the next ACK of that QP, after its ICRC,
+ * flagging it in the BTH resv8a byte: the sender gets INT in every ACK, as from an
+ * HPCC NIC, without the controller on the path. Both programs share the map.
+ *
  * Parameters (-D cflags): INT_UDP_PORT, RINGBUF_PAGES, FLOW_ENTRIES, MALFORMED_DROP,
- * SINK_XDP. Every packet access goes through bpf_skb_load_bytes / bpf_xdp_load_bytes
+ * SINK_XDP, INT_ECHO, ECHO_ENTRIES. Every packet access goes through bpf_skb_load_bytes / bpf_xdp_load_bytes
  * (bounds-checked, works on non-linear packets); the hop stack is copied once into a per-CPU scratch buffer and
  * read there with masked offsets; all loops are bounded by INT_MAX_HOPS.
  */
@@ -39,6 +45,12 @@
 #endif
 #ifndef SINK_XDP
 #define SINK_XDP 0
+#endif
+#ifndef INT_ECHO
+#define INT_ECHO 0
+#endif
+#ifndef ECHO_ENTRIES
+#define ECHO_ENTRIES 16384
 #endif
 
 #if SINK_XDP
@@ -80,6 +92,9 @@ struct scratch {
     __u8 buf[SCRATCH_LEN + 16];
     struct int_host_record rec;
     struct hop_layout lay;
+#if INT_ECHO
+    struct int_echo_entry echo_zero; /* never written: a zero value for new echo entries */
+#endif
 };
 
 struct l2l4 {
@@ -92,6 +107,9 @@ BPF_RINGBUF_OUTPUT(records, RINGBUF_PAGES);
 BPF_TABLE("lru_hash", struct int_flow_key, struct int_flow_stats, flows, FLOW_ENTRIES);
 BPF_PERCPU_ARRAY(stats, __u64, STAT_MAX);
 BPF_PERCPU_ARRAY(scratch_map, struct scratch, 1);
+#if INT_ECHO
+BPF_TABLE("lru_hash", struct int_echo_key, struct int_echo_entry, echo, ECHO_ENTRIES);
+#endif
 
 static __always_inline void count(__u32 slot)
 {
@@ -388,6 +406,18 @@ int int_sink(struct __sk_buff *skb)
     r->ip_tos = h.ip.tos;
     r->ifindex = IFINDEX(skb);
 
+#if INT_ECHO
+    /* data of a QP (not its ACKs or CNPs coming back): keep its hops for the echo */
+    struct int_echo_entry *echo_e = 0;
+    if (orig_dport == ROCEV2_UDP_PORT && opcode != 0x11 && opcode != 0x81) {
+        struct int_echo_key ek = {.peer_ip = r->src_ip, .local_ip = r->dst_ip, .qp = qp};
+        echo_e = echo.lookup(&ek);
+        if (!echo_e) {
+            echo.update(&ek, &s->echo_zero);
+            echo_e = echo.lookup(&ek);
+        }
+    }
+#endif
     __u32 sig = FNV_OFFSET;
     __u32 nloop = nhops;
     /* hide "nhops <= 8" from clang, or it drops the i < 8 test the verifier needs */
@@ -416,7 +446,33 @@ int int_sink(struct __sk_buff *skb)
         hr->tx_bytes = rd32(s->buf, b + lay->o_txb) & lay->m_txb;
         hr->queue_bytes = rd32(s->buf, b + lay->o_qb) & lay->m_qb;
         hr->line_rate = rd32(s->buf, b + lay->o_rate) & lay->m_rate;
+#if INT_ECHO
+        if (echo_e) {
+            struct int_echo_hop *eh = (struct int_echo_hop *)&echo_e->bytes[idx * ECHO_HOP_LEN];
+            eh->node_id = bpf_htonl(node);
+            eh->egress_ts = bpf_htonl((__u32)hr->egress_ts);
+            eh->tx_bytes = bpf_htonl(hr->tx_bytes);
+            eh->queue_bytes = bpf_htonl(hr->queue_bytes);
+            eh->line_rate = bpf_htonl(hr->line_rate);
+        }
+#endif
     }
+#if INT_ECHO
+    if (echo_e) {
+        __u32 n = nhops;
+        asm volatile("" : "+r"(n)); /* keep the bound test below for the verifier */
+        if (n > INT_MAX_HOPS)
+            n = INT_MAX_HOPS;
+        struct int_echo_trailer *t = (struct int_echo_trailer *)&echo_e->bytes[n * ECHO_HOP_LEN];
+        t->magic = ECHO_MAGIC;
+        t->ver_flags = ECHO_VERSION << 4;
+        t->hop_count = n;
+        t->hop_words = ECHO_HOP_WORDS;
+        echo_e->psn = psn;
+        echo_e->len = ECHO_TRAILER_LEN + n * ECHO_HOP_LEN;
+        echo_e->updated_ns = now;
+    }
+#endif
     if (!(ins & INS_NODE_ID))
         sig = 0;
     if (records.ringbuf_output(r, sizeof(*r), 0) < 0)
@@ -441,3 +497,64 @@ other:
     count(STAT_OTHER);
     return ACT_PASS;
 }
+
+#if INT_ECHO && !SINK_XDP
+/* tc egress: append the QP's latest hop records to an outgoing ACK (see the top). */
+int int_echo_egress(struct __sk_buff *skb)
+{
+    struct l2l4 h;
+    __u8 bth[BTH_LEN];
+    if (bpf_skb_load_bytes(skb, 0, &h, sizeof(h)) < 0)
+        return TC_ACT_UNSPEC;
+    if (h.eth.h_proto != bpf_htons(ETH_P_IP) || h.ip.protocol != IPPROTO_UDP ||
+        h.ip.ihl != 5 || (h.ip.frag_off & bpf_htons(0x3FFF)) ||
+        h.udp.dest != bpf_htons(ROCEV2_UDP_PORT))
+        return TC_ACT_UNSPEC;
+    if (bpf_skb_load_bytes(skb, INT_OFF, bth, BTH_LEN) < 0 || bth[0] != 0x11 ||
+        (bth[4] & ECHO_BTH_FLAG))
+        return TC_ACT_UNSPEC;
+    struct int_echo_key ek = {};
+    ek.peer_ip = bpf_ntohl(h.ip.daddr);
+    ek.local_ip = bpf_ntohl(h.ip.saddr);
+    ek.qp = (__u32)bth[5] << 16 | (__u32)bth[6] << 8 | bth[7];
+    struct int_echo_entry *e = echo.lookup(&ek);
+    __u32 len = e ? e->len : 0;
+    asm volatile("" : "+r"(len));
+    if (len < ECHO_TRAILER_LEN + ECHO_HOP_LEN) {
+        count(STAT_ECHO_NO_HOPS);
+        return TC_ACT_UNSPEC;
+    }
+    if (!e || len > ECHO_MAX_LEN) {
+        count(STAT_ECHO_FAILED);
+        return TC_ACT_UNSPEC;
+    }
+    __u16 ip_len = bpf_ntohs(h.ip.tot_len);
+    __u32 old = skb->len;
+    if (skb->gso_segs > 1 || L3_OFF + ip_len != old || old > 0xFFFF - ECHO_MAX_LEN) {
+        count(STAT_ECHO_FAILED);
+        return TC_ACT_UNSPEC;
+    }
+    /* grow first: if that fails nothing has changed */
+    if (bpf_skb_change_tail(skb, old + len, 0) < 0) {
+        count(STAT_ECHO_FAILED);
+        return TC_ACT_UNSPEC;
+    }
+    struct l2l4 nh = h;
+    nh.ip.tot_len = bpf_htons(ip_len + len);
+    nh.ip.check = csum_replace16(h.ip.check, h.ip.tot_len, nh.ip.tot_len);
+    nh.udp.len = bpf_htons(bpf_ntohs(h.udp.len) + len);
+    nh.udp.check = 0; /* RoCEv2 sends 0; a checksum would no longer cover the echo */
+    __u8 flags = bth[4] | ECHO_BTH_FLAG;
+    /* the bound test above is lost to the compiler's spills: mask again, 1..256 */
+    __u64 n = len - 1;
+    asm volatile("%0 &= 0xff" : "+r"(n));
+    if (bpf_skb_store_bytes(skb, old, e->bytes, n + 1, 0) < 0 ||
+        bpf_skb_store_bytes(skb, L3_OFF, &nh.ip, sizeof(nh.ip) + sizeof(nh.udp), 0) < 0 ||
+        bpf_skb_store_bytes(skb, INT_OFF + 4, &flags, 1, 0) < 0) {
+        count(STAT_ECHO_FAILED);
+        return TC_ACT_SHOT; /* half-written: the ACK would not verify anyway */
+    }
+    count(STAT_ECHO_APPENDED);
+    return TC_ACT_UNSPEC;
+}
+#endif

@@ -52,6 +52,9 @@ class SinkStat(enum.IntEnum):
     RINGBUF_FULL = 11
     STRIP_FAILED = 12
     MALFORMED_DROPPED = 13
+    ECHO_APPENDED = 14
+    ECHO_NO_HOPS = 15
+    ECHO_FAILED = 16
 
 
 FLOWS_HEADER = (f"{'source':<21} {'destination':<15} {'qp':>6} {'packets':>8} {'lost':>5} "

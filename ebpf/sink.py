@@ -49,6 +49,12 @@ class SinkConfig:
     """"tc" (clsact ingress, default) or "xdp" (before any tc program, loss included)."""
     xdp_flags: int = 0
     """XDP attach flags: 0 lets the kernel pick driver mode; 2 forces generic (skb) mode."""
+    echo: bool = False
+    """Echo INT in ACKs (formats.int_echo): keep each QP's latest hops and append them
+    to its outgoing ACKs from a tc egress program, for senders running HPCC."""
+    echo_entries: int = 16384
+    echo_prio: int = 20
+    """tc priority of the echo program at egress."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.int_udp_port <= 0xFFFF:
@@ -56,10 +62,14 @@ class SinkConfig:
         p = self.ringbuf_pages
         if p < 1 or p & (p - 1) or p > 1 << 18:
             raise ConfigError(f"ringbuf_pages {p}: expected a power of two in 1..262144")
+        if not 1 <= self.echo_entries <= 1 << 22:
+            raise ConfigError(f"echo_entries {self.echo_entries}: expected 1..4194304")
         if not 1 <= self.flow_entries <= 1 << 22:
             raise ConfigError(f"flow_entries {self.flow_entries}: expected 1..4194304")
         if self.hook not in ("tc", "xdp"):
             raise ConfigError(f"hook {self.hook!r}: expected 'tc' or 'xdp'")
+        if self.echo and self.hook != "tc":
+            raise ConfigError("echo needs the tc hook (its egress half is a tc program)")
         if self.xdp_flags not in (0, 1, 2, 4):
             raise ConfigError(f"xdp_flags {self.xdp_flags}: expected 0, 1 (update if none), "
                               "2 (generic) or 4 (driver)")
@@ -67,7 +77,8 @@ class SinkConfig:
     def defines(self) -> dict[str, int]:
         return {"INT_UDP_PORT": self.int_udp_port, "RINGBUF_PAGES": self.ringbuf_pages,
                 "FLOW_ENTRIES": self.flow_entries, "MALFORMED_DROP": int(self.malformed_drop),
-                "SINK_XDP": int(self.hook == "xdp")}
+                "SINK_XDP": int(self.hook == "xdp"), "INT_ECHO": int(self.echo),
+                "ECHO_ENTRIES": self.echo_entries}
 
 
 class IntSink:
@@ -81,6 +92,8 @@ class IntSink:
         self._dump = dump_source
         self._bpf = None
         self._tc: TcAttachment | None = None
+        self._echo_tc: TcAttachment | None = None
+        self._echo_fd = -1
         self._ring: RingBufReader | None = None
         self._prog_fd = -1
         self._xdp_attached = False
@@ -106,6 +119,11 @@ class IntSink:
             else:
                 self._tc = attach_tc(fn.fd, "int_sink", self.iface, netns=self.netns,
                                      direction="ingress", prio=self.config.prio)
+            if self.config.echo:
+                efn = bpf.load_func(b"int_echo_egress", BPF.SCHED_CLS)
+                self._echo_fd = efn.fd
+                self._echo_tc = attach_tc(efn.fd, "int_echo", self.iface, netns=self.netns,
+                                          direction="egress", prio=self.config.echo_prio)
         except Exception as exc:
             self._bpf = bpf
             self.close()
@@ -118,13 +136,15 @@ class IntSink:
     def close(self) -> None:
         """Detach from tc and free the programs and maps; safe to call twice."""
         try:
+            if self._echo_tc is not None:
+                self._echo_tc.detach()
             if self._tc is not None:
                 self._tc.detach()
             if self._xdp_attached:
                 self._xdp_attached = False
                 self._detach_xdp()
         finally:
-            self._tc = None
+            self._tc = self._echo_tc = None
             if self._ring is not None:
                 self._ring.close()
                 self._ring = None
@@ -185,6 +205,22 @@ class IntSink:
         out["key"] = keys
         out["stats"] = values
         return out
+
+    def echo_entries(self) -> dict[tuple[int, int, int], tuple[int, bytes]]:
+        """The echo map: (peer IP, local IP, QP) -> (PSN, echo bytes as appended)."""
+        bpf = self._need()
+        if not self.config.echo:
+            return {}
+        out = {}
+        for k, v in bpf[b"echo"].items():
+            out[(k.peer_ip, k.local_ip, k.qp)] = (v.psn, bytes(v.bytes)[:v.len])
+        return out
+
+    def echo_run_stats(self) -> tuple[int, int]:
+        """(run_time_ns, run_cnt) of the echo program (needs kernel.bpf_stats_enabled)."""
+        from .progstats import prog_run_stats
+        self._need()
+        return prog_run_stats(self._echo_fd)
 
     def clear_flows(self) -> None:
         """Forget per-flow state (e.g. between experiments)."""

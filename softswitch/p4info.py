@@ -5,25 +5,25 @@ Why the same ids as p4c: controllers and tests written against BMv2 keep their P
 ids when the program runs on softswitch.  An id is the object-type prefix
 (``P4Ids.Prefix``) in the top byte and the low 24 bits of the Jenkins one-at-a-time
 hash of the fully qualified control-plane name; ``@id`` wins; collisions are resolved
-by linear probing over the hash value, names taken in sorted order.  Names follow
-p4c: ``Block.local`` for declarations inside a parser/control (``@name("x")`` replaces
-the local part, ``@name(".x")`` gives the global name ``x``), top-level actions keep
-their plain name (``NoAction``).
+by linear probing over the hash value, names taken in sorted order.  Which objects are
+described, under which names, and which actions keep their parameters follow p4c's
+front end (see ``softswitch.p4info_walk``).
 """
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2 as P4I
 
-from softswitch.compiler.walk import direct_instance_name
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T
-from softswitch.frontend.errors import P4Error
 from softswitch.frontend.text import expr_text
+from softswitch.p4info_walk import Collector, P4InfoError, Symbol, ann_string, control_plane_name
+
+__all__ = ["P4InfoError", "build_p4info", "control_plane_name", "format_p4info", "jenkins_one_at_a_time",
+           "write_p4info"]
 
 PREFIX = {
     "action": P4I.P4Ids.ACTION, "table": P4I.P4Ids.TABLE, "value_set": P4I.P4Ids.VALUE_SET,
@@ -38,11 +38,9 @@ _COUNTER_UNIT = {"packets": P4I.CounterSpec.PACKETS, "bytes": P4I.CounterSpec.BY
                  "packets_and_bytes": P4I.CounterSpec.BOTH}
 _METER_UNIT = {"packets": P4I.MeterSpec.PACKETS, "bytes": P4I.MeterSpec.BYTES}
 _HIDDEN_ANNOTATIONS = frozenset({"name", "id", "defaultonly", "tableonly", "hidden"})
+# symbols by (kind, id of a declaration) and by (kind, control-plane name)
+_Index = dict[tuple[str, int | str], Symbol]
 _DEFAULT_TABLE_SIZE = 1024
-
-
-class P4InfoError(P4Error):
-    """The program cannot be described in P4Info (e.g. an @id used twice)."""
 
 
 def jenkins_one_at_a_time(name: str) -> int:
@@ -58,43 +56,6 @@ def jenkins_one_at_a_time(name: str) -> int:
     return h
 
 
-@dataclass(slots=True, kw_only=True)
-class _Symbol:
-    kind: str
-    name: str
-    decl: Any
-    user_id: int | None
-    id: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-def _ann_id(decl: Any) -> int | None:
-    ann = A.find_annotation(getattr(decl, "annotations", []), "id")
-    if ann is None or not ann.args:
-        return None
-    v = ann.args[0]
-    if not isinstance(v, A.IntLiteral):
-        raise P4InfoError(ann.loc, "@id needs an integer argument")
-    return v.value
-
-
-def _ann_string(decl: Any, name: str) -> str | None:
-    ann = A.find_annotation(getattr(decl, "annotations", []), name)
-    if ann is None or not ann.args or not isinstance(ann.args[0], A.StringLiteral):
-        return None
-    return ann.args[0].value
-
-
-def control_plane_name(decl: Any, prefix: str) -> str:
-    """p4c's fully qualified name of ``decl`` declared inside block path ``prefix``."""
-    given = _ann_string(decl, "name")
-    if given is not None:
-        if given.startswith("."):
-            return given[1:]
-        return f"{prefix}.{given}" if prefix else given
-    return f"{prefix}.{decl.name}" if prefix else decl.name
-
-
 def _annotation_text(ann: A.Annotation) -> str:
     if not ann.args and not ann.kv:
         return f"@{ann.name}"
@@ -107,7 +68,7 @@ def _annotation_text(ann: A.Annotation) -> str:
     return f"@{ann.name}({', '.join(parts)})"
 
 
-def _preamble(pre: Any, sym: _Symbol, alias: str) -> None:
+def _preamble(pre: Any, sym: Symbol, alias: str) -> None:
     pre.id = sym.id
     pre.name = sym.extra.get("display_name", sym.name)
     pre.alias = sym.extra.get("display_name", alias)
@@ -174,125 +135,7 @@ def _type_spec(spec: Any, t: T.P4Type) -> None:
         raise P4InfoError(None, f"type {t} cannot be described in P4Info")
 
 
-class _Collector:
-    """Walks the blocks of ``main`` and collects P4Runtime objects in program order."""
-
-    def __init__(self, prog: A.CheckedProgram) -> None:
-        self.prog = prog
-        self.symbols: list[_Symbol] = []
-        self.seen: set[tuple[str, str]] = set()
-        self.struct_types: dict[str, T.StructLikeType] = {}
-        self.direct_names: dict[str, int] = {}  # direct invocations named so far
-
-    def add(self, kind: str, name: str, decl: Any, **extra: Any) -> _Symbol:
-        key = (kind, name)
-        for s in self.symbols:
-            if (s.kind, s.name) == key:
-                if s.decl is not decl and decl is not None:
-                    # two declarations under one control-plane name (`@name("a")` on two
-                    # actions): one P4Info object, as p4c makes it
-                    s.extra.setdefault("aliases", []).append(decl)
-                return s
-        sym = _Symbol(kind=kind, name=name, decl=decl, user_id=_ann_id(decl), extra=extra)
-        self.symbols.append(sym)
-        return sym
-
-    def run(self) -> None:
-        main = self.prog.main
-        if main is None:
-            raise P4InfoError(None, "the program has no 'main' package instance")
-        # top-level extern instances used by the pipeline keep their plain names
-        used: set[int] = set()
-        for blk in main.blocks:
-            for node in A.iter_nodes(blk.decl):
-                if isinstance(node, A.PathExpression) and node.decl is not None:
-                    used.add(id(node.decl))
-        for d in self.prog.program.declarations:
-            if isinstance(d, A.InstantiationDecl) and id(d) in used:
-                self.instance(d, "")
-        for blk in main.blocks:
-            prefix = control_plane_name(blk.decl, "")
-            if isinstance(blk.decl, A.ControlDecl):
-                self.control(blk.decl, prefix)
-            else:
-                self.parser(blk.decl, prefix)
-        for d in self.prog.program.declarations:
-            if isinstance(d, A.HeaderDecl) and A.find_annotation(d.annotations, "controller_header"):
-                # p4c hashes the header type's name; the P4Info name is the annotation's
-                shown = _ann_string(d, "controller_header") or d.name
-                self.add("controller_header", control_plane_name(d, ""), d, display_name=shown)
-
-    def parser(self, p: A.ParserDecl, prefix: str) -> None:
-        for d in p.locals:
-            if isinstance(d, A.ValueSetDecl):
-                self.add("value_set", control_plane_name(d, prefix), d)
-            elif isinstance(d, A.InstantiationDecl) and isinstance(d.type_decl, A.ParserDecl):
-                self.parser(d.type_decl, control_plane_name(d, prefix))
-
-    def control(self, c: A.ControlDecl, prefix: str) -> None:
-        for d in c.locals:
-            if isinstance(d, A.InstantiationDecl):
-                self.instance(d, prefix)
-        for d in c.locals:
-            if isinstance(d, A.TableDecl):
-                self.table(d, prefix)
-        for node in A.iter_nodes(c):
-            if isinstance(node, A.MethodCallExpression):
-                self.call(node, prefix)
-
-    def action(self, a: A.ActionDecl, prefix: str) -> _Symbol:
-        top = self.prog.top_level.get(a.name) is a
-        return self.add("action", control_plane_name(a, "" if top else prefix), a)
-
-    def call(self, call: A.MethodCallExpression, prefix: str) -> None:
-        callee = call.callee
-        decl = getattr(callee.expr, "decl", None) if isinstance(callee, A.MemberExpression) \
-            else None
-        if call.call_kind == A.CallKind.CONTROL_APPLY and isinstance(decl, A.ControlDecl):
-            # direct invocation: an anonymous instance named as the compiler names it
-            self.control(decl, direct_instance_name(prefix, decl.name, self.direct_names))
-            return
-        if call.call_kind == A.CallKind.ACTION:
-            self.action(call.callee_decl, prefix)
-        elif call.call_kind == A.CallKind.EXTERN_FUNCTION and call.callee_decl.name == "digest":
-            t = call.type_bindings.get("T")
-            if t is None and len(call.args) == 2:
-                t = call.args[1].value.type
-            if not isinstance(t, T.StructLikeType) or not t.name:
-                raise P4InfoError(call.loc, "digest data must have a named struct type, e.g. digest<my_digest_t>(...)")
-            self.struct_types[t.name] = t
-            self.add("digest", t.name, self.prog.top_level.get(t.name), type=t)
-
-    def instance(self, d: A.InstantiationDecl, prefix: str) -> None:
-        name = control_plane_name(d, prefix)
-        td = d.type_decl
-        if isinstance(td, A.ControlDecl):
-            self.control(td, name)
-            # controls made in place as constructor arguments: C(Inner()) c;
-            for p, a in zip(td.ctor_params, d.args):
-                v = a.value
-                if isinstance(v, A.MethodCallExpression) and v.call_kind is A.CallKind.CONSTRUCTOR \
-                        and isinstance(v.callee_decl, A.ControlDecl):
-                    self.control(v.callee_decl, f"{name}.{p.name}")
-            return
-        if not isinstance(td, A.ExternDecl):
-            return
-        kinds = {"counter": "counter", "direct_counter": "direct_counter", "meter": "meter",
-                 "direct_meter": "direct_meter", "register": "register",
-                 "action_profile": "action_profile", "action_selector": "action_profile"}
-        if td.name in kinds:
-            self.add(kinds[td.name], name, d)
-
-    def table(self, t: A.TableDecl, prefix: str) -> None:
-        sym = self.add("table", control_plane_name(t, prefix), t, prefix=prefix)
-        for ref in t.actions:
-            self.action(ref.decl, prefix)
-        for prop in t.properties:
-            if prop.name == "implementation" and isinstance(prop.value, A.MethodCallExpression):
-                self.add("action_profile", f"{sym.name}_implementation", prop.value)
-
-
-def _assign_ids(symbols: list[_Symbol]) -> None:
+def _assign_ids(symbols: list[Symbol]) -> None:
     used: set[int] = set()
     for s in symbols:
         if s.user_id is not None:
@@ -323,21 +166,22 @@ def _assign_ids(symbols: list[_Symbol]) -> None:
 
 def build_p4info(program: A.CheckedProgram) -> P4I.P4Info:
     """The P4Info message for ``program`` (a ``CheckedProgram`` whose main is V1Switch)."""
-    col = _Collector(program)
+    col = Collector(program)
     col.run()
     _assign_ids(col.symbols)
     alias = _shortest_suffixes([s.name for s in col.symbols])
-    by_decl: dict[tuple[str, int], _Symbol] = {(s.kind, id(s.decl)): s for s in col.symbols}
+    index: _Index = {(s.kind, id(s.decl)): s for s in col.symbols}
     for s in col.symbols:
         for d in s.extra.get("aliases", ()):
-            by_decl.setdefault((s.kind, id(d)), s)
+            index.setdefault((s.kind, id(d)), s)
+        index[(s.kind, s.name)] = s
     info = P4I.P4Info()
     info.pkg_info.arch = "v1model"
-    info.type_info.SetInParent()  # p4c always writes type_info, empty or not
-    # p4c lists objects of each kind in program (declaration) order
+    # objects in the order p4c's walk of main meets them (sub-controls inlined where
+    # they are declared); digests in program order of their struct types
     position = {id(n): i for i, n in enumerate(A.iter_nodes(program.program))}
-    col.symbols.sort(key=lambda s: position.get(id(s.decl), len(position)))
-    emit: dict[str, Callable[[P4I.P4Info, _Symbol, str, dict[tuple[str, int], _Symbol]], None]] = {
+    col.symbols.sort(key=lambda s: position.get(id(s.decl), len(position)) if s.kind == "digest" else s.order)
+    emit: dict[str, Callable[[P4I.P4Info, Symbol, str, _Index], None]] = {
         "table": _emit_table, "action": _emit_action, "counter": _emit_counter,
         "direct_counter": _emit_direct_counter, "meter": _emit_meter, "direct_meter": _emit_direct_meter,
         "register": _emit_register, "digest": _emit_digest, "controller_header": _emit_controller_header,
@@ -347,7 +191,9 @@ def build_p4info(program: A.CheckedProgram) -> P4I.P4Info:
     for kind, emit_one in emit.items():
         for s in col.symbols:
             if s.kind == kind:
-                emit_one(info, s, alias[s.name], by_decl)
+                emit_one(info, s, alias[s.name], index)
+    if col.writes_type_info or any(s.kind != "action" for s in col.symbols):
+        info.type_info.SetInParent()  # empty or not, where p4c writes it
     for st in col.struct_types.values():
         _emit_struct(info, st)
     _emit_enums(info, program)
@@ -407,7 +253,7 @@ def _ctor_arg(d: A.InstantiationDecl, i: int) -> A.Expression | None:
     return d.args[i].value if i < len(d.args) else None
 
 
-def _emit_table(info: P4I.P4Info, s: _Symbol, alias: str, idx: dict[tuple[str, int], _Symbol]) -> None:
+def _emit_table(info: P4I.P4Info, s: Symbol, alias: str, idx: _Index) -> None:
     t: A.TableDecl = s.decl
     msg = info.tables.add()
     _preamble(msg.preamble, s, alias)
@@ -416,7 +262,7 @@ def _emit_table(info: P4I.P4Info, s: _Symbol, alias: str, idx: dict[tuple[str, i
             continue
         mf = msg.match_fields.add()
         mf.id = i
-        mf.name = _ann_string(k, "name") or expr_text(k.expr)
+        mf.name = ann_string(k, "name") or expr_text(k.expr)
         mf.bitwidth = _width(k.expr.type, f"key '{mf.name}' of table '{s.name}'", k.loc)
         if k.match_kind in _MATCH:
             mf.match_type = _MATCH[k.match_kind]
@@ -425,8 +271,8 @@ def _emit_table(info: P4I.P4Info, s: _Symbol, alias: str, idx: dict[tuple[str, i
         for ann in k.annotations:
             if ann.name not in _HIDDEN_ANNOTATIONS:
                 mf.annotations.append(_annotation_text(ann))
-    for ref in t.actions:
-        a = idx[("action", id(ref.decl))]
+    for ref, name in zip(t.actions, s.extra["actions"]):
+        a = idx[("action", name)]
         ar = msg.action_refs.add()
         ar.id = a.id
         anns = ref.annotations + ref.decl.annotations
@@ -436,11 +282,21 @@ def _emit_table(info: P4I.P4Info, s: _Symbol, alias: str, idx: dict[tuple[str, i
             ar.scope = P4I.ActionRef.TABLE_ONLY
         for ann in ref.annotations:
             ar.annotations.append(_annotation_text(ann))
+    implicit = s.extra.get("implicit_default")
     if t.default_action is not None:
-        act = idx[("action", id(t.default_action.decl))]
+        act = idx[("action", s.extra["default"])]
         if t.default_action_const:
             msg.const_default_action_id = act.id
         _initial_default(msg.initial_default_action, act.id, t.default_action)
+    elif implicit is not None:
+        # p4c's default for a table that names none: NoAction, default-only when not listed
+        act = idx[("action", implicit)]
+        if act.id not in [r.id for r in msg.action_refs]:
+            ar = msg.action_refs.add()
+            ar.id = act.id
+            ar.scope = P4I.ActionRef.DEFAULT_ONLY
+            ar.annotations.append("@defaultonly")
+        msg.initial_default_action.action_id = act.id
     for prop in t.properties:
         if prop.name in ("counters", "meters") and isinstance(prop.value, A.PathExpression):
             kind = "direct_counter" if prop.name == "counters" else "direct_meter"
@@ -482,13 +338,15 @@ def _initial_default(call: Any, action_id: int, ref: A.ActionRef) -> None:
         arg.value = (value & ((1 << width) - 1)).to_bytes(max(1, (width + 7) // 8), "big")
 
 
-def _emit_action(info: P4I.P4Info, s: _Symbol, alias: str, idx: dict[tuple[str, int], _Symbol]) -> None:
+def _emit_action(info: P4I.P4Info, s: Symbol, alias: str, idx: _Index) -> None:
     a: A.ActionDecl = s.decl
     msg = info.actions.add()
     _preamble(msg.preamble, s, alias)
     n = 0
     for p in a.params:
-        if p.direction != A.Direction.NONE:
+        if p.direction != A.Direction.NONE or s.extra.get("from_apply"):
+            # directional parameters are bound where the action is used; an action
+            # called from an apply block has all its parameters bound there
             continue
         n += 1
         prm = msg.params.add()
@@ -504,7 +362,7 @@ def _enum_member(e: A.Expression | None) -> str | None:
     return e.member if isinstance(e, A.MemberExpression) else None
 
 
-def _emit_counter(info: P4I.P4Info, s: _Symbol, alias: str, idx: dict[tuple[str, int], _Symbol]) -> None:
+def _emit_counter(info: P4I.P4Info, s: Symbol, alias: str, idx: _Index) -> None:
     msg = info.counters.add()
     _preamble(msg.preamble, s, alias)
     msg.spec.unit = _COUNTER_UNIT.get(_enum_member(_ctor_arg(s.decl, 1)) or "", P4I.CounterSpec.UNSPECIFIED)
@@ -512,7 +370,7 @@ def _emit_counter(info: P4I.P4Info, s: _Symbol, alias: str, idx: dict[tuple[str,
     msg.size = int(size.const_value) if size is not None and size.const_value is not None else 0
 
 
-def _emit_direct_counter(info: P4I.P4Info, s: _Symbol, alias: str, idx: dict[tuple[str, int], _Symbol]) -> None:
+def _emit_direct_counter(info: P4I.P4Info, s: Symbol, alias: str, idx: _Index) -> None:
     msg = info.direct_counters.add()
     _preamble(msg.preamble, s, alias)
     msg.spec.unit = _COUNTER_UNIT.get(_enum_member(_ctor_arg(s.decl, 0)) or "", P4I.CounterSpec.UNSPECIFIED)
@@ -520,7 +378,7 @@ def _emit_direct_counter(info: P4I.P4Info, s: _Symbol, alias: str, idx: dict[tup
         msg.direct_table_id = s.extra["table_id"]
 
 
-def _emit_meter(info: P4I.P4Info, s: _Symbol, alias: str, idx: dict[tuple[str, int], _Symbol]) -> None:
+def _emit_meter(info: P4I.P4Info, s: Symbol, alias: str, idx: _Index) -> None:
     msg = info.meters.add()
     _preamble(msg.preamble, s, alias)
     msg.spec.unit = _METER_UNIT.get(_enum_member(_ctor_arg(s.decl, 1)) or "", P4I.MeterSpec.UNSPECIFIED)
@@ -528,7 +386,7 @@ def _emit_meter(info: P4I.P4Info, s: _Symbol, alias: str, idx: dict[tuple[str, i
     msg.size = int(size.const_value) if size is not None and size.const_value is not None else 0
 
 
-def _emit_direct_meter(info: P4I.P4Info, s: _Symbol, alias: str, idx: dict[tuple[str, int], _Symbol]) -> None:
+def _emit_direct_meter(info: P4I.P4Info, s: Symbol, alias: str, idx: _Index) -> None:
     msg = info.direct_meters.add()
     _preamble(msg.preamble, s, alias)
     msg.spec.unit = _METER_UNIT.get(_enum_member(_ctor_arg(s.decl, 0)) or "", P4I.MeterSpec.UNSPECIFIED)
@@ -536,7 +394,7 @@ def _emit_direct_meter(info: P4I.P4Info, s: _Symbol, alias: str, idx: dict[tuple
         msg.direct_table_id = s.extra["table_id"]
 
 
-def _emit_register(info: P4I.P4Info, s: _Symbol, alias: str, idx: dict[tuple[str, int], _Symbol]) -> None:
+def _emit_register(info: P4I.P4Info, s: Symbol, alias: str, idx: _Index) -> None:
     d: A.InstantiationDecl = s.decl
     msg = info.registers.add()
     _preamble(msg.preamble, s, alias)
@@ -547,7 +405,7 @@ def _emit_register(info: P4I.P4Info, s: _Symbol, alias: str, idx: dict[tuple[str
     msg.size = int(size.const_value) if size is not None and size.const_value is not None else 0
 
 
-def _emit_digest(info: P4I.P4Info, s: _Symbol, alias: str, idx: dict[tuple[str, int], _Symbol]) -> None:
+def _emit_digest(info: P4I.P4Info, s: Symbol, alias: str, idx: _Index) -> None:
     msg = info.digests.add()
     _preamble(msg.preamble, s, alias)
     _type_spec(msg.type_spec, s.extra["type"])
@@ -585,7 +443,7 @@ def _bitstring_spec(spec: Any, t: T.P4Type) -> None:
         raise P4InfoError(None, f"header member of type {t} cannot be described in P4Info")
 
 
-def _emit_controller_header(info: P4I.P4Info, s: _Symbol, alias: str, idx: dict[tuple[str, int], _Symbol]) -> None:
+def _emit_controller_header(info: P4I.P4Info, s: Symbol, alias: str, idx: _Index) -> None:
     d: A.HeaderDecl = s.decl
     msg = info.controller_packet_metadata.add()
     _preamble(msg.preamble, s, alias)
@@ -599,7 +457,7 @@ def _emit_controller_header(info: P4I.P4Info, s: _Symbol, alias: str, idx: dict[
                 md.annotations.append(_annotation_text(ann))
 
 
-def _emit_value_set(info: P4I.P4Info, s: _Symbol, alias: str, idx: dict[tuple[str, int], _Symbol]) -> None:
+def _emit_value_set(info: P4I.P4Info, s: Symbol, alias: str, idx: _Index) -> None:
     d: A.ValueSetDecl = s.decl
     msg = info.value_sets.add()
     _preamble(msg.preamble, s, alias)
@@ -616,7 +474,7 @@ def _emit_value_set(info: P4I.P4Info, s: _Symbol, alias: str, idx: dict[tuple[st
     msg.size = int(d.size.const_value or 0)
 
 
-def _emit_action_profile(info: P4I.P4Info, s: _Symbol, alias: str, idx: dict[tuple[str, int], _Symbol]) -> None:
+def _emit_action_profile(info: P4I.P4Info, s: Symbol, alias: str, idx: _Index) -> None:
     msg = info.action_profiles.add()
     _preamble(msg.preamble, s, alias)
     d = s.decl

@@ -17,8 +17,9 @@ from traffic.collog.writer import CollectiveLogWriter
 from traffic.dcqcn import DcqcnSettings
 from traffic.emulation import parse_loss
 from traffic.endpoint import EndpointConfig
-from traffic.errors import TrafficError
+from traffic.errors import ConfigError, TrafficError
 from traffic.host_faults import HostFaults, parse_window
+from traffic.hpcc import HpccSettings
 from traffic.qp_types import CongestionControl, Reliability
 from traffic.runner import QpParams, RankRunner
 from traffic.workloads import Pattern, make_plan, parse_size_dist
@@ -135,9 +136,31 @@ def _common(p: argparse.ArgumentParser, *, with_hosts: bool = True) -> None:
                    help="FEC block: K data + M repair packets (default 8,1)")
     p.add_argument("--rate", type=_rate, default=100e6, help="per-QP rate, e.g. 100M (bit/s)")
     p.add_argument("--cc", type=CongestionControl.parse, default=CongestionControl.NONE,
-                   metavar="{none,dcqcn}",
+                   metavar="{none,dcqcn,hpcc-sender}",
                    help="rate control in the sender: none (the rate, changed only by "
-                        "feedback) or dcqcn (reacts to CNPs; --rate is its line rate)")
+                        "feedback), dcqcn (reacts to CNPs) or hpcc-sender (HPCC on the INT "
+                        "echoed in every ACK; needs the receiver's sink with --echo); "
+                        "--rate is their line rate")
+    p.add_argument("--hpcc-eta", type=argtypes.bounded_float(0.0, 1.0, what="eta"),
+                   default=HpccSettings().eta, metavar="ETA",
+                   help="HPCC target utilisation (default 0.95)")
+    p.add_argument("--hpcc-max-stage", type=argtypes.bounded_int(0, 1000),
+                   default=HpccSettings().max_stage, help="HPCC additive steps before a "
+                   "multiplicative one (default 5)")
+    p.add_argument("--hpcc-wai", type=argtypes.bounded_float(0.0, 1.0, low_open=False),
+                   default=HpccSettings().w_ai_fraction,
+                   metavar="F", help="HPCC additive increase, fraction of --rate "
+                   "(default 0.01)")
+    p.add_argument("--hpcc-base-rtt", type=_duration, default=None, metavar="T",
+                   help="HPCC base RTT (default: the QP's smallest RTT sample, at least "
+                        "--hpcc-min-base-rtt)")
+    p.add_argument("--hpcc-min-base-rtt", type=_duration,
+                   default=HpccSettings().min_base_rtt_s, metavar="T",
+                   help="floor of the measured base RTT (default 30ms: emulation scale)")
+    p.add_argument("--hpcc-multi-rate", action="store_true",
+                   help="HPCC reference rate per hop (ns-3 MultiRate)")
+    p.add_argument("--hpcc-no-window", action="store_true",
+                   help="HPCC paces only, without its window of bytes in flight")
     p.add_argument("--dcqcn-timer", type=_duration, default=DcqcnSettings().timer_s,
                    metavar="T", help="DCQCN alpha and rate-increase timers (default 55ms)")
     p.add_argument("--dcqcn-cnp-interval", type=_duration,
@@ -210,7 +233,8 @@ def _run_rank(args: argparse.Namespace) -> int:
                   dcqcn=DcqcnSettings(timer_s=args.dcqcn_timer,
                                       alpha_interval_s=args.dcqcn_timer,
                                       cnp_interval_s=args.dcqcn_cnp_interval,
-                                      byte_counter_s=args.dcqcn_bytes))
+                                      byte_counter_s=args.dcqcn_bytes),
+                  hpcc=_hpcc_settings(args))
     ep_cfg = EndpointConfig(ip=args.hosts[args.rank], delay_s=args.delay,
                             loss=parse_loss(args.loss, seed=args.seed * 7919 + args.rank),
                             loss_scope=args.loss_scope, control_path=args.control)
@@ -260,13 +284,27 @@ def _run_rank(args: argparse.Namespace) -> int:
     return 0
 
 
+def _hpcc_settings(args: argparse.Namespace) -> HpccSettings:
+    try:
+        return HpccSettings(eta=args.hpcc_eta, max_stage=args.hpcc_max_stage,
+                            w_ai_fraction=args.hpcc_wai, base_rtt_s=args.hpcc_base_rtt,
+                            min_base_rtt_s=args.hpcc_min_base_rtt,
+                            multi_rate=args.hpcc_multi_rate, window=not args.hpcc_no_window)
+    except ConfigError as e:
+        raise SystemExit(f"traffic: {e}") from None
+
+
 def _cc_fields(cc: dict) -> dict:
     """The final line's rate-control figures (DCQCN only: CNPs, cuts, rates)."""
     if cc["mode"] == CongestionControl.NONE.value:
         return {}
     rates = list(cc["final_rate_bps"].values())
-    return {"cc": cc["mode"], "cnps_rx": cc["cnps_rx"], "rate_cuts": cc.get("rate_cuts", 0),
-            "final_rate_bps": round(min(rates)) if rates else None}
+    out = {"cc": cc["mode"], "cnps_rx": cc["cnps_rx"], "rate_cuts": cc.get("rate_cuts", 0),
+           "final_rate_bps": round(min(rates)) if rates else None}
+    if "echo_acks" in cc:
+        out["echo_acks"] = cc["echo_acks"]
+        out["reaction_s"] = min(cc["reaction_s"]) if cc["reaction_s"] else None
+    return out
 
 
 def aggregate(out_dir: Path, nranks: int) -> dict:

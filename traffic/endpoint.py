@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Self
 
-from formats import roce
+from formats import int_echo, roce
 from formats.roce import ICRC_LEN, PSN_MASK, ROCEV2_UDP_PORT, Opcode
 from traffic.control import ControlCommand, ControlServer
 from traffic.emulation import DelayLine, LossModel, NoLoss
@@ -86,6 +86,7 @@ class EndpointCounters:
     rx_pkts: int = 0
     bad_icrc: int = 0
     truncated: int = 0
+    bad_echo: int = 0  # ACKs flagged with an INT echo whose trailer is wrong (dropped)
     unknown_qp: int = 0
     wrong_peer: int = 0
     unexpected_opcode: int = 0
@@ -218,6 +219,13 @@ class Endpoint:
         if len(data) < roce.BTH_LEN + ICRC_LEN:
             c.truncated += 1
             return
+        echo = None
+        if data[4] & int_echo.ECHO_FLAG and data[0] == Opcode.ACKNOWLEDGE:
+            try:  # INT hop records behind the ACK's ICRC (formats.int_echo): take them off
+                data, echo = int_echo.split_echo(data)
+            except int_echo.IntEchoError:
+                c.bad_echo += 1
+                return
         if not roce.icrc_ok(data, src=socket.inet_aton(addr[0]), dst=self._ip_b,
                             sport=addr[1], dport=self.cfg.port):
             c.bad_icrc += 1
@@ -244,6 +252,8 @@ class Endpoint:
                 req.on_cnp(now)
             else:
                 req.on_ack(pkt, now)
+                if echo is not None:
+                    req.on_int_echo(echo, pkt, now)
             return
         resp = self.responders.get(qpn)
         if resp is None:

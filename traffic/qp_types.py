@@ -9,6 +9,7 @@ from formats.roce import RETH_LEN, SYMBOL_HDR_LEN
 from traffic import fec
 from traffic.dcqcn import DcqcnSettings
 from traffic.errors import ConfigError
+from traffic.hpcc import HpccSettings
 
 __all__ = ["CongestionControl", "QpConfig", "QpCounters", "Reliability", "decode_symbol",
            "encode_symbol"]
@@ -38,6 +39,7 @@ class CongestionControl(str, Enum):
 
     NONE = "none"  # the configured rate, changed only by feedback
     DCQCN = "dcqcn"  # DCQCN reaction point on the QP's CNPs (traffic.dcqcn)
+    HPCC_SENDER = "hpcc-sender"  # HPCC per ACK from the INT echoed in ACKs (traffic.hpcc)
 
     @classmethod
     def parse(cls, text: str) -> CongestionControl:
@@ -45,7 +47,8 @@ class CongestionControl(str, Enum):
             return cls(text.lower())
         except ValueError:
             raise ConfigError(
-                f"congestion control {text!r} unknown; choose one of none, dcqcn"
+                f"congestion control {text!r} unknown; choose one of none, dcqcn, "
+                "hpcc-sender"
             ) from None
 
 
@@ -69,6 +72,7 @@ class QpConfig:
     max_msg_bytes: int = 1 << 30  # responder: larger RETH DMA lengths are refused
     cc: CongestionControl = CongestionControl.NONE  # requester: its own rate control
     dcqcn: DcqcnSettings = field(default_factory=DcqcnSettings)  # with cc=dcqcn
+    hpcc: HpccSettings = field(default_factory=HpccSettings)  # with cc=hpcc-sender
 
     def __post_init__(self) -> None:
         for name, v, hi in (("qpn", self.qpn, 0xFFFFFF), ("peer_qpn", self.peer_qpn, 0xFFFFFF)):
@@ -108,6 +112,7 @@ class QpCounters:
     naks_rx: int = 0
     acks_rx: int = 0
     cnps_rx: int = 0
+    echo_acks: int = 0  # ACKs that carried INT hop records (formats.int_echo)
     acked_bytes: int = 0
     msgs_done: int = 0
     rx_pkts: int = 0

@@ -18,7 +18,10 @@ Rate: the token bucket runs at the configured rate, which rate feedback (``set_r
 replaces.  A QP with ``cc=dcqcn`` also runs DCQCN's reaction point (traffic.dcqcn) on
 its CNPs and its own clock and bytes, with the configured rate as its line rate;
 feedback then caps that rate instead of replacing it (the pacer runs at the lower of
-the two), as a NIC with a rate limiter above its DCQCN would.
+the two), as a NIC with a rate limiter above its DCQCN would.  A QP with
+``cc=hpcc-sender`` runs HPCC (traffic.hpcc) on the INT hop records echoed in its ACKs
+(:meth:`Requester.on_int_echo`), with the same cap rule, and bounds its packets in
+flight by HPCC's window.
 """
 from __future__ import annotations
 
@@ -39,6 +42,7 @@ from formats.roce import (
 from traffic import fec
 from traffic.dcqcn import DcqcnReactionPoint
 from traffic.errors import ConfigError
+from traffic.hpcc import HpccState
 from traffic.pacing import MAX_RATE_BPS, MIN_RATE_BPS, TokenBucket
 from traffic.qp_types import (
     CongestionControl,
@@ -117,7 +121,13 @@ class Requester:
     _msg_id: int = 0
     _va: int = 0x10000
     _dcqcn: DcqcnReactionPoint | None = None
-    _rate_cap_bps: float | None = None  # rate feedback, a cap over DCQCN's rate
+    _rate_cap_bps: float | None = None  # rate feedback, a cap over DCQCN's or HPCC's rate
+    _hpcc: HpccState | None = None
+    _hpcc_rtt: float | None = None  # smallest RTT sample: HPCC's T unless configured
+    _win_pkts: int = 0              # packets in flight allowed (HPCC's window or the config)
+    hpcc_first_queue_s: float | None = None  # first echoed queue above zero ...
+    hpcc_first_cut_s: float | None = None    # ... and the first rate cut after it
+    hpcc_max_queue_bytes: int = 0            # deepest queue an echo reported
 
     def __post_init__(self) -> None:
         self._tmpl = PacketTemplate(src=self.local_ip, dst=self.cfg.peer_ip, sport=self.sport)
@@ -126,6 +136,11 @@ class Requester:
             self._dcqcn = DcqcnReactionPoint(line_rate_bps=self.cfg.rate_bps,
                                              settings=self.cfg.dcqcn, mtu=self.cfg.mtu,
                                              now_s=self.now_s)
+        if self.cfg.cc is CongestionControl.HPCC_SENDER:
+            self._hpcc = HpccState(max_rate_bps=self.cfg.rate_bps, settings=self.cfg.hpcc)
+        self._win_pkts = self.cfg.window_pkts
+        if self._hpcc is not None:
+            self._hpcc_window()  # HPCC's window bounds the first round trip too
         self._pending = collections.deque()
         self._rto = max(self.cfg.rto_initial_s, self.cfg.rto_min_s)
         self.rate_log.append((self.now_s, float(self.cfg.rate_bps)))
@@ -205,9 +220,9 @@ class Requester:
     def set_rate(self, rate_bps: float, now: float) -> None:
         """Change the pacing rate (control API); effective for the next packet.
 
-        With DCQCN the new rate caps DCQCN's rate instead of replacing it.
+        With DCQCN or HPCC the new rate caps their rate instead of replacing it.
         """
-        if self._dcqcn is None:
+        if self._dcqcn is None and self._hpcc is None:
             self._bucket.set_rate(rate_bps, now)
             self.cfg.rate_bps = float(rate_bps)
             self.rate_log.append((now, float(rate_bps)))
@@ -219,9 +234,12 @@ class Requester:
         self._apply_dcqcn_rate(now)
 
     def _apply_dcqcn_rate(self, now: float) -> None:
-        """Pace at DCQCN's rate, capped by rate feedback."""
-        assert self._dcqcn is not None
-        rate = self._dcqcn.rate_bps
+        """Pace at DCQCN's (or HPCC's) rate, capped by rate feedback."""
+        if self._dcqcn is not None:
+            rate = self._dcqcn.rate_bps
+        else:
+            assert self._hpcc is not None
+            rate = max(MIN_RATE_BPS, self._hpcc.rate_bps)
         if self._rate_cap_bps is not None:
             rate = min(rate, self._rate_cap_bps)
         if rate != self.cfg.rate_bps:
@@ -273,7 +291,7 @@ class Requester:
                 pkt_buf, kind = p.buf, "retx"
             elif self._repair_q:
                 pkt_buf, kind = self._repair_q[0][1], "repair"
-            elif self._pending and self._sent_up_to - self._una < self.cfg.window_pkts:
+            elif self._pending and self._sent_up_to - self._una < self._win_pkts:
                 pkt_buf, kind = self._pending[0].buf, "new"
             else:
                 if (self._pending and self.cfg.mode is Reliability.FEC and self._open_block):
@@ -403,6 +421,44 @@ class Requester:
             self._detect_losses()
         self._rearm(now)
 
+    def on_int_echo(self, hops: tuple, pkt: roce.RocePacket, now: float) -> None:
+        """INT hop records echoed in an ACK (after :meth:`on_ack` took the ACK itself).
+
+        With ``cc=hpcc-sender`` HPCC updates the rate from them (traffic.hpcc); the
+        first queue above zero and the first rate cut after it are timed.
+        """
+        self.counters.echo_acks += 1
+        hp = self._hpcc
+        if hp is None or pkt.aeth is None:
+            return
+        q = max((h.queue_bytes for h in hops), default=0)
+        self.hpcc_max_queue_bytes = max(self.hpcc_max_queue_bytes, q)
+        if self.hpcc_first_queue_s is None and q:
+            self.hpcc_first_queue_s = now
+        ack_seq = self._abs(pkt.bth.psn) + (0 if pkt.aeth.is_nak else 1)
+        base_rtt = self.cfg.hpcc.base_rtt(self._hpcc_rtt)
+        before = hp.rate_bps
+        if hp.on_ack(hops, ack_seq=ack_seq, next_seq=self._sent_up_to, base_rtt_s=base_rtt):
+            if (hp.rate_bps < before and self.hpcc_first_queue_s is not None
+                    and self.hpcc_first_cut_s is None):
+                self.hpcc_first_cut_s = now
+            self._apply_dcqcn_rate(now)
+        self._hpcc_window()
+
+    def _hpcc_window(self) -> None:
+        """Packets in flight: HPCC's ``W R / R_max`` (at least one), within the config."""
+        hp = self._hpcc
+        if hp is None or not self.cfg.hpcc.window:
+            return
+        wire = self.cfg.mtu + BTH_LEN + ICRC_LEN + WIRE_OVERHEAD
+        w = -(-hp.window_bytes(self.cfg.hpcc.base_rtt(self._hpcc_rtt)) // wire)
+        self._win_pkts = int(min(self.cfg.window_pkts, max(1, w)))
+
+    @property
+    def hpcc(self) -> HpccState | None:
+        """The QP's HPCC state (None unless ``cfg.cc`` is hpcc-sender)."""
+        return self._hpcc
+
     def on_cnp(self, now: float) -> None:
         """A Congestion Notification Packet for this QP: counted; DCQCN reacts to it."""
         self.counters.cnps_rx += 1
@@ -493,6 +549,8 @@ class Requester:
     def _rtt_sample(self, rtt: float) -> None:
         if rtt <= 0:
             return
+        if self._hpcc_rtt is None or rtt < self._hpcc_rtt:
+            self._hpcc_rtt = rtt
         self._rtos_unsampled = 0
         if self._min_rtt is None or rtt < self._min_rtt:
             self._min_rtt = rtt
@@ -542,6 +600,15 @@ class Requester:
         self._rto_deadline = now + self._rto
 
     # -- reporting -------------------------------------------------------------------
+    def _hpcc_snapshot(self) -> dict | None:
+        if self._hpcc is None:
+            return None
+        q, c = self.hpcc_first_queue_s, self.hpcc_first_cut_s
+        return {**self._hpcc.snapshot(), "base_rtt_s": self.cfg.hpcc.base_rtt(self._hpcc_rtt),
+                "min_rtt_s": self._hpcc_rtt, "max_echo_queue_bytes": self.hpcc_max_queue_bytes,
+                "window_pkts": self._win_pkts, "first_queue_s": q, "first_cut_s": c,
+                "reaction_s": None if q is None or c is None else c - q}
+
     def snapshot(self) -> dict:
         c = self.counters
         return {
@@ -549,6 +616,7 @@ class Requester:
             "mode": self.cfg.mode.value, "rate_bps": self.cfg.rate_bps, "cc": self.cfg.cc.value,
             "dcqcn": self._dcqcn.snapshot() if self._dcqcn is not None else None,
             "rate_cap_bps": self._rate_cap_bps,
+            "hpcc": self._hpcc_snapshot(),
             "fec_k": self.cfg.fec_k, "fec_m": self.cfg.fec_m,
             "srtt_s": self._srtt, "rto_s": self._rto, "outstanding": self.outstanding,
             # the latest changes (time since endpoint start, value): feedback history

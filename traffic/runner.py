@@ -21,6 +21,7 @@ from traffic.dcqcn import DcqcnSettings
 from traffic.endpoint import Endpoint, EndpointConfig
 from traffic.errors import WorkloadError
 from traffic.host_faults import HostFaults
+from traffic.hpcc import HpccSettings
 from traffic.qp_types import CongestionControl, MessageRecord, QpConfig, Reliability
 from traffic.requester import Requester
 from traffic.responder import Responder
@@ -43,6 +44,7 @@ class QpParams:
     dscp: int = 0
     cc: CongestionControl = CongestionControl.NONE
     dcqcn: DcqcnSettings = field(default_factory=DcqcnSettings)
+    hpcc: HpccSettings = field(default_factory=HpccSettings)
 
 
 def message_bytes(seed: int, rank: int, qpn: int, index: int, size: int) -> bytes:
@@ -224,7 +226,7 @@ class RankRunner:
         return QpConfig(qpn=qpn, peer_qpn=peer_qpn, peer_ip=self.hosts[peer], mode=q.mode,
                         mtu=q.mtu, rate_bps=q.rate_bps, window_pkts=q.window_pkts,
                         fec_k=q.fec_k, fec_m=q.fec_m, rto_min_s=q.rto_min_s, dscp=q.dscp,
-                        cc=q.cc, dcqcn=q.dcqcn)
+                        cc=q.cc, dcqcn=q.dcqcn, hpcc=q.hpcc)
 
     # -- driving ---------------------------------------------------------------------
     def _feed(self, now: float) -> None:
@@ -356,6 +358,16 @@ class RankRunner:
             out.update(cnps_applied=sum(rp.cnps_applied for rp in rps),
                        rate_cuts=sum(rp.rate_cuts for rp in rps),
                        min_rate_bps=min(rp.min_rate_seen_bps for rp in rps))
+        hps = [r for r in reqs if r.hpcc is not None]
+        if hps:
+            reactions = [r.hpcc_first_cut_s - r.hpcc_first_queue_s for r in hps
+                         if r.hpcc_first_cut_s is not None and r.hpcc_first_queue_s is not None]
+            out.update(echo_acks=sum(r.counters.echo_acks for r in hps),
+                       rate_cuts=sum(1 for r in hps for a, b in zip(r.rate_log, r.rate_log[1:])
+                                     if b[1] < a[1]),
+                       min_rate_bps=min(min(x[1] for x in r.rate_log) for r in hps),
+                       reaction_s=reactions,
+                       hpcc={str(r.qpn): r.snapshot()["hpcc"] for r in hps})
         return out
 
     def summary(self, finished: bool) -> dict:

@@ -107,10 +107,15 @@ def traffic_results(traffic_dir: Path, hosts: tuple[str, ...]) -> dict[str, Any]
         "mode": ccs[0]["mode"] if ccs else None,
         "cnps_rx": sum(int(c.get("cnps_rx", 0)) for c in ccs)}
     cut = [c for c in ccs if c.get("rate_cuts") is not None]
-    if cut:  # DCQCN in the senders
+    if cut:  # DCQCN or HPCC in the senders
         senders_cc.update(rate_cuts=sum(int(c["rate_cuts"]) for c in cut),
-                          cnps_applied=sum(int(c["cnps_applied"]) for c in cut),
+                          cnps_applied=sum(int(c.get("cnps_applied", 0)) for c in cut),
                           min_rate_bps=min(float(c["min_rate_bps"]) for c in cut))
+    echo = [c for c in ccs if c.get("echo_acks") is not None]
+    if echo:  # HPCC in the senders: ACKs with INT, and each QP's reaction time
+        reactions = sorted(float(x) for c in echo for x in c.get("reaction_s") or [])
+        senders_cc.update(echo_acks=sum(int(c["echo_acks"]) for c in echo),
+                          reaction_s=reactions)
     gp = [r.get("goodput_tx_bps") or 0.0 for r in ranks.values()]
     done = [r.get("completion_s") for r in ranks.values() if r.get("completion_s")]
     return {"ranks": ranks, "fct_rows": fct_rows, "rate_columns": columns,

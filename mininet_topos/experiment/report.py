@@ -98,6 +98,15 @@ def control_loop_lines(collector: dict[str, Any] | None) -> list[str]:
     return lines
 
 
+def reaction_line(reactions: list[float]) -> str:
+    """HPCC's reaction at the senders: first ACK with a queue above zero -> first cut."""
+    if not reactions:
+        return "HPCC reaction (first ACK with queue > 0 -> rate cut): no QP saw a queue"
+    r = sorted(reactions)
+    return (f"HPCC reaction (first ACK with queue > 0 -> rate cut at that sender), "
+            f"{len(r)} QPs: p50 {1e3 * r[len(r) // 2]:.1f} ms, max {1e3 * r[-1]:.1f} ms")
+
+
 def format_summary(summary: dict[str, Any], a: Analysis | None = None) -> list[str]:
     """A few lines for the terminal: lossy link, bottleneck queue, goodput, FCT."""
     lines = []
@@ -127,7 +136,11 @@ def format_summary(summary: dict[str, Any], a: Analysis | None = None) -> list[s
         line += f"; utilisation {100 * summary['utilisation']:.0f} % (all bytes / last finish)"
     lines.append(line)
     cc = summary.get("senders_cc") or {}
-    if cc.get("rate_cuts") is not None:
+    if cc.get("echo_acks") is not None:
+        lines.append(f"senders' HPCC: {cc['echo_acks']} ACKs with INT, {cc['rate_cuts']} rate "
+                     f"cuts, lowest rate {cc['min_rate_bps'] / 1e6:.2f} Mbit/s")
+        lines.append(reaction_line(cc.get("reaction_s") or []))
+    elif cc.get("rate_cuts") is not None:
         lines.append(f"senders' DCQCN: {cc['cnps_rx']} CNPs received, {cc['rate_cuts']} rate "
                      f"cuts, lowest rate {cc['min_rate_bps'] / 1e6:.2f} Mbit/s")
     lines += control_loop_lines((summary.get("int") or {}).get("collector"))

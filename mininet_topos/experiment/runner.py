@@ -274,7 +274,7 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
     """Run one spec; write ``out`` (see :mod:`.results` for the layout)."""
     res = ResultsDir(out)
     topo = apply_overrides(resolve_topology(spec.topology), spec)
-    if spec.cc == "hpcc" and spec.switch == "linux-router":
+    if spec.cc in ("hpcc", "hpcc-sender") and spec.switch == "linux-router":
         log("note: cc=hpcc needs INT from P4 switches; on linux-router the senders keep "
             "their start rate")
     if spec.cc == "dcqcn" and spec.switch == "linux-router":
@@ -300,7 +300,7 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
                  sample_interval_s=spec.sample_interval_s, program=spec.program,
                  python=python,
                  agent_hosts=spec.workload.hosts if spec.switch != "linux-router" else (),
-                 feedback=spec.cc == "hpcc",
+                 feedback=spec.cc == "hpcc", echo=spec.cc == "hpcc-sender",
                  fec_target=FEC_TARGET_RESIDUAL if fec_by_controller else 0.0,
                  ecn=spec.ecn.argument if spec.ecn is not None else None,
                  influx_url=influx_url) as tb:
@@ -512,7 +512,9 @@ def compare_row(s: dict[str, Any]) -> dict[str, Any]:
             "queue_mean_busy_pkts": busy.get("mean_busy_pkts") if busy else None,
             "queue_high_water_pkts": worst[1].get("queue_high_water"),
             "tail_drops": worst[1].get("tail_drops"),
-            "cnps_rx": cc.get("cnps_rx"), "rate_cuts": cc.get("rate_cuts")}
+            "cnps_rx": cc.get("cnps_rx"), "rate_cuts": cc.get("rate_cuts"),
+            "reaction_p50_s": (sorted(cc["reaction_s"])[len(cc["reaction_s"]) // 2]
+                               if cc.get("reaction_s") else None)}
 
 
 def _compare_plots(res: ResultsDir, name: str, results: list[RunResult]) -> None:

@@ -20,7 +20,7 @@ Format (YAML)::
       size: 1M
       count: 2
       rate: 100M                # per-QP start rate
-    cc: hpcc                    # none | dcqcn | hpcc
+    cc: hpcc                    # none | dcqcn | hpcc (controller) | hpcc-sender (per ACK)
     ecn: {kmin_bytes: 2000, kmax_bytes: 20000, pmax: 0.1}   # P4 switches' ECN marking
                                 # (default: the controller's, DCQCN's 5 KB / 200 KB / 1 %)
     recovery: fec               # gbn | sr | fec
@@ -63,7 +63,7 @@ __all__ = [
 ]
 
 SWITCH_KINDS = ("softswitch", "bmv2", "linux-router")
-CC_MODES = ("none", "dcqcn", "hpcc")
+CC_MODES = ("none", "dcqcn", "hpcc", "hpcc-sender")
 RECOVERY_MODES = ("gbn", "sr", "fec")
 WORKLOADS = ("p2p", "incast", "alltoall", "allreduce", "kvcache")
 _SIZE = re.compile(r"^(\d+[KMG]?|fixed:\d+[KMG]?|uniform:\d+[KMG]?:\d+[KMG]?|cdf:\S+)$")

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from controller.topology import Topology, dumps_topology, port_queue_pkts, port_rates_mbps
+from formats.int_md import HPCC_PORTS_INSTRUCTION_BITMAP
 from mininet_topos.switches import P4SwitchError
 from mininet_topos.wan import WanError
 
@@ -147,6 +148,7 @@ class Testbed:
     ports: dict[str, int] = field(default_factory=dict)
     agent_hosts: tuple[str, ...] = ()
     feedback: bool = True     # agents relay the controller's rate/FEC feedback
+    echo: bool = False        # agents echo INT in their host's ACKs (HPCC at the sender)
     fec_target: float = 0.0   # > 0: the controller chooses FEC per flow (--fec-target)
     ecn: str | None = None    # the controller's --ecn KMIN:KMAX:PMAX (None: its default)
     influx_url: str | None = None   # the controller exports live to this InfluxDB
@@ -276,6 +278,7 @@ class Testbed:
                 self.python, "-m", "ebpf.agent", "--iface", host.intf_name,
                 "--controller", f"{root_ip}:{self.ports['agent']}", "--agent-id", host.ipv4,
                 *(["--feedback-port", str(fb)] if self.feedback else []),
+                *(["--echo"] if self.echo else []),
                 "--control", str(self.sock_dir / f"{h}.sock"), "1"]))
         deadline = time.monotonic() + self.ready_timeout_s
         for p in procs:
@@ -320,7 +323,7 @@ class Testbed:
                 # HPCC profile plus the port field (bit 1): without it the controller
                 # cannot tell two egress ports of one switch apart, and its per-hop
                 # table (show hops, queue series) mixes them.
-                "--int-instructions", "0xD400"]
+                "--int-instructions", f"{HPCC_PORTS_INSTRUCTION_BITMAP:#06x}"]
         if self.fec_target > 0:
             argv += ["--fec-target", f"{self.fec_target:g}"]
         if self.ecn is not None:

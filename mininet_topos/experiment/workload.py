@@ -79,5 +79,7 @@ def traffic_argv(spec: ExperimentSpec, *, python: str, rank: int, ips: list[str]
         argv += ["--fec", "{},{}".format(*spec.fec_km)]
     if spec.cc == "dcqcn":  # the senders' own reaction point, driven by CNPs
         argv += ["--cc", "dcqcn"]
+    elif spec.cc == "hpcc-sender":  # HPCC per ACK on the INT the receivers echo
+        argv += ["--cc", "hpcc-sender"]
     argv += ["1"]  # a progress line per second in the log
     return argv

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common.processes import stop_process
+from common.processes import ServerStartError, stop_process, wait_ready
 from controller.topology.model import LossModel
 
 from ..delayline import WanError, WanParams
@@ -78,17 +78,14 @@ class WanLink:
         try:
             self._proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
                                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-            deadline = time.monotonic() + START_TIMEOUT_S
-            while not stats_file.exists():
-                if self._proc.poll() is not None:
-                    err = (self._proc.stderr.read().decode(errors="replace").strip()
-                           if self._proc.stderr else "")
-                    raise WanError(f"WAN link {self.name}: delay line exited "
-                                   f"{self._proc.returncode}: {err}")
-                if time.monotonic() > deadline:
-                    raise WanError(f"WAN link {self.name}: delay line not ready after "
-                                   f"{START_TIMEOUT_S:g} s")
-                time.sleep(0.01)
+            proc = self._proc
+            try:
+                wait_ready(proc, stats_file.exists, timeout_s=START_TIMEOUT_S, poll_s=0.01,
+                           what=f"WAN link {self.name}: delay line",
+                           detail=lambda: (proc.stderr.read().decode(errors="replace").strip()
+                                           if proc.stderr else ""))
+            except ServerStartError as exc:
+                raise WanError(str(exc)) from None
             self._seq = self._read_stats().get("seq", 0)
             if self._loss_backend is not None:
                 # loss on the frames leaving each side of the delay line

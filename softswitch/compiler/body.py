@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from softswitch.compiler.aliasing import aliased_object_args
 from softswitch.compiler.core_externs import ExternCalls
 from softswitch.compiler.exprs import is_object_type, scalar_kind
 from softswitch.compiler.layout import attr_name, default_value, strip
@@ -345,7 +346,7 @@ class BodyCompiler(ExternCalls):
 
     def invoke(self, fn: str, e: A.MethodCallExpression, *, prefix: list[str], as_statement: bool,
                returns_value: bool = False) -> str:
-        if not as_statement and self.lazy_depth and self._has_writeback(e):
+        if not as_statement and self.lazy_depth and (self._has_writeback(e) or aliased_object_args(e)):
             return self.lazy(lambda: self._invoke(fn, e, prefix=prefix, as_statement=False,
                                                   returns_value=returns_value))
         return self._invoke(fn, e, prefix=prefix, as_statement=as_statement, returns_value=returns_value)
@@ -368,6 +369,10 @@ class BodyCompiler(ExternCalls):
         read = [a for p, a in zip(params, args) if not isinstance(a, A.DontCareExpression)
                 and getattr(p, "direction", A.Direction.IN) is not A.Direction.OUT]
         value_of = dict(zip((id(a) for a in read), self.ex_in_order(read)))
+        aliased = aliased_object_args(e)
+        # copied back after the call, in parameter order: (lvalue, None) takes the next
+        # scalar the callee returns; (lvalue, temp) an object passed as a copy
+        copy_out: list[tuple[A.Expression, str | None]] = []
         for p, a in zip(params, args):
             direction = getattr(p, "direction", A.Direction.IN)
             pt = getattr(getattr(p, "type_ref", None), "type", None) or a.type
@@ -377,6 +382,7 @@ class BodyCompiler(ExternCalls):
                 else:
                     codes.append(repr(default_value(pt)) if pt is not None else "0")
                 backs.append(a)
+                copy_out.append((a, None))
             else:
                 code = value_of[id(a)] if id(a) in value_of else self.ex(a)
                 if direction in (A.Direction.IN, A.Direction.NONE) and is_object_type(pt) \
@@ -384,13 +390,18 @@ class BodyCompiler(ExternCalls):
                     # `in` is copy-in: the callee sees the value at the call even when
                     # it writes the argument's original (`a(in H v)` called as `a(h)`)
                     code = f"{code}._copy()"
+                elif id(a) in aliased:
+                    # copy-in/copy-out: the callee reaches the argument's storage another
+                    # way too, and the copy it was given overwrites those writes at return
+                    tmp = self.tmp("io")
+                    self.emit(f"{tmp} = {code}._copy()")
+                    code = tmp
+                    copy_out.append((a, tmp))
                 codes.append(code)
         has_value = returns_value and not isinstance(strip(e.type) if e.type else None, T.VoidType) \
             and e.type is not None
         call = f"{fn}({', '.join(codes)})"
-        if not backs:
-            if as_statement:
-                return call
+        if not copy_out:
             return call
         t = self.tmp("r")
         off = 1 if has_value else 0
@@ -399,16 +410,26 @@ class BodyCompiler(ExternCalls):
         self.emit(f"    {t} = {call}")
         self.emit("except ExitSignal as _exit:")
         self.indent += 1
-        self.emit(f"{t} = _exit.outs")
-        for i, lv in enumerate(backs):
-            self.assign(lv, f"{t}[{i + off}]")
+        if backs:
+            self.emit(f"{t} = _exit.outs")
+        self._copy_back(copy_out, t, off)
         self.emit("raise")
         self.indent -= 1
-        for i, lv in enumerate(backs):
-            self.assign(lv, f"{t}[{i + off}]")
+        self._copy_back(copy_out, t, off)
         if as_statement:
             return ""
+        if not backs:
+            return t if has_value else "None"
         return f"{t}[0]" if has_value else "None"
+
+    def _copy_back(self, copy_out: list[tuple[A.Expression, str | None]], result: str, off: int) -> None:
+        i = off
+        for lv, tmp in copy_out:
+            if tmp is None:
+                self.assign(lv, f"{result}[{i}]")
+                i += 1
+            else:
+                self.assign(lv, tmp)
 
     def call_builtin(self, e: A.MethodCallExpression) -> str:
         callee = e.callee

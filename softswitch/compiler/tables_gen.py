@@ -11,6 +11,7 @@ from typing import Any
 
 from softswitch import tables as TB
 from softswitch.action_profiles import ActionProfile
+from softswitch.compiler.aliasing import aliased_bound_args
 from softswitch.compiler.architecture import Architecture, InstanceRequest
 from softswitch.compiler.body import BodyCompiler
 from softswitch.compiler.entries import (
@@ -194,6 +195,8 @@ class TableCompiler:
         b.emit("tr = PK.trace")
         codes: list[str] = []
         backs: list[A.Expression] = []
+        copies: list[tuple[A.Expression, str]] = []  # aliased objects (softswitch.compiler.aliasing)
+        aliased = aliased_bound_args(directional, args, adecl)
         for p, a in zip(directional, args):
             scalar_out = p.direction in (A.Direction.OUT, A.Direction.INOUT) and not is_object_type(
                 p.type_ref.type)
@@ -203,10 +206,29 @@ class TableCompiler:
             elif p.direction is A.Direction.IN and is_object_type(p.type_ref.type) and \
                     isinstance(a, (A.PathExpression, A.MemberExpression, A.IndexExpression)):
                 codes.append(f"{b.ex(a)}._copy()")  # `in` is copy-in (see BodyCompiler._invoke)
+            elif id(a) in aliased:
+                tmp = f"io{len(copies)}"
+                b.emit(f"{tmp} = {b.ex(a)}._copy()")
+                copies.append((a, tmp))
+                codes.append(tmp)
             else:
                 codes.append(b.ex(a))
         call = f"{afn}(L, {', '.join(codes)}, *data)"
-        if backs:
+        if copies:
+            # written back on exit too, as p4c writes the copies back before an exit
+            b.emit("try:")
+            b.emit(f"    r = {call}")
+            b.emit("finally:")
+            b.indent += 1
+            for lv, tmp in copies:
+                b.assign(lv, tmp)
+            b.indent -= 1
+            if backs:
+                for i, lv in enumerate(backs):
+                    b.assign(lv, f"r[{i}]")
+            else:
+                b.emit("return r")
+        elif backs:
             b.emit(f"r = {call}")
             for i, lv in enumerate(backs):
                 b.assign(lv, f"r[{i}]")

@@ -188,7 +188,7 @@ def test_variant_rows_and_control_loop_lines():
     row = compare_row(s)
     assert row == {"utilisation": 0.9, "switch_port": "s1/9", "queue_p50_busy_pkts": 61.0,
                    "queue_mean_busy_pkts": None, "queue_high_water_pkts": 64, "tail_drops": 700, "cnps_rx": 40,
-                   "rate_cuts": 12}
+                   "rate_cuts": 12, "reaction_p50_s": None}
     assert compare_row({})["switch_port"] is None
     coll = {"loop_telemetry_to_decision_s": {"count": 10, "p50": 0.002, "p99": 0.01,
                                              "max": 0.02},

@@ -189,14 +189,14 @@ def incast_cc(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("incast_cc")
     preset = yaml.safe_load((ROOT / "mininet_topos/experiments/incast_cc.yaml").read_text())
     preset["topology"] = str(ROOT / "mininet_topos/experiments/incast9.yaml")
-    assert preset["sweep"] == {"cc": ["none", "dcqcn", "hpcc"]}
+    assert preset["sweep"] == {"cc": ["none", "dcqcn", "hpcc", "hpcc-sender"]}
     spec = tmp / "incast.yaml"
     spec.write_text(yaml.safe_dump(preset))
     out = tmp / "out"
     r = _cli("experiment", str(spec), "--out", str(out), timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     runs = {cc: json.loads((out / f"cc_{cc}" / "summary.json").read_text())
-            for cc in ("none", "dcqcn", "hpcc")}
+            for cc in ("none", "dcqcn", "hpcc", "hpcc-sender")}
     return out, runs, r.stdout
 
 
@@ -224,7 +224,8 @@ def test_the_incast_preset_runs_every_variant_to_completion(incast_cc):
         assert 0 < s["utilisation"] <= 1.05
         assert leftovers(s["resources"], str(out)) == []
     both = json.loads((out / "summary.json").read_text())
-    assert [v["variant"] for v in both["variants"]] == ["cc=none", "cc=dcqcn", "cc=hpcc"]
+    assert [v["variant"] for v in both["variants"]] == ["cc=none", "cc=dcqcn", "cc=hpcc",
+                                                         "cc=hpcc-sender"]
     assert all(v["switch_port"] == "s1/9" for v in both["variants"])
     for name in ("queue_compare.png", "fct_cdf.png", "goodput.png"):
         assert (out / name).stat().st_size > 0
@@ -256,3 +257,19 @@ def test_dcqcn_keeps_the_incast_queue_shorter_than_no_cc(incast_cc):
     assert runs["none"]["senders_cc"]["mode"] == "none"
     assert runs["none"]["senders_cc"]["cnps_rx"] > 0
     assert "rate_cuts" not in runs["none"]["senders_cc"]
+
+
+def test_hpcc_sender_reacts_per_ack_and_drops_least(incast_cc):
+    """HPCC in the senders on the INT echoed in every ACK: the queue stays short, it
+    drops less than no CC and than DCQCN (whose first CNPs wait behind the queue), and
+    every QP's reaction (first ACK with a queue -> rate cut) is measured."""
+    _, runs, stdout = incast_cc
+    drops_none, full_none = _no_cc_fills_the_queue(runs["none"])
+    s = runs["hpcc-sender"]
+    port, queue = _bottleneck(s)
+    assert queue["p50_busy_pkts"] <= CC_MEDIAN_QUEUE_VS_NO_CC * full_none, queue
+    assert port["tail_drops"] < CC_DROPS_VS_NO_CC * drops_none, (port, drops_none)
+    cc = s["senders_cc"]
+    assert cc["mode"] == "hpcc-sender" and cc["echo_acks"] > 0 and cc["rate_cuts"] >= 8, cc
+    assert len(cc["reaction_s"]) == 8, cc
+    assert "HPCC reaction" in stdout and "react" in stdout

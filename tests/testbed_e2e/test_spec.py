@@ -32,7 +32,7 @@ def test_presets_load_and_fit_their_topology(name):
 
 def test_sweeps_expand_to_every_combination():
     assert [s.variant for s in load_spec(preset_path("incast_cc"))] == [
-        "cc=none", "cc=dcqcn", "cc=hpcc"]
+        "cc=none", "cc=dcqcn", "cc=hpcc", "cc=hpcc-sender"]
     wan = load_spec(preset_path("wan_loss"))
     assert len(wan) == 9
     assert {s.recovery for s in wan} == {"gbn", "sr", "fec"}
@@ -118,7 +118,7 @@ def test_cli_check_prints_every_variant(capsys):
     from mininet_topos.cli import main
     assert main(["check", "incast_cc"]) == 0
     out = capsys.readouterr().out
-    assert out.count("ok: incast_cc") == 3
+    assert out.count("ok: incast_cc") == 4
     assert main(["check", "nope"]) == 1
     assert "neither a file nor a preset" in capsys.readouterr().err
 
@@ -127,5 +127,7 @@ def test_ecn_profile_goes_to_the_controller_as_one_argument():
     spec = spec_from_dict(_with(ecn={"kmin_bytes": 2000, "kmax_bytes": 20000, "pmax": 0.1}))
     assert spec.ecn is not None and spec.ecn.argument == "2000:20000:0.1"
     assert spec_from_dict(BASE).ecn is None
-    (none, dcqcn, hpcc) = load_spec(preset_path("incast_cc"))
-    assert none.ecn == dcqcn.ecn == hpcc.ecn and none.ecn.kmax_bytes == 20000
+    (none, dcqcn, hpcc, hpcc_sender) = load_spec(preset_path("incast_cc"))
+    assert none.ecn == dcqcn.ecn == hpcc.ecn == hpcc_sender.ecn
+    assert none.ecn is not None and none.ecn.kmax_bytes == 20000
+    assert hpcc_sender.cc == "hpcc-sender"
