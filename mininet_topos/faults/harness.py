@@ -69,6 +69,7 @@ def _run_ranks(tb: Any, cfg: HarnessConfig, topo: Topology, trial_dir: Path,
     ips = [topo.host(h).ipv4 for h in cfg.hosts]
     start = time.time() + 1.5
     logs = trial_dir / "collectives"
+    trial_dir.mkdir(parents=True, exist_ok=True)
     if fault is not None and inj is not None:
         inj.prepare(fault, start + fault.onset_s)
     procs = []
