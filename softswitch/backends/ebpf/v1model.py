@@ -95,6 +95,9 @@ def lower_extern(gen: CGen, call: A.MethodCallExpression) -> list[str] | None:
         return _hash(gen, call)
     if sem.op is ExternOp.DIGEST:
         return gen.digest(call)
+    if sem.op is ExternOp.REQUEST and sem.request == "truncate":
+        # egress's request replaces ingress's (p4_pipeline keeps both); applied after the deparser
+        return [f"P->truncate = (u32)({gen.ex(call.args[0].value)});"]
     if sem.op in (ExternOp.CHECKSUM_VERIFY, ExternOp.CHECKSUM_UPDATE):
         if sem.with_payload:
             raise EbpfUnsupported(call, f"{name} (checksums over the payload)")
