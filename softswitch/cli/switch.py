@@ -44,13 +44,6 @@ def _device_id(text: str) -> int:
     return v
 
 
-def _cpu_port(text: str) -> int:
-    v = int(text, 0)
-    if not 0 < v < 511:
-        raise argparse.ArgumentTypeError(f"--cpu-port {v}: outside 1..510")
-    return v
-
-
 def _interval(text: str) -> float:
     v = float(text)
     if not 0 <= v <= 86400:
@@ -80,7 +73,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--grpc-server-key", metavar="PEM", help="server private key (TLS)")
     p.add_argument("--grpc-server-cacert", metavar="PEM",
                    help="CA certificate: clients must present a certificate it signed")
-    p.add_argument("--cpu-port", type=_cpu_port, default=510, help="CPU port number (default 510)")
+    p.add_argument("--cpu-port", type=_typed(O.parse_cpu_port), default=O.DEFAULT_CPU_PORT,
+                   help=f"CPU port number (default {O.DEFAULT_CPU_PORT})")
     p.add_argument("--pcap", metavar="DIR", nargs="?", const=".",
                    help="write IF_in.pcap / IF_out.pcap per port into DIR (default .)")
     p.add_argument("--queue-rate", action="append", default=[], type=_typed(O.parse_rate),
