@@ -301,3 +301,30 @@ def test_truncate_below_the_ethernet_header_is_a_counted_drop() -> None:
         kern.runtime.table_add("I.by_port", [0], "I.cut_to", [5, 1])
         assert kern.process(0, bytes(12) + b"\x08\x00" + bytes(40)) == []
         assert kern.kernel.stats()["truncate_error"] == 1
+
+
+def test_random_follows_the_python_targets_rule() -> None:
+    """random(): the same bytes as the Python target except the drawn values, which
+    both keep inside [lo, hi] (lo when hi < lo); the kernel's draws vary."""
+    rng = random.Random(402)
+    program = ROOT / "tests" / "softswitch_ebpf" / "random.p4"
+    py = Switch.from_file(program)
+    drawn: set[int] = set()
+    wide: set[int] = set()
+    with Switch.from_file(program, target="ebpf") as kern:
+        for i in range(300):
+            lo, hi = rng.choice([(0, 0xFFFF), (10, 20), (5, 5), (30, 2), (0xFFFE, 0xFFFF)])
+            frame = rng.randbytes(14) + lo.to_bytes(2, "big") + hi.to_bytes(2, "big") + bytes(14) \
+                + rng.randbytes(rng.randrange(0, 20))
+            [(pp, want)], [(kp, got)] = py.process(0, frame), kern.process(0, frame)
+            assert kp == pp and len(got) == len(want)
+            for out in (want, got):
+                assert out[:18] == frame[:18] and out[32:] == frame[32:], f"packet {i}"
+                v, empty, one = (int.from_bytes(out[k:k + 2], "big") for k in (18, 20, 22))
+                assert (lo <= v <= hi) if hi >= lo else v == lo, f"packet {i}: {v} not in [{lo}, {hi}]"
+                assert (empty, one) == (9, 77)
+            if (lo, hi) == (0, 0xFFFF):
+                drawn.add(int.from_bytes(got[18:20], "big"))
+            wide.add(int.from_bytes(got[24:32], "big"))
+        assert len(drawn) > 20 and len(wide) == 300
+        assert max(wide) >> 32

@@ -108,7 +108,12 @@ int {entry}(struct __sk_buff *skb) {{
         port = *pp;
     }}
     count_stat(0);
-    __builtin_memset(P, 0, sizeof(*P));
+    {{
+        /* a loop, not memset: clang refuses memset calls on a struct this large */
+        volatile u64 *w = (volatile u64 *)P;   /* volatile: not turned back into memset */
+#pragma clang loop unroll(disable)
+        for (u32 i = 0; i < sizeof(*P) / 8; i++) w[i] = 0;
+    }}
     P->sm.ingress_port = port;
     P->sm.packet_length = skb->len;
     P->pkt_len = skb->len;
@@ -200,7 +205,7 @@ def generate_c(checked: Any, compiled_tables: dict[str, Any], *, errors: list[st
     pipe = ["struct pipe {", f"    {struct_hdr} hdr;", f"    {struct_meta} meta;", f"    {struct_sm} sm;",
             "    u32 off;", "    u32 vb;", "    u32 pkt_len;", "    u32 action_run;", "    u32 truncate;", "    u8 exited;", "    u8 mv[64];",
             f"    u8 hb[{MAX_HASH_BYTES}];", f"    u8 buf[{max(g.max_header, 8)}];"]
-    pipe += ["    " + f for f in g.pipe_fields] + ["};"]
+    pipe += ["    " + f for f in g.pipe_fields] + ["} __attribute__((aligned(8)));"]   # zeroed in u64 words
     maps = ["BPF_PERCPU_ARRAY(p4_scratch, struct pipe, 1);",
             "BPF_ARRAY(p4_cfg, struct p4_config, 1);",
             "BPF_ARRAY(p4_test_result, struct p4_test_result, 1);",
