@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from common.processes import log_tail, stop_process
+from mininet_topos.shaping import ShapingError, shaping_commands
 
 __all__ = ["Bmv2Switch", "P4SwitchError", "SoftSwitch", "wait_for_grpc"]
 
@@ -291,13 +292,16 @@ class Bmv2Switch(_P4Switch):
             f.write(f"[{self.name}] {line}\n")
 
     def _shape_ports(self, why: str) -> None:
-        from mininet_topos.experiment.testbed import shaping_commands
         names = self.data_ports()
         for port in sorted(set(self.queue_rates_mbps) | set(self.queue_depths_pkts)):
             rate = self.queue_rates_mbps.get(port, 0.0)
             if port not in names or rate <= 0:
                 continue
-            for cmd in shaping_commands(names[port], rate, self.queue_depths_pkts.get(port, 1000)):
+            try:
+                cmds = shaping_commands(names[port], rate, self.queue_depths_pkts.get(port, 1000))
+            except ShapingError as exc:
+                raise P4SwitchError(f"{self.name}: no Thrift queue settings ({why}): {exc}") from None
+            for cmd in cmds:
                 out = self.cmd(cmd + " 2>&1; echo rc=$?").strip()
                 if not out.endswith("rc=0"):
                     raise P4SwitchError(f"{self.name}: no Thrift queue settings ({why}) and "
