@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from common.processes import log_tail, stop_process
+from controller.topology.model import DEFAULT_CPU_PORT, DROP_PORT
 from mininet_topos.shaping import ShapingError, shaping_commands
 
 __all__ = ["Bmv2Switch", "P4SwitchError", "SoftSwitch", "set_queues_over_thrift", "wait_for_grpc"]
@@ -84,7 +85,7 @@ class _P4Switch(_switch_base()):  # type: ignore[misc]
     target = "p4 switch"
 
     def __init__(self, name: str, *, p4_program: str | Path | None = None, device_id: int = 0,
-                 grpc_addr: str | None = None, grpc_port: int | None = None, cpu_port: int = 510,
+                 grpc_addr: str | None = None, grpc_port: int | None = None, cpu_port: int = DEFAULT_CPU_PORT,
                  pcap_dir: str | Path | None = None, log_dir: str | Path | None = None,
                  log_console: bool = False, queue_rates_mbps: dict[int, float] | None = None,
                  queue_depths_pkts: dict[int, int] | None = None, node_id: int | None = None,
@@ -93,8 +94,8 @@ class _P4Switch(_switch_base()):  # type: ignore[misc]
             if grpc_port is None:
                 raise P4SwitchError(f"{name}: give grpc_addr or grpc_port")
             grpc_addr = f"127.0.0.1:{grpc_port}"
-        if not 0 < cpu_port < 511:
-            raise P4SwitchError(f"{name}: cpu_port {cpu_port} outside 1..510")
+        if not 0 < cpu_port < DROP_PORT:
+            raise P4SwitchError(f"{name}: cpu_port {cpu_port} outside 1..{DROP_PORT - 1}")
         for port, rate in (queue_rates_mbps or {}).items():
             if not 0 <= rate <= 1e6:
                 raise P4SwitchError(f"{name}: queue rate of port {port}: {rate} Mbit/s outside 0..1e6")
