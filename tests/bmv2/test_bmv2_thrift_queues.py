@@ -37,6 +37,7 @@ def test_queue_rates_and_depths_over_thrift(tmp_path: Path) -> None:
     require_tools()
     if shutil.which("simple_switch") is None or shutil.which("simple_switch_CLI") is None:
         pytest.skip("needs BMv2 simple_switch and simple_switch_CLI (the Thrift server and client)")
+    pytest.importorskip("thrift", reason="simple_switch_CLI needs Python's thrift (Debian: python3-thrift)")
     from common.processes import stop_process
     from controller.p4rt import compile_bmv2_cached
     from mininet_topos.switches import set_queues_over_thrift
