@@ -384,6 +384,13 @@ class Testbed:
         self.processes.append(p)
         return p
 
+    def add_cleanup(self, fn: Any) -> None:
+        """Call ``fn`` when the test bed closes, before the network goes (errors ignored)."""
+        def safe() -> None:
+            with contextlib.suppress(Exception):
+                fn()
+        self._stack.callback(safe)
+
     def samples_dir(self) -> Path:
         return self.logs / "samples"
 
