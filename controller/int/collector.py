@@ -26,6 +26,7 @@ from typing import Protocol, Self
 import numpy as np
 
 from common.auth import KeyFile
+from common.auth.socket_filter import SourceFilter, sender_addresses
 from controller.int.decode import ReportDecoder
 from controller.int.errors import ConfigError, Malformed
 from controller.int.host import AgentState, HostBatchDecoder
@@ -33,6 +34,7 @@ from controller.int.records import DecodedBatch
 from controller.int.seq import SeqState, SeqTracker
 from controller.int.state import FlowSnapshot, FlowTable, HopSnapshot, HopTable
 from formats.agent_batch import AGENT_BATCH_UDP_PORT
+from formats.auth import FrameKind
 from formats.telemetry_report import REPORT_UDP_PORT
 
 from .admission import Admission
@@ -97,6 +99,11 @@ class CollectorConfig:
     #: Telemetry Reports only from these (source address, source port) pairs (the
     #: switches' report sources from the topology); None: from anywhere.
     report_sources: frozenset[tuple[str, int]] | None = None
+    #: Drop forged datagrams in the kernel (``common.auth.socket_filter``) where
+    #: ``report_sources`` / ``keys`` are set: reports from other sources, agent
+    #: datagrams that are no host-batch frame or come from no listed sender.  Where
+    #: bcc or the privilege is missing the Python checks alone remain (logged).
+    kernel_filter: bool = True
 
     def __post_init__(self) -> None:
         for name in ("report_port", "agent_port"):
@@ -131,8 +138,11 @@ class CollectorStats:
     listener_errors: int = 0
     #: datagrams the kernel dropped because the collector fell behind (overload)
     socket_drops: int = 0
-    #: datagrams refused before decoding (report source, agent frame checks), by reason
+    #: datagrams refused before decoding (report source, agent frame checks), by
+    #: reason, in the kernel's socket filter or in Python
     rejected: dict[str, int] = field(default_factory=dict)
+    #: the part of ``rejected`` the kernel's socket filters dropped
+    kernel_rejected: dict[str, int] = field(default_factory=dict)
 
     @property
     def reports_lost(self) -> int:
@@ -165,6 +175,7 @@ class Collector:
         self._wake_w: socket.socket | None = None
         self._readers: list[tuple[HasFileno, Reader]] = []
         self._last_expire = 0
+        self._filters: list[tuple[str, SourceFilter]] = []
         self.admission = Admission(keys=self.config.keys,
                                    report_sources=self.config.report_sources)
 
@@ -199,6 +210,8 @@ class Collector:
             self._report_sock.close()
             self._report_sock = None
             raise
+        if self.config.kernel_filter:
+            self._attach_filters()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._sel = selectors.DefaultSelector()
@@ -217,6 +230,31 @@ class Collector:
                  self.agent_address)
         return self
 
+    def _attach_filters(self) -> None:
+        """Kernel filters in front of the Python admission checks (same reason names)."""
+        c = self.config
+        if c.report_sources is not None:
+            f = SourceFilter.try_attach([self._report_sock], sources=c.report_sources,
+                                        frame_kind=None, what="collector: reports")
+            if f is not None:
+                self._filters.append(("", f))
+        if c.keys is not None and self._agent_sock is not None:
+            senders = c.keys.ring().senders
+            f = SourceFilter.try_attach(
+                [self._agent_sock], frame_kind=FrameKind.HOST_BATCH,
+                sources=None if senders is None else sender_addresses(senders),
+                source_reason="unknown_source", what="collector: agent batches")
+            if f is not None:
+                self._filters.append(("agent_", f))
+
+    def kernel_rejected(self) -> dict[str, int]:
+        """Datagrams the kernel filters dropped, by reason (the names of ``rejected``)."""
+        out: dict[str, int] = {}
+        for prefix, f in self._filters:
+            for k, n in f.drops().items():
+                out[prefix + k] = out.get(prefix + k, 0) + n
+        return out
+
     def stop(self) -> None:
         if self._thread is None:
             return
@@ -232,6 +270,9 @@ class Collector:
             self._sel.close()
         self._report_sock = self._agent_sock = self._wake_r = self._wake_w = None
         self._sel = None
+        for _, f in self._filters:
+            f.close()
+        self._filters.clear()
 
     def __enter__(self) -> Self:
         return self.start()
@@ -387,6 +428,9 @@ class Collector:
     def stats(self) -> CollectorStats:
         # /proc/net/udp is read before taking the lock: ingest must not wait on it
         drops = socket_drops(self._report_sock) + socket_drops(self._agent_sock)
+        kernel = self.kernel_rejected()
+        # the kernel's sk_drops also counts what a socket filter dropped: not overload
+        drops = max(0, drops - sum(kernel.values()))
         with self._lock:
             mal: Counter = Counter()
             for k, v in self.report_decoder.stats.malformed.items():
@@ -411,8 +455,16 @@ class Collector:
                 flows_expired=self.flows.expired,
                 listener_errors=self._listener_errors,
                 socket_drops=drops,
-                rejected=self.admission.rejected(),
+                rejected=_sum_counts(self.admission.rejected(), kernel),
+                kernel_rejected=kernel,
             )
+
+
+def _sum_counts(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
+    out = dict(a)
+    for k, n in b.items():
+        out[k] = out.get(k, 0) + n
+    return out
 
 
 def malformed_reasons() -> list[str]:
