@@ -89,7 +89,7 @@ class SourceFilter:
             log.warning("%s: no kernel source filter (bcc is not installed): forged "
                         "datagrams are checked in Python only", what)
             return None
-        except Exception as exc:  # bcc raises plain Exception on load/compile failures
+        except Exception as exc:  # noqa: BLE001 - bcc raises plain Exception on load failures
             log.warning("%s: no kernel source filter (%s): forged datagrams are checked "
                         "in Python only", what, exc)
             return None
