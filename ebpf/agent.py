@@ -167,6 +167,9 @@ class HostAgent:
                     self._fb_sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
                     self._fb_sock.bind((cfg.feedback_bind, cfg.feedback_port))
                     self._fb_sock.setblocking(False)
+                    if self._auth is not None:
+                        self._auth.filter_feedback(
+                            self._fb_sock, cfg.controller[0] if cfg.controller else None)
                 if cfg.control_socket is not None:
                     # an abstract address (per network namespace, hence made in the
                     # host's) so the endpoint can answer with confirmations
@@ -203,6 +206,8 @@ class HostAgent:
                 if s is not None:
                     s.close()
             self._ship_sock = self._fb_sock = self._ctl_sock = None
+            if self._auth is not None:
+                self._auth.close()
 
     def __enter__(self) -> Self:
         return self.attach()

@@ -8,16 +8,24 @@ sequence; everything else is counted by reason (``common.auth.channel``) and log
 most once per reason every ten seconds.  Without a key nothing is sealed and
 feedback is taken as it comes, which ``common.auth.exposure`` allows only on loopback,
 the test bed's management network or with ``--insecure``.
+
+With a key the feedback socket also gets a kernel socket filter
+(``common.auth.socket_filter``): only datagrams shaped like FEEDBACK frames and, when
+the agent ships to a controller, only from that controller's address reach Python (a
+flood of forgeries then costs no Python time); the filter's drops are counted by
+reason in ``auth_rejected`` with the verifier's.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import logging
+import socket
 from typing import Any
 
 from common.auth import KeyFile, RejectLog, Signer, Verifier
 from common.auth.exposure import check_exposure
+from common.auth.socket_filter import SourceFilter
 from formats.agent_batch import MAX_UDP_PAYLOAD, max_records
 from formats.auth import AUTH_OVERHEAD, CONTROLLER_SENDER_ID, FrameKind
 from formats.int_md import HOST_RECORD_DTYPE
@@ -42,6 +50,23 @@ class AgentAuth:
         self.feedback = Verifier(keys, kinds=(FrameKind.FEEDBACK,),
                                  only_senders=frozenset({controller_id}),
                                  log=RejectLog(log, f"agent {agent_id}: feedback"))
+        self.agent_id = agent_id
+        self.kernel_filter: SourceFilter | None = None
+        self._kernel_closed: dict[str, int] = {}   # drops read when the filter went
+
+    def filter_feedback(self, sock: socket.socket, controller_host: str | None) -> None:
+        """Drop in the kernel what is no FEEDBACK frame or (with ``controller_host``)
+        comes from another address; logs and goes on without where it cannot attach."""
+        self.kernel_filter = SourceFilter.try_attach(
+            [sock], sources=None if controller_host is None else {(controller_host, 0)},
+            frame_kind=FrameKind.FEEDBACK, source_reason="unknown_source",
+            what=f"agent {self.agent_id}: feedback")
+
+    def close(self) -> None:
+        if self.kernel_filter is not None:
+            self._kernel_closed = self.kernel_filter.drops()
+            self.kernel_filter.close()
+            self.kernel_filter = None
 
     @staticmethod
     def batch_records(wanted: int | None) -> int:
@@ -54,7 +79,13 @@ class AgentAuth:
         return None if opened is None else opened.payload
 
     def rejected(self) -> dict[str, int]:
-        return dict(self.feedback.stats.rejected)
+        """Feedback refused by reason, in the kernel's filter or by the verifier."""
+        out = dict(self.feedback.stats.rejected)
+        kernel = (self.kernel_filter.drops() if self.kernel_filter is not None
+                  else self._kernel_closed)
+        for k, n in kernel.items():
+            out[k] = out.get(k, 0) + n
+        return out
 
 
 def add_auth_arguments(p: argparse.ArgumentParser) -> None:

@@ -9,7 +9,7 @@ channels, only datagrams that look like ``formats.auth`` frames of the expected 
 What the kernel drops is counted by reason in a BPF map, under the same reason names
 the Python checks use (``report_source``, ``unauthenticated``, ``short``,
 ``bad_version``, ``bad_kind``, and ``unknown_source`` for a frame from an address that
-is no known sender), so "every rejection counted by reason" still holds.  The Python
+may not send it, e.g. feedback from anyone but the controller), so "every rejection counted by reason" still holds.  The Python
 checks stay: the filter only makes the common forgeries cheap, the MAC is still checked
 on what it lets through.
 
@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SourceFilter", "sender_addresses"]
+__all__ = ["SourceFilter"]
 
 log = logging.getLogger("common.auth")
 
@@ -43,12 +43,6 @@ def _key(addr: str, port: int) -> int:
     a = int.from_bytes(ipaddress.IPv4Address(addr).packed, "little")
     p = int.from_bytes(struct.pack("!H", port), "little")
     return a | (p << 32)
-
-
-def sender_addresses(sender_ids: Iterable[int]) -> frozenset[tuple[str, int]]:
-    """Agents' sender ids are their IPv4 addresses: (address, any port) pairs."""
-    return frozenset((str(ipaddress.IPv4Address(s)), 0) for s in sender_ids
-                     if 0 < s < 0xFFFFFFFF)
 
 
 class SourceFilter:

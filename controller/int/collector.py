@@ -26,7 +26,7 @@ from typing import Protocol, Self
 import numpy as np
 
 from common.auth import KeyFile
-from common.auth.socket_filter import SourceFilter, sender_addresses
+from common.auth.socket_filter import SourceFilter
 from controller.int.decode import ReportDecoder
 from controller.int.errors import ConfigError, Malformed
 from controller.int.host import AgentState, HostBatchDecoder
@@ -101,7 +101,7 @@ class CollectorConfig:
     report_sources: frozenset[tuple[str, int]] | None = None
     #: Drop forged datagrams in the kernel (``common.auth.socket_filter``) where
     #: ``report_sources`` / ``keys`` are set: reports from other sources, agent
-    #: datagrams that are no host-batch frame or come from no listed sender.  Where
+    #: datagrams that are no host-batch frame (the MAC is checked in Python).  Where
     #: bcc or the privilege is missing the Python checks alone remain (logged).
     kernel_filter: bool = True
 
@@ -239,11 +239,10 @@ class Collector:
             if f is not None:
                 self._filters.append(("", f))
         if c.keys is not None and self._agent_sock is not None:
-            senders = c.keys.ring().senders
-            f = SourceFilter.try_attach(
-                [self._agent_sock], frame_kind=FrameKind.HOST_BATCH,
-                sources=None if senders is None else sender_addresses(senders),
-                source_reason="unknown_source", what="collector: agent batches")
+            # shape only: an agent's id (its data-plane address) is not the address it
+            # ships from (the test bed's management link), so no source list here
+            f = SourceFilter.try_attach([self._agent_sock], frame_kind=FrameKind.HOST_BATCH,
+                                        sources=None, what="collector: agent batches")
             if f is not None:
                 self._filters.append(("agent_", f))
 

@@ -1,6 +1,7 @@
 """The agent with a key file, in real namespaces with the real sink: batches reach the
 controller's collector sealed, only the controller's sealed feedback is relayed,
-forged / replayed feedback is counted by reason and never reaches the endpoint, the
+forged / replayed feedback is counted by reason (the keyless
+and the wrongly addressed ones already in the kernel's socket filter) and never reaches the endpoint, the
 confirmations are sealed, and a restarted agent is not taken for a replay."""
 from __future__ import annotations
 
@@ -89,10 +90,19 @@ def test_sealed_agent_end_to_end(pair):
                 ctl.sendto(forged.seal(_feedback(0x650, 1000, 98)), ("127.0.0.1", fb_port))
                 ctl.sendto(Signer(KEYS, sender_id=AGENT, kind=FrameKind.FEEDBACK).seal(
                     _feedback(0x650, 1000, 97)), ("127.0.0.1", fb_port))  # not the controller
+                with pair.h2.enter():   # a well-sealed frame from another address
+                    rogue = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                    rogue.bind(("127.0.0.9", 0))
+                rogue.sendto(signer.seal(_feedback(0x650, 1000, 96)), ("127.0.0.1", fb_port))
+                rogue.close()
                 assert confirmations(agent, 1) == []
                 st = agent.stats()
                 assert st.auth_rejected == {"replay": 1, "unauthenticated": 1, "bad_mac": 1,
-                                            "unknown_sender": 1}
+                                            "unknown_sender": 1, "unknown_source": 1}
+                # the keyless datagram and the other address never reached Python
+                assert agent._auth is not None and agent._auth.kernel_filter is not None
+                assert agent._auth.kernel_filter.drops() == {"unauthenticated": 1,
+                                                             "unknown_source": 1}
                 assert st.feedback_undelivered == 1 and st.confirmations == {"NO_ENDPOINT": 1}
         cs = collector.stats()
         assert cs.host_records == 2 * n and cs.rejected == {}
