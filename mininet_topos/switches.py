@@ -32,7 +32,8 @@ from common.processes import log_tail, stop_process
 from controller.topology.model import DEFAULT_CPU_PORT, DROP_PORT
 from mininet_topos.shaping import ShapingError, shaping_commands
 
-__all__ = ["Bmv2Switch", "P4SwitchError", "SoftSwitch", "set_queues_over_thrift", "wait_for_grpc"]
+__all__ = ["Bmv2Switch", "P4SwitchError", "SoftSwitch", "bmv2_tls_args", "set_queues_over_thrift",
+           "wait_for_grpc"]
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -273,7 +274,7 @@ class Bmv2Switch(_P4Switch):
         argv += ["--log-console"] if self.log_console else ["--log-file", str(self.log_dir / self.name)]
         argv.append(str(self.p4_program) if self.p4_program else "--no-p4")
         argv += ["--", "--grpc-server-addr", self.grpc_addr, "--cpu-port", str(self.cpu_port)]
-        return argv
+        return argv + bmv2_tls_args(self.tls)
 
     def start(self, controllers: Any) -> None:
         super().start(controllers)
@@ -316,6 +317,17 @@ class Bmv2Switch(_P4Switch):
                     raise P4SwitchError(f"{self.name}: no Thrift queue settings ({why}) and "
                                         f"{cmd!r} failed: {out}")
         self.queue_backend = "tc"
+
+
+def bmv2_tls_args(tls: Any) -> list[str]:
+    """simple_switch_grpc's target options (behind ``--``) that serve P4Runtime over
+    mutual TLS with ``tls`` (a ``controller.topology.SwitchTls`` with the switch's own
+    certificate; none: plain gRPC): clients must show a certificate of the same CA."""
+    if tls is None or not tls.cert:
+        return []
+    return ["--grpc-server-ssl", "--grpc-server-cacert", str(tls.ca),
+            "--grpc-server-cert", str(tls.cert), "--grpc-server-key", str(tls.key),
+            "--grpc-server-with-client-auth"]
 
 
 def set_queues_over_thrift(thrift_port: int, rates_mbps: dict[int, float],
