@@ -17,6 +17,7 @@ namespace, no addresses or routes set there).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -198,30 +199,51 @@ class SoftSwitch(_P4Switch):
 
 
 class Bmv2Switch(_P4Switch):
-    """BMv2 ``simple_switch_grpc`` with the same options (a compiled BMv2 JSON program).
+    """BMv2 ``simple_switch_grpc`` with the same options.
 
-    Runs where Mininet runs switches by default; queue rates go to ``simple_switch_CLI``
-    in packets per second for 1500-byte packets (BMv2 paces packets, not bits).
+    ``p4_program`` is the p4c JSON, or a ``.p4`` file compiled here with p4c once per
+    content (:func:`controller.p4rt.p4c.compile_bmv2_cached`); ``no_p4=True`` starts it
+    without a program, for the controller to push the pipeline over P4Runtime.  Runs
+    where Mininet runs switches by default (its ports in the root namespace).
+
+    Queue rates and depths: through ``simple_switch_CLI`` (Thrift) where the switch has
+    a Thrift server, in packets per second for 1500-byte frames (BMv2 paces packets,
+    not bits); builds of simple_switch_grpc without Thrift (PI's P4Runtime offers no
+    queue settings) get each port shaped by the kernel instead (HTB at the rate, a
+    pfifo of the depth), so the queue forms behind BMv2 and INT's queue fields stay
+    near 0.  ``queue_backend`` says which one applied ("bmv2", "tc" or "").
     """
 
     target = "simple_switch_grpc"
     binary = "simple_switch_grpc"
 
-    def __init__(self, name: str, *, thrift_port: int | None = None, **params: Any) -> None:
+    def __init__(self, name: str, *, thrift_port: int | None = None, no_p4: bool = False,
+                 log_level: str = "warn", **params: Any) -> None:
         if shutil.which(self.binary) is None:
-            raise P4SwitchError(f"{name}: BMv2 {self.binary} is not installed (no reachable "
-                                "package registry ships it); use SoftSwitch, which takes the same "
-                                "options and runs P4 source")
+            raise P4SwitchError(f"{name}: BMv2 {self.binary} is not installed; use SoftSwitch, "
+                                "which takes the same options and runs P4 source")
         prog = params.get("p4_program")
-        if prog and not str(prog).endswith(".json"):
-            raise P4SwitchError(f"{name}: BMv2 runs a compiled program: give the .json p4c made "
-                                f"from {prog} (p4c --target bmv2 --arch v1model)")
-        self.thrift_port = thrift_port if thrift_port is not None else 9090 + int(params.get("device_id", 0))
+        if no_p4:
+            params["p4_program"] = None
+        elif prog and not str(prog).endswith(".json"):
+            from controller.p4rt.errors import PipelineError
+            from controller.p4rt.p4c import compile_bmv2_cached
+            try:
+                params["p4_program"], _ = compile_bmv2_cached(prog)
+            except PipelineError as exc:
+                raise P4SwitchError(f"{name}: {exc}") from None
+        self.thrift_port = thrift_port if thrift_port is not None else _free_tcp_port()
+        self.log_level = log_level
+        self.queue_backend = ""
         params.setdefault("inNamespace", False)
         super().__init__(name, **params)
 
     def argv(self) -> list[str]:
-        argv = [self.binary, "--device-id", str(self.device_id), "--thrift-port", str(self.thrift_port)]
+        argv = [self.binary, "--device-id", str(self.device_id), "--thrift-port", str(self.thrift_port),
+                "--log-level", self.log_level,
+                # the default, /tmp/bmv2-<device id>-notifications.ipc, is shared by every
+                # switch of that device id on the machine
+                "--notifications-addr", f"ipc://{self.log_dir / (self.name + '.notifications.ipc')}"]
         for port, ifname in sorted(self.data_ports().items()):
             argv += ["-i", f"{port}@{ifname}"]
         if self.pcap_dir:
@@ -233,10 +255,58 @@ class Bmv2Switch(_P4Switch):
 
     def start(self, controllers: Any) -> None:
         super().start(controllers)
-        cmds = [f"set_queue_rate {max(1, int(r * 1e6 / (1500 * 8)))} {p}"
-                for p, r in self.queue_rates_mbps.items() if r]
-        cmds += [f"set_queue_depth {d} {p}" for p, d in self.queue_depths_pkts.items()]
-        if cmds and shutil.which("simple_switch_CLI"):
-            subprocess.run(["simple_switch_CLI", "--thrift-port", str(self.thrift_port)],
-                           input="\n".join(cmds) + "\n", text=True, capture_output=True, timeout=30,
-                           check=False)
+        try:
+            self._set_queues()
+        except BaseException:
+            self._end()
+            raise
+
+    def _set_queues(self) -> None:
+        ports = sorted(set(self.queue_rates_mbps) | set(self.queue_depths_pkts))
+        if not ports:
+            return
+        cmds = [f"set_queue_rate {max(1, round(r * 1e6 / (1500 * 8)))} {p}"
+                for p, r in sorted(self.queue_rates_mbps.items()) if r]
+        cmds += [f"set_queue_depth {d} {p}" for p, d in sorted(self.queue_depths_pkts.items())]
+        cli = shutil.which("simple_switch_CLI")
+        why = "simple_switch_CLI is not on PATH"
+        if cli:
+            # the CLI's own interpreter line may name a Python without Thrift; ours has it
+            # where the Debian package python3-thrift is installed
+            r = subprocess.run([sys.executable, cli, "--thrift-port", str(self.thrift_port)],
+                               input="\n".join(cmds) + "\n", text=True, capture_output=True,
+                               timeout=30, check=False)
+            out = (r.stdout + r.stderr).strip()
+            if r.returncode == 0 and "Error" not in out:
+                self.queue_backend = "bmv2"
+                self._note(f"queue rates and depths set in BMv2: {'; '.join(cmds)}")
+                return
+            why = f"simple_switch_CLI: {out.splitlines()[-1] if out else f'exit {r.returncode}'}"
+        self._shape_ports(why)
+        self._note(f"no Thrift queue settings ({why}): ports shaped by the kernel (tc HTB + pfifo)")
+
+    def _note(self, line: str) -> None:
+        """One line in the switch's log, where a user looks for what it runs with."""
+        with contextlib.suppress(OSError), open(self.log_file, "a", encoding="utf-8") as f:
+            f.write(f"[{self.name}] {line}\n")
+
+    def _shape_ports(self, why: str) -> None:
+        from mininet_topos.experiment.testbed import shaping_commands
+        names = self.data_ports()
+        for port in sorted(set(self.queue_rates_mbps) | set(self.queue_depths_pkts)):
+            rate = self.queue_rates_mbps.get(port, 0.0)
+            if port not in names or rate <= 0:
+                continue
+            for cmd in shaping_commands(names[port], rate, self.queue_depths_pkts.get(port, 1000)):
+                out = self.cmd(cmd + " 2>&1; echo rc=$?").strip()
+                if not out.endswith("rc=0"):
+                    raise P4SwitchError(f"{self.name}: no Thrift queue settings ({why}) and "
+                                        f"{cmd!r} failed: {out}")
+        self.queue_backend = "tc"
+
+
+def _free_tcp_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

@@ -29,8 +29,12 @@ def _missing(marker: str) -> str | None:
             return "needs bcc (Debian package python3-bpfcc)"
     if marker == "mininet" and importlib.util.find_spec("mininet") is None:
         return "needs Mininet (Debian package mininet)"
-    if marker == "bmv2" and shutil.which("simple_switch_grpc") is None:
-        return "needs BMv2 simple_switch_grpc, which no reachable registry ships"
+    if marker == "bmv2":
+        if shutil.which("simple_switch_grpc") is None:
+            return ("needs BMv2 simple_switch_grpc on PATH (scripts/install_p4_tools.sh installs "
+                    "prebuilt BMv2 and p4c)")
+        if shutil.which("p4c") is None and shutil.which("p4c-bm2-ss") is None:
+            return "needs p4c (p4c or p4c-bm2-ss) on PATH to compile the programs for BMv2"
     return None
 
 

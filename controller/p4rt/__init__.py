@@ -41,6 +41,7 @@ from .errors import (
     WriteError,
 )
 from .fleet import Fleet, FleetResult, Phase, Progress
+from .p4c import compile_bmv2, compile_bmv2_cached
 from .packetio import PacketIn, decode_packet_in, encode_packet_out
 from .pipeline import PipelineConfig, Target, load_pipeline, read_p4info, softswitch_device_config
 from .reconcile import Plan, plan_clone_sessions, plan_default_entries, plan_table_entries
@@ -76,6 +77,8 @@ __all__ = [
     "TlsOptions",
     "UpdateFailure",
     "WriteError",
+    "compile_bmv2",
+    "compile_bmv2_cached",
     "decode_bits",
     "decode_match",
     "decode_packet_in",

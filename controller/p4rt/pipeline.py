@@ -5,7 +5,8 @@ config is the P4 source itself (a tar archive of the program's folder with a ``M
 member naming the main file, so ``#include "include/x.p4"`` resolves), and on BMv2,
 whose device config is the JSON p4c compiled.  The P4Info comes from a p4c
 ``--p4info`` file when given, else softswitch builds it from the source; for BMv2
-without a JSON, the program is compiled with p4c (`compile_bmv2`) when p4c is on PATH.
+without a JSON, the program is compiled with p4c when p4c is on PATH (:mod:`.p4c`, cached
+by content).
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2 as P4I
 
 from .errors import PipelineError
+from .p4c import compile_bmv2_cached
 
 
 class Target(enum.StrEnum):
@@ -95,35 +97,6 @@ def build_p4info_from_source(program: str | Path) -> P4I.P4Info:
         raise PipelineError(f"P4 program {program}: does not compile: {exc}") from None
 
 
-def compile_bmv2(program: str | Path, out_dir: str | Path | None = None) -> tuple[Path, Path]:
-    """Compile `program` with p4c for BMv2 (v1model): (JSON, P4Info text file).  The
-    files go to `out_dir` (default: a fresh temporary folder)."""
-    import shutil
-    import subprocess
-    import tempfile
-    p4c = shutil.which("p4c") or shutil.which("p4c-bm2-ss")
-    if p4c is None:
-        raise PipelineError(f"target bmv2: p4c is not on PATH to compile {program}; install p4c or "
-                            f"give --bmv2-json and --p4info")
-    src = Path(program)
-    if not src.is_file():
-        raise PipelineError(f"P4 program {src}: no such file")
-    out = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="p4c-bmv2-"))
-    out.mkdir(parents=True, exist_ok=True)
-    js, info = out / f"{src.stem}.json", out / f"{src.stem}.p4info.txtpb"
-    argv = [p4c, "--target", "bmv2", "--arch", "v1model", "-o", str(out),
-            "--p4runtime-files", str(info), str(src)]
-    if Path(p4c).name == "p4c-bm2-ss":
-        argv = [p4c, "--arch", "v1model", "-o", str(js), "--p4runtime-files", str(info), str(src)]
-    try:
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise PipelineError(f"p4c on {src}: {exc}") from None
-    if r.returncode != 0 or not js.is_file():
-        raise PipelineError(f"p4c on {src} failed (exit {r.returncode}): {(r.stderr or r.stdout).strip()[-2000:]}")
-    return js, info
-
-
 def _cookie(p4info: P4I.P4Info, device_config: bytes) -> int:
     h = hashlib.sha256(p4info.SerializeToString(deterministic=True) + device_config)
     return int.from_bytes(h.digest()[:8], "big") >> 1   # fits int64 too
@@ -141,7 +114,7 @@ def load_pipeline(*, target: Target | str, program: str | Path | None = None,
         source = str(program)
     else:
         if (bmv2_json is None or p4info is None) and program is not None:
-            bmv2_json, p4info = compile_bmv2(program)
+            bmv2_json, p4info = compile_bmv2_cached(program)
         if bmv2_json is None or p4info is None:
             raise PipelineError("target bmv2: give the p4c JSON and the P4Info file "
                                 "(p4c --target bmv2 --arch v1model --p4runtime-files X.p4info.txtpb), "

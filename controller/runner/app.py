@@ -281,7 +281,25 @@ class Controller:
                 peer.client.write_register(peer.schema.register(reg_name).id, port, 0, width)
             except P4rtError as exc:
                 LOG.warning("switch %s: cannot reset %s[%d]: %s", peer_name, reg_name, port, exc)
+                if reg_name == R_TX_SEQ and self.links is not None:
+                    self._forgive_restart(sw.name, d.dst_port, peer, port)
         self.restores[sw.name] = self.restores.get(sw.name, 0) + 1
+
+    def _forgive_restart(self, name: str, port: int, peer: ManagedSwitch, peer_port: int) -> None:
+        """Where the neighbour's sequence register cannot be reset (BMv2), the restarted
+        switch's first jump on that link is the restart: read where the neighbour's
+        register stands where the target allows it (BMv2's server does not)."""
+        assert self.links is not None and peer.client is not None
+        sent: int | None
+        try:
+            sent = peer.client.read_register(peer.schema.register(R_TX_SEQ).id, peer_port).get(peer_port, 0)
+        except P4rtError as exc:
+            LOG.warning("switch %s: cannot read %s[%d]: %s", peer.name, R_TX_SEQ, peer_port, exc)
+            sent = None
+        self.links.forgive_restart(name, port, sent)
+        LOG.warning("switch %s port %d: the first sequence jump after its restart (%s packets) is not "
+                    "counted lost (%s keeps its sequence numbers)", name, port,
+                    "unknown" if sent is None else sent, peer.name)
 
     # ------------------------------------------------------------------ periodic work
     def _run(self) -> None:

@@ -45,6 +45,8 @@ class LinkPoller:
     events: int = 0
     errors: dict[str, str] = field(default_factory=dict)
     _rows: dict[tuple[str, int], int] = field(init=False)
+    _forgiven: dict[tuple[str, int], int] = field(default_factory=dict)
+    _first_jump: dict[tuple[str, int], int | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.links = directed_links(self.topo)
@@ -64,6 +66,15 @@ class LinkPoller:
             except P4rtError as exc:
                 self.errors[name] = f"digest: {exc}"
 
+    def forgive_restart(self, name: str, port: int, sent: int | None) -> None:
+        """Switch ``name`` restarted and expects sequence 0 on ``port``, but its neighbour
+        could not be reset (BMv2's P4Runtime server neither writes nor reads registers)
+        and goes on from ``sent`` (None: unknown): the first jump on that link is the
+        restart, not loss.  Its loss event is dropped, and with ``sent`` known, the
+        lost-packet readings are taken ``sent`` lower from now on (never below 0)."""
+        self._forgiven[(name, port)] = sent if sent is not None else 0
+        self._first_jump[(name, port)] = sent
+
     def poll(self) -> None:
         """One round: counters of every receiving port, plus the digests queued so far."""
         rows, ts, rx, lost = [], [], [], []
@@ -82,7 +93,7 @@ class LinkPoller:
                     rows.append(row)
                     ts.append(now)
                     rx.append(ctr.get(port, (0, 0))[0])
-                    lost.append(reg.get(port, 0))
+                    lost.append(max(0, reg.get(port, 0) - self._forgiven.get((name, port), 0)))
                 self.errors.pop(name, None)
             except P4rtError as exc:
                 self.errors[name] = str(exc)
@@ -98,6 +109,11 @@ class LinkPoller:
                     found = self._rows.get((name, _bits(m[0])))
                     if found is None:
                         continue
+                    key = (name, _bits(m[0]))
+                    if key in self._first_jump and _bits(m[1]) == 0 and \
+                            self._first_jump[key] in (None, _bits(m[2])):
+                        del self._first_jump[key]
+                        continue    # the jump of a restart (forgive_restart)
                     ev_rows.append(found)
                     ev_ts.append(time.time_ns())  # switch clocks differ: arrival time
                     ev_exp.append(_bits(m[1]))

@@ -92,9 +92,10 @@ def _check_switches(topo: Topology, out: list[str]) -> None:
             out.append(f"{where}: cpu_port {sw.cpu_port} out of range 0..{DROP_PORT - 1} "
                        f"(v1model ports are 9 bits, {DROP_PORT} is the drop port)")
         m = _GRPC_RE.match(sw.grpc_addr)
-        if not m or not 1 <= int(m["port"]) <= 65535:
+        unix = sw.grpc_addr.startswith("unix:/") and "\0" not in sw.grpc_addr
+        if not unix and (not m or not 1 <= int(m["port"]) <= 65535):
             out.append(f"{where}: grpc_addr {sw.grpc_addr!r} is not host:port "
-                       "(port 1..65535), e.g. 127.0.0.1:50001")
+                       "(port 1..65535), e.g. 127.0.0.1:50001, or unix:/ABSOLUTE/PATH")
         if sw.mac and not _is_unicast_mac(sw.mac):
             out.append(f"{where}: mac {sw.mac!r} is not a unicast MAC aa:bb:cc:dd:ee:ff")
     _unique(out, "device_id", [(f"switch {s.name}", s.device_id) for s in topo.switches])

@@ -14,7 +14,9 @@ Switch kinds:
   targets; the per-node :mod:`.sampler` reads their counters and backlogs.
 * ``softswitch`` / ``bmv2``: the P4 switch classes of :mod:`mininet_topos.switches`
   running ``p4/int_rocev2.p4`` on P4Runtime ports chosen free for this run,
-  programmed by ``python -m controller run`` (beside Mininet); the test bed waits
+  programmed by ``python -m controller run`` (beside Mininet; for BMv2 the program is
+  compiled once with p4c, cached by content, the switches start with ``--no-p4`` and
+  the controller pushes the compiled pipeline); the test bed waits
   until the controller's state file shows every switch ready and every host reaches
   every other.  Agent hosts get a /30 management veth to the root namespace and run
   ``python -m ebpf.agent`` (INT sink, records to the controller, rate/FEC feedback to
@@ -155,6 +157,7 @@ class Testbed:
     influx_database: str = "int_telemetry"
     mgmt_ifnames: list[str] = field(default_factory=list)
     mgmt: dict[str, tuple[str, str, int]] = field(default_factory=dict)  # host -> (root ip, host ip, fb port)
+    _bmv2_files: tuple[Path, Path] | None = None   # p4c's (JSON, P4Info) for bmv2 switches
     _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 
     # -- lifetime ---------------------------------------------------------------
@@ -224,7 +227,20 @@ class Testbed:
             return partial(SoftSwitch, p4_program=str(program),
                            log_dir=str(self.logs / "switches"),
                            stats_interval_s=self.sample_interval_s)
-        return partial(Bmv2Switch, p4_program=str(program), log_dir=str(self.logs / "switches"))
+        # BMv2 starts without a program; the controller pushes the compiled pipeline
+        self._compile_bmv2(program)
+        return partial(Bmv2Switch, no_p4=True, log_dir=str(self.logs / "switches"))
+
+    def _compile_bmv2(self, program: Path) -> tuple[Path, Path]:
+        """p4c's JSON and P4Info of ``program``, compiled once per content (cached)."""
+        if self._bmv2_files is None:
+            from controller.p4rt import PipelineError
+            from controller.p4rt.p4c import compile_bmv2_cached
+            try:
+                self._bmv2_files = compile_bmv2_cached(program)
+            except PipelineError as exc:
+                raise RunError(f"starting {self.topo.name} with bmv2 switches: {exc}") from None
+        return self._bmv2_files
 
     def _shape_routers(self) -> None:
         rates, depths = port_rates_mbps(self.topo), port_queue_pkts(self.topo)
@@ -324,6 +340,9 @@ class Testbed:
                 # cannot tell two egress ports of one switch apart, and its per-hop
                 # table (show hops, queue series) mixes them.
                 "--int-instructions", f"{HPCC_PORTS_INSTRUCTION_BITMAP:#06x}"]
+        if self.switch == "bmv2":
+            js, info = self._compile_bmv2(program)
+            argv += ["--bmv2-json", str(js), "--p4info", str(info)]
         if self.fec_target > 0:
             argv += ["--fec-target", f"{self.fec_target:g}"]
         if self.ecn is not None:

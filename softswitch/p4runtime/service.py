@@ -79,6 +79,16 @@ class P4RuntimeService:
         if device_id != self.device.device_id:
             raise not_found(f"{what}: device id {device_id} is not this device ({self.device.device_id})")
 
+    def _check_writer_device(self, device_id: int, what: str) -> None:
+        """A write for another device id: PERMISSION_DENIED, as PI answers.  The
+        specification's NOT_FOUND for an unknown device id is the arbitration rule; a
+        writer must be the primary of the device it writes to, and nobody can be the
+        primary of a device this server does not have."""
+        if device_id != self.device.device_id:
+            raise P4RuntimeError(grpc.StatusCode.PERMISSION_DENIED,
+                                 f"{what}: device id {device_id} is not this device "
+                                 f"({self.device.device_id}): no client is its primary")
+
     @staticmethod
     def _check_role(role: str, role_id: int, what: str) -> None:
         if role or role_id:
@@ -99,7 +109,7 @@ class P4RuntimeService:
     # -------------------------------------------------------- pipeline
     def set_pipeline(self, req: P.SetForwardingPipelineConfigRequest) -> P.SetForwardingPipelineConfigResponse:
         what = "SetForwardingPipelineConfig"
-        self._check_device(req.device_id, what)
+        self._check_writer_device(req.device_id, what)
         self._check_role(req.role, req.role_id, what)
         self.arbitrator.check_writer(req.election_id, what)
         action = req.action
@@ -172,7 +182,7 @@ class P4RuntimeService:
     # ----------------------------------------------------------- write
     def write(self, req: P.WriteRequest) -> P.WriteResponse:
         what = "Write"
-        self._check_device(req.device_id, what)
+        self._check_writer_device(req.device_id, what)
         self._check_role(req.role, req.role_id, what)
         self.arbitrator.check_writer(req.election_id, what)
         if req.atomicity != P.WriteRequest.CONTINUE_ON_ERROR:

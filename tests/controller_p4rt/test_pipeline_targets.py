@@ -55,13 +55,6 @@ def test_bad_p4info_file(tmp_path: Path) -> None:
         read_p4info(bad)
 
 
-@pytest.mark.bmv2
-def test_against_bmv2() -> None:
-    if shutil.which("simple_switch_grpc") is None or shutil.which("p4c") is None:
-        pytest.skip("BMv2 simple_switch_grpc and p4c are not installed on this machine; the same client "
-                    "code path is exercised with --target bmv2 (JSON device config) above")
-
-
 def test_bmv2_from_source_needs_p4c(monkeypatch: pytest.MonkeyPatch) -> None:
     if shutil.which("p4c") or shutil.which("p4c-bm2-ss"):
         pytest.skip("p4c is installed here: the message for a missing p4c cannot be shown")

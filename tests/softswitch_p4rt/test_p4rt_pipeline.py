@@ -178,6 +178,15 @@ def test_wrong_device_id_and_roles(make_client, p4info, program_source):
     c.set_pipeline(p4info, program_source)
     e = _rpc_error(c.stub.GetForwardingPipelineConfig, P.GetForwardingPipelineConfigRequest(device_id=7))
     assert e.code() == grpc.StatusCode.NOT_FOUND and "device id 7" in e.details()
+    # writes for another device: PERMISSION_DENIED, as PI answers (nobody is its primary)
+    req = P.WriteRequest(device_id=7)
+    req.election_id.low = 1
+    e = _rpc_error(c.stub.Write, req)
+    assert e.code() == grpc.StatusCode.PERMISSION_DENIED and "device id 7" in e.details()
+    sreq = P.SetForwardingPipelineConfigRequest(device_id=7, action=Action.VERIFY_AND_COMMIT)
+    sreq.election_id.low = 1
+    e = _rpc_error(c.stub.SetForwardingPipelineConfig, sreq)
+    assert e.code() == grpc.StatusCode.PERMISSION_DENIED and "device id 7" in e.details()
     req = P.WriteRequest(device_id=DEVICE_ID, role="sdn")
     req.election_id.low = 1
     e = _rpc_error(c.stub.Write, req)

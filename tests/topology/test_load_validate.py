@@ -140,6 +140,7 @@ VALIDATION_ERRORS = [
     (("switches", 1, "name"), "s1", "switch s1: name used twice"),
     (("switches", 1, "grpc_addr"), "localhost", "grpc_addr 'localhost' is not host:port"),
     (("switches", 1, "grpc_addr"), "127.0.0.1:50001", "grpc_addr 127.0.0.1:50001 used twice"),
+    (("switches", 1, "grpc_addr"), "unix:relative.sock", "grpc_addr 'unix:relative.sock' is not host:port"),
     (("switches", 0, "cpu_port"), 511, "cpu_port 511 out of range"),
     (("switches", 0, "name"), "s 1", "name must be a letter"),
     (("switches", 0, "name"), "spine_number_1", "name longer than 8 characters"),
@@ -159,6 +160,12 @@ def test_validation_errors(path, value, message):
     with pytest.raises(TopologyValidationError) as info:
         topology_from_dict(mutated(path, value))
     assert any(message in p for p in info.value.problems), info.value.problems
+
+
+def test_unix_socket_grpc_addr():
+    """A switch in another network namespace serves P4Runtime on a Unix socket."""
+    topo = topology_from_dict(mutated(("switches", 1, "grpc_addr"), "unix:/run/s2.sock"))
+    assert topo.switches[1].grpc_addr == "unix:/run/s2.sock"
 
 
 def test_all_problems_reported_at_once():

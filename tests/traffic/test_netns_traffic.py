@@ -12,6 +12,7 @@ import pytest
 
 from formats import roce
 from formats.roce import Opcode
+from tests.helpers.waiting import wait_for
 from tests.traffic.netns_util import ROOT, run_ranks, star, udp_counters
 from traffic.control import send_control
 from traffic.endpoint import Endpoint, EndpointConfig
@@ -260,7 +261,7 @@ def test_cli_rate_feedback_speeds_up_a_running_sender(pair, tmp_path: Path) -> N
     h1, h2 = pair
     ctl = tmp_path / "h1.sock"
     hosts = f"{h1.ip},{h2.ip}"
-    start_at = time.time() + 1.5
+    start_at = time.time() + 3.0  # both ranks start Python first: seconds on a loaded machine
     common = ["--hosts", hosts, "-s", "64K", "-c", "60", "--inflight", "60", "--rate", "10M",
               "--delay", "5ms", "--start-at", f"{start_at:.3f}", "--timeout", "30"]
     rx = h2.popen([sys.executable, "-m", "traffic", "p2p", *common, "--rank", "1", "-o",
@@ -269,6 +270,9 @@ def test_cli_rate_feedback_speeds_up_a_running_sender(pair, tmp_path: Path) -> N
     tx = h1.popen([sys.executable, "-m", "traffic", "p2p", *common, "--rank", "0", "-o",
                    str(tmp_path / "r0.json"), "--control", str(ctl)],
                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    # the sender binds its control socket before its start time; under load it may not
+    # have started by then, so wait for the socket rather than for the clock alone
+    assert wait_for(ctl.exists, timeout_s=30), "the sender never opened its control socket"
     while time.time() < start_at + 0.5:
         time.sleep(0.05)
     qpn = (0 << 16) | (1 << 8) | 0
