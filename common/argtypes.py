@@ -97,15 +97,19 @@ def host_port(default_port: int) -> Callable[[str], tuple[str, int]]:
     return check
 
 
-def switch_port(text: str) -> tuple[str, int]:
-    """``SWITCH:PORT`` -> (switch, port); a v1model data port is 0..510."""
-    sw, sep, p = text.rpartition(":")
-    if not sep or not sw:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected SWITCH:PORT, e.g. s1:7")
-    try:
-        v = int(p)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: port {p!r} is not a number") from None
-    if not 0 <= v < 511:
-        raise argparse.ArgumentTypeError(f"{text!r}: port {v} is outside 0..510")
-    return sw, v
+def switch_port(port_limit: int) -> Callable[[str], tuple[str, int]]:
+    """A checker for ``SWITCH:PORT`` -> (switch, port), PORT in 0..port_limit-1.  The
+    caller passes the bound its switches' architecture sets (v1model: its drop port),
+    so this module knows no architecture."""
+    def check(text: str) -> tuple[str, int]:
+        sw, sep, p = text.rpartition(":")
+        if not sep or not sw:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected SWITCH:PORT, e.g. s1:7")
+        try:
+            v = int(p)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}: port {p!r} is not a number") from None
+        if not 0 <= v < port_limit:
+            raise argparse.ArgumentTypeError(f"{text!r}: port {v} is outside 0..{port_limit - 1}")
+        return sw, v
+    return check

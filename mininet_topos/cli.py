@@ -62,11 +62,17 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--no-agents", action="store_true",
                    help="P4 switches: start no host agents (INT then reaches the hosts)")
     e = sub.add_parser("experiment", help="run an experiment spec and write a results folder")
-    e.add_argument("spec", help="spec file or preset name (demo, incast_cc, wan_loss)")
+    e.add_argument("spec", help="spec file or preset name (demo, incast_cc, wan_loss), or "
+                                "'faults': the fault-localisation scoring harness")
     e.add_argument("--out", type=Path, required=True, help="results folder")
     e.add_argument("--switch", type=_switch, help="override the spec's switch kind")
     e.add_argument("--influx", default=os.environ.get("INFLUX_URL"),
                    help="InfluxDB URL to export to (default: $INFLUX_URL; none: files only)")
+    e.add_argument("--trials", type=int, default=30, help="faults: number of trials")
+    e.add_argument("--seed", type=int, default=1, help="faults: seed of the fault draws")
+    e.add_argument("--fault", metavar="YAML",
+                   help="faults: run one trial with this fault and print its diagnosis, "
+                        "e.g. '{kind: gray_loss, link: \"s2:3->s6:3\", loss: 0.01, onset_s: 3}'")
     c = sub.add_parser("check", help="validate a spec (no root needed)")
     c.add_argument("spec", help="spec file or preset name")
     d = sub.add_parser("demo", help="the two-datacenter demo (see mininet_topos.demo)")
@@ -184,6 +190,18 @@ def _experiment(args: argparse.Namespace) -> int:
 
     from mininet_topos.experiment import load_spec, preset_path, run_specs, sigterm_as_interrupt
 
+    if args.spec == "faults":   # mininet_topos.faults.harness
+        from mininet_topos.faults.harness import HarnessConfig, one_fault_plan, run_harness
+        plan = one_fault_plan(args.fault) if args.fault else None
+        with sigterm_as_interrupt():
+            try:
+                run_harness(HarnessConfig(trials=args.trials, seed=args.seed, out=args.out),
+                            plan=plan, verbose=plan is not None)
+            except KeyboardInterrupt:
+                print("interrupted; network torn down", file=sys.stderr)
+                return 130
+        print(f"results: {args.out.resolve()}/summary.json")
+        return 0
     specs = load_spec(preset_path(args.spec))
     if args.switch:
         specs = [dataclasses.replace(s, switch=args.switch) for s in specs]

@@ -6,19 +6,25 @@
     sw.process(1, scapy_packet)          # -> [(2, b"...")]
     sw.send(1, scapy_packet)             # -> [(2, <Ether ...>)]
     outs, events = sw.process_packet(1, data, trace=True)
+
+``target="ebpf"`` returns an `EbpfSwitch` instead (the same program in the kernel, the
+same `runtime` API; close it, or use it as a context manager, to unload it).
 """
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from softswitch.compiler.architecture import Architecture
 from softswitch.compiler.program import CompiledProgram, compile_program
+from softswitch.errors import CompileError
 from softswitch.runtime import SwitchRuntime
 from softswitch.trace import TraceEvent
 from softswitch.v1model.architecture import V1MODEL
 from softswitch.v1model.switch import OutputPacket, V1Switch
+
+TARGETS = ("python", "ebpf")
 
 
 class Switch:
@@ -33,20 +39,40 @@ class Switch:
     @classmethod
     def from_file(cls, path: str | Path, *, include_dirs: Sequence[str] = (),
                   defines: dict[str, str] | None = None, arch: Architecture = V1MODEL,
-                  **kw: Any) -> Switch:
+                  target: str = "python", **kw: Any) -> Any:
         """Preprocess, parse, check and compile `path` for `arch` (a `V1Model`; raises
-        P4Error / CompileError)."""
+        P4Error / CompileError) and `target` (``python``, or ``ebpf``: an `EbpfSwitch`)."""
         from softswitch.frontend.load import load_program
         checked = load_program(path, include_dirs=tuple(include_dirs), defines=defines)
-        return cls(compile_program(checked, arch), **kw)
+        return cls._for_target(checked, arch, target, kw)
 
     @classmethod
     def from_source(cls, text: str, *, filename: str = "<string>", include_dirs: Sequence[str] = (),
                     defines: dict[str, str] | None = None, arch: Architecture = V1MODEL,
-                    **kw: Any) -> Switch:
+                    target: str = "python", **kw: Any) -> Any:
         from softswitch.frontend.load import load_source
         checked = load_source(text, filename=filename, include_dirs=tuple(include_dirs), defines=defines)
-        return cls(compile_program(checked, arch), **kw)
+        return cls._for_target(checked, arch, target, kw)
+
+    @classmethod
+    def _for_target(cls, checked: Any, arch: Architecture, target: str, kw: dict[str, Any]) -> Any:
+        if target == "python":
+            kw.pop("dump_c", None)
+            return cls(compile_program(checked, arch), **kw)
+        if target == "ebpf":
+            from softswitch.backends.ebpf import EbpfSwitch
+            kw.pop("clock_us", None)
+            return EbpfSwitch(compile_program(checked, arch), **kw)
+        raise CompileError(f"unknown target {target!r} (have: {', '.join(TARGETS)})")
+
+    def close(self) -> None:
+        """Nothing to release on the Python target (the eBPF target unloads here)."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def process(self, port: int, packet: Any) -> list[tuple[int, bytes]]:
         """One packet (bytes or scapy) in on `port`; the packets out as (port, bytes)."""

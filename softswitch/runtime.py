@@ -221,19 +221,21 @@ class SwitchRuntime:
     # ------------------------------------------------------------ custom CRCs
     def hash_set_custom(self, algorithm: str, *, polynomial: int, initial: int = 0, final_xor: int = 0,
                         reflect_input: bool = True, reflect_output: bool = True) -> None:
-        """Configure ``crc16_custom`` or ``crc32_custom`` for this program (BMv2's
-        set_crc16_parameters / set_crc32_parameters); until then they equal crc16/crc32."""
+        """Configure one of the architecture's `custom_hashes` for this program
+        (v1model: ``crc16_custom``, ``crc32_custom``, as BMv2's set_crc16_parameters /
+        set_crc32_parameters; until then they equal crc16/crc32)."""
         from softswitch.externs.hashes import make_crc
-        widths = {"crc16_custom": 16, "crc32_custom": 32}
-        if algorithm not in widths:
-            raise RuntimeApiError(RuntimeErrorCode.BAD_VALUE,
-                                  f"hash {algorithm!r}: only crc16_custom and crc32_custom are configurable")
+        arch = self.program.arch
+        width = arch.custom_hashes.get(algorithm)
+        if width is None:
+            have = " and ".join(sorted(arch.custom_hashes))
+            raise RuntimeApiError(RuntimeErrorCode.BAD_VALUE, f"hash {algorithm!r}: " + (
+                f"only {have} can be configured" if have else f"architecture {arch.name} has no configurable hash"))
         try:
-            fn = make_crc(widths[algorithm], polynomial, initial, final_xor, reflect_input, reflect_output)
+            fn = make_crc(width, polynomial, initial, final_xor, reflect_input, reflect_output)
         except ExternError as exc:
             raise RuntimeApiError(RuntimeErrorCode.BAD_VALUE, str(exc)) from exc
-        # generated code looks the algorithm up in the program namespace at each call
-        self.program.env["_hash_" + algorithm] = fn
+        arch.python_rebind_hash(self.program.env, algorithm, fn)
 
     # ------------------------------------------------------ value sets, digests
     def value_set_add(self, name: str, value: int, mask: int | None = None) -> None:

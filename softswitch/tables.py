@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from softswitch.errors import RuntimeApiError, RuntimeErrorCode
 
@@ -51,6 +51,16 @@ class Optional:
 
 
 MatchValue = Exact | Lpm | Ternary | Range | Optional
+
+
+class TableObserver(Protocol):
+    """A target that keeps its own copy of the entries (the eBPF target's BPF maps)."""
+
+    def entry_changed(self, table: Table, op: str, entry: TableEntry) -> None:
+        """`op` is insert, modify, delete or default (the default action changed)."""
+
+    def refresh_counters(self, table: Table) -> None:
+        """Copy the target's direct-counter values into the entries before a read."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -148,6 +158,8 @@ class Table:
         self._lpm_lengths: list[int] = []
         self._scan: list[tuple[TableEntry, tuple]] = []
         self.default = TableEntry(key=(), action=default_action, args=tuple(default_args))
+        # a kernel target mirrors the entries: told of each change, asked to refresh counters
+        self.observers: list[TableObserver] = []
         self.lookup: Callable[[tuple[int, ...]], TableEntry | None] = self._pick_engine()
 
     # ----------------------------------------------------------------- engines
@@ -250,6 +262,7 @@ class Table:
         cargs = self._check_action(action, args, for_default=False)
         e = self._add_entry(ckey, action, cargs, priority, is_const)
         e.fn = self.actions[action].fn
+        self._notify("insert", e)
         return e
 
     def _add_entry(self, ckey: tuple[MatchValue, ...], action: str, cargs: tuple[int, ...],
@@ -296,6 +309,7 @@ class Table:
                                   f"table {self.name}: action profile {prof.name} has no group {group}")
         e = self._add_entry(self._check_key(key), "", (), priority, False)
         e.member, e.group = member, group
+        self._notify("insert", e)
         return e
 
     def modify_indirect(self, key: Sequence[MatchValue | int], *, member: int | None = None,
@@ -310,6 +324,7 @@ class Table:
                                   f"table {self.name}: action profile {prof.name} has no "
                                   + (f"member {member}" if member is not None else f"group {group}"))
         e.member, e.group = member, group
+        self._notify("modify", e)
         return e
 
     def refers_to(self, *, member: int | None = None, group: int | None = None) -> bool:
@@ -317,6 +332,7 @@ class Table:
                    for e in self._index.values())
 
     def find(self, key: Sequence[MatchValue | int], priority: int = 0) -> TableEntry:
+        self._refresh()
         ckey = self._check_key(key)
         ik = self._index_key(ckey) + ((priority,) if self.needs_priority else ())
         e = self._index.get(ik)
@@ -335,6 +351,7 @@ class Table:
         if e.is_const:
             raise RuntimeApiError(RuntimeErrorCode.CONST_TABLE, f"table {self.name}: entry is const")
         e.action, e.args, e.fn = action, cargs, self.actions[action].fn
+        self._notify("modify", e)
         return e
 
     def delete(self, key: Sequence[MatchValue | int], priority: int = 0) -> TableEntry:
@@ -345,6 +362,7 @@ class Table:
         del self._index[ik]
         del self._by_handle[e.handle]
         self._remove_from_engine(e)
+        self._notify("delete", e)
         return e
 
     def clear(self) -> None:
@@ -359,9 +377,19 @@ class Table:
         cargs = self._check_action(action, args, for_default=True)
         self.default.action, self.default.args = action, cargs
         self.default.fn = self.actions[action].fn
+        self._notify("default", self.default)
 
     def entries(self) -> list[TableEntry]:
+        self._refresh()
         return list(self._index.values())
+
+    def _notify(self, op: str, e: TableEntry) -> None:
+        for o in self.observers:
+            o.entry_changed(self, op, e)
+
+    def _refresh(self) -> None:
+        for o in self.observers:
+            o.refresh_counters(self)
 
     def bind(self) -> None:
         """Refresh each entry's cached action function after actions got compiled."""

@@ -13,10 +13,12 @@ import time
 from pathlib import Path
 
 from common import argtypes
+from traffic.collog.writer import CollectiveLogWriter
 from traffic.dcqcn import DcqcnSettings
 from traffic.emulation import parse_loss
 from traffic.endpoint import EndpointConfig
 from traffic.errors import ConfigError, TrafficError
+from traffic.host_faults import HostFaults, parse_window
 from traffic.hpcc import HpccSettings
 from traffic.qp_types import CongestionControl, Reliability
 from traffic.runner import QpParams, RankRunner
@@ -110,6 +112,18 @@ def _common(p: argparse.ArgumentParser, *, with_hosts: bool = True) -> None:
                        help="wall-clock time at which every rank starts sending")
         p.add_argument("-o", "--out", metavar="FILE",
                        help="write the JSON summary (with per-QP time series) here")
+    p.add_argument("--coll-log", metavar="DIR",
+                   help="write this rank's collective log to DIR/rank<N>.jsonl "
+                        "(traffic/collog/FORMAT.md)")
+    p.add_argument("--coll-log-max-bytes", type=argtypes.bounded_int(4096, 1 << 40),
+                   default=8 << 20, metavar="N",
+                   help="rotate the collective log at N bytes (2 older parts kept)")
+    p.add_argument("--fault-slow-rx", metavar="START:DUR:S",
+                   help="injected fault: from Unix time START for DUR s, hold every "
+                        "received packet S s (a slow receiver host)")
+    p.add_argument("--fault-straggle", metavar="START:DUR:S",
+                   help="injected fault: from Unix time START for DUR s, post each "
+                        "all-reduce step S s late (a straggler rank)")
     p.add_argument("-s", "--size", default="64K",
                    help="message size: 4096, 64K, fixed:1M, uniform:1K:1M, cdf:FILE "
                         "(allreduce: the vector size)")
@@ -225,8 +239,18 @@ def _run_rank(args: argparse.Namespace) -> int:
                             loss=parse_loss(args.loss, seed=args.seed * 7919 + args.rank),
                             loss_scope=args.loss_scope, control_path=args.control)
     ar_bytes = sizes.lo if sizes.kind == "fixed" else int(sizes.mean)
+    coll_log = (CollectiveLogWriter(args.coll_log, args.rank, max_bytes=args.coll_log_max_bytes)
+                if args.coll_log else None)
+    faults = None
+    if args.fault_slow_rx or args.fault_straggle:
+        faults = HostFaults(
+            slow_rx=parse_window(args.fault_slow_rx, "--fault-slow-rx")
+            if args.fault_slow_rx else None,
+            straggle=parse_window(args.fault_straggle, "--fault-straggle")
+            if args.fault_straggle else None)
     runner = RankRunner(plan, args.hosts, ep_cfg, qp, seed=args.seed, inflight=args.inflight,
-                        allreduce_bytes=ar_bytes, iterations=args.count)
+                        allreduce_bytes=ar_bytes, iterations=args.count, coll_log=coll_log,
+                        faults=faults)
     timeout = args.timeout
     if args.count_lines:
         timeout = min(timeout, args.interval * args.count_lines)

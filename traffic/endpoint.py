@@ -170,6 +170,11 @@ class Endpoint:
         self.series[qcfg.qpn] = []
         return r
 
+    def set_rx_delay(self, delay_s: float) -> None:
+        """Change the receive delay at run time (a slow host; packets held keep theirs)."""
+        self.cfg.delay_s = delay_s
+        self._delay.delay_s = delay_s
+
     def now(self) -> float:
         """Seconds since the endpoint started (the time base of every record)."""
         return time.monotonic() - self._t0

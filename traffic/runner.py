@@ -15,9 +15,12 @@ from typing import TextIO
 
 import numpy as np
 
+from traffic.collog.tracker import RankTracker
+from traffic.collog.writer import CollectiveLogWriter
 from traffic.dcqcn import DcqcnSettings
 from traffic.endpoint import Endpoint, EndpointConfig
 from traffic.errors import WorkloadError
+from traffic.host_faults import HostFaults
 from traffic.hpcc import HpccSettings
 from traffic.qp_types import CongestionControl, MessageRecord, QpConfig, Reliability
 from traffic.requester import Requester
@@ -94,10 +97,19 @@ class _AllReduce:
     def _send_step(self, s: int, now: float) -> None:
         n, i = self.n, self.rank
         idx = (i - s) % n if s < n - 1 else (i + 1 - (s - (n - 1))) % n
-        for c, part in enumerate(self._stripes_of(self._chunk(idx))):
-            self.r.requesters[c].post_write(self.data[part].tobytes(),
-                                            tag=f"ar{self.iter}.{s}.{c}", now=now)
+        # the stripes are copied now: a deferred step must send this step's data
+        parts = [(c, self.data[part].tobytes(), f"ar{self.iter}.{s}.{c}")
+                 for c, part in enumerate(self._stripes_of(self._chunk(idx)))]
+        late = self.r.faults.step_delay(now) if self.r.faults is not None else 0.0
+        if late > 0:  # an injected straggler: post this step later (RankRunner tick)
+            self.r.deferred.append((now + late, parts))
+        else:
+            self.post(parts, now)
         self.steps_sent += 1
+
+    def post(self, parts: list[tuple[int, bytes, str]], now: float) -> None:
+        for c, data, tag in parts:
+            self.r.requesters[c].post_write(data, tag=tag, now=now)
 
     def start(self, now: float) -> None:
         self.iter_start = now
@@ -163,7 +175,9 @@ class RankRunner:
 
     def __init__(self, plan: RankPlan, hosts: list[str], ep_cfg: EndpointConfig,
                  qp: QpParams, *, seed: int = 1, inflight: int = 4,
-                 allreduce_bytes: int = 1 << 20, iterations: int = 1):
+                 allreduce_bytes: int = 1 << 20, iterations: int = 1,
+                 coll_log: CollectiveLogWriter | None = None, comm: str = "",
+                 faults: HostFaults | None = None):
         if len(hosts) != plan.nranks:
             raise WorkloadError(f"{len(hosts)} host addresses for {plan.nranks} ranks")
         self.plan, self.hosts, self.qp, self.seed = plan, hosts, qp, seed
@@ -187,6 +201,21 @@ class RankRunner:
         except Exception:
             self.ep.close()
             raise
+        self.faults = faults          # injected host faults (traffic.host_faults)
+        # (due, stripes) of all-reduce steps a straggler posts late
+        self.deferred: list[tuple[float, list[tuple[int, bytes, str]]]] = []
+        if faults is not None:
+            faults.bind(self.ep.now())
+        self.tracker: RankTracker | None = None
+        if coll_log is not None:  # per-rank collective log (traffic.collog)
+            self.tracker = RankTracker(
+                coll_log, rank=plan.rank, comm=comm or f"{plan.pattern.value}-{plan.nranks}",
+                op=plan.pattern.value, host=hosts[plan.rank], mono_now=self.ep.now(),
+                steps_per_seq=self._ar.steps_per_iter if self._ar else 0)
+            for f, req in zip(plan.send, self.requesters):
+                self.tracker.add("send", req, f.peer)
+            for f, resp in zip(plan.recv, self.responders):
+                self.tracker.add("recv", resp, f.peer)
         self.start_s = 0.0
         self.end_s: float | None = None
         self._stall0 = self._stall1 = 0.0  # loop stall seconds at start and end
@@ -220,7 +249,7 @@ class RankRunner:
                     break
 
     def done(self) -> bool:
-        if self._ar is not None and not self._ar.done:
+        if (self._ar is not None and not self._ar.done) or self.deferred:
             return False
         for i, (f, req) in enumerate(zip(self.plan.send, self.requesters)):
             if self._posted[i] < len(f.sizes) or not req.idle:
@@ -271,6 +300,10 @@ class RankRunner:
 
             def tick(now: float) -> None:
                 self._feed(now)
+                if self.faults is not None:
+                    self._apply_faults(now)
+                if self.tracker is not None:
+                    self.tracker.poll()
                 if progress is not None and now >= next_progress[0]:
                     next_progress[0] = now + interval_s
                     progress.write(self.progress_line(now) + "\n")
@@ -283,9 +316,22 @@ class RankRunner:
                 self.ep.run(lambda: False, timeout_s=linger_s)
         except KeyboardInterrupt:
             finished, interrupted = False, True
+        if self.tracker is not None:
+            self.tracker.finish()
+            self.tracker.w.close()
         summary = self.summary(finished)
         summary["interrupted"] = interrupted
         return summary
+
+    def _apply_faults(self, now: float) -> None:
+        """Injected host faults: receive delay of a slow host, deferred straggler steps."""
+        assert self.faults is not None
+        d = self.faults.rx_delay(now)
+        if d != self.ep.cfg.delay_s:
+            self.ep.set_rx_delay(d)
+        while self.deferred and self.deferred[0][0] <= now and self._ar is not None:
+            _, parts = self.deferred.pop(0)
+            self._ar.post(parts, now)
 
     def progress_line(self, now: float) -> str:
         el = max(1e-9, now - self.start_s)

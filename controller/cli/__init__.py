@@ -1,4 +1,5 @@
-"""Command line of the controller: ``python -m controller COMMAND`` (run, show, entries).
+"""Command line of the controller: ``python -m controller COMMAND`` (run, show, entries,
+diagnose).
 
 Each command lives in its own module with ``register(subparsers)``; `main` only
 dispatches and is the one place that exits.
@@ -8,9 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import entries, run, show
+from . import diagnose, entries, run, show
 
-COMMANDS = (run, show, entries)
+COMMANDS = (run, show, entries, diagnose)
 
 
 def build_parser() -> argparse.ArgumentParser:

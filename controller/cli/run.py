@@ -29,6 +29,7 @@ from typing import TextIO
 from common import argtypes
 from controller.intent import EcnProfile, SinkMode
 from controller.p4rt import Phase, Progress, Target
+from controller.topology.model import DROP_PORT
 from formats.agent_batch import AGENT_BATCH_UDP_PORT
 from formats.feedback import FEEDBACK_UDP_PORT
 from formats.int_md import HPCC_INSTRUCTION_BITMAP
@@ -76,7 +77,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--collector-host", metavar="HOST", help="topology host receiving Telemetry Reports")
     p.add_argument("--collector-ip", metavar="IP", help="collector outside the topology: its address")
     p.add_argument("--collector-mac", metavar="MAC", help="... its MAC")
-    p.add_argument("--collector-at", type=argtypes.switch_port, metavar="SWITCH:PORT",
+    p.add_argument("--collector-at", type=argtypes.switch_port(DROP_PORT), metavar="SWITCH:PORT",
                    help="... the switch port it is attached to")
     p.add_argument("--report-source-base", default="10.255.0.0", metavar="IP",
                    help="switch N sends Telemetry Reports from IP + N (default 10.255.0.0)")

@@ -14,6 +14,9 @@ import enum
 import ipaddress
 from dataclasses import dataclass, field
 
+# v1model's port numbers: DROP_PORT is never a data or CPU port
+from softswitch.v1model.ports import DEFAULT_CPU_PORT, DROP_PORT
+
 __all__ = [
     "DEFAULT_CPU_PORT",
     "DROP_PORT",
@@ -29,8 +32,6 @@ __all__ = [
     "Topology",
 ]
 
-DEFAULT_CPU_PORT = 510
-DROP_PORT = 511  # v1model/BMv2 drop port: never a data or CPU port
 HOST_PORT = 0    # a host's interface index on its (single) link
 
 

@@ -310,12 +310,20 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
         assert tb.sock_dir is not None
         socks = {h: tb.sock_dir / f"{h}.sock" for h in spec.workload.hosts}
         resources = tb.resources()
+        sf = None
+        if spec.faults:  # injected faults, their ground truth and the run's diagnosis
+            from mininet_topos.faults.in_spec import SpecFaults, check_spec_faults
+            sf = SpecFaults(check_spec_faults(spec.faults, topo, nranks=len(ips),
+                                              switch=spec.switch),
+                            topo=topo, hosts=spec.workload.hosts, start_unix=start_at,
+                            out=res.path, on_exit=tb.add_cleanup)
+            sf.prepare(tb)
         procs = []
         for rank in reversed(range(len(ips))):  # receivers of rank 0 last: all bind first
             h = spec.workload.hosts[rank]
             argv = traffic_argv(spec, python=python, rank=rank, ips=ips,
                                 out=tdir / f"{h}.json", control=socks[h], start_at=start_at)
-            procs.append(tb.spawn(f"traffic-{h}", h, argv))
+            procs.append(tb.spawn(f"traffic-{h}", h, argv + (sf.rank_args(rank) if sf else [])))
         policy = None
         if fec_auto and not fec_by_controller:
             policy = FecPolicyLoop(topo=topo, flows_=fl, samples_dir=tb.samples_dir(),
@@ -328,6 +336,8 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
         while any(p.proc.poll() is None for p in procs):
             int_state.poll()
             sw_stats.poll()
+            if sf is not None:
+                sf.tick(tb)
             if time.time() > deadline:
                 timed_out = True
                 log("traffic did not finish in time; stopping it")
@@ -349,6 +359,7 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
         int_state.poll(force=True)
         sw_stats.poll(force=True)
         tb.stop_samplers()
+        fault_summary = sf.finish(tb.samples_dir()) if sf is not None else None
         for name, wan in tb.wan_links().items():
             with contextlib.suppress(Exception):
                 wire[name] = wan.stats()
@@ -389,6 +400,9 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
     plots = write_analysis(res, a, meta=meta)
     summary = json.loads(res.file("summary.json").read_text())
     summary.setdefault("switch_ports", a.summary.get("switch_ports", {}))
+    if fault_summary is not None:   # ground truth and the diagnosis (mininet_topos.faults)
+        summary.update(fault_summary)
+        res.write_json("summary.json", summary)
     if influx_url:
         from .influx import export_summary
         try:

@@ -75,7 +75,7 @@ _SIZE = re.compile(r"^(\d+[KMG]?|fixed:\d+[KMG]?|uniform:\d+[KMG]?:\d+[KMG]?|cdf
 _RATE = re.compile(r"^\d+(\.\d+)?[KMG]?$")
 _TOP_KEYS = ("name", "topology", "switch", "links", "workload", "cc", "recovery", "fec",
              "duration_s", "sample_interval_s", "seed", "sweep", "description", "program",
-             "ecn", "hpcc")
+             "ecn", "faults", "hpcc")
 _HPCC_KEYS = ("eta", "max_stage", "w_ai", "base_rtt_s", "min_base_rtt_s", "multi_rate",
               "window")
 _ECN_KEYS = ("kmin_bytes", "kmax_bytes", "pmax")
@@ -146,6 +146,8 @@ class ExperimentSpec:
     program: str = "p4/int_rocev2.p4"
     description: str = ""
     ecn: EcnSpec | None = None   # None: the controller's default profile
+    faults: tuple[Mapping[str, Any], ...] = ()   # mininet_topos.faults.spec, checked
+                                                 # against the topology by apply_overrides
     hpcc: HpccSettings = field(default_factory=HpccSettings)  # cc: hpcc-sender's parameters
     variant: str = ""         # "cc=hpcc,recovery=fec" for a sweep member, "" otherwise
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -340,6 +342,11 @@ def spec_from_dict(raw: Any, *, base_dir: Path | None = None, variant: str = "")
             kw[key] = str(raw[key])
     if raw.get("ecn") is not None:
         kw["ecn"] = _ecn(raw["ecn"])
+    faults = raw.get("faults") or []
+    if not isinstance(faults, list) or not all(isinstance(f, Mapping) for f in faults):
+        raise SpecError(f"{_where('faults')}: expected a list of fault mappings "
+                        "(see mininet_topos/faults/spec.py)")
+    kw["faults"] = tuple(dict(f) for f in faults)
     if raw.get("hpcc") is not None:
         kw["hpcc"] = _hpcc(raw["hpcc"])
     return ExperimentSpec(**kw)
@@ -433,4 +440,13 @@ def apply_overrides(topo: Topology, spec: ExperimentSpec) -> Topology:
                                                "queue_pkts", "loss")
                    if getattr(ov, k) is not None}
         links = [dataclasses.replace(ln, **changes) if ln is target else ln for ln in links]
-    return dataclasses.replace(topo, links=tuple(links))
+    out = dataclasses.replace(topo, links=tuple(links))
+    if spec.faults:
+        from mininet_topos.faults.in_spec import check_spec_faults
+        from mininet_topos.faults.spec import FaultError
+        try:
+            check_spec_faults(spec.faults, out, nranks=len(spec.workload.hosts),
+                              switch=spec.switch)
+        except FaultError as exc:
+            raise SpecError(str(exc)) from None
+    return out

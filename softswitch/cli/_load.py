@@ -17,6 +17,13 @@ def add_program_args(p: argparse.ArgumentParser) -> None:
                    help="define a preprocessor macro")
 
 
+def add_target_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--target", choices=("python", "ebpf"), default="python",
+                   help="python: generated Python (default); ebpf: a kernel tc program (root, bcc)")
+    p.add_argument("--dump-c", metavar="FILE",
+                   help="with --target ebpf: write the generated C to FILE ('-' for stdout)")
+
+
 def parse_defines(items: list[str]) -> dict[str, str]:
     out = {}
     for d in items:
@@ -29,9 +36,14 @@ def load_switch(args: argparse.Namespace) -> Any:
     """Build the Switch; on a bad program print `file:line:col: error: ...` and return None."""
     from softswitch.api import Switch
     from softswitch.frontend.errors import P4Error
+    target = getattr(args, "target", "python")
+    extra: dict[str, Any] = {}
+    dump = getattr(args, "dump_c", None)
     try:
+        if dump and target == "ebpf":
+            extra["dump_c"] = sys.stdout if dump == "-" else open(dump, "w", encoding="utf-8")  # noqa: SIM115
         return Switch.from_file(args.program, include_dirs=args.include_dirs,
-                                defines=parse_defines(args.defines))
+                                defines=parse_defines(args.defines), target=target, **extra)
     except P4Error as exc:
         print(exc.render(), file=sys.stderr)
     except (SoftswitchError, OSError) as exc:

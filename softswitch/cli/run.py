@@ -12,12 +12,14 @@ import sys
 
 from softswitch.cli._load import add_program_args, load_switch, parse_hex, summary
 from softswitch.errors import SoftswitchError
+from softswitch.v1model.ports import DROP_PORT
 
 
 def _port(text: str) -> int:
+    """An ingress port of the v1model program the command runs: below the drop port."""
     v = int(text, 0)
-    if not 0 <= v < 511:
-        raise argparse.ArgumentTypeError(f"port {v} outside 0..510")
+    if not 0 <= v < DROP_PORT:
+        raise argparse.ArgumentTypeError(f"port {v} outside 0..{DROP_PORT - 1}")
     return v
 
 

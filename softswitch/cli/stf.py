@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from softswitch.cli._load import add_program_args, load_switch
+from softswitch.cli._load import add_program_args, add_target_args, load_switch
 from softswitch.errors import SoftswitchError
 
 
@@ -16,6 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("stf", help="run an STF test against a P4 program", description=__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     add_program_args(p)
+    add_target_args(p)
     p.add_argument("test", help="STF test file")
     p.add_argument("--trace", action="store_true", help="print the packet trace")
     p.add_argument("--strict", action="store_true",
@@ -35,6 +36,8 @@ def main(args: argparse.Namespace) -> int:
     except (SoftswitchError, OSError) as exc:
         print(f"{args.test}: error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        sw.close()
     for line in res.log:
         print(line)
     for failure in res.failures:

@@ -12,6 +12,7 @@ import argparse
 import logging
 import signal
 import sys
+from typing import Any
 
 from softswitch.cli._load import parse_defines
 from softswitch.errors import SoftswitchError
@@ -40,13 +41,6 @@ def _device_id(text: str) -> int:
     v = int(text, 0)
     if not 0 <= v < 1 << 64:
         raise argparse.ArgumentTypeError(f"--device-id {v}: outside 0..2**64-1")
-    return v
-
-
-def _cpu_port(text: str) -> int:
-    v = int(text, 0)
-    if not 0 < v < 511:
-        raise argparse.ArgumentTypeError(f"--cpu-port {v}: outside 1..510")
     return v
 
 
@@ -79,7 +73,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--grpc-server-key", metavar="PEM", help="server private key (TLS)")
     p.add_argument("--grpc-server-cacert", metavar="PEM",
                    help="CA certificate: clients must present a certificate it signed")
-    p.add_argument("--cpu-port", type=_cpu_port, default=510, help="CPU port number (default 510)")
+    p.add_argument("--cpu-port", type=_typed(O.parse_cpu_port), default=O.DEFAULT_CPU_PORT,
+                   help=f"CPU port number (default {O.DEFAULT_CPU_PORT})")
     p.add_argument("--pcap", metavar="DIR", nargs="?", const=".",
                    help="write IF_in.pcap / IF_out.pcap per port into DIR (default .)")
     p.add_argument("--queue-rate", action="append", default=[], type=_typed(O.parse_rate),
@@ -103,6 +98,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--name", default="softswitch", help="switch name in logs (e.g. s1)")
     p.add_argument("--no-p4", action="store_true",
                    help="start without a program (the default when none is given; BMv2 compatibility)")
+    p.add_argument("--target", choices=("python", "ebpf"), default="python",
+                   help="python: frames through this process (default); ebpf: the pipeline as a "
+                        "tc program in the kernel on every port (root, bcc)")
     p.add_argument("--thrift-port", type=int, help="accepted for simple_switch compatibility; unused")
     p.set_defaults(func=main)
 
@@ -163,7 +161,11 @@ def main(args: argparse.Namespace) -> int:
         return 2
     _setup_logging(args)
     try:
-        sd = Switchd(_options(args))
+        if args.target == "ebpf":
+            from softswitch.backends.ebpf.daemon import EbpfSwitchd
+            sd: Any = EbpfSwitchd(_options(args))
+        else:
+            sd = Switchd(_options(args))
     except SoftswitchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

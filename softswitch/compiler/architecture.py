@@ -25,6 +25,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Protocol
 
 from softswitch.compiler.support import PacketContext
@@ -174,6 +175,7 @@ class Architecture:
     package: str = ""                       # the package `main` must instantiate
     block_params: tuple[str, ...] = ()      # its parameters, in pipeline order
     drop_port: int = 0                      # the egress port that means "drop"
+    custom_hashes: Mapping[str, int] = MappingProxyType({})  # hashes the control plane sets -> CRC width
     tables: TableConventions = TableConventions()
     context_class: type[PacketContext] = PacketContext
 
@@ -217,6 +219,14 @@ class Architecture:
         """The per-packet context of one compiled program, with this architecture's
         request slots (see `PacketContext.reset_requests`)."""
         return self.context_class()
+
+    def python_rebind_hash(self, env: dict[str, Any], algorithm: str,
+                           fn: Callable[[bytes], int]) -> None:
+        """Make the generated code in `env` compute `algorithm` (one of
+        `custom_hashes`) with `fn` from its next call on: the control plane's
+        CRC parameters (BMv2's set_crc32_parameters). Only the lowering knows how its
+        code reaches a hash, so a subclass with custom hashes implements this."""
+        raise ValueError(f"architecture {self.name}: no configurable hash {algorithm}")
 
     def semantics(self, name: str) -> ExternSemantics | None:
         return self.externs.get(name)

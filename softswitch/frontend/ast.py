@@ -38,8 +38,10 @@ How to read a checked tree (what the checker guarantees once ``load_program`` re
   ``Parameter`` nodes (``None`` entries for built-ins without declarations).
 * Every ``TypeRef`` has ``.type`` set.  ``typedef`` names are resolved away to the
   underlying type; ``type`` (new type) declarations stay distinct (``types.NewType``).
-* ``CheckedProgram.main`` describes the ``V1Switch`` instantiation: the six blocks
-  in order, each with the parser/control declaration and its constructor arguments.
+* ``CheckedProgram.main`` describes the ``main`` package instantiation: its blocks
+  in the package's parameter order, each with the parser/control declaration and its
+  constructor arguments.  Which package a program must use is the architecture's
+  business (``softswitch.compiler.architecture``); the front end accepts any.
 
 Locations: every node has ``loc`` (``SourceLoc``: file, line, column, 1-based) pointing
 at the user's source (``#line`` markers of the preprocessor are honoured).
@@ -610,7 +612,8 @@ class FunctionDecl(Declaration):
 
 @dataclass(slots=True, kw_only=True, eq=False)
 class ParserTypeDecl(Declaration):
-    """``parser Name<T>(params);`` (an abstract parser type, e.g. v1model's ``Parser``)."""
+    """``parser Name<T>(params);`` (an abstract parser type, as an architecture declares
+    the parsers its package takes)."""
 
     type_params: list[str] = field(default_factory=list)
     params: list[Parameter] = field(default_factory=list)
@@ -624,7 +627,7 @@ class ControlTypeDecl(Declaration):
 
 @dataclass(slots=True, kw_only=True, eq=False)
 class PackageTypeDecl(Declaration):
-    """``package V1Switch<H, M>(Parser<H, M> p, ...);``."""
+    """``package Pkg<H, M>(Prs<H, M> p, ...);``: an architecture's top-level block."""
 
     type_params: list[str] = field(default_factory=list)
     params: list[Parameter] = field(default_factory=list)
@@ -759,7 +762,7 @@ class TableDecl(Declaration):
 @dataclass(slots=True, kw_only=True, eq=False)
 class InstantiationDecl(Declaration):
     """``Type(args) name;`` e.g. ``register<bit<32>>(16) r;``, ``counter(8, CounterType.packets) c;``,
-    ``Sub() sub;`` (sub-parser/sub-control instance), ``V1Switch(P(), ...) main;``.
+    ``Sub() sub;`` (sub-parser/sub-control instance), ``Pkg(P(), ...) main;``.
     The checker sets ``type_decl`` (``ExternDecl``/``ParserDecl``/``ControlDecl``/
     ``PackageTypeDecl``), ``ctor`` (the matching constructor ``MethodDecl`` for externs)
     and ``type_bindings``."""
@@ -791,7 +794,7 @@ class Program(Node):
 @dataclass(slots=True, kw_only=True)
 class PackageBlock:
     """One argument of the main package: ``param`` is the package's parameter name
-    (``p``, ``vr``, ``ig``, ``eg``, ``ck``, ``dep`` for V1Switch), ``decl`` the
+    as the architecture's .p4 declares it (e.g. ``ig``), ``decl`` the
     ``ParserDecl``/``ControlDecl`` and ``args`` its constructor arguments."""
 
     param: str
@@ -801,7 +804,7 @@ class PackageBlock:
 
 @dataclass(slots=True, kw_only=True)
 class MainPackage:
-    """The resolved ``main`` instantiation (``package`` is e.g. ``"V1Switch"``)."""
+    """The resolved ``main`` instantiation (``package``: the package type's name)."""
 
     package: str
     decl: InstantiationDecl

@@ -473,7 +473,11 @@ class Checker(ExpressionChecker):
         if main is None:
             return None
         if not isinstance(main, A.InstantiationDecl) or not isinstance(main.type_decl, A.PackageTypeDecl):
-            raise P4TypeError(getattr(main, "loc", None), "'main' must be an instance of a package such as V1Switch")
+            # which package is the architecture's check: the front end accepts any
+            inst = isinstance(main, A.InstantiationDecl) and main.type_decl is not None
+            what = f"an instance of {describe_decl(main.type_decl)}" if inst else describe_decl(main)
+            raise P4TypeError(getattr(main, "loc", None),
+                              f"'main' must be an instance of a package type, not {what}")
         pkg: A.PackageTypeDecl = main.type_decl
         ordered = order_args(main.args, pkg.params, f"package '{pkg.name}'", main.loc)
         bindings: dict[str, T.P4Type] = {}

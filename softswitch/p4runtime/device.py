@@ -29,8 +29,7 @@ from p4.config.v1 import p4info_pb2 as P4I
 from softswitch.api import Switch
 from softswitch.p4runtime.controller_header import ControllerHeader, controller_headers
 from softswitch.p4runtime.errors import DeviceError
-
-DEFAULT_CPU_PORT = 510
+from softswitch.v1model.ports import DEFAULT_CPU_PORT, DROP_PORT
 
 
 @dataclass(slots=True, kw_only=True)
@@ -157,8 +156,8 @@ class LocalDevice:
 
     def __init__(self, *, device_id: int = 1, cpu_port: int = DEFAULT_CPU_PORT,
                  pipeline: Pipeline | None = None, keep_transmitted: int = 1024) -> None:
-        if not 0 < cpu_port < 511:
-            raise DeviceError(f"LocalDevice: cpu_port {cpu_port} outside 1..510")
+        if not 0 < cpu_port < DROP_PORT:
+            raise DeviceError(f"LocalDevice: cpu_port {cpu_port} outside 1..{DROP_PORT - 1}")
         self.device_id = device_id
         self.cpu_port = cpu_port
         self.lock = threading.RLock()

@@ -15,7 +15,8 @@ from softswitch.errors import RuntimeApiError
 from softswitch.p4runtime.codec import decode_bits, encode_bits
 from softswitch.p4runtime.errors import P4RuntimeError, invalid, not_found, unimplemented
 from softswitch.p4runtime.state import PipelineState
-from softswitch.v1model.pre import MAX_PORT, Replica
+from softswitch.v1model.ports import MAX_PORT, PORT_BITS
+from softswitch.v1model.pre import Replica
 
 
 def _replicas(reps: list[P.Replica], where: str) -> list[Replica]:
@@ -23,7 +24,7 @@ def _replicas(reps: list[P.Replica], where: str) -> list[Replica]:
     for r in reps:
         kind = r.WhichOneof("port_kind")
         if kind == "port":
-            port = decode_bits(r.port, 9, f"{where}: replica port")
+            port = decode_bits(r.port, PORT_BITS, f"{where}: replica port")
         else:
             port = r.egress_port
         if port > MAX_PORT:

@@ -45,7 +45,7 @@ from softswitch.p4runtime.errors import DeviceError
 from softswitch.switchd.errors import OptionError
 from softswitch.switchd.ports import RX_BUFFER, Port, PortCounters
 from softswitch.switchd.tm import DEFAULT_DEPTH_PKTS, TrafficManager
-from softswitch.v1model.architecture import DROP_PORT
+from softswitch.v1model.ports import DROP_PORT
 from softswitch.v1model.switch import EgressJob, IngressJob, QueueInfo
 
 LOG = logging.getLogger("softswitch.switchd")

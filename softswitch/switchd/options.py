@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from softswitch.p4runtime.device import DEFAULT_CPU_PORT
 from softswitch.switchd.errors import OptionError
 from softswitch.switchd.tm import DEFAULT_DEPTH_PKTS, MAX_DEPTH_PKTS
-from softswitch.v1model.architecture import DROP_PORT
+from softswitch.v1model.ports import DROP_PORT
 
 _IFNAME = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
 ALL_PORTS = -1
@@ -61,6 +61,17 @@ def parse_port(text: str, where: str) -> int:
         raise OptionError(f"{where}: port {text!r} is not a number") from None
     if not 0 <= port < DROP_PORT:
         raise OptionError(f"{where}: port {port} outside 0..{DROP_PORT - 1}")
+    return port
+
+
+def parse_cpu_port(text: str) -> int:
+    """``--cpu-port``: a port other than 0 below the drop port."""
+    try:
+        port = int(text, 0)
+    except ValueError:
+        raise OptionError(f"--cpu-port {text!r} is not a number") from None
+    if not 0 < port < DROP_PORT:
+        raise OptionError(f"--cpu-port {port}: outside 1..{DROP_PORT - 1}")
     return port
 
 

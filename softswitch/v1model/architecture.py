@@ -8,7 +8,9 @@ requests). `V1Model(drop_port=...)` makes a variant; `V1MODEL` is BMv2's.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from softswitch.compiler.architecture import (
@@ -20,8 +22,7 @@ from softswitch.compiler.architecture import (
 from softswitch.compiler.layout import attr_name, strip
 from softswitch.compiler.support import PacketContext
 from softswitch.compiler.walk import annotation_ints
-
-DROP_PORT = 511  # simple_switch's drop port (9-bit ports; mark_to_drop writes it)
+from softswitch.v1model.ports import DROP_PORT
 
 
 class CloneType(enum.IntEnum):
@@ -148,6 +149,8 @@ class V1Model(Architecture):
     package = "V1Switch"
     block_params = ("p", "vr", "ig", "eg", "ck", "dep")
     context_class = V1PacketContext
+    # the HashAlgorithm members whose CRC parameters BMv2 lets the control plane set
+    custom_hashes: Mapping[str, int] = MappingProxyType({"crc16_custom": 16, "crc32_custom": 32})
     tables = TableConventions(direct_counters="counters", direct_meters="meters",
                               implementation="implementation", selector_match_kind="selector")
 
@@ -156,6 +159,13 @@ class V1Model(Architecture):
         self.drop_port = drop_port
         super().__init__(externs=v1model_externs(drop_port), python_calls=PYTHON_CALLS,
                          python_instances=PYTHON_INSTANCES)
+
+    def python_rebind_hash(self, env: dict[str, Any], algorithm: str,
+                           fn: Callable[[bytes], int]) -> None:
+        from softswitch.v1model.lowering import rebind_hash
+        if algorithm not in self.custom_hashes:
+            super().python_rebind_hash(env, algorithm, fn)
+        rebind_hash(env, algorithm, fn)
 
     def pipeline_types(self, program: Any) -> PipelineTypes:
         """Header, metadata and standard-metadata classes of a compiled program: the

@@ -10,6 +10,7 @@ lowerings create the run-time objects (`softswitch.externs`, `ActionProfile`).
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Any
 
 from softswitch.action_profiles import ActionProfile
@@ -33,7 +34,6 @@ from softswitch.externs.stateful import (
     Register,
 )
 from softswitch.frontend import ast as A
-from softswitch.v1model.architecture import CloneType
 
 # request name (ExternSemantics.request) -> the V1PacketContext slot of its field list
 _FIELD_LIST_SLOT = {"resubmit": "resubmit_fl", "recirculate": "recirc_fl"}
@@ -61,15 +61,27 @@ def _fmt_msg(msg: str, data: Any) -> str:
     return "".join(out)
 
 
+def hash_symbol(algorithm: str) -> str:
+    """The name generated code calls hash `algorithm` by. It is looked up in the
+    program's namespace at each call, so `rebind_hash` changes every call site."""
+    return "_hash_" + algorithm
+
+
+def rebind_hash(env: dict[str, Any], algorithm: str, fn: Callable[[bytes], int]) -> None:
+    """From the next packet on, code compiled into `env` computes `algorithm` with `fn`
+    (`V1Model.python_rebind_hash`: the runtime API's custom CRC parameters)."""
+    env[hash_symbol(algorithm)] = fn
+
+
 def _hash_of(b: PythonEmitter, algo: A.Expression, data: A.Expression, *, payload: bool = False) -> str:
-    """Code of hash `algo` (a constant ``HashAlgorithm`` member) over field list `data`.
-    The function is bound as ``_hash_<algo>`` (the runtime API re-binds the custom CRCs)."""
+    """Code of hash `algo` (a constant ``HashAlgorithm`` member) over field list `data`,
+    calling the function bound as `hash_symbol(algo)`."""
     name = algo.member if isinstance(algo, A.MemberExpression) else None
     if name is None:
         raise b.fail(algo, "hash algorithm that is not a constant HashAlgorithm member")
     if name not in hashes.HASH_ALGORITHMS:
         raise CompileError(f"{algo.loc}: unsupported hash algorithm {name}")
-    fn = b.bind("_hash_" + name, hashes.HASH_ALGORITHMS[name])
+    fn = b.bind(hash_symbol(name), hashes.HASH_ALGORITHMS[name])
     return f"{fn}({b.pack_fields(data, payload=payload)})"
 
 
@@ -119,6 +131,8 @@ def _checksum_update(b: PythonEmitter, c: ExternCall) -> str:
 def _clone_type(b: PythonEmitter, e: A.Expression) -> tuple[str, str]:
     """Code of a ``CloneType`` argument (its position, as plain enums compile) and of
     its name for the trace."""
+    # imported here: architecture.py imports this module while it builds V1MODEL
+    from softswitch.v1model.architecture import CloneType
     if isinstance(e, A.MemberExpression) and e.member in CloneType.__members__:
         return repr(int(CloneType[e.member])), repr(e.member)
     code = b.ex(e)

@@ -10,8 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from softswitch.errors import RuntimeApiError, RuntimeErrorCode
-
-MAX_PORT = 511
+from softswitch.v1model.ports import MAX_PORT
 
 
 @dataclass(slots=True, frozen=True, kw_only=True)

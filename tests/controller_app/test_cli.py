@@ -98,6 +98,8 @@ def test_bad_inputs_exit_2_with_the_reason(cli, tmp_path: Path) -> None:  # type
     assert r.returncode == 2 and "needs --collector-ip, --collector-mac and --collector-at" in r.stderr
     r = cli(*RUN, "--topology", str(TOPOFILES / "dumbbell.yaml"), "--collector-at", "s1")
     assert r.returncode == 2 and "expected SWITCH:PORT" in r.stderr
+    r = cli(*RUN, "--topology", str(TOPOFILES / "dumbbell.yaml"), "--collector-at", "s1:511")
+    assert r.returncode == 2 and "port 511 is outside 0..510" in r.stderr   # v1model's drop port
     r = cli(*RUN, "--topology", str(TOPOFILES / "dumbbell.yaml"), "--sink-mode", "report",
             "--collector-host", "h5")     # RUN has --report-port 0
     assert r.returncode == 2 and "needs a fixed --report-port" in r.stderr

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import re
 from pathlib import Path
+from types import MappingProxyType
 
 import pytest
 from ssw_helpers import program
@@ -17,6 +18,7 @@ from softswitch.errors import CompileError, SoftswitchError
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPILER = ROOT / "softswitch" / "compiler"
+FRONTEND = ROOT / "softswitch" / "frontend"
 
 DECLS = """
 header eth_t { bit<48> dst; bit<48> src; bit<16> type; }
@@ -156,16 +158,18 @@ def test_mark_to_drop_semantics_carry_the_drop_port() -> None:
     assert dict(V1Model(drop_port=99).externs["mark_to_drop"].writes) == {"egress_spec": 99, "mcast_grp": 0}
 
 
-def test_the_compiler_names_no_architecture() -> None:
-    """No string or number of v1model's in the compiler's code: extern names, the
-    package, its block names, the clone types, the drop port."""
+def test_the_compiler_and_front_end_name_no_architecture() -> None:
+    """No string or number of v1model's in the compiler's or the front end's code:
+    extern names, the package (nor in a message), its block names, the clone types,
+    the drop port."""
     from softswitch.v1model import V1MODEL
     banned_strings = set(V1MODEL.externs) | {V1MODEL.package, "I2E", "E2E", "standard_metadata",
                                              "egress_spec", "counters", "meters", "selector"}
     banned_strings |= {name.split(".")[-1] for name in V1MODEL.externs if "." in name}
     banned_strings.discard("digest")  # also P4Runtime's generic entity: an unnamed digest's name
+    banned_parts = (V1MODEL.package, V1MODEL.name)
     found = []
-    for path in sorted(COMPILER.glob("*.py")):
+    for path in sorted([*COMPILER.glob("*.py"), *FRONTEND.glob("*.py")]):
         tree = ast.parse(path.read_text())
         docstrings = {id(n.body[0].value) for n in ast.walk(tree)
                       if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef))
@@ -173,6 +177,53 @@ def test_the_compiler_names_no_architecture() -> None:
         for node in ast.walk(tree):
             if not isinstance(node, ast.Constant) or id(node) in docstrings:
                 continue
-            if node.value == V1MODEL.drop_port or (isinstance(node.value, str) and node.value in banned_strings):
+            text = node.value if isinstance(node.value, str) else None
+            if node.value == V1MODEL.drop_port or (text is not None and (
+                    text in banned_strings or any(part in text for part in banned_parts))):
                 found.append(f"{path.name}:{node.lineno}: {node.value!r}")
     assert not found, found
+
+
+def test_custom_hashes_are_the_architectures() -> None:
+    """The runtime asks the architecture which hashes the control plane may set and
+    how to rebind one; v1model's lowering owns the name its code calls a hash by."""
+    from softswitch.errors import RuntimeApiError
+    from softswitch.externs.hashes import crc16, make_crc
+    from softswitch.v1model import V1Model
+    from softswitch.v1model.lowering import hash_symbol
+
+    sw = switch(drop="hash(sm.egress_spec, HashAlgorithm.crc16_custom, 9w0, "
+                "{ hdr.eth.type }, 10w7);")
+    assert hash_symbol("crc16_custom") in sw.program.source
+    assert sw.program.arch.custom_hashes == {"crc16_custom": 16, "crc32_custom": 32}
+    assert [p for p, _ in sw.process(1, frame(0x0800))] == [crc16(b"\x08\x00") % 7]
+    sw.runtime.hash_set_custom("crc16_custom", polynomial=0x1021, initial=0xFFFF,
+                               reflect_input=False, reflect_output=False)   # CRC-16/CCITT-FALSE
+    ccitt = make_crc(16, 0x1021, 0xFFFF, 0, False, False)
+    assert ccitt(b"123456789") == 0x29B1 and ccitt(b"\x08\x00") % 7 != crc16(b"\x08\x00") % 7
+    assert [p for p, _ in sw.process(1, frame(0x0800))] == [ccitt(b"\x08\x00") % 7]
+
+    class Fixed(V1Model):
+        custom_hashes = MappingProxyType({})
+
+    fixed = switch(Fixed(), drop="hash(sm.egress_spec, HashAlgorithm.crc16_custom, 9w0, "
+                   "{ hdr.eth.type }, 10w7);")
+    with pytest.raises(RuntimeApiError, match="architecture v1model has no configurable hash"):
+        fixed.runtime.hash_set_custom("crc16_custom", polynomial=0x1021)
+    with pytest.raises(ValueError, match="architecture v1model: no configurable hash crc16"):
+        sw.program.arch.python_rebind_hash(sw.program.env, "crc16", ccitt)
+
+
+def test_v1model_port_numbers_load_without_the_compiler() -> None:
+    """The controller and the test bed read v1model's drop port without loading the
+    compiler; every name the package exports still resolves."""
+    import subprocess
+    import sys
+    code = ("import sys, softswitch.v1model.ports as p; "
+            "print(p.DROP_PORT, sorted(m for m in sys.modules if m.startswith('softswitch.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=ROOT).stdout.split(" ", 1)
+    assert out[0] == "511" and ast.literal_eval(out[1]) == ["softswitch.v1model", "softswitch.v1model.ports"]
+    import softswitch.v1model as v1
+    assert all(getattr(v1, name) is not None for name in v1.__all__)
+    assert v1.V1MODEL.drop_port == v1.DROP_PORT

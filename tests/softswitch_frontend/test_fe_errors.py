@@ -230,3 +230,20 @@ def test_mutated_programs_fail_only_with_p4_errors():
             check("".join(mutated), filename="m.p4")
         except P4Error as exc:
             assert exc.render().startswith("m.p4:") or ".p4:" in exc.render()
+
+
+def test_main_that_is_no_package_is_named_without_an_architecture():
+    """Which package `main` must instantiate is the architecture's check; the front end
+    only asks for some package and says what `main` is instead."""
+    src = "#include <core.p4>\ncontrol C() { apply { } }\nC() main;\n"
+    e = _err(src, P4TypeError)
+    assert (e.file, e.line) == ("t.p4", 3)
+    assert e.message == "'main' must be an instance of a package type, not an instance of control 'C'"
+
+
+def test_any_package_is_a_main_for_the_front_end():
+    src = ("#include <core.p4>\nparser Prs(packet_in b);\npackage MyArch(Prs p);\n"
+           "parser MyP(packet_in b) { state start { transition accept; } }\nMyArch(MyP()) main;\n")
+    main = check(src).main
+    assert main is not None and main.package == "MyArch"
+    assert [b.param for b in main.blocks] == ["p"] and main.block("p").decl.name == "MyP"

@@ -1,0 +1,125 @@
+"""``python -m controller diagnose --out DIR``: name the fault behind a slow collective.
+
+Reads the ranks' collective logs (DIR/collectives/rank<N>.jsonl unless --logs; NCCL
+INFO logs with --nccl, PyTorch flight-recorder dumps with --flight-recorder), the
+controller's exported telemetry under DIR and the topology (--topology, else
+DIR/topology.yaml), prints the ranked culprits (or "no fault"), puts them under
+"diagnosis" in DIR/summary.json and draws DIR/diagnosis.png.
+
+examples:
+  python -m controller diagnose --out results/fault1
+  python -m controller diagnose --out out/ --topology mininet_topos/topofiles/two_dc.yaml \\
+      --logs run/collectives --json
+  python -m controller diagnose --out out/ --topology topo.yaml --nccl rank0.log --nccl rank1.log
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from controller.topology.model import Topology
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("diagnose", help="rank the culprits of a slow or hung collective",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", default="out", metavar="DIR",
+                   help="the run's output directory (controller --out; default ./out)")
+    p.add_argument("--topology", metavar="FILE", help="topology file (default DIR/topology.yaml)")
+    p.add_argument("--logs", action="append", metavar="PATH",
+                   help="collective log file or directory (repeatable; default DIR/collectives)")
+    p.add_argument("--nccl", action="append", default=[], metavar="FILE",
+                   help="an NCCL_DEBUG=INFO log (repeatable)")
+    p.add_argument("--flight-recorder", action="append", default=[], metavar="FILE",
+                   help="a PyTorch NCCL flight-recorder dump (repeatable)")
+    p.add_argument("--top", type=int, default=5, help="culprits to print (default 5)")
+    p.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
+    p.add_argument("--no-plot", action="store_true", help="do not draw DIR/diagnosis.png")
+    p.add_argument("--watch", type=float, metavar="S",
+                   help="live: diagnose again every S seconds while the run goes on (the "
+                        "ranks and the controller keep writing), print each change of the "
+                        "verdict; Ctrl-C stops")
+    p.add_argument("--rounds", type=int, default=0, metavar="N",
+                   help="with --watch: stop after N rounds (default: until Ctrl-C)")
+    p.set_defaults(func=run_diagnose)
+
+
+def run_diagnose(args: argparse.Namespace) -> int:
+    from controller.diagnose import Evidence, diagnose, load_telemetry
+    from controller.diagnose.report import format_diagnosis, plot_diagnosis, write_summary
+    from controller.topology.errors import TopologyError
+    from controller.topology.load import load_topology
+    from traffic.collog import CollogError, read_logs
+    from traffic.collog.flight_recorder import read_flight_recorder
+    from traffic.collog.nccl import read_nccl
+
+    out = Path(args.out)
+    topo_path = Path(args.topology) if args.topology else out / "topology.yaml"
+    try:
+        topo = load_topology(topo_path)
+    except (TopologyError, OSError) as exc:
+        print(f"controller diagnose: topology {topo_path}: {exc}", file=sys.stderr)
+        return 2
+    if args.watch:
+        return _watch(args, out, topo, [Path(x) for x in args.logs] if args.logs
+                      else [out / "collectives"])
+    try:
+        logs = [Path(x) for x in args.logs] if args.logs else (
+            [out / "collectives"] if (out / "collectives").is_dir() else [])
+        records = read_logs(logs)
+        for f in args.nccl:
+            nl = read_nccl(f)
+            for why in nl.rejected:
+                print(f"controller diagnose: skipped {why}", file=sys.stderr)
+            records += nl.records
+        for f in args.flight_recorder:
+            records += read_flight_recorder(f)
+    except CollogError as exc:
+        print(f"controller diagnose: {exc}", file=sys.stderr)
+        return 2
+    if not records:
+        print(f"controller diagnose: no collective records (looked in {[str(x) for x in logs]}"
+              ", --nccl, --flight-recorder)", file=sys.stderr)
+        return 2
+    ev = Evidence(topo=topo, records=records, telemetry=load_telemetry(out, topo))
+    d = diagnose(ev)
+    write_summary(out, d)
+    if not args.no_plot:
+        plot_diagnosis(ev, d, out / "diagnosis.png")
+    if args.json:
+        print(json.dumps(d.as_dict(), indent=1))
+    else:
+        print(format_diagnosis(d, top=args.top))
+    return 0
+
+
+def _watch(args: argparse.Namespace, out: Path, topo: Topology, logs: list[Path]) -> int:
+    """Live diagnosis: re-read logs and telemetry every ``--watch`` s; print changes."""
+    import time
+
+    from controller.diagnose import Evidence, diagnose, load_telemetry
+    from controller.diagnose.report import format_diagnosis, write_summary
+    from traffic.collog import CollogError, read_logs
+
+    last = None
+    n = 0
+    while not args.rounds or n < args.rounds:
+        n += 1
+        try:
+            records = read_logs(logs)
+        except CollogError:   # a line being written: next round
+            records = []
+        if records:
+            ev = Evidence(topo=topo, records=records, telemetry=load_telemetry(out, topo))
+            d = diagnose(ev)
+            verdict = [(c.type, c.component, c.kind) for c in d.culprits[:1]]
+            if verdict != last:
+                print(format_diagnosis(d, top=args.top), flush=True)
+                write_summary(out, d)
+                last = verdict
+        time.sleep(args.watch)
+    return 0

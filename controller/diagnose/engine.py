@@ -1,0 +1,382 @@
+"""Ranks culprits by joining the collective's slow transfers with telemetry and paths.
+
+How: every component that could explain the slowdown is a candidate: each direction
+of a link on the ranks' paths, each switch egress port feeding one, each host (as a
+slow receiver) and each rank (as a straggler).  A candidate's *match* says how well
+the set of rank pairs it lies under covers the set of slow pairs and nothing else
+(an F1 score over pairs, ECMP paths weighted when telemetry did not say which one a
+pair took).  Its *strength* says what the telemetry of that component shows after the
+onset: loss on the link's sequence counters (gray loss; no delivery at all: link
+down), a standing queue at the port with the port sending below its line rate (rate
+degradation) or at line rate with foreign flows (congestion), flows losing packets at
+a port whose link loses none (a tiny queue dropping), nothing at all on a clean path
+while only transfers *into* one host slowed (a slow receiver), or a rank posting its
+steps long after its input arrived (a straggler: the network cannot cause that).
+confidence = match x strength; the list is sorted by it.  Nothing slow, nobody late
+and no telemetry anomaly: "no fault".
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from controller.diagnose.evidence import Evidence, PortSample
+from controller.diagnose.transfers import TransferView, analyse
+from controller.topology.model import Endpoint, LinkRole
+
+__all__ = ["FAULT_KINDS", "Culprit", "Diagnosis", "diagnose"]
+
+FAULT_KINDS = ("gray_loss", "link_down", "rate_degraded", "congestion", "tiny_queue",
+               "slow_receiver", "straggler")
+LOSS_RATE_MIN = 5e-3      # link loss rate that counts as loss ...
+LOSS_NOISE_X = 3.0        # ... and this many times the next lossiest link's (the floor of
+                          # a loaded test bed: user-space delay lines drop a little too)
+LOSS_PKTS_MIN = 10
+NOISE_MIN_PKTS = 1000
+QUEUE_HIGH_PKTS = 8       # standing queue (packets) that counts as a queue
+FOREIGN_MIN = 1           # background flows that make a queue "congestion"
+TELEMETRY_ONLY_LOSS = LOSS_RATE_MIN  # telemetry alone reports loss above this
+TELEMETRY_ONLY_DROPS = 5   # ... or tail drops at a port without a standing queue
+MIN_CONFIDENCE = 0.3       # weaker candidates are not reported (cannot be told apart)
+SILENT_S = 1.0            # a link silent this long under a hung transfer is down
+
+
+@dataclass(slots=True)
+class Culprit:
+    component: str          # "s1:3->s5:3", "s3:2", "h5", "2"
+    type: str               # link | port | host | rank
+    kind: str               # one of FAULT_KINDS
+    confidence: float
+    onset: float | None
+    evidence: dict = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.type} {self.component}"
+
+    def as_dict(self) -> dict:
+        return {"component": self.component, "type": self.type, "kind": self.kind,
+                "confidence": round(self.confidence, 3), "onset": self.onset,
+                "evidence": self.evidence}
+
+
+@dataclass(slots=True)
+class Diagnosis:
+    culprits: list[Culprit]
+    at: float
+    transfers: int
+    slow_pairs: list[tuple[int, int]]
+    late_ranks: list[int]
+    view: TransferView | None = None
+
+    @property
+    def fault(self) -> bool:
+        return bool(self.culprits)
+
+    def as_dict(self) -> dict:
+        return {"fault": self.fault, "at": self.at, "transfers": self.transfers,
+                "slow_pairs": [list(p) for p in self.slow_pairs],
+                "late_ranks": self.late_ranks,
+                "culprits": [c.as_dict() for c in self.culprits]}
+
+
+# -- telemetry features -------------------------------------------------------------
+@dataclass(slots=True)
+class _LinkTel:
+    loss_rate: float = 0.0
+    lost: int = 0
+    delivered_after: int = 0
+    delivered_before: int = 0
+    qmax: int = 0
+    qbase: float = 0.0
+    tx_ratio: float | None = None      # measured tx rate / line rate while queued
+    queued_share: float = 0.0          # share of the samples since onset with a queue
+    queued_n: int = 0
+    foreign: int = 0
+    flow_lost: int = 0
+    drops: int = 0                     # tail drops at the port feeding the link
+    last_delivery: float | None = None
+    silent_s: float = 0.0              # silent while the link before it still delivered
+    dead_strength: float = 0.0
+    onset: float | None = None
+
+
+def _port_features(samples: list[PortSample], t_on: float, tel: _LinkTel) -> None:
+    # the queue before: low percentile of what came before the onset (the onset seen in
+    # the collective can lag the fault by a window), else the least of the first samples
+    before = [s.qlen_pkts for s in samples if s.t < t_on]
+    after = [s for s in samples if s.t >= t_on]
+    tel.qbase = (float(np.percentile(before, 20)) if len(before) >= 3
+                 else float(min(s.qlen_pkts for s in samples[:3])) if samples else 0.0)
+    if not after:
+        return
+    tel.qmax = max(s.qlen_pkts for s in after)
+    queued = [s for s in after if s.qlen_pkts >= QUEUE_HIGH_PKTS]
+    tel.queued_n, tel.queued_share = len(queued), len(queued) / len(after)
+    ratios = [s.tx_rate_bps / s.line_rate_bps for s in queued
+              if s.tx_rate_bps and s.line_rate_bps]
+    if ratios:
+        tel.tx_ratio = float(np.median(ratios))
+    high = max(QUEUE_HIGH_PKTS, 2 * tel.qbase + 4)
+    first = next((i for i, s in enumerate(samples) if s.qlen_pkts >= high), None)
+    if queued and first is not None:
+        tel.onset = samples[first - 1].t if first > 0 else samples[first].t
+
+
+def _link_features(ev: Evidence, link: str, port: tuple[str, int] | None, t_on: float,
+                   rank_ips: set[str]) -> _LinkTel:
+    tel = _LinkTel()
+    prev_t = None
+    for s in ev.telemetry.link_loss.get(link, []):
+        if s.t >= t_on:
+            tel.lost += s.lost
+            tel.delivered_after += s.delivered
+        else:
+            tel.delivered_before += s.delivered
+        if s.lost and tel.onset is None:   # the loss began in this sample's bin
+            tel.onset = prev_t if prev_t is not None else s.t
+        prev_t = s.t
+        if s.delivered > 0:
+            tel.last_delivery = s.t
+    if tel.lost + tel.delivered_after:
+        tel.loss_rate = tel.lost / (tel.lost + tel.delivered_after)
+    if port is not None:
+        _port_features(ev.telemetry.ports.get(port, []), t_on, tel)
+        drops = ev.telemetry.port_drops.get(port, [])
+        before = [n for t, n in drops if t < t_on]
+        after = [(t, n) for t, n in drops if t >= t_on]
+        if after:
+            tel.drops = after[-1][1] - (before[-1] if before else after[0][1] if
+                                        len(after) == 1 else 0)
+            base = drops[0][1]
+            i = next((i for i, (_t, n) in enumerate(drops) if n > base), None)
+            if tel.drops > 0 and i is not None:
+                first = drops[i - 1][0] if i > 0 else drops[i][0]
+                tel.onset = first if tel.onset is None else min(tel.onset, first)
+    foreign = set()
+    for f in ev.telemetry.flows:
+        if link in f.path:
+            if f.src not in rank_ips or f.dst not in rank_ips:
+                foreign.add((f.src, f.dst, f.qp))
+            elif f.t >= t_on:
+                tel.flow_lost = max(tel.flow_lost, f.lost)
+    tel.foreign = len(foreign)
+    return tel
+
+
+def _link_kind(tel: _LinkTel, hung: bool, loss_floor: float = 0.0
+               ) -> tuple[str, float, dict]:
+    """(kind, strength 0..1, evidence) of one link direction from its telemetry."""
+    if tel.lost >= LOSS_PKTS_MIN and tel.loss_rate >= max(LOSS_RATE_MIN, loss_floor):
+        if tel.delivered_after == 0:
+            return "link_down", 1.0, {"lost": tel.lost, "delivered": 0}
+        s = min(1.0, 0.6 + tel.loss_rate / 0.005)
+        return "gray_loss", s, {"loss_rate": round(tel.loss_rate, 5), "lost": tel.lost,
+                                "delivered": tel.delivered_after}
+    if hung and tel.silent_s >= SILENT_S:
+        return "link_down", tel.dead_strength, {
+            "silent_while_upstream_delivered_s": round(tel.silent_s, 3),
+            "last_delivery": tel.last_delivery}
+    if tel.drops > 0 and tel.lost == 0 and tel.qmax < QUEUE_HIGH_PKTS:
+        return "tiny_queue", 0.9, {"tail_drops": tel.drops, "link_lost": 0,
+                                   "queue_max_pkts": tel.qmax, "flow_psn_lost": tel.flow_lost}
+    if tel.qmax >= QUEUE_HIGH_PKTS and tel.qmax >= 2 * tel.qbase + 4:
+        q = {"queue_max_pkts": tel.qmax, "queue_before_pkts": tel.qbase,
+             "tx_over_line_rate": tel.tx_ratio, "foreign_flows": tel.foreign}
+        if tel.tx_ratio is not None:   # the port's own rate says which
+            if tel.tx_ratio < 0.8:
+                return "rate_degraded", 0.9, q
+            return "congestion", 0.9 if tel.foreign >= FOREIGN_MIN else 0.85, q
+        return ("congestion" if tel.foreign >= FOREIGN_MIN else "rate_degraded"), 0.6, q
+    if tel.flow_lost > 0:  # lost inside a switch on the path, which one unknown
+        return "tiny_queue", 0.3, {"flow_psn_lost": tel.flow_lost, "link_lost": tel.lost,
+                                   "queue_max_pkts": tel.qmax}
+    if hung:
+        return "link_down", 0.3, {"hung_transfers": True}
+    return "rate_degraded", 0.15, {"telemetry": "none on this link"}
+
+
+def _loss_rates(ev: Evidence, t_on: float) -> dict[str, float]:
+    """Loss rate of every link since ``t_on`` (links that carried something)."""
+    out = {}
+    for link, ss in ev.telemetry.link_loss.items():
+        lost = sum(s.lost for s in ss if s.t >= t_on)
+        n = lost + sum(s.delivered for s in ss if s.t >= t_on)
+        if n >= NOISE_MIN_PKTS:   # (a few packets make no floor: 1 of 50 is not 2 %)
+            out[link] = lost / n
+    return out
+
+
+def _next_loss_rate(rates: dict[str, float], link: str) -> float:
+    """The highest loss rate of the *other* links: the noise floor this one must beat."""
+    return max((r for k, r in rates.items() if k != link), default=0.0)
+
+
+def _last_delivery(ev: Evidence, link: str) -> float | None:
+    ts = [s.t for s in ev.telemetry.link_loss.get(link, []) if s.delivered > 0]
+    return max(ts) if ts else None
+
+
+def _dead_links(ev: Evidence, view: TransferView, hosts: dict[int, str],
+                hung: set[tuple[int, int]]) -> dict[str, tuple[float, float]]:
+    """Links that fell silent while the link before them on a hung pair's path still
+    delivered (the sender's retransmissions reach the break and go no further).
+
+    Why relative to the link before: when a collective hangs, every link falls silent
+    (nothing is sent), and when the ranks stop, so does everything else; only the
+    retransmissions of the hung transfer keep the links *before* the break busy.  The
+    sender's own access link counts as delivering (the log says the transfer is
+    outstanding) but weighs less than a measured one.  -> {link: (silent s, strength)}
+    """
+    out: dict[str, tuple[float, float]] = {}
+    for a, b in hung:
+        if a not in hosts or b not in hosts:
+            continue
+        for path in ev.pair_paths(hosts[a], hosts[b]):
+            prev: float | None = None
+            measured = False
+            for i, link in enumerate(path):
+                last = _last_delivery(ev, link)
+                if link not in ev.telemetry.link_loss:
+                    if i == 0:   # the sender's access link: outstanding transfer
+                        prev, measured = view.t1, False
+                    continue
+                if prev is not None and last is not None and prev - last >= SILENT_S:
+                    strength = 0.95 if measured else 0.7
+                    if out.get(link, (0.0, 0.0))[1] < strength:
+                        out[link] = (prev - last, strength)
+                    break
+                prev, measured = last, True
+    return out
+
+
+# -- pair matching ------------------------------------------------------------------
+def _f1(weights: dict[tuple[int, int], float], bad: set[tuple[int, int]],
+        active: set[tuple[int, int]]) -> float:
+    tp = sum(weights.get(p, 0.0) for p in bad)
+    fn = sum(1.0 - weights.get(p, 0.0) for p in bad)
+    fp = sum(weights.get(p, 0.0) for p in active - bad)
+    if tp == 0:
+        return 0.0
+    return 2 * tp / (2 * tp + fp + fn)
+
+
+def diagnose(ev: Evidence) -> Diagnosis:
+    """Rank the culprits of whatever slowed the collective in ``ev`` (or say none)."""
+    now = ev.end_time
+    view = analyse(ev.records, now)
+    hosts = ev.rank_hosts()
+    rank_ips = {h.ipv4 for h in ev.topo.hosts if h.name in hosts.values()}
+    bad = view.bad_pairs
+    active = set(view.pairs)
+    onset = view.onset
+    t_on = onset if onset is not None else view.t0 + 0.5 * max(0.0, now - view.t0)
+    out: list[Culprit] = []
+    # which directed links each active pair crosses (weight: share of its ECMP paths)
+    link_w: dict[str, dict[tuple[int, int], float]] = defaultdict(dict)
+    link_pos: dict[str, int] = {}   # hop index on the paths (upstream first)
+    for (a, b) in active:
+        if a not in hosts or b not in hosts:
+            continue
+        ps = ev.pair_paths(hosts[a], hosts[b])
+        for p in ps:
+            for i, ln in enumerate(p):
+                link_w[ln][(a, b)] = link_w[ln].get((a, b), 0.0) + 1.0 / len(ps)
+                link_pos[ln] = min(link_pos.get(ln, i), i)
+    hung_pairs = {k for k, p in view.pairs.items() if p.hung}
+    retx_bad = sum(view.pairs[p].retx for p in bad)
+    n_bad = sum(view.pairs[p].bad for p in bad)
+    roles: dict[str, tuple[LinkRole | None, Endpoint | None]] = {}
+    for tl in ev.topo.links:
+        for end_a, end_b in ((tl.a, tl.b), (tl.b, tl.a)):
+            roles[f"{end_a}->{end_b}"] = (tl.role, end_a)
+    dead = _dead_links(ev, view, hosts, hung_pairs)
+    loss_rates = _loss_rates(ev, t_on - 0.5)
+    link_strength: dict[str, float] = {}
+    for link, w in link_w.items():
+        role, near = roles.get(link, (None, None))
+        port = (near.node, near.port) if near is not None and any(
+            s.name == near.node for s in ev.topo.switches) else None
+        tel = _link_features(ev, link, port, t_on - 0.5, rank_ips)
+        if link in dead:
+            tel.silent_s, tel.dead_strength = dead[link]
+        match = _f1(w, bad, active)
+        kind, strength, evid = _link_kind(tel, bool(hung_pairs & set(w)),
+                                          LOSS_NOISE_X * _next_loss_rate(loss_rates, link))
+        link_strength[link] = strength if strength >= 0.5 else 0.0
+        # a telemetry anomaly is a candidate by itself; slow pairs under it confirm it
+        anomaly = ((kind in ("gray_loss", "link_down") and strength >= 0.5)
+                   or (tel.drops >= TELEMETRY_ONLY_DROPS and tel.qmax < QUEUE_HIGH_PKTS)
+                   or (tel.queued_n >= 4 and tel.queued_share >= 0.5
+                       and tel.qmax >= 2 * tel.qbase + 4)
+                   or (kind == "link_down" and strength >= 0.9))
+        if match == 0 and not anomaly:
+            continue
+        if anomaly and strength >= 0.5:
+            match = 0.5 + 0.5 * match
+        if kind == "tiny_queue" and port is not None:
+            comp, ctype = f"{port[0]}:{port[1]}", "port"
+        else:
+            comp, ctype = link, "link"
+        pairs_hit = sorted(p for p in bad if w.get(p, 0) > 0)
+        evid.update({"slow_pairs_on_it": [list(p) for p in pairs_hit],
+                     "pairs_on_it": len(w), "match": round(match, 3),
+                     "role": str(role) if role else None,
+                     "retx_on_slow_transfers": retx_bad})
+        conf = match * strength
+        if kind == "link_down":
+            # links after a dead one fall silent too; the first silent one is the culprit
+            conf *= 1.0 - 0.02 * link_pos.get(link, 0)
+        if role == LinkRole.HOST and kind in ("rate_degraded",) and strength < 0.5:
+            conf *= 0.9  # an access link with no telemetry: the host ranks above it
+        t_kind = tel.onset
+        c_on = min((fb for p in pairs_hit if (fb := view.pairs[p].first_bad) is not None),
+                   default=None)
+        known = [x for x in (t_kind, c_on, onset) if x is not None]
+        on = min(known) if known else None
+        out.append(Culprit(component=comp, type=ctype, kind=kind, confidence=conf,
+                           onset=on, evidence=evid))
+    # slow receiver: only transfers into one host slowed, and their paths are clean
+    if bad:
+        for h in sorted(set(hosts.values())):
+            # a slow host receives late: data into it, and the ACKs of its own sends
+            # (receiving counts most: a slow receiver is what this candidate stands for)
+            w = {p: 1.0 if hosts.get(p[1]) == h else 0.5 for p in active
+                 if h in (hosts.get(p[1]), hosts.get(p[0]))}
+            match = _f1(w, bad, active)
+            if match == 0:
+                continue
+            on_paths = {ln for ln, lw in link_w.items() if any(p in lw for p in bad & set(w))}
+            net = max((link_strength.get(ln, 0.0) for ln in on_paths), default=0.0)
+            retx_per = retx_bad / max(1, n_bad)
+            # (retransmissions do not count against it: timeouts of a loaded machine
+            # make them in fault-free runs too)
+            strength = 0.9 * (1.0 - net)
+            if hung_pairs & set(w):
+                strength *= 0.5
+            c_on = min((view.pairs[p].first_bad or now for p in bad & set(w)), default=now)
+            ranks = sorted(r for r, hh in hosts.items() if hh == h)
+            out.append(Culprit(
+                component=h, type="host", kind="slow_receiver", confidence=match * strength,
+                onset=c_on, evidence={"ranks": ranks, "slow_pairs_at_it":
+                                      [list(p) for p in sorted(bad & set(w))],
+                                      "match": round(match, 3),
+                                      "network_evidence_on_paths": round(net, 3),
+                                      "retx_per_slow_transfer": round(retx_per, 2)}))
+    # stragglers: ranks that post steps late although their input had arrived
+    total_late = sum(len(v) for v in view.late.values())
+    for rank, ev_late in sorted(view.late.items()):
+        share = len(ev_late) / total_late
+        gap = float(np.median([g for _, g in ev_late]))
+        strength = min(1.0, 0.7 + gap)
+        out.append(Culprit(
+            component=str(rank), type="rank", kind="straggler", confidence=share * strength,
+            onset=min(t for t, _ in ev_late),
+            evidence={"late_steps": len(ev_late), "median_late_s": round(gap, 4),
+                      "host": hosts.get(rank)}))
+    out = [c for c in out if c.confidence >= MIN_CONFIDENCE]
+    out.sort(key=lambda c: (-c.confidence, c.type != "link", c.key))
+    return Diagnosis(culprits=out, at=now, transfers=view.n_transfers,
+                     slow_pairs=sorted(bad), late_ranks=sorted(view.late), view=view)

@@ -1,0 +1,291 @@
+"""Scoring harness: N trials of a ring all-reduce on the two-DC test bed, each with one
+random fault (or none) at a random time and place, diagnosed and scored.
+
+``python -m mininet_topos experiment faults --trials 30 --seed 1 --out DIR``
+
+Why one network for all trials: starting two datacenters takes longer than a trial;
+each trial runs a fresh set of rank processes (their own collective logs), injects
+its fault at its onset, heals it at the end, and is diagnosed from its own records and
+the counter samples since it started.  A warm-up run without a fault finds which
+links and ports the ring's traffic really crosses (the routers hash flows over the
+ECMP paths), so faults go where they can matter.  Time to localise: the diagnosis is
+re-run on the evidence as it stood every ``STEP_S`` after the onset
+(``Evidence.until``); the first time its top culprit is the injected component counts.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from controller.diagnose import Evidence, diagnose
+from controller.diagnose.report import format_diagnosis
+from controller.topology.model import LinkRole, Topology
+from mininet_topos.faults.inject import Injector, traffic_fault_args
+from mininet_topos.faults.spec import FAULT_KINDS, FaultSpec
+from mininet_topos.faults.telemetry import telemetry_from_samples
+from traffic.collog import read_logs
+
+__all__ = ["HarnessConfig", "run_harness", "score"]
+
+STEP_S = 0.25
+DATA_BPS = 4e6
+
+
+@dataclass(slots=True, kw_only=True)
+class HarnessConfig:
+    trials: int = 30
+    seed: int = 1
+    out: Path = Path("results/faults")
+    hosts: tuple[str, ...] = ("h1", "h3", "h5", "h7")
+    size: str = "1M"
+    count: int = 12
+    rate: str = "8M"              # per QP
+    qps: int = 2                  # QPs per ring link (NCCL uses several channels too)
+    onset_s: tuple[float, float] = (2.0, 3.5)
+    trial_s: float = 9.0          # each trial's traffic is stopped after this long
+    none_share: float = 1 / 8     # share of fault-free trials
+    python: str = sys.executable
+
+
+def _rank_argv(cfg: HarnessConfig, rank: int, ips: list[str], start: float, logs: Path,
+               extra: list[str]) -> list[str]:
+    return [cfg.python, "-m", "traffic", "allreduce", "--hosts", ",".join(ips), "--rank",
+            str(rank), "-s", cfg.size, "-c", str(cfg.count), "--rate", cfg.rate,
+            "-q", str(cfg.qps),
+            "--start-at", f"{start:.3f}", "--coll-log", str(logs),
+            "--timeout", f"{cfg.trial_s:g}", "--seed", str(rank + 1), *extra, "1"]
+
+
+def _run_ranks(tb: Any, cfg: HarnessConfig, topo: Topology, trial_dir: Path,
+               fault: FaultSpec | None, inj: Injector | None) -> tuple[float, float]:
+    """Run one round of the ring with ``fault``; returns (start, end) Unix times."""
+    ips = [topo.host(h).ipv4 for h in cfg.hosts]
+    start = time.time() + 1.5
+    logs = trial_dir / "collectives"
+    trial_dir.mkdir(parents=True, exist_ok=True)
+    if fault is not None and inj is not None:
+        inj.prepare(fault, start + fault.onset_s)
+    procs = []
+    for rank in reversed(range(len(ips))):
+        extra = traffic_fault_args(fault, rank, list(cfg.hosts), start)
+        procs.append(tb.spawn(f"{trial_dir.name}-r{rank}", cfg.hosts[rank],
+                              _rank_argv(cfg, rank, ips, start, logs, extra)))
+    applied = False
+    end = start
+    try:
+        while any(p.proc.poll() is None for p in procs):
+            now = time.time()
+            if (fault is not None and inj is not None and not applied
+                    and now >= start + fault.onset_s):
+                inj.apply(fault)
+                applied = True
+            if now > start + cfg.trial_s + 5:
+                break
+            time.sleep(0.05)
+        end = time.time()   # when the ranks stopped: transfers open then are cut, or hung
+    finally:
+        if inj is not None:
+            inj.heal()
+        for p in procs:
+            p.stop()
+            if p in tb.processes:
+                tb.processes.remove(p)
+    return start, end
+
+
+def _places(topo: Topology, tel: Any, hosts: tuple[str, ...]) -> dict[str, list[str]]:
+    """Where each kind may go: the link directions and ports the warm-up's data crossed
+    (a port sending at least ``DATA_BPS``; the reverse directions carry only ACKs)."""
+    rate = {k: float(np.median([s.tx_rate_bps or 0.0 for s in ss] or [0.0]))
+            for k, ss in tel.ports.items()}
+    data_ports = {k for k, r in rate.items() if r >= DATA_BPS}
+    used, wan = set(), set()
+    for ln in topo.links:
+        for near, far in ((ln.a, ln.b), (ln.b, ln.a)):
+            name = f"{near}->{far}"
+            if ln.role != LinkRole.HOST and (near.node, near.port) in data_ports:
+                used.add(name)
+                if ln.role == LinkRole.WAN:
+                    wan.add(name)
+    def busiest(names: set[str]) -> list[str]:
+        def port_rate(n: str) -> float:
+            sw, _, port = n.split("->")[0].partition(":")
+            return rate.get((sw, int(port)), 0.0)
+        return sorted(names, key=lambda n: (-port_rate(n), n))
+    return {"gray_loss": busiest(wan), "rate_degraded": sorted(used),
+            "link_down": sorted(used), "congestion": sorted(used),
+            "tiny_queue": sorted(f"{sw}:{p}" for sw, p in data_ports),
+            "slow_receiver": list(hosts), "straggler": [str(r) for r in range(len(hosts))]}
+
+
+def _pick(rng: np.random.Generator, cfg: HarnessConfig, places: dict[str, list[str]]
+          ) -> FaultSpec | None:
+    if rng.random() < cfg.none_share:
+        return None
+    kinds = [k for k in FAULT_KINDS if places.get(k)]
+    kind = kinds[int(rng.integers(len(kinds)))]
+    target = places[kind][int(rng.integers(len(places[kind])))]
+    onset = float(rng.uniform(*cfg.onset_s))
+    kw: dict[str, Any] = {}
+    if kind == "gray_loss":
+        kw = {"loss": float(rng.choice([0.01, 0.02, 0.05])),
+              "model": str(rng.choice(["random", "bursty"]))}
+    elif kind == "rate_degraded":
+        kw = {"factor": 0.05}
+    elif kind == "congestion":
+        kw = {"rate_mbps": 120.0}
+    elif kind == "tiny_queue":
+        kw = {"queue_pkts": 1}
+    elif kind == "slow_receiver":
+        kw = {"delay_s": 0.3}
+    elif kind == "straggler":
+        kw = {"late_s": 0.3}
+    return FaultSpec(kind=kind, target=target, onset_s=onset, duration_s=3600.0, **kw)
+
+
+def _evaluate(ev: Evidence, fault: FaultSpec | None, start: float) -> dict[str, Any]:
+    d = diagnose(ev)
+    out: dict[str, Any] = {"diagnosis": d.as_dict(), "text": format_diagnosis(d)}
+    if fault is None:
+        out.update(correct_top1=not d.fault, correct_top3=not d.fault, false_alarm=d.fault)
+        return out
+    keys = [(c.type, c.component) for c in d.culprits]
+    out["correct_top1"] = bool(keys) and fault.matches(*keys[0])
+    out["correct_top3"] = any(fault.matches(*k) for k in keys[:3])
+    out["false_alarm"] = False
+    onset = start + fault.onset_s
+    t_loc = None
+    if out["correct_top1"]:
+        t = onset
+        while t <= ev.end_time + STEP_S:
+            dd = diagnose(ev.until(t))
+            if dd.culprits and fault.matches(dd.culprits[0].type, dd.culprits[0].component):
+                t_loc = t - onset
+                break
+            t += STEP_S
+    out["time_to_localise_s"] = t_loc
+    return out
+
+
+def score(per_trial: list[dict[str, Any]]) -> dict[str, Any]:
+    """The summary's figures from the trials' results."""
+    faulty = [t for t in per_trial if t["fault"] is not None]
+    clean = [t for t in per_trial if t["fault"] is None]
+    by_kind: dict[str, dict[str, Any]] = {}
+    for t in faulty:
+        k = by_kind.setdefault(t["fault"]["kind"], {"trials": 0, "top1": 0, "top3": 0})
+        k["trials"] += 1
+        k["top1"] += int(t["correct_top1"])
+        k["top3"] += int(t["correct_top3"])
+    times = [t["time_to_localise_s"] for t in faulty if t.get("time_to_localise_s") is not None]
+    return {
+        "trials": len(per_trial),
+        "top1_accuracy": sum(t["correct_top1"] for t in faulty) / len(faulty) if faulty else None,
+        "top3_accuracy": sum(t["correct_top3"] for t in faulty) / len(faulty) if faulty else None,
+        "false_alarms": sum(t["false_alarm"] for t in clean),
+        "fault_free_trials": len(clean),
+        "median_time_to_localise_s": float(np.median(times)) if times else None,
+        "by_kind": by_kind,
+    }
+
+
+def format_score(s: dict[str, Any]) -> list[str]:
+    lines = [f"{'kind':<15} {'trials':>6} {'top-1':>7} {'top-3':>7}"]
+    for kind, k in sorted(s["by_kind"].items()):
+        lines.append(f"{kind:<15} {k['trials']:>6} {k['top1'] / k['trials']:>7.0%} "
+                     f"{k['top3'] / k['trials']:>7.0%}")
+    t1, t3, med = s["top1_accuracy"], s["top3_accuracy"], s["median_time_to_localise_s"]
+    lines.append(f"{'all faults':<15} {s['trials'] - s['fault_free_trials']:>6} "
+                 f"{(t1 or 0):>7.0%} {(t3 or 0):>7.0%}")
+    lines.append(f"false alarms: {s['false_alarms']} of {s['fault_free_trials']} fault-free "
+                 f"trials; median time from onset to a correct top-1: "
+                 f"{'-' if med is None else f'{med:.2f} s'}")
+    return lines
+
+
+def one_fault_plan(text: str) -> Callable[[dict[str, list[str]]], list[FaultSpec | None]]:
+    """A plan of one trial with the fault ``text`` (a YAML mapping, see spec.py),
+    checked against the two-DC topology now, before any network starts."""
+    import yaml
+
+    from mininet_topos.faults.spec import FaultError, parse_fault
+    from mininet_topos.topologies import resolve_topology
+
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise FaultError(f"--fault {text!r}: not YAML: {exc}") from None
+    if isinstance(raw, dict):
+        raw.setdefault("onset_s", 3.0)
+        raw.setdefault("duration_s", 3600.0)
+    fault = parse_fault(raw, resolve_topology("two-dc"), nranks=4)
+    return lambda _places: [fault]
+
+
+def run_harness(cfg: HarnessConfig, *, log: Any = print,
+                plan: Callable[[dict[str, list[str]]], list[FaultSpec | None]] | None = None,
+                verbose: bool = False) -> dict[str, Any]:
+    """Run the trials on one two-DC linux-router test bed; write OUT/summary.json.
+
+    ``plan`` (given the places the warm-up found) fixes the trials' faults instead of
+    drawing ``cfg.trials`` at random (the end-to-end tests use it)."""
+    from mininet_topos.experiment import Testbed
+    from mininet_topos.topologies import resolve_topology
+
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    topo = resolve_topology("two-dc")
+    rng = np.random.default_rng(cfg.seed)
+    per_trial: list[dict[str, Any]] = []
+    t_all = time.time()
+    with Testbed(topo=topo, switch="linux-router", logs=out / "testbed", seed=cfg.seed,
+                 sample_interval_s=0.2, python=cfg.python) as tb:
+        log(f"two-dc up on linux routers in {time.time() - t_all:.1f} s; warm-up run")
+        start, _ = _run_ranks(tb, cfg, topo, out / "warmup", None, None)
+        places = _places(topo, telemetry_from_samples(topo, tb.samples_dir(),
+                                                      since_unix=start), cfg.hosts)
+        log("ring traffic crosses: " + ", ".join(places["rate_degraded"]))
+        chosen = plan(places) if plan is not None else [
+            _pick(rng, cfg, places) for _ in range(cfg.trials)]
+        for i, fault in enumerate(chosen):
+            tdir = out / f"trial{i:03d}"
+            inj = Injector(tb=tb, topo=topo, python=cfg.python)
+            start, end = _run_ranks(tb, cfg, topo, tdir, fault, inj)
+            time.sleep(0.5)   # a last counter sample after the traffic
+            records = read_logs([tdir / "collectives"]) if (tdir / "collectives").exists() \
+                else []
+            tel = telemetry_from_samples(topo, tb.samples_dir(), since_unix=start - 0.5)
+            ev = Evidence(topo=topo, records=records, telemetry=tel, now=end)
+            res = _evaluate(ev, fault, start)
+            truth = fault.truth(start) if fault else None
+            if truth is not None and inj.drops:
+                truth["injected_drops"] = inj.drops
+            (tdir / "ground_truth.json").write_text(json.dumps(truth, indent=1))
+            (tdir / "diagnosis.txt").write_text(res.pop("text") + "\n")
+            per_trial.append({"trial": i, "fault": truth, **res})
+            top = res["diagnosis"]["culprits"][:1]
+            got = f"{top[0]['type']} {top[0]['component']} {top[0]['kind']}" if top \
+                else "no fault"
+            want = f"{fault.component_type} {fault.target} {fault.kind}" if fault \
+                else "no fault"
+            if verbose:
+                log((tdir / "diagnosis.txt").read_text().rstrip())
+            tl = res.get("time_to_localise_s")
+            log(f"trial {i:3d}: injected {want:<32} diagnosed {got:<36} "
+                f"{'ok' if res['correct_top1'] else 'MISS'}"
+                + (f" in {tl:.2f} s" if tl is not None else ""))
+    summary = {**score(per_trial), "per_trial": per_trial, "seed": cfg.seed,
+               "testbed": {"topology": "two-dc", "switch": "linux-router",
+                           "ranks": list(cfg.hosts), "size": cfg.size, "rate": cfg.rate},
+               "wall_s": time.time() - t_all}
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    for line in format_score(summary):
+        log(line)
+    return summary

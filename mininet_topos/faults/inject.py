@@ -1,0 +1,202 @@
+"""Applies and heals faults on a running linux-router test bed.
+
+How each kind is made (the router ports are HTB-shaped with a pfifo, see
+``mininet_topos.shaping.shaping_commands``):
+
+* ``gray_loss`` on one direction of a WAN link: the eBPF loss emulator
+  (``ebpf.loss``) at tc egress of the delay line's interface facing the receiving
+  router, i.e. on the wire just before the receiver's ingress: the sender counts the
+  frame sent, the receiver never sees it (silent, one direction only; random or
+  Gilbert-Elliott bursts with the mean asked for).
+* ``rate_degraded``: the sending port's HTB class is cut to ``factor`` of its rate.
+* ``link_down``: the same eBPF dropper at tc egress of *both* ports of the link drops
+  every IPv4 frame (before the interface counts it), as a dead cable would; routes
+  stay as they are.
+* ``congestion``: a background sender inside the sending router's namespace pushes
+  ``rate_mbps`` of UDP out of that port to the far router (which drops it: no route),
+  so only that link direction carries it.
+* ``tiny_queue``: the port's pfifo limit becomes ``queue_pkts``.
+* ``slow_receiver`` / ``straggler``: the rank's own options (``traffic.host_faults``),
+  see :func:`traffic_fault_args`.
+
+Every change is undone by :meth:`Injector.heal` (also on error, by the caller's
+``finally``).
+"""
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Self
+
+from controller.topology.model import Topology
+from mininet_topos.faults.spec import FaultError, FaultSpec
+
+__all__ = ["Injector", "traffic_fault_args"]
+
+
+def traffic_fault_args(f: FaultSpec | None, rank: int, hosts: list[str],
+                       start_unix: float) -> list[str]:
+    """The extra ``python -m traffic`` options of ``rank`` for a host-side fault."""
+    if f is None:
+        return []
+    window = f"{start_unix + f.onset_s:.3f}:{f.duration_s:g}"
+    if f.kind == "slow_receiver" and hosts[rank] == f.target:
+        return ["--fault-slow-rx", f"{window}:{f.delay_s:g}"]
+    if f.kind == "straggler" and str(rank) == f.target:
+        return ["--fault-straggle", f"{window}:{f.late_s:g}"]
+    return []
+
+
+def _ifname(node: str, port: int) -> str:
+    return f"{node}-eth{port}"
+
+
+@dataclass(slots=True)
+class Injector:
+    """Network faults on the test bed ``tb`` (a running ``experiment.Testbed``)."""
+
+    tb: Any
+    topo: Topology
+    python: str = sys.executable
+    _undo: list[Any] = field(default_factory=list)
+    applied: list[dict[str, Any]] = field(default_factory=list)
+    drops: dict[str, int] = field(default_factory=dict)   # eBPF drops per interface
+    _prepared: bool = False
+
+    def _cmd(self, node: str, cmd: str) -> None:
+        out = self.tb.net.get(node).cmd(cmd + " 2>&1; echo rc=$?").strip()
+        if not out.endswith("rc=0"):
+            raise FaultError(f"{node}: {cmd!r} failed: {out}")
+
+    def _ends(self, link: str) -> tuple[str, int, str, int]:
+        a, _, b = link.partition("->")
+        an, _, ap = a.partition(":")
+        bn, _, bp = b.partition(":")
+        return an, int(ap), bn, int(bp)
+
+    def _rate(self, sw: str, port: int) -> float:
+        return float(self.topo.link_at(sw, port).rate_mbps)
+
+    def prepare(self, f: FaultSpec, onset_unix: float) -> None:
+        """Start what needs time to come up (the background sender) so that it acts at
+        ``onset_unix``; :meth:`apply` then has nothing left to do for it."""
+        if f.kind == "congestion":
+            self._background(f, onset_unix)
+
+    def _background(self, f: FaultSpec, onset_unix: float) -> None:
+        sw, port, _b, _bp = self._ends(f.target)
+        p = self.tb.spawn(f"background-{sw}-{port}", sw, [
+            self.python, "-m", "mininet_topos.faults.background", "--iface",
+            _ifname(sw, port), "--rate-mbps", f"{f.rate_mbps:g}",
+            "--start-at", f"{onset_unix:.3f}"])
+        self._undo.append(p.stop)
+        self._prepared = True
+
+    def apply(self, f: FaultSpec) -> None:
+        """Start ``f`` now (host-side kinds need nothing here)."""
+        if f.kind in ("slow_receiver", "straggler"):
+            return
+        if f.kind == "gray_loss":
+            self._gray_loss(f)
+        elif f.kind == "rate_degraded":
+            sw, port, _, _ = self._ends(f.target)
+            dev, rate = _ifname(sw, port), self._rate(sw, port)
+            cls = "tc class change dev {} parent 1: classid 1:1 htb rate {:g}mbit ceil {:g}mbit " \
+                  "burst 4k cburst 4k"
+            self._cmd(sw, cls.format(dev, rate * f.factor, rate * f.factor))
+            self._undo.append(lambda: self._cmd(sw, cls.format(dev, rate, rate)))
+        elif f.kind == "link_down":
+            a, ap, b, bp = self._ends(f.target)
+            for node, port in ((a, ap), (b, bp)):
+                if node in self.topo.switch_names:
+                    self._emulator(_ifname(node, port), self._netns_of(node), f).set_bernoulli(1.0)
+        elif f.kind == "tiny_queue":
+            sw, _, port_s = f.target.partition(":")
+            dev = _ifname(sw, int(port_s))
+            depth = self.topo.link_at(sw, int(port_s)).queue_pkts
+            q = "tc qdisc change dev {} parent 1:1 handle 10: pfifo limit {}"
+            self._cmd(sw, q.format(dev, f.queue_pkts))
+            self._undo.append(lambda: self._cmd(sw, q.format(dev, depth)))
+        elif f.kind == "congestion":
+            if not self._prepared:
+                self._background(f, 0.0)
+        else:  # pragma: no cover - parse_fault checked the kind
+            raise FaultError(f"fault kind {f.kind!r} cannot be injected")
+        self.applied.append({"kind": f.kind, "target": f.target})
+
+    def _netns_of(self, node: str) -> str:
+        """A name for a Mininet node's network namespace (``ip netns attach``), so the
+        eBPF loader can enter it; the name goes away on heal, the namespace stays."""
+        from mininet_topos.netns import unique_name
+
+        name = unique_name("f15ns")
+        pid = self.tb.net.get(node).pid
+        res = subprocess.run(["ip", "netns", "attach", name, str(pid)], capture_output=True,
+                             text=True, check=False)
+        if res.returncode != 0:
+            raise FaultError(f"{node}: cannot name its namespace: {res.stderr.strip()}")
+        self._undo.append(lambda: subprocess.run(["ip", "netns", "delete", name],
+                                                 capture_output=True, check=False))
+        return name
+
+    def _emulator(self, ifname: str, netns: str, f: FaultSpec) -> Any:
+        """The eBPF dropper at tc egress of ``ifname``; its drop count goes into
+        ``applied`` when it is removed."""
+        from ebpf.loss import LossEmulator
+
+        em = LossEmulator(ifname, netns=netns, direction="egress").attach()
+
+        def close() -> None:
+            with contextlib.suppress(Exception):
+                c = em.counters()
+                self.drops[f"{ifname}"] = int(c.dropped)
+                self.drops[f"{ifname} matched"] = int(c.matched)
+            em.close()
+        self._undo.append(close)
+        return em
+
+    def _gray_loss(self, f: FaultSpec) -> None:
+        a, ap, b, bp = self._ends(f.target)
+        for link in self.tb.net.links:
+            if getattr(link, "wan", None) is None:
+                continue
+            i1, i2 = link.intf1, link.intf2
+            ends = ((i1.node.name, i1.node.ports[i1]), (i2.node.name, i2.node.ports[i2]))
+            if ends == ((a, ap), (b, bp)):
+                mid = link._mid + "b"       # the delay line's side facing node2 (= b)
+            elif ends == ((b, bp), (a, ap)):
+                mid = link._mid + "a"
+            else:
+                continue
+            em = self._emulator(mid, link._ns.name, f)
+            if f.model == "bursty":
+                p_bg = 1.0 / f.burst_pkts            # mean burst length = 1 / p_bg
+                p_gb = f.loss * p_bg / (1.0 - f.loss)  # bad share = the mean loss
+                em.set_gilbert_elliott(p_gb=p_gb, p_bg=p_bg, loss_good=0.0, loss_bad=1.0)
+            else:
+                em.set_bernoulli(f.loss)
+            return
+        raise FaultError(f"gray_loss on {f.target}: only WAN links (delay lines) take silent "
+                         "loss on the linux-router test bed; between routers on one veth "
+                         "the kernel counts a frame before any hook can drop it")
+
+    def heal(self) -> None:
+        """Undo every change, newest first; keeps going past failures (reports the first)."""
+        first: Exception | None = None
+        while self._undo:
+            undo = self._undo.pop()
+            try:
+                undo()
+            except Exception as exc:  # noqa: BLE001 - undo the rest, then report
+                first = first or exc
+        if first is not None:
+            raise FaultError(f"healing a fault: {first}")
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with contextlib.suppress(FaultError):
+            self.heal()

@@ -1,0 +1,251 @@
+"""The switch process on the eBPF target: the program on each port's tc ingress.
+
+A frame arriving on a port runs the whole pipeline in the kernel and leaves by
+``bpf_redirect`` on the interface of its egress port; no frame crosses into Python.
+The P4Runtime server drives the same `Table` objects as on the Python target (their
+changes are mirrored into the maps). Options the kernel path has no equivalent for yet
+(queue rates and depths, captures, packet-out, pipeline replacement) are refused by
+name instead of ignored.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from softswitch.backends.ebpf.errors import EbpfKernelError
+from softswitch.p4runtime.device import ListenerSet, Pipeline
+from softswitch.p4runtime.errors import DeviceError
+from softswitch.switchd.errors import OptionError
+
+LOG = logging.getLogger("softswitch.ebpf")
+TC_PRIO = 7
+
+
+class EbpfDevice:
+    """The P4Runtime `Device` of a kernel switch: pipelines and entries; no packet I/O yet.
+
+    A pipeline the server built (on the Python target, as it compiles every config) is
+    loaded into the kernel here, sharing its compiled program's tables, and handed to
+    `install`, which moves the ports over to it; the pipeline's switch becomes the kernel
+    switch, so everything the server does next goes to the kernel's maps."""
+
+    def __init__(self, *, device_id: int, cpu_port: int, install: Any = None, name: str = "softswitch") -> None:
+        self.device_id = device_id
+        self.cpu_port = cpu_port
+        self.name = name
+        self.install = install
+        self.lock = threading.RLock()
+        self._pipeline: Pipeline | None = None
+        self.listeners = ListenerSet()
+
+    @property
+    def pipeline(self) -> Pipeline | None:
+        return self._pipeline
+
+    def set_pipeline(self, pipeline: Pipeline, *, reconcile: bool = False) -> None:
+        from softswitch.backends.ebpf.switch import EbpfSwitch
+        from softswitch.errors import SoftswitchError
+        from softswitch.p4runtime.reconcile import carry_state
+        with self.lock:
+            sw: Any = pipeline.switch
+            if getattr(sw, "target", "python") != "ebpf":
+                try:
+                    sw = EbpfSwitch(sw.program, name=self.name)
+                except SoftswitchError as exc:
+                    raise DeviceError(f"--target ebpf: {exc}") from None
+            try:
+                if reconcile and self._pipeline is not None:
+                    carry_state(self._pipeline.switch, sw)
+                if self.install is not None:
+                    self.install(sw)
+            except BaseException:
+                if sw is not pipeline.switch:
+                    sw.close()
+                raise
+            pipeline.switch = sw
+            self._pipeline = pipeline
+
+    def packet_out(self, payload: bytes, metadata: Mapping[str, int]) -> None:
+        raise DeviceError("--target ebpf: PacketOut is not supported yet")
+
+    def add_listener(self, listener: Any) -> None:
+        self.listeners.add(listener)
+
+    def remove_listener(self, listener: Any) -> None:
+        self.listeners.remove(listener)
+
+
+def check_ebpf_options(opts: Any) -> None:
+    """Refuse what the kernel path cannot do yet, naming the option."""
+    if not opts.program and not opts.grpc_server_addr:
+        raise OptionError("--target ebpf without a program needs --grpc-server-addr "
+                          "(the controller sends the program)")
+    if opts.queue_rates_bps:
+        raise OptionError("--queue-rate: not supported on --target ebpf yet")
+    if opts.queue_depths_pkts:
+        raise OptionError("--queue-depth: not supported on --target ebpf yet")
+    if opts.pcap_dir:
+        raise OptionError("--pcap: not supported on --target ebpf yet (capture on the interfaces)")
+
+
+class EbpfSwitchd:
+    """One kernel switch: load, attach to every port, serve P4Runtime; `close` undoes all."""
+
+    def __init__(self, opts: Any) -> None:
+        from softswitch.switchd.options import check_options
+        check_options(opts)
+        check_ebpf_options(opts)
+        self.opts = opts
+        self.switch: Any = None
+        self.device: EbpfDevice | None = None
+        self.server: Any = None
+        self.attachments: list[Any] = []
+        self.stop_event = threading.Event()
+
+    def attach(self, switch: Any) -> None:
+        """Move every port to `switch`'s program (the previous one is detached and unloaded
+        after the new one is on: frames in between meet one program or the other)."""
+        import ctypes
+
+        from ebpf.errors import AttachError
+        from ebpf.tc import attach_tc
+        opts = self.opts
+        kernel = switch.kernel
+        kernel.set_test_port(None)
+        old, old_switch = self.attachments, self.switch
+        self.attachments = []
+        prio = TC_PRIO if not old or old[0].prio != TC_PRIO else TC_PRIO + 1
+        for port, ifname in sorted(opts.interfaces.items()):
+            try:
+                att = attach_tc(kernel.fd, f"p4_{opts.name}"[:15], ifname, netns=opts.netns,
+                                direction="ingress", prio=prio)
+            except (AttachError, OSError) as exc:
+                raise EbpfKernelError(f"port {port}@{ifname}: {exc}") from None
+            prev = next((a for a in old if a.ifname == ifname), None)
+            if prev is not None and prev.created_qdisc:   # the clsact qdisc stays with us
+                att.created_qdisc, prev.created_qdisc = True, False
+            self.attachments.append(att)
+            kernel.table("p4_port_of_ifindex")[ctypes.c_uint32(att.ifindex)] = ctypes.c_uint32(port)
+            kernel.table("p4_ifindex_of_port")[ctypes.c_int(port)] = ctypes.c_uint32(att.ifindex)
+        for att in old:
+            att.detach()
+        self.switch = switch
+        if old_switch is not None and old_switch is not switch:
+            old_switch.close()
+
+    def start(self) -> None:
+        from softswitch.switchd.daemon import apply_entries, start_grpc
+        opts = self.opts
+        try:
+            if opts.program:
+                sw = _load(opts)
+                try:
+                    if opts.entries:
+                        apply_entries(sw, opts.entries)
+                    self.attach(sw)
+                except BaseException:
+                    if self.switch is not sw:
+                        sw.close()
+                    raise
+            if opts.grpc_server_addr:
+                dev = EbpfDevice(device_id=opts.device_id, cpu_port=opts.cpu_port,
+                                 install=self.attach, name=opts.name)
+                if self.switch is not None:
+                    from softswitch.p4info import build_p4info
+                    dev.set_pipeline(Pipeline.create(self.switch,
+                                                     build_p4info(self.switch.program.checked)))
+                self.device = dev
+                tls = None
+                if opts.tls_cert:
+                    from softswitch.p4runtime.server import TlsConfig
+                    tls = TlsConfig.from_files(opts.tls_cert, opts.tls_key or "", opts.tls_ca)
+                self.server = start_grpc(dev, opts.grpc_server_addr, tls)  # type: ignore[arg-type]
+        except BaseException:
+            self.close()
+            raise
+        LOG.info("%s: ready (ebpf): ports %s", opts.name,
+                 ", ".join(f"{n}@{i}" for n, i in sorted(opts.interfaces.items())) or "none")
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"target": "ebpf", **self.switch.kernel.stats()} if self.switch else {}
+
+    def write_stats(self) -> None:
+        """The kernel counters as JSON in --stats-file (atomically replaced)."""
+        path = self.opts.stats_file
+        if not path or self.switch is None:
+            return
+        import json
+        import os
+        tmp = f"{path}.tmp{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(self.snapshot(), f, indent=1)
+        os.replace(tmp, path)
+
+    def run(self) -> None:
+        """Until stopped: hand the program's digests to the P4Runtime server (the kernel
+        writes them into ring buffers) and write statistics at their interval."""
+        import time
+
+        from softswitch.p4runtime.device import drain_digests
+        interval = self.opts.stats_interval_s or (1.0 if self.opts.stats_file else 3600.0)
+        self.write_stats()
+        due = time.monotonic() + interval
+        while not self.stop_event.is_set():
+            dev = self.device
+            sw = self.switch
+            if sw is not None and sw.generated.digests and dev is not None:
+                with dev.lock:          # a pipeline push may replace the switch meanwhile
+                    sw = self.switch
+                    if sw is not None:
+                        sw.kernel.poll_digests(50)
+                        for name, values in drain_digests(sw):
+                            dev.listeners.digest(name, values)
+            else:
+                self.stop_event.wait(min(0.2, interval))
+            if time.monotonic() >= due:
+                due += interval
+                if self.opts.stats_interval_s:
+                    LOG.info("%s: %s", self.opts.name, self.snapshot())
+                self.write_stats()
+
+    def close(self) -> None:
+        """Stop the server, detach from every port, unload the program and its maps."""
+        if self.server is not None:
+            try:
+                self.server.stop(0.2)
+            except Exception as exc:  # noqa: BLE001 - shutting down regardless
+                LOG.warning("stopping the P4Runtime server: %s", exc)
+            self.server = None
+        for att in self.attachments:
+            try:
+                att.detach()
+            except Exception as exc:  # noqa: BLE001 - detach the others regardless
+                LOG.warning("detaching from %s: %s", att.ifname, exc)
+        self.attachments = []
+        if self.switch is not None:
+            LOG.info("%s: final statistics %s", self.opts.name, self.snapshot())
+            self.switch.close()
+            self.switch = None
+
+
+def _load(opts: Any) -> Any:
+    from softswitch.backends.ebpf.switch import EbpfSwitch
+    from softswitch.frontend.errors import P4Error
+    from softswitch.switchd.errors import ProgramError
+    try:
+        return EbpfSwitch.from_file(opts.program, include_dirs=opts.include_dirs,
+                                    defines=opts.defines, name=opts.name)
+    except P4Error as exc:
+        raise ProgramError(exc.render()) from None
+    except OSError as exc:
+        raise ProgramError(f"{opts.program}: error: cannot read the program: {exc.strerror}") from None
+    except EbpfKernelError as exc:
+        raise ProgramError(f"{opts.program}: error: {exc}") from None
+    except Exception as exc:
+        from softswitch.errors import SoftswitchError
+        if isinstance(exc, SoftswitchError):
+            text = str(exc)
+            raise ProgramError(text if text.startswith(str(opts.program)) else f"{opts.program}: error: {text}") from None
+        raise

@@ -1,0 +1,180 @@
+"""P4 expressions as C expressions over the per-packet state ``P``.
+
+Every scalar is held in the smallest unsigned C type of its width and every result
+is masked back to its width, so wraparound is P4's; what has no such C form
+(signed arithmetic, values over 64 bits, run-time stack indexes) is refused by name.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from softswitch.backends.ebpf.errors import EbpfUnsupported
+from softswitch.backends.ebpf.layout import cname, mask, scalar_width, stack_slots, strip
+from softswitch.frontend import ast as A
+from softswitch.frontend import types as T
+
+
+class ExprGen:
+    """Expression half of the generator; `scopes` map declarations to C lvalues."""
+
+    scopes: list[dict[Any, str]]
+    errors: list[str]
+    precomputed: dict[Any, str]     # call nodes whose value sits in a C lvalue (lookahead)
+
+    # ---------------------------------------------------------------- helpers
+    def width(self, e: A.Expression) -> int:
+        return scalar_width(e.type, e)
+
+    def lookup(self, decl: Any, node: Any) -> str:
+        for s in self.scopes:
+            if decl in s:
+                return s[decl]
+        raise EbpfUnsupported(node, f"reference to {getattr(decl, 'name', decl)!r} "
+                                    f"({type(decl).__name__})")
+
+    def cond(self, e: A.Expression) -> str:
+        return self.ex(e)
+
+    # ----------------------------------------------------------------- values
+    def ex(self, e: A.Expression) -> str:
+        if e in self.precomputed:
+            return self.precomputed[e]
+        cv = e.const_value
+        if cv is not None and not isinstance(e, A.MethodCallExpression):
+            if isinstance(cv, bool):
+                return "1" if cv else "0"
+            if cv < 0:
+                raise EbpfUnsupported(e, f"negative constant {cv}")
+            if cv >> 64:
+                raise EbpfUnsupported(e, f"constant {cv:#x} wider than 64 bits")
+            return f"{cv:#x}ULL"
+        if isinstance(e, (A.PathExpression, A.MemberExpression)) and self._is_ref(e):
+            return self.lval(e)
+        if isinstance(e, A.MemberExpression):
+            if e.kind is A.MemberKind.ERROR_MEMBER:
+                return f"{self.errors.index(e.member)}"
+            if e.kind is A.MemberKind.STACK_LAST_INDEX:
+                return f"((u64){self.lval(e.expr)}__next - 1) & 0xffffffffULL"
+            if e.kind is A.MemberKind.STACK_SIZE:
+                return f"{strip(e.expr.type).size}"
+            if e.kind in (A.MemberKind.TABLE_HIT, A.MemberKind.TABLE_MISS):
+                call = self.table_call(e.expr)
+                return call if e.kind is A.MemberKind.TABLE_HIT else f"(!{call})"
+            raise EbpfUnsupported(e, f"member {e.member} ({e.kind.value if e.kind else '?'})")
+        if isinstance(e, A.MethodCallExpression):
+            return self.call_expr(e)
+        if isinstance(e, A.UnaryExpression):
+            x = self.ex(e.operand)
+            if e.op == "!":
+                return f"(!{x})"
+            w = self.width(e)
+            if e.op == "~":
+                return f"((~{x}) & {mask(w)})"
+            if e.op == "-":
+                return f"((-(u64){x}) & {mask(w)})"
+            if e.op == "+":
+                return x
+        if isinstance(e, A.BinaryExpression):
+            return self._binary(e)
+        if isinstance(e, A.TernaryExpression):
+            return f"({self.ex(e.cond)} ? {self.ex(e.then)} : {self.ex(e.else_)})"
+        if isinstance(e, A.CastExpression):
+            return self._cast(e)
+        if isinstance(e, A.SliceExpression):
+            lo, hi = e.lo_value, e.hi_value
+            assert lo is not None and hi is not None
+            return f"(({self.ex(e.expr)} >> {lo}) & {mask(hi - lo + 1)})"
+        raise EbpfUnsupported(e, f"expression {type(e).__name__}")
+
+    def _is_ref(self, e: A.Expression) -> bool:
+        if isinstance(e, (A.PathExpression, A.IndexExpression)):
+            return True
+        return isinstance(e, A.MemberExpression) and e.kind in (A.MemberKind.FIELD,
+                                                                A.MemberKind.STACK_LAST)
+
+    def _binary(self, e: A.BinaryExpression) -> str:
+        op = e.op
+        lt = strip(e.left.type)
+        if isinstance(lt, T.BitsType) and lt.signed:
+            raise EbpfUnsupported(e, f"signed arithmetic ({lt})")
+        if op in ("&&", "||"):
+            return f"({self.ex(e.left)} {op} {self.ex(e.right)})"
+        if op in ("==", "!="):
+            if isinstance(strip(e.left.type), (T.HeaderType, T.StructType)):
+                raise EbpfUnsupported(e, "comparison of headers or structs")
+            return f"({self.ex(e.left)} {op} {self.ex(e.right)})"
+        if op in ("<", "<=", ">", ">="):
+            return f"((u64){self.ex(e.left)} {op} (u64){self.ex(e.right)})"
+        w = self.width(e)
+        l, r = self.ex(e.left), self.ex(e.right)
+        if op == "++":
+            rw = self.width(e.right)
+            return f"((((u64){l}) << {rw}) | (u64){r})"
+        if op in ("&", "|", "^"):
+            return f"((u64){l} {op} (u64){r})"
+        if op in ("+", "-", "*"):
+            return f"(((u64){l} {op} (u64){r}) & {mask(w)})"
+        if op in ("<<", ">>"):
+            amount = e.right.const_value
+            if isinstance(amount, int):
+                if amount >= w:
+                    return "0ULL"
+                if op == ">>":
+                    return f"((u64){l} >> {amount})"
+                return f"(((u64){l} << {amount}) & {mask(w)})"
+            return (f"((u64){r} >= {w} ? 0ULL : (((u64){l} {op} (u64){r}) & {mask(w)}))")
+        if op == "|+|":
+            return f"(((u64){l} + (u64){r}) > {mask(w)} ? {mask(w)} : ((u64){l} + (u64){r}))"
+        if op == "|-|":
+            return f"((u64){l} > (u64){r} ? ((u64){l} - (u64){r}) : 0ULL)"
+        raise EbpfUnsupported(e, f"operator {op}")
+
+    def _cast(self, e: A.CastExpression) -> str:
+        to = strip(e.type)
+        x = self.ex(e.expr)
+        frm = strip(e.expr.type)
+        if isinstance(to, T.BoolType):
+            return f"({x} != 0)"
+        if isinstance(to, T.BitsType):
+            if to.signed or (isinstance(frm, T.BitsType) and frm.signed):
+                raise EbpfUnsupported(e, f"cast {frm} -> {to} (signed)")
+            scalar_width(to, e)
+            return f"((u64){x} & {mask(to.width)})"
+        raise EbpfUnsupported(e, f"cast to {to}")
+
+    # --------------------------------------------------------------- lvalues
+    def lval(self, e: A.Expression) -> str:
+        if e in self.precomputed:
+            return self.precomputed[e]
+        if isinstance(e, A.PathExpression):
+            return self.lookup(e.decl, e)
+        if isinstance(e, A.MemberExpression) and e.kind is A.MemberKind.FIELD:
+            base_t = strip(e.expr.type)
+            if isinstance(base_t, T.HeaderUnionType):
+                raise EbpfUnsupported(e, f"header union {base_t.name}")
+            return f"{self.lval(e.expr)}.{cname(e.member)}"
+        if isinstance(e, A.IndexExpression):
+            st = strip(e.expr.type)
+            idx = e.index.const_value
+            if not isinstance(st, T.StackType):
+                raise EbpfUnsupported(e, f"indexing {st}")
+            if not isinstance(idx, int):
+                raise EbpfUnsupported(e, "a header stack index known only at run time")
+            if not 0 <= idx < st.size:
+                raise EbpfUnsupported(e, f"stack index {idx} outside 0..{st.size - 1}")
+            return f"{self.lval(e.expr)}[{idx}]"
+        if isinstance(e, A.MemberExpression) and e.kind is A.MemberKind.STACK_LAST:
+            st = strip(e.expr.type)
+            base = self.lval(e.expr)
+            return f"{base}[({base}__next - 1) & {stack_slots(st.size) - 1}]"
+        from softswitch.frontend.text import expr_text
+        if isinstance(e, A.MethodCallExpression):
+            raise EbpfUnsupported(e, f"a field of a call's result ({expr_text(e)})")
+        raise EbpfUnsupported(e, f"{expr_text(e)} as a value or assignment target")
+
+    # implemented by the statement half
+    def table_call(self, e: A.Expression) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def call_expr(self, e: A.MethodCallExpression) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError

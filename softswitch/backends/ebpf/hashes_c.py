@@ -1,0 +1,69 @@
+"""v1model's hash algorithms over a field list, as C: the same results as
+`softswitch.externs.hashes` (BMv2's), byte for byte.
+
+The field list is packed most significant bit first into ``P->hb`` (a partial last
+byte padded with zero bits, as BMv2 packs it); CRCs run bit by bit over those bytes
+(the byte count is a compile-time constant, so the loops unroll and the verifier
+sees straight code); csum16 and xor16 work on 16-bit words of the fields directly.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from softswitch.backends.ebpf.errors import EbpfUnsupported
+from softswitch.backends.ebpf.layout import words16, write_bytes
+
+ALGORITHMS = ("crc16", "crc32", "identity", "csum16", "xor16")
+MAX_HASH_BYTES = 64
+
+
+def hash_c(algo: str | None, pieces: Sequence[tuple[str, int]], node: object,
+           result: str) -> list[str]:
+    """C statements setting ``u64 {result}`` to the raw hash of `pieces` (expr, width)."""
+    if algo in ("crc16_custom", "crc32_custom"):
+        raise EbpfUnsupported(node, f"hash algorithm {algo} (its polynomial is set at run time)")
+    if algo not in ALGORITHMS:
+        raise EbpfUnsupported(node, f"hash algorithm {algo}")
+    total = sum(w for _, w in pieces)
+    nbytes = (total + 7) // 8
+    if nbytes > MAX_HASH_BYTES:
+        raise EbpfUnsupported(node, f"a field list of {nbytes} bytes to hash (at most {MAX_HASH_BYTES})")
+    if algo == "csum16":
+        if total % 8:
+            raise EbpfUnsupported(node, f"csum16 over {total} bits (not whole bytes)")
+        out = [f"u64 {result} = 0;"] + [f"{result} += {w};" for w in words16(pieces)]
+        out += [f"{result} = ({result} & 0xffff) + ({result} >> 16);"] * 3
+        return out + [f"{result} = (~{result}) & 0xffff;"]
+    if algo == "xor16":
+        if total % 8:
+            raise EbpfUnsupported(node, f"xor16 over {total} bits (not whole bytes)")
+        return [f"u64 {result} = 0;"] + [f"{result} ^= {w};" for w in words16(pieces)]
+    out = write_bytes("P->hb", pieces)
+    if algo == "identity":
+        out.append(f"u64 {result} = 0;")
+        out += [f"{result} = ({result} << 8) | P->hb[{i}];" for i in range(max(0, nbytes - 8), nbytes)]
+        return out
+    init, final = (0, 0) if algo == "crc16" else (0xFFFFFFFF, 0xFFFFFFFF)
+    # table-driven, one map lookup per byte, unrolled: a branch per bit would multiply
+    # the paths the verifier walks past its budget
+    out += [f"u64 {result} = {init:#x};",
+            "#pragma unroll",
+            f"for (int i = 0; i < {nbytes}; i++) {{",
+            f"    u32 ix = ({result} ^ P->hb[i]) & 0xff;",
+            f"    u32 *t = p4_{algo}_table.lookup(&ix);",
+            f"    {result} = ({result} >> 8) ^ (t ? *t : 0);",
+            "}",
+            f"{result} ^= {final:#x};"]
+    return out
+
+
+def crc_table(algo: str) -> list[int]:
+    """The reflected CRC table the kernel's ``p4_<algo>_table`` map holds."""
+    poly = 0xA001 if algo == "crc16" else 0xEDB88320
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ poly if c & 1 else c >> 1
+        table.append(c)
+    return table

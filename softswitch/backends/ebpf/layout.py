@@ -1,0 +1,228 @@
+"""C types of P4 values: scalar widths, header/struct declarations, byte packing.
+
+Why separate: the structs the generated program keeps per packet, the bit-exact
+(un)packing of header bytes and the field lists of checksums all derive from the same
+field widths; the runtime's map writer uses `ctype_bits` too.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from softswitch.backends.ebpf.errors import EbpfUnsupported
+from softswitch.frontend import types as T
+
+C_KEYWORDS = frozenset(["auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64", "P", "skb"])
+
+
+def cname(name: str) -> str:
+    """A P4 identifier as a C identifier (keywords get a trailing underscore)."""
+    n = re.sub(r"\W", "_", name)
+    return n + "_" if n in C_KEYWORDS else n
+
+
+def strip(t: Any) -> Any:
+    """The representation type: new types and serializable enums by their underlying type."""
+    while True:
+        if isinstance(t, (T.NewType, T.SerEnumType)):
+            t = t.underlying
+        else:
+            return t
+
+
+def scalar_width(t: Any, node: Any) -> int:
+    """Bits of a scalar value (bit<W>, bool, error); refuses what the back end cannot hold."""
+    t = strip(t)
+    if isinstance(t, T.BitsType):
+        if t.signed:
+            raise EbpfUnsupported(node, f"signed type {t}")
+        if t.width > 64:
+            raise EbpfUnsupported(node, f"{t} (wider than 64 bits)")
+        return t.width
+    if isinstance(t, T.BoolType):
+        return 1
+    if isinstance(t, T.ErrorType):
+        return 32
+    raise EbpfUnsupported(node, f"values of type {t}")
+
+
+def ctype_bits(width: int) -> int:
+    return 8 if width <= 8 else 16 if width <= 16 else 32 if width <= 32 else 64
+
+
+def ctype(width: int) -> str:
+    return f"u{ctype_bits(width)}"
+
+
+def mask(width: int) -> str:
+    """The all-ones C constant of `width` bits."""
+    return f"0x{(1 << width) - 1:x}ULL"
+
+
+@dataclass(slots=True)
+class HeaderLayout:
+    """A header type: fields with bit offsets, total bytes."""
+
+    name: str
+    fields: list[tuple[str, int, int]]   # (name, bit offset, width)
+    size_bytes: int                      # the fixed part
+    varbit: tuple[str, int] | None = None  # a last varbit field: (name, maximum bits)
+
+
+@dataclass(slots=True)
+class Layouts:
+    """Every struct/header type the program needs, declared once, in dependency order."""
+
+    decls: list[str] = field(default_factory=list)
+    headers: dict[str, HeaderLayout] = field(default_factory=dict)
+    top_level: dict[str, Any] = field(default_factory=dict)   # type name -> declaration
+    _done: set[str] = field(default_factory=set)
+
+    def _field_node(self, type_name: str, fname: str, node: Any) -> Any:
+        """The field's declaration (for its location in errors), else `node`."""
+        decl = self.top_level.get(type_name)
+        for f in getattr(decl, "fields", None) or []:
+            if getattr(f, "name", None) == fname:
+                return f
+        return node
+
+    def struct_name(self, t: Any, node: Any) -> str:
+        t = strip(t)
+        if isinstance(t, T.HeaderType):
+            self.header(t, node)
+            return f"struct h_{cname(t.name)}"
+        if isinstance(t, T.StructType):
+            self._struct(t, node)
+            return f"struct s_{cname(t.name)}"
+        if isinstance(t, T.StackType):
+            raise EbpfUnsupported(node, f"header stack {t}")
+        if isinstance(t, T.HeaderUnionType):
+            raise EbpfUnsupported(node, f"header union {t.name}")
+        raise EbpfUnsupported(node, f"values of type {t}")
+
+    def header(self, t: T.HeaderType, node: Any) -> HeaderLayout:
+        got = self.headers.get(t.name)
+        if got is not None:
+            return got
+        fields: list[tuple[str, int, int]] = []
+        off = 0
+        varbit: tuple[str, int] | None = None
+        lines = [f"struct h_{cname(t.name)} {{", "    u8 _valid;"]
+        for k, (fname, ftype) in enumerate(t.fields):
+            node = self._field_node(t.name, fname, node)
+            vt = strip(ftype)
+            if isinstance(vt, T.VarbitType):
+                if k != len(t.fields) - 1 or vt.max_width % 8:
+                    raise EbpfUnsupported(node, f"varbit field {t.name}.{fname} (only a last "
+                                                "field of whole bytes)")
+                varbit = (fname, vt.max_width)
+                lines += [f"    u8 {cname(fname)}[{stack_slots(vt.max_width // 8 + 1)}];",
+                          f"    u32 {cname(fname)}__bits;"]
+                continue
+            if isinstance(strip(ftype), T.StructType):
+                raise EbpfUnsupported(node, f"struct-typed header field {t.name}.{fname}")
+            w = scalar_width(ftype, node)
+            fields.append((fname, off, w))
+            lines.append(f"    {ctype(w)} {cname(fname)};")
+            off += w
+        if off % 8:
+            raise EbpfUnsupported(node, f"header {t.name} of {off} bits (not whole bytes)")
+        lines.append("};")
+        hl = HeaderLayout(name=t.name, fields=fields, size_bytes=off // 8, varbit=varbit)
+        self.headers[t.name] = hl
+        self.decls.append("\n".join(lines))
+        return hl
+
+    def _struct(self, t: T.StructType, node: Any) -> None:
+        if t.name in self._done:
+            return
+        lines = [f"struct s_{cname(t.name)} {{"]
+        for fname, ftype in t.fields:
+            ft = strip(ftype)
+            fnode = self._field_node(t.name, fname, node)
+            if isinstance(ft, T.StackType) and isinstance(strip(ft.elem), T.HeaderType):
+                elem = self.struct_name(strip(ft.elem), fnode)
+                lines.append(f"    {elem} {cname(fname)}[{stack_slots(ft.size)}];")
+                lines.append(f"    u32 {cname(fname)}__next;")
+            elif isinstance(ft, (T.HeaderType, T.StructType, T.StackType, T.HeaderUnionType)):
+                lines.append(f"    {self.struct_name(ft, fnode)} {cname(fname)};")
+            else:
+                lines.append(f"    {ctype(scalar_width(ft, fnode))} {cname(fname)};")
+        if len(lines) == 1:
+            lines.append("    u8 _unused;")
+        lines.append("};")
+        self._done.add(t.name)
+        self.decls.append("\n".join(lines))
+
+
+def stack_slots(size: int) -> int:
+    """Array length of a stack of `size`: the next power of two, so an index masked with
+    ``slots - 1`` is always inside the array (what the verifier needs to see)."""
+    n = 1
+    while n < size:
+        n <<= 1
+    return n
+
+
+def read_bits(buf: str, bit_off: int, width: int) -> str:
+    """C expression: the `width`-bit big-endian field at `bit_off` of byte array `buf`."""
+    first, last = bit_off // 8, (bit_off + width - 1) // 8
+    parts = []
+    nbytes = last - first + 1
+    for i in range(first, last + 1):
+        parts.append(f"((u64){buf}[{i}] << {8 * (last - i)})")
+    expr = " | ".join(parts)
+    shift = 8 * nbytes - (bit_off % 8) - width
+    if shift:
+        expr = f"(({expr}) >> {shift})"
+    if width < 8 * nbytes:
+        expr = f"(({expr}) & {mask(width)})"
+    return f"({expr})"
+
+
+def write_bytes(buf: str, pieces: Sequence[tuple[str, int]]) -> list[str]:
+    """C statements storing the concatenation of `pieces` (expr, width) into `buf`."""
+    out = []
+    total = sum(w for _, w in pieces)
+    nbytes = (total + 7) // 8
+    for i in range(nbytes):
+        lo, hi = 8 * i, 8 * i + 8            # bit range of this byte, from the top
+        terms = []
+        off = 0
+        for expr, w in pieces:
+            a, b = max(lo, off), min(hi, off + w)
+            if a < b:
+                # bits a..b of the stream = field bits (a-off)..(b-off) from its top
+                shift_down = off + w - b        # drop the field's lower bits below this byte
+                take = b - a
+                val = f"(({expr}) >> {shift_down})" if shift_down else f"({expr})"
+                val = f"({val} & {mask(take)})"
+                shift_up = hi - b
+                terms.append(f"({val} << {shift_up})" if shift_up else val)
+            off += w
+        out.append(f"{buf}[{i}] = (u8)({' | '.join(terms) or '0'});")
+    return out
+
+
+def words16(pieces: Sequence[tuple[str, int]]) -> list[str]:
+    """C expressions of the 16-bit words of the concatenation (zero padded at the end)."""
+    total = sum(w for _, w in pieces)
+    nwords = (total + 15) // 16
+    out = []
+    for j in range(nwords):
+        lo, hi = 16 * j, 16 * j + 16
+        terms = []
+        off = 0
+        for expr, w in pieces:
+            a, b = max(lo, off), min(hi, off + w)
+            if a < b:
+                shift_down = off + w - b
+                val = f"(({expr}) >> {shift_down})" if shift_down else f"({expr})"
+                val = f"((u64){val} & {mask(b - a)})"
+                shift_up = hi - b
+                terms.append(f"({val} << {shift_up})" if shift_up else val)
+            off += w
+        out.append(" | ".join(terms) or "0")
+    return out

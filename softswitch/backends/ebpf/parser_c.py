@@ -1,0 +1,270 @@
+"""The parser (a chain of labels over ``bpf_skb_load_bytes``) and the deparser.
+
+Parser: each state is a label; ``extract`` loads the header's bytes into the scratch
+buffer at the running offset ``P->off`` and unpacks its fields; a packet too short
+sets ``parser_error`` and ends parsing (v1model: ingress still runs); ``select`` is an
+if-chain over values, masks and ranges. Loops (over header stacks, TLVs) are bounded
+by a count of states passed (ParserTimeout beyond it), which the verifier can follow.
+
+Deparser: a straight sequence of ``emit``; the emitted headers' total length replaces
+the parsed bytes, then each valid header's bytes are packed and stored. When the length
+differs, ``bpf_skb_adjust_room`` makes or removes the room (fast, but only for IP
+packets that keep their IP header); otherwise the packet grows at its head
+(``bpf_skb_change_head``) or its payload moves forward in 64-byte chunks and the tail
+is cut (``bpf_skb_change_tail``).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from softswitch.backends.ebpf import v1model as V1
+from softswitch.backends.ebpf.blocks import IND, CGen
+from softswitch.backends.ebpf.errors import EbpfUnsupported
+from softswitch.backends.ebpf.layout import (
+    HeaderLayout,
+    cname,
+    read_bits,
+    stack_slots,
+    strip,
+    write_bytes,
+)
+from softswitch.frontend import ast as A
+from softswitch.frontend import types as T
+
+
+def _state_label(st: A.ParserState) -> str:
+    return f"st_{cname(st.name)}"
+
+
+def _is_method(s: Any, name: str) -> A.MethodCallExpression | None:
+    if isinstance(s, A.MethodCallStatement) and s.call.call_kind is A.CallKind.EXTERN_METHOD \
+            and getattr(s.call.callee, "member", None) == name:
+        return s.call
+    return None
+
+
+def _is_verify(s: Any) -> bool:
+    """core.p4's ``verify(condition, error)``: on false, parsing ends with that error."""
+    return (isinstance(s, A.MethodCallStatement) and s.call.call_kind is A.CallKind.EXTERN_FUNCTION
+            and getattr(s.call.callee_decl, "name", None) == "verify")
+
+
+MAX_PARSER_STATES = 256   # states one packet may pass through (loops over stacks, TLVs)
+
+
+def gen_parser(g: CGen, decl: A.ParserDecl, errors: list[str]) -> str:
+    roles = V1.block_roles("p")
+    scope: dict[Any, str] = {p: f"P->{r}" for p, r in zip(decl.params, roles) if r != "packet"}
+    g.scopes = [scope]
+    init: list[str] = []
+    for d in decl.locals:
+        if isinstance(d, A.VariableDecl):
+            init += g.local_var(d, scope)
+        else:
+            raise EbpfUnsupported(d, f"parser local {type(d).__name__} {d.name}")
+    short = errors.index(V1.PACKET_TOO_SHORT) if V1.PACKET_TOO_SHORT in errors else 1
+    g.stack_error = errors.index("StackOutOfBounds") if "StackOutOfBounds" in errors else 3
+    timeout = errors.index("ParserTimeout") if "ParserTimeout" in errors else 5
+    lines = list(init) + ["u32 steps = 0;", "goto st_start;"]
+    for st in decl.states:
+        lines.append(f"{_state_label(st)}:")
+        body: list[str] = [f"if (++steps > {MAX_PARSER_STATES}) {{",
+                           f"    P->sm.parser_error = {timeout};", "    return;", "}"]
+        for s in st.statements:
+            call = _is_method(s, "extract")
+            body += _lookaheads(g, s, short)
+            if call is not None:
+                body += _extract(g, call, short)
+            elif _is_method(s, "advance"):
+                raise EbpfUnsupported(s, "packet.advance")
+            elif _is_method(s, "lookahead"):
+                continue                     # a discarded lookahead only checks the length
+            elif _is_verify(s):
+                cond, err = (a.value for a in s.call.args)  # type: ignore[union-attr]
+                body += [f"if (!({g.cond(cond)})) {{", f"    P->sm.parser_error = {g.ex(err)};",
+                         "    return;", "}"]
+            else:
+                body += g.stmt(s)
+        body += _lookaheads(g, st.transition, short)
+        body += _transition(g, st)
+        lines += [IND + x for x in body]
+    lines += ["st_accept:", "st_reject:", "    return;"]
+    return ("/* parser " + decl.name + " */\n"
+            "static __always_inline void run_parser(struct __sk_buff *skb, struct pipe *P) {\n"
+            + "".join(IND + x + "\n" if not x.endswith(":") else x + "\n" for x in lines) + "}")
+
+
+def _lookaheads(g: CGen, node: Any, short_code: int) -> list[str]:
+    """Load what each ``packet.lookahead<T>()`` under `node` reads (at the current offset,
+    without advancing) into a pipe field; the expressions then read that field."""
+    from softswitch.compiler.walk import walk
+    out: list[str] = []
+    if node is None:
+        return out
+    for call in walk(node):
+        if not (isinstance(call, A.MethodCallExpression) and call.call_kind is A.CallKind.EXTERN_METHOD
+                and getattr(call.callee, "member", None) == "lookahead"):
+            continue
+        t = strip(call.type)
+        if isinstance(t, T.HeaderType):
+            hl = g.layouts.header(t, call)
+            name = g.fresh("la_" + t.name)
+            g.pipe_fields.append(f"{g.layouts.struct_name(t, call)} {name};")
+            nbytes, fields = hl.size_bytes, [(f"P->{name}.{cname(f)}", off, w) for f, off, w in hl.fields]
+            fields.append((f"P->{name}._valid", -1, 0))
+        else:
+            w = g.width(call)
+            if w % 8 or w > 64:
+                raise EbpfUnsupported(call, f"lookahead of {w} bits (whole bytes up to 64 bits)")
+            name = g.fresh("la")
+            g.pipe_fields.append(f"u64 {name};")
+            nbytes, fields = w // 8, [(f"P->{name}", 0, w)]
+        g.max_header = max(g.max_header, nbytes)
+        out += [f"if (bpf_skb_load_bytes(skb, P->off, P->buf, {nbytes}) < 0) {{",
+                f"    P->sm.parser_error = {short_code};", "    return;", "}"]
+        for target, off, w in fields:
+            out.append(f"{target} = 1;" if off < 0 else f"{target} = {read_bits('P->buf', off, w)};")
+        g.precomputed[call] = f"P->{name}"
+    return out
+
+
+def _extract(g: CGen, call: A.MethodCallExpression, short_code: int) -> list[str]:
+    target = call.args[0].value
+    t = strip(target.type)
+    if not isinstance(t, T.HeaderType):
+        raise EbpfUnsupported(call, f"extract into {t}")
+    hl = g.layouts.header(t, call)
+    g.max_header = max(g.max_header, hl.size_bytes)
+    out: list[str] = []
+    after: list[str] = []
+    if isinstance(target, A.MemberExpression) and target.kind is A.MemberKind.STACK_NEXT:
+        st = strip(target.expr.type)
+        base = g.lval(target.expr)
+        out += [f"if ({base}__next >= {st.size}) {{", f"    P->sm.parser_error = {g.stack_error};",
+                "    return;", "}"]
+        lv = f"{base}[{base}__next & {stack_slots(st.size) - 1}]"
+        after = [f"{base}__next += 1;"]
+    else:
+        lv = g.lval(target)
+    if (len(call.args) == 2) != (hl.varbit is not None):
+        raise EbpfUnsupported(call, f"extract of {t.name} with {len(call.args)} arguments")
+    vb_lines: list[str] = []
+    if hl.varbit is not None:
+        # BMv2's order of checks: whole bytes, then the maximum, then the data left
+        vname, vmax = hl.varbit
+        v = f"{lv}.{cname(vname)}"
+        e = g.errors
+        out += [f"P->vb = (u32)({g.ex(call.args[1].value)});",
+                f"if (P->vb & 7) {{ P->sm.parser_error = {e.index('ParserInvalidArgument')}; return; }}",
+                f"if (P->vb > {vmax}) {{ P->sm.parser_error = {e.index('HeaderTooShort')}; return; }}",
+                f"if (P->off + {hl.size_bytes} + P->vb / 8 > skb->len) {{",
+                f"    P->sm.parser_error = {short_code};", "    return;", "}"]
+        vb_lines = ["{", f"    u32 n = (P->vb / 8) & {stack_slots(vmax // 8 + 1) - 1};",
+                    f"    if (n > 0 && bpf_skb_load_bytes(skb, P->off + {hl.size_bytes}, {v}, n) < 0) {{",
+                    f"        P->sm.parser_error = {short_code};", "        return;", "    }",
+                    f"    {v}__bits = P->vb;", "    P->off += n;", "}"]
+    if hl.size_bytes:      # a header of only a varbit field has no fixed part to load
+        out += [f"if (bpf_skb_load_bytes(skb, P->off, P->buf, {hl.size_bytes}) < 0) {{",
+                f"    P->sm.parser_error = {short_code};", "    return;", "}"]
+    for fname, off, w in hl.fields:
+        out.append(f"{lv}.{cname(fname)} = {read_bits('P->buf', off, w)};")
+    out += vb_lines + [f"{lv}._valid = 1;", f"P->off += {hl.size_bytes};"] + after
+    return out
+
+
+def _keyset_cond(g: CGen, key: str, ks: A.Keyset) -> str | None:
+    if isinstance(ks, A.DefaultKeyset):
+        return None
+    if isinstance(ks, A.ValueKeyset):
+        if isinstance(getattr(ks.expr, "decl", None), A.ValueSetDecl):
+            raise EbpfUnsupported(ks, "value_set in select")
+        return f"{key} == {g.ex(ks.expr)}"
+    if isinstance(ks, A.MaskKeyset):
+        m = g.ex(ks.mask)
+        return f"({key} & {m}) == ({g.ex(ks.value)} & {m})"
+    if isinstance(ks, A.RangeKeyset):
+        return f"({key} >= {g.ex(ks.lo)} && {key} <= {g.ex(ks.hi)})"
+    raise EbpfUnsupported(ks, f"keyset {type(ks).__name__}")
+
+
+def _transition(g: CGen, st: A.ParserState) -> list[str]:
+    tr = st.transition
+    if tr is None:
+        return ["goto st_reject;"]
+    if isinstance(tr, A.PathExpression):
+        return [f"goto {_state_label(tr.decl)};"]
+    keys = [g.ex(k) for k in tr.keys]
+    out = ["{"]
+    names = []
+    for i, k in enumerate(keys):
+        names.append(f"s{i}")
+        out.append(f"    u64 s{i} = {k};")
+    for case in tr.cases:
+        kss = case.keysets
+        if len(kss) == 1 and len(names) > 1 and isinstance(kss[0], A.DefaultKeyset):
+            kss = kss * len(names)
+        conds = [c for c in (_keyset_cond(g, n, ks) for n, ks in zip(names, kss)) if c is not None]
+        target = f"goto {_state_label(case.next_state.decl)};"
+        out.append(f"    if ({' && '.join(conds)}) {target}" if conds else f"    {target}")
+    out += ["    goto st_reject;", "}"]
+    return out
+
+
+def _emitted(g: CGen, e: A.Expression) -> list[tuple[str, HeaderLayout, Any]]:
+    t = strip(e.type)
+    if isinstance(t, T.HeaderType):
+        return [(g.lval(e), g.layouts.header(t, e), e)]
+    if isinstance(t, T.StackType) and isinstance(strip(t.elem), T.HeaderType):
+        hl = g.layouts.header(strip(t.elem), e)
+        return [(f"{g.lval(e)}[{i}]", hl, e) for i in range(t.size)]
+    if isinstance(t, T.StructType):
+        out = []
+        for fname, ft in t.fields:
+            ft = strip(ft)
+            if isinstance(ft, T.HeaderType):
+                out.append((f"{g.lval(e)}.{cname(fname)}", g.layouts.header(ft, e), e))
+            elif isinstance(ft, T.StackType) and isinstance(strip(ft.elem), T.HeaderType):
+                hl = g.layouts.header(strip(ft.elem), e)
+                out += [(f"{g.lval(e)}.{cname(fname)}[{i}]", hl, e) for i in range(ft.size)]
+            elif isinstance(ft, T.StructType):
+                raise EbpfUnsupported(e, f"emit of nested struct {ft.name}")
+            else:
+                raise EbpfUnsupported(e, f"emit of {ft} field {fname}")
+        return out
+    raise EbpfUnsupported(e, f"emit of {t}")
+
+
+def gen_deparser(g: CGen, decl: A.ControlDecl) -> str:
+    roles = V1.block_roles("dep")
+    g.scopes = [{p: f"P->{r}" for p, r in zip(decl.params, roles) if r != "packet"}]
+    if decl.locals:
+        raise EbpfUnsupported(decl.locals[0], "declarations in the deparser")
+    emits: list[tuple[str, HeaderLayout, Any]] = []
+    for s in decl.body.statements:
+        call = _is_method(s, "emit")
+        if call is None:
+            raise EbpfUnsupported(s, "deparser statement other than packet.emit(...)")
+        emits += _emitted(g, call.args[0].value)
+    lines = ["u32 len = 0;"]
+    for lv, hl, _ in emits:
+        extra = f" + {lv}.{cname(hl.varbit[0])}__bits / 8" if hl.varbit else ""
+        lines.append(f"if ({lv}._valid) len += {hl.size_bytes}{extra};")
+        g.max_header = max(g.max_header, hl.size_bytes)
+    lines += ["if (resize_headers(skb, P, len) < 0)", "    return -1;", "u32 o = 0;"]
+    for lv, hl, _ in emits:
+        lines.append(f"if ({lv}._valid) {{")
+        pieces = [(f"{lv}.{cname(f)}", w) for f, _, w in hl.fields]
+        if hl.size_bytes:          # a header of only a varbit field has no fixed part
+            lines += [IND + x for x in write_bytes("P->buf", pieces)]
+            lines += [f"    if (bpf_skb_store_bytes(skb, o, P->buf, {hl.size_bytes}, 0) < 0) return -1;",
+                      f"    o += {hl.size_bytes};"]
+        if hl.varbit is not None:
+            v = f"{lv}.{cname(hl.varbit[0])}"
+            lines += [f"    u32 n = ({v}__bits / 8) & {stack_slots(hl.varbit[1] // 8 + 1) - 1};",
+                      f"    if (n > 0 && bpf_skb_store_bytes(skb, o, {v}, n, 0) < 0) return -1;",
+                      "    o += n;"]
+        lines.append("}")
+    lines.append("return 0;")
+    return ("/* deparser " + decl.name + " */\n"
+            "static __always_inline int run_deparser(struct __sk_buff *skb, struct pipe *P) {\n"
+            + "".join(IND + x + "\n" for x in lines) + "}")

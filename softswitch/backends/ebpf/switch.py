@@ -1,0 +1,150 @@
+"""`EbpfSwitch`: a program on the eBPF target with the Python target's API.
+
+It compiles the program twice from one checked tree: the Python compilation gives the
+control-plane objects (tables, their names, keys, actions, const entries, P4Info) that
+`SwitchRuntime`, the STF runner and the P4Runtime server already drive; the C
+generation gives the kernel program, whose maps mirror those tables. `process_packet`
+runs a packet through the loaded kernel program (BPF_PROG_TEST_RUN), so everything
+that tests the Python target tests the kernel program the same way.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Self, TextIO
+
+from softswitch.backends.ebpf.errors import EbpfUnsupported
+from softswitch.backends.ebpf.kernel import LoadedProgram
+from softswitch.backends.ebpf.maps import TableMirror
+from softswitch.backends.ebpf.program import GeneratedProgram, generate_c
+from softswitch.backends.ebpf.runtime import EbpfRuntime
+from softswitch.compiler.program import CompiledProgram, compile_program
+from softswitch.errors import SoftswitchError
+from softswitch.trace import TraceEvent
+from softswitch.v1model.pre import ReplicationEngine
+from softswitch.v1model.switch import OutputPacket
+
+
+def _refuse_unmirrored(program: CompiledProgram) -> None:
+    """Run-time objects the kernel program has no copy of yet: refuse, never ignore."""
+    checked = program.checked
+    kinds: dict[str, dict[str, Any]] = {
+        "meters": program.meters, "value_sets": program.value_sets,
+             "action profiles": program.action_profiles, "direct meters": program.direct_meters}
+    for kind, objs in kinds.items():
+        if objs:
+            name = next(iter(objs))
+            raise EbpfUnsupported(_decl_named(checked, name), f"{kind} ({name})")
+
+
+def _decl_named(checked: Any, name: str) -> Any:
+    from softswitch.compiler.walk import walk
+    from softswitch.frontend import ast as A
+    short = name.rsplit(".", 1)[-1]
+    for node in walk(checked.program):
+        if isinstance(node, A.InstantiationDecl) and node.name == short:
+            return node
+    return None
+
+
+class EbpfSwitch:
+    """A compiled program loaded into the kernel, with its runtime API (`runtime`)."""
+
+    target = "ebpf"
+
+    def __init__(self, program: CompiledProgram, *, name: str = "softswitch",
+                 dump_c: TextIO | None = None, **_: Any) -> None:
+        self.program = program
+        self.name = name
+        _refuse_unmirrored(program)
+        self.generated: GeneratedProgram = generate_c(program.checked, program.tables,
+                                                      errors=program.errors, arch=program.arch)
+        if dump_c is not None:
+            dump_c.write(self.generated.source)
+            dump_c.flush()
+        missing = [n for n in (*program.registers, *program.counters) if n not in self.generated.externs]
+        if missing:
+            raise EbpfUnsupported(_decl_named(program.checked, missing[0]),
+                                  f"counter or register {missing[0]} outside a control")
+        self.pre = ReplicationEngine()
+        self.kernel = LoadedProgram(self.generated.source, name=name)
+        self.mirrors: dict[str, TableMirror] = {}
+        try:
+            self.runtime = EbpfRuntime(program, self.pre, self.kernel, self.generated.externs)
+            for dname, ring in self.generated.digests.items():
+                self.kernel.open_digests(ring, program.digests[dname])
+            for tname, lay in self.generated.tables.items():
+                table = program.tables[tname]
+                mirror = TableMirror(self.kernel, table, lay)
+                mirror.sync_all()
+                table.observers.append(mirror)
+                self.mirrors[tname] = mirror
+        except BaseException:
+            self.close()
+            raise
+
+    @classmethod
+    def from_checked(cls, checked: Any, **kw: Any) -> EbpfSwitch:
+        from softswitch.v1model import V1MODEL
+        return cls(compile_program(checked, kw.pop("arch", V1MODEL)), **kw)
+
+    @classmethod
+    def from_file(cls, path: str | Path, *, include_dirs: Sequence[str] = (),
+                  defines: dict[str, str] | None = None, **kw: Any) -> EbpfSwitch:
+        from softswitch.frontend.load import load_program
+        return cls.from_checked(load_program(path, include_dirs=tuple(include_dirs), defines=defines), **kw)
+
+    @classmethod
+    def from_source(cls, text: str, *, filename: str = "<string>", include_dirs: Sequence[str] = (),
+                    defines: dict[str, str] | None = None, **kw: Any) -> EbpfSwitch:
+        from softswitch.frontend.load import load_source
+        return cls.from_checked(load_source(text, filename=filename, include_dirs=tuple(include_dirs),
+                                            defines=defines), **kw)
+
+    # ----------------------------------------------------------- packets
+    def process_packet(self, port: int, data: bytes, *, trace: bool = False
+                       ) -> tuple[list[OutputPacket], list[TraceEvent]]:
+        """One packet through the kernel program; trace holds only in, out and drop events."""
+        drop = self.program.arch.drop_port
+        if not 0 <= port < drop:
+            raise SoftswitchError(f"process: ingress port {port} outside 0..{drop - 1}")
+        if self.pre.groups or self.pre.sessions:
+            raise SoftswitchError("multicast groups and clone sessions are not supported on "
+                                  "--target ebpf yet")
+        out_port, out = self.kernel.run_test(port, bytes(data))
+        if self.generated.digests:
+            self.kernel.poll_digests(0)
+        events: list[TraceEvent] = []
+        if trace:
+            events.append(TraceEvent("packet_in", "switch", {"port": port, "length": len(data)}))
+        if out_port is None:
+            if trace:
+                events.append(TraceEvent("drop", "kernel", {"reason": "dropped by the program"}))
+            return [], events
+        if trace:
+            events.append(TraceEvent("output", "kernel", {"port": out_port, "length": len(out)}))
+        return [OutputPacket(out_port, out, 0)], events
+
+    def process(self, port: int, packet: Any) -> list[tuple[int, bytes]]:
+        outs, _ = self.process_packet(port, bytes(packet))
+        return [(o.port, o.data) for o in outs]
+
+    def send(self, port: int, packet: Any) -> list[tuple[int, Any]]:
+        import scapy.layers.inet  # noqa: F401  (binds IP/UDP/TCP to Ether)
+        from scapy.layers.l2 import Ether
+        return [(p, Ether(d)) for p, d in self.process(port, packet)]
+
+    def close(self) -> None:
+        """Detach the table observers and unload the program and its maps."""
+        for tname, mirror in self.mirrors.items():
+            obs = self.program.tables[tname].observers
+            if mirror in obs:
+                obs.remove(mirror)
+        self.mirrors = {}
+        self.kernel.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
