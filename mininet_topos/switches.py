@@ -29,8 +29,9 @@ from typing import Any
 
 from common.processes import log_tail, stop_process
 from controller.topology.model import DEFAULT_CPU_PORT, DROP_PORT
+from mininet_topos.shaping import ShapingError, shaping_commands
 
-__all__ = ["Bmv2Switch", "P4SwitchError", "SoftSwitch", "wait_for_grpc"]
+__all__ = ["Bmv2Switch", "P4SwitchError", "SoftSwitch", "set_queues_over_thrift", "wait_for_grpc"]
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -266,23 +267,11 @@ class Bmv2Switch(_P4Switch):
         ports = sorted(set(self.queue_rates_mbps) | set(self.queue_depths_pkts))
         if not ports:
             return
-        cmds = [f"set_queue_rate {max(1, round(r * 1e6 / (1500 * 8)))} {p}"
-                for p, r in sorted(self.queue_rates_mbps.items()) if r]
-        cmds += [f"set_queue_depth {d} {p}" for p, d in sorted(self.queue_depths_pkts.items())]
-        cli = shutil.which("simple_switch_CLI")
-        why = "simple_switch_CLI is not on PATH"
-        if cli:
-            # the CLI's own interpreter line may name a Python without Thrift; ours has it
-            # where the Debian package python3-thrift is installed
-            r = subprocess.run([sys.executable, cli, "--thrift-port", str(self.thrift_port)],
-                               input="\n".join(cmds) + "\n", text=True, capture_output=True,
-                               timeout=30, check=False)
-            out = (r.stdout + r.stderr).strip()
-            if r.returncode == 0 and "Error" not in out:
-                self.queue_backend = "bmv2"
-                self._note(f"queue rates and depths set in BMv2: {'; '.join(cmds)}")
-                return
-            why = f"simple_switch_CLI: {out.splitlines()[-1] if out else f'exit {r.returncode}'}"
+        why, cmds = set_queues_over_thrift(self.thrift_port, self.queue_rates_mbps, self.queue_depths_pkts)
+        if why is None:
+            self.queue_backend = "bmv2"
+            self._note(f"queue rates and depths set in BMv2: {'; '.join(cmds)}")
+            return
         self._shape_ports(why)
         self._note(f"no Thrift queue settings ({why}): ports shaped by the kernel (tc HTB + pfifo)")
 
@@ -292,18 +281,44 @@ class Bmv2Switch(_P4Switch):
             f.write(f"[{self.name}] {line}\n")
 
     def _shape_ports(self, why: str) -> None:
-        from mininet_topos.experiment.testbed import shaping_commands
         names = self.data_ports()
         for port in sorted(set(self.queue_rates_mbps) | set(self.queue_depths_pkts)):
             rate = self.queue_rates_mbps.get(port, 0.0)
             if port not in names or rate <= 0:
                 continue
-            for cmd in shaping_commands(names[port], rate, self.queue_depths_pkts.get(port, 1000)):
+            try:
+                cmds = shaping_commands(names[port], rate, self.queue_depths_pkts.get(port, 1000))
+            except ShapingError as exc:
+                raise P4SwitchError(f"{self.name}: no Thrift queue settings ({why}): {exc}") from None
+            for cmd in cmds:
                 out = self.cmd(cmd + " 2>&1; echo rc=$?").strip()
                 if not out.endswith("rc=0"):
                     raise P4SwitchError(f"{self.name}: no Thrift queue settings ({why}) and "
                                         f"{cmd!r} failed: {out}")
         self.queue_backend = "tc"
+
+
+def set_queues_over_thrift(thrift_port: int, rates_mbps: dict[int, float],
+                           depths_pkts: dict[int, int]) -> tuple[str | None, list[str]]:
+    """Set BMv2's per-port queue rates and depths with ``simple_switch_CLI`` over Thrift.
+
+    Rates go in packets per second for 1500-byte frames (BMv2 paces packets, not bits).
+    Returns (why it failed, or None; the CLI commands)."""
+    cmds = [f"set_queue_rate {max(1, round(r * 1e6 / (1500 * 8)))} {p}"
+            for p, r in sorted(rates_mbps.items()) if r]
+    cmds += [f"set_queue_depth {d} {p}" for p, d in sorted(depths_pkts.items())]
+    cli = shutil.which("simple_switch_CLI")
+    if not cli:
+        return "simple_switch_CLI is not on PATH", cmds
+    # the CLI's own interpreter line may name a Python without Thrift; ours has it
+    # where the Debian package python3-thrift is installed
+    r = subprocess.run([sys.executable, cli, "--thrift-port", str(thrift_port)],
+                       input="\n".join(cmds) + "\n", text=True, capture_output=True,
+                       timeout=30, check=False)
+    out = (r.stdout + r.stderr).strip()
+    if r.returncode == 0 and "Error" not in out:
+        return None, cmds
+    return f"simple_switch_CLI: {out.splitlines()[-1] if out else f'exit {r.returncode}'}", cmds
 
 
 def _free_tcp_port() -> int:

@@ -40,33 +40,16 @@ from typing import Any, Self
 
 from controller.topology import Topology, dumps_topology, port_queue_pkts, port_rates_mbps
 from formats.int_md import HPCC_PORTS_INSTRUCTION_BITMAP
+from mininet_topos.shaping import ShapingError, shaping_commands
 from mininet_topos.switches import P4SwitchError
 from mininet_topos.wan import WanError
 
 from .errors import RunError
 
-__all__ = ["PROJECT_ROOT", "NodeProcess", "Testbed", "shaping_commands"]
+__all__ = ["PROJECT_ROOT", "NodeProcess", "Testbed"]
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
 READY_STATES = ("ready", "synced", "programmed", "running")
-
-
-def shaping_commands(ifname: str, rate_mbps: float, queue_pkts: int) -> list[str]:
-    """tc commands pacing ``ifname`` at ``rate_mbps`` with a ``queue_pkts`` FIFO.
-
-    HTB does the pacing (burst of two full frames, so the queue forms in the FIFO, not
-    in the token bucket), the pfifo child holds the queue the sampler reads.
-    """
-    if not 0 < rate_mbps <= 100_000:
-        raise RunError(f"shaping {ifname}: rate {rate_mbps} Mbit/s outside (0, 100000]")
-    if not 1 <= queue_pkts < 1 << 19:
-        raise RunError(f"shaping {ifname}: queue {queue_pkts} packets outside 1..524287")
-    return [
-        f"tc qdisc replace dev {ifname} root handle 1: htb default 1",
-        (f"tc class replace dev {ifname} parent 1: classid 1:1 htb rate {rate_mbps:g}mbit "
-         f"ceil {rate_mbps:g}mbit burst 4k cburst 4k"),
-        f"tc qdisc replace dev {ifname} parent 1:1 handle 10: pfifo limit {queue_pkts}",
-    ]
 
 
 def free_port() -> int:
@@ -249,7 +232,11 @@ class Testbed:
             for port, rate in sorted(rates[sw].items()):
                 if rate <= 0:
                     continue
-                for cmd in shaping_commands(f"{sw}-eth{port}", rate, int(depths[sw][port])):
+                try:
+                    cmds = shaping_commands(f"{sw}-eth{port}", rate, int(depths[sw][port]))
+                except ShapingError as exc:
+                    raise RunError(f"switch {sw}: {exc}") from None
+                for cmd in cmds:
                     out = node.cmd(cmd + " 2>&1; echo rc=$?").strip()
                     if not out.endswith("rc=0"):
                         raise RunError(f"switch {sw}: {cmd!r} failed: {out}")
