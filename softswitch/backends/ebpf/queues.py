@@ -127,11 +127,17 @@ def queue_stats(kernel: Any, ports: list[int]) -> dict[int, dict[str, float]]:
 def shaping_argv(ifname: str, rate_bps: float, depth_pkts: int, netns: str | None = None
                  ) -> list[list[str]]:
     """tc commands that send `ifname`'s frames at `rate_bps` (the test bed's HTB + FIFO),
-    with a FIFO large enough that the virtual queue, not the kernel, drops."""
-    from mininet_topos.experiment.testbed import shaping_commands
+    with a FIFO large enough that the virtual queue, not the kernel, drops (the
+    shaping the test bed and the BMv2 switch kind use)."""
+    from mininet_topos.shaping import ShapingError, shaping_commands
+    from softswitch.switchd.errors import OptionError
     prefix = ["tc", *(["-n", netns] if netns else [])]
     fifo = min(depth_pkts * KERNEL_FIFO_FACTOR, (1 << 19) - 1)
-    return [prefix + cmd.split()[1:] for cmd in shaping_commands(ifname, rate_bps / 1e6, fifo)]
+    try:
+        cmds = shaping_commands(ifname, rate_bps / 1e6, fifo)
+    except ShapingError as exc:
+        raise OptionError(f"--queue-rate on --target ebpf: {exc}") from None
+    return [prefix + cmd.split()[1:] for cmd in cmds]
 
 
 def unshaping_argv(ifname: str, netns: str | None = None) -> list[str]:
