@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -40,31 +41,45 @@ class P4SwitchError(RuntimeError):
     """A P4 switch node could not be configured or started; the message names the switch."""
 
 
-def wait_for_grpc(address: str, *, timeout_s: float = 60.0, proc: subprocess.Popen | None = None,
-                  what: str = "switch", log: Path | None = None) -> None:
-    """Block until a P4Runtime server answers on `address` (any reply but UNAVAILABLE counts).
-
-    With `proc`, fail as soon as the process exits, quoting the end of `log`.
-    """
+def _answers(address: str, tls: bool) -> str | None:
+    """None when a P4Runtime server answers on `address`, else why not."""
+    if tls:   # it wants a client certificate: an accepted TCP connection counts
+        host, _, port = address.rpartition(":")
+        try:
+            socket.create_connection((host, int(port)), timeout=1.0).close()
+            return None
+        except OSError as exc:
+            return str(exc)
     import grpc
     from p4.v1 import p4runtime_pb2 as P
     from p4.v1 import p4runtime_pb2_grpc as PG
+    with grpc.insecure_channel(address) as ch:
+        try:
+            PG.P4RuntimeStub(ch).Capabilities(P.CapabilitiesRequest(), timeout=1.0)
+            return None
+        except grpc.RpcError as exc:
+            code = exc.code()
+            if code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                return None  # it answered, if only to refuse
+            return f"{code.name}: {exc.details()}"
+
+
+def wait_for_grpc(address: str, *, timeout_s: float = 60.0, proc: subprocess.Popen | None = None,
+                  what: str = "switch", log: Path | None = None, tls: bool = False) -> None:
+    """Block until a P4Runtime server answers on `address` (any reply but UNAVAILABLE counts).
+
+    With `proc`, fail as soon as the process exits, quoting the end of `log`.  With `tls`
+    (a server that wants client certificates) an accepted TCP connection counts.
+    """
     deadline = time.monotonic() + timeout_s
-    last = "no answer"
     while True:
         if proc is not None and proc.poll() is not None:
             tail = log_tail(log)
             raise P4SwitchError(f"{what}: exited with status {proc.returncode} before its P4Runtime "
                                 f"server answered on {address}{': ' + tail if tail else ''}")
-        with grpc.insecure_channel(address) as ch:
-            try:
-                PG.P4RuntimeStub(ch).Capabilities(P.CapabilitiesRequest(), timeout=1.0)
-                return
-            except grpc.RpcError as exc:
-                code = exc.code()
-                if code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-                    return  # it answered, if only to refuse
-                last = f"{code.name}: {exc.details()}"
+        last = _answers(address, tls)
+        if last is None:
+            return
         if time.monotonic() > deadline:
             raise P4SwitchError(f"{what}: no P4Runtime server on {address} after {timeout_s:.0f} s "
                                 f"({last})")
@@ -89,7 +104,7 @@ class _P4Switch(_switch_base()):  # type: ignore[misc]
                  pcap_dir: str | Path | None = None, log_dir: str | Path | None = None,
                  log_console: bool = False, queue_rates_mbps: dict[int, float] | None = None,
                  queue_depths_pkts: dict[int, int] | None = None, node_id: int | None = None,
-                 startup_timeout_s: float = 60.0, **params: Any) -> None:
+                 startup_timeout_s: float = 60.0, tls: Any = None, **params: Any) -> None:
         if grpc_addr is None:
             if grpc_port is None:
                 raise P4SwitchError(f"{name}: give grpc_addr or grpc_port")
@@ -114,6 +129,7 @@ class _P4Switch(_switch_base()):  # type: ignore[misc]
         self.queue_depths_pkts = dict(queue_depths_pkts or {})
         self.node_id = node_id
         self.startup_timeout_s = startup_timeout_s
+        self.tls = tls   # controller.topology.SwitchTls: serve P4Runtime over mutual TLS
         self.proc: subprocess.Popen | None = None
         self.log_file = self.log_dir / f"{name}.log"
         super().__init__(name, **params)
@@ -138,7 +154,8 @@ class _P4Switch(_switch_base()):  # type: ignore[misc]
             log.close()
         try:
             wait_for_grpc(self.grpc_addr, timeout_s=self.startup_timeout_s, proc=self.proc,
-                          what=f"{self.target} {self.name}", log=self.log_file)
+                          what=f"{self.target} {self.name}", log=self.log_file,
+                          tls=self.tls is not None)
         except BaseException:
             self._end()
             raise
@@ -186,6 +203,9 @@ class SoftSwitch(_P4Switch):
         if self.stats_interval_s:
             argv += ["--stats-interval", f"{self.stats_interval_s:g}"]
         argv += ["--log-console"] if self.log_console else ["--log-file", str(self.log_file)]
+        if self.tls is not None and self.tls.cert:
+            argv += ["--grpc-server-ssl", "--grpc-server-cert", self.tls.cert,
+                     "--grpc-server-key", self.tls.key, "--grpc-server-cacert", self.tls.ca]
         return argv
 
     def _spawn(self, argv: list[str], log: Any) -> subprocess.Popen:
