@@ -60,9 +60,10 @@ def _incast(tmp: Path, cc: str) -> tuple[list[dict], dict]:
     out.mkdir()
     with int_star(3, out) as (hosts, stats):
         with IntSink(hosts[0].ifname, netns=hosts[0].name, config=SinkConfig(echo=True)):
-            # two senders at 4 Mbit/s each into the 4 Mbit/s port: 2x overload until
-            # rank 2 (16 KiB messages) is done; rank 1 (64 KiB) then has the port alone
-            outs = run_ranks(hosts, "incast", ["-s", "64K", "-c", "6", "--rate", "4M",
+            # two senders at 8 Mbit/s each into the 4 Mbit/s port: 4x overload until
+            # rank 2 (16 KiB messages) is done; rank 1 (64 KiB) then has the port alone.
+            # (2x was not enough on a loaded machine: late senders never filled the queue)
+            outs = run_ranks(hosts, "incast", ["-s", "64K", "-c", "6", "--rate", "8M",
                                                "--cc", cc, "--window", "128"], out,
                              per_rank={2: ["-s", "16K"]}, timeout=90)
         port = port_stats(stats, 1)
