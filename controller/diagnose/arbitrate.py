@@ -12,6 +12,11 @@ side by side:
 * When a break stalls a ring collective, the links after the stalled ranks fall
   silent too, but later: the break comes first.  Among silent links under hung pairs,
   the one silent longest ranks first.
+* A router port between routers holding a standing queue while it sends far below
+  its line rate is degraded whatever the collective shows: a slow receiver makes its
+  senders send less, which empties the queues on the way (only the port facing the
+  slow host itself could back up).  A host candidate, inferred from the collective
+  alone, ranks below such a port.
 """
 from __future__ import annotations
 
@@ -25,6 +30,8 @@ __all__ = ["HANG_LOSS_RATE", "arbitrate"]
 HANG_LOSS_RATE = 0.5   # a link delivering more than half of what it is sent cannot hang
 BELOW_DEAD = 0.95      # a demoted candidate's confidence relative to the weakest dead link
 SILENCE_TIE = 0.1      # how much the silence's length separates silent links
+DEGRADED_TX = 0.5      # a port sending below this share of its line rate ...
+QUEUED_PKTS = 8        # ... with at least this queue is degraded by itself
 
 
 def _silence(c: Culprit) -> float:
@@ -62,5 +69,22 @@ def arbitrate(culprits: list[Culprit], hung: bool) -> list[Culprit]:
             if id(c) not in dead_ids and _cannot_hang(c) and c.confidence >= floor:
                 c.evidence["ranked_below_dead_link"] = "cannot hang a transfer"
                 c.confidence = BELOW_DEAD * floor
+    degraded = [c for c in culprits if _degraded_port(c)]
+    if degraded:
+        floor = min(c.confidence for c in degraded)
+        for c in culprits:
+            if c.kind == "slow_receiver" and c.confidence >= floor:
+                c.evidence["ranked_below_degraded_port"] = degraded[0].component
+                c.confidence = BELOW_DEAD * floor
     culprits.sort(key=lambda c: (-c.confidence, c.type != "link", c.key))
     return culprits
+
+
+def _degraded_port(c: Culprit) -> bool:
+    """A link between routers whose feeding port queues while sending far below its
+    line rate (its own telemetry, not an inference from the collective)."""
+    if c.type != "link" or c.kind != "rate_degraded" or c.evidence.get("role") == "host":
+        return False
+    tx = c.evidence.get("tx_over_line_rate")
+    return (tx is not None and tx < DEGRADED_TX
+            and (c.evidence.get("queue_max_pkts") or 0) >= QUEUED_PKTS)

@@ -99,3 +99,29 @@ def test_heavy_loss_can_hang_and_keeps_its_rank() -> None:
     dead = _c("s3:3->s1:1", "link_down", 0.48, silent_while_upstream_delivered_s=2.0)
     heavy = _c("s2:3->s6:3", "gray_loss", 0.9, loss_rate=0.8)
     assert arbitrate([dead, heavy], hung=True)[0] is heavy
+
+
+def _host(name: str, conf: float) -> Culprit:
+    return Culprit(component=name, type="host", kind="slow_receiver", confidence=conf,
+                   onset=None, evidence={})
+
+
+def test_a_port_sending_at_a_twentieth_of_its_rate_outranks_a_slow_receiver() -> None:
+    """A fabric port with a full queue sending at 5 % of its line rate is degraded by its
+    own telemetry; a slow receiver would have emptied the queues, not filled one."""
+    port = _c("s5:2->s8:3", "rate_degraded", 0.36, tx_over_line_rate=0.05,
+              queue_max_pkts=64, role="fabric")
+    got = arbitrate([_host("h3", 0.51), port], hung=False)
+    assert [c.component for c in got] == ["s5:2->s8:3", "h3"]
+    assert got[1].evidence["ranked_below_degraded_port"] == "s5:2->s8:3"
+
+
+@pytest.mark.parametrize(("tx", "queue", "role"), [
+    (0.9, 64, "fabric"),     # at line rate: congestion's signature, not a rate cut
+    (0.05, 2, "fabric"),     # no standing queue
+    (0.05, 64, "host"),      # the port facing a host: a slow host can back it up
+])
+def test_a_weaker_port_sign_leaves_the_host_first(tx: float, queue: int, role: str) -> None:
+    port = _c("s5:2->s8:3", "rate_degraded", 0.36, tx_over_line_rate=tx,
+              queue_max_pkts=queue, role=role)
+    assert arbitrate([_host("h3", 0.51), port], hung=False)[0].component == "h3"
