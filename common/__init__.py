@@ -9,6 +9,9 @@ internals and each thing exists once.
   :mod:`common.flow_batches`, the per-flow batch rounds of the vectorised engines
 - :mod:`common.argtypes`: argparse ``type=`` checkers of every command line
 - :mod:`common.processes`: starting and stopping a private server process
+- :mod:`common.auth`: key files, the replay window and the checks of
+  ``formats.auth`` frames (host agent and controller), the keyless-exposure rule, and
+  the certificates of P4Runtime over mutual TLS
 
 Protocol constants and packet formats are shared too, but they have their own
 package, :mod:`formats`.  Nothing here imports another package of the project.

@@ -40,10 +40,12 @@ from typing import Self, TextIO
 import numpy as np
 
 from common import argtypes
+from common.auth import ExposureError, KeyFile, KeyFileError
 from formats.agent_batch import AGENT_BATCH_UDP_PORT
 from formats.feedback import CONFIRM_MAX_RECORDS, ConfirmStatus
 from formats.int_md import HOST_RECORD_DTYPE, INT_UDP_PORT
 
+from .agent_auth import AgentAuth, add_auth_arguments, auth_from_arguments, final_line
 from .errors import AgentError, ConfigError, EbpfError
 from .feedback import (
     decode_feedback_datagram,
@@ -84,6 +86,9 @@ class AgentConfig:
     batch_records: int | None = None
     """Records per datagram (default: as many as fit, 132)."""
     sink: SinkConfig = dataclasses.field(default_factory=SinkConfig)
+    keys: KeyFile | None = None
+    """Seal batches and confirmations, take only sealed feedback (``ebpf.agent_auth``)."""
+    feedback_bind: str = "0.0.0.0"
 
     def __post_init__(self) -> None:
         if not self.iface:
@@ -118,6 +123,8 @@ class AgentStats:
     confirmations: dict[str, int] = dataclasses.field(default_factory=dict)
     """Confirmations sent to the controller, by ``ConfirmStatus`` name."""
     confirm_pending: int = 0
+    auth_rejected: dict[str, int] = dataclasses.field(default_factory=dict)
+    """Feedback frames dropped by ``formats.auth`` checks, by reason."""
 
     def format_line(self) -> str:
         """One status line (< 80 columns)."""
@@ -145,6 +152,7 @@ class HostAgent:
         # controller address -> confirmation rows not sent yet
         self._confirm_out: dict[tuple[str, int], list[tuple[int, int, int, int, int, int]]] = {}
         self._confirmed = {s.name: 0 for s in ConfirmStatus}
+        self._auth = AgentAuth(config.keys, agent_id=config.agent_id) if config.keys else None
 
     # -- lifecycle -----------------------------------------------------------------
     def attach(self) -> Self:
@@ -157,7 +165,7 @@ class HostAgent:
                     self._ship_sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 22)
                 if cfg.feedback_port:
                     self._fb_sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-                    self._fb_sock.bind(("0.0.0.0", cfg.feedback_port))
+                    self._fb_sock.bind((cfg.feedback_bind, cfg.feedback_port))
                     self._fb_sock.setblocking(False)
                 if cfg.control_socket is not None:
                     # an abstract address (per network namespace, hence made in the
@@ -166,10 +174,15 @@ class HostAgent:
                     self._ctl_sock.bind(f"\0ebpf-agent-{os.getpid()}-{os.urandom(6).hex()}")
                     self._ctl_sock.setblocking(False)
             if self._ship_sock is not None and cfg.controller is not None:
+                send = udp_sender(self._ship_sock, cfg.controller)
+                if self._auth is not None:
+                    seal, raw = self._auth.batches.seal, send
+                    send = lambda data: raw(seal(data))
                 self._shipper = BatchShipper(
-                    udp_sender(self._ship_sock, cfg.controller), agent_id=cfg.agent_id,
+                    send, agent_id=cfg.agent_id,
                     record_size=HOST_RECORD_DTYPE.itemsize, queue_batches=cfg.queue_batches,
-                    batch_records=cfg.batch_records)
+                    batch_records=cfg.batch_records if self._auth is None
+                    else self._auth.batch_records(cfg.batch_records))
             self._sink.attach()
         except OSError as exc:
             self.close()
@@ -225,6 +238,11 @@ class HostAgent:
                 return
             now = time.monotonic_ns()
             self._fb["datagrams"] += 1
+            if self._auth is not None:
+                opened = self._auth.open_feedback(data, addr)
+                if opened is None:
+                    continue   # counted by reason in auth_rejected
+                data = opened
             recs = decode_feedback_datagram(data)
             if recs is None:
                 self._fb["rejected"] += 1
@@ -308,8 +326,11 @@ class HostAgent:
         if self._fb_sock is None:
             return
         for addr, rows in out.items():
-            for start in range(0, len(rows), CONFIRM_MAX_RECORDS):
-                buf = encode_confirmations(rows[start:start + CONFIRM_MAX_RECORDS]).tobytes()
+            step = CONFIRM_MAX_RECORDS - (2 if self._auth else 0)   # frame: +40 B
+            for start in range(0, len(rows), step):
+                buf = encode_confirmations(rows[start:start + step]).tobytes()
+                if self._auth is not None:
+                    buf = self._auth.confirms.seal(buf)
                 try:
                     self._fb_sock.sendto(buf, addr)
                 except OSError:
@@ -350,7 +371,8 @@ class HostAgent:
                           feedback_undelivered=self._fb["undelivered"],
                           sink=self._sink.stats(),
                           confirmations={k: v for k, v in self._confirmed.items() if v},
-                          confirm_pending=len(self._pending))
+                          confirm_pending=len(self._pending),
+                          auth_rejected=self._auth.rejected() if self._auth else {})
 
 
 # -- command line ----------------------------------------------------------------------
@@ -392,6 +414,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--echo", action="store_true",
                    help="echo INT in this host's ACKs (formats.int_echo) for HPCC senders")
     p.add_argument("--dump-c", action="store_true", help="print the C source loaded")
+    add_auth_arguments(p)
     p.add_argument("interval", nargs="?", type=argtypes.positive, default=1.0,
                    help="seconds between status lines (default 1)")
     p.add_argument("count", nargs="?", type=int, help="status lines before exiting")
@@ -401,7 +424,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        cfg = AgentConfig(
+        keys, warning = auth_from_arguments(args)
+    except (KeyFileError, ExposureError) as exc:
+        print(f"ebpf.agent: {exc}", file=sys.stderr)
+        return 2
+    if warning:
+        print(f"ebpf.agent: warning: {warning}", file=sys.stderr)
+    try:
+        cfg = AgentConfig(keys=keys, feedback_bind=args.feedback_bind,
             iface=args.iface, netns=args.netns, controller=args.controller,
             agent_id=args.agent_id, feedback_port=args.feedback_port,
             control_socket=args.control, confirm_timeout_s=args.confirm_timeout,
@@ -422,6 +452,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"ebpf.agent: attached to {args.iface}; Ctrl-C to stop", file=sys.stderr)
             agent.run(interval_s=args.interval, count=args.count, stop=stop, out=sys.stdout,
                       show_flows=args.flows)
+            print(final_line(agent.stats()), file=sys.stderr, flush=True)
     except EbpfError as exc:
         print(f"ebpf.agent: {exc}", file=sys.stderr)
         return 1

@@ -10,6 +10,8 @@ The P4 side of the same formats is in ``p4/include/``, the C side in
 * :mod:`formats.agent_batch`: host-record batches (host agent -> collector);
 * :mod:`formats.feedback`: rate and FEC feedback records (controller -> host agent) and
   their confirmations (host agent -> controller: applied at which PSN, or why not);
+* :mod:`formats.auth`: the authenticated frame around those three (HMAC tag, key id,
+  sender, epoch + counter against replays; user space only, no P4 or C side);
 
 The bit layouts, the protocol constants and the project's extensions are written down
 in ``formats/FORMATS.md``; ``tests/formats`` checks that the constants of the P4 defines,

@@ -59,6 +59,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--duration", type=_seconds, help="stop after S seconds (default: Ctrl-C)")
     r.add_argument("--logs", type=Path, help="folder for logs and samples (default: temporary)")
     r.add_argument("--program", default="p4/int_rocev2.p4", help="P4 program of the switches")
+    r.add_argument("--mtls", action="store_true",
+                   help="P4Runtime over mutual TLS (a CA and certificates made for the run)")
     r.add_argument("--no-agents", action="store_true",
                    help="P4 switches: start no host agents (INT then reaches the hosts)")
     e = sub.add_parser("experiment", help="run an experiment spec and write a results folder")
@@ -66,6 +68,7 @@ def parser() -> argparse.ArgumentParser:
                                 "'faults': the fault-localisation scoring harness")
     e.add_argument("--out", type=Path, required=True, help="results folder")
     e.add_argument("--switch", type=_switch, help="override the spec's switch kind")
+    e.add_argument("--mtls", action="store_true", help="P4Runtime over mutual TLS")
     e.add_argument("--influx", default=os.environ.get("INFLUX_URL"),
                    help="InfluxDB URL to export to (default: $INFLUX_URL; none: files only)")
     e.add_argument("--trials", type=int, default=30, help="faults: number of trials")
@@ -78,6 +81,8 @@ def parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="the two-datacenter demo (see mininet_topos.demo)")
     d.add_argument("--out", type=Path, default=Path("results/demo"), help="results folder")
     d.add_argument("--switch", type=_switch, help="override the demo's switch kind")
+    d.add_argument("--mtls", action="store_true",
+                   help="P4Runtime over mutual TLS (a CA and certificates made for the run)")
     d.add_argument("--influx", default=os.environ.get("INFLUX_URL"),
                    help="InfluxDB URL (default: $INFLUX_URL)")
     return ap
@@ -167,7 +172,7 @@ def _run(args: argparse.Namespace) -> int:
             agents = () if args.switch == "linux-router" or args.no_agents else \
                 tuple(topo.host_names)
             with Testbed(topo=topo, switch=args.switch, logs=logs, program=args.program,
-                         agent_hosts=agents) as tb:
+                         agent_hosts=agents, mtls=args.mtls) as tb:
                 print(f"{topo.name}: {len(topo.switches)} switches ({args.switch}), "
                       f"{len(topo.hosts)} hosts up and programmed in "
                       f"{time.monotonic() - t:.1f} s; logs in {logs}; control sockets in "
@@ -207,7 +212,7 @@ def _experiment(args: argparse.Namespace) -> int:
         specs = [dataclasses.replace(s, switch=args.switch) for s in specs]
     with sigterm_as_interrupt():
         try:
-            results = run_specs(specs, args.out, influx_url=args.influx)
+            results = run_specs(specs, args.out, influx_url=args.influx, mtls=args.mtls)
         except KeyboardInterrupt:
             print("interrupted; network torn down", file=sys.stderr)
             return 130
@@ -270,7 +275,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "experiment":
             return _experiment(args)
         from mininet_topos.demo import run_demo
-        return run_demo(out=args.out, switch=args.switch, influx_url=args.influx)
+        return run_demo(out=args.out, switch=args.switch, influx_url=args.influx,
+                        mtls=args.mtls)
     except (ExperimentError, TopologyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -29,8 +30,9 @@ from typing import Any
 
 from common.processes import log_tail, stop_process
 from controller.topology.model import DEFAULT_CPU_PORT, DROP_PORT
+from mininet_topos.shaping import ShapingError, shaping_commands
 
-__all__ = ["Bmv2Switch", "P4SwitchError", "SoftSwitch", "wait_for_grpc"]
+__all__ = ["Bmv2Switch", "P4SwitchError", "SoftSwitch", "set_queues_over_thrift", "wait_for_grpc"]
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,31 +41,45 @@ class P4SwitchError(RuntimeError):
     """A P4 switch node could not be configured or started; the message names the switch."""
 
 
-def wait_for_grpc(address: str, *, timeout_s: float = 60.0, proc: subprocess.Popen | None = None,
-                  what: str = "switch", log: Path | None = None) -> None:
-    """Block until a P4Runtime server answers on `address` (any reply but UNAVAILABLE counts).
-
-    With `proc`, fail as soon as the process exits, quoting the end of `log`.
-    """
+def _answers(address: str, tls: bool) -> str | None:
+    """None when a P4Runtime server answers on `address`, else why not."""
+    if tls:   # it wants a client certificate: an accepted TCP connection counts
+        host, _, port = address.rpartition(":")
+        try:
+            socket.create_connection((host, int(port)), timeout=1.0).close()
+            return None
+        except OSError as exc:
+            return str(exc)
     import grpc
     from p4.v1 import p4runtime_pb2 as P
     from p4.v1 import p4runtime_pb2_grpc as PG
+    with grpc.insecure_channel(address) as ch:
+        try:
+            PG.P4RuntimeStub(ch).Capabilities(P.CapabilitiesRequest(), timeout=1.0)
+            return None
+        except grpc.RpcError as exc:
+            code = exc.code()
+            if code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                return None  # it answered, if only to refuse
+            return f"{code.name}: {exc.details()}"
+
+
+def wait_for_grpc(address: str, *, timeout_s: float = 60.0, proc: subprocess.Popen | None = None,
+                  what: str = "switch", log: Path | None = None, tls: bool = False) -> None:
+    """Block until a P4Runtime server answers on `address` (any reply but UNAVAILABLE counts).
+
+    With `proc`, fail as soon as the process exits, quoting the end of `log`.  With `tls`
+    (a server that wants client certificates) an accepted TCP connection counts.
+    """
     deadline = time.monotonic() + timeout_s
-    last = "no answer"
     while True:
         if proc is not None and proc.poll() is not None:
             tail = log_tail(log)
             raise P4SwitchError(f"{what}: exited with status {proc.returncode} before its P4Runtime "
                                 f"server answered on {address}{': ' + tail if tail else ''}")
-        with grpc.insecure_channel(address) as ch:
-            try:
-                PG.P4RuntimeStub(ch).Capabilities(P.CapabilitiesRequest(), timeout=1.0)
-                return
-            except grpc.RpcError as exc:
-                code = exc.code()
-                if code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-                    return  # it answered, if only to refuse
-                last = f"{code.name}: {exc.details()}"
+        last = _answers(address, tls)
+        if last is None:
+            return
         if time.monotonic() > deadline:
             raise P4SwitchError(f"{what}: no P4Runtime server on {address} after {timeout_s:.0f} s "
                                 f"({last})")
@@ -88,7 +104,7 @@ class _P4Switch(_switch_base()):  # type: ignore[misc]
                  pcap_dir: str | Path | None = None, log_dir: str | Path | None = None,
                  log_console: bool = False, queue_rates_mbps: dict[int, float] | None = None,
                  queue_depths_pkts: dict[int, int] | None = None, node_id: int | None = None,
-                 startup_timeout_s: float = 60.0, **params: Any) -> None:
+                 startup_timeout_s: float = 60.0, tls: Any = None, **params: Any) -> None:
         if grpc_addr is None:
             if grpc_port is None:
                 raise P4SwitchError(f"{name}: give grpc_addr or grpc_port")
@@ -113,6 +129,7 @@ class _P4Switch(_switch_base()):  # type: ignore[misc]
         self.queue_depths_pkts = dict(queue_depths_pkts or {})
         self.node_id = node_id
         self.startup_timeout_s = startup_timeout_s
+        self.tls = tls   # controller.topology.SwitchTls: serve P4Runtime over mutual TLS
         self.proc: subprocess.Popen | None = None
         self.log_file = self.log_dir / f"{name}.log"
         super().__init__(name, **params)
@@ -137,7 +154,8 @@ class _P4Switch(_switch_base()):  # type: ignore[misc]
             log.close()
         try:
             wait_for_grpc(self.grpc_addr, timeout_s=self.startup_timeout_s, proc=self.proc,
-                          what=f"{self.target} {self.name}", log=self.log_file)
+                          what=f"{self.target} {self.name}", log=self.log_file,
+                          tls=self.tls is not None)
         except BaseException:
             self._end()
             raise
@@ -185,6 +203,9 @@ class SoftSwitch(_P4Switch):
         if self.stats_interval_s:
             argv += ["--stats-interval", f"{self.stats_interval_s:g}"]
         argv += ["--log-console"] if self.log_console else ["--log-file", str(self.log_file)]
+        if self.tls is not None and self.tls.cert:
+            argv += ["--grpc-server-ssl", "--grpc-server-cert", self.tls.cert,
+                     "--grpc-server-key", self.tls.key, "--grpc-server-cacert", self.tls.ca]
         return argv
 
     def _spawn(self, argv: list[str], log: Any) -> subprocess.Popen:
@@ -266,23 +287,11 @@ class Bmv2Switch(_P4Switch):
         ports = sorted(set(self.queue_rates_mbps) | set(self.queue_depths_pkts))
         if not ports:
             return
-        cmds = [f"set_queue_rate {max(1, round(r * 1e6 / (1500 * 8)))} {p}"
-                for p, r in sorted(self.queue_rates_mbps.items()) if r]
-        cmds += [f"set_queue_depth {d} {p}" for p, d in sorted(self.queue_depths_pkts.items())]
-        cli = shutil.which("simple_switch_CLI")
-        why = "simple_switch_CLI is not on PATH"
-        if cli:
-            # the CLI's own interpreter line may name a Python without Thrift; ours has it
-            # where the Debian package python3-thrift is installed
-            r = subprocess.run([sys.executable, cli, "--thrift-port", str(self.thrift_port)],
-                               input="\n".join(cmds) + "\n", text=True, capture_output=True,
-                               timeout=30, check=False)
-            out = (r.stdout + r.stderr).strip()
-            if r.returncode == 0 and "Error" not in out:
-                self.queue_backend = "bmv2"
-                self._note(f"queue rates and depths set in BMv2: {'; '.join(cmds)}")
-                return
-            why = f"simple_switch_CLI: {out.splitlines()[-1] if out else f'exit {r.returncode}'}"
+        why, cmds = set_queues_over_thrift(self.thrift_port, self.queue_rates_mbps, self.queue_depths_pkts)
+        if why is None:
+            self.queue_backend = "bmv2"
+            self._note(f"queue rates and depths set in BMv2: {'; '.join(cmds)}")
+            return
         self._shape_ports(why)
         self._note(f"no Thrift queue settings ({why}): ports shaped by the kernel (tc HTB + pfifo)")
 
@@ -292,18 +301,44 @@ class Bmv2Switch(_P4Switch):
             f.write(f"[{self.name}] {line}\n")
 
     def _shape_ports(self, why: str) -> None:
-        from mininet_topos.experiment.testbed import shaping_commands
         names = self.data_ports()
         for port in sorted(set(self.queue_rates_mbps) | set(self.queue_depths_pkts)):
             rate = self.queue_rates_mbps.get(port, 0.0)
             if port not in names or rate <= 0:
                 continue
-            for cmd in shaping_commands(names[port], rate, self.queue_depths_pkts.get(port, 1000)):
+            try:
+                cmds = shaping_commands(names[port], rate, self.queue_depths_pkts.get(port, 1000))
+            except ShapingError as exc:
+                raise P4SwitchError(f"{self.name}: no Thrift queue settings ({why}): {exc}") from None
+            for cmd in cmds:
                 out = self.cmd(cmd + " 2>&1; echo rc=$?").strip()
                 if not out.endswith("rc=0"):
                     raise P4SwitchError(f"{self.name}: no Thrift queue settings ({why}) and "
                                         f"{cmd!r} failed: {out}")
         self.queue_backend = "tc"
+
+
+def set_queues_over_thrift(thrift_port: int, rates_mbps: dict[int, float],
+                           depths_pkts: dict[int, int]) -> tuple[str | None, list[str]]:
+    """Set BMv2's per-port queue rates and depths with ``simple_switch_CLI`` over Thrift.
+
+    Rates go in packets per second for 1500-byte frames (BMv2 paces packets, not bits).
+    Returns (why it failed, or None; the CLI commands)."""
+    cmds = [f"set_queue_rate {max(1, round(r * 1e6 / (1500 * 8)))} {p}"
+            for p, r in sorted(rates_mbps.items()) if r]
+    cmds += [f"set_queue_depth {d} {p}" for p, d in sorted(depths_pkts.items())]
+    cli = shutil.which("simple_switch_CLI")
+    if not cli:
+        return "simple_switch_CLI is not on PATH", cmds
+    # the CLI's own interpreter line may name a Python without Thrift; ours has it
+    # where the Debian package python3-thrift is installed
+    r = subprocess.run([sys.executable, cli, "--thrift-port", str(thrift_port)],
+                       input="\n".join(cmds) + "\n", text=True, capture_output=True,
+                       timeout=30, check=False)
+    out = (r.stdout + r.stderr).strip()
+    if r.returncode == 0 and "Error" not in out:
+        return None, cmds
+    return f"simple_switch_CLI: {out.splitlines()[-1] if out else f'exit {r.returncode}'}", cmds
 
 
 def _free_tcp_port() -> int:

@@ -134,6 +134,7 @@ def switch_options(topo: Topology, name: str) -> dict[str, Any]:
         "queue_rates_mbps": port_rates_mbps(topo)[name],
         "queue_depths_pkts": port_queue_pkts(topo)[name],
         "dpid": f"{sw.device_id:016x}",
+        **({"tls": sw.tls} if sw.tls is not None else {}),
     }
 
 
@@ -215,7 +216,7 @@ class LinuxRouter(_mininet_host_base()):  # type: ignore[misc]
 
     def __init__(self, name: str, **params: Any) -> None:
         for key in ("device_id", "grpc_addr", "grpc_port", "cpu_port", "node_id",
-                    "queue_rates_mbps", "queue_depths_pkts", "dpid"):
+                    "queue_rates_mbps", "queue_depths_pkts", "dpid", "tls"):
             params.pop(key, None)
         params["inNamespace"] = True  # Mininet would put a switch in the root namespace
         super().__init__(name, **params)

@@ -5,7 +5,7 @@
 #   scripts/install_p4_tools.sh SRC_DIR DEST_DIR
 #   eval "$(scripts/install_p4_tools.sh SRC_DIR DEST_DIR)"   # sets PATH and friends
 #
-# SRC_DIR holds bmv2/bmv2-*.tgz (simple_switch_grpc, simple_switch_CLI, their libraries
+# SRC_DIR holds bmv2/bmv2-*.tgz (simple_switch_grpc, simple_switch, simple_switch_CLI, their libraries
 # and Python modules) and p4c/p4c-bm2-ss-*.tgz (p4c's BMv2 compiler with p4include/),
 # or the same tarballs directly.  The script installs the Debian runtime libraries they
 # link against, unpacks each tarball once into DEST_DIR/<tarball name>/ (a second run

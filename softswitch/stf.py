@@ -105,7 +105,9 @@ def parse_number(tok: str, where: str) -> tuple[int, int | None]:
     return value, mask
 
 
-def _parse_action(text: str, where: str) -> tuple[str, list[tuple[str, str]]]:
+def parse_action_call(text: str, where: str) -> tuple[str, list[tuple[str, str]]]:
+    """``NAME(PARAM:VALUE, ...)`` of an ``add``/``setdefault`` line: the action's name and
+    its arguments in the file's order (values still text: the runner knows their widths)."""
     m = re.match(r"^\s*([\w.$\[\]]+)\s*\((.*)\)\s*$", text)
     if not m:
         raise StfError(f"{where}: bad action call {text!r}")
@@ -145,7 +147,7 @@ def _meter_config(rates: list[str], where: str) -> MeterConfig:
     return MeterConfig(cir=round(cr * 1_000_000), cburst=cb, pir=round(pr * 1_000_000), pburst=pb)
 
 
-def _hex_clean(parts: list[str], *, nibbles: bool = False) -> tuple[str, bool]:
+def parse_packet_hex(parts: list[str], *, nibbles: bool = False) -> tuple[str, bool]:
     """Hex digits of a packet line and whether it ended in ``$``.  Expectations are
     compared nibble by nibble (``nibbles``), so they may have an odd digit count; in
     packet data a last lone digit is a byte of its own (``...20 5`` ends 0x20 0x05), as
@@ -160,6 +162,39 @@ def _hex_clean(parts: list[str], *, nibbles: bool = False) -> tuple[str, bool]:
     if len(s) % 2 and not nibbles:
         s = s[:-1] + "0" + s[-1]
     return s.lower(), exact
+
+
+@dataclass(frozen=True, slots=True)
+class CounterCheck:
+    """``check_counter NAME(INDEX) [packets|bytes OP N]``: ``index`` is a number, or the
+    name an ``add ... = NAME`` gave an entry (its direct counter); without a comparison
+    the line only checks that the counter exists."""
+
+    name: str
+    index: str
+    what: str | None = None
+    op: str | None = None
+    value: int = 0
+
+    def failure(self, packets: int, nbytes: int, where: str) -> str | None:
+        """Why the read counts break the check (None: they keep it)."""
+        if self.what is None or self.op is None:
+            return None
+        got = packets if self.what == "packets" else nbytes
+        ok = {"==": got == self.value, "!=": got != self.value, "<=": got <= self.value,
+              "<": got < self.value, ">=": got >= self.value, ">": got > self.value}[self.op]
+        return None if ok else (f"{where}: counter {self.name}[{self.index}] {self.what} is {got}, "
+                                f"expected {self.op} {self.value}")
+
+
+def parse_check_counter(text: str, where: str) -> CounterCheck:
+    """The parts of a ``check_counter`` line."""
+    m = re.match(r"check_counter\s+([\w.]+)\((\w+)\)(?:\s+(packets|bytes)\s*(==|!=|<=|<|>=|>)\s*(\d+))?",
+                 text)
+    if not m:
+        raise StfError(f"{where}: bad check_counter {text!r}")
+    name, idx, what, op, val = m.groups()
+    return CounterCheck(name, idx, what, op, int(val) if val else 0)
 
 
 def match_expected(expected: str, exact: bool, actual: bytes) -> bool:
@@ -264,7 +299,7 @@ class StfRunner:
                           "range": Range(0, (1 << kf.width) - 1)}.get(kf.match_kind)
                 if key[i] is None:
                     raise StfError(f"{where}: exact key {kf.name} not given")
-        aname, aargs = _parse_action(action_text, where)
+        aname, aargs = parse_action_call(action_text, where)
         full, args = self._action_args(table, aname, aargs, where)
         if table.needs_priority:
             if priority is None:
@@ -346,13 +381,13 @@ class StfRunner:
             if len(a) < 2:
                 raise StfError(f"{where}: setdefault TABLE ACTION(...)")
             table = self.rt.table(a[0])
-            aname, aargs = _parse_action(c.text.split(None, 2)[2], where)
+            aname, aargs = parse_action_call(c.text.split(None, 2)[2], where)
             full, args = self._action_args(table, aname, aargs, where)
             table.set_default(full, args)
         elif v == "packet":
             if not a:
                 raise StfError(f"{where}: packet PORT [HEX]")
-            data, _ = _hex_clean(a[1:])
+            data, _ = parse_packet_hex(a[1:])
             if "*" in data:
                 raise StfError(f"{where}: '*' in packet data")
             outs, events = self.switch.process_packet(self._port(a[0], where), bytes.fromhex(data),
@@ -368,7 +403,7 @@ class StfRunner:
             if len(a) == 1:
                 expects.append((c.line, self._port(a[0], where), None, False))
             else:
-                data, exact = _hex_clean(a[1:], nibbles=True)
+                data, exact = parse_packet_hex(a[1:], nibbles=True)
                 expects.append((c.line, self._port(a[0], where), data, exact))
         elif v == "mirroring_add":
             self.rt.clone_session_set(int(a[0], 0), [int(a[1], 0)])
@@ -432,19 +467,12 @@ class StfRunner:
             raise StfError(f"{where}: bad number {tok!r}") from None
 
     def _check_counter(self, c: StfCommand, where: str, res: StfResult) -> None:
-        m = re.match(r"check_counter\s+([\w.]+)\((\w+)\)(?:\s+(packets|bytes)\s*(==|!=|<=|<|>=|>)\s*(\d+))?",
-                     c.text)
-        if not m:
-            raise StfError(f"{where}: bad check_counter {c.text!r}")
-        name, idx, what, op, val = m.groups()
-        if idx in self._named_entries:  # a direct counter, by the entry's name
-            table, key, priority = self._named_entries[idx]
+        check = parse_check_counter(c.text, where)
+        if check.index in self._named_entries:  # a direct counter, by the entry's name
+            table, key, priority = self._named_entries[check.index]
             pk, by = self.rt.direct_counter_read(table, key, priority)
         else:
-            pk, by = self.rt.counter_read(name, self._number(idx, where))
-        if what:
-            got = pk if what == "packets" else by
-            ok = {"==": got == int(val), "!=": got != int(val), "<=": got <= int(val),
-                  "<": got < int(val), ">=": got >= int(val), ">": got > int(val)}[op]
-            if not ok:
-                res.failures.append(f"{where}: counter {name}[{idx}] {what} is {got}, expected {op} {val}")
+            pk, by = self.rt.counter_read(check.name, self._number(check.index, where))
+        failure = check.failure(pk, by, where)
+        if failure:
+            res.failures.append(failure)

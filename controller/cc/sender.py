@@ -24,6 +24,7 @@ from typing import Self
 import numpy as np
 import numpy.typing as npt
 
+from common.auth import Signer, Verifier
 from controller.cc.errors import FlowIndexError, ParameterError
 from controller.cc.feedback import encode_feedback
 from formats.feedback import CONFIRM_DTYPE, ConfirmStatus
@@ -70,6 +71,10 @@ class FeedbackSender:
     log_capacity: int = 1 << 16
     """Records remembered (by ``seq``) to match confirmations; a power of two."""
     clock_ns: Callable[[], int] = time.monotonic_ns
+    signer: Signer | None = None
+    """Seal every feedback datagram (``formats.auth``, kind FEEDBACK)."""
+    verifier: Verifier | None = None
+    """Take only sealed confirmations (kind CONFIRM); refusals counted by reason there."""
     stats: SenderStats = field(default_factory=SenderStats)
     _sock: socket.socket | None = field(init=False, default=None, repr=False)
     _agent: list[tuple[str, int] | None] = field(init=False, repr=False)
@@ -141,6 +146,11 @@ class FeedbackSender:
                 break
             except OSError:   # e.g. ICMP port unreachable from an agent that is gone
                 continue
+            if self.verifier is not None:
+                opened = self.verifier.open(data)
+                if opened is None:
+                    continue
+                data = opened.payload
             if not data or len(data) % size:
                 self.stats.confirm_malformed += 1
                 continue
@@ -235,6 +245,8 @@ class FeedbackSender:
                 buf = encode_feedback(flow_id=self._flow_id[idx[r]], seq=seq, decided_ns=now,
                                       rate_bps=np.where(moved[r], rate[r], 0.0),
                                       fec_k=k[r], fec_m=m[r], flags=fl[r])
+                if self.signer is not None:
+                    buf = self.signer.seal(buf)
                 try:
                     sock.sendto(buf, agent)
                 except OSError:

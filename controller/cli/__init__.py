@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import diagnose, entries, run, show
+from . import certs, diagnose, entries, keys, run, show
 
-COMMANDS = (run, show, entries, diagnose)
+COMMANDS = (run, show, entries, diagnose, certs, keys)
 
 
 def build_parser() -> argparse.ArgumentParser:

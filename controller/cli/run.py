@@ -56,7 +56,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                                                    "default: files under --out")
     p.add_argument("--database", default="int_telemetry", help="1.x database / 2.x bucket")
     p.add_argument("--org", default="int", help="2.x organisation")
-    p.add_argument("--token", default="", help="2.x token")
+    p.add_argument("--influx-credentials", metavar="FILE",
+                   help="InfluxDB token / username / password (YAML, mode 0600); default: "
+                        "$INFLUX_TOKEN, $INFLUX_USERNAME, $INFLUX_PASSWORD")
     p.add_argument("--out", default="out", metavar="DIR", help="state file, exports, spool (default ./out)")
     p.add_argument("--target", choices=[t.value for t in Target], default="softswitch",
                    help="switch kind: softswitch gets the P4 source, bmv2 the p4c JSON")
@@ -94,6 +96,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="ECN marking on every egress port: none up to KMIN queued bytes, "
                         "rising to probability PMAX at KMAX, all from KMAX on; 'off' for "
                         "none (default 5000:200000:0.01, DCQCN's profile)")
+    p.add_argument("--key-file", metavar="FILE",
+                   help="formats.auth key file (YAML, mode 0600): seal feedback, take only sealed "
+                        "agent batches/confirmations and reports from the switches (README: Security)")
+    p.add_argument("--insecure", action="store_true",
+                   help="without --key-file, still --listen beyond loopback and the test bed's "
+                        "management network (anyone reaching it can forge telemetry)")
     p.add_argument("--election-id", type=argtypes.election_id, default=1)
     p.add_argument("--connect-timeout", type=argtypes.positive, default=5.0, metavar="S")
     p.add_argument("--interval", type=argtypes.positive, default=1.0, metavar="S",
@@ -151,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     kw: dict[str, object] = {
         "topology": args.topology, "out_dir": args.out, "influx": args.influx, "database": args.database,
-        "org": args.org, "token": args.token, "target": Target(args.target), "p4info": args.p4info,
+        "org": args.org, "influx_credentials": args.influx_credentials, "target": Target(args.target), "p4info": args.p4info,
         "bmv2_json": args.bmv2_json, "listen": args.listen, "report_port": args.report_port,
         "agent_port": args.agent_port, "feedback_port": args.feedback_port,
         "sink_mode": SinkMode(args.sink_mode), "collector_host": args.collector_host,
@@ -162,8 +170,8 @@ def run(args: argparse.Namespace) -> int:
         "agents": dict(args.agent), "election_id": args.election_id,
         "connect_timeout_s": args.connect_timeout,
         "fec_target_residual": args.fec_target, "status_interval_s": args.interval,
-        "ecn": args.ecn, "coll_logs": list(args.coll_log),
-        "diagnose_every_s": args.diagnose_every}
+        "ecn": args.ecn, "key_file": args.key_file, "insecure": args.insecure,
+        "coll_logs": list(args.coll_log), "diagnose_every_s": args.diagnose_every}
     if args.program:
         kw["program"] = args.program
     try:

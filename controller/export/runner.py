@@ -5,10 +5,11 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self
 
+from controller.export.credentials import check_url
 from controller.export.errors import ConfigError, ProbeError, TransientSinkError
 from controller.export.exporter import Exporter
 from controller.export.probe import ServerInfo, ServerKind, probe
@@ -24,11 +25,11 @@ class InfluxTarget:
 
     database: str = "int_telemetry"
     retention_policy: str | None = None
-    username: str | None = None
-    password: str | None = None
+    username: str | None = field(default=None, repr=False)
+    password: str | None = field(default=None, repr=False)
     org: str = "int"
     bucket: str | None = None  # default: the database name
-    token: str = ""
+    token: str = field(default="", repr=False)
     timeout_s: float = 5.0
 
 
@@ -88,6 +89,7 @@ def open_sink(url: str | None, *, out_dir: str | os.PathLike[str],
         return FileSink(out_dir)
     if not url.startswith(("http://", "https://")):
         raise ConfigError(f"export URL {url!r} must start with http:// or https://")
+    check_url(url)
     return ProbingSink(url, target or InfluxTarget())
 
 

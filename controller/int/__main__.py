@@ -15,6 +15,7 @@ import threading
 import time
 
 from common import argtypes
+from controller.export.credentials import Credentials, load_credentials
 from controller.export.errors import ExportError
 from controller.export.runner import CollectorExport, InfluxTarget, open_exporter
 from controller.int.collector import Collector, CollectorConfig
@@ -34,7 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--influx", metavar="URL", help="InfluxDB (1.x/2.x/3.x) or compatible URL")
     ap.add_argument("--database", default="int_telemetry", help="1.x database / 2.x bucket")
     ap.add_argument("--org", default="int")
-    ap.add_argument("--token", default="")
+    ap.add_argument("--influx-credentials", metavar="FILE",
+                    help="token / username / password (YAML, mode 0600); default: $INFLUX_*")
     ap.add_argument("--out", default="out", help="files, spool (default ./out)")
     ap.add_argument("--export-interval", type=argtypes.positive, default=1.0, metavar="S")
     ap.add_argument("interval", nargs="?", type=argtypes.positive, default=1.0, help="status every S s")
@@ -52,8 +54,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"controller.int: {exc}", file=sys.stderr)
         return 1
     try:
+        cred = load_credentials(a.influx_credentials) if a.influx else Credentials()
         exporter = open_exporter(a.influx, out_dir=a.out, target=InfluxTarget(
-            database=a.database, org=a.org, token=a.token))
+            database=a.database, org=a.org, token=cred.token, username=cred.username,
+            password=cred.password))
     except ExportError as exc:
         collector.stop()
         print(f"controller.int: {exc}", file=sys.stderr)

@@ -25,6 +25,7 @@ from typing import Protocol, Self
 
 import numpy as np
 
+from common.auth import KeyFile
 from controller.int.decode import ReportDecoder
 from controller.int.errors import ConfigError, Malformed
 from controller.int.host import AgentState, HostBatchDecoder
@@ -33,6 +34,8 @@ from controller.int.seq import SeqState, SeqTracker
 from controller.int.state import FlowSnapshot, FlowTable, HopSnapshot, HopTable
 from formats.agent_batch import AGENT_BATCH_UDP_PORT
 from formats.telemetry_report import REPORT_UDP_PORT
+
+from .admission import Admission
 
 log = logging.getLogger("controller.int")
 
@@ -89,6 +92,11 @@ class CollectorConfig:
     #: Several collectors (processes) may bind the same ports; the kernel spreads
     #: datagrams by source address and port, i.e. by reporting switch / agent.
     reuse_port: bool = False
+    #: Host-agent batches must be ``formats.auth`` frames sealed with these keys.
+    keys: KeyFile | None = None
+    #: Telemetry Reports only from these (source address, source port) pairs (the
+    #: switches' report sources from the topology); None: from anywhere.
+    report_sources: frozenset[tuple[str, int]] | None = None
 
     def __post_init__(self) -> None:
         for name in ("report_port", "agent_port"):
@@ -123,6 +131,8 @@ class CollectorStats:
     listener_errors: int = 0
     #: datagrams the kernel dropped because the collector fell behind (overload)
     socket_drops: int = 0
+    #: datagrams refused before decoding (report source, agent frame checks), by reason
+    rejected: dict[str, int] = field(default_factory=dict)
 
     @property
     def reports_lost(self) -> int:
@@ -155,6 +165,8 @@ class Collector:
         self._wake_w: socket.socket | None = None
         self._readers: list[tuple[HasFileno, Reader]] = []
         self._last_expire = 0
+        self.admission = Admission(keys=self.config.keys,
+                                   report_sources=self.config.report_sources)
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -190,7 +202,9 @@ class Collector:
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._sel = selectors.DefaultSelector()
-        self._sel.register(self._report_sock, selectors.EVENT_READ, self.feed_reports)
+        self._sel.register(self._report_sock, selectors.EVENT_READ,
+                           self._feed_sourced_reports if self.config.report_sources is not None
+                           else self.feed_reports)
         if self._agent_sock is not None:
             self._sel.register(self._agent_sock, selectors.EVENT_READ, self.feed_agent_batches)
         self._sel.register(self._wake_r, selectors.EVENT_READ, None)
@@ -260,6 +274,22 @@ class Collector:
             pass
         return out
 
+    def _drain_from(self, sock: socket.socket) -> list[tuple[bytes, tuple[str, int]]]:
+        out: list[tuple[bytes, tuple[str, int]]] = []
+        recvfrom = sock.recvfrom
+        limit = self.config.max_batch
+        try:
+            while len(out) < limit:
+                out.append(recvfrom(65535))
+        except (BlockingIOError, InterruptedError):
+            pass
+        return out
+
+    def _feed_sourced_reports(self, data: list[tuple[bytes, tuple[str, int]]]) -> DecodedBatch:
+        with self._lock:
+            kept = self.admission.reports(data)
+        return self.feed_reports(kept)
+
     def _run(self) -> None:
         assert self._sel is not None
         sel = self._sel
@@ -279,7 +309,9 @@ class Collector:
                         self._listener_errors += 1
                         log.exception("collector: reader %r failed", key.data.callback)
                     continue
-                data = self._drain(key.fileobj)  # type: ignore[arg-type]
+                data = (self._drain_from(key.fileobj)  # type: ignore[arg-type]
+                        if key.data == self._feed_sourced_reports
+                        else self._drain(key.fileobj))  # type: ignore[arg-type]
                 if data:
                     try:
                         key.data(data)
@@ -306,6 +338,8 @@ class Collector:
         """Decode and ingest host-agent batch datagrams."""
         t = time.monotonic_ns() if arrival_ns is None else arrival_ns
         with self._lock:
+            if self.admission.verifier is not None:
+                datagrams = self.admission.agent_batches(datagrams)
             batch = self.host_decoder.decode(datagrams, t)
         self.ingest(batch)
         return batch
@@ -377,6 +411,7 @@ class Collector:
                 flows_expired=self.flows.expired,
                 listener_errors=self._listener_errors,
                 socket_drops=drops,
+                rejected=self.admission.rejected(),
             )
 
 

@@ -35,6 +35,7 @@ from controller.cc import (
 )
 from controller.cc.telemetry import V1MODEL_TS_MODULUS_NS
 from controller.diagnose.live import LiveDiagnosis
+from controller.export.credentials import Credentials, load_credentials
 from controller.export.errors import ExportError
 from controller.export.runner import CollectorExport, InfluxTarget, open_exporter
 from controller.export.schema import link_loss_lines, rate_lines
@@ -58,6 +59,7 @@ from controller.p4rt import (
 )
 from controller.topology import Topology, TopologyError, directed_links, load_topology
 
+from .auth import ControllerAuth
 from .config import RunConfig
 from .errors import RunError
 from .fec import choose_flow_fec, flow_paths, link_rows_by_switch_pair
@@ -154,9 +156,17 @@ class Controller:
                 raise RunError(str(exc)) from None
         switches = []
         for sw in self.topo.switches:
+            sw_tls = tls
+            if sw.tls is not None:   # the topology's TLS for this switch, our client certificate
+                try:
+                    sw_tls = TlsOptions.from_files(sw.tls.ca, c.tls_cert, c.tls_key,
+                                                   sw.tls.server_name or c.tls_server_name)
+                except P4rtError as exc:
+                    raise RunError(f"switch {sw.name}: {exc}") from None
             switches.append(ManagedSwitch(name=sw.name, address=sw.grpc_addr, device_id=sw.device_id,
                                           pipeline=self.pipeline, desired=desired[sw.name],
-                                          election_id=c.election_id, timeout_s=c.connect_timeout_s, tls=tls,
+                                          election_id=c.election_id, timeout_s=c.connect_timeout_s,
+                                          tls=sw_tls,
                                           on_synced=self._on_synced))
             self.status[sw.name] = SwitchStatus()
         self.fleet = Fleet(switches)
@@ -190,11 +200,17 @@ class Controller:
 
     def _start_telemetry(self) -> None:
         c = self.cfg
+        auth = ControllerAuth.from_config(c, self.topo)
         ccfg = CollectorConfig(host=c.listen, report_port=c.report_port, agent_port=c.agent_port,
-                               flow_capacity=c.flow_capacity)
+                               flow_capacity=c.flow_capacity, keys=auth.keys,
+                               # room for bursts of forgeries (kernel memory, not ours)
+                               rcvbuf_bytes=(32 << 20) if auth.keys else 8 << 20,
+                               report_sources=auth.report_sources)
         eng = HpccEngine(n_flows=c.flow_capacity,
                          params=HpccParams(base_rtt_s=c.base_rtt_s, ts_modulus_ns=V1MODEL_TS_MODULUS_NS))
-        self.hpcc = HpccLoop(engine=eng, sender=FeedbackSender(n_flows=c.flow_capacity),
+        self.hpcc = HpccLoop(engine=eng, sender=FeedbackSender(
+                                 n_flows=c.flow_capacity, signer=auth.feedback_signer,
+                                 verifier=auth.confirm_verifier),
                              resolve=self._resolve)
         self.flow_loss = FlowLossListener(stream=FlowLossStream(
             n_flows=c.flow_capacity, bin_ns=int(c.loss_bin_s * 1e9), n_bins=300, origin_ns=time.time_ns()))
@@ -205,8 +221,10 @@ class Controller:
         # agents' confirmations ("rate applied") wake the collector thread
         self.collector.add_reader(self.hpcc.sender.sock, self._on_confirmations)
         try:
+            cred = load_credentials(c.influx_credentials) if c.influx else Credentials()
             self.exporter = open_exporter(c.influx, out_dir=c.out_dir, target=InfluxTarget(
-                database=c.database, org=c.org, token=c.token))
+                database=c.database, org=c.org, token=cred.token, username=cred.username,
+                password=cred.password))
         except ExportError as exc:
             self.collector.stop()
             raise RunError(f"export: {exc}") from None
@@ -440,9 +458,11 @@ class Controller:
                                                 "socket_drops", "listener_errors")
                     if hasattr(cs, k)}
             # the agents' shippers: batches lost on the way, records dropped in the agent
+            coll["agent_batches"] = sum(a.batches for a in cs.agents)
             coll["agent_lost_batches"] = sum(a.lost_batches for a in cs.agents)
             coll["agent_dropped"] = sum(a.agent_dropped for a in cs.agents)
             coll["malformed"] = dict(getattr(cs, "malformed", {}) or {})
+            coll["rejected"] = dict(cs.rejected)
         if self.hpcc is not None:
             coll["feedback_records"] = self.hpcc.stats.records_sent
             hs = self.hpcc.engine.stats()
@@ -455,6 +475,8 @@ class Controller:
                     "count": lat.count, "p50": lat.p50_s, "p99": lat.p99_s, "max": lat.max_s}
             coll["fec_records"] = self.fec_records
             coll["feedback_confirmations"] = dict(self.hpcc.sender.stats.confirmations)
+            if self.hpcc.sender.verifier is not None:
+                coll["confirm_rejected"] = dict(self.hpcc.sender.verifier.stats.rejected)
             g = self.hpcc.gate.stats
             coll["hpcc_commit_gate"] = {"armed": g.armed, "held": g.held,
                                         "released_fresh": g.released_fresh,

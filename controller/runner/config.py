@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from common.auth.exposure import ExposureError, check_exposure
 from controller.intent import CollectorSpec, EcnProfile, SinkMode
 from controller.p4rt import Target
 from formats.agent_batch import AGENT_BATCH_UDP_PORT
@@ -26,7 +27,7 @@ class RunConfig:
     influx: str | None = None
     database: str = "int_telemetry"
     org: str = "int"
-    token: str = ""
+    influx_credentials: str | None = None   # file: token / username / password (else $INFLUX_*)
     target: Target = Target.SOFTSWITCH
     program: str = field(default_factory=lambda: str(default_program()))
     p4info: str | None = None
@@ -60,6 +61,10 @@ class RunConfig:
     # live fault diagnosis: the ranks' collective log folders (empty: off), how often
     coll_logs: list[str] = field(default_factory=list)
     diagnose_every_s: float = 1.0
+    # formats.auth key file: agents' batches and confirmations must be sealed with it,
+    # feedback is sealed, Telemetry Reports come only from the switches (README: Security)
+    key_file: str | None = None
+    insecure: bool = False             # keyless, yet listen beyond loopback / test bed
 
     def __post_init__(self) -> None:
         for name in ("report_port", "agent_port", "feedback_port"):
@@ -88,6 +93,11 @@ class RunConfig:
             raise RunError(f"--ecn {self.ecn.kmin_bytes}:{self.ecn.kmax_bytes}:pmax "
                            f"{self.ecn.pmax}/65536: need 0 <= KMIN <= KMAX < 2^32 and "
                            "PMAX in 0..1")
+        try:   # before any switch is touched: a keyless controller stays private
+            check_exposure("controller collector", self.listen, keyed=self.key_file is not None,
+                           insecure=self.insecure)
+        except ExposureError as exc:
+            raise RunError(str(exc)) from None
         if self.sink_mode is SinkMode.REPORT and self.report_port == 0:
             raise RunError("--sink-mode report needs a fixed --report-port (the switches send there)")
 

@@ -28,6 +28,7 @@ from .model import (
     LossModel,
     Switch,
     SwitchRole,
+    SwitchTls,
     Topology,
 )
 from .routing import (
@@ -80,6 +81,7 @@ __all__ = [
     "RoutingError",
     "Switch",
     "SwitchRole",
+    "SwitchTls",
     "Topology",
     "TopologyError",
     "TopologyFormatError",

@@ -43,6 +43,7 @@ from .model import (
     LossModel,
     Switch,
     SwitchRole,
+    SwitchTls,
     Topology,
 )
 from .validate import validate
@@ -67,7 +68,8 @@ LINK_DEFAULTS: Mapping[LinkRole, Mapping[str, Any]] = MappingProxyType({
 
 _TOP_KEYS = frozenset({"name", "switches", "hosts", "links", "link_defaults"})
 _SWITCH_KEYS = frozenset(
-    {"name", "device_id", "grpc_addr", "cpu_port", "role", "node_id", "mac", "site"})
+    {"name", "device_id", "grpc_addr", "cpu_port", "role", "node_id", "mac", "site", "tls"})
+_TLS_KEYS = frozenset({"ca", "cert", "key", "server_name"})
 _HOST_KEYS = frozenset({"name", "ip", "mac", "switch", "port", "gateway"})
 _LINK_KEYS = frozenset(
     {"a", "b", "role", "rate_mbps", "delay_ms", "jitter_ms", "loss", "mtu", "queue_pkts"})
@@ -139,7 +141,16 @@ def _switch(i: int, raw: Any) -> Switch:
         node_id=_int(where, "node_id", raw.get("node_id", device_id)),
         mac=_str(where, "mac", raw["mac"]) if "mac" in raw else "",
         site=_str(where, "site", raw["site"]) if "site" in raw else "",
+        tls=_switch_tls(f"{where} tls", raw["tls"]) if raw.get("tls") is not None else None,
     )
+
+
+def _switch_tls(where: str, raw: Any) -> SwitchTls:
+    _check_keys(where, raw, _TLS_KEYS, {"ca"})
+    tls = SwitchTls(**{k: _str(where, k, raw[k]) for k in _TLS_KEYS if k in raw})
+    if bool(tls.cert) != bool(tls.key):
+        raise TopologyFormatError(f"{where}: give both cert and key, or neither")
+    return tls
 
 
 def _host(i: int, raw: Any) -> Host:

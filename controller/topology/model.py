@@ -155,6 +155,24 @@ class Endpoint:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SwitchTls:
+    """P4Runtime over TLS to one switch (PEM paths, e.g. from ``python -m controller certs``).
+
+    ``ca`` signed the switch's certificate and the clients' (mutual TLS: the switch
+    refuses a client without one); ``cert``/``key`` are the switch's own (used by the
+    test bed to start it); ``server_name`` is the name checked in its certificate."""
+
+    ca: str
+    cert: str = ""
+    key: str = ""
+    server_name: str = ""
+
+    def to_dict(self) -> dict[str, object]:
+        return {k: v for k, v in (("ca", self.ca), ("cert", self.cert), ("key", self.key),
+                                  ("server_name", self.server_name)) if v}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Switch:
     """A P4 switch: how the controller reaches it and how INT names it."""
 
@@ -166,6 +184,7 @@ class Switch:
     node_id: int = 0          # INT node ID; 0 means "same as device_id" (see int_node_id)
     mac: str = ""             # router MAC; "" means derived from device_id (see router_mac)
     site: str = ""            # datacenter name, "" for a single-site topology
+    tls: SwitchTls | None = None   # P4Runtime over (mutual) TLS to this switch
 
     @property
     def int_node_id(self) -> int:
@@ -189,6 +208,8 @@ class Switch:
             out["mac"] = self.mac
         if self.site:
             out["site"] = self.site
+        if self.tls is not None:
+            out["tls"] = self.tls.to_dict()
         return out
 
 

@@ -32,6 +32,7 @@ from .errors import ExperimentError, RunError
 from .plots import plot_fct_cdf
 from .report import format_summary, write_analysis
 from .results import ResultsDir
+from .rogue_run import RoguePhase, finish_rogue, format_rogue, rogue_comparison
 from .spec import ExperimentSpec, apply_overrides
 from .telemetry import DirectedLink, directed_links, link_counters, load_samples
 from .testbed import Testbed
@@ -270,8 +271,10 @@ def _goodput_limit_bps(spec: ExperimentSpec, topo: Topology) -> float:
 
 
 def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str], None] = print,
-                   python: str = sys.executable, influx_url: str | None = None) -> RunResult:
-    """Run one spec; write ``out`` (see :mod:`.results` for the layout)."""
+                   python: str = sys.executable, influx_url: str | None = None,
+                   mtls: bool = False) -> RunResult:
+    """Run one spec; write ``out`` (see :mod:`.results` for the layout); ``mtls``: the
+    controller reaches the switches over mutual TLS (certificates made for the run)."""
     res = ResultsDir(out)
     topo = apply_overrides(resolve_topology(spec.topology), spec)
     if spec.cc in ("hpcc", "hpcc-sender") and spec.switch == "linux-router":
@@ -303,7 +306,7 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
                  feedback=spec.cc == "hpcc", echo=spec.cc == "hpcc-sender",
                  fec_target=FEC_TARGET_RESIDUAL if fec_by_controller else 0.0,
                  ecn=spec.ecn.argument if spec.ecn is not None else None,
-                 influx_url=influx_url) as tb:
+                 influx_url=influx_url, mtls=mtls) as tb:
         log(f"network up in {time.time() - t_start:.1f} s; every switch programmed")
         ips = [topo.host(h).ipv4 for h in spec.workload.hosts]
         start_at = time.time() + START_DELAY_S + 0.3 * len(ips)
@@ -324,6 +327,9 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
             argv = traffic_argv(spec, python=python, rank=rank, ips=ips,
                                 out=tdir / f"{h}.json", control=socks[h], start_at=start_at)
             procs.append(tb.spawn(f"traffic-{h}", h, argv + (sf.rank_args(rank) if sf else [])))
+        rogue = (RoguePhase(tb, spec, fl, start_at, res.path / "rogue.json", python=python)
+                 if spec.rogue and spec.rogue.rate > 0 and spec.switch != "linux-router"
+                 else None)
         policy = None
         if fec_auto and not fec_by_controller:
             policy = FecPolicyLoop(topo=topo, flows_=fl, samples_dir=tb.samples_dir(),
@@ -336,6 +342,8 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
         while any(p.proc.poll() is None for p in procs):
             int_state.poll()
             sw_stats.poll()
+            if rogue is not None:
+                rogue.poll(int_state)
             if sf is not None:
                 sf.tick(tb)
             if time.time() > deadline:
@@ -357,6 +365,7 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
         time.sleep(max(0.5, 3 * max((ln.delay_ms for ln in topo.links), default=0) / 1e3))
         wire_quiet(tb)
         int_state.poll(force=True)
+        rogue_out = rogue.finish(int_state) if rogue is not None else None
         sw_stats.poll(force=True)
         tb.stop_samplers()
         fault_summary = sf.finish(tb.samples_dir()) if sf is not None else None
@@ -400,6 +409,9 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
     plots = write_analysis(res, a, meta=meta)
     summary = json.loads(res.file("summary.json").read_text())
     summary.setdefault("switch_ports", a.summary.get("switch_ports", {}))
+    if rogue_out is not None:
+        summary["rogue"] = finish_rogue(rogue_out, logs)
+        res.write_json("summary.json", summary)
     if fault_summary is not None:   # ground truth and the diagnosis (mininet_topos.faults)
         summary.update(fault_summary)
         res.write_json("summary.json", summary)
@@ -421,7 +433,7 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
 
 def run_specs(specs: list[ExperimentSpec], out: str | Path, *,
               log: Callable[[str], None] = print, python: str = sys.executable,
-              influx_url: str | None = None) -> list[RunResult]:
+              influx_url: str | None = None, mtls: bool = False) -> list[RunResult]:
     """Run every spec (sweep members side by side under ``out/<variant>``), then write
     ``out/summary.json`` comparing them and a joint FCT CDF."""
     if not specs:
@@ -430,10 +442,13 @@ def run_specs(specs: list[ExperimentSpec], out: str | Path, *,
     results = []
     for spec in specs:
         sub = res.path if len(specs) == 1 else res.path / _slug(spec.variant or spec.name)
-        r = run_experiment(spec, sub, log=log, python=python, influx_url=influx_url)
+        r = run_experiment(spec, sub, log=log, python=python, influx_url=influx_url, mtls=mtls)
         for line in r.lines:
             log("  " + line)
         results.append(r)
+    rogue = rogue_comparison([(r.spec, r.summary) for r in results])
+    if rogue is not None:
+        log(f"rogue: {format_rogue(rogue)}")
     if len(specs) > 1:
         rows = []
         for r in results:
@@ -445,7 +460,8 @@ def run_specs(specs: list[ExperimentSpec], out: str | Path, *,
                          "lossy_link": (s.get("lossy_link") or {}).get("link"),
                          "loss_rate": (s.get("lossy_link") or {}).get("loss_rate"),
                          "cc_applied": s.get("cc_applied"), **compare_row(s)})
-        res.write_json("summary.json", {"name": specs[0].name, "variants": rows})
+        res.write_json("summary.json", {"name": specs[0].name, "variants": rows,
+                                        **({"rogue": rogue} if rogue is not None else {})})
         fcts = {}
         for r in results:
             fcts[r.spec.variant] = [float(x) for x in _fcts(r.out)]

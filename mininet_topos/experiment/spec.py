@@ -70,7 +70,8 @@ _SIZE = re.compile(r"^(\d+[KMG]?|fixed:\d+[KMG]?|uniform:\d+[KMG]?:\d+[KMG]?|cdf
 _RATE = re.compile(r"^\d+(\.\d+)?[KMG]?$")
 _TOP_KEYS = ("name", "topology", "switch", "links", "workload", "cc", "recovery", "fec",
              "duration_s", "sample_interval_s", "seed", "sweep", "description", "program",
-             "ecn", "faults")
+             "ecn", "faults", "rogue")
+_ROGUE_KEYS = ("rate", "duration_s", "start_s")
 _ECN_KEYS = ("kmin_bytes", "kmax_bytes", "pmax")
 _WORKLOAD_KEYS = ("kind", "hosts", "size", "count", "qps", "rate", "mtu", "window",
                   "prefill", "timeout_s")
@@ -122,6 +123,17 @@ class EcnSpec:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RogueSpec:
+    """A keyless host flooding forged feedback, host records and Telemetry Reports
+    (``rate`` messages/s of each kind, 0: none) from ``start_s`` after the senders
+    start, for ``duration_s`` (``mininet_topos.experiment.rogue``)."""
+
+    rate: float = 5000.0
+    duration_s: float = 10.0
+    start_s: float = 1.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ExperimentSpec:
     """One runnable experiment (no sweep left: see :func:`expand`)."""
 
@@ -141,6 +153,7 @@ class ExperimentSpec:
     ecn: EcnSpec | None = None   # None: the controller's default profile
     faults: tuple[Mapping[str, Any], ...] = ()   # mininet_topos.faults.spec, checked
                                                  # against the topology by apply_overrides
+    rogue: RogueSpec | None = None   # a forging host during the workload (P4 switches)
     variant: str = ""         # "cc=hpcc,recovery=fec" for a sweep member, "" otherwise
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -313,6 +326,11 @@ def spec_from_dict(raw: Any, *, base_dir: Path | None = None, variant: str = "")
             kw[key] = str(raw[key])
     if raw.get("ecn") is not None:
         kw["ecn"] = _ecn(raw["ecn"])
+    if raw.get("rogue") is not None:
+        r = _check_keys("rogue", raw["rogue"], _ROGUE_KEYS)
+        kw["rogue"] = RogueSpec(**{k: _number(f"rogue.{k}", r[k], *lim) for k, lim in (
+            ("rate", (0.0, 50_000.0)), ("duration_s", (0.1, 600.0)), ("start_s", (0.0, 600.0)))
+            if k in r})
     faults = raw.get("faults") or []
     if not isinstance(faults, list) or not all(isinstance(f, Mapping) for f in faults):
         raise SpecError(f"{_where('faults')}: expected a list of fault mappings "

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -40,33 +41,17 @@ from typing import Any, Self
 
 from controller.topology import Topology, dumps_topology, port_queue_pkts, port_rates_mbps
 from formats.int_md import HPCC_PORTS_INSTRUCTION_BITMAP
+from mininet_topos.shaping import ShapingError, shaping_commands
 from mininet_topos.switches import P4SwitchError
 from mininet_topos.wan import WanError
 
+from .auth_keys import run_key_file, with_mutual_tls
 from .errors import RunError
 
-__all__ = ["PROJECT_ROOT", "NodeProcess", "Testbed", "shaping_commands"]
+__all__ = ["PROJECT_ROOT", "NodeProcess", "Testbed"]
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
 READY_STATES = ("ready", "synced", "programmed", "running")
-
-
-def shaping_commands(ifname: str, rate_mbps: float, queue_pkts: int) -> list[str]:
-    """tc commands pacing ``ifname`` at ``rate_mbps`` with a ``queue_pkts`` FIFO.
-
-    HTB does the pacing (burst of two full frames, so the queue forms in the FIFO, not
-    in the token bucket), the pfifo child holds the queue the sampler reads.
-    """
-    if not 0 < rate_mbps <= 100_000:
-        raise RunError(f"shaping {ifname}: rate {rate_mbps} Mbit/s outside (0, 100000]")
-    if not 1 <= queue_pkts < 1 << 19:
-        raise RunError(f"shaping {ifname}: queue {queue_pkts} packets outside 1..524287")
-    return [
-        f"tc qdisc replace dev {ifname} root handle 1: htb default 1",
-        (f"tc class replace dev {ifname} parent 1: classid 1:1 htb rate {rate_mbps:g}mbit "
-         f"ceil {rate_mbps:g}mbit burst 4k cburst 4k"),
-        f"tc qdisc replace dev {ifname} parent 1:1 handle 10: pfifo limit {queue_pkts}",
-    ]
 
 
 def free_port() -> int:
@@ -155,6 +140,10 @@ class Testbed:
     ecn: str | None = None    # the controller's --ecn KMIN:KMAX:PMAX (None: its default)
     influx_url: str | None = None   # the controller exports live to this InfluxDB
     influx_database: str = "int_telemetry"
+    auth: bool = True         # per-run key file for agents and controller (formats.auth)
+    key_file: Path | None = None
+    mtls: bool = False        # P4Runtime over mutual TLS (a CA and certificates per run)
+    controller_cert: Any = None
     mgmt_ifnames: list[str] = field(default_factory=list)
     mgmt: dict[str, tuple[str, str, int]] = field(default_factory=dict)  # host -> (root ip, host ip, fb port)
     _bmv2_files: tuple[Path, Path] | None = None   # p4c's (JSON, P4Info) for bmv2 switches
@@ -167,8 +156,12 @@ class Testbed:
         self.logs.mkdir(parents=True, exist_ok=True)
         if self.switch != "linux-router":
             self.topo = with_free_ports(self.topo)
-        self.sock_dir = Path(tempfile.mkdtemp(prefix="tmx"))
+        self.sock_dir = Path(tempfile.mkdtemp(prefix="tmx"))   # mode 0700
         try:
+            if self.auth:
+                self.key_file = run_key_file(self.sock_dir, self.topo, self.agent_hosts)
+            if self.mtls and self.switch != "linux-router":
+                self.topo, self.controller_cert = with_mutual_tls(self.topo, self.sock_dir)
             switch_cls = self._switch_class()
             try:
                 self.net = self._stack.enter_context(
@@ -201,12 +194,8 @@ class Testbed:
             self._stack.close()
         finally:
             self._stop_processes()
-            if self.sock_dir is not None:
-                for p in self.sock_dir.glob("*"):
-                    with contextlib.suppress(OSError):
-                        p.unlink()
-                with contextlib.suppress(OSError):
-                    self.sock_dir.rmdir()
+            if self.sock_dir is not None:   # sockets, the run's key file and certificates
+                shutil.rmtree(self.sock_dir, ignore_errors=True)
                 self.sock_dir = None
 
     def _stop_processes(self) -> None:
@@ -249,7 +238,11 @@ class Testbed:
             for port, rate in sorted(rates[sw].items()):
                 if rate <= 0:
                     continue
-                for cmd in shaping_commands(f"{sw}-eth{port}", rate, int(depths[sw][port])):
+                try:
+                    cmds = shaping_commands(f"{sw}-eth{port}", rate, int(depths[sw][port]))
+                except ShapingError as exc:
+                    raise RunError(f"switch {sw}: {exc}") from None
+                for cmd in cmds:
                     out = node.cmd(cmd + " 2>&1; echo rc=$?").strip()
                     if not out.endswith("rc=0"):
                         raise RunError(f"switch {sw}: {cmd!r} failed: {out}")
@@ -295,7 +288,8 @@ class Testbed:
                 "--controller", f"{root_ip}:{self.ports['agent']}", "--agent-id", host.ipv4,
                 *(["--feedback-port", str(fb)] if self.feedback else []),
                 *(["--echo"] if self.echo else []),
-                "--control", str(self.sock_dir / f"{h}.sock"), "1"]))
+                "--control", str(self.sock_dir / f"{h}.sock"),
+                *(["--key-file", str(self.key_file)] if self.key_file else []), "1"]))
         deadline = time.monotonic() + self.ready_timeout_s
         for p in procs:
             while "rec " not in p.tail(4000):
@@ -332,6 +326,9 @@ class Testbed:
             program = PROJECT_ROOT / program
         self.ports = {"report": free_port(), "agent": free_port()}
         argv = [self.python, "-m", "controller", "run", "--topology", str(topo_file),
+                *(["--key-file", str(self.key_file)] if self.key_file else []),
+                *(["--grpc-cert", str(self.controller_cert.cert), "--grpc-key",
+                   str(self.controller_cert.key)] if self.controller_cert else []),
                 "--out", str(out), "--target", self.switch, "--program", str(program),
                 "--interval", "0.5", "--listen", "0.0.0.0" if self.mgmt else "127.0.0.1",
                 "--report-port", str(self.ports["report"]),

@@ -1,7 +1,7 @@
 """Applies and heals faults on a running linux-router test bed.
 
 How each kind is made (the router ports are HTB-shaped with a pfifo, see
-``experiment.testbed.shaping_commands``):
+``mininet_topos.shaping.shaping_commands``):
 
 * ``gray_loss`` on one direction of a WAN link: the eBPF loss emulator
   (``ebpf.loss``) at tc egress of the delay line's interface facing the receiving

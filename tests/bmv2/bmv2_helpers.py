@@ -1,6 +1,7 @@
 """Real BMv2 for the `bmv2` tier: find the tools, start ``simple_switch_grpc`` inside a
-network namespace with its P4Runtime server on a Unix socket (reachable from the test,
-which runs in the root namespace), and stop it by PID."""
+network namespace (or, with its ports as pcap files, in the test's own) with its
+P4Runtime server on a Unix socket (reachable from the test, which runs in the root
+namespace), and stop it by PID."""
 from __future__ import annotations
 
 import shutil
@@ -26,13 +27,17 @@ def require_tools() -> None:
 
 @dataclass
 class Bmv2Process:
-    """One ``simple_switch_grpc`` in namespace ``ns`` (a mininet_topos.netns.Namespace)."""
+    """One ``simple_switch_grpc`` in namespace ``ns`` (a mininet_topos.netns.Namespace;
+    None: the caller's).  ``ports`` maps port numbers to interface names, or, with
+    ``use_files``, to the path prefixes of their pcap files (``PREFIX_in.pcap`` read,
+    ``PREFIX_out.pcap`` written, as ``simple_switch --use-files`` does)."""
 
     name: str
-    ns: object
+    ns: object | None
     device_id: int
     ports: dict[int, str]
     workdir: Path
+    use_files: bool = False
     proc: subprocess.Popen | None = None
 
     @property
@@ -48,11 +53,16 @@ class Bmv2Process:
                 "--log-file", str(self.workdir / f"{self.name}.bmv2"),
                 # the default notification socket is /tmp/bmv2-<device id>-...: one per switch
                 "--notifications-addr", f"ipc://{self.workdir / (self.name + '.notify.ipc')}"]
+        if self.use_files:
+            argv += ["--use-files", "0"]     # read the inputs at once: the FIFOs pace them
         for port, ifname in sorted(self.ports.items()):
             argv += ["-i", f"{port}@{ifname}"]
         argv += ["--no-p4", "--", "--grpc-server-addr", self.grpc_addr, "--cpu-port", "510"]
         with open(log, "ab") as out:
-            self.proc = self.ns.popen(argv, stdout=out, stderr=subprocess.STDOUT)  # type: ignore[attr-defined]
+            if self.ns is None:
+                self.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+            else:
+                self.proc = self.ns.popen(argv, stdout=out, stderr=subprocess.STDOUT)  # type: ignore[attr-defined]
         wait_for_grpc(self.grpc_addr, timeout_s=30, proc=self.proc, what=f"BMv2 {self.name}", log=log)
 
     def stop(self) -> None:

@@ -1,41 +1,54 @@
 """A small STF driver for real BMv2: the project's STF files (p4c's test format) run on
-``simple_switch_grpc`` programmed over P4Runtime, with packets on veths.
+``simple_switch_grpc`` programmed over P4Runtime with the P4Info p4c wrote.
 
-What p4c's BMv2 runner does with simple_switch_CLI, this does over P4Runtime with the
-P4Info p4c wrote: ``add`` and ``setdefault`` become table writes (STF names are the
-P4Info names; a priority given in the file is BMv2's, where lower wins, and is turned
-around for P4Runtime, where higher wins; entries without one rank in file order),
-``mirroring_add`` a clone session, ``mc_*`` multicast groups.  ``packet`` sends the
-frame into the port's veth from a tester namespace; at the end the frames every
-watched port sent are compared with the ``expect`` lines as p4c's runner compares
-them (per port, in order; ``*`` nibbles match anything; ``$`` ends the frame).
-Files with commands outside that set, or with frames shorter than an Ethernet header
-(which a veth cannot carry), are reported unsupported, not failed.
+What p4c's BMv2 runner does with simple_switch_CLI, this does over P4Runtime: ``add``
+and ``setdefault`` become table writes (STF names are the P4Info names; a priority given
+in the file is BMv2's, where lower wins, and is turned around for P4Runtime, where
+higher wins; entries without one rank in file order), ``mirroring_add`` a clone session,
+``mc_*`` multicast groups, ``check_counter`` a counter read (after the switch has taken
+every packet sent so far and gone quiet).  At the end the frames every watched port
+sent are compared with the ``expect`` lines as p4c's runner compares them (per port,
+in order; ``*`` nibbles match anything; ``$`` ends the frame).
+
+Packets travel one of two ways (one driver; the port transport is the switch):
+* ``PcapFilePorts``: p4c's runner's way, ``--use-files``: port N reads frames from the
+  FIFO ``pN_in.pcap`` and writes ``pN_out.pcap``; any frame size fits, no root needed;
+* ``VethPorts``: real interfaces, a raw socket on the tester's end of each port's veth
+  (frames shorter than an Ethernet header cannot travel this way).
+Commands outside the set above are reported unsupported, not failed.
 """
 from __future__ import annotations
 
+import fcntl
+import os
 import re
 import socket
+import struct
+import termios
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from p4.v1 import p4runtime_pb2 as P
+from scapy.utils import RawPcapReader
 
 from softswitch.stf import (
     StfCommand,
-    _hex_clean,
-    _parse_action,
     match_expected,
+    parse_action_call,
+    parse_check_counter,
     parse_number,
+    parse_packet_hex,
     parse_stf,
 )
 
 SUPPORTED = {"add", "setdefault", "packet", "expect", "mirroring_add", "mc_mgrp_create",
-             "mc_node_create", "mc_node_associate", "wait", "no_packet"}
+             "mc_node_create", "mc_node_associate", "wait", "no_packet", "check_counter"}
 ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4
+PCAP_LINKTYPE_ETHERNET = 1
 
 
 def unsupported(commands: list[StfCommand]) -> list[str]:
@@ -45,14 +58,163 @@ def unsupported(commands: list[StfCommand]) -> list[str]:
 
 def short_frames(commands: list[StfCommand]) -> list[int]:
     """Lines sending frames shorter than an Ethernet header, which no veth carries
-    (p4c's runner hands BMv2 its packets in pcap files, where they fit)."""
-    return [c.line for c in commands if c.verb == "packet" and len(_hex_clean(c.args[1:])[0]) < 28]
+    (``PcapFilePorts`` carries them, as p4c's runner does)."""
+    return [c.line for c in commands if c.verb == "packet" and len(parse_packet_hex(c.args[1:])[0]) < 28]
+
+
+def frames_per_port(commands: list[StfCommand]) -> dict[int, int]:
+    """How many frames the file sends into each port."""
+    out: dict[int, int] = defaultdict(int)
+    for c in commands:
+        if c.verb == "packet":
+            out[int(c.args[0], 0)] += 1
+    return dict(out)
 
 
 def ports_of(commands: list[StfCommand]) -> list[int]:
     return sorted({int(c.args[0], 0) for c in commands if c.verb in ("packet", "expect") and c.args}
                   | {int(x, 0) for c in commands if c.verb == "mirroring_add" for x in c.args[1:2]}
                   | {int(x, 0) for c in commands if c.verb == "mc_node_create" for x in c.args[1:]})
+
+
+class PacketPorts(Protocol):
+    """How the driver's frames reach the switch's ports and come back."""
+
+    def send(self, port: int, frame: bytes) -> None: ...
+
+    def settle(self) -> None:
+        """Return once the switch has taken every frame sent so far and gone quiet."""
+
+    def received(self) -> dict[int, list[bytes]]:
+        """Every frame each watched port sent (call once, at the end)."""
+
+
+class VethPorts:
+    """Raw sockets on the tester's ends of the switch's veths (port -> socket)."""
+
+    def __init__(self, sockets: dict[int, socket.socket], quiet_s: float = 1.0) -> None:
+        self.sockets = sockets
+        self.quiet_s = quiet_s
+        self._got: dict[int, list[bytes]] = defaultdict(list)
+
+    def send(self, port: int, frame: bytes) -> None:
+        self.sockets[port].send(frame)
+        time.sleep(0.02)     # outputs of one port stay in sending order
+
+    def settle(self) -> None:
+        for port, frames in self._drain().items():
+            self._got[port] += frames
+
+    def received(self) -> dict[int, list[bytes]]:
+        self.settle()
+        return {port: self._got.get(port, []) for port in self.sockets}
+
+    def _drain(self) -> dict[int, list[bytes]]:
+        """Frames the switch sent on each port until none came for ``quiet_s``."""
+        out: dict[int, list[bytes]] = defaultdict(list)
+        last = time.monotonic()
+        for s in self.sockets.values():
+            s.setblocking(False)
+        while time.monotonic() - last < self.quiet_s:
+            any_ = False
+            for port, s in self.sockets.items():
+                while True:
+                    try:
+                        data, addr = s.recvfrom(65536)
+                    except BlockingIOError:
+                        break
+                    if addr[2] == PACKET_OUTGOING:
+                        continue
+                    out[port].append(data)
+                    any_ = True
+            if any_:
+                last = time.monotonic()
+            time.sleep(0.02)
+        return out
+
+
+class PcapFilePorts:
+    """p4c's runner's way (``simple_switch --use-files``): port N reads the pcap file
+    ``DIR/pN_in.pcap`` and writes ``DIR/pN_out.pcap``.
+
+    ``inputs`` says how many frames each port will be sent.  BMv2 takes its next frame
+    from the input whose head is earliest, so it waits until every input that has not
+    ended holds a frame: a port sent nothing is a header-only file (ended at once), and
+    each other port's input is a FIFO, opened read-write before the switch starts (so
+    neither side waits for the other) and closed after its last frame.  With one input
+    open, frames go one at a time (the switch has read the last one, and ``gap_s``
+    passed), as over veths; with several, BMv2 holds each until the others have one,
+    so they reach the queues in bursts (BMv2 does not replay the timestamps).  The
+    output files are complete once every input has ended and ``quiet_s`` passed."""
+
+    def __init__(self, workdir: Path, ports: list[int], inputs: dict[int, int],
+                 quiet_s: float = 0.3, gap_s: float = 0.02) -> None:
+        self.workdir = workdir
+        self.ports = sorted(set(ports) | set(inputs))
+        self.quiet_s = quiet_s
+        self.gap_s = gap_s
+        self._left = {port: n for port, n in inputs.items() if n > 0}
+        self._clock_us = time.time_ns() // 1000
+        self._fds: dict[int, int] = {}
+        # pcap file header: magic, version 2.4, zone, sigfigs, snaplen, link type
+        header = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, PCAP_LINKTYPE_ETHERNET)
+        for port in self.ports:
+            path = workdir / f"p{port}_in.pcap"
+            if port in self._left:
+                os.mkfifo(path)
+                self._fds[port] = os.open(path, os.O_RDWR)
+                os.write(self._fds[port], header)
+            else:
+                path.write_bytes(header)
+
+    def interfaces(self) -> dict[int, str]:
+        """What BMv2 is given for each port (``-i N@PREFIX``, with ``--use-files``)."""
+        return {port: str(self.workdir / f"p{port}") for port in self.ports}
+
+    def send(self, port: int, frame: bytes) -> None:
+        self._clock_us += round(self.gap_s * 1e6)
+        sec, usec = divmod(self._clock_us, 1_000_000)
+        fd = self._fds[port]
+        os.write(fd, struct.pack("<IIII", sec, usec, len(frame), len(frame)) + frame)
+        # one frame at a time, as the STF means it: the next finds the queues empty
+        if len(self._fds) == 1:
+            self._drained()
+        self._left[port] -= 1
+        if self._left[port] == 0:
+            del self._fds[port]
+            os.close(fd)
+        time.sleep(self.gap_s)
+
+    def settle(self) -> None:
+        if len(self._fds) <= 1:
+            self._drained()
+        time.sleep(self.quiet_s)
+
+    def _drained(self) -> None:
+        deadline = time.monotonic() + 10
+        while any(_pending(fd) for fd in self._fds.values()) and time.monotonic() < deadline:
+            time.sleep(0.002)
+
+    def received(self) -> dict[int, list[bytes]]:
+        self.settle()
+        self.close()
+        time.sleep(self.quiet_s)
+        out: dict[int, list[bytes]] = {}
+        for port in self.ports:
+            path = self.workdir / f"p{port}_out.pcap"
+            out[port] = ([bytes(frame) for frame, _ in RawPcapReader(str(path))]
+                         if path.is_file() and path.stat().st_size > 24 else [])
+        return out
+
+    def close(self) -> None:
+        fds, self._fds = self._fds, {}
+        for fd in fds.values():
+            os.close(fd)
+
+
+def _pending(fd: int) -> int:
+    """Bytes written to a FIFO and not yet read by the switch."""
+    return int(struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0])
 
 
 def _bytes(value: int, width: int) -> bytes:
@@ -62,13 +224,15 @@ def _bytes(value: int, width: int) -> bytes:
 class Bmv2Stf:
     """Runs one STF file's commands against a programmed BMv2 (see module docstring).
 
-    ``write(update_list)`` sends P4Runtime updates; ``tx``/``rx`` are raw sockets of
-    the tester's end of each port's veth."""
+    ``write(update_list)`` sends P4Runtime updates, ``read(entities)`` reads them."""
 
-    def __init__(self, p4info: Any, write: Any, tx: dict[int, socket.socket]) -> None:
+    def __init__(self, p4info: Any, write: Callable[[list[P.Update]], Any],
+                 read: Callable[[list[P.Entity]], list[P.Entity]], ports: PacketPorts) -> None:
         self.info = p4info
         self.write = write
-        self.tx = tx
+        self.read = read
+        self.ports = ports
+        self._named: dict[str, P.TableEntry] = {}
         self._auto = 1 << 20
         self._mc_nodes: list[tuple[int, list[int]]] = []
         self._groups: dict[int, list[int]] = {}
@@ -88,7 +252,7 @@ class Bmv2Stf:
         return cands[0]
 
     def _action_proto(self, text: str, where: str) -> P.Action:
-        name, args = _parse_action(text, where)
+        name, args = parse_action_call(text, where)
         a = self._action(name, where)
         given = dict(args)
         out = P.Action(action_id=a.preamble.id)
@@ -115,7 +279,9 @@ class Bmv2Stf:
         rest = c.text.split(None, 1)[1]
         tname, body = rest.split(None, 1)
         t = self._table(tname, where)
-        body = re.sub(r"\s*=\s*\w+\s*$", "", body)
+        named = re.search(r"\s*=\s*(\w+)\s*$", body)
+        if named:
+            body = body[:named.start()]
         paren = re.search(r"[\w.$\[\]]+\s*\(.*\)\s*$", body)
         if paren is None:
             raise ValueError(f"{where}: add without an action call")
@@ -170,6 +336,29 @@ class Bmv2Stf:
                 e.priority = (1 << 24) - given_priority   # BMv2: lower wins; P4Runtime: higher
         e.action.action.CopyFrom(self._action_proto(paren.group(0), where))
         self.write([P.Update(type=P.Update.INSERT, entity=P.Entity(table_entry=e))])
+        if named:
+            self._named[named.group(1)] = e
+
+    def check_counter(self, c: StfCommand, where: str) -> str | None:
+        """Read the counter once the switch is quiet; why it breaks the check, if it does."""
+        check = parse_check_counter(c.text, where)
+        self.ports.settle()
+        ent = P.Entity()
+        if check.index in self._named:      # the direct counter of a named entry
+            ent.direct_counter_entry.table_entry.CopyFrom(self._named[check.index])
+        else:
+            cands = [x for x in self.info.counters if check.name in (x.preamble.name, x.preamble.alias)
+                     or x.preamble.name.endswith("." + check.name)]
+            if len(cands) != 1:
+                raise ValueError(f"{where}: counter {check.name!r} matches {len(cands)} counters")
+            ent.counter_entry.counter_id = cands[0].preamble.id
+            ent.counter_entry.index.index = parse_number(check.index, where)[0]
+        got = self.read([ent])
+        if len(got) != 1:
+            raise ValueError(f"{where}: reading {check.name}({check.index}) gave {len(got)} entries")
+        which = "direct_counter_entry" if check.index in self._named else "counter_entry"
+        data = getattr(got[0], which).data
+        return check.failure(data.packet_count, data.byte_count, where)
 
     def setdefault(self, c: StfCommand, where: str) -> None:
         t = self._table(c.args[0], where)
@@ -204,9 +393,10 @@ class Bmv2Stf:
         kind = P.Update.INSERT if c.verb == "mc_mgrp_create" else P.Update.MODIFY
         self.write([P.Update(type=kind, entity=e)])
 
-    def run(self, commands: list[StfCommand], rx: dict[int, socket.socket], filename: str) -> list[str]:
+    def run(self, commands: list[StfCommand], filename: str) -> list[str]:
         """Run the commands, then compare every watched port's output; the failures."""
         expects: list[tuple[int, int, str | None, bool]] = []
+        failures: list[str] = []
         for c in commands:
             where = f"{filename}:{c.line}"
             if c.verb == "add":
@@ -218,27 +408,31 @@ class Bmv2Stf:
             elif c.verb.startswith("mc_"):
                 self.multicast(c)
             elif c.verb == "packet":
-                data, _ = _hex_clean(c.args[1:])
-                self.tx[int(c.args[0], 0)].send(bytes.fromhex(data))
-                time.sleep(0.02)     # outputs of one port stay in sending order
+                data, _ = parse_packet_hex(c.args[1:])
+                self.ports.send(int(c.args[0], 0), bytes.fromhex(data))
+            elif c.verb == "wait":
+                self.ports.settle()
+            elif c.verb == "check_counter":
+                failure = self.check_counter(c, where)
+                if failure:
+                    failures.append(failure)
             elif c.verb == "expect":
                 port = int(c.args[0], 0)
                 if len(c.args) == 1:
                     expects.append((c.line, port, None, False))
                 else:
-                    data, exact = _hex_clean(c.args[1:], nibbles=True)
+                    data, exact = parse_packet_hex(c.args[1:], nibbles=True)
                     expects.append((c.line, port, data, exact))
-        got = _drain(rx)
-        failures = []
+        got = self.ports.received()
         by_port: dict[int, list[tuple[int, str, bool]]] = defaultdict(list)
         anything = {port for _, port, want, _ in expects if want is None}
         for line, port, want, exact in expects:
             if want is not None:
                 by_port[port].append((line, want, exact))
-        for port in sorted(rx):
+        for port in sorted(got):
             if port in anything:
                 continue
-            exp, out = by_port.get(port, []), got.get(port, [])
+            exp, out = by_port.get(port, []), got[port]
             for i, (line, data, exact) in enumerate(exp):
                 if i >= len(out):
                     failures.append(f"{filename}:{line}: expected a packet on port {port}, none came")
@@ -252,30 +446,6 @@ class Bmv2Stf:
 def _kind(match_type: int) -> str:
     from p4.config.v1 import p4info_pb2 as P4I
     return P4I.MatchField.MatchType.Name(match_type).lower()
-
-
-def _drain(rx: dict[int, socket.socket], quiet_s: float = 1.0) -> dict[int, list[bytes]]:
-    """Frames the switch sent on each port until none came for ``quiet_s``."""
-    out: dict[int, list[bytes]] = defaultdict(list)
-    last = time.monotonic()
-    for s in rx.values():
-        s.setblocking(False)
-    while time.monotonic() - last < quiet_s:
-        any_ = False
-        for port, s in rx.items():
-            while True:
-                try:
-                    data, addr = s.recvfrom(65536)
-                except BlockingIOError:
-                    break
-                if addr[2] == PACKET_OUTGOING:
-                    continue
-                out[port].append(data)
-                any_ = True
-        if any_:
-            last = time.monotonic()
-        time.sleep(0.02)
-    return out
 
 
 def load(stf: Path) -> list[StfCommand]:

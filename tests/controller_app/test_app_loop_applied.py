@@ -83,7 +83,8 @@ def test_running_controller_reports_decision_to_applied(testbed: SwitchBed, tmp_
         ns.popen([*common, "--rank", "0", "--control", ctl_sock, "0.5"], cwd=ROOT, env=env,
                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         agent = ns.popen([sys.executable, "-m", "ebpf.agent", "--iface", ns.ifname,
-                          "--feedback-port", str(FB_PORT), "--control", ctl_sock, "0.2"],
+                          "--feedback-port", str(FB_PORT), "--control", ctl_sock,
+                          "--insecure", "0.2"],   # a private test namespace, no key
                          cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
         assert agent.stdout is not None

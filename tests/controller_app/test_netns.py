@@ -198,7 +198,10 @@ def test_reports_from_the_p4_program_reach_the_running_controller(bed: Bed, tmp_
                     report_port=_free_port(), agent_port=0, status_interval_s=0.3, connect_timeout_s=20,
                     sink_mode=SinkMode.REPORT, collector_ip="10.0.9.1", collector_mac=bed.collector_mac,
                     collector_at=("s2", 3), report_source_base="10.0.9.100", int_instructions=0xD400,
-                    agents={"h1": ("127.0.0.1", fb.getsockname()[1])})
+                    agents={"h1": ("127.0.0.1", fb.getsockname()[1])},
+                    key_file=str(tmp_path / "keys.yaml"))   # reports from the switches only
+    from common.auth.keys import generate_key_file
+    keys = generate_key_file(tmp_path / "keys.yaml")
     ctl = Controller(cfg=cfg).start()
     try:
         assert all(st.phase is Phase.READY for st in ctl.status.values()), \
@@ -228,8 +231,19 @@ def test_reports_from_the_p4_program_reach_the_running_controller(bed: Bed, tmp_
         assert {(h["switch"], h["egress_port"]) for h in state["hops"]} == {("s1", 2), ("s2", 1)}
         assert all(h["line_rate_bps"] == 100e6 for h in state["hops"])
         assert state["collector"]["malformed"] == {} and state["collector"]["reports_lost"] == 0
+        assert state["collector"]["rejected"] == {}
+        # a report from anywhere but a switch's report source is dropped and counted
+        forged = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        forged.sendto(b"\x20" + b"\x00" * 40, ("10.0.9.1", cfg.report_port))
+        forged.close()
+        assert wait_for(lambda: ctl.collector.stats().rejected == {"report_source": 1})
+        from common.auth import KeyFile, KeyRing, Verifier
         from controller.cc import decode_feedback
-        rec = decode_feedback(fb.recv(65536))
+        from formats.auth import FrameKind
+        opened = Verifier(KeyFile.from_ring(KeyRing(keys=keys.keys, sign_key_id=keys.sign_key_id)),
+                          kinds=(FrameKind.FEEDBACK,)).open(fb.recv(65536))
+        assert opened is not None     # the feedback is sealed
+        rec = decode_feedback(opened.payload)
         assert rec["flow_id"][0] == 0x33 and 0 < rec["rate_bps"][0] <= 100e6
     finally:
         ctl.stop()

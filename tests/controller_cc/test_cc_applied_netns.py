@@ -75,7 +75,8 @@ def test_feedback_is_confirmed_with_the_requesters_psn(hosts, tmp_path) -> None:
                             str(tmp_path / "r0.json"), "0.5"], env=env, cwd=ROOT,
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     agent = h2.popen([sys.executable, "-m", "ebpf.agent", "--iface", h2.ifname,
-                      "--feedback-port", str(FB_PORT), "--control", ctl2, "0.2"], env=env,
+                      "--feedback-port", str(FB_PORT), "--control", ctl2,
+                      "--insecure", "0.2"], env=env,   # a private test namespace, no key
                      cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert "rec" in _line(agent, 60), agent.stderr.read() if agent.poll() is not None else ""
     deadline = time.monotonic() + 30

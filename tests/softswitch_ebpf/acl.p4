@@ -1,7 +1,7 @@
 // An ACL over ternary, range, optional and exact keys with priorities, a direct
 // counter, an exact table, slices, an indexed counter, a register, switch statements
-// on action_run and on a value (with fall-through labels), a function, a sub-control
-// with its own table, for the eBPF target's differential test.
+// on action_run and on a value (with fall-through labels), a function, two instances
+// of a sub-control with its own table each, for the eBPF target's differential test.
 #include <core.p4>
 #include <v1model.p4>
 
@@ -105,9 +105,11 @@ control Stamp(inout ethernet_t eth, in bit<8> cls, inout bit<16> mark) {
 
 control E(inout headers hdr, inout meta_t m, inout standard_metadata_t sm) {
     Stamp() st;
+    Stamp() st2;    // a second instance: its own table and function
     apply {
         if (sm.egress_port == 7) { hdr.eth.dst = 0; }
         st.apply(hdr.eth, m.cls, m.mark);
+        st2.apply(hdr.eth, m.cls + 1, m.mark);
         hdr.ip.len = m.mark;
     }
 }

@@ -130,6 +130,8 @@ def test_ternary_range_optional_priorities_identical_on_both_targets() -> None:
             sw.runtime.table_set_default("I.acl", "I.permit", [7, 3])
             for cls in range(0, 256, 5):
                 sw.runtime.table_add("E.st.stamp", [cls], "E.st.set", [cls * 0x01010101])
+            for cls in range(0, 256, 3):
+                sw.runtime.table_add("E.st2.stamp", [cls], "E.st2.set", [cls * 0x0F0F0F0F])
         outs = 0
         for i in range(2000):
             frame = _acl_packet(rng, srcs, dsts)
@@ -257,3 +259,72 @@ def test_varbit_identical_on_both_targets() -> None:
             assert kern.runtime.digest_pop("opt_digest_t") == digests, f"packet {i}"
             sent += len(digests)
         assert sent > 100
+
+
+def test_truncate_identical_on_both_targets() -> None:
+    """truncate() from an ingress table action and from egress (which replaces
+    ingress's length; egress truncate(0) keeps it), lengths shorter and longer than the
+    frame, headers pushed before the cut: same bytes out on both targets."""
+    rng = random.Random(272)
+    program = ROOT / "tests" / "softswitch_ebpf" / "truncate.p4"
+    py = Switch.from_file(program)
+    with Switch.from_file(program, target="ebpf") as kern:
+        for sw in (py, kern):
+            for port, n in enumerate([14, 15, 18, 21, 60, 64, 65, 200, 9000]):
+                sw.runtime.table_add("I.by_port", [port], "I.cut_to", [n, port + 1])
+            sw.runtime.table_add("I.by_port", [9], "NoAction", [])
+        cut = refused = 0
+        for i in range(800):
+            body = bytes([rng.choice([0, 1, 2, 3]), rng.randrange(0, 256)]) + rng.randbytes(2)
+            frame = rng.randbytes(12) + rng.choice([b"\x88\xb6", b"\x88\xb6", b"\x08\x00"]) + body \
+                + rng.randbytes(rng.choice([0, 1, 5, 40, 63, 64, 200, 1400]))
+            frame = frame[:rng.randrange(14, len(frame) + 1)] if rng.random() < 0.1 else frame
+            port = rng.randrange(0, 12)
+            want, got = py.process(port, frame), kern.process(port, frame)
+            pushed = frame[12:14] == b"\x88\xb6" and len(frame) >= 18 and frame[14] == 3
+            if pushed and want and len(want[0][1]) < 14 + 4:
+                # a cut inside the headers pushed in front of the network header
+                assert got == [], f"packet {i}"
+                refused += 1
+                continue
+            assert got == want, f"packet {i} port {port}: {frame.hex()}\n python {want}\n ebpf   {got}"
+            cut += bool(want) and len(want[0][1]) < len(frame)
+        assert cut > 200
+        assert kern.kernel.stats()["truncate_error"] == refused > 0
+
+
+def test_truncate_below_the_ethernet_header_is_a_counted_drop() -> None:
+    """The kernel keeps at least the 14-byte link-layer header of a frame: a shorter
+    truncate() drops the packet and counts it (statistic truncate_error)."""
+    program = ROOT / "tests" / "softswitch_ebpf" / "truncate.p4"
+    with Switch.from_file(program, target="ebpf") as kern:
+        kern.runtime.table_add("I.by_port", [0], "I.cut_to", [5, 1])
+        assert kern.process(0, bytes(12) + b"\x08\x00" + bytes(40)) == []
+        assert kern.kernel.stats()["truncate_error"] == 1
+
+
+def test_random_follows_the_python_targets_rule() -> None:
+    """random(): the same bytes as the Python target except the drawn values, which
+    both keep inside [lo, hi] (lo when hi < lo); the kernel's draws vary."""
+    rng = random.Random(402)
+    program = ROOT / "tests" / "softswitch_ebpf" / "random.p4"
+    py = Switch.from_file(program)
+    drawn: set[int] = set()
+    wide: set[int] = set()
+    with Switch.from_file(program, target="ebpf") as kern:
+        for i in range(300):
+            lo, hi = rng.choice([(0, 0xFFFF), (10, 20), (5, 5), (30, 2), (0xFFFE, 0xFFFF)])
+            frame = rng.randbytes(14) + lo.to_bytes(2, "big") + hi.to_bytes(2, "big") + bytes(14) \
+                + rng.randbytes(rng.randrange(0, 20))
+            [(pp, want)], [(kp, got)] = py.process(0, frame), kern.process(0, frame)
+            assert kp == pp and len(got) == len(want)
+            for out in (want, got):
+                assert out[:18] == frame[:18] and out[32:] == frame[32:], f"packet {i}"
+                v, empty, one = (int.from_bytes(out[k:k + 2], "big") for k in (18, 20, 22))
+                assert (lo <= v <= hi) if hi >= lo else v == lo, f"packet {i}: {v} not in [{lo}, {hi}]"
+                assert (empty, one) == (9, 77)
+            if (lo, hi) == (0, 0xFFFF):
+                drawn.add(int.from_bytes(got[18:20], "big"))
+            wide.add(int.from_bytes(got[24:32], "big"))
+        assert len(drawn) > 20 and len(wide) == 300
+        assert max(wide) >> 32

@@ -10,8 +10,8 @@ from mininet_topos.experiment.plots import plot_fct_cdf, plot_queues, plot_rates
 from mininet_topos.experiment.report import format_summary, write_analysis
 from mininet_topos.experiment.sampler import read_proc_net_dev, read_qdiscs
 from mininet_topos.experiment.telemetry import directed_links, link_counters, load_samples
-from mininet_topos.experiment.testbed import shaping_commands
 from mininet_topos.experiment.workload import flows, traffic_argv
+from mininet_topos.shaping import ShapingError, shaping_commands
 from mininet_topos.topologies import resolve_topology
 
 PROC_NET_DEV = """\
@@ -38,9 +38,9 @@ def test_sampler_parses_kernel_counters_and_leaf_queues():
 def test_shaping_commands_and_their_range_checks():
     cmds = shaping_commands("s1-eth1", 100, 64)
     assert "htb rate 100mbit" in cmds[1] and cmds[2].endswith("pfifo limit 64")
-    with pytest.raises(RunError, match="s1-eth1: rate 0 Mbit/s"):
+    with pytest.raises(ShapingError, match="s1-eth1: rate 0 Mbit/s"):
         shaping_commands("s1-eth1", 0, 64)
-    with pytest.raises(RunError, match="queue 0 packets"):
+    with pytest.raises(ShapingError, match="queue 0 packets"):
         shaping_commands("s1-eth1", 10, 0)
 
 

@@ -50,7 +50,8 @@ class CGen(ExprGen, ControlGen):
         self.layouts = Layouts(top_level=dict(top_level or {}))
         self.scopes: list[dict[Any, str]] = []
         self.compiled_tables = compiled_tables
-        self.tables: dict[Any, TableLayout] = {}       # TableDecl -> layout
+        self.tables: dict[Any, TableLayout] = {}       # TableDecl -> layout (the instance being generated)
+        self.table_layouts: dict[str, TableLayout] = {}  # control-plane name -> layout (every instance)
         self.functions: list[str] = []                  # C functions, callees first
         self.pipe_fields: list[str] = []                # locals kept in struct pipe
         self.actions: dict[Any, str] = {}               # ActionDecl -> C function
@@ -323,6 +324,7 @@ class CGen(ExprGen, ControlGen):
             raise EbpfUnsupported(decl, f"table {name} (not in the compiled program)")
         lay = layout_table(table, decl, "tbl_" + cname(name.replace(".", "_")))
         self.tables[decl] = lay
+        self.table_layouts[name] = lay
         lay.c_decls = table_c_decls(lay)
         keys = [self.ex(k.expr) for k in decl.keys if k.match_kind != "selector"]
         by_name: dict[str, A.ActionDecl] = {}

@@ -121,8 +121,8 @@ class ControlGen:
         decl = inst.type_decl if isinstance(inst, A.InstantiationDecl) else inst.callee.expr.decl
         if decl.ctor_params or getattr(inst, "args", None) and isinstance(inst, A.InstantiationDecl):
             raise EbpfUnsupported(inst, f"control {decl.name} with constructor arguments")
-        if decl in self._subcontrol_types:
-            raise EbpfUnsupported(inst, f"a second instance of control {decl.name}")
+        # each instance gets its own function, pipe slots, tables and externs (keyed by
+        # the declaration only while its body is generated)
         self._subcontrol_types.add(decl)
         fq = fq or control_plane_name(inst, prefix)
         # parameters live in the pipe (copy-in/copy-out at each apply, as P4 defines them),

@@ -163,8 +163,9 @@ def _extract(g: CGen, call: A.MethodCallExpression, short_code: int) -> list[str
                     f"    if (n > 0 && bpf_skb_load_bytes(skb, P->off + {hl.size_bytes}, {v}, n) < 0) {{",
                     f"        P->sm.parser_error = {short_code};", "        return;", "    }",
                     f"    {v}__bits = P->vb;", "    P->off += n;", "}"]
-    out += [f"if (bpf_skb_load_bytes(skb, P->off, P->buf, {hl.size_bytes}) < 0) {{",
-            f"    P->sm.parser_error = {short_code};", "    return;", "}"]
+    if hl.size_bytes:      # a header of only a varbit field has no fixed part to load
+        out += [f"if (bpf_skb_load_bytes(skb, P->off, P->buf, {hl.size_bytes}) < 0) {{",
+                f"    P->sm.parser_error = {short_code};", "    return;", "}"]
     for fname, off, w in hl.fields:
         out.append(f"{lv}.{cname(fname)} = {read_bits('P->buf', off, w)};")
     out += vb_lines + [f"{lv}._valid = 1;", f"P->off += {hl.size_bytes};"] + after
@@ -253,9 +254,10 @@ def gen_deparser(g: CGen, decl: A.ControlDecl) -> str:
     for lv, hl, _ in emits:
         lines.append(f"if ({lv}._valid) {{")
         pieces = [(f"{lv}.{cname(f)}", w) for f, _, w in hl.fields]
-        lines += [IND + x for x in write_bytes("P->buf", pieces)]
-        lines += [f"    if (bpf_skb_store_bytes(skb, o, P->buf, {hl.size_bytes}, 0) < 0) return -1;",
-                  f"    o += {hl.size_bytes};"]
+        if hl.size_bytes:          # a header of only a varbit field has no fixed part
+            lines += [IND + x for x in write_bytes("P->buf", pieces)]
+            lines += [f"    if (bpf_skb_store_bytes(skb, o, P->buf, {hl.size_bytes}, 0) < 0) return -1;",
+                      f"    o += {hl.size_bytes};"]
         if hl.varbit is not None:
             v = f"{lv}.{cname(hl.varbit[0])}"
             lines += [f"    u32 n = ({v}__bits / 8) & {stack_slots(hl.varbit[1] // 8 + 1) - 1};",

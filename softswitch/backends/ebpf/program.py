@@ -22,7 +22,7 @@ from softswitch.frontend import ast as A
 MAX_PORTS = 512
 MAX_FRAME_BYTES = 9216     # the longest payload moved when headers shrink (jumbo frames)
 # per-CPU statistics cells, in this order
-STATS = ("rx", "tx", "dropped", "no_port", "deparse_error")
+STATS = ("rx", "tx", "dropped", "no_port", "deparse_error", "truncate_error")
 ENTRY = "p4_pipeline"
 
 
@@ -51,6 +51,12 @@ struct p4_test_result {{ u32 port; u32 dropped; }};
 RESIZE = """\
 /* Give the packet `len` header bytes where the parser consumed P->off. */
 static __always_inline int resize_headers(struct __sk_buff *skb, struct pipe *P, u32 len) {{
+    if (P->truncate && P->truncate >= len) {{
+        /* truncate(): cut the payload before the headers move (moving them at the MAC
+           header raises the kernel's minimum length); a failure leaves the final cut */
+        u64 keep = (u64)P->off + (P->truncate - len);
+        if (keep < skb->len) bpf_skb_change_tail(skb, (u32)keep, 0);
+    }}
     s32 delta = (s32)len - (s32)P->off;
     if (delta == 0) return 0;
     if (bpf_skb_adjust_room(skb, delta, BPF_ADJ_ROOM_MAC, 0) == 0) return 0;
@@ -102,7 +108,12 @@ int {entry}(struct __sk_buff *skb) {{
         port = *pp;
     }}
     count_stat(0);
-    __builtin_memset(P, 0, sizeof(*P));
+    {{
+        /* a loop, not memset: clang refuses memset calls on a struct this large */
+        volatile u64 *w = (volatile u64 *)P;   /* volatile: not turned back into memset */
+#pragma clang loop unroll(disable)
+        for (u32 i = 0; i < sizeof(*P) / 8; i++) w[i] = 0;
+    }}
     P->sm.ingress_port = port;
     P->sm.packet_length = skb->len;
     P->pkt_len = skb->len;
@@ -115,12 +126,19 @@ int {entry}(struct __sk_buff *skb) {{
     if (P->sm.egress_spec == DROP_PORT) goto drop;
     P->sm.egress_port = P->sm.egress_spec;
     P->sm.egress_global_timestamp = (bpf_ktime_get_ns() / 1000) & 0xffffffffffffULL;
+    u32 truncate_ig = P->truncate;     /* truncate(): egress's length, else ingress's */
+    P->truncate = 0;
     {egress}(P);
     P->exited = 0;
+    if (!P->truncate) P->truncate = truncate_ig;
     if (P->sm.egress_spec == DROP_PORT) goto drop;
     {compute}(P);
     if (run_deparser(skb, P) < 0) {{
         count_stat(4);
+        goto drop;
+    }}
+    if (P->truncate && P->truncate < skb->len && bpf_skb_change_tail(skb, P->truncate, 0) < 0) {{
+        count_stat(5);       /* the kernel keeps at least the link-layer header */
         goto drop;
     }}
     if (cfg->test_mode) {{
@@ -185,9 +203,9 @@ def generate_c(checked: Any, compiled_tables: dict[str, Any], *, errors: list[st
     assert isinstance(dep, A.ControlDecl)
     deparser_fn = gen_deparser(g, dep)
     pipe = ["struct pipe {", f"    {struct_hdr} hdr;", f"    {struct_meta} meta;", f"    {struct_sm} sm;",
-            "    u32 off;", "    u32 vb;", "    u32 pkt_len;", "    u32 action_run;", "    u8 exited;", "    u8 mv[64];",
+            "    u32 off;", "    u32 vb;", "    u32 pkt_len;", "    u32 action_run;", "    u32 truncate;", "    u8 exited;", "    u8 mv[64];",
             f"    u8 hb[{MAX_HASH_BYTES}];", f"    u8 buf[{max(g.max_header, 8)}];"]
-    pipe += ["    " + f for f in g.pipe_fields] + ["};"]
+    pipe += ["    " + f for f in g.pipe_fields] + ["} __attribute__((aligned(8)));"]   # zeroed in u64 words
     maps = ["BPF_PERCPU_ARRAY(p4_scratch, struct pipe, 1);",
             "BPF_ARRAY(p4_cfg, struct p4_config, 1);",
             "BPF_ARRAY(p4_test_result, struct p4_test_result, 1);",
@@ -196,7 +214,7 @@ def generate_c(checked: Any, compiled_tables: dict[str, Any], *, errors: list[st
             f"BPF_PERCPU_ARRAY(p4_stats, u64, {len(STATS)});",
             "BPF_ARRAY(p4_crc16_table, u32, 256);",
             "BPF_ARRAY(p4_crc32_table, u32, 256);"]
-    for lay in g.tables.values():
+    for lay in g.table_layouts.values():
         maps += lay.c_decls
     maps += g.extern_maps
     parts = [_PRELUDE.format(source=", ".join(checked.source_files[:1]) or "P4", drop=arch.drop_port)]
@@ -205,5 +223,5 @@ def generate_c(checked: Any, compiled_tables: dict[str, Any], *, errors: list[st
     parts.append(_MAIN.format(entry=ENTRY, verify=ctl["vr"], ingress=ctl["ig"], egress=ctl["eg"],
                               compute=ctl["ck"]))
     return GeneratedProgram(source="\n\n".join(parts) + "\n",
-                            tables={lay.name: lay for lay in g.tables.values()},
+                            tables={lay.name: lay for lay in g.table_layouts.values()},
                             externs=dict(g.externs), digests=dict(g.digests))

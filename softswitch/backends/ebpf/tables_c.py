@@ -169,7 +169,9 @@ def scan_lookup_c(lay: TableLayout, key_exprs: list[str]) -> list[str]:
     out += [f"struct {t}_value *v = 0;", "u32 z = 0;", f"u32 *np = {t}_n.lookup(&z);",
             "u32 n = np ? *np : 0;", "#pragma clang loop unroll(disable)",
             f"for (u32 i = 0; i < {lay.size}; i++) {{", "    if (i >= n) break;",
-            f"    struct {t}_entry *e = {t}.lookup(&i);", "    if (!e) break;",
+            # the key's own variable: with &i the verifier loses i's value and so the bound
+            "    u32 idx = i;",
+            f"    struct {t}_entry *e = {t}.lookup(&idx);", "    if (!e) break;",
             f"    if ({' && '.join(conds) or '1'}) {{", "        v = &e->v;", "        break;", "    }", "}"]
     return out
 

@@ -82,6 +82,22 @@ def _hash(gen: CGen, call: A.MethodCallExpression) -> list[str]:
     return lines
 
 
+def _random(gen: CGen, call: A.MethodCallExpression) -> list[str]:
+    """``random(out, lo, hi)``: uniform in [lo, hi] (lo when hi < lo), from the kernel's
+    pseudo-random generator (64 bits from two draws; the modulo bias is under 2^-32)."""
+    out, lo, hi = (a.value for a in call.args)
+    mask = f"{(1 << gen.width(out)) - 1:#x}ULL"
+    return ["{",
+            f"    u64 lo = {gen.ex(lo)}, hi = {gen.ex(hi)}, r = lo;",
+            "    if (hi > lo) {",
+            "        u64 x = ((u64)bpf_get_prandom_u32() << 32) | bpf_get_prandom_u32();",
+            "        u64 span = hi - lo + 1;",
+            "        r = span ? lo + x % span : x;",
+            "    }",
+            f"    {gen.lval(out)} = r & {mask};",
+            "}"]
+
+
 def lower_extern(gen: CGen, call: A.MethodCallExpression) -> list[str] | None:
     """C statements for an extern function call, from what the architecture says it does;
     None if the architecture does not know it."""
@@ -93,8 +109,13 @@ def lower_extern(gen: CGen, call: A.MethodCallExpression) -> list[str] | None:
         return [f"P->sm.{cname(field)} = {value};" for field, value in sem.writes]
     if sem.op is ExternOp.HASH:
         return _hash(gen, call)
+    if sem.op is ExternOp.RANDOM:
+        return _random(gen, call)
     if sem.op is ExternOp.DIGEST:
         return gen.digest(call)
+    if sem.op is ExternOp.REQUEST and sem.request == "truncate":
+        # egress's request replaces ingress's (p4_pipeline keeps both); applied after the deparser
+        return [f"P->truncate = (u32)({gen.ex(call.args[0].value)});"]
     if sem.op in (ExternOp.CHECKSUM_VERIFY, ExternOp.CHECKSUM_UPDATE):
         if sem.with_payload:
             raise EbpfUnsupported(call, f"{name} (checksums over the payload)")

@@ -1,0 +1,102 @@
+"""The agent with a key file, in real namespaces with the real sink: batches reach the
+controller's collector sealed, only the controller's sealed feedback is relayed,
+forged / replayed feedback is counted by reason and never reaches the endpoint, the
+confirmations are sealed, and a restarted agent is not taken for a replay."""
+from __future__ import annotations
+
+import socket
+import time
+
+import numpy as np
+import pytest
+
+from common.auth import KeyFile, KeyRing, Signer, Verifier
+from ebpf.agent import AgentConfig, HostAgent
+from formats import int_md, roce
+from formats.auth import CONTROLLER_SENDER_ID, FrameKind
+from formats.feedback import CONFIRM_DTYPE, FEEDBACK_DTYPE
+from formats.int_md import HopRecord
+
+pytestmark = [pytest.mark.root, pytest.mark.bpf]
+
+AGENT = 0x0A4D0502
+KEYS = KeyFile.from_ring(KeyRing(keys={3: b"s" * 32}, sign_key_id=3,
+                                 senders=frozenset({CONTROLLER_SENDER_ID, AGENT})))
+
+
+def _frames(pair, n: int) -> list[bytes]:
+    return [int_md.insert_int(roce.build_frame(
+        eth_src=pair.h1.mac, eth_dst=pair.h2.mac, src=pair.h1.ip, dst=pair.h2.ip, sport=48000,
+        opcode=roce.Opcode.SEND_ONLY, dest_qp=0x650, psn=i),
+        [HopRecord(node_id=10, egress_ts=i, tx_bytes=i, queue_bytes=1, line_rate=10_000)])
+        for i in range(n)]
+
+
+def _feedback(qp: int, rate: int, seq: int) -> bytes:
+    fb = np.zeros(1, FEEDBACK_DTYPE)
+    fb["flow_id"], fb["rate_bps"], fb["seq"] = qp, rate, seq
+    return fb.tobytes()
+
+
+def test_sealed_agent_end_to_end(pair):
+    coll = pytest.importorskip("controller.int.collector")
+    with pair.h2.enter():
+        collector = coll.Collector(coll.CollectorConfig(report_port=0, agent_port=0,
+                                                        keys=KEYS)).start()
+        ctl = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        ctl.bind(("127.0.0.1", 0))
+        ctl.settimeout(0.05)
+        probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        probe.bind(("127.0.0.1", 0))
+        fb_port = probe.getsockname()[1]
+        probe.close()
+    signer = Signer(KEYS, sender_id=CONTROLLER_SENDER_ID, kind=FrameKind.FEEDBACK)
+    confirms = Verifier(KEYS, kinds=(FrameKind.CONFIRM,))
+    cfg = AgentConfig(iface=pair.h2.ifname, netns=pair.h2.name, keys=KEYS,
+                      controller=collector.agent_address, agent_id=AGENT,
+                      feedback_port=fb_port, feedback_bind="127.0.0.1")
+
+    def confirmations(agent: HostAgent, want: int) -> list[np.ndarray]:
+        out: list[np.ndarray] = []
+        deadline = time.monotonic() + 5
+        while len(out) < want and time.monotonic() < deadline:
+            agent.read(timeout_s=0.02)
+            try:
+                data = ctl.recv(65535)
+            except TimeoutError:
+                continue
+            opened = confirms.open(data)
+            assert opened is not None, confirms.stats.rejected
+            out.append(np.frombuffer(opened.payload, CONFIRM_DTYPE))
+        return out
+
+    try:
+        n = 300
+        for run in range(2):       # the second run is a restarted agent (new epoch)
+            with HostAgent(cfg) as agent:
+                pair.send(_frames(pair, n))
+                deadline = time.monotonic() + 10
+                while collector.stats().host_records < n * (run + 1) and \
+                        time.monotonic() < deadline:
+                    agent.read(timeout_s=0.1)
+                good = signer.seal(_feedback(0x650, 5_000_000, 10 + run))
+                ctl.sendto(good, ("127.0.0.1", fb_port))
+                assert len(confirmations(agent, 1)) == 1       # NO_ENDPOINT, but sealed
+                ctl.sendto(good, ("127.0.0.1", fb_port))                  # replay
+                ctl.sendto(_feedback(0x650, 1000, 99), ("127.0.0.1", fb_port))  # keyless
+                forged = Signer(KeyFile.from_ring(KeyRing(keys={3: b"f" * 32}, sign_key_id=3)),
+                                sender_id=CONTROLLER_SENDER_ID, kind=FrameKind.FEEDBACK)
+                ctl.sendto(forged.seal(_feedback(0x650, 1000, 98)), ("127.0.0.1", fb_port))
+                ctl.sendto(Signer(KEYS, sender_id=AGENT, kind=FrameKind.FEEDBACK).seal(
+                    _feedback(0x650, 1000, 97)), ("127.0.0.1", fb_port))  # not the controller
+                assert confirmations(agent, 1) == []
+                st = agent.stats()
+                assert st.auth_rejected == {"replay": 1, "unauthenticated": 1, "bad_mac": 1,
+                                            "unknown_sender": 1}
+                assert st.feedback_undelivered == 1 and st.confirmations == {"NO_ENDPOINT": 1}
+        cs = collector.stats()
+        assert cs.host_records == 2 * n and cs.rejected == {}
+        assert cs.agents[0].agent_id == AGENT and cs.malformed == {}
+    finally:
+        collector.stop()
+        ctl.close()
