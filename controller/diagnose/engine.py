@@ -240,6 +240,10 @@ def _dead_links(ev: Evidence, view: TransferView, hosts: dict[int, str],
         for path in ev.pair_paths(hosts[a], hosts[b]):
             prev: float | None = None
             measured = False
+            # the break is where the silence begins: the largest gap between a link's
+            # last delivery and the one before it (a sender's retransmission timer
+            # backs off, so the links before the break can pause for a second too)
+            best: tuple[bool, float, float, str] | None = None
             for i, link in enumerate(path):
                 last = _last_delivery(ev, link)
                 if link not in ev.telemetry.link_loss:
@@ -247,11 +251,14 @@ def _dead_links(ev: Evidence, view: TransferView, hosts: dict[int, str],
                         prev, measured = view.t1, False
                     continue
                 if prev is not None and last is not None and prev - last >= SILENT_S:
-                    strength = 0.95 if measured else 0.7
-                    if out.get(link, (0.0, 0.0))[1] < strength:
-                        out[link] = (prev - last, strength)
-                    break
+                    cand = (measured, prev - last, 0.95 if measured else 0.7, link)
+                    if best is None or cand[:2] > best[:2]:
+                        best = cand
                 prev, measured = last, True
+            if best is not None:
+                _m, gap, strength, link = best
+                if out.get(link, (0.0, 0.0))[1] < strength:
+                    out[link] = (gap, strength)
     return out
 
 

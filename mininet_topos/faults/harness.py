@@ -68,6 +68,8 @@ def _run_ranks(tb: Any, cfg: HarnessConfig, topo: Topology, trial_dir: Path,
                fault: FaultSpec | None, inj: Injector | None) -> tuple[float, float]:
     """Run one round of the ring with ``fault``; returns (start, end) Unix times."""
     ips = [topo.host(h).ipv4 for h in cfg.hosts]
+    if fault is not None and inj is not None:
+        inj.arm(fault)   # (before the start is fixed: the traffic must run before the onset)
     start = time.time() + 1.5
     logs = trial_dir / "collectives"
     trial_dir.mkdir(parents=True, exist_ok=True)

@@ -85,9 +85,14 @@ class Injector:
         ``onset_unix``; :meth:`apply` then has nothing left to do for it."""
         if f.kind == "congestion":
             self._background(f, onset_unix)
-        elif f.kind in ("gray_loss", "link_down"):
-            # compiling and attaching an eBPF program takes seconds on a loaded machine:
-            # done now, with loss off, the fault starts at its onset by a map update
+        else:
+            self.arm(f)
+
+    def arm(self, f: FaultSpec) -> None:
+        """Attach the eBPF droppers of a gray loss or link down now, with loss off:
+        compiling takes seconds on a loaded machine, so the caller arms before it fixes
+        the workload's start; the fault then starts at its onset by a map update."""
+        if f.kind in ("gray_loss", "link_down") and not self._armed:
             self._armed = self._droppers(f)
 
     def _background(self, f: FaultSpec, onset_unix: float) -> None:
