@@ -125,3 +125,23 @@ def test_a_weaker_port_sign_leaves_the_host_first(tx: float, queue: int, role: s
     port = _c("s5:2->s8:3", "rate_degraded", 0.36, tx_over_line_rate=tx,
               queue_max_pkts=queue, role=role)
     assert arbitrate([_host("h3", 0.51), port], hung=False)[0].component == "h3"
+
+
+def test_the_break_is_where_the_longest_silence_begins() -> None:
+    """The hung sender's retransmission timer backs off: the links before the break
+    pause for over a second before the ranks stop.  The break is still the link whose
+    silence began first, not the first link that paused."""
+    target = "s1:1->s3:3"
+    ev = _silent_dead_link(target)
+    d0 = diagnose(ev)
+    hung = [p for p, v in d0.view.pairs.items() if v.hung]
+    assert hung
+    t1 = d0.view.t1
+    path = next(p for p in ev.telemetry.flows if target in p.path).path
+    first = next(x for x in path if x in ev.telemetry.link_loss)
+    assert first != target
+    ev.telemetry.link_loss[first] = [s for s in ev.telemetry.link_loss[first]
+                                     if s.t < t1 - 1.5]
+    d = diagnose(ev)
+    assert (d.culprits[0].key, d.culprits[0].kind) == (f"link {target}", "link_down"), [
+        (c.key, c.kind, round(c.confidence, 2)) for c in d.culprits[:3]]
