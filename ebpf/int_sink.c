@@ -128,16 +128,12 @@ static __always_inline int malformed(__u32 slot)
     return ACT_PASS;
 }
 
+/* Hop fields sit at multiples of 4 inside the stack, which starts the 8-byte aligned
+ * scratch buffer: one aligned 32-bit load and a byte swap per field. */
 static __always_inline __u32 rd32(const __u8 *b, __u32 off)
 {
-    off &= SCRATCH_MASK;
-    return (__u32)b[off] << 24 | (__u32)b[off + 1] << 16 | (__u32)b[off + 2] << 8 | b[off + 3];
-}
-
-static __always_inline __u16 rd16(const __u8 *b, __u32 off)
-{
-    off &= SCRATCH_MASK;
-    return (__u16)b[off] << 8 | b[off + 1];
+    off &= SCRATCH_MASK & ~3u;
+    return bpf_ntohl(*(const __u32 *)(b + off));
 }
 
 static __always_inline __u64 rd64(const __u8 *b, __u32 off)
@@ -384,8 +380,10 @@ int int_sink(struct __sk_buff *skb)
 #endif
 
     /* ---- everything validated: record ---- */
-    struct int_host_record *r = &s->rec;
-    __builtin_memset(r, 0, sizeof(*r));
+    /* written in place in the ring (no scratch copy); every byte of it is set below.
+     * With the ring full the record goes to scratch and is lost (counted). */
+    struct int_host_record *rb = records.ringbuf_reserve(sizeof(struct int_host_record));
+    struct int_host_record *r = rb ? rb : &s->rec;
     r->capture_ns = now;
     r->src_ip = bpf_ntohl(h.ip.saddr);
     r->dst_ip = bpf_ntohl(h.ip.daddr);
@@ -405,12 +403,14 @@ int int_sink(struct __sk_buff *skb)
     r->md_flags = (w0 >> 25) & 7;
     r->ip_tos = h.ip.tos;
     r->ifindex = IFINDEX(skb);
+    __u32 src_ip = r->src_ip, dst_ip = r->dst_ip;
+    __u16 src_port = r->src_port;
 
 #if INT_ECHO
     /* data of a QP (not its ACKs or CNPs coming back): keep its hops for the echo */
     struct int_echo_entry *echo_e = 0;
     if (orig_dport == ROCEV2_UDP_PORT && opcode != 0x11 && opcode != 0x81) {
-        struct int_echo_key ek = {.peer_ip = r->src_ip, .local_ip = r->dst_ip, .qp = qp};
+        struct int_echo_key ek = {.peer_ip = src_ip, .local_ip = dst_ip, .qp = qp};
         echo_e = echo.lookup(&ek);
         if (!echo_e) {
             echo.update(&ek, &s->echo_zero);
@@ -423,40 +423,46 @@ int int_sink(struct __sk_buff *skb)
     /* hide "nhops <= 8" from clang, or it drops the i < 8 test the verifier needs */
     asm volatile("" : "+r"(nloop));
     for (__u32 i = 0; i < INT_MAX_HOPS; i++) {
-        if (i >= nloop)
-            break;
         __u64 idx = i;
         /* a mask clang cannot drop: the verifier sees idx in 0..7 */
         asm volatile("%0 &= 7" : "+r"(idx));
-        struct int_hop_rec *hr = &r->hops[idx];
+        /* the record as 7 words: ts, ts, node|lat, queue|util, txb|qb, rate|ports, qid */
+        __u64 *w = (__u64 *)&r->hops[idx];
+        if (i >= nloop) {
+            w[0] = w[1] = w[2] = w[3] = w[4] = w[5] = w[6] = 0;
+            continue;
+        }
         __u32 b = i * hop_bytes;
         __u32 node = rd32(s->buf, b) & lay->m_node;
-        hr->node_id = node;
         sig = (sig ^ node) * FNV_PRIME;
         __u32 ports = rd32(s->buf, b + lay->o_ports) & lay->m_ports;
-        hr->ingress_port = ports >> 16;
-        hr->egress_port = ports & 0xFFFF;
-        hr->hop_latency = rd32(s->buf, b + lay->o_lat) & lay->m_lat;
         __u32 q = rd32(s->buf, b + lay->o_queue) & lay->m_queue;
-        hr->queue_id = q >> 24;
-        hr->queue_occupancy = q & 0xFFFFFF;
-        hr->ingress_ts = rd64(s->buf, b + lay->o_its) & ((__u64)lay->m_its << 32 | lay->m_its);
-        hr->egress_ts = rd64(s->buf, b + lay->o_ets) & ((__u64)lay->m_ets << 32 | lay->m_ets);
-        hr->tx_util = rd32(s->buf, b + lay->o_util) & lay->m_util;
-        hr->tx_bytes = rd32(s->buf, b + lay->o_txb) & lay->m_txb;
-        hr->queue_bytes = rd32(s->buf, b + lay->o_qb) & lay->m_qb;
-        hr->line_rate = rd32(s->buf, b + lay->o_rate) & lay->m_rate;
+        __u64 ets = rd64(s->buf, b + lay->o_ets) & ((__u64)lay->m_ets << 32 | lay->m_ets);
+        __u32 txb = rd32(s->buf, b + lay->o_txb) & lay->m_txb;
+        __u32 qb = rd32(s->buf, b + lay->o_qb) & lay->m_qb;
+        __u32 rate = rd32(s->buf, b + lay->o_rate) & lay->m_rate;
+        w[0] = rd64(s->buf, b + lay->o_its) & ((__u64)lay->m_its << 32 | lay->m_its);
+        w[1] = ets;
+        w[2] = node | (__u64)(rd32(s->buf, b + lay->o_lat) & lay->m_lat) << 32;
+        w[3] = (q & 0xFFFFFF) | (__u64)(rd32(s->buf, b + lay->o_util) & lay->m_util) << 32;
+        w[4] = txb | (__u64)qb << 32;
+        w[5] = rate | (__u64)(ports >> 16) << 32 | (__u64)(ports & 0xFFFF) << 48;
+        w[6] = q >> 24;
 #if INT_ECHO
         if (echo_e) {
             struct int_echo_hop *eh = (struct int_echo_hop *)&echo_e->bytes[idx * ECHO_HOP_LEN];
             eh->node_id = bpf_htonl(node);
-            eh->egress_ts = bpf_htonl((__u32)hr->egress_ts);
-            eh->tx_bytes = bpf_htonl(hr->tx_bytes);
-            eh->queue_bytes = bpf_htonl(hr->queue_bytes);
-            eh->line_rate = bpf_htonl(hr->line_rate);
+            eh->egress_ts = bpf_htonl((__u32)ets);
+            eh->tx_bytes = bpf_htonl(txb);
+            eh->queue_bytes = bpf_htonl(qb);
+            eh->line_rate = bpf_htonl(rate);
         }
 #endif
     }
+    if (rb)
+        records.ringbuf_submit(rb, 0);
+    else
+        count(STAT_RINGBUF_FULL);
 #if INT_ECHO
     if (echo_e) {
         __u32 n = nhops;
@@ -475,12 +481,10 @@ int int_sink(struct __sk_buff *skb)
 #endif
     if (!(ins & INS_NODE_ID))
         sig = 0;
-    if (records.ringbuf_output(r, sizeof(*r), 0) < 0)
-        count(STAT_RINGBUF_FULL);
 
-    key.src_ip = r->src_ip;
-    key.dst_ip = r->dst_ip;
-    key.src_port = r->src_port;
+    key.src_ip = src_ip;
+    key.dst_ip = dst_ip;
+    key.src_port = src_port;
     key.dest_qp = qp;
     flow_update(&key, psn, opcode, ip_len - int_len, 1, nhops, sig, now);
 

@@ -23,6 +23,9 @@ Format (YAML)::
     cc: hpcc                    # none | dcqcn | hpcc (controller) | hpcc-sender (per ACK)
     ecn: {kmin_bytes: 2000, kmax_bytes: 20000, pmax: 0.1}   # P4 switches' ECN marking
                                 # (default: the controller's, DCQCN's 5 KB / 200 KB / 1 %)
+    hpcc: {eta: 0.95, max_stage: 5, w_ai: 0.01}   # with cc: hpcc-sender, HPCC's parameters
+                                # (traffic.hpcc.HpccSettings; also base_rtt_s,
+                                # min_base_rtt_s, multi_rate, window; omitted: defaults)
     recovery: fec               # gbn | sr | fec
     fec: auto                   # auto (the loss-map policy) or "K,M"
     duration_s: 60              # upper bound of the workload
@@ -44,6 +47,8 @@ import yaml
 
 from controller.topology import LossModel, Topology, TopologyError
 from controller.topology.errors import did_you_mean
+from traffic.errors import ConfigError
+from traffic.hpcc import HpccSettings
 
 from .errors import SpecError
 
@@ -70,8 +75,10 @@ _SIZE = re.compile(r"^(\d+[KMG]?|fixed:\d+[KMG]?|uniform:\d+[KMG]?:\d+[KMG]?|cdf
 _RATE = re.compile(r"^\d+(\.\d+)?[KMG]?$")
 _TOP_KEYS = ("name", "topology", "switch", "links", "workload", "cc", "recovery", "fec",
              "duration_s", "sample_interval_s", "seed", "sweep", "description", "program",
-             "ecn", "faults", "rogue")
+             "ecn", "faults", "rogue", "hpcc")
 _ROGUE_KEYS = ("rate", "duration_s", "start_s")
+_HPCC_KEYS = ("eta", "max_stage", "w_ai", "base_rtt_s", "min_base_rtt_s", "multi_rate",
+              "window")
 _ECN_KEYS = ("kmin_bytes", "kmax_bytes", "pmax")
 _WORKLOAD_KEYS = ("kind", "hosts", "size", "count", "qps", "rate", "mtu", "window",
                   "prefill", "timeout_s")
@@ -154,6 +161,7 @@ class ExperimentSpec:
     faults: tuple[Mapping[str, Any], ...] = ()   # mininet_topos.faults.spec, checked
                                                  # against the topology by apply_overrides
     rogue: RogueSpec | None = None   # a forging host during the workload (P4 switches)
+    hpcc: HpccSettings = field(default_factory=HpccSettings)  # cc: hpcc-sender's parameters
     variant: str = ""         # "cc=hpcc,recovery=fec" for a sweep member, "" otherwise
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -279,6 +287,27 @@ def _ecn(raw: Any) -> EcnSpec:
                    pmax=_number("ecn.pmax", raw["pmax"], 0.0, 1.0))
 
 
+def _hpcc(raw: Any) -> HpccSettings:
+    raw = _check_keys("hpcc", raw, _HPCC_KEYS)
+    kw: dict[str, Any] = {}
+    for key, lo, hi in (("eta", 0.0, 1.0), ("w_ai", 0.0, 1.0), ("base_rtt_s", 1e-6, 60.0),
+                        ("min_base_rtt_s", 1e-6, 60.0)):
+        if raw.get(key) is not None:
+            kw["w_ai_fraction" if key == "w_ai" else key] = _number(f"hpcc.{key}", raw[key],
+                                                                    lo, hi)
+    if "max_stage" in raw:
+        kw["max_stage"] = _number("hpcc.max_stage", raw["max_stage"], 0, 1000, integer=True)
+    for key in ("multi_rate", "window"):
+        if key in raw:
+            if not isinstance(raw[key], bool):
+                raise SpecError(f"{_where('hpcc.' + key)} = {raw[key]!r}: expected true or false")
+            kw[key] = raw[key]
+    try:
+        return HpccSettings(**kw)
+    except ConfigError as exc:
+        raise SpecError(f"{_where('hpcc')}: {exc}") from None
+
+
 def spec_from_dict(raw: Any, *, base_dir: Path | None = None, variant: str = "") -> ExperimentSpec:
     """Check ``raw`` (a parsed spec without a sweep) and build the spec."""
     raw = _check_keys("top level", raw, _TOP_KEYS)
@@ -336,6 +365,8 @@ def spec_from_dict(raw: Any, *, base_dir: Path | None = None, variant: str = "")
         raise SpecError(f"{_where('faults')}: expected a list of fault mappings "
                         "(see mininet_topos/faults/spec.py)")
     kw["faults"] = tuple(dict(f) for f in faults)
+    if raw.get("hpcc") is not None:
+        kw["hpcc"] = _hpcc(raw["hpcc"])
     return ExperimentSpec(**kw)
 
 

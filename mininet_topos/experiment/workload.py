@@ -80,6 +80,15 @@ def traffic_argv(spec: ExperimentSpec, *, python: str, rank: int, ips: list[str]
     if spec.cc == "dcqcn":  # the senders' own reaction point, driven by CNPs
         argv += ["--cc", "dcqcn"]
     elif spec.cc == "hpcc-sender":  # HPCC per ACK on the INT the receivers echo
-        argv += ["--cc", "hpcc-sender"]
+        h = spec.hpcc
+        argv += ["--cc", "hpcc-sender", "--hpcc-eta", f"{h.eta!r}",
+                 "--hpcc-max-stage", str(h.max_stage), "--hpcc-wai", f"{h.w_ai_fraction!r}",
+                 "--hpcc-min-base-rtt", f"{h.min_base_rtt_s!r}"]
+        if h.base_rtt_s is not None:
+            argv += ["--hpcc-base-rtt", f"{h.base_rtt_s!r}"]
+        if h.multi_rate:
+            argv += ["--hpcc-multi-rate"]
+        if not h.window:
+            argv += ["--hpcc-no-window"]
     argv += ["1"]  # a progress line per second in the log
     return argv

@@ -82,6 +82,10 @@ def test_overrides_change_only_the_named_link():
      ["ecn.kmax_bytes", "100", "below kmin_bytes (5000)"]),
     (_with(ecn={"kmin_bytes": 0, "kmax_bytes": 100, "pmax": 2}), ["ecn.pmax", "2", "outside"]),
     (_with(ecn={"kmin_bytes": 0, "kmax_bytes": 100, "p": 0.1}), ["ecn", "'p'", "pmax"]),
+    (_with(hpcc={"eta": 1.5}), ["hpcc.eta", "1.5", "outside"]),
+    (_with(hpcc={"max_stage": 2.5}), ["hpcc.max_stage", "integer"]),
+    (_with(hpcc={"wai": 0.1}), ["hpcc", "'wai'", "w_ai"]),
+    (_with(hpcc={"window": "no"}), ["hpcc.window", "'no'", "true or false"]),
 ])
 def test_bad_specs_name_field_and_value(raw, words):
     with pytest.raises(SpecError) as exc:
@@ -131,3 +135,23 @@ def test_ecn_profile_goes_to_the_controller_as_one_argument():
     assert none.ecn == dcqcn.ecn == hpcc.ecn == hpcc_sender.ecn
     assert none.ecn is not None and none.ecn.kmax_bytes == 20000
     assert hpcc_sender.cc == "hpcc-sender"
+
+
+def test_hpcc_parameters_reach_the_senders_command_line(tmp_path):
+    """A spec's ``hpcc:`` becomes the traffic CLI's --hpcc-* flags, which parse back to
+    the same settings; without it the senders get HPCC's documented defaults."""
+    from mininet_topos.experiment.workload import traffic_argv
+    from traffic.cli import _hpcc_settings, build_parser
+    from traffic.hpcc import HpccSettings
+
+    raw = _with(cc="hpcc-sender", hpcc={"eta": 0.9, "max_stage": 3, "w_ai": 0.05,
+                                        "min_base_rtt_s": 0.01, "multi_rate": True,
+                                        "window": False})
+    for spec, want in ((spec_from_dict(raw), HpccSettings(
+            eta=0.9, max_stage=3, w_ai_fraction=0.05, min_base_rtt_s=0.01,
+            multi_rate=True, window=False)),
+            (spec_from_dict(_with(cc="hpcc-sender")), HpccSettings())):
+        argv = traffic_argv(spec, python="python", rank=1, ips=["10.0.0.1", "10.0.0.2"],
+                            out=tmp_path, control=None, start_at=0.0)
+        args = build_parser().parse_args(argv[3:])
+        assert _hpcc_settings(args) == want
