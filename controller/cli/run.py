@@ -5,6 +5,7 @@ examples:
   python -m controller run --topology two_dc.yaml --influx http://127.0.0.1:8086 --out out/
   python -m controller run --topology leaf_spine.yaml --sink-mode report --collector-host h4
   python -m controller run --topology dumbbell.yaml --once    # program, report, exit
+  python -m controller run --topology two_dc.yaml --out out/ --coll-log logs/   # live diagnosis
   python -m controller run --topology dumbbell.yaml --ecn 2000:20000:0.1   # DCQCN marking
   python -m controller run --topology dumbbell.yaml --target bmv2 \\
       --bmv2-json build/int_rocev2.json --p4info build/int_rocev2.p4info.txtpb
@@ -108,6 +109,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--duration", type=argtypes.positive, metavar="S", help="stop after S seconds")
     p.add_argument("--status-every", type=argtypes.positive, metavar="S",
                    help="print a status line every S seconds (switches, reports, flows, feedback, losses)")
+    p.add_argument("--coll-log", action="append", default=[], metavar="DIR",
+                   help="live fault diagnosis: a folder of the ranks' collective logs "
+                        "(traffic --coll-log); the ranked culprits go into the state file "
+                        "(diagnosis) and OUT/summary.json (repeatable)")
+    p.add_argument("--diagnose-every", type=argtypes.positive, default=1.0, metavar="S",
+                   help="with --coll-log: diagnose again every S seconds (default 1)")
     p.add_argument("--once", action="store_true", help="program the switches, write the state, exit")
     p.add_argument("-v", "--verbose", action="store_true")
     p.set_defaults(func=run)
@@ -163,7 +170,8 @@ def run(args: argparse.Namespace) -> int:
         "agents": dict(args.agent), "election_id": args.election_id,
         "connect_timeout_s": args.connect_timeout,
         "fec_target_residual": args.fec_target, "status_interval_s": args.interval,
-        "ecn": args.ecn, "key_file": args.key_file, "insecure": args.insecure}
+        "ecn": args.ecn, "key_file": args.key_file, "insecure": args.insecure,
+        "coll_logs": list(args.coll_log), "diagnose_every_s": args.diagnose_every}
     if args.program:
         kw["program"] = args.program
     try:

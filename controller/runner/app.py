@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -33,6 +34,7 @@ from controller.cc import (
     fec_to_wire,
 )
 from controller.cc.telemetry import V1MODEL_TS_MODULUS_NS
+from controller.diagnose.live import LiveDiagnosis
 from controller.export.credentials import Credentials, load_credentials
 from controller.export.errors import ExportError
 from controller.export.runner import CollectorExport, InfluxTarget, open_exporter
@@ -109,6 +111,7 @@ class Controller:
     hpcc: HpccLoop | None = None
     flow_loss: FlowLossListener | None = None
     links: LinkPoller | None = None
+    live: LiveDiagnosis | None = None      # live fault diagnosis (--coll-log)
     _loss_exported_ns: int = 0
     fec_records: int = 0
     _rtt_cache: dict[tuple[str, str], float] = field(default_factory=dict)   # (src host, dst ip) -> T
@@ -186,6 +189,10 @@ class Controller:
         self.links = LinkPoller(topo=self.topo, switches=self.fleet.switches, bin_s=self.cfg.loss_bin_s)
         self.links.enable_digests()
         self.links.poll()   # first counter sample: later polls count from here
+        if self.cfg.coll_logs:
+            self.live = LiveDiagnosis(topo=self.topo, out_dir=Path(self.cfg.out_dir),
+                                      logs=[Path(x) for x in self.cfg.coll_logs],
+                                      every_s=self.cfg.diagnose_every_s).start()
         self.write_state()
         self._thread = threading.Thread(target=self._run, name="controller-run", daemon=True)
         self._thread.start()
@@ -480,7 +487,8 @@ class Controller:
                 "running": not self._stop.is_set(),
                 "topology": self.topo.name, "switches": switches, "flows": flows, "hops": hops,
                 "losses": self.links.totals() if self.links else [], "collector": coll,
-                "link_poll_errors": dict(self.links.errors) if self.links else {}}
+                "link_poll_errors": dict(self.links.errors) if self.links else {},
+                "diagnosis": self.live.snapshot() if self.live else None}
 
     def write_state(self) -> None:
         with self._lock:
@@ -506,6 +514,8 @@ class Controller:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
+        if self.live is not None:
+            self.live.stop()
         delivered = True
         if self.export is not None:
             self.export.stop()

@@ -58,6 +58,9 @@ class RunConfig:
     flow_capacity: int = 4096
     # RED-style ECN marking on every egress port (DCQCN's congestion point); None: off
     ecn: EcnProfile | None = field(default_factory=EcnProfile)
+    # live fault diagnosis: the ranks' collective log folders (empty: off), how often
+    coll_logs: list[str] = field(default_factory=list)
+    diagnose_every_s: float = 1.0
     # formats.auth key file: agents' batches and confirmations must be sealed with it,
     # feedback is sealed, Telemetry Reports come only from the switches (README: Security)
     key_file: str | None = None
@@ -69,7 +72,7 @@ class RunConfig:
             if not 0 <= v <= 65535:
                 raise RunError(f"--{name.replace('_', '-')} {v}: outside 0..65535")
         for name in ("connect_timeout_s", "status_interval_s", "export_interval_s", "loss_bin_s",
-                     "base_rtt_s"):
+                     "base_rtt_s", "diagnose_every_s"):
             if not getattr(self, name) > 0:
                 raise RunError(f"{name} = {getattr(self, name)} must be > 0")
         if not 0 <= self.fec_target_residual < 1:

@@ -39,6 +39,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Self
 
+from common.processes import ServerStartError, wait_ready
 from controller.topology import Topology, dumps_topology, port_queue_pkts, port_rates_mbps
 from formats.int_md import HPCC_PORTS_INSTRUCTION_BITMAP
 from mininet_topos.shaping import ShapingError, shaping_commands
@@ -104,6 +105,11 @@ class NodeProcess:
             return self.log.read_text(errors="replace")[-n_chars:]
         except OSError:
             return ""
+
+
+def _agent_attached(p: NodeProcess) -> bool:
+    """The host agent logged its first record line: its programs are attached."""
+    return "rec " in p.tail(4000)
 
 
 def _env() -> dict[str, str]:
@@ -291,15 +297,16 @@ class Testbed:
                 "--control", str(self.sock_dir / f"{h}.sock"),
                 *(["--key-file", str(self.key_file)] if self.key_file else []), "1"]))
         deadline = time.monotonic() + self.ready_timeout_s
-        for p in procs:
-            while "rec " not in p.tail(4000):
-                if p.proc.poll() is not None:
-                    raise RunError(f"agent on {p.node} exited with status {p.proc.returncode}: "
-                                   f"{p.tail()}")
-                if time.monotonic() > deadline:
-                    raise RunError(f"agent on {p.node}: not attached after "
-                                   f"{self.ready_timeout_s:.0f} s: {p.tail()}")
-                time.sleep(0.3)
+        for p in procs:  # one deadline for all: each waits for what is left of it
+            try:
+                wait_ready(p.proc, partial(_agent_attached, p),
+                           timeout_s=max(0.0, deadline - time.monotonic()), poll_s=0.3,
+                           what=f"agent on {p.node}", detail=p.tail)
+            except ServerStartError as exc:
+                if p.proc.poll() is not None:  # "agent on X exited with status N: log"
+                    raise RunError(str(exc)) from None
+                raise RunError(f"agent on {p.node}: not attached after "
+                               f"{self.ready_timeout_s:.0f} s: {p.tail()}") from None
 
     def _wait_forwarding(self, timeout_s: float = 30.0) -> None:
         """Ping from the first host to every other until all answer: the controller's

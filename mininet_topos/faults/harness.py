@@ -28,6 +28,7 @@ from controller.diagnose import Evidence, diagnose
 from controller.diagnose.report import format_diagnosis
 from controller.topology.model import LinkRole, Topology
 from mininet_topos.faults.inject import Injector, traffic_fault_args
+from mininet_topos.faults.queueing import queueing_ports
 from mininet_topos.faults.spec import FAULT_KINDS, FaultSpec
 from mininet_topos.faults.telemetry import telemetry_from_samples
 from traffic.collog import read_logs
@@ -67,6 +68,8 @@ def _run_ranks(tb: Any, cfg: HarnessConfig, topo: Topology, trial_dir: Path,
                fault: FaultSpec | None, inj: Injector | None) -> tuple[float, float]:
     """Run one round of the ring with ``fault``; returns (start, end) Unix times."""
     ips = [topo.host(h).ipv4 for h in cfg.hosts]
+    if fault is not None and inj is not None:
+        inj.arm(fault)   # (before the start is fixed: the traffic must run before the onset)
     start = time.time() + 1.5
     logs = trial_dir / "collectives"
     trial_dir.mkdir(parents=True, exist_ok=True)
@@ -102,7 +105,8 @@ def _run_ranks(tb: Any, cfg: HarnessConfig, topo: Topology, trial_dir: Path,
 
 def _places(topo: Topology, tel: Any, hosts: tuple[str, ...]) -> dict[str, list[str]]:
     """Where each kind may go: the link directions and ports the warm-up's data crossed
-    (a port sending at least ``DATA_BPS``; the reverse directions carry only ACKs)."""
+    (a port sending at least ``DATA_BPS``; the reverse directions carry only ACKs); a
+    tiny queue only where packets can queue (``queueing.queueing_ports``)."""
     rate = {k: float(np.median([s.tx_rate_bps or 0.0 for s in ss] or [0.0]))
             for k, ss in tel.ports.items()}
     data_ports = {k for k, r in rate.items() if r >= DATA_BPS}
@@ -121,7 +125,7 @@ def _places(topo: Topology, tel: Any, hosts: tuple[str, ...]) -> dict[str, list[
         return sorted(names, key=lambda n: (-port_rate(n), n))
     return {"gray_loss": busiest(wan), "rate_degraded": sorted(used),
             "link_down": sorted(used), "congestion": sorted(used),
-            "tiny_queue": sorted(f"{sw}:{p}" for sw, p in data_ports),
+            "tiny_queue": [f"{sw}:{p}" for sw, p in queueing_ports(topo, data_ports, hosts)],
             "slow_receiver": list(hosts), "straggler": [str(r) for r in range(len(hosts))]}
 
 

@@ -62,9 +62,10 @@ class SpecFaults:
         return args
 
     def prepare(self, tb: Any) -> None:
-        """Before the ranks start: what needs time to come up (background senders)."""
+        """Before the ranks start: what needs time to come up (background senders, eBPF
+        droppers attached with loss off)."""
         for i, f in enumerate(self.faults):
-            if f.kind == "congestion" and self._inj[i] is None:
+            if f.kind in ("congestion", "gray_loss", "link_down") and self._inj[i] is None:
                 inj = self._inj[i] = Injector(tb=tb, topo=self.topo)
                 inj.prepare(f, self.start + f.onset_s)
 

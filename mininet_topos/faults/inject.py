@@ -64,6 +64,7 @@ class Injector:
     applied: list[dict[str, Any]] = field(default_factory=list)
     drops: dict[str, int] = field(default_factory=dict)   # eBPF drops per interface
     _prepared: bool = False
+    _armed: list[Any] = field(default_factory=list)   # droppers attached before the onset
 
     def _cmd(self, node: str, cmd: str) -> None:
         out = self.tb.net.get(node).cmd(cmd + " 2>&1; echo rc=$?").strip()
@@ -84,6 +85,15 @@ class Injector:
         ``onset_unix``; :meth:`apply` then has nothing left to do for it."""
         if f.kind == "congestion":
             self._background(f, onset_unix)
+        else:
+            self.arm(f)
+
+    def arm(self, f: FaultSpec) -> None:
+        """Attach the eBPF droppers of a gray loss or link down now, with loss off:
+        compiling takes seconds on a loaded machine, so the caller arms before it fixes
+        the workload's start; the fault then starts at its onset by a map update."""
+        if f.kind in ("gray_loss", "link_down") and not self._armed:
+            self._armed = self._droppers(f)
 
     def _background(self, f: FaultSpec, onset_unix: float) -> None:
         sw, port, _b, _bp = self._ends(f.target)
@@ -98,8 +108,10 @@ class Injector:
         """Start ``f`` now (host-side kinds need nothing here)."""
         if f.kind in ("slow_receiver", "straggler"):
             return
-        if f.kind == "gray_loss":
-            self._gray_loss(f)
+        if f.kind in ("gray_loss", "link_down"):
+            for em in self._armed or self._droppers(f):
+                self._set_loss(em, f)
+            self._armed = []
         elif f.kind == "rate_degraded":
             sw, port, _, _ = self._ends(f.target)
             dev, rate = _ifname(sw, port), self._rate(sw, port)
@@ -107,11 +119,6 @@ class Injector:
                   "burst 4k cburst 4k"
             self._cmd(sw, cls.format(dev, rate * f.factor, rate * f.factor))
             self._undo.append(lambda: self._cmd(sw, cls.format(dev, rate, rate)))
-        elif f.kind == "link_down":
-            a, ap, b, bp = self._ends(f.target)
-            for node, port in ((a, ap), (b, bp)):
-                if node in self.topo.switch_names:
-                    self._emulator(_ifname(node, port), self._netns_of(node), f).set_bernoulli(1.0)
         elif f.kind == "tiny_queue":
             sw, _, port_s = f.target.partition(":")
             dev = _ifname(sw, int(port_s))
@@ -157,7 +164,26 @@ class Injector:
         self._undo.append(close)
         return em
 
-    def _gray_loss(self, f: FaultSpec) -> None:
+    def _droppers(self, f: FaultSpec) -> list[Any]:
+        """The eBPF droppers of a gray loss or link down, attached with loss off."""
+        if f.kind == "link_down":
+            a, ap, b, bp = self._ends(f.target)
+            return [self._emulator(_ifname(node, port), self._netns_of(node), f)
+                    for node, port in ((a, ap), (b, bp)) if node in self.topo.switch_names]
+        return [self._gray_loss(f)]
+
+    @staticmethod
+    def _set_loss(em: Any, f: FaultSpec) -> None:
+        if f.kind == "link_down":
+            em.set_bernoulli(1.0)
+        elif f.model == "bursty":
+            p_bg = 1.0 / f.burst_pkts            # mean burst length = 1 / p_bg
+            p_gb = f.loss * p_bg / (1.0 - f.loss)  # bad share = the mean loss
+            em.set_gilbert_elliott(p_gb=p_gb, p_bg=p_bg, loss_good=0.0, loss_bad=1.0)
+        else:
+            em.set_bernoulli(f.loss)
+
+    def _gray_loss(self, f: FaultSpec) -> Any:
         a, ap, b, bp = self._ends(f.target)
         for link in self.tb.net.links:
             if getattr(link, "wan", None) is None:
@@ -170,14 +196,7 @@ class Injector:
                 mid = link._mid + "a"
             else:
                 continue
-            em = self._emulator(mid, link._ns.name, f)
-            if f.model == "bursty":
-                p_bg = 1.0 / f.burst_pkts            # mean burst length = 1 / p_bg
-                p_gb = f.loss * p_bg / (1.0 - f.loss)  # bad share = the mean loss
-                em.set_gilbert_elliott(p_gb=p_gb, p_bg=p_bg, loss_good=0.0, loss_bad=1.0)
-            else:
-                em.set_bernoulli(f.loss)
-            return
+            return self._emulator(mid, link._ns.name, f)
         raise FaultError(f"gray_loss on {f.target}: only WAN links (delay lines) take silent "
                          "loss on the linux-router test bed; between routers on one veth "
                          "the kernel counts a frame before any hook can drop it")

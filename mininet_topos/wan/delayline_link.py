@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -81,9 +80,7 @@ class WanLink:
             proc = self._proc
             try:
                 wait_ready(proc, stats_file.exists, timeout_s=START_TIMEOUT_S, poll_s=0.01,
-                           what=f"WAN link {self.name}: delay line",
-                           detail=lambda: (proc.stderr.read().decode(errors="replace").strip()
-                                           if proc.stderr else ""))
+                           what=f"WAN link {self.name}: delay line", detail=self._stderr)
             except ServerStartError as exc:
                 raise WanError(str(exc)) from None
             self._seq = self._read_stats().get("seq", 0)
@@ -187,17 +184,30 @@ class WanLink:
         # signal the delay line itself: with a namespace, our child is "ip netns exec",
         # which execs into python, so the PID is the same process
         self._proc.send_signal(sig)
-        deadline = time.monotonic() + timeout
-        while True:
+        answer: dict[str, Any] = {}
+
+        def answered() -> bool:
             with contextlib.suppress(ValueError, FileNotFoundError):
                 raw = self._read_stats()
                 if raw.get("seq", 0) >= target:
-                    self._seq = raw["seq"]
-                    return raw
+                    answer.update(raw)
+                    return True
+            return False
+
+        try:
+            wait_ready(self._proc, answered, timeout_s=timeout, poll_s=0.005,
+                       what=f"WAN link {self.name}: delay line", detail=self._stderr)
+        except ServerStartError as exc:
             if self._proc.poll() is not None:
-                raise WanError(f"WAN link {self.name}: delay line exited "
-                               f"{self._proc.returncode}")
-            if time.monotonic() > deadline:
-                raise WanError(f"WAN link {self.name}: delay line did not answer "
-                               f"{sig.name} within {timeout:g} s")
-            time.sleep(0.005)
+                raise WanError(str(exc)) from None
+            raise WanError(f"WAN link {self.name}: delay line did not answer "
+                           f"{sig.name} within {timeout:g} s") from None
+        self._seq = answer["seq"]
+        return answer
+
+    def _stderr(self) -> str:
+        """What the (exited) delay line wrote to its stderr pipe."""
+        proc = self._proc
+        if proc is None or proc.stderr is None:
+            return ""
+        return proc.stderr.read().decode(errors="replace").strip()

@@ -23,20 +23,12 @@ from ebpf.feedback import decode_feedback_datagram, encode_confirmations
 from formats.agent_batch import encode_batch
 from formats.auth import CONTROLLER_SENDER_ID, FrameKind
 from formats.int_md import HOST_RECORD_DTYPE
+from tests.helpers.waiting import wait_or_fail
 
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = KeyFile.from_ring(KeyRing(keys={1: b"k" * 32}, sign_key_id=1,
                                  senders=frozenset({CONTROLLER_SENDER_ID, 3, 4})))
 OTHER = KeyFile.from_ring(KeyRing(keys={1: b"x" * 32}, sign_key_id=1))
-
-
-def _wait(pred, timeout: float = 5.0) -> None:  # type: ignore[no-untyped-def]
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return
-        time.sleep(0.02)
-    raise AssertionError("condition not reached in time")
 
 
 def _records(n: int) -> np.ndarray:
@@ -73,7 +65,7 @@ def test_collector_admits_sealed_batches_and_switch_reports_only() -> None:
                          c.agent_address)                                         # speaks for 4
             for i in range(20):                                                   # forged reports
                 rogue.sendto(_report(1000 + i), c.report_address)
-            _wait(lambda: c.stats().host_records >= 200 and c.stats().reports >= 20
+            wait_or_fail(lambda: c.stats().host_records >= 200 and c.stats().reports >= 20
                   and sum(c.stats().rejected.values()) >= 23)
             time.sleep(0.1)
             st = c.stats()

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import socket
-import time
 
 import numpy as np
 import pytest
@@ -12,15 +11,7 @@ from controller.int.feed import hop_samples
 from controller.int.synth import Hop, build_hpcc_report
 from formats.agent_batch import encode_batch, max_records
 from formats.int_md import HOST_RECORD_DTYPE, HopRecord, hops_to_array
-
-
-def _wait(pred, timeout: float = 5.0) -> None:  # type: ignore[no-untyped-def]
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return
-        time.sleep(0.02)
-    raise AssertionError("condition not reached in time")
+from tests.helpers.waiting import wait_or_fail
 
 
 def _host_records(n: int) -> np.ndarray:
@@ -61,7 +52,7 @@ def test_reports_and_agent_batches_over_udp() -> None:
             tx.sendto(encode_batch(rec[:5], agent_id=3, batch_seq=3), c.agent_address)
         finally:
             tx.close()
-        _wait(lambda: c.stats().host_records == len(rec) + 5 and c.stats().report_datagrams == 200)
+        wait_or_fail(lambda: c.stats().host_records == len(rec) + 5 and c.stats().report_datagrams == 200)
         s = c.stats()
     assert s.reports == 199 and s.report_hop_records == 597
     assert s.malformed == {"short": 1}
@@ -108,7 +99,7 @@ def test_agent_shipper_into_collector() -> None:
             rec = _host_records(1000)
             sh.push(rec)
             sh.flush()
-            _wait(lambda: c.stats().host_records == 1000)
+            wait_or_fail(lambda: c.stats().host_records == 1000)
         finally:
             sock.close()
         s = c.stats()
@@ -130,14 +121,14 @@ def test_overload_drops_are_counted() -> None:
         tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         try:
             tx.sendto(report, c.report_address)
-            _wait(lambda: c.stats().reports == 1)  # collector thread now stuck in the listener
+            wait_or_fail(lambda: c.stats().reports == 1)  # collector thread now stuck in the listener
             for _ in range(300):
                 tx.sendto(report, c.report_address)
         finally:
             tx.close()
         drops = c.stats().socket_drops
         gate.set()
-        _wait(lambda: c.stats().report_datagrams + c.stats().socket_drops == 301)
+        wait_or_fail(lambda: c.stats().report_datagrams + c.stats().socket_drops == 301)
     assert drops > 0
 
 
@@ -156,7 +147,7 @@ def test_reuse_port_shards_by_sender() -> None:
             finally:
                 for tx in senders:
                     tx.close()
-            _wait(lambda: a.stats().reports + b.stats().reports == 160)
+            wait_or_fail(lambda: a.stats().reports + b.stats().reports == 160)
             sa, sb = a.stats(), b.stats()
     finally:
         a.stop()

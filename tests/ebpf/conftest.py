@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import contextlib
-import select
 import socket
 import time
 from collections.abc import Iterator
@@ -11,6 +10,7 @@ from dataclasses import dataclass
 import pytest
 
 from mininet_topos.netns import Namespace, two_hosts
+from tests.helpers.sockets import recv_datagrams
 
 SO_RCVBUFFORCE = 33  # linux/socket.h; the socket module does not name it
 
@@ -30,10 +30,10 @@ class Pair:
                 time.sleep(gap_s)
 
     def recv_raw(self, n: int, timeout_s: float = 2.0) -> list[bytes]:
-        return _recv(self.raw_rx, n, timeout_s)
+        return recv_datagrams(self.raw_rx, n, timeout_s)
 
     def recv_udp(self, n: int, timeout_s: float = 2.0) -> list[bytes]:
-        return _recv(self.udp_rx, n, timeout_s)
+        return recv_datagrams(self.udp_rx, n, timeout_s)
 
     def drain(self) -> None:
         """Discard everything queued on the receivers (after in-flight packets land)."""
@@ -44,17 +44,6 @@ class Pair:
                     s.recv(65535, socket.MSG_DONTWAIT)
                 except BlockingIOError:
                     break
-
-
-def _recv(sock: socket.socket, n: int, timeout_s: float) -> list[bytes]:
-    out: list[bytes] = []
-    deadline = time.monotonic() + timeout_s
-    while len(out) < n:
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([sock], [], [], left)[0]:
-            break
-        out.append(sock.recv(65535))
-    return out
 
 
 @contextlib.contextmanager

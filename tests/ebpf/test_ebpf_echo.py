@@ -2,9 +2,7 @@
 that QP's ACKs; real packets through a veth between two namespaces, real kernel programs."""
 from __future__ import annotations
 
-import select
 import socket
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -14,21 +12,11 @@ from ebpf.sink import IntSink, SinkConfig
 from formats import int_echo, int_md, roce
 from formats.int_echo import EchoHop
 from formats.int_md import HopRecord
+from tests.helpers.sockets import recv_datagrams
 
 pytestmark = [pytest.mark.root, pytest.mark.bpf]
 
 _IP_MTU_DISCOVER, _IP_PMTUDISC_DO = 10, 2
-
-
-def _recv(sock: socket.socket, n: int, timeout_s: float) -> list[bytes]:
-    out: list[bytes] = []
-    deadline = time.monotonic() + timeout_s
-    while len(out) < n:
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([sock], [], [], left)[0]:
-            break
-        out.append(sock.recv(65535))
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +72,7 @@ def exchange(pair, sink, acker, hops, *, qp: int, psn: int) -> tuple[bytes, byte
         assert pair.recv_udp(1), "data packet did not reach h2"
     sent = ack(pair, tx, qp=qp, psn=psn)
     tx.sendto(sent, (pair.h1.ip, 4791))
-    got = _recv(rx, 1, 2.0)
+    got = recv_datagrams(rx, 1, 2.0)
     assert got, "ACK did not reach h1"
     return sent, got[0]
 
@@ -127,4 +115,4 @@ def test_non_ack_packets_are_not_touched(pair, sink, acker):
     sport = tx.getsockname()[1]
     cnp = roce.build_cnp(src=pair.h2.ip, dst=pair.h1.ip, sport=sport, dest_qp=0x31)
     tx.sendto(cnp, (pair.h1.ip, 4791))
-    assert _recv(rx, 1, 2.0) == [cnp]
+    assert recv_datagrams(rx, 1, 2.0) == [cnp]

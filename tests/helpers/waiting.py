@@ -14,3 +14,14 @@ def wait_for(cond: Callable[[], object], timeout_s: float = 10.0, step_s: float 
             return True
         time.sleep(step_s)
     return bool(cond())
+
+
+def wait_or_fail(cond: Callable[[], object], timeout_s: float = 5.0, step_s: float = 0.02) -> None:
+    """Poll ``cond`` until it is true; raise AssertionError when ``timeout_s`` passes first
+    (for waits inside helpers, where there is no ``assert`` of the caller to name it)."""
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if cond():
+            return
+        time.sleep(step_s)
+    raise AssertionError("condition not reached in time")

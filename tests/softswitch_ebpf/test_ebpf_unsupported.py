@@ -100,8 +100,8 @@ def test_unknown_target_is_refused() -> None:
 def test_switch_process_refuses_what_the_kernel_path_lacks() -> None:
     """Options with no kernel equivalent yet are errors naming the option, not ignored."""
     res = subprocess.run([sys.executable, "-m", "softswitch", "switch", str(ROOT / "p4/examples/ipv4_forward.p4"),
-                          "--target", "ebpf", "-i", "1@lo", "--queue-rate", "1:10",
+                          "--target", "ebpf", "-i", "1@lo", "--pcap", "captures",
                           "--grpc-server-addr", "none"],
                          check=False, capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert res.returncode == 2
-    assert "--queue-rate: not supported on --target ebpf yet" in res.stderr, res.stderr
+    assert "--pcap: not supported on --target ebpf yet" in res.stderr, res.stderr

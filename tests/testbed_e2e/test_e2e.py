@@ -212,6 +212,16 @@ def _no_cc_fills_the_queue(none: dict) -> tuple[int, float]:
     return port["tail_drops"], queue["p90_busy_pkts"]
 
 
+def _cc_beats_no_cc(runs: dict, variant: str) -> tuple[dict, dict]:
+    """The variant's bottleneck queue stays shorter and drops less than no CC's, which
+    filled it; its (port, queue) statistics."""
+    drops_none, full_none = _no_cc_fills_the_queue(runs["none"])
+    port, queue = _bottleneck(runs[variant])
+    assert queue["p50_busy_pkts"] <= CC_MEDIAN_QUEUE_VS_NO_CC * full_none, queue
+    assert port["tail_drops"] < CC_DROPS_VS_NO_CC * drops_none, (port, drops_none)
+    return port, queue
+
+
 def test_the_incast_preset_runs_every_variant_to_completion(incast_cc):
     out, runs, stdout = incast_cc
     for s in runs.values():
@@ -235,20 +245,14 @@ def test_the_incast_preset_runs_every_variant_to_completion(incast_cc):
 
 def test_hpcc_keeps_the_incast_queue_short_where_no_cc_fills_it(incast_cc):
     _, runs, _ = incast_cc
-    drops_none, full_none = _no_cc_fills_the_queue(runs["none"])
-    port, queue = _bottleneck(runs["hpcc"])
-    assert queue["p50_busy_pkts"] <= CC_MEDIAN_QUEUE_VS_NO_CC * full_none, queue
-    assert port["tail_drops"] < CC_DROPS_VS_NO_CC * drops_none, (port, drops_none)
+    _cc_beats_no_cc(runs, "hpcc")
     assert runs["hpcc"]["int"]["collector"]["feedback_records"] > 0
 
 
 def test_dcqcn_keeps_the_incast_queue_shorter_than_no_cc(incast_cc):
     _, runs, _ = incast_cc
-    drops_none, full_none = _no_cc_fills_the_queue(runs["none"])
+    _cc_beats_no_cc(runs, "dcqcn")
     s = runs["dcqcn"]
-    port, queue = _bottleneck(s)
-    assert queue["p50_busy_pkts"] <= CC_MEDIAN_QUEUE_VS_NO_CC * full_none, queue
-    assert port["tail_drops"] < CC_DROPS_VS_NO_CC * drops_none, (port, drops_none)
     # the senders ran DCQCN on the CNPs of the switches' ECN marks; no-CC senders
     # got CNPs too (the same marking) and only counted them
     cc = s["senders_cc"]
@@ -264,11 +268,8 @@ def test_hpcc_sender_reacts_per_ack_and_drops_least(incast_cc):
     drops less than no CC and than DCQCN (whose first CNPs wait behind the queue), and
     every QP's reaction (first ACK with a queue -> rate cut) is measured."""
     _, runs, stdout = incast_cc
-    drops_none, full_none = _no_cc_fills_the_queue(runs["none"])
+    _cc_beats_no_cc(runs, "hpcc-sender")
     s = runs["hpcc-sender"]
-    port, queue = _bottleneck(s)
-    assert queue["p50_busy_pkts"] <= CC_MEDIAN_QUEUE_VS_NO_CC * full_none, queue
-    assert port["tail_drops"] < CC_DROPS_VS_NO_CC * drops_none, (port, drops_none)
     cc = s["senders_cc"]
     assert cc["mode"] == "hpcc-sender" and cc["echo_acks"] > 0 and cc["rate_cuts"] >= 8, cc
     assert len(cc["reaction_s"]) == 8, cc

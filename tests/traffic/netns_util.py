@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from mininet_topos.netns import Namespace, veth_pair
@@ -38,6 +39,68 @@ def star(n: int, *, subnet_prefix: str = "10.78.0") -> Iterator[list[Namespace]]
         for h in hosts:
             h.close()
         sw.close()
+
+
+@contextlib.contextmanager
+def softswitch_star(n: int, tmp: Path, *, prefix: str, subnet: str, program: Path,
+                    entries: Callable[[list[Namespace]], str], neigh_mac: str | None,
+                    queue_rate_mbps: int, queue_depth_pkts: int,
+                    ready_timeout_s: float) -> Iterator[tuple[list[Namespace], Path]]:
+    """``n`` hosts ``{subnet}.1..n`` on one softswitch running ``program`` with the
+    ``entries(hosts)`` it is given (host i on port i + 1); port 1 paced at
+    ``queue_rate_mbps`` with a ``queue_depth_pkts`` queue.  Hosts reach each other by
+    static neighbours: ``neigh_mac`` (the switch's, where the program rewrites MACs) or,
+    when None, the other host's own MAC.  Yields the hosts once host 1 pings host 0
+    (failing after ``ready_timeout_s`` or when the switch exits) and the switch's
+    statistics file; the switch is stopped and the namespaces closed even on failure."""
+    sw = Namespace.create(f"{prefix}sw")
+    hosts: list[Namespace] = []
+    proc = None
+    try:
+        ports = []
+        for i in range(n):
+            h = Namespace.create(f"{prefix}h")
+            hosts.append(h)
+            end_h, end_s = veth_pair(h, sw, prefix=prefix, addr_a=f"{subnet}.{i + 1}/24")
+            h.ifname, h.ip, h.mac = end_h.ifname, end_h.ip or "", end_h.mac
+            ports.append(end_s.ifname)
+        for h in hosts:
+            for o in hosts:
+                if o is not h:
+                    h.run(["ip", "neigh", "replace", o.ip, "lladdr", neigh_mac or o.mac,
+                           "dev", h.ifname])
+        entries_file = tmp / "switch.entries"
+        entries_file.write_text(entries(hosts))
+        stats = tmp / "switch.stats.json"
+        argv = [PY, "-m", "softswitch", "switch", str(program), "--grpc-server-addr", "none",
+                "--entries", str(entries_file), "--queue-rate", f"1:{queue_rate_mbps}",
+                "--queue-depth", str(queue_depth_pkts), "--stats-file", str(stats),
+                "--stats-interval", "1"]
+        for i, ifname in enumerate(ports):
+            argv += ["-i", f"{i + 1}@{ifname}"]
+        log = tmp / "switch.log"
+        with open(log, "w") as fh:  # a file, not a pipe nobody reads while it runs
+            proc = sw.popen(argv, stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT)
+        deadline = time.monotonic() + ready_timeout_s
+        while hosts[1].run(["ping", "-c", "1", "-W", "1", hosts[0].ip],
+                           check=False).returncode != 0:
+            assert proc.poll() is None, log.read_text()[-2000:]
+            assert time.monotonic() < deadline, \
+                f"softswitch does not forward after {ready_timeout_s:g} s"
+        yield hosts, stats
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=20)
+        for h in hosts:
+            h.close()
+        sw.close()
+
+
+def port_stats(stats: Path, port: int) -> dict:
+    """One port's entry in the softswitch's statistics file."""
+    ports = json.loads(stats.read_text())["ports"]
+    return next(p for p in ports if int(p["port"]) == port)
 
 
 def run_ranks(hosts: list[Namespace], pattern: str, args: list[str], out_dir: Path, *,

@@ -5,17 +5,12 @@ endpoint answers CE with CNPs, and ``--cc dcqcn`` senders cut their rates where
 from __future__ import annotations
 
 import contextlib
-import json
-import signal
-import subprocess
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from netns_util import PY, ROOT, run_ranks
+from netns_util import ROOT, port_stats, run_ranks, softswitch_star
 
-from mininet_topos.netns import Namespace, veth_pair
+from mininet_topos.netns import Namespace
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -26,58 +21,23 @@ MARK_PKTS = 4
 QUEUE_PKTS = 64
 
 
-@contextlib.contextmanager
-def marking_star(n: int, tmp: Path) -> Iterator[tuple[list[Namespace], Path]]:
+def _entries(hosts: list[Namespace]) -> str:
+    return "".join(
+        f"add MyIngress.ipv4_host hdr.ipv4.dstAddr:0x0a4f00{i + 1:02x} "
+        f"MyIngress.forward(port:{i + 1})\n" for i in range(len(hosts))) + (
+        f"setdefault MyEgress.ecn_config MyEgress.set_threshold(qdepth:{MARK_PKTS})\n")
+
+
+def marking_star(n: int, tmp: Path) -> contextlib.AbstractContextManager[
+        tuple[list[Namespace], Path]]:
     """``n`` hosts on one softswitch; port 1 (host 0, the receiver) paced at
     ``BOTTLENECK_MBPS`` with a ``QUEUE_PKTS`` queue, CE marked from ``MARK_PKTS``
-    packets queued.  Yields the hosts and the switch's statistics file."""
-    sw = Namespace.create("dqsw")
-    hosts: list[Namespace] = []
-    try:
-        ports = []
-        for i in range(n):
-            h = Namespace.create("dqh")
-            hosts.append(h)
-            end_h, end_s = veth_pair(h, sw, prefix="dq", addr_a=f"{SUBNET}.{i + 1}/24")
-            h.ifname, h.ip, h.mac = end_h.ifname, end_h.ip or "", end_h.mac
-            ports.append(end_s.ifname)
-        # the program forwards by address only (no MAC rewrite): static neighbours
-        for h in hosts:
-            for o in hosts:
-                if o is not h:
-                    h.run(["ip", "neigh", "replace", o.ip, "lladdr", o.mac, "dev", h.ifname])
-        entries = tmp / "switch.entries"
-        entries.write_text("".join(
-            f"add MyIngress.ipv4_host hdr.ipv4.dstAddr:0x0a4f00{i + 1:02x} "
-            f"MyIngress.forward(port:{i + 1})\n" for i in range(n))
-            + f"setdefault MyEgress.ecn_config MyEgress.set_threshold(qdepth:{MARK_PKTS})\n")
-        stats = tmp / "switch.stats.json"
-        argv = [PY, "-m", "softswitch", "switch", str(PROGRAM), "--grpc-server-addr", "none",
-                "--entries", str(entries), "--queue-rate", f"1:{BOTTLENECK_MBPS}",
-                "--queue-depth", str(QUEUE_PKTS), "--stats-file", str(stats),
-                "--stats-interval", "1"]
-        for i, ifname in enumerate(ports):
-            argv += ["-i", f"{i + 1}@{ifname}"]
-        log = tmp / "switch.log"
-        with open(log, "w") as fh:  # a file, not a pipe nobody reads while it runs
-            proc = sw.popen(argv, stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT)
-        deadline = time.monotonic() + 60
-        while hosts[1].run(["ping", "-c", "1", "-W", "1", hosts[0].ip],
-                           check=False).returncode != 0:
-            assert proc.poll() is None, log.read_text()[-2000:]
-            assert time.monotonic() < deadline, "softswitch does not forward after 60 s"
-        yield hosts, stats
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=20)
-    finally:
-        for h in hosts:
-            h.close()
-        sw.close()
-
-
-def _port1(stats: Path) -> dict:
-    ports = json.loads(stats.read_text())["ports"]
-    return next(p for p in ports if int(p["port"]) == 1)
+    packets queued.  Yields the hosts and the switch's statistics file.  The program
+    forwards by address only (no MAC rewrite): static neighbours with the hosts' MACs."""
+    return softswitch_star(n, tmp, prefix="dq", subnet=SUBNET, program=PROGRAM,
+                           entries=_entries, neigh_mac=None,
+                           queue_rate_mbps=BOTTLENECK_MBPS, queue_depth_pkts=QUEUE_PKTS,
+                           ready_timeout_s=60)
 
 
 def _incast(tmp: Path, cc: str) -> tuple[list[dict], dict]:
@@ -88,7 +48,7 @@ def _incast(tmp: Path, cc: str) -> tuple[list[dict], dict]:
         outs = run_ranks(hosts, "incast", ["-s", "64K", "-c", "8", "--rate", "4M",
                                            "--cc", cc, "--window", "128"], out,
                          timeout=60)
-    return outs, _port1(stats)
+    return outs, port_stats(stats, 1)
 
 
 def test_dcqcn_senders_cut_on_cnps_from_a_marking_switch(tmp_path):

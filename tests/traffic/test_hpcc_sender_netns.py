@@ -7,18 +7,13 @@ when the smaller sender finishes).  Prefix "hs"."""
 from __future__ import annotations
 
 import contextlib
-import json
-import signal
-import subprocess
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from netns_util import PY, ROOT, run_ranks
+from netns_util import ROOT, port_stats, run_ranks, softswitch_star
 
 from ebpf.sink import IntSink, SinkConfig
-from mininet_topos.netns import Namespace, veth_pair
+from mininet_topos.netns import Namespace
 
 pytestmark = [pytest.mark.root, pytest.mark.bpf, pytest.mark.slow]
 
@@ -33,69 +28,31 @@ def _mac(m: str) -> int:
     return int(m.replace(":", ""), 16)
 
 
-@contextlib.contextmanager
-def int_star(n: int, tmp: Path) -> Iterator[tuple[list[Namespace], Path]]:
+def _entries(hosts: list[Namespace]) -> str:
+    rx_ip = f"0x0a51{0:02x}01"
+    lines = ["setdefault SwitchEgress.switch_config set_switch_config(node_id:7)",
+             (f"add SwitchEgress.port_line_rate port:1 set_line_rate(line_rate_mbps:"
+             f"{BOTTLENECK_MBPS})"),
+             "add SwitchIngress.int_sink egress_port:1 sink_host()",
+             # INT on RoCEv2 to the receiver only (its ACKs go back without)
+             (f"add SwitchIngress.int_watchlist 10 src_addr:0x******** dst_addr:{rx_ip} "
+             "src_port:0x**** dst_port:0x12b7 dscp:0b****** int_source("
+             "instruction_bitmap:0xd400, ds_instruction:0xe000, max_hops:8)")]
+    for i, h in enumerate(hosts):
+        lines.append(f"add SwitchIngress.ipv4_lpm dst_addr:0x0a5100{i + 1:02x}/32 "
+                     f"ipv4_forward(port:{i + 1}, src_mac:{SWITCH_MAC:#014x}, "
+                     f"dst_mac:{_mac(h.mac):#014x})")
+    return "\n".join(lines) + "\n"
+
+
+def int_star(n: int, tmp: Path) -> contextlib.AbstractContextManager[
+        tuple[list[Namespace], Path]]:
     """``n`` hosts on one int_rocev2 softswitch; port 1 (host 0, the receiver) is the
     paced bottleneck and a host-mode INT sink.  Yields the hosts and the stats file."""
-    sw = Namespace.create("hssw")
-    hosts: list[Namespace] = []
-    proc = None
-    try:
-        ports = []
-        for i in range(n):
-            h = Namespace.create("hsh")
-            hosts.append(h)
-            end_h, end_s = veth_pair(h, sw, prefix="hs", addr_a=f"{SUBNET}.{i + 1}/24")
-            h.ifname, h.ip, h.mac = end_h.ifname, end_h.ip or "", end_h.mac
-            ports.append(end_s.ifname)
-        for h in hosts:
-            for o in hosts:
-                if o is not h:
-                    h.run(["ip", "neigh", "replace", o.ip, "lladdr", "02:aa:00:00:00:01",
-                           "dev", h.ifname])
-        rx_ip = f"0x0a51{0:02x}01"
-        lines = ["setdefault SwitchEgress.switch_config set_switch_config(node_id:7)",
-                 (f"add SwitchEgress.port_line_rate port:1 set_line_rate(line_rate_mbps:"
-                 f"{BOTTLENECK_MBPS})"),
-                 "add SwitchIngress.int_sink egress_port:1 sink_host()",
-                 # INT on RoCEv2 to the receiver only (its ACKs go back without)
-                 (f"add SwitchIngress.int_watchlist 10 src_addr:0x******** dst_addr:{rx_ip} "
-                 "src_port:0x**** dst_port:0x12b7 dscp:0b****** int_source("
-                 "instruction_bitmap:0xd400, ds_instruction:0xe000, max_hops:8)")]
-        for i, h in enumerate(hosts):
-            lines.append(f"add SwitchIngress.ipv4_lpm dst_addr:0x0a5100{i + 1:02x}/32 "
-                         f"ipv4_forward(port:{i + 1}, src_mac:{SWITCH_MAC:#014x}, "
-                         f"dst_mac:{_mac(h.mac):#014x})")
-        entries = tmp / "switch.entries"
-        entries.write_text("\n".join(lines) + "\n")
-        stats = tmp / "switch.stats.json"
-        argv = [PY, "-m", "softswitch", "switch", str(PROGRAM), "--grpc-server-addr", "none",
-                "--entries", str(entries), "--queue-rate", f"1:{BOTTLENECK_MBPS}",
-                "--queue-depth", str(QUEUE_PKTS), "--stats-file", str(stats),
-                "--stats-interval", "1"]
-        for i, ifname in enumerate(ports):
-            argv += ["-i", f"{i + 1}@{ifname}"]
-        log = tmp / "switch.log"
-        with open(log, "w") as fh:
-            proc = sw.popen(argv, stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT)
-        deadline = time.monotonic() + 90
-        while hosts[1].run(["ping", "-c", "1", "-W", "1", hosts[0].ip],
-                           check=False).returncode != 0:
-            assert proc.poll() is None, log.read_text()[-2000:]
-            assert time.monotonic() < deadline, "softswitch does not forward after 90 s"
-        yield hosts, stats
-    finally:
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=20)
-        for h in hosts:
-            h.close()
-        sw.close()
-
-
-def _port1(stats: Path) -> dict:
-    ports = json.loads(stats.read_text())["ports"]
-    return next(p for p in ports if int(p["port"]) == 1)
+    return softswitch_star(n, tmp, prefix="hs", subnet=SUBNET, program=PROGRAM,
+                           entries=_entries, neigh_mac="02:aa:00:00:00:01",
+                           queue_rate_mbps=BOTTLENECK_MBPS, queue_depth_pkts=QUEUE_PKTS,
+                           ready_timeout_s=90)
 
 
 def _incast(tmp: Path, cc: str) -> tuple[list[dict], dict]:
@@ -103,12 +60,13 @@ def _incast(tmp: Path, cc: str) -> tuple[list[dict], dict]:
     out.mkdir()
     with int_star(3, out) as (hosts, stats):
         with IntSink(hosts[0].ifname, netns=hosts[0].name, config=SinkConfig(echo=True)):
-            # two senders at 4 Mbit/s each into the 4 Mbit/s port: 2x overload until
-            # rank 2 (16 KiB messages) is done; rank 1 (64 KiB) then has the port alone
-            outs = run_ranks(hosts, "incast", ["-s", "64K", "-c", "6", "--rate", "4M",
+            # two senders at 8 Mbit/s each into the 4 Mbit/s port: 4x overload until
+            # rank 2 (16 KiB messages) is done; rank 1 (64 KiB) then has the port alone.
+            # (2x was not enough on a loaded machine: late senders never filled the queue)
+            outs = run_ranks(hosts, "incast", ["-s", "64K", "-c", "6", "--rate", "8M",
                                                "--cc", cc, "--window", "128"], out,
                              per_rank={2: ["-s", "16K"]}, timeout=90)
-        port = _port1(stats)
+        port = port_stats(stats, 1)
     return outs, port
 
 

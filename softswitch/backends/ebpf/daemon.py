@@ -4,8 +4,9 @@ A frame arriving on a port runs the whole pipeline in the kernel and leaves by
 ``bpf_redirect`` on the interface of its egress port; no frame crosses into Python.
 The P4Runtime server drives the same `Table` objects as on the Python target (their
 changes are mirrored into the maps). Options the kernel path has no equivalent for yet
-(queue rates and depths, captures, packet-out, pipeline replacement) are refused by
-name instead of ignored.
+(captures, packet-out) are refused by name instead of ignored. Queue rates and depths
+are the program's virtual queues (`queues`), and the kernel shapes each paced port's
+egress at its rate (HTB, removed on close).
 """
 from __future__ import annotations
 
@@ -82,10 +83,6 @@ def check_ebpf_options(opts: Any) -> None:
     if not opts.program and not opts.grpc_server_addr:
         raise OptionError("--target ebpf without a program needs --grpc-server-addr "
                           "(the controller sends the program)")
-    if opts.queue_rates_bps:
-        raise OptionError("--queue-rate: not supported on --target ebpf yet")
-    if opts.queue_depths_pkts:
-        raise OptionError("--queue-depth: not supported on --target ebpf yet")
     if opts.pcap_dir:
         raise OptionError("--pcap: not supported on --target ebpf yet (capture on the interfaces)")
 
@@ -102,6 +99,7 @@ class EbpfSwitchd:
         self.device: EbpfDevice | None = None
         self.server: Any = None
         self.attachments: list[Any] = []
+        self.shaped: list[str] = []        # interfaces whose root qdisc we replaced
         self.stop_event = threading.Event()
 
     def attach(self, switch: Any) -> None:
@@ -129,16 +127,73 @@ class EbpfSwitchd:
             self.attachments.append(att)
             kernel.table("p4_port_of_ifindex")[ctypes.c_uint32(att.ifindex)] = ctypes.c_uint32(port)
             kernel.table("p4_ifindex_of_port")[ctypes.c_int(port)] = ctypes.c_uint32(att.ifindex)
+            rate, depth = self.queue_config(port)
+            switch.set_queue(port, rate_bps=rate, depth_pkts=depth)
         for att in old:
             att.detach()
         self.switch = switch
         if old_switch is not None and old_switch is not switch:
             old_switch.close()
 
+    def queue_config(self, port: int) -> tuple[float, int]:
+        """(rate bit/s, depth packets) of `port`'s queue: its own option, else every port's."""
+        from softswitch.backends.ebpf.queues import DEFAULT_DEPTH_PKTS
+        from softswitch.switchd.options import ALL_PORTS
+        rates, depths = self.opts.queue_rates_bps, self.opts.queue_depths_pkts
+        return (float(rates.get(port, rates.get(ALL_PORTS, 0.0))),
+                int(depths.get(port, depths.get(ALL_PORTS, DEFAULT_DEPTH_PKTS))))
+
+    def shape(self) -> None:
+        """Make the kernel send each paced port's frames at its queue's rate (HTB + FIFO
+        on the interface), so the virtual queue's departure times are the real ones."""
+        import subprocess
+
+        from softswitch.backends.ebpf.queues import shaping_argv
+        for port, ifname in sorted(self.opts.interfaces.items()):
+            rate, depth = self.queue_config(port)
+            if not rate:
+                continue
+            for argv in shaping_argv(ifname, rate, depth, self.opts.netns):
+                res = subprocess.run(argv, capture_output=True, text=True, check=False)
+                if res.returncode != 0:
+                    raise EbpfKernelError(f"port {port}@{ifname}: shaping at {rate:g} bit/s: "
+                                          f"{' '.join(argv)}: {res.stderr.strip()}")
+            self.shaped.append(ifname)
+
+    def set_queue(self, port: int, *, rate_bps: float | None = None,
+                  depth_pkts: int | None = None) -> None:
+        """Change a port's queue while running: the program's virtual queue and the
+        kernel's shaping follow."""
+        import subprocess
+
+        from softswitch.backends.ebpf.queues import shaping_argv, unshaping_argv
+        from softswitch.switchd.options import ALL_PORTS
+        if rate_bps is not None:
+            self.opts.queue_rates_bps[port] = float(rate_bps)
+        if depth_pkts is not None:
+            self.opts.queue_depths_pkts[port] = int(depth_pkts)
+        if self.switch is not None:
+            self.switch.set_queue(port, rate_bps=rate_bps, depth_pkts=depth_pkts)
+        ifname = self.opts.interfaces.get(port)
+        if ifname is None or port == ALL_PORTS:
+            return
+        rate, depth = self.queue_config(port)
+        if rate:
+            argvs = shaping_argv(ifname, rate, depth, self.opts.netns)
+            if ifname not in self.shaped:
+                self.shaped.append(ifname)
+        else:
+            argvs = [unshaping_argv(ifname, self.opts.netns)] if ifname in self.shaped else []
+            if ifname in self.shaped:
+                self.shaped.remove(ifname)
+        for argv in argvs:
+            subprocess.run(argv, capture_output=True, check=False)
+
     def start(self) -> None:
         from softswitch.switchd.daemon import apply_entries, start_grpc
         opts = self.opts
         try:
+            self.shape()
             if opts.program:
                 sw = _load(opts)
                 try:
@@ -169,7 +224,11 @@ class EbpfSwitchd:
                  ", ".join(f"{n}@{i}" for n, i in sorted(opts.interfaces.items())) or "none")
 
     def snapshot(self) -> dict[str, Any]:
-        return {"target": "ebpf", **self.switch.kernel.stats()} if self.switch else {}
+        if not self.switch:
+            return {}
+        queues = self.switch.queue_stats(sorted(self.opts.interfaces))
+        return {"target": "ebpf", **self.switch.kernel.stats(),
+                "queues": {str(p): q for p, q in queues.items()}}
 
     def write_stats(self) -> None:
         """The kernel counters as JSON in --stats-file (atomically replaced)."""
@@ -224,6 +283,13 @@ class EbpfSwitchd:
             except Exception as exc:  # noqa: BLE001 - detach the others regardless
                 LOG.warning("detaching from %s: %s", att.ifname, exc)
         self.attachments = []
+        if self.shaped:
+            import subprocess
+
+            from softswitch.backends.ebpf.queues import unshaping_argv
+            for ifname in self.shaped:
+                subprocess.run(unshaping_argv(ifname, self.opts.netns), capture_output=True, check=False)
+            self.shaped = []
         if self.switch is not None:
             LOG.info("%s: final statistics %s", self.opts.name, self.snapshot())
             self.switch.close()

@@ -123,6 +123,7 @@ class LoadedProgram:
             raise EbpfKernelError(f"{name}: the kernel refused the generated program: {exc}") \
                 from None
         self.closed = False
+        self.test_now_ns = 0
         from softswitch.backends.ebpf.hashes_c import crc_table
         for algo in ("crc16", "crc32"):
             tab = self.table(f"p4_{algo}_table")
@@ -144,6 +145,16 @@ class LoadedProgram:
         leaf.test_mode = 1 if port is not None else 0
         leaf.test_port = port or 0
         leaf.test_len = length
+        leaf.test_now_ns = self.test_now_ns
+        cfg[ctypes.c_int(0)] = leaf
+
+    def set_test_clock(self, now_ns: int) -> None:
+        """The program's clock in test runs (ns; 0 = the kernel's clock): the traffic
+        manager's tests control time."""
+        self.test_now_ns = int(now_ns)
+        cfg = self.table("p4_cfg")
+        leaf = cfg[ctypes.c_int(0)]
+        leaf.test_now_ns = self.test_now_ns
         cfg[ctypes.c_int(0)] = leaf
 
     def run_test(self, port: int, data: bytes) -> tuple[int | None, bytes]:

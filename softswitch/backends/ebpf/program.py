@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from softswitch.backends.ebpf import queues as TM
 from softswitch.backends.ebpf import v1model as V1
 from softswitch.backends.ebpf.blocks import CGen
 from softswitch.backends.ebpf.errors import EbpfUnsupported
@@ -22,7 +23,7 @@ from softswitch.frontend import ast as A
 MAX_PORTS = 512
 MAX_FRAME_BYTES = 9216     # the longest payload moved when headers shrink (jumbo frames)
 # per-CPU statistics cells, in this order
-STATS = ("rx", "tx", "dropped", "no_port", "deparse_error", "truncate_error")
+STATS = ("rx", "tx", "dropped", "no_port", "deparse_error", "truncate_error", "tail_drop")
 ENTRY = "p4_pipeline"
 
 
@@ -44,7 +45,7 @@ _PRELUDE = """\
 
 #define DROP_PORT {drop}
 struct counter_cell {{ u64 packets; u64 bytes; }};
-struct p4_config {{ u32 test_mode; u32 test_port; u32 test_len; }};
+struct p4_config {{ u32 test_mode; u32 test_port; u32 test_len; u32 pad; u64 test_now_ns; }};
 struct p4_test_result {{ u32 port; u32 dropped; }};
 """
 
@@ -125,7 +126,10 @@ int {entry}(struct __sk_buff *skb) {{
     P->exited = 0;
     if (P->sm.egress_spec == DROP_PORT) goto drop;
     P->sm.egress_port = P->sm.egress_spec;
-    P->sm.egress_global_timestamp = (bpf_ktime_get_ns() / 1000) & 0xffffffffffffULL;
+    if (tm_enqueue(cfg, P) < 0) {{
+        count_stat(6);       /* the egress queue is full: tail drop */
+        goto drop;
+    }}
     u32 truncate_ig = P->truncate;     /* truncate(): egress's length, else ingress's */
     P->truncate = 0;
     {egress}(P);
@@ -213,13 +217,15 @@ def generate_c(checked: Any, compiled_tables: dict[str, Any], *, errors: list[st
             f"BPF_ARRAY(p4_ifindex_of_port, u32, {MAX_PORTS});",
             f"BPF_PERCPU_ARRAY(p4_stats, u64, {len(STATS)});",
             "BPF_ARRAY(p4_crc16_table, u32, 256);",
-            "BPF_ARRAY(p4_crc32_table, u32, 256);"]
+            "BPF_ARRAY(p4_crc32_table, u32, 256);",
+            TM.C_MAP.format(ports=MAX_PORTS)]
     for lay in g.table_layouts.values():
         maps += lay.c_decls
     maps += g.extern_maps
     parts = [_PRELUDE.format(source=", ".join(checked.source_files[:1]) or "P4", drop=arch.drop_port)]
-    parts += g.layouts.decls + ["\n".join(pipe), "\n".join(maps)]
-    parts += g.functions + [parser_fn, RESIZE.format(chunks=MAX_FRAME_BYTES // 64), deparser_fn]
+    parts += g.layouts.decls + ["\n".join(pipe), TM.C_DECLS, "\n".join(maps)]
+    parts += g.functions + [parser_fn, RESIZE.format(chunks=MAX_FRAME_BYTES // 64), deparser_fn,
+              TM.C_FUNCTION]
     parts.append(_MAIN.format(entry=ENTRY, verify=ctl["vr"], ingress=ctl["ig"], egress=ctl["eg"],
                               compute=ctl["ck"]))
     return GeneratedProgram(source="\n\n".join(parts) + "\n",

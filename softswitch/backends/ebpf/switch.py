@@ -17,6 +17,7 @@ from softswitch.backends.ebpf.errors import EbpfUnsupported
 from softswitch.backends.ebpf.kernel import LoadedProgram
 from softswitch.backends.ebpf.maps import TableMirror
 from softswitch.backends.ebpf.program import GeneratedProgram, generate_c
+from softswitch.backends.ebpf.queues import queue_stats, set_queue
 from softswitch.backends.ebpf.runtime import EbpfRuntime
 from softswitch.compiler.program import CompiledProgram, compile_program
 from softswitch.errors import SoftswitchError
@@ -133,6 +134,23 @@ class EbpfSwitch:
         import scapy.layers.inet  # noqa: F401  (binds IP/UDP/TCP to Ether)
         from scapy.layers.l2 import Ether
         return [(p, Ether(d)) for p, d in self.process(port, packet)]
+
+    # ----------------------------------------------------- traffic manager
+    def set_queue(self, port: int, *, rate_bps: float | None = None,
+                  depth_pkts: int | None = None) -> None:
+        """Rate (bit/s, 0 = unpaced) and depth (packets) of `port`'s egress queue, checked
+        as on the Python target (`backends.ebpf.queues`: the program's virtual queue)."""
+        from softswitch.backends.ebpf.program import MAX_PORTS
+        from softswitch.switchd.tm import check_depth, check_rate
+        if not 0 <= port < MAX_PORTS:
+            raise SoftswitchError(f"queue of port {port}: outside 0..{MAX_PORTS - 1}")
+        set_queue(self.kernel, port,
+                  rate_bps=None if rate_bps is None else check_rate(port, rate_bps),
+                  depth_pkts=None if depth_pkts is None else check_depth(port, depth_pkts))
+
+    def queue_stats(self, ports: Sequence[int]) -> dict[int, dict[str, float]]:
+        """High-water mark, tail drops, rate and depth of each of `ports`' queues."""
+        return queue_stats(self.kernel, list(ports))
 
     def close(self) -> None:
         """Detach the table observers and unload the program and its maps."""

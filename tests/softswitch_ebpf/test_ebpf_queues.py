@@ -1,0 +1,172 @@
+"""The eBPF target's traffic manager: the program's virtual queue per egress port.
+
+Unit level: BPF_PROG_TEST_RUN with the program's clock injected (`set_test_clock`), so
+the queue's growth, its tail drops at the depth and its drain follow from the rate
+alone. Then real veths: a burst above the port's rate through the switch process, read
+by a program that writes enq_qdepth into each frame, grows a queue the kernel really
+shapes, and the frames beyond the depth are dropped and counted.
+"""
+from __future__ import annotations
+
+import struct
+
+import pytest
+from ebpf_helpers import ROOT
+
+from softswitch.api import Switch
+from softswitch.switchd.errors import OptionError
+
+pytestmark = [pytest.mark.bpf, pytest.mark.root]
+PROBE = ROOT / "tests" / "softswitch_ebpf" / "queue_probe.p4"
+LEN = 1000                          # bytes: 1 ms at 8 Mbit/s
+FRAME = bytes(12) + b"\x88\xb7" + bytes(LEN - 14)
+T0 = 10**12                         # ns, the injected clock's origin
+
+
+def _q(data: bytes) -> dict[str, int]:
+    enq, deq, delta, enq_ts, egress_ts, port = struct.unpack("!IIII6sH", data[14:38])
+    return {"enq_qdepth": enq, "deq_qdepth": deq, "deq_timedelta": delta, "enq_timestamp": enq_ts,
+            "egress_ts": int.from_bytes(egress_ts, "big"), "port": port}
+
+
+@pytest.fixture
+def sw():
+    s = Switch.from_file(PROBE, target="ebpf")
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def _at(sw, t_ns: int, port: int = 0) -> dict[str, int] | None:
+    sw.kernel.set_test_clock(T0 + t_ns)
+    out = sw.process(port, FRAME)
+    return _q(out[0][1]) if out else None
+
+
+def test_unpaced_port_has_no_queue(sw) -> None:
+    seen = [_at(sw, 0) for _ in range(5)]
+    assert all(q is not None and q["enq_qdepth"] == 0 and q["deq_timedelta"] == 0 for q in seen)
+    assert seen[0]["egress_ts"] == seen[0]["enq_timestamp"] == (T0 // 1000) & 0xFFFFFFFF
+
+
+def test_queue_grows_drops_at_depth_and_drains(sw) -> None:
+    sw.set_queue(1, rate_bps=8e6, depth_pkts=3)
+    # a burst at one instant: the first leaves at once, three wait, the rest are dropped
+    burst = [_at(sw, 0) for _ in range(6)]
+    kept = [q for q in burst if q is not None]
+    assert [q["enq_qdepth"] for q in kept] == [0, 0, 1, 2]
+    assert [q["deq_timedelta"] for q in kept] == [0, 1000, 2000, 3000]     # µs behind the ones ahead
+    assert [q["egress_ts"] - q["enq_timestamp"] for q in kept] == [0, 1000, 2000, 3000]
+    assert burst[4:] == [None, None]
+    stats = sw.queue_stats([1])[1]
+    assert stats["tail_drops"] == 2 and stats["queue_high_water"] == 3
+    assert sw.kernel.stats()["tail_drop"] == 2
+    # 1.5 ms later one and a half frames have left: two wait behind the one being sent
+    q = _at(sw, 1_500_000)
+    assert q is not None and q["enq_qdepth"] == 2 and q["deq_timedelta"] == 2500
+    # once everything has left, the queue is empty again
+    q = _at(sw, 20_000_000)
+    assert q is not None and q["enq_qdepth"] == 0 and q["deq_timedelta"] == 0
+    # the other port's queue is independent (unpaced)
+    q = _at(sw, 20_000_000, port=1)
+    assert q is not None and q["port"] == 2 and q["enq_qdepth"] == 0
+
+
+def test_runtime_changes_rate_and_depth(sw) -> None:
+    sw.set_queue(1, rate_bps=8e6, depth_pkts=1)
+    assert [_at(sw, 0) is not None for _ in range(3)] == [True, True, False]
+    sw.set_queue(1, depth_pkts=10, rate_bps=16e6)   # twice as fast: 0.5 ms per frame
+    q = _at(sw, 0)
+    assert q is not None and q["enq_qdepth"] == 1 and q["deq_timedelta"] == 2000
+    q = _at(sw, 0)
+    assert q is not None and q["deq_timedelta"] == 2500
+    with pytest.raises(OptionError, match="queue depth of port 1"):
+        sw.set_queue(1, depth_pkts=0)
+    with pytest.raises(OptionError, match="queue rate of port 1"):
+        sw.set_queue(1, rate_bps=-1)
+
+
+def test_burst_through_veths_fills_the_queue_and_drops_at_depth(tmp_path) -> None:
+    """h1 -> port 2 -> (queue of port 1: 8 Mbit/s, 16 frames) -> h2: a burst of 150
+    frames far above the rate; h2 reads a growing enq_qdepth, the frames beyond the
+    depth are tail drops counted by the switch, the kernel drops nothing the queue
+    admitted, and the frames really leave at the rate (shaped)."""
+    import json
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    from mininet_topos.netns import Namespace, veth_pair
+    made: list[Namespace] = []
+    proc = None
+    burst, depth = 150, 16
+    try:
+        h1, sw, h2 = (Namespace.create("tebtm") for _ in range(3))
+        made += [h1, sw, h2]
+        for ns in made:        # no IPv6 router solicitations among the measured frames
+            ns.run(["sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1"], check=False)
+            ns.run(["sysctl", "-q", "-w", "net.ipv6.conf.default.disable_ipv6=1"], check=False)
+        a, s2 = veth_pair(h1, sw, prefix="tebtm")
+        s1, b = veth_pair(sw, h2, prefix="tebtm")
+        stats = tmp_path / "stats.json"
+        proc = sw.popen([sys.executable, "-m", "softswitch", "switch", str(PROBE), "--target", "ebpf",
+                         "-i", f"1@{s1.ifname}", "-i", f"2@{s2.ifname}", "--queue-rate", "1:8",
+                         "--queue-depth", f"1:{depth}", "--grpc-server-addr", "none",
+                         "--stats-file", str(stats)],
+                        cwd=str(ROOT), env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                        stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while not stats.exists():
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert time.monotonic() < deadline, "ebpf switch not ready in 60 s"
+            time.sleep(0.05)
+        qdiscs = sw.run(["tc", "qdisc", "show", "dev", s1.ifname]).stdout
+        assert "htb" in qdiscs and f"limit {depth * 4}" in qdiscs, qdiscs
+        with h2.enter():
+            rx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x88B7))
+        rx.bind((b.ifname, 0))
+        rx.settimeout(1.0)
+        with h1.enter():
+            tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+        tx.bind((a.ifname, 0))
+        try:
+            for i in range(burst):
+                tx.send(FRAME[:14] + bytes(22) + i.to_bytes(2, "big") + FRAME[38:])
+            got: list[tuple[float, dict[str, int]]] = []
+            while True:
+                try:
+                    data = rx.recv(4096)
+                except TimeoutError:
+                    break
+                got.append((time.monotonic(), _q(data)))
+        finally:
+            rx.close()
+            tx.close()
+        depths = [q["enq_qdepth"] for _, q in got]
+        assert depths[0] == 0 and max(depths) == depth - 1, depths     # grew to the depth
+        assert all(q["deq_timedelta"] >= 900 * q["enq_qdepth"] for _, q in got[1:]), got[:5]
+        # the kernel really sends at the rate: n frames take at least (n - 1) ms (wide margin)
+        assert got[-1][0] - got[0][0] >= 0.7 * (len(got) - 1) / 1000
+        deadline = time.monotonic() + 10
+        while True:
+            st = json.loads(stats.read_text())
+            if st.get("rx", 0) >= burst or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        q1 = st["queues"]["1"]
+        assert st["rx"] == burst and st["tail_drop"] == q1["tail_drops"] > 0, st
+        assert len(got) == burst - q1["tail_drops"], (len(got), st)   # the kernel lost none
+        assert q1["queue_high_water"] == depth and q1["queue_rate_bps"] == 8e6, q1
+        proc.terminate()
+        assert proc.wait(20) == 0, proc.stderr.read() if proc.stderr else ""
+        left = sw.run(["tc", "qdisc", "show", "dev", s1.ifname]).stdout
+        assert "htb" not in left, left
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        for ns in reversed(made):
+            ns.close()
