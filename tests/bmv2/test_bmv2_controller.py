@@ -270,7 +270,8 @@ def test_bmv2_sends_telemetry_reports_to_the_running_controller(report_bed: Bed,
                     target=Target.BMV2, bmv2_json=str(js), p4info=str(info),
                     sink_mode=SinkMode.REPORT, collector_ip=COLLECTOR_IP,
                     collector_mac=bed.collector_mac, collector_at=("s2", 3),
-                    report_source_base="10.0.29.100", int_instructions=0xD400)
+                    report_source_base="10.0.29.100", int_instructions=0xD400,
+                    insecure=True)  # keyless on a private test link; the auth tests cover keys
     ctl = Controller(cfg=cfg).start()
     try:
         assert all(st.phase is Phase.READY for st in ctl.status.values()), \
