@@ -164,6 +164,7 @@ def finish_rogue(out: dict[str, Any], logs: Path) -> dict[str, Any]:
         "host_records": sum(n for k, n in by_reason.items() if k.startswith("host_records_")),
         "reports": by_reason.get("report_source", 0), "by_reason": by_reason,
         "controller_confirmations": out["rejected"].get("controller_confirmations", {})}
+    # datagrams the agents read past their kernel socket filter (forged and genuine)
     out["received"] = {"feedback": sum(int(a.get("feedback_datagrams", 0))
                                        for a in agents.values())}
     out["agents"] = agents

@@ -33,8 +33,9 @@ def test_rogue_floods_are_refused_and_nothing_forged_is_applied(tmp_path):
     assert rogue["applied"] == {"feedback": 0, "host_records": 0, "reports": 0}
     sent = rogue["sent"]
     assert min(sent.values()) >= 3000
-    # every forged feedback datagram reached an agent and was refused there
-    assert rogue["rejected"]["feedback"] == sent["feedback"] <= rogue["received"]["feedback"]
+    # every forged feedback datagram reached an agent and was refused there, by its kernel
+    # socket filter or by the MAC check after it ("received" counts only the latter)
+    assert rogue["rejected"]["feedback"] == sent["feedback"]
     drops = rogue["telemetry"]["socket_drops"] or 0
     assert rogue["rejected"]["host_records"] + drops >= sent["host_records"]
     assert rogue["rejected"]["reports"] + drops >= sent["reports"]
