@@ -203,7 +203,10 @@ def test_queue_telemetry_and_ecn_under_a_paced_port():
         reports = [decode_report(bytes(42) + tb.collector.recvfrom(4096)[0]) for _ in range(n)]
         for _ in range(n):
             tb.rx.recvfrom(4096)
-    hops = sorted(((s1_hop(r), r) for r in reports), key=lambda hr: hr[0]["egress_ts"])
+    # departure order; packets that leave within one microsecond (a loaded machine's
+    # switch catching up) tie on the timestamp, and their tx bytes give the order
+    hops = sorted(((s1_hop(r), r) for r in reports),
+                  key=lambda hr: (hr[0]["egress_ts"], hr[0]["tx_bytes"]))
     occupancy = [h["queue_occupancy"] for h, _ in hops]
     assert max(occupancy) >= 35, occupancy                # the burst queued past Kmax
     frame_out = frame_in + 16 + 28 + 6                    # INT + s1's hop + link header
