@@ -2,7 +2,7 @@
 
 Commands::
 
-    run TOPO [--switch softswitch|bmv2|linux-router] [--cli] [--duration S]
+    run TOPO [--switch softswitch|ebpf|bmv2|linux-router] [--cli] [--duration S]
     experiment SPEC.yaml|PRESET --out DIR [--influx URL]
     check SPEC.yaml|PRESET              (validate only; no root)
     demo [--out DIR]                    (see mininet_topos.demo)
@@ -26,6 +26,7 @@ __all__ = ["main", "show_lines"]
 EPILOG = """examples:
   python -m mininet_topos run two-dc --switch linux-router --cli
   python -m mininet_topos run mininet_topos/topofiles/leaf_spine.yaml --duration 30
+  python -m mininet_topos run dumbbell --switch ebpf --duration 30
   python -m mininet_topos experiment demo --out results/demo
   python -m mininet_topos experiment mininet_topos/experiments/wan_loss.yaml --out results/wan
   python -m mininet_topos check incast_cc
@@ -53,7 +54,8 @@ def parser() -> argparse.ArgumentParser:
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     r.add_argument("topology", help="standard name (two-dc, leaf-spine, dumbbell) or file")
     r.add_argument("--switch", type=_switch, default="softswitch",
-                   help="softswitch (default), bmv2, or linux-router (kernel routers, no P4)")
+                   help="softswitch (default; P4 in Python), ebpf (softswitch's eBPF target: "
+                        "P4 in the kernel), bmv2, or linux-router (kernel routers, no P4)")
     r.add_argument("--cli", action="store_true",
                    help="open the Mininet CLI (extra: show hops|flows|losses)")
     r.add_argument("--duration", type=_seconds, help="stop after S seconds (default: Ctrl-C)")
@@ -102,6 +104,8 @@ def show_lines(what: str, tb: Any) -> list[str]:
         if (tb.logs / "switches").exists() else []
     if what == "hops" and stats:  # P4 switches: their own per-port statistics
         import json
+
+        from mininet_topos.ebpf_switch import stats_ports
         head = (f"{'port':<12} {'queue pkts':>10} {'high water':>10} {'drops':>7} "
                 f"{'tx pkts':>10}")
         lines = [head]
@@ -110,8 +114,9 @@ def show_lines(what: str, tb: Any) -> list[str]:
                 st = json.loads(f.read_text())
             except (OSError, ValueError):
                 continue
-            for p in st.get("ports", []):
-                lines.append(f"{p.get('ifname')!s:<12} {p.get('queue_depth', 0):>10} "
+            # the eBPF target's queue is the kernel's (tc qdisc show): no depth here
+            for p in stats_ports(st, st.get("name", f.name.split(".")[0])):
+                lines.append(f"{p.get('ifname')!s:<12} {p.get('queue_depth', '-'):>10} "
                              f"{p.get('queue_high_water', 0):>10} {p.get('tail_drops', 0):>7} "
                              f"{p.get('tx_packets', 0):>10}")
         return lines

@@ -24,6 +24,7 @@ import numpy as np
 
 from controller.lossmap import TimeBins, fit_link_models, link_loss_map, path_fec
 from controller.topology import Topology, paths
+from mininet_topos.ebpf_switch import stats_ports
 from mininet_topos.topologies import resolve_topology
 from traffic.control import send_control
 
@@ -215,7 +216,9 @@ class SwitchStatsPoller:
                 continue
             self.seen[f] = mtime
             name = st.get("name", f.name.split(".")[0])
-            for p in st.get("ports", []):
+            for p in stats_ports(st, name):
+                if "queue_depth" not in p:   # the eBPF target: its queue is sampled by tc
+                    continue
                 self.rows.append((mtime / 1e9, name, str(p.get("ifname") or p.get("port")),
                                   int(p.get("queue_depth") or 0), int(p.get("tx_packets") or 0),
                                   int(p.get("tail_drops") or 0)))
@@ -226,18 +229,39 @@ class SwitchStatsPoller:
         by: dict[str, list[tuple[float, int, int]]] = {}
         for t, node, ifname, depth, tx, _ in self.rows:
             by.setdefault(f"{node}/{ifname}", []).append((t, depth, tx))
-        out = {}
-        for port, rows in by.items():
-            rows.sort()
-            active = [d for (_, d, tx), (_, _, tx0) in zip(rows[1:], rows[:-1], strict=True)
-                      if tx > tx0]
-            if active:
-                out[port] = {"max_pkts": float(max(active)),
-                             "p50_busy_pkts": float(np.median(active)),
-                             "p90_busy_pkts": float(np.percentile(active, 90)),
-                             "mean_busy_pkts": float(np.mean(active)),
-                             "busy_samples": float(len(active))}
-        return out
+        return busy_queue_stats(by)
+
+
+def busy_queue_stats(by: dict[str, list[tuple[float, int, int]]]) -> dict[str, dict[str, float]]:
+    """Port -> max, median, 90th percentile and mean of the queue depths sampled while
+    the port sent packets; ``by``: port -> [(time, depth, packets sent so far)]."""
+    out = {}
+    for port, rows in by.items():
+        rows.sort()
+        active = [d for (_, d, tx), (_, _, tx0) in zip(rows[1:], rows[:-1], strict=True)
+                  if tx > tx0]
+        if active:
+            out[port] = {"max_pkts": float(max(active)),
+                         "p50_busy_pkts": float(np.median(active)),
+                         "p90_busy_pkts": float(np.percentile(active, 90)),
+                         "mean_busy_pkts": float(np.mean(active)),
+                         "busy_samples": float(len(active))}
+    return out
+
+
+def sampled_queue_stats(samples: dict[str, Any], ports: Any) -> dict[str, dict[str, float]]:
+    """:func:`busy_queue_stats` of ``ports`` ("sN/ifname") from the sampler's tc backlogs:
+    the eBPF target's queue, which the kernel holds (HTB at the virtual queue's rate),
+    where its statistics file gives only high water and drops."""
+    by: dict[str, list[tuple[float, int, int]]] = {}
+    for port in ports:
+        node, _, ifname = port.partition("/")
+        s = samples.get(node)
+        if s is None or ifname not in s.q or ifname not in s.dev:
+            continue
+        by[port] = [(float(t), int(q[0]), int(d[1]))
+                    for t, q, d in zip(s.t_ns, s.q[ifname], s.dev[ifname], strict=True)]
+    return busy_queue_stats(by)
 
 
 def switch_port_stats(folder: Path) -> dict[str, dict[str, int]]:
@@ -249,8 +273,9 @@ def switch_port_stats(folder: Path) -> dict[str, dict[str, int]]:
             st = json.loads(f.read_text())
         except (OSError, ValueError):
             continue
-        for p in st.get("ports", []):
-            out[f"{st.get('name', f.stem)}/{p.get('port')}"] = {
+        name = st.get("name", f.name.split(".")[0])
+        for p in stats_ports(st, name):
+            out[f"{name}/{p.get('port')}"] = {
                 k: int(p.get(k) or 0) for k in ("queue_high_water", "tail_drops", "tx_packets")}
     return out
 
@@ -387,6 +412,10 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
         a.summary["int"] = int_state.summary(topo)
     a.summary["switch_ports"] = switch_port_stats(logs / "switches")
     a.summary["switch_queues"] = sw_stats.queue_stats()
+    if spec.switch == "ebpf":
+        a.summary["switch_queues"] = sampled_queue_stats(
+            a.samples, [f"{k.partition('/')[0]}/{k.partition('/')[0]}-eth{k.partition('/')[2]}"
+                        for k in a.summary["switch_ports"]])
     res.write_csv("int_hops.csv", ["t_s", "node", "ifname", "backlog_pkts", "backlog_bytes",
                                    "drops"], int_rows)
     limit = _goodput_limit_bps(spec, topo)

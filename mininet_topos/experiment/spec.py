@@ -10,7 +10,7 @@ Format (YAML)::
 
     name: demo
     topology: two-dc            # standard name or topology file (relative to the spec)
-    switch: linux-router        # softswitch | bmv2 | linux-router
+    switch: linux-router        # softswitch | ebpf | bmv2 | linux-router
     links:                      # overrides of topology links, by "s1:3-s5:3"
       "s1:3-s5:3": {delay_ms: 10, rate_mbps: 100,
                     loss: {model: bursty, mean: 0.01, burst_pkts: 3}}
@@ -67,7 +67,7 @@ __all__ = [
     "spec_from_dict",
 ]
 
-SWITCH_KINDS = ("softswitch", "bmv2", "linux-router")
+SWITCH_KINDS = ("softswitch", "ebpf", "bmv2", "linux-router")
 CC_MODES = ("none", "dcqcn", "hpcc", "hpcc-sender")
 RECOVERY_MODES = ("gbn", "sr", "fec")
 WORKLOADS = ("p2p", "incast", "alltoall", "allreduce", "kvcache")

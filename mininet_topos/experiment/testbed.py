@@ -12,7 +12,10 @@ Switch kinds:
   the topology, and every router port shaped to its link rate (HTB) in front of a
   ``pfifo`` of the link's queue depth, so queues build in the switches like in the P4
   targets; the per-node :mod:`.sampler` reads their counters and backlogs.
-* ``softswitch`` / ``bmv2``: the P4 switch classes of :mod:`mininet_topos.switches`
+* ``softswitch`` / ``ebpf`` / ``bmv2``: the P4 switch classes of
+  :mod:`mininet_topos.switches` (``ebpf``: :mod:`mininet_topos.ebpf_switch`, softswitch's
+  eBPF target, the program in the kernel on every port; the controller sees the same
+  P4Runtime server and sends the same P4 source as to ``softswitch``)
   running ``p4/int_rocev2.p4`` on P4Runtime ports chosen free for this run,
   programmed by ``python -m controller run`` (beside Mininet; for BMv2 the program is
   compiled once with p4c, cached by content, the switches start with ``--no-p4`` and
@@ -217,9 +220,11 @@ class Testbed:
         program = Path(self.program)
         if not program.is_absolute():
             program = PROJECT_ROOT / program
-        if self.switch == "softswitch":
+        if self.switch in ("softswitch", "ebpf"):
+            from mininet_topos.ebpf_switch import EbpfSoftSwitch
             # statistics (per-port queue depth, drops) rewritten every sample interval
-            return partial(SoftSwitch, p4_program=str(program),
+            return partial(EbpfSoftSwitch if self.switch == "ebpf" else SoftSwitch,
+                           p4_program=str(program),
                            log_dir=str(self.logs / "switches"),
                            stats_interval_s=self.sample_interval_s)
         # BMv2 starts without a program; the controller pushes the compiled pipeline
@@ -336,7 +341,9 @@ class Testbed:
                 *(["--key-file", str(self.key_file)] if self.key_file else []),
                 *(["--grpc-cert", str(self.controller_cert.cert), "--grpc-key",
                    str(self.controller_cert.key)] if self.controller_cert else []),
-                "--out", str(out), "--target", self.switch, "--program", str(program),
+                # the eBPF target takes what softswitch takes: P4 source as device config
+                "--out", str(out), "--target", "bmv2" if self.switch == "bmv2" else "softswitch",
+                "--program", str(program),
                 "--interval", "0.5", "--listen", "0.0.0.0" if self.mgmt else "127.0.0.1",
                 "--report-port", str(self.ports["report"]),
                 "--agent-port", str(self.ports["agent"]),

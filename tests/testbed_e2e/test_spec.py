@@ -61,7 +61,7 @@ def test_overrides_change_only_the_named_link():
 
 @pytest.mark.parametrize("raw, words", [
     (_with(cc="hpc"), ["cc", "'hpc'", "hpcc"]),
-    (_with(switch="ovs"), ["switch", "'ovs'", "linux-router"]),
+    (_with(switch="ovs"), ["switch", "'ovs'", "ebpf", "linux-router"]),
     (_with(recovry="sr"), ["unknown field", "'recovry'", "recovery"]),
     (_with(fec="8"), ["fec", "'8'", "K,M"]),
     (_with(duration_s=-1), ["duration_s", "-1", "outside"]),
@@ -92,6 +92,15 @@ def test_bad_specs_name_field_and_value(raw, words):
         expand(raw)
     for w in words:
         assert w in str(exc.value), str(exc.value)
+
+
+def test_the_ebpf_switch_kind_is_chosen_in_spec_and_cli():
+    assert spec_from_dict(_with(switch="ebpf")).switch == "ebpf"
+    from mininet_topos.cli import parser
+    for argv in (["run", "two-dc", "--switch", "ebpf"], ["experiment", "demo", "--out", "x",
+                                                         "--switch", "ebpf"],
+                 ["demo", "--switch", "ebpf"]):
+        assert parser().parse_args(argv).switch == "ebpf"
 
 
 def test_unknown_hosts_and_links_are_caught_before_running():
