@@ -1,0 +1,267 @@
+"""v1model's clones on the eBPF target: I2E and E2E copies to a clone session's ports.
+
+Why a clone re-enters the program: the clone must run egress (and the deparser) with
+its own metadata while the original goes on, and a tc program has one packet. So at
+a clone request the program saves its whole state (`struct pipe`, headers, metadata,
+standard metadata) in a slot of a ring of map cells and makes one copy of the packet
+per replica with ``bpf_clone_redirect`` into the ingress of the device it came from,
+tagged in ``skb->mark`` (magic, kind, replica, slot sequence). The program sees the
+copy again, knows it by its mark and, from the slot, builds what v1model gives a
+clone (BMv2's simple_switch, as `softswitch.v1model.switch` runs it):
+
+* I2E: the packet as it entered (the copy is taken before the deparser writes), parsed
+  again with a fresh metadata that keeps the ``@field_list`` fields of the request;
+  ``instance_type`` 1;
+* E2E: the original's headers as its egress left them and its payload (the copy's
+  bytes still hold the original's headers, which the clone's deparser overwrites);
+  fresh metadata with the preserved fields; standard metadata with only
+  ``ingress_port``, ``packet_length`` and ``egress_rid``; ``instance_type`` 2;
+
+then ``egress_port`` and ``egress_rid`` of its replica, the traffic manager, egress,
+the deparser, the session's truncation (unless egress truncates) and out. A copy whose
+slot was reused before it came back (more than `SLOTS` clones in flight) or whose
+session is gone is dropped and counted (``clone_lost``).
+
+Test runs (BPF_PROG_TEST_RUN, no devices) record the marks instead of sending copies,
+and the caller runs each as its own pass over the same input. There the original also
+waits behind its I2E clones (a RESUME mark of its own slot), so the passes run in the
+Python target's order: I2E clones, the original, then E2E clones in turn.
+
+The sessions live in a hash map written by `KernelReplicationEngine`, the runtime's
+replication engine on this target (one runtime API: P4Runtime's CloneSessionEntry,
+the STF runner's ``mirroring_add`` and `SwitchRuntime.clone_session_set`).
+"""
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+from softswitch.backends.ebpf.errors import EbpfUnsupported
+from softswitch.errors import RuntimeApiError, RuntimeErrorCode
+from softswitch.frontend import ast as A
+from softswitch.v1model.pre import Replica, ReplicationEngine
+
+MAX_REPLICAS = 16          # ports of one clone session on this target
+SLOTS = 1024               # clone requests in flight (a power of two)
+MAX_SESSIONS = 1024
+MAGIC = 0xC1000000         # top byte of a clone's skb->mark
+KIND_I2E, KIND_E2E, KIND_RESUME = 1, 2, 3
+MAX_MARKS = 32             # marks one test pass records
+SEQ_BITS = 18
+
+
+def mark_kind(mark: int) -> int:
+    return (mark >> 22) & 3
+
+
+C_TYPES = f"""\
+struct p4_clone_rep {{ u32 port; u32 rid; }};
+struct p4_clone_session {{ u32 n; u32 truncate; struct p4_clone_rep reps[{MAX_REPLICAS}]; }};
+"""
+
+C_MAPS = f"""\
+struct p4_clone_slot {{ u32 seq; u32 session; u32 fl; u32 pad; struct pipe st; }};
+BPF_ARRAY(p4_clone_slots, struct p4_clone_slot, {SLOTS});
+BPF_ARRAY(p4_clone_seq, u64, 1);
+BPF_HASH(p4_clone_sessions, u32, struct p4_clone_session, {MAX_SESSIONS});
+"""
+
+C_FUNCTIONS = f"""\
+/* Copy n bytes (a constant) between map cells; volatile: clang must not call memcpy. */
+static __always_inline void p4_copy(void *dst, const void *src, u32 n) {{
+    volatile u64 *d = dst;
+    const volatile u64 *s = src;
+#pragma clang loop unroll(disable)
+    for (u32 i = 0; i < n / 8; i++) d[i] = s[i];
+    volatile u8 *db = (u8 *)dst + (n & ~7u);
+    const volatile u8 *sb = (const u8 *)src + (n & ~7u);
+#pragma clang loop unroll(disable)
+    for (u32 i = 0; i < (n & 7); i++) db[i] = sb[i];
+}}
+
+/* A value clang cannot reason about: a loop's exit test stays the one written (clang
+   turns `i < n` into `i != n`, which the verifier cannot bound). */
+static __always_inline u32 p4_opaque(u32 v) {{
+    asm volatile("" : "+r"(v));
+    return v;
+}}
+
+static __always_inline void p4_record_mark(struct p4_test_result *r, u32 mark) {{
+    u32 k = r->nclones & {MAX_MARKS - 1};
+    r->marks[k] = mark;
+    r->nclones = k + 1;
+}}
+
+/* A clone request after ingress (I2E) or egress (E2E): save the state, copy the packet
+   once per replica of the session (test runs record the marks). Returns the slot's
+   sequence + 1, or 0 when nothing was cloned (no such session). */
+static __always_inline u32 clone_request(struct __sk_buff *skb, struct pipe *P,
+                                         struct p4_test_result *r, u32 kind) {{
+    u32 sid = P->clone_session;
+    struct p4_clone_session *s = p4_clone_sessions.lookup(&sid);
+    if (!s || !s->n) return 0;
+    u32 z = 0;
+    u64 *next = p4_clone_seq.lookup(&z);
+    if (!next) return 0;
+    u32 seq = (u32)__sync_fetch_and_add(next, 1) & {(1 << SEQ_BITS) - 1};
+    u32 idx = seq & {SLOTS - 1};
+    struct p4_clone_slot *sl = p4_clone_slots.lookup(&idx);
+    if (!sl) return 0;
+    sl->seq = 0xffffffff;             /* being written: a copy that reads it now is lost */
+    sl->session = sid;
+    sl->fl = P->clone_fl;
+    p4_copy(&sl->st, P, sizeof(*P));
+    sl->seq = seq;
+    u32 n = s->n;
+    if (n > {MAX_REPLICAS}) n = {MAX_REPLICAS};
+    u32 base = {MAGIC:#x} | (kind << 22) | seq;
+    if (r) {{
+        /* at most 16 + 1 marks in one pass: the index needs no test per replica */
+        u32 k = r->nclones & {MAX_MARKS - 1};
+#pragma clang loop unroll(disable)
+        for (u32 i = 0; i < {MAX_REPLICAS}; i++) {{
+            if (p4_opaque(i) >= n) break;
+            u32 j = k + i;
+            asm volatile("" : "+r"(j));      /* keep the mask where the verifier sees it */
+            r->marks[j & {MAX_MARKS - 1}] = base | (i << {SEQ_BITS});
+        }}
+        r->nclones = k + n;
+        return seq + 1;
+    }}
+    u32 old_mark = skb->mark, failed = 0;
+#pragma clang loop unroll(disable)
+    for (u32 i = 0; i < {MAX_REPLICAS}; i++) {{
+        if (p4_opaque(i) >= n) break;
+        skb->mark = base | (i << {SEQ_BITS});
+        failed |= bpf_clone_redirect(skb, skb->ifindex, BPF_F_INGRESS) != 0;
+    }}
+    skb->mark = old_mark;
+    if (failed) count_stat(8);
+    return seq + 1;
+}}
+
+/* A copy came back (or a test pass names it): fill P from its slot. Returns its kind,
+   0 if the slot was reused or the session is gone (the copy is lost). */
+static __always_inline u32 clone_load(struct pipe *P, u32 mark) {{
+    u32 seq = mark & {(1 << SEQ_BITS) - 1};
+    u32 rep = (mark >> {SEQ_BITS}) & {MAX_REPLICAS - 1};
+    u32 kind = (mark >> 22) & 3;
+    u32 idx = seq & {SLOTS - 1};
+    struct p4_clone_slot *sl = p4_clone_slots.lookup(&idx);
+    if (!sl || sl->seq != seq) return 0;
+    if (kind == {KIND_RESUME}) {{
+        p4_copy(P, &sl->st, sizeof(*P));
+    }} else {{
+        u32 sid = sl->session;
+        struct p4_clone_session *s = p4_clone_sessions.lookup(&sid);
+        if (!s || rep >= s->n) return 0;
+        clone_preserve(P, &sl->st, sl->fl);
+        P->sm.ingress_port = sl->st.sm.ingress_port;
+        if (kind == {KIND_E2E}) {{
+            p4_copy(&P->hdr, &sl->st.hdr, sizeof(P->hdr));
+            P->off = sl->st.off;
+            P->pkt_len = sl->st.pkt_len;
+            P->sm.packet_length = sl->st.sm.packet_length;
+        }}
+        P->cl_port = s->reps[rep].port;
+        P->cl_rid = s->reps[rep].rid;
+        P->cl_truncate = s->truncate;
+    }}
+    if (sl->seq != seq) return 0;   /* overwritten while read */
+    return kind;
+}}
+"""
+
+PIPE_FIELDS = ["u32 clone_type;", "u32 clone_session;", "u32 clone_fl;", "u32 truncate_ig;",
+               "u32 cl_port;", "u32 cl_rid;", "u32 cl_truncate;"]
+
+
+def preserve_c(meta_decl: Any) -> str:
+    """``clone_preserve(P, S, fl)``: copy the fields of ``@field_list(fl)`` from S's
+    metadata into P's (field lists are constants of the program)."""
+    from softswitch.backends.ebpf.layout import cname
+    from softswitch.compiler.walk import annotation_ints
+    lists: dict[int, list[str]] = {}
+    for f in getattr(meta_decl, "fields", None) or []:
+        for idx in annotation_ints(f, "field_list"):
+            lists.setdefault(idx, []).append(cname(f.name))
+    lines = ["static __always_inline void clone_preserve(struct pipe *P, struct pipe *S, u32 fl) {",
+             "    switch (fl) {"]
+    for idx, names in sorted(lists.items()):
+        lines.append(f"    case {idx}:")
+        lines += [f"        P->meta.{n} = S->meta.{n};" for n in names]
+        lines.append("        break;")
+    lines += ["    default: break;", "    }", "}"]
+    return "\n".join(lines)
+
+
+def lower_clone(gen: Any, call: A.MethodCallExpression, params: tuple[str, ...]) -> list[str]:
+    """``clone(type, session)``, ``clone3(type, session, data)`` (its data is not kept,
+    as on the Python target) and ``clone_preserving_field_list(type, session, index)``:
+    record the request; the pipeline acts on it after the block (the last one wins)."""
+    args = [a.value for a in call.args]
+    ctype_arg = args[0]
+    member = getattr(ctype_arg, "member", None)
+    if member not in ("I2E", "E2E"):
+        raise EbpfUnsupported(call, "a clone type that is not CloneType.I2E or CloneType.E2E")
+    fl = "0xffffffff"
+    if "index" in params:
+        idx = args[2].const_value
+        if not isinstance(idx, int):
+            raise EbpfUnsupported(call, "a field list index that is not a constant")
+        fl = str(idx)
+    return [f"P->clone_type = {KIND_I2E if member == 'I2E' else KIND_E2E};",
+            f"P->clone_session = (u32)({gen.ex(args[1])});",
+            f"P->clone_fl = {fl};"]
+
+
+class KernelReplicationEngine(ReplicationEngine):
+    """The runtime's replication engine on the eBPF target: clone sessions are also
+    written to the program's session map; multicast groups are refused until the
+    target replicates (nothing accepted is lost)."""
+
+    def __init__(self, kernel: Any) -> None:
+        super().__init__()
+        self.kernel = kernel
+
+    def session_set(self, session: int, replicas: list[Replica], *, truncate: int = 0,
+                    class_of_service: int = 0) -> None:
+        where = f"clone session {session}"
+        if len(replicas) > MAX_REPLICAS:
+            raise RuntimeApiError(RuntimeErrorCode.UNSUPPORTED, f"{where}: {len(replicas)} replicas "
+                                  f"(--target ebpf copies to at most {MAX_REPLICAS} ports)")
+        from softswitch.backends.ebpf.program import MAX_PORTS
+        for rep in replicas:
+            if not 0 <= rep.port < MAX_PORTS:
+                raise RuntimeApiError(RuntimeErrorCode.BAD_VALUE, f"{where}: port {rep.port} "
+                                      f"outside 0..{MAX_PORTS - 1}")
+        if session not in self.sessions and len(self.sessions) >= MAX_SESSIONS:
+            raise RuntimeApiError(RuntimeErrorCode.TABLE_FULL,
+                                  f"{where}: {MAX_SESSIONS} clone sessions exist")
+        super().session_set(session, replicas, truncate=truncate, class_of_service=class_of_service)
+        tab = self.kernel.table("p4_clone_sessions")
+        leaf = tab.Leaf()
+        leaf.n = len(replicas)
+        leaf.truncate = min(truncate, (1 << 32) - 1)
+        for i, rep in enumerate(replicas):
+            leaf.reps[i].port = rep.port
+            leaf.reps[i].rid = rep.rid
+        tab[ctypes.c_uint32(session)] = leaf
+
+    def session_delete(self, session: int) -> None:
+        super().session_delete(session)
+        tab = self.kernel.table("p4_clone_sessions")
+        del tab[ctypes.c_uint32(session)]
+
+    def _refuse_multicast(self) -> None:
+        raise RuntimeApiError(RuntimeErrorCode.UNSUPPORTED,
+                              "multicast groups are not supported on --target ebpf yet")
+
+    def group_create(self, group: int, replicas: list[Replica] | None = None) -> None:
+        self._refuse_multicast()
+
+    def group_modify(self, group: int, replicas: list[Replica]) -> None:
+        self._refuse_multicast()
+
+    def node_associate(self, group: int, handle: int) -> None:
+        self._refuse_multicast()
