@@ -59,3 +59,44 @@ def test_softswitch_testbed_programs_forwards_and_shows(tmp_path):
         assert tx["s1-eth5"] >= 3 and tx["s2-eth1"] >= 3, hops
         assert show_lines("flows", tb)
     assert leftovers(res, str(tmp_path / "logs")) == []
+
+
+@pytest.mark.bpf
+def test_ebpf_testbed_programs_forwards_and_leaves_no_kernel_object(tmp_path):
+    """Kernel switches (``switch: ebpf``) running the INT program, programmed by the
+    unchanged controller over P4Runtime, host agents on both hosts: hosts reach each
+    other, every port carries the switch's program, the paced ports are shaped; after
+    the test bed closes no program, map, filter, process or namespace name is left."""
+    import subprocess
+
+    from mininet_topos.ebpf_switch import kernel_objects, objects_alive
+
+    topo = resolve_topology("dumbbell")
+    with experiment.Testbed(topo=topo, switch="ebpf", logs=tmp_path / "logs",
+                            sample_interval_s=0.2, agent_hosts=tuple(topo.host_names)) as tb:
+        res = tb.resources()
+        assert "3 received" in tb.net.get("h1").cmd("ping -c 3 -i 0.2 -W 1 10.0.2.1")
+        progs: set[int] = set()
+        names = set()
+        for name in topo.switch_names:
+            sw = tb.net.get(name)
+            names.add(sw.netns_name)
+            attached = sw.programs()
+            assert attached and all(len(ids) == 1 for ids in attached.values()), attached
+            progs |= {i for ids in attached.values() for i in ids}
+            assert "htb" in sw.cmd(f"tc qdisc show dev {name}-eth1 root")
+        objs = kernel_objects(progs)
+        assert len(objs["prog"]) == len(topo.switch_names) and len(objs["map"]) > 20, objs
+        time.sleep(1.2)  # one statistics interval after the pings
+        tx = {ln.split()[0]: int(ln.split()[-1]) for ln in show_lines("hops", tb)[1:]}
+        assert tx["s1-eth5"] >= 3 and tx["s2-eth1"] >= 3, tx
+        ctl = (tb.logs / "controller.log").read_text()
+    assert "2/2 switches ready" in ctl, ctl[-2000:]
+    deadline = time.monotonic() + 5    # the kernel frees programs and maps deferred
+    while objects_alive(objs) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert objects_alive(objs) == []
+    left_names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True,
+                                check=False).stdout
+    assert not [n for n in names if n in left_names]
+    assert leftovers(res, str(tmp_path / "logs")) == []
