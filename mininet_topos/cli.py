@@ -114,9 +114,14 @@ def show_lines(what: str, tb: Any) -> list[str]:
                 st = json.loads(f.read_text())
             except (OSError, ValueError):
                 continue
-            # the eBPF target's queue is the kernel's (tc qdisc show): no depth here
-            for p in stats_ports(st, st.get("name", f.name.split(".")[0])):
-                lines.append(f"{p.get('ifname')!s:<12} {p.get('queue_depth', '-'):>10} "
+            name = st.get("name", f.name.split(".")[0])
+            for p in stats_ports(st, name):
+                depth = p.get("queue_depth")
+                if depth is None:   # the eBPF target's queue is the kernel's: sampled
+                    s = samples.get(name)
+                    q = s.q.get(str(p.get("ifname"))) if s is not None else None
+                    depth = int(q[-1][0]) if q is not None and len(q) else "-"
+                lines.append(f"{p.get('ifname')!s:<12} {depth:>10} "
                              f"{p.get('queue_high_water', 0):>10} {p.get('tail_drops', 0):>7} "
                              f"{p.get('tx_packets', 0):>10}")
         return lines

@@ -82,7 +82,8 @@ def test_two_dc_experiment_finds_the_lossy_wan_link(tmp_path):
     assert leftovers(s["resources"], str(out)) == []
 
 
-@pytest.mark.parametrize("switch", ["linux-router", "softswitch"])
+@pytest.mark.parametrize("switch", ["linux-router", "softswitch",
+                                    pytest.param("ebpf", marks=pytest.mark.bpf)])
 def test_run_stops_cleanly_on_sigterm(tmp_path, switch):
     """`run` brings up two-dc (softswitch: eight switches, the controller, eight host
     agents), then SIGTERM: everything it started is gone (its processes are found by
@@ -114,7 +115,7 @@ def test_run_stops_cleanly_on_sigterm(tmp_path, switch):
     assert "torn down" in rest
     assert leftovers({}, str(logs), sock_dir + os.sep) == []
     assert not os.path.exists(sock_dir)
-    if switch == "softswitch":
+    if switch in ("softswitch", "ebpf"):
         ctl = (logs / "controller.log").read_text()
         assert "8/8 switches ready" in ctl, ctl[-2000:]
         assert all((logs / f"agent-h{i}.log").exists() for i in range(1, 9))
@@ -123,18 +124,24 @@ def test_run_stops_cleanly_on_sigterm(tmp_path, switch):
                 if " s1-eth" in ln or " h1-eth" in ln]
 
 
-def test_softswitch_two_dc_int_from_every_hop_and_the_lossy_wan(tmp_path):
-    """The P4 path: eight softswitches running p4/int_rocev2.p4, programmed by the
-    controller, host agents stripping INT and shipping records; every switch of the
-    flow's path reports, and the loss map finds the lossy WAN links."""
+@pytest.mark.parametrize("switch, rate, count", [
+    ("softswitch", "5M", 30),
+    # the eBPF target at 10x the rate; 10x the messages keep the run seconds long, so the
+    # controller's loss map (polled every 0.5 s) sees the losses before the run ends
+    pytest.param("ebpf", "50M", 300, marks=pytest.mark.bpf)])
+def test_p4_two_dc_int_from_every_hop_and_the_lossy_wan(tmp_path, switch, rate, count):
+    """The P4 path: eight P4 switches (softswitch in Python, or its eBPF target in the
+    kernel) running p4/int_rocev2.p4, programmed by the controller, host agents
+    stripping INT and shipping records; every switch of the flow's path reports, and
+    the loss map finds the lossy WAN links."""
     from controller.topology import paths
     from mininet_topos.topologies import resolve_topology
 
-    spec = _spec(tmp_path, switch="softswitch", recovery="sr", cc="hpcc",
+    spec = _spec(tmp_path, switch=switch, recovery="sr", cc="hpcc",
                  links={"s1:3-s5:3": {"delay_ms": 5, "loss": {"model": "bernoulli", "p": 0.02}},
                         "s2:3-s6:3": {"delay_ms": 5, "loss": {"model": "bernoulli", "p": 0.02}}},
-                 workload={"kind": "p2p", "hosts": ["h1", "h5"], "size": "64K", "count": 30,
-                           "rate": "5M"})
+                 workload={"kind": "p2p", "hosts": ["h1", "h5"], "size": "64K", "count": count,
+                           "rate": rate})
     out = tmp_path / "out"
     r = _cli("experiment", str(spec), "--out", str(out), timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
