@@ -151,7 +151,7 @@ class LoadedProgram:
 
     def set_test_clock(self, now_ns: int) -> None:
         """The program's clock in test runs (ns; 0 = the kernel's clock): the traffic
-        manager's tests control time."""
+        manager's tests control time, differential tests pin the timestamps."""
         self.test_now_ns = int(now_ns)
         cfg = self.table("p4_cfg")
         leaf = cfg[ctypes.c_int(0)]
