@@ -127,7 +127,7 @@ int {entry}(struct __sk_buff *skb) {{
         for (u32 i = 0; i < sizeof(*P) / 8; i++) w[i] = 0;
     }}
     /* pass: 0 a packet from a port; else a clone (backends/ebpf/clones.py) */
-    u32 pass = 0;
+    u32 pass = 0, cloned = 0;
     if ((mark & 0xff000000) == {magic:#x}) {{
         pass = clone_load(P, mark);
         if (!pass) {{
@@ -135,7 +135,7 @@ int {entry}(struct __sk_buff *skb) {{
             return TC_ACT_SHOT;
         }}
         if (pass == {resume}) goto resume;
-        if (pass == {e2e}) goto clone_egress;
+        if (pass == {e2e} || pass == {mcast}) goto clone_egress;
     }} else {{
         count_stat(0);
         P->sm.ingress_port = port;
@@ -154,20 +154,26 @@ int {entry}(struct __sk_buff *skb) {{
     if (P->clone_type == {i2e}) {{
         /* I2E clones first (the packet is still as it entered); a test run runs the
            original after them, as the Python target does */
-        u32 cloned = clone_request(skb, P, r, {i2e});
-        if (cloned && r && P->sm.egress_spec != DROP_PORT) {{
-            p4_record_mark(r, {magic:#x} | ({resume} << 22) | (cloned - 1));
+        cloned = clone_request(skb, P, r, {i2e});
+        if (cloned && r && !P->sm.mcast_grp && P->sm.egress_spec != DROP_PORT) {{
+            p4_record_mark(r, {magic:#x} | ({resume} << {kind_shift}) | (cloned - 1));
             return TC_ACT_SHOT;
         }}
     }}
 resume:
     P->clone_type = 0;
+    if (P->sm.mcast_grp) {{
+        /* multicast replaces unicast: the replicas go on (copies, as clones), this ends */
+        if (!mcast_request(skb, P, r, cloned)) goto drop;
+        return TC_ACT_SHOT;
+    }}
     if (P->sm.egress_spec == DROP_PORT) goto drop;
     P->sm.egress_port = P->sm.egress_spec;
     P->truncate_ig = P->truncate;     /* truncate(): egress's length, else ingress's */
     goto queue;
 clone_egress:
-    P->sm.instance_type = pass;       /* 1 I2E, 2 E2E: v1model's instance_type */
+    P->sm.instance_type = pass == {mcast} ? 5 : pass;   /* v1model's: 1 I2E, 2 E2E, 5 replica */
+    P->clone_type = 0;
     P->sm.egress_port = P->cl_port;
     P->sm.egress_rid = P->cl_rid;
     P->truncate_ig = P->cl_truncate;  /* the session's length, unless egress truncates */
@@ -276,7 +282,7 @@ def generate_c(checked: Any, compiled_tables: dict[str, Any], *, errors: list[st
               TM.C_FUNCTION, CL.preserve_c(meta_decl), CL.C_FUNCTIONS]
     parts.append(_MAIN.format(entry=ENTRY, verify=ctl["vr"], ingress=ctl["ig"], egress=ctl["eg"],
                               compute=ctl["ck"], magic=CL.MAGIC, i2e=CL.KIND_I2E, e2e=CL.KIND_E2E,
-                              resume=CL.KIND_RESUME))
+                              resume=CL.KIND_RESUME, mcast=CL.KIND_MCAST, kind_shift=CL.KIND_SHIFT))
     return GeneratedProgram(source="\n\n".join(parts) + "\n",
                             tables={lay.name: lay for lay in g.table_layouts.values()},
                             externs=dict(g.externs), digests=dict(g.digests))
