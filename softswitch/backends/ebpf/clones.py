@@ -1,5 +1,6 @@
-"""v1model's clones and multicast on the eBPF target: I2E and E2E copies to a clone
-session's ports, and the replicas of a multicast group.
+"""v1model's clones, multicast, resubmit and recirculate on the eBPF target: I2E and
+E2E copies to a clone session's ports, the replicas of a multicast group, and packets
+that go through ingress again.
 
 Why a clone re-enters the program: the clone must run egress (and the deparser) with
 its own metadata while the original goes on, and a tc program has one packet. So at
@@ -20,6 +21,9 @@ clone (BMv2's simple_switch, as `softswitch.v1model.switch` runs it):
 
 * a multicast replica (``mcast_grp`` set after ingress): the packet as ingress left it,
   ``instance_type`` 5; the packet itself ends there (multicast replaces unicast);
+* resubmit / recirculate: the packet as it came in / as the deparser left it, through
+  the parser and ingress again with the request's field list (``instance_type`` 6 / 4
+  in ingress, 0 in egress), at most `MAX_PASSES` passes;
 
 then ``egress_port`` and ``egress_rid`` of its replica, the traffic manager, egress,
 the deparser, the session's truncation (unless egress truncates) and out. A copy whose
@@ -27,9 +31,11 @@ slot was reused before it came back (more than `SLOTS` clones in flight) or whos
 session is gone is dropped and counted (``clone_lost``).
 
 Test runs (BPF_PROG_TEST_RUN, no devices) record the marks instead of sending copies,
-and the caller runs each as its own pass over the same input. There the original also
-waits behind its I2E clones (a RESUME mark of its own slot), so the passes run in the
-Python target's order: I2E clones, the original, then E2E clones in turn.
+and the caller runs each as its own pass over the same input (a recirculation over
+the pass's output). There the original also waits behind its I2E clones (a RESUME
+mark of its own slot; any packet's egress waits behind copies queued before it when
+the caller asks), so the passes run in the Python target's order: ingress passes
+first, then egress ones in turn (I2E clones, the original, E2E clones).
 
 Sessions and groups live in hash maps written by `KernelReplicationEngine`, the
 runtime's replication engine on this target (one runtime API: P4Runtime's
@@ -52,8 +58,10 @@ MAX_SESSIONS = 1024
 MAX_GROUPS = 1024
 MAGIC = 0xC1000000         # top byte of a copy's skb->mark
 # kind of a copy (3 bits of the mark), and the instance_type v1model gives it
-KIND_I2E, KIND_E2E, KIND_RESUME, KIND_MCAST = 1, 2, 3, 4
-INSTANCE_TYPE = {KIND_I2E: 1, KIND_E2E: 2, KIND_MCAST: 5}
+KIND_I2E, KIND_E2E, KIND_RESUME, KIND_MCAST, KIND_RESUBMIT, KIND_RECIRC = 1, 2, 3, 4, 5, 6
+INSTANCE_TYPE = {KIND_I2E: 1, KIND_E2E: 2, KIND_MCAST: 5, KIND_RESUBMIT: 6, KIND_RECIRC: 4}
+INGRESS_KINDS = (KIND_RESUBMIT, KIND_RECIRC)   # copies that run ingress (the rest: egress)
+MAX_PASSES = 64            # resubmit/recirculate passes of one packet, as the Python target
 MAX_MARKS = 32             # marks one test pass records (at most 2 x 16 + 1)
 KIND_SHIFT, REP_SHIFT = 21, 17
 SEQ_BITS = 17
@@ -150,6 +158,20 @@ static __always_inline void make_copies(struct __sk_buff *skb, struct p4_test_re
     if (failed) count_stat(8);
 }}
 
+/* One copy (resubmit, recirculate) of the packet as it is now. */
+static __always_inline void make_copy(struct __sk_buff *skb, struct p4_test_result *r,
+                                      u32 kind, u32 seq) {{
+    u32 mark = {MAGIC:#x} | (kind << {KIND_SHIFT}) | seq;
+    if (r) {{
+        p4_record_mark(r, mark);
+        return;
+    }}
+    u32 old_mark = skb->mark;
+    skb->mark = mark;
+    if (bpf_clone_redirect(skb, skb->ifindex, BPF_F_INGRESS) != 0) count_stat(8);
+    skb->mark = old_mark;
+}}
+
 /* A clone request after ingress (I2E) or egress (E2E): the slot's sequence + 1, or 0
    when nothing was cloned (no such session). */
 static __always_inline u32 clone_request(struct __sk_buff *skb, struct pipe *P,
@@ -186,6 +208,12 @@ static __always_inline u32 clone_load(struct pipe *P, u32 mark) {{
     if (!sl || sl->seq != seq) return 0;
     if (kind == {KIND_RESUME}) {{
         p4_copy(P, &sl->st, sizeof(*P));
+    }} else if (kind == {KIND_RESUBMIT} || kind == {KIND_RECIRC}) {{
+        /* a new pass through ingress, keeping the request's field list */
+        clone_preserve(P, &sl->st, kind == {KIND_RESUBMIT} ? sl->st.resubmit_fl : sl->st.recirc_fl);
+        P->sm.ingress_port = sl->st.sm.ingress_port;
+        P->passes = sl->st.passes + 1;
+        P->sm.instance_type = kind == {KIND_RESUBMIT} ? 6 : 4;
     }} else {{
         struct p4_clone_session *s;
         u32 id;
@@ -214,6 +242,8 @@ static __always_inline u32 clone_load(struct pipe *P, u32 mark) {{
         }}
         P->cl_port = s->reps[rep].port;
         P->cl_rid = s->reps[rep].rid;
+        P->passes = sl->st.passes;
+        P->sm.instance_type = kind == {KIND_MCAST} ? 5 : kind;   /* 1 I2E, 2 E2E, 5 replica */
     }}
     if (sl->seq != seq) return 0;   /* overwritten while read */
     return kind;
@@ -221,7 +251,9 @@ static __always_inline u32 clone_load(struct pipe *P, u32 mark) {{
 """
 
 PIPE_FIELDS = ["u32 clone_type;", "u32 clone_session;", "u32 clone_fl;", "u32 truncate_ig;",
-               "u32 cl_port;", "u32 cl_rid;", "u32 cl_truncate;"]
+               "u32 cl_port;", "u32 cl_rid;", "u32 cl_truncate;", "u32 resubmit_req;",
+               "u32 resubmit_fl;", "u32 recirc_req;", "u32 recirc_fl;", "u32 passes;",
+               "u32 out_itype;"]
 
 
 def preserve_c(meta_decl: Any) -> str:
@@ -261,6 +293,22 @@ def lower_clone(gen: Any, call: A.MethodCallExpression, params: tuple[str, ...])
     return [f"P->clone_type = {KIND_I2E if member == 'I2E' else KIND_E2E};",
             f"P->clone_session = (u32)({gen.ex(args[1])});",
             f"P->clone_fl = {fl};"]
+
+
+def lower_pass_request(gen: Any, call: A.MethodCallExpression, request: str,
+                       params: tuple[str, ...]) -> list[str]:
+    """``resubmit[_preserving_field_list]`` (after ingress) and
+    ``recirculate[_preserving_field_list]`` (after egress): the legacy forms keep no
+    field, as on the Python target; the last request wins."""
+    fl = "0xffffffff"
+    if "index" in params:
+        idx = call.args[0].value.const_value
+        if not isinstance(idx, int):
+            raise EbpfUnsupported(call, "a field list index that is not a constant")
+        fl = str(idx)
+    slot = "resubmit" if request == "resubmit" else "recirc"
+    gen.requests.add(slot)      # the pipeline's code for it is generated only then
+    return [f"P->{slot}_req = 1;", f"P->{slot}_fl = {fl};"]
 
 
 class KernelReplicationEngine(ReplicationEngine):
