@@ -262,3 +262,79 @@ def test_resubmit_and_recirculation_through_veths() -> None:
         + [f[:14] + bytes([1, 0, 6, 0, 0x11, 0]) + f[20:] for f in sent[50:100]]
     assert got[1] == want
     assert st["clone_lost"] == 0 and st["dropped"] >= 1, st
+
+
+def test_controller_programs_the_int_switch_and_reports_leave(tmp_path) -> None:
+    """The controller brings up a kernel switch over P4Runtime as it does in the test
+    bed: it pushes the INT program and the entries (and the collector's clone session)
+    its intent computes for leaf s4 of leaf-spine; a RoCEv2 frame from h3 to h4 then
+    gets INT inserted and stripped in the kernel, and h4, the collector, receives the
+    frame and its Telemetry Report (the live I2E clone)."""
+    import os
+    import subprocess
+    import sys
+
+    from controller.intent import CollectorSpec, IntentOptions, SinkMode, compute_intent
+    from controller.p4rt import Fleet, ManagedSwitch, load_pipeline
+    from controller.topology import load_topology
+    from mininet_topos.netns import Namespace, veth_pair
+    from tests.helpers.p4int import roce_frame
+    topo = load_topology(ROOT / "mininet_topos" / "topofiles" / "leaf_spine.yaml")
+    desired = compute_intent(topo, IntentOptions(sink_mode=SinkMode.REPORT,
+                                                 collector=CollectorSpec(host="h4")))["s4"]
+    pipeline = load_pipeline(target="softswitch", program=ROOT / "p4" / "int_rocev2.p4")
+    made: list[Namespace] = []
+    proc = None
+    try:
+        sw, h3, h4 = (Namespace.create("tcin") for _ in range(3))
+        made += [sw, h3, h4]
+        s1, a = veth_pair(sw, h3, prefix="tcin")
+        s2, b = veth_pair(sw, h4, prefix="tcin")
+        sock = tmp_path / "p4rt.sock"
+        proc = sw.popen([sys.executable, "-m", "softswitch", "switch", "--target", "ebpf",
+                         "-i", f"1@{s1.ifname}", "-i", f"2@{s2.ifname}", "--device-id", "4",
+                         "--grpc-server-addr", f"unix:{sock}"],
+                        cwd=str(ROOT), env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                        stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while not sock.exists():
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert time.monotonic() < deadline, "ebpf switch not ready in 60 s"
+            time.sleep(0.05)
+        managed = ManagedSwitch(name="s4", address=f"unix:{sock}", device_id=4, pipeline=pipeline,
+                                desired=desired)
+        with Fleet([managed]) as fleet:
+            result = fleet.bring_up()
+            assert result.ok, {k: str(v) for k, v in result.failures.items()}
+            with h4.enter():
+                rx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800))
+            rx.bind((b.ifname, 0))
+            rx.settimeout(1.0)
+            with h3.enter():
+                tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+            tx.bind((a.ifname, 0))
+            frame = roce_frame(src="10.0.2.1", dst="10.0.2.2", eth_src=topo.host("h3").mac,
+                               eth_dst="02:00:00:00:00:04", payload=bytes(range(64)))
+            got: list[bytes] = []
+            for _ in range(3):
+                tx.send(frame)
+            while True:
+                try:
+                    got.append(rx.recv(4096))
+                except TimeoutError:
+                    break
+            tx.close()
+            rx.close()
+        udp_dports = [int.from_bytes(f[36:38], "big") for f in got if f[23] == 17]
+        assert udp_dports.count(4791) == 3, got        # the frames, INT stripped
+        assert udp_dports.count(32766) == 3, got       # and their reports
+        roce = [f for f in got if int.from_bytes(f[36:38], "big") == 4791]
+        assert all(len(f) == len(frame) for f in roce)
+        proc.terminate()
+        assert proc.wait(20) == 0, proc.stderr.read() if proc.stderr else ""
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        for ns in reversed(made):
+            ns.close()
