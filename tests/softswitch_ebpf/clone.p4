@@ -41,7 +41,6 @@ control Ing(inout headers hdr, inout metadata meta, inout standard_metadata_t sm
                 clone_preserving_field_list(CloneType.I2E, 10 + (bit<32>)hdr.tag.op[5:4], 1);
             }
             if (hdr.tag.op[3:3] == 1) { mark_to_drop(sm); }
-            if (hdr.tag.op == 0x03) { clone(CloneType.E2E, 10); }   // E2E asked in ingress: none
             if (hdr.tag.itype[7:4] == 0xA) { sm.mcast_grp = (bit<16>)hdr.tag.itype[1:0]; }
         }
     }
