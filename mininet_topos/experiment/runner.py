@@ -32,7 +32,7 @@ from .errors import ExperimentError, RunError
 from .plots import plot_fct_cdf
 from .report import format_summary, write_analysis
 from .results import ResultsDir
-from .rogue_run import RoguePhase, finish_rogue, format_rogue, rogue_comparison
+from .rogue_run import RoguePhase, finish_rogue, format_memory, format_rogue, rogue_comparison
 from .spec import ExperimentSpec, apply_overrides
 from .telemetry import DirectedLink, directed_links, link_counters, load_samples
 from .testbed import Testbed
@@ -449,6 +449,8 @@ def run_specs(specs: list[ExperimentSpec], out: str | Path, *,
     rogue = rogue_comparison([(r.spec, r.summary) for r in results])
     if rogue is not None:
         log(f"rogue: {format_rogue(rogue)}")
+        for line in format_memory(rogue):
+            log(f"  memory {line}")
     if len(specs) > 1:
         rows = []
         for r in results:
