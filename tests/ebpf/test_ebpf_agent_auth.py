@@ -110,3 +110,67 @@ def test_sealed_agent_end_to_end(pair):
     finally:
         collector.stop()
         ctl.close()
+
+
+def test_standby_controller_feedback_admitted_unlisted_refused(pair):
+    """``feedback_from``: a standby controller (own sender id, own address) is relayed
+    and confirmed to it; the same sealed frame from an unlisted address is dropped in
+    the kernel's filter and counted."""
+    standby_id = CONTROLLER_SENDER_ID - 1
+    keys = KeyFile.from_ring(KeyRing(keys={3: b"s" * 32}, sign_key_id=3, senders=frozenset(
+        {CONTROLLER_SENDER_ID, standby_id, AGENT})))
+    with pair.h2.enter():
+        socks = {}
+        for name, addr in (("primary", "127.0.0.1"), ("standby", "127.0.0.2"),
+                           ("unlisted", "127.0.0.3"), ("port", "127.0.0.1")):
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s.bind((addr, 0))
+            s.settimeout(0.05)
+            socks[name] = s
+        probe = socks.pop("port")
+        fb_port = probe.getsockname()[1]
+        probe.close()
+    cfg = AgentConfig(iface=pair.h2.ifname, netns=pair.h2.name, keys=keys,
+                      controller=socks["primary"].getsockname(), agent_id=AGENT,
+                      feedback_port=fb_port, feedback_bind="127.0.0.1",
+                      feedback_from=("127.0.0.2",))
+    primary = Signer(keys, sender_id=CONTROLLER_SENDER_ID, kind=FrameKind.FEEDBACK)
+    standby = Signer(keys, sender_id=standby_id, kind=FrameKind.FEEDBACK)
+    confirms = Verifier(keys, kinds=(FrameKind.CONFIRM,))
+
+    def confirmed(agent: HostAgent, sock: socket.socket) -> list[int]:
+        seqs: list[int] = []
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            agent.read(timeout_s=0.02)
+            try:
+                data = sock.recv(65535)
+            except TimeoutError:
+                if seqs:
+                    return seqs
+                continue
+            opened = confirms.open(data)
+            assert opened is not None, confirms.stats.rejected
+            seqs += [int(r["seq"]) for r in np.frombuffer(opened.payload, CONFIRM_DTYPE)]
+        return seqs
+
+    try:
+        with HostAgent(cfg) as agent:
+            dst = ("127.0.0.1", fb_port)
+            socks["standby"].sendto(standby.seal(_feedback(0x650, 5_000_000, 1)), dst)
+            assert confirmed(agent, socks["standby"]) == [1]
+            socks["primary"].sendto(primary.seal(_feedback(0x650, 6_000_000, 2)), dst)
+            assert confirmed(agent, socks["primary"]) == [2]
+            socks["standby"].sendto(standby.seal(_feedback(0x650, 7_000_000, 3)), dst)
+            assert confirmed(agent, socks["standby"]) == [3]
+            socks["unlisted"].sendto(standby.seal(_feedback(0x650, 1000, 4)), dst)
+            socks["unlisted"].sendto(primary.seal(_feedback(0x650, 1000, 5)), dst)
+            assert confirmed(agent, socks["unlisted"]) == []
+            st = agent.stats()
+            assert st.auth_rejected == {"unknown_source": 2}
+            assert agent._auth is not None and agent._auth.kernel_filter is not None
+            assert agent._auth.kernel_filter.drops() == {"unknown_source": 2}
+            assert st.feedback_datagrams == 3 and st.confirmations == {"NO_ENDPOINT": 3}
+    finally:
+        for s in socks.values():
+            s.close()
