@@ -4,11 +4,14 @@ rate forged echoes must not move."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from formats import int_echo, roce
 from formats.int_echo import EchoHop
 from formats.int_md import MAX_HOPS
 from traffic.echo_guard import ECHO_REJECT_REASONS, EchoGuard
+from traffic.endpoint import Endpoint, EndpointConfig
 from traffic.hpcc import HpccSettings
 from traffic.qp_types import CongestionControl, QpConfig
 from traffic.requester import Requester
@@ -84,3 +87,39 @@ def test_forged_echoes_do_not_move_the_rate() -> None:
                                      "psn_window": 1}
     assert r.snapshot()["hpcc"]["echo_rejected"] == r.echo_guard.rejected
     assert r.counters.echo_acks == 6 and r.echo_guard.accepted == 2
+
+
+_U32 = st.integers(0, 0xFFFFFFFF)
+_HOP = st.builds(EchoHop, _U32, _U32, _U32, _U32, _U32)
+
+
+@settings(max_examples=60, deadline=None)
+@given(acks=st.lists(st.tuples(st.integers(0, (1 << 24) - 1), st.lists(_HOP, max_size=MAX_HOPS),
+                               st.booleans()), min_size=1, max_size=30))
+def test_forged_acks_through_the_endpoint(acks: list[tuple[int, list[EchoHop], bool]]) -> None:
+    """Arbitrary echoes on ACKs with a correct ICRC (anyone can compute it) at any PSN,
+    some with a broken trailer: nothing raises, every echo is either taken or counted,
+    and the rate stays within HPCC's bounds."""
+    ep = Endpoint(EndpointConfig(ip="127.0.0.1", port=0))
+    try:
+        req = ep.add_requester(QpConfig(qpn=0x10, peer_qpn=0x10, peer_ip="127.0.0.2",
+                                        rate_bps=4e6, cc=CongestionControl.HPCC_SENDER))
+        req.post_write(bytes(8 * 1024), now=0.0)
+        req.poll(0.0, [])
+        port = ep.cfg.port
+        for psn, hops, broken in acks:
+            ack = roce.build_udp_payload(src="127.0.0.2", dst="127.0.0.1", sport=50001,
+                                         dport=port, opcode=roce.Opcode.ACKNOWLEDGE,
+                                         dest_qp=0x10, psn=psn, aeth=(0, 1))
+            wire = int_echo.append_echo(ack, hops)
+            if broken:
+                wire = wire[:-4] + b"\x00" + wire[-3:]
+            ep._process(wire, ("127.0.0.2", 50001), 0, 0.01)
+        g, hp = req.echo_guard, req.hpcc
+        assert hp is not None
+        assert req.counters.echo_acks == g.accepted + sum(g.rejected.values())
+        assert req.counters.echo_acks + ep.counters.bad_echo == len(acks)
+        assert set(g.rejected) <= set(ECHO_REJECT_REASONS)
+        assert hp.min_rate_bps <= hp.rate_bps <= 4e6
+    finally:
+        ep.close()
