@@ -5,6 +5,8 @@ counted.  Here the agent's Python checks (no kernel filter attached); the kernel
 ``tests/ebpf/test_ebpf_agent_auth.py``."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from common.auth import KeyFile, KeyRing, Signer
@@ -65,3 +67,27 @@ def test_controller_sender_id_is_a_controller_id() -> None:
     assert RunConfig(topology="t.yaml", sender_id=STANDBY).sender_id in CONTROLLER_SENDER_IDS
     with pytest.raises(RunError, match="255.255.255.0/24"):
         RunConfig(topology="t.yaml", sender_id=AGENT)
+
+
+def test_standby_controller_seals_with_its_id_and_the_agent_takes_it(tmp_path) -> None:
+    """The pieces as the command lines make them: one key file listing both controllers,
+    the standby's ``--sender-id``, an agent admitting the standby's address."""
+    from common.auth.keys import generate_key_file
+    from controller.runner.auth import ControllerAuth
+    from controller.topology import load_topology
+
+    key_file = tmp_path / "keys.yaml"
+    generate_key_file(key_file, senders=[PRIMARY, STANDBY, AGENT])
+    topo = load_topology(Path(__file__).resolve().parents[2] / "mininet_topos" / "topofiles"
+                         / "dumbbell.yaml")
+    sides = {}
+    for name, sid in (("primary", PRIMARY), ("standby", STANDBY)):
+        ca = ControllerAuth.from_config(RunConfig(topology="x", key_file=str(key_file),
+                                                  sender_id=sid), topo)
+        assert ca.feedback_signer is not None and ca.feedback_signer.sender_id == sid
+        sides[name] = ca.feedback_signer
+    agent = AgentAuth(KeyFile(key_file), agent_id=AGENT)
+    agent.sources = frozenset({"10.254.0.1", "10.254.0.5"})
+    assert agent.open_feedback(sides["standby"].seal(b"s"), ("10.254.0.5", 1)) == b"s"
+    assert agent.open_feedback(sides["primary"].seal(b"p"), ("10.254.0.1", 1)) == b"p"
+    assert agent.rejected() == {}
