@@ -78,10 +78,20 @@ class ProcMemory:
 class MemoryWatch:
     """RSS of named processes, sampled on demand."""
 
-    def __init__(self, pids: dict[str, int], proc: Path = Path("/proc")) -> None:
+    def __init__(self, pids: dict[str, int], proc: Path = Path("/proc"),
+                 start_at: float | None = None) -> None:
         self.proc = proc
         self.procs = {name: ProcMemory(pid=pid) for name, pid in pids.items()}
         self.started = False
+        self.start_at = start_at
+        """Wall-clock time ``poll`` marks the start at (None: only ``mark_start``)."""
+
+    def poll(self, now: float) -> None:
+        """A sample; the first one at or after ``start_at`` is the start."""
+        if not self.started and self.start_at is not None and now >= self.start_at:
+            self.mark_start()
+        else:
+            self.sample()
 
     def sample(self) -> None:
         """One reading of every process still there."""

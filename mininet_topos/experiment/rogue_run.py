@@ -28,7 +28,22 @@ from .spec import ExperimentSpec
 from .testbed import NodeProcess, Testbed
 from .workload import Flow
 
-__all__ = ["RoguePhase", "finish_rogue", "format_memory", "format_rogue", "rogue_comparison"]
+__all__ = ["RoguePhase", "baseline_memory", "finish_rogue", "format_memory", "format_rogue",
+           "rogue_comparison", "watched_pids"]
+
+
+def watched_pids(tb: Testbed) -> dict[str, int]:
+    """The controller and the agents the test bed started, by name."""
+    return {p.name: p.proc.pid for p in tb.processes
+            if p.name == "controller" or p.name.startswith("agent-")}
+
+
+def baseline_memory(tb: Testbed, spec: ExperimentSpec, start_at: float) -> MemoryWatch | None:
+    """The same memory watch in the sweep's run without the rogue (``rogue.rate: 0``),
+    started when the flood would have: what the workload alone grows."""
+    if spec.rogue is None or spec.rogue.rate > 0 or spec.switch == "linux-router":
+        return None
+    return MemoryWatch(watched_pids(tb), start_at=start_at + spec.rogue.start_s)
 
 
 class RoguePhase:
@@ -64,8 +79,7 @@ class RoguePhase:
         self.end_at = self.start_at + spec.rogue.duration_s
 
     def _watched(self) -> dict[str, int]:
-        return {p.name: p.proc.pid for p in self.tb.processes
-                if p.name == "controller" or p.name.startswith("agent-")}
+        return watched_pids(self.tb)
 
     def poll(self, state: Any) -> None:
         """Start the flood when due; look for forged marks in the controller's tables."""
@@ -141,6 +155,8 @@ def rogue_comparison(summaries: list[tuple[ExperimentSpec, dict[str, Any]]]) -> 
         return float(x.get("goodput_tx_bps_total") or 0.0)
 
     r["goodput_ratio"] = (goodput(s) / goodput(base)) if base and goodput(base) > 0 else None
+    if base and base.get("memory"):
+        r["baseline_memory"] = base["memory"]
     r["baseline_goodput_bps"] = goodput(base) if base else None
     return r
 
@@ -184,7 +200,14 @@ def format_rogue(r: dict[str, Any]) -> str:
 
 
 def format_memory(r: dict[str, Any]) -> list[str]:
-    """One line per watched process: MiB at the flood's start, peak and end."""
-    return [f"{n:<14} start {m['start_mib']:6.1f} MiB  peak {m['peak_mib']:6.1f}  "
-            f"end {m['end_mib']:6.1f}  {'flat' if m['flat'] else 'GREW'}"
-            for n, m in (r.get("memory") or {}).items()]
+    """One line per watched process: MiB at the flood's start, peak and end (and, from
+    the run without the rogue, the growth from the same moment to its end)."""
+    base = r.get("baseline_memory") or {}
+    out = []
+    for n, m in (r.get("memory") or {}).items():
+        line = (f"{n:<14} start {m['start_mib']:6.1f} MiB  peak {m['peak_mib']:6.1f}  "
+                f"end {m['end_mib']:6.1f}  {'flat' if m['flat'] else 'GREW'}")
+        if n in base:
+            line += f" (without the rogue: {base[n]['end_mib'] - base[n]['start_mib']:+.1f} MiB)"
+        out.append(line)
+    return out

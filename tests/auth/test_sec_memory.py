@@ -48,3 +48,34 @@ def test_flat_margin() -> None:
     assert is_flat(40.0, 56.0) and not is_flat(40.0, 56.5)      # 16 MiB for small ones
     assert is_flat(200.0, 240.0) and not is_flat(200.0, 241.0)  # 20 % for large ones
     assert is_flat(100.0, 20.0)
+
+
+def test_poll_starts_at_the_given_time(tmp_path: Path) -> None:
+    _status(tmp_path, 10, 30_000)
+    w = MemoryWatch({"controller": 10}, proc=tmp_path, start_at=100.0)
+    w.poll(99.0)
+    _status(tmp_path, 10, 60_000)
+    w.poll(100.5)                         # the start
+    _status(tmp_path, 10, 61_000)
+    w.poll(101.0)
+    c = w.summary()["controller"]
+    assert w.started and c["start_mib"] == round(60_000 / 1024, 1)
+    assert c["first_mib"] == round(30_000 / 1024, 1) and c["end_mib"] == round(61_000 / 1024, 1)
+
+
+def test_sweep_summary_compares_with_the_run_without_the_rogue() -> None:
+    from mininet_topos.experiment.rogue_run import format_memory, rogue_comparison
+    from mininet_topos.experiment.spec import load_spec
+
+    specs = load_spec(Path(__file__).resolve().parents[2] / "mininet_topos" / "experiments"
+                      / "rogue.yaml")
+    mem = {"controller": {"start_mib": 300.0, "peak_mib": 306.0, "end_mib": 306.0,
+                          "flat": True}}
+    base = {"controller": {"start_mib": 290.0, "peak_mib": 295.0, "end_mib": 295.5,
+                           "flat": True}}
+    r = rogue_comparison([(specs[0], {"goodput_tx_bps_total": 8e6, "memory": base}),
+                          (specs[1], {"goodput_tx_bps_total": 8e6,
+                                      "rogue": {"memory": mem, "memory_flat": True}})])
+    assert r is not None and r["baseline_memory"] == base
+    assert format_memory(r) == [("controller     start  300.0 MiB  peak  306.0  end  306.0  "
+                                 "flat (without the rogue: +5.5 MiB)")]
