@@ -1,7 +1,8 @@
-// Clones on both targets: I2E and E2E clones to sessions of one or more ports,
-// preserved field lists, instance_type and egress_rid seen in egress, egress edits an
-// E2E clone carries, a clone whose original is dropped, an E2E clone of an I2E clone,
-// a header an E2E clone adds, and state (a register, a counter) each pass updates.
+// Clones and multicast on both targets: I2E and E2E clones to sessions of one or more
+// ports, preserved field lists, instance_type and egress_rid seen in egress, egress
+// edits an E2E clone carries, a clone whose original is dropped, an E2E clone of an I2E
+// clone, a header an E2E clone adds, multicast replicas (group = the tag's second byte
+// 0xA0..0xA3; after mark_to_drop too), and state (a register, a counter) each pass updates.
 #include <core.p4>
 #include <v1model.p4>
 
@@ -40,7 +41,7 @@ control Ing(inout headers hdr, inout metadata meta, inout standard_metadata_t sm
                 clone_preserving_field_list(CloneType.I2E, 10 + (bit<32>)hdr.tag.op[5:4], 1);
             }
             if (hdr.tag.op[3:3] == 1) { mark_to_drop(sm); }
-            if (hdr.tag.op == 0x03) { clone(CloneType.E2E, 10); }   // E2E asked in ingress: none
+            if (hdr.tag.itype[7:4] == 0xA) { sm.mcast_grp = (bit<16>)hdr.tag.itype[1:0]; }
         }
     }
 }

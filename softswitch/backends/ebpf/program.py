@@ -48,7 +48,8 @@ _PRELUDE = """\
 
 #define DROP_PORT {drop}
 struct counter_cell {{ u64 packets; u64 bytes; }};
-struct p4_config {{ u32 test_mode; u32 test_port; u32 test_len; u32 test_mark; u64 test_now_ns; }};
+struct p4_config {{ u32 test_mode; u32 test_port; u32 test_len; u32 test_mark; u64 test_now_ns;
+                   u32 test_defer; u32 pad; }};
 /* a test run's outcome: the port (unless dropped), the instance type, clone marks to run */
 struct p4_test_result {{ u32 port; u32 dropped; u32 itype; u32 nclones; u32 marks[{marks}]; }};
 """
@@ -127,7 +128,7 @@ int {entry}(struct __sk_buff *skb) {{
         for (u32 i = 0; i < sizeof(*P) / 8; i++) w[i] = 0;
     }}
     /* pass: 0 a packet from a port; else a clone (backends/ebpf/clones.py) */
-    u32 pass = 0;
+    u32 pass = 0, cloned = 0;
     if ((mark & 0xff000000) == {magic:#x}) {{
         pass = clone_load(P, mark);
         if (!pass) {{
@@ -135,14 +136,22 @@ int {entry}(struct __sk_buff *skb) {{
             return TC_ACT_SHOT;
         }}
         if (pass == {resume}) goto resume;
-        if (pass == {e2e}) goto clone_egress;
+        if (pass == {e2e} || pass == {mcast}) goto clone_egress;
+        /* I2E clones, resubmitted and recirculated packets are parsed (again); a kind
+           the program cannot make is lost (and the verifier follows known kinds only) */
+        if (pass != {i2e} && !(P4_RESUBMIT && pass == {resubmit}) && !(P4_RECIRC && pass == {recirc})) {{
+            count_stat(8);
+            return TC_ACT_SHOT;
+        }}
     }} else {{
         count_stat(0);
         P->sm.ingress_port = port;
     }}
     P->sm.packet_length = skb->len;
     P->pkt_len = skb->len;
-    P->sm.ingress_global_timestamp = (bpf_ktime_get_ns() / 1000) & 0xffffffffffffULL;
+    /* test runs may pin the clock (p4_config.test_now_ns), as the Python target's clock_us */
+    P->sm.ingress_global_timestamp =
+        ((cfg->test_now_ns ? cfg->test_now_ns : bpf_ktime_get_ns()) / 1000) & 0xffffffffffffULL;
     run_parser(skb, P);
     if (pass == {i2e}) goto clone_egress;
     {verify}(P);
@@ -152,25 +161,49 @@ int {entry}(struct __sk_buff *skb) {{
     if (P->clone_type == {i2e}) {{
         /* I2E clones first (the packet is still as it entered); a test run runs the
            original after them, as the Python target does */
-        u32 cloned = clone_request(skb, P, r, {i2e});
-        if (cloned && r && P->sm.egress_spec != DROP_PORT) {{
-            p4_record_mark(r, {magic:#x} | ({resume} << 22) | (cloned - 1));
+        cloned = clone_request(skb, P, r, {i2e});
+    }}
+    if (r && (cloned || P4_DEFER(cfg)) && !P->resubmit_req && !P->sm.mcast_grp &&
+        P->sm.egress_spec != DROP_PORT) {{
+        /* a test run: the egress of this packet waits behind the copies queued before it */
+        if (!cloned) cloned = slot_save(P);
+        if (cloned) {{
+            p4_record_mark(r, {magic:#x} | ({resume} << {kind_shift}) | (cloned - 1));
             return TC_ACT_SHOT;
         }}
     }}
 resume:
     P->clone_type = 0;
+#if P4_RESUBMIT
+    if (P->resubmit_req) {{
+        /* the packet as it came, through ingress again (after its I2E clones) */
+        if (P->passes + 1 >= {max_passes}) goto drop;
+        if (!cloned) cloned = slot_save(P);
+        if (cloned) make_copy(skb, r, {resubmit}, cloned - 1);
+        return TC_ACT_SHOT;
+    }}
+#endif
+    if (P->sm.mcast_grp) {{
+        /* multicast replaces unicast: the replicas go on (copies, as clones), this ends */
+        if (!mcast_request(skb, P, r, cloned)) goto drop;
+        return TC_ACT_SHOT;
+    }}
     if (P->sm.egress_spec == DROP_PORT) goto drop;
     P->sm.egress_port = P->sm.egress_spec;
     P->truncate_ig = P->truncate;     /* truncate(): egress's length, else ingress's */
+    P->out_itype = P->sm.instance_type;   /* what the output reports, as the Python target */
+    if (P->sm.instance_type == 4 || P->sm.instance_type == 6)
+        P->sm.instance_type = 0;      /* egress sees a resubmitted or recirculated packet as normal */
     goto queue;
 clone_egress:
-    P->sm.instance_type = pass;       /* 1 I2E, 2 E2E: v1model's instance_type */
+    P->clone_type = 0;
+    P->out_itype = P->sm.instance_type;
     P->sm.egress_port = P->cl_port;
     P->sm.egress_rid = P->cl_rid;
     P->truncate_ig = P->cl_truncate;  /* the session's length, unless egress truncates */
     count_stat(7);
 queue:
+    P->recirc_req = 0;
     if (tm_enqueue(cfg, P) < 0) {{
         count_stat(6);       /* the egress queue is full: tail drop */
         goto drop;
@@ -187,12 +220,21 @@ queue:
         count_stat(4);
         goto drop;
     }}
+#if P4_RECIRC
+    if (P->recirc_req) {{
+        /* the deparsed packet into ingress again (a test run: its output is the input) */
+        if (P->passes + 1 >= {max_passes}) goto drop;
+        u32 s1 = slot_save(P);
+        if (s1) make_copy(skb, r, {recirc}, s1 - 1);
+        return TC_ACT_SHOT;
+    }}
+#endif
     if (P->truncate && P->truncate < skb->len && bpf_skb_change_tail(skb, P->truncate, 0) < 0) {{
         count_stat(5);       /* the kernel keeps at least the link-layer header */
         goto drop;
     }}
     if (r) {{
-        r->port = P->sm.egress_port; r->dropped = 0; r->itype = P->sm.instance_type;
+        r->port = P->sm.egress_port; r->dropped = 0; r->itype = P->out_itype;
         return TC_ACT_REDIRECT;
     }}
     {{
@@ -267,14 +309,21 @@ def generate_c(checked: Any, compiled_tables: dict[str, Any], *, errors: list[st
     maps += g.extern_maps
     maps.append(CL.C_MAPS)
     meta_decl = checked.top_level.get(getattr(strip(ptypes["meta"]), "name", ""))
+    # resubmit and recirculate cost the verifier paths: their code only when used
+    resubmit, recirc = int("resubmit" in g.requests), int("recirc" in g.requests)
+    flags = (f"#define P4_RESUBMIT {resubmit}\n#define P4_RECIRC {recirc}\n"
+             "/* a test run queues an ingress pass's egress behind earlier copies */\n"
+             f"#define P4_DEFER(cfg) {'((cfg)->test_defer)' if resubmit or recirc else '0'}\n")
     parts = [_PRELUDE.format(source=", ".join(checked.source_files[:1]) or "P4", drop=arch.drop_port,
-                             marks=CL.MAX_MARKS), CL.C_TYPES]
+                             marks=CL.MAX_MARKS), flags, CL.C_TYPES]
     parts += g.layouts.decls + ["\n".join(pipe), TM.C_DECLS, "\n".join(maps), _COUNT_STAT]
     parts += g.functions + [parser_fn, RESIZE.format(chunks=MAX_FRAME_BYTES // 64), deparser_fn,
               TM.C_FUNCTION, CL.preserve_c(meta_decl), CL.C_FUNCTIONS]
     parts.append(_MAIN.format(entry=ENTRY, verify=ctl["vr"], ingress=ctl["ig"], egress=ctl["eg"],
                               compute=ctl["ck"], magic=CL.MAGIC, i2e=CL.KIND_I2E, e2e=CL.KIND_E2E,
-                              resume=CL.KIND_RESUME))
+                              resume=CL.KIND_RESUME, mcast=CL.KIND_MCAST, kind_shift=CL.KIND_SHIFT,
+                              resubmit=CL.KIND_RESUBMIT, recirc=CL.KIND_RECIRC,
+                              max_passes=CL.MAX_PASSES))
     return GeneratedProgram(source="\n\n".join(parts) + "\n",
                             tables={lay.name: lay for lay in g.table_layouts.values()},
                             externs=dict(g.externs), digests=dict(g.digests))

@@ -14,7 +14,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Self, TextIO
 
-from softswitch.backends.ebpf.clones import KIND_RESUME, KernelReplicationEngine, mark_kind
+from softswitch.backends.ebpf.clones import (
+    KIND_RECIRC,
+    KIND_RESUBMIT,
+    KernelReplicationEngine,
+    mark_kind,
+)
 from softswitch.backends.ebpf.errors import EbpfUnsupported
 from softswitch.backends.ebpf.kernel import LoadedProgram
 from softswitch.backends.ebpf.maps import TableMirror
@@ -26,7 +31,7 @@ from softswitch.errors import SoftswitchError
 from softswitch.trace import TraceEvent
 from softswitch.v1model.switch import OutputPacket
 
-MAX_PASSES = 64   # passes (the packet and its clones) per injected packet
+MAX_PASSES = 4096   # test-run passes (the packet, its copies, their loops) per injected packet
 
 
 def _refuse_unmirrored(program: CompiledProgram) -> None:
@@ -117,19 +122,29 @@ class EbpfSwitch:
         if trace:
             events.append(TraceEvent("packet_in", "switch", {"port": port, "length": len(data)}))
         outputs: list[OutputPacket] = []
-        # passes in the Python target's order: the packet, then each clone it names
-        # (clones.py: I2E clones run before their original, E2E clones after it)
-        todo: deque[int] = deque([0])
+        # passes in the Python target's order (clones.py): copies that run ingress
+        # (resubmit, recirculate) before those that run egress (clones, replicas, an
+        # original waiting behind its I2E clones), each queue in order
+        ingress: deque[tuple[int, bytes]] = deque([(0, data)])
+        egress: deque[tuple[int, bytes]] = deque()
         passes = 0
-        while todo:
-            mark = todo.popleft()
+        while ingress or egress:
+            first = passes == 0
+            mark, frame = ingress.popleft() if ingress else egress.popleft()
             passes += 1
             if passes > MAX_PASSES:
-                raise SoftswitchError(f"process: more than {MAX_PASSES} clone passes for one packet")
-            out_port, out, itype, marks = self.kernel.run_pass(port, data, mark)
-            todo.extend(marks)
+                raise SoftswitchError(f"process: more than {MAX_PASSES} passes for one packet")
+            out_port, out, itype, marks = self.kernel.run_pass(port, frame, mark,
+                                                               defer=not first and bool(egress))
+            for m in marks:
+                if mark_kind(m) == KIND_RECIRC:
+                    ingress.append((m, out))       # the deparsed packet
+                elif mark_kind(m) == KIND_RESUBMIT:
+                    ingress.append((m, frame))
+                else:
+                    egress.append((m, frame))
             if out_port is None:
-                if trace and (not marks or mark_kind(marks[-1]) != KIND_RESUME):
+                if trace and not marks:
                     events.append(TraceEvent("drop", "kernel", {"reason": "dropped by the program",
                                                                 "instance_type": itype}))
                 continue
