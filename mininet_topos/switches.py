@@ -1,4 +1,5 @@
-"""Mininet switch classes for P4 targets: softswitch and BMv2 simple_switch_grpc.
+"""Mininet switch classes for P4 targets: softswitch and BMv2 simple_switch_grpc
+(softswitch's eBPF target: :mod:`mininet_topos.ebpf_switch`).
 
 Both take the options :func:`mininet_topos.topologies.switch_options` hands a switch
 (``device_id``, ``grpc_addr``/``grpc_port``, ``cpu_port``, ``queue_rates_mbps``,
