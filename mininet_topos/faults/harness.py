@@ -28,7 +28,7 @@ from controller.diagnose import Evidence, diagnose
 from controller.diagnose.report import format_diagnosis
 from controller.topology.model import LinkRole, Topology
 from mininet_topos.faults.inject import Injector, traffic_fault_args
-from mininet_topos.faults.queueing import queueing_ports
+from mininet_topos.faults.queueing import crossings, queueing_ports, queueing_reasons
 from mininet_topos.faults.spec import FAULT_KINDS, FaultSpec
 from mininet_topos.faults.telemetry import telemetry_from_samples
 from traffic.collog import read_logs
@@ -103,21 +103,30 @@ def _run_ranks(tb: Any, cfg: HarnessConfig, topo: Topology, trial_dir: Path,
     return start, end
 
 
-def _places(topo: Topology, tel: Any, hosts: tuple[str, ...]) -> dict[str, list[str]]:
-    """Where each kind may go: the link directions and ports the warm-up's data crossed
-    (a port sending at least ``DATA_BPS``; the reverse directions carry only ACKs); a
-    tiny queue only where packets can queue (``queueing.queueing_ports``)."""
+def _data_ports(tel: Any) -> tuple[set[tuple[str, int]], dict[tuple[str, int], float]]:
+    """The ports that sent the warm-up's data (median rate at least ``DATA_BPS``; the
+    reverse directions carry only ACKs), and every port's median sending rate."""
     rate = {k: float(np.median([s.tx_rate_bps or 0.0 for s in ss] or [0.0]))
             for k, ss in tel.ports.items()}
-    data_ports = {k for k, r in rate.items() if r >= DATA_BPS}
+    return {k for k, r in rate.items() if r >= DATA_BPS}, rate
+
+
+def _places(topo: Topology, tel: Any, hosts: tuple[str, ...]) -> dict[str, list[str]]:
+    """Where each kind may go: the link directions and ports on the ring pairs' paths
+    as the warm-up saw them (``queueing.crossings``: a fault nothing crosses has no
+    effect); gray loss on the WAN (the busiest direction first); a tiny queue only
+    where packets arrive faster than the port sends them (``queueing.queueing_ports``)."""
+    data_ports, rate = _data_ports(tel)
+    crossed = crossings(topo, data_ports, hosts)
     used, wan = set(), set()
     for ln in topo.links:
         for near, far in ((ln.a, ln.b), (ln.b, ln.a)):
             name = f"{near}->{far}"
-            if ln.role != LinkRole.HOST and (near.node, near.port) in data_ports:
+            if ln.role != LinkRole.HOST and name in crossed and near.node in topo.switch_names:
                 used.add(name)
                 if ln.role == LinkRole.WAN:
                     wan.add(name)
+
     def busiest(names: set[str]) -> list[str]:
         def port_rate(n: str) -> float:
             sw, _, port = n.split("->")[0].partition(":")
@@ -125,8 +134,27 @@ def _places(topo: Topology, tel: Any, hosts: tuple[str, ...]) -> dict[str, list[
         return sorted(names, key=lambda n: (-port_rate(n), n))
     return {"gray_loss": busiest(wan), "rate_degraded": sorted(used),
             "link_down": sorted(used), "congestion": sorted(used),
-            "tiny_queue": [f"{sw}:{p}" for sw, p in queueing_ports(topo, data_ports, hosts)],
-            "slow_receiver": list(hosts), "straggler": [str(r) for r in range(len(hosts))]}
+            "tiny_queue": [f"{sw}:{p}" for sw, p in queueing_ports(topo, data_ports, hosts)
+                           if f"{sw}:{p}" in crossed],
+            "slow_receiver": [h for h in hosts if h in crossed],
+            "straggler": [str(r) for r in range(len(hosts))]}
+
+
+def _where(fault: FaultSpec, topo: Topology, tel: Any, hosts: tuple[str, ...]
+           ) -> dict[str, Any]:
+    """The ground truth's account of why ``fault`` can act: the ring pairs that cross
+    its component (none for a straggler: it is no place on a path) and, for a tiny
+    queue, why packets queue there."""
+    if fault.kind == "straggler":
+        return {}
+    data_ports, _ = _data_ports(tel)
+    out: dict[str, Any] = {"crossed_by": crossings(topo, data_ports, hosts).get(
+        fault.target, [])}
+    if fault.kind == "tiny_queue":
+        sw, _, port = fault.target.partition(":")
+        out["queues_because"] = queueing_reasons(topo, data_ports, hosts).get(
+            (sw, int(port)))
+    return out
 
 
 def _pick(rng: np.random.Generator, cfg: HarnessConfig, places: dict[str, list[str]]
@@ -253,9 +281,10 @@ def run_harness(cfg: HarnessConfig, *, log: Any = print,
                  sample_interval_s=0.2, python=cfg.python) as tb:
         log(f"two-dc up on linux routers in {time.time() - t_all:.1f} s; warm-up run")
         start, _ = _run_ranks(tb, cfg, topo, out / "warmup", None, None)
-        places = _places(topo, telemetry_from_samples(topo, tb.samples_dir(),
-                                                      since_unix=start), cfg.hosts)
+        warm = telemetry_from_samples(topo, tb.samples_dir(), since_unix=start)
+        places = _places(topo, warm, cfg.hosts)
         log("ring traffic crosses: " + ", ".join(places["rate_degraded"]))
+        log("tiny queues may go to: " + (", ".join(places["tiny_queue"]) or "nowhere"))
         chosen = plan(places) if plan is not None else [
             _pick(rng, cfg, places) for _ in range(cfg.trials)]
         for i, fault in enumerate(chosen):
@@ -268,7 +297,8 @@ def run_harness(cfg: HarnessConfig, *, log: Any = print,
             tel = telemetry_from_samples(topo, tb.samples_dir(), since_unix=start - 0.5)
             ev = Evidence(topo=topo, records=records, telemetry=tel, now=end)
             res = _evaluate(ev, fault, start)
-            truth = fault.truth(start) if fault else None
+            truth = {**fault.truth(start), **_where(fault, topo, warm, cfg.hosts)} \
+                if fault else None
             if truth is not None and inj.drops:
                 truth["injected_drops"] = inj.drops
             (tdir / "ground_truth.json").write_text(json.dumps(truth, indent=1))
