@@ -306,6 +306,8 @@ def diagnose(ev: Evidence) -> Diagnosis:
     # which directed links each active pair crosses (weight: share of its ECMP paths)
     link_w: dict[str, dict[tuple[int, int], float]] = defaultdict(dict)
     link_pos: dict[str, int] = {}   # hop index on the paths (upstream first)
+    int_seen = {(f.src, f.dst) for f in ev.telemetry.flows if f.path}
+    ip = {h.name: h.ipv4 for h in ev.topo.hosts}
     for (a, b) in active:
         if a not in hosts or b not in hosts:
             continue
@@ -351,8 +353,12 @@ def diagnose(ev: Evidence) -> Diagnosis:
         else:
             comp, ctype = link, "link"
         pairs_hit = sorted(p for p in bad if w.get(p, 0) > 0)
+        # which pairs' paths INT recorded (else the pair is weighed over its ECMP paths)
+        on_int = sum((ip.get(hosts.get(a, "")), ip.get(hosts.get(b, ""))) in int_seen
+                     for a, b in w)
         evid.update({"slow_pairs_on_it": [list(p) for p in pairs_hit],
-                     "pairs_on_it": len(w), "match": round(match, 3),
+                     "pairs_on_it": len(w), "int_paths_on_it": on_int,
+                     "match": round(match, 3),
                      "role": str(role) if role else None,
                      "retx_on_slow_transfers": retx_bad})
         conf = match * strength

@@ -28,8 +28,14 @@ from controller.diagnose import Evidence, diagnose
 from controller.diagnose.report import format_diagnosis
 from controller.topology.model import LinkRole, Topology
 from mininet_topos.faults.inject import Injector, traffic_fault_args
+from mininet_topos.faults.p4 import (
+    SOFTSWITCH_KINDS,
+    controller_telemetry,
+    int_crossings,
+    int_places,
+)
 from mininet_topos.faults.queueing import crossings, queueing_ports, queueing_reasons
-from mininet_topos.faults.spec import FAULT_KINDS, FaultSpec
+from mininet_topos.faults.spec import FAULT_KINDS, FaultError, FaultSpec
 from mininet_topos.faults.telemetry import telemetry_from_samples
 from traffic.collog import read_logs
 
@@ -53,6 +59,7 @@ class HarnessConfig:
     trial_s: float = 9.0          # each trial's traffic is stopped after this long
     none_share: float = 1 / 8     # share of fault-free trials
     python: str = sys.executable
+    switch: str = "linux-router"  # or softswitch (INT paths; fewer kinds: p4.py)
 
 
 def _rank_argv(cfg: HarnessConfig, rank: int, ips: list[str], start: float, logs: Path,
@@ -140,13 +147,16 @@ def _places(topo: Topology, tel: Any, hosts: tuple[str, ...]) -> dict[str, list[
             "straggler": [str(r) for r in range(len(hosts))]}
 
 
-def _where(fault: FaultSpec, topo: Topology, tel: Any, hosts: tuple[str, ...]
-           ) -> dict[str, Any]:
+def _where(fault: FaultSpec, topo: Topology, tel: Any, hosts: tuple[str, ...],
+           int_paths: bool = False) -> dict[str, Any]:
     """The ground truth's account of why ``fault`` can act: the ring pairs that cross
-    its component (none for a straggler: it is no place on a path) and, for a tiny
-    queue, why packets queue there."""
+    its component (none for a straggler: it is no place on a path; ``int_paths``:
+    as the warm-up's INT records show) and, for a tiny queue, why packets queue there."""
     if fault.kind == "straggler":
         return {}
+    if int_paths:
+        return {"crossed_by": int_crossings(topo, tel, hosts).get(fault.target, []),
+                "paths_from": "int"}
     data_ports, _ = _data_ports(tel)
     out: dict[str, Any] = {"crossed_by": crossings(topo, data_ports, hosts).get(
         fault.target, [])}
@@ -247,7 +257,7 @@ def one_fault_plan(text: str) -> Callable[[dict[str, list[str]]], list[FaultSpec
     checked against the two-DC topology now, before any network starts."""
     import yaml
 
-    from mininet_topos.faults.spec import FaultError, parse_fault
+    from mininet_topos.faults.spec import parse_fault
     from mininet_topos.topologies import resolve_topology
 
     try:
@@ -277,16 +287,34 @@ def run_harness(cfg: HarnessConfig, *, log: Any = print,
     rng = np.random.default_rng(cfg.seed)
     per_trial: list[dict[str, Any]] = []
     t_all = time.time()
-    with Testbed(topo=topo, switch="linux-router", logs=out / "testbed", seed=cfg.seed,
-                 sample_interval_s=0.2, python=cfg.python) as tb:
-        log(f"two-dc up on linux routers in {time.time() - t_all:.1f} s; warm-up run")
+    p4 = cfg.switch != "linux-router"
+    if p4 and cfg.switch != "softswitch":
+        raise FaultError(f"faults harness: switch {cfg.switch!r} not one of linux-router, "
+                         "softswitch")
+    extra: dict[str, Any] = {"agent_hosts": cfg.hosts, "feedback": False} if p4 else {}
+    with Testbed(topo=topo, switch=cfg.switch, logs=out / "testbed", seed=cfg.seed,
+                 sample_interval_s=0.2, python=cfg.python, **extra) as tb:
+        def telemetry(since: float) -> Any:
+            if p4:   # the controller's exports: INT paths, link sequence loss, queues
+                time.sleep(1.2)   # (its CSV files are written once a second)
+                return controller_telemetry(topo, tb.logs / "controller", since_unix=since)
+            return telemetry_from_samples(topo, tb.samples_dir(), since_unix=since)
+        log(f"two-dc up on {cfg.switch} in {time.time() - t_all:.1f} s; warm-up run")
         start, _ = _run_ranks(tb, cfg, topo, out / "warmup", None, None)
-        warm = telemetry_from_samples(topo, tb.samples_dir(), since_unix=start)
-        places = _places(topo, warm, cfg.hosts)
-        log("ring traffic crosses: " + ", ".join(places["rate_degraded"]))
-        log("tiny queues may go to: " + (", ".join(places["tiny_queue"]) or "nowhere"))
+        warm = telemetry(start)
+        if p4:
+            places = int_places(topo, warm, cfg.hosts)
+            log("INT paths cross: " + ", ".join(places["link_down"]))
+        else:
+            places = _places(topo, warm, cfg.hosts)
+            log("ring traffic crosses: " + ", ".join(places["rate_degraded"]))
+            log("tiny queues may go to: " + (", ".join(places["tiny_queue"]) or "nowhere"))
         chosen = plan(places) if plan is not None else [
             _pick(rng, cfg, places) for _ in range(cfg.trials)]
+        for f in chosen:
+            if p4 and f is not None and f.kind not in SOFTSWITCH_KINDS:
+                raise FaultError(f"faults harness: {f.kind} is not injected on {cfg.switch} "
+                                 f"(kinds there: {', '.join(SOFTSWITCH_KINDS)})")
         for i, fault in enumerate(chosen):
             tdir = out / f"trial{i:03d}"
             inj = Injector(tb=tb, topo=topo, python=cfg.python)
@@ -294,10 +322,10 @@ def run_harness(cfg: HarnessConfig, *, log: Any = print,
             time.sleep(0.5)   # a last counter sample after the traffic
             records = read_logs([tdir / "collectives"]) if (tdir / "collectives").exists() \
                 else []
-            tel = telemetry_from_samples(topo, tb.samples_dir(), since_unix=start - 0.5)
+            tel = telemetry(start - 0.5)
             ev = Evidence(topo=topo, records=records, telemetry=tel, now=end)
             res = _evaluate(ev, fault, start)
-            truth = {**fault.truth(start), **_where(fault, topo, warm, cfg.hosts)} \
+            truth = {**fault.truth(start), **_where(fault, topo, warm, cfg.hosts, p4)} \
                 if fault else None
             if truth is not None and inj.drops:
                 truth["injected_drops"] = inj.drops
@@ -316,7 +344,7 @@ def run_harness(cfg: HarnessConfig, *, log: Any = print,
                 f"{'ok' if res['correct_top1'] else 'MISS'}"
                 + (f" in {tl:.2f} s" if tl is not None else ""))
     summary = {**score(per_trial), "per_trial": per_trial, "seed": cfg.seed,
-               "testbed": {"topology": "two-dc", "switch": "linux-router",
+               "testbed": {"topology": "two-dc", "switch": cfg.switch,
                            "ranks": list(cfg.hosts), "size": cfg.size, "rate": cfg.rate},
                "wall_s": time.time() - t_all}
     (out / "summary.json").write_text(json.dumps(summary, indent=1))

@@ -25,7 +25,7 @@ def _spike(ev: Evidence, port: tuple[str, int], at: float, drops: tuple[int, ...
     bins = sorted({s.t for ss in ev.telemetry.ports.values() for s in ss})
     total, series = 0, []
     for t in bins:
-        k = int(round((t - (T0 + at)) / 0.25))
+        k = round((t - (T0 + at)) / 0.25)
         if 0 <= k < len(drops):
             total += drops[k]
         series.append((t, total))
