@@ -11,6 +11,8 @@ links and ports the ring's traffic really crosses (the routers hash flows over t
 ECMP paths), so faults go where they can matter.  Time to localise: the diagnosis is
 re-run on the evidence as it stood every ``STEP_S`` after the onset
 (``Evidence.until``); the first time its top culprit is the injected component counts.
+With ``--switch softswitch`` the warm-up's INT paths say where the ring goes and the
+controller's exports are the telemetry (``p4.py``).
 """
 from __future__ import annotations
 
@@ -274,7 +276,7 @@ def one_fault_plan(text: str) -> Callable[[dict[str, list[str]]], list[FaultSpec
 def run_harness(cfg: HarnessConfig, *, log: Any = print,
                 plan: Callable[[dict[str, list[str]]], list[FaultSpec | None]] | None = None,
                 verbose: bool = False) -> dict[str, Any]:
-    """Run the trials on one two-DC linux-router test bed; write OUT/summary.json.
+    """Run the trials on one two-DC test bed (``cfg.switch``); write OUT/summary.json.
 
     ``plan`` (given the places the warm-up found) fixes the trials' faults instead of
     drawing ``cfg.trials`` at random (the end-to-end tests use it)."""
