@@ -31,17 +31,16 @@ rate 0 (the data packet's bitmaps lacked the field) gives no sample and is count
 or other node IDs) the new records are stored as on the first ACK instead of being
 compared with another switch's.  Units here: seconds, bit/s, bytes.
 
-Emulation scale: round trips here are Python senders and Python switches, and a
-pacer releases a few milliseconds of packets at a time, so queues of a few packets come
-and go at any load.  The smallest RTT sample (about a millisecond on an idle softswitch,
+Emulation scale: round trips here are Python senders and Python switches that wake up
+late on a busy host, so queues of a packet or two come and go at any load.  The smallest RTT sample (about a millisecond on an idle softswitch,
 where a packet meets no serialisation delay) makes a BDP smaller than one packet: the
 queue term ``qlen / (B T)`` would count one queued packet as several BDPs, and the
 window floor of one packet per QP would exceed the BDP with a few QPs, so rates would
 fall to the minimum.  T therefore defaults to the smallest RTT sample but at least
 ``min_base_rtt_s`` = 30 ms: at the test bed's 4 Mbit/s bottleneck and 1 KiB packets a
 BDP of about 14 packets, a couple per QP of an 8:1 incast, as HPCC's data-centre runs
-have many packets per BDP.  Across a WAN the measured RTT is larger and is used as it
-is.  W_AI defaults to 1 % of the line rate (the paper's ``W_init (1 - eta) / N`` for
+have many packets per BDP (and the first windows of eight QPs, 7 packets each, fit a
+64-packet queue).  Across a WAN the measured RTT is larger and is used as it is.  W_AI defaults to 1 % of the line rate (the paper's ``W_init (1 - eta) / N`` for
 N = 5): a few-second experiment needs flows that started apart to converge.
 
 The window: ns-3 also bounds the bytes in flight by ``W * R / R_max`` (``VAR_WIN``);
