@@ -258,13 +258,15 @@ class RankRunner:
                    for f, r in zip(self.plan.recv, self.responders))
 
     def run(self, *, timeout_s: float, start_at: float | None = None,
-            linger_s: float = 0.2, progress: TextIO | None = None,
+            linger_s: float | None = None, progress: TextIO | None = None,
             interval_s: float = 1.0, on_ready: Callable[[], None] | None = None) -> dict:
         """Run to completion or timeout and return the summary (``finished`` says which).
 
         Ctrl-C / SIGTERM (as KeyboardInterrupt) end the run early with a summary marked
         ``interrupted``; the endpoint's sockets are closed in every case.
         """
+        if linger_s is None:
+            linger_s = self.default_linger_s()
         try:
             return self._run(timeout_s=timeout_s, start_at=start_at, linger_s=linger_s,
                              progress=progress, interval_s=interval_s, on_ready=on_ready)
@@ -312,8 +314,8 @@ class RankRunner:
             finished = self.ep.run(self.done, timeout_s=timeout_s, on_tick=tick)
             self.end_s = self.ep.now()
             self._stall1 = self.ep.counters.stall_s
-            if linger_s > 0:  # keep answering retransmissions of peers still finishing
-                self.ep.run(lambda: False, timeout_s=linger_s)
+            if finished and linger_s > 0:
+                self._linger(quiet_s=linger_s, until=self.start_s + timeout_s)
         except KeyboardInterrupt:
             finished, interrupted = False, True
         if self.tracker is not None:
@@ -322,6 +324,33 @@ class RankRunner:
         summary = self.summary(finished)
         summary["interrupted"] = interrupted
         return summary
+
+    def default_linger_s(self) -> float:
+        """How long a finished rank stays quiet before it leaves: a peer's largest RTO
+        and a margin, or nothing when no peer sends to this rank."""
+        if not self.responders:
+            return 0.0
+        return max(r.cfg.rto_max_s for r in self.responders) + 0.5
+
+    def _linger(self, *, quiet_s: float, until: float) -> None:
+        """Keep answering peers until none has sent anything for ``quiet_s``.
+
+        Finishing here does not mean our peers have finished: the ACK of a message we
+        completed can be lost, and the peer's retransmission comes one RTO later (up to
+        ``rto_max_s``).  A rank that left at once would leave that peer retransmitting
+        into nothing until its timeout, as an RC QP torn down too early would.  So we
+        stay while peers still send, and leave after a quiet spell longer than their
+        largest RTO, or at the run's own deadline.
+        """
+        last = [self.ep.now(), self.ep.counters.rx_pkts]
+
+        def quiet() -> bool:
+            now, rx = self.ep.now(), self.ep.counters.rx_pkts
+            if rx != last[1]:
+                last[0], last[1] = now, rx
+            return now - last[0] >= quiet_s or now >= until
+
+        self.ep.run(quiet, timeout_s=max(0.0, until - self.ep.now()) + quiet_s)
 
     def _apply_faults(self, now: float) -> None:
         """Injected host faults: receive delay of a slow host, deferred straggler steps."""

@@ -289,3 +289,17 @@ def test_cli_rate_feedback_speeds_up_a_running_sender(pair, tmp_path: Path) -> N
     rate_before = (before[-1][2] - before[0][2]) / max(1e-9, before[-1][0] - before[0][0])
     rate_after = (after[-1][2] - after[0][2]) / max(1e-9, after[-1][0] - after[0][0])
     assert rate_after > 3 * rate_before
+
+
+def test_receiver_stays_until_a_lost_final_ack_is_answered(pair, tmp_path: Path) -> None:
+    """The sender loses most ACKs (its own ingress drops 60 % of every packet), so the ACK
+    of its last message is likely lost after the receiver has everything: the receiver
+    must keep answering the retransmissions (one RTO later, up to rto_max) instead of
+    leaving, or the sender never finishes."""
+    args = ["-s", "1K", "-c", "12", "--mode", "sr", "--rto-min", "300ms", "--seed", "5"]
+    tx, rx = run_ranks(list(pair), "p2p", args, tmp_path, timeout=40.0,
+                       per_rank={0: ["--loss", "0.6", "--loss-scope", "all"]})
+    assert rx["finished"], rx["endpoint"]["endpoint"]
+    assert tx["endpoint"]["endpoint"]["injected_drops"] > 0
+    assert tx["finished"], tx["endpoint"]["requesters"]
+    assert sorted(_crcs(tx, "tx")) == sorted(_crcs(rx, "rx")) and len(_crcs(rx, "rx")) == 12
