@@ -4,8 +4,9 @@ Python target (`softswitch`) and the kernel target (`ebpf`, `--target ebpf`).
 
     h1 --veth-- [ middle namespace: Linux bridge | softswitch | ebpf ] --veth-- h2
 
-* rate: h1 sends 64-byte UDP datagrams as fast as one Python process can for a few
-  seconds; h2 counts what arrives; packets/s delivered for each middle box;
+* rate: h1 sends 64-byte UDP datagrams (to RoCEv2's port 4791 for the INT program) as
+  fast as one Python process can for a few seconds; h2 counts what arrives;
+  packets/s delivered for each middle box;
 * latency: UDP ping-pong h1 -> h2 -> h1, one datagram in flight; round-trip median
   and p99 for each middle box, and the softswitch's added round trip (two passes);
 * burst rate (`--burst`): several AF_PACKET senders in h1 write prebuilt frames as
@@ -18,12 +19,18 @@ Python target (`softswitch`) and the kernel target (`ebpf`, `--target ebpf`).
   the configured rate.
 
 The softswitch runs p4/examples/ipv4_forward.p4 (LPM, MAC rewrite, TTL, checksum)
-with its two routes given on the command line. Needs root (namespaces, raw sockets).
+with its two routes given on the command line, or with ``--program int`` the INT
+program p4/int_rocev2.p4 as a one-switch INT domain: h1's port is watched (INT source
+on RoCEv2), h2's port is a report-mode sink (INT stripped, a Telemetry Report cloned
+to a collector namespace h3 on port 3), so every burst frame (RoCEv2) takes the
+program's longest path and makes one report; the collector's interface counter gives
+the reports delivered. Needs root (namespaces, raw sockets).
 
 Examples:
   python -m bench.bench_switchd
   python -m bench.bench_switchd --seconds 5 --pings 2000
   python -m bench.bench_switchd --targets ebpf --burst 2
+  python -m bench.bench_switchd --program int --burst 2
 """
 from __future__ import annotations
 
@@ -48,11 +55,13 @@ from mininet_topos.netns import Namespace, veth_pair
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "p4" / "examples" / "ipv4_forward.p4"
+INT_PROGRAM = ROOT / "p4" / "int_rocev2.p4"
+SWITCH_MAC = "02:aa:00:00:00:01"
 PREFIX = "tsdb"
 BLAST = """
 import socket, sys, time
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-dst, end, n = (sys.argv[1], 4444), time.monotonic() + float(sys.argv[2]), 0
+dst, end, n = (sys.argv[1], int(sys.argv[4])), time.monotonic() + float(sys.argv[2]), 0
 msg = b"x" * int(sys.argv[3])
 while time.monotonic() < end:
     for _ in range(64):
@@ -85,19 +94,51 @@ def _quiet(ns: Namespace) -> None:
     ns.run(["sysctl", "-q", "-w", "net.ipv6.conf.default.disable_ipv6=1"], check=False)
 
 
+def _hexmac(mac: str) -> str:
+    return "0x" + mac.replace(":", "")
+
+
+def int_entries(h1: Namespace, h2: Namespace, h3: Namespace) -> str:
+    """The INT program's entries (STF syntax) for one switch: routes to h1 and h2, INT
+    source on RoCEv2 from anywhere, report-mode sink towards h2, reports to h3."""
+    return "".join([
+        "setdefault SwitchEgress.switch_config set_switch_config(node_id:1)\n",
+        *(f"add SwitchIngress.ipv4_lpm dst_addr:0x0a09000{i}/32 ipv4_forward(port:{i}, "
+          f"src_mac:{_hexmac(SWITCH_MAC)}, dst_mac:{_hexmac(h.mac)})\n" for i, h in ((1, h1), (2, h2))),
+        "add SwitchEgress.port_line_rate port:2 set_line_rate(line_rate_mbps:25000)\n",
+        "add SwitchIngress.int_sink egress_port:2 sink_report()\n",
+        ("add SwitchIngress.int_watchlist 10 src_addr:0x******** dst_addr:0x******** src_port:0x**** "
+        "dst_port:0x12b7 dscp:0b****** int_source(instruction_bitmap:0x9400, ds_instruction:0xe000, "
+        "max_hops:8)\n"),
+        (f"setdefault SwitchEgress.report_config set_report_config(switch_mac:{_hexmac(SWITCH_MAC)}, "
+        f"collector_mac:{_hexmac(h3.mac)}, switch_ip:0x0a090063, collector_ip:0x0a090003, "
+        "collector_port:32766, payload_bytes:12, hw_id:1)\n"),
+        "mirroring_add 500 3\n"])
+
+
 @contextlib.contextmanager
-def path(kind: str, tmp: Path, *, rate_mbps: float = 0.0) -> Iterator[tuple[Namespace, Namespace]]:
-    """Two hosts joined through a middle namespace holding a bridge or a softswitch."""
+def path(kind: str, tmp: Path, *, rate_mbps: float = 0.0, program: str = "ipv4"
+         ) -> Iterator[tuple[Namespace, Namespace, Namespace | None]]:
+    """Two hosts joined through a middle namespace holding a bridge or a softswitch (and
+    a collector h3 on port 3 for the INT program)."""
     made: list[Namespace] = []
     try:
         h1, mid, h2 = (Namespace.create(PREFIX) for _ in range(3))
         made += [h1, mid, h2]
+        h3 = Namespace.create(PREFIX) if program == "int" else None
+        if h3 is not None:
+            made.append(h3)
         for ns in made:
             _quiet(ns)
         a, m1 = veth_pair(h1, mid, prefix=PREFIX, addr_a="10.9.0.1/24")
         m2, b = veth_pair(mid, h2, prefix=PREFIX, addr_b="10.9.0.2/24")
         h1.ifname, h1.ip, h1.mac = a.ifname, "10.9.0.1", a.mac
         h2.ifname, h2.ip, h2.mac = b.ifname, "10.9.0.2", b.mac
+        ports = [f"1@{m1.ifname}", f"2@{m2.ifname}"]
+        if h3 is not None:
+            m3, c = veth_pair(mid, h3, prefix=PREFIX, addr_b="10.9.0.3/24")
+            h3.ifname, h3.ip, h3.mac = c.ifname, "10.9.0.3", c.mac
+            ports.append(f"3@{m3.ifname}")
         h1.run(["ip", "neigh", "replace", h2.ip, "lladdr", h2.mac, "dev", h1.ifname])
         h2.run(["ip", "neigh", "replace", h1.ip, "lladdr", h1.mac, "dev", h2.ifname])
         if kind == "bridge":
@@ -108,14 +149,19 @@ def path(kind: str, tmp: Path, *, rate_mbps: float = 0.0) -> Iterator[tuple[Name
         else:
             target = ["--target", "ebpf"] if kind == "ebpf" else []
             entries = tmp / "routes.entries"
-            entries.write_text("".join(
-                f"add MyIngress.ipv4_lpm hdr.ipv4.dstAddr:0x0a09000{i}/32 "
-                f"MyIngress.ipv4_forward(dstAddr:0x{mac.replace(':', '')}, port:{i})\n"
-                for i, mac in ((1, h1.mac), (2, h2.mac))))
+            if h3 is not None:
+                entries.write_text(int_entries(h1, h2, h3))
+            else:
+                entries.write_text("".join(
+                    f"add MyIngress.ipv4_lpm hdr.ipv4.dstAddr:0x0a09000{i}/32 "
+                    f"MyIngress.ipv4_forward(dstAddr:0x{mac.replace(':', '')}, port:{i})\n"
+                    for i, mac in ((1, h1.mac), (2, h2.mac))))
             stats = tmp / "stats.json"
             stats.unlink(missing_ok=True)         # its appearance means "ready"
-            mid.popen([sys.executable, "-m", "softswitch", "switch", str(PROGRAM), "--entries",
-                       str(entries), "-i", f"1@{m1.ifname}", "-i", f"2@{m2.ifname}",
+            prog = [str(INT_PROGRAM), "-I", str(ROOT / "p4")] if h3 is not None else [str(PROGRAM)]
+            ports_argv = [x for p in ports for x in ("-i", p)]
+            mid.popen([sys.executable, "-m", "softswitch", "switch", *prog, "--entries",
+                       str(entries), *ports_argv,
                        "--grpc-server-addr", "none", "--stats-file", str(stats), *target,
                        *(["--queue-rate", f"2:{rate_mbps:g}"] if rate_mbps else [])],
                       cwd=str(ROOT), env=dict(os.environ, PYTHONPATH=str(ROOT)))
@@ -124,7 +170,7 @@ def path(kind: str, tmp: Path, *, rate_mbps: float = 0.0) -> Iterator[tuple[Name
                 if time.monotonic() > deadline:
                     raise RuntimeError("softswitch did not start within 60 s")
                 time.sleep(0.05)
-        yield h1, h2
+        yield h1, h2, h3
     finally:
         for ns in reversed(made):
             ns.close()
@@ -135,14 +181,22 @@ def _rx_packets(ns: Namespace) -> int:
     return int(res.stdout.strip())
 
 
-def measure_burst(h1: Namespace, h2: Namespace, seconds: float, senders: int) -> tuple[float, float]:
-    """(frames/s arriving at h2's interface, frames/s the senders wrote) with `senders`
-    AF_PACKET senders in h1 sending 64-byte UDP frames to h2."""
+def measure_burst(h1: Namespace, h2: Namespace, seconds: float, senders: int,
+                  h3: Namespace | None = None) -> tuple[float, float, float]:
+    """(frames/s arriving at h2's interface, frames/s the senders wrote, frames/s at the
+    collector h3) with `senders` AF_PACKET senders in h1 sending 64-byte UDP frames to
+    h2, or, with a collector (the INT program), RoCEv2 frames of a 64-byte payload."""
     from scapy.layers import inet
     from scapy.layers.l2 import Ether
-    frame = bytes(Ether(src=h1.mac, dst=h2.mac) / inet.IP(src=h1.ip, dst=h2.ip)
-                  / inet.UDP(sport=1234, dport=4444) / (b"x" * 18))
+    if h3 is not None:
+        from formats import roce
+        frame = roce.build_frame(eth_src=h1.mac, eth_dst=h2.mac, src=h1.ip, dst=h2.ip, sport=0xC001,
+                                 opcode=roce.Opcode.SEND_ONLY, dest_qp=0x11, psn=7, payload=bytes(64))
+    else:
+        frame = bytes(Ether(src=h1.mac, dst=h2.mac) / inet.IP(src=h1.ip, dst=h2.ip)
+                      / inet.UDP(sport=1234, dport=4444) / (b"x" * 18))
     before = _rx_packets(h2)
+    before3 = _rx_packets(h3) if h3 is not None else 0
     procs = [h1.popen([sys.executable, "-c", BURST, h1.ifname, str(seconds), frame.hex()],
                       stdout=subprocess.PIPE, text=True) for _ in range(senders)]
     sent = 0
@@ -150,7 +204,8 @@ def measure_burst(h1: Namespace, h2: Namespace, seconds: float, senders: int) ->
         out, _ = p.communicate(timeout=seconds + 30)
         sent += int(out.strip() or 0)
     time.sleep(0.3)
-    return (_rx_packets(h2) - before) / seconds, sent / seconds
+    reports = (_rx_packets(h3) - before3) / seconds if h3 is not None else 0.0
+    return (_rx_packets(h2) - before) / seconds, sent / seconds, reports
 
 
 def _udp(ns: Namespace, port: int) -> socket.socket:
@@ -160,10 +215,11 @@ def _udp(ns: Namespace, port: int) -> socket.socket:
     return s
 
 
-def measure_rate(h1: Namespace, h2: Namespace, seconds: float, payload: int = 64
+def measure_rate(h1: Namespace, h2: Namespace, seconds: float, payload: int = 64, port: int = 4444
                  ) -> tuple[float, int, float]:
-    """(delivered packets/s, packets sent, delivered frame bits/s while packets arrived)."""
-    rx = _udp(h2, 4444)
+    """(delivered packets/s, packets sent, delivered frame bits/s while packets arrived)
+    of UDP datagrams to `port` (4791, RoCEv2's, takes the INT program's INT path)."""
+    rx = _udp(h2, port)
     rx.settimeout(0.5)
     got = [0]
     stamps: list[int] = []
@@ -180,7 +236,7 @@ def measure_rate(h1: Namespace, h2: Namespace, seconds: float, payload: int = 64
 
     t = threading.Thread(target=count, daemon=True)
     t.start()
-    res = h1.run([sys.executable, "-c", BLAST, h2.ip, str(seconds), str(payload)],
+    res = h1.run([sys.executable, "-c", BLAST, h2.ip, str(seconds), str(payload), str(port)],
                  timeout=seconds + 30)
     time.sleep(0.5)
     stop.set()
@@ -239,6 +295,9 @@ def main(argv: list[str] | None = None) -> int:
                          "(default both)")
     ap.add_argument("--burst", type=int, default=2, metavar="N",
                     help="AF_PACKET senders of the burst run (default 2; 0 skips it)")
+    ap.add_argument("--program", choices=("ipv4", "int"), default="ipv4",
+                    help="the switches' program: ipv4_forward.p4 (default) or the INT program "
+                         "int_rocev2.p4 (INT source, report-mode sink, a report per RoCEv2 frame)")
     args = ap.parse_args(argv)
     if not 0.5 <= args.seconds <= 60 or not 10 <= args.pings <= 100000 or not 0.1 <= args.rate_mbps <= 100:
         print("error: --seconds must be in 0.5..60, --pings in 10..100000, --rate-mbps in 0.1..100",
@@ -252,24 +311,30 @@ def main(argv: list[str] | None = None) -> int:
         print("error: needs root (network namespaces, raw sockets)", file=sys.stderr)
         return 2
     results = {}
-    bursts: dict[str, tuple[float, float]] = {}
+    bursts: dict[str, tuple[float, float, float]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-switchd-") as tmp:
         for kind in kinds:
-            with path(kind, Path(tmp)) as (h1, h2):
+            with path(kind, Path(tmp), program=args.program) as (h1, h2, h3):
                 measure_rtt(h1, h2, 20)                      # warm up (caches, first compile)
                 rtt = measure_rtt(h1, h2, args.pings)
-                pps, sent, _ = measure_rate(h1, h2, args.seconds)
+                pps, sent, _ = measure_rate(h1, h2, args.seconds,
+                                            port=4791 if args.program == "int" else 4444)
                 results[kind] = (pps, sent, rtt)
                 if args.burst:
-                    bursts[kind] = measure_burst(h1, h2, args.seconds, args.burst)
+                    bursts[kind] = measure_burst(h1, h2, args.seconds, args.burst, h3)
         paced_bps = 0.0
-        if "softswitch" in kinds:
-            with path("softswitch", Path(tmp), rate_mbps=args.rate_mbps) as (h1, h2):
+        if "softswitch" in kinds and args.program == "ipv4":
+            with path("softswitch", Path(tmp), rate_mbps=args.rate_mbps) as (h1, h2, _):
                 _, _, paced_bps = measure_rate(h1, h2, args.seconds, payload=1000)
+    reports = args.program == "int" and bool(bursts)
+    print(f"program: {args.program}")
     print(f"{'path':<12}{'delivered pkt/s':>16}{'sent pkt/s':>12}{'rtt median us':>15}{'rtt p99 us':>12}"
-          + (f"{'burst pkt/s':>14}{'burst sent':>12}" if bursts else ""))
+          + (f"{'burst pkt/s':>14}{'burst sent':>12}" if bursts else "")
+          + (f"{'reports/s':>12}" if reports else ""))
     for kind, (pps, sent, rtt) in results.items():
         extra = f"{bursts[kind][0]:>14,.0f}{bursts[kind][1]:>12,.0f}" if kind in bursts else ""
+        if reports and kind in bursts:
+            extra += f"{bursts[kind][2]:>12,.0f}"
         print(f"{kind:<12}{pps:>16,.0f}{sent / args.seconds:>12,.0f}"
               f"{np.median(rtt):>15.1f}{np.percentile(rtt, 99):>12.1f}{extra}")
     bpps, _, brtt = results["bridge"]

@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import errno
+import ipaddress
 import os
 import signal
 import socket
@@ -89,6 +90,9 @@ class AgentConfig:
     keys: KeyFile | None = None
     """Seal batches and confirmations, take only sealed feedback (``ebpf.agent_auth``)."""
     feedback_bind: str = "0.0.0.0"
+    feedback_from: tuple[str, ...] = ()
+    """Other addresses that may send feedback (a standby controller), besides
+    ``controller``'s host (``ebpf.agent_auth``)."""
 
     def __post_init__(self) -> None:
         if not self.iface:
@@ -107,6 +111,16 @@ class AgentConfig:
             raise ConfigError(f"confirm_timeout_s {self.confirm_timeout_s}: expected 0..60 s")
         if self.max_pending < 1:
             raise ConfigError(f"max_pending {self.max_pending}: expected >= 1")
+        for addr in self.feedback_from:
+            try:
+                ipaddress.IPv4Address(addr)
+            except ValueError:
+                raise ConfigError(f"feedback_from {addr!r}: not an IPv4 address") from None
+
+    def feedback_sources(self) -> tuple[str, ...]:
+        """Addresses feedback is taken from: the controller's host, then the others."""
+        first = (self.controller[0],) if self.controller is not None else ()
+        return tuple(dict.fromkeys(first + self.feedback_from))
 
 
 @dataclasses.dataclass(slots=True, kw_only=True, frozen=True)
@@ -168,8 +182,7 @@ class HostAgent:
                     self._fb_sock.bind((cfg.feedback_bind, cfg.feedback_port))
                     self._fb_sock.setblocking(False)
                     if self._auth is not None:
-                        self._auth.filter_feedback(
-                            self._fb_sock, cfg.controller[0] if cfg.controller else None)
+                        self._auth.filter_feedback(self._fb_sock, cfg.feedback_sources())
                 if cfg.control_socket is not None:
                     # an abstract address (per network namespace, hence made in the
                     # host's) so the endpoint can answer with confirmations
@@ -391,6 +404,8 @@ def build_parser() -> argparse.ArgumentParser:
                "  python -m ebpf.agent --iface h2-eth0 --controller 10.0.0.100:32767\n"
                "  python -m ebpf.agent --iface h2-eth0 --controller 10.0.0.100:32767 \\\n"
                "      --feedback-port 32768 --control /run/h2.sock 1 10\n"
+               "  python -m ebpf.agent --iface h2-eth0 --controller 10.0.0.100:32767 \\\n"
+               "      --feedback-port 32768 --feedback-from 10.0.0.101 --key-file keys.yaml\n"
                "  python -m ebpf.agent --iface h2-eth0 --dump-c 1 1   # print the C\n")
     p.add_argument("--iface", required=True, help="interface to attach the sink to")
     p.add_argument("--netns", help="named network namespace of the interface")
@@ -437,6 +452,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ebpf.agent: warning: {warning}", file=sys.stderr)
     try:
         cfg = AgentConfig(keys=keys, feedback_bind=args.feedback_bind,
+            feedback_from=tuple(args.feedback_from),
             iface=args.iface, netns=args.netns, controller=args.controller,
             agent_id=args.agent_id, feedback_port=args.feedback_port,
             control_socket=args.control, confirm_timeout_s=args.confirm_timeout,

@@ -39,10 +39,14 @@ AUTH_HEADER_LEN = 24
 AUTH_TAG_LEN = 16
 AUTH_OVERHEAD = AUTH_HEADER_LEN + AUTH_TAG_LEN
 MIN_KEY_LEN = 16
-CONTROLLER_SENDER_ID = 0xFFFFFFFF
-"""The controller's sender id (255.255.255.255: never an agent's IPv4 address); agents
-take feedback frames from this sender only."""
 """Shortest secret accepted (bytes): 128 bits, the tag's strength."""
+CONTROLLER_SENDER_ID = 0xFFFFFFFF
+"""The controller's default sender id (255.255.255.255: never an agent's IPv4 address)."""
+CONTROLLER_SENDER_IDS = range(0xFFFFFF00, 0x1_0000_0000)
+"""Sender ids of controllers (255.255.255.0/24, no host's address); agents take
+feedback frames from these only.  A standby controller takes its own id
+(``controller run --sender-id``): receivers keep one replay window per sender, so two
+controllers sharing an id would take each other's frames for replays."""
 
 _HEADER = struct.Struct("!IBBHIIQ")
 assert _HEADER.size == AUTH_HEADER_LEN
@@ -133,6 +137,7 @@ __all__ = [
     "AUTH_TAG_LEN",
     "AUTH_VERSION",
     "CONTROLLER_SENDER_ID",
+    "CONTROLLER_SENDER_IDS",
     "MIN_KEY_LEN",
     "FrameError",
     "FrameHeader",

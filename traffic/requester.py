@@ -41,6 +41,7 @@ from formats.roce import (
 )
 from traffic import fec
 from traffic.dcqcn import DcqcnReactionPoint
+from traffic.echo_guard import EchoGuard
 from traffic.errors import ConfigError
 from traffic.hpcc import HpccState
 from traffic.pacing import MAX_RATE_BPS, MIN_RATE_BPS, TokenBucket
@@ -128,10 +129,17 @@ class Requester:
     hpcc_first_queue_s: float | None = None  # first echoed queue above zero ...
     hpcc_first_cut_s: float | None = None    # ... and the first rate cut after it
     hpcc_max_queue_bytes: int = 0            # deepest queue an echo reported
+    echo_guard: EchoGuard = field(default_factory=EchoGuard)  # implausible echoes, counted
 
     def __post_init__(self) -> None:
         self._tmpl = PacketTemplate(src=self.local_ip, dst=self.cfg.peer_ip, sport=self.sport)
-        self._bucket = TokenBucket(rate_bps=self.cfg.rate_bps, last_t=self.now_s)
+        if self.cfg.cc is CongestionControl.HPCC_SENDER:  # ns-3's per-packet pacing
+            full = self.cfg.mtu + BTH_LEN + RETH_LEN + ICRC_LEN + WIRE_OVERHEAD
+            self._bucket = TokenBucket(
+                rate_bps=self.cfg.rate_bps, last_t=self.now_s, burst_s=0.0,
+                min_burst_bytes=int(self.cfg.hpcc.pacing_burst_pkts * full))
+        else:
+            self._bucket = TokenBucket(rate_bps=self.cfg.rate_bps, last_t=self.now_s)
         if self.cfg.cc is CongestionControl.DCQCN:
             self._dcqcn = DcqcnReactionPoint(line_rate_bps=self.cfg.rate_bps,
                                              settings=self.cfg.dcqcn, mtu=self.cfg.mtu,
@@ -431,11 +439,14 @@ class Requester:
         hp = self._hpcc
         if hp is None or pkt.aeth is None:
             return
+        ack_seq = self._abs(pkt.bth.psn) + (0 if pkt.aeth.is_nak else 1)
+        if self.echo_guard.check(hops, ack_seq=ack_seq, una=self._una,  # traffic.echo_guard
+                                 next_seq=self._sent_up_to, window_pkts=self.cfg.window_pkts):
+            return
         q = max((h.queue_bytes for h in hops), default=0)
         self.hpcc_max_queue_bytes = max(self.hpcc_max_queue_bytes, q)
         if self.hpcc_first_queue_s is None and q:
             self.hpcc_first_queue_s = now
-        ack_seq = self._abs(pkt.bth.psn) + (0 if pkt.aeth.is_nak else 1)
         base_rtt = self.cfg.hpcc.base_rtt(self._hpcc_rtt)
         before = hp.rate_bps
         if hp.on_ack(hops, ack_seq=ack_seq, next_seq=self._sent_up_to, base_rtt_s=base_rtt):
@@ -607,6 +618,7 @@ class Requester:
         return {**self._hpcc.snapshot(), "base_rtt_s": self.cfg.hpcc.base_rtt(self._hpcc_rtt),
                 "min_rtt_s": self._hpcc_rtt, "max_echo_queue_bytes": self.hpcc_max_queue_bytes,
                 "window_pkts": self._win_pkts, "first_queue_s": q, "first_cut_s": c,
+                "echo_rejected": dict(self.echo_guard.rejected),
                 "reaction_s": None if q is None or c is None else c - q}
 
     def snapshot(self) -> dict:

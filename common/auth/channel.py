@@ -22,6 +22,8 @@ old_epoch         is from an earlier run of the sender (a recording)
 too_old           is older than the replay window
 replay            was seen before
 too_many_senders  would need more replay windows than ``max_senders``
+unknown_source    comes from an address that may not send it (counted by the
+                  caller, e.g. the agent: feedback from no admitted controller)
 ================  =========================================================
 
 Checks that need no secret come first, the tag before anything that keeps state, so
@@ -53,7 +55,7 @@ __all__ = ["REJECT_REASONS", "Opened", "RejectLog", "Signer", "Verifier", "Verif
 
 REJECT_REASONS = ("short", "unauthenticated", "bad_version", "bad_kind", "unknown_key",
                   "bad_mac", "key_not_allowed", "unknown_sender", "old_epoch", "too_old",
-                  "replay", "too_many_senders")
+                  "replay", "too_many_senders", "unknown_source")
 
 
 class Signer:

@@ -103,6 +103,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="without --key-file, still --listen beyond loopback and the test bed's "
                         "management network (anyone reaching it can forge telemetry)")
     p.add_argument("--election-id", type=argtypes.election_id, default=1)
+    p.add_argument("--sender-id", type=argtypes.ipv4_or_int, default=0xFFFFFFFF,
+                   metavar="IPV4|ID",
+                   help="sender id of the sealed feedback, in 255.255.255.0/24 (default "
+                        "255.255.255.255; a standby controller takes another, and agents "
+                        "admit its address with --feedback-from)")
     p.add_argument("--connect-timeout", type=argtypes.positive, default=5.0, metavar="S")
     p.add_argument("--interval", type=argtypes.positive, default=1.0, metavar="S",
                    help="status, polling and state-file period (default 1 s)")
@@ -171,6 +176,7 @@ def run(args: argparse.Namespace) -> int:
         "connect_timeout_s": args.connect_timeout,
         "fec_target_residual": args.fec_target, "status_interval_s": args.interval,
         "ecn": args.ecn, "key_file": args.key_file, "insecure": args.insecure,
+        "sender_id": args.sender_id,
         "coll_logs": list(args.coll_log), "diagnose_every_s": args.diagnose_every}
     if args.program:
         kw["program"] = args.program

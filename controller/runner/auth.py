@@ -1,7 +1,8 @@
 """The controller's side of ``formats.auth``, built from ``RunConfig`` and the topology.
 
 With ``--key-file`` the controller seals every feedback datagram (sender
-``CONTROLLER_SENDER_ID``), takes host-agent batches and confirmations only as valid
+``--sender-id``, default ``CONTROLLER_SENDER_ID``; a standby controller takes another
+of ``CONTROLLER_SENDER_IDS``), takes host-agent batches and confirmations only as valid
 frames, and takes Telemetry Reports only from the switches' report sources (switch N
 sends from ``--report-source-base`` + N, UDP source port ``REPORT_UDP_PORT``).
 Without a key nothing changes on the wire, and ``common.auth.exposure`` refuses a
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from common.auth import ExposureError, KeyFile, KeyFileError, RejectLog, Signer, Verifier
 from common.auth.exposure import check_exposure
 from controller.topology import Topology
-from formats.auth import CONTROLLER_SENDER_ID, FrameKind
+from formats.auth import FrameKind
 from formats.telemetry_report import REPORT_UDP_PORT
 
 from .config import RunConfig
@@ -57,7 +58,7 @@ class ControllerAuth:
         if keys is None:
             return cls(warning=warning)
         return cls(keys=keys, report_sources=report_sources(topo, c.report_source_base),
-                   feedback_signer=Signer(keys, sender_id=CONTROLLER_SENDER_ID,
+                   feedback_signer=Signer(keys, sender_id=c.sender_id,
                                           kind=FrameKind.FEEDBACK),
                    confirm_verifier=Verifier(keys, kinds=(FrameKind.CONFIRM,),
                                              log=RejectLog(LOG, "controller: confirmation")),

@@ -8,6 +8,7 @@ from common.auth.exposure import ExposureError, check_exposure
 from controller.intent import CollectorSpec, EcnProfile, SinkMode
 from controller.p4rt import Target
 from formats.agent_batch import AGENT_BATCH_UDP_PORT
+from formats.auth import CONTROLLER_SENDER_ID, CONTROLLER_SENDER_IDS
 from formats.feedback import FEEDBACK_UDP_PORT
 from formats.int_md import HPCC_INSTRUCTION_BITMAP
 from formats.telemetry_report import REPORT_UDP_PORT
@@ -65,6 +66,9 @@ class RunConfig:
     # feedback is sealed, Telemetry Reports come only from the switches (README: Security)
     key_file: str | None = None
     insecure: bool = False             # keyless, yet listen beyond loopback / test bed
+    # sender id of the feedback this controller seals: a standby takes its own, so
+    # agents keep a replay window per controller (formats.auth CONTROLLER_SENDER_IDS)
+    sender_id: int = CONTROLLER_SENDER_ID
 
     def __post_init__(self) -> None:
         for name in ("report_port", "agent_port", "feedback_port"):
@@ -79,6 +83,9 @@ class RunConfig:
             raise RunError(f"--fec-target {self.fec_target_residual}: must be in [0, 1)")
         if self.election_id < 1 or self.election_id >> 128:
             raise RunError(f"--election-id {self.election_id}: must be 1..2^128-1")
+        if self.sender_id not in CONTROLLER_SENDER_IDS:
+            raise RunError(f"--sender-id {self.sender_id:#x}: a controller's sender id is in "
+                           "255.255.255.0/24 (agents take feedback only from those)")
         explicit = (self.collector_ip, self.collector_mac, self.collector_at)
         if any(explicit) and not all(explicit):
             raise RunError("a collector outside the topology needs --collector-ip, --collector-mac and "

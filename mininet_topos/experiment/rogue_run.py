@@ -7,8 +7,10 @@ record it took to the sender's address); forged host records / reports applied =
 controller's flow or hop tables ever showing the rogue's marks (source 10.99.99.99,
 node ``FORGED_NODE_ID``).  Rejections by reason come from the controller's state file
 (collector: ``rejected``) and the agents' last lines (``ebpf.agent: final``).
-Memory: resident set of the controller and every agent when the flood starts and
-when the run ends.
+Memory (``mininet_topos.experiment.memory``): the resident set of the controller and
+every agent, sampled at each poll of the run; ``memory`` holds per process its size
+when the flood starts, the peak and the end, and whether it stayed flat
+(``memory_flat``: end <= start + max(16 MiB, 20 %) for every one).
 """
 from __future__ import annotations
 
@@ -20,22 +22,28 @@ from typing import Any
 
 from ebpf.agent_auth import FINAL_PREFIX
 
+from .memory import MemoryWatch
 from .rogue import FORGED_NODE_ID, FORGED_SRC_IP
 from .spec import ExperimentSpec
 from .testbed import NodeProcess, Testbed
 from .workload import Flow
 
-__all__ = ["RoguePhase", "finish_rogue", "format_rogue", "rogue_comparison"]
+__all__ = ["RoguePhase", "baseline_memory", "finish_rogue", "format_memory", "format_rogue",
+           "rogue_comparison", "watched_pids"]
 
 
-def _rss_kib(pid: int) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    return 0
+def watched_pids(tb: Testbed) -> dict[str, int]:
+    """The controller and the agents the test bed started, by name."""
+    return {p.name: p.proc.pid for p in tb.processes
+            if p.name == "controller" or p.name.startswith("agent-")}
+
+
+def baseline_memory(tb: Testbed, spec: ExperimentSpec, start_at: float) -> MemoryWatch | None:
+    """The same memory watch in the sweep's run without the rogue (``rogue.rate: 0``),
+    started when the flood would have: what the workload alone grows."""
+    if spec.rogue is None or spec.rogue.rate > 0 or spec.switch == "linux-router":
+        return None
+    return MemoryWatch(watched_pids(tb), start_at=start_at + spec.rogue.start_s)
 
 
 class RoguePhase:
@@ -45,7 +53,7 @@ class RoguePhase:
                  out: Path, python: str = sys.executable) -> None:
         assert spec.rogue is not None
         self.tb, self.spec, self.out = tb, spec, out
-        self.rss_start: dict[str, int] = {}
+        self.memory = MemoryWatch(self._watched())
         self.forged_flows = 0
         self.forged_hops = 0
         self.proc: NodeProcess | None = None
@@ -71,14 +79,15 @@ class RoguePhase:
         self.end_at = self.start_at + spec.rogue.duration_s
 
     def _watched(self) -> dict[str, int]:
-        return {p.name: p.proc.pid for p in self.tb.processes
-                if p.name == "controller" or p.name.startswith("agent-")}
+        return watched_pids(self.tb)
 
     def poll(self, state: Any) -> None:
         """Start the flood when due; look for forged marks in the controller's tables."""
         if self.proc is None and time.time() >= self.start_at:
-            self.rss_start = {n: _rss_kib(pid) for n, pid in self._watched().items()}
+            self.memory.mark_start()
             self.proc = self.tb.spawn("rogue", None, self.argv)
+        else:
+            self.memory.sample()
         self.forged_flows += sum(1 for f in state.flows if f.get("src") == FORGED_SRC_IP)
         self.forged_hops += sum(1 for h in state.hops if h.get("node_id") == FORGED_NODE_ID)
 
@@ -88,17 +97,17 @@ class RoguePhase:
         if self.proc is not None:
             deadline = time.time() + max(0.0, self.end_at - time.time()) + 30
             while self.proc.proc.poll() is None and time.time() < deadline:
+                self.memory.sample()
                 time.sleep(0.2)
             time.sleep(1.5)   # the controller drains its sockets and rewrites its state
         state.poll(force=True)
         self.poll(state)
         collector: dict[str, Any] = state.collector
-        rss_end = {n: _rss_kib(pid) for n, pid in self._watched().items()}
+        memory = self.memory.summary()
         try:
             sent = json.loads(self.out.read_text())
         except (OSError, ValueError):
             sent = {"sent": {}, "applied_feedback": 0, "error": "the rogue wrote no result"}
-        growth = {n: (rss_end.get(n, 0) - kib) / 1024 for n, kib in self.rss_start.items()}
         return {
             "rate_per_kind": self.spec.rogue.rate if self.spec.rogue else 0,
             "duration_s": self.spec.rogue.duration_s if self.spec.rogue else 0,
@@ -107,8 +116,11 @@ class RoguePhase:
                         "host_records": self.forged_flows, "reports": self.forged_hops},
             "rejected": {"controller": dict(collector.get("rejected") or {}),
                          "controller_confirmations": dict(collector.get("confirm_rejected") or {})},
-            "rss_mib_start": {n: kib / 1024 for n, kib in self.rss_start.items()},
-            "rss_growth_mib": growth,
+            "memory": memory,
+            "memory_flat": all(m["flat"] for m in memory.values()) if memory else None,
+            "rss_mib_start": {n: m["start_mib"] for n, m in memory.items()},
+            "rss_growth_mib": {n: round(m["end_mib"] - m["start_mib"], 1)
+                               for n, m in memory.items()},
             "telemetry": {k: collector.get(k) for k in ("host_records", "reports", "agent_batches",
                                                         "agent_lost_batches", "socket_drops")},
         }
@@ -143,6 +155,8 @@ def rogue_comparison(summaries: list[tuple[ExperimentSpec, dict[str, Any]]]) -> 
         return float(x.get("goodput_tx_bps_total") or 0.0)
 
     r["goodput_ratio"] = (goodput(s) / goodput(base)) if base and goodput(base) > 0 else None
+    if base and base.get("memory"):
+        r["baseline_memory"] = base["memory"]
     r["baseline_goodput_bps"] = goodput(base) if base else None
     return r
 
@@ -179,5 +193,21 @@ def format_rogue(r: dict[str, Any]) -> str:
              f"applied {r['applied'].get(k, 0)}" for k in kinds]
     gp = r.get("goodput_ratio")
     mem = max(r.get("rss_growth_mib", {}).values(), default=0.0)
+    flat = r.get("memory_flat")
     return ("; ".join(parts) + f"; goodput {'-' if gp is None else f'{100 * gp:.0f} %'} of "
-            f"the run without the rogue; largest memory growth {mem:.1f} MiB")
+            f"the run without the rogue; largest memory growth {mem:.1f} MiB"
+            + ("" if flat is None else " (flat)" if flat else " (NOT flat)"))
+
+
+def format_memory(r: dict[str, Any]) -> list[str]:
+    """One line per watched process: MiB at the flood's start, peak and end (and, from
+    the run without the rogue, the growth from the same moment to its end)."""
+    base = r.get("baseline_memory") or {}
+    out = []
+    for n, m in (r.get("memory") or {}).items():
+        line = (f"{n:<14} start {m['start_mib']:6.1f} MiB  peak {m['peak_mib']:6.1f}  "
+                f"end {m['end_mib']:6.1f}  {'flat' if m['flat'] else 'GREW'}")
+        if n in base:
+            line += f" (without the rogue: {base[n]['end_mib'] - base[n]['start_mib']:+.1f} MiB)"
+        out.append(line)
+    return out

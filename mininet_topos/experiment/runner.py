@@ -32,7 +32,14 @@ from .errors import ExperimentError, RunError
 from .plots import plot_fct_cdf
 from .report import format_summary, write_analysis
 from .results import ResultsDir
-from .rogue_run import RoguePhase, finish_rogue, format_rogue, rogue_comparison
+from .rogue_run import (
+    RoguePhase,
+    baseline_memory,
+    finish_rogue,
+    format_memory,
+    format_rogue,
+    rogue_comparison,
+)
 from .spec import ExperimentSpec, apply_overrides
 from .telemetry import DirectedLink, directed_links, link_counters, load_samples
 from .testbed import Testbed
@@ -330,6 +337,7 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
         rogue = (RoguePhase(tb, spec, fl, start_at, res.path / "rogue.json", python=python)
                  if spec.rogue and spec.rogue.rate > 0 and spec.switch != "linux-router"
                  else None)
+        base_mem = baseline_memory(tb, spec, start_at)
         policy = None
         if fec_auto and not fec_by_controller:
             policy = FecPolicyLoop(topo=topo, flows_=fl, samples_dir=tb.samples_dir(),
@@ -344,6 +352,8 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
             sw_stats.poll()
             if rogue is not None:
                 rogue.poll(int_state)
+            if base_mem is not None:
+                base_mem.poll(time.time())
             if sf is not None:
                 sf.tick(tb)
             if time.time() > deadline:
@@ -366,6 +376,8 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
         wire_quiet(tb)
         int_state.poll(force=True)
         rogue_out = rogue.finish(int_state) if rogue is not None else None
+        if base_mem is not None:
+            base_mem.sample()
         sw_stats.poll(force=True)
         tb.stop_samplers()
         fault_summary = sf.finish(tb.samples_dir()) if sf is not None else None
@@ -412,6 +424,9 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
     if rogue_out is not None:
         summary["rogue"] = finish_rogue(rogue_out, logs)
         res.write_json("summary.json", summary)
+    if base_mem is not None:   # the run without the rogue: what the workload alone grows
+        summary["memory"] = base_mem.summary()
+        res.write_json("summary.json", summary)
     if fault_summary is not None:   # ground truth and the diagnosis (mininet_topos.faults)
         summary.update(fault_summary)
         res.write_json("summary.json", summary)
@@ -449,6 +464,8 @@ def run_specs(specs: list[ExperimentSpec], out: str | Path, *,
     rogue = rogue_comparison([(r.spec, r.summary) for r in results])
     if rogue is not None:
         log(f"rogue: {format_rogue(rogue)}")
+        for line in format_memory(rogue):
+            log(f"  memory {line}")
     if len(specs) > 1:
         rows = []
         for r in results:

@@ -78,8 +78,14 @@ def carry_state(old: Switch, new: Switch) -> None:
     except RuntimeApiError as exc:
         raise DeviceError(f"reconcile: cannot keep state: {exc}") from exc
     pre_old, pre_new = old.runtime.pre, new.runtime.pre
-    pre_new.groups = {g: list(r) for g, r in pre_old.groups.items()}
-    pre_new.sessions = copy.deepcopy(pre_old.sessions)
+    try:      # through the API: a target keeps its own copy (the eBPF target's maps)
+        for g, reps in pre_old.groups.items():
+            pre_new.group_create(g, list(reps))
+        for s in pre_old.sessions.values():
+            pre_new.session_set(s.session, list(s.replicas), truncate=s.truncate,
+                                class_of_service=s.class_of_service)
+    except RuntimeApiError as exc:
+        raise DeviceError(f"reconcile: cannot keep multicast groups and clone sessions: {exc}") from exc
 
 
 def _same_size(kind: str, name: str, a: int, b: int) -> None:

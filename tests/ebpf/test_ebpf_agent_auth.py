@@ -15,7 +15,7 @@ from common.auth import KeyFile, KeyRing, Signer, Verifier
 from ebpf.agent import AgentConfig, HostAgent
 from formats import int_md, roce
 from formats.auth import CONTROLLER_SENDER_ID, FrameKind
-from formats.feedback import CONFIRM_DTYPE, FEEDBACK_DTYPE
+from formats.feedback import CONFIRM_DTYPE, FEEDBACK_DTYPE, ConfirmStatus
 from formats.int_md import HopRecord
 
 pytestmark = [pytest.mark.root, pytest.mark.bpf]
@@ -110,3 +110,80 @@ def test_sealed_agent_end_to_end(pair):
     finally:
         collector.stop()
         ctl.close()
+
+
+def test_standby_controller_feedback_applied_unlisted_refused(pair, tmp_path):
+    """``feedback_from``: a standby controller (own sender id, own address) has its
+    feedback applied by the traffic endpoint and confirmed to it, interleaved with the
+    primary's; the same sealed frames from an unlisted address are dropped in the
+    kernel's filter, counted, and change no rate."""
+    from traffic.endpoint import Endpoint, EndpointConfig
+    from traffic.qp_types import QpConfig
+
+    standby_id = CONTROLLER_SENDER_ID - 1
+    keys = KeyFile.from_ring(KeyRing(keys={3: b"s" * 32}, sign_key_id=3, senders=frozenset(
+        {CONTROLLER_SENDER_ID, standby_id, AGENT})))
+    ctl_path = str(tmp_path / "h2-traffic.sock")
+    with pair.h2.enter():
+        socks = {}
+        for name, addr in (("primary", "127.0.0.1"), ("standby", "127.0.0.2"),
+                           ("unlisted", "127.0.0.3"), ("port", "127.0.0.1")):
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s.bind((addr, 0))
+            s.settimeout(0.05)
+            socks[name] = s
+        probe = socks.pop("port")
+        fb_port = probe.getsockname()[1]
+        probe.close()
+        endpoint = Endpoint(EndpointConfig(ip=pair.h2.ip, port=14791,  # 4791: pair.udp_rx
+                                           control_path=ctl_path))
+        req = endpoint.add_requester(QpConfig(qpn=0x650, peer_qpn=0x650, peer_ip=pair.h1.ip,
+                                              rate_bps=50e6))
+    cfg = AgentConfig(iface=pair.h2.ifname, netns=pair.h2.name, keys=keys,
+                      controller=socks["primary"].getsockname(), agent_id=AGENT,
+                      feedback_port=fb_port, feedback_bind="127.0.0.1",
+                      feedback_from=("127.0.0.2",), control_socket=ctl_path)
+    primary = Signer(keys, sender_id=CONTROLLER_SENDER_ID, kind=FrameKind.FEEDBACK)
+    standby = Signer(keys, sender_id=standby_id, kind=FrameKind.FEEDBACK)
+    confirms = Verifier(keys, kinds=(FrameKind.CONFIRM,))
+
+    def confirmed(agent: HostAgent, sock: socket.socket) -> list[tuple[int, str]]:
+        got: list[tuple[int, str]] = []
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            agent.read(timeout_s=0.02)
+            endpoint.step(0.0)
+            try:
+                data = sock.recv(65535)
+            except TimeoutError:
+                if got:
+                    return got
+                continue
+            opened = confirms.open(data)
+            assert opened is not None, confirms.stats.rejected
+            got += [(int(r["seq"]), ConfirmStatus(int(r["status"])).name)
+                    for r in np.frombuffer(opened.payload, CONFIRM_DTYPE)]
+        return got
+
+    try:
+        with HostAgent(cfg) as agent:
+            dst = ("127.0.0.1", fb_port)
+            for who, seq, rate in (("standby", 1, 5_000_000), ("primary", 2, 6_000_000),
+                                   ("standby", 3, 7_000_000)):
+                signer = standby if who == "standby" else primary
+                socks[who].sendto(signer.seal(_feedback(0x650, rate, seq)), dst)
+                assert confirmed(agent, socks[who]) == [(seq, "APPLIED")]
+                assert req.cfg.rate_bps == rate
+            socks["unlisted"].sendto(standby.seal(_feedback(0x650, 1000, 4)), dst)
+            socks["unlisted"].sendto(primary.seal(_feedback(0x650, 1000, 5)), dst)
+            assert confirmed(agent, socks["unlisted"]) == []
+            assert req.cfg.rate_bps == 7_000_000
+            st = agent.stats()
+            assert st.auth_rejected == {"unknown_source": 2}
+            assert agent._auth is not None and agent._auth.kernel_filter is not None
+            assert agent._auth.kernel_filter.drops() == {"unknown_source": 2}
+            assert st.feedback_datagrams == 3 and st.confirmations == {"APPLIED": 3}
+    finally:
+        endpoint.close()
+        for s in socks.values():
+            s.close()

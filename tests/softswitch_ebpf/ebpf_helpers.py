@@ -13,5 +13,5 @@ ALL_STF = sorted([(p.with_suffix(".p4"), p) for p in (ROOT / "p4" / "examples").
 
 # the ones the eBPF target runs; the rest need constructs it refuses (README: what is
 # supported); a construct that starts to work moves its program here
-RUNS_ON_EBPF = {"ipv4_forward", "ecn_marking", "firewall", "ecmp", "calc", "source_routing",
+RUNS_ON_EBPF = {"ipv4_forward", "ecn_marking", "firewall", "ecmp", "calc", "source_routing", "mirror", "multicast",
                 "route_inspection", "h2_stack"}

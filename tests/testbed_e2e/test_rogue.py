@@ -43,4 +43,8 @@ def test_rogue_floods_are_refused_and_nothing_forged_is_applied(tmp_path):
         "feedback_unauthenticated", "feedback_bad_mac", "report_source",
         "host_records_unauthenticated", "host_records_bad_mac"}
     assert max(rogue["rss_growth_mib"].values()) < 30
+    mem = rogue["memory"]   # sampled through the run: start / peak / end per process
+    assert "controller" in mem and any(n.startswith("agent-") for n in mem)
+    assert all(m["samples"] >= 3 and m["peak_mib"] >= m["start_mib"] for m in mem.values())
+    assert rogue["memory_flat"], mem
     assert "rogue: feedback sent" in r.stdout

@@ -72,6 +72,7 @@ class CGen(ExprGen, ControlGen):
         self._subcontrol_slots: dict[Any, list[tuple[Any, str]]] = {}
         self._direct_names: dict[str, int] = {}
         self._prefix = ""
+        self.requests: set[str] = set()   # v1model requests the program makes (resubmit, recirc)
 
     def fresh(self, base: str) -> str:
         self._n += 1

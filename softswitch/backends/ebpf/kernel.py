@@ -137,20 +137,23 @@ class LoadedProgram:
     def table(self, name: str) -> Any:
         return self.bpf[name.encode()]
 
-    def set_test_port(self, port: int | None, length: int = 0) -> None:
+    def set_test_port(self, port: int | None, length: int = 0, mark: int = 0, defer: bool = False) -> None:
         """Test mode (`port` = the ingress port of the next test runs, `length` the real
-        length of a padded frame) or live mode (None)."""
+        length of a padded frame, `mark` a copy to run, `defer` to queue the packet's
+        egress behind copies already queued) or live mode (None)."""
         cfg = self.table("p4_cfg")
         leaf = cfg.Leaf()
         leaf.test_mode = 1 if port is not None else 0
         leaf.test_port = port or 0
         leaf.test_len = length
+        leaf.test_mark = mark
+        leaf.test_defer = 1 if defer else 0
         leaf.test_now_ns = self.test_now_ns
         cfg[ctypes.c_int(0)] = leaf
 
     def set_test_clock(self, now_ns: int) -> None:
         """The program's clock in test runs (ns; 0 = the kernel's clock): the traffic
-        manager's tests control time."""
+        manager's tests control time, differential tests pin the timestamps."""
         self.test_now_ns = int(now_ns)
         cfg = self.table("p4_cfg")
         leaf = cfg[ctypes.c_int(0)]
@@ -159,6 +162,14 @@ class LoadedProgram:
 
     def run_test(self, port: int, data: bytes) -> tuple[int | None, bytes]:
         """(egress port or None when dropped, the frame as the program left it)."""
+        out_port, out, _, _ = self.run_pass(port, data)
+        return out_port, out
+
+    def run_pass(self, port: int, data: bytes, mark: int = 0, defer: bool = False
+                 ) -> tuple[int | None, bytes, int, list[int]]:
+        """One pass of the program: the packet from `port`, or the clone `mark` names
+        (over the same input). Returns the egress port (None: no output), the frame,
+        its instance_type and the marks of the clones to run next, in order."""
         if len(data) < 14:
             raise EbpfKernelError(f"a frame of {len(data)} bytes: frames shorter than an Ethernet "
                                   "header (14 bytes) are not supported on --target ebpf (a tc "
@@ -166,12 +177,13 @@ class LoadedProgram:
         # the kernel refuses a test run of an IPv4/IPv6 frame shorter than its IP header:
         # pad it, and the program trims the padding before it parses
         padded = data + bytes(MIN_TEST_FRAME - len(data)) if len(data) < MIN_TEST_FRAME else data
-        self.set_test_port(port, len(data) if padded is not data else 0)
+        self.set_test_port(port, len(data) if padded is not data else 0, mark, defer)
         verdict, out, _ = test_run(self.fd, padded)
-        if verdict != TC_ACT_REDIRECT:
-            return None, out
         res = self.table("p4_test_result")[ctypes.c_int(0)]
-        return (None if res.dropped else int(res.port)), out
+        marks = [int(res.marks[i]) for i in range(min(int(res.nclones), len(res.marks)))]
+        if verdict != TC_ACT_REDIRECT or res.dropped:
+            return None, out, 0, marks
+        return int(res.port), out, int(res.itype), marks
 
     def kernel_ids(self) -> dict[str, list[int]]:
         """Ids of the program and every map it owns, as the kernel knows them."""

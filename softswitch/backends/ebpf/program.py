@@ -11,11 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from softswitch.backends.ebpf import clones as CL
 from softswitch.backends.ebpf import queues as TM
 from softswitch.backends.ebpf import v1model as V1
 from softswitch.backends.ebpf.blocks import CGen
 from softswitch.backends.ebpf.errors import EbpfUnsupported
 from softswitch.backends.ebpf.hashes_c import MAX_HASH_BYTES
+from softswitch.backends.ebpf.layout import strip
 from softswitch.backends.ebpf.parser_c import gen_deparser, gen_parser
 from softswitch.backends.ebpf.tables_c import TableLayout
 from softswitch.frontend import ast as A
@@ -23,7 +25,8 @@ from softswitch.frontend import ast as A
 MAX_PORTS = 512
 MAX_FRAME_BYTES = 9216     # the longest payload moved when headers shrink (jumbo frames)
 # per-CPU statistics cells, in this order
-STATS = ("rx", "tx", "dropped", "no_port", "deparse_error", "truncate_error", "tail_drop")
+STATS = ("rx", "tx", "dropped", "no_port", "deparse_error", "truncate_error", "tail_drop",
+         "clone", "clone_lost")
 ENTRY = "p4_pipeline"
 
 
@@ -45,8 +48,10 @@ _PRELUDE = """\
 
 #define DROP_PORT {drop}
 struct counter_cell {{ u64 packets; u64 bytes; }};
-struct p4_config {{ u32 test_mode; u32 test_port; u32 test_len; u32 pad; u64 test_now_ns; }};
-struct p4_test_result {{ u32 port; u32 dropped; }};
+struct p4_config {{ u32 test_mode; u32 test_port; u32 test_len; u32 test_mark; u64 test_now_ns;
+                   u32 test_defer; u32 pad; }};
+/* a test run's outcome: the port (unless dropped), the instance type, clone marks to run */
+struct p4_test_result {{ u32 port; u32 dropped; u32 itype; u32 nclones; u32 marks[{marks}]; }};
 """
 
 RESIZE = """\
@@ -83,18 +88,21 @@ static __always_inline int resize_headers(struct __sk_buff *skb, struct pipe *P,
 }}
 """
 
-_MAIN = """\
-static __always_inline void count_stat(u32 i) {{
+_COUNT_STAT = """\
+static __always_inline void count_stat(u32 i) {
     u64 *c = p4_stats.lookup(&i);
     if (c) *c += 1;
-}}
+}
+"""
 
+_MAIN = """\
 int {entry}(struct __sk_buff *skb) {{
     u32 z = 0;
     struct pipe *P = p4_scratch.lookup(&z);
     struct p4_config *cfg = p4_cfg.lookup(&z);
     if (!P || !cfg) return TC_ACT_SHOT;
-    u32 port;
+    struct p4_test_result *r = 0;
+    u32 port, mark;
     if (cfg->test_mode) {{
         /* the kernel's test run refuses IP frames shorter than their IP header: the
            caller pads them and names the real length here */
@@ -102,52 +110,131 @@ int {entry}(struct __sk_buff *skb) {{
             bpf_skb_change_tail(skb, cfg->test_len, 0) < 0)
             return TC_ACT_SHOT;
         port = cfg->test_port;
+        mark = cfg->test_mark;
+        r = p4_test_result.lookup(&z);
+        if (!r) return TC_ACT_SHOT;
+        r->port = 0; r->dropped = 1; r->itype = 0; r->nclones = 0;
     }} else {{
         u32 ifx = skb->ingress_ifindex;
         u32 *pp = p4_port_of_ifindex.lookup(&ifx);
         if (!pp) return TC_ACT_OK;   /* not a switch port: leave it to the stack */
         port = *pp;
+        mark = skb->mark;
     }}
-    count_stat(0);
     {{
         /* a loop, not memset: clang refuses memset calls on a struct this large */
         volatile u64 *w = (volatile u64 *)P;   /* volatile: not turned back into memset */
 #pragma clang loop unroll(disable)
         for (u32 i = 0; i < sizeof(*P) / 8; i++) w[i] = 0;
     }}
-    P->sm.ingress_port = port;
+    /* pass: 0 a packet from a port; else a clone (backends/ebpf/clones.py) */
+    u32 pass = 0, cloned = 0;
+    if ((mark & 0xff000000) == {magic:#x}) {{
+        pass = clone_load(P, mark);
+        if (!pass) {{
+            count_stat(8);
+            return TC_ACT_SHOT;
+        }}
+        if (pass == {resume}) goto resume;
+        if (pass == {e2e} || pass == {mcast}) goto clone_egress;
+        /* I2E clones, resubmitted and recirculated packets are parsed (again); a kind
+           the program cannot make is lost (and the verifier follows known kinds only) */
+        if (pass != {i2e} && !(P4_RESUBMIT && pass == {resubmit}) && !(P4_RECIRC && pass == {recirc})) {{
+            count_stat(8);
+            return TC_ACT_SHOT;
+        }}
+    }} else {{
+        count_stat(0);
+        P->sm.ingress_port = port;
+    }}
     P->sm.packet_length = skb->len;
     P->pkt_len = skb->len;
-    P->sm.ingress_global_timestamp = (bpf_ktime_get_ns() / 1000) & 0xffffffffffffULL;
+    /* test runs may pin the clock (p4_config.test_now_ns), as the Python target's clock_us */
+    P->sm.ingress_global_timestamp =
+        ((cfg->test_now_ns ? cfg->test_now_ns : bpf_ktime_get_ns()) / 1000) & 0xffffffffffffULL;
     run_parser(skb, P);
+    if (pass == {i2e}) goto clone_egress;
     {verify}(P);
     P->exited = 0;
     {ingress}(P);
     P->exited = 0;
+    if (P->clone_type == {i2e}) {{
+        /* I2E clones first (the packet is still as it entered); a test run runs the
+           original after them, as the Python target does */
+        cloned = clone_request(skb, P, r, {i2e});
+    }}
+    if (r && (cloned || P4_DEFER(cfg)) && !P->resubmit_req && !P->sm.mcast_grp &&
+        P->sm.egress_spec != DROP_PORT) {{
+        /* a test run: the egress of this packet waits behind the copies queued before it */
+        if (!cloned) cloned = slot_save(P);
+        if (cloned) {{
+            p4_record_mark(r, {magic:#x} | ({resume} << {kind_shift}) | (cloned - 1));
+            return TC_ACT_SHOT;
+        }}
+    }}
+resume:
+    P->clone_type = 0;
+#if P4_RESUBMIT
+    if (P->resubmit_req) {{
+        /* the packet as it came, through ingress again (after its I2E clones) */
+        if (P->passes + 1 >= {max_passes}) goto drop;
+        if (!cloned) cloned = slot_save(P);
+        if (cloned) make_copy(skb, r, {resubmit}, cloned - 1);
+        return TC_ACT_SHOT;
+    }}
+#endif
+    if (P->sm.mcast_grp) {{
+        /* multicast replaces unicast: the replicas go on (copies, as clones), this ends */
+        if (!mcast_request(skb, P, r, cloned)) goto drop;
+        return TC_ACT_SHOT;
+    }}
     if (P->sm.egress_spec == DROP_PORT) goto drop;
     P->sm.egress_port = P->sm.egress_spec;
+    P->truncate_ig = P->truncate;     /* truncate(): egress's length, else ingress's */
+    P->out_itype = P->sm.instance_type;   /* what the output reports, as the Python target */
+    if (P->sm.instance_type == 4 || P->sm.instance_type == 6)
+        P->sm.instance_type = 0;      /* egress sees a resubmitted or recirculated packet as normal */
+    goto queue;
+clone_egress:
+    P->clone_type = 0;
+    P->out_itype = P->sm.instance_type;
+    P->sm.egress_port = P->cl_port;
+    P->sm.egress_rid = P->cl_rid;
+    P->truncate_ig = P->cl_truncate;  /* the session's length, unless egress truncates */
+    count_stat(7);
+queue:
+    P->recirc_req = 0;
     if (tm_enqueue(cfg, P) < 0) {{
         count_stat(6);       /* the egress queue is full: tail drop */
         goto drop;
     }}
-    u32 truncate_ig = P->truncate;     /* truncate(): egress's length, else ingress's */
     P->truncate = 0;
     {egress}(P);
     P->exited = 0;
-    if (!P->truncate) P->truncate = truncate_ig;
+    if (P->clone_type == {e2e}) clone_request(skb, P, r, {e2e});
+    P->clone_type = 0;
+    if (!P->truncate) P->truncate = P->truncate_ig;
     if (P->sm.egress_spec == DROP_PORT) goto drop;
     {compute}(P);
     if (run_deparser(skb, P) < 0) {{
         count_stat(4);
         goto drop;
     }}
+#if P4_RECIRC
+    if (P->recirc_req) {{
+        /* the deparsed packet into ingress again (a test run: its output is the input) */
+        if (P->passes + 1 >= {max_passes}) goto drop;
+        u32 s1 = slot_save(P);
+        if (s1) make_copy(skb, r, {recirc}, s1 - 1);
+        return TC_ACT_SHOT;
+    }}
+#endif
     if (P->truncate && P->truncate < skb->len && bpf_skb_change_tail(skb, P->truncate, 0) < 0) {{
         count_stat(5);       /* the kernel keeps at least the link-layer header */
         goto drop;
     }}
-    if (cfg->test_mode) {{
-        struct p4_test_result *r = p4_test_result.lookup(&z);
-        if (r) {{ r->port = P->sm.egress_port; r->dropped = 0; }}
+    if (r) {{
+        r->port = P->sm.egress_port; r->dropped = 0; r->itype = P->out_itype;
         return TC_ACT_REDIRECT;
     }}
     {{
@@ -158,14 +245,11 @@ int {entry}(struct __sk_buff *skb) {{
             return TC_ACT_SHOT;
         }}
         count_stat(1);
+        if (pass) skb->mark = 0;
         return bpf_redirect(*ifx, 0);
     }}
 drop:
     count_stat(2);
-    if (cfg->test_mode) {{
-        struct p4_test_result *r = p4_test_result.lookup(&z);
-        if (r) {{ r->port = 0; r->dropped = 1; }}
-    }}
     return TC_ACT_SHOT;
 }}
 """
@@ -209,7 +293,8 @@ def generate_c(checked: Any, compiled_tables: dict[str, Any], *, errors: list[st
     pipe = ["struct pipe {", f"    {struct_hdr} hdr;", f"    {struct_meta} meta;", f"    {struct_sm} sm;",
             "    u32 off;", "    u32 vb;", "    u32 pkt_len;", "    u32 action_run;", "    u32 truncate;", "    u8 exited;", "    u8 mv[64];",
             f"    u8 hb[{MAX_HASH_BYTES}];", f"    u8 buf[{max(g.max_header, 8)}];"]
-    pipe += ["    " + f for f in g.pipe_fields] + ["} __attribute__((aligned(8)));"]   # zeroed in u64 words
+    pipe += ["    " + f for f in CL.PIPE_FIELDS + g.pipe_fields]
+    pipe.append("} __attribute__((aligned(8)));")   # zeroed and copied in u64 words
     maps = ["BPF_PERCPU_ARRAY(p4_scratch, struct pipe, 1);",
             "BPF_ARRAY(p4_cfg, struct p4_config, 1);",
             "BPF_ARRAY(p4_test_result, struct p4_test_result, 1);",
@@ -222,12 +307,23 @@ def generate_c(checked: Any, compiled_tables: dict[str, Any], *, errors: list[st
     for lay in g.table_layouts.values():
         maps += lay.c_decls
     maps += g.extern_maps
-    parts = [_PRELUDE.format(source=", ".join(checked.source_files[:1]) or "P4", drop=arch.drop_port)]
-    parts += g.layouts.decls + ["\n".join(pipe), TM.C_DECLS, "\n".join(maps)]
+    maps.append(CL.C_MAPS)
+    meta_decl = checked.top_level.get(getattr(strip(ptypes["meta"]), "name", ""))
+    # resubmit and recirculate cost the verifier paths: their code only when used
+    resubmit, recirc = int("resubmit" in g.requests), int("recirc" in g.requests)
+    flags = (f"#define P4_RESUBMIT {resubmit}\n#define P4_RECIRC {recirc}\n"
+             "/* a test run queues an ingress pass's egress behind earlier copies */\n"
+             f"#define P4_DEFER(cfg) {'((cfg)->test_defer)' if resubmit or recirc else '0'}\n")
+    parts = [_PRELUDE.format(source=", ".join(checked.source_files[:1]) or "P4", drop=arch.drop_port,
+                             marks=CL.MAX_MARKS), flags, CL.C_TYPES]
+    parts += g.layouts.decls + ["\n".join(pipe), TM.C_DECLS, "\n".join(maps), _COUNT_STAT]
     parts += g.functions + [parser_fn, RESIZE.format(chunks=MAX_FRAME_BYTES // 64), deparser_fn,
-              TM.C_FUNCTION]
+              TM.C_FUNCTION, CL.preserve_c(meta_decl), CL.C_FUNCTIONS]
     parts.append(_MAIN.format(entry=ENTRY, verify=ctl["vr"], ingress=ctl["ig"], egress=ctl["eg"],
-                              compute=ctl["ck"]))
+                              compute=ctl["ck"], magic=CL.MAGIC, i2e=CL.KIND_I2E, e2e=CL.KIND_E2E,
+                              resume=CL.KIND_RESUME, mcast=CL.KIND_MCAST, kind_shift=CL.KIND_SHIFT,
+                              resubmit=CL.KIND_RESUBMIT, recirc=CL.KIND_RECIRC,
+                              max_passes=CL.MAX_PASSES))
     return GeneratedProgram(source="\n\n".join(parts) + "\n",
                             tables={lay.name: lay for lay in g.table_layouts.values()},
                             externs=dict(g.externs), digests=dict(g.digests))

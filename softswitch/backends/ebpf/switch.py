@@ -9,10 +9,17 @@ that tests the Python target tests the kernel program the same way.
 """
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Self, TextIO
 
+from softswitch.backends.ebpf.clones import (
+    KIND_RECIRC,
+    KIND_RESUBMIT,
+    KernelReplicationEngine,
+    mark_kind,
+)
 from softswitch.backends.ebpf.errors import EbpfUnsupported
 from softswitch.backends.ebpf.kernel import LoadedProgram
 from softswitch.backends.ebpf.maps import TableMirror
@@ -22,8 +29,9 @@ from softswitch.backends.ebpf.runtime import EbpfRuntime
 from softswitch.compiler.program import CompiledProgram, compile_program
 from softswitch.errors import SoftswitchError
 from softswitch.trace import TraceEvent
-from softswitch.v1model.pre import ReplicationEngine
 from softswitch.v1model.switch import OutputPacket
+
+MAX_PASSES = 4096   # test-run passes (the packet, its copies, their loops) per injected packet
 
 
 def _refuse_unmirrored(program: CompiledProgram) -> None:
@@ -67,8 +75,8 @@ class EbpfSwitch:
         if missing:
             raise EbpfUnsupported(_decl_named(program.checked, missing[0]),
                                   f"counter or register {missing[0]} outside a control")
-        self.pre = ReplicationEngine()
         self.kernel = LoadedProgram(self.generated.source, name=name)
+        self.pre = KernelReplicationEngine(self.kernel)
         self.mirrors: dict[str, TableMirror] = {}
         try:
             self.runtime = EbpfRuntime(program, self.pre, self.kernel, self.generated.externs)
@@ -109,22 +117,44 @@ class EbpfSwitch:
         drop = self.program.arch.drop_port
         if not 0 <= port < drop:
             raise SoftswitchError(f"process: ingress port {port} outside 0..{drop - 1}")
-        if self.pre.groups or self.pre.sessions:
-            raise SoftswitchError("multicast groups and clone sessions are not supported on "
-                                  "--target ebpf yet")
-        out_port, out = self.kernel.run_test(port, bytes(data))
-        if self.generated.digests:
-            self.kernel.poll_digests(0)
+        data = bytes(data)
         events: list[TraceEvent] = []
         if trace:
             events.append(TraceEvent("packet_in", "switch", {"port": port, "length": len(data)}))
-        if out_port is None:
+        outputs: list[OutputPacket] = []
+        # passes in the Python target's order (clones.py): copies that run ingress
+        # (resubmit, recirculate) before those that run egress (clones, replicas, an
+        # original waiting behind its I2E clones), each queue in order
+        ingress: deque[tuple[int, bytes]] = deque([(0, data)])
+        egress: deque[tuple[int, bytes]] = deque()
+        passes = 0
+        while ingress or egress:
+            first = passes == 0
+            mark, frame = ingress.popleft() if ingress else egress.popleft()
+            passes += 1
+            if passes > MAX_PASSES:
+                raise SoftswitchError(f"process: more than {MAX_PASSES} passes for one packet")
+            out_port, out, itype, marks = self.kernel.run_pass(port, frame, mark,
+                                                               defer=not first and bool(egress))
+            for m in marks:
+                if mark_kind(m) == KIND_RECIRC:
+                    ingress.append((m, out))       # the deparsed packet
+                elif mark_kind(m) == KIND_RESUBMIT:
+                    ingress.append((m, frame))
+                else:
+                    egress.append((m, frame))
+            if out_port is None:
+                if trace and not marks:
+                    events.append(TraceEvent("drop", "kernel", {"reason": "dropped by the program",
+                                                                "instance_type": itype}))
+                continue
             if trace:
-                events.append(TraceEvent("drop", "kernel", {"reason": "dropped by the program"}))
-            return [], events
-        if trace:
-            events.append(TraceEvent("output", "kernel", {"port": out_port, "length": len(out)}))
-        return [OutputPacket(out_port, out, 0)], events
+                events.append(TraceEvent("output", "kernel", {"port": out_port, "length": len(out),
+                                                              "instance_type": itype}))
+            outputs.append(OutputPacket(out_port, out, itype))
+        if self.generated.digests:
+            self.kernel.poll_digests(0)
+        return outputs, events
 
     def process(self, port: int, packet: Any) -> list[tuple[int, bytes]]:
         outs, _ = self.process_packet(port, bytes(packet))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from softswitch.backends.ebpf.clones import lower_clone, lower_pass_request
 from softswitch.backends.ebpf.errors import EbpfUnsupported
 from softswitch.backends.ebpf.hashes_c import hash_c
 from softswitch.backends.ebpf.layout import cname
@@ -116,6 +117,10 @@ def lower_extern(gen: CGen, call: A.MethodCallExpression) -> list[str] | None:
     if sem.op is ExternOp.REQUEST and sem.request == "truncate":
         # egress's request replaces ingress's (p4_pipeline keeps both); applied after the deparser
         return [f"P->truncate = (u32)({gen.ex(call.args[0].value)});"]
+    if sem.op is ExternOp.REQUEST and sem.request == "clone":
+        return lower_clone(gen, call, sem.params)
+    if sem.op is ExternOp.REQUEST and sem.request in ("resubmit", "recirculate"):
+        return lower_pass_request(gen, call, str(sem.request), sem.params)
     if sem.op in (ExternOp.CHECKSUM_VERIFY, ExternOp.CHECKSUM_UPDATE):
         if sem.with_payload:
             raise EbpfUnsupported(call, f"{name} (checksums over the payload)")
