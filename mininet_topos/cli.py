@@ -210,7 +210,8 @@ def _experiment(args: argparse.Namespace) -> int:
         plan = one_fault_plan(args.fault) if args.fault else None
         with sigterm_as_interrupt():
             try:
-                run_harness(HarnessConfig(trials=args.trials, seed=args.seed, out=args.out),
+                run_harness(HarnessConfig(trials=args.trials, seed=args.seed, out=args.out,
+                                          switch=args.switch or "linux-router"),
                             plan=plan, verbose=plan is not None)
             except KeyboardInterrupt:
                 print("interrupted; network torn down", file=sys.stderr)

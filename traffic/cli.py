@@ -161,6 +161,10 @@ def _common(p: argparse.ArgumentParser, *, with_hosts: bool = True) -> None:
                    help="HPCC reference rate per hop (ns-3 MultiRate)")
     p.add_argument("--hpcc-no-window", action="store_true",
                    help="HPCC paces only, without its window of bytes in flight")
+    p.add_argument("--hpcc-pacing-burst", type=argtypes.bounded_float(1.0, 64.0, low_open=False),
+                   default=HpccSettings().pacing_burst_pkts, metavar="PKTS",
+                   help="HPCC pacer depth in full packets (default 1: ns-3's per-packet "
+                        "pacing)")
     p.add_argument("--dcqcn-timer", type=_duration, default=DcqcnSettings().timer_s,
                    metavar="T", help="DCQCN alpha and rate-increase timers (default 55ms)")
     p.add_argument("--dcqcn-cnp-interval", type=_duration,
@@ -289,7 +293,8 @@ def _hpcc_settings(args: argparse.Namespace) -> HpccSettings:
         return HpccSettings(eta=args.hpcc_eta, max_stage=args.hpcc_max_stage,
                             w_ai_fraction=args.hpcc_wai, base_rtt_s=args.hpcc_base_rtt,
                             min_base_rtt_s=args.hpcc_min_base_rtt,
-                            multi_rate=args.hpcc_multi_rate, window=not args.hpcc_no_window)
+                            multi_rate=args.hpcc_multi_rate, window=not args.hpcc_no_window,
+                            pacing_burst_pkts=args.hpcc_pacing_burst)
     except ConfigError as e:
         raise SystemExit(f"traffic: {e}") from None
 

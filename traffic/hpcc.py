@@ -31,21 +31,27 @@ rate 0 (the data packet's bitmaps lacked the field) gives no sample and is count
 or other node IDs) the new records are stored as on the first ACK instead of being
 compared with another switch's.  Units here: seconds, bit/s, bytes.
 
-Emulation scale: round trips here are Python senders and Python switches, and a
-pacer releases a few milliseconds of packets at a time, so queues of a few packets come
-and go at any load.  The smallest RTT sample (about a millisecond on an idle softswitch,
+Emulation scale: round trips here are Python senders and Python switches that wake up
+late on a busy host, so queues of a packet or two come and go at any load.  The smallest RTT sample (about a millisecond on an idle softswitch,
 where a packet meets no serialisation delay) makes a BDP smaller than one packet: the
 queue term ``qlen / (B T)`` would count one queued packet as several BDPs, and the
 window floor of one packet per QP would exceed the BDP with a few QPs, so rates would
 fall to the minimum.  T therefore defaults to the smallest RTT sample but at least
 ``min_base_rtt_s`` = 30 ms: at the test bed's 4 Mbit/s bottleneck and 1 KiB packets a
 BDP of about 14 packets, a couple per QP of an 8:1 incast, as HPCC's data-centre runs
-have many packets per BDP.  Across a WAN the measured RTT is larger and is used as it
-is.  W_AI defaults to 1 % of the line rate (the paper's ``W_init (1 - eta) / N`` for
+have many packets per BDP (and the first windows of eight QPs, 7 packets each, fit a
+64-packet queue).  Across a WAN the measured RTT is larger and is used as it is.  W_AI defaults to 1 % of the line rate (the paper's ``W_init (1 - eta) / N`` for
 N = 5): a few-second experiment needs flows that started apart to converge.
 
 The window: ns-3 also bounds the bytes in flight by ``W * R / R_max`` (``VAR_WIN``);
 :meth:`HpccState.window_bytes` gives it, and the requester applies it.
+
+Pacing: ns-3's NIC sends a QP's next packet ``size / R`` after the previous one and
+never catches up after a pause (``m_nextAvail``); the requester's token bucket for an
+HPCC QP is therefore one full packet deep (``pacing_burst_pkts``), not the few
+milliseconds of credit other QPs get.  A deeper bucket lets every QP release a burst
+when a late wake-up or a burst of ACKs opens it, and eight such bursts arriving together
+are a queue HPCC then charges to every QP (``qlen / (B T)``).
 """
 from __future__ import annotations
 
@@ -75,6 +81,7 @@ class HpccSettings:
     multi_rate: bool = False          # per-hop reference rates (MULTI_RATE)
     fast_react: bool = True           # react on every ACK, commit once per RTT (FAST_REACT)
     window: bool = True               # bound bytes in flight by W R / R_max (HAS_WIN, VAR_WIN)
+    pacing_burst_pkts: float = 1.0    # pacer depth in full packets (ns-3: 1, next = now + size/R)
 
     def __post_init__(self) -> None:
         if not 0.0 < self.eta <= 1.0:
@@ -85,6 +92,9 @@ class HpccSettings:
             v = getattr(self, name)
             if not 0.0 <= v <= 1.0:
                 raise ConfigError(f"HPCC settings: {name}={v!r} outside 0..1")
+        if not 1.0 <= self.pacing_burst_pkts <= 64.0:
+            raise ConfigError(
+                f"HPCC settings: pacing_burst_pkts={self.pacing_burst_pkts!r} outside 1..64")
         for name in ("base_rtt_s", "min_base_rtt_s"):
             v = getattr(self, name)
             if v is not None and not 1e-6 <= v <= 60:

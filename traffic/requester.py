@@ -133,7 +133,13 @@ class Requester:
 
     def __post_init__(self) -> None:
         self._tmpl = PacketTemplate(src=self.local_ip, dst=self.cfg.peer_ip, sport=self.sport)
-        self._bucket = TokenBucket(rate_bps=self.cfg.rate_bps, last_t=self.now_s)
+        if self.cfg.cc is CongestionControl.HPCC_SENDER:  # ns-3's per-packet pacing
+            full = self.cfg.mtu + BTH_LEN + RETH_LEN + ICRC_LEN + WIRE_OVERHEAD
+            self._bucket = TokenBucket(
+                rate_bps=self.cfg.rate_bps, last_t=self.now_s, burst_s=0.0,
+                min_burst_bytes=int(self.cfg.hpcc.pacing_burst_pkts * full))
+        else:
+            self._bucket = TokenBucket(rate_bps=self.cfg.rate_bps, last_t=self.now_s)
         if self.cfg.cc is CongestionControl.DCQCN:
             self._dcqcn = DcqcnReactionPoint(line_rate_bps=self.cfg.rate_bps,
                                              settings=self.cfg.dcqcn, mtu=self.cfg.mtu,

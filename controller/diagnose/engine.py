@@ -40,6 +40,11 @@ QUEUE_HIGH_PKTS = 8       # standing queue (packets) that counts as a queue
 FOREIGN_MIN = 1           # background flows that make a queue "congestion"
 TELEMETRY_ONLY_LOSS = LOSS_RATE_MIN  # telemetry alone reports loss above this
 TELEMETRY_ONLY_DROPS = 5   # ... or tail drops at a port without a standing queue
+DROP_BINS_MIN = 3          # a tiny buffer drops a few packets at many bursts: in this
+DROP_SPIKE_MAX = 0.5       # many sample intervals, none with more than this share of
+                           # them (a deep queue overflowed by one huge burst - a stalled
+                           # upstream releasing its backlog - loses dozens at once:
+                           # a transient, no faulty port)
 MIN_CONFIDENCE = 0.3       # weaker candidates are not reported (cannot be told apart)
 SILENT_S = 1.0            # a link silent this long under a hung transfer is down
 
@@ -98,6 +103,8 @@ class _LinkTel:
     foreign: int = 0
     flow_lost: int = 0
     drops: int = 0                     # tail drops at the port feeding the link
+    drop_bins: int = 0                 # sample intervals since the onset with drops
+    drop_spike: float = 0.0            # the largest one's share of the drops
     last_delivery: float | None = None
     silent_s: float = 0.0              # silent while the link before it still delivered
     dead_strength: float = 0.0
@@ -151,6 +158,10 @@ def _link_features(ev: Evidence, link: str, port: tuple[str, int] | None, t_on: 
         if after:
             tel.drops = after[-1][1] - (before[-1] if before else after[0][1] if
                                         len(after) == 1 else 0)
+            grew = [drops[i][1] - drops[i - 1][1] for i in range(1, len(drops))
+                    if drops[i][0] >= t_on and drops[i][1] > drops[i - 1][1]]
+            if grew:
+                tel.drop_bins, tel.drop_spike = len(grew), max(grew) / sum(grew)
             base = drops[0][1]
             i = next((i for i, (_t, n) in enumerate(drops) if n > base), None)
             if tel.drops > 0 and i is not None:
@@ -182,9 +193,11 @@ def _link_kind(tel: _LinkTel, hung: bool, loss_floor: float = 0.0
             "last_delivery": tel.last_delivery}
     # (the wire after the port may lose a little on a loaded test bed: the port's own
     # tail drops are counted before the wire, so that loss neither hides nor makes them)
-    if tel.drops > 0 and tel.qmax < QUEUE_HIGH_PKTS:
+    if tel.drops > 0 and tel.qmax < QUEUE_HIGH_PKTS and _persistent_drops(tel):
         return "tiny_queue", 0.9, {"tail_drops": tel.drops, "link_lost": tel.lost,
-                                   "queue_max_pkts": tel.qmax, "flow_psn_lost": tel.flow_lost}
+                                   "queue_max_pkts": tel.qmax, "flow_psn_lost": tel.flow_lost,
+                                   "drop_intervals": tel.drop_bins,
+                                   "largest_drop_share": round(tel.drop_spike, 2)}
     if tel.qmax >= QUEUE_HIGH_PKTS and tel.qmax >= 2 * tel.qbase + 4:
         q = {"queue_max_pkts": tel.qmax, "queue_before_pkts": tel.qbase,
              "tx_over_line_rate": tel.tx_ratio, "foreign_flows": tel.foreign}
@@ -199,6 +212,12 @@ def _link_kind(tel: _LinkTel, hung: bool, loss_floor: float = 0.0
     if hung:
         return "link_down", 0.3, {"hung_transfers": True}
     return "rate_degraded", 0.15, {"telemetry": "none on this link"}
+
+
+def _persistent_drops(tel: _LinkTel) -> bool:
+    """Whether the port's tail drops recur, a few at a time, as a buffer too small for
+    the traffic's bursts makes them, rather than come in one or two spikes."""
+    return tel.drop_bins >= DROP_BINS_MIN and tel.drop_spike <= DROP_SPIKE_MAX
 
 
 def _loss_rates(ev: Evidence, t_on: float) -> dict[str, float]:
@@ -287,6 +306,8 @@ def diagnose(ev: Evidence) -> Diagnosis:
     # which directed links each active pair crosses (weight: share of its ECMP paths)
     link_w: dict[str, dict[tuple[int, int], float]] = defaultdict(dict)
     link_pos: dict[str, int] = {}   # hop index on the paths (upstream first)
+    int_seen = {(f.src, f.dst) for f in ev.telemetry.flows if f.path}
+    ip = {h.name: h.ipv4 for h in ev.topo.hosts}
     for (a, b) in active:
         if a not in hosts or b not in hosts:
             continue
@@ -318,7 +339,8 @@ def diagnose(ev: Evidence) -> Diagnosis:
         link_strength[link] = strength if strength >= 0.5 else 0.0
         # a telemetry anomaly is a candidate by itself; slow pairs under it confirm it
         anomaly = ((kind in ("gray_loss", "link_down") and strength >= 0.5)
-                   or (tel.drops >= TELEMETRY_ONLY_DROPS and tel.qmax < QUEUE_HIGH_PKTS)
+                   or (tel.drops >= TELEMETRY_ONLY_DROPS and tel.qmax < QUEUE_HIGH_PKTS
+                       and _persistent_drops(tel))
                    or (tel.queued_n >= 4 and tel.queued_share >= 0.5
                        and tel.qmax >= 2 * tel.qbase + 4)
                    or (kind == "link_down" and strength >= 0.9))
@@ -331,8 +353,12 @@ def diagnose(ev: Evidence) -> Diagnosis:
         else:
             comp, ctype = link, "link"
         pairs_hit = sorted(p for p in bad if w.get(p, 0) > 0)
+        # which pairs' paths INT recorded (else the pair is weighed over its ECMP paths)
+        on_int = sum((ip.get(hosts.get(a, "")), ip.get(hosts.get(b, ""))) in int_seen
+                     for a, b in w)
         evid.update({"slow_pairs_on_it": [list(p) for p in pairs_hit],
-                     "pairs_on_it": len(w), "match": round(match, 3),
+                     "pairs_on_it": len(w), "int_paths_on_it": on_int,
+                     "match": round(match, 3),
                      "role": str(role) if role else None,
                      "retx_on_slow_transfers": retx_bad})
         conf = match * strength

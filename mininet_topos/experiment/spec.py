@@ -78,7 +78,7 @@ _TOP_KEYS = ("name", "topology", "switch", "links", "workload", "cc", "recovery"
              "ecn", "faults", "rogue", "hpcc")
 _ROGUE_KEYS = ("rate", "duration_s", "start_s")
 _HPCC_KEYS = ("eta", "max_stage", "w_ai", "base_rtt_s", "min_base_rtt_s", "multi_rate",
-              "window")
+              "window", "pacing_burst_pkts")
 _ECN_KEYS = ("kmin_bytes", "kmax_bytes", "pmax")
 _WORKLOAD_KEYS = ("kind", "hosts", "size", "count", "qps", "rate", "mtu", "window",
                   "prefill", "timeout_s")
@@ -291,7 +291,7 @@ def _hpcc(raw: Any) -> HpccSettings:
     raw = _check_keys("hpcc", raw, _HPCC_KEYS)
     kw: dict[str, Any] = {}
     for key, lo, hi in (("eta", 0.0, 1.0), ("w_ai", 0.0, 1.0), ("base_rtt_s", 1e-6, 60.0),
-                        ("min_base_rtt_s", 1e-6, 60.0)):
+                        ("min_base_rtt_s", 1e-6, 60.0), ("pacing_burst_pkts", 1.0, 64.0)):
         if raw.get(key) is not None:
             kw["w_ai_fraction" if key == "w_ai" else key] = _number(f"hpcc.{key}", raw[key],
                                                                     lo, hi)

@@ -83,7 +83,8 @@ def traffic_argv(spec: ExperimentSpec, *, python: str, rank: int, ips: list[str]
         h = spec.hpcc
         argv += ["--cc", "hpcc-sender", "--hpcc-eta", f"{h.eta!r}",
                  "--hpcc-max-stage", str(h.max_stage), "--hpcc-wai", f"{h.w_ai_fraction!r}",
-                 "--hpcc-min-base-rtt", f"{h.min_base_rtt_s!r}"]
+                 "--hpcc-min-base-rtt", f"{h.min_base_rtt_s!r}",
+                 "--hpcc-pacing-burst", f"{h.pacing_burst_pkts!r}"]
         if h.base_rtt_s is not None:
             argv += ["--hpcc-base-rtt", f"{h.base_rtt_s!r}"]
         if h.multi_rate:

@@ -11,6 +11,8 @@ links and ports the ring's traffic really crosses (the routers hash flows over t
 ECMP paths), so faults go where they can matter.  Time to localise: the diagnosis is
 re-run on the evidence as it stood every ``STEP_S`` after the onset
 (``Evidence.until``); the first time its top culprit is the injected component counts.
+With ``--switch softswitch`` the warm-up's INT paths say where the ring goes and the
+controller's exports are the telemetry (``p4.py``).
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,14 +30,22 @@ from controller.diagnose import Evidence, diagnose
 from controller.diagnose.report import format_diagnosis
 from controller.topology.model import LinkRole, Topology
 from mininet_topos.faults.inject import Injector, traffic_fault_args
-from mininet_topos.faults.queueing import queueing_ports
-from mininet_topos.faults.spec import FAULT_KINDS, FaultSpec
+from mininet_topos.faults.p4 import (
+    SOFTSWITCH_KINDS,
+    controller_telemetry,
+    int_crossings,
+    int_places,
+)
+from mininet_topos.faults.queueing import crossings, queueing_ports, queueing_reasons
+from mininet_topos.faults.spec import FAULT_KINDS, FaultError, FaultSpec
 from mininet_topos.faults.telemetry import telemetry_from_samples
 from traffic.collog import read_logs
 
 __all__ = ["HarnessConfig", "run_harness", "score"]
 
 STEP_S = 0.25
+TRIAL_S = 9.0       # default trial length on kernel routers ...
+P4_TRIAL_S = 16.0   # ... and on softswitch
 DATA_BPS = 4e6
 
 
@@ -50,9 +60,11 @@ class HarnessConfig:
     rate: str = "8M"              # per QP
     qps: int = 2                  # QPs per ring link (NCCL uses several channels too)
     onset_s: tuple[float, float] = (2.0, 3.5)
-    trial_s: float = 9.0          # each trial's traffic is stopped after this long
+    trial_s: float | None = None  # each trial's traffic is stopped after this long
+                                  # (None: 9 s on kernel routers, 16 s on softswitch)
     none_share: float = 1 / 8     # share of fault-free trials
     python: str = sys.executable
+    switch: str = "linux-router"  # or softswitch (INT paths; fewer kinds: p4.py)
 
 
 def _rank_argv(cfg: HarnessConfig, rank: int, ips: list[str], start: float, logs: Path,
@@ -61,7 +73,7 @@ def _rank_argv(cfg: HarnessConfig, rank: int, ips: list[str], start: float, logs
             str(rank), "-s", cfg.size, "-c", str(cfg.count), "--rate", cfg.rate,
             "-q", str(cfg.qps),
             "--start-at", f"{start:.3f}", "--coll-log", str(logs),
-            "--timeout", f"{cfg.trial_s:g}", "--seed", str(rank + 1), *extra, "1"]
+            "--timeout", f"{cfg.trial_s or TRIAL_S:g}", "--seed", str(rank + 1), *extra, "1"]
 
 
 def _run_ranks(tb: Any, cfg: HarnessConfig, topo: Topology, trial_dir: Path,
@@ -89,7 +101,7 @@ def _run_ranks(tb: Any, cfg: HarnessConfig, topo: Topology, trial_dir: Path,
                     and now >= start + fault.onset_s):
                 inj.apply(fault)
                 applied = True
-            if now > start + cfg.trial_s + 5:
+            if now > start + (cfg.trial_s or TRIAL_S) + 5:
                 break
             time.sleep(0.05)
         end = time.time()   # when the ranks stopped: transfers open then are cut, or hung
@@ -103,21 +115,30 @@ def _run_ranks(tb: Any, cfg: HarnessConfig, topo: Topology, trial_dir: Path,
     return start, end
 
 
-def _places(topo: Topology, tel: Any, hosts: tuple[str, ...]) -> dict[str, list[str]]:
-    """Where each kind may go: the link directions and ports the warm-up's data crossed
-    (a port sending at least ``DATA_BPS``; the reverse directions carry only ACKs); a
-    tiny queue only where packets can queue (``queueing.queueing_ports``)."""
+def _data_ports(tel: Any) -> tuple[set[tuple[str, int]], dict[tuple[str, int], float]]:
+    """The ports that sent the warm-up's data (median rate at least ``DATA_BPS``; the
+    reverse directions carry only ACKs), and every port's median sending rate."""
     rate = {k: float(np.median([s.tx_rate_bps or 0.0 for s in ss] or [0.0]))
             for k, ss in tel.ports.items()}
-    data_ports = {k for k, r in rate.items() if r >= DATA_BPS}
+    return {k for k, r in rate.items() if r >= DATA_BPS}, rate
+
+
+def _places(topo: Topology, tel: Any, hosts: tuple[str, ...]) -> dict[str, list[str]]:
+    """Where each kind may go: the link directions and ports on the ring pairs' paths
+    as the warm-up saw them (``queueing.crossings``: a fault nothing crosses has no
+    effect); gray loss on the WAN (the busiest direction first); a tiny queue only
+    where packets arrive faster than the port sends them (``queueing.queueing_ports``)."""
+    data_ports, rate = _data_ports(tel)
+    crossed = crossings(topo, data_ports, hosts)
     used, wan = set(), set()
     for ln in topo.links:
         for near, far in ((ln.a, ln.b), (ln.b, ln.a)):
             name = f"{near}->{far}"
-            if ln.role != LinkRole.HOST and (near.node, near.port) in data_ports:
+            if ln.role != LinkRole.HOST and name in crossed and near.node in topo.switch_names:
                 used.add(name)
                 if ln.role == LinkRole.WAN:
                     wan.add(name)
+
     def busiest(names: set[str]) -> list[str]:
         def port_rate(n: str) -> float:
             sw, _, port = n.split("->")[0].partition(":")
@@ -125,8 +146,30 @@ def _places(topo: Topology, tel: Any, hosts: tuple[str, ...]) -> dict[str, list[
         return sorted(names, key=lambda n: (-port_rate(n), n))
     return {"gray_loss": busiest(wan), "rate_degraded": sorted(used),
             "link_down": sorted(used), "congestion": sorted(used),
-            "tiny_queue": [f"{sw}:{p}" for sw, p in queueing_ports(topo, data_ports, hosts)],
-            "slow_receiver": list(hosts), "straggler": [str(r) for r in range(len(hosts))]}
+            "tiny_queue": [f"{sw}:{p}" for sw, p in queueing_ports(topo, data_ports, hosts)
+                           if f"{sw}:{p}" in crossed],
+            "slow_receiver": [h for h in hosts if h in crossed],
+            "straggler": [str(r) for r in range(len(hosts))]}
+
+
+def _where(fault: FaultSpec, topo: Topology, tel: Any, hosts: tuple[str, ...],
+           int_paths: bool = False) -> dict[str, Any]:
+    """The ground truth's account of why ``fault`` can act: the ring pairs that cross
+    its component (none for a straggler: it is no place on a path; ``int_paths``:
+    as the warm-up's INT records show) and, for a tiny queue, why packets queue there."""
+    if fault.kind == "straggler":
+        return {}
+    if int_paths:
+        return {"crossed_by": int_crossings(topo, tel, hosts).get(fault.target, []),
+                "paths_from": "int"}
+    data_ports, _ = _data_ports(tel)
+    out: dict[str, Any] = {"crossed_by": crossings(topo, data_ports, hosts).get(
+        fault.target, [])}
+    if fault.kind == "tiny_queue":
+        sw, _, port = fault.target.partition(":")
+        out["queues_because"] = queueing_reasons(topo, data_ports, hosts).get(
+            (sw, int(port)))
+    return out
 
 
 def _pick(rng: np.random.Generator, cfg: HarnessConfig, places: dict[str, list[str]]
@@ -219,7 +262,7 @@ def one_fault_plan(text: str) -> Callable[[dict[str, list[str]]], list[FaultSpec
     checked against the two-DC topology now, before any network starts."""
     import yaml
 
-    from mininet_topos.faults.spec import FaultError, parse_fault
+    from mininet_topos.faults.spec import parse_fault
     from mininet_topos.topologies import resolve_topology
 
     try:
@@ -236,7 +279,7 @@ def one_fault_plan(text: str) -> Callable[[dict[str, list[str]]], list[FaultSpec
 def run_harness(cfg: HarnessConfig, *, log: Any = print,
                 plan: Callable[[dict[str, list[str]]], list[FaultSpec | None]] | None = None,
                 verbose: bool = False) -> dict[str, Any]:
-    """Run the trials on one two-DC linux-router test bed; write OUT/summary.json.
+    """Run the trials on one two-DC test bed (``cfg.switch``); write OUT/summary.json.
 
     ``plan`` (given the places the warm-up found) fixes the trials' faults instead of
     drawing ``cfg.trials`` at random (the end-to-end tests use it)."""
@@ -249,15 +292,39 @@ def run_harness(cfg: HarnessConfig, *, log: Any = print,
     rng = np.random.default_rng(cfg.seed)
     per_trial: list[dict[str, Any]] = []
     t_all = time.time()
-    with Testbed(topo=topo, switch="linux-router", logs=out / "testbed", seed=cfg.seed,
-                 sample_interval_s=0.2, python=cfg.python) as tb:
-        log(f"two-dc up on linux routers in {time.time() - t_all:.1f} s; warm-up run")
+    p4 = cfg.switch != "linux-router"
+    if p4 and cfg.switch != "softswitch":
+        raise FaultError(f"faults harness: switch {cfg.switch!r} not one of linux-router, "
+                         "softswitch")
+    if cfg.trial_s is None:
+        # the Python switches carry the ring 5-10x slower (transfers of 0.5-1 s): a dead
+        # link's transfer is called hung after 10x its pair's usual time, which must fit
+        # between the onset and the end
+        cfg = replace(cfg, trial_s=P4_TRIAL_S if p4 else TRIAL_S)
+    extra: dict[str, Any] = {"agent_hosts": cfg.hosts, "feedback": False} if p4 else {}
+    with Testbed(topo=topo, switch=cfg.switch, logs=out / "testbed", seed=cfg.seed,
+                 sample_interval_s=0.2, python=cfg.python, **extra) as tb:
+        def telemetry(since: float) -> Any:
+            if p4:   # the controller's exports: INT paths, link sequence loss, queues
+                time.sleep(1.2)   # (its CSV files are written once a second)
+                return controller_telemetry(topo, tb.logs / "controller", since_unix=since)
+            return telemetry_from_samples(topo, tb.samples_dir(), since_unix=since)
+        log(f"two-dc up on {cfg.switch} in {time.time() - t_all:.1f} s; warm-up run")
         start, _ = _run_ranks(tb, cfg, topo, out / "warmup", None, None)
-        places = _places(topo, telemetry_from_samples(topo, tb.samples_dir(),
-                                                      since_unix=start), cfg.hosts)
-        log("ring traffic crosses: " + ", ".join(places["rate_degraded"]))
+        warm = telemetry(start)
+        if p4:
+            places = int_places(topo, warm, cfg.hosts)
+            log("INT paths cross: " + ", ".join(places["link_down"]))
+        else:
+            places = _places(topo, warm, cfg.hosts)
+            log("ring traffic crosses: " + ", ".join(places["rate_degraded"]))
+            log("tiny queues may go to: " + (", ".join(places["tiny_queue"]) or "nowhere"))
         chosen = plan(places) if plan is not None else [
             _pick(rng, cfg, places) for _ in range(cfg.trials)]
+        for f in chosen:
+            if p4 and f is not None and f.kind not in SOFTSWITCH_KINDS:
+                raise FaultError(f"faults harness: {f.kind} is not injected on {cfg.switch} "
+                                 f"(kinds there: {', '.join(SOFTSWITCH_KINDS)})")
         for i, fault in enumerate(chosen):
             tdir = out / f"trial{i:03d}"
             inj = Injector(tb=tb, topo=topo, python=cfg.python)
@@ -265,10 +332,11 @@ def run_harness(cfg: HarnessConfig, *, log: Any = print,
             time.sleep(0.5)   # a last counter sample after the traffic
             records = read_logs([tdir / "collectives"]) if (tdir / "collectives").exists() \
                 else []
-            tel = telemetry_from_samples(topo, tb.samples_dir(), since_unix=start - 0.5)
+            tel = telemetry(start - 0.5)
             ev = Evidence(topo=topo, records=records, telemetry=tel, now=end)
             res = _evaluate(ev, fault, start)
-            truth = fault.truth(start) if fault else None
+            truth = {**fault.truth(start), **_where(fault, topo, warm, cfg.hosts, p4)} \
+                if fault else None
             if truth is not None and inj.drops:
                 truth["injected_drops"] = inj.drops
             (tdir / "ground_truth.json").write_text(json.dumps(truth, indent=1))
@@ -286,7 +354,7 @@ def run_harness(cfg: HarnessConfig, *, log: Any = print,
                 f"{'ok' if res['correct_top1'] else 'MISS'}"
                 + (f" in {tl:.2f} s" if tl is not None else ""))
     summary = {**score(per_trial), "per_trial": per_trial, "seed": cfg.seed,
-               "testbed": {"topology": "two-dc", "switch": "linux-router",
+               "testbed": {"topology": "two-dc", "switch": cfg.switch,
                            "ranks": list(cfg.hosts), "size": cfg.size, "rate": cfg.rate},
                "wall_s": time.time() - t_all}
     (out / "summary.json").write_text(json.dumps(summary, indent=1))

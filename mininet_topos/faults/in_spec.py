@@ -97,6 +97,9 @@ class SpecFaults:
 
         self.heal()
         truth = [f.truth(self.start) for f in self.faults]
+        for t, inj in zip(truth, self._inj, strict=True):
+            if inj is not None and inj.drops:   # what the fault dropped: did it act?
+                t["injected_drops"] = dict(inj.drops)
         (self.out / "faults.json").write_text(json.dumps(truth, indent=1))
         records = read_logs([self.logs]) if self.logs.is_dir() else []
         tel = telemetry_from_samples(self.topo, samples_dir, since_unix=self.start - 1)

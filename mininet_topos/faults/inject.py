@@ -15,7 +15,9 @@ How each kind is made (the router ports are HTB-shaped with a pfifo, see
 * ``congestion``: a background sender inside the sending router's namespace pushes
   ``rate_mbps`` of UDP out of that port to the far router (which drops it: no route),
   so only that link direction carries it.
-* ``tiny_queue``: the port's pfifo limit becomes ``queue_pkts``.
+* ``tiny_queue``: the port's pfifo limit becomes ``queue_pkts``; the packets it drops
+  meanwhile go into the ground truth (``drops``: a queue that drops nothing had no
+  effect).
 * ``slow_receiver`` / ``straggler``: the rank's own options (``traffic.host_faults``),
   see :func:`traffic_fault_args`.
 
@@ -25,6 +27,7 @@ Every change is undone by :meth:`Injector.heal` (also on error, by the caller's
 from __future__ import annotations
 
 import contextlib
+import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -33,7 +36,7 @@ from typing import Any, Self
 from controller.topology.model import Topology
 from mininet_topos.faults.spec import FaultError, FaultSpec
 
-__all__ = ["Injector", "traffic_fault_args"]
+__all__ = ["Injector", "fifo_drops", "traffic_fault_args"]
 
 
 def traffic_fault_args(f: FaultSpec | None, rank: int, hosts: list[str],
@@ -47,6 +50,14 @@ def traffic_fault_args(f: FaultSpec | None, rank: int, hosts: list[str],
     if f.kind == "straggler" and str(rank) == f.target:
         return ["--fault-straggle", f"{window}:{f.late_s:g}"]
     return []
+
+
+def fifo_drops(tc_stats: str) -> int | None:
+    """The packets the port's FIFO (``pfifo 10:``, see ``shaping_commands``) dropped,
+    from ``tc -s qdisc show`` output; None if it has no such FIFO."""
+    m = re.search(r"^qdisc pfifo 10: .*?\n\s*Sent \d+ bytes \d+ pkt \(dropped (\d+)",
+                  tc_stats, re.MULTILINE)
+    return int(m.group(1)) if m else None
 
 
 def _ifname(node: str, port: int) -> str:
@@ -124,14 +135,28 @@ class Injector:
             dev = _ifname(sw, int(port_s))
             depth = self.topo.link_at(sw, int(port_s)).queue_pkts
             q = "tc qdisc change dev {} parent 1:1 handle 10: pfifo limit {}"
+            before = self._fifo_drops(sw, dev)
             self._cmd(sw, q.format(dev, f.queue_pkts))
-            self._undo.append(lambda: self._cmd(sw, q.format(dev, depth)))
+
+            def undo() -> None:   # the drops while the queue was tiny: did it bite?
+                try:
+                    self.drops[f"{dev} tail"] = self._fifo_drops(sw, dev) - before
+                finally:
+                    self._cmd(sw, q.format(dev, depth))
+            self._undo.append(undo)
         elif f.kind == "congestion":
             if not self._prepared:
                 self._background(f, 0.0)
         else:  # pragma: no cover - parse_fault checked the kind
             raise FaultError(f"fault kind {f.kind!r} cannot be injected")
         self.applied.append({"kind": f.kind, "target": f.target})
+
+    def _fifo_drops(self, node: str, dev: str) -> int:
+        out = self.tb.net.get(node).cmd(f"tc -s qdisc show dev {dev}")
+        n = fifo_drops(out)
+        if n is None:
+            raise FaultError(f"{node}: no pfifo 10: under {dev} in {out!r}")
+        return n
 
     def _netns_of(self, node: str) -> str:
         """A name for a Mininet node's network namespace (``ip netns attach``), so the

@@ -170,14 +170,17 @@ class SwitchDevice:
         for name, values in drain_digests(pipe.switch):
             self._listeners.digest(name, values)
 
-    def _depart(self, item: tuple[int, EgressJob], info: QueueInfo) -> None:
-        """TM thread: egress for one dequeued packet, then transmit or packet-in."""
+    def _depart(self, item: tuple[int, EgressJob], info: QueueInfo) -> int | None:
+        """TM thread: egress for one dequeued packet, then transmit or packet-in.
+
+        Returns the bytes sent on the packet's egress port (what its queue's pacing
+        is charged), None when nothing ran (stale pipeline, egress error)."""
         gen, job = item
         with self.lock:
             pipe = self._pipeline
             if pipe is None or gen != self._generation:
                 self.counters.stale += 1
-                return
+                return None
             v1 = pipe.switch.v1
             self._qinfo = info
             try:
@@ -188,10 +191,14 @@ class SwitchDevice:
                     self._reingress(pipe, gen, i)
             except Exception as exc:  # noqa: BLE001
                 self._pipeline_error(job.egress_port, exc)
-                return
+                return None
             self._digests(pipe)
+        sent = 0
         for out in outs:
             self._emit(pipe, out.port, out.data)
+            if out.port == job.egress_port:
+                sent += len(out.data)
+        return sent
 
     def _reingress(self, pipe: Pipeline, gen: int, job: IngressJob) -> None:
         jobs = deque((job,))

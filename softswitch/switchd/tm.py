@@ -11,6 +11,11 @@ Pacing: a queue with a rate lets its head leave no earlier than the time the
 previous departure finished serialising (length * 8 / rate). A late scheduler
 catches up back to back, so the long-run rate is exact even when Python wakes
 late. A queue with rate 0 is unpaced (packets leave as fast as egress runs).
+The length that counts is what the port sends: egress may add bytes (an INT hop
+record, a link sequence header) or drop the packet, so when `depart` returns the
+bytes it sent, the serialisation time is corrected to them.  Pacing the queued
+(ingress) length let a port send ~5 % more than its rate with INT on, and INT's
+tx bytes then read above the line rate it reports.
 
 The TM knows nothing of P4: it stores opaque items with their length and calls
 `depart(item, QueueInfo)` from its own thread.
@@ -74,7 +79,7 @@ def check_depth(port: int | str, depth: int) -> int:
 class TrafficManager:
     """Per-port queues and the scheduler thread that drains them at their rates."""
 
-    def __init__(self, depart: Callable[[Any, QueueInfo], None], *,
+    def __init__(self, depart: Callable[[Any, QueueInfo], int | None], *,
                  clock_us: Callable[[], int], default_depth_pkts: int = DEFAULT_DEPTH_PKTS,
                  default_rate_bps: float = 0.0) -> None:
         self._depart = depart
@@ -187,22 +192,26 @@ class TrafficManager:
             return None, 1.0
         return best, (best_t - time.monotonic_ns()) / 1e9
 
-    def _pop(self, q: EgressQueue) -> tuple[Any, int, int, int]:
-        """Take the head of `q` (cv held): item, enq µs, enq depth, deq depth."""
+    def _pop(self, q: EgressQueue) -> tuple[Any, int, int, int, int]:
+        """Take the head of `q` (cv held): item, length, enq µs, enq depth, deq depth."""
         item, length, enq_ns, enq_us, enq_depth = q.items.popleft()
         if q.rate_bps:
             start = max(enq_ns, q.next_free_ns)
             q.next_free_ns = start + int(length * 8e9 / q.rate_bps)
         q.dequeued += 1
         q.in_flight += 1
-        return item, enq_us, enq_depth, len(q.items)
+        return item, length, enq_us, enq_depth, len(q.items)
 
-    def _leave(self, q: EgressQueue, item: Any, enq_us: int, enq_depth: int, deq_depth: int) -> None:
+    def _leave(self, q: EgressQueue, item: Any, length: int, enq_us: int, enq_depth: int,
+               deq_depth: int) -> None:
         now_us = self._clock_us()
         info = QueueInfo(enq_qdepth=enq_depth, deq_qdepth=deq_depth,
                          deq_timedelta_us=max(0, now_us - enq_us), enq_timestamp_us=enq_us)
         try:
-            self._depart(item, info)
+            sent = self._depart(item, info)
+            if sent is not None and sent != length and q.rate_bps:
+                with self._cv:  # serialisation time of the bytes the port really sent
+                    q.next_free_ns += int((sent - length) * 8e9 / q.rate_bps)
         except Exception:
             self.errors += 1
             LOG.exception("traffic manager: departure failed")

@@ -278,3 +278,27 @@ def test_depart_due_helps_in_order_and_one_at_a_time() -> None:
         tm.stop()
     assert order == list(range(20))
     assert tm.queues[1].in_flight == 0
+
+
+def test_tm_paces_the_bytes_the_port_sent() -> None:
+    """Egress that adds bytes (an INT hop, a link sequence header) is charged for them:
+    the port's rate holds on the wire, not on the queued length."""
+    stamps: list[int] = []
+    done = threading.Event()
+
+    def depart(item: object, info: QueueInfo) -> int:
+        stamps.append(time.monotonic_ns())
+        if len(stamps) == 6:
+            done.set()
+        return 2000          # each 1000-byte packet leaves as 2000 bytes
+
+    tm = _tm(depart)
+    tm.set_rate(2, 1e6)      # 2000 bytes on the wire: 16 ms each, not 8
+    for i in range(6):
+        assert tm.enqueue(2, i, 1000)
+    tm.start()
+    try:
+        assert done.wait(5)
+    finally:
+        tm.stop()
+    assert stamps[-1] - stamps[0] >= 5 * 16e6 * 0.95

@@ -155,10 +155,10 @@ def test_hpcc_parameters_reach_the_senders_command_line(tmp_path):
 
     raw = _with(cc="hpcc-sender", hpcc={"eta": 0.9, "max_stage": 3, "w_ai": 0.05,
                                         "min_base_rtt_s": 0.01, "multi_rate": True,
-                                        "window": False})
+                                        "window": False, "pacing_burst_pkts": 3})
     for spec, want in ((spec_from_dict(raw), HpccSettings(
             eta=0.9, max_stage=3, w_ai_fraction=0.05, min_base_rtt_s=0.01,
-            multi_rate=True, window=False)),
+            multi_rate=True, window=False, pacing_burst_pkts=3.0)),
             (spec_from_dict(_with(cc="hpcc-sender")), HpccSettings())):
         argv = traffic_argv(spec, python="python", rank=1, ips=["10.0.0.1", "10.0.0.2"],
                             out=tmp_path, control=None, start_at=0.0)

@@ -161,7 +161,8 @@ def test_without_fast_react_only_per_rtt_acks_change_the_rate():
 
 @pytest.mark.parametrize("kw,msg", [({"eta": 0}, "eta"), ({"max_stage": -1}, "max_stage"),
                                     ({"w_ai_fraction": 2}, "w_ai_fraction"),
-                                    ({"base_rtt_s": 0}, "base_rtt_s")])
+                                    ({"base_rtt_s": 0}, "base_rtt_s"),
+                                    ({"pacing_burst_pkts": 0.5}, "pacing_burst_pkts")])
 def test_bad_settings_are_named(kw, msg):
     with pytest.raises(ConfigError, match=msg):
         HpccSettings(**kw)

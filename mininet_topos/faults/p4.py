@@ -1,0 +1,82 @@
+"""The scoring harness on P4 switches (softswitch): places from INT paths, telemetry
+from the controller's exports.
+
+Why: on kernel routers nobody knows which ECMP path a flow took (the warm-up infers it
+from port rates); on P4 switches every flow's INT records name its path hop by hop, and
+the controller exports them (``csv/int_flow.csv``) with the links' sequence-counter
+loss (``csv/link_loss.csv``) and the hops' queues (``csv/int_hop.csv``).  The warm-up's
+INT paths say exactly which link directions each rank pair crosses, so faults go on
+them, and the diagnosis weighs the INT path of each pair instead of every ECMP path.
+
+Kinds injected on softswitch: gray loss on a WAN direction (the eBPF dropper on the
+delay line, as on kernel routers), a link down (eBPF droppers at tc egress of both
+switch ports: softswitch sends through the kernel's egress path), a slow receiver and
+a straggler (the ranks' own options).  Rate degradation, tiny queues and congestion
+change the switch's own traffic manager, which softswitch sets only when it starts.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from controller.diagnose.evidence import Telemetry, load_telemetry
+from controller.topology.model import LinkRole, Topology
+
+__all__ = ["SOFTSWITCH_KINDS", "controller_telemetry", "int_crossings", "int_places"]
+
+SOFTSWITCH_KINDS = ("gray_loss", "link_down", "slow_receiver", "straggler")
+
+
+def controller_telemetry(topo: Topology, out_dir: Path, *, since_unix: float) -> Telemetry:
+    """The controller's exports under ``out_dir``, samples at or after ``since_unix``."""
+    tel = load_telemetry(out_dir, topo)
+    return Telemetry(
+        link_loss={k: [s for s in v if s.t >= since_unix] for k, v in tel.link_loss.items()},
+        ports={k: [s for s in v if s.t >= since_unix] for k, v in tel.ports.items()},
+        flows=[f for f in tel.flows if f.t >= since_unix],
+        port_drops={k: [x for x in v if x[0] >= since_unix]
+                    for k, v in tel.port_drops.items()})
+
+
+def int_crossings(topo: Topology, tel: Telemetry, ring: tuple[str, ...]
+                  ) -> dict[str, list[str]]:
+    """Component -> the ring pairs (``"h1->h3"``) whose INT paths cross it: directed
+    links (host links too), switch egress ports and the receiving hosts, named as the
+    diagnosis names them.  Pairs INT did not see cross nothing."""
+    ip = {h.name: h.ipv4 for h in topo.hosts}
+    switches = set(topo.switch_names)
+    n = len(ring)
+    out: dict[str, set[str]] = {}
+    for r in range(n if n > 1 else 0):
+        src, dst = ring[r], ring[(r + 1) % n]
+        pair = f"{src}->{dst}"
+        seen = {f.path for f in tel.flows if f.src == ip[src] and f.dst == ip[dst] and f.path}
+        if seen:
+            out.setdefault(dst, set()).add(pair)
+        for p in seen:
+            for link in p:
+                out.setdefault(link, set()).add(pair)
+                near = link.split("->")[0]
+                if near.split(":")[0] in switches:
+                    out.setdefault(near, set()).add(pair)
+    return {k: sorted(v) for k, v in sorted(out.items())}
+
+
+def int_places(topo: Topology, tel: Telemetry, ring: tuple[str, ...]
+               ) -> dict[str, list[str]]:
+    """Where each softswitch kind may go: WAN directions (gray loss) and switch-to-switch
+    directions (link down) on the pairs' INT paths, the hosts receiving from a pair, the
+    ranks."""
+    crossed = int_crossings(topo, tel, ring)
+    links, wan = [], []
+    for ln in topo.links:
+        if ln.role == LinkRole.HOST:
+            continue
+        for near, far in ((ln.a, ln.b), (ln.b, ln.a)):
+            name = f"{near}->{far}"
+            if name in crossed:
+                links.append(name)
+                if ln.role == LinkRole.WAN:
+                    wan.append(name)
+    return {"gray_loss": sorted(wan), "link_down": sorted(links),
+            "slow_receiver": [h for h in ring if h in crossed],
+            "straggler": [str(r) for r in range(len(ring))]}

@@ -1,0 +1,76 @@
+"""The harness on P4 switches: faults go on the links the rank pairs' INT paths cross,
+the controller's exports become the diagnosis's telemetry (from a given time on), and
+culprits say how many of their pairs' paths INT recorded (synthetic runs written in
+the controller's formats; no Mininet)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from controller.diagnose import diagnose
+from controller.diagnose.evidence import Evidence
+from controller.diagnose.synth import SynthFault, synth_ring, write_run
+from controller.topology.model import LinkRole
+from mininet_topos.faults.harness import HarnessConfig, _where, run_harness
+from mininet_topos.faults.p4 import (
+    SOFTSWITCH_KINDS,
+    controller_telemetry,
+    int_crossings,
+    int_places,
+)
+from mininet_topos.faults.spec import FaultError, FaultSpec
+from mininet_topos.topologies import resolve_topology
+
+TOPO = resolve_topology("two-dc")
+RING = ("h1", "h3", "h5", "h7")
+TOPO_FILE = Path(__file__).resolve().parents[2] / "mininet_topos" / "topofiles" / "two_dc.yaml"
+
+
+def test_places_are_the_int_paths_links() -> None:
+    ev = synth_ring(TOPO, list(RING), None, seed=3, known_paths=True)
+    places = int_places(TOPO, ev.telemetry, RING)
+    assert set(places) == set(SOFTSWITCH_KINDS)
+    on_int = {link for f in ev.telemetry.flows for link in f.path}
+    roles = {f"{n}->{m}": ln.role for ln in TOPO.links
+             for n, m in ((ln.a, ln.b), (ln.b, ln.a))}
+    assert set(places["link_down"]) == {x for x in on_int if roles[x] != LinkRole.HOST}
+    assert set(places["gray_loss"]) == {x for x in on_int if roles[x] == LinkRole.WAN}
+    assert places["gray_loss"], "the ring crosses the WAN"
+    assert places["slow_receiver"] == list(RING)
+    crossed = int_crossings(TOPO, ev.telemetry, RING)
+    for link in places["link_down"]:
+        assert crossed[link]
+        f = FaultSpec(kind="link_down", target=link, onset_s=3, duration_s=9)
+        assert _where(f, TOPO, ev.telemetry, RING, True) == {
+            "crossed_by": crossed[link], "paths_from": "int"}
+
+
+def test_no_int_no_place() -> None:
+    ev = synth_ring(TOPO, list(RING), None, seed=3, known_paths=False)
+    places = int_places(TOPO, ev.telemetry, RING)
+    assert places["gray_loss"] == places["link_down"] == places["slow_receiver"] == []
+
+
+def test_controller_exports_become_telemetry_from_a_time_on(tmp_path: Path) -> None:
+    fault = SynthFault(kind="gray_loss", target="s1:3->s5:3", onset=0.6)
+    seed = next(s for s in range(1, 60) if any(
+        "s1:3->s5:3" in f.path for f in synth_ring(TOPO, list(RING), None, seed=s)
+        .telemetry.flows))
+    ev = synth_ring(TOPO, list(RING), fault, seed=seed, known_paths=True)
+    write_run(ev, tmp_path, TOPO_FILE)
+    t_all = controller_telemetry(TOPO, tmp_path, since_unix=0)
+    assert t_all.flows and t_all.link_loss
+    cut = 1.7e9 + 1.0
+    late = controller_telemetry(TOPO, tmp_path, since_unix=cut)
+    assert late.flows and all(f.t >= cut for f in late.flows)
+    assert all(s.t >= cut for v in late.link_loss.values() for s in v)
+    d = diagnose(Evidence(topo=TOPO, records=ev.records, telemetry=t_all))
+    top = d.culprits[0]
+    assert (top.component, top.kind) == ("s1:3->s5:3", "gray_loss")
+    assert top.evidence["int_paths_on_it"] == top.evidence["pairs_on_it"] >= 1
+
+
+def test_a_switch_the_harness_cannot_inject_on_is_refused_before_any_network(tmp_path: Path) -> None:
+    with pytest.raises(FaultError, match="bmv2"):
+        run_harness(HarnessConfig(out=tmp_path, switch="bmv2"), log=lambda *_: None)
