@@ -188,8 +188,8 @@ def test_int_reports_and_restored_packets_over_veths():
 
 def test_queue_telemetry_and_ecn_under_a_paced_port():
     """s1's fabric port paced at 5 Mbit/s: a burst queues up; every hop record's queue
-    bytes equal its queue occupancy times the frame size, tx bytes grow by the frames
-    sent, and ECN marks follow the RED profile on those queue bytes."""
+    bytes are its queue occupancy times the frame size (or a frame or two more that
+    ingress has counted and not yet queued), tx bytes grow by the frames sent, and ECN marks follow the RED profile on those queue bytes."""
     n, size = 60, 900
     frame_in = 14 + 20 + 8 + 12 + size + 4            # what s1 receives and enqueues
     kmin, kmax = 10 * frame_in, 30 * frame_in
@@ -211,7 +211,11 @@ def test_queue_telemetry_and_ecn_under_a_paced_port():
     assert max(occupancy) >= 35, occupancy                # the burst queued past Kmax
     frame_out = frame_in + 16 + 28 + 6                    # INT + s1's hop + link header
     for k, (h, r) in enumerate(hops):
-        assert h["queue_bytes"] == h["queue_occupancy"] * frame_in
+        # ingress counts a frame into queue_bytes before the traffic manager queues it,
+        # and egress reads deq_qdepth when its packet left the queue: a frame that arrived
+        # in between is in the bytes, not in the occupancy (BMv2 has the same window)
+        frames, rest = divmod(h["queue_bytes"], frame_in)
+        assert rest == 0 and h["queue_occupancy"] <= frames <= h["queue_occupancy"] + 2, h
         assert h["tx_bytes"] == k * frame_out
         ecn = r["inner"][1] & 3
         if h["queue_bytes"] >= kmax:
