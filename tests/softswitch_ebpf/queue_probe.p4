@@ -1,6 +1,7 @@
 // The traffic manager's view, written into the packet: frames of type 0x88b7 carry a
 // `q` header that egress fills with the queueing fields of standard_metadata; ingress
 // sends every frame to port 1 + (ingress port's parity), so ports 0/2 feed port 1.
+// Frames of type 0x88b9 come without `q`: egress adds it (24 bytes more on the wire).
 #include <core.p4>
 #include <v1model.p4>
 
@@ -25,6 +26,9 @@ control I(inout headers hdr, inout meta_t m, inout standard_metadata_t sm) {
 }
 control E(inout headers hdr, inout meta_t m, inout standard_metadata_t sm) {
     apply {
+        if (!hdr.q.isValid() && hdr.eth.type == 0x88b9) {
+            hdr.q.setValid();
+        }
         if (hdr.q.isValid()) {
             hdr.q.enq_qdepth = (bit<32>)sm.enq_qdepth;
             hdr.q.deq_qdepth = (bit<32>)sm.deq_qdepth;

@@ -73,6 +73,21 @@ def test_queue_grows_drops_at_depth_and_drains(sw) -> None:
     assert q is not None and q["port"] == 2 and q["enq_qdepth"] == 0
 
 
+def test_queue_is_charged_what_the_port_sends(sw) -> None:
+    """Egress adds a 24-byte header to 0x88b9 frames: the port sends 1024 bytes a frame,
+    so the next one waits 1024 us at 8 Mbit/s, not the 1000 us of the length queued
+    (the kernel's shaper sends the longer frame, and must not fall behind the model)."""
+    grow = bytes(12) + b"\x88\xb9" + bytes(LEN - 14)
+    sw.set_queue(1, rate_bps=8e6, depth_pkts=10)
+    sw.kernel.set_test_clock(T0)
+    outs = [sw.process(0, grow) for _ in range(3)]
+    assert [len(o[0][1]) for o in outs] == [LEN + 24] * 3
+    assert [_q(o[0][1])["deq_timedelta"] for o in outs] == [0, 1024, 2048]
+    # a frame that leaves as queued is charged its own length
+    q = _at(sw, 0)
+    assert q is not None and q["deq_timedelta"] == 3072
+
+
 def test_runtime_changes_rate_and_depth(sw) -> None:
     sw.set_queue(1, rate_bps=8e6, depth_pkts=1)
     assert [_at(sw, 0) is not None for _ in range(3)] == [True, True, False]
@@ -170,3 +185,30 @@ def test_burst_through_veths_fills_the_queue_and_drops_at_depth(tmp_path) -> Non
             proc.wait(10)
         for ns in reversed(made):
             ns.close()
+
+
+def test_shaping_reaches_a_namespace_given_by_name_or_by_path() -> None:
+    """`--netns` may be a name (``tc -n``) or a path such as /proc/PID/ns/net, which
+    ``tc -n`` refuses: both shape the port inside the namespace and unshape it again."""
+    import subprocess
+
+    from mininet_topos.netns import unique_name
+    from softswitch.backends.ebpf.queues import shaping_argv, unshaping_argv
+
+    ns = unique_name("qsh")
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        subprocess.run(["ip", "-n", ns, "link", "add", "qd0", "type", "veth",
+                        "peer", "name", "qd1"], check=True)
+        for where in (ns, f"/run/netns/{ns}"):
+            for argv in shaping_argv("qd0", 8e6, 16, where):
+                subprocess.run(argv, check=True, capture_output=True)
+            shown = subprocess.run(["tc", "-n", ns, "qdisc", "show", "dev", "qd0"],
+                                   capture_output=True, text=True, check=True).stdout
+            assert "htb" in shown, (where, shown)
+            subprocess.run(unshaping_argv("qd0", where), check=True, capture_output=True)
+            shown = subprocess.run(["tc", "-n", ns, "qdisc", "show", "dev", "qd0"],
+                                   capture_output=True, text=True, check=True).stdout
+            assert "htb" not in shown, (where, shown)
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], check=False)

@@ -226,6 +226,7 @@ queue:
         if (P->passes + 1 >= {max_passes}) goto drop;
         u32 s1 = slot_save(P);
         if (s1) make_copy(skb, r, {recirc}, s1 - 1);
+        tm_settle(P, 0);     /* it goes back to ingress, not out of the port */
         return TC_ACT_SHOT;
     }}
 #endif
@@ -233,6 +234,7 @@ queue:
         count_stat(5);       /* the kernel keeps at least the link-layer header */
         goto drop;
     }}
+    tm_settle(P, skb->len);
     if (r) {{
         r->port = P->sm.egress_port; r->dropped = 0; r->itype = P->out_itype;
         return TC_ACT_REDIRECT;
@@ -249,6 +251,7 @@ queue:
         return bpf_redirect(*ifx, 0);
     }}
 drop:
+    tm_settle(P, 0);         /* a packet dropped after the queue gives its time back */
     count_stat(2);
     return TC_ACT_SHOT;
 }}
@@ -291,7 +294,7 @@ def generate_c(checked: Any, compiled_tables: dict[str, Any], *, errors: list[st
     assert isinstance(dep, A.ControlDecl)
     deparser_fn = gen_deparser(g, dep)
     pipe = ["struct pipe {", f"    {struct_hdr} hdr;", f"    {struct_meta} meta;", f"    {struct_sm} sm;",
-            "    u32 off;", "    u32 vb;", "    u32 pkt_len;", "    u32 action_run;", "    u32 truncate;", "    u8 exited;", "    u8 mv[64];",
+            "    u32 off;", "    u32 vb;", "    u32 pkt_len;", "    u32 action_run;", "    u32 truncate;", "    u32 tm_len;", "    u32 tm_port;", "    u8 exited;", "    u8 mv[64];",
             f"    u8 hb[{MAX_HASH_BYTES}];", f"    u8 buf[{max(g.max_header, 8)}];"]
     pipe += ["    " + f for f in CL.PIPE_FIELDS + g.pipe_fields]
     pipe.append("} __attribute__((aligned(8)));")   # zeroed and copied in u64 words

@@ -26,6 +26,12 @@ the port, the test bed's shaping), so what the program computes is when they rea
 leave. The FIFO holds more than the virtual depth, so the kernel drops nothing the
 model admitted; the drops are the model's, counted per port.
 
+The queue is charged the packet's length when it is queued, and corrected
+(``tm_settle``) to the frame that really leaves once egress and the deparser have run:
+the kernel's shaper serialises that frame, so a program that adds an INT hop would
+otherwise see its port drain slower than the model says, and the kernel's FIFO, not the
+model, would drop.  A packet egress drops gives its time back.
+
 Test runs use an injected clock (``p4_config.test_now_ns``; 0 = the kernel's clock).
 """
 from __future__ import annotations
@@ -58,6 +64,7 @@ static __always_inline int tm_enqueue(struct p4_config *cfg, struct pipe *P) {
     u64 now = cfg->test_now_ns ? cfg->test_now_ns : bpf_ktime_get_ns();
     u32 port = P->sm.egress_port;
     u64 wait_ns = 0, waiting = 0;
+    P->tm_len = 0;
     struct p4_queue *q = p4_queues.lookup(&port);
     if (q && q->rate_bps) {
         bpf_spin_lock(&q->lock);
@@ -80,6 +87,8 @@ static __always_inline int tm_enqueue(struct p4_config *cfg, struct pipe *P) {
         wait_ns = left;
         u64 start = now + left;
         q->busy_until_ns = start + (u64)P->sm.packet_length * 8000000000ULL / rate;
+        P->tm_len = P->sm.packet_length;   /* charged now; tm_settle corrects it */
+        P->tm_port = port;
         q->pkts = pkts + 1;
         q->last_ns = now;
         q->enqueued += 1;
@@ -92,6 +101,29 @@ static __always_inline int tm_enqueue(struct p4_config *cfg, struct pipe *P) {
     P->sm.deq_timedelta = (wait_ns / 1000) & 0xffffffffULL;
     P->sm.egress_global_timestamp = ((now + wait_ns) / 1000) & 0xffffffffffffULL;
     return 0;
+}
+
+/* What the port really sends: egress and the deparser may add bytes (an INT hop, a
+   link header) or drop the packet (sent = 0), and the kernel's shaper serialises the
+   frame that leaves, so the queue's busy time is corrected to `sent` bytes. */
+static __always_inline void tm_settle(struct pipe *P, u32 sent) {
+    u32 charged = P->tm_len;
+    if (!charged || sent == charged) return;
+    P->tm_len = 0;
+    u32 port = P->tm_port;
+    struct p4_queue *q = p4_queues.lookup(&port);
+    if (!q) return;
+    bpf_spin_lock(&q->lock);
+    u64 rate = q->rate_bps;
+    if (rate) {
+        if (sent > charged) {
+            q->busy_until_ns += (u64)(sent - charged) * 8000000000ULL / rate;
+        } else {
+            u64 back = (u64)(charged - sent) * 8000000000ULL / rate;
+            q->busy_until_ns = q->busy_until_ns > back ? q->busy_until_ns - back : 0;
+        }
+    }
+    bpf_spin_unlock(&q->lock);
 }
 """
 
@@ -131,7 +163,7 @@ def shaping_argv(ifname: str, rate_bps: float, depth_pkts: int, netns: str | Non
     shaping the test bed and the BMv2 switch kind use)."""
     from mininet_topos.shaping import ShapingError, shaping_commands
     from softswitch.switchd.errors import OptionError
-    prefix = ["tc", *(["-n", netns] if netns else [])]
+    prefix = tc_argv(netns)
     fifo = min(depth_pkts * KERNEL_FIFO_FACTOR, (1 << 19) - 1)
     try:
         cmds = shaping_commands(ifname, rate_bps / 1e6, fifo)
@@ -141,4 +173,14 @@ def shaping_argv(ifname: str, rate_bps: float, depth_pkts: int, netns: str | Non
 
 
 def unshaping_argv(ifname: str, netns: str | None = None) -> list[str]:
-    return ["tc", *(["-n", netns] if netns else []), "qdisc", "del", "dev", ifname, "root"]
+    return [*tc_argv(netns), "qdisc", "del", "dev", ifname, "root"]
+
+
+def tc_argv(netns: str | None) -> list[str]:
+    """`tc` in `netns`: a name under /var/run/netns (``tc -n``), or a path such as
+    ``/proc/PID/ns/net``, which ``tc -n`` does not take (``nsenter --net``)."""
+    if not netns:
+        return ["tc"]
+    if "/" in netns:
+        return ["nsenter", f"--net={netns}", "tc"]
+    return ["tc", "-n", netns]
