@@ -46,6 +46,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from common.files import write_json_atomic
 from controller.topology.model import LossKind, LossModel
 
 __all__ = ["DelayLineCore", "DirectionStats", "LossProcess", "WanError", "WanParams", "main"]
@@ -302,9 +303,7 @@ def _open(ifname: str) -> socket.socket:
 
 
 def _write_json(path: Path, data: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
+    write_json_atomic(path, data, indent=None)
 
 
 @dataclass(slots=True)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 
+from common.files import write_json_atomic
 from controller.diagnose.engine import Culprit, Diagnosis
 from controller.diagnose.evidence import Evidence
 
@@ -70,15 +70,7 @@ def write_summary(out_dir: str | os.PathLike[str], d: Diagnosis) -> Path:
         if not isinstance(data, dict):
             data = {}
     data["diagnosis"] = d.as_dict()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".summary-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh, indent=1)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_json_atomic(path, data)
     return path
 
 

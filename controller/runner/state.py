@@ -32,9 +32,10 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from common.files import write_json_atomic
 
 STATE_FILE = "controller_state.json"
 STATE_VERSION = 1
@@ -47,16 +48,7 @@ class StateError(Exception):
 
 def write_state(path: str | os.PathLike[str], state: dict[str, Any]) -> None:
     """Atomically replace `path` with `state` as JSON."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".state-", dir=p.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(state, fh, indent=1, default=_jsonable)
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_json_atomic(path, state, default=_jsonable)
 
 
 def _jsonable(x: object) -> object:

@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from common.files import write_json_atomic
 from common.processes import ServerStartError, stop_process, wait_ready
 from controller.topology.model import LossModel
 
@@ -141,9 +142,8 @@ class WanLink:
         self._params = new
         if self._proc is not None:
             assert self._dir is not None
-            tmp = self._dir / "params.json.tmp"
-            tmp.write_text(json.dumps(self._line_params().to_dict()))
-            os.replace(tmp, self._dir / "params.json")
+            write_json_atomic(self._dir / "params.json", self._line_params().to_dict(),
+                              indent=None)
             self._signal_and_wait(signal.SIGHUP)
         return new
 

@@ -6,13 +6,13 @@ statistics until told to stop (SIGTERM/SIGINT in the CLI).
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
 from pathlib import Path
 from typing import Any
 
+from common.files import write_json_atomic
 from softswitch.errors import SoftswitchError
 from softswitch.switchd.device import SwitchDevice
 from softswitch.switchd.errors import ProgramError, SwitchdError
@@ -176,10 +176,7 @@ class Switchd:
         path = self.opts.stats_file
         if not path or self.device is None:
             return
-        tmp = f"{path}.tmp{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(self.snapshot(), f, indent=1)
-        os.replace(tmp, path)
+        write_json_atomic(path, self.snapshot())
 
     def close(self) -> None:
         """Stop the server, the threads and the ports; flush captures; final statistics."""

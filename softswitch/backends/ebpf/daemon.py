@@ -235,12 +235,8 @@ class EbpfSwitchd:
         path = self.opts.stats_file
         if not path or self.switch is None:
             return
-        import json
-        import os
-        tmp = f"{path}.tmp{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(self.snapshot(), f, indent=1)
-        os.replace(tmp, path)
+        from common.files import write_json_atomic
+        write_json_atomic(path, self.snapshot())
 
     def run(self) -> None:
         """Until stopped: hand the program's digests to the P4Runtime server (the kernel
