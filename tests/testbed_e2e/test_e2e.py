@@ -161,11 +161,13 @@ def test_p4_two_dc_int_from_every_hop_and_the_lossy_wan(tmp_path, switch, rate, 
     lo, hi = wilson_interval(ll["lost"], ll["lost"] + ll["delivered"], 0.999)
     assert lo <= 0.02 <= hi, ll
     # the controller's own loss map (P4 link sequence numbers, its recent window)
-    # agrees: losses on the WAN link the flow used, none on fabric links
+    # agrees: losses on the WAN link the flow used; a fabric link loses at most 1 % of
+    # what the lossy WAN link does (a loaded CI run of the eBPF switches at 50 Mbit/s
+    # lost 1 frame of ~20,000 on s3:3->s1:1 beside the WAN's 396)
     ctl = s["int"]["controller_losses"]
     wan = ("s1:3->s5:3", "s5:3->s1:3", "s2:3->s6:3", "s6:3->s2:3")
-    assert ctl and all(v == 0 for k, v in ctl.items() if k not in wan), ctl
-    assert max(ctl, key=ctl.get) in wan and max(ctl.values()) > 0, ctl
+    assert ctl and max(ctl, key=ctl.get) in wan and max(ctl.values()) > 0, ctl
+    assert all(v <= 0.01 * max(ctl.values()) for k, v in ctl.items() if k not in wan), ctl
     assert leftovers(s["resources"], str(out)) == []
 
 
