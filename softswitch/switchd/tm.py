@@ -17,6 +17,14 @@ bytes it sent, the serialisation time is corrected to them.  Pacing the queued
 (ingress) length let a port send ~5 % more than its rate with INT on, and INT's
 tx bytes then read above the line rate it reports.
 
+Departure time: on a paced port a packet leaves when the schedule says (the previous
+departure's end), not when Python gets round to it, and that is the time the queue
+reports (``departure_us`` -> ``egress_global_timestamp``, and ``deq_timedelta`` the wait
+until then), as the eBPF target does.  A late wake-up or a catch-up burst otherwise
+shifts egress timestamps by milliseconds while the bytes stay on schedule: INT's
+``tx bytes / (egress_ts - egress_ts')`` then read up to several times the line rate
+for one packet and half of it for the next, and HPCC takes that jitter for load.
+
 The TM knows nothing of P4: it stores opaque items with their length and calls
 `depart(item, QueueInfo)` from its own thread.
 """
@@ -192,21 +200,25 @@ class TrafficManager:
             return None, 1.0
         return best, (best_t - time.monotonic_ns()) / 1e9
 
-    def _pop(self, q: EgressQueue) -> tuple[Any, int, int, int, int]:
-        """Take the head of `q` (cv held): item, length, enq µs, enq depth, deq depth."""
+    def _pop(self, q: EgressQueue) -> tuple[Any, int, int, int, int, int | None]:
+        """Take the head of `q` (cv held): item, length, enq µs, enq depth, deq depth and
+        its departure µs on a paced port's schedule (None when unpaced)."""
         item, length, enq_ns, enq_us, enq_depth = q.items.popleft()
+        departure_us = None
         if q.rate_bps:
             start = max(enq_ns, q.next_free_ns)
             q.next_free_ns = start + int(length * 8e9 / q.rate_bps)
+            departure_us = enq_us + (start - enq_ns) // 1000
         q.dequeued += 1
         q.in_flight += 1
-        return item, length, enq_us, enq_depth, len(q.items)
+        return item, length, enq_us, enq_depth, len(q.items), departure_us
 
     def _leave(self, q: EgressQueue, item: Any, length: int, enq_us: int, enq_depth: int,
-               deq_depth: int) -> None:
-        now_us = self._clock_us()
+               deq_depth: int, departure_us: int | None) -> None:
+        left_us = self._clock_us() if departure_us is None else departure_us
         info = QueueInfo(enq_qdepth=enq_depth, deq_qdepth=deq_depth,
-                         deq_timedelta_us=max(0, now_us - enq_us), enq_timestamp_us=enq_us)
+                         deq_timedelta_us=max(0, left_us - enq_us),
+                         enq_timestamp_us=enq_us, departure_us=departure_us)
         try:
             sent = self._depart(item, info)
             if sent is not None and sent != length and q.rate_bps:

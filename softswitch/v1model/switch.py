@@ -96,6 +96,8 @@ class QueueInfo:
     deq_qdepth: int = 0        # packets queued when it left
     deq_timedelta_us: int = 0  # time spent queued
     enq_timestamp_us: int | None = None
+    # when it starts to leave on a paced port's schedule (None: now, when egress runs)
+    departure_us: int | None = None
 
 
 @dataclass(slots=True, frozen=True)
@@ -290,6 +292,8 @@ class V1Switch:
         sm.egress_global_timestamp = now
         if self.queue_model is not None:
             q = self.queue_model(job)
+            if q.departure_us is not None:
+                sm.egress_global_timestamp = q.departure_us
             sm.enq_qdepth = q.enq_qdepth & 0x7FFFF
             sm.deq_qdepth = q.deq_qdepth & 0x7FFFF
             sm.deq_timedelta = q.deq_timedelta_us & 0xFFFFFFFF

@@ -88,6 +88,37 @@ def test_tm_depths_tail_drops_and_pacing() -> None:
     assert waits == sorted(waits) and waits[-1] >= 7 * 8000 * 0.9   # paced: the last waited 7 slots
 
 
+def test_tm_reports_the_scheduled_departure_not_the_late_wake_up() -> None:
+    """A paced port's packets leave on its schedule: departure times one serialisation
+    apart even when the scheduler runs late (here: started 50 ms after the enqueues,
+    so it catches up back to back), and the wait is measured to that departure."""
+    got: list[QueueInfo] = []
+    done = threading.Event()
+
+    def depart(item: object, info: QueueInfo) -> None:
+        got.append(info)
+        if len(got) == 5:
+            done.set()
+
+    tm = _tm(depart)
+    tm.set_rate(2, 1e6)          # 1000-byte packets: 8 ms each
+    for i in range(5):
+        assert tm.enqueue(2, i, 1000)
+    time.sleep(0.05)             # the first four are late when the scheduler starts
+    tm.start()
+    try:
+        assert done.wait(5)
+    finally:
+        tm.stop()
+    deps = [info.departure_us for info in got]
+    assert all(d is not None for d in deps)
+    gaps = [b - a for a, b in zip(deps, deps[1:])]  # type: ignore[operator]
+    assert all(abs(g - 8000) <= 2 for g in gaps), gaps
+    assert all(info.deq_timedelta_us == info.departure_us - info.enq_timestamp_us  # type: ignore[operator]
+               for info in got)
+    assert got[0].deq_timedelta_us < 1000   # the first was due at once, however late it ran
+
+
 def test_tm_unpaced_queue_and_clear() -> None:
     tm = _tm(lambda item, info: None)
     assert tm.enqueue(1, "a", 100)
