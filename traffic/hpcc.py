@@ -43,13 +43,27 @@ have many packets per BDP (and the first windows of eight QPs, 7 packets each, f
 64-packet queue).  Across a WAN the measured RTT is larger and is used as it is.  W_AI defaults to 1 % of the line rate (the paper's ``W_init (1 - eta) / N`` for
 N = 5): a few-second experiment needs flows that started apart to converge.
 
+Once per RTT: ns-3 commits ``Rc`` on the ACK of the first packet sent after the last
+commit, which in its data centres (T the base RTT, many packets of a QP in flight) is
+once per T.  Here T is a floor far above the real round trip (1-10 ms) and a QP of
+an 8:1 incast sends one packet every ~20 ms, so that ACK is the next one: ``Rc`` would
+be committed on almost every ACK, each QP's additive step would come once per packet,
+i.e. in proportion to its rate (a multiplicative increase), and the AIMD that makes
+HPCC fair would be lost (measured: QPs of one incast settled at 0.2-0.8 Mbit/s, and
+the slowest finished a second after the fastest).  With the sender's clock
+(``now_s``) and ``update_once_per_t`` (default) a commit also needs T since the last
+one; ACKs in between fast-react.  Without ``now_s`` the rule is ns-3's alone.
+
 The window: ns-3 also bounds the bytes in flight by ``W * R / R_max`` (``VAR_WIN``);
 :meth:`HpccState.window_bytes` gives it, and the requester applies it.
 
 Pacing: ns-3's NIC sends a QP's next packet ``size / R`` after the previous one and
 never catches up after a pause (``m_nextAvail``); the requester's token bucket for an
 HPCC QP is therefore one full packet deep (``pacing_burst_pkts``), not the few
-milliseconds of credit other QPs get.  A deeper bucket lets every QP release a burst
+milliseconds of credit other QPs get.  What the NIC never has is a late wake-up: when
+the sender loop wakes after a packet was due, the requester charges that packet at its
+due time, so the next gap runs from there (before, a loop waking 1 ms late for each
+2.2 ms packet sent at 2/3 of R); time with nothing to send still earns nothing.  A deeper bucket lets every QP release a burst
 when a late wake-up or a burst of ACKs opens it, and eight such bursts arriving together
 are a queue HPCC then charges to every QP (``qlen / (B T)``).
 """
@@ -82,6 +96,7 @@ class HpccSettings:
     fast_react: bool = True           # react on every ACK, commit once per RTT (FAST_REACT)
     window: bool = True               # bound bytes in flight by W R / R_max (HAS_WIN, VAR_WIN)
     pacing_burst_pkts: float = 1.0    # pacer depth in full packets (ns-3: 1, next = now + size/R)
+    update_once_per_t: bool = True    # commit Rc at most once per T as well (module docstring)
 
     def __post_init__(self) -> None:
         if not 0.0 < self.eta <= 1.0:
@@ -125,6 +140,7 @@ class HpccState:
     inc_stage: int = 0
     u: float = 1.0                            # EWMA of the normalised inflight (hp.u)
     last_update_seq: int | None = None        # None until the first ACK
+    last_update_s: float | None = None        # sender time of the last commit
     updates: int = 0                          # per-RTT (committing) updates
     fast_reacts: int = 0                      # per-ACK updates in between
     skipped_hops: int = 0                     # hop records that gave no sample
@@ -154,7 +170,7 @@ class HpccState:
         return min(self.max_rate_bps, max(self.min_rate_bps, r))
 
     def on_ack(self, hops: Sequence[EchoHop], *, ack_seq: int, next_seq: int,
-               base_rtt_s: float) -> bool:
+               base_rtt_s: float, now_s: float | None = None) -> bool:
         """One ACK with its echoed hops; True when :attr:`rate_bps` changed.
 
         ``ack_seq``: the first sequence not yet acknowledged (cumulative ACK);
@@ -164,7 +180,7 @@ class HpccState:
         if len(hops) > MAX_HOPS:
             raise ConfigError(f"HPCC: {len(hops)} hops, at most {MAX_HOPS}")
         if self.last_update_seq is None:
-            self.last_update_seq = next_seq
+            self.last_update_seq, self.last_update_s = next_seq, now_s
             self._hops = tuple(hops)
             return False
         if len(hops) != len(self._hops) or any(
@@ -173,6 +189,9 @@ class HpccState:
             self._hops = tuple(hops)
             return False
         full = ack_seq > self.last_update_seq
+        if (full and now_s is not None and self.settings.update_once_per_t
+                and self.last_update_s is not None and now_s - self.last_update_s < base_rtt_s):
+            full = False
         if not full and not self.settings.fast_react:
             return False
         before = self.rate_bps
@@ -183,6 +202,7 @@ class HpccState:
         if full:
             self.updates += 1
             self.last_update_seq = max(self.last_update_seq, next_seq)
+            self.last_update_s = now_s
         else:
             self.fast_reacts += 1
         return self.rate_bps != before

@@ -126,6 +126,7 @@ class Requester:
     _hpcc: HpccState | None = None
     _hpcc_rtt: float | None = None  # smallest RTT sample: HPCC's T unless configured
     _win_pkts: int = 0              # packets in flight allowed (HPCC's window or the config)
+    _pacer_due: float | None = None  # HPCC: when the pacer let the next packet go (see _poll)
     hpcc_first_queue_s: float | None = None  # first echoed queue above zero ...
     hpcc_first_cut_s: float | None = None    # ... and the first rate cut after it
     hpcc_max_queue_bytes: int = 0            # deepest queue an echo reported
@@ -305,10 +306,22 @@ class Requester:
                 if (self._pending and self.cfg.mode is Reliability.FEC and self._open_block):
                     self._close_block()  # window-blocked: let the receiver repair now
                     continue
+                self._pacer_due = None  # nothing to send: idle time earns nothing
                 break
             wire = len(pkt_buf) + WIRE_OVERHEAD
-            if not bucket.try_take(wire, now):
-                return now + bucket.wait_s(wire)
+            due = self._pacer_due
+            if due is not None and due < now and self._hpcc is not None:
+                # ns-3's NIC sends the next packet size / R after this one was due; the
+                # loop woke late, so the packet is charged at its due time, and the
+                # next one's gap runs from there (a late wake-up costs no rate)
+                self._pacer_due = None  # (1 us: the due time was computed in floats)
+                if (not bucket.try_take(wire, min(now, due + 1e-6))
+                        and not bucket.try_take(wire, now)):
+                    self._pacer_due = now + bucket.wait_s(wire)
+                    return self._pacer_due
+            elif not bucket.try_take(wire, now):
+                self._pacer_due = now + bucket.wait_s(wire)
+                return self._pacer_due
             self._tx_counter += 1
             tx = self._tx_counter
             c = self.counters
@@ -449,7 +462,8 @@ class Requester:
             self.hpcc_first_queue_s = now
         base_rtt = self.cfg.hpcc.base_rtt(self._hpcc_rtt)
         before = hp.rate_bps
-        if hp.on_ack(hops, ack_seq=ack_seq, next_seq=self._sent_up_to, base_rtt_s=base_rtt):
+        if hp.on_ack(hops, ack_seq=ack_seq, next_seq=self._sent_up_to, base_rtt_s=base_rtt,
+                     now_s=now):
             if (hp.rate_bps < before and self.hpcc_first_queue_s is not None
                     and self.hpcc_first_cut_s is None):
                 self.hpcc_first_cut_s = now

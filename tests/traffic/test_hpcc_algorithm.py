@@ -159,6 +159,32 @@ def test_without_fast_react_only_per_rtt_acks_change_the_rate():
     assert s.on_ack([hop(4000, 2000, 0)], ack_seq=11, next_seq=20, base_rtt_s=T)
 
 
+def test_with_the_sender_clock_the_reference_is_committed_at_most_once_per_t():
+    """An ACK past lastUpdateSeq less than T after the last commit only fast-reacts."""
+    def run(clock: bool) -> HpccState:
+        s = state()
+        s.ref_rate_bps = s.rate_bps = 1e6
+        s.on_ack([hop(0, 0, 0)], ack_seq=1, next_seq=2, base_rtt_s=T,
+                 now_s=0.0 if clock else None)
+        # 2 ms later, ack 3 > 2.  1000 B in 2 ms = 4 Mbit/s: u = 1.0, EWMA 1.0,
+        # max_c = 1 / 0.95: R = Rc / max_c + W_AI = 1e6 * 0.95 + 1e4 = 0.96e6
+        s.on_ack([hop(2000, 1000, 0)], ack_seq=3, next_seq=4, base_rtt_s=T,
+                 now_s=0.002 if clock else None)
+        assert s.rate_bps == pytest.approx(0.96e6)
+        return s
+    ns3 = run(clock=False)   # the ACK clock alone: committed
+    assert ns3.updates == 1 and ns3.ref_rate_bps == pytest.approx(0.96e6)
+    s = run(clock=True)      # 2 ms < T since the first ACK: fast react only
+    assert s.updates == 0 and s.fast_reacts == 1 and s.ref_rate_bps == 1e6
+    assert s.last_update_seq == 2
+    # at T: committed.  500 B in 2 ms = 2 Mbit/s: 0.5; EWMA = (1.0 * 8 + 0.5 * 2) / 10
+    # = 0.9, max_c 0.947 < 1, stage 0: additive from Rc = 1e6: 1.01e6, stage 1
+    s.on_ack([hop(4000, 1500, 0)], ack_seq=4, next_seq=6, base_rtt_s=T, now_s=0.010)
+    assert s.u == pytest.approx(0.9)
+    assert s.rate_bps == pytest.approx(1.01e6) and s.ref_rate_bps == pytest.approx(1.01e6)
+    assert s.updates == 1 and s.inc_stage == 1 and s.last_update_seq == 6
+
+
 @pytest.mark.parametrize("kw,msg", [({"eta": 0}, "eta"), ({"max_stage": -1}, "max_stage"),
                                     ({"w_ai_fraction": 2}, "w_ai_fraction"),
                                     ({"base_rtt_s": 0}, "base_rtt_s"),
