@@ -75,6 +75,8 @@ def traffic_argv(spec: ExperimentSpec, *, python: str, rank: int, ips: list[str]
         argv += ["--window", str(w.window)]
     if w.prefill is not None:
         argv += ["--prefill", str(w.prefill)]
+    if w.rto_min_s is not None:
+        argv += ["--rto-min", f"{w.rto_min_s!r}"]
     if spec.recovery == "fec" and spec.fec_km is not None:
         argv += ["--fec", "{},{}".format(*spec.fec_km)]
     if spec.cc == "dcqcn":  # the senders' own reaction point, driven by CNPs

@@ -3,6 +3,7 @@ pcap files, statistics. No sockets, no root."""
 from __future__ import annotations
 
 import argparse
+import itertools
 import threading
 import time
 
@@ -111,11 +112,12 @@ def test_tm_reports_the_scheduled_departure_not_the_late_wake_up() -> None:
     finally:
         tm.stop()
     deps = [info.departure_us for info in got]
-    assert all(d is not None for d in deps)
-    gaps = [b - a for a, b in zip(deps, deps[1:])]  # type: ignore[operator]
+    enqs = [info.enq_timestamp_us for info in got]
+    assert all(d is not None for d in deps) and all(e is not None for e in enqs)
+    gaps = [b - a for a, b in itertools.pairwise(int(d or 0) for d in deps)]
     assert all(abs(g - 8000) <= 2 for g in gaps), gaps
-    assert all(info.deq_timedelta_us == info.departure_us - info.enq_timestamp_us  # type: ignore[operator]
-               for info in got)
+    assert all(info.deq_timedelta_us == int(d or 0) - int(e or 0)
+               for info, d, e in zip(got, deps, enqs, strict=True))
     assert got[0].deq_timedelta_us < 1000   # the first was due at once, however late it ran
 
 

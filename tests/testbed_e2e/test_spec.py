@@ -164,3 +164,21 @@ def test_hpcc_parameters_reach_the_senders_command_line(tmp_path):
                             out=tmp_path, control=None, start_at=0.0)
         args = build_parser().parse_args(argv[3:])
         assert _hpcc_settings(args) == want
+
+
+def test_rto_floor_reaches_every_rank(tmp_path):
+    """``workload.rto_min_s`` becomes the senders' --rto-min; out of range is named."""
+    from mininet_topos.experiment.workload import traffic_argv
+    from traffic.cli import build_parser
+
+    for raw_w, want in (({}, 0.004), ({"rto_min_s": 0.1}, 0.1)):
+        raw = _with(cc="hpcc-sender")
+        raw["workload"] = {**raw["workload"], **raw_w}
+        argv = traffic_argv(spec_from_dict(raw), python="python", rank=1,
+                            ips=["10.0.0.1", "10.0.0.2"], out=tmp_path, control=None,
+                            start_at=0.0)
+        assert build_parser().parse_args(argv[3:]).rto_min == want
+    bad = _with()
+    bad["workload"] = {**bad["workload"], "rto_min_s": 0}
+    with pytest.raises(SpecError, match="workload.rto_min_s"):
+        spec_from_dict(bad)
