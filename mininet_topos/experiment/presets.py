@@ -10,7 +10,8 @@ from .errors import SpecError
 __all__ = ["PRESETS", "PRESETS_DIR", "preset_path"]
 
 PRESETS_DIR = Path(__file__).resolve().parent.parent / "experiments"
-PRESETS = ("demo", "incast_cc", "wan_loss", "rogue", "demo_ebpf", "incast_cc_ebpf", "wan_loss_ebpf")
+PRESETS = ("demo", "incast_cc", "wan_hpcc", "wan_loss", "rogue", "demo_ebpf", "incast_cc_ebpf",
+           "wan_loss_ebpf")
 
 
 def preset_path(name_or_path: str | Path) -> Path:
