@@ -433,9 +433,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ship-interval", type=float, default=1e3 * ship.interval_s,
                    metavar="MS", help=f"hold a record at most MS milliseconds (default "
                                       f"{1e3 * ship.interval_s:g})")
-    p.add_argument("--ship-queued-later", action="store_true",
-                   help="hold records that saw a queue like the others (default: ship "
-                        "them and everything held at once)")
+    p.add_argument("--ship-queued-interval", type=float,
+                   default=1e3 * ship.queued_interval_s, metavar="MS",
+                   help=f"hold a record that saw a queue at some hop at most MS "
+                        f"milliseconds (default {1e3 * ship.queued_interval_s:g}: at once)")
     p.add_argument("--int-port", type=argtypes.port, default=INT_UDP_PORT,
                    help=f"UDP port announcing INT (default {INT_UDP_PORT})")
     p.add_argument("--malformed", choices=("pass", "drop"), default="pass",
@@ -472,7 +473,7 @@ def main(argv: list[str] | None = None) -> int:
             agent_id=args.agent_id, feedback_port=args.feedback_port,
             control_socket=args.control, confirm_timeout_s=args.confirm_timeout,
             ship=ShipPolicy(records=args.ship_records, interval_s=args.ship_interval / 1e3,
-                            urgent_queue=not args.ship_queued_later),
+                            queued_interval_s=args.ship_queued_interval / 1e3),
             sink=SinkConfig(int_udp_port=args.int_port, ringbuf_pages=args.ringbuf_pages,
                             malformed_drop=args.malformed == "drop",
                             hook="xdp" if args.xdp else "tc", echo=args.echo))

@@ -6,11 +6,14 @@ new batch and counts its records (reported to the controller in every header), s
 slow or absent controller never stalls the agent, and the data path never waits.
 
 ``ShipPolicy`` decides when held records leave (``BatchShipper.offer`` / ``due``):
-as soon as ``records`` are waiting, when the oldest has waited ``interval_s``, or at
-once when one of them saw a queue at some hop (``urgent_queue``): that is the
-telemetry the controller's HPCC must act on within a round trip, while telemetry of
-empty queues only feeds HPCC's slow additive increase and may share a datagram
-(one seal, one send, one wake-up of the controller for many records).
+as soon as ``records`` are waiting, when the oldest has waited ``interval_s``, or
+when the oldest record that saw a queue at some hop has waited ``queued_interval_s``
+(0: at once).  A queue is what the controller's HPCC must act on within a round
+trip; telemetry of empty queues only feeds its slow additive increase and may share
+a datagram.  Every datagram costs the controller a fixed amount of Python work
+(decode, tables, the HPCC round: about a millisecond, whatever it carries), so
+fewer, fuller datagrams keep it from falling behind, which is where the loop's
+tail latency came from (``bench/bench_loop.py`` measures both).
 """
 
 from __future__ import annotations
@@ -32,23 +35,24 @@ __all__ = ["BatchShipper", "ShipPolicy", "ShipperStats", "queued_mask"]
 
 @dataclasses.dataclass(slots=True, kw_only=True, frozen=True)
 class ShipPolicy:
-    """When held records are shipped: whichever of the three comes first."""
+    """When held records are shipped (all of them): whichever comes first."""
 
     records: int = 32
     """Ship once this many records are held (1: every record at once, no holding)."""
-    interval_s: float = 0.002
+    interval_s: float = 0.005
     """Longest a record is held."""
-    urgent_queue: bool = True
-    """Ship at once (with everything held) when a record shows a queue at any hop."""
+    queued_interval_s: float = 0.0
+    """Longest a record that saw a queue at some hop is held (0: shipped at once)."""
 
     def __post_init__(self) -> None:
         if self.records < 1:
             raise ConfigError(f"ShipPolicy.records {self.records}: expected >= 1")
-        if not 0 <= self.interval_s <= 10:
-            raise ConfigError(f"ShipPolicy.interval_s {self.interval_s}: expected 0..10 s")
+        for name in ("interval_s", "queued_interval_s"):
+            if not 0 <= getattr(self, name) <= 10:
+                raise ConfigError(f"ShipPolicy.{name} {getattr(self, name)}: expected 0..10 s")
 
 
-IMMEDIATE = ShipPolicy(records=1, interval_s=0.0, urgent_queue=False)
+IMMEDIATE = ShipPolicy(records=1, interval_s=0.0)
 """Every record shipped when read (the agent's behaviour before ``ShipPolicy``)."""
 
 
@@ -71,7 +75,7 @@ class ShipperStats:
     queued_batches: int = 0
     held_records: int = 0
     urgent_ships: int = 0
-    """Times held records left early because one showed a queue (``ShipPolicy``)."""
+    """Times held records left early because one saw a queue (``ShipPolicy``)."""
     full_ships: int = 0
     """Times held records left because ``ShipPolicy.records`` were waiting."""
     timer_ships: int = 0
@@ -91,6 +95,7 @@ class BatchShipper:
         self._held: list[np.ndarray] = []
         self._held_n = 0
         self._held_since = 0
+        self._queued_since: int | None = None
         self._send = send
         self._agent_id = agent_id
         self._batch_records = min(limit, batch_records or limit)
@@ -107,15 +112,21 @@ class BatchShipper:
         if records.size == 0:
             return
         p = self.policy
+        now = self._clock() if p.records > 1 else 0
         if not self._held:
-            self._held_since = self._clock()
+            self._held_since = now
         self._held.append(records)
         self._held_n += records.size
         if p.records <= 1:
             self._release(None)
-        elif p.urgent_queue and queued_mask(records).any():
-            self._release("urgent_ships")
-        elif self._held_n >= p.records:
+            return
+        if p.queued_interval_s < p.interval_s and self._queued_since is None \
+                and queued_mask(records).any():
+            self._queued_since = now
+            if p.queued_interval_s == 0:
+                self._release("urgent_ships")
+                return
+        if self._held_n >= p.records:
             self._release("full_ships")
         self.stats.held_records = self._held_n
 
@@ -124,11 +135,18 @@ class BatchShipper:
         (None: nothing held), for the caller's wait."""
         if not self._held:
             return None
-        left = self.policy.interval_s - (self._clock() - self._held_since) * 1e-9
-        if left > 0:
-            return left
-        self._release("timer_ships")
-        return None
+        now = self._clock()
+        left = self.policy.interval_s - (now - self._held_since) * 1e-9
+        if left <= 0:
+            self._release("timer_ships")
+            return None
+        if self._queued_since is not None:
+            q_left = self.policy.queued_interval_s - (now - self._queued_since) * 1e-9
+            if q_left <= 0:
+                self._release("urgent_ships")
+                return None
+            left = min(left, q_left)
+        return left
 
     def release(self) -> None:
         """Queue everything held now (before a last ``flush``)."""
@@ -141,7 +159,7 @@ class BatchShipper:
         held = self._held[0] if len(self._held) == 1 else np.frombuffer(
             b"".join(np.ascontiguousarray(h).tobytes() for h in self._held),
             self._held[0].dtype)
-        self._held, self._held_n = [], 0
+        self._held, self._held_n, self._queued_since = [], 0, None
         self.stats.held_records = 0
         if why is not None:
             setattr(self.stats, why, getattr(self.stats, why) + 1)

@@ -31,6 +31,7 @@ from controller.cc.errors import ParameterError
 
 MAX_HOST_SKEW_NS = 10_000_000_000
 """A host record older than this on arrival is taken for another machine's clock."""
+_NEVER = np.iinfo(np.int64).max
 
 
 @dataclass(slots=True, kw_only=True)
@@ -145,16 +146,17 @@ class LoopLatency:
         of the ``host_to_applied`` sample of the feedback that answers the batch."""
         idx = np.asarray(flow_idx, dtype=np.int64).ravel()
         cap = np.asarray(capture_ns).astype(np.int64, copy=False).ravel()
-        age = np.broadcast_to(np.asarray(arrival_ns, dtype=np.int64), idx.shape) - cap
-        self._last_capture_ns[idx] = -1
-        host = cap > 0
-        ok = host & (age >= 0) & (age <= MAX_HOST_SKEW_NS)
-        self.clock_mismatch += int((host & ~ok).sum())
-        if ok.any():
-            flows, inv = np.unique(idx[ok], return_inverse=True)
-            oldest = np.full(flows.size, np.iinfo(np.int64).max, dtype=np.int64)
-            np.minimum.at(oldest, inv, cap[ok])
-            self._last_capture_ns[flows] = oldest
+        age = np.asarray(arrival_ns, dtype=np.int64) - cap
+        ok = (cap > 0) & (age >= 0) & (age <= MAX_HOST_SKEW_NS)
+        last = self._last_capture_ns
+        if ok.all():   # host records on this clock (the usual case): no masking
+            last[idx] = _NEVER
+            np.minimum.at(last, idx, cap)
+            return
+        self.clock_mismatch += int(((cap > 0) & ~ok).sum())
+        last[idx] = _NEVER
+        np.minimum.at(last, idx[ok], cap[ok])
+        last[idx[last[idx] == _NEVER]] = -1
 
     def record_sent(self, flow_idx: npt.ArrayLike, sent_ns: int,
                     seq: npt.ArrayLike | None = None) -> None:
