@@ -22,10 +22,16 @@ Variants, interleaved in one run so machine load moves them together:
 Printed per variant: lag p50/p99 for telemetry of empty queues and of a queue,
 records per datagram, the agent's CPU per 1000 records, each as a ratio to ``old``.
 
-Needs root (namespaces, BPF) and bcc.  Examples::
+First (no root needed) the controller's cost per datagram: the same host records fed
+through the collector and the HPCC loop one per datagram and 32 per datagram (the
+baseline): what each datagram costs whatever it carries, the reason to hold quiet
+telemetry.
+
+The loop needs root (namespaces, BPF) and bcc.  Examples::
 
   python -m bench.bench_loop                      # 2 rounds, 1000 records/s, 3 s phases
   python -m bench.bench_loop --rate 4000 --rounds 3
+  python -m bench.bench_loop --cost-only          # the controller's cost per datagram
 """
 from __future__ import annotations
 
@@ -284,6 +290,61 @@ def _pct(v: np.ndarray, q: float) -> float:
     return float(np.percentile(v, q)) if v.size else float("nan")
 
 
+def host_records(n: int, first: int, qps: int) -> np.ndarray:
+    """``n`` host records of ``qps`` flows over two hops, a queue at the first."""
+    from formats.int_md import HOST_RECORD_DTYPE, INT_DS_ID_HPCC, ROCEV2_UDP_PORT
+
+    i = np.arange(first, first + n)
+    r = np.zeros(n, HOST_RECORD_DTYPE)
+    r["capture_ns"] = time.monotonic_ns()
+    r["src_ip"], r["dst_ip"], r["orig_dport"] = 0x0A000001, 0x0A000002, ROCEV2_UDP_PORT
+    r["dest_qp"], r["src_port"], r["psn"] = 0x100 + i % qps, 49152 + i % qps, i
+    r["hop_count"], r["instruction_bitmap"] = 2, 0x8000 | 0x1000 | 0x0400
+    r["ds_id"], r["ds_instruction"] = INT_DS_ID_HPCC, 0xE000
+    hops = r["hops"]
+    for h, node in enumerate((2, 1)):
+        hops["node_id"][:, h] = node
+        hops["egress_ts"][:, h] = 1000 + 100 * i + node
+        hops["tx_bytes"][:, h] = (1100 * i) & 0xFFFFFFFF
+        hops["queue_bytes"][:, h] = 30_000 if node == 1 else 0
+        hops["line_rate"][:, h] = 100
+    return r
+
+
+def controller_cost(records: int = 3000, qps: int = 8) -> None:
+    """Collector + HPCC loop CPU per datagram, 1 vs 32 records per datagram (same run)."""
+    from controller.cc import FeedbackSender, HpccEngine, HpccParams
+    from controller.cc.loop import FeedbackTarget, HpccLoop
+    from controller.int.collector import Collector, CollectorConfig
+    from formats.agent_batch import encode_batch
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sink:
+        sink.bind(("127.0.0.1", 0))
+        eng = HpccEngine(n_flows=64, params=HpccParams(base_rtt_s=1e-3))
+        fb = FeedbackSender(n_flows=64, min_change_fraction=0.0)
+        fb.sock.bind(("127.0.0.1", 0))
+        loop = HpccLoop(engine=eng, sender=fb, resolve=lambda s: FeedbackTarget(
+            agent=sink.getsockname(), flow_id=int(s["dest_qp"]), max_rate_bps=100e6))
+        col = Collector(CollectorConfig(report_port=0, agent_port=None, flow_capacity=64),
+                        listeners=[loop])
+        psn, seq = 0, 0
+        cost: dict[int, float] = {}
+        for per in (32, 1, 32, 1):    # interleaved; the first pass also warms up
+            dgs = []
+            for k in range(0, records, per):
+                dgs.append(encode_batch(host_records(per, psn, qps), agent_id=1, batch_seq=seq))
+                psn, seq = psn + per, seq + 1
+            t0 = time.thread_time()
+            for d in dgs:
+                col.feed_agent_batches([d])
+            cost[per] = (time.thread_time() - t0) / len(dgs)
+        fb.close()
+    one, many = cost[1], cost[32]
+    print(f"controller CPU per datagram (collector + HPCC loop): 1 record {1e6 * one:.0f} us, "
+          f"32 records {1e6 * many:.0f} us (x {one / many:.2f}); per record "
+          f"{1e6 * one:.0f} us vs {1e6 * many / 32:.0f} us (x {32 * one / many:.1f})")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.bench_loop", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -291,10 +352,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--phase", type=float, default=3.0, help="seconds per phase (3)")
     p.add_argument("--qps", type=int, default=8, help="QPs (flows) the frames spread over (8)")
     p.add_argument("--rounds", type=int, default=2, help="rounds of every variant (2)")
+    p.add_argument("--cost-only", action="store_true",
+                   help="only the controller's cost per datagram (no root needed)")
     p.add_argument("--send", help=argparse.SUPPRESS)   # the frame sender's process
     args = p.parse_args(argv)
     if args.send:
         send_frames(json.loads(args.send))
+        return 0
+    print(f"load: {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} CPUs")
+    controller_cost()
+    if args.cost_only:
         return 0
     if os.geteuid() != 0:
         print("bench_loop: skipped (needs root for namespaces and BPF)")
@@ -303,8 +370,8 @@ def main(argv: list[str] | None = None) -> int:
     from formats.auth import CONTROLLER_SENDER_ID
     from mininet_topos.netns import two_hosts
 
-    print(f"load: {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} CPUs; {args.rate} "
-          f"records/s over {args.qps} QPs, {args.phase:g} s per phase, {args.rounds} rounds")
+    print(f"loop: {args.rate} records/s over {args.qps} QPs, {args.phase:g} s per phase, "
+          f"{args.rounds} rounds")
     results: dict[str, list[dict[str, PhaseResult]]] = {v: [] for v in VARIANTS}
     with tempfile.TemporaryDirectory(prefix="bench-loop-") as tmp, \
             two_hosts("bl", subnet="10.77.91.0/24") as (h1, h2):
