@@ -378,8 +378,10 @@ def main(argv: list[str] | None = None) -> int:
         key_file = Path(tmp) / "keys.yaml"
         generate_key_file(key_file, senders=[CONTROLLER_SENDER_ID,
                                              int(ipaddress.IPv4Address(h2.ip))])
-        for _ in range(args.rounds):
-            for name, extra in VARIANTS.items():
+        names = list(VARIANTS)
+        for k in range(args.rounds):   # each round starts one variant later
+            for name in names[k % len(names):] + names[:k % len(names)]:
+                extra = VARIANTS[name]
                 results[name].append(run_variant(h1, h2, key_file, extra, rate=args.rate,
                                                  phase_s=args.phase, qps=args.qps))
     print_summary(results)
