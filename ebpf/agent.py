@@ -4,8 +4,9 @@ One agent per host interface.  ``read`` is the whole loop body: wait briefly for
 ring buffer, copy every committed host record out in one step (numpy), queue them as
 ``formats.agent_batch`` datagrams for the controller (bounded queue, drops counted,
 never blocks; ``ship`` says when: at once for a record that saw a queue, else after a
-few records or milliseconds, ``ebpf.shipper.ShipPolicy``), and forward any rate/FEC feedback that arrived from the controller to
-the local traffic endpoint's control socket (``ebpf.feedback`` describes both sides).
+few records or milliseconds, ``ebpf.shipper.ShipPolicy``), and forward any rate/FEC
+feedback that arrived from the controller to the local traffic endpoint's control
+socket (``ebpf.feedback`` describes both sides).
 The endpoint confirms each record (applied at which PSN, or why not); the agent sends
 those confirmations back to the controller address the feedback came from, with the
 time it held the record, so the controller can measure its loop to "rate applied".
@@ -411,6 +412,8 @@ def build_parser() -> argparse.ArgumentParser:
                "      --feedback-port 32768 --control /run/h2.sock 1 10\n"
                "  python -m ebpf.agent --iface h2-eth0 --controller 10.0.0.100:32767 \\\n"
                "      --feedback-port 32768 --feedback-from 10.0.0.101 --key-file keys.yaml\n"
+               "  python -m ebpf.agent --iface h2-eth0 --controller 10.0.0.100:32767 \\\n"
+               "      --ship-records 1    # every record at once (no holding)\n"
                "  python -m ebpf.agent --iface h2-eth0 --dump-c 1 1   # print the C\n")
     p.add_argument("--iface", required=True, help="interface to attach the sink to")
     p.add_argument("--netns", help="named network namespace of the interface")
