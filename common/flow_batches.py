@@ -17,8 +17,8 @@ def occurrence_rounds(idx: np.ndarray) -> list[np.ndarray]:
         return []
     order = np.argsort(idx, kind="stable")
     sorted_idx = idx[order]
-    starts = np.r_[0, np.flatnonzero(np.diff(sorted_idx)) + 1]
-    group_start = np.repeat(starts, np.diff(np.r_[starts, sorted_idx.size]))
+    starts = np.concatenate(([0], np.flatnonzero(np.diff(sorted_idx)) + 1))
+    group_start = np.repeat(starts, np.diff(np.append(starts, sorted_idx.size)))
     rank = np.empty_like(order)
     rank[order] = np.arange(sorted_idx.size) - group_start
     top = int(rank.max())
@@ -44,8 +44,8 @@ def thin_per_key(idx: np.ndarray, max_per_key: int) -> np.ndarray:
         return np.arange(idx.size)
     order = np.argsort(idx, kind="stable")
     sorted_idx = idx[order]
-    starts = np.r_[0, np.flatnonzero(np.diff(sorted_idx)) + 1]
-    counts = np.diff(np.r_[starts, sorted_idx.size])
+    starts = np.concatenate(([0], np.flatnonzero(np.diff(sorted_idx)) + 1))
+    counts = np.diff(np.append(starts, sorted_idx.size))
     if counts.max() <= max_per_key:
         return np.arange(idx.size)
     group_start = np.repeat(starts, counts)

@@ -3,8 +3,10 @@
 One agent per host interface.  ``read`` is the whole loop body: wait briefly for the
 ring buffer, copy every committed host record out in one step (numpy), queue them as
 ``formats.agent_batch`` datagrams for the controller (bounded queue, drops counted,
-never blocks), and forward any rate/FEC feedback that arrived from the controller to
-the local traffic endpoint's control socket (``ebpf.feedback`` describes both sides).
+never blocks; ``ship`` says when: at once for a record that saw a queue, else after a
+few records or milliseconds, ``ebpf.shipper.ShipPolicy``), and forward any rate/FEC
+feedback that arrived from the controller to the local traffic endpoint's control
+socket (``ebpf.feedback`` describes both sides).
 The endpoint confirms each record (applied at which PSN, or why not); the agent sends
 those confirmations back to the controller address the feedback came from, with the
 time it held the record, so the controller can measure its loop to "rate applied".
@@ -56,7 +58,7 @@ from .feedback import (
 )
 from .netns import in_netns
 from .records import SinkStat, format_flows
-from .shipper import BatchShipper, ShipperStats, udp_sender
+from .shipper import BatchShipper, ShipperStats, ShipPolicy, udp_sender
 from .sink import IntSink, SinkConfig
 
 __all__ = ["AgentConfig", "AgentStats", "HostAgent", "main"]
@@ -87,6 +89,8 @@ class AgentConfig:
     batch_records: int | None = None
     """Records per datagram (default: as many as fit, 132)."""
     sink: SinkConfig = dataclasses.field(default_factory=SinkConfig)
+    ship: ShipPolicy = dataclasses.field(default_factory=ShipPolicy)
+    """When records leave for the controller (``ebpf.shipper.IMMEDIATE``: each read)."""
     keys: KeyFile | None = None
     """Seal batches and confirmations, take only sealed feedback (``ebpf.agent_auth``)."""
     feedback_bind: str = "0.0.0.0"
@@ -198,7 +202,7 @@ class HostAgent:
                     send, agent_id=cfg.agent_id,
                     record_size=HOST_RECORD_DTYPE.itemsize, queue_batches=cfg.queue_batches,
                     batch_records=cfg.batch_records if self._auth is None
-                    else self._auth.batch_records(cfg.batch_records))
+                    else self._auth.batch_records(cfg.batch_records), policy=cfg.ship)
             self._sink.attach()
         except OSError as exc:
             self.close()
@@ -212,6 +216,7 @@ class HostAgent:
         """Detach the sink and close sockets (queued batches get one last flush)."""
         try:
             if self._shipper is not None:
+                self._shipper.release()
                 self._shipper.flush()
         finally:
             self._sink.close()
@@ -234,12 +239,13 @@ class HostAgent:
         """Records since the last call (shipped too); relays pending feedback."""
         if timeout_s > 0:
             extra = tuple(s.fileno() for s in (self._fb_sock, self._ctl_sock) if s is not None)
-            self._sink.wait(timeout_s, extra)
+            held = self._shipper.due() if self._shipper is not None else None
+            self._sink.wait(timeout_s if held is None else min(timeout_s, held), extra)
         ring = self._sink.read(0.0, max_records)
         self._records += ring.size
         if self._shipper is not None:
-            if ring.size:
-                self._shipper.push(ring)
+            self._shipper.offer(ring)
+            self._shipper.due()
             self._shipper.flush()
         self._relay_feedback()
         self._collect_confirmations()
@@ -406,6 +412,8 @@ def build_parser() -> argparse.ArgumentParser:
                "      --feedback-port 32768 --control /run/h2.sock 1 10\n"
                "  python -m ebpf.agent --iface h2-eth0 --controller 10.0.0.100:32767 \\\n"
                "      --feedback-port 32768 --feedback-from 10.0.0.101 --key-file keys.yaml\n"
+               "  python -m ebpf.agent --iface h2-eth0 --controller 10.0.0.100:32767 \\\n"
+               "      --ship-records 1    # every record at once (no holding)\n"
                "  python -m ebpf.agent --iface h2-eth0 --dump-c 1 1   # print the C\n")
     p.add_argument("--iface", required=True, help="interface to attach the sink to")
     p.add_argument("--netns", help="named network namespace of the interface")
@@ -421,6 +429,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--confirm-timeout", type=argtypes.positive, default=1.0, metavar="S",
                    help="report feedback the endpoint has not confirmed after S seconds "
                         "as UNCONFIRMED (default 1)")
+    ship = ShipPolicy()
+    p.add_argument("--ship-records", type=int, default=ship.records, metavar="N",
+                   help=f"ship host records once N are held (1: each at once; default "
+                        f"{ship.records})")
+    p.add_argument("--ship-interval", type=float, default=1e3 * ship.interval_s,
+                   metavar="MS", help=f"hold a record at most MS milliseconds (default "
+                                      f"{1e3 * ship.interval_s:g})")
+    p.add_argument("--ship-queued-interval", type=float,
+                   default=1e3 * ship.queued_interval_s, metavar="MS",
+                   help=f"hold a record that saw a queue at some hop at most MS "
+                        f"milliseconds (default {1e3 * ship.queued_interval_s:g}: at once)")
     p.add_argument("--int-port", type=argtypes.port, default=INT_UDP_PORT,
                    help=f"UDP port announcing INT (default {INT_UDP_PORT})")
     p.add_argument("--malformed", choices=("pass", "drop"), default="pass",
@@ -456,6 +475,8 @@ def main(argv: list[str] | None = None) -> int:
             iface=args.iface, netns=args.netns, controller=args.controller,
             agent_id=args.agent_id, feedback_port=args.feedback_port,
             control_socket=args.control, confirm_timeout_s=args.confirm_timeout,
+            ship=ShipPolicy(records=args.ship_records, interval_s=args.ship_interval / 1e3,
+                            queued_interval_s=args.ship_queued_interval / 1e3),
             sink=SinkConfig(int_udp_port=args.int_port, ringbuf_pages=args.ringbuf_pages,
                             malformed_drop=args.malformed == "drop",
                             hook="xdp" if args.xdp else "tc", echo=args.echo))

@@ -107,7 +107,10 @@ class RingBufReader:
             poll.register(self._fd, select.POLLIN)
             for fd in extra_fds:
                 poll.register(fd, select.POLLIN)
-        return bool(poll.poll(max(0, int(timeout_s * 1000))))
+        ms = int(timeout_s * 1000)
+        if ms <= 0 and timeout_s > 0:
+            ms = 1   # a sub-millisecond wait (a held record due soon) is not a busy loop
+        return bool(poll.poll(max(0, ms)))
 
     def read(self, max_records: int = 1 << 16) -> np.ndarray:
         """Copy out up to ``max_records`` committed records and release their space."""

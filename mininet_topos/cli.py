@@ -231,8 +231,8 @@ def _experiment(args: argparse.Namespace) -> int:
         from mininet_topos.experiment.runner import compare_row
 
         print(f"{'variant':<22} {'goodput':>9} {'util':>5} {'FCT p50':>8} {'FCT p99':>8} "
-              f"{'queue':>5} {'q p50':>5} {'q avg':>5} {'drops':>5} {'cuts':>5} {'react':>6}  "
-              "lossy link")
+              f"{'queue':>5} {'q p50':>5} {'q avg':>5} {'drops':>5} {'cuts':>5} {'react':>6} "
+              f"{'loop p50/p99':>13}  lossy link")
         for r in results:
             s = r.summary
             row = compare_row(s)
@@ -253,10 +253,13 @@ def _experiment(args: argparse.Namespace) -> int:
             util = f"{100 * row['utilisation']:4.0f}%" if row["utilisation"] else "    -"
             rs = row.get("reaction_p50_s")
             react = f"{1e3 * rs:.1f}ms" if rs is not None else "-"
+            # the controller's loop, host capture -> applied at the sender (cc: hpcc)
+            loop = (f"{1e3 * row['loop_p50_s']:.0f}/{1e3 * row['loop_p99_s']:.0f}ms"
+                    if row.get("loop_p50_s") is not None else "-")
             print(f"{r.spec.variant[:22]:<22} {gp:6.1f}M/s {util} {ms(fct.get('p50'))} "
                   f"{ms(fct.get('p99'))} {q:>5} {num(row['queue_p50_busy_pkts'], '.0f'):>5} "
                   f"{num(row['queue_mean_busy_pkts'], '.1f'):>5} {drops:>5} "
-                  f"{num(row['rate_cuts']):>5} {react:>6}  {lossy}")
+                  f"{num(row['rate_cuts']):>5} {react:>6} {loop:>13}  {lossy}")
     print(f"results: {args.out.resolve()}")
     for r in results:
         for name, p in sorted(r.plots.items()):

@@ -113,6 +113,8 @@ class HpccStats:
     decision_to_applied: LatencySummary
     telemetry_to_applied: LatencySummary | None = None
     """Telemetry arrival -> rate applied at the sender (from agent confirmations)."""
+    host_to_applied: LatencySummary | None = None
+    """Host sink's capture of the telemetry -> rate applied at the sender (end to end)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -392,7 +394,8 @@ class HpccEngine:
             telemetry_to_decision=lat["telemetry_to_decision"],
             telemetry_to_sent=lat["telemetry_to_sent"],
             decision_to_applied=lat["decision_to_applied"],
-            telemetry_to_applied=lat["telemetry_to_applied"])
+            telemetry_to_applied=lat["telemetry_to_applied"],
+            host_to_applied=lat["host_to_applied"])
 
     def _check_idx(self, flow_idx: npt.ArrayLike, where: str) -> np.ndarray:
         idx = np.asarray(flow_idx, dtype=np.int64).ravel()

@@ -10,6 +10,15 @@ reports how long it held the record (``hold_ns``, a duration), so
 
 (half the network round trip out, then the agent's hold, which ends when the
 endpoint's answer reached the agent: the applied moment lies inside it).
+
+End to end, ``host_to_applied`` starts where the telemetry was made: the host
+sink's capture time of the oldest host record of the flow that the decision
+answered (``record_capture``), so the agent's holding and shipping and the
+collector's queue are inside it.  Capture times are the host kernel's
+CLOCK_MONOTONIC, the controller's clock only when both run on one machine (the
+test bed's namespaces): a capture time after the arrival or more than
+``MAX_HOST_SKEW_NS`` before it is another clock and is counted in
+``clock_mismatch`` instead of measured.
 """
 from __future__ import annotations
 
@@ -19,6 +28,10 @@ import numpy as np
 import numpy.typing as npt
 
 from controller.cc.errors import ParameterError
+
+MAX_HOST_SKEW_NS = 10_000_000_000
+"""A host record older than this on arrival is taken for another machine's clock."""
+_NEVER = np.iinfo(np.int64).max
 
 
 @dataclass(slots=True, kw_only=True)
@@ -90,6 +103,11 @@ class LoopLatency:
     sent: LatencyRing = field(init=False)
     apply: LatencyRing = field(init=False)
     telemetry_apply: LatencyRing = field(init=False)
+    host_apply: LatencyRing = field(init=False)
+    clock_mismatch: int = field(init=False, default=0)
+    """Host records whose capture time is not on this clock (see the module doc)."""
+    _last_capture_ns: np.ndarray = field(init=False, repr=False)
+    _seq_capture_ns: np.ndarray = field(init=False, repr=False)
     _last_decided_ns: np.ndarray = field(init=False, repr=False)
     _last_arrival_ns: np.ndarray = field(init=False, repr=False)
     _seq_tag: np.ndarray = field(init=False, repr=False)
@@ -104,6 +122,9 @@ class LoopLatency:
         self.sent = LatencyRing(capacity=self.capacity)
         self.apply = LatencyRing(capacity=self.capacity)
         self.telemetry_apply = LatencyRing(capacity=self.capacity)
+        self.host_apply = LatencyRing(capacity=self.capacity)
+        self._last_capture_ns = np.full(self.n_flows, -1, dtype=np.int64)
+        self._seq_capture_ns = np.full(self.seq_capacity, -1, dtype=np.int64)
         self._last_decided_ns = np.full(self.n_flows, -1, dtype=np.int64)
         self._last_arrival_ns = np.full(self.n_flows, -1, dtype=np.int64)
         self._seq_tag = np.full(self.seq_capacity, -1, dtype=np.int64)
@@ -117,6 +138,25 @@ class LoopLatency:
         self.decide.add(decided_ns - arrival)
         self._last_decided_ns[flow_idx] = decided_ns
         self._last_arrival_ns[flow_idx] = arrival
+
+    def record_capture(self, flow_idx: npt.ArrayLike, capture_ns: npt.ArrayLike,
+                       arrival_ns: npt.ArrayLike) -> None:
+        """The samples of one batch (host capture and arrival times, 0 capture for a
+        switch's report): each flow's oldest capture on this clock becomes the start
+        of the ``host_to_applied`` sample of the feedback that answers the batch."""
+        idx = np.asarray(flow_idx, dtype=np.int64).ravel()
+        cap = np.asarray(capture_ns).astype(np.int64, copy=False).ravel()
+        age = np.asarray(arrival_ns, dtype=np.int64) - cap
+        ok = (cap > 0) & (age >= 0) & (age <= MAX_HOST_SKEW_NS)
+        last = self._last_capture_ns
+        if ok.all():   # host records on this clock (the usual case): no masking
+            last[idx] = _NEVER
+            np.minimum.at(last, idx, cap)
+            return
+        self.clock_mismatch += int(((cap > 0) & ~ok).sum())
+        last[idx] = _NEVER
+        np.minimum.at(last, idx[ok], cap[ok])
+        last[idx[last[idx] == _NEVER]] = -1
 
     def record_sent(self, flow_idx: npt.ArrayLike, sent_ns: int,
                     seq: npt.ArrayLike | None = None) -> None:
@@ -133,6 +173,7 @@ class LoopLatency:
             self._seq_tag[slot] = s[ok]
             self._seq_decided_ns[slot] = self._last_decided_ns[idx[ok]]
             self._seq_arrival_ns[slot] = last[ok]
+            self._seq_capture_ns[slot] = self._last_capture_ns[idx[ok]]
 
     def record_confirmed(self, seq: npt.ArrayLike, sent_ns: npt.ArrayLike,
                          received_ns: npt.ArrayLike, hold_ns: npt.ArrayLike) -> int:
@@ -152,6 +193,8 @@ class LoopLatency:
         applied = sent[ok] + one_way
         self.apply.add(applied - self._seq_decided_ns[slot[ok]])
         self.telemetry_apply.add(applied - self._seq_arrival_ns[slot[ok]])
+        cap = self._seq_capture_ns[slot[ok]]
+        self.host_apply.add((applied - cap)[cap > 0])
         self._seq_tag[slot[ok]] = -1   # one sample per record
         return int(ok.sum())
 
@@ -165,8 +208,10 @@ class LoopLatency:
 
     def summary(self) -> dict[str, LatencySummary]:
         """``telemetry_to_decision``, ``telemetry_to_sent`` (feedback on the wire),
-        ``decision_to_applied`` and ``telemetry_to_applied`` (when agents confirm)."""
+        ``decision_to_applied``, ``telemetry_to_applied`` (when agents confirm) and
+        ``host_to_applied`` (from the host's capture, host records on this clock)."""
         return {"telemetry_to_decision": self.decide.summary(),
                 "telemetry_to_sent": self.sent.summary(),
                 "decision_to_applied": self.apply.summary(),
-                "telemetry_to_applied": self.telemetry_apply.summary()}
+                "telemetry_to_applied": self.telemetry_apply.summary(),
+                "host_to_applied": self.host_apply.summary()}

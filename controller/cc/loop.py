@@ -115,6 +115,9 @@ class HpccLoop:
             return
         rows = np.flatnonzero(use)
         n_use = rows.size
+        # end to end from the host: every sample the decision answers, thinned or not
+        self.engine.latency.record_capture(slots[rows], samples_rec["capture_ns"][rows],
+                                           samples_rec["arrival_ns"][rows])
         rows = rows[thin_per_key(slots[rows], self.max_samples_per_flow)]
         self.stats.samples_thinned += n_use - rows.size
         hs = self._feed(_select(batch, rows), slots[rows])

@@ -36,6 +36,8 @@ def stats_lines(st: HpccStats) -> list[str]:
         f"decision -> applied   : {_ms(st.decision_to_applied)}",
         *([f"telemetry -> applied : {_ms(st.telemetry_to_applied)}"]
           if st.telemetry_to_applied is not None else []),
+        *([f"host -> applied      : {_ms(st.host_to_applied)}"]
+          if st.host_to_applied is not None and st.host_to_applied.count else []),
     ]
 
 

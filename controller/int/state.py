@@ -178,7 +178,7 @@ class HopTable:
         ts = hops["egress_ts_us"]
         order = np.lexsort((ts, key))
         ks = key[order]
-        starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
+        starts = np.flatnonzero(np.concatenate(([True], ks[1:] != ks[:-1])))
         uniq = ks[starts]
         slots_u, new = self._slots.lookup(uniq.tolist(), self.last_update_ns)
         if new.any():
@@ -194,7 +194,7 @@ class HopTable:
             for arr in (self.qlen_bytes, self.qlen_pkts, self.line_rate_bps, self.hop_latency_ns,
                         self.egress_ts_us, self.tx_bytes):
                 arr[s_new] = 0
-        group = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, n]))
+        group = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, n)))
         slot_sorted = slots_u[group]
         h = hops[order]
         f = h["fields"]
@@ -220,10 +220,10 @@ class HopTable:
             rate[ok] = dbytes[ok].astype(np.float64) * 8e6 / dts[ok].astype(np.float64)
         # latest values: the last record of each group wins (sorted by ts within the
         # group), unless it is older than what the table holds (a late sample)
-        last = np.r_[starts[1:], n] - 1
+        last = np.append(starts[1:], n) - 1
         hl_all = h[last]
         self.last_update_ns[slots_u] = arrival_ns[order][last]
-        self.samples[slots_u] += np.diff(np.r_[starts, n]).astype(np.uint64)
+        self.samples[slots_u] += np.diff(np.append(starts, n)).astype(np.uint64)
         has_ts = (hl_all["fields"] & FIELD_EGRESS_TS).astype(bool)
         fresh = new | ~has_ts | (hl_all["egress_ts_us"] >= self.egress_ts_us[slots_u])
         s_last = slots_u[fresh]
@@ -248,7 +248,7 @@ class HopTable:
         if valid.any():
             vi = np.flatnonzero(valid)
             gi = group[vi]
-            newest = np.r_[gi[1:] != gi[:-1], True]
+            newest = np.append(gi[1:] != gi[:-1], True)
             self.tx_rate_bps[slots_u[gi[newest]]] = rate[vi[newest]]
         # rings
         rank = np.arange(n) - starts[group]
@@ -258,7 +258,7 @@ class HopTable:
         self.ring_qlen_pkts[slot_sorted, pos] = h["queue_pkts"]
         self.ring_tx_rate_bps[slot_sorted, pos] = rate
         self.ring_hop_latency_ns[slot_sorted, pos] = h["hop_latency_us"].astype(np.uint64) * 1000
-        self.write_pos[slots_u] += np.diff(np.r_[starts, n]).astype(np.uint64)
+        self.write_pos[slots_u] += np.diff(np.append(starts, n)).astype(np.uint64)
         out = np.empty(n, np.int64)
         out[order] = slot_sorted
         return out
@@ -340,7 +340,7 @@ class FlowTable:
         # group by (k1, k2) with one lexsort (several times faster than unique(axis=0))
         o = np.lexsort((k2, k1))
         a, b = k1[o], k2[o]
-        head = np.r_[True, (a[1:] != a[:-1]) | (b[1:] != b[:-1])]
+        head = np.concatenate(([True], (a[1:] != a[:-1]) | (b[1:] != b[:-1])))
         inv = np.empty(n, np.int64)
         inv[o] = np.cumsum(head) - 1
         first_idx = o[head]  # lexsort is stable: the first sample of each flow
@@ -408,8 +408,8 @@ class FlowTable:
         lat = np.bincount(hs, weights=hops["hop_latency_us"].astype(np.float64), minlength=n)
         order = np.argsort(slot, kind="stable")
         ss = slot[order]
-        starts = np.flatnonzero(np.r_[True, ss[1:] != ss[:-1]])
-        sizes = np.diff(np.r_[starts, n])
+        starts = np.flatnonzero(np.concatenate(([True], ss[1:] != ss[:-1])))
+        sizes = np.diff(np.append(starts, n))
         rank = np.arange(n) - np.repeat(starts, sizes)
         pos = ((self.write_pos[ss] + rank.astype(np.uint64)) % np.uint64(self.depth)).astype(np.int64)
         self.ring_arrival_ns[ss, pos] = samples["arrival_ns"][order]

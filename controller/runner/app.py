@@ -469,10 +469,11 @@ class Controller:
             coll["hpcc_samples"] = hs.samples
             coll["hpcc_active_flows"] = hs.active_flows
             for key in ("telemetry_to_decision", "telemetry_to_sent", "decision_to_applied",
-                        "telemetry_to_applied"):
+                        "telemetry_to_applied", "host_to_applied"):
                 lat = getattr(hs, key)
                 coll[f"loop_{key}_s"] = None if not lat.count else {
                     "count": lat.count, "p50": lat.p50_s, "p99": lat.p99_s, "max": lat.max_s}
+            coll["loop_host_clock_mismatch"] = self.hpcc.engine.latency.clock_mismatch
             coll["fec_records"] = self.fec_records
             coll["feedback_confirmations"] = dict(self.hpcc.sender.stats.confirmations)
             if self.hpcc.sender.verifier is not None:

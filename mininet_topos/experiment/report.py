@@ -25,6 +25,7 @@ LOOP_STAGES = (
     ("loop_telemetry_to_sent_s", "telemetry -> feedback sent"),
     ("loop_decision_to_applied_s", "decision -> applied at sender"),
     ("loop_telemetry_to_applied_s", "telemetry -> applied at sender"),
+    ("loop_host_to_applied_s", "host capture -> applied at sender (end to end)"),
 )
 
 

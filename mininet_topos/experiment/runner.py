@@ -558,7 +558,8 @@ def utilisation(ranks: dict[str, Any], limit_bps: float) -> float | None:
 def compare_row(s: dict[str, Any]) -> dict[str, Any]:
     """A variant's congestion figures for the side-by-side table: utilisation, the
     bottleneck's switch queue (median while busy, high water, tail drops: the P4
-    switches' own statistics) and the senders' CNPs and DCQCN cuts."""
+    switches' own statistics), the senders' CNPs and DCQCN cuts, and the controller's
+    loop end to end (host capture -> rate applied at the sender, p50/p99: ``cc: hpcc``)."""
     ports = s.get("switch_ports") or {}
     worst: tuple[str | None, dict[str, int]] = max(
         ports.items(), key=lambda kv: (kv[1]["tail_drops"], kv[1]["queue_high_water"]),
@@ -569,6 +570,7 @@ def compare_row(s: dict[str, Any]) -> dict[str, Any]:
         node, _, num = port.partition("/")
         busy = (s.get("switch_queues") or {}).get(f"{node}/{node}-eth{num}")
     cc = s.get("senders_cc") or {}
+    loop = ((s.get("int") or {}).get("collector") or {}).get("loop_host_to_applied_s") or {}
     return {"utilisation": s.get("utilisation"), "switch_port": port,
             "queue_p50_busy_pkts": busy["p50_busy_pkts"] if busy else None,
             "queue_mean_busy_pkts": busy.get("mean_busy_pkts") if busy else None,
@@ -576,7 +578,8 @@ def compare_row(s: dict[str, Any]) -> dict[str, Any]:
             "tail_drops": worst[1].get("tail_drops"),
             "cnps_rx": cc.get("cnps_rx"), "rate_cuts": cc.get("rate_cuts"),
             "reaction_p50_s": (sorted(cc["reaction_s"])[len(cc["reaction_s"]) // 2]
-                               if cc.get("reaction_s") else None)}
+                               if cc.get("reaction_s") else None),
+            "loop_p50_s": loop.get("p50"), "loop_p99_s": loop.get("p99")}
 
 
 def _compare_plots(res: ResultsDir, name: str, results: list[RunResult]) -> None:

@@ -75,3 +75,29 @@ def test_engine_stats():
     assert st.samples == 1 and st.active_flows == 2 and st.flows_below_line_rate == 0
     assert st.telemetry_to_decision.p50_s == pytest.approx(4e-6)
     assert st.decision_to_applied.count == 0
+
+
+def test_host_to_applied_starts_at_the_oldest_capture_the_feedback_answers():
+    """End to end per feedback record: from the host sink's capture of the oldest
+    telemetry of the flow in the batch to the estimated applied moment; switch reports
+    (capture 0) and captures on another clock give no sample (the latter counted)."""
+    lat = LoopLatency(n_flows=4)
+    # flow 0: two host records (captured at 1000 and 1500), flow 1: a report (no capture),
+    # flow 2: a capture "after" its arrival (another machine's clock)
+    flows = np.array([0, 0, 1, 2])
+    arrival = np.full(4, 4_000)
+    lat.record_decided(flows, arrival, 5_000)
+    lat.record_capture(flows, np.array([1_500, 1_000, 0, 9_000]), arrival)
+    assert lat.clock_mismatch == 1
+    lat.record_sent(np.array([0, 1, 2]), 6_000, seq=np.array([10, 11, 12]))
+    # confirmations received at 8000 after a 1000 ns hold: applied at 6000 + 500 + 1000
+    assert lat.record_confirmed([10, 11, 12], 6_000, 8_000, 1_000) == 3
+    s = lat.summary()
+    assert s["telemetry_to_applied"].count == 3
+    assert s["host_to_applied"].count == 1
+    assert s["host_to_applied"].max_s == pytest.approx((7_500 - 1_000) * 1e-9)
+    # the next batch of flow 0 holds only a report: its feedback has no host sample
+    lat.record_capture(np.array([0]), np.array([0]), np.array([9_000]))
+    lat.record_sent(np.array([0]), 9_500, seq=np.array([13]))
+    lat.record_confirmed([13], 9_500, 10_000, 0)
+    assert lat.summary()["host_to_applied"].count == 1

@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 import pytest
-from ebpf_helpers import ROOT
+from ebpf_helpers import ROOT, start_switch_process
 
 from softswitch.api import Switch
 from softswitch.errors import RuntimeApiError
@@ -270,9 +270,6 @@ def test_controller_programs_the_int_switch_and_reports_leave(tmp_path) -> None:
     its intent computes for leaf s4 of leaf-spine; a RoCEv2 frame from h3 to h4 then
     gets INT inserted and stripped in the kernel, and h4, the collector, receives the
     frame and its Telemetry Report (the live I2E clone)."""
-    import os
-    import subprocess
-    import sys
 
     from controller.intent import CollectorSpec, IntentOptions, SinkMode, compute_intent
     from controller.p4rt import Fleet, ManagedSwitch, load_pipeline
@@ -291,16 +288,9 @@ def test_controller_programs_the_int_switch_and_reports_leave(tmp_path) -> None:
         s1, a = veth_pair(sw, h3, prefix="tcin")
         s2, b = veth_pair(sw, h4, prefix="tcin")
         sock = tmp_path / "p4rt.sock"
-        proc = sw.popen([sys.executable, "-m", "softswitch", "switch", "--target", "ebpf",
-                         "-i", f"1@{s1.ifname}", "-i", f"2@{s2.ifname}", "--device-id", "4",
-                         "--grpc-server-addr", f"unix:{sock}"],
-                        cwd=str(ROOT), env=dict(os.environ, PYTHONPATH=str(ROOT)),
-                        stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 60
-        while not sock.exists():
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-            assert time.monotonic() < deadline, "ebpf switch not ready in 60 s"
-            time.sleep(0.05)
+        proc = start_switch_process(sw, ["--target", "ebpf", "-i", f"1@{s1.ifname}",
+                                         "-i", f"2@{s2.ifname}", "--device-id", "4",
+                                         "--grpc-server-addr", f"unix:{sock}"], sock)
         managed = ManagedSwitch(name="s4", address=f"unix:{sock}", device_id=4, pipeline=pipeline,
                                 desired=desired)
         with Fleet([managed]) as fleet:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 
 import pytest
-from ebpf_helpers import ROOT
+from ebpf_helpers import ROOT, start_switch_process
 
 from softswitch.api import Switch
 from softswitch.switchd.errors import OptionError
@@ -108,10 +108,7 @@ def test_burst_through_veths_fills_the_queue_and_drops_at_depth(tmp_path) -> Non
     depth are tail drops counted by the switch, the kernel drops nothing the queue
     admitted, and the frames really leave at the rate (shaped)."""
     import json
-    import os
     import socket
-    import subprocess
-    import sys
     import time
 
     from mininet_topos.netns import Namespace, veth_pair
@@ -127,17 +124,11 @@ def test_burst_through_veths_fills_the_queue_and_drops_at_depth(tmp_path) -> Non
         a, s2 = veth_pair(h1, sw, prefix="tebtm")
         s1, b = veth_pair(sw, h2, prefix="tebtm")
         stats = tmp_path / "stats.json"
-        proc = sw.popen([sys.executable, "-m", "softswitch", "switch", str(PROBE), "--target", "ebpf",
-                         "-i", f"1@{s1.ifname}", "-i", f"2@{s2.ifname}", "--queue-rate", "1:8",
-                         "--queue-depth", f"1:{depth}", "--grpc-server-addr", "none",
-                         "--stats-file", str(stats)],
-                        cwd=str(ROOT), env=dict(os.environ, PYTHONPATH=str(ROOT)),
-                        stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 60
-        while not stats.exists():
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-            assert time.monotonic() < deadline, "ebpf switch not ready in 60 s"
-            time.sleep(0.05)
+        proc = start_switch_process(sw, [str(PROBE), "--target", "ebpf",
+                                         "-i", f"1@{s1.ifname}", "-i", f"2@{s2.ifname}",
+                                         "--queue-rate", "1:8", "--queue-depth", f"1:{depth}",
+                                         "--grpc-server-addr", "none",
+                                         "--stats-file", str(stats)], stats)
         qdiscs = sw.run(["tc", "qdisc", "show", "dev", s1.ifname]).stdout
         assert "htb" in qdiscs and f"limit {depth * 4}" in qdiscs, qdiscs
         with h2.enter():

@@ -3,14 +3,11 @@ loaded: tc filters, the program and every map."""
 from __future__ import annotations
 
 import json
-import os
 import socket
-import subprocess
-import sys
 import time
 
 import pytest
-from ebpf_helpers import ROOT
+from ebpf_helpers import ROOT, start_switch_process
 
 from mininet_topos.netns import Namespace, veth_pair
 from softswitch.api import Switch
@@ -63,16 +60,10 @@ def test_switch_process_forwards_between_namespaces_and_cleans_up(tmp_path) -> N
             f"add MyIngress.ipv4_lpm hdr.ipv4.dstAddr:0x0a070002/32 "
             f"MyIngress.ipv4_forward(dstAddr:0x{b.mac.replace(':', '')}, port:2)\n")
         stats = tmp_path / "stats.json"
-        proc = sw.popen([sys.executable, "-m", "softswitch", "switch", str(PROGRAM), "--target", "ebpf",
-                         "--entries", str(entries), "-i", f"1@{s1.ifname}", "-i", f"2@{s2.ifname}",
-                         "--grpc-server-addr", "none", "--stats-file", str(stats)],
-                        cwd=str(ROOT), env=dict(os.environ, PYTHONPATH=str(ROOT)),
-                        stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 60
-        while not stats.exists():
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-            assert time.monotonic() < deadline, "ebpf switch not ready in 60 s"
-            time.sleep(0.05)
+        proc = start_switch_process(sw, [str(PROGRAM), "--target", "ebpf", "--entries",
+                                         str(entries), "-i", f"1@{s1.ifname}",
+                                         "-i", f"2@{s2.ifname}", "--grpc-server-addr", "none",
+                                         "--stats-file", str(stats)], stats)
         filters = sw.run(["tc", "filter", "show", "dev", s1.ifname, "ingress"]).stdout
         assert "p4_softswitch" in filters and "direct-action" in filters, filters
         res = h1.run(["ping", "-c", "3", "-i", "0.2", "-W", "3", "10.7.0.2"], check=False)
@@ -146,16 +137,10 @@ def test_controller_installs_the_program_and_routes_over_p4runtime(tmp_path) -> 
         h2.run(["ip", "neigh", "replace", "10.8.0.1", "lladdr", a.mac, "dev", b.ifname])
         sock = tmp_path / "p4rt.sock"
         stats = tmp_path / "stats.json"
-        proc = sw.popen([sys.executable, "-m", "softswitch", "switch", "--target", "ebpf",
-                         "-i", f"1@{s1.ifname}", "-i", f"2@{s2.ifname}", "--device-id", "3",
-                         "--grpc-server-addr", f"unix:{sock}", "--stats-file", str(stats)],
-                        cwd=str(ROOT), env=dict(os.environ, PYTHONPATH=str(ROOT)),
-                        stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 60
-        while not sock.exists():
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-            assert time.monotonic() < deadline, "ebpf switch not ready in 60 s"
-            time.sleep(0.05)
+        proc = start_switch_process(sw, ["--target", "ebpf", "-i", f"1@{s1.ifname}",
+                                         "-i", f"2@{s2.ifname}", "--device-id", "3",
+                                         "--grpc-server-addr", f"unix:{sock}",
+                                         "--stats-file", str(stats)], sock)
         with SwitchClient(name="s1", address=f"unix:{sock}", device_id=3) as cl:
             cl.connect()
             cl.set_pipeline(info, PROGRAM.read_bytes())
@@ -202,15 +187,9 @@ def test_digests_reach_the_p4runtime_client(tmp_path) -> None:
             _quiet(ns)
         a, s1 = veth_pair(h1, sw, prefix="tebd")
         sock = tmp_path / "p4rt.sock"
-        proc = sw.popen([sys.executable, "-m", "softswitch", "switch", str(program), "--target", "ebpf",
-                         "-i", f"3@{s1.ifname}", "--device-id", "4", "--grpc-server-addr", f"unix:{sock}"],
-                        cwd=str(ROOT), env=dict(os.environ, PYTHONPATH=str(ROOT)),
-                        stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 60
-        while not sock.exists():
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-            assert time.monotonic() < deadline, "ebpf switch not ready in 60 s"
-            time.sleep(0.05)
+        proc = start_switch_process(sw, [str(program), "--target", "ebpf", "-i", f"3@{s1.ifname}",
+                                         "--device-id", "4", "--grpc-server-addr",
+                                         f"unix:{sock}"], sock)
         with SwitchClient(name="s1", address=f"unix:{sock}", device_id=4) as cl:
             cl.connect()
             digest_id = info.digests[0].preamble.id

@@ -188,18 +188,25 @@ def test_variant_rows_and_control_loop_lines():
     row = compare_row(s)
     assert row == {"utilisation": 0.9, "switch_port": "s1/9", "queue_p50_busy_pkts": 61.0,
                    "queue_mean_busy_pkts": None, "queue_high_water_pkts": 64, "tail_drops": 700, "cnps_rx": 40,
-                   "rate_cuts": 12, "reaction_p50_s": None}
+                   "rate_cuts": 12, "reaction_p50_s": None, "loop_p50_s": None,
+                   "loop_p99_s": None}
     assert compare_row({})["switch_port"] is None
     coll = {"loop_telemetry_to_decision_s": {"count": 10, "p50": 0.002, "p99": 0.01,
                                              "max": 0.02},
             "loop_telemetry_to_sent_s": None,
             "loop_decision_to_applied_s": {"count": 0, "p50": 0, "p99": 0, "max": 0},
             "loop_telemetry_to_applied_s": {"count": 3, "p50": 0.004, "p99": 0.005,
-                                            "max": 0.005}}
+                                            "max": 0.005},
+            "loop_host_to_applied_s": {"count": 3, "p50": 0.006, "p99": 0.009, "max": 0.009}}
     assert control_loop_lines(coll) == [
         "control loop telemetry -> decision: p50 2.0 ms, p99 10.0 ms, max 20.0 ms (10 samples)",
         ("control loop telemetry -> applied at sender: p50 4.0 ms, p99 5.0 ms, max 5.0 ms "
-        "(3 samples)")]
+         "(3 samples)"),
+        ("control loop host capture -> applied at sender (end to end): p50 6.0 ms, p99 9.0 ms, "
+         "max 9.0 ms (3 samples)")]
+    # the sweep line's loop column: the end-to-end figures of cc: hpcc
+    hpcc_row = compare_row({**s, "int": {"collector": coll}})
+    assert (hpcc_row["loop_p50_s"], hpcc_row["loop_p99_s"]) == (0.006, 0.009)
     assert control_loop_lines(None) == [] and control_loop_lines({}) == []
     lines = format_summary({**s, "goodput_tx_bps_total": 3.6e6, "goodput_limit_bps": 4e6,
                             "int": {"collector": coll}})
@@ -213,7 +220,7 @@ def test_variant_rows_and_control_loop_lines():
     assert utilisation({}, 4e6) is None and utilisation(ranks, 0.0) is None
     assert ("senders' DCQCN: 40 CNPs received, 12 rate cuts, lowest rate 0.30 Mbit/s"
             in lines)
-    assert lines[-1].startswith("control loop telemetry -> applied")
+    assert lines[-1].startswith("control loop host capture -> applied")
 
 
 def test_topology_type_is_unchanged_by_overrides(tmp_path):

@@ -253,9 +253,16 @@ def test_the_incast_preset_runs_every_variant_to_completion(incast_cc):
 
 
 def test_hpcc_keeps_the_incast_queue_short_where_no_cc_fills_it(incast_cc):
-    _, runs, _ = incast_cc
+    _, runs, stdout = incast_cc
     _cc_beats_no_cc(runs, "hpcc")
-    assert runs["hpcc"]["int"]["collector"]["feedback_records"] > 0
+    coll = runs["hpcc"]["int"]["collector"]
+    assert coll["feedback_records"] > 0
+    # its loop end to end, per feedback record (host capture -> applied at the sender),
+    # in the summary and the sweep line
+    e2e = coll["loop_host_to_applied_s"]
+    assert e2e["count"] > 0 and coll["loop_host_clock_mismatch"] == 0
+    assert e2e["p50"] >= coll["loop_telemetry_to_applied_s"]["p50"] > 0
+    assert "loop p50/p99" in stdout
 
 
 def test_dcqcn_keeps_the_incast_queue_shorter_than_no_cc(incast_cc):

@@ -12,9 +12,7 @@ from formats.int_echo import EchoHop
 from formats.int_md import MAX_HOPS
 from traffic.echo_guard import ECHO_REJECT_REASONS, EchoGuard
 from traffic.endpoint import Endpoint, EndpointConfig
-from traffic.hpcc import HpccSettings
 from traffic.qp_types import CongestionControl, QpConfig
-from traffic.requester import Requester
 
 OK = EchoHop(node_id=1, egress_ts=1000, tx_bytes=500, queue_bytes=2000, line_rate=4)
 WINDOW = {"una": 100, "next_seq": 110, "window_pkts": 16}
@@ -47,24 +45,8 @@ def test_bounds_are_settings() -> None:
     assert g.check([EchoHop(1, 1, 1, 10_000, 100)], ack_seq=105, **WINDOW) is None
 
 
-def _requester() -> Requester:
-    cfg = QpConfig(qpn=0x10000, peer_qpn=0x10000, peer_ip="10.0.0.9", rate_bps=4e6,
-                   cc=CongestionControl.HPCC_SENDER, hpcc=HpccSettings(base_rtt_s=0.01))
-    return Requester(cfg=cfg, local_ip="10.0.0.1", sport=50000)
-
-
-def _ack(psn: int, hops: list[EchoHop]) -> tuple[roce.RocePacket, tuple[EchoHop, ...]]:
-    wire = int_echo.append_echo(
-        roce.build_udp_payload(src="10.0.0.9", dst="10.0.0.1", sport=50001,
-                               opcode=roce.Opcode.ACKNOWLEDGE, dest_qp=0x10000, psn=psn,
-                               aeth=(0, 1)), hops)
-    plain, got = int_echo.split_echo(wire)
-    assert got is not None
-    return roce.parse_udp_payload(plain), got
-
-
-def test_forged_echoes_do_not_move_the_rate() -> None:
-    r = _requester()
+def test_forged_echoes_do_not_move_the_rate(hpcc_requester, echo_ack) -> None:
+    r = hpcc_requester(base_rtt_s=0.01)
     r.post_write(bytes(20 * 1024), now=0.0)
     out: list[bytes] = []
     r.poll(0.0, out)
@@ -72,7 +54,7 @@ def test_forged_echoes_do_not_move_the_rate() -> None:
     sent = len(out)
     assert sent == 2
     for p in range(2):   # genuine: idle path at the line rate, HPCC has its reference
-        pkt, hops = _ack(p, [EchoHop(1, 1000 * (p + 1), 250 * p, 0, 4)])
+        pkt, hops = echo_ack(p, [EchoHop(1, 1000 * (p + 1), 250 * p, 0, 4)])
         r.on_ack(pkt, 0.003 + 0.001 * p)
         r.on_int_echo(hops, pkt, 0.003 + 0.001 * p)
     rate = r.cfg.rate_bps
@@ -81,7 +63,7 @@ def test_forged_echoes_do_not_move_the_rate() -> None:
               ([], 1),                                            # no hop
               ([EchoHop(1, 3000, 500, 50_000, 4)], sent + 100)]   # an ACK of unsent data
     for hops, psn in forged:
-        pkt, got = _ack(psn, hops)
+        pkt, got = echo_ack(psn, hops)
         r.on_int_echo(got, pkt, 0.006)
     assert r.cfg.rate_bps == rate and r.hpcc_max_queue_bytes == 0
     assert r.echo_guard.rejected == {"queue_bytes": 1, "line_rate": 1, "hop_count": 1,

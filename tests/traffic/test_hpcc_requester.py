@@ -2,34 +2,15 @@
 window; the reaction (first echoed queue -> first cut) is timed; feedback caps it."""
 from __future__ import annotations
 
-from formats import int_echo, roce
 from formats.int_echo import EchoHop
-from traffic.hpcc import HpccSettings
-from traffic.qp_types import CongestionControl, QpConfig
+from traffic.qp_types import QpConfig
 from traffic.requester import Requester
 
-RATE = 4e6
+RATE = 4e6   # the line rate of conftest's hpcc_requester QPs
 
 
-def requester(**hpcc) -> Requester:
-    cfg = QpConfig(qpn=0x10000, peer_qpn=0x10000, peer_ip="10.0.0.9", rate_bps=RATE,
-                   cc=CongestionControl.HPCC_SENDER, hpcc=HpccSettings(**hpcc))
-    return Requester(cfg=cfg, local_ip="10.0.0.1", sport=50000)
-
-
-def ack(psn: int, hops: list[EchoHop]) -> tuple[roce.RocePacket, tuple[EchoHop, ...]]:
-    """What the endpoint hands the QP: the ACK (echo removed) and its hops."""
-    wire = int_echo.append_echo(
-        roce.build_udp_payload(src="10.0.0.9", dst="10.0.0.1", sport=50001,
-                               opcode=roce.Opcode.ACKNOWLEDGE, dest_qp=0x10000, psn=psn,
-                               aeth=(0, 1)), hops)
-    plain, got = int_echo.split_echo(wire)
-    assert got is not None
-    return roce.parse_udp_payload(plain), got
-
-
-def test_echoed_queue_cuts_the_rate_and_bounds_the_window():
-    r = requester(base_rtt_s=0.01)
+def test_echoed_queue_cuts_the_rate_and_bounds_the_window(hpcc_requester, echo_ack):
+    r = hpcc_requester(base_rtt_s=0.01)
     # window from the start: W = R T = 4e6 * 0.01 / 8 = 5000 B -> 5 packets of 1090 B
     assert r._win_pkts == 5
     r.post_write(bytes(20 * 1024), now=0.0)
@@ -44,7 +25,7 @@ def test_echoed_queue_cuts_the_rate_and_bounds_the_window():
     # 4 packets out: an echo on an ACK of an unsent one is refused
     assert r.echo_guard is not None and len(out) == 4
     for p in range(4):
-        pkt, hops = ack(p, [EchoHop(1, 1000 * (p + 1), 500 * p, 0 if p < 2 else 5000, 4)])
+        pkt, hops = echo_ack(p, [EchoHop(1, 1000 * (p + 1), 500 * p, 0 if p < 2 else 5000, 4)])
         r.on_ack(pkt, (11 + p) / 1000)
         r.on_int_echo(hops, pkt, (11 + p) / 1000)
     hp = r.hpcc
@@ -59,13 +40,13 @@ def test_echoed_queue_cuts_the_rate_and_bounds_the_window():
     assert snap["window_pkts"] == r._win_pkts <= 5
 
 
-def test_feedback_caps_hpcc_and_plain_qps_only_count_echoes():
-    r = requester(base_rtt_s=0.01)
+def test_feedback_caps_hpcc_and_plain_qps_only_count_echoes(hpcc_requester, echo_ack):
+    r = hpcc_requester(base_rtt_s=0.01)
     r.set_rate(1e6, 0.0)
     assert r.cfg.rate_bps == 1e6 and r.hpcc is not None and r.hpcc.rate_bps == RATE
     plain = Requester(cfg=QpConfig(qpn=5, peer_qpn=5, peer_ip="10.0.0.9", rate_bps=RATE),
                       local_ip="10.0.0.1", sport=1)
-    pkt, hops = ack(0, [EchoHop(1, 1, 1, 1, 4)])
+    pkt, hops = echo_ack(0, [EchoHop(1, 1, 1, 1, 4)])
     plain.on_int_echo(hops, pkt, 0.0)
     assert plain.counters.echo_acks == 1 and plain.hpcc is None and plain.cfg.rate_bps == RATE
 
