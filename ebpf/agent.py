@@ -167,6 +167,7 @@ class HostAgent:
         self._confirm_out: dict[tuple[str, int], list[tuple[int, int, int, int, int, int]]] = {}
         self._confirmed = {s.name: 0 for s in ConfirmStatus}
         self._auth = AgentAuth(config.keys, agent_id=config.agent_id) if config.keys else None
+        self._next_flush_ns = 0
 
     # -- lifecycle -----------------------------------------------------------------
     def attach(self) -> Self:
@@ -209,8 +210,14 @@ class HostAgent:
         return self
 
     def close(self) -> None:
-        """Detach the sink and close sockets (queued batches get one last flush)."""
+        """Detach the sink, ship what it still holds (its open runs too: no packet it
+        stripped goes unrecorded) and close sockets."""
         try:
+            if self._sink.attached:
+                rest = self._sink.stop()
+                self._records += rest.size
+                if self._shipper is not None and rest.size:
+                    self._shipper.push(rest)
             if self._shipper is not None:
                 self._shipper.flush()
         finally:
@@ -235,6 +242,11 @@ class HostAgent:
         if timeout_s > 0:
             extra = tuple(s.fileno() for s in (self._fb_sock, self._ctl_sock) if s is not None)
             self._sink.wait(timeout_s, extra)
+        now = time.monotonic_ns()
+        if now >= self._next_flush_ns:
+            # runs of flows gone idle would otherwise wait for their next packet
+            self._next_flush_ns = now + max(self.config.sink.flush_idle_ns // 2, 1_000_000)
+            self._sink.flush_runs()
         ring = self._sink.read(0.0, max_records)
         self._records += ring.size
         if self._shipper is not None:

@@ -24,10 +24,11 @@ FLOW_KEY_DTYPE = np.dtype({
 FLOW_STATS_DTYPE = np.dtype({
     "names": ["packets", "bytes", "int_packets", "lost_packets", "loss_events",
               "out_of_order", "first_ns", "last_ns", "highest_psn", "last_gap",
-              "path_signature", "last_hop_count", "opcode"],
-    "formats": ["<u8"] * 8 + ["<u4"] * 3 + ["u1", "u1"],
-    "offsets": [0, 8, 16, 24, 32, 40, 48, 56, 64, 68, 72, 76, 77],
-    "itemsize": 80,
+              "path_signature", "last_hop_count", "opcode", "run", "run_first_ns",
+              "run_last_ns"],
+    "formats": ["<u8"] * 8 + ["<u4"] * 3 + ["u1", "u1"] + ["<u8"] * 3,
+    "offsets": [0, 8, 16, 24, 32, 40, 48, 56, 64, 68, 72, 76, 77, 80, 88, 96],
+    "itemsize": 104,
 })
 """``struct int_flow_stats``: see the field comments in ``int_formats.h``."""
 
@@ -55,6 +56,8 @@ class SinkStat(enum.IntEnum):
     ECHO_APPENDED = 14
     ECHO_NO_HOPS = 15
     ECHO_FAILED = 16
+    RUN_CONTENDED = 17
+    RUNS_FLUSHED = 18
 
 
 FLOWS_HEADER = (f"{'source':<21} {'destination':<15} {'qp':>6} {'packets':>8} {'lost':>5} "
