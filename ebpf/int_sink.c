@@ -156,6 +156,15 @@ static __always_inline __u64 rd64(const __u8 *b, __u32 off)
     return (__u64)rd32(b, off) << 32 | rd32(b, off + 4);
 }
 
+/* Bytes of one hop record: what hop_layout_of computes as ->bytes, alone. */
+static __always_inline __u32 hop_bytes_of(__u32 ins, __u32 ds)
+{
+    __u32 words = ((ins >> 15) & 1) + ((ins >> 14) & 1) + ((ins >> 13) & 1) +
+                  ((ins >> 12) & 1) + 2 * ((ins >> 11) & 1) + 2 * ((ins >> 10) & 1) +
+                  ((ins >> 8) & 1) + ((ds >> 15) & 1) + ((ds >> 14) & 1) + ((ds >> 13) & 1);
+    return 4 * words;
+}
+
 static __always_inline void hop_layout_of(struct hop_layout *l, __u32 ins, __u32 ds)
 {
     __u32 n0 = (ins >> 15) & 1, n1 = (ins >> 14) & 1, n2 = (ins >> 13) & 1;
@@ -191,6 +200,14 @@ struct run_out {
     struct int_flow_stats *st; /* the flow (0 if it was just made) */
 };
 
+static __always_inline void run_counted(struct int_flow_stats *st, __u64 packets)
+{
+    if (packets) {
+        __sync_fetch_and_add(&st->packets, packets);
+        __sync_fetch_and_add(&st->int_packets, packets);
+    }
+}
+
 static __always_inline int run_continues(__u64 run, __u32 psn, __u64 first_ns, __u64 now)
 {
     __u64 next = (run + (run >> 24)) & RUN_PSN_MASK;
@@ -206,6 +223,8 @@ static __always_inline int run_update(struct int_flow_stats *st, __u32 psn, __u6
     out->st = st;
     if (RUN_PACKETS <= 1)
         goto alone;
+    /* a run's packets are added to the flow's counters when it closes (flows()
+     * adds the open run's), one atomic add per run instead of two per packet */
     for (int t = 0; t < 3; t++) {
         __u64 old = *(volatile __u64 *)&st->run;
         __u64 first_ns = st->run_first_ns, last_ns = st->run_last_ns;
@@ -213,6 +232,7 @@ static __always_inline int run_update(struct int_flow_stats *st, __u32 psn, __u6
             if ((old >> 24) + 1 >= RUN_PACKETS) {
                 /* the run is full with this packet: record it, the flow has none open */
                 if (__sync_val_compare_and_swap(&st->run, old, 0) == old) {
+                    run_counted(st, (old >> 24) + 1);
                     out->run = old + RUN_ONE;
                     out->first_ns = first_ns;
                     out->last_ns = now;
@@ -223,6 +243,7 @@ static __always_inline int run_update(struct int_flow_stats *st, __u32 psn, __u6
                 return 0;
             }
         } else if (__sync_val_compare_and_swap(&st->run, old, RUN_ONE | psn) == old) {
+            run_counted(st, old >> 24);
             st->run_first_ns = now;
             st->run_last_ns = now;
             out->run = old;
@@ -233,6 +254,7 @@ static __always_inline int run_update(struct int_flow_stats *st, __u32 psn, __u6
     }
     count(STAT_RUN_CONTENDED);
 alone:
+    run_counted(st, 1);
     out->run = RUN_ONE | psn;
     out->first_ns = out->last_ns = now;
     return 1;
@@ -247,9 +269,10 @@ static __always_inline int flow_update(struct int_flow_key *key, __u32 psn, __u8
     struct int_flow_stats *st = flows.lookup(key);
     if (!st) {
         struct int_flow_stats init = {};
-        init.packets = 1;
+        int kept = in_run && RUN_PACKETS > 1; /* counted when its run closes */
+        init.packets = kept ? 0 : 1;
         init.bytes = bytes;
-        init.int_packets = has_int ? 1 : 0;
+        init.int_packets = has_int && !kept ? 1 : 0;
         init.first_ns = now;
         init.last_ns = now;
         init.highest_psn = psn;
@@ -277,12 +300,14 @@ static __always_inline int flow_update(struct int_flow_key *key, __u32 psn, __u8
             return in_run;
         }
     }
-    __sync_fetch_and_add(&st->packets, 1);
-    __sync_fetch_and_add(&st->bytes, bytes);
-    if (has_int) {
-        __sync_fetch_and_add(&st->int_packets, 1);
-        st->last_hop_count = hops;
+    if (!in_run) {
+        __sync_fetch_and_add(&st->packets, 1);
+        if (has_int)
+            __sync_fetch_and_add(&st->int_packets, 1);
     }
+    __sync_fetch_and_add(&st->bytes, bytes);
+    if (has_int)
+        st->last_hop_count = hops;
     st->last_ns = now;
     st->opcode = opcode;
     __u32 expected = (st->highest_psn + 1) & 0xFFFFFF;
@@ -451,9 +476,8 @@ int int_sink(struct __sk_buff *skb)
         return malformed(STAT_BAD_LENGTH);
     __u32 stack_len = int_len - INT_FIXED_LEN;
     __u32 ml = (w0 >> 8) & 0x1F;
-    struct hop_layout *lay = &s->lay;
-    hop_layout_of(lay, ins, ds_used);
-    __u32 hop_bytes = lay->bytes;
+    struct hop_layout *lay = &s->lay; /* filled only for packets whose hops are read */
+    __u32 hop_bytes = hop_bytes_of(ins, ds_used);
     if (ml * 4 != hop_bytes)
         return malformed(STAT_BAD_HOP_ML);
     __u32 nhops = 0;
@@ -501,6 +525,7 @@ int int_sink(struct __sk_buff *skb)
             echo_e = echo.lookup(&ek);
         }
         if (echo_e && load_stack(skb, s, stack_len) == 0) {
+            hop_layout_of(lay, ins, ds_used);
             for (__u32 i = 0; i < INT_MAX_HOPS; i++) {
                 if (i >= nhops)
                     break;
@@ -583,6 +608,7 @@ int int_sink(struct __sk_buff *skb)
             r->sample_psn = psn;
             r->run_first_ns = run.first_ns;
             r->run_last_ns = run.last_ns;
+            hop_layout_of(lay, ins, ds_used);
             __u32 sig = FNV_OFFSET;
             __u32 nloop = nhops;
             /* hide "nhops <= 8" from clang, or it drops the i < 8 test the verifier needs */
@@ -679,6 +705,7 @@ int int_sink_flush(struct __sk_buff *skb)
         r->run_first_ns = first_ns;
         r->run_last_ns = last_ns;
         records.ringbuf_submit(r, 0);
+        run_counted(st, run >> 24);
         count(STAT_RUNS_FLUSHED);
         done++;
     }

@@ -251,8 +251,13 @@ class IntSink:
         return out
 
     def flows(self) -> np.ndarray:
-        """Per-flow state as a ``FLOW_DTYPE`` array (one row per flow seen)."""
+        """Per-flow state as a ``FLOW_DTYPE`` array (one row per flow seen; packets
+        and int_packets include the open run's, which the kernel adds when it closes)."""
         keys, values = lookup_all(self._need()[b"flows"], FLOW_KEY_DTYPE, FLOW_STATS_DTYPE)
+        # the kernel adds a run's packets when the run closes: add the open runs'
+        open_run = (values["run"] >> np.uint64(24)) & np.uint64(0xFFFFFF)
+        values["packets"] += open_run
+        values["int_packets"] += open_run
         out = np.zeros(len(keys), FLOW_DTYPE)
         out["key"] = keys
         out["stats"] = values

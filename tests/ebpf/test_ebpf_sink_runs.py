@@ -95,6 +95,16 @@ def test_gap_across_a_run_boundary(pair, sink):
 def test_reordered_and_repeated_packets(pair, sink):
     psns = [0, 1, 2, 5, 6, 4, 7, 10, 10, 11, 12]
     send(pair, psns, qp=0x6003)
+
+    def flow() -> np.ndarray:
+        return next(r for r in sink.flows() if r["key"]["dest_qp"] == 0x6003)["stats"]
+
+    for closed in (False, True):  # the open run's packets count before it closes too
+        st = flow()
+        assert st["packets"] == st["int_packets"] == len(psns)
+        assert (st["lost_packets"], st["loss_events"], st["out_of_order"]) == (4, 2, 2)
+        assert (st["run"] == 0) == closed
+        sink.flush_runs(idle_ns=0)
     recs = records_of(sink, 0x6003)
     assert expanded(recs) == psns
     # each packet that did not follow its run closed it, and was that record's sample
