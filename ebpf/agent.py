@@ -438,7 +438,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--malformed", choices=("pass", "drop"), default="pass",
                    help="malformed INT: pass up unmodified (default) or drop")
     p.add_argument("--ringbuf-pages", type=int, default=1024,
-                   help="ring size in pages (default 1024: 8322 records)")
+                   help="ring size in pages (default 1024: 7943 records)")
+    p.add_argument("--run-packets", type=int, default=16, metavar="N",
+                   help="packets of a flow one host record covers at most (consecutive "
+                        "PSNs; default 16, 1: a record per packet)")
     p.add_argument("--xdp", action="store_true",
                    help="run the sink at XDP instead of tc ingress (before tc programs)")
     p.add_argument("--flows", action="store_true",
@@ -470,7 +473,8 @@ def main(argv: list[str] | None = None) -> int:
             control_socket=args.control, confirm_timeout_s=args.confirm_timeout,
             sink=SinkConfig(int_udp_port=args.int_port, ringbuf_pages=args.ringbuf_pages,
                             malformed_drop=args.malformed == "drop",
-                            hook="xdp" if args.xdp else "tc", echo=args.echo))
+                            hook="xdp" if args.xdp else "tc", echo=args.echo,
+                            run_packets=args.run_packets))
     except EbpfError as exc:
         print(f"ebpf.agent: {exc}", file=sys.stderr)
         return 2

@@ -1,14 +1,24 @@
 /* Host INT sink: tc clsact ingress program, or XDP with -DSINK_XDP=1 (bcc).
  *
  * For UDP to INT_UDP_PORT carrying an INT-MD shim: validate shim, MD header and
- * the hop stack (<= 8 hops, hop ML == bitmaps), read the BTH behind it, emit one
- * struct int_host_record to the "records" ring buffer, update per-flow state, and
- * remove the INT bytes, restoring the UDP destination port, UDP and IPv4 lengths
- * and the IPv4 checksum, so the stack sees the packet exactly as it was sent.
+ * the hop stack (<= 8 hops, hop ML == bitmaps), read the BTH behind it, update
+ * per-flow state and the flow's open run of consecutive PSNs, emit one struct
+ * int_host_record to the "records" ring buffer when that run closes (it covers up
+ * to RUN_PACKETS packets; the packet that closed it is its INT sample), and remove
+ * the INT bytes, restoring the UDP destination port, UDP and IPv4 lengths and the
+ * IPv4 checksum, so the stack sees the packet exactly as it was sent.
  * Plain RoCEv2 (UDP 4791) only updates per-flow state; anything else passes.
  * Malformed INT is never modified: it passes up unchanged (nobody listens on
  * INT_UDP_PORT, so the stack discards it) or, with MALFORMED_DROP=1, is dropped
  * here; either way its reason is counted in "stats".
+ *
+ * Runs (formats/FORMATS.md "Host records"): the open run is one word of the flow
+ * entry, swapped with cmpxchg by the packet path and with xchg by int_sink_flush
+ * (run by the agent with BPF_PROG_TEST_RUN for idle flows and when it stops); who
+ * swaps a run out records it, so every stripped packet is in exactly one record.
+ * The per-packet path reads headers straight from the packet when its linear part
+ * holds them, and keeps the tick clock (bpf_ktime_get_coarse_ns): a record per
+ * packet and the fine clock were most of the cost (bench/bench_ebpf.py --profile).
  *
  * Packets that pass return TC_ACT_UNSPEC, so later tc filters on the hook still run.
  * The XDP build (entry int_sink_xdp) does the same before the stack allocates an skb:
@@ -22,9 +32,12 @@
  * HPCC NIC, without the controller on the path. Both programs share the map.
  *
  * Parameters (-D cflags): INT_UDP_PORT, RINGBUF_PAGES, FLOW_ENTRIES, MALFORMED_DROP,
- * SINK_XDP, INT_ECHO, ECHO_ENTRIES. Every packet access goes through bpf_skb_load_bytes / bpf_xdp_load_bytes
- * (bounds-checked, works on non-linear packets); the hop stack is copied once into a per-CPU scratch buffer and
- * read there with masked offsets; all loops are bounded by INT_MAX_HOPS.
+ * SINK_XDP, INT_ECHO, ECHO_ENTRIES, RUN_PACKETS, RUN_NS (BENCH_OMIT: the bench only).
+ * Headers are read straight from the packet when its linear part holds them, else
+ * through bpf_skb_load_bytes / bpf_xdp_load_bytes (bounds-checked, works on
+ * non-linear packets); the hop stack, for the packets whose hops are read, is copied
+ * once into a per-CPU scratch buffer and read there with masked offsets; all loops
+ * are bounded by INT_MAX_HOPS.
  */
 #include <uapi/linux/bpf.h>
 #include <uapi/linux/if_ether.h>

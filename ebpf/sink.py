@@ -46,7 +46,7 @@ class SinkConfig:
 
     int_udp_port: int = INT_UDP_PORT
     ringbuf_pages: int = 1024
-    """Ring size in pages (power of two); 1024 pages (4 MiB) hold 8322 records of 504 B."""
+    """Ring size in pages (power of two); 1024 pages (4 MiB) hold 7943 records of 528 B."""
     flow_entries: int = 65536
     malformed_drop: bool = False
     """Drop malformed INT at the sink instead of passing it up unmodified."""
