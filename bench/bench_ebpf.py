@@ -229,10 +229,11 @@ PROFILE_VARIANTS: dict[str, int] = {
     "whole": 0,
     "without the host record in the ring": 1,
     "without the hop loop": 2,
-    "without the per-flow update": 4,
+    "without the per-flow update (so a record per packet)": 4,
     "without removing the INT bytes": 8,
     "without loading the hop stack (nor the hop loop)": 16 | 2,
     "only checks and loads, then pass": 1 | 2 | 4 | 8,
+    "echo: without copying the hops (lookup only)": 32,
 }
 
 

@@ -80,6 +80,7 @@
 #define OMIT_FLOW 4
 #define OMIT_STRIP 8
 #define OMIT_STACK 16
+#define OMIT_ECHO_COPY 32
 #define OMIT(part) (BENCH_OMIT & (part))
 
 #if SINK_XDP
@@ -409,6 +410,75 @@ static __always_inline int load_stack(CTX_T *ctx, struct scratch *s, __u32 stack
     return LOAD(ctx, INT_OFF + INT_FIXED_LEN, s->buf, n);
 }
 
+#if INT_ECHO
+/* The echo's hops (node ID, egress timestamp low word, tx bytes, queue bytes, line
+ * rate: the wire's big-endian words as they are) straight from the packet, for hop
+ * records that hold node ID, egress timestamp and the three DS fields, no tx
+ * utilisation (the HPCC profiles: the last four sit together at the record's end).
+ * -1: another layout, or the linear part is too short: echo_hops_scratch. */
+static __always_inline int echo_hops_direct(CTX_T *ctx, struct int_echo_entry *e,
+                                            __u32 nhops, __u32 hop_bytes, __u32 ins,
+                                            __u32 ds)
+{
+    if (!(ins & INS_NODE_ID) || !(ins & INS_EGRESS_TS) || (ins & INS_TX_UTIL) ||
+        ds != (DS_TX_BYTES | DS_QUEUE_BYTES | DS_LINE_RATE))
+        return -1;
+    void *d = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
+    __u32 tail = (hop_bytes - 16) & 0x3C; /* egress timestamp's low word: 12 or 16 */
+    for (__u32 i = 0; i < INT_MAX_HOPS; i++) {
+        if (i >= nhops)
+            break;
+        __u32 b = (INT_OFF + INT_FIXED_LEN + i * hop_bytes) & 0x3FF;
+        const __u8 *hp = d + b;
+        const __u32 *w = (const __u32 *)(hp + tail);
+        if ((const void *)(hp + 4) > end || (const void *)(w + 4) > end)
+            return -1;
+        __u64 idx = i;
+        asm volatile("%0 &= 7" : "+r"(idx));
+        /* struct int_echo_hop is packed: whole aligned words, not byte stores */
+        __u32 *eh = (__u32 *)&e->bytes[idx * ECHO_HOP_LEN];
+        eh[0] = *(const __u32 *)hp;
+        eh[1] = w[0];
+        eh[2] = w[1];
+        eh[3] = w[2];
+        eh[4] = w[3];
+    }
+    return 0;
+}
+
+/* The same for any layout, from the hop stack copied to scratch. */
+static __always_inline int echo_hops_scratch(CTX_T *ctx, struct scratch *s,
+                                             struct int_echo_entry *e, __u32 nhops,
+                                             __u32 hop_bytes, __u32 stack_len, __u32 ins,
+                                             __u32 ds)
+{
+    if (load_stack(ctx, s, stack_len) < 0)
+        return -1;
+    struct hop_layout *lay = &s->lay;
+    hop_layout_of(lay, ins, ds);
+    for (__u32 i = 0; i < INT_MAX_HOPS; i++) {
+        if (i >= nhops)
+            break;
+        __u64 idx = i;
+        asm volatile("%0 &= 7" : "+r"(idx));
+        __u32 b = i * hop_bytes;
+        /* node ID, egress ts low word, tx bytes, queue bytes, line rate: the wire's
+         * big-endian words as they are (no byte swaps), whole aligned words */
+        __u32 *eh = (__u32 *)&e->bytes[idx * ECHO_HOP_LEN];
+        eh[0] = *(const __u32 *)(s->buf + (b & (SCRATCH_MASK & ~3u))) & lay->m_node;
+        eh[1] = *(const __u32 *)(s->buf + ((b + lay->o_ets + 4) &
+                                           (SCRATCH_MASK & ~3u))) & lay->m_ets;
+        eh[2] = *(const __u32 *)(s->buf + ((b + lay->o_txb) & (SCRATCH_MASK & ~3u))) &
+                lay->m_txb;
+        eh[3] = *(const __u32 *)(s->buf + ((b + lay->o_qb) & (SCRATCH_MASK & ~3u))) &
+                lay->m_qb;
+        eh[4] = *(const __u32 *)(s->buf + ((b + lay->o_rate) & (SCRATCH_MASK & ~3u))) &
+                lay->m_rate;
+    }
+    return 0;
+}
+#endif
+
 #if SINK_XDP
 int int_sink_xdp(struct xdp_md *skb)
 #else
@@ -537,28 +607,10 @@ int int_sink(struct __sk_buff *skb)
             echo.update(&ek, &s->echo_zero);
             echo_e = echo.lookup(&ek);
         }
-        if (echo_e && load_stack(skb, s, stack_len) == 0) {
-            hop_layout_of(lay, ins, ds_used);
-            for (__u32 i = 0; i < INT_MAX_HOPS; i++) {
-                if (i >= nhops)
-                    break;
-                __u64 idx = i;
-                asm volatile("%0 &= 7" : "+r"(idx));
-                __u32 b = i * hop_bytes;
-                struct int_echo_hop *eh =
-                    (struct int_echo_hop *)&echo_e->bytes[idx * ECHO_HOP_LEN];
-                /* the wire's big-endian words as they are: no byte swaps */
-                eh->node_id = *(const __u32 *)(s->buf + (b & (SCRATCH_MASK & ~3u))) &
-                              lay->m_node;
-                eh->egress_ts = *(const __u32 *)(s->buf + ((b + lay->o_ets + 4) &
-                                                           (SCRATCH_MASK & ~3u))) & lay->m_ets;
-                eh->tx_bytes = *(const __u32 *)(s->buf + ((b + lay->o_txb) &
-                                                          (SCRATCH_MASK & ~3u))) & lay->m_txb;
-                eh->queue_bytes = *(const __u32 *)(s->buf + ((b + lay->o_qb) &
-                                                             (SCRATCH_MASK & ~3u))) & lay->m_qb;
-                eh->line_rate = *(const __u32 *)(s->buf + ((b + lay->o_rate) &
-                                                           (SCRATCH_MASK & ~3u))) & lay->m_rate;
-            }
+        if (echo_e && !OMIT(OMIT_ECHO_COPY) &&
+            (echo_hops_direct(skb, echo_e, nhops, hop_bytes, ins, ds_used) == 0 ||
+             echo_hops_scratch(skb, s, echo_e, nhops, hop_bytes, stack_len, ins,
+                               ds_used) == 0)) {
             __u32 n = nhops;
             asm volatile("" : "+r"(n)); /* keep the bound test below for the verifier */
             if (n > INT_MAX_HOPS)
