@@ -8,8 +8,10 @@ Three figures, each beside a baseline measured in the same run:
 2. controller-side batch decode: records/s viewing agent datagrams as
    HOST_RECORD_DTYPE and pulling out PSNs and per-hop queue/tx fields.
 3. sink cost (root, bcc): ns per packet from kernel.bpf_stats_enabled (run_time_ns /
-   run_cnt) for INT packets of 1 and 8 hops and plain RoCEv2, at tc and at XDP,
-   against a tc program that only returns, on the same interface; the same with the
+   run_cnt) for INT packets of 1 and 8 hops and plain RoCEv2 (trains of consecutive
+   PSNs, as a QP sends them), at tc and at XDP, against a tc program that only
+   returns, on the same interface; 8 hops again with a host record per packet
+   (run_packets=1, what runs of packets save); the same with the
    INT echo on (the sink also keeps each QP's hops), and the echo's egress program
    appending 8 or 1 hops to ACKs against an empty program at egress; then records/s
    through the agent (ring copy-out, batching, UDP to a local collector).
@@ -18,6 +20,8 @@ Examples:
   python -m bench.bench_ebpf                  # all three
   python -m bench.bench_ebpf --records 500000 --packets 20000
   python -m bench.bench_ebpf --no-kernel      # decoders only (no root needed)
+  python -m bench.bench_ebpf --profile 3      # the sink's cost by part (builds with
+                                              # parts left out, 3 alternating rounds)
 """
 from __future__ import annotations
 
@@ -298,6 +302,10 @@ def bench_kernel(packets: int, profile: int = 0) -> None:
             for hook in ("tc", "xdp"):
                 with IntSink(h2.ifname, netns=h2.name, config=SinkConfig(hook=hook)) as sink:
                     _sink_cost(sink, fn.fd, tx, kinds, hook)
+            # what the runs save: the same sink with a host record per packet
+            with IntSink(h2.ifname, netns=h2.name, config=SinkConfig(run_packets=1)) as sink:
+                _sink_cost(sink, fn.fd, tx, {"INT, 8 hops": kinds["INT, 8 hops"]},
+                           "tc, a record per packet:")
             _echo_cost(h1, h2, tx, fn.fd, packets, orig, hops)
             _agent_rate(h2, tx, psn_train(int_md.insert_int(orig, hops),
                                           min(30_000, packets * 4)))
@@ -311,7 +319,7 @@ def bench_kernel(packets: int, profile: int = 0) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog="\n".join(__doc__.splitlines()[14:]))
+                                epilog=__doc__[__doc__.index("Examples:"):])
     p.add_argument("--records", type=int, default=200_000, help="records to decode")
     p.add_argument("--repeat", type=int, default=5, help="best of N timings")
     p.add_argument("--packets", type=int, default=5_000, help="packets per kind (kernel)")
