@@ -86,6 +86,17 @@ def test_feedback_dtype_matches_controller():
 def test_config_validated():
     with pytest.raises(ConfigError, match="controller port 0"):
         AgentConfig(iface="x", controller=("127.0.0.1", 0))
+    with pytest.raises(ConfigError, match="run_packets 0: expected 1..65535"):
+        SinkConfig(run_packets=0)
+    with pytest.raises(ConfigError, match="run_ns 0"):
+        SinkConfig(run_ns=0)
+
+
+def test_cli_run_packets_reaches_the_sink_config():
+    from ebpf.agent import build_parser
+    assert build_parser().parse_args(["--iface", "x"]).run_packets == 16
+    assert build_parser().parse_args(["--iface", "x", "--run-packets", "1"]).run_packets == 1
+    assert SinkConfig(run_packets=4).defines()["RUN_PACKETS"] == 4
 
 
 # ---- with the kernel ----------------------------------------------------------------
