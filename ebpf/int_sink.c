@@ -118,12 +118,20 @@ struct hop_layout {
     __u32 m_node, m_ports, m_lat, m_queue, m_its, m_ets, m_util, m_txb, m_qb, m_rate;
 };
 
+/* The flows map's value: the flow's state and, with the echo, its QP's latest hops,
+ * so one lookup per packet serves both. The C code keeps struct int_flow_stats
+ * pointers (first member): (struct flow_value *) casts reach the echo. */
+struct flow_value {
+    struct int_flow_stats st;
+#if INT_ECHO
+    struct int_echo_entry echo;
+#endif
+};
+
 struct scratch {
     __u8 buf[SCRATCH_LEN + 16];
     struct hop_layout lay;
-#if INT_ECHO
-    struct int_echo_entry echo_zero; /* never written: a zero value for new echo entries */
-#endif
+    struct flow_value flow_init; /* a new flow entry (its echo part never written) */
 };
 
 struct l2l4 {
@@ -133,11 +141,12 @@ struct l2l4 {
 } __attribute__((packed));
 
 BPF_RINGBUF_OUTPUT(records, RINGBUF_PAGES);
-BPF_TABLE("lru_hash", struct int_flow_key, struct int_flow_stats, flows, FLOW_ENTRIES);
+BPF_TABLE("lru_hash", struct int_flow_key, struct flow_value, flows, FLOW_ENTRIES);
 BPF_PERCPU_ARRAY(stats, __u64, STAT_MAX);
 BPF_PERCPU_ARRAY(scratch_map, struct scratch, 1);
 #if INT_ECHO
-BPF_TABLE("lru_hash", struct int_echo_key, struct int_echo_entry, echo, ECHO_ENTRIES);
+/* (peer, local, QP) -> the data flow's key: how the egress program finds the hops */
+BPF_TABLE("lru_hash", struct int_echo_key, struct int_flow_key, echo, ECHO_ENTRIES);
 #endif
 
 static __always_inline void count(__u32 slot)
@@ -276,28 +285,31 @@ alone:
 
 /* PSN bookkeeping shared by INT and plain RoCEv2 packets; INT packets with a BTH
  * (in_run) also go into the flow's run. 1: record *out. */
-static __always_inline int flow_update(struct int_flow_key *key, __u32 psn, __u8 opcode,
-                                       __u32 bytes, int has_int, int in_run, __u8 hops,
-                                       __u64 now, struct run_out *out)
+static __always_inline int flow_update(struct scratch *s, struct int_flow_key *key,
+                                       __u32 psn, __u8 opcode, __u32 bytes, int has_int,
+                                       int in_run, __u8 hops, __u64 now, struct run_out *out)
 {
-    struct int_flow_stats *st = flows.lookup(key);
+    struct int_flow_stats *st = (struct int_flow_stats *)flows.lookup(key);
     if (!st) {
-        struct int_flow_stats init = {};
+        /* built in scratch (the echo part stays zero): too big for the stack */
+        struct flow_value *fv = &s->flow_init;
+        struct int_flow_stats *init = &fv->st;
+        __builtin_memset(init, 0, sizeof(*init));
         int kept = in_run && RUN_PACKETS > 1; /* counted when its run closes */
-        init.packets = kept ? 0 : 1;
-        init.bytes = bytes;
-        init.int_packets = has_int && !kept ? 1 : 0;
-        init.first_ns = now;
-        init.last_ns = now;
-        init.highest_psn = psn;
-        init.last_hop_count = hops;
-        init.opcode = opcode;
+        init->packets = kept ? 0 : 1;
+        init->bytes = bytes;
+        init->int_packets = has_int && !kept ? 1 : 0;
+        init->first_ns = now;
+        init->last_ns = now;
+        init->highest_psn = psn;
+        init->last_hop_count = hops;
+        init->opcode = opcode;
         if (in_run && RUN_PACKETS > 1) {
-            init.run = RUN_ONE | psn;
-            init.run_first_ns = init.run_last_ns = now;
+            init->run = RUN_ONE | psn;
+            init->run_first_ns = init->run_last_ns = now;
         }
         /* BPF_NOEXIST: another CPU may have made the flow meanwhile; then join it */
-        if (flows.insert(key, &init) == 0) {
+        if (flows.insert(key, fv) == 0) {
             out->st = 0;
             if (in_run && RUN_PACKETS <= 1) {
                 out->run = RUN_ONE | psn;
@@ -306,7 +318,7 @@ static __always_inline int flow_update(struct int_flow_key *key, __u32 psn, __u8
             }
             return 0;
         }
-        st = flows.lookup(key);
+        st = (struct int_flow_stats *)flows.lookup(key);
         if (!st) {
             out->st = 0;
             out->run = RUN_ONE | psn;
@@ -509,6 +521,10 @@ int int_sink(struct __sk_buff *skb)
     __u8 bth[BTH_LEN];
     __u8 opcode = 0;
     __u32 qp = 0, psn = 0;
+    __u32 zero = 0;
+    struct scratch *s = scratch_map.lookup(&zero);
+    if (!s)
+        goto other;
 
     if (dport == ROCEV2_UDP_PORT) {
         if (bad_ip || hdr_load(skb, INT_OFF, bth, BTH_LEN) < 0)
@@ -518,7 +534,7 @@ int int_sink(struct __sk_buff *skb)
         key.dst_ip = bpf_ntohl(h.ip.daddr);
         key.src_port = bpf_ntohs(h.udp.source);
         key.dest_qp = qp;
-        flow_update(&key, psn, opcode, bpf_ntohs(h.ip.tot_len), 0, 0, 0, now, &run);
+        flow_update(s, &key, psn, opcode, bpf_ntohs(h.ip.tot_len), 0, 0, 0, now, &run);
         count(STAT_ROCE_PLAIN);
         return ACT_PASS;
     }
@@ -526,10 +542,6 @@ int int_sink(struct __sk_buff *skb)
         goto other;
     if (bad_ip)
         return malformed(STAT_BAD_IP);
-    __u32 zero = 0;
-    struct scratch *s = scratch_map.lookup(&zero);
-    if (!s)
-        goto other;
 
     struct {
         struct int_shim shim;
@@ -598,14 +610,35 @@ int int_sink(struct __sk_buff *skb)
     __u32 src_ip = bpf_ntohl(h.ip.saddr), dst_ip = bpf_ntohl(h.ip.daddr);
     __u16 src_port = bpf_ntohs(h.udp.source);
 
+
+    key.src_ip = src_ip;
+    key.dst_ip = dst_ip;
+    key.src_port = src_port;
+    key.dest_qp = qp;
+    int emit = OMIT(OMIT_FLOW) ? 1 :
+        flow_update(s, &key, psn, opcode, ip_len - int_len, 1, has_bth, nhops, now, &run);
+    if (!has_bth) {
+        /* no PSN to make runs of: every packet is a run of one */
+        emit = 1;
+        run.run = RUN_ONE;
+        run.first_ns = run.last_ns = now;
+    }
+
 #if INT_ECHO
-    /* data of a QP (not its ACKs or CNPs coming back): keep its hops for the echo */
+    /* data of a QP (not its ACKs or CNPs coming back): keep its hops for the echo, in
+     * the flow entry; the echo map leads the egress program from the QP to it */
     if (has_bth && opcode != 0x11 && opcode != 0x81) {
-        struct int_echo_key ek = {.peer_ip = src_ip, .local_ip = dst_ip, .qp = qp};
-        struct int_echo_entry *echo_e = echo.lookup(&ek);
-        if (!echo_e) {
-            echo.update(&ek, &s->echo_zero);
-            echo_e = echo.lookup(&ek);
+        struct flow_value *fv = (struct flow_value *)run.st;
+        if (!fv)
+            fv = flows.lookup(&key); /* the flow's first packet made it */
+        struct int_echo_entry *echo_e = 0;
+        if (fv)
+            echo_e = &fv->echo;
+        asm volatile("" : "+r"(echo_e));
+        if (echo_e && (echo_e->len == 0 || (psn & 0xFF) == 0)) {
+            /* once per flow entry, and again now and then (an LRU may drop it) */
+            struct int_echo_key ek = {.peer_ip = src_ip, .local_ip = dst_ip, .qp = qp};
+            echo.update(&ek, &key);
         }
         if (echo_e && !OMIT(OMIT_ECHO_COPY) &&
             (echo_hops_direct(skb, echo_e, nhops, hop_bytes, ins, ds_used) == 0 ||
@@ -615,31 +648,15 @@ int int_sink(struct __sk_buff *skb)
             asm volatile("" : "+r"(n)); /* keep the bound test below for the verifier */
             if (n > INT_MAX_HOPS)
                 n = INT_MAX_HOPS;
-            struct int_echo_trailer *t =
-                (struct int_echo_trailer *)&echo_e->bytes[n * ECHO_HOP_LEN];
-            t->magic = ECHO_MAGIC;
-            t->ver_flags = ECHO_VERSION << 4;
-            t->hop_count = n;
-            t->hop_words = ECHO_HOP_WORDS;
+            /* the trailer (magic, version, hop count, words per hop) as one word */
+            *(__u32 *)&echo_e->bytes[n * ECHO_HOP_LEN] =
+                ECHO_MAGIC | (ECHO_VERSION << 4) << 8 | n << 16 | ECHO_HOP_WORDS << 24;
             echo_e->psn = psn;
             echo_e->len = ECHO_TRAILER_LEN + n * ECHO_HOP_LEN;
             echo_e->updated_ns = now;
         }
     }
 #endif
-
-    key.src_ip = src_ip;
-    key.dst_ip = dst_ip;
-    key.src_port = src_port;
-    key.dest_qp = qp;
-    int emit = OMIT(OMIT_FLOW) ? 1 :
-        flow_update(&key, psn, opcode, ip_len - int_len, 1, has_bth, nhops, now, &run);
-    if (!has_bth) {
-        /* no PSN to make runs of: every packet is a run of one */
-        emit = 1;
-        run.run = RUN_ONE;
-        run.first_ns = run.last_ns = now;
-    }
 
     /* ---- a run closed: its host record, with this packet as the INT sample ---- */
     if (emit && !OMIT(OMIT_RECORD)) {
@@ -742,7 +759,7 @@ int int_sink_flush(struct __sk_buff *skb)
         struct int_flow_key k;
         if (bpf_skb_load_bytes(skb, sizeof(fh) + i * sizeof(k), &k, sizeof(k)) < 0)
             break;
-        struct int_flow_stats *st = flows.lookup(&k);
+        struct int_flow_stats *st = (struct int_flow_stats *)flows.lookup(&k);
         if (!st || !st->run)
             continue;
         struct int_host_record *r = records.ringbuf_reserve(sizeof(struct int_host_record));
@@ -796,7 +813,14 @@ int int_echo_egress(struct __sk_buff *skb)
     ek.peer_ip = bpf_ntohl(h.ip.daddr);
     ek.local_ip = bpf_ntohl(h.ip.saddr);
     ek.qp = (__u32)bth[5] << 16 | (__u32)bth[6] << 8 | bth[7];
-    struct int_echo_entry *e = echo.lookup(&ek);
+    struct int_flow_key *fk = echo.lookup(&ek);
+    struct flow_value *fv = 0;
+    if (fk)
+        fv = flows.lookup(fk);
+    struct int_echo_entry *e = 0;
+    if (fv)
+        e = &fv->echo;
+    asm volatile("" : "+r"(e));
     __u32 len = e ? e->len : 0;
     asm volatile("" : "+r"(len));
     if (len < ECHO_TRAILER_LEN + ECHO_HOP_LEN) {

@@ -11,7 +11,8 @@ import ipaddress
 
 import numpy as np
 
-__all__ = ["FLOW_DTYPE", "FLOW_KEY_DTYPE", "FLOW_STATS_DTYPE", "SinkStat", "format_flows"]
+__all__ = ["ECHO_ENTRY_SIZE", "FLOW_DTYPE", "FLOW_KEY_DTYPE", "FLOW_STATS_DTYPE", "SinkStat",
+           "flow_value_dtype", "format_flows"]
 
 FLOW_KEY_DTYPE = np.dtype({
     "names": ["src_ip", "dst_ip", "dest_qp", "src_port"],
@@ -31,6 +32,23 @@ FLOW_STATS_DTYPE = np.dtype({
     "itemsize": 104,
 })
 """``struct int_flow_stats``: see the field comments in ``int_formats.h``."""
+
+ECHO_ENTRY_SIZE = 272
+"""``struct int_echo_entry``: with the INT echo it follows the stats in a flow entry."""
+
+
+def flow_value_dtype(echo: bool) -> np.dtype:
+    """The flows map's value (``struct flow_value`` of int_sink.c): the stats, and
+    with the echo its entry behind them (left out of the fields)."""
+    if not echo:
+        return FLOW_STATS_DTYPE
+    fields = FLOW_STATS_DTYPE.fields
+    assert fields is not None and FLOW_STATS_DTYPE.names is not None
+    names = list(FLOW_STATS_DTYPE.names)
+    return np.dtype({"names": names, "formats": [fields[n][0] for n in names],
+                     "offsets": [fields[n][1] for n in names],
+                     "itemsize": FLOW_STATS_DTYPE.itemsize + ECHO_ENTRY_SIZE})
+
 
 FLOW_DTYPE = np.dtype([("key", FLOW_KEY_DTYPE), ("stats", FLOW_STATS_DTYPE)])
 """One row of ``IntSink.flows()``: key and stats side by side."""

@@ -28,7 +28,7 @@ from .flush import flush_runs
 from .loader import compile_program
 from .maps import lookup_all
 from .netns import in_netns
-from .records import FLOW_DTYPE, FLOW_KEY_DTYPE, FLOW_STATS_DTYPE, SinkStat
+from .records import FLOW_DTYPE, FLOW_KEY_DTYPE, FLOW_STATS_DTYPE, SinkStat, flow_value_dtype
 from .ringbuf import RingBufReader
 from .tc import TcAttachment, attach_tc
 
@@ -253,7 +253,9 @@ class IntSink:
     def flows(self) -> np.ndarray:
         """Per-flow state as a ``FLOW_DTYPE`` array (one row per flow seen; packets
         and int_packets include the open run's, which the kernel adds when it closes)."""
-        keys, values = lookup_all(self._need()[b"flows"], FLOW_KEY_DTYPE, FLOW_STATS_DTYPE)
+        keys, values = lookup_all(self._need()[b"flows"], FLOW_KEY_DTYPE,
+                                  flow_value_dtype(self.config.echo))
+        values = values.astype(FLOW_STATS_DTYPE)
         # the kernel adds a run's packets when the run closes: add the open runs'
         open_run = (values["run"] >> np.uint64(24)) & np.uint64(0xFFFFFF)
         values["packets"] += open_run
@@ -269,8 +271,14 @@ class IntSink:
         if not self.config.echo:
             return {}
         out = {}
-        for k, v in bpf[b"echo"].items():
-            out[(k.peer_ip, k.local_ip, k.qp)] = (v.psn, bytes(v.bytes)[:v.len])
+        flows = bpf[b"flows"]
+        for k, fk in bpf[b"echo"].items():
+            try:
+                e = flows[fk].echo  # the QP's data flow holds the hops
+            except KeyError:
+                continue
+            if e.len:
+                out[(k.peer_ip, k.local_ip, k.qp)] = (e.psn, bytes(e.bytes)[:e.len])
         return out
 
     def echo_run_stats(self) -> tuple[int, int]:
@@ -287,7 +295,8 @@ class IntSink:
         recorded twice: it starts a new run."""
         bpf = self._need()
         idle = self.config.flush_idle_ns if idle_ns is None else idle_ns
-        keys, values = lookup_all(bpf[b"flows"], FLOW_KEY_DTYPE, FLOW_STATS_DTYPE)
+        keys, values = lookup_all(bpf[b"flows"], FLOW_KEY_DTYPE,
+                                  flow_value_dtype(self.config.echo))
         if not keys.size:
             return 0
         now = time.clock_gettime_ns(CLOCK_MONOTONIC_COARSE)
