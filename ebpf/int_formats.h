@@ -210,9 +210,10 @@ struct int_echo_trailer {
 } __attribute__((packed));
 
 /* The receiver's latest hops per QP: written by the ingress sink from each data
- * packet, appended by the egress program to the next ACK of the same QP (the
- * project numbers a QP the same at both ends, so the data's destination QP is the
- * ACK's destination QP). Host order. */
+ * packet into the data flow's entry (behind struct int_flow_stats), appended by the
+ * egress program to the next ACK of the same QP, which finds the flow's key in the
+ * "echo" map under this key (the project numbers a QP the same at both ends, so the
+ * data's destination QP is the ACK's destination QP). Host order. */
 struct int_echo_key {
     __u32 peer_ip;     /* the data's source, the ACK's destination */
     __u32 local_ip;

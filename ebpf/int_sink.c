@@ -26,10 +26,12 @@
  * with bpf_xdp_adjust_head; it runs before any tc program (the loss emulator too).
  *
  * INT echo (INT_ECHO=1, formats/int_echo.py): the sink also keeps each QP's latest
- * hop records, ready to send, in "echo" (struct int_echo_entry), and the tc egress
- * program int_echo_egress appends them to the next ACK of that QP, after its ICRC,
- * flagging it in the BTH resv8a byte: the sender gets INT in every ACK, as from an
- * HPCC NIC, without the controller on the path. Both programs share the map.
+ * hop records, ready to send (struct int_echo_entry), in the data flow's entry (one
+ * lookup per packet for both), and the tc egress program int_echo_egress appends
+ * them to the next ACK of that QP, after its ICRC, flagging it in the BTH resv8a
+ * byte: the sender gets INT in every ACK, as from an HPCC NIC, without the
+ * controller on the path. The "echo" map leads it from (peer, local, QP) to the
+ * flow's key. Both programs share the maps.
  *
  * Parameters (-D cflags): INT_UDP_PORT, RINGBUF_PAGES, FLOW_ENTRIES, MALFORMED_DROP,
  * SINK_XDP, INT_ECHO, ECHO_ENTRIES, RUN_PACKETS, RUN_NS (BENCH_OMIT: the bench only).
