@@ -237,7 +237,7 @@ PROFILE_VARIANTS: dict[str, int] = {
     "without removing the INT bytes": 8,
     "without loading the hop stack (nor the hop loop)": 16 | 2,
     "only checks and loads, then pass": 1 | 2 | 4 | 8,
-    "echo: without copying the hops (lookup only)": 32,
+    "echo: without copying the hops": 32,
 }
 
 

@@ -642,10 +642,10 @@ int int_sink(struct __sk_buff *skb)
             struct int_echo_key ek = {.peer_ip = src_ip, .local_ip = dst_ip, .qp = qp};
             echo.update(&ek, &key);
         }
-        if (echo_e && !OMIT(OMIT_ECHO_COPY) &&
-            (echo_hops_direct(skb, echo_e, nhops, hop_bytes, ins, ds_used) == 0 ||
-             echo_hops_scratch(skb, s, echo_e, nhops, hop_bytes, stack_len, ins,
-                               ds_used) == 0)) {
+        if (echo_e && (OMIT(OMIT_ECHO_COPY) ||
+            echo_hops_direct(skb, echo_e, nhops, hop_bytes, ins, ds_used) == 0 ||
+            echo_hops_scratch(skb, s, echo_e, nhops, hop_bytes, stack_len, ins,
+                              ds_used) == 0)) {
             __u32 n = nhops;
             asm volatile("" : "+r"(n)); /* keep the bound test below for the verifier */
             if (n > INT_MAX_HOPS)
