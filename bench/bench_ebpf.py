@@ -8,8 +8,10 @@ Three figures, each beside a baseline measured in the same run:
 2. controller-side batch decode: records/s viewing agent datagrams as
    HOST_RECORD_DTYPE and pulling out PSNs and per-hop queue/tx fields.
 3. sink cost (root, bcc): ns per packet from kernel.bpf_stats_enabled (run_time_ns /
-   run_cnt) for INT packets of 1 and 8 hops and plain RoCEv2, at tc and at XDP,
-   against a tc program that only returns, on the same interface; the same with the
+   run_cnt) for INT packets of 1 and 8 hops and plain RoCEv2 (trains of consecutive
+   PSNs, as a QP sends them), at tc and at XDP, against a tc program that only
+   returns, on the same interface; 8 hops again with a host record per packet
+   (run_packets=1, what runs of packets save); the same with the
    INT echo on (the sink also keeps each QP's hops), and the echo's egress program
    appending 8 or 1 hops to ACKs against an empty program at egress; then records/s
    through the agent (ring copy-out, batching, UDP to a local collector).
@@ -18,6 +20,8 @@ Examples:
   python -m bench.bench_ebpf                  # all three
   python -m bench.bench_ebpf --records 500000 --packets 20000
   python -m bench.bench_ebpf --no-kernel      # decoders only (no root needed)
+  python -m bench.bench_ebpf --profile 3      # the sink's cost by part (builds with
+                                              # parts left out, 3 alternating rounds)
 """
 from __future__ import annotations
 
@@ -117,13 +121,27 @@ def bench_decoders(n: int, repeat: int) -> None:
 PASS_C = b"int pass_all(struct __sk_buff *skb) { return -1; }"
 
 
-def _sink_cost(sink, base_fd: int, tx: socket.socket, kinds: dict[str, bytes],
-               packets: int, hook: str) -> None:
+def psn_train(frame: bytes, n: int) -> list[bytes]:
+    """``n`` copies of a RoCEv2 frame (with or without INT) with PSNs 0, 1, ... n - 1,
+    as a QP sends them (the ICRC is left as it was: nothing here verifies it)."""
+    bth = 42
+    if struct.unpack_from("!H", frame, 36)[0] != roce.ROCEV2_UDP_PORT:
+        bth += int_md.INT_SHIM_LEN + 4 * frame[43]  # behind the INT header
+    out = []
+    for psn in range(n):
+        f = bytearray(frame)
+        f[bth + 9:bth + 12] = (psn & 0xFFFFFF).to_bytes(3, "big")
+        out.append(bytes(f))
+    return out
+
+
+def _sink_cost(sink, base_fd: int, tx: socket.socket, kinds: dict[str, list[bytes]],
+               hook: str) -> None:
     from ebpf.progstats import prog_run_stats
 
-    for name, frame in kinds.items():
+    for name, frames in kinds.items():
         s0, b0 = sink.run_stats(), prog_run_stats(base_fd)
-        for _ in range(packets):
+        for frame in frames:
             tx.send(frame)
         time.sleep(0.2)
         sink.read()
@@ -135,7 +153,8 @@ def _sink_cost(sink, base_fd: int, tx: socket.socket, kinds: dict[str, bytes],
 
 
 def _agent_rate(h2, tx: socket.socket, frames: list[bytes]) -> None:
-    """Records/s through HostAgent.read: ring copy-out, batching, UDP to a collector."""
+    """Records/s through HostAgent.read: ring copy-out, batching, UDP to a collector
+    (a record per packet here, ``run_packets=1``, to load the path)."""
     from ebpf.agent import AgentConfig, HostAgent
     from ebpf.sink import SinkConfig
 
@@ -144,7 +163,7 @@ def _agent_rate(h2, tx: socket.socket, frames: list[bytes]) -> None:
         collector.bind(("127.0.0.1", 0))
         collector.setsockopt(socket.SOL_SOCKET, 33, 64 << 20)  # SO_RCVBUFFORCE
     cfg = AgentConfig(iface=h2.ifname, netns=h2.name, controller=collector.getsockname(),
-                      queue_batches=4096, sink=SinkConfig(ringbuf_pages=8192))
+                      queue_batches=4096, sink=SinkConfig(ringbuf_pages=8192, run_packets=1))
     try:
         with HostAgent(cfg) as agent:
             for f in frames:
@@ -185,9 +204,10 @@ def _echo_cost(h1, h2, tx: socket.socket, base_fd: int, packets: int, orig: byte
                                      opcode=roce.Opcode.ACKNOWLEDGE, dest_qp=3, psn=0,
                                      aeth=(0, 1))
         with IntSink(h2.ifname, netns=h2.name, config=SinkConfig(echo=True)) as sink:
-            _sink_cost(sink, base_fd, tx, {"INT, 8 hops": int_md.insert_int(orig, hops),
-                                           "INT, 1 hop": int_md.insert_int(orig, hops[:1])},
-                       packets, "tc+echo")
+            _sink_cost(sink, base_fd, tx,
+                       {"INT, 8 hops": psn_train(int_md.insert_int(orig, hops), packets),
+                        "INT, 1 hop": psn_train(int_md.insert_int(orig, hops[:1]), packets)},
+                       "tc+echo")
             for n in (8, 1):
                 tx.send(int_md.insert_int(orig, hops[:n]))  # the QP's latest hops
                 time.sleep(0.05)
@@ -208,7 +228,47 @@ def _echo_cost(h1, h2, tx: socket.socket, base_fd: int, packets: int, orig: byte
         ack_tx.close()
 
 
-def bench_kernel(packets: int) -> None:
+#: bench_ebpf --profile: sink builds with parts left out (BENCH_OMIT bits of int_sink.c)
+PROFILE_VARIANTS: dict[str, int] = {
+    "whole": 0,
+    "without the host record in the ring": 1,
+    "without the hop loop": 2,
+    "without the per-flow update (so a record per packet)": 4,
+    "without removing the INT bytes": 8,
+    "without loading the hop stack (nor the hop loop)": 16 | 2,
+    "only checks and loads, then pass": 1 | 2 | 4 | 8,
+    "echo: without copying the hops": 32,
+}
+
+
+def _profile(h2, tx: socket.socket, base_fd: int, frames: list[bytes], rounds: int,
+             echo: bool) -> None:
+    """Median ns/packet of each PROFILE_VARIANTS build, rounds alternating."""
+    from ebpf.progstats import prog_run_stats
+    from ebpf.sink import IntSink, SinkConfig
+
+    ratios: dict[str, list[tuple[float, float]]] = {k: [] for k in PROFILE_VARIANTS}
+    for _ in range(rounds):
+        for name, omit in PROFILE_VARIANTS.items():
+            cfg = SinkConfig(bench_omit=omit, echo=echo)
+            with IntSink(h2.ifname, netns=h2.name, config=cfg) as sink:
+                s0, b0 = sink.run_stats(), prog_run_stats(base_fd)
+                for frame in frames:
+                    tx.send(frame)
+                time.sleep(0.2)
+                s1, b1 = sink.run_stats(), prog_run_stats(base_fd)
+            ns = (s1[0] - s0[0]) / max(1, s1[1] - s0[1])
+            bns = (b1[0] - b0[0]) / max(1, b1[1] - b0[1])
+            ratios[name].append((ns, bns))
+    print(f"sink profile, 8 hops at tc{' with the echo' if echo else ''} ({rounds} alternating "
+          f"rounds of {len(frames)} packets, medians)")
+    for name, runs in ratios.items():
+        ns = float(np.median([r[0] for r in runs]))
+        x = float(np.median([r[0] / r[1] for r in runs if r[1]]))
+        print(f"  {name:<52} {ns:6.0f} ns/pkt  x{x:5.1f}")
+
+
+def bench_kernel(packets: int, profile: int = 0) -> None:
     from bcc import BPF
 
     from ebpf.progstats import bpf_stats_enabled
@@ -230,16 +290,25 @@ def bench_kernel(packets: int) -> None:
                                     psn=0, payload=bytes(1024))
             hops = [HopRecord(node_id=i + 1, queue_occupancy=i, egress_ts=i, tx_bytes=i,
                               queue_bytes=i, line_rate=100_000) for i in range(8)]
-            kinds = {"INT, 8 hops": int_md.insert_int(orig, hops),
-                     "INT, 1 hop": int_md.insert_int(orig, hops[:1]),
-                     "plain RoCEv2": orig}
+            kinds = {"INT, 8 hops": psn_train(int_md.insert_int(orig, hops), packets),
+                     "INT, 1 hop": psn_train(int_md.insert_int(orig, hops[:1]), packets),
+                     "plain RoCEv2": psn_train(orig, packets)}
+            if profile:
+                for echo in (False, True):
+                    _profile(h2, tx, fn.fd, kinds["INT, 8 hops"], profile, echo)
+                return
             print(f"sink cost ({packets} packets each; baseline: a tc program that only "
                   "returns)")
             for hook in ("tc", "xdp"):
                 with IntSink(h2.ifname, netns=h2.name, config=SinkConfig(hook=hook)) as sink:
-                    _sink_cost(sink, fn.fd, tx, kinds, packets, hook)
+                    _sink_cost(sink, fn.fd, tx, kinds, hook)
+            # what the runs save: the same sink with a host record per packet
+            with IntSink(h2.ifname, netns=h2.name, config=SinkConfig(run_packets=1)) as sink:
+                _sink_cost(sink, fn.fd, tx, {"INT, 8 hops": kinds["INT, 8 hops"]},
+                           "tc, a record per packet:")
             _echo_cost(h1, h2, tx, fn.fd, packets, orig, hops)
-            _agent_rate(h2, tx, [kinds["INT, 8 hops"]] * min(30_000, packets * 4))
+            _agent_rate(h2, tx, psn_train(int_md.insert_int(orig, hops),
+                                          min(30_000, packets * 4)))
         finally:
             if att is not None:
                 att.detach()
@@ -250,21 +319,25 @@ def bench_kernel(packets: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog="\n".join(__doc__.splitlines()[14:]))
+                                epilog=__doc__[__doc__.index("Examples:"):])
     p.add_argument("--records", type=int, default=200_000, help="records to decode")
     p.add_argument("--repeat", type=int, default=5, help="best of N timings")
     p.add_argument("--packets", type=int, default=5_000, help="packets per kind (kernel)")
     p.add_argument("--no-kernel", action="store_true", help="skip the root/bcc part")
+    p.add_argument("--profile", type=int, default=0, metavar="ROUNDS",
+                   help="only the sink's cost by part: builds with parts left out, "
+                        "ROUNDS alternating rounds")
     args = p.parse_args(argv)
     if args.records < 1 or args.packets < 1 or args.repeat < 1:
         print("bench_ebpf: --records, --packets and --repeat must be >= 1", file=sys.stderr)
         return 2
-    bench_decoders(args.records, args.repeat)
+    if not args.profile:
+        bench_decoders(args.records, args.repeat)
     if not args.no_kernel:
         if os.geteuid() != 0:
             print("sink cost: skipped (needs root)")
         else:
-            bench_kernel(args.packets)
+            bench_kernel(args.packets, args.profile)
     return 0
 
 

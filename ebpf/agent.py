@@ -171,6 +171,7 @@ class HostAgent:
         self._confirm_out: dict[tuple[str, int], list[tuple[int, int, int, int, int, int]]] = {}
         self._confirmed = {s.name: 0 for s in ConfirmStatus}
         self._auth = AgentAuth(config.keys, agent_id=config.agent_id) if config.keys else None
+        self._next_flush_ns = 0
 
     # -- lifecycle -----------------------------------------------------------------
     def attach(self) -> Self:
@@ -213,8 +214,14 @@ class HostAgent:
         return self
 
     def close(self) -> None:
-        """Detach the sink and close sockets (queued batches get one last flush)."""
+        """Detach the sink, ship what it still holds (its open runs too: no packet it
+        stripped goes unrecorded) and close sockets."""
         try:
+            if self._sink.attached:
+                rest = self._sink.stop()
+                self._records += rest.size
+                if self._shipper is not None and rest.size:
+                    self._shipper.push(rest)
             if self._shipper is not None:
                 self._shipper.release()
                 self._shipper.flush()
@@ -241,6 +248,11 @@ class HostAgent:
             extra = tuple(s.fileno() for s in (self._fb_sock, self._ctl_sock) if s is not None)
             held = self._shipper.due() if self._shipper is not None else None
             self._sink.wait(timeout_s if held is None else min(timeout_s, held), extra)
+        now = time.monotonic_ns()
+        if now >= self._next_flush_ns:
+            # runs of flows gone idle would otherwise wait for their next packet
+            self._next_flush_ns = now + max(self.config.sink.flush_idle_ns // 2, 1_000_000)
+            self._sink.flush_runs()
         ring = self._sink.read(0.0, max_records)
         self._records += ring.size
         if self._shipper is not None:
@@ -445,7 +457,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--malformed", choices=("pass", "drop"), default="pass",
                    help="malformed INT: pass up unmodified (default) or drop")
     p.add_argument("--ringbuf-pages", type=int, default=1024,
-                   help="ring size in pages (default 1024: 8322 records)")
+                   help="ring size in pages (default 1024: 7943 records)")
+    p.add_argument("--run-packets", type=int, default=16, metavar="N",
+                   help="packets of a flow one host record covers at most (consecutive "
+                        "PSNs; default 16, 1: a record per packet)")
     p.add_argument("--xdp", action="store_true",
                    help="run the sink at XDP instead of tc ingress (before tc programs)")
     p.add_argument("--flows", action="store_true",
@@ -479,7 +494,8 @@ def main(argv: list[str] | None = None) -> int:
                             queued_interval_s=args.ship_queued_interval / 1e3),
             sink=SinkConfig(int_udp_port=args.int_port, ringbuf_pages=args.ringbuf_pages,
                             malformed_drop=args.malformed == "drop",
-                            hook="xdp" if args.xdp else "tc", echo=args.echo))
+                            hook="xdp" if args.xdp else "tc", echo=args.echo,
+                            run_packets=args.run_packets))
     except EbpfError as exc:
         print(f"ebpf.agent: {exc}", file=sys.stderr)
         return 2

@@ -77,15 +77,22 @@ struct int_hop_rec {
     __u8 pad[7];           /* 49 */
 };
 
-/* One INT packet seen by a host sink. 48 + 8 * 56 = 496 B. */
+/* A run of INT packets of one flow seen by a host sink, and one INT sample.
+ * 72 + 8 * 56 = 520 B. The run: psn_count packets with the consecutive PSNs psn ..
+ * psn + psn_count - 1 (mod 2^24), in that order, between run_first_ns and
+ * run_last_ns; every packet the sink strips is in exactly one run. The sample (the
+ * hops, capture_ns, sample_psn and the header fields) is the packet that closed the
+ * run: its last packet, or the next packet when that one did not continue it; none
+ * (hop_count 0) when the agent flushed an idle run. Packets without a BTH make runs
+ * of one. */
 struct int_host_record {
-    __u64 capture_ns;          /* 0  bpf_ktime_get_ns (CLOCK_MONOTONIC) */
+    __u64 capture_ns;          /* 0  of the sample, bpf_ktime_get_ns (CLOCK_MONOTONIC) */
     __u32 src_ip;              /* 8  host order */
     __u32 dst_ip;              /* 12 */
     __u16 src_port;            /* 16 */
     __u16 orig_dport;          /* 18 */
     __u32 dest_qp;             /* 20 (0 unless the inner packet is RoCEv2) */
-    __u32 psn;                 /* 24 */
+    __u32 psn;                 /* 24 first PSN of the run */
     __u16 ip_total_len;        /* 28 restored IPv4 total length */
     __u8 opcode;               /* 30 */
     __u8 hop_count;            /* 31 */
@@ -98,8 +105,18 @@ struct int_host_record {
     __u8 md_flags;             /* 42 D<<2 | E<<1 | M */
     __u8 ip_tos;               /* 43 */
     __u32 ifindex;             /* 44 */
-    struct int_hop_rec hops[INT_MAX_HOPS]; /* 48, newest hop first */
+    __u32 psn_count;           /* 48 packets in the run (>= 1) */
+    __u32 sample_psn;          /* 52 PSN of the sample packet */
+    __u64 run_first_ns;        /* 56 coarse CLOCK_MONOTONIC (bpf_ktime_get_coarse_ns) */
+    __u64 run_last_ns;         /* 64 */
+    struct int_hop_rec hops[INT_MAX_HOPS]; /* 72, newest hop first */
 };
+
+/* A flow's open run in one word, swapped atomically (so a packet and the flush
+ * never both emit it): first PSN in bits 0-23, packets in bits 24-47; 0 = none. */
+#define RUN_PSN_MASK 0xFFFFFFull
+#define RUN_ONE (1ull << 24)
+#define RUN_MAX_PACKETS 65535
 
 /* Per-flow state kept by the sink (key: IPv4 pair, UDP source port, dest QP). */
 struct int_flow_key {
@@ -121,11 +138,25 @@ struct int_flow_stats {
     __u64 last_ns;
     __u32 highest_psn;
     __u32 last_gap;       /* length of the latest forward jump */
-    __u32 path_signature; /* FNV-1a of node IDs, wire order (0: no node IDs) */
+    __u32 path_signature; /* FNV-1a of node IDs, wire order (0: no node IDs), as of
+                           * the last host record */
     __u8 last_hop_count;
     __u8 opcode;
     __u16 pad;
+    __u64 run;            /* the open run (RUN_* above), INT packets with a BTH */
+    __u64 run_first_ns;
+    __u64 run_last_ns;
 };
+
+/* The flush program's input (BPF_PROG_TEST_RUN data): a header, then count keys. */
+#define FLUSH_MAX_KEYS 64
+struct int_flush_hdr {
+    __u32 magic;          /* FLUSH_MAGIC */
+    __u32 count;          /* keys that follow, at most FLUSH_MAX_KEYS */
+    __u64 pad;            /* the data must hold an Ethernet header's 14 bytes */
+};
+#define FLUSH_MAGIC 0x464C5553u
+#define FLUSH_RING_FULL 0x10000
 
 /* Counters in the "stats" array, one slot each. */
 enum int_stat {
@@ -146,7 +177,9 @@ enum int_stat {
     STAT_ECHO_APPENDED = 14, /* egress: INT echo added to an ACK (INT_ECHO=1) */
     STAT_ECHO_NO_HOPS = 15,  /* egress: ACK of a QP whose data brought no INT yet */
     STAT_ECHO_FAILED = 16,   /* egress: the ACK could not grow: sent without echo */
-    STAT_MAX = 17,
+    STAT_RUN_CONTENDED = 17, /* a run changed under us three times: packet sent alone */
+    STAT_RUNS_FLUSHED = 18,  /* idle runs the agent flushed (int_sink_flush) */
+    STAT_MAX = 19,
 };
 
 /* INT echoed in ACKs (formats/int_echo.py has the bit layout): hop records and a
@@ -177,9 +210,10 @@ struct int_echo_trailer {
 } __attribute__((packed));
 
 /* The receiver's latest hops per QP: written by the ingress sink from each data
- * packet, appended by the egress program to the next ACK of the same QP (the
- * project numbers a QP the same at both ends, so the data's destination QP is the
- * ACK's destination QP). Host order. */
+ * packet into the data flow's entry (behind struct int_flow_stats), appended by the
+ * egress program to the next ACK of the same QP, which finds the flow's key in the
+ * "echo" map under this key (the project numbers a QP the same at both ends, so the
+ * data's destination QP is the ACK's destination QP). Host order. */
 struct int_echo_key {
     __u32 peer_ip;     /* the data's source, the ACK's destination */
     __u32 local_ip;

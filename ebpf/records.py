@@ -11,7 +11,8 @@ import ipaddress
 
 import numpy as np
 
-__all__ = ["FLOW_DTYPE", "FLOW_KEY_DTYPE", "FLOW_STATS_DTYPE", "SinkStat", "format_flows"]
+__all__ = ["ECHO_ENTRY_SIZE", "FLOW_DTYPE", "FLOW_KEY_DTYPE", "FLOW_STATS_DTYPE", "SinkStat",
+           "flow_value_dtype", "format_flows"]
 
 FLOW_KEY_DTYPE = np.dtype({
     "names": ["src_ip", "dst_ip", "dest_qp", "src_port"],
@@ -24,12 +25,30 @@ FLOW_KEY_DTYPE = np.dtype({
 FLOW_STATS_DTYPE = np.dtype({
     "names": ["packets", "bytes", "int_packets", "lost_packets", "loss_events",
               "out_of_order", "first_ns", "last_ns", "highest_psn", "last_gap",
-              "path_signature", "last_hop_count", "opcode"],
-    "formats": ["<u8"] * 8 + ["<u4"] * 3 + ["u1", "u1"],
-    "offsets": [0, 8, 16, 24, 32, 40, 48, 56, 64, 68, 72, 76, 77],
-    "itemsize": 80,
+              "path_signature", "last_hop_count", "opcode", "run", "run_first_ns",
+              "run_last_ns"],
+    "formats": ["<u8"] * 8 + ["<u4"] * 3 + ["u1", "u1"] + ["<u8"] * 3,
+    "offsets": [0, 8, 16, 24, 32, 40, 48, 56, 64, 68, 72, 76, 77, 80, 88, 96],
+    "itemsize": 104,
 })
 """``struct int_flow_stats``: see the field comments in ``int_formats.h``."""
+
+ECHO_ENTRY_SIZE = 272
+"""``struct int_echo_entry``: with the INT echo it follows the stats in a flow entry."""
+
+
+def flow_value_dtype(echo: bool) -> np.dtype:
+    """The flows map's value (``struct flow_value`` of int_sink.c): the stats, and
+    with the echo its entry behind them (left out of the fields)."""
+    if not echo:
+        return FLOW_STATS_DTYPE
+    fields = FLOW_STATS_DTYPE.fields
+    assert fields is not None and FLOW_STATS_DTYPE.names is not None
+    names = list(FLOW_STATS_DTYPE.names)
+    return np.dtype({"names": names, "formats": [fields[n][0] for n in names],
+                     "offsets": [fields[n][1] for n in names],
+                     "itemsize": FLOW_STATS_DTYPE.itemsize + ECHO_ENTRY_SIZE})
+
 
 FLOW_DTYPE = np.dtype([("key", FLOW_KEY_DTYPE), ("stats", FLOW_STATS_DTYPE)])
 """One row of ``IntSink.flows()``: key and stats side by side."""
@@ -55,6 +74,8 @@ class SinkStat(enum.IntEnum):
     ECHO_APPENDED = 14
     ECHO_NO_HOPS = 15
     ECHO_FAILED = 16
+    RUN_CONTENDED = 17
+    RUNS_FLUSHED = 18
 
 
 FLOWS_HEADER = (f"{'source':<21} {'destination':<15} {'qp':>6} {'packets':>8} {'lost':>5} "

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from types import TracebackType
 from typing import Self, TextIO
 
@@ -23,14 +24,20 @@ import numpy as np
 from formats.int_md import HOST_RECORD_DTYPE, INT_UDP_PORT
 
 from .errors import AttachError, ConfigError
+from .flush import flush_runs
 from .loader import compile_program
 from .maps import lookup_all
 from .netns import in_netns
-from .records import FLOW_DTYPE, FLOW_KEY_DTYPE, FLOW_STATS_DTYPE, SinkStat
+from .records import FLOW_DTYPE, FLOW_KEY_DTYPE, FLOW_STATS_DTYPE, SinkStat, flow_value_dtype
 from .ringbuf import RingBufReader
 from .tc import TcAttachment, attach_tc
 
 __all__ = ["IntSink", "SinkConfig"]
+
+CLOCK_MONOTONIC_COARSE = 6
+"""Linux's clock id of bpf_ktime_get_coarse_ns (the time module does not name it)."""
+RUN_MAX_PACKETS = 65535
+"""RUN_MAX_PACKETS of int_formats.h: a run's packet count has 24 bits, kept far below."""
 
 
 @dataclasses.dataclass(slots=True, kw_only=True, frozen=True)
@@ -39,7 +46,7 @@ class SinkConfig:
 
     int_udp_port: int = INT_UDP_PORT
     ringbuf_pages: int = 1024
-    """Ring size in pages (power of two); 1024 pages (4 MiB) hold 8322 records of 504 B."""
+    """Ring size in pages (power of two); 1024 pages (4 MiB) hold 7943 records of 528 B."""
     flow_entries: int = 65536
     malformed_drop: bool = False
     """Drop malformed INT at the sink instead of passing it up unmodified."""
@@ -55,6 +62,17 @@ class SinkConfig:
     echo_entries: int = 16384
     echo_prio: int = 20
     """tc priority of the echo program at egress."""
+    run_packets: int = 16
+    """Packets of a flow one host record covers at most (consecutive PSNs, see
+    ``formats.int_md.HOST_RECORD_DTYPE``); 1: a record per INT packet."""
+    run_ns: int = 1_000_000
+    """A run older than this closes at its next packet (the clock is the kernel's
+    tick: runs end at most a tick, 4 ms at HZ=250, after this)."""
+    flush_idle_ns: int = 50_000_000
+    """``flush_idle_runs`` records the open runs of flows idle this long."""
+    bench_omit: int = 0
+    """For ``bench.bench_ebpf --profile`` only: parts of the program left out (BENCH_OMIT
+    bits in int_sink.c), to measure what each costs. Never set it elsewhere."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.int_udp_port <= 0xFFFF:
@@ -66,6 +84,12 @@ class SinkConfig:
             raise ConfigError(f"echo_entries {self.echo_entries}: expected 1..4194304")
         if not 1 <= self.flow_entries <= 1 << 22:
             raise ConfigError(f"flow_entries {self.flow_entries}: expected 1..4194304")
+        if not 1 <= self.run_packets <= RUN_MAX_PACKETS:
+            raise ConfigError(f"run_packets {self.run_packets}: expected 1..{RUN_MAX_PACKETS}")
+        if not 1 <= self.run_ns <= 1 << 40:
+            raise ConfigError(f"run_ns {self.run_ns}: expected 1..{1 << 40}")
+        if self.flush_idle_ns < 0:
+            raise ConfigError(f"flush_idle_ns {self.flush_idle_ns}: expected >= 0")
         if self.hook not in ("tc", "xdp"):
             raise ConfigError(f"hook {self.hook!r}: expected 'tc' or 'xdp'")
         if self.echo and self.hook != "tc":
@@ -78,7 +102,9 @@ class SinkConfig:
         return {"INT_UDP_PORT": self.int_udp_port, "RINGBUF_PAGES": self.ringbuf_pages,
                 "FLOW_ENTRIES": self.flow_entries, "MALFORMED_DROP": int(self.malformed_drop),
                 "SINK_XDP": int(self.hook == "xdp"), "INT_ECHO": int(self.echo),
-                "ECHO_ENTRIES": self.echo_entries}
+                "ECHO_ENTRIES": self.echo_entries, "RUN_PACKETS": self.run_packets,
+                "RUN_NS": self.run_ns,
+                **({"BENCH_OMIT": self.bench_omit} if self.bench_omit else {})}
 
 
 class IntSink:
@@ -96,6 +122,7 @@ class IntSink:
         self._echo_fd = -1
         self._ring: RingBufReader | None = None
         self._prog_fd = -1
+        self._flush_fd = -1
         self._xdp_attached = False
 
     # -- lifecycle -----------------------------------------------------------------
@@ -110,6 +137,7 @@ class IntSink:
             fn = bpf.load_func(b"int_sink_xdp" if xdp else b"int_sink",
                                BPF.XDP if xdp else BPF.SCHED_CLS)
             self._prog_fd = fn.fd
+            self._flush_fd = bpf.load_func(b"int_sink_flush", BPF.SCHED_CLS).fd
             table = bpf[b"records"]
             self._ring = RingBufReader(table.map_fd, table.max_entries, HOST_RECORD_DTYPE)
             if xdp:
@@ -133,8 +161,8 @@ class IntSink:
         self._bpf = bpf
         return self
 
-    def close(self) -> None:
-        """Detach from tc and free the programs and maps; safe to call twice."""
+    def detach(self) -> None:
+        """Stop seeing packets (maps and the ring stay readable until ``close``)."""
         try:
             if self._echo_tc is not None:
                 self._echo_tc.detach()
@@ -145,6 +173,25 @@ class IntSink:
                 self._detach_xdp()
         finally:
             self._tc = self._echo_tc = None
+
+    def stop(self) -> np.ndarray:
+        """Detach, record every open run, and return the records not read yet: after
+        this every packet the sink stripped is in a record that was handed out."""
+        self._need()
+        self.detach()
+        assert self._ring is not None
+        out = []
+        while True:  # a full ring leaves runs open: read, then flush the rest
+            flushed = self.flush_runs(idle_ns=0)
+            out.append(self._ring.read())
+            if not flushed and not out[-1].size:
+                return np.concatenate(out)
+
+    def close(self) -> None:
+        """Detach from tc and free the programs and maps; safe to call twice."""
+        try:
+            self.detach()
+        finally:
             if self._ring is not None:
                 self._ring.close()
                 self._ring = None
@@ -162,6 +209,11 @@ class IntSink:
         except Exception as exc:  # noqa: BLE001 - bcc raises bare Exception
             if "No such device" not in str(exc) and "does not exist" not in str(exc):
                 raise AttachError(f"cannot remove XDP from {self.iface}: {exc}") from None
+
+    @property
+    def attached(self) -> bool:
+        """Loaded (``attach`` done, ``close`` not yet)."""
+        return self._bpf is not None
 
     def __enter__(self) -> Self:
         return self.attach()
@@ -199,8 +251,15 @@ class IntSink:
         return out
 
     def flows(self) -> np.ndarray:
-        """Per-flow state as a ``FLOW_DTYPE`` array (one row per flow seen)."""
-        keys, values = lookup_all(self._need()[b"flows"], FLOW_KEY_DTYPE, FLOW_STATS_DTYPE)
+        """Per-flow state as a ``FLOW_DTYPE`` array (one row per flow seen; packets
+        and int_packets include the open run's, which the kernel adds when it closes)."""
+        keys, values = lookup_all(self._need()[b"flows"], FLOW_KEY_DTYPE,
+                                  flow_value_dtype(self.config.echo))
+        values = values.astype(FLOW_STATS_DTYPE)
+        # the kernel adds a run's packets when the run closes: add the open runs'
+        open_run = (values["run"] >> np.uint64(24)) & np.uint64(0xFFFFFF)
+        values["packets"] += open_run
+        values["int_packets"] += open_run
         out = np.zeros(len(keys), FLOW_DTYPE)
         out["key"] = keys
         out["stats"] = values
@@ -212,8 +271,14 @@ class IntSink:
         if not self.config.echo:
             return {}
         out = {}
-        for k, v in bpf[b"echo"].items():
-            out[(k.peer_ip, k.local_ip, k.qp)] = (v.psn, bytes(v.bytes)[:v.len])
+        flows = bpf[b"flows"]
+        for k, fk in bpf[b"echo"].items():
+            try:
+                e = flows[fk].echo  # the QP's data flow holds the hops
+            except KeyError:
+                continue
+            if e.len:
+                out[(k.peer_ip, k.local_ip, k.qp)] = (e.psn, bytes(e.bytes)[:e.len])
         return out
 
     def echo_run_stats(self) -> tuple[int, int]:
@@ -222,8 +287,26 @@ class IntSink:
         self._need()
         return prog_run_stats(self._echo_fd)
 
+    def flush_runs(self, idle_ns: int | None = None) -> int:
+        """Record the open runs of flows that saw no packet for ``idle_ns`` (default
+        ``config.flush_idle_ns``; 0: every open run), so an idle flow's last packets
+        reach the ring; returns the runs recorded. The kernel swaps each run out
+        atomically (int_sink_flush), so a packet arriving meanwhile is never lost nor
+        recorded twice: it starts a new run."""
+        bpf = self._need()
+        idle = self.config.flush_idle_ns if idle_ns is None else idle_ns
+        keys, values = lookup_all(bpf[b"flows"], FLOW_KEY_DTYPE,
+                                  flow_value_dtype(self.config.echo))
+        if not keys.size:
+            return 0
+        now = time.clock_gettime_ns(CLOCK_MONOTONIC_COARSE)
+        pick = (values["run"] != 0) & (values["run_last_ns"].astype(np.int64) <= now - idle)
+        return flush_runs(self._flush_fd, keys[pick])
+
     def clear_flows(self) -> None:
-        """Forget per-flow state (e.g. between experiments)."""
+        """Forget per-flow state (e.g. between experiments); open runs are recorded
+        first (a packet racing the clear may still start a run that is then lost)."""
+        self.flush_runs(idle_ns=0)
         self._need()[b"flows"].clear()
 
     def run_stats(self) -> tuple[int, int]:

@@ -75,6 +75,7 @@ __all__ = [
     "insert_int",
     "parse_int",
     "path_signature",
+    "psn_runs_to_packets",
     "strip_int",
 ]
 
@@ -501,16 +502,28 @@ HOST_RECORD_DTYPE = np.dtype({
     "names": ["capture_ns", "src_ip", "dst_ip", "src_port", "orig_dport", "dest_qp", "psn",
               "ip_total_len", "opcode", "hop_count", "instruction_bitmap", "ds_id",
               "ds_instruction", "ds_flags", "hop_ml", "remaining_hop_count", "md_flags",
-              "ip_tos", "ifindex", "hops"],
+              "ip_tos", "ifindex", "psn_count", "sample_psn", "run_first_ns", "run_last_ns",
+              "hops"],
     "formats": ["<u8", "<u4", "<u4", "<u2", "<u2", "<u4", "<u4", "<u2", "u1", "u1", "<u2",
-                "<u2", "<u2", "<u2", "u1", "u1", "u1", "u1", "<u4",
+                "<u2", "<u2", "<u2", "u1", "u1", "u1", "u1", "<u4", "<u4", "<u4", "<u8", "<u8",
                 (HOP_RECORD_DTYPE, (MAX_HOPS,))],
-    "offsets": [0, 8, 12, 16, 18, 20, 24, 28, 30, 31, 32, 34, 36, 38, 40, 41, 42, 43, 44, 48],
-    "itemsize": 48 + MAX_HOPS * 56,
+    "offsets": [0, 8, 12, 16, 18, 20, 24, 28, 30, 31, 32, 34, 36, 38, 40, 41, 42, 43, 44,
+                48, 52, 56, 64, 72],
+    "itemsize": 72 + MAX_HOPS * 56,
 })
-"""``struct int_host_record``: one INT packet seen by a host sink.
+"""``struct int_host_record``: a run of INT packets of one flow seen by a host sink,
+with one INT sample.
 
-capture_ns is CLOCK_MONOTONIC (bpf_ktime_get_ns); IPv4 addresses are host-order
+The run: ``psn_count`` packets whose PSNs are ``psn``, ``psn + 1``, ...
+``psn + psn_count - 1`` (mod 2^24), received in that order between ``run_first_ns``
+and ``run_last_ns`` (CLOCK_MONOTONIC at tick resolution); each packet the sink strips
+is in exactly one run (``psn_runs_to_packets`` expands them).  A packet whose PSN does
+not follow the run (a gap, a late or repeated packet), a run of ``run_packets``
+packets, or one older than ``run_ns`` closes it.  The sample is the packet that
+closed the run (``sample_psn``; its last packet or the next one): ``capture_ns``
+(CLOCK_MONOTONIC, bpf_ktime_get_ns), the header fields and its hops; a run the agent
+flushed after the flow went idle has no sample (``hop_count`` 0).  Packets without a
+BTH (``orig_dport`` not 4791) are runs of one.  IPv4 addresses are host-order
 integers; ports, QP and PSN host order; md_flags = D<<2 | E<<1 | M; ip_total_len is
 the restored (original) IPv4 length; hops[0] is the newest hop (last switch).
 """
@@ -528,3 +541,23 @@ def hops_to_array(hops: Sequence[HopRecord]) -> np.ndarray:
         for name in _HOP_FIELDS:
             arr[i][name] = getattr(h, name)
     return arr
+
+
+def psn_runs_to_packets(psn: np.ndarray, count: np.ndarray, first_ns: np.ndarray,
+                        last_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Host-record runs -> one row per packet: (record index, PSN, time), vectorised.
+
+    Run ``i`` stands for ``count[i]`` packets with PSNs ``psn[i] + k`` (mod 2^24),
+    k = 0 .. count - 1, in that order; their times are spread evenly from
+    ``first_ns[i]`` to ``last_ns[i]`` (the sink keeps only the ends).  A count of 0
+    (never written by the sink) counts as 1.
+    """
+    n = np.maximum(np.asarray(count, np.int64), 1)
+    idx = np.repeat(np.arange(n.size, dtype=np.int64), n)
+    start = np.cumsum(n) - n
+    k = np.arange(idx.size, dtype=np.int64) - start[idx]
+    p = (np.asarray(psn, np.int64)[idx] + k) & 0xFFFFFF
+    t0 = np.asarray(first_ns, np.int64)[idx]
+    span = np.maximum(np.asarray(last_ns, np.int64)[idx] - t0, 0)
+    t = t0 + span * k // np.maximum(n[idx] - 1, 1)
+    return idx, p, t

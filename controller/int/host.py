@@ -172,7 +172,11 @@ class HostBatchDecoder:
         s["sport"] = rec["src_port"]
         s["dport"] = rec["orig_dport"]
         s["dest_qp"] = rec["dest_qp"]
-        s["psn"] = rec["psn"]
+        s["psn"] = rec["sample_psn"]
+        s["run_psn"] = rec["psn"]
+        s["psn_count"] = rec["psn_count"]
+        s["run_first_ns"] = rec["run_first_ns"]
+        s["run_last_ns"] = rec["run_last_ns"]
         s["opcode"] = rec["opcode"]
         s["has_bth"] = rec["orig_dport"] == ROCEV2_UDP_PORT
         s["hop_count"] = hop_count

@@ -4,7 +4,8 @@ Both sources (Telemetry Reports from sink switches, host records from agents) ar
 decoded into the same two arrays, so state tables and consumers (controller.cc,
 loss maps, export) see one shape:
 
-``REPORT_DTYPE`` — one element per telemetry sample (one data packet seen):
+``REPORT_DTYPE`` — one element per telemetry sample (one data packet seen; a host
+record also stands for a run of packets of its flow, see ``run_psn``):
 
 =============  =====  =====================================================
 field          type   meaning
@@ -18,7 +19,7 @@ dst_ip         u4     inner IPv4 destination
 sport          u2     UDP source port (per-QP entropy)
 dport          u2     original UDP destination port (from the INT shim)
 dest_qp        u4     BTH destination QP (0 when not present)
-psn            u4     BTH PSN (0 when not present)
+psn            u4     BTH PSN of the sampled packet (0 when not present)
 opcode         u1     BTH opcode (0 when not present)
 has_bth        u1     1 when dest_qp/psn/opcode were decoded
 hop_count      u1     hop records of this sample (including sink metadata)
@@ -26,6 +27,11 @@ e_bit          u1     INT-MD E flag: some hop could not push its record
 ins_bitmap     u2     INT instruction bitmap of the hop records
 ds_bitmap      u2     DS instruction bitmap of the hop records
 capture_ns     u8     host capture time (host records only, else 0)
+run_psn        u4     host records: first PSN of the run of packets the record
+                      covers (PSNs run_psn .. run_psn + psn_count - 1, mod 2^24)
+psn_count      u4     host records: packets in the run (0 for switch reports)
+run_first_ns   u8     host records: the run's first and last packet (coarse
+run_last_ns    u8     CLOCK_MONOTONIC, tick resolution)
 =============  =====  =====================================================
 
 ``HOP_DTYPE`` — one element per hop record; ``sample`` indexes the report array
@@ -61,6 +67,10 @@ REPORT_DTYPE = np.dtype(
         ("ins_bitmap", "u2"),
         ("ds_bitmap", "u2"),
         ("capture_ns", "u8"),
+        ("run_psn", "u4"),
+        ("psn_count", "u4"),
+        ("run_first_ns", "u8"),
+        ("run_last_ns", "u8"),
     ]
 )
 

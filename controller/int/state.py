@@ -373,9 +373,14 @@ class FlowTable:
         self.last_update_ns[s_last] = samples["arrival_ns"][last_idx]
         bth = samples["has_bth"][last_idx].astype(bool)
         self.last_psn[s_last[bth]] = samples["psn"][last_idx][bth]
-        # path of the last sample of each flow
+        # path of the last sample with hop records of each flow (a host record of a run
+        # the agent flushed from an idle flow has none: the path stays)
+        with_hops = samples["hop_count"] > 0
+        last_h = np.full(len(uniq), -1, np.int64)
+        last_h[inv[with_hops]] = np.flatnonzero(with_hops)
+        has_path = last_h >= 0
         is_last = np.zeros(n, bool)
-        is_last[last_idx] = True
+        is_last[last_h[has_path]] = True
         hsel = is_last[hops["sample"]] & (hops["hop_index"] < MAX_PATH_HOPS)
         hp = hops[hsel]
         hslot = hop_slots[hsel]
@@ -387,16 +392,17 @@ class FlowTable:
         new_node[row, col] = hp["node_id"]
         new_port[row, col] = hp["egress_port"]
         new_slot[row, col] = hslot
-        count = np.minimum(samples["hop_count"][last_idx], MAX_PATH_HOPS)
-        changed = (~new) & (
+        count = np.minimum(samples["hop_count"][np.maximum(last_h, 0)], MAX_PATH_HOPS)
+        changed = (~new) & has_path & (
             (self.path_node[s_last] != new_node).any(axis=1)
             | (self.path_port[s_last] != new_port).any(axis=1)
         )
         self.path_changes[s_last[changed]] += 1
-        self.path_node[s_last] = new_node
-        self.path_port[s_last] = new_port
-        self.path_slot[s_last] = new_slot
-        self.hop_count[s_last] = count
+        sp = s_last[has_path]
+        self.path_node[sp] = new_node[has_path]
+        self.path_port[sp] = new_port[has_path]
+        self.path_slot[sp] = new_slot[has_path]
+        self.hop_count[sp] = count[has_path]
         return slot
 
     def _record_history(self, samples: np.ndarray, hops: np.ndarray, slot: np.ndarray) -> None:

@@ -2,8 +2,11 @@
 
 ``FlowLossListener`` is a ``controller.int.Collector`` listener: it takes the host
 records (agent batches) of each decoded batch, keyed by the collector's flow
-slot, into a ``FlowLossStream``. A slot the collector hands to another flow is
-reset first, so PSNs of different flows never meet.
+slot, into a ``FlowLossStream``. A host record covers a run of packets with
+consecutive PSNs (``run_psn``, ``psn_count``); the runs are expanded to one PSN per
+packet (``formats.int_md.psn_runs_to_packets``, vectorised) so the stream counts
+every packet exactly as if each had its own record. A slot the collector hands to
+another flow is reset first, so PSNs of different flows never meet.
 """
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from controller.lossmap.stream import FlowLossStream
+from formats.int_md import psn_runs_to_packets
 
 SOURCE_HOST = 2
 """``REPORT_DTYPE.source`` of host records (controller.int.records.SOURCE_HOST)."""
@@ -24,6 +28,8 @@ class FlowLossListener:
 
     stream: FlowLossStream
     records: int = 0
+    packets: int = 0
+    """Packets the records stand for (their runs' lengths summed)."""
     _key: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -46,7 +52,11 @@ class FlowLossListener:
             reused = rows[fresh][first]
             self.stream.reset(reused[(self._key[reused] >= 0).any(axis=1)])
             self._key[reused] = key[fresh][first]
-        ts = np.where(rec["capture_ns"] > 0, rec["capture_ns"].astype(np.int64),
-                      rec["arrival_ns"])
-        self.stream.add(flow_idx=rows, ts_ns=ts, psn=rec["psn"].astype(np.int64) & 0xFFFFFF)
+        first = np.where(rec["run_first_ns"] > 0, rec["run_first_ns"],
+                         np.where(rec["capture_ns"] > 0, rec["capture_ns"],
+                                  rec["arrival_ns"])).astype(np.int64)
+        last = np.where(rec["run_last_ns"] > 0, rec["run_last_ns"].astype(np.int64), first)
+        idx, psn, ts = psn_runs_to_packets(rec["run_psn"], rec["psn_count"], first, last)
+        self.stream.add(flow_idx=rows[idx], ts_ns=ts, psn=psn)
         self.records += int(rows.size)
+        self.packets += int(idx.size)

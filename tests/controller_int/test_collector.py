@@ -155,3 +155,21 @@ def test_reuse_port_shards_by_sender() -> None:
     nodes_b = {s.node_id for s in sb.switches}
     assert not nodes_a & nodes_b and nodes_a | nodes_b == set(range(1, 9))
     assert sa.reports_lost == sb.reports_lost == 0
+
+
+def test_host_record_without_a_sample_keeps_the_flows_path() -> None:
+    """The record of a run the agent flushed from an idle flow has no hops: it counts
+    for the run's packets, and the flow keeps the path of its last sampled record."""
+    rec = _host_records(3)[:1].copy()
+    rec["psn_count"], rec["sample_psn"] = 16, 15
+    flushed = rec.copy()
+    flushed["psn"], flushed["psn_count"], flushed["sample_psn"] = 16, 4, 19
+    flushed["hop_count"] = 0
+    flushed["hops"] = 0
+    with Collector(CollectorConfig(report_port=0, agent_port=0)) as c:
+        c.feed_agent_batches([encode_batch(rec, agent_id=3, batch_seq=0)])
+        c.feed_agent_batches([encode_batch(flushed, agent_id=3, batch_seq=1)])
+        fs = c.flow_snapshot()
+    row = np.flatnonzero(fs.dest_qp == 0x100)[0]
+    assert fs.path_node[row, :2].tolist() == [20, 21] and fs.hop_count[row] == 2
+    assert fs.last_psn[row] == 19

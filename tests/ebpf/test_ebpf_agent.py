@@ -16,6 +16,7 @@ from ebpf.agent import AgentConfig, HostAgent
 from ebpf.errors import ConfigError
 from ebpf.feedback import FEEDBACK_DTYPE, decode_feedback_datagram, feedback_to_lines
 from ebpf.shipper import BatchShipper
+from ebpf.sink import SinkConfig
 from formats import int_md, roce
 from formats.agent_batch import AGENT_BATCH_HEADER_LEN, decode_batch_header
 from formats.int_md import HOST_RECORD_DTYPE, HopRecord
@@ -85,6 +86,17 @@ def test_feedback_dtype_matches_controller():
 def test_config_validated():
     with pytest.raises(ConfigError, match="controller port 0"):
         AgentConfig(iface="x", controller=("127.0.0.1", 0))
+    with pytest.raises(ConfigError, match="run_packets 0: expected 1..65535"):
+        SinkConfig(run_packets=0)
+    with pytest.raises(ConfigError, match="run_ns 0"):
+        SinkConfig(run_ns=0)
+
+
+def test_cli_run_packets_reaches_the_sink_config():
+    from ebpf.agent import build_parser
+    assert build_parser().parse_args(["--iface", "x"]).run_packets == 16
+    assert build_parser().parse_args(["--iface", "x", "--run-packets", "1"]).run_packets == 1
+    assert SinkConfig(run_packets=4).defines()["RUN_PACKETS"] == 4
 
 
 # ---- with the kernel ----------------------------------------------------------------
@@ -115,7 +127,8 @@ def test_agent_ships_records_and_relays_feedback(pair, tmp_path):
     server = ControlServer(ctl_path)
     cfg = AgentConfig(iface=pair.h2.ifname, netns=pair.h2.name,
                       controller=collector.getsockname(), agent_id=0x0A4D0502,
-                      feedback_port=fb_port, control_socket=ctl_path, batch_records=50)
+                      feedback_port=fb_port, control_socket=ctl_path, batch_records=50,
+                      sink=SinkConfig(run_packets=1))  # a record per packet
     try:
         with HostAgent(cfg) as agent:
             n = 300
@@ -238,26 +251,39 @@ def test_format_flows_table():
 @pytest.mark.root
 @pytest.mark.bpf
 def test_controller_collector_decodes_what_the_agent_ships(pair):
-    """Across parts: the controller's own collector reads the agent's batches."""
+    """Across parts: the controller's own collector reads the agent's batches; each
+    record covers a run of 16 packets, the agent ships the open run when it stops, and
+    the loss map counts every packet once."""
     coll = pytest.importorskip("controller.int.collector")
-    n = 400
+    from controller.lossmap.listener import FlowLossListener
+    from controller.lossmap.stream import FlowLossStream
+    n = 403
     hops = [HopRecord(node_id=10 + k, queue_occupancy=k, egress_ts=1000 + k, tx_bytes=500 * k,
                       queue_bytes=100 * k, line_rate=25_000) for k in range(8)]
     frames = [int_md.insert_int(roce.build_frame(
         eth_src=pair.h1.mac, eth_dst=pair.h2.mac, src=pair.h1.ip, dst=pair.h2.ip, sport=48000,
         opcode=roce.Opcode.SEND_ONLY, dest_qp=0x650, psn=i), hops) for i in range(n)]
+    lossmap = FlowLossListener(stream=FlowLossStream(n_flows=1024, bin_ns=10**9, n_bins=8))
     with pair.h2.enter():
-        collector = coll.Collector(coll.CollectorConfig(report_port=0, agent_port=0)).start()
+        collector = coll.Collector(coll.CollectorConfig(report_port=0, agent_port=0),
+                                   listeners=[lossmap]).start()
     try:
         cfg = AgentConfig(iface=pair.h2.ifname, netns=pair.h2.name,
-                          controller=collector.agent_address, agent_id=5)
+                          controller=collector.agent_address, agent_id=5,
+                          sink=SinkConfig(flush_idle_ns=10**10))  # only the stop flushes
         with HostAgent(cfg) as agent:
             pair.send(frames)
             deadline = time.monotonic() + 10
-            while collector.stats().host_records < n and time.monotonic() < deadline:
+            while collector.stats().host_records < n // 16 and time.monotonic() < deadline:
                 agent.read(timeout_s=0.1)
+            assert collector.stats().host_records == n // 16  # 3 packets still in a run
+        deadline = time.monotonic() + 5
+        while collector.stats().host_records < n // 16 + 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
         st = collector.stats()
-        assert st.host_records == n and st.host_hop_records == 8 * n
+        assert st.host_records == n // 16 + 1
+        assert st.host_hop_records == 8 * (n // 16)  # the flushed run has no sample
+        assert lossmap.packets == n and lossmap.stream.lost_total.sum() == 0
         assert st.malformed == {} and st.agents[0].agent_id == 5
         assert st.agents[0].lost_batches == 0 and st.agents[0].agent_dropped == 0
     finally:

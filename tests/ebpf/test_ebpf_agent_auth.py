@@ -13,6 +13,7 @@ import pytest
 
 from common.auth import KeyFile, KeyRing, Signer, Verifier
 from ebpf.agent import AgentConfig, HostAgent
+from ebpf.sink import SinkConfig
 from formats import int_md, roce
 from formats.auth import CONTROLLER_SENDER_ID, FrameKind
 from formats.feedback import CONFIRM_DTYPE, FEEDBACK_DTYPE, ConfirmStatus
@@ -55,7 +56,8 @@ def test_sealed_agent_end_to_end(pair):
     confirms = Verifier(KEYS, kinds=(FrameKind.CONFIRM,))
     cfg = AgentConfig(iface=pair.h2.ifname, netns=pair.h2.name, keys=KEYS,
                       controller=collector.agent_address, agent_id=AGENT,
-                      feedback_port=fb_port, feedback_bind="127.0.0.1")
+                      feedback_port=fb_port, feedback_bind="127.0.0.1",
+                      sink=SinkConfig(run_packets=1))  # a record per packet
 
     def confirmations(agent: HostAgent, want: int) -> list[np.ndarray]:
         out: list[np.ndarray] = []

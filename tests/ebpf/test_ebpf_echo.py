@@ -46,11 +46,11 @@ def hop(i: int, seed: int) -> HopRecord:
                      queue_bytes=1034 * (i + seed), line_rate=4 + i, egress_port=i + 2)
 
 
-def data(pair, hops, *, qp: int, psn: int) -> bytes:
+def data(pair, hops, *, qp: int, psn: int, ins: int = 0xD400) -> bytes:
     f = roce.build_frame(eth_src=pair.h1.mac, eth_dst=pair.h2.mac, src=pair.h1.ip,
                          dst=pair.h2.ip, sport=50000, opcode=roce.Opcode.WRITE_ONLY,
                          dest_qp=qp, psn=psn, payload=bytes(64), reth=(0x1000, qp, 64))
-    return int_md.insert_int(f, hops, instruction_bitmap=0xD400, ds_instruction=0xE000)
+    return int_md.insert_int(f, hops, instruction_bitmap=ins, ds_instruction=0xE000)
 
 
 def ack(pair, tx: socket.socket, *, qp: int, psn: int) -> bytes:
@@ -64,11 +64,12 @@ def echoed(h: HopRecord) -> EchoHop:
     return EchoHop(h.node_id, h.egress_ts & 0xFFFFFFFF, h.tx_bytes, h.queue_bytes, h.line_rate)
 
 
-def exchange(pair, sink, acker, hops, *, qp: int, psn: int) -> tuple[bytes, bytes]:
+def exchange(pair, sink, acker, hops, *, qp: int, psn: int,
+             ins: int = 0xD400) -> tuple[bytes, bytes]:
     """One INT data packet h1 -> h2, then one ACK h2 -> h1: (ACK sent, ACK received)."""
     tx, rx = acker
     if hops is not None:
-        pair.send([data(pair, hops, qp=qp, psn=psn)])
+        pair.send([data(pair, hops, qp=qp, psn=psn, ins=ins)])
         assert pair.recv_udp(1), "data packet did not reach h2"
     sent = ack(pair, tx, qp=qp, psn=psn)
     tx.sendto(sent, (pair.h1.ip, 4791))
@@ -100,6 +101,21 @@ def test_ack_carries_the_latest_hops_of_its_qp(pair, sink, acker, nhops):
     # scapy reads the same bytes
     sc = int_echo.IntEcho(got[len(sent):])
     assert sc.hop_count == nhops and [h.node_id for h in sc.hops] == [h.node_id for h in latest]
+
+
+@pytest.mark.parametrize("ins", [0x9400, int_md.SUPPORTED_INSTRUCTIONS],
+                         ids=["hpcc-profile", "every-field"])
+def test_hops_of_any_layout_are_echoed(pair, sink, acker, ins):
+    """The HPCC profiles are copied straight from the packet, other layouts (here with
+    tx utilisation between the timestamps and the DS fields) through the scratch copy:
+    the same echo either way. The QP's flow entry holds them (one lookup per packet)."""
+    qp = 0x40 + (ins == int_md.SUPPORTED_INSTRUCTIONS)
+    latest = [hop(i, 3) for i in range(5)]
+    sent, got = exchange(pair, sink, acker, latest, qp=qp, psn=9, ins=ins)
+    plain, hops = int_echo.split_echo(got)
+    assert plain == sent and hops == tuple(echoed(h) for h in latest)
+    row = next(r for r in sink.flows() if r["key"]["dest_qp"] == qp)
+    assert row["stats"]["packets"] == 1 and row["stats"]["highest_psn"] == 9
 
 
 def test_ack_of_a_qp_without_int_leaves_unchanged(pair, sink, acker):

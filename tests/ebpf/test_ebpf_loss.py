@@ -135,8 +135,11 @@ def test_sink_behind_loss_counts_exactly_the_dropped_psns(pair):
         pair.send(frames_int)
         c = settled(loss, n)
         loss.disable()
-        recs = np.concatenate([sink.read(timeout_s=0.5) for _ in range(3)])
-        psns = recs["psn"].astype(np.int64)
+        # each record covers a run of consecutive PSNs; stop() records the open one
+        recs = np.concatenate([sink.read(timeout_s=0.5) for _ in range(3)] + [sink.stop()])
+        assert recs["psn_count"].max() > 1
+        psns = int_md.psn_runs_to_packets(recs["psn"], recs["psn_count"],
+                                          recs["run_first_ns"], recs["run_last_ns"])[1]
         st = next(r for r in sink.flows() if r["key"]["dest_qp"] == 0x700)["stats"]
     assert c.dropped > 0 and len(psns) == n - c.dropped
     assert (np.diff(psns) > 0).all()

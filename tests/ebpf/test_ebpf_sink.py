@@ -26,7 +26,8 @@ BITMAPS = [
 
 @pytest.fixture(scope="module")
 def sink(pair) -> Iterator[IntSink]:
-    with IntSink(pair.h2.ifname, netns=pair.h2.name) as s:
+    # a record per packet, so each one's sample can be checked (runs: test_ebpf_sink_runs)
+    with IntSink(pair.h2.ifname, netns=pair.h2.name, config=SinkConfig(run_packets=1)) as s:
         yield s
 
 
@@ -86,6 +87,8 @@ def test_records_and_restored_packets(pair, sink, bitmaps):
         assert ipaddress.ip_address(int(rec["dst_ip"])) == ipaddress.ip_address(pair.h2.ip)
         assert rec["src_port"] == 40000 + n and rec["orig_dport"] == 4791
         assert rec["dest_qp"] == 0x200 + n and rec["psn"] == 100 + n
+        assert rec["psn_count"] == 1 and rec["sample_psn"] == 100 + n
+        assert 0 < rec["run_first_ns"] == rec["run_last_ns"]
         assert rec["opcode"] == roce.Opcode.SEND_ONLY and rec["ip_tos"] == 0x02
         assert rec["hop_count"] == n and rec["remaining_hop_count"] == 8 - n
         assert rec["instruction_bitmap"] == ins and rec["ds_instruction"] == ds
@@ -235,7 +238,7 @@ def test_malformed_dropped_when_configured(pair):
 
 
 def test_ring_buffer_overflow_counted_packets_still_stripped(pair):
-    cfg = SinkConfig(ringbuf_pages=1, prio=16)          # 4096 B: 8 records of 504 B
+    cfg = SinkConfig(ringbuf_pages=1, prio=16, run_packets=1)  # 4096 B: 7 records of 528 B
     with IntSink(pair.h2.ifname, netns=pair.h2.name, config=cfg) as s2:
         pair.drain()
         orig = frame(pair, psn=1, qp=0x5000)

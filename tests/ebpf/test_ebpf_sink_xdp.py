@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.root, pytest.mark.bpf]
 
 @pytest.fixture(scope="module")
 def sink(pair) -> Iterator[IntSink]:
-    with IntSink(pair.h2.ifname, netns=pair.h2.name, config=SinkConfig(hook="xdp")) as s:
+    with IntSink(pair.h2.ifname, netns=pair.h2.name, config=SinkConfig(hook="xdp", run_packets=1)) as s:
         yield s
 
 

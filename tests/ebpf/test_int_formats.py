@@ -195,9 +195,9 @@ def test_ring_slots_decoded_busy_stops_discard_skipped():
 
 def test_ring_slot_of_wrong_size_is_an_error():
     from ebpf.errors import EbpfError
-    from ebpf.ringbuf import decode_slots
+    from ebpf.ringbuf import decode_slots, slot_size
     raw = _slots(np.zeros(2, HOST_RECORD_DTYPE), [0, 0])
-    raw[504] = 0x10
+    raw[slot_size(HOST_RECORD_DTYPE)] = 0x10
     with pytest.raises(EbpfError, match="record 1 of"):
         decode_slots(raw, HOST_RECORD_DTYPE)
 
@@ -255,3 +255,22 @@ def test_property_insert_parse_strip(ins, ds, hops, payload, psn):
         assert list(hdr.hops) == [h.masked(ins, ds) for h in hops]
     assert len(pkt) - len(frame) == hdr.int_len == 16 + len(hops) * 4 * int_md.hop_words(ins, ds)
     assert int_md.strip_int(pkt) == frame
+
+
+def test_run_and_flush_constants_match_the_c_header():
+    from ebpf import flush, sink
+    header = HEADER.read_text()
+    assert f"#define FLUSH_MAGIC {flush.FLUSH_MAGIC:#010X}u".replace("0X", "0x") in header
+    assert f"#define FLUSH_MAX_KEYS {flush.FLUSH_MAX_KEYS}\n" in header
+    assert f"#define FLUSH_RING_FULL {flush.FLUSH_RING_FULL:#x}\n" in header
+    assert f"#define RUN_MAX_PACKETS {sink.RUN_MAX_PACKETS}\n" in header
+
+
+def test_psn_runs_to_packets_expands_in_order_with_wrap():
+    top = (1 << 24) - 2
+    idx, psn, t = int_md.psn_runs_to_packets(
+        np.array([top, 7, 9]), np.array([4, 1, 3]), np.array([100, 500, 900]),
+        np.array([400, 500, 901]))
+    assert idx.tolist() == [0, 0, 0, 0, 1, 2, 2, 2]
+    assert psn.tolist() == [top, top + 1, 0, 1, 7, 9, 10, 11]
+    assert t.tolist() == [100, 200, 300, 400, 500, 900, 900, 901]
