@@ -20,6 +20,7 @@ from common.auth import KeyFile, KeyRing
 from ebpf.agent import AgentConfig, HostAgent
 from ebpf.errors import ConfigError
 from ebpf.shipper import IMMEDIATE, BatchShipper, ShipPolicy, queued_mask
+from ebpf.sink import SinkConfig
 from formats import int_md, roce
 from formats.agent_batch import AGENT_BATCH_HEADER_LEN, decode_batch_header
 from formats.auth import CONTROLLER_SENDER_ID
@@ -182,8 +183,9 @@ def test_agent_holds_quiet_telemetry_and_ships_a_queue_at_once_to_the_hpcc_loop(
     with pair.h2.enter():
         col.start()
     col.add_reader(fb.sock, loop.poll_confirmations)
-    # quiet telemetry may wait (here: far longer than the test), a queue may not
-    cfg = AgentConfig(iface=pair.h2.ifname, netns=pair.h2.name, keys=KEYS, agent_id=AGENT,
+    # quiet telemetry may wait (here: far longer than the test), a queue may not; one
+    # host record per packet (runs of PSNs are tested in test_ebpf_sink_runs.py)
+    cfg = AgentConfig(sink=SinkConfig(run_packets=1), iface=pair.h2.ifname, netns=pair.h2.name, keys=KEYS, agent_id=AGENT,
                       controller=col.agent_address, feedback_port=fb_port,
                       feedback_bind="127.0.0.1", control_socket=endpoint.path,
                       ship=ShipPolicy(records=1000, interval_s=10.0))

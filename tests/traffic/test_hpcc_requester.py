@@ -51,11 +51,11 @@ def test_feedback_caps_hpcc_and_plain_qps_only_count_echoes(hpcc_requester, echo
     assert plain.counters.echo_acks == 1 and plain.hpcc is None and plain.cfg.rate_bps == RATE
 
 
-def test_late_wake_ups_cost_no_rate_and_idle_time_earns_no_burst():
+def test_late_wake_ups_cost_no_rate_and_idle_time_earns_no_burst(hpcc_requester):
     """ns-3's NIC sends a QP's next packet size / R after the previous one was due: a
     loop that always wakes 1 ms late still sends at R, and a QP that had nothing to send
     starts again with one packet, not a burst."""
-    r = requester(base_rtt_s=1.0)       # a window that never binds here
+    r = hpcc_requester(base_rtt_s=1.0)       # a window that never binds here
     r.post_write(bytes(40 * 1024), now=0.0)
     out: list[bytes] = []
     due = r.poll(0.0, out)
@@ -63,7 +63,7 @@ def test_late_wake_ups_cost_no_rate_and_idle_time_earns_no_burst():
         due = r.poll(due + 0.001, out)  # every wake-up 1 ms late
     gap = (1024 + 12 + 16 + 4 + 42) * 8 / RATE   # 2.2 ms per packet at 4 Mbit/s
     assert due is not None and due < 30 * gap + 0.002   # 1 ms late each time: 30 x 3.2 ms
-    idle = requester(base_rtt_s=1.0)
+    idle = hpcc_requester(base_rtt_s=1.0)
     idle.post_write(bytes(1024), now=0.0)
     out = []
     idle.poll(0.0, out)
