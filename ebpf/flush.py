@@ -55,7 +55,13 @@ def _test_run(prog_fd: int, data: bytes) -> int:
 def flush_runs(prog_fd: int, keys: np.ndarray) -> int:
     """Record the open runs of ``keys`` (FLOW_KEY_DTYPE); returns runs recorded (a full
     ring stops a call early: those runs stay open for the next one)."""
-    keys = np.ascontiguousarray(keys, FLOW_KEY_DTYPE)
+    # a fresh zeroed array, filled field by field: numpy copies of a structured array
+    # leave its padding bytes as they were in memory, and the kernel looks the key up
+    # byte for byte (its keys are zero-padded)
+    clean = np.zeros(keys.size, FLOW_KEY_DTYPE)
+    for name in FLOW_KEY_DTYPE.names or ():
+        clean[name] = keys[name]
+    keys = clean
     done = 0
     for i in range(0, keys.size, FLUSH_MAX_KEYS):
         part = keys[i:i + FLUSH_MAX_KEYS]
