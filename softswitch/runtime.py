@@ -178,8 +178,7 @@ class SwitchRuntime:
             raise RuntimeApiError(RuntimeErrorCode.NOT_FOUND, f"table {t.name} has no direct meter")
         if config is not None:
             config.check(f"direct meter of table {t.name}")
-        e = t.find(list(key), priority)
-        e.meter_config, e.meter_state = config, None
+        t.set_entry_meter(t.find(list(key), priority), config)
 
     # --------------------------------------------------------------- registers
     def register(self, name: str) -> Register:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,6 +123,8 @@ class Meter:
         self.meter_type = meter_type
         self.configs: list[MeterConfig | None] = [None] * size
         self.states = [MeterState() for _ in range(size)]
+        # a kernel target's copy of the cells: told of each configuration write
+        self.observers: list[Callable[[int, MeterConfig | None], None]] = []
 
     def execute(self, index: int, nbytes: int, now_us: int) -> int:
         if not 0 <= index < self.size:
@@ -135,6 +138,8 @@ class Meter:
             config.check(f"meter {self.name}[{index}]")
         self.configs[index] = config
         self.states[index] = MeterState()
+        for observe in self.observers:
+            observe(index, config)
 
     def get_config(self, index: int) -> MeterConfig | None:
         _check_index("meter", self.name, index, self.size)

@@ -163,7 +163,7 @@ def write_direct_meter(st: PipelineState, utype: int, dme: P.DirectMeterEntry) -
     _modify_only(utype, "direct meter entry")
     t, e = _direct_target(st, dme.table_entry, "direct_meter_id", "meter")
     cfg = meter_config_of(dme.config, f"table {t.name} direct meter") if dme.HasField("config") else None
-    e.meter_config, e.meter_state = cfg, None
+    st.runtime_table(t).set_entry_meter(e, cfg)
 
 
 def _direct_tables(st: PipelineState, te: P.TableEntry, attr: str, kind: str) -> list[TableInfo]:

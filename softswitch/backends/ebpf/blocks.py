@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from softswitch.backends.ebpf import meters_c as MC
 from softswitch.backends.ebpf import v1model as V1
 from softswitch.backends.ebpf.controls import ControlGen
 from softswitch.backends.ebpf.errors import EbpfUnsupported
@@ -73,6 +74,8 @@ class CGen(ExprGen, ControlGen):
         self._direct_names: dict[str, int] = {}
         self._prefix = ""
         self.requests: set[str] = set()   # v1model requests the program makes (resubmit, recirc)
+        self.meters_used = False          # meters_c's types and functions are needed
+        self.meter_types: dict[Any, str] = {}   # meter/direct_meter decl -> packets | bytes
 
     def fresh(self, base: str) -> str:
         self._n += 1
@@ -345,11 +348,15 @@ class CGen(ExprGen, ControlGen):
                   "    P->action_run = 0;",
                   "    if (!v) {", "        u32 z = 0;", f"        v = {t}_def.lookup(&z);",
                   "        if (!v) return 0;", "    }"]
+        on_hit: list[str] = []
         if lay.has_counters:
-            lines += ["    else {", f"        struct counter_cell *c = {t}_ctr.lookup(&v->slot);",
-                      "        if (c) {", "            __sync_fetch_and_add(&c->packets, 1);",
-                      "            __sync_fetch_and_add(&c->bytes, P->pkt_len);",
-                      "        }", "    }"]
+            on_hit += [f"struct counter_cell *c = {t}_ctr.lookup(&v->slot);",
+                       "if (c) {", "    __sync_fetch_and_add(&c->packets, 1);",
+                       "    __sync_fetch_and_add(&c->bytes, P->pkt_len);", "}"]
+        if lay.has_meter:
+            on_hit += self.direct_meter_c(decl, name, t)
+        if on_hit:
+            lines += ["    else {"] + [IND * 2 + x for x in on_hit] + ["    }"]
         lines += ["    P->action_run = v->action;", "    switch (v->action) {"]
         for aname, aid in lay.action_ids.items():
             found = by_name.get(aname)
@@ -366,6 +373,18 @@ class CGen(ExprGen, ControlGen):
             lines.append(f"    case {aid}: {fn}({', '.join(args)}); break;  /* {aname} */")
         lines += ["    }", "    return hit;", "}"]
         self.functions.append("\n".join(lines))
+
+    def direct_meter_c(self, decl: A.TableDecl, name: str, t: str) -> list[str]:
+        """The hit entry's meter cell executed; its colour kept for ``read``."""
+        prop = decl.property(self.arch.tables.direct_meters or "meters")
+        d = getattr(getattr(prop, "value", None), "decl", None)
+        inst = self.instances.get(d)
+        if inst is None or inst[0] != "direct_meter":
+            raise EbpfUnsupported(decl, f"table {name}: its meters property must name a "
+                                        "direct_meter of the table's control or the top level")
+        return [f"struct p4_meter *m = {t}_mtr.lookup(&v->slot);",
+                f"u32 color = {MC.execute_c('m', self.meter_types[d])};",
+                "u32 zc = 0;", f"u32 *dc = {inst[1]}.lookup(&zc);", "if (dc) *dc = color;"]
 
     def table_call(self, e: A.Expression) -> str:
         if not (isinstance(e, A.MethodCallExpression) and e.call_kind is A.CallKind.TABLE_APPLY):
@@ -407,6 +426,9 @@ class CGen(ExprGen, ControlGen):
         tname = getattr(d.type_decl, "name", "?")
         if tname == "direct_counter":
             return
+        if tname in ("meter", "direct_meter"):
+            self.gen_meter(d, prefix, tname)
+            return
         if tname not in ("counter", "register"):
             raise EbpfUnsupported(d, f"instance {d.name} of {tname}")
         size = d.args[0].value.const_value if d.args else None
@@ -425,8 +447,36 @@ class CGen(ExprGen, ControlGen):
         self.instances[d] = (tname, mapname, size, width)
         self.externs[name] = (tname, mapname, size, width)
 
+    def gen_meter(self, d: A.InstantiationDecl, prefix: str, tname: str) -> None:
+        """A ``meter`` as a BPF array of `meters_c` cells; a ``direct_meter`` as the cell
+        of its last colour (its buckets live with the table that names it)."""
+        name = control_plane_name(d, prefix)
+        if not self.meters_used:
+            self.meters_used = True
+            self.layouts.decls.append(MC.C_TYPES)
+        args = list(d.args)
+        mtype = MC.meter_type_of(args[-1]) if args else ""
+        if mtype not in ("packets", "bytes"):
+            raise EbpfUnsupported(d, f"{tname} {d.name}: the meter type must be MeterType.packets "
+                                     "or MeterType.bytes")
+        if tname == "direct_meter":
+            mapname = self.fresh("dmc_" + name.replace(".", "_"))
+            self.extern_maps.append(f"BPF_ARRAY({mapname}, u32, 1);")
+            self.instances[d] = ("direct_meter", mapname, 0, 0)
+            self.meter_types[d] = mtype
+            return
+        size = args[0].value.const_value
+        if not isinstance(size, int) or size <= 0:
+            raise EbpfUnsupported(d, f"meter {d.name}: size must be a positive constant")
+        mapname = self.fresh("mtr_" + name.replace(".", "_"))
+        self.extern_maps.append(f"BPF_ARRAY({mapname}, struct p4_meter, {size});")
+        self.instances[d] = ("meter", mapname, size, 0)
+        self.meter_types[d] = mtype
+        self.externs[name] = ("meter", mapname, size, 0)
+
     def extern_method(self, call: A.MethodCallExpression) -> list[str] | None:
-        """``c.count(i)``, ``r.read(out v, i)``, ``r.write(i, v)``; None if not one of these."""
+        """``c.count(i)``, ``r.read(out v, i)``, ``r.write(i, v)``, ``m.execute_meter(i, out
+        c)``, ``dm.read(out c)``; None if not one of these."""
         obj = getattr(call.callee, "expr", None)
         inst = self.instances.get(getattr(obj, "decl", None))
         if inst is None:
@@ -434,6 +484,16 @@ class CGen(ExprGen, ControlGen):
         kind, mapname, size, width = inst
         member = getattr(call.callee, "member", "")
         args = [a.value for a in call.args]
+        if kind == "meter" and member == "execute_meter":
+            mtype = self.meter_types[obj.decl]  # type: ignore[union-attr]
+            mask = (1 << self.width(args[1])) - 1
+            return ["{", f"    u32 i = (u32)({self.ex(args[0])});",
+                    f"    struct p4_meter *m = i < {size} ? {mapname}.lookup(&i) : 0;",
+                    f"    {self.lval(args[1])} = {MC.execute_c('m', mtype)} & {mask:#x};", "}"]
+        if kind == "direct_meter" and member == "read":
+            mask = (1 << self.width(args[0])) - 1
+            return ["{", "    u32 z = 0;", f"    u32 *c = {mapname}.lookup(&z);",
+                    f"    {self.lval(args[0])} = c ? (*c & {mask:#x}) : 0;", "}"]
         if kind == "counter" and member == "count":
             return ["{", f"    u32 i = (u32)({self.ex(args[0])});",
                     f"    struct counter_cell *c = i < {size} ? {mapname}.lookup(&i) : 0;",

@@ -4,7 +4,8 @@ The control-plane state stays in the shared `softswitch.tables.Table` objects (s
 runtime API, the STF runner and the P4Runtime server validate and answer exactly as on
 the Python target); a `TableMirror` is each table's observer and writes the change into
 the table's maps. Each entry gets a slot, its direct-counter cell; counters are read
-back from the kernel into the entries before any read.
+back from the kernel into the entries before any read; a direct meter's cell is
+written when the entry is made and when its meter is configured (op ``meter``).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 from softswitch.backends.ebpf.errors import EbpfKernelError
 from softswitch.backends.ebpf.kernel import LoadedProgram
 from softswitch.backends.ebpf.layout import cname
+from softswitch.backends.ebpf.meters_c import write_cell
 from softswitch.backends.ebpf.tables_c import TableLayout
 from softswitch.errors import RuntimeApiError, RuntimeErrorCode
 from softswitch.tables import Table, TableEntry
@@ -29,6 +31,7 @@ class TableMirror:
         self.count = prog.table(layout.cname + "_n") if layout.map_kind == "scan" else None
         self.default_map = prog.table(layout.cname + "_def")
         self.counters = prog.table(layout.cname + "_ctr") if layout.has_counters else None
+        self.meters = prog.table(layout.cname + "_mtr") if layout.has_meter else None
         self.slots: dict[int, int] = {}           # entry handle -> slot
         self.free = list(range(layout.size - 1, -1, -1))
 
@@ -50,7 +53,9 @@ class TableMirror:
                 self._write(entry, new=False)
             elif op == "delete":
                 self._delete(entry)
-            if op != "default":
+            elif op == "meter":
+                self._write_meter(entry)
+            if op in ("insert", "modify", "delete"):
                 self._rewrite_scan()
         except OSError as exc:  # bcc raises KeyError/Exception subclasses with the errno text
             raise RuntimeApiError(RuntimeErrorCode.UNSUPPORTED,
@@ -101,6 +106,7 @@ class TableMirror:
                 cell = self.counters.Leaf()
                 cell.packets, cell.bytes = entry.packets, entry.bytes
                 self.counters[ctypes.c_int(slot)] = cell
+            self._write_meter(entry)
         if self.count is None:
             self.map[self._key(entry)] = self._value(entry, slot)
 
@@ -122,6 +128,12 @@ class TableMirror:
             self.map[ctypes.c_int(i)] = cell
         self.count[ctypes.c_int(0)] = ctypes.c_uint32(len(entries))
 
+    def _write_meter(self, entry: TableEntry) -> None:
+        """The entry's direct meter cell: its configuration, buckets to be refilled."""
+        slot = self.slots.get(entry.handle)
+        if self.meters is not None and slot is not None:
+            write_cell(self.meters, slot, entry.meter_config)
+
     def _write_default(self, entry: TableEntry) -> None:
         self.default_map[ctypes.c_int(0)] = self._value(entry, 0)
 
@@ -135,4 +147,6 @@ class TableMirror:
         if slot is not None:
             if self.counters is not None:
                 self.counters[ctypes.c_int(slot)] = self.counters.Leaf()
+            if self.meters is not None:
+                write_cell(self.meters, slot, None)
             self.free.append(slot)

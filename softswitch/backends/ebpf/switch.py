@@ -38,8 +38,7 @@ def _refuse_unmirrored(program: CompiledProgram) -> None:
     """Run-time objects the kernel program has no copy of yet: refuse, never ignore."""
     checked = program.checked
     kinds: dict[str, dict[str, Any]] = {
-        "meters": program.meters, "value_sets": program.value_sets,
-             "action profiles": program.action_profiles, "direct meters": program.direct_meters}
+        "value_sets": program.value_sets, "action profiles": program.action_profiles}
     for kind, objs in kinds.items():
         if objs:
             name = next(iter(objs))
@@ -51,7 +50,7 @@ def _decl_named(checked: Any, name: str) -> Any:
     from softswitch.frontend import ast as A
     short = name.rsplit(".", 1)[-1]
     for node in walk(checked.program):
-        if isinstance(node, A.InstantiationDecl) and node.name == short:
+        if isinstance(node, (A.InstantiationDecl, A.ValueSetDecl)) and node.name == short:
             return node
     return None
 
@@ -71,10 +70,11 @@ class EbpfSwitch:
         if dump_c is not None:
             dump_c.write(self.generated.source)
             dump_c.flush()
-        missing = [n for n in (*program.registers, *program.counters) if n not in self.generated.externs]
+        missing = [n for n in (*program.registers, *program.counters, *program.meters)
+                   if n not in self.generated.externs]
         if missing:
             raise EbpfUnsupported(_decl_named(program.checked, missing[0]),
-                                  f"counter or register {missing[0]} outside a control")
+                                  f"counter, register or meter {missing[0]} outside a control")
         self.kernel = LoadedProgram(self.generated.source, name=name)
         self.pre = KernelReplicationEngine(self.kernel)
         self.mirrors: dict[str, TableMirror] = {}
@@ -189,6 +189,9 @@ class EbpfSwitch:
             if mirror in obs:
                 obs.remove(mirror)
         self.mirrors = {}
+        runtime = getattr(self, "runtime", None)
+        if runtime is not None:
+            runtime.close()
         self.kernel.close()
 
     def __enter__(self) -> Self:

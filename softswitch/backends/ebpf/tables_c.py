@@ -48,6 +48,7 @@ class TableLayout:
     action_ids: dict[str, int]      # control-plane action name -> id in the value
     action_params: dict[str, list[tuple[str, int]]]
     has_counters: bool
+    has_meter: bool = False         # a direct meter: one meters_c cell per slot (tbl_X_mtr)
     decl_loc: Any = None
     c_decls: list[str] = field(default_factory=list)
 
@@ -107,8 +108,6 @@ def layout_table(table: Table, decl: Any, cstem: str) -> TableLayout:
                                     f"optional keys (the kernel scan takes at most {MAX_SCAN_ENTRIES})")
     if table.profile is not None:
         raise EbpfUnsupported(decl, f"table {table.name}: action profile/selector implementation")
-    if table.has_direct_meter:
-        raise EbpfUnsupported(decl, f"table {table.name}: direct meter")
     order = list(range(len(kinds))) if scan else (
         [i for i, k in enumerate(kinds) if k == "exact"] + [i for i, k in enumerate(kinds) if k == "lpm"])
     segs = []
@@ -126,7 +125,8 @@ def layout_table(table: Table, decl: Any, cstem: str) -> TableLayout:
         segments=segs, key_bytes=max(off, 1), size=max(table.size, 1),
         action_ids={a: i + 1 for i, a in enumerate(table.actions)},
         action_params={a: list(s.params) for a, s in table.actions.items()},
-        has_counters=table.has_direct_counter, decl_loc=getattr(decl, "loc", None))
+        has_counters=table.has_direct_counter, has_meter=table.has_direct_meter,
+        decl_loc=getattr(decl, "loc", None))
 
 
 def _value_struct(lay: TableLayout) -> list[str]:
@@ -151,9 +151,18 @@ def _scan_c_decls(lay: TableLayout) -> list[str]:
               f"BPF_ARRAY({t}, struct {t}_entry, {lay.size});",
               f"BPF_ARRAY({t}_n, u32, 1);",
               f"BPF_ARRAY({t}_def, struct {t}_value, 1);"]
+    return lines + _direct_decls(lay)
+
+
+def _direct_decls(lay: TableLayout) -> list[str]:
+    """Per-slot arrays of the direct counters and the direct meter."""
+    t = lay.cname
+    out = []
     if lay.has_counters:
-        lines.append(f"BPF_ARRAY({t}_ctr, struct counter_cell, {lay.size});")
-    return lines
+        out.append(f"BPF_ARRAY({t}_ctr, struct counter_cell, {lay.size});")
+    if lay.has_meter:
+        out.append(f"BPF_ARRAY({t}_mtr, struct p4_meter, {lay.size});")
+    return out
 
 
 def scan_lookup_c(lay: TableLayout, key_exprs: list[str]) -> list[str]:
@@ -191,9 +200,7 @@ def table_c_decls(lay: TableLayout) -> list[str]:
     else:
         lines.append(f"BPF_HASH({t}, struct {t}_key, struct {t}_value, {lay.size});")
     lines.append(f"BPF_ARRAY({t}_def, struct {t}_value, 1);")
-    if lay.has_counters:
-        lines.append(f"BPF_ARRAY({t}_ctr, struct counter_cell, {lay.size});")
-    return lines
+    return lines + _direct_decls(lay)
 
 
 def key_build_c(lay: TableLayout, key_exprs: list[str]) -> list[str]:
