@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from softswitch.backends.ebpf import meters_c as MC
 from softswitch.backends.ebpf import v1model as V1
 from softswitch.backends.ebpf.controls import ControlGen
 from softswitch.backends.ebpf.errors import EbpfUnsupported
@@ -24,6 +23,7 @@ from softswitch.backends.ebpf.layout import (
     strip,
     words16,
 )
+from softswitch.backends.ebpf.stateful_c import StatefulGen
 from softswitch.backends.ebpf.tables_c import (
     TableLayout,
     key_build_c,
@@ -40,7 +40,7 @@ from softswitch.frontend import types as T
 IND = "    "
 
 
-class CGen(ExprGen, ControlGen):
+class CGen(ExprGen, ControlGen, StatefulGen):
     """Generates the C of one program; `compiled_tables` are the runtime's Table objects."""
 
     def __init__(self, errors: list[str], compiled_tables: dict[str, Any],
@@ -357,9 +357,15 @@ class CGen(ExprGen, ControlGen):
             on_hit += self.direct_meter_c(decl, name, t)
         if on_hit:
             lines += ["    else {"] + [IND * 2 + x for x in on_hit] + ["    }"]
-        lines += ["    P->action_run = v->action;", "    switch (v->action) {"]
+        if lay.profile is not None:
+            lines += [IND + x for x in self.indirect_c(decl, name, lay)]
+            lines += ["    P->action_run = act;", "    switch (act) {"]
+        else:
+            lines += ["    P->action_run = v->action;", "    switch (v->action) {"]
         for aname, aid in lay.action_ids.items():
             found = by_name.get(aname)
+            if found is None and aname == "NoAction":   # the default of a table that names none
+                found = self.layouts.top_level.get("NoAction")
             if found is None:
                 raise EbpfUnsupported(decl, f"table {name}: action {aname} not found")
             ad = found
@@ -373,18 +379,6 @@ class CGen(ExprGen, ControlGen):
             lines.append(f"    case {aid}: {fn}({', '.join(args)}); break;  /* {aname} */")
         lines += ["    }", "    return hit;", "}"]
         self.functions.append("\n".join(lines))
-
-    def direct_meter_c(self, decl: A.TableDecl, name: str, t: str) -> list[str]:
-        """The hit entry's meter cell executed; its colour kept for ``read``."""
-        prop = decl.property(self.arch.tables.direct_meters or "meters")
-        d = getattr(getattr(prop, "value", None), "decl", None)
-        inst = self.instances.get(d)
-        if inst is None or inst[0] != "direct_meter":
-            raise EbpfUnsupported(decl, f"table {name}: its meters property must name a "
-                                        "direct_meter of the table's control or the top level")
-        return [f"struct p4_meter *m = {t}_mtr.lookup(&v->slot);",
-                f"u32 color = {MC.execute_c('m', self.meter_types[d])};",
-                "u32 zc = 0;", f"u32 *dc = {inst[1]}.lookup(&zc);", "if (dc) *dc = color;"]
 
     def table_call(self, e: A.Expression) -> str:
         if not (isinstance(e, A.MethodCallExpression) and e.call_kind is A.CallKind.TABLE_APPLY):
@@ -424,8 +418,8 @@ class CGen(ExprGen, ControlGen):
     def gen_instance(self, d: A.InstantiationDecl, prefix: str) -> None:
         """A counter or register as a BPF array; direct counters live with their table."""
         tname = getattr(d.type_decl, "name", "?")
-        if tname == "direct_counter":
-            return
+        if tname in ("direct_counter", "action_profile", "action_selector"):
+            return    # their cells live with the table that names them
         if tname in ("meter", "direct_meter"):
             self.gen_meter(d, prefix, tname)
             return
@@ -447,33 +441,6 @@ class CGen(ExprGen, ControlGen):
         self.instances[d] = (tname, mapname, size, width)
         self.externs[name] = (tname, mapname, size, width)
 
-    def gen_meter(self, d: A.InstantiationDecl, prefix: str, tname: str) -> None:
-        """A ``meter`` as a BPF array of `meters_c` cells; a ``direct_meter`` as the cell
-        of its last colour (its buckets live with the table that names it)."""
-        name = control_plane_name(d, prefix)
-        if not self.meters_used:
-            self.meters_used = True
-            self.layouts.decls.append(MC.C_TYPES)
-        args = list(d.args)
-        mtype = MC.meter_type_of(args[-1]) if args else ""
-        if mtype not in ("packets", "bytes"):
-            raise EbpfUnsupported(d, f"{tname} {d.name}: the meter type must be MeterType.packets "
-                                     "or MeterType.bytes")
-        if tname == "direct_meter":
-            mapname = self.fresh("dmc_" + name.replace(".", "_"))
-            self.extern_maps.append(f"BPF_ARRAY({mapname}, u32, 1);")
-            self.instances[d] = ("direct_meter", mapname, 0, 0)
-            self.meter_types[d] = mtype
-            return
-        size = args[0].value.const_value
-        if not isinstance(size, int) or size <= 0:
-            raise EbpfUnsupported(d, f"meter {d.name}: size must be a positive constant")
-        mapname = self.fresh("mtr_" + name.replace(".", "_"))
-        self.extern_maps.append(f"BPF_ARRAY({mapname}, struct p4_meter, {size});")
-        self.instances[d] = ("meter", mapname, size, 0)
-        self.meter_types[d] = mtype
-        self.externs[name] = ("meter", mapname, size, 0)
-
     def extern_method(self, call: A.MethodCallExpression) -> list[str] | None:
         """``c.count(i)``, ``r.read(out v, i)``, ``r.write(i, v)``, ``m.execute_meter(i, out
         c)``, ``dm.read(out c)``; None if not one of these."""
@@ -484,16 +451,8 @@ class CGen(ExprGen, ControlGen):
         kind, mapname, size, width = inst
         member = getattr(call.callee, "member", "")
         args = [a.value for a in call.args]
-        if kind == "meter" and member == "execute_meter":
-            mtype = self.meter_types[obj.decl]  # type: ignore[union-attr]
-            mask = (1 << self.width(args[1])) - 1
-            return ["{", f"    u32 i = (u32)({self.ex(args[0])});",
-                    f"    struct p4_meter *m = i < {size} ? {mapname}.lookup(&i) : 0;",
-                    f"    {self.lval(args[1])} = {MC.execute_c('m', mtype)} & {mask:#x};", "}"]
-        if kind == "direct_meter" and member == "read":
-            mask = (1 << self.width(args[0])) - 1
-            return ["{", "    u32 z = 0;", f"    u32 *c = {mapname}.lookup(&z);",
-                    f"    {self.lval(args[0])} = c ? (*c & {mask:#x}) : 0;", "}"]
+        if kind in ("meter", "direct_meter"):
+            return self.meter_method(obj, inst, member, args)
         if kind == "counter" and member == "count":
             return ["{", f"    u32 i = (u32)({self.ex(args[0])});",
                     f"    struct counter_cell *c = i < {size} ? {mapname}.lookup(&i) : 0;",

@@ -16,7 +16,8 @@ from softswitch.backends.ebpf.errors import EbpfKernelError
 from softswitch.backends.ebpf.kernel import LoadedProgram
 from softswitch.backends.ebpf.layout import cname
 from softswitch.backends.ebpf.meters_c import write_cell
-from softswitch.backends.ebpf.tables_c import TableLayout
+from softswitch.backends.ebpf.profiles import ProfileMirror
+from softswitch.backends.ebpf.tables_c import REF_GROUP, REF_MEMBER, TableLayout
 from softswitch.errors import RuntimeApiError, RuntimeErrorCode
 from softswitch.tables import Table, TableEntry
 
@@ -33,10 +34,15 @@ class TableMirror:
         self.counters = prog.table(layout.cname + "_ctr") if layout.has_counters else None
         self.meters = prog.table(layout.cname + "_mtr") if layout.has_meter else None
         self.slots: dict[int, int] = {}           # entry handle -> slot
+        # an indirect table: its profile's members and groups in the table's own maps
+        self.profile = None if layout.profile is None or table.profile is None else \
+            ProfileMirror(prog, layout, table.profile, self._fill_action)
         self.free = list(range(layout.size - 1, -1, -1))
 
     def sync_all(self) -> None:
         """Write the default action and every entry (const entries and those written before)."""
+        if self.profile is not None:
+            self.profile.attach()
         self._write_default(self.table.default)
         for e in self.table.entries():
             self._write(e, new=True)
@@ -72,20 +78,37 @@ class TableMirror:
                 e.packets, e.bytes = int(cell.packets), int(cell.bytes)
 
     # ---------------------------------------------------------------- writes
+    def detach(self) -> None:
+        """Stop mirroring the table's profile (the table's observer is removed by its owner)."""
+        if self.profile is not None:
+            self.profile.detach()
+
     def _value(self, entry: TableEntry, slot: int) -> Any:
-        lay = self.layout
-        if entry.member is not None or entry.group is not None:
-            raise EbpfKernelError(f"table {lay.name}: indirect entries are not supported on ebpf")
         leaf = self.map.Leaf() if self.count is None else self.default_map.Leaf()
-        aid = lay.action_ids[entry.action]
-        leaf.action = aid
         leaf.slot = slot
-        params = lay.action_params[entry.action]
+        if entry.member is not None or entry.group is not None:
+            if self.profile is None:
+                raise EbpfKernelError(f"table {self.layout.name}: an indirect entry in a table "
+                                      "without an action profile")
+            leaf.action = REF_MEMBER if entry.member is not None else REF_GROUP
+            leaf.ref = self.profile.slot_of(member=entry.member, group=entry.group)
+            return leaf
+        self._fill_action(leaf, entry.action, entry.args)
+        return leaf
+
+    def _fill_action(self, leaf: Any, action: str, args: tuple[int, ...]) -> None:
+        """An action and its data into a table value (an entry's or a profile member's)."""
+        lay = self.layout
+        aid = lay.action_ids.get(action)
+        if aid is None:
+            raise RuntimeApiError(RuntimeErrorCode.BAD_ACTION,
+                                  f"table {lay.name}: action {action} is not one of the table's")
+        leaf.action = aid
+        params = lay.action_params[action]
         if params:
             data = getattr(leaf.u, f"a{aid}")
-            for (pname, _), value in zip(params, entry.args):
+            for (pname, _), value in zip(params, args):
                 setattr(data, cname(pname), value)
-        return leaf
 
     def _key(self, entry: TableEntry) -> Any:
         data, plen = self.layout.key_data(entry.key)

@@ -38,7 +38,7 @@ def _refuse_unmirrored(program: CompiledProgram) -> None:
     """Run-time objects the kernel program has no copy of yet: refuse, never ignore."""
     checked = program.checked
     kinds: dict[str, dict[str, Any]] = {
-        "value_sets": program.value_sets, "action profiles": program.action_profiles}
+        "value_sets": program.value_sets}
     for kind, objs in kinds.items():
         if objs:
             name = next(iter(objs))
@@ -85,9 +85,9 @@ class EbpfSwitch:
             for tname, lay in self.generated.tables.items():
                 table = program.tables[tname]
                 mirror = TableMirror(self.kernel, table, lay)
+                self.mirrors[tname] = mirror      # detached by close(), even on a failure
                 mirror.sync_all()
                 table.observers.append(mirror)
-                self.mirrors[tname] = mirror
         except BaseException:
             self.close()
             raise
@@ -188,6 +188,7 @@ class EbpfSwitch:
             obs = self.program.tables[tname].observers
             if mirror in obs:
                 obs.remove(mirror)
+            mirror.detach()
         self.mirrors = {}
         runtime = getattr(self, "runtime", None)
         if runtime is not None:
