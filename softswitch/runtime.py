@@ -158,8 +158,7 @@ class SwitchRuntime:
             raise RuntimeApiError(RuntimeErrorCode.NOT_FOUND, f"table {t.name} has no direct counter")
         if packets < 0 or nbytes < 0:
             raise RuntimeApiError(RuntimeErrorCode.BAD_VALUE, f"table {t.name}: negative counter value")
-        e = t.find(list(key), priority)
-        e.packets, e.bytes = packets, nbytes
+        t.set_entry_counters(t.find(list(key), priority), packets, nbytes)
 
     # ------------------------------------------------------------------ meters
     def meter(self, name: str) -> Meter:

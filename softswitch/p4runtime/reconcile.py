@@ -47,7 +47,7 @@ def carry_state(old: Switch, new: Switch) -> None:
                                                priority=e.priority)
                 else:
                     ne = t_new.insert(list(e.key), e.action, list(e.args), e.priority)
-                ne.packets, ne.bytes = e.packets, e.bytes
+                t_new.set_entry_counters(ne, e.packets, e.bytes)
                 t_new.set_entry_meter(ne, copy.copy(e.meter_config))
             if not t_new.default_const and t_old.default.action in t_new.actions:
                 t_new.set_default(t_old.default.action, list(t_old.default.args))

@@ -156,7 +156,7 @@ def write_direct_counter(st: PipelineState, utype: int, dce: P.DirectCounterEntr
     t, e = _direct_target(st, dce.table_entry, "direct_counter_id", "counter")
     if dce.data.packet_count < 0 or dce.data.byte_count < 0:
         raise invalid(f"table {t.name}: direct counter: negative value")
-    e.packets, e.bytes = dce.data.packet_count, dce.data.byte_count
+    st.runtime_table(t).set_entry_counters(e, dce.data.packet_count, dce.data.byte_count)
 
 
 def write_direct_meter(st: PipelineState, utype: int, dme: P.DirectMeterEntry) -> None:

@@ -239,7 +239,7 @@ def write_table_entry(st: PipelineState, utype: int, entry: P.TableEntry) -> Non
     except RuntimeApiError as exc:
         raise P4RuntimeError.from_runtime(exc) from None
     if entry.HasField("counter_data"):
-        e.packets, e.bytes = entry.counter_data.packet_count, entry.counter_data.byte_count
+        rt.set_entry_counters(e, entry.counter_data.packet_count, entry.counter_data.byte_count)
     if meter is not None:
         rt.set_entry_meter(e, meter)
     if entry.controller_metadata or entry.metadata:

@@ -195,6 +195,20 @@ def test_p4runtime_profile_members_groups_and_indirect_entries_reach_the_kernel(
             q.action_profile_group.action_profile_id = prof.preamble.id
             (read,) = cl.read([q])
             assert sorted(m.member_id for m in read.action_profile_group.members) == [0, 1, 2]
+            # the entry's direct counter: a DirectCounterEntry write reaches the kernel's cell
+            dc = P.Update(type=P.Update.MODIFY)
+            dc.entity.direct_counter_entry.table_entry.CopyFrom(e)
+            dc.entity.direct_counter_entry.table_entry.ClearField("action")
+            dc.entity.direct_counter_entry.data.packet_count = 1000
+            dc.entity.direct_counter_entry.data.byte_count = 50_000
+            cl.write([dc])
+            frame = bytes(12) + b"\x88\xb5\x01" + bytes(12)
+            sw.process(1, frame)
+            q = P.Entity()
+            q.direct_counter_entry.table_entry.table_id = table.preamble.id
+            (read,) = cl.read([q])
+            assert (read.direct_counter_entry.data.packet_count,
+                    read.direct_counter_entry.data.byte_count) == (1001, 50_000 + len(frame))
     finally:
         server.stop()
         if device.pipeline is not None:

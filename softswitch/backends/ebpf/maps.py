@@ -61,6 +61,8 @@ class TableMirror:
                 self._delete(entry)
             elif op == "meter":
                 self._write_meter(entry)
+            elif op == "counters":
+                self._write_counters(entry)
             if op in ("insert", "modify", "delete"):
                 self._rewrite_scan()
         except OSError as exc:  # bcc raises KeyError/Exception subclasses with the errno text
@@ -125,10 +127,7 @@ class TableMirror:
                 raise RuntimeApiError(RuntimeErrorCode.TABLE_FULL, f"table {self.layout.name}: no slot left")
             slot = self.free.pop()
             self.slots[entry.handle] = slot
-            if self.counters is not None:
-                cell = self.counters.Leaf()
-                cell.packets, cell.bytes = entry.packets, entry.bytes
-                self.counters[ctypes.c_int(slot)] = cell
+            self._write_counters(entry)
             self._write_meter(entry)
         if self.count is None:
             self.map[self._key(entry)] = self._value(entry, slot)
@@ -150,6 +149,14 @@ class TableMirror:
             ctypes.memmove(ctypes.addressof(cell.v), ctypes.addressof(value), ctypes.sizeof(value))
             self.map[ctypes.c_int(i)] = cell
         self.count[ctypes.c_int(0)] = ctypes.c_uint32(len(entries))
+
+    def _write_counters(self, entry: TableEntry) -> None:
+        """The entry's direct counter cell, from the entry's values."""
+        slot = self.slots.get(entry.handle)
+        if self.counters is not None and slot is not None:
+            cell = self.counters.Leaf()
+            cell.packets, cell.bytes = entry.packets, entry.bytes
+            self.counters[ctypes.c_int(slot)] = cell
 
     def _write_meter(self, entry: TableEntry) -> None:
         """The entry's direct meter cell: its configuration, buckets to be refilled."""
