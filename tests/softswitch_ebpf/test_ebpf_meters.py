@@ -110,7 +110,7 @@ def test_meters_stf_passes_on_both_targets() -> None:
             if target == "ebpf":
                 sw.close()
         assert res.ok, f"{target}: " + "\n".join(res.failures)
-        assert res.packets_checked >= 8
+        assert res.packets_checked >= 7
 
 
 def test_p4runtime_meter_writes_reach_the_kernel() -> None:
