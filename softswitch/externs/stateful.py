@@ -248,6 +248,8 @@ class ValueSet:
         self.size = size
         self.width = width
         self.members: list[tuple[int, int]] = []
+        # a kernel target's copy (the eBPF target's maps): told after each change
+        self.observers: list[Callable[[ValueSet], None]] = []
 
     def add(self, value: int, mask: int | None = None) -> None:
         full = (1 << self.width) - 1
@@ -258,9 +260,15 @@ class ValueSet:
             raise RuntimeApiError(RuntimeErrorCode.BAD_VALUE,
                                   f"value_set {self.name}: value {value:#x}/{m:#x} too wide for {self.width} bits")
         self.members.append((value & m, m))
+        self._notify()
 
     def clear(self) -> None:
         self.members = []
+        self._notify()
+
+    def _notify(self) -> None:
+        for observe in self.observers:
+            observe(self)
 
     def match(self, key: int) -> bool:
         return any(key & m == v for v, m in self.members)

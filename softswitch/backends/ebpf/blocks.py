@@ -76,6 +76,8 @@ class CGen(ExprGen, ControlGen, StatefulGen):
         self.requests: set[str] = set()   # v1model requests the program makes (resubmit, recirc)
         self.meters_used = False          # meters_c's types and functions are needed
         self.meter_types: dict[Any, str] = {}   # meter/direct_meter decl -> packets | bytes
+        self.value_set_maps: dict[str, str] = {}   # value set (control-plane name) -> map
+        self.value_set_fns: dict[Any, str] = {}    # ValueSetDecl -> its C match function
 
     def fresh(self, base: str) -> str:
         self._n += 1

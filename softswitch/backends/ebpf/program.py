@@ -40,6 +40,7 @@ class GeneratedProgram:
     # counters, registers and meters by control-plane name: (kind, map name, size, width)
     externs: dict[str, tuple[str, str, int, int]] = field(default_factory=dict)
     digests: dict[str, str] = field(default_factory=dict)   # digest name -> ring buffer map
+    value_sets: dict[str, str] = field(default_factory=dict)   # value set name -> array map
 
 
 _PRELUDE = """\
@@ -333,4 +334,5 @@ def generate_c(checked: Any, compiled_tables: dict[str, Any], *, errors: list[st
                               max_passes=CL.MAX_PASSES))
     return GeneratedProgram(source="\n\n".join(parts) + "\n",
                             tables={lay.name: lay for lay in g.table_layouts.values()},
-                            externs=dict(g.externs), digests=dict(g.digests))
+                            externs=dict(g.externs), digests=dict(g.digests),
+                            value_sets=dict(g.value_set_maps))
