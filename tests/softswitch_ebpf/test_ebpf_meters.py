@@ -6,8 +6,9 @@ real P4Runtime server.
 Colours depend on time, so the differential test pins one clock for both targets (the
 Python target's ``clock_us``, the kernel program's test clock) and moves it by steps
 that make the Python target's float arithmetic exact (quarter seconds x whole rates);
-the STF and P4Runtime tests use the real clock with rates so small (one unit per
-second) that a burst's colours do not depend on how fast the packets come."""
+the STF and P4Runtime tests use the real clock with rates of 0 or one unit per second
+(far from a colour's threshold), so a burst's colours do not depend on how fast the
+packets come."""
 from __future__ import annotations
 
 import random
@@ -82,18 +83,18 @@ def test_unconfigured_and_out_of_range_meters_mark_green() -> None:
 
 
 def test_a_burst_is_coloured_in_order_and_reconfiguring_resets_the_buckets() -> None:
-    """cir 1/s, burst 1; pir 2/s, burst 2: GREEN, YELLOW, RED, RED (the clock does not
-    matter at one unit per second); a new configuration fills the buckets again."""
+    """Bursts 1 and 2, rates 0 (no refill: the clock does not matter): GREEN, YELLOW,
+    RED, RED; a new configuration fills the buckets again."""
     with Switch.from_file(PROGRAM, target="ebpf") as kern:
         rt = kern.runtime
-        rt.meter_set("I.pkts", 2, MeterConfig(cir=1, cburst=1, pir=2, pburst=2))
+        rt.meter_set("I.pkts", 2, MeterConfig(cir=0, cburst=1, pir=0, pburst=2))
         rt.table_add("I.classify", [Exact(5)], "I.forward", [2])
-        rt.direct_meter_set("I.classify", [Exact(5)], MeterConfig(cir=1, cburst=2, pir=1, pburst=3))
+        rt.direct_meter_set("I.classify", [Exact(5)], MeterConfig(cir=0, cburst=2, pir=0, pburst=3))
         rng = random.Random(2)
         colours = [kern.process(1, _frame(rng, 2, 5))[0][1][16:19] for _ in range(4)]
         assert [c[0] for c in colours] == [Color.GREEN, Color.YELLOW, Color.RED, Color.RED]
         assert [c[2] for c in colours] == [Color.GREEN, Color.GREEN, Color.YELLOW, Color.RED]
-        rt.meter_set("I.pkts", 2, MeterConfig(cir=1, cburst=1, pir=2, pburst=2))
+        rt.meter_set("I.pkts", 2, MeterConfig(cir=0, cburst=1, pir=0, pburst=2))
         assert kern.process(1, _frame(rng, 2, 5))[0][1][16] == Color.GREEN
         # a deleted entry's cell is cleared: the same key inserted again is unconfigured
         rt.table_delete("I.classify", [Exact(5)])
@@ -143,7 +144,7 @@ def test_p4runtime_meter_writes_reach_the_kernel() -> None:
             meter = P.Update(type=P.Update.MODIFY)
             me = meter.entity.meter_entry
             me.meter_id, me.index.index = meter_id["I.pkts"], 4
-            me.config.cir, me.config.cburst, me.config.pir, me.config.pburst = 1, 1, 2, 2
+            me.config.cir, me.config.cburst, me.config.pir, me.config.pburst = 0, 1, 0, 2
             ins = P.Update(type=P.Update.INSERT)
             entry(ins.entity.table_entry, 9)
             act = ins.entity.table_entry.action.action
@@ -151,7 +152,7 @@ def test_p4runtime_meter_writes_reach_the_kernel() -> None:
             p = act.params.add()
             p.param_id, p.value = forward.params[0].id, b"\x02"
             mc = ins.entity.table_entry.meter_config
-            mc.cir, mc.cburst, mc.pir, mc.pburst = 1, 1, 1, 1
+            mc.cir, mc.cburst, mc.pir, mc.pburst = 0, 1, 0, 1
             cl.write([meter, ins])
             sw = device.pipeline.switch
             assert sw.target == "ebpf"
@@ -163,7 +164,7 @@ def test_p4runtime_meter_writes_reach_the_kernel() -> None:
             dm = P.Update(type=P.Update.MODIFY)
             entry(dm.entity.direct_meter_entry.table_entry, 9)
             c = dm.entity.direct_meter_entry.config
-            c.cir, c.cburst, c.pir, c.pburst = 1, 2, 1, 2
+            c.cir, c.cburst, c.pir, c.pburst = 0, 2, 0, 2
             cl.write([dm])
             assert [sw.process(1, _frame(rng, 0, 9))[0][1][18] for _ in range(3)] == \
                 [Color.GREEN, Color.GREEN, Color.RED]
@@ -171,7 +172,7 @@ def test_p4runtime_meter_writes_reach_the_kernel() -> None:
             q.meter_entry.meter_id = meter_id["I.pkts"]
             q.meter_entry.index.index = 4
             (got,) = cl.read([q])
-            assert (got.meter_entry.config.cir, got.meter_entry.config.pburst) == (1, 2)
+            assert (got.meter_entry.config.cburst, got.meter_entry.config.pburst) == (1, 2)
     finally:
         server.stop()
         if device.pipeline is not None:
