@@ -38,6 +38,12 @@ class ActionProfile:
     groups: dict[int, list[int]] = field(default_factory=dict)
     max_group_size: dict[int, int] = field(default_factory=dict)
     selector_widths: tuple[int, ...] = ()
+    # a kernel target's copy (the eBPF target's maps): told of each change after it is
+    # made, as observer(profile, op, id) with op member, member_delete, group, group_delete
+    observers: list[Callable[[ActionProfile, str, int], None]] = field(default_factory=list)
+    # what that copy can hold (None: no limit): checked before anything changes
+    max_groups: int | None = None
+    max_group_members: int | None = None
 
     @property
     def is_selector(self) -> bool:
@@ -70,12 +76,14 @@ class ActionProfile:
         m = Member(member_id=member_id, action=action, args=self._check_action(action, args))
         m.fn = self.actions[action].fn
         self.members[member_id] = m
+        self._notify("member", member_id)
         return m
 
     def member_modify(self, member_id: int, action: str, args: Sequence[int]) -> Member:
         m = self._member(member_id)
         m.args = self._check_action(action, args)
         m.action, m.fn = action, self.actions[action].fn
+        self._notify("member", member_id)
         return m
 
     def member_delete(self, member_id: int, used_by_entries: bool) -> None:
@@ -86,6 +94,7 @@ class ActionProfile:
                                   f"{self._where()}: member {member_id} is still used by "
                                   + (f"groups {users}" if users else "table entries"))
         del self.members[member_id]
+        self._notify("member_delete", member_id)
 
     def group_add(self, group_id: int, member_ids: Sequence[int], max_size: int = 0) -> None:
         if not self.is_selector:
@@ -93,14 +102,19 @@ class ActionProfile:
                                   f"{self._where()}: groups need an action_selector")
         if group_id in self.groups:
             raise RuntimeApiError(RuntimeErrorCode.DUPLICATE_ENTRY, f"{self._where()}: group {group_id} exists")
+        if self.max_groups is not None and len(self.groups) >= self.max_groups:
+            raise RuntimeApiError(RuntimeErrorCode.TABLE_FULL,
+                                  f"{self._where()}: full ({self.max_groups} groups on this target)")
         self.groups[group_id] = self._check_members(group_id, member_ids, max_size)
         self.max_group_size[group_id] = max_size
+        self._notify("group", group_id)
 
     def group_modify(self, group_id: int, member_ids: Sequence[int]) -> None:
         if group_id not in self.groups:
             raise RuntimeApiError(RuntimeErrorCode.NOT_FOUND, f"{self._where()}: no group {group_id}")
         self.groups[group_id] = self._check_members(group_id, member_ids,
                                                     self.max_group_size.get(group_id, 0))
+        self._notify("group", group_id)
 
     def group_delete(self, group_id: int, used_by_entries: bool) -> None:
         if group_id not in self.groups:
@@ -110,6 +124,11 @@ class ActionProfile:
                                   f"{self._where()}: group {group_id} is still used by table entries")
         del self.groups[group_id]
         self.max_group_size.pop(group_id, None)
+        self._notify("group_delete", group_id)
+
+    def _notify(self, op: str, ident: int) -> None:
+        for observe in self.observers:
+            observe(self, op, ident)
 
     def _member(self, member_id: int) -> Member:
         m = self.members.get(member_id)
@@ -126,6 +145,10 @@ class ActionProfile:
         if max_size and len(ids) > max_size:
             raise RuntimeApiError(RuntimeErrorCode.TABLE_FULL,
                                   f"{self._where()}: group {group_id} has {len(ids)} members, max {max_size}")
+        if self.max_group_members is not None and len(ids) > self.max_group_members:
+            raise RuntimeApiError(RuntimeErrorCode.TABLE_FULL,
+                                  f"{self._where()}: group {group_id} has {len(ids)} members, this "
+                                  f"target holds at most {self.max_group_members}")
         return ids
 
     def _check_action(self, action: str, args: Sequence[int]) -> tuple[int, ...]:

@@ -158,8 +158,7 @@ class SwitchRuntime:
             raise RuntimeApiError(RuntimeErrorCode.NOT_FOUND, f"table {t.name} has no direct counter")
         if packets < 0 or nbytes < 0:
             raise RuntimeApiError(RuntimeErrorCode.BAD_VALUE, f"table {t.name}: negative counter value")
-        e = t.find(list(key), priority)
-        e.packets, e.bytes = packets, nbytes
+        t.set_entry_counters(t.find(list(key), priority), packets, nbytes)
 
     # ------------------------------------------------------------------ meters
     def meter(self, name: str) -> Meter:
@@ -178,8 +177,7 @@ class SwitchRuntime:
             raise RuntimeApiError(RuntimeErrorCode.NOT_FOUND, f"table {t.name} has no direct meter")
         if config is not None:
             config.check(f"direct meter of table {t.name}")
-        e = t.find(list(key), priority)
-        e.meter_config, e.meter_state = config, None
+        t.set_entry_meter(t.find(list(key), priority), config)
 
     # --------------------------------------------------------------- registers
     def register(self, name: str) -> Register:

@@ -130,7 +130,7 @@ _CLI_COMMANDS = {
 }
 
 
-def _meter_config(rates: list[str], where: str) -> MeterConfig:
+def meter_config(rates: list[str], where: str) -> MeterConfig:
     """BMv2's ``rate:burst`` pairs (committed, then peak; rates per microsecond)."""
     pairs = []
     for r in rates:
@@ -452,7 +452,7 @@ class StfRunner:
             self.rt.meter_get(a[0], num[0])
         elif v in ("meter_set_rates", "meter_array_set_rates"):
             rates = a[2:] if v == "meter_set_rates" else a[1:]
-            config = _meter_config(rates, where)
+            config = meter_config(rates, where)
             meter = self.rt.meter(a[0])
             indexes = [num[0]] if v == "meter_set_rates" else range(meter.size)
             for i in indexes:

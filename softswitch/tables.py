@@ -57,7 +57,8 @@ class TableObserver(Protocol):
     """A target that keeps its own copy of the entries (the eBPF target's BPF maps)."""
 
     def entry_changed(self, table: Table, op: str, entry: TableEntry) -> None:
-        """`op` is insert, modify, delete or default (the default action changed)."""
+        """`op` is insert, modify, delete, default (the default action changed), counters
+        (the entry's direct counter was set) or meter (its direct meter was configured)."""
 
     def refresh_counters(self, table: Table) -> None:
         """Copy the target's direct-counter values into the entries before a read."""
@@ -382,6 +383,17 @@ class Table:
     def entries(self) -> list[TableEntry]:
         self._refresh()
         return list(self._index.values())
+
+    def set_entry_counters(self, e: TableEntry, packets: int, nbytes: int) -> None:
+        """Set an entry's direct counter; a kernel target's observer hears op ``counters``."""
+        e.packets, e.bytes = packets, nbytes
+        self._notify("counters", e)
+
+    def set_entry_meter(self, e: TableEntry, config: Any) -> None:
+        """Configure an entry's direct meter (None: unconfigured, GREEN); its buckets
+        start again. A kernel target's observer hears op ``meter``."""
+        e.meter_config, e.meter_state = config, None
+        self._notify("meter", e)
 
     def _notify(self, op: str, e: TableEntry) -> None:
         for o in self.observers:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,6 +123,8 @@ class Meter:
         self.meter_type = meter_type
         self.configs: list[MeterConfig | None] = [None] * size
         self.states = [MeterState() for _ in range(size)]
+        # a kernel target's copy of the cells: told of each configuration write
+        self.observers: list[Callable[[int, MeterConfig | None], None]] = []
 
     def execute(self, index: int, nbytes: int, now_us: int) -> int:
         if not 0 <= index < self.size:
@@ -135,6 +138,8 @@ class Meter:
             config.check(f"meter {self.name}[{index}]")
         self.configs[index] = config
         self.states[index] = MeterState()
+        for observe in self.observers:
+            observe(index, config)
 
     def get_config(self, index: int) -> MeterConfig | None:
         _check_index("meter", self.name, index, self.size)
@@ -243,6 +248,8 @@ class ValueSet:
         self.size = size
         self.width = width
         self.members: list[tuple[int, int]] = []
+        # a kernel target's copy (the eBPF target's maps): told after each change
+        self.observers: list[Callable[[ValueSet], None]] = []
 
     def add(self, value: int, mask: int | None = None) -> None:
         full = (1 << self.width) - 1
@@ -253,9 +260,15 @@ class ValueSet:
             raise RuntimeApiError(RuntimeErrorCode.BAD_VALUE,
                                   f"value_set {self.name}: value {value:#x}/{m:#x} too wide for {self.width} bits")
         self.members.append((value & m, m))
+        self._notify()
 
     def clear(self) -> None:
         self.members = []
+        self._notify()
+
+    def _notify(self) -> None:
+        for observe in self.observers:
+            observe(self)
 
     def match(self, key: int) -> bool:
         return any(key & m == v for v, m in self.members)

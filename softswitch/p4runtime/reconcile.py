@@ -47,29 +47,37 @@ def carry_state(old: Switch, new: Switch) -> None:
                                                priority=e.priority)
                 else:
                     ne = t_new.insert(list(e.key), e.action, list(e.args), e.priority)
-                ne.packets, ne.bytes = e.packets, e.bytes
-                ne.meter_config = copy.copy(e.meter_config)
+                t_new.set_entry_counters(ne, e.packets, e.bytes)
+                t_new.set_entry_meter(ne, copy.copy(e.meter_config))
             if not t_new.default_const and t_old.default.action in t_new.actions:
                 t_new.set_default(t_old.default.action, list(t_old.default.args))
-        for name, c_old in op.counters.items():
+        # counters and registers through the runtime API: a kernel target reads its cells
+        # for the old switch and writes them for the new one
+        for name in op.counters:
             c_new = np_.counters.get(name)
             if c_new is not None:
+                c_old = old.runtime.counter(name)
                 _same_size("counter", name, c_old.size, c_new.size)
-                c_new.packets, c_new.bytes = list(c_old.packets), list(c_old.bytes)
+                for i, (p, b) in enumerate(zip(c_old.packets, c_old.bytes)):
+                    if p or b:
+                        new.runtime.counter_write(name, i, p, b)
         for name, m_old in op.meters.items():
             m_new = np_.meters.get(name)
             if m_new is not None:
                 _same_size("meter", name, m_old.size, m_new.size)
                 for i, cfg in enumerate(m_old.configs):
                     m_new.set_config(i, copy.copy(cfg))
-        for name, r_old in op.registers.items():
+        for name in op.registers:
             r_new = np_.registers.get(name)
             if r_new is not None:
+                r_old = old.runtime.register(name)
                 _same_size("register", name, r_old.size, r_new.size)
                 if r_old.width != r_new.width:
                     raise DeviceError(f"reconcile: register {name} changed width "
                                       f"{r_old.width} -> {r_new.width}")
-                r_new.cells = list(r_old.cells)
+                for i, v in enumerate(r_old.cells):
+                    if v:
+                        new.runtime.register_write(name, i, v)
         for name, v_old in op.value_sets.items():
             v_new = np_.value_sets.get(name)
             if v_new is not None and v_new.width == v_old.width:

@@ -156,14 +156,14 @@ def write_direct_counter(st: PipelineState, utype: int, dce: P.DirectCounterEntr
     t, e = _direct_target(st, dce.table_entry, "direct_counter_id", "counter")
     if dce.data.packet_count < 0 or dce.data.byte_count < 0:
         raise invalid(f"table {t.name}: direct counter: negative value")
-    e.packets, e.bytes = dce.data.packet_count, dce.data.byte_count
+    st.runtime_table(t).set_entry_counters(e, dce.data.packet_count, dce.data.byte_count)
 
 
 def write_direct_meter(st: PipelineState, utype: int, dme: P.DirectMeterEntry) -> None:
     _modify_only(utype, "direct meter entry")
     t, e = _direct_target(st, dme.table_entry, "direct_meter_id", "meter")
     cfg = meter_config_of(dme.config, f"table {t.name} direct meter") if dme.HasField("config") else None
-    e.meter_config, e.meter_state = cfg, None
+    st.runtime_table(t).set_entry_meter(e, cfg)
 
 
 def _direct_tables(st: PipelineState, te: P.TableEntry, attr: str, kind: str) -> list[TableInfo]:

@@ -239,9 +239,9 @@ def write_table_entry(st: PipelineState, utype: int, entry: P.TableEntry) -> Non
     except RuntimeApiError as exc:
         raise P4RuntimeError.from_runtime(exc) from None
     if entry.HasField("counter_data"):
-        e.packets, e.bytes = entry.counter_data.packet_count, entry.counter_data.byte_count
+        rt.set_entry_counters(e, entry.counter_data.packet_count, entry.counter_data.byte_count)
     if meter is not None:
-        e.meter_config, e.meter_state = meter, None
+        rt.set_entry_meter(e, meter)
     if entry.controller_metadata or entry.metadata:
         st.entry_extras[(rt.name, e.handle)] = (entry.controller_metadata, entry.metadata)
     else:

@@ -5,7 +5,8 @@ What p4c's BMv2 runner does with simple_switch_CLI, this does over P4Runtime: ``
 and ``setdefault`` become table writes (STF names are the P4Info names; a priority given
 in the file is BMv2's, where lower wins, and is turned around for P4Runtime, where
 higher wins; entries without one rank in file order), ``mirroring_add`` a clone session,
-``mc_*`` multicast groups, ``check_counter`` a counter read (after the switch has taken
+``mc_*`` multicast groups, ``meter_set_rates`` / ``meter_array_set_rates`` MeterEntry
+writes (rates per µs in the file, per second on the wire), ``check_counter`` a counter read (after the switch has taken
 every packet sent so far and gone quiet).  At the end the frames every watched port
 sent are compared with the ``expect`` lines as p4c's runner compares them (per port,
 in order; ``*`` nibbles match anything; ``$`` ends the frame).
@@ -45,7 +46,8 @@ from softswitch.stf import (
 )
 
 SUPPORTED = {"add", "setdefault", "packet", "expect", "mirroring_add", "mc_mgrp_create",
-             "mc_node_create", "mc_node_associate", "wait", "no_packet", "check_counter"}
+             "mc_node_create", "mc_node_associate", "wait", "no_packet", "check_counter",
+             "meter_set_rates", "meter_array_set_rates", "meter_get_rates"}
 ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4
 PCAP_LINKTYPE_ETHERNET = 1
@@ -360,6 +362,26 @@ class Bmv2Stf:
         data = getattr(got[0], which).data
         return check.failure(data.packet_count, data.byte_count, where)
 
+    def meter_rates(self, c: StfCommand, where: str) -> None:
+        """``meter_set_rates NAME I CIR:CBURST PIR:PBURST`` (rates per µs, as BMv2's CLI)
+        or ``meter_array_set_rates NAME ...`` (every cell): MeterEntry writes."""
+        from softswitch.stf import meter_config
+        name = c.args[0]
+        info = next((m for m in self.info.meters if name in (m.preamble.name, m.preamble.alias)), None)
+        if info is None:
+            raise ValueError(f"{where}: no meter {name!r}")
+        one = c.verb == "meter_set_rates"
+        cfg = meter_config(c.args[2:] if one else c.args[1:], where)
+        ups = []
+        for i in [parse_number(c.args[1], where)[0]] if one else range(info.size):
+            up = P.Update(type=P.Update.MODIFY)
+            me = up.entity.meter_entry
+            me.meter_id, me.index.index = info.preamble.id, i
+            me.config.cir, me.config.cburst = cfg.cir, cfg.cburst
+            me.config.pir, me.config.pburst = cfg.pir, cfg.pburst
+            ups.append(up)
+        self.write(ups)
+
     def setdefault(self, c: StfCommand, where: str) -> None:
         t = self._table(c.args[0], where)
         e = P.TableEntry(table_id=t.preamble.id, is_default_action=True)
@@ -407,6 +429,8 @@ class Bmv2Stf:
                 self.mirroring_add(c)
             elif c.verb.startswith("mc_"):
                 self.multicast(c)
+            elif c.verb in ("meter_set_rates", "meter_array_set_rates"):
+                self.meter_rates(c, where)
             elif c.verb == "packet":
                 data, _ = parse_packet_hex(c.args[1:])
                 self.ports.send(int(c.args[0], 0), bytes.fromhex(data))

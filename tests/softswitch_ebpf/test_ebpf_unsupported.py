@@ -69,12 +69,14 @@ def test_unsupported_names_construct_and_location(decls: str, body: str, extra_h
     assert "unsupported on --target ebpf" in msg and construct in msg, msg
 
 
-def test_meter_refused_before_loading() -> None:
-    checked = load_source(PROGRAM.format(decls="meter(4, MeterType.packets) mt;",
-                                         body="mt.execute_meter(0, m.x);", extra_hdr=""),
-                          filename="t.p4", include_dirs=(str(ROOT / "p4"),))
-    with pytest.raises(EbpfUnsupported, match=r"^t\.p4:12:\d+: unsupported on --target ebpf: meters"):
+def test_wide_value_set_refused_before_loading() -> None:
+    text = PROGRAM.format(decls="", body="", extra_hdr="").replace(
+        "    state start {", "    value_set<bit<72>>(4) vs;\n    state start {")
+    checked = load_source(text, filename="t.p4", include_dirs=(str(ROOT / "p4"),))
+    with pytest.raises(EbpfUnsupported, match=r"^t\.p4:8:\d+: unsupported on --target ebpf: "
+                                              r"value_set vs of 72 bits"):
         EbpfSwitch.from_checked(checked)
+
 
 
 def test_cli_prints_file_line_col(tmp_path: Path) -> None:

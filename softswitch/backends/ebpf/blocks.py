@@ -23,6 +23,7 @@ from softswitch.backends.ebpf.layout import (
     strip,
     words16,
 )
+from softswitch.backends.ebpf.stateful_c import StatefulGen
 from softswitch.backends.ebpf.tables_c import (
     TableLayout,
     key_build_c,
@@ -39,7 +40,7 @@ from softswitch.frontend import types as T
 IND = "    "
 
 
-class CGen(ExprGen, ControlGen):
+class CGen(ExprGen, ControlGen, StatefulGen):
     """Generates the C of one program; `compiled_tables` are the runtime's Table objects."""
 
     def __init__(self, errors: list[str], compiled_tables: dict[str, Any],
@@ -73,6 +74,10 @@ class CGen(ExprGen, ControlGen):
         self._direct_names: dict[str, int] = {}
         self._prefix = ""
         self.requests: set[str] = set()   # v1model requests the program makes (resubmit, recirc)
+        self.meters_used = False          # meters_c's types and functions are needed
+        self.meter_types: dict[Any, str] = {}   # meter/direct_meter decl -> packets | bytes
+        self.value_set_maps: dict[str, str] = {}   # value set (control-plane name) -> map
+        self.value_set_fns: dict[Any, str] = {}    # ValueSetDecl -> its C match function
 
     def fresh(self, base: str) -> str:
         self._n += 1
@@ -345,14 +350,24 @@ class CGen(ExprGen, ControlGen):
                   "    P->action_run = 0;",
                   "    if (!v) {", "        u32 z = 0;", f"        v = {t}_def.lookup(&z);",
                   "        if (!v) return 0;", "    }"]
+        on_hit: list[str] = []
         if lay.has_counters:
-            lines += ["    else {", f"        struct counter_cell *c = {t}_ctr.lookup(&v->slot);",
-                      "        if (c) {", "            __sync_fetch_and_add(&c->packets, 1);",
-                      "            __sync_fetch_and_add(&c->bytes, P->pkt_len);",
-                      "        }", "    }"]
-        lines += ["    P->action_run = v->action;", "    switch (v->action) {"]
+            on_hit += [f"struct counter_cell *c = {t}_ctr.lookup(&v->slot);",
+                       "if (c) {", "    __sync_fetch_and_add(&c->packets, 1);",
+                       "    __sync_fetch_and_add(&c->bytes, P->pkt_len);", "}"]
+        if lay.has_meter:
+            on_hit += self.direct_meter_c(decl, name, t)
+        if on_hit:
+            lines += ["    else {"] + [IND * 2 + x for x in on_hit] + ["    }"]
+        if lay.profile is not None:
+            lines += [IND + x for x in self.indirect_c(decl, name, lay)]
+            lines += ["    P->action_run = act;", "    switch (act) {"]
+        else:
+            lines += ["    P->action_run = v->action;", "    switch (v->action) {"]
         for aname, aid in lay.action_ids.items():
             found = by_name.get(aname)
+            if found is None and aname == "NoAction":   # the default of a table that names none
+                found = self.layouts.top_level.get("NoAction")
             if found is None:
                 raise EbpfUnsupported(decl, f"table {name}: action {aname} not found")
             ad = found
@@ -405,7 +420,10 @@ class CGen(ExprGen, ControlGen):
     def gen_instance(self, d: A.InstantiationDecl, prefix: str) -> None:
         """A counter or register as a BPF array; direct counters live with their table."""
         tname = getattr(d.type_decl, "name", "?")
-        if tname == "direct_counter":
+        if tname in ("direct_counter", "action_profile", "action_selector"):
+            return    # their cells live with the table that names them
+        if tname in ("meter", "direct_meter"):
+            self.gen_meter(d, prefix, tname)
             return
         if tname not in ("counter", "register"):
             raise EbpfUnsupported(d, f"instance {d.name} of {tname}")
@@ -426,7 +444,8 @@ class CGen(ExprGen, ControlGen):
         self.externs[name] = (tname, mapname, size, width)
 
     def extern_method(self, call: A.MethodCallExpression) -> list[str] | None:
-        """``c.count(i)``, ``r.read(out v, i)``, ``r.write(i, v)``; None if not one of these."""
+        """``c.count(i)``, ``r.read(out v, i)``, ``r.write(i, v)``, ``m.execute_meter(i, out
+        c)``, ``dm.read(out c)``; None if not one of these."""
         obj = getattr(call.callee, "expr", None)
         inst = self.instances.get(getattr(obj, "decl", None))
         if inst is None:
@@ -434,6 +453,8 @@ class CGen(ExprGen, ControlGen):
         kind, mapname, size, width = inst
         member = getattr(call.callee, "member", "")
         args = [a.value for a in call.args]
+        if kind in ("meter", "direct_meter"):
+            return self.meter_method(obj, inst, member, args)
         if kind == "counter" and member == "count":
             return ["{", f"    u32 i = (u32)({self.ex(args[0])});",
                     f"    struct counter_cell *c = i < {size} ? {mapname}.lookup(&i) : 0;",

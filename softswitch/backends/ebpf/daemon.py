@@ -3,8 +3,10 @@
 A frame arriving on a port runs the whole pipeline in the kernel and leaves by
 ``bpf_redirect`` on the interface of its egress port; no frame crosses into Python.
 The P4Runtime server drives the same `Table` objects as on the Python target (their
-changes are mirrored into the maps). Options the kernel path has no equivalent for yet
-(captures, packet-out) are refused by name instead of ignored. Queue rates and depths
+changes are mirrored into the maps). The CPU port is a veth pair (`cpu_port`): frames
+the program sends there become PacketIns, PacketOuts enter the program through it.
+Options the kernel path has no equivalent for yet (captures) are refused by name
+instead of ignored. Queue rates and depths
 are the program's virtual queues (`queues`), and the kernel shapes each paced port's
 egress at its rate (HTB, removed on close).
 """
@@ -15,28 +17,31 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from softswitch.backends.ebpf.cpu_port import CpuLink
 from softswitch.backends.ebpf.errors import EbpfKernelError
-from softswitch.p4runtime.device import ListenerSet, Pipeline
+from softswitch.p4runtime.device import ListenerSet, Pipeline, build_packet_out, split_packet_in
 from softswitch.p4runtime.errors import DeviceError
-from softswitch.switchd.errors import OptionError
+from softswitch.switchd.errors import OptionError, PortError
 
 LOG = logging.getLogger("softswitch.ebpf")
 TC_PRIO = 7
 
 
 class EbpfDevice:
-    """The P4Runtime `Device` of a kernel switch: pipelines and entries; no packet I/O yet.
+    """The P4Runtime `Device` of a kernel switch: pipelines, entries, packet-in/out.
 
     A pipeline the server built (on the Python target, as it compiles every config) is
     loaded into the kernel here, sharing its compiled program's tables, and handed to
     `install`, which moves the ports over to it; the pipeline's switch becomes the kernel
     switch, so everything the server does next goes to the kernel's maps."""
 
-    def __init__(self, *, device_id: int, cpu_port: int, install: Any = None, name: str = "softswitch") -> None:
+    def __init__(self, *, device_id: int, cpu_port: int, install: Any = None, name: str = "softswitch",
+                 cpu_link: CpuLink | None = None) -> None:
         self.device_id = device_id
         self.cpu_port = cpu_port
         self.name = name
         self.install = install
+        self.cpu_link = cpu_link       # the CPU port's veth pair (the switch process's)
         self.lock = threading.RLock()
         self._pipeline: Pipeline | None = None
         self.listeners = ListenerSet()
@@ -69,7 +74,32 @@ class EbpfDevice:
             self._pipeline = pipeline
 
     def packet_out(self, payload: bytes, metadata: Mapping[str, int]) -> None:
-        raise DeviceError("--target ebpf: PacketOut is not supported yet")
+        """The frame (packet_out header + payload) into the program on the CPU port."""
+        with self.lock:
+            pipe = self._pipeline
+            if pipe is None:
+                raise DeviceError(f"{self.name}: no pipeline installed; packet-out refused")
+            if self.cpu_link is None:
+                raise DeviceError(f"{self.name}: --target ebpf: PacketOut needs the switch "
+                                  "process's CPU port")
+            frame = build_packet_out(pipe, payload, metadata)
+        if len(frame) < 14:
+            raise DeviceError(f"{self.name}: packet-out of {len(frame)} bytes: shorter than an "
+                              "Ethernet header, which --target ebpf cannot take")
+        if not self.cpu_link.send(frame):
+            raise DeviceError(f"{self.name}: packet-out of {len(frame)} bytes: the kernel refused it")
+
+    def on_cpu_frame(self, frame: bytes) -> None:
+        """A frame the program sent to the CPU port: a PacketIn for the server's clients
+        (shorter than the packet_in header: dropped, as on the Python target)."""
+        pipe = self._pipeline
+        if pipe is None:
+            return
+        try:
+            pkt = split_packet_in(pipe, frame)
+        except DeviceError:
+            return
+        self.listeners.packet_in(pkt)
 
     def add_listener(self, listener: Any) -> None:
         self.listeners.add(listener)
@@ -100,6 +130,7 @@ class EbpfSwitchd:
         self.server: Any = None
         self.attachments: list[Any] = []
         self.shaped: list[str] = []        # interfaces whose root qdisc we replaced
+        self.cpu: CpuLink | None = None    # the CPU port (with a P4Runtime server)
         self.stop_event = threading.Event()
 
     def attach(self, switch: Any) -> None:
@@ -115,7 +146,10 @@ class EbpfSwitchd:
         old, old_switch = self.attachments, self.switch
         self.attachments = []
         prio = TC_PRIO if not old or old[0].prio != TC_PRIO else TC_PRIO + 1
-        for port, ifname in sorted(opts.interfaces.items()):
+        ports = sorted(opts.interfaces.items())
+        if self.cpu is not None:
+            ports.append((opts.cpu_port, self.cpu.inner))
+        for port, ifname in ports:
             try:
                 att = attach_tc(kernel.fd, f"p4_{opts.name}"[:15], ifname, netns=opts.netns,
                                 direction="ingress", prio=prio)
@@ -127,8 +161,9 @@ class EbpfSwitchd:
             self.attachments.append(att)
             kernel.table("p4_port_of_ifindex")[ctypes.c_uint32(att.ifindex)] = ctypes.c_uint32(port)
             kernel.table("p4_ifindex_of_port")[ctypes.c_int(port)] = ctypes.c_uint32(att.ifindex)
-            rate, depth = self.queue_config(port)
-            switch.set_queue(port, rate_bps=rate, depth_pkts=depth)
+            if port in opts.interfaces:       # the CPU port is unpaced
+                rate, depth = self.queue_config(port)
+                switch.set_queue(port, rate_bps=rate, depth_pkts=depth)
         for att in old:
             att.detach()
         self.switch = switch
@@ -194,6 +229,13 @@ class EbpfSwitchd:
         opts = self.opts
         try:
             self.shape()
+            if opts.grpc_server_addr:
+                self.cpu = CpuLink(opts.cpu_port, netns=opts.netns)
+                try:
+                    self.cpu.create()
+                except (OSError, PortError) as exc:   # the switch still serves; PacketOut is refused
+                    LOG.warning("%s: no CPU port (packet-in/out): %s", opts.name, exc)
+                    self.cpu = None
             if opts.program:
                 sw = _load(opts)
                 try:
@@ -206,12 +248,14 @@ class EbpfSwitchd:
                     raise
             if opts.grpc_server_addr:
                 dev = EbpfDevice(device_id=opts.device_id, cpu_port=opts.cpu_port,
-                                 install=self.attach, name=opts.name)
+                                 install=self.attach, name=opts.name, cpu_link=self.cpu)
                 if self.switch is not None:
                     from softswitch.p4info import build_p4info
                     dev.set_pipeline(Pipeline.create(self.switch,
                                                      build_p4info(self.switch.program.checked)))
                 self.device = dev
+                if self.cpu is not None:
+                    self.cpu.start(dev.on_cpu_frame)
                 tls = None
                 if opts.tls_cert:
                     from softswitch.p4runtime.server import TlsConfig
@@ -227,7 +271,8 @@ class EbpfSwitchd:
         if not self.switch:
             return {}
         queues = self.switch.queue_stats(sorted(self.opts.interfaces))
-        return {"target": "ebpf", **self.switch.kernel.stats(),
+        cpu = {"packet_ins": self.cpu.packet_ins, "packet_outs": self.cpu.packet_outs} if self.cpu else {}
+        return {"target": "ebpf", **self.switch.kernel.stats(), **cpu,
                 "queues": {str(p): q for p, q in queues.items()}}
 
     def write_stats(self) -> None:
@@ -279,6 +324,12 @@ class EbpfSwitchd:
             except Exception as exc:  # noqa: BLE001 - detach the others regardless
                 LOG.warning("detaching from %s: %s", att.ifname, exc)
         self.attachments = []
+        if self.cpu is not None:
+            try:
+                self.cpu.close()
+            except Exception as exc:  # noqa: BLE001 - close the rest regardless
+                LOG.warning("removing the CPU port's veth pair: %s", exc)
+            self.cpu = None
         if self.shaped:
             import subprocess
 

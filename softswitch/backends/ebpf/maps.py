@@ -4,7 +4,8 @@ The control-plane state stays in the shared `softswitch.tables.Table` objects (s
 runtime API, the STF runner and the P4Runtime server validate and answer exactly as on
 the Python target); a `TableMirror` is each table's observer and writes the change into
 the table's maps. Each entry gets a slot, its direct-counter cell; counters are read
-back from the kernel into the entries before any read.
+back from the kernel into the entries before any read; a direct meter's cell is
+written when the entry is made and when its meter is configured (op ``meter``).
 """
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from typing import Any
 from softswitch.backends.ebpf.errors import EbpfKernelError
 from softswitch.backends.ebpf.kernel import LoadedProgram
 from softswitch.backends.ebpf.layout import cname
-from softswitch.backends.ebpf.tables_c import TableLayout
+from softswitch.backends.ebpf.meters_c import write_cell
+from softswitch.backends.ebpf.profiles import ProfileMirror
+from softswitch.backends.ebpf.tables_c import REF_GROUP, REF_MEMBER, TableLayout
 from softswitch.errors import RuntimeApiError, RuntimeErrorCode
 from softswitch.tables import Table, TableEntry
 
@@ -29,11 +32,17 @@ class TableMirror:
         self.count = prog.table(layout.cname + "_n") if layout.map_kind == "scan" else None
         self.default_map = prog.table(layout.cname + "_def")
         self.counters = prog.table(layout.cname + "_ctr") if layout.has_counters else None
+        self.meters = prog.table(layout.cname + "_mtr") if layout.has_meter else None
         self.slots: dict[int, int] = {}           # entry handle -> slot
+        # an indirect table: its profile's members and groups in the table's own maps
+        self.profile = None if layout.profile is None or table.profile is None else \
+            ProfileMirror(prog, layout, table.profile, self._fill_action)
         self.free = list(range(layout.size - 1, -1, -1))
 
     def sync_all(self) -> None:
         """Write the default action and every entry (const entries and those written before)."""
+        if self.profile is not None:
+            self.profile.attach()
         self._write_default(self.table.default)
         for e in self.table.entries():
             self._write(e, new=True)
@@ -50,7 +59,11 @@ class TableMirror:
                 self._write(entry, new=False)
             elif op == "delete":
                 self._delete(entry)
-            if op != "default":
+            elif op == "meter":
+                self._write_meter(entry)
+            elif op == "counters":
+                self._write_counters(entry)
+            if op in ("insert", "modify", "delete"):
                 self._rewrite_scan()
         except OSError as exc:  # bcc raises KeyError/Exception subclasses with the errno text
             raise RuntimeApiError(RuntimeErrorCode.UNSUPPORTED,
@@ -67,20 +80,37 @@ class TableMirror:
                 e.packets, e.bytes = int(cell.packets), int(cell.bytes)
 
     # ---------------------------------------------------------------- writes
+    def detach(self) -> None:
+        """Stop mirroring the table's profile (the table's observer is removed by its owner)."""
+        if self.profile is not None:
+            self.profile.detach()
+
     def _value(self, entry: TableEntry, slot: int) -> Any:
-        lay = self.layout
-        if entry.member is not None or entry.group is not None:
-            raise EbpfKernelError(f"table {lay.name}: indirect entries are not supported on ebpf")
         leaf = self.map.Leaf() if self.count is None else self.default_map.Leaf()
-        aid = lay.action_ids[entry.action]
-        leaf.action = aid
         leaf.slot = slot
-        params = lay.action_params[entry.action]
+        if entry.member is not None or entry.group is not None:
+            if self.profile is None:
+                raise EbpfKernelError(f"table {self.layout.name}: an indirect entry in a table "
+                                      "without an action profile")
+            leaf.action = REF_MEMBER if entry.member is not None else REF_GROUP
+            leaf.ref = self.profile.slot_of(member=entry.member, group=entry.group)
+            return leaf
+        self._fill_action(leaf, entry.action, entry.args)
+        return leaf
+
+    def _fill_action(self, leaf: Any, action: str, args: tuple[int, ...]) -> None:
+        """An action and its data into a table value (an entry's or a profile member's)."""
+        lay = self.layout
+        aid = lay.action_ids.get(action)
+        if aid is None:
+            raise RuntimeApiError(RuntimeErrorCode.BAD_ACTION,
+                                  f"table {lay.name}: action {action} is not one of the table's")
+        leaf.action = aid
+        params = lay.action_params[action]
         if params:
             data = getattr(leaf.u, f"a{aid}")
-            for (pname, _), value in zip(params, entry.args):
+            for (pname, _), value in zip(params, args):
                 setattr(data, cname(pname), value)
-        return leaf
 
     def _key(self, entry: TableEntry) -> Any:
         data, plen = self.layout.key_data(entry.key)
@@ -97,10 +127,8 @@ class TableMirror:
                 raise RuntimeApiError(RuntimeErrorCode.TABLE_FULL, f"table {self.layout.name}: no slot left")
             slot = self.free.pop()
             self.slots[entry.handle] = slot
-            if self.counters is not None:
-                cell = self.counters.Leaf()
-                cell.packets, cell.bytes = entry.packets, entry.bytes
-                self.counters[ctypes.c_int(slot)] = cell
+            self._write_counters(entry)
+            self._write_meter(entry)
         if self.count is None:
             self.map[self._key(entry)] = self._value(entry, slot)
 
@@ -122,6 +150,20 @@ class TableMirror:
             self.map[ctypes.c_int(i)] = cell
         self.count[ctypes.c_int(0)] = ctypes.c_uint32(len(entries))
 
+    def _write_counters(self, entry: TableEntry) -> None:
+        """The entry's direct counter cell, from the entry's values."""
+        slot = self.slots.get(entry.handle)
+        if self.counters is not None and slot is not None:
+            cell = self.counters.Leaf()
+            cell.packets, cell.bytes = entry.packets, entry.bytes
+            self.counters[ctypes.c_int(slot)] = cell
+
+    def _write_meter(self, entry: TableEntry) -> None:
+        """The entry's direct meter cell: its configuration, buckets to be refilled."""
+        slot = self.slots.get(entry.handle)
+        if self.meters is not None and slot is not None:
+            write_cell(self.meters, slot, entry.meter_config)
+
     def _write_default(self, entry: TableEntry) -> None:
         self.default_map[ctypes.c_int(0)] = self._value(entry, 0)
 
@@ -135,4 +177,6 @@ class TableMirror:
         if slot is not None:
             if self.counters is not None:
                 self.counters[ctypes.c_int(slot)] = self.counters.Leaf()
+            if self.meters is not None:
+                write_cell(self.meters, slot, None)
             self.free.append(slot)

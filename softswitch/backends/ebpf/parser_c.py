@@ -28,6 +28,9 @@ from softswitch.backends.ebpf.layout import (
     strip,
     write_bytes,
 )
+from softswitch.backends.ebpf.value_sets_c import gen_value_set, value_set_of
+from softswitch.compiler.exprs import width_of
+from softswitch.compiler.walk import control_plane_name
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T
 
@@ -60,6 +63,8 @@ def gen_parser(g: CGen, decl: A.ParserDecl, errors: list[str]) -> str:
     for d in decl.locals:
         if isinstance(d, A.VariableDecl):
             init += g.local_var(d, scope)
+        elif isinstance(d, A.ValueSetDecl):
+            gen_value_set(g, d, control_plane_name(d, decl.name), width_of(d.elem_type.type))
         else:
             raise EbpfUnsupported(d, f"parser local {type(d).__name__} {d.name}")
     short = errors.index(V1.PACKET_TOO_SHORT) if V1.PACKET_TOO_SHORT in errors else 1
@@ -176,8 +181,12 @@ def _keyset_cond(g: CGen, key: str, ks: A.Keyset) -> str | None:
     if isinstance(ks, A.DefaultKeyset):
         return None
     if isinstance(ks, A.ValueKeyset):
-        if isinstance(getattr(ks.expr, "decl", None), A.ValueSetDecl):
-            raise EbpfUnsupported(ks, "value_set in select")
+        vs = value_set_of(ks)
+        if vs is not None:
+            fn = g.value_set_fns.get(vs)
+            if fn is None:
+                raise EbpfUnsupported(ks, f"value_set {vs.name} of another parser")
+            return f"{fn}({key})"
         return f"{key} == {g.ex(ks.expr)}"
     if isinstance(ks, A.MaskKeyset):
         m = g.ex(ks.mask)
@@ -201,6 +210,16 @@ def _transition(g: CGen, st: A.ParserState) -> list[str]:
         out.append(f"    u64 s{i} = {k};")
     for case in tr.cases:
         kss = case.keysets
+        if len(kss) == 1 and len(names) > 1 and value_set_of(kss[0]) is not None:
+            # a value_set of a struct: the keys' values concatenated, the first most significant
+            widths = [g.width(k) for k in tr.keys]
+            if sum(widths) > 64:
+                raise EbpfUnsupported(kss[0], f"value_set over {sum(widths)} bits of select keys (at most 64)")
+            cat = "0ULL"
+            for n, w in zip(names, widths):
+                cat = f"(({cat}) << {w}) | ({n} & {(1 << w) - 1:#x}ULL)"
+            out.append(f"    if ({_keyset_cond(g, cat, kss[0])}) goto {_state_label(case.next_state.decl)};")
+            continue
         if len(kss) == 1 and len(names) > 1 and isinstance(kss[0], A.DefaultKeyset):
             kss = kss * len(names)
         conds = [c for c in (_keyset_cond(g, n, ks) for n, ks in zip(names, kss)) if c is not None]

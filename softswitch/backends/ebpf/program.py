@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from softswitch.backends.ebpf import clones as CL
+from softswitch.backends.ebpf import meters_c as MC
 from softswitch.backends.ebpf import queues as TM
 from softswitch.backends.ebpf import v1model as V1
 from softswitch.backends.ebpf.blocks import CGen
@@ -36,9 +37,10 @@ class GeneratedProgram:
 
     source: str
     tables: dict[str, TableLayout] = field(default_factory=dict)   # by control-plane name
-    # counters and registers by control-plane name: (kind, map name, size, width)
+    # counters, registers and meters by control-plane name: (kind, map name, size, width)
     externs: dict[str, tuple[str, str, int, int]] = field(default_factory=dict)
     digests: dict[str, str] = field(default_factory=dict)   # digest name -> ring buffer map
+    value_sets: dict[str, str] = field(default_factory=dict)   # value set name -> array map
 
 
 _PRELUDE = """\
@@ -282,7 +284,8 @@ def generate_c(checked: Any, compiled_tables: dict[str, Any], *, errors: list[st
     struct_meta = g.layouts.struct_name(ptypes["meta"], pdecl)
     struct_sm = g.layouts.struct_name(ptypes["sm"], pdecl)
     for d in checked.program.declarations:       # counters and registers of the top level
-        if isinstance(d, A.InstantiationDecl) and getattr(d.type_decl, "name", None) in ("counter", "register"):
+        if isinstance(d, A.InstantiationDecl) and getattr(d.type_decl, "name", None) in (
+                "counter", "register", "meter", "direct_meter"):
             g.gen_instance(d, "")
     parser_fn = gen_parser(g, pdecl, errors)
     ctl = {}
@@ -320,6 +323,8 @@ def generate_c(checked: Any, compiled_tables: dict[str, Any], *, errors: list[st
     parts = [_PRELUDE.format(source=", ".join(checked.source_files[:1]) or "P4", drop=arch.drop_port,
                              marks=CL.MAX_MARKS), flags, CL.C_TYPES]
     parts += g.layouts.decls + ["\n".join(pipe), TM.C_DECLS, "\n".join(maps), _COUNT_STAT]
+    if g.meters_used:
+        parts.append(MC.C_FUNCTIONS)
     parts += g.functions + [parser_fn, RESIZE.format(chunks=MAX_FRAME_BYTES // 64), deparser_fn,
               TM.C_FUNCTION, CL.preserve_c(meta_decl), CL.C_FUNCTIONS]
     parts.append(_MAIN.format(entry=ENTRY, verify=ctl["vr"], ingress=ctl["ig"], egress=ctl["eg"],
@@ -329,4 +334,5 @@ def generate_c(checked: Any, compiled_tables: dict[str, Any], *, errors: list[st
                               max_passes=CL.MAX_PASSES))
     return GeneratedProgram(source="\n\n".join(parts) + "\n",
                             tables={lay.name: lay for lay in g.table_layouts.values()},
-                            externs=dict(g.externs), digests=dict(g.digests))
+                            externs=dict(g.externs), digests=dict(g.digests),
+                            value_sets=dict(g.value_set_maps))

@@ -1,18 +1,21 @@
-"""The runtime API on the eBPF target: `SwitchRuntime` whose counters and registers
-are the kernel's.
+"""The runtime API on the eBPF target: `SwitchRuntime` whose counters, registers and
+meters are the kernel's.
 
 Tables need nothing here (their observers mirror every change); counters and registers
 change in the kernel, so a read first copies the kernel's cells into the shared Python
 objects (which the P4Runtime server then reads as on the Python target) and a write
-goes to both.
+goes to both. Meter configurations stay in the Python objects (reads answer from
+them) and each write is copied into the kernel's cell.
 """
 from __future__ import annotations
 
 import ctypes
+import functools
 from typing import Any
 
 from softswitch.backends.ebpf.kernel import LoadedProgram
-from softswitch.externs.stateful import Counter, Register
+from softswitch.backends.ebpf.meters_c import write_cell
+from softswitch.externs.stateful import Counter, Meter, Register
 from softswitch.runtime import SwitchRuntime
 from softswitch.v1model.pre import ReplicationEngine
 
@@ -25,6 +28,24 @@ class EbpfRuntime(SwitchRuntime):
         super().__init__(program, pre)
         self.kernel = kernel
         self.extern_maps = {name: kernel.table(mapname) for name, (_, mapname, _, _) in externs.items()}
+        # meters: each configuration write (runtime API, STF, P4Runtime, reconcile) goes
+        # to the kernel's cell through the Meter object's observer
+        self._meter_hooks: list[tuple[Meter, Any]] = []
+        for name, obj in program.meters.items():
+            tab = self.extern_maps[name]
+            hook = functools.partial(write_cell, tab)
+            for i, cfg in enumerate(obj.configs):
+                if cfg is not None:
+                    hook(i, cfg)
+            obj.observers.append(hook)
+            self._meter_hooks.append((obj, hook))
+
+    def close(self) -> None:
+        """Detach from the program's meter objects (the kernel maps go with the program)."""
+        for obj, hook in self._meter_hooks:
+            if hook in obj.observers:
+                obj.observers.remove(hook)
+        self._meter_hooks = []
 
     def _map(self, name: str) -> Any:
         return self.extern_maps[name]

@@ -26,6 +26,7 @@ from softswitch.backends.ebpf.maps import TableMirror
 from softswitch.backends.ebpf.program import GeneratedProgram, generate_c
 from softswitch.backends.ebpf.queues import queue_stats, set_queue
 from softswitch.backends.ebpf.runtime import EbpfRuntime
+from softswitch.backends.ebpf.value_sets_c import ValueSetMirror
 from softswitch.compiler.program import CompiledProgram, compile_program
 from softswitch.errors import SoftswitchError
 from softswitch.trace import TraceEvent
@@ -34,24 +35,12 @@ from softswitch.v1model.switch import OutputPacket
 MAX_PASSES = 4096   # test-run passes (the packet, its copies, their loops) per injected packet
 
 
-def _refuse_unmirrored(program: CompiledProgram) -> None:
-    """Run-time objects the kernel program has no copy of yet: refuse, never ignore."""
-    checked = program.checked
-    kinds: dict[str, dict[str, Any]] = {
-        "meters": program.meters, "value_sets": program.value_sets,
-             "action profiles": program.action_profiles, "direct meters": program.direct_meters}
-    for kind, objs in kinds.items():
-        if objs:
-            name = next(iter(objs))
-            raise EbpfUnsupported(_decl_named(checked, name), f"{kind} ({name})")
-
-
 def _decl_named(checked: Any, name: str) -> Any:
     from softswitch.compiler.walk import walk
     from softswitch.frontend import ast as A
     short = name.rsplit(".", 1)[-1]
     for node in walk(checked.program):
-        if isinstance(node, A.InstantiationDecl) and node.name == short:
+        if isinstance(node, (A.InstantiationDecl, A.ValueSetDecl)) and node.name == short:
             return node
     return None
 
@@ -65,29 +54,37 @@ class EbpfSwitch:
                  dump_c: TextIO | None = None, **_: Any) -> None:
         self.program = program
         self.name = name
-        _refuse_unmirrored(program)
         self.generated: GeneratedProgram = generate_c(program.checked, program.tables,
                                                       errors=program.errors, arch=program.arch)
         if dump_c is not None:
             dump_c.write(self.generated.source)
             dump_c.flush()
-        missing = [n for n in (*program.registers, *program.counters) if n not in self.generated.externs]
+        # run-time objects the kernel program has no copy of: refused, never ignored
+        missing = [n for n in (*program.registers, *program.counters, *program.meters)
+                   if n not in self.generated.externs]
+        missing += [n for n in program.value_sets if n not in self.generated.value_sets]
         if missing:
             raise EbpfUnsupported(_decl_named(program.checked, missing[0]),
-                                  f"counter or register {missing[0]} outside a control")
+                                  f"counter, register, meter or value_set {missing[0]} outside "
+                                  "the program's controls and parser")
         self.kernel = LoadedProgram(self.generated.source, name=name)
         self.pre = KernelReplicationEngine(self.kernel)
         self.mirrors: dict[str, TableMirror] = {}
+        self.value_set_mirrors: list[ValueSetMirror] = []
         try:
             self.runtime = EbpfRuntime(program, self.pre, self.kernel, self.generated.externs)
+            for vname, mapname in self.generated.value_sets.items():
+                vm = ValueSetMirror(self.kernel, program.value_sets[vname], mapname)
+                self.value_set_mirrors.append(vm)      # detached by close(), even on a failure
+                vm.attach()
             for dname, ring in self.generated.digests.items():
                 self.kernel.open_digests(ring, program.digests[dname])
             for tname, lay in self.generated.tables.items():
                 table = program.tables[tname]
                 mirror = TableMirror(self.kernel, table, lay)
+                self.mirrors[tname] = mirror      # detached by close(), even on a failure
                 mirror.sync_all()
                 table.observers.append(mirror)
-                self.mirrors[tname] = mirror
         except BaseException:
             self.close()
             raise
@@ -188,7 +185,14 @@ class EbpfSwitch:
             obs = self.program.tables[tname].observers
             if mirror in obs:
                 obs.remove(mirror)
+            mirror.detach()
         self.mirrors = {}
+        for vm in self.value_set_mirrors:
+            vm.detach()
+        self.value_set_mirrors = []
+        runtime = getattr(self, "runtime", None)
+        if runtime is not None:
+            runtime.close()
         self.kernel.close()
 
     def __enter__(self) -> Self:

@@ -11,8 +11,14 @@ writer builds each entry's key from the same `TableLayout`, byte for byte.
   Python target's scan), each key field as (value, mask) or (low, high), scanned by
   a bounded loop up to the number of entries in use; the writer rewrites the order
   on each change;
-* the value: the action id, the entry's slot (its direct-counter cell) and the action
-  data as a union of one struct per action; a one-cell array holds the default.
+* the value: the action id, the entry's slot (its direct-counter and direct-meter
+  cells) and the action data as a union of one struct per action; a one-cell array
+  holds the default;
+* an indirect table (``implementation``): an entry's value names a member or a group
+  (action REF_MEMBER / REF_GROUP, ``ref`` its slot); the members are values in
+  ``tbl_X_mem``, a selector's groups lists of member slots in ``tbl_X_grp``, and the
+  apply function picks a group's member by the hash of the selector keys, as
+  `softswitch.action_profiles.ActionProfile.pick` does.
 """
 from __future__ import annotations
 
@@ -23,6 +29,10 @@ from softswitch.backends.ebpf.errors import EbpfUnsupported
 from softswitch.backends.ebpf.layout import cname, ctype
 
 MAX_SCAN_ENTRIES = 1024
+MAX_GROUP_MEMBERS = 256     # members of one selector group on the eBPF target
+# the value's action of an indirect entry: it names a member or a group (its `ref`)
+REF_MEMBER = 0xFFFFFFF0
+REF_GROUP = 0xFFFFFFF1
 from softswitch.tables import Exact, Lpm, Optional, Range, Table, TableEntry, Ternary
 
 
@@ -48,6 +58,11 @@ class TableLayout:
     action_ids: dict[str, int]      # control-plane action name -> id in the value
     action_params: dict[str, list[tuple[str, int]]]
     has_counters: bool
+    has_meter: bool = False         # a direct meter: one meters_c cell per slot (tbl_X_mtr)
+    # an indirect table: its profile's members (tbl_X_mem) and selector groups (tbl_X_grp)
+    profile: str | None = None
+    profile_size: int = 0           # members (and groups) the maps hold
+    group_members: int = 0          # members a group holds (0: an action_profile, no groups)
     decl_loc: Any = None
     c_decls: list[str] = field(default_factory=list)
 
@@ -105,10 +120,10 @@ def layout_table(table: Table, decl: Any, cstem: str) -> TableLayout:
     if scan and table.size > MAX_SCAN_ENTRIES:
         raise EbpfUnsupported(decl, f"table {table.name}: {table.size} entries of ternary/range/"
                                     f"optional keys (the kernel scan takes at most {MAX_SCAN_ENTRIES})")
-    if table.profile is not None:
-        raise EbpfUnsupported(decl, f"table {table.name}: action profile/selector implementation")
-    if table.has_direct_meter:
-        raise EbpfUnsupported(decl, f"table {table.name}: direct meter")
+    prof = table.profile
+    if prof is not None and prof.is_selector and not 0 < prof.output_width <= 64:
+        raise EbpfUnsupported(decl, f"table {table.name}: action_selector {prof.name} with a "
+                                    f"{prof.output_width}-bit hash (1 to 64 bits)")
     order = list(range(len(kinds))) if scan else (
         [i for i, k in enumerate(kinds) if k == "exact"] + [i for i, k in enumerate(kinds) if k == "lpm"])
     segs = []
@@ -126,11 +141,18 @@ def layout_table(table: Table, decl: Any, cstem: str) -> TableLayout:
         segments=segs, key_bytes=max(off, 1), size=max(table.size, 1),
         action_ids={a: i + 1 for i, a in enumerate(table.actions)},
         action_params={a: list(s.params) for a, s in table.actions.items()},
-        has_counters=table.has_direct_counter, decl_loc=getattr(decl, "loc", None))
+        has_counters=table.has_direct_counter, has_meter=table.has_direct_meter,
+        profile=None if prof is None else prof.name,
+        profile_size=0 if prof is None else max(prof.size, 1),
+        group_members=0 if prof is None or not prof.is_selector else min(max(prof.size, 1), MAX_GROUP_MEMBERS),
+        decl_loc=getattr(decl, "loc", None))
 
 
 def _value_struct(lay: TableLayout) -> list[str]:
-    lines = [f"struct {lay.cname}_value {{", "    u32 action;", "    u32 slot;", "    union {"]
+    lines = [f"struct {lay.cname}_value {{", "    u32 action;", "    u32 slot;"]
+    if lay.profile is not None:
+        lines.append("    u32 ref;   /* the member's or group's slot (action REF_MEMBER/REF_GROUP) */")
+    lines.append("    union {")
     for a, params in lay.action_params.items():
         aid = lay.action_ids[a]
         if params:
@@ -151,9 +173,23 @@ def _scan_c_decls(lay: TableLayout) -> list[str]:
               f"BPF_ARRAY({t}, struct {t}_entry, {lay.size});",
               f"BPF_ARRAY({t}_n, u32, 1);",
               f"BPF_ARRAY({t}_def, struct {t}_value, 1);"]
+    return lines + _direct_decls(lay)
+
+
+def _direct_decls(lay: TableLayout) -> list[str]:
+    """Per-slot arrays of the direct counters and the direct meter."""
+    t = lay.cname
+    out = []
     if lay.has_counters:
-        lines.append(f"BPF_ARRAY({t}_ctr, struct counter_cell, {lay.size});")
-    return lines
+        out.append(f"BPF_ARRAY({t}_ctr, struct counter_cell, {lay.size});")
+    if lay.has_meter:
+        out.append(f"BPF_ARRAY({t}_mtr, struct p4_meter, {lay.size});")
+    if lay.profile is not None:
+        out.append(f"BPF_ARRAY({t}_mem, struct {t}_value, {lay.profile_size});")
+    if lay.group_members:
+        out += [f"struct {t}_group {{ u32 n; u32 m[{lay.group_members}]; }};",
+                f"BPF_ARRAY({t}_grp, struct {t}_group, {lay.profile_size});"]
+    return out
 
 
 def scan_lookup_c(lay: TableLayout, key_exprs: list[str]) -> list[str]:
@@ -191,9 +227,7 @@ def table_c_decls(lay: TableLayout) -> list[str]:
     else:
         lines.append(f"BPF_HASH({t}, struct {t}_key, struct {t}_value, {lay.size});")
     lines.append(f"BPF_ARRAY({t}_def, struct {t}_value, 1);")
-    if lay.has_counters:
-        lines.append(f"BPF_ARRAY({t}_ctr, struct counter_cell, {lay.size});")
-    return lines
+    return lines + _direct_decls(lay)
 
 
 def key_build_c(lay: TableLayout, key_exprs: list[str]) -> list[str]:
