@@ -5,17 +5,26 @@ file descriptor, so the kernel detaches the program when the switch process ends
 also on SIGKILL or a crash (nothing is left on the ports); a new pipeline replaces the
 program on every port atomically (``BPF_LINK_UPDATE``).
 
-Why the mode needs care: ``XDP_REDIRECT`` in native (driver) mode hands the frame to
-the egress device's ``ndo_xdp_xmit``. A veth delivers it into its peer's NAPI ring,
-which exists only while the peer runs an XDP program or has GRO on; otherwise the
-kernel drops the frame without counting it anywhere a user looks (measured on Linux
-6.18: 0 of 50 frames arrived; with GRO on at the peer, 50 of 50). Generic (skb) mode
-runs the same program after the socket buffer is built and sends redirected frames
-through the device's transmit, which works with any peer at a lower rate.
-``choose_mode`` picks native when every veth port's peer has NAPI (turning GRO on at a
-peer in the switch's own namespace, which the switch may configure, and back off at
-close), else generic with a warning that names the port and the fix; ``--xdp-mode
-native`` refuses instead, ``generic`` asks for generic.
+Why the mode needs care on veths (measured on Linux 6.18):
+
+* ``XDP_REDIRECT`` in native (driver) mode hands the frame to the egress device's
+  ``ndo_xdp_xmit``; a veth delivers it into its peer's NAPI ring, which exists only
+  while the peer runs an XDP program or has GRO on. Otherwise the kernel drops the
+  frame without counting it anywhere a user looks (0 of 50 frames arrived; with GRO
+  on at the peer, 50 of 50).
+* a frame a host sends into a veth with checksum offload on (the default) carries a
+  partial TCP/UDP checksum that only its socket buffer knows how to finish; native
+  XDP turns it into a bare frame, so the receiver sees a wrong checksum and drops it
+  (5 of 5 UDP datagrams counted in UdpInCsumErrors; with ``tx`` off at the sender, 0).
+
+Generic (skb) mode runs the same program on the socket buffer and sends redirected
+frames through the device's transmit, which works with any peer at a lower rate.
+``choose_mode`` picks native when every veth port's peer has NAPI and checksums its
+frames itself (configuring a peer in the switch's own namespace, which the switch
+owns: GRO on, tx checksum offload off, both restored at close), else generic with a
+warning that names the ports and the fix; ``--xdp-mode native`` refuses instead,
+``generic`` asks for generic. Ports that are not veths (NICs) go native when the
+driver can, else generic.
 """
 from __future__ import annotations
 
@@ -37,7 +46,10 @@ XDP_MODES = ("auto", "native", "generic")
 BPF_LINK_CREATE, BPF_LINK_UPDATE, BPF_LINK_DETACH = 28, 29, 34
 BPF_XDP = 37                                   # enum bpf_attach_type
 XDP_FLAGS = {"generic": 1 << 1, "native": 1 << 2}   # XDP_FLAGS_SKB_MODE, XDP_FLAGS_DRV_MODE
-SIOCETHTOOL, ETHTOOL_GGRO, ETHTOOL_SGRO = 0x8946, 0x2B, 0x2C
+SIOCETHTOOL = 0x8946
+ETHTOOL_GET = {"gro": 0x2B, "tx": 0x16}       # ETHTOOL_GGRO, ETHTOOL_GTXCSUM
+ETHTOOL_SET = {"gro": 0x2C, "tx": 0x17}       # ETHTOOL_SGRO, ETHTOOL_STXCSUM
+NATIVE_PEER = {"gro": 1, "tx": 0}             # what a veth peer needs for native XDP
 
 
 class _LinkCreate(ctypes.Structure):
@@ -114,9 +126,10 @@ def attach_xdp(prog_fd: int, ifname: str, mode: str, netns: str | None = None) -
 
 
 # ------------------------------------------------------------- veth peers
-def _gro(ifname: str, value: int | None = None) -> bool:
-    """GRO of `ifname` in the calling thread's namespace (set it when `value` is given)."""
-    cmd = ETHTOOL_GGRO if value is None else ETHTOOL_SGRO
+def _feature(ifname: str, name: str, value: int | None = None) -> bool:
+    """Feature `name` (gro, tx) of `ifname` in the calling thread's namespace (set it
+    when `value` is given)."""
+    cmd = ETHTOOL_GET[name] if value is None else ETHTOOL_SET[name]
     edata = ctypes.create_string_buffer(struct.pack("II", cmd, value or 0))
     ifr = struct.pack("16sP", ifname.encode(), ctypes.addressof(edata))
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
@@ -131,7 +144,7 @@ class Peer:
     port_ifname: str
     ifname: str
     netns: str | None        # a path, or None: the switch's own namespace
-    napi: bool               # GRO on or an XDP program: native redirects reach it
+    lacks: list[str]         # features to change for native XDP ("gro", "tx")
 
 
 def _peer_of(ifname: str, netns: str | None) -> Peer | None:
@@ -161,11 +174,20 @@ def _peer_of(ifname: str, netns: str | None) -> Peer | None:
         pname = str(peer.get_attr("IFLA_IFNAME"))
         xdp = peer.get_attr("IFLA_XDP")
         has_xdp = bool(xdp is not None and xdp.get_attr("IFLA_XDP_ATTACHED"))
-        try:
-            gro = _gro(pname)
-        except OSError:
-            gro = False
-    return Peer(port_ifname=ifname, ifname=pname, netns=path, napi=has_xdp or gro)
+        lacks = []
+        for name, want in NATIVE_PEER.items():
+            if name == "gro" and has_xdp:
+                continue                     # an XDP program gives the peer its NAPI too
+            try:
+                if _feature(pname, name) != bool(want):
+                    lacks.append(name)
+            except OSError:
+                lacks.append(name)
+    return Peer(port_ifname=ifname, ifname=pname, netns=path, lacks=lacks)
+
+
+_WHY = {"gro": "neither GRO nor an XDP program (native XDP_REDIRECTs into it would be dropped)",
+        "tx": "tx checksum offload on (its TCP/UDP frames would arrive with bad checksums)"}
 
 
 class XdpPorts:
@@ -174,7 +196,7 @@ class XdpPorts:
     def __init__(self, netns: str | None = None) -> None:
         self.netns = netns
         self.links: dict[str, XdpLink] = {}
-        self.gro_set: list[str] = []         # peers in our namespace we turned GRO on at
+        self.changed: list[tuple[str, str]] = []   # (peer, feature) we changed in our namespace
         self.mode = ""
 
     def choose_mode(self, ifnames: list[str], requested: str = "auto") -> str:
@@ -186,27 +208,26 @@ class XdpPorts:
         lacking: list[Peer] = []
         for ifname in ifnames:
             peer = _peer_of(ifname, self.netns)
-            if peer is None or peer.napi:
+            if peer is None or not peer.lacks:
                 continue
             if peer.netns is None:
                 # the peer is in the switch's namespace: the switch configures it
                 with _in(self.netns):
-                    _gro(peer.ifname, 1)
-                self.gro_set.append(peer.ifname)
-                LOG.info("%s: GRO turned on at veth peer %s for native XDP redirects",
-                         ifname, peer.ifname)
+                    for name in peer.lacks:
+                        _feature(peer.ifname, name, NATIVE_PEER[name])
+                        self.changed.append((peer.ifname, name))
+                LOG.info("%s: veth peer %s set to %s for native XDP", ifname, peer.ifname,
+                         " ".join(f"{n} {'on' if NATIVE_PEER[n] else 'off'}" for n in peer.lacks))
                 continue
             lacking.append(peer)
         if not lacking:
             return "native"
-        why = "; ".join(f"port {p.port_ifname}: veth peer {p.ifname} in {p.netns} has neither GRO "
-                        "nor an XDP program" for p in lacking)
-        fix = "turn GRO on at each peer (ethtool -K PEER gro on, in its namespace)"
+        why = "; ".join(f"port {p.port_ifname}: veth peer {p.ifname} in {p.netns} has "
+                        + " and ".join(_WHY[n] for n in p.lacks) for p in lacking)
+        fix = "ethtool -K PEER gro on tx off in each peer's namespace"
         if requested == "native":
-            raise EbpfKernelError(f"--xdp-mode native: {why}, so native XDP_REDIRECT into it "
-                                  f"would drop every frame; {fix}, or use --xdp-mode generic")
-        LOG.warning("XDP in generic (skb) mode on every port: %s (native XDP_REDIRECT into it "
-                    "would drop every frame); for native mode, %s", why, fix)
+            raise EbpfKernelError(f"--xdp-mode native: {why}; {fix}, or use --xdp-mode generic")
+        LOG.warning("XDP in generic (skb) mode on every port: %s; for native mode, %s", why, fix)
         return "generic"
 
     def attach(self, prog_fd: int, ifnames: list[str], requested: str = "auto") -> None:
@@ -245,7 +266,7 @@ class XdpPorts:
         for link in self.links.values():
             link.detach()
         self.links = {}
-        for ifname in self.gro_set:
+        for ifname, name in self.changed:
             with contextlib.suppress(OSError, EbpfKernelError), _in(self.netns):
-                _gro(ifname, 0)
-        self.gro_set = []
+                _feature(ifname, name, 1 - NATIVE_PEER[name])
+        self.changed = []
