@@ -47,20 +47,26 @@ class Hook:
     pass_: str            # leave the frame to the kernel's stack
     drop: str
     redirect: str         # what a test run returns for a forwarded frame
-    primitives: str       # pk_* and resize_headers(ctx, P, len)
+    primitives: str       # pk_* (before the pipeline's functions)
+    resize: str           # resize_headers(ctx, P, len) (after the parser)
     clones: bool          # copies of the frame (clones, multicast, resubmit, recirculate)
     shaping: bool         # the kernel's qdisc sees what the program forwards
 
 
 _TC_PRIMITIVES = """\
-static __always_inline u32 pk_len(P4_CTX *ctx) {{ return ctx->len; }}
-static __always_inline u32 pk_ingress_ifindex(P4_CTX *ctx) {{ return ctx->ingress_ifindex; }}
-static __always_inline u32 pk_mark(P4_CTX *ctx) {{ return ctx->mark; }}
+/* macros, not inline functions: the verifier follows the INT program's parser only
+   when the context's fields are read in place (an inline pk_len broke it) */
+#define pk_len(ctx) ((ctx)->len)
+#define pk_ingress_ifindex(ctx) ((ctx)->ingress_ifindex)
+#define pk_mark(ctx) ((ctx)->mark)
 #define pk_load(ctx, off, to, n) bpf_skb_load_bytes(ctx, off, to, n)
 #define pk_store(ctx, off, from, n) bpf_skb_store_bytes(ctx, off, from, n, 0)
 /* the frame's length becomes n (its tail is cut or grown) */
 #define pk_set_len(ctx, n) bpf_skb_change_tail(ctx, n, 0)
 
+"""
+
+_TC_RESIZE = """\
 /* Give the packet `len` header bytes where the parser consumed P->off. */
 static __always_inline int resize_headers(P4_CTX *ctx, struct pipe *P, u32 len) {{
     if (P->truncate && P->truncate >= len) {{
@@ -95,16 +101,19 @@ static __always_inline int resize_headers(P4_CTX *ctx, struct pipe *P, u32 len) 
 """
 
 _XDP_PRIMITIVES = """\
-static __always_inline u32 pk_len(P4_CTX *ctx) {{ return (u32)bpf_xdp_get_buff_len(ctx); }}
-static __always_inline u32 pk_ingress_ifindex(P4_CTX *ctx) {{ return ctx->ingress_ifindex; }}
-static __always_inline u32 pk_mark(P4_CTX *ctx) {{ return 0; }}
+#define pk_len(ctx) ((u32)bpf_xdp_get_buff_len(ctx))
+#define pk_ingress_ifindex(ctx) ((ctx)->ingress_ifindex)
+#define pk_mark(ctx) 0
 #define pk_load(ctx, off, to, n) bpf_xdp_load_bytes(ctx, off, to, n)
 #define pk_store(ctx, off, from, n) bpf_xdp_store_bytes(ctx, off, from, n)
 /* the frame's length becomes n (its tail is cut or grown) */
-static __always_inline int pk_set_len(P4_CTX *ctx, u32 n) {{
+static __always_inline int pk_set_len(P4_CTX *ctx, u32 n) {
     return bpf_xdp_adjust_tail(ctx, (int)n - (int)pk_len(ctx));
-}}
+}
 
+"""
+
+_XDP_RESIZE = """\
 /* Give the packet `len` header bytes where the parser consumed P->off: the headers are
    rewritten from offset 0, so the frame's start moves and the payload stays. */
 static __always_inline int resize_headers(P4_CTX *ctx, struct pipe *P, u32 len) {{
@@ -121,10 +130,10 @@ static __always_inline int resize_headers(P4_CTX *ctx, struct pipe *P, u32 len) 
 
 TC = Hook(name="tc", ctx="struct __sk_buff", include="uapi/linux/pkt_cls.h",
           pass_="TC_ACT_OK", drop="TC_ACT_SHOT", redirect="TC_ACT_REDIRECT",
-          primitives=_TC_PRIMITIVES, clones=True, shaping=True)
+          primitives=_TC_PRIMITIVES, resize=_TC_RESIZE, clones=True, shaping=True)
 XDP = Hook(name="xdp", ctx="struct xdp_md", include="uapi/linux/bpf.h",
            pass_="XDP_PASS", drop="XDP_DROP", redirect="XDP_REDIRECT",
-           primitives=_XDP_PRIMITIVES, clones=False, shaping=False)
+           primitives=_XDP_PRIMITIVES, resize=_XDP_RESIZE, clones=False, shaping=False)
 _BY_NAME = {h.name: h for h in (TC, XDP)}
 
 # the verdict numbers a test run returns (linux/pkt_cls.h, linux/bpf.h)

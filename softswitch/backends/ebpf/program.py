@@ -118,7 +118,7 @@ int {entry}(P4_CTX *ctx) {{
         P->sm.ingress_port = port;
     }}
     P->sm.packet_length = pk_len(ctx);
-    P->pkt_len = P->sm.packet_length;
+    P->pkt_len = pk_len(ctx);
     /* test runs may pin the clock (p4_config.test_now_ns), as the Python target's clock_us */
     P->sm.ingress_global_timestamp =
         ((cfg->test_now_ns ? cfg->test_now_ns : bpf_ktime_get_ns()) / 1000) & 0xffffffffffffULL;
@@ -307,8 +307,9 @@ def generate_c(checked: Any, compiled_tables: dict[str, Any], *, errors: list[st
                              marks=CL.MAX_MARKS, hook=hk.name, hook_defines=defines(hk)),
              flags, CL.C_TYPES]
     parts += g.layouts.decls + ["\n".join(pipe), TM.C_DECLS, "\n".join(maps), _COUNT_STAT]
-    parts.append(hk.primitives.format(chunks=MAX_FRAME_BYTES // 64))
-    parts += g.functions + [parser_fn, deparser_fn, TM.C_FUNCTION]
+    parts.append(hk.primitives)
+    parts += g.functions + [parser_fn, hk.resize.format(chunks=MAX_FRAME_BYTES // 64), deparser_fn,
+                            TM.C_FUNCTION]
     if hk.clones:
         parts += [CL.preserve_c(meta_decl), CL.C_FUNCTIONS]
     parts.append(_MAIN.format(entry=ENTRY, verify=ctl["vr"], ingress=ctl["ig"], egress=ctl["eg"],
