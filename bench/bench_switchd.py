@@ -349,13 +349,16 @@ def main(argv: list[str] | None = None) -> int:
                          "hook), xdp (XDP hook, native), xdp-generic (default all)")
     ap.add_argument("--burst", type=int, default=2, metavar="N",
                     help="AF_PACKET senders of the burst run (default 2; 0 skips it)")
+    ap.add_argument("--rounds", type=int, default=1, metavar="N",
+                    help="measure every middle box N times, interleaved; medians (default 1)")
     ap.add_argument("--program", choices=("ipv4", "int"), default="ipv4",
                     help="the switches' program: ipv4_forward.p4 (default) or the INT program "
                          "int_rocev2.p4 (INT source, report-mode sink, a report per RoCEv2 frame)")
     args = ap.parse_args(argv)
-    if not 0.5 <= args.seconds <= 60 or not 10 <= args.pings <= 100000 or not 0.1 <= args.rate_mbps <= 100:
-        print("error: --seconds must be in 0.5..60, --pings in 10..100000, --rate-mbps in 0.1..100",
-              file=sys.stderr)
+    if not 0.5 <= args.seconds <= 60 or not 10 <= args.pings <= 100000 or not 0.1 <= args.rate_mbps <= 100 \
+            or not 1 <= args.rounds <= 20:
+        print("error: --seconds must be in 0.5..60, --pings in 10..100000, --rate-mbps in 0.1..100, "
+              "--rounds in 1..20", file=sys.stderr)
         return 2
     kinds = ["bridge"] + [k for k in args.targets.split(",") if k]
     if any(k not in ("bridge", *KINDS) for k in kinds) or not 0 <= args.burst <= 16:
@@ -367,18 +370,24 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0:
         print("error: needs root (network namespaces, raw sockets)", file=sys.stderr)
         return 2
-    results = {}
-    bursts: dict[str, tuple[float, float, float]] = {}
+    runs: dict[str, list[tuple[float, float, np.ndarray]]] = {k: [] for k in kinds}
+    burst_runs: dict[str, list[tuple[float, float, float]]] = {k: [] for k in kinds}
     with tempfile.TemporaryDirectory(prefix="bench-switchd-") as tmp:
-        for kind in kinds:
-            with path(kind, Path(tmp), program=args.program) as (h1, h2, h3):
-                measure_rtt(h1, h2, 20)                      # warm up (caches, first compile)
-                rtt = measure_rtt(h1, h2, args.pings)
-                pps, sent, _ = measure_rate(h1, h2, args.seconds,
-                                            port=4791 if args.program == "int" else 4444)
-                results[kind] = (pps, sent, rtt)
-                if args.burst:
-                    bursts[kind] = measure_burst(h1, h2, args.seconds, args.burst, h3)
+        # rounds interleave the middle boxes, so a change of the machine's load over the
+        # run falls on all of them; each figure is the median of the rounds
+        for _ in range(args.rounds):
+            for kind in kinds:
+                with path(kind, Path(tmp), program=args.program) as (h1, h2, h3):
+                    measure_rtt(h1, h2, 20)                      # warm up (caches, first compile)
+                    rtt = measure_rtt(h1, h2, args.pings)
+                    got, wrote, _ = measure_rate(h1, h2, args.seconds,
+                                                 port=4791 if args.program == "int" else 4444)
+                    runs[kind].append((got, float(wrote), rtt))
+                    if args.burst:
+                        burst_runs[kind].append(measure_burst(h1, h2, args.seconds, args.burst, h3))
+        results = {k: (float(np.median([r[0] for r in v])), float(np.median([r[1] for r in v])),
+                       np.concatenate([r[2] for r in v])) for k, v in runs.items()}
+        bursts = {k: tuple(float(x) for x in np.median(np.asarray(v), axis=0)) for k, v in burst_runs.items() if v}
         paced_bps = 0.0
         if "softswitch" in kinds and args.program == "ipv4":
             with path("softswitch", Path(tmp), rate_mbps=args.rate_mbps) as (h1, h2, _):
@@ -386,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     cost = program_cost(100_000) if args.program == "ipv4" and any(
         k in kinds for k in ("ebpf", "xdp", "xdp-generic")) else {}
     reports = args.program == "int" and bool(bursts)
-    print(f"program: {args.program}")
+    print(f"program: {args.program}, {args.rounds} round(s), medians")
     print(f"{'path':<12}{'delivered pkt/s':>16}{'sent pkt/s':>12}{'rtt median us':>15}{'rtt p99 us':>12}"
           + (f"{'burst pkt/s':>14}{'burst sent':>12}" if bursts else "")
           + (f"{'reports/s':>12}" if reports else ""))
