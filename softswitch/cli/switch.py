@@ -102,8 +102,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="python: frames through this process (default); ebpf: the pipeline as a "
                         "tc program in the kernel on every port (root, bcc)")
     p.add_argument("--hook", choices=("tc", "xdp"), default="tc",
-                   help="with --target ebpf: the kernel hook (tc, the default; xdp: faster, but no "
-                        "clones, multicast, resubmit, recirculate or --queue-rate)")
+                   help="with --target ebpf: the kernel hook (tc, the default; xdp: before the socket "
+                        "buffer, no clones, multicast, resubmit, recirculate or --queue-rate)")
     p.add_argument("--xdp-mode", choices=("auto", "native", "generic"), default="auto",
                    help="with --hook xdp: native (driver) or generic (skb) XDP; auto: native when "
                         "every veth port's peer can take redirected frames, else generic")
