@@ -151,6 +151,12 @@ def test_xdp_refuses_a_queue_rate_option() -> None:
             check_ebpf_options(SwitchOptions(program="x.p4", hook="xdp", queue_rates_bps=rates))
     with pytest.raises(OptionError, match="--xdp-mode needs --hook xdp"):
         check_ebpf_options(SwitchOptions(program="x.p4", xdp_mode="native"))
+    # a rate set while running: refused before anything changes
+    from softswitch.backends.ebpf.daemon import EbpfSwitchd
+    sd = EbpfSwitchd(SwitchOptions(program="x.p4", hook="xdp", interfaces={2: "veth0"}))
+    with pytest.raises(EbpfUnsupported, match="queue rate on port 2 .40 Mbit/s. with --hook xdp"):
+        sd.set_queue(2, rate_bps=40e6)
+    assert sd.opts.queue_rates_bps == {}
 
 
 def test_python_target_refuses_a_hook(tmp_path: Path) -> None:

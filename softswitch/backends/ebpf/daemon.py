@@ -213,8 +213,10 @@ class EbpfSwitchd:
         kernel's shaping follow."""
         import subprocess
 
+        from softswitch.backends.ebpf.hooks import hook_named, refuse_rate
         from softswitch.backends.ebpf.queues import shaping_argv, unshaping_argv
         from softswitch.switchd.options import ALL_PORTS
+        refuse_rate(hook_named(self.opts.hook), port, rate_bps)     # before anything changes
         if rate_bps is not None:
             self.opts.queue_rates_bps[port] = float(rate_bps)
         if depth_pkts is not None:
