@@ -148,8 +148,10 @@ class Peer:
 
 
 def _peer_of(ifname: str, netns: str | None) -> Peer | None:
-    """The veth peer of `ifname` (None when it is not a veth or the peer is not found)."""
+    """The veth peer of `ifname` (None when it is not a veth; lacking "unknown" when
+    its namespace or the peer cannot be found: then native mode is not assumed)."""
     from pyroute2 import IPRoute
+    from pyroute2.netlink.exceptions import NetlinkError
     with _in(netns), IPRoute() as ipr:
         found = ipr.link_lookup(ifname=ifname)
         if not found:
@@ -164,12 +166,17 @@ def _peer_of(ifname: str, netns: str | None) -> Peer | None:
         if nsid is not None:
             path = next((ns.get_attr("NSINFO_PATH") for ns in ipr.get_netns_info(list_proc=True)
                          if ns.get("netnsid") == nsid), None)
-            if path is None:
-                return None
+    unknown = Peer(port_ifname=ifname, ifname=f"ifindex {peer_index}", netns=f"namespace id {nsid}",
+                   lacks=["unknown"])
+    if nsid is not None and path is None:
+        return unknown                       # a namespace the switch cannot open
     with _in(path if nsid is not None else netns), IPRoute() as ipr:
-        links = ipr.get_links(peer_index) if peer_index else []
+        try:
+            links = ipr.get_links(peer_index) if peer_index else []
+        except NetlinkError:
+            links = []
         if not links:
-            return None
+            return unknown
         peer = links[0]
         pname = str(peer.get_attr("IFLA_IFNAME"))
         xdp = peer.get_attr("IFLA_XDP")
@@ -187,7 +194,8 @@ def _peer_of(ifname: str, netns: str | None) -> Peer | None:
 
 
 _WHY = {"gro": "neither GRO nor an XDP program (native XDP_REDIRECTs into it would be dropped)",
-        "tx": "tx checksum offload on (its TCP/UDP frames would arrive with bad checksums)"}
+        "tx": "tx checksum offload on (its TCP/UDP frames would arrive with bad checksums)",
+        "unknown": "settings the switch cannot read (its namespace could not be opened)"}
 
 
 class XdpPorts:
@@ -210,7 +218,7 @@ class XdpPorts:
             peer = _peer_of(ifname, self.netns)
             if peer is None or not peer.lacks:
                 continue
-            if peer.netns is None:
+            if peer.netns is None and "unknown" not in peer.lacks:
                 # the peer is in the switch's namespace: the switch configures it
                 with _in(self.netns):
                     for name in peer.lacks:
