@@ -1,8 +1,11 @@
 """Forwarding rate and added latency through one softswitch process between two
 namespaces, next to a Linux bridge on the same path (the baseline, same run), for the
-Python target (`softswitch`) and the kernel target (`ebpf`, `--target ebpf`).
+Python target (`softswitch`) and the kernel target on its two hooks: tc (`ebpf`,
+`--target ebpf`) and XDP (`xdp`: `--hook xdp` in native mode, the hosts' veth ends set
+to GRO on and tx checksum offload off as native XDP on veths needs; `xdp-generic`:
+generic mode, the hosts as they are).
 
-    h1 --veth-- [ middle namespace: Linux bridge | softswitch | ebpf ] --veth-- h2
+    h1 --veth-- [ middle namespace: bridge | softswitch | ebpf | xdp | xdp-generic ] --veth-- h2
 
 * rate: h1 sends 64-byte UDP datagrams (to RoCEv2's port 4791 for the INT program) as
   fast as one Python process can for a few seconds; h2 counts what arrives;
@@ -24,12 +27,15 @@ program p4/int_rocev2.p4 as a one-switch INT domain: h1's port is watched (INT s
 on RoCEv2), h2's port is a report-mode sink (INT stripped, a Telemetry Report cloned
 to a collector namespace h3 on port 3), so every burst frame (RoCEv2) takes the
 program's longest path and makes one report; the collector's interface counter gives
-the reports delivered. Needs root (namespaces, raw sockets).
+the reports delivered. The XDP hook cannot make the report clones, so with ``--program
+int`` the xdp kinds are left out with the refusal printed. Needs root (namespaces, raw
+sockets).
 
 Examples:
   python -m bench.bench_switchd
   python -m bench.bench_switchd --seconds 5 --pings 2000
   python -m bench.bench_switchd --targets ebpf --burst 2
+  python -m bench.bench_switchd --targets ebpf,xdp,xdp-generic
   python -m bench.bench_switchd --program int --burst 2
 """
 from __future__ import annotations
@@ -56,6 +62,10 @@ from mininet_topos.netns import Namespace, veth_pair
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "p4" / "examples" / "ipv4_forward.p4"
 INT_PROGRAM = ROOT / "p4" / "int_rocev2.p4"
+KINDS = ("softswitch", "ebpf", "xdp", "xdp-generic")   # middle boxes besides the bridge
+TARGET_ARGV = {"softswitch": [], "ebpf": ["--target", "ebpf"],
+               "xdp": ["--target", "ebpf", "--hook", "xdp", "--xdp-mode", "native"],
+               "xdp-generic": ["--target", "ebpf", "--hook", "xdp", "--xdp-mode", "generic"]}
 SWITCH_MAC = "02:aa:00:00:00:01"
 PREFIX = "tsdb"
 BLAST = """
@@ -141,13 +151,19 @@ def path(kind: str, tmp: Path, *, rate_mbps: float = 0.0, program: str = "ipv4"
             ports.append(f"3@{m3.ifname}")
         h1.run(["ip", "neigh", "replace", h2.ip, "lladdr", h2.mac, "dev", h1.ifname])
         h2.run(["ip", "neigh", "replace", h1.ip, "lladdr", h1.mac, "dev", h2.ifname])
+        if kind == "xdp":
+            # native XDP on veths: the peers take redirected frames (GRO) and send
+            # finished checksums (softswitch/backends/ebpf/xdp_attach.py)
+            for h in (h1, h2, h3):
+                if h is not None:
+                    h.run(["ethtool", "-K", h.ifname, "gro", "on", "tx", "off"])
         if kind == "bridge":
             mid.run(["ip", "link", "add", "br0", "type", "bridge"])
             for ifname in (m1.ifname, m2.ifname):
                 mid.run(["ip", "link", "set", ifname, "master", "br0"])
             mid.run(["ip", "link", "set", "br0", "up"])
         else:
-            target = ["--target", "ebpf"] if kind == "ebpf" else []
+            target = TARGET_ARGV[kind]
             entries = tmp / "routes.entries"
             if h3 is not None:
                 entries.write_text(int_entries(h1, h2, h3))
@@ -174,6 +190,44 @@ def path(kind: str, tmp: Path, *, rate_mbps: float = 0.0, program: str = "ipv4"
     finally:
         for ns in reversed(made):
             ns.close()
+
+
+def xdp_refusal(program: Path) -> str:
+    """Why `program` does not run on the XDP hook (the generator's refusal), or ''."""
+    from softswitch.backends.ebpf import EbpfUnsupported
+    from softswitch.backends.ebpf.program import generate_c
+    from softswitch.compiler.program import compile_program
+    from softswitch.frontend.load import load_program
+    from softswitch.v1model import V1MODEL
+    checked = load_program(program, include_dirs=(str(ROOT / "p4"),))
+    compiled = compile_program(checked, V1MODEL)
+    try:
+        generate_c(checked, compiled.tables, errors=compiled.errors, hook="xdp")
+    except EbpfUnsupported as exc:
+        return str(exc)
+    return ""
+
+
+def program_cost(repeat: int) -> dict[str, float]:
+    """ns per pass of ipv4_forward's kernel program on each hook, for a routed 64-byte
+    UDP frame (BPF_PROG_TEST_RUN repeated: the program alone, no device on either side)."""
+    from scapy.layers import inet
+    from scapy.layers.l2 import Ether
+
+    from softswitch.api import Switch
+    from softswitch.backends.ebpf.kernel import test_run
+    from softswitch.tables import Lpm
+    frame = bytes(Ether(src="02:00:00:00:00:01", dst=SWITCH_MAC) / inet.IP(src="10.9.0.1", dst="10.9.0.2", ttl=255)
+                  / inet.UDP(sport=1234, dport=4444) / (b"x" * 18))
+    out = {}
+    for hook in ("tc", "xdp"):
+        with Switch.from_file(PROGRAM, target="ebpf", hook=hook) as sw:
+            sw.runtime.table_add("MyIngress.ipv4_lpm", [Lpm(0x0A090002, 32)], "MyIngress.ipv4_forward",
+                                 [0x020000000002, 2])
+            sw.kernel.set_test_port(1)
+            test_run(sw.kernel.fd, frame, repeat=min(repeat, 1000))      # warm up
+            out[hook] = float(test_run(sw.kernel.fd, frame, repeat=repeat)[2])
+    return out
 
 
 def _rx_packets(ns: Namespace) -> int:
@@ -290,44 +344,58 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pings", type=int, default=1000, help="ping-pongs per latency run (default 1000)")
     ap.add_argument("--rate-mbps", type=float, default=10.0,
                     help="egress rate of the paced run (default 10 Mbit/s)")
-    ap.add_argument("--targets", default="softswitch,ebpf",
-                    help="middle boxes besides the bridge: softswitch (Python target), ebpf "
-                         "(default both)")
+    ap.add_argument("--targets", default=",".join(KINDS),
+                    help="middle boxes besides the bridge: softswitch (Python target), ebpf (tc "
+                         "hook), xdp (XDP hook, native), xdp-generic (default all)")
     ap.add_argument("--burst", type=int, default=2, metavar="N",
                     help="AF_PACKET senders of the burst run (default 2; 0 skips it)")
+    ap.add_argument("--rounds", type=int, default=1, metavar="N",
+                    help="measure every middle box N times, interleaved; medians (default 1)")
     ap.add_argument("--program", choices=("ipv4", "int"), default="ipv4",
                     help="the switches' program: ipv4_forward.p4 (default) or the INT program "
                          "int_rocev2.p4 (INT source, report-mode sink, a report per RoCEv2 frame)")
     args = ap.parse_args(argv)
-    if not 0.5 <= args.seconds <= 60 or not 10 <= args.pings <= 100000 or not 0.1 <= args.rate_mbps <= 100:
-        print("error: --seconds must be in 0.5..60, --pings in 10..100000, --rate-mbps in 0.1..100",
-              file=sys.stderr)
+    if not 0.5 <= args.seconds <= 60 or not 10 <= args.pings <= 100000 or not 0.1 <= args.rate_mbps <= 100 \
+            or not 1 <= args.rounds <= 20:
+        print("error: --seconds must be in 0.5..60, --pings in 10..100000, --rate-mbps in 0.1..100, "
+              "--rounds in 1..20", file=sys.stderr)
         return 2
     kinds = ["bridge"] + [k for k in args.targets.split(",") if k]
-    if any(k not in ("bridge", "softswitch", "ebpf") for k in kinds) or not 0 <= args.burst <= 16:
-        print("error: --targets takes softswitch and/or ebpf; --burst 0..16", file=sys.stderr)
+    if any(k not in ("bridge", *KINDS) for k in kinds) or not 0 <= args.burst <= 16:
+        print(f"error: --targets takes {', '.join(KINDS)}; --burst 0..16", file=sys.stderr)
         return 2
+    if args.program == "int" and any(k.startswith("xdp") for k in kinds):
+        print(f"xdp: not run: {xdp_refusal(INT_PROGRAM)}")
+        kinds = [k for k in kinds if not k.startswith("xdp")]
     if os.geteuid() != 0:
         print("error: needs root (network namespaces, raw sockets)", file=sys.stderr)
         return 2
-    results = {}
-    bursts: dict[str, tuple[float, float, float]] = {}
+    runs: dict[str, list[tuple[float, float, np.ndarray]]] = {k: [] for k in kinds}
+    burst_runs: dict[str, list[tuple[float, float, float]]] = {k: [] for k in kinds}
     with tempfile.TemporaryDirectory(prefix="bench-switchd-") as tmp:
-        for kind in kinds:
-            with path(kind, Path(tmp), program=args.program) as (h1, h2, h3):
-                measure_rtt(h1, h2, 20)                      # warm up (caches, first compile)
-                rtt = measure_rtt(h1, h2, args.pings)
-                pps, sent, _ = measure_rate(h1, h2, args.seconds,
-                                            port=4791 if args.program == "int" else 4444)
-                results[kind] = (pps, sent, rtt)
-                if args.burst:
-                    bursts[kind] = measure_burst(h1, h2, args.seconds, args.burst, h3)
+        # rounds interleave the middle boxes, so a change of the machine's load over the
+        # run falls on all of them; each figure is the median of the rounds
+        for _ in range(args.rounds):
+            for kind in kinds:
+                with path(kind, Path(tmp), program=args.program) as (h1, h2, h3):
+                    measure_rtt(h1, h2, 20)                      # warm up (caches, first compile)
+                    rtt = measure_rtt(h1, h2, args.pings)
+                    got, wrote, _ = measure_rate(h1, h2, args.seconds,
+                                                 port=4791 if args.program == "int" else 4444)
+                    runs[kind].append((got, float(wrote), rtt))
+                    if args.burst:
+                        burst_runs[kind].append(measure_burst(h1, h2, args.seconds, args.burst, h3))
+        results = {k: (float(np.median([r[0] for r in v])), float(np.median([r[1] for r in v])),
+                       np.concatenate([r[2] for r in v])) for k, v in runs.items()}
+        bursts = {k: tuple(float(x) for x in np.median(np.asarray(v), axis=0)) for k, v in burst_runs.items() if v}
         paced_bps = 0.0
         if "softswitch" in kinds and args.program == "ipv4":
             with path("softswitch", Path(tmp), rate_mbps=args.rate_mbps) as (h1, h2, _):
                 _, _, paced_bps = measure_rate(h1, h2, args.seconds, payload=1000)
+    cost = program_cost(100_000) if args.program == "ipv4" and any(
+        k in kinds for k in ("ebpf", "xdp", "xdp-generic")) else {}
     reports = args.program == "int" and bool(bursts)
-    print(f"program: {args.program}")
+    print(f"program: {args.program}, {args.rounds} round(s), medians")
     print(f"{'path':<12}{'delivered pkt/s':>16}{'sent pkt/s':>12}{'rtt median us':>15}{'rtt p99 us':>12}"
           + (f"{'burst pkt/s':>14}{'burst sent':>12}" if bursts else "")
           + (f"{'reports/s':>12}" if reports else ""))
@@ -346,11 +414,15 @@ def main(argv: list[str] | None = None) -> int:
                   f"{bursts[kind][0] / bursts['bridge'][0]:.3f}")
         print(f"{kind} added latency per pass: median {(np.median(srtt) - np.median(brtt)) / 2:.1f} us, "
               f"p99 {(np.percentile(srtt, 99) - np.percentile(brtt, 99)) / 2:.1f} us")
-    if "softswitch" in results and "ebpf" in results:
-        print(f"ebpf / softswitch rate (one UDP sender): {results['ebpf'][0] / results['softswitch'][0]:.2f}")
-        if bursts:
-            print(f"ebpf / softswitch rate ({args.burst} AF_PACKET senders): "
-                  f"{bursts['ebpf'][0] / bursts['softswitch'][0]:.2f}")
+    for kind, base in [(k, b) for k in ("ebpf", "xdp", "xdp-generic") for b in ("softswitch", "ebpf")
+                       if k != b and k in results and b in results]:
+        print(f"{kind} / {base} rate (one UDP sender): {results[kind][0] / results[base][0]:.2f}")
+        if kind in bursts and base in bursts:
+            print(f"{kind} / {base} rate ({args.burst} AF_PACKET senders): "
+                  f"{bursts[kind][0] / bursts[base][0]:.2f}")
+    if cost:
+        print(f"program cost per pass (BPF_PROG_TEST_RUN x 100,000, no devices): tc {cost['tc']:.0f} ns, "
+              f"xdp {cost['xdp']:.0f} ns (xdp / tc {cost['xdp'] / cost['tc']:.2f})")
     if paced_bps:
         print(f"paced egress port, 1042-byte frames: configured {args.rate_mbps:g} Mbit/s, delivered "
               f"{paced_bps / 1e6:.3f} Mbit/s (ratio {paced_bps / (args.rate_mbps * 1e6):.3f})")

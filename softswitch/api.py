@@ -8,7 +8,8 @@
     outs, events = sw.process_packet(1, data, trace=True)
 
 ``target="ebpf"`` returns an `EbpfSwitch` instead (the same program in the kernel, the
-same `runtime` API; close it, or use it as a context manager, to unload it).
+same `runtime` API; close it, or use it as a context manager, to unload it);
+``hook="xdp"`` generates it for the XDP hook instead of tc (the default).
 """
 from __future__ import annotations
 
@@ -58,6 +59,9 @@ class Switch:
     def _for_target(cls, checked: Any, arch: Architecture, target: str, kw: dict[str, Any]) -> Any:
         if target == "python":
             kw.pop("dump_c", None)
+            hook = kw.pop("hook", None)
+            if hook not in (None, "tc"):
+                raise CompileError(f"hook {hook!r}: a kernel hook needs target 'ebpf'")
             return cls(compile_program(checked, arch), **kw)
         if target == "ebpf":
             from softswitch.backends.ebpf import EbpfSwitch

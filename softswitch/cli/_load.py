@@ -20,6 +20,9 @@ def add_program_args(p: argparse.ArgumentParser) -> None:
 def add_target_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", choices=("python", "ebpf"), default="python",
                    help="python: generated Python (default); ebpf: a kernel tc program (root, bcc)")
+    p.add_argument("--hook", choices=("tc", "xdp"), default="tc",
+                   help="with --target ebpf: the kernel hook (tc, the default; xdp: no clones, "
+                        "multicast, resubmit, recirculate or queue rates)")
     p.add_argument("--dump-c", metavar="FILE",
                    help="with --target ebpf: write the generated C to FILE ('-' for stdout)")
 
@@ -39,6 +42,9 @@ def load_switch(args: argparse.Namespace) -> Any:
     target = getattr(args, "target", "python")
     extra: dict[str, Any] = {}
     dump = getattr(args, "dump_c", None)
+    hook = getattr(args, "hook", "tc")
+    if hook != "tc":
+        extra["hook"] = hook
     try:
         if dump and target == "ebpf":
             extra["dump_c"] = sys.stdout if dump == "-" else open(dump, "w", encoding="utf-8")  # noqa: SIM115

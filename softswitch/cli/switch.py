@@ -101,6 +101,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--target", choices=("python", "ebpf"), default="python",
                    help="python: frames through this process (default); ebpf: the pipeline as a "
                         "tc program in the kernel on every port (root, bcc)")
+    p.add_argument("--hook", choices=("tc", "xdp"), default="tc",
+                   help="with --target ebpf: the kernel hook (tc, the default; xdp: before the socket "
+                        "buffer, no clones, multicast, resubmit, recirculate or --queue-rate)")
+    p.add_argument("--xdp-mode", choices=("auto", "native", "generic"), default="auto",
+                   help="with --hook xdp: native (driver) or generic (skb) XDP; auto: native when "
+                        "every veth port's peer can take redirected frames, else generic")
     p.add_argument("--thrift-port", type=int, help="accepted for simple_switch compatibility; unused")
     p.set_defaults(func=main)
 
@@ -143,7 +149,8 @@ def _options(args: argparse.Namespace):
         queue_depths_pkts=dict(args.queue_depth), entries=args.entries,
         stats_interval_s=args.stats_interval, stats_file=args.stats_file,
         tls_cert=args.grpc_server_cert, tls_key=args.grpc_server_key,
-        tls_ca=args.grpc_server_cacert, name=args.name, netns=args.netns)
+        tls_ca=args.grpc_server_cacert, name=args.name, netns=args.netns,
+        hook=args.hook, xdp_mode=args.xdp_mode)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -161,6 +168,9 @@ def main(args: argparse.Namespace) -> int:
         return 2
     _setup_logging(args)
     try:
+        if args.target != "ebpf" and (args.hook != "tc" or args.xdp_mode != "auto"):
+            print("error: --hook and --xdp-mode need --target ebpf", file=sys.stderr)
+            return 2
         if args.target == "ebpf":
             from softswitch.backends.ebpf.daemon import EbpfSwitchd
             sd: Any = EbpfSwitchd(_options(args))

@@ -40,6 +40,8 @@ class SwitchOptions:
     tls_ca: str | None = None
     name: str = "softswitch"
     netns: str | None = None   # open the ports in this namespace (name or /proc/PID/ns/net)
+    hook: str = "tc"           # --target ebpf: the kernel hook (tc or xdp)
+    xdp_mode: str = "auto"     # --hook xdp: auto, native or generic
 
 
 def parse_interface(text: str) -> tuple[int, str]:

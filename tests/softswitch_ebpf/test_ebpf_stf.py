@@ -55,6 +55,6 @@ def test_dump_c_prints_the_loaded_program() -> None:
                           str(ROOT / "p4/examples/ipv4_forward.stf")],
                          check=False, capture_output=True, text=True, cwd=ROOT, timeout=180)
     assert res.returncode == 0, res.stderr
-    assert "int p4_pipeline(struct __sk_buff *skb)" in res.stdout
+    assert "int p4_pipeline(P4_CTX *ctx)" in res.stdout and "#define P4_CTX struct __sk_buff" in res.stdout
     assert "BPF_LPM_TRIE(tbl_MyIngress_ipv4_lpm" in res.stdout
     assert res.stdout.rstrip().endswith("0 failures")

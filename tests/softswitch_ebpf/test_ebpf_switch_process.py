@@ -169,8 +169,10 @@ def test_controller_installs_the_program_and_routes_over_p4runtime(tmp_path) -> 
             ns.close()
 
 
-def test_digests_reach_the_p4runtime_client(tmp_path) -> None:
-    """A digest sent by the kernel program arrives as a DigestList on the stream."""
+@pytest.mark.parametrize("hook", ["tc", "xdp"])
+def test_digests_reach_the_p4runtime_client(tmp_path, hook: str) -> None:
+    """A digest sent by the kernel program (on either hook) arrives as a DigestList on
+    the stream."""
     import queue
 
     from controller.p4rt.client import SwitchClient
@@ -187,7 +189,8 @@ def test_digests_reach_the_p4runtime_client(tmp_path) -> None:
             _quiet(ns)
         a, s1 = veth_pair(h1, sw, prefix="tebd")
         sock = tmp_path / "p4rt.sock"
-        proc = start_switch_process(sw, [str(program), "--target", "ebpf", "-i", f"3@{s1.ifname}",
+        proc = start_switch_process(sw, [str(program), "--target", "ebpf",
+                                         "--hook", hook, "-i", f"3@{s1.ifname}",
                                          "--device-id", "4", "--grpc-server-addr",
                                          f"unix:{sock}"], sock)
         with SwitchClient(name="s1", address=f"unix:{sock}", device_id=4) as cl:

@@ -50,7 +50,7 @@ def _generate(decls: str = "", body: str = "", extra_hdr: str = "") -> str:
 
 def test_supported_program_generates_c() -> None:
     src = _generate(body="hdr.h.b = hdr.h.a + 1;")
-    assert "int p4_pipeline(struct __sk_buff *skb)" in src
+    assert "int p4_pipeline(P4_CTX *ctx)" in src and "#define P4_CTX struct __sk_buff" in src
     assert "P->hdr.h.b = (((u64)P->hdr.h.a + (u64)0x1ULL) & 0xffULL);" in src
 
 
@@ -107,3 +107,62 @@ def test_switch_process_refuses_what_the_kernel_path_lacks() -> None:
                          check=False, capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert res.returncode == 2
     assert "--pcap: not supported on --target ebpf yet" in res.stderr, res.stderr
+
+
+def _generate_xdp(decls: str = "", body: str = "") -> str:
+    checked = load_source(PROGRAM.format(decls=decls, body=body, extra_hdr=""),
+                          filename="t.p4", include_dirs=(str(ROOT / "p4"),))
+    compiled = compile_program(checked, V1MODEL)
+    return generate_c(checked, compiled.tables, errors=compiled.errors, hook="xdp").source
+
+
+def test_xdp_hook_generates_the_shared_pipeline_with_its_primitives() -> None:
+    src = _generate_xdp(body="hdr.h.b = hdr.h.a + 1;")
+    assert "int p4_pipeline(P4_CTX *ctx)" in src and "#define P4_CTX struct xdp_md" in src
+    assert "bpf_xdp_load_bytes" in src and "bpf_skb_" not in src
+    assert "bpf_clone_redirect" not in src and "p4_clone_slots" not in src   # no copies on XDP
+    assert "P->hdr.h.b = (((u64)P->hdr.h.a + (u64)0x1ULL) & 0xffULL);" in src
+
+
+@pytest.mark.parametrize("decls, body, construct, line", [
+    ("", "clone(CloneType.I2E, 5);", "clone: clones", 15),
+    ("", "clone_preserving_field_list(CloneType.E2E, 5, 0);", "clone_preserving_field_list: clones", 15),
+    ("", "resubmit_preserving_field_list(0);", "resubmit_preserving_field_list: resubmit", 15),
+    ("", "recirculate_preserving_field_list(0);", "recirculate_preserving_field_list: recirculate", 15),
+    ("", "sm.mcast_grp = 3;", "multicast (standard_metadata.mcast_grp", 15),
+    ("action flood(bit<16> g) { sm.mcast_grp = g; }", "flood(7);", "multicast", 12),
+], ids=["clone", "e2e", "resubmit", "recirculate", "mcast", "mcast-action"])
+def test_xdp_refuses_copies_with_their_location(decls: str, body: str, construct: str, line: int) -> None:
+    """XDP has no socket buffer to clone or mark: copies are refused, never dropped."""
+    with pytest.raises(EbpfUnsupported) as err:
+        _generate_xdp(decls, body)
+    msg = str(err.value)
+    assert msg.startswith(f"t.p4:{line}:"), msg
+    assert construct in msg and "--hook xdp" in msg and "use --hook tc" in msg, msg
+
+
+def test_xdp_refuses_a_queue_rate_option() -> None:
+    """XDP_REDIRECT skips the egress qdisc: a paced port would run unshaped."""
+    from softswitch.backends.ebpf.daemon import check_ebpf_options
+    from softswitch.switchd.errors import OptionError
+    from softswitch.switchd.options import ALL_PORTS, SwitchOptions
+    ok = SwitchOptions(program="x.p4", hook="xdp", queue_depths_pkts={2: 64})
+    check_ebpf_options(ok)
+    for rates, shown in (({2: 40e6}, "--queue-rate 2:40 "), ({ALL_PORTS: 10e6}, "--queue-rate 10 ")):
+        with pytest.raises(OptionError, match=f"^{shown}with --hook xdp: XDP_REDIRECT bypasses"):
+            check_ebpf_options(SwitchOptions(program="x.p4", hook="xdp", queue_rates_bps=rates))
+    with pytest.raises(OptionError, match="--xdp-mode needs --hook xdp"):
+        check_ebpf_options(SwitchOptions(program="x.p4", xdp_mode="native"))
+    # a rate set while running: refused before anything changes
+    from softswitch.backends.ebpf.daemon import EbpfSwitchd
+    sd = EbpfSwitchd(SwitchOptions(program="x.p4", hook="xdp", interfaces={2: "veth0"}))
+    with pytest.raises(EbpfUnsupported, match="queue rate on port 2 .40 Mbit/s. with --hook xdp"):
+        sd.set_queue(2, rate_bps=40e6)
+    assert sd.opts.queue_rates_bps == {}
+
+
+def test_python_target_refuses_a_hook(tmp_path: Path) -> None:
+    res = subprocess.run([sys.executable, "-m", "softswitch", "stf", "--hook", "xdp",
+                          str(ROOT / "p4/examples/ipv4_forward.p4"), str(ROOT / "p4/examples/ipv4_forward.stf")],
+                         check=False, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert res.returncode == 2 and "a kernel hook needs target 'ebpf'" in res.stderr, res.stderr

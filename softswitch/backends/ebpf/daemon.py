@@ -1,4 +1,5 @@
-"""The switch process on the eBPF target: the program on each port's tc ingress.
+"""The switch process on the eBPF target: the program on each port's tc ingress, or
+on each port's XDP hook with ``--hook xdp`` (`xdp_attach`).
 
 A frame arriving on a port runs the whole pipeline in the kernel and leaves by
 ``bpf_redirect`` on the interface of its egress port; no frame crosses into Python.
@@ -36,10 +37,11 @@ class EbpfDevice:
     switch, so everything the server does next goes to the kernel's maps."""
 
     def __init__(self, *, device_id: int, cpu_port: int, install: Any = None, name: str = "softswitch",
-                 cpu_link: CpuLink | None = None) -> None:
+                 cpu_link: CpuLink | None = None, hook: str = "tc") -> None:
         self.device_id = device_id
         self.cpu_port = cpu_port
         self.name = name
+        self.hook = hook
         self.install = install
         self.cpu_link = cpu_link       # the CPU port's veth pair (the switch process's)
         self.lock = threading.RLock()
@@ -58,7 +60,7 @@ class EbpfDevice:
             sw: Any = pipeline.switch
             if getattr(sw, "target", "python") != "ebpf":
                 try:
-                    sw = EbpfSwitch(sw.program, name=self.name)
+                    sw = EbpfSwitch(sw.program, name=self.name, hook=self.hook)
                 except SoftswitchError as exc:
                     raise DeviceError(f"--target ebpf: {exc}") from None
             try:
@@ -115,6 +117,22 @@ def check_ebpf_options(opts: Any) -> None:
                           "(the controller sends the program)")
     if opts.pcap_dir:
         raise OptionError("--pcap: not supported on --target ebpf yet (capture on the interfaces)")
+    if opts.hook not in ("tc", "xdp"):
+        raise OptionError(f"--hook {opts.hook!r}: expected tc or xdp")
+    if opts.hook == "xdp":
+        from softswitch.backends.ebpf.xdp_attach import XDP_MODES
+        from softswitch.switchd.options import ALL_PORTS
+        if opts.xdp_mode not in XDP_MODES:
+            raise OptionError(f"--xdp-mode {opts.xdp_mode!r}: expected one of {', '.join(XDP_MODES)}")
+        paced = sorted((p, r) for p, r in opts.queue_rates_bps.items() if r)
+        if paced:
+            port, rate = paced[0]
+            where = "" if port == ALL_PORTS else f"{port}:"
+            raise OptionError(f"--queue-rate {where}{rate / 1e6:g} with --hook xdp: XDP_REDIRECT "
+                              "bypasses the egress qdisc, so the kernel cannot shape the port at "
+                              "the traffic manager's rate (use --hook tc)")
+    elif opts.xdp_mode != "auto":
+        raise OptionError("--xdp-mode needs --hook xdp")
 
 
 class EbpfSwitchd:
@@ -131,6 +149,7 @@ class EbpfSwitchd:
         self.attachments: list[Any] = []
         self.shaped: list[str] = []        # interfaces whose root qdisc we replaced
         self.cpu: CpuLink | None = None    # the CPU port (with a P4Runtime server)
+        self.xdp: Any = None               # XdpPorts with --hook xdp
         self.stop_event = threading.Event()
 
     def attach(self, switch: Any) -> None:
@@ -143,6 +162,9 @@ class EbpfSwitchd:
         opts = self.opts
         kernel = switch.kernel
         kernel.set_test_port(None)
+        if opts.hook == "xdp":
+            self._attach_xdp(switch)
+            return
         old, old_switch = self.attachments, self.switch
         self.attachments = []
         prio = TC_PRIO if not old or old[0].prio != TC_PRIO else TC_PRIO + 1
@@ -167,6 +189,30 @@ class EbpfSwitchd:
         for att in old:
             att.detach()
         self.switch = switch
+        if old_switch is not None and old_switch is not switch:
+            old_switch.close()
+
+    def _attach_xdp(self, switch: Any) -> None:
+        """Every port runs `switch`'s XDP program (a BPF link per port; a new program
+        replaces the previous one atomically, which is then unloaded)."""
+        import ctypes
+
+        from softswitch.backends.ebpf.xdp_attach import XdpPorts
+        opts = self.opts
+        kernel = switch.kernel
+        if self.xdp is None:
+            self.xdp = XdpPorts(opts.netns)
+        ports = sorted(opts.interfaces.items())
+        # the port maps first: the program passes frames of unknown interfaces to the stack
+        index = self.xdp.ifindexes([i for _, i in ports])
+        for port, ifname in ports:
+            kernel.table("p4_port_of_ifindex")[ctypes.c_uint32(index[ifname])] = ctypes.c_uint32(port)
+            kernel.table("p4_ifindex_of_port")[ctypes.c_int(port)] = ctypes.c_uint32(index[ifname])
+            rate, depth = self.queue_config(port)
+            switch.set_queue(port, rate_bps=rate, depth_pkts=depth)
+        self.xdp.attach(kernel.fd, [i for _, i in ports], opts.xdp_mode)
+        LOG.info("%s: XDP (%s mode) on %s", opts.name, self.xdp.mode, ", ".join(i for _, i in ports))
+        old_switch, self.switch = self.switch, switch
         if old_switch is not None and old_switch is not switch:
             old_switch.close()
 
@@ -201,8 +247,10 @@ class EbpfSwitchd:
         kernel's shaping follow."""
         import subprocess
 
+        from softswitch.backends.ebpf.hooks import hook_named, refuse_rate
         from softswitch.backends.ebpf.queues import shaping_argv, unshaping_argv
         from softswitch.switchd.options import ALL_PORTS
+        refuse_rate(hook_named(self.opts.hook), port, rate_bps)     # before anything changes
         if rate_bps is not None:
             self.opts.queue_rates_bps[port] = float(rate_bps)
         if depth_pkts is not None:
@@ -248,7 +296,8 @@ class EbpfSwitchd:
                     raise
             if opts.grpc_server_addr:
                 dev = EbpfDevice(device_id=opts.device_id, cpu_port=opts.cpu_port,
-                                 install=self.attach, name=opts.name, cpu_link=self.cpu)
+                                 install=self.attach, name=opts.name, cpu_link=self.cpu,
+                                 hook=opts.hook)
                 if self.switch is not None:
                     from softswitch.p4info import build_p4info
                     dev.set_pipeline(Pipeline.create(self.switch,
@@ -324,6 +373,9 @@ class EbpfSwitchd:
             except Exception as exc:  # noqa: BLE001 - detach the others regardless
                 LOG.warning("detaching from %s: %s", att.ifname, exc)
         self.attachments = []
+        if self.xdp is not None:
+            self.xdp.close()
+            self.xdp = None
         if self.cpu is not None:
             try:
                 self.cpu.close()
@@ -349,7 +401,7 @@ def _load(opts: Any) -> Any:
     from softswitch.switchd.errors import ProgramError
     try:
         return EbpfSwitch.from_file(opts.program, include_dirs=opts.include_dirs,
-                                    defines=opts.defines, name=opts.name)
+                                    defines=opts.defines, name=opts.name, hook=opts.hook)
     except P4Error as exc:
         raise ProgramError(exc.render()) from None
     except OSError as exc:

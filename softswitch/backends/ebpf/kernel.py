@@ -1,5 +1,6 @@
-"""The kernel side: compile and load the generated C with bcc, run packets through it
-with BPF_PROG_TEST_RUN, attach it to interfaces' tc ingress, and release it all.
+"""The kernel side: compile and load the generated C with bcc (as a tc classifier or
+an XDP program), run packets through it with BPF_PROG_TEST_RUN, and release it all
+(attaching is the switch process's: `daemon`, `xdp_attach`).
 
 Why BPF_PROG_TEST_RUN: it runs the loaded program on a packet the caller gives and
 returns the verdict and the packet as the program left it, with no interface and no
@@ -15,6 +16,7 @@ import os
 from typing import Any
 
 from softswitch.backends.ebpf.errors import EbpfKernelError
+from softswitch.backends.ebpf.hooks import DEFAULT_HOOK, TEST_REDIRECT
 from softswitch.backends.ebpf.program import ENTRY, STATS
 
 BPF_PROG_TEST_RUN = 10
@@ -109,16 +111,18 @@ def test_run(prog_fd: int, data: bytes, repeat: int = 1) -> tuple[int, bytes, in
 class LoadedProgram:
     """One generated program compiled and loaded; `close()` frees every map and program."""
 
-    def __init__(self, source: str, *, name: str = "softswitch") -> None:
+    def __init__(self, source: str, *, name: str = "softswitch", hook: str = DEFAULT_HOOK) -> None:
         from softswitch.backends.ebpf.probe import check_kernel
         check_kernel()
         from bcc import BPF  # imported late: check_kernel explains a missing bcc
         self.name = name
         self.source = source
+        self.hook = hook
+        self.redirect_verdict = TEST_REDIRECT[hook]
         try:
             self.bpf: Any = BPF(text=source.encode(), cflags=["-w", "-Wno-unused-label",
                                                                "-Wno-unused-function"])
-            self.fn: Any = self.bpf.load_func(ENTRY.encode(), BPF.SCHED_CLS)
+            self.fn: Any = self.bpf.load_func(ENTRY.encode(), BPF.XDP if hook == "xdp" else BPF.SCHED_CLS)
         except Exception as exc:  # noqa: BLE001 - bcc raises bare Exception with the log
             raise EbpfKernelError(f"{name}: the kernel refused the generated program: {exc}") \
                 from None
@@ -181,7 +185,7 @@ class LoadedProgram:
         verdict, out, _ = test_run(self.fd, padded)
         res = self.table("p4_test_result")[ctypes.c_int(0)]
         marks = [int(res.marks[i]) for i in range(min(int(res.nclones), len(res.marks)))]
-        if verdict != TC_ACT_REDIRECT or res.dropped:
+        if verdict != self.redirect_verdict or res.dropped:
             return None, out, 0, marks
         return int(res.port), out, int(res.itype), marks
 

@@ -14,7 +14,7 @@ from typing import Any
 from softswitch.backends.ebpf.errors import EbpfUnsupported
 from softswitch.frontend import types as T
 
-C_KEYWORDS = frozenset(["auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64", "P", "skb"])
+C_KEYWORDS = frozenset(["auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64", "P", "skb", "ctx"])
 
 
 def cname(name: str) -> str:

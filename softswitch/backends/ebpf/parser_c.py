@@ -1,4 +1,7 @@
-"""The parser (a chain of labels over ``bpf_skb_load_bytes``) and the deparser.
+"""The parser (a chain of labels over ``pk_load``) and the deparser.
+
+Both reach the packet only through the hook's primitives (`hooks`: ``pk_load``,
+``pk_store``, ``pk_len``, ``resize_headers``), so the same C runs on tc and XDP.
 
 Parser: each state is a label; ``extract`` loads the header's bytes into the scratch
 buffer at the running offset ``P->off`` and unpacks its fields; a packet too short
@@ -8,10 +11,11 @@ by a count of states passed (ParserTimeout beyond it), which the verifier can fo
 
 Deparser: a straight sequence of ``emit``; the emitted headers' total length replaces
 the parsed bytes, then each valid header's bytes are packed and stored. When the length
-differs, ``bpf_skb_adjust_room`` makes or removes the room (fast, but only for IP
-packets that keep their IP header); otherwise the packet grows at its head
-(``bpf_skb_change_head``) or its payload moves forward in 64-byte chunks and the tail
-is cut (``bpf_skb_change_tail``).
+differs, ``resize_headers`` makes or removes the room: on tc ``bpf_skb_adjust_room``
+(fast, but only for IP packets that keep their IP header), else the packet grows at
+its head (``bpf_skb_change_head``) or its payload moves forward in 64-byte chunks and
+the tail is cut (``bpf_skb_change_tail``); on XDP the frame's start moves
+(``bpf_xdp_adjust_head``).
 """
 from __future__ import annotations
 
@@ -95,7 +99,7 @@ def gen_parser(g: CGen, decl: A.ParserDecl, errors: list[str]) -> str:
         lines += [IND + x for x in body]
     lines += ["st_accept:", "st_reject:", "    return;"]
     return ("/* parser " + decl.name + " */\n"
-            "static __always_inline void run_parser(struct __sk_buff *skb, struct pipe *P) {\n"
+            "static __always_inline void run_parser(P4_CTX *ctx, struct pipe *P) {\n"
             + "".join(IND + x + "\n" if not x.endswith(":") else x + "\n" for x in lines) + "}")
 
 
@@ -125,7 +129,7 @@ def _lookaheads(g: CGen, node: Any, short_code: int) -> list[str]:
             g.pipe_fields.append(f"u64 {name};")
             nbytes, fields = w // 8, [(f"P->{name}", 0, w)]
         g.max_header = max(g.max_header, nbytes)
-        out += [f"if (bpf_skb_load_bytes(skb, P->off, P->buf, {nbytes}) < 0) {{",
+        out += [f"if (pk_load(ctx, P->off, P->buf, {nbytes}) < 0) {{",
                 f"    P->sm.parser_error = {short_code};", "    return;", "}"]
         for target, off, w in fields:
             out.append(f"{target} = 1;" if off < 0 else f"{target} = {read_bits('P->buf', off, w)};")
@@ -162,14 +166,14 @@ def _extract(g: CGen, call: A.MethodCallExpression, short_code: int) -> list[str
         out += [f"P->vb = (u32)({g.ex(call.args[1].value)});",
                 f"if (P->vb & 7) {{ P->sm.parser_error = {e.index('ParserInvalidArgument')}; return; }}",
                 f"if (P->vb > {vmax}) {{ P->sm.parser_error = {e.index('HeaderTooShort')}; return; }}",
-                f"if (P->off + {hl.size_bytes} + P->vb / 8 > skb->len) {{",
+                f"if (P->off + {hl.size_bytes} + P->vb / 8 > pk_len(ctx)) {{",
                 f"    P->sm.parser_error = {short_code};", "    return;", "}"]
         vb_lines = ["{", f"    u32 n = (P->vb / 8) & {stack_slots(vmax // 8 + 1) - 1};",
-                    f"    if (n > 0 && bpf_skb_load_bytes(skb, P->off + {hl.size_bytes}, {v}, n) < 0) {{",
+                    f"    if (n > 0 && pk_load(ctx, P->off + {hl.size_bytes}, {v}, n) < 0) {{",
                     f"        P->sm.parser_error = {short_code};", "        return;", "    }",
                     f"    {v}__bits = P->vb;", "    P->off += n;", "}"]
     if hl.size_bytes:      # a header of only a varbit field has no fixed part to load
-        out += [f"if (bpf_skb_load_bytes(skb, P->off, P->buf, {hl.size_bytes}) < 0) {{",
+        out += [f"if (pk_load(ctx, P->off, P->buf, {hl.size_bytes}) < 0) {{",
                 f"    P->sm.parser_error = {short_code};", "    return;", "}"]
     for fname, off, w in hl.fields:
         out.append(f"{lv}.{cname(fname)} = {read_bits('P->buf', off, w)};")
@@ -269,21 +273,21 @@ def gen_deparser(g: CGen, decl: A.ControlDecl) -> str:
         extra = f" + {lv}.{cname(hl.varbit[0])}__bits / 8" if hl.varbit else ""
         lines.append(f"if ({lv}._valid) len += {hl.size_bytes}{extra};")
         g.max_header = max(g.max_header, hl.size_bytes)
-    lines += ["if (resize_headers(skb, P, len) < 0)", "    return -1;", "u32 o = 0;"]
+    lines += ["if (resize_headers(ctx, P, len) < 0)", "    return -1;", "u32 o = 0;"]
     for lv, hl, _ in emits:
         lines.append(f"if ({lv}._valid) {{")
         pieces = [(f"{lv}.{cname(f)}", w) for f, _, w in hl.fields]
         if hl.size_bytes:          # a header of only a varbit field has no fixed part
             lines += [IND + x for x in write_bytes("P->buf", pieces)]
-            lines += [f"    if (bpf_skb_store_bytes(skb, o, P->buf, {hl.size_bytes}, 0) < 0) return -1;",
+            lines += [f"    if (pk_store(ctx, o, P->buf, {hl.size_bytes}) < 0) return -1;",
                       f"    o += {hl.size_bytes};"]
         if hl.varbit is not None:
             v = f"{lv}.{cname(hl.varbit[0])}"
             lines += [f"    u32 n = ({v}__bits / 8) & {stack_slots(hl.varbit[1] // 8 + 1) - 1};",
-                      f"    if (n > 0 && bpf_skb_store_bytes(skb, o, {v}, n, 0) < 0) return -1;",
+                      f"    if (n > 0 && pk_store(ctx, o, {v}, n) < 0) return -1;",
                       "    o += n;"]
         lines.append("}")
     lines.append("return 0;")
     return ("/* deparser " + decl.name + " */\n"
-            "static __always_inline int run_deparser(struct __sk_buff *skb, struct pipe *P) {\n"
+            "static __always_inline int run_deparser(P4_CTX *ctx, struct pipe *P) {\n"
             + "".join(IND + x + "\n" for x in lines) + "}")

@@ -21,6 +21,7 @@ from softswitch.backends.ebpf.clones import (
     mark_kind,
 )
 from softswitch.backends.ebpf.errors import EbpfUnsupported
+from softswitch.backends.ebpf.hooks import DEFAULT_HOOK, hook_named, refuse_rate
 from softswitch.backends.ebpf.kernel import LoadedProgram
 from softswitch.backends.ebpf.maps import TableMirror
 from softswitch.backends.ebpf.program import GeneratedProgram, generate_c
@@ -51,11 +52,13 @@ class EbpfSwitch:
     target = "ebpf"
 
     def __init__(self, program: CompiledProgram, *, name: str = "softswitch",
-                 dump_c: TextIO | None = None, **_: Any) -> None:
+                 dump_c: TextIO | None = None, hook: str = DEFAULT_HOOK, **_: Any) -> None:
         self.program = program
         self.name = name
+        self.hook = hook_named(hook)
         self.generated: GeneratedProgram = generate_c(program.checked, program.tables,
-                                                      errors=program.errors, arch=program.arch)
+                                                      errors=program.errors, arch=program.arch,
+                                                      hook=hook)
         if dump_c is not None:
             dump_c.write(self.generated.source)
             dump_c.flush()
@@ -67,7 +70,7 @@ class EbpfSwitch:
             raise EbpfUnsupported(_decl_named(program.checked, missing[0]),
                                   f"counter, register, meter or value_set {missing[0]} outside "
                                   "the program's controls and parser")
-        self.kernel = LoadedProgram(self.generated.source, name=name)
+        self.kernel = LoadedProgram(self.generated.source, name=name, hook=self.hook.name)
         self.pre = KernelReplicationEngine(self.kernel)
         self.mirrors: dict[str, TableMirror] = {}
         self.value_set_mirrors: list[ValueSetMirror] = []
@@ -171,6 +174,7 @@ class EbpfSwitch:
         from softswitch.switchd.tm import check_depth, check_rate
         if not 0 <= port < MAX_PORTS:
             raise SoftswitchError(f"queue of port {port}: outside 0..{MAX_PORTS - 1}")
+        refuse_rate(self.hook, port, rate_bps)
         set_queue(self.kernel, port,
                   rate_bps=None if rate_bps is None else check_rate(port, rate_bps),
                   depth_pkts=None if depth_pkts is None else check_depth(port, depth_pkts))
