@@ -38,10 +38,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from softswitch.compiler.walk import direct_instance_name
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T
 from softswitch.frontend.errors import P4Error
+from softswitch.lowering.names import direct_instance_name
 
 
 class P4InfoError(P4Error):

@@ -14,11 +14,11 @@ from softswitch.compiler.aliasing import aliased_object_args
 from softswitch.compiler.core_externs import ExternCalls
 from softswitch.compiler.exprs import is_object_type, scalar_kind
 from softswitch.compiler.layout import attr_name, default_value, strip
-from softswitch.compiler.walk import walk
 from softswitch.errors import CompileError
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T
 from softswitch.frontend.text import expr_text
+from softswitch.frontend.walk import walk
 
 
 class BodyCompiler(ExternCalls):

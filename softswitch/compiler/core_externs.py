@@ -12,11 +12,12 @@ from __future__ import annotations
 from typing import Any
 
 from softswitch.compiler.architecture import ExternCall
-from softswitch.compiler.exprs import ERROR_WIDTH, ExprCompiler, scalar_kind
+from softswitch.compiler.exprs import ExprCompiler, scalar_kind
 from softswitch.compiler.layout import attr_name, strip
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T
 from softswitch.frontend.text import expr_text
+from softswitch.lowering.model import ERROR_WIDTH
 
 
 def from_bits(code: str, kind: str, w: int) -> str:

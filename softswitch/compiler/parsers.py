@@ -11,17 +11,18 @@ from typing import Any
 from softswitch.compiler.body import BodyCompiler, invalidate_outs
 from softswitch.compiler.exprs import is_object_type, scalar_kind, width_of
 from softswitch.compiler.layout import strip
-from softswitch.compiler.walk import control_plane_name
 from softswitch.errors import CompileError
 from softswitch.externs.stateful import ValueSet
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T
+from softswitch.lowering import LoweredProgram
 
 
 class ParserCompiler:
     """Mixin of ProgramGen: compiles parser declarations."""
 
     env: dict[str, Any]
+    lowered: LoweredProgram
     globals_: dict[Any, str]
     value_sets: dict[str, ValueSet]
     src: list[str]
@@ -57,10 +58,9 @@ class ParserCompiler:
             invalidate_outs(b, params, pnames)
         for loc in decl.locals:
             if isinstance(loc, A.ValueSetDecl):
-                et = loc.elem_type.type
-                size = loc.size.const_value or 0
-                fq = control_plane_name(loc, instance)
-                vs = ValueSet(name=fq, size=int(size), width=width_of(et))
+                low = self.lowered.at(instance, loc)
+                fq = low.name
+                vs = ValueSet(name=fq, size=low.size, width=low.width)
                 g = self.fresh("VS_" + fq)
                 self.env[g] = vs
                 self.value_sets[fq] = vs

@@ -21,7 +21,7 @@ from softswitch.compiler.architecture import (
 )
 from softswitch.compiler.layout import attr_name, strip
 from softswitch.compiler.support import PacketContext
-from softswitch.compiler.walk import annotation_ints
+from softswitch.lowering.names import annotation_ints
 from softswitch.v1model.ports import DROP_PORT
 
 

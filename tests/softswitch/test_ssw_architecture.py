@@ -19,6 +19,7 @@ from softswitch.errors import CompileError, SoftswitchError
 ROOT = Path(__file__).resolve().parents[2]
 COMPILER = ROOT / "softswitch" / "compiler"
 FRONTEND = ROOT / "softswitch" / "frontend"
+LOWERING = ROOT / "softswitch" / "lowering"
 
 DECLS = """
 header eth_t { bit<48> dst; bit<48> src; bit<16> type; }
@@ -158,7 +159,7 @@ def test_mark_to_drop_semantics_carry_the_drop_port() -> None:
     assert dict(V1Model(drop_port=99).externs["mark_to_drop"].writes) == {"egress_spec": 99, "mcast_grp": 0}
 
 
-def test_the_compiler_and_front_end_name_no_architecture() -> None:
+def test_the_compiler_lowering_and_front_end_name_no_architecture() -> None:
     """No string or number of v1model's in the compiler's or the front end's code:
     extern names, the package (nor in a message), its block names, the clone types,
     the drop port."""
@@ -169,7 +170,7 @@ def test_the_compiler_and_front_end_name_no_architecture() -> None:
     banned_strings.discard("digest")  # also P4Runtime's generic entity: an unnamed digest's name
     banned_parts = (V1MODEL.package, V1MODEL.name)
     found = []
-    for path in sorted([*COMPILER.glob("*.py"), *FRONTEND.glob("*.py")]):
+    for path in sorted([*COMPILER.glob("*.py"), *FRONTEND.glob("*.py"), *LOWERING.glob("*.py")]):
         tree = ast.parse(path.read_text())
         docstrings = {id(n.body[0].value) for n in ast.walk(tree)
                       if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef))

@@ -31,10 +31,10 @@ from softswitch.backends.ebpf.tables_c import (
     table_c_decls,
     value_fields,
 )
-from softswitch.compiler.entries import action_decl_of
-from softswitch.compiler.walk import control_plane_name
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T
+from softswitch.lowering.names import control_plane_name
+from softswitch.lowering.tables import action_decl_of
 
 IND = "    "
 

@@ -13,9 +13,9 @@ from typing import Any
 
 from softswitch.backends.ebpf.errors import EbpfUnsupported
 from softswitch.backends.ebpf.layout import Layouts, cname, ctype, scalar_width, strip
-from softswitch.compiler.walk import control_plane_name
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T
+from softswitch.lowering.names import control_plane_name
 
 IND = "    "
 
@@ -86,7 +86,7 @@ class ControlGen:
             else:
                 params.append(f"{ctype(scalar_width(t, p))} {pn}")
                 scope[p] = pn
-        from softswitch.compiler.walk import walk
+        from softswitch.frontend.walk import walk
         for node in walk(decl.body):
             if isinstance(node, A.AssignmentStatement):
                 root = node.lhs
@@ -181,7 +181,7 @@ class ControlGen:
         if isinstance(key, A.ControlDecl):          # direct MyControl.apply(...): its own instance
             key = call
             if call not in self.instances:
-                from softswitch.compiler.walk import direct_instance_name
+                from softswitch.lowering.names import direct_instance_name
                 fq = direct_instance_name(self._prefix, obj.decl.name, self._direct_names)  # type: ignore[union-attr]
                 self.gen_subcontrol(call, self._prefix, fq)
         inst = self.instances.get(key)

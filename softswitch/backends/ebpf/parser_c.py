@@ -97,7 +97,7 @@ def gen_parser(g: CGen, decl: A.ParserDecl, errors: list[str]) -> str:
 def _lookaheads(g: CGen, node: Any, short_code: int) -> list[str]:
     """Load what each ``packet.lookahead<T>()`` under `node` reads (at the current offset,
     without advancing) into a pipe field; the expressions then read that field."""
-    from softswitch.compiler.walk import walk
+    from softswitch.frontend.walk import walk
     out: list[str] = []
     if node is None:
         return out

@@ -47,8 +47,8 @@ def _refuse_unmirrored(program: CompiledProgram) -> None:
 
 
 def _decl_named(checked: Any, name: str) -> Any:
-    from softswitch.compiler.walk import walk
     from softswitch.frontend import ast as A
+    from softswitch.frontend.walk import walk
     short = name.rsplit(".", 1)[-1]
     for node in walk(checked.program):
         if isinstance(node, A.InstantiationDecl) and node.name == short:
