@@ -57,6 +57,7 @@ class CompiledProgram:
 
     checked: Any
     arch: Architecture
+    lowered: LoweredProgram       # what it was compiled from (names, tables, externs)
     env: dict[str, Any]
     source: str
     layouts: TypeLayouts          # the classes of the program's types (`class_for`)
@@ -444,7 +445,7 @@ def compile_program(checked: Any, arch: Architecture, lowered: LoweredProgram | 
         info.table.bind()
     actions = {rt: gen.action_params[fn] for fn, rt in gen.action_runtime.items()}
     return CompiledProgram(
-        checked=checked, arch=arch, env=gen.env, source=source, layouts=gen.layouts,
+        checked=checked, arch=arch, lowered=lowered, env=gen.env, source=source, layouts=gen.layouts,
         blocks={k: gen.env[v] for k, v in blocks.items()}, block_names=names, errors=gen.errors,
         tables=gen.tables_by_name, registers=gen.registers,
         counters=gen.counters, meters=gen.meters, direct_counters=gen.direct_counters,

@@ -66,8 +66,7 @@ class EbpfSwitch:
         self.program = program
         self.name = name
         _refuse_unmirrored(program)
-        self.generated: GeneratedProgram = generate_c(program.checked, program.tables,
-                                                      errors=program.errors, arch=program.arch)
+        self.generated: GeneratedProgram = generate_c(program.lowered)
         if dump_c is not None:
             dump_c.write(self.generated.source)
             dump_c.flush()

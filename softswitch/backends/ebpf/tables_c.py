@@ -21,9 +21,10 @@ from typing import Any
 
 from softswitch.backends.ebpf.errors import EbpfUnsupported
 from softswitch.backends.ebpf.layout import cname, ctype
+from softswitch.lowering import LoweredTable
+from softswitch.tables import Exact, Lpm, Optional, Range, TableEntry, Ternary
 
 MAX_SCAN_ENTRIES = 1024
-from softswitch.tables import Exact, Lpm, Optional, Range, Table, TableEntry, Ternary
 
 
 @dataclass(slots=True, kw_only=True)
@@ -95,8 +96,9 @@ class TableLayout:
         return a, b
 
 
-def layout_table(table: Table, decl: Any, cstem: str) -> TableLayout:
-    """The layout of `table` (its compiled Python object carries names, keys, actions)."""
+def layout_table(table: LoweredTable, cstem: str) -> TableLayout:
+    """The layout of `table` (the lowered table: names, keys, actions as in P4Info)."""
+    decl = table.decl
     kinds = [k.match_kind for k in table.keys]
     if any(k not in ("exact", "lpm", "ternary", "range", "optional") for k in kinds):
         bad = next(k for k in table.keys if k.match_kind not in ("exact", "lpm"))
@@ -105,9 +107,9 @@ def layout_table(table: Table, decl: Any, cstem: str) -> TableLayout:
     if scan and table.size > MAX_SCAN_ENTRIES:
         raise EbpfUnsupported(decl, f"table {table.name}: {table.size} entries of ternary/range/"
                                     f"optional keys (the kernel scan takes at most {MAX_SCAN_ENTRIES})")
-    if table.profile is not None:
+    if table.implementation is not None:
         raise EbpfUnsupported(decl, f"table {table.name}: action profile/selector implementation")
-    if table.has_direct_meter:
+    if table.direct_meter is not None:
         raise EbpfUnsupported(decl, f"table {table.name}: direct meter")
     order = list(range(len(kinds))) if scan else (
         [i for i, k in enumerate(kinds) if k == "exact"] + [i for i, k in enumerate(kinds) if k == "lpm"])
@@ -115,18 +117,23 @@ def layout_table(table: Table, decl: Any, cstem: str) -> TableLayout:
     off = 0
     for i in order:
         kf = table.keys[i]
-        if kf.width > 64:
+        width = kf.width
+        if width > 64:
             raise EbpfUnsupported(decl, f"table {table.name}: key {kf.name} wider than 64 bits")
-        nb = (kf.width + 7) // 8
-        segs.append(KeySegment(index=i, width=kf.width, nbytes=nb, offset=off, kind=kf.match_kind))
+        nb = (width + 7) // 8
+        segs.append(KeySegment(index=i, width=width, nbytes=nb, offset=off, kind=kf.match_kind))
         off += nb
+    # the actions a table entry or its default may name: the listed ones, then the default
+    params = {a.name: a.action.data_params for a in table.actions}
+    if table.default is not None:
+        params.setdefault(table.default.name, table.default.action.data_params)
     return TableLayout(
         name=table.name, cname=cstem,
         map_kind="scan" if scan else "lpm" if "lpm" in kinds else "hash",
         segments=segs, key_bytes=max(off, 1), size=max(table.size, 1),
-        action_ids={a: i + 1 for i, a in enumerate(table.actions)},
-        action_params={a: list(s.params) for a, s in table.actions.items()},
-        has_counters=table.has_direct_counter, decl_loc=getattr(decl, "loc", None))
+        action_ids={a: i + 1 for i, a in enumerate(params)},
+        action_params=params,
+        has_counters=table.direct_counter is not None, decl_loc=getattr(decl, "loc", None))
 
 
 def _value_struct(lay: TableLayout) -> list[str]:
