@@ -140,7 +140,11 @@ class LoweredValueSet:
     name: str
     decl: A.ValueSetDecl
     size: int
-    width: int
+
+    @property
+    def width(self) -> int:
+        """Bits of an element (a struct's fields side by side)."""
+        return value_width(self.decl.elem_type.type)
 
 
 @dataclass(slots=True, kw_only=True)

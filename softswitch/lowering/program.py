@@ -21,7 +21,6 @@ from softswitch.lowering.model import (
     LoweredExtern,
     LoweredProgram,
     LoweredValueSet,
-    value_width,
 )
 from softswitch.lowering.names import control_plane_name, direct_instance_name
 from softswitch.lowering.tables import TableLowering
@@ -104,7 +103,7 @@ class _Lowering(TableLowering):
             for loc in decl.locals:
                 if isinstance(loc, A.ValueSetDecl):
                     vs = LoweredValueSet(name=control_plane_name(loc, name), decl=loc,
-                                         size=int(loc.size.const_value or 0), width=value_width(loc.elem_type.type))
+                                         size=int(loc.size.const_value or 0))
                     lb.value_sets.append(vs)
                     self.by_place[(name, id(loc))] = vs
                 elif isinstance(loc, A.InstantiationDecl):
