@@ -12,7 +12,7 @@ from p4.config.v1 import p4info_pb2 as P4I
 from softswitch.api import Switch
 from softswitch.backends.ebpf import EbpfUnsupported
 from softswitch.backends.ebpf.program import generate_c
-from softswitch.compiler import compile_program
+from softswitch.backends.python.program import compile_program
 from softswitch.frontend import load_program
 from softswitch.lowering import LoweredProgram, lower_program
 from softswitch.p4info import build_p4info

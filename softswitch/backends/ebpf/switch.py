@@ -26,7 +26,7 @@ from softswitch.backends.ebpf.maps import TableMirror
 from softswitch.backends.ebpf.program import GeneratedProgram, generate_c
 from softswitch.backends.ebpf.queues import queue_stats, set_queue
 from softswitch.backends.ebpf.runtime import EbpfRuntime
-from softswitch.compiler.program import CompiledProgram, compile_program
+from softswitch.backends.python.program import CompiledProgram, compile_program
 from softswitch.errors import SoftswitchError
 from softswitch.trace import TraceEvent
 from softswitch.v1model.switch import OutputPacket

@@ -16,13 +16,13 @@ from typing import Any
 
 from softswitch import tables as TB
 from softswitch.action_profiles import ActionProfile
-from softswitch.compiler.architecture import Architecture, InstanceRequest
-from softswitch.compiler.body import BodyCompiler, invalidate_outs
-from softswitch.compiler.exprs import is_object_type, width_of
-from softswitch.compiler.layout import TypeLayouts, strip
-from softswitch.compiler.parsers import ParserCompiler
-from softswitch.compiler.support import PacketContext, _div, _lookahead_hdr, _mod, _shl
-from softswitch.compiler.tables_gen import TableCompiler, TableInfo
+from softswitch.architecture import Architecture, InstanceRequest
+from softswitch.backends.python.body import BodyCompiler, invalidate_outs
+from softswitch.backends.python.exprs import is_object_type, width_of
+from softswitch.backends.python.layout import TypeLayouts, strip
+from softswitch.backends.python.parsers import ParserCompiler
+from softswitch.backends.python.support import PacketContext, _div, _lookahead_hdr, _mod, _shl
+from softswitch.backends.python.tables_gen import TableCompiler, TableInfo
 from softswitch.errors import (
     CompileError,
     DropSignal,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from softswitch.compiler.layout import attr_name, strip
+from softswitch.backends.python.layout import attr_name, strip
 from softswitch.errors import CompileError
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T

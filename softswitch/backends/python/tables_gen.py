@@ -11,10 +11,10 @@ from typing import Any
 
 from softswitch import tables as TB
 from softswitch.action_profiles import ActionProfile
-from softswitch.compiler.aliasing import aliased_bound_args
-from softswitch.compiler.architecture import Architecture, InstanceRequest
-from softswitch.compiler.body import BodyCompiler
-from softswitch.compiler.exprs import is_object_type
+from softswitch.architecture import Architecture, InstanceRequest
+from softswitch.backends.python.aliasing import aliased_bound_args
+from softswitch.backends.python.body import BodyCompiler
+from softswitch.backends.python.exprs import is_object_type
 from softswitch.errors import CompileError
 from softswitch.frontend import ast as A
 from softswitch.frontend.text import expr_text
@@ -156,7 +156,7 @@ class TableCompiler:
         b.emit("tr = PK.trace")
         codes: list[str] = []
         backs: list[A.Expression] = []
-        copies: list[tuple[A.Expression, str]] = []  # aliased objects (softswitch.compiler.aliasing)
+        copies: list[tuple[A.Expression, str]] = []  # aliased objects (softswitch.backends.python.aliasing)
         aliased = aliased_bound_args(directional, args, adecl)
         for p, a in zip(directional, args):
             scalar_out = p.direction in (A.Direction.OUT, A.Direction.INOUT) and not is_object_type(

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from softswitch.compiler.body import BodyCompiler, invalidate_outs
-from softswitch.compiler.exprs import is_object_type, scalar_kind, width_of
-from softswitch.compiler.layout import strip
+from softswitch.backends.python.body import BodyCompiler, invalidate_outs
+from softswitch.backends.python.exprs import is_object_type, scalar_kind, width_of
+from softswitch.backends.python.layout import strip
 from softswitch.errors import CompileError
 from softswitch.externs.stateful import ValueSet
 from softswitch.frontend import ast as A
