@@ -14,7 +14,23 @@ from softswitch.lowering.model import (
     LoweredValueSet,
     value_width,
 )
+from softswitch.lowering.parsers import LoweredCase, LoweredMatch, LoweredState
 from softswitch.lowering.program import lower_program
 
-__all__ = ["LoweredAction", "LoweredActionRef", "LoweredBlock", "LoweredDefault", "LoweredEntry", "LoweredExtern",
-           "LoweredKey", "LoweredProgram", "LoweredTable", "LoweredValueSet", "lower_program", "value_width"]
+__all__ = [
+    "LoweredAction",
+    "LoweredActionRef",
+    "LoweredBlock",
+    "LoweredCase",
+    "LoweredDefault",
+    "LoweredEntry",
+    "LoweredExtern",
+    "LoweredKey",
+    "LoweredMatch",
+    "LoweredProgram",
+    "LoweredState",
+    "LoweredTable",
+    "LoweredValueSet",
+    "lower_program",
+    "value_width",
+]

@@ -16,6 +16,7 @@ from typing import Any
 from softswitch.errors import CompileError
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T
+from softswitch.lowering.parsers import LoweredState
 
 ERROR_WIDTH = 32   # an error value is its code, 32 bits as BMv2's parser_error
 
@@ -197,6 +198,7 @@ class LoweredBlock:
     tables: list[LoweredTable] = field(default_factory=list)
     externs: list[LoweredExtern] = field(default_factory=list)
     value_sets: list[LoweredValueSet] = field(default_factory=list)
+    states: list[LoweredState] = field(default_factory=list)   # a parser's state machine
 
     def walk(self) -> list[LoweredBlock]:
         """This block and every instance under it, parents first."""
@@ -218,6 +220,11 @@ class LoweredProgram:
     top_externs: dict[int, LoweredExtern]        # id(InstantiationDecl) -> top-level instance
     # (instance name, id(declaration or direct call's callee)) -> lowered object
     by_place: dict[tuple[str, int], Any] = field(default_factory=dict)
+    parser_states: dict[int, list[LoweredState]] = field(default_factory=dict)  # id(ParserDecl) ->
+
+    def states(self, decl: A.ParserDecl) -> list[LoweredState]:
+        """The state machine of parser type `decl` (the same in each of its instances)."""
+        return self.parser_states[id(decl)]
 
     # ------------------------------------------------------------ look-ups
     def at(self, block: str, node: Any) -> Any:

@@ -23,6 +23,7 @@ from softswitch.lowering.model import (
     LoweredValueSet,
 )
 from softswitch.lowering.names import control_plane_name, direct_instance_name
+from softswitch.lowering.parsers import LoweredState, lower_state
 from softswitch.lowering.tables import TableLowering
 
 
@@ -43,6 +44,7 @@ class _Lowering(TableLowering):
         self.by_place: dict[tuple[str, int], Any] = {}
         self.top_actions: dict[int, LoweredAction] = {}
         self.top_externs: dict[int, LoweredExtern] = {}
+        self.parser_states: dict[int, list[LoweredState]] = {}
         for d in checked.program.declarations:
             if isinstance(d, A.ActionDecl):
                 self.top_actions[id(d)] = LoweredAction(name=control_plane_name(d, ""), decl=d, block="")
@@ -108,6 +110,9 @@ class _Lowering(TableLowering):
                     self.by_place[(name, id(loc))] = vs
                 elif isinstance(loc, A.InstantiationDecl):
                     self.instance(loc, lb, scope)
+            if id(decl) not in self.parser_states:
+                self.parser_states[id(decl)] = [lower_state(st) for st in decl.states]
+            lb.states = self.parser_states[id(decl)]
             self._direct_invocations(lb, decl.states)
             return lb
         for loc in decl.locals:
@@ -169,4 +174,5 @@ def lower_program(checked: Any, arch: Any) -> LoweredProgram:
     lw = _Lowering(checked, arch)
     blocks = {blk.param: lw.block(blk.decl, blk.decl.name, blk.args, {}) for blk in checked.main.blocks}
     return LoweredProgram(checked=checked, arch=arch, errors=lw.errors, blocks=blocks,
-                          top_actions=lw.top_actions, top_externs=lw.top_externs, by_place=lw.by_place)
+                          top_actions=lw.top_actions, top_externs=lw.top_externs, by_place=lw.by_place,
+                          parser_states=lw.parser_states)

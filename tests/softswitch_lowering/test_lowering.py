@@ -161,3 +161,45 @@ def test_a_block_of_main_is_named_after_its_type() -> None:
     assert lowered.blocks["ig"].name == "Ing"
     info = build_p4info(lowered.checked, lowered)
     assert "Ing.top" in {t.preamble.name for t in info.tables}
+
+
+SELECTS = """
+#include "common.p4"
+struct pair_t { bit<8> a; bit<16> b; }
+parser P2(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
+    value_set<pair_t>(4) pairs;
+    state start {
+        pkt.extract(hdr.a);
+        pkt.extract(hdr.b);
+        transition select(hdr.a.v, hdr.b.v) {
+            (1, 2): two; (3, _): one; pairs: accept; (0x10 &&& 0xf0, 5 .. 9): accept; default: reject;
+        }
+    }
+    state two { transition select(hdr.a.v, hdr.b.v) { _: reject; } }
+    state one { }
+}
+control Ing(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }
+control Eg(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }
+V1Switch(P2(), VC(), Ing(), Eg(), CC(), D()) main;
+"""
+
+
+def test_parser_selects_have_one_match_per_key() -> None:
+    """A keyset written once for several keys is unfolded (``default``/``_``), a value
+    set over all keys stays one match of the whole case; a state without transition
+    goes to reject (neither a next state nor a select)."""
+    from softswitch.frontend.load import load_source
+    checked = load_source(SELECTS, filename=str(P4INFO_TESTS / "programs" / "selects.p4"),
+                          include_dirs=(str(ROOT / "p4"),))
+    lowered = lower_program(checked, V1MODEL)
+    parser = lowered.blocks["p"]
+    assert [v.name for v in parser.value_sets] == ["P2.pairs"] and parser.value_sets[0].width == 24
+    got = {st.name: [([m.kind for m in c.matches], c.value_set is not None, c.next_state.name) for c in st.cases]
+           for st in parser.states}
+    assert got == {
+        "start": [(["value", "value"], False, "two"), (["value", "default"], False, "one"), ([], True, "accept"),
+                  (["mask", "range"], False, "accept"), (["default", "default"], False, "reject")],
+        "two": [(["default", "default"], False, "reject")],
+        "one": []}
+    one = next(st for st in parser.states if st.name == "one")
+    assert not one.is_select and one.next_state is None

@@ -30,6 +30,7 @@ from softswitch.backends.ebpf.layout import (
 )
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T
+from softswitch.lowering import LoweredMatch, LoweredState
 
 
 def _state_label(st: A.ParserState) -> str:
@@ -66,7 +67,7 @@ def gen_parser(g: CGen, decl: A.ParserDecl, errors: list[str]) -> str:
     g.stack_error = errors.index("StackOutOfBounds") if "StackOutOfBounds" in errors else 3
     timeout = errors.index("ParserTimeout") if "ParserTimeout" in errors else 5
     lines = list(init) + ["u32 steps = 0;", "goto st_start;"]
-    for st in decl.states:
+    for st, low in zip(decl.states, g.lowered.states(decl)):
         lines.append(f"{_state_label(st)}:")
         body: list[str] = [f"if (++steps > {MAX_PARSER_STATES}) {{",
                            f"    P->sm.parser_error = {timeout};", "    return;", "}"]
@@ -86,7 +87,7 @@ def gen_parser(g: CGen, decl: A.ParserDecl, errors: list[str]) -> str:
             else:
                 body += g.stmt(s)
         body += _lookaheads(g, st.transition, short)
-        body += _transition(g, st)
+        body += _transition(g, low)
         lines += [IND + x for x in body]
     lines += ["st_accept:", "st_reject:", "    return;"]
     return ("/* parser " + decl.name + " */\n"
@@ -172,38 +173,34 @@ def _extract(g: CGen, call: A.MethodCallExpression, short_code: int) -> list[str
     return out
 
 
-def _keyset_cond(g: CGen, key: str, ks: A.Keyset) -> str | None:
-    if isinstance(ks, A.DefaultKeyset):
+def _match_cond(g: CGen, key: str, m: LoweredMatch) -> str | None:
+    if m.kind == "default":
         return None
-    if isinstance(ks, A.ValueKeyset):
-        if isinstance(getattr(ks.expr, "decl", None), A.ValueSetDecl):
-            raise EbpfUnsupported(ks, "value_set in select")
-        return f"{key} == {g.ex(ks.expr)}"
-    if isinstance(ks, A.MaskKeyset):
-        m = g.ex(ks.mask)
-        return f"({key} & {m}) == ({g.ex(ks.value)} & {m})"
-    if isinstance(ks, A.RangeKeyset):
-        return f"({key} >= {g.ex(ks.lo)} && {key} <= {g.ex(ks.hi)})"
-    raise EbpfUnsupported(ks, f"keyset {type(ks).__name__}")
+    if m.kind == "value_set":
+        raise EbpfUnsupported(m.node, "value_set in select")
+    if m.kind == "value" and m.a is not None:
+        return f"{key} == {g.ex(m.a)}"
+    if m.kind == "mask" and m.a is not None and m.b is not None:
+        mask = g.ex(m.b)
+        return f"({key} & {mask}) == ({g.ex(m.a)} & {mask})"
+    if m.kind == "range" and m.a is not None and m.b is not None:
+        return f"({key} >= {g.ex(m.a)} && {key} <= {g.ex(m.b)})"
+    raise EbpfUnsupported(m.node, f"keyset {type(m.node).__name__}")
 
 
-def _transition(g: CGen, st: A.ParserState) -> list[str]:
-    tr = st.transition
-    if tr is None:
-        return ["goto st_reject;"]
-    if isinstance(tr, A.PathExpression):
-        return [f"goto {_state_label(tr.decl)};"]
-    keys = [g.ex(k) for k in tr.keys]
+def _transition(g: CGen, st: LoweredState) -> list[str]:
+    if not st.is_select:
+        return ["goto st_reject;"] if st.next_state is None else [f"goto {_state_label(st.next_state.decl)};"]
+    keys = [g.ex(k) for k in st.keys]
     out = ["{"]
     names = []
     for i, k in enumerate(keys):
         names.append(f"s{i}")
         out.append(f"    u64 s{i} = {k};")
-    for case in tr.cases:
-        kss = case.keysets
-        if len(kss) == 1 and len(names) > 1 and isinstance(kss[0], A.DefaultKeyset):
-            kss = kss * len(names)
-        conds = [c for c in (_keyset_cond(g, n, ks) for n, ks in zip(names, kss)) if c is not None]
+    for case in st.cases:
+        if case.value_set is not None:
+            raise EbpfUnsupported(case.node.keysets[0], "value_set in select")
+        conds = [c for c in (_match_cond(g, n, m) for n, m in zip(names, case.matches)) if c is not None]
         target = f"goto {_state_label(case.next_state.decl)};"
         out.append(f"    if ({' && '.join(conds)}) {target}" if conds else f"    {target}")
     out += ["    goto st_reject;", "}"]
