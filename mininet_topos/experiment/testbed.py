@@ -31,7 +31,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -42,7 +41,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Self
 
-from common.processes import ServerStartError, wait_ready
+from common.processes import ServerStartError, stop_process, wait_ready
 from controller.topology import Topology, dumps_topology, port_queue_pkts, port_rates_mbps
 from formats.int_md import HPCC_PORTS_INSTRUCTION_BITMAP
 from mininet_topos.shaping import ShapingError, shaping_commands
@@ -92,16 +91,7 @@ class NodeProcess:
 
     def stop(self, timeout_s: float = 5.0) -> int | None:
         """SIGTERM, then SIGKILL after ``timeout_s``; returns the exit status."""
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    self.proc.kill()
-                self.proc.wait(timeout=5)
-        return self.proc.returncode
+        return stop_process(self.proc, grace_s=timeout_s)
 
     def tail(self, n_chars: int = 1500) -> str:
         try:

@@ -11,7 +11,7 @@ links and ports the ring's traffic really crosses (the routers hash flows over t
 ECMP paths), so faults go where they can matter.  Time to localise: the diagnosis is
 re-run on the evidence as it stood every ``STEP_S`` after the onset
 (``Evidence.until``); the first time its top culprit is the injected component counts.
-With ``--switch softswitch`` the warm-up's INT paths say where the ring goes and the
+With ``--switch softswitch`` or ``ebpf`` (P4 switches) the warm-up's INT paths say where the ring goes and the
 controller's exports are the telemetry (``p4.py``).
 """
 from __future__ import annotations
@@ -45,7 +45,7 @@ __all__ = ["HarnessConfig", "run_harness", "score"]
 
 STEP_S = 0.25
 TRIAL_S = 9.0       # default trial length on kernel routers ...
-P4_TRIAL_S = 16.0   # ... and on softswitch
+P4_TRIAL_S = 16.0   # ... and on softswitch's Python target (the eBPF target: TRIAL_S)
 DATA_BPS = 4e6
 
 
@@ -61,10 +61,10 @@ class HarnessConfig:
     qps: int = 2                  # QPs per ring link (NCCL uses several channels too)
     onset_s: tuple[float, float] = (2.0, 3.5)
     trial_s: float | None = None  # each trial's traffic is stopped after this long
-                                  # (None: 9 s on kernel routers, 16 s on softswitch)
+                                  # (None: 9 s on kernel routers and ebpf, 16 s on softswitch)
     none_share: float = 1 / 8     # share of fault-free trials
     python: str = sys.executable
-    switch: str = "linux-router"  # or softswitch (INT paths; fewer kinds: p4.py)
+    switch: str = "linux-router"  # or softswitch / ebpf (INT paths; fewer kinds: p4.py)
 
 
 def _rank_argv(cfg: HarnessConfig, rank: int, ips: list[str], start: float, logs: Path,
@@ -293,14 +293,14 @@ def run_harness(cfg: HarnessConfig, *, log: Any = print,
     per_trial: list[dict[str, Any]] = []
     t_all = time.time()
     p4 = cfg.switch != "linux-router"
-    if p4 and cfg.switch != "softswitch":
+    if p4 and cfg.switch not in ("softswitch", "ebpf"):
         raise FaultError(f"faults harness: switch {cfg.switch!r} not one of linux-router, "
-                         "softswitch")
+                         "softswitch, ebpf")
     if cfg.trial_s is None:
         # the Python switches carry the ring 5-10x slower (transfers of 0.5-1 s): a dead
         # link's transfer is called hung after 10x its pair's usual time, which must fit
         # between the onset and the end
-        cfg = replace(cfg, trial_s=P4_TRIAL_S if p4 else TRIAL_S)
+        cfg = replace(cfg, trial_s=P4_TRIAL_S if cfg.switch == "softswitch" else TRIAL_S)
     extra: dict[str, Any] = {"agent_hosts": cfg.hosts, "feedback": False} if p4 else {}
     with Testbed(topo=topo, switch=cfg.switch, logs=out / "testbed", seed=cfg.seed,
                  sample_interval_s=0.2, python=cfg.python, **extra) as tb:

@@ -1,5 +1,5 @@
 """End to end on P4 switches: the two-DC test bed on softswitch with the controller and
-the hosts' eBPF agents, a ring all-reduce of four real rank processes, faults injected
+the hosts' eBPF agents (both softswitch targets: Python and eBPF), a ring all-reduce of four real rank processes, faults injected
 at their onset, and the diagnosis of the ranks' logs and the controller's exports
 (INT paths, link sequence loss) naming the injected component: a 5 % silent loss on a
 WAN direction the INT paths cross and a fabric link going down.
@@ -25,7 +25,8 @@ pytestmark = [pytest.mark.mininet, pytest.mark.root, pytest.mark.bpf, pytest.mar
               pytest.mark.timeout(900)]
 
 
-def test_faults_on_softswitch_are_localised_on_int_paths(tmp_path: Path) -> None:
+@pytest.mark.parametrize("switch", ["softswitch", "ebpf"])
+def test_faults_on_p4_switches_are_localised_on_int_paths(tmp_path: Path, switch: str) -> None:
     seen: dict[str, list[str]] = {}
 
     def plan(places: dict[str, list[str]]) -> list[FaultSpec | None]:
@@ -39,11 +40,11 @@ def test_faults_on_softswitch_are_localised_on_int_paths(tmp_path: Path) -> None
                 onset_s=2.5, duration_s=60),
         ]
     lines: list[str] = []
-    s = run_harness(HarnessConfig(out=tmp_path, seed=5, switch="softswitch"),
+    s = run_harness(HarnessConfig(out=tmp_path, seed=5, switch=switch),
                     log=lines.append, plan=plan)
     text = "\n".join(lines)
     trials = s["per_trial"]
-    assert s["testbed"]["switch"] == "softswitch"
+    assert s["testbed"]["switch"] == switch
     # every fault among the first three (first place is not asserted: see the docstring)
     assert [t["correct_top3"] for t in trials] == [True] * 2, text
     for t in trials[:2]:
