@@ -5,9 +5,11 @@ Why the same ids as p4c: controllers and tests written against BMv2 keep their P
 ids when the program runs on softswitch.  An id is the object-type prefix
 (``P4Ids.Prefix``) in the top byte and the low 24 bits of the Jenkins one-at-a-time
 hash of the fully qualified control-plane name; ``@id`` wins; collisions are resolved
-by linear probing over the hash value, names taken in sorted order.  Which objects are
-described, under which names, and which actions keep their parameters follow p4c's
-front end (see ``softswitch.p4info_walk``).
+by linear probing over the hash value, names taken in sorted order.  The names, and
+each table's keys, actions, default action and size, are the lowered program's
+(``softswitch.lowering``), the ones the runtime and both back ends use; which objects
+are described and which actions keep their parameters follow p4c's front end (see
+``softswitch.p4info_walk``).
 """
 from __future__ import annotations
 

@@ -28,9 +28,10 @@ action-data parameters, an action used only from apply blocks is listed without 
 one called only from other actions is absent, and so are the extern functions
 (``digest``) called only from actions that are absent.  P4Runtime only binds parameters
 of table actions (entries, default actions, action-profile members), so the dropped
-parameters are never on the wire.  Names follow p4c: ``Block.local`` for declarations
-inside a parser/control (``@name("x")`` replaces the local part, ``@name(".x")`` gives
-the global name ``x``), top-level actions keep their plain name (``NoAction``).
+parameters are never on the wire.  Names are the lowering's (p4c's rules, in
+``softswitch.lowering.names``): ``Block.local`` for declarations inside a parser/control
+(``@name("x")`` replaces the local part, ``@name(".x")`` gives the global name ``x``),
+top-level actions keep their plain name (``NoAction``).
 """
 from __future__ import annotations
 
