@@ -48,7 +48,8 @@ class _Lowering(TableLowering):
         for d in checked.program.declarations:
             if isinstance(d, A.ActionDecl):
                 self.top_actions[id(d)] = LoweredAction(name=control_plane_name(d, ""), decl=d, block="")
-            elif isinstance(d, A.InstantiationDecl) and not isinstance(d.type_decl, (A.ParserDecl, A.ControlDecl)):
+            elif isinstance(d, A.InstantiationDecl) and not isinstance(
+                    d.type_decl, (A.ParserDecl, A.ControlDecl, A.PackageTypeDecl)):
                 self.top_externs[id(d)] = self.extern(d, "")
 
     # ------------------------------------------------------------ look-ups

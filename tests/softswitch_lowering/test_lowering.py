@@ -96,6 +96,22 @@ def test_both_back_ends_and_p4info_use_the_lowered_names(program: Path) -> None:
     assert set(generated.externs) <= set(lowered.externs())
 
 
+def test_the_lowered_form_of_ipv4_forward() -> None:
+    """What BACKEND.md shows: the instances, a table, the extern instances (the package
+    instance ``main`` is none) and the parser's selects."""
+    lowered = _lowered(ROOT / "p4" / "examples" / "ipv4_forward.p4")
+    assert [b.name for b in lowered.instances()] == ["MyParser", "MyVerifyChecksum", "MyIngress", "MyEgress",
+                                                      "MyComputeChecksum", "MyDeparser"]
+    t = lowered.tables()["MyIngress.ipv4_lpm"]
+    assert [(k.name, k.match_kind, k.width) for k in t.keys] == [("hdr.ipv4.dstAddr", "lpm", 32)]
+    assert [a.name for a in t.actions] == ["MyIngress.ipv4_forward", "MyIngress.drop", "NoAction"]
+    assert t.default is not None and t.default.name == "MyIngress.drop" and t.size == 1024
+    assert sorted(lowered.externs()) == ["MyIngress.lpm_hits"]
+    assert [(s.name, [([m.kind for m in c.matches], c.next_state.name) for c in s.cases])
+            for s in lowered.blocks["p"].states] == [("start", [(["value"], "parse_ipv4"), (["default"], "accept")]),
+                                                     ("parse_ipv4", [])]
+
+
 def test_instance_tree_of_sub_controls() -> None:
     """Constructor-argument controls are named after the parameter inside their
     instance; direct invocations after their type inside the invoking instance."""
