@@ -196,13 +196,12 @@ def xdp_refusal(program: Path) -> str:
     """Why `program` does not run on the XDP hook (the generator's refusal), or ''."""
     from softswitch.backends.ebpf import EbpfUnsupported
     from softswitch.backends.ebpf.program import generate_c
-    from softswitch.compiler.program import compile_program
     from softswitch.frontend.load import load_program
+    from softswitch.lowering import lower_program
     from softswitch.v1model import V1MODEL
     checked = load_program(program, include_dirs=(str(ROOT / "p4"),))
-    compiled = compile_program(checked, V1MODEL)
     try:
-        generate_c(checked, compiled.tables, errors=compiled.errors, hook="xdp")
+        generate_c(lower_program(checked, V1MODEL), hook="xdp")
     except EbpfUnsupported as exc:
         return str(exc)
     return ""

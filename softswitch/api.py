@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Self
 
-from softswitch.compiler.architecture import Architecture
-from softswitch.compiler.program import CompiledProgram, compile_program
+from softswitch.architecture import Architecture
+from softswitch.backends.python.program import CompiledProgram, compile_program
 from softswitch.errors import CompileError
 from softswitch.runtime import SwitchRuntime
 from softswitch.trace import TraceEvent

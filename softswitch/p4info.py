@@ -5,9 +5,11 @@ Why the same ids as p4c: controllers and tests written against BMv2 keep their P
 ids when the program runs on softswitch.  An id is the object-type prefix
 (``P4Ids.Prefix``) in the top byte and the low 24 bits of the Jenkins one-at-a-time
 hash of the fully qualified control-plane name; ``@id`` wins; collisions are resolved
-by linear probing over the hash value, names taken in sorted order.  Which objects are
-described, under which names, and which actions keep their parameters follow p4c's
-front end (see ``softswitch.p4info_walk``).
+by linear probing over the hash value, names taken in sorted order.  The names, and
+each table's keys, actions, default action and size, are the lowered program's
+(``softswitch.lowering``), the ones the runtime and both back ends use; which objects
+are described and which actions keep their parameters follow p4c's front end (see
+``softswitch.p4info_walk``).
 """
 from __future__ import annotations
 
@@ -20,7 +22,9 @@ from p4.config.v1 import p4info_pb2 as P4I
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T
 from softswitch.frontend.text import expr_text
-from softswitch.p4info_walk import Collector, P4InfoError, Symbol, ann_string, control_plane_name
+from softswitch.lowering import LoweredProgram, LoweredTable
+from softswitch.lowering.names import control_plane_name
+from softswitch.p4info_walk import Collector, P4InfoError, Symbol
 
 __all__ = ["P4InfoError", "build_p4info", "control_plane_name", "format_p4info", "jenkins_one_at_a_time",
            "write_p4info"]
@@ -164,9 +168,16 @@ def _assign_ids(symbols: list[Symbol]) -> None:
             used.add(s.id)
 
 
-def build_p4info(program: A.CheckedProgram) -> P4I.P4Info:
-    """The P4Info message for ``program`` (a ``CheckedProgram`` whose main is V1Switch)."""
-    col = Collector(program)
+def build_p4info(program: A.CheckedProgram, lowered: LoweredProgram | None = None) -> P4I.P4Info:
+    """The P4Info message for ``program`` (a ``CheckedProgram`` whose main is V1Switch);
+    `lowered` is its lowered form (made here when not given): the names of everything."""
+    if program.main is None:
+        raise P4InfoError(None, "the program has no 'main' package instance")
+    if lowered is None:
+        from softswitch.lowering import lower_program
+        from softswitch.v1model import V1MODEL
+        lowered = lower_program(program, V1MODEL)
+    col = Collector(program, lowered)
     col.run()
     _assign_ids(col.symbols)
     alias = _shortest_suffixes([s.name for s in col.symbols])
@@ -255,19 +266,19 @@ def _ctor_arg(d: A.InstantiationDecl, i: int) -> A.Expression | None:
 
 def _emit_table(info: P4I.P4Info, s: Symbol, alias: str, idx: _Index) -> None:
     t: A.TableDecl = s.decl
+    low: LoweredTable = s.extra["lowered"]
     msg = info.tables.add()
     _preamble(msg.preamble, s, alias)
-    for i, k in enumerate(t.keys, start=1):
-        if k.match_kind == "selector":
-            continue
+    for lk in low.keys:  # numbered by their place among all keys (selector keys too)
+        k = lk.decl
         mf = msg.match_fields.add()
-        mf.id = i
-        mf.name = ann_string(k, "name") or expr_text(k.expr)
-        mf.bitwidth = _width(k.expr.type, f"key '{mf.name}' of table '{s.name}'", k.loc)
-        if k.match_kind in _MATCH:
-            mf.match_type = _MATCH[k.match_kind]
+        mf.id = next(i for i, x in enumerate(t.keys, start=1) if x is k)
+        mf.name = lk.name
+        mf.bitwidth = _width(lk.expr.type, f"key '{mf.name}' of table '{s.name}'", k.loc)
+        if lk.match_kind in _MATCH:
+            mf.match_type = _MATCH[lk.match_kind]
         else:
-            mf.other_match_type = k.match_kind
+            mf.other_match_type = lk.match_kind
         for ann in k.annotations:
             if ann.name not in _HIDDEN_ANNOTATIONS:
                 mf.annotations.append(_annotation_text(ann))
@@ -312,9 +323,9 @@ def _emit_table(info: P4I.P4Info, s: Symbol, alias: str, idx: _Index) -> None:
                 r.extra.setdefault("tables", []).append(s.id)
         if prop.name == "support_timeout" and prop.value.const_value is True:
             msg.idle_timeout_behavior = P4I.Table.NOTIFY_CONTROL
-    msg.size = t.size_value if t.size_value is not None else _DEFAULT_TABLE_SIZE
+    msg.size = low.declared_size if low.declared_size is not None else _DEFAULT_TABLE_SIZE
     if t.entries is not None:
-        msg.is_const_table = t.entries_const
+        msg.is_const_table = low.entries_const
         msg.has_initial_entries = True
 
 

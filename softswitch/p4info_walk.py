@@ -28,9 +28,10 @@ action-data parameters, an action used only from apply blocks is listed without 
 one called only from other actions is absent, and so are the extern functions
 (``digest``) called only from actions that are absent.  P4Runtime only binds parameters
 of table actions (entries, default actions, action-profile members), so the dropped
-parameters are never on the wire.  Names follow p4c: ``Block.local`` for declarations
-inside a parser/control (``@name("x")`` replaces the local part, ``@name(".x")`` gives
-the global name ``x``), top-level actions keep their plain name (``NoAction``).
+parameters are never on the wire.  Names are the lowering's (p4c's rules, in
+``softswitch.lowering.names``): ``Block.local`` for declarations inside a parser/control
+(``@name("x")`` replaces the local part, ``@name(".x")`` gives the global name ``x``),
+top-level actions keep their plain name (``NoAction``).
 """
 from __future__ import annotations
 
@@ -38,10 +39,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from softswitch.compiler.walk import direct_instance_name
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T
 from softswitch.frontend.errors import P4Error
+from softswitch.lowering import LoweredBlock, LoweredProgram
+from softswitch.lowering.names import control_plane_name
 
 
 class P4InfoError(P4Error):
@@ -76,16 +78,6 @@ def _ann_id(decl: Any) -> int | None:
     if not isinstance(v, A.IntLiteral):
         raise P4InfoError(ann.loc, "@id needs an integer argument")
     return v.value
-
-
-def control_plane_name(decl: Any, prefix: str) -> str:
-    """p4c's fully qualified name of ``decl`` declared inside block path ``prefix``."""
-    given = ann_string(decl, "name")
-    if given is not None:
-        if given.startswith("."):
-            return given[1:]
-        return f"{prefix}.{given}" if prefix else given
-    return f"{prefix}.{decl.name}" if prefix else decl.name
 
 
 def _hidden(decl: Any) -> bool:
@@ -130,17 +122,17 @@ _Instance = tuple[A.ControlDecl, str, dict[int, Any]]
 
 
 class Collector:
-    """Walks the blocks of ``main`` and collects the P4Runtime objects."""
+    """Walks the blocks of ``main`` and collects the P4Runtime objects; every name is
+    the lowering's (``lowered``), the one the runtime and both back ends use."""
 
-    def __init__(self, prog: A.CheckedProgram) -> None:
+    def __init__(self, prog: A.CheckedProgram, lowered: LoweredProgram) -> None:
         self.prog = prog
+        self.lowered = lowered
         self.symbols: list[Symbol] = []
         self.struct_types: dict[str, T.StructLikeType] = {}
-        self.direct_names: dict[str, int] = {}  # direct invocations named so far
         # p4c writes an (empty) type_info once it meets a table (@hidden ones too), an
         # extern instance or a control calling an extern function, whatever else it lists
         self.writes_type_info = False
-        self._direct: dict[tuple[int, str], str] = {}  # (call, prefix) -> instance name
         self._applied_tables: set[tuple[int, str]] = set()  # (table, prefix); p4c drops the others
 
     def add(self, kind: str, name: str, decl: Any, **extra: Any) -> Symbol:
@@ -170,7 +162,7 @@ class Collector:
             if isinstance(d, A.InstantiationDecl) and id(d) in used:
                 self.instance(d, "")
         for blk in main.blocks:
-            prefix = control_plane_name(blk.decl, "")
+            prefix = self.lowered.blocks[blk.param].name
             if isinstance(blk.decl, A.ControlDecl):
                 self.control(blk.decl, prefix)
             else:
@@ -190,9 +182,9 @@ class Collector:
     def parser(self, p: A.ParserDecl, prefix: str) -> None:
         for d in p.locals:
             if isinstance(d, A.ValueSetDecl):
-                self.add("value_set", control_plane_name(d, prefix), d)
+                self.add("value_set", self.lowered.at(prefix, d).name, d)
             elif isinstance(d, A.InstantiationDecl) and isinstance(d.type_decl, A.ParserDecl):
-                self.parser(d.type_decl, control_plane_name(d, prefix))
+                self.parser(d.type_decl, self._sub(prefix, d).name)
 
     # ------------------------------------------------------------------ controls
     def control(self, c: A.ControlDecl, prefix: str) -> None:
@@ -222,7 +214,14 @@ class Collector:
         return self.prog.top_level.get(a.name) is a
 
     def action_name(self, a: A.ActionDecl, prefix: str) -> str:
-        return control_plane_name(a, "" if self._is_top_level(a) else prefix)
+        return self.lowered.action(prefix, a).name
+
+    def _sub(self, prefix: str, node: Any) -> LoweredBlock:
+        """The lowered instance `node` (an instantiation, or a direct call's callee) makes
+        inside instance `prefix`."""
+        got = self.lowered.at(prefix, node)
+        assert isinstance(got, LoweredBlock), (prefix, node)
+        return got
 
     def _declarations(self, c: A.ControlDecl, prefix: str, uses: list[_ActionUse],
                       declared: list[tuple[str, A.ActionDecl]]) -> None:
@@ -232,10 +231,11 @@ class Collector:
                 self._note_table_applies(d.keys, prefix)
         for d in c.locals:
             if isinstance(d, A.InstantiationDecl) and isinstance(d.type_decl, A.ControlDecl):
-                name = control_plane_name(d, prefix)
+                sub = self._sub(prefix, d)
                 for pname, inner in self._ctor_controls(d.type_decl, d).values():
-                    self._declarations(inner, f"{name}.{pname}", uses, declared)
-                self._declarations(d.type_decl, name, uses, declared)
+                    made = sub.ctor_args[pname]
+                    self._declarations(inner, made.name, uses, declared)
+                self._declarations(d.type_decl, sub.name, uses, declared)
             elif isinstance(d, A.InstantiationDecl):
                 self.instance(d, prefix)
             elif isinstance(d, A.TableDecl):
@@ -245,17 +245,10 @@ class Collector:
         for node in _live(c.body):
             if not isinstance(node, A.MethodCallExpression) or node.call_kind != A.CallKind.CONTROL_APPLY:
                 continue
-            target = getattr(node.callee.expr, "decl", None) if isinstance(node.callee, A.MemberExpression) \
-                else None
-            if isinstance(target, A.ControlDecl):
-                self._declarations(target, self._direct_name(node, prefix, target), uses, declared)
-
-    def _direct_name(self, call: A.MethodCallExpression, prefix: str, target: A.ControlDecl) -> str:
-        """A direct invocation's anonymous instance, named as the compiler names it."""
-        key = (id(call), prefix)
-        if key not in self._direct:
-            self._direct[key] = direct_instance_name(prefix, target.name, self.direct_names)
-        return self._direct[key]
+            callee = node.callee
+            target = getattr(callee.expr, "decl", None) if isinstance(callee, A.MemberExpression) else None
+            if isinstance(target, A.ControlDecl) and isinstance(callee, A.MemberExpression):
+                self._declarations(target, self._sub(prefix, callee.expr).name, uses, declared)
 
     @staticmethod
     def _ctor_controls(c: A.ControlDecl, d: A.InstantiationDecl) -> dict[int, tuple[str, A.ControlDecl]]:
@@ -292,13 +285,13 @@ class Collector:
     def _applied(self, call: A.MethodCallExpression, prefix: str, bound: dict[int, Any]) -> _Instance | None:
         callee = call.callee
         target = getattr(callee.expr, "decl", None) if isinstance(callee, A.MemberExpression) else None
-        if isinstance(target, A.ControlDecl):
-            return target, self._direct_name(call, prefix, target), {}
+        if isinstance(target, A.ControlDecl) and isinstance(callee, A.MemberExpression):
+            return target, self._sub(prefix, callee.expr).name, {}
         if isinstance(target, A.InstantiationDecl) and isinstance(target.type_decl, A.ControlDecl):
-            name = control_plane_name(target, prefix)
-            inner: dict[int, Any] = {pid: (c, f"{name}.{pname}", {}) for pid, (pname, c)
-                     in self._ctor_controls(target.type_decl, target).items()}
-            return target.type_decl, name, inner
+            sub = self._sub(prefix, target)
+            inner: dict[int, Any] = {pid: (c, sub.ctor_args[pname].name, {}) for pid, (pname, c)
+                                     in self._ctor_controls(target.type_decl, target).items()}
+            return target.type_decl, sub.name, inner
         if isinstance(target, A.Parameter):
             got: _Instance | None = bound.get(id(target))
             return got
@@ -337,26 +330,26 @@ class Collector:
                  "direct_meter": "direct_meter", "register": "register",
                  "action_profile": "action_profile", "action_selector": "action_profile"}
         if td.name in kinds:
-            self.add(kinds[td.name], control_plane_name(d, prefix), d)
+            self.add(kinds[td.name], self.lowered.at(prefix, d).name, d)
 
     def table(self, t: A.TableDecl, prefix: str, uses: list[_ActionUse]) -> None:
         if (id(t), prefix) not in self._applied_tables:
             return  # never applied: p4c drops it, and with it its uses of actions
-        actions = [self.action_name(ref.decl, prefix) for ref in t.actions]
-        uses.extend(_ActionUse(n, ref.decl, False) for n, ref in zip(actions, t.actions))
+        low = self.lowered.table(prefix, t)
+        actions = [a.name for a in low.actions]
+        uses.extend(_ActionUse(a.name, a.action.decl, False) for a in low.actions)
         default_only_noaction = None
-        noaction = self.prog.top_level.get("NoAction")
-        if t.default_action is None and isinstance(noaction, A.ActionDecl):
+        if low.default is not None and low.default.implicit:
             # p4c makes NoAction the default of a table that names none
-            default_only_noaction = self.action_name(noaction, prefix)
-            if not any(ref.decl is noaction for ref in t.actions):
-                uses.append(_ActionUse(default_only_noaction, noaction, False))
+            default_only_noaction = low.default.name
+            if low.action(default_only_noaction) is None:
+                uses.append(_ActionUse(default_only_noaction, low.default.action.decl, False))
         self.writes_type_info = True
         if _hidden(t):
             return
-        default = None if t.default_action is None else self.action_name(t.default_action.decl, prefix)
-        sym = self.add("table", control_plane_name(t, prefix), t, prefix=prefix, actions=actions,
-                       default=default, implicit_default=default_only_noaction)
-        for prop in t.properties:
-            if prop.name == "implementation" and isinstance(prop.value, A.MethodCallExpression):
-                self.add("action_profile", f"{sym.name}_implementation", prop.value)
+        default = None if low.default is None or low.default.implicit else low.default.name
+        self.add("table", low.name, t, prefix=prefix, actions=actions, default=default,
+                 implicit_default=default_only_noaction, lowered=low)
+        impl = low.implementation
+        if impl is not None and isinstance(impl.decl, A.MethodCallExpression):
+            self.add("action_profile", impl.name, impl.decl)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from softswitch.action_profiles import ActionProfile
-from softswitch.compiler.program import CompiledProgram
+from softswitch.backends.python.program import CompiledProgram
 from softswitch.errors import ExternError, RuntimeApiError, RuntimeErrorCode
 from softswitch.externs.stateful import Counter, Meter, MeterConfig, Register
 from softswitch.tables import MatchValue, Table, TableEntry

@@ -92,7 +92,8 @@ def build_p4info_from_source(program: str | Path) -> P4I.P4Info:
     from softswitch.frontend.errors import P4Error
     from softswitch.p4info import build_p4info
     try:
-        return build_p4info(Switch.from_file(program).program.checked)
+        compiled = Switch.from_file(program).program
+        return build_p4info(compiled.checked, compiled.lowered)
     except (SoftswitchError, P4Error, OSError) as exc:
         raise PipelineError(f"P4 program {program}: does not compile: {exc}") from None
 

@@ -41,7 +41,7 @@ How to read a checked tree (what the checker guarantees once ``load_program`` re
 * ``CheckedProgram.main`` describes the ``main`` package instantiation: its blocks
   in the package's parameter order, each with the parser/control declaration and its
   constructor arguments.  Which package a program must use is the architecture's
-  business (``softswitch.compiler.architecture``); the front end accepts any.
+  business (``softswitch.architecture``); the front end accepts any.
 
 Locations: every node has ``loc`` (``SourceLoc``: file, line, column, 1-based) pointing
 at the user's source (``#line`` markers of the preprocessor are honoured).

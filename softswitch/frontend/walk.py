@@ -32,3 +32,34 @@ def iter_nodes(root: Any) -> Iterator[Any]:
             stack.extend(reversed(n))
         elif isinstance(n, dict):
             stack.extend(reversed(list(n.values())))
+
+
+# what `walk` does not follow: back references, types, and where the checker keeps
+# declarations it resolved (walking a body must not wander into other declarations)
+_WALK_SKIP = frozenset({"decl", "callee_decl", "params", "type", "loc", "type_decl", "ctor",
+                        "const_value", "annotations"})
+
+
+def walk(node: Any) -> Iterator[Any]:
+    """Every syntax node under `node` (itself included), depth first in source order,
+    without annotations and parameter lists (the back ends' walk over bodies)."""
+    from dataclasses import fields
+
+    from softswitch.frontend import ast as A
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, list):
+            stack.extend(reversed(n))
+            continue
+        if not isinstance(n, A.Node):
+            continue
+        yield n
+        for f in fields(n):
+            if f.name in _WALK_SKIP:
+                continue
+            v = getattr(n, f.name, None)
+            if isinstance(v, (A.Node, list)):
+                stack.append(v)
+            elif isinstance(v, dict):
+                stack.extend(x for x in v.values() if isinstance(x, A.Node))

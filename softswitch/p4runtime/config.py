@@ -121,7 +121,7 @@ def build_switch(src: SourceFiles, *, name: str = "softswitch") -> tuple[Switch,
             path.write_bytes(content)
         try:
             sw = Switch.from_file(root / src.main, name=name)
-            info = build_p4info(sw.program.checked)
+            info = build_p4info(sw.program.checked, sw.program.lowered)
         except P4Error as exc:
             text = exc.render() if hasattr(exc, "render") else str(exc)
             raise invalid(f"p4_device_config: the P4 program does not compile: "

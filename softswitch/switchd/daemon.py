@@ -33,7 +33,7 @@ def load_pipeline(opts: SwitchOptions) -> Any:
     try:
         sw = Switch.from_file(path, include_dirs=opts.include_dirs, defines=opts.defines,
                               name=opts.name)
-        info = build_p4info(sw.program.checked)
+        info = build_p4info(sw.program.checked, sw.program.lowered)
         source = path.read_bytes()
     except P4Error as exc:
         raise ProgramError(exc.render() if hasattr(exc, "render") else str(exc)) from None

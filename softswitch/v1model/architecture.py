@@ -13,15 +13,15 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from softswitch.compiler.architecture import (
+from softswitch.architecture import (
     Architecture,
     ExternOp,
     ExternSemantics,
     TableConventions,
 )
-from softswitch.compiler.layout import attr_name, strip
-from softswitch.compiler.support import PacketContext
-from softswitch.compiler.walk import annotation_ints
+from softswitch.backends.python.layout import attr_name, strip
+from softswitch.backends.python.support import PacketContext
+from softswitch.lowering.names import annotation_ints
 from softswitch.v1model.ports import DROP_PORT
 
 

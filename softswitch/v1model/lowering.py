@@ -14,15 +14,15 @@ from collections.abc import Callable
 from typing import Any
 
 from softswitch.action_profiles import ActionProfile
-from softswitch.compiler.architecture import (
+from softswitch.architecture import (
     ExternCall,
     InstanceRequest,
     PythonCallLowering,
     PythonEmitter,
     PythonInstanceLowering,
 )
-from softswitch.compiler.exprs import scalar_kind, width_of
-from softswitch.compiler.layout import strip
+from softswitch.backends.python.exprs import scalar_kind, width_of
+from softswitch.backends.python.layout import strip
 from softswitch.errors import CompileError
 from softswitch.externs import hashes
 from softswitch.externs.stateful import (

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from softswitch.compiler.program import CompiledProgram
+from softswitch.backends.python.program import CompiledProgram
 from softswitch.errors import (
     DropSignal,
     ExitSignal,

@@ -67,7 +67,7 @@ def load_checked(defines: dict[str, str] | None = None) -> Any:
 
 def compile_program(checked: Any) -> Any:
     """A fresh compiled program (own tables and registers) from a checked tree."""
-    from softswitch.compiler import compile_program as _compile
+    from softswitch.backends.python.program import compile_program as _compile
     from softswitch.v1model import V1MODEL
     return _compile(checked, V1MODEL)
 

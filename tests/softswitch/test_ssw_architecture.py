@@ -13,12 +13,13 @@ from types import MappingProxyType
 import pytest
 from ssw_helpers import program
 
-from softswitch.compiler.architecture import Architecture, ExternOp, ExternSemantics
+from softswitch.architecture import Architecture, ExternOp, ExternSemantics
 from softswitch.errors import CompileError, SoftswitchError
 
 ROOT = Path(__file__).resolve().parents[2]
-COMPILER = ROOT / "softswitch" / "compiler"
+COMPILER = ROOT / "softswitch" / "backends" / "python"
 FRONTEND = ROOT / "softswitch" / "frontend"
+LOWERING = ROOT / "softswitch" / "lowering"
 
 DECLS = """
 header eth_t { bit<48> dst; bit<48> src; bit<16> type; }
@@ -94,7 +95,7 @@ def test_a_target_extern_lowered_from_its_semantics() -> None:
 
 
 def test_v1switch_refuses_a_program_of_another_architecture() -> None:
-    from softswitch.compiler import compile_program
+    from softswitch.backends.python.program import compile_program
     from softswitch.v1model import V1MODEL, V1Switch
 
     class Other(Architecture):
@@ -158,7 +159,7 @@ def test_mark_to_drop_semantics_carry_the_drop_port() -> None:
     assert dict(V1Model(drop_port=99).externs["mark_to_drop"].writes) == {"egress_spec": 99, "mcast_grp": 0}
 
 
-def test_the_compiler_and_front_end_name_no_architecture() -> None:
+def test_the_compiler_lowering_and_front_end_name_no_architecture() -> None:
     """No string or number of v1model's in the compiler's or the front end's code:
     extern names, the package (nor in a message), its block names, the clone types,
     the drop port."""
@@ -169,7 +170,8 @@ def test_the_compiler_and_front_end_name_no_architecture() -> None:
     banned_strings.discard("digest")  # also P4Runtime's generic entity: an unnamed digest's name
     banned_parts = (V1MODEL.package, V1MODEL.name)
     found = []
-    for path in sorted([*COMPILER.glob("*.py"), *FRONTEND.glob("*.py")]):
+    for path in sorted([*COMPILER.glob("*.py"), *FRONTEND.glob("*.py"), *LOWERING.glob("*.py"),
+                        ROOT / "softswitch" / "architecture.py"]):
         tree = ast.parse(path.read_text())
         docstrings = {id(n.body[0].value) for n in ast.walk(tree)
                       if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef))

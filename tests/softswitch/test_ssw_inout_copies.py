@@ -18,7 +18,7 @@ def test_inout_copies_on_softswitch():
 def test_copies_only_where_the_callee_reaches_the_variable():
     """Arguments the callee reaches only through its parameter stay passed as the
     object itself (no copy on the hot path), e.g. a sub-control's headers."""
-    from softswitch.compiler.aliasing import aliased_object_args
+    from softswitch.backends.python.aliasing import aliased_object_args
     from softswitch.frontend import ast as A
     from softswitch.frontend import load_program
     from softswitch.frontend.text import expr_text

@@ -25,11 +25,10 @@ def test_the_int_program_is_refused_on_the_xdp_hook() -> None:
     """Its Telemetry Reports are clones, which XDP cannot make: refused where it clones."""
     from softswitch.backends.ebpf import EbpfUnsupported
     from softswitch.backends.ebpf.program import generate_c
-    from softswitch.compiler.program import compile_program
     from softswitch.frontend.load import load_program
+    from softswitch.lowering import lower_program
     from softswitch.v1model import V1MODEL
     checked = load_program(PROGRAM, include_dirs=(str(ROOT / "p4"),))
-    compiled = compile_program(checked, V1MODEL)
     with pytest.raises(EbpfUnsupported, match=r"ingress\.p4:\d+:\d+: unsupported on --target ebpf: "
                                               r"clone_preserving_field_list: clones .* with --hook xdp"):
-        generate_c(checked, compiled.tables, errors=compiled.errors, hook="xdp")
+        generate_c(lower_program(checked, V1MODEL), hook="xdp")

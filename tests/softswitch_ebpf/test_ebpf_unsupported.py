@@ -11,8 +11,8 @@ import pytest
 from softswitch.backends.ebpf import EbpfUnsupported
 from softswitch.backends.ebpf.program import generate_c
 from softswitch.backends.ebpf.switch import EbpfSwitch
-from softswitch.compiler.program import compile_program
 from softswitch.frontend.load import load_source
+from softswitch.lowering import lower_program
 from softswitch.v1model import V1MODEL
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,8 +44,7 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
 def _generate(decls: str = "", body: str = "", extra_hdr: str = "") -> str:
     checked = load_source(PROGRAM.format(decls=decls, body=body, extra_hdr=extra_hdr),
                           filename="t.p4", include_dirs=(str(ROOT / "p4"),))
-    compiled = compile_program(checked, V1MODEL)
-    return generate_c(checked, compiled.tables, errors=compiled.errors).source
+    return generate_c(lower_program(checked, V1MODEL)).source
 
 
 def test_supported_program_generates_c() -> None:
@@ -112,8 +111,7 @@ def test_switch_process_refuses_what_the_kernel_path_lacks() -> None:
 def _generate_xdp(decls: str = "", body: str = "") -> str:
     checked = load_source(PROGRAM.format(decls=decls, body=body, extra_hdr=""),
                           filename="t.p4", include_dirs=(str(ROOT / "p4"),))
-    compiled = compile_program(checked, V1MODEL)
-    return generate_c(checked, compiled.tables, errors=compiled.errors, hook="xdp").source
+    return generate_c(lower_program(checked, V1MODEL), hook="xdp").source
 
 
 def test_xdp_hook_generates_the_shared_pipeline_with_its_primitives() -> None:

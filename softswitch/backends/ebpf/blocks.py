@@ -32,25 +32,24 @@ from softswitch.backends.ebpf.tables_c import (
     table_c_decls,
     value_fields,
 )
-from softswitch.compiler.entries import action_decl_of
-from softswitch.compiler.walk import control_plane_name
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T
+from softswitch.lowering import LoweredProgram
 
 IND = "    "
 
 
 class CGen(ExprGen, ControlGen, StatefulGen):
-    """Generates the C of one program; `compiled_tables` are the runtime's Table objects."""
+    """Generates the C of one program from its lowered form (names, tables, externs);
+    `profiles` are the runtime's action profiles (hash algorithm and width of a selector)."""
 
-    def __init__(self, errors: list[str], compiled_tables: dict[str, Any],
-                 top_level: dict[str, Any] | None = None, arch: Any = None) -> None:
-        from softswitch.v1model import V1MODEL
-        self.arch = arch if arch is not None else V1MODEL
-        self.errors = errors
-        self.layouts = Layouts(top_level=dict(top_level or {}))
+    def __init__(self, lowered: LoweredProgram, profiles: dict[str, Any] | None = None) -> None:
+        self.lowered = lowered
+        self.profiles = dict(profiles or {})
+        self.arch = lowered.arch
+        self.errors = lowered.errors
+        self.layouts = Layouts(top_level=dict(lowered.checked.top_level))
         self.scopes: list[dict[Any, str]] = []
-        self.compiled_tables = compiled_tables
         self.tables: dict[Any, TableLayout] = {}       # TableDecl -> layout (the instance being generated)
         self.table_layouts: dict[str, TableLayout] = {}  # control-plane name -> layout (every instance)
         self.functions: list[str] = []                  # C functions, callees first
@@ -59,7 +58,6 @@ class CGen(ExprGen, ControlGen, StatefulGen):
         self.max_header = 1
         self._n = 0
         self.block_kind = ""
-        self._local_actions: set[Any] = set()
         self.instances: dict[Any, tuple[str, str, int, int]] = {}   # InstantiationDecl -> extern
         self.externs: dict[str, tuple[str, str, int, int]] = {}      # control-plane name -> extern
         self.extern_maps: list[str] = []
@@ -71,7 +69,6 @@ class CGen(ExprGen, ControlGen, StatefulGen):
         self.stack_error = 3
         self._subcontrol_types: set[Any] = set()
         self._subcontrol_slots: dict[Any, list[tuple[Any, str]]] = {}
-        self._direct_names: dict[str, int] = {}
         self._prefix = ""
         self.requests: set[str] = set()   # v1model requests the program makes (resubmit, recirc)
         self.meters_used = False          # meters_c's types and functions are needed
@@ -301,7 +298,8 @@ class CGen(ExprGen, ControlGen, StatefulGen):
         return fn
 
     def gen_action(self, decl: A.ActionDecl, prefix: str) -> str:
-        fn = self.fresh("act_" + control_plane_name(decl, prefix))
+        name = self.lowered.action(prefix, decl).name
+        fn = self.fresh("act_" + name)
         self.actions[decl] = fn
         scope: dict[Any, str] = {}
         params = ["struct pipe *P"]
@@ -317,26 +315,23 @@ class CGen(ExprGen, ControlGen, StatefulGen):
             body = self.stmts(decl.body.statements)
         finally:
             self.scopes.pop(0)
-        self.functions.append(f"/* action {control_plane_name(decl, prefix)} */\n"
+        self.functions.append(f"/* action {name} */\n"
                               f"static __always_inline void {fn}({', '.join(params)}) {{\n"
                               + "".join(IND + x + "\n" for x in body) + "}")
         return fn
 
     # -------------------------------------------------------------- tables
     def gen_table(self, decl: A.TableDecl, prefix: str) -> None:
-        name = control_plane_name(decl, prefix)
-        table = self.compiled_tables.get(name)
-        if table is None:
-            raise EbpfUnsupported(decl, f"table {name} (not in the compiled program)")
-        lay = layout_table(table, decl, "tbl_" + cname(name.replace(".", "_")))
+        low = self.lowered.table(prefix, decl)
+        name = low.name
+        lay = layout_table(low, "tbl_" + cname(name.replace(".", "_")))
         self.tables[decl] = lay
         self.table_layouts[name] = lay
         lay.c_decls = table_c_decls(lay)
-        keys = [self.ex(k.expr) for k in decl.keys if k.match_kind != "selector"]
-        by_name: dict[str, A.ActionDecl] = {}
-        for ref in list(decl.actions) + ([decl.default_action] if decl.default_action else []):
-            ad = action_decl_of(ref)
-            by_name[control_plane_name(ad, prefix if ad in self._local_actions else "")] = ad
+        keys = [self.ex(k.expr) for k in low.keys]
+        by_name: dict[str, A.ActionDecl] = {r.name: r.action.decl for r in low.actions}
+        if low.default is not None:   # NoAction too, when the table names no default
+            by_name.setdefault(low.default.name, low.default.action.decl)
         self._table_actions[name] = by_name
         t = lay.cname
         lines = [f"static __always_inline u8 {t}_apply(struct pipe *P) {{"]
@@ -373,7 +368,7 @@ class CGen(ExprGen, ControlGen, StatefulGen):
             ad = found
             fn = self.action_fn(ad)
             data = [p for p in ad.params if p.direction is A.Direction.NONE]
-            directional = [r for r in decl.actions if action_decl_of(r) is ad]
+            directional = [r.ref for r in low.actions if r.action.decl is ad]
             if any(p.direction is not A.Direction.NONE for p in ad.params):
                 raise EbpfUnsupported(directional[0] if directional else decl,
                                       f"table {name}: action {ad.name} with directional parameters")
@@ -419,7 +414,8 @@ class CGen(ExprGen, ControlGen, StatefulGen):
     # ------------------------------------------------------ counters, registers
     def gen_instance(self, d: A.InstantiationDecl, prefix: str) -> None:
         """A counter or register as a BPF array; direct counters live with their table."""
-        tname = getattr(d.type_decl, "name", "?")
+        ext = self.lowered.at(prefix, d)
+        tname = ext.type_name if ext is not None else getattr(d.type_decl, "name", "?")
         if tname in ("direct_counter", "action_profile", "action_selector"):
             return    # their cells live with the table that names them
         if tname in ("meter", "direct_meter"):
@@ -427,18 +423,16 @@ class CGen(ExprGen, ControlGen, StatefulGen):
             return
         if tname not in ("counter", "register"):
             raise EbpfUnsupported(d, f"instance {d.name} of {tname}")
-        size = d.args[0].value.const_value if d.args else None
-        if not isinstance(size, int) or size <= 0:
+        size = ext.const_arg(0)
+        if size is None or size <= 0:
             raise EbpfUnsupported(d, f"{tname} {d.name}: size must be a positive constant")
-        name = control_plane_name(d, prefix)
+        name = ext.name
         mapname = self.fresh(("ctr_" if tname == "counter" else "reg_") + name.replace(".", "_"))
         if tname == "counter":
             self.extern_maps.append(f"BPF_ARRAY({mapname}, struct counter_cell, {size});")
             width = 0
         else:
-            tr = d.type_ref
-            elem = tr.args[0].type if isinstance(tr, A.SpecializedTypeRef) and tr.args else None
-            width = scalar_width(elem, d)
+            width = scalar_width(ext.type_args[0] if ext.type_args else None, d)
             self.extern_maps.append(f"BPF_ARRAY({mapname}, u64, {size});")
         self.instances[d] = (tname, mapname, size, width)
         self.externs[name] = (tname, mapname, size, width)

@@ -260,7 +260,7 @@ def preserve_c(meta_decl: Any) -> str:
     """``clone_preserve(P, S, fl)``: copy the fields of ``@field_list(fl)`` from S's
     metadata into P's (field lists are constants of the program)."""
     from softswitch.backends.ebpf.layout import cname
-    from softswitch.compiler.walk import annotation_ints
+    from softswitch.lowering.names import annotation_ints
     lists: dict[int, list[str]] = {}
     for f in getattr(meta_decl, "fields", None) or []:
         for idx in annotation_ints(f, "field_list"):

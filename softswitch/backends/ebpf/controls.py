@@ -13,9 +13,9 @@ from typing import Any
 
 from softswitch.backends.ebpf.errors import EbpfUnsupported
 from softswitch.backends.ebpf.layout import Layouts, cname, ctype, scalar_width, strip
-from softswitch.compiler.walk import control_plane_name
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T
+from softswitch.lowering import LoweredBlock, LoweredProgram
 
 IND = "    "
 
@@ -24,16 +24,15 @@ class ControlGen:
     """Controls and functions; the state and helpers it uses are `CGen`'s."""
 
     layouts: Layouts
+    lowered: LoweredProgram
     scopes: list[dict[Any, str]]
     functions: list[str]
     pipe_fields: list[str]
     instances: dict[Any, tuple[str, str, int, int]]
     function_fns: dict[Any, str]
     in_function: bool
-    _local_actions: set[Any]
     _subcontrol_types: set[Any]
     _subcontrol_slots: dict[Any, list[tuple[Any, str]]]
-    _direct_names: dict[str, int]
     _prefix: str
 
     # implemented by CGen / ExprGen (earlier in the method resolution order)
@@ -86,7 +85,7 @@ class ControlGen:
             else:
                 params.append(f"{ctype(scalar_width(t, p))} {pn}")
                 scope[p] = pn
-        from softswitch.compiler.walk import walk
+        from softswitch.frontend.walk import walk
         for node in walk(decl.body):
             if isinstance(node, A.AssignmentStatement):
                 root = node.lhs
@@ -109,22 +108,28 @@ class ControlGen:
         return fn
 
     # ------------------------------------------------------------ controls
-    def gen_control(self, decl: A.ControlDecl, roles: tuple[str, ...]) -> str:
+    def gen_control(self, block: LoweredBlock, roles: tuple[str, ...]) -> str:
         """A block of the package: its parameters are the pipe's structs, by role."""
+        decl = block.decl
+        assert isinstance(decl, A.ControlDecl)
         scope = {p: f"P->{role}" for p, role in zip(decl.params, roles) if role != "packet"}
-        return self._control(decl, decl.name, scope, ["struct pipe *P"], f"ctl_{cname(decl.name)}")
+        return self._control(decl, block.name, scope, ["struct pipe *P"], f"ctl_{cname(block.name)}")
 
-    def gen_subcontrol(self, inst: Any, prefix: str, fq: str | None = None) -> None:
+    def gen_subcontrol(self, inst: Any, prefix: str, key: Any = None) -> None:
         """A control instance declared in a control (``Sub() s;`` ... ``s.apply(...)``), or
-        the anonymous one of a direct ``Sub.apply(...)`` (`inst` the call, `fq` its name):
-        a C function over the pipe, its parameters in pipe slots."""
-        decl = inst.type_decl if isinstance(inst, A.InstantiationDecl) else inst.callee.expr.decl
-        if decl.ctor_params or getattr(inst, "args", None) and isinstance(inst, A.InstantiationDecl):
+        the anonymous one of a direct ``Sub.apply(...)`` (`inst` the call, `key` where its
+        function is filed): a C function over the pipe, its parameters in pipe slots."""
+        direct = not isinstance(inst, A.InstantiationDecl)
+        decl = inst.callee.expr.decl if direct else inst.type_decl
+        if decl.ctor_params or getattr(inst, "args", None) and not direct:
             raise EbpfUnsupported(inst, f"control {decl.name} with constructor arguments")
         # each instance gets its own function, pipe slots, tables and externs (keyed by
         # the declaration only while its body is generated)
         self._subcontrol_types.add(decl)
-        fq = fq or control_plane_name(inst, prefix)
+        low = self.lowered.at(prefix, inst.callee.expr if direct else inst)
+        assert isinstance(low, LoweredBlock), (prefix, decl.name)
+        fq = low.name
+        key = inst if key is None else key
         # parameters live in the pipe (copy-in/copy-out at each apply, as P4 defines them),
         # so the instance's actions and tables reach them as the top blocks' ones
         scope: dict[Any, str] = {}
@@ -138,20 +143,19 @@ class ControlGen:
                 self.pipe_fields.append(f"{ctype(scalar_width(t, p))} {slot};")
             scope[p] = f"P->{slot}"
             slots.append((p, f"P->{slot}"))
-        self._subcontrol_slots[inst] = slots
+        self._subcontrol_slots[key] = slots
         params = ["struct pipe *P"]
-        saved = (self.scopes, self._local_actions, self._prefix)
+        saved = (self.scopes, self._prefix)
         try:
-            self.instances[inst] = ("control", self._control(decl, fq, scope, params,
+            self.instances[key] = ("control", self._control(decl, fq, scope, params,
                                                              self.fresh("ctl_" + fq)), 0, 0)
         finally:
-            self.scopes, self._local_actions, self._prefix = saved
+            self.scopes, self._prefix = saved
 
     def _control(self, decl: A.ControlDecl, prefix: str, scope: dict[Any, str], params: list[str],
                  fn: str) -> str:
         self.scopes = [scope]
         self._prefix = prefix
-        self._local_actions = {d for d in decl.locals if isinstance(d, A.ActionDecl)}
         init: list[str] = []
         for d in decl.locals:
             if isinstance(d, A.VariableDecl):
@@ -159,7 +163,6 @@ class ControlGen:
             elif isinstance(d, A.InstantiationDecl) and isinstance(d.type_decl, A.ControlDecl):
                 self.gen_subcontrol(d, prefix)
                 self.scopes = [scope]
-                self._local_actions = {x for x in decl.locals if isinstance(x, A.ActionDecl)}
             elif isinstance(d, A.InstantiationDecl):
                 self.gen_instance(d, prefix)
         for d in decl.locals:
@@ -179,11 +182,9 @@ class ControlGen:
         obj = getattr(call.callee, "expr", None)
         key = getattr(obj, "decl", None)
         if isinstance(key, A.ControlDecl):          # direct MyControl.apply(...): its own instance
-            key = call
-            if call not in self.instances:
-                from softswitch.compiler.walk import direct_instance_name
-                fq = direct_instance_name(self._prefix, obj.decl.name, self._direct_names)  # type: ignore[union-attr]
-                self.gen_subcontrol(call, self._prefix, fq)
+            key = (self._prefix, id(call))          # in each instance of this control
+            if key not in self.instances:
+                self.gen_subcontrol(call, self._prefix, key)
         inst = self.instances.get(key)
         if inst is None or inst[0] != "control":
             raise EbpfUnsupported(call, "apply of a control that is not an instance of this control")

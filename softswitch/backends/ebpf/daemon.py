@@ -301,7 +301,8 @@ class EbpfSwitchd:
                 if self.switch is not None:
                     from softswitch.p4info import build_p4info
                     dev.set_pipeline(Pipeline.create(self.switch,
-                                                     build_p4info(self.switch.program.checked)))
+                                                     build_p4info(self.switch.program.checked,
+                                                                  self.switch.program.lowered)))
                 self.device = dev
                 if self.cpu is not None:
                     self.cpu.start(dev.on_cpu_frame)

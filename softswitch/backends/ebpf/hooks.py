@@ -167,8 +167,8 @@ def refuse_for_xdp(checked: Any, arch: Any) -> None:
     resubmit or recirculate call, or a write of ``standard_metadata.mcast_grp``
     (multicast replicas are copies too)."""
     from softswitch.backends.ebpf.layout import strip
-    from softswitch.compiler.walk import walk
     from softswitch.frontend import types as T
+    from softswitch.frontend.walk import walk
     for node in walk(checked.program):
         if isinstance(node, A.MethodCallExpression) and node.call_kind is A.CallKind.EXTERN_FUNCTION:
             name = getattr(node.callee_decl, "name", None) or ""

@@ -33,10 +33,11 @@ from softswitch.backends.ebpf.layout import (
     write_bytes,
 )
 from softswitch.backends.ebpf.value_sets_c import gen_value_set, value_set_of
-from softswitch.compiler.exprs import width_of
-from softswitch.compiler.walk import control_plane_name
+from softswitch.backends.python.exprs import width_of
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T
+from softswitch.lowering import LoweredMatch, LoweredState
+from softswitch.lowering.names import control_plane_name
 
 
 def _state_label(st: A.ParserState) -> str:
@@ -75,7 +76,7 @@ def gen_parser(g: CGen, decl: A.ParserDecl, errors: list[str]) -> str:
     g.stack_error = errors.index("StackOutOfBounds") if "StackOutOfBounds" in errors else 3
     timeout = errors.index("ParserTimeout") if "ParserTimeout" in errors else 5
     lines = list(init) + ["u32 steps = 0;", "goto st_start;"]
-    for st in decl.states:
+    for st, low in zip(decl.states, g.lowered.states(decl)):
         lines.append(f"{_state_label(st)}:")
         body: list[str] = [f"if (++steps > {MAX_PARSER_STATES}) {{",
                            f"    P->sm.parser_error = {timeout};", "    return;", "}"]
@@ -95,7 +96,7 @@ def gen_parser(g: CGen, decl: A.ParserDecl, errors: list[str]) -> str:
             else:
                 body += g.stmt(s)
         body += _lookaheads(g, st.transition, short)
-        body += _transition(g, st)
+        body += _transition(g, low)
         lines += [IND + x for x in body]
     lines += ["st_accept:", "st_reject:", "    return;"]
     return ("/* parser " + decl.name + " */\n"
@@ -106,7 +107,7 @@ def gen_parser(g: CGen, decl: A.ParserDecl, errors: list[str]) -> str:
 def _lookaheads(g: CGen, node: Any, short_code: int) -> list[str]:
     """Load what each ``packet.lookahead<T>()`` under `node` reads (at the current offset,
     without advancing) into a pipe field; the expressions then read that field."""
-    from softswitch.compiler.walk import walk
+    from softswitch.frontend.walk import walk
     out: list[str] = []
     if node is None:
         return out
@@ -181,52 +182,48 @@ def _extract(g: CGen, call: A.MethodCallExpression, short_code: int) -> list[str
     return out
 
 
-def _keyset_cond(g: CGen, key: str, ks: A.Keyset) -> str | None:
-    if isinstance(ks, A.DefaultKeyset):
+def _match_cond(g: CGen, key: str, m: LoweredMatch) -> str | None:
+    if m.kind == "default":
         return None
-    if isinstance(ks, A.ValueKeyset):
-        vs = value_set_of(ks)
-        if vs is not None:
-            fn = g.value_set_fns.get(vs)
-            if fn is None:
-                raise EbpfUnsupported(ks, f"value_set {vs.name} of another parser")
-            return f"{fn}({key})"
-        return f"{key} == {g.ex(ks.expr)}"
-    if isinstance(ks, A.MaskKeyset):
-        m = g.ex(ks.mask)
-        return f"({key} & {m}) == ({g.ex(ks.value)} & {m})"
-    if isinstance(ks, A.RangeKeyset):
-        return f"({key} >= {g.ex(ks.lo)} && {key} <= {g.ex(ks.hi)})"
-    raise EbpfUnsupported(ks, f"keyset {type(ks).__name__}")
+    if m.kind == "value_set":
+        vs = value_set_of(m.node)
+        fn = g.value_set_fns.get(vs)
+        if fn is None:
+            raise EbpfUnsupported(m.node, f"value_set {getattr(vs, 'name', '?')} of another parser")
+        return f"{fn}({key})"
+    if m.kind == "value" and m.a is not None:
+        return f"{key} == {g.ex(m.a)}"
+    if m.kind == "mask" and m.a is not None and m.b is not None:
+        mask = g.ex(m.b)
+        return f"({key} & {mask}) == ({g.ex(m.a)} & {mask})"
+    if m.kind == "range" and m.a is not None and m.b is not None:
+        return f"({key} >= {g.ex(m.a)} && {key} <= {g.ex(m.b)})"
+    raise EbpfUnsupported(m.node, f"keyset {type(m.node).__name__}")
 
 
-def _transition(g: CGen, st: A.ParserState) -> list[str]:
-    tr = st.transition
-    if tr is None:
-        return ["goto st_reject;"]
-    if isinstance(tr, A.PathExpression):
-        return [f"goto {_state_label(tr.decl)};"]
-    keys = [g.ex(k) for k in tr.keys]
+def _transition(g: CGen, st: LoweredState) -> list[str]:
+    if not st.is_select:
+        return ["goto st_reject;"] if st.next_state is None else [f"goto {_state_label(st.next_state.decl)};"]
+    keys = [g.ex(k) for k in st.keys]
     out = ["{"]
     names = []
     for i, k in enumerate(keys):
         names.append(f"s{i}")
         out.append(f"    u64 s{i} = {k};")
-    for case in tr.cases:
-        kss = case.keysets
-        if len(kss) == 1 and len(names) > 1 and value_set_of(kss[0]) is not None:
+    for case in st.cases:
+        if case.value_set is not None:
             # a value_set of a struct: the keys' values concatenated, the first most significant
-            widths = [g.width(k) for k in tr.keys]
+            ks = case.node.keysets[0]
+            widths = [g.width(k) for k in st.keys]
             if sum(widths) > 64:
-                raise EbpfUnsupported(kss[0], f"value_set over {sum(widths)} bits of select keys (at most 64)")
+                raise EbpfUnsupported(ks, f"value_set over {sum(widths)} bits of select keys (at most 64)")
             cat = "0ULL"
             for n, w in zip(names, widths):
                 cat = f"(({cat}) << {w}) | ({n} & {(1 << w) - 1:#x}ULL)"
-            out.append(f"    if ({_keyset_cond(g, cat, kss[0])}) goto {_state_label(case.next_state.decl)};")
+            cond = _match_cond(g, cat, LoweredMatch(kind="value_set", node=ks, a=case.value_set))
+            out.append(f"    if ({cond}) goto {_state_label(case.next_state.decl)};")
             continue
-        if len(kss) == 1 and len(names) > 1 and isinstance(kss[0], A.DefaultKeyset):
-            kss = kss * len(names)
-        conds = [c for c in (_keyset_cond(g, n, ks) for n, ks in zip(names, kss)) if c is not None]
+        conds = [c for c in (_match_cond(g, n, m) for n, m in zip(names, case.matches)) if c is not None]
         target = f"goto {_state_label(case.next_state.decl)};"
         out.append(f"    if ({' && '.join(conds)}) {target}" if conds else f"    {target}")
     out += ["    goto st_reject;", "}"]

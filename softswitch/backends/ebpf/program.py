@@ -25,6 +25,7 @@ from softswitch.backends.ebpf.layout import strip
 from softswitch.backends.ebpf.parser_c import gen_deparser, gen_parser
 from softswitch.backends.ebpf.tables_c import TableLayout
 from softswitch.frontend import ast as A
+from softswitch.lowering import LoweredProgram
 
 MAX_PORTS = 512
 MAX_FRAME_BYTES = 9216     # the longest payload moved when headers shrink (jumbo frames)
@@ -240,16 +241,16 @@ drop:
 """
 
 
-def generate_c(checked: Any, compiled_tables: dict[str, Any], *, errors: list[str],
-               arch: Any = None, hook: str = DEFAULT_HOOK) -> GeneratedProgram:
-    """C source of `checked` (a CheckedProgram of the V1Switch package).
-
-    `compiled_tables` are the Table objects of the Python compilation (names, keys and
-    actions as in P4Info); `errors` the program's error names in code order; `hook`
-    the kernel hook (``tc`` or ``xdp``: `hooks`) whose entry and packet primitives
-    the shared pipeline is generated with."""
-    from softswitch.v1model import V1MODEL
-    arch = arch if arch is not None else V1MODEL
+def generate_c(lowered: LoweredProgram, *, hook: str = DEFAULT_HOOK,
+               profiles: dict[str, Any] | None = None) -> GeneratedProgram:
+    """C source of a lowered program of the V1Switch package (the lowering names its
+    tables, actions and extern instances as P4Info does, and says what each one is);
+    `hook` the kernel hook (``tc`` or ``xdp``: `hooks`) whose entry and packet
+    primitives the shared pipeline is generated with; `profiles` the runtime's action
+    profiles by name (a selector's hash algorithm and width)."""
+    arch = lowered.arch
+    checked = lowered.checked
+    errors = lowered.errors
     hk = hook_named(hook)
     main = checked.main
     if main is None or main.package != arch.package or tuple(arch.block_params) != V1.BLOCKS:
@@ -257,27 +258,25 @@ def generate_c(checked: Any, compiled_tables: dict[str, Any], *, errors: list[st
                               f"(the eBPF target knows the roles of V1Switch's blocks only)")
     if not hk.clones:
         refuse_for_xdp(checked, arch)
-    g = CGen(errors, compiled_tables, checked.top_level, arch)
-    blocks = {b.param: b for b in main.blocks}
+    g = CGen(lowered, profiles)
     for b in main.blocks:
         if b.args:
             raise EbpfUnsupported(b.decl, f"constructor arguments of {b.decl.name}")
+    blocks = lowered.blocks
     pdecl = blocks["p"].decl
     assert isinstance(pdecl, A.ParserDecl)
     ptypes = {r: p.type_ref.type for p, r in zip(pdecl.params, V1.block_roles("p"))}
     struct_hdr = g.layouts.struct_name(ptypes["hdr"], pdecl)
     struct_meta = g.layouts.struct_name(ptypes["meta"], pdecl)
     struct_sm = g.layouts.struct_name(ptypes["sm"], pdecl)
-    for d in checked.program.declarations:       # counters and registers of the top level
-        if isinstance(d, A.InstantiationDecl) and getattr(d.type_decl, "name", None) in (
-                "counter", "register", "meter", "direct_meter"):
-            g.gen_instance(d, "")
+    for ext in lowered.top_externs.values():       # counters, registers, meters of the top level
+        if ext.type_name in ("counter", "register", "meter", "direct_meter"):
+            assert isinstance(ext.decl, A.InstantiationDecl)
+            g.gen_instance(ext.decl, "")
     parser_fn = gen_parser(g, pdecl, errors)
     ctl = {}
     for b in ("vr", "ig", "eg", "ck"):
-        decl = blocks[b].decl
-        assert isinstance(decl, A.ControlDecl)
-        ctl[b] = g.gen_control(decl, V1.block_roles(b))
+        ctl[b] = g.gen_control(blocks[b], V1.block_roles(b))
     dep = blocks["dep"].decl
     assert isinstance(dep, A.ControlDecl)
     deparser_fn = gen_deparser(g, dep)

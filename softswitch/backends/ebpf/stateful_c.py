@@ -15,8 +15,8 @@ from softswitch.backends.ebpf.errors import EbpfUnsupported
 from softswitch.backends.ebpf.hashes_c import hash_c
 from softswitch.backends.ebpf.layout import Layouts
 from softswitch.backends.ebpf.tables_c import REF_GROUP, REF_MEMBER, TableLayout
-from softswitch.compiler.walk import control_plane_name
 from softswitch.frontend import ast as A
+from softswitch.lowering.names import control_plane_name
 
 IND = "    "
 
@@ -26,7 +26,8 @@ class StatefulGen:
 
     arch: Any
     layouts: Layouts
-    compiled_tables: dict[str, Any]
+    lowered: Any
+    profiles: dict[str, Any]
     instances: dict[Any, tuple[str, str, int, int]]
     externs: dict[str, tuple[str, str, int, int]]
     extern_maps: list[str]
@@ -49,7 +50,8 @@ class StatefulGen:
     def gen_meter(self, d: A.InstantiationDecl, prefix: str, tname: str) -> None:
         """A ``meter`` as a BPF array of `meters_c` cells; a ``direct_meter`` as the cell
         of its last colour (its buckets live with the table that names it)."""
-        name = control_plane_name(d, prefix)
+        low = self.lowered.at(prefix, d)
+        name = low.name if low is not None else control_plane_name(d, prefix)
         if not self.meters_used:
             self.meters_used = True
             self.layouts.decls.append(MC.C_TYPES)
@@ -106,10 +108,13 @@ class StatefulGen:
         member's value, ``act`` is its action, 0 for an empty group): a group's member
         is hash(selector keys) & width mask, modulo the group's size, as the Python target."""
         t = lay.cname
-        table = self.compiled_tables[name]
-        prof = table.profile
-        others = [x for x in self.compiled_tables.values() if x.profile is prof and x is not table]
-        if any(list(x.actions) != list(table.actions) for x in others):
+        tables = [t for b in self.lowered.instances() for t in b.tables]
+        table = next(t for t in tables if t.name == name)
+        assert lay.profile is not None
+        prof = self.profiles[lay.profile]
+        others = [x for x in tables if x is not table and x.implementation is not None
+                  and x.implementation.name == lay.profile]
+        if any([a.name for a in x.actions] != [a.name for a in table.actions] for x in others):
             raise EbpfUnsupported(decl, f"table {name}: action profile {prof.name} shared with a "
                                         "table of other actions")
         out = ["u32 act = v->action;", f"if (act == {REF_MEMBER:#x} || act == {REF_GROUP:#x}) {{",

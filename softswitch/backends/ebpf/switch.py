@@ -28,7 +28,7 @@ from softswitch.backends.ebpf.program import GeneratedProgram, generate_c
 from softswitch.backends.ebpf.queues import queue_stats, set_queue
 from softswitch.backends.ebpf.runtime import EbpfRuntime
 from softswitch.backends.ebpf.value_sets_c import ValueSetMirror
-from softswitch.compiler.program import CompiledProgram, compile_program
+from softswitch.backends.python.program import CompiledProgram, compile_program
 from softswitch.errors import SoftswitchError
 from softswitch.trace import TraceEvent
 from softswitch.v1model.switch import OutputPacket
@@ -37,8 +37,8 @@ MAX_PASSES = 4096   # test-run passes (the packet, its copies, their loops) per 
 
 
 def _decl_named(checked: Any, name: str) -> Any:
-    from softswitch.compiler.walk import walk
     from softswitch.frontend import ast as A
+    from softswitch.frontend.walk import walk
     short = name.rsplit(".", 1)[-1]
     for node in walk(checked.program):
         if isinstance(node, (A.InstantiationDecl, A.ValueSetDecl)) and node.name == short:
@@ -56,9 +56,8 @@ class EbpfSwitch:
         self.program = program
         self.name = name
         self.hook = hook_named(hook)
-        self.generated: GeneratedProgram = generate_c(program.checked, program.tables,
-                                                      errors=program.errors, arch=program.arch,
-                                                      hook=hook)
+        self.generated: GeneratedProgram = generate_c(program.lowered, hook=hook,
+                                                      profiles=program.action_profiles)
         if dump_c is not None:
             dump_c.write(self.generated.source)
             dump_c.flush()

@@ -27,13 +27,14 @@ from typing import Any
 
 from softswitch.backends.ebpf.errors import EbpfUnsupported
 from softswitch.backends.ebpf.layout import cname, ctype
+from softswitch.lowering import LoweredTable
+from softswitch.tables import Exact, Lpm, Optional, Range, TableEntry, Ternary
 
 MAX_SCAN_ENTRIES = 1024
 MAX_GROUP_MEMBERS = 256     # members of one selector group on the eBPF target
 # the value's action of an indirect entry: it names a member or a group (its `ref`)
 REF_MEMBER = 0xFFFFFFF0
 REF_GROUP = 0xFFFFFFF1
-from softswitch.tables import Exact, Lpm, Optional, Range, Table, TableEntry, Ternary
 
 
 @dataclass(slots=True, kw_only=True)
@@ -110,8 +111,9 @@ class TableLayout:
         return a, b
 
 
-def layout_table(table: Table, decl: Any, cstem: str) -> TableLayout:
-    """The layout of `table` (its compiled Python object carries names, keys, actions)."""
+def layout_table(table: LoweredTable, cstem: str) -> TableLayout:
+    """The layout of `table` (the lowered table: names, keys, actions as in P4Info)."""
+    decl = table.decl
     kinds = [k.match_kind for k in table.keys]
     if any(k not in ("exact", "lpm", "ternary", "range", "optional") for k in kinds):
         bad = next(k for k in table.keys if k.match_kind not in ("exact", "lpm"))
@@ -120,31 +122,41 @@ def layout_table(table: Table, decl: Any, cstem: str) -> TableLayout:
     if scan and table.size > MAX_SCAN_ENTRIES:
         raise EbpfUnsupported(decl, f"table {table.name}: {table.size} entries of ternary/range/"
                                     f"optional keys (the kernel scan takes at most {MAX_SCAN_ENTRIES})")
-    prof = table.profile
-    if prof is not None and prof.is_selector and not 0 < prof.output_width <= 64:
-        raise EbpfUnsupported(decl, f"table {table.name}: action_selector {prof.name} with a "
-                                    f"{prof.output_width}-bit hash (1 to 64 bits)")
+    prof = table.implementation
+    selector = prof is not None and prof.type_name == "action_selector"
+    prof_size = 0
+    if prof is not None:
+        prof_size = max(prof.const_arg(1 if selector else 0) or 0, 1)
+        width = prof.const_arg(2) or 0 if selector else 0
+        if selector and not 0 < width <= 64:
+            raise EbpfUnsupported(decl, f"table {table.name}: action_selector {prof.name} with a "
+                                        f"{width}-bit hash (1 to 64 bits)")
     order = list(range(len(kinds))) if scan else (
         [i for i, k in enumerate(kinds) if k == "exact"] + [i for i, k in enumerate(kinds) if k == "lpm"])
     segs = []
     off = 0
     for i in order:
         kf = table.keys[i]
-        if kf.width > 64:
+        width = kf.width
+        if width > 64:
             raise EbpfUnsupported(decl, f"table {table.name}: key {kf.name} wider than 64 bits")
-        nb = (kf.width + 7) // 8
-        segs.append(KeySegment(index=i, width=kf.width, nbytes=nb, offset=off, kind=kf.match_kind))
+        nb = (width + 7) // 8
+        segs.append(KeySegment(index=i, width=width, nbytes=nb, offset=off, kind=kf.match_kind))
         off += nb
+    # the actions a table entry or its default may name: the listed ones, then the default
+    params = {a.name: a.action.data_params for a in table.actions}
+    if table.default is not None:
+        params.setdefault(table.default.name, table.default.action.data_params)
     return TableLayout(
         name=table.name, cname=cstem,
         map_kind="scan" if scan else "lpm" if "lpm" in kinds else "hash",
         segments=segs, key_bytes=max(off, 1), size=max(table.size, 1),
-        action_ids={a: i + 1 for i, a in enumerate(table.actions)},
-        action_params={a: list(s.params) for a, s in table.actions.items()},
-        has_counters=table.has_direct_counter, has_meter=table.has_direct_meter,
+        action_ids={a: i + 1 for i, a in enumerate(params)},
+        action_params=params,
+        has_counters=table.direct_counter is not None, has_meter=table.direct_meter is not None,
         profile=None if prof is None else prof.name,
-        profile_size=0 if prof is None else max(prof.size, 1),
-        group_members=0 if prof is None or not prof.is_selector else min(max(prof.size, 1), MAX_GROUP_MEMBERS),
+        profile_size=prof_size,
+        group_members=min(prof_size, MAX_GROUP_MEMBERS) if selector else 0,
         decl_loc=getattr(decl, "loc", None))
 
 

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from softswitch.architecture import ExternOp
 from softswitch.backends.ebpf.clones import lower_clone, lower_pass_request
 from softswitch.backends.ebpf.errors import EbpfUnsupported
 from softswitch.backends.ebpf.hashes_c import hash_c
 from softswitch.backends.ebpf.layout import cname
-from softswitch.compiler.architecture import ExternOp
 from softswitch.frontend import ast as A
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -16,14 +16,13 @@ from typing import Any
 
 from softswitch import tables as TB
 from softswitch.action_profiles import ActionProfile
-from softswitch.compiler.architecture import Architecture, InstanceRequest
-from softswitch.compiler.body import BodyCompiler, invalidate_outs
-from softswitch.compiler.exprs import is_object_type, width_of
-from softswitch.compiler.layout import TypeLayouts, strip
-from softswitch.compiler.parsers import ParserCompiler
-from softswitch.compiler.support import PacketContext, _div, _lookahead_hdr, _mod, _shl
-from softswitch.compiler.tables_gen import TableCompiler, TableInfo
-from softswitch.compiler.walk import control_plane_name, direct_instance_name, walk
+from softswitch.architecture import Architecture, InstanceRequest
+from softswitch.backends.python.body import BodyCompiler, invalidate_outs
+from softswitch.backends.python.exprs import is_object_type, width_of
+from softswitch.backends.python.layout import TypeLayouts, strip
+from softswitch.backends.python.parsers import ParserCompiler
+from softswitch.backends.python.support import PacketContext, _div, _lookahead_hdr, _mod, _shl
+from softswitch.backends.python.tables_gen import TableCompiler, TableInfo
 from softswitch.errors import (
     CompileError,
     DropSignal,
@@ -44,6 +43,8 @@ from softswitch.externs.stateful import (
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T
 from softswitch.frontend.text import expr_text
+from softswitch.frontend.walk import walk
+from softswitch.lowering import LoweredBlock, LoweredExtern, LoweredProgram, lower_program
 from softswitch.trace import TraceEvent
 
 
@@ -56,6 +57,7 @@ class CompiledProgram:
 
     checked: Any
     arch: Architecture
+    lowered: LoweredProgram       # what it was compiled from (names, tables, externs)
     env: dict[str, Any]
     source: str
     layouts: TypeLayouts          # the classes of the program's types (`class_for`)
@@ -84,9 +86,10 @@ class CompiledProgram:
 class ProgramGen(ParserCompiler, TableCompiler):
     """Holds everything shared while compiling one program."""
 
-    def __init__(self, checked: Any, arch: Architecture) -> None:
+    def __init__(self, checked: Any, arch: Architecture, lowered: LoweredProgram) -> None:
         self.checked = checked
         self.arch = arch
+        self.lowered = lowered
         self.layouts = TypeLayouts()
         self.env = self.layouts.env
         self.pk = arch.new_context()
@@ -96,9 +99,8 @@ class ProgramGen(ParserCompiler, TableCompiler):
             "_div": _div, "_mod": _mod, "_shl": _shl, "_lookahead_hdr": _lookahead_hdr,
             "_perr": self._perr, "StackOutOfBounds": StackOutOfBounds,
         })
-        self.errors = list(checked.errors) or ["NoError"]
-        self.direct_instances: dict[int, str] = {}
-        self.direct_names: dict[str, int] = {}
+        self.errors = list(lowered.errors)
+        self.direct_instances: dict[tuple[str, int], str] = {}
         self._ids = itertools.count()
         self.src: list[str] = []
         self.tables: dict[str, TableInfo] = {}
@@ -153,30 +155,23 @@ class ProgramGen(ParserCompiler, TableCompiler):
                     scope: dict[Any, str] | None = None,
                     action_scope: dict[Any, str] | None = None) -> str:
         """Create the run-time object of an extern instance (or compile a sub-block)."""
-        fq = control_plane_name(inst, prefix)
-        td = inst.type_decl
-        if isinstance(td, (A.ParserDecl, A.ControlDecl)):
-            fn = self.compile_block(td, fq, inst.args, scope=scope)
+        low = self.lowered.at(prefix, inst)
+        if isinstance(low, LoweredBlock):
+            fn = self.compile_block(low.decl, low.name, inst.args, scope=scope)
         else:
-            obj = self.make_extern(inst, fq)
-            fn = self.fresh("X_" + fq)
+            assert isinstance(low, LoweredExtern), (prefix, inst.name)
+            obj = self.make_extern(low, inst.name)
+            fn = self.fresh("X_" + low.name)
             self.env[fn] = obj
         for s in (scope, action_scope):
             if s is not None:
                 s[inst] = fn
         return fn
 
-    def make_extern(self, inst: A.InstantiationDecl, fq: str) -> Any:
+    def make_extern(self, ext: LoweredExtern, local_name: str) -> Any:
         """The run-time object of an architecture extern instance (its plug-in makes it)."""
-        tname = str(getattr(inst.type_decl, "name", None) or getattr(inst.type_ref, "name", ""))
-        type_args: list[T.P4Type] = []
-        tr = inst.type_ref
-        if isinstance(tr, A.SpecializedTypeRef) and tr.args:
-            type_args = [a.type for a in tr.args if a.type is not None]
-        elif inst.type_bindings:
-            type_args = list(inst.type_bindings.values())
-        return self.make_instance(InstanceRequest(type_name=tname, name=fq, args=[a.value for a in inst.args],
-                                                  type_args=type_args, loc=inst.loc), inst.name)
+        return self.make_instance(InstanceRequest(type_name=ext.type_name, name=ext.name, args=ext.args,
+                                                  type_args=ext.type_args, loc=ext.loc), local_name)
 
     def make_instance(self, req: InstanceRequest, local_name: str) -> Any:
         """Create `req` through the architecture and file the object for the runtime API."""
@@ -233,7 +228,7 @@ class ProgramGen(ParserCompiler, TableCompiler):
         raise CompileError(f"{label.loc}: switch label {expr_text(label)} is not an action of the table")
 
     def compile_action(self, decl: A.ActionDecl, prefix: str, outer: list[dict[Any, str]]) -> str:
-        rt = control_plane_name(decl, prefix)
+        rt = self.lowered.action(prefix, decl).name
         fn = self.fresh("A_" + rt)
         local: dict[Any, str] = {}
         pnames = []
@@ -290,12 +285,15 @@ class ProgramGen(ParserCompiler, TableCompiler):
     def sub_block_fn(self, inst: A.Expression, body: BodyCompiler) -> str:
         decl = getattr(inst, "decl", None)
         if isinstance(decl, (A.ParserDecl, A.ControlDecl)):
-            # direct invocation ``MyControl.apply(...)``: one anonymous instance per call site
-            fn = self.direct_instances.get(id(inst))
+            # direct invocation ``MyControl.apply(...)``: one anonymous instance per call
+            # site of each instance (named by the lowering)
+            key = (body.block, id(inst))
+            fn = self.direct_instances.get(key)
             if fn is None:
-                fn = self.compile_block(decl, direct_instance_name(body.block, decl.name,
-                                                                   self.direct_names))
-                self.direct_instances[id(inst)] = fn
+                low = self.lowered.at(body.block, inst)
+                assert isinstance(low, LoweredBlock), (body.block, decl.name)
+                fn = self.compile_block(decl, low.name)
+                self.direct_instances[key] = fn
             return fn
         return body.name_of(decl, inst)
 
@@ -419,16 +417,19 @@ class ProgramGen(ParserCompiler, TableCompiler):
 
 
 
-def compile_program(checked: Any, arch: Architecture) -> CompiledProgram:
+def compile_program(checked: Any, arch: Architecture, lowered: LoweredProgram | None = None) -> CompiledProgram:
     """Compile a checked program once into generated Python code; `arch` (e.g.
-    `softswitch.v1model.V1MODEL`) checks its package and lowers its externs."""
-    arch.check_package(checked.main)
-    gen = ProgramGen(checked, arch)
+    `softswitch.v1model.V1MODEL`) checks its package and lowers its externs; `lowered`
+    is the program's lowered form (made here when not given)."""
+    if lowered is None:
+        lowered = lower_program(checked, arch)
+    gen = ProgramGen(checked, arch, lowered)
     blocks: dict[str, str] = {}
     names: dict[str, str] = {}
     for blk in checked.main.blocks:
-        blocks[blk.param] = gen.compile_block(blk.decl, blk.decl.name, blk.args, top=True)
-        names[blk.param] = blk.decl.name
+        low = lowered.blocks[blk.param]
+        blocks[blk.param] = gen.compile_block(blk.decl, low.name, blk.args, top=True)
+        names[blk.param] = low.name
     source = "\n".join(gen.src)
     try:
         code = compile(source, "<compiled p4 program>", "exec")
@@ -444,7 +445,7 @@ def compile_program(checked: Any, arch: Architecture) -> CompiledProgram:
         info.table.bind()
     actions = {rt: gen.action_params[fn] for fn, rt in gen.action_runtime.items()}
     return CompiledProgram(
-        checked=checked, arch=arch, env=gen.env, source=source, layouts=gen.layouts,
+        checked=checked, arch=arch, lowered=lowered, env=gen.env, source=source, layouts=gen.layouts,
         blocks={k: gen.env[v] for k, v in blocks.items()}, block_names=names, errors=gen.errors,
         tables=gen.tables_by_name, registers=gen.registers,
         counters=gen.counters, meters=gen.meters, direct_counters=gen.direct_counters,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from softswitch.compiler.exprs import is_object_type
+from softswitch.backends.python.exprs import is_object_type
 from softswitch.frontend import ast as A
 
 

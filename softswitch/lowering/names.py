@@ -1,36 +1,22 @@
-"""Small helpers over the checked syntax tree: walking, source text, names."""
+"""Control-plane names: the one place that decides what an object is called in P4Info,
+in the runtime API and in both back ends.
+
+p4c's rules: a declaration inside a parser/control instance is ``Instance.local``;
+``@name("x")`` replaces the local part, ``@name(".x")`` gives the global name ``x``;
+top-level declarations keep their plain name (``NoAction``); a block of the main
+package is named after its type (``MyIngress``, whatever ``@name`` it carries); the
+anonymous instance of a direct invocation ``C.apply()`` inside ``P`` is ``P.C``, then
+``P.C_1`` ... for later invocations there.
+"""
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import fields
 from typing import Any
 
 from softswitch.frontend import ast as A
 
 
-def walk(node: Any) -> Iterator[Any]:
-    """Every syntax node under `node` (itself included), depth first."""
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, list):
-            stack.extend(reversed(n))
-            continue
-        if not isinstance(n, A.Node):
-            continue
-        yield n
-        for f in fields(n):
-            if f.name in ("decl", "callee_decl", "params", "type", "loc", "type_decl", "ctor",
-                          "const_value", "annotations"):
-                continue
-            v = getattr(n, f.name, None)
-            if isinstance(v, (A.Node, list)):
-                stack.append(v)
-            elif isinstance(v, dict):
-                stack.extend(x for x in v.values() if isinstance(x, A.Node))
-
-
 def annotation_str(decl: Any, name: str) -> str | None:
+    """The string (or constant) argument of annotation ``@name(...)`` of `decl`."""
     ann = A.find_annotation(getattr(decl, "annotations", []) or [], name)
     if ann is None:
         return None
@@ -44,6 +30,7 @@ def annotation_str(decl: Any, name: str) -> str | None:
 
 
 def annotation_ints(decl: Any, name: str) -> list[int]:
+    """The integer arguments of annotation ``@name(1, 2)`` (``@field_list(1)``)."""
     ann = A.find_annotation(getattr(decl, "annotations", []) or [], name)
     if ann is None:
         return []
@@ -73,7 +60,7 @@ def control_plane_name(decl: Any, prefix: str) -> str:
 def direct_instance_name(prefix: str, type_name: str, seen: dict[str, int]) -> str:
     """Control-plane name of the anonymous instance a direct invocation
     (``MyControl.apply()``) creates inside `prefix`: ``prefix.MyControl``, then
-    ``prefix.MyControl_1`` ... for later invocations there (compiler and P4Info agree)."""
+    ``prefix.MyControl_1`` ... for later invocations there (`seen` counts them)."""
     base = f"{prefix}.{type_name}"
     n = seen.get(base, 0)
     seen[base] = n + 1

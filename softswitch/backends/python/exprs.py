@@ -14,34 +14,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from softswitch.compiler.layout import attr_name, strip
-from softswitch.compiler.walk import walk
+from softswitch.backends.python.layout import attr_name, strip
 from softswitch.errors import CompileError
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T
 from softswitch.frontend.text import expr_text
+from softswitch.frontend.walk import walk
+from softswitch.lowering.model import value_width
 
-ERROR_WIDTH = 32
-
-
-def width_of(t: T.P4Type | None) -> int:
-    t = strip(t)
-    if isinstance(t, T.SerEnumType):
-        return t.underlying.width
-    if isinstance(t, T.BitsType):
-        return t.width
-    if isinstance(t, T.BoolType):
-        return 1
-    if isinstance(t, T.ErrorType):
-        # an error value is its code; BMv2 keeps errors in 32-bit fields (its
-        # standard_metadata.parser_error), so a table key on an error is 32 bits wide
-        return ERROR_WIDTH
-    if t is None:
-        raise CompileError("expression has no type")
-    try:
-        return T.bit_width(t)
-    except ValueError as exc:
-        raise CompileError(f"type {t} has no bit width") from exc
+# widths of values in keys, action data and value sets are the lowering's
+width_of = value_width
 
 
 def scalar_kind(t: T.P4Type | None) -> tuple[str, int]:

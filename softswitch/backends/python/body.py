@@ -10,15 +10,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from softswitch.compiler.aliasing import aliased_object_args
-from softswitch.compiler.core_externs import ExternCalls
-from softswitch.compiler.exprs import is_object_type, scalar_kind
-from softswitch.compiler.layout import attr_name, default_value, strip
-from softswitch.compiler.walk import walk
+from softswitch.backends.python.aliasing import aliased_object_args
+from softswitch.backends.python.core_externs import ExternCalls
+from softswitch.backends.python.exprs import is_object_type, scalar_kind
+from softswitch.backends.python.layout import attr_name, default_value, strip
 from softswitch.errors import CompileError
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T
 from softswitch.frontend.text import expr_text
+from softswitch.frontend.walk import walk
 
 
 class BodyCompiler(ExternCalls):

@@ -11,21 +11,14 @@ from typing import Any
 
 from softswitch import tables as TB
 from softswitch.action_profiles import ActionProfile
-from softswitch.compiler.aliasing import aliased_bound_args
-from softswitch.compiler.architecture import Architecture, InstanceRequest
-from softswitch.compiler.body import BodyCompiler
-from softswitch.compiler.entries import (
-    CONST_PRIORITY_BASE,
-    action_decl_of,
-    const_int,
-    keyset_match,
-    spec_priorities,
-)
-from softswitch.compiler.exprs import is_object_type, width_of
-from softswitch.compiler.walk import control_plane_name
+from softswitch.architecture import Architecture, InstanceRequest
+from softswitch.backends.python.aliasing import aliased_bound_args
+from softswitch.backends.python.body import BodyCompiler
+from softswitch.backends.python.exprs import is_object_type
 from softswitch.errors import CompileError
 from softswitch.frontend import ast as A
 from softswitch.frontend.text import expr_text
+from softswitch.lowering import LoweredExtern, LoweredProgram
 
 
 @dataclass(slots=True, kw_only=True)
@@ -43,6 +36,7 @@ class TableCompiler:
 
     arch: Architecture
     checked: Any
+    lowered: LoweredProgram
     env: dict[str, Any]
     src: list[str]
     tables: dict[str, TableInfo]
@@ -71,62 +65,33 @@ class TableCompiler:
 
     def make_table(self, decl: A.TableDecl, instance: str, scope: dict[Any, str],
                    action_scopes: list[dict[Any, str]] | None = None) -> str:
-        name = control_plane_name(decl, instance)
-        keys = []
-        for k in decl.keys:
-            if k.match_kind == self.arch.tables.selector_match_kind:
-                continue  # hashed to pick a group member, not looked up
-            kname = None
-            for ann in k.annotations:
-                if ann.name == "name" and ann.args:
-                    kname = getattr(ann.args[0], "value", None)
-            keys.append(TB.KeyField(name=kname or expr_text(k.expr), match_kind=k.match_kind,
-                                    width=width_of(k.expr.type)))
+        low = self.lowered.table(instance, decl)
+        name = low.name
+        keys = [TB.KeyField(name=k.name, match_kind=k.match_kind, width=k.width) for k in low.keys]
         specs = []
         fns: dict[str, str] = {}
-        for ref in decl.actions:
-            adecl = action_decl_of(ref)
+        for ref in low.actions:
+            adecl = ref.action.decl
             afn = scope.get(adecl) or self.action_fn(adecl, None)
-            rt = self.action_runtime[afn]
-            if any(p.direction is not A.Direction.NONE for p in adecl.params):
-                afn = self._bind_directional(ref, adecl, afn, action_scopes or [self.globals_])
-            fns[rt] = afn
-            annots = {a.name for a in ref.annotations} | {a.name for a in adecl.annotations}
-            specs.append(TB.ActionSpec(name=rt, params=self.action_params[afn],
-                                       default_only="defaultonly" in annots,
-                                       table_only="tableonly" in annots))
+            if ref.action.directional:
+                afn = self._bind_directional(ref.ref, adecl, afn, action_scopes or [self.globals_])
+            fns[ref.name] = afn
+            specs.append(TB.ActionSpec(name=ref.name, params=self.action_params[afn],
+                                       default_only=ref.default_only, table_only=ref.table_only))
         default_name: str | None = None
         default_args: tuple[int, ...] = ()
-        if decl.default_action is not None:
-            ref = decl.default_action
-            adecl = action_decl_of(ref)
+        if low.default is not None:
+            adecl = low.default.action.decl
             afn = scope.get(adecl) or self.action_fn(adecl, None)
-            default_name = self.action_runtime[afn]
-            data = [p for p in adecl.params if p.direction is A.Direction.NONE]
-            vals = [a.value.const_value for a in ref.args][-len(data):] if data else []
-            default_args = tuple(const_int(v, ref) & ((1 << width_of(p.type_ref.type)) - 1)
-                                 for v, p in zip(vals, data))
+            default_name, default_args = low.default.name, low.default.args
             if default_name not in fns:
                 fns[default_name] = afn
                 specs.append(TB.ActionSpec(name=default_name, params=self.action_params[afn]))
-        else:
-            noaction = self.checked.top_level.get("NoAction")
-            if noaction is not None:
-                afn = self.action_fn(noaction, None)
-                default_name = self.action_runtime[afn]
-                if default_name not in fns:
-                    fns[default_name] = afn
-                    specs.append(TB.ActionSpec(name=default_name, params=[]))
-        size = decl.size_value or 1024
-        props = self.arch.tables
-        counters = decl.property(props.direct_counters) if props.direct_counters else None
-        meters = decl.property(props.direct_meters) if props.direct_meters else None
-        impl = decl.property(props.implementation) if props.implementation else None
-        profile = self._table_profile(decl, name, impl, scope) if impl is not None else None
-        table = TB.Table(name=name, keys=keys, actions=specs, size=size,
+        profile = self._table_profile(decl, name, low.implementation, scope) if low.implementation is not None else None
+        table = TB.Table(name=name, keys=keys, actions=specs, size=low.size,
                          default_action=default_name or "NoAction", default_args=default_args,
-                         default_const=decl.default_action_const, has_direct_counter=counters is not None,
-                         has_direct_meter=meters is not None, entries_const=decl.entries_const)
+                         default_const=decl.default_action_const, has_direct_counter=low.direct_counter is not None,
+                         has_direct_meter=low.direct_meter is not None, entries_const=low.entries_const)
         g = self.fresh("T_" + name)
         self.env[g] = table
         info = TableInfo(table=table, global_name=g, decl=decl, action_fns=fns)
@@ -135,49 +100,45 @@ class TableCompiler:
             table.profile = prof_obj
             for spec in specs:
                 prof_obj.actions.setdefault(spec.name, spec)
-            prof_obj.selector_widths = tuple(width_of(k.expr.type) for k in decl.keys
-                                             if k.match_kind == props.selector_match_kind)
-        for prop, store in ((counters, self.direct_counters), (meters, self.direct_meters)):
-            if prop is not None:
-                d = getattr(prop.value, "decl", None)
-                obj_name = scope.get(d) if d is not None else None
+            prof_obj.selector_widths = tuple(k.width for k in low.selector_keys)
+        for ext, is_meter in ((low.direct_counter, False), (low.direct_meter, True)):
+            if ext is not None:
+                d = ext.decl
+                obj_name = scope.get(d)
                 if obj_name is None and isinstance(d, A.InstantiationDecl):
                     obj_name = self.global_name(d)  # an instance declared at the top level
                 obj = self.env.get(obj_name) if obj_name else None
                 if obj is None:
-                    raise CompileError(f"{decl.loc}: table {name}: {prop.name} must name a direct extern instance")
+                    what = self.arch.tables.direct_meters if is_meter else self.arch.tables.direct_counters
+                    raise CompileError(f"{decl.loc}: table {name}: {what} must name a direct extern instance")
                 obj.table = table
-                if prop is meters:
+                if is_meter:
                     info.direct_meter = obj_name
         self.tables[g] = info
         self.tables_by_name[name] = table
-        if decl.entries:
-            self._const_entries(decl, table, fns, scope)
+        for ent in low.entries():
+            table.insert(ent.key, ent.action, ent.args, ent.priority, is_const=True)
         return g
 
-    def _table_profile(self, decl: A.TableDecl, name: str, impl: Any,
+    def _table_profile(self, decl: A.TableDecl, name: str, impl: LoweredExtern,
                        scope: dict[Any, str]) -> tuple[ActionProfile, str]:
         """The action profile of an indirect table: a named instance or an inline constructor."""
-        v = impl.value
-        d = getattr(v, "decl", None)
-        if d is not None and d in scope:
+        d = impl.decl
+        if d in scope:
             g = scope[d]
             prof = self.env.get(g)
         elif isinstance(d, A.InstantiationDecl):
             g = self.global_name(d) or ""  # a profile declared at the top level
             prof = self.env.get(g)
-        elif isinstance(v, A.MethodCallExpression):
-            tname = expr_text(v.callee).split("(")[0].split("<")[0]
-            prof = self.make_instance(InstanceRequest(type_name=tname, name=f"{name}_implementation",
-                                                      args=[a.value for a in v.args], loc=decl.loc),
-                                      f"{name}_implementation")
+        else:
+            prof = self.make_instance(InstanceRequest(type_name=impl.type_name, name=impl.name,
+                                                      args=impl.args, loc=impl.loc), impl.name)
             g = self.fresh("X_" + prof.name)
             self.env[g] = prof
-        else:
-            prof = None
         if not isinstance(prof, ActionProfile):
             raise CompileError(f"{decl.loc}: unsupported: implementation of table {name} "
-                               f"({expr_text(v)}) is not an action_profile or action_selector")
+                               f"({expr_text(d) if isinstance(d, A.MethodCallExpression) else d.name}) "
+                               f"is not an action_profile or action_selector")
         return prof, g
 
     def _bind_directional(self, ref: A.ActionRef, adecl: A.ActionDecl, afn: str,
@@ -195,7 +156,7 @@ class TableCompiler:
         b.emit("tr = PK.trace")
         codes: list[str] = []
         backs: list[A.Expression] = []
-        copies: list[tuple[A.Expression, str]] = []  # aliased objects (softswitch.compiler.aliasing)
+        copies: list[tuple[A.Expression, str]] = []  # aliased objects (softswitch.backends.python.aliasing)
         aliased = aliased_bound_args(directional, args, adecl)
         for p, a in zip(directional, args):
             scalar_out = p.direction in (A.Direction.OUT, A.Direction.INOUT) and not is_object_type(
@@ -239,32 +200,3 @@ class TableCompiler:
         self.action_params[wrapper] = self.action_params[afn]
         self._action_decl_of[wrapper] = adecl
         return wrapper
-
-    def _const_entries(self, decl: A.TableDecl, table: TB.Table, fns: dict[str, str],
-                       scope: dict[Any, str]) -> None:
-        running = 0
-        spec_prios = spec_priorities(decl) if table.needs_priority else None
-        for i, ent in enumerate(decl.entries or []):
-            key: list[Any] = []
-            keysets = ent.keysets
-            if len(keysets) == 1 and len(table.keys) > 1 and isinstance(keysets[0], A.DefaultKeyset):
-                keysets = keysets * len(table.keys)
-            for kf, ks in zip(table.keys, keysets):
-                key.append(keyset_match(kf, ks, self.error_codes_of))
-            adecl = action_decl_of(ent.action)
-            afn = scope.get(adecl) or self.action_fn(adecl, None)
-            rt = self.action_runtime[afn]
-            data = [p for p in adecl.params if p.direction is A.Direction.NONE]
-            vals = [a.value.const_value for a in ent.action.args][-len(data):] if data else []
-            args = [const_int(v, ent) & ((1 << width_of(p.type_ref.type)) - 1) for v, p in zip(vals, data)]
-            prio = 0
-            if spec_prios is not None:
-                prio = spec_prios[i]
-            elif table.needs_priority:
-                # const entries follow p4c/BMv2: the *smallest* @priority wins and an entry
-                # without one takes the previous entry's priority + 1 (list order); the
-                # table's scale is P4Runtime's (largest wins), hence the subtraction
-                p4_prio = ent.priority_value if ent.priority_value is not None else running + 1
-                running = p4_prio
-                prio = CONST_PRIORITY_BASE - p4_prio
-            table.insert(key, rt, args, prio, is_const=True)

@@ -8,20 +8,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from softswitch.compiler.body import BodyCompiler, invalidate_outs
-from softswitch.compiler.exprs import is_object_type, scalar_kind, width_of
-from softswitch.compiler.layout import strip
-from softswitch.compiler.walk import control_plane_name
+from softswitch.backends.python.body import BodyCompiler, invalidate_outs
+from softswitch.backends.python.exprs import is_object_type, scalar_kind, width_of
+from softswitch.backends.python.layout import strip
 from softswitch.errors import CompileError
 from softswitch.externs.stateful import ValueSet
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T
+from softswitch.lowering import LoweredMatch, LoweredProgram, LoweredState
 
 
 class ParserCompiler:
     """Mixin of ProgramGen: compiles parser declarations."""
 
     env: dict[str, Any]
+    lowered: LoweredProgram
     globals_: dict[Any, str]
     value_sets: dict[str, ValueSet]
     src: list[str]
@@ -57,10 +58,9 @@ class ParserCompiler:
             invalidate_outs(b, params, pnames)
         for loc in decl.locals:
             if isinstance(loc, A.ValueSetDecl):
-                et = loc.elem_type.type
-                size = loc.size.const_value or 0
-                fq = control_plane_name(loc, instance)
-                vs = ValueSet(name=fq, size=int(size), width=width_of(et))
+                low = self.lowered.at(instance, loc)
+                fq = low.name
+                vs = ValueSet(name=fq, size=low.size, width=low.width)
                 g = self.fresh("VS_" + fq)
                 self.env[g] = vs
                 self.value_sets[fq] = vs
@@ -70,6 +70,7 @@ class ParserCompiler:
             else:
                 b.stmt(loc)
         states = list(decl.states)
+        lowered_states = self.lowered.states(decl)
         index = {s: i for i, s in enumerate(states)}
         for name, s in decl.builtin_states.items():
             index[s] = -1 if name == "accept" else -2
@@ -85,7 +86,7 @@ class ParserCompiler:
             b.emit(f"if tr is not None: tr.append(TE('parser_state', {instance!r}, {{'state': {s.name!r}}}))")
             for stmt in s.statements:
                 b.stmt(stmt)
-            self._transition(b, s, index)
+            self._transition(b, lowered_states[i], index)
             b.indent -= 1
         b.emit(f"{'if' if not states else 'elif'} st == -1:")
         b.emit("    " + b.return_line())
@@ -105,16 +106,15 @@ class ParserCompiler:
             return -2
         raise CompileError(f"{target.loc}: transition to unknown state {target.name}")
 
-    def _transition(self, b: BodyCompiler, s: A.ParserState, index: dict[Any, int]) -> None:
-        tr = s.transition
-        if tr is None:
-            b.emit("st = -2")
-            return
-        if isinstance(tr, A.PathExpression):
-            b.emit(f"st = {self._state_index(tr, index)}")
+    def _transition(self, b: BodyCompiler, s: LoweredState, index: dict[Any, int]) -> None:
+        if not s.is_select:
+            if s.next_state is None:
+                b.emit("st = -2")
+            else:
+                b.emit(f"st = {self._state_index(s.next_state, index)}")
             return
         keys = []
-        for k in tr.keys:
+        for k in s.keys:
             code = b.ex(k)
             kind, w = scalar_kind(k.type)
             if kind == "b":
@@ -125,28 +125,20 @@ class ParserCompiler:
             b.emit(f"{v} = {code}")
             keys.append((v, k))
         first = True
-        for case in tr.cases:
+        for case in s.cases:
+            if case.value_set is not None:
+                # a value_set of a struct over several keys: its members are the
+                # keys' values concatenated in order (first key most significant)
+                cat = "0"
+                for v, k in keys:
+                    cat = f"(({cat}) << {width_of(k.type)}) | {v}"
+                b.emit(f"{'if' if first else 'elif'} {b.ex(case.value_set)}.match({cat}):")
+                b.emit(f"    st = {self._state_index(case.next_state, index)}")
+                first = False
+                continue
             conds = []
-            keysets = case.keysets
-            if len(keysets) == 1 and len(keys) > 1:
-                ks0 = keysets[0]
-                if isinstance(ks0, A.ValueKeyset) and isinstance(getattr(ks0.expr, "decl", None),
-                                                                 A.ValueSetDecl):
-                    # a value_set of a struct over several keys: its members are the
-                    # keys' values concatenated in order (first key most significant)
-                    cat = "0"
-                    for v, k in keys:
-                        cat = f"(({cat}) << {width_of(k.type)}) | {v}"
-                    b.emit(f"{'if' if first else 'elif'} {b.ex(ks0.expr)}.match({cat}):")
-                    b.emit(f"    st = {self._state_index(case.next_state, index)}")
-                    first = False
-                    continue
-                if isinstance(ks0, A.DefaultKeyset):
-                    keysets = keysets * len(keys)
-                elif isinstance(ks0, A.ValueKeyset) and isinstance(ks0.expr, A.ListExpression):
-                    keysets = [A.ValueKeyset(expr=x, loc=ks0.loc) for x in ks0.expr.elems]
-            for (v, k), ks in zip(keys, keysets):
-                c = self._keyset_cond(b, v, ks)
+            for (v, k), m in zip(keys, case.matches):
+                c = self._match_cond(b, v, m)
                 if c != "True":
                     conds.append(c)
             cond = " and ".join(conds) or "True"
@@ -159,19 +151,21 @@ class ParserCompiler:
             b.emit("else:")
             b.emit(f"    raise _perr({self.error_code('NoMatch')})")
 
-    def _keyset_cond(self, b: BodyCompiler, v: str, ks: Any) -> str:
-        if isinstance(ks, A.DefaultKeyset):
+    def _match_cond(self, b: BodyCompiler, v: str, m: LoweredMatch) -> str:
+        if m.kind == "default":
             return "True"
-        if isinstance(ks, A.MaskKeyset):
-            val, mask = ks.value.const_value, ks.mask.const_value
+        assert m.a is not None
+        if m.kind == "mask":
+            assert m.b is not None
+            val, mask = m.a.const_value, m.b.const_value
             if isinstance(val, int) and isinstance(mask, int):
                 return f"({v} & {mask}) == {val & mask}"
-            return f"({v} & {b.ex(ks.mask)}) == ({b.ex(ks.value)} & {b.ex(ks.mask)})"
-        if isinstance(ks, A.RangeKeyset):
-            return f"{b.ex(ks.lo)} <= {v} <= {b.ex(ks.hi)}"
-        if isinstance(ks, A.ValueKeyset):
-            d = getattr(ks.expr, "decl", None)
-            if isinstance(d, A.ValueSetDecl):
-                return f"{b.ex(ks.expr)}.match({v})"
-            return f"{v} == {b.ex(ks.expr)}"
-        raise b.fail(ks, f"keyset {type(ks).__name__}")
+            return f"({v} & {b.ex(m.b)}) == ({b.ex(m.a)} & {b.ex(m.b)})"
+        if m.kind == "range":
+            assert m.b is not None
+            return f"{b.ex(m.a)} <= {v} <= {b.ex(m.b)}"
+        if m.kind == "value_set":
+            return f"{b.ex(m.a)}.match({v})"
+        if m.kind == "value":
+            return f"{v} == {b.ex(m.a)}"
+        raise b.fail(m.node, f"keyset {m.kind}")

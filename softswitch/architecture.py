@@ -1,8 +1,8 @@
-"""The contract between the compiler and an architecture plug-in.
+"""The contract between the lowering, the back ends and an architecture plug-in.
 
-The compiler knows the P4_16 language and its core library (``packet_in``,
-``packet_out``, ``verify``, ``static_assert``) and nothing else: which package a
-program must instantiate, what each architecture extern does, which port means
+The Python back end (``softswitch.backends.python``) knows the P4_16 language and its
+core library (``packet_in``, ``packet_out``, ``verify``, ``static_assert``) and nothing
+else: which package a program must instantiate, what each architecture extern does, which port means
 "drop" and which requests a block may leave for the pipeline all come from an
 `Architecture` object handed to `compile_program`. This is the split
 behavioral-model makes between bm_sim and its targets (simple_switch plugs the
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from softswitch.compiler.support import PacketContext
+from softswitch.backends.python.support import PacketContext
 from softswitch.errors import CompileError
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T

@@ -4,19 +4,20 @@ The language's core library is lowered here (``packet_in.extract`` /
 ``lookahead`` / ``advance`` / ``length``, ``packet_out.emit``, ``verify``,
 ``static_assert``): every architecture shares it. Any other extern function,
 method or type is the architecture's: the call goes to the lowering the
-`Architecture` object supplies (see `softswitch.compiler.architecture`), which
+`Architecture` object supplies (see `softswitch.architecture`), which
 uses the helpers below (`field_list`, `pack_fields`, `bind`, `digest_queue`).
 """
 from __future__ import annotations
 
 from typing import Any
 
-from softswitch.compiler.architecture import ExternCall
-from softswitch.compiler.exprs import ERROR_WIDTH, ExprCompiler, scalar_kind
-from softswitch.compiler.layout import attr_name, strip
+from softswitch.architecture import ExternCall
+from softswitch.backends.python.exprs import ExprCompiler, scalar_kind
+from softswitch.backends.python.layout import attr_name, strip
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T
 from softswitch.frontend.text import expr_text
+from softswitch.lowering.model import ERROR_WIDTH
 
 
 def from_bits(code: str, kind: str, w: int) -> str:
