@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.mininet, pytest.mark.root, pytest.mark.bpf, pytest.mar
 
 
 # on the eBPF target a link down on one leaf's uplink was named as the other leaf's in
-# 2 of 7 runs (experiments README), so the e2e test runs on the Python target only
+# 2 of 9 link-down trials (experiments README), so this test runs on the Python target
 @pytest.mark.parametrize("switch", ["softswitch"])
 def test_faults_on_p4_switches_are_localised_on_int_paths(tmp_path: Path, switch: str) -> None:
     seen: dict[str, list[str]] = {}
