@@ -10,6 +10,7 @@ without fused multiply-add, so there is no tolerance.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -141,7 +142,8 @@ def test_congested_hop_cuts_the_rate_and_agrees_with_the_reference() -> None:
     c, p = NativeHpcc(1e8, hs), HpccState(max_rate_bps=1e8, settings=hs)
     for k in range(20):
         hops = [EchoHop(5, 1000 * k, 12_500 * k, 50_000, 100)]  # 100 Mbit/s busy, 50 KB queue
-        kw = {"ack_seq": k + 1, "next_seq": k + 3, "base_rtt_s": 0.001, "now_s": 0.001 * k}
+        kw: dict[str, Any] = {"ack_seq": k + 1, "next_seq": k + 3, "base_rtt_s": 0.001,
+                              "now_s": 0.001 * k}
         assert c.on_ack(hops, **kw) == p.on_ack(hops, **kw)
         _same(c, p, where=f"ACK {k}")
     assert c.rate_bps < 0.5e8

@@ -55,11 +55,18 @@ class TnHpcc(ctypes.Structure):
 
 
 class _EchoHopLike(Protocol):
-    node_id: int
-    egress_ts: int
-    tx_bytes: int
-    queue_bytes: int
-    line_rate: int
+    """An echoed hop record (``formats.int_echo.EchoHop``)."""
+
+    @property
+    def node_id(self) -> int: ...
+    @property
+    def egress_ts(self) -> int: ...
+    @property
+    def tx_bytes(self) -> int: ...
+    @property
+    def queue_bytes(self) -> int: ...
+    @property
+    def line_rate(self) -> int: ...
 
 
 class HpccSettingsLike(Protocol):
