@@ -97,11 +97,11 @@ def test_c_api_reports_too_few_symbols() -> None:
     try:
         data = [b"a" * 16, b"b" * 16, b"c" * 16]
         rep = [ctypes.create_string_buffer(16) for _ in range(2)]
-        rp = (ctypes.c_char_p * 2)(*[ctypes.addressof(r) for r in rep])
+        rp = (ctypes.c_char_p * 2)(*[ctypes.cast(r, ctypes.c_char_p) for r in rep])
         assert lib.tn_ec_encode(ctx, 3, 2, 16, (ctypes.c_char_p * 3)(*data), rp) == 0
         assert rep[0].raw == bytes(a ^ b ^ c for a, b, c in zip(*data, strict=True))
         out = [ctypes.create_string_buffer(16) for _ in range(3)]
-        op = (ctypes.c_char_p * 3)(*[ctypes.addressof(o) for o in out])
+        op = (ctypes.c_char_p * 3)(*[ctypes.cast(o, ctypes.c_char_p) for o in out])
         missing3 = (ctypes.c_char_p * 3)(None, None, None)
         assert lib.tn_ec_decode(ctx, 3, 2, 16, missing3, rp, op) == -2   # TN_EC_ETOOFEW
         two_lost = (ctypes.c_char_p * 3)(None, data[1], None)
