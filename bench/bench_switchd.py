@@ -57,7 +57,7 @@ if __package__ in (None, ""):
 
 import numpy as np
 
-from mininet_topos.netns import Namespace, veth_pair
+from common.kernel.netns import Namespace, veth_pair
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "p4" / "examples" / "ipv4_forward.p4"

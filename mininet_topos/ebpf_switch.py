@@ -27,7 +27,7 @@ import re
 import subprocess
 from typing import Any
 
-from mininet_topos.netns import unique_name
+from common.kernel.netns import unique_name
 from mininet_topos.switches import P4SwitchError, SoftSwitch
 
 __all__ = ["EbpfSoftSwitch", "attached_programs", "kernel_objects", "stats_ports"]

@@ -9,7 +9,7 @@ import time
 import pytest
 from ebpf_helpers import ROOT, start_switch_process
 
-from mininet_topos.netns import Namespace, veth_pair
+from common.kernel.netns import Namespace, veth_pair
 from softswitch.api import Switch
 from softswitch.backends.ebpf.kernel import object_exists
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from ebpf_helpers import ALL_STF, INCLUDE, ROOT, RUNS_ON_EBPF
 
-from mininet_topos.netns import Interface, Namespace, veth_pair
+from common.kernel.netns import Interface, Namespace, veth_pair
 from softswitch.api import Switch
 from softswitch.backends.ebpf import EbpfUnsupported
 from softswitch.backends.ebpf.kernel import object_exists

@@ -22,7 +22,7 @@ from p4.config.v1 import p4info_pb2 as P4I
 from p4.v1 import p4runtime_pb2 as P
 from p4.v1 import p4runtime_pb2_grpc as PG
 
-from mininet_topos.netns import Interface, Namespace, veth_pair
+from common.kernel.netns import Interface, Namespace, veth_pair
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent

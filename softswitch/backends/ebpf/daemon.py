@@ -157,8 +157,8 @@ class EbpfSwitchd:
         after the new one is on: frames in between meet one program or the other)."""
         import ctypes
 
-        from ebpf.errors import AttachError
-        from ebpf.tc import attach_tc
+        from common.kernel.errors import AttachError
+        from common.kernel.tc import attach_tc
         opts = self.opts
         kernel = switch.kernel
         kernel.set_test_port(None)
