@@ -17,15 +17,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from controller.int.errors import Malformed
-from controller.int.layout import HPCC_DOMAIN_ID, RecordLayout, record_layout
 from controller.int.records import (
-    FIELD_BIT_BY_NAME,
+    FIELD_NODE_ID,
     HOP_DTYPE,
     REPORT_DTYPE,
     SOURCE_REPORT,
     DecodedBatch,
 )
-from formats.int_md import INT_MD_VERSION, INT_SHIM_TYPE_MD, ROCEV2_UDP_PORT
+from formats.int_fields import WordOffsets, word_offsets
+from formats.int_md import INT_DS_ID_HPCC, INT_MD_VERSION, INT_SHIM_TYPE_MD, ROCEV2_UDP_PORT
 from formats.telemetry_report import FIXED_LEN, IN_TYPE_IPV4, REP_TYPE_INT, REPORT_VERSION
 
 _HDR_WORDS = FIXED_LEN // 4  # group (2) + individual (1) + main contents (2)
@@ -103,7 +103,7 @@ class ReportDecoder:
 
     def __init__(self) -> None:
         self.stats = DecodeStats()
-        self._layouts: dict[tuple[int, ...], tuple[RecordLayout, RecordLayout]] = {}
+        self._layouts: dict[tuple[int, ...], tuple[WordOffsets, WordOffsets]] = {}
 
     def decode(self, datagrams: Sequence[bytes], arrival_ns: int) -> DecodedBatch:
         """Decode ``datagrams`` (UDP payloads) received at ``arrival_ns``."""
@@ -196,15 +196,16 @@ class ReportDecoder:
 
     # -- one shape ----------------------------------------------------------------
 
-    def _layouts_for(self, key: tuple[int, ...]) -> tuple[RecordLayout, RecordLayout]:
+    def _layouts_for(self, key: tuple[int, ...]) -> tuple[WordOffsets, WordOffsets]:
         """(sink metadata layout, hop record layout) of a shape, cached by its bitmaps."""
         bitmaps = (key[3], key[4], key[5], key[13], key[14], key[15])
         got = self._layouts.get(bitmaps)
         if got is None:
             rep_md_bits, domain, ds_md_bits, ins, ds_id, ds_ins = bitmaps
             got = (
-                record_layout(rep_md_bits, domain, ds_md_bits, report=True),
-                record_layout(ins, ds_id, ds_ins),
+                word_offsets(rep_md_bits, ds_md_bits, ds_known=domain == INT_DS_ID_HPCC,
+                             report=True),
+                word_offsets(ins, ds_ins, ds_known=ds_id == INT_DS_ID_HPCC),
             )
             if len(self._layouts) < 4096:
                 self._layouts[bitmaps] = got
@@ -255,7 +256,7 @@ class ReportDecoder:
             return DecodedBatch.empty()
 
         n_stack = stack_words // hop_ml if hop_ml else 0
-        has_sink = bool(sink.offsets)
+        has_sink = bool(sink.fields)
         n_hops = n_stack + (1 if has_sink else 0)
 
         samples = np.zeros(n, REPORT_DTYPE)
@@ -292,7 +293,7 @@ class ReportDecoder:
                 last = view[:, n_hops - 1]
                 _fill(last, m, _HDR_WORDS, sink)
                 last["node_id"] = m[:, 1]
-                last["fields"] |= FIELD_BIT_BY_NAME["node_id"]
+                last["fields"] |= FIELD_NODE_ID
         return DecodedBatch(samples=samples, hops=hops)
 
 
@@ -314,34 +315,21 @@ def _in_arrival_order(parts: list[tuple[DecodedBatch, np.ndarray]]) -> DecodedBa
     return out
 
 
-def _fill(dst: np.ndarray, m: np.ndarray, base: int, layout: RecordLayout) -> None:
-    """Copy the fields of one record position (column ``base``) of every row into ``dst``."""
-    fields = 0
-    o = layout.offsets
-    for name, off in o.items():
+def _fill(dst: np.ndarray, m: np.ndarray, base: int, layout: WordOffsets) -> None:
+    """Copy the rows of one record position (column ``base``) of every row of ``m``
+    into ``dst``, part by part as ``formats.int_fields`` packs them."""
+    flags = 0
+    for f, off in layout.fields:
+        flags |= f.flag
         col = m[:, base + off]
-        fields |= FIELD_BIT_BY_NAME[name]
-        if name == "node_id":
-            dst["node_id"] = col
-        elif name == "ports":
-            dst["ingress_port"] = col >> 16
-            dst["egress_port"] = col & 0xFFFF
-        elif name == "hop_latency":
-            dst["hop_latency_us"] = col
-        elif name == "queue":
-            dst["queue_id"] = col >> 24
-            dst["queue_pkts"] = col & 0xFFFFFF
-        elif name == "ingress_ts":
-            dst["ingress_ts_us"] = (col.astype(np.uint64) << np.uint64(32)) | m[:, base + off + 1]
-        elif name == "egress_ts":
-            dst["egress_ts_us"] = (col.astype(np.uint64) << np.uint64(32)) | m[:, base + off + 1]
-        elif name == "tx_bytes":
-            dst["tx_bytes"] = col
-        elif name == "queue_bytes":
-            dst["queue_bytes"] = col
-        elif name == "line_rate":
-            dst["line_rate_mbps"] = col
-    dst["fields"] = fields
+        if f.words == 2:
+            col = (col.astype(np.uint64) << np.uint64(32)) | m[:, base + off + 1]
+        for p, sh in zip(f.parts, f.shifts()):
+            if sh == 0 and p.bits == f.nbits:
+                dst[p.col] = col
+            else:
+                dst[p.col] = (col >> col.dtype.type(sh)) & col.dtype.type((1 << p.bits) - 1)
+    dst["fields"] = flags
 
 
-__all__ = ["HPCC_DOMAIN_ID", "DecodeStats", "ReportDecoder"]
+__all__ = ["DecodeStats", "ReportDecoder"]

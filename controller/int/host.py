@@ -16,15 +16,6 @@ import numpy as np
 
 from controller.int.errors import Malformed
 from controller.int.records import (
-    FIELD_EGRESS_TS,
-    FIELD_HOP_LATENCY,
-    FIELD_INGRESS_TS,
-    FIELD_LINE_RATE,
-    FIELD_NODE_ID,
-    FIELD_PORTS,
-    FIELD_QUEUE,
-    FIELD_QUEUE_BYTES,
-    FIELD_TX_BYTES,
     HOP_DTYPE,
     REPORT_DTYPE,
     SOURCE_HOST,
@@ -35,18 +26,13 @@ from formats.agent_batch import (
     AGENT_BATCH_MAGIC,
     AGENT_BATCH_VERSION,
 )
+from formats.int_fields import HOP_FIELDS
 from formats.int_md import HOST_RECORD_DTYPE, INT_DS_ID_HPCC, MAX_HOPS, ROCEV2_UDP_PORT
 
 _HEAD = np.dtype(
     [("magic", ">u4"), ("version", "u1"), ("flags", "u1"), ("record_size", ">u2"),
      ("count", ">u4"), ("agent_id", ">u4"), ("batch_seq", ">u4"), ("dropped", ">u4")]
 )
-
-#: (instruction mask, FIELD_* bit) for standard and DS fields.
-_STD = ((0x8000, FIELD_NODE_ID), (0x4000, FIELD_PORTS), (0x2000, FIELD_HOP_LATENCY),
-        (0x1000, FIELD_QUEUE), (0x0800, FIELD_INGRESS_TS), (0x0400, FIELD_EGRESS_TS))
-_DS = ((0x8000, FIELD_TX_BYTES), (0x4000, FIELD_QUEUE_BYTES), (0x2000, FIELD_LINE_RATE))
-
 
 @dataclass(slots=True, kw_only=True)
 class AgentState:
@@ -71,14 +57,11 @@ class HostDecodeStats:
 
 def fields_from_bitmaps(ins: np.ndarray, ds_id: np.ndarray, ds_ins: np.ndarray) -> np.ndarray:
     """FIELD_* presence masks from instruction bitmaps (DS fields only for our domain)."""
-    ins = ins.astype(np.uint32)
+    ins = np.asarray(ins, np.uint16)
+    ds = np.where(np.asarray(ds_id) == INT_DS_ID_HPCC, ds_ins, 0).astype(np.uint16)
     out = np.zeros(len(ins), np.uint16)
-    for mask, f in _STD:
-        out |= np.where(ins & mask, f, 0).astype(np.uint16)
-    ours = ds_id == INT_DS_ID_HPCC
-    ds = np.where(ours, ds_ins, 0).astype(np.uint32)
-    for mask, f in _DS:
-        out |= np.where(ds & mask, f, 0).astype(np.uint16)
+    for f in HOP_FIELDS:
+        out |= ((ds if f.ds else ins) & np.uint16(f.mask)).astype(bool) * np.uint16(f.flag)
     return out
 
 
@@ -194,17 +177,9 @@ class HostBatchDecoder:
         h["fields"] = fields_from_bitmaps(
             rec["instruction_bitmap"], rec["ds_id"], rec["ds_instruction"]
         )[sample]
-        h["node_id"] = src["node_id"]
-        h["ingress_port"] = src["ingress_port"]
-        h["egress_port"] = src["egress_port"]
-        h["hop_latency_us"] = src["hop_latency"]
-        h["queue_id"] = src["queue_id"]
-        h["queue_pkts"] = src["queue_occupancy"]
-        h["ingress_ts_us"] = src["ingress_ts"]
-        h["egress_ts_us"] = src["egress_ts"]
-        h["tx_bytes"] = src["tx_bytes"]
-        h["queue_bytes"] = src["queue_bytes"]
-        h["line_rate_mbps"] = src["line_rate"]
+        for f in HOP_FIELDS:
+            for p in f.parts:
+                h[p.col] = src[p.name]
         return DecodedBatch(samples=s, hops=h)
 
 
