@@ -20,6 +20,55 @@ class ExprGen:
     scopes: list[dict[Any, str]]
     errors: list[str]
     precomputed: dict[Any, str]     # call nodes whose value sits in a C lvalue (lookahead)
+    pipe_fields: list[str]
+    layouts: Any
+
+    def fresh(self, base: str) -> str:  # pragma: no cover - CGen's
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ initialisers
+    def materialize(self, e: A.Expression) -> tuple[list[str], str]:
+        """A header/struct initialiser (``{a, b}``, ``{f = a}``) built in a fresh pipe slot:
+        the statements and the slot. Built aside, so ``h = {h.b, h.a}`` reads the old
+        ``h``; a header so built is valid (P4 spec 8.11)."""
+        t = strip(e.type)
+        if not isinstance(t, (T.HeaderType, T.StructType)):
+            raise EbpfUnsupported(e, f"an initialiser of {t}")
+        slot = self.fresh("init")
+        self.pipe_fields.append(f"{self.layouts.struct_name(t, e)} {slot};")
+        return self.init_fields(f"P->{slot}", t, e), f"P->{slot}"
+
+    def init_fields(self, target: str, t: Any, e: A.Expression) -> list[str]:
+        if isinstance(e, A.ListExpression):
+            values = dict(zip((f for f, _ in t.fields), e.elems))
+        elif isinstance(e, A.StructExpression):
+            values = {f.name: f.value for f in e.fields}
+        else:
+            raise EbpfUnsupported(e, f"initialiser {type(e).__name__}")
+        lines = [f"__builtin_memset(&{target}, 0, sizeof({target}));"]
+        if isinstance(t, T.HeaderType):
+            lines.append(f"{target}._valid = 1;")
+        for fname, ftype in t.fields:
+            v = values.get(fname)
+            if v is None:
+                continue
+            ft = strip(ftype)
+            dst = f"{target}.{cname(fname)}"
+            if isinstance(ft, (T.HeaderType, T.StructType)):
+                if isinstance(v, (A.ListExpression, A.StructExpression)):
+                    lines += self.init_fields(dst, ft, v)
+                else:
+                    lines.append(f"{dst} = {self.lval(v)};")
+            else:
+                lines.append(f"{dst} = {self.ex(v)};")
+        return lines
+
+    def object_value(self, e: A.Expression) -> str:
+        """A header/struct value as a C expression (an initialiser: a statement expression)."""
+        if isinstance(e, (A.ListExpression, A.StructExpression)):
+            lines, slot = self.materialize(e)
+            return "({ " + " ".join(lines) + f" {slot}; }})"
+        return self.lval(e)
 
     # ---------------------------------------------------------------- helpers
     def width(self, e: A.Expression) -> int:
