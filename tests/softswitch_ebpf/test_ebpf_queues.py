@@ -13,8 +13,8 @@ import struct
 import pytest
 from ebpf_helpers import ROOT, start_switch_process
 
-from softswitch.api import Switch
 from softswitch.switchd.errors import OptionError
+from softswitch.targets.python.switch import Switch
 
 pytestmark = [pytest.mark.bpf, pytest.mark.root]
 PROBE = ROOT / "tests" / "softswitch_ebpf" / "queue_probe.p4"
