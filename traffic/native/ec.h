@@ -21,7 +21,7 @@ extern "C" {
 #define TN_EC_MAX_M 16   /* traffic.fec.MAX_M */
 
 /* Return codes (negative). */
-#define TN_EC_EINVAL    (-1)  /* k outside 1..MAX_K, m outside 0..MAX_M, or len 0 */
+#define TN_EC_EINVAL    (-1)  /* k outside 1..MAX_K, m outside 0..MAX_M, or len > INT_MAX */
 #define TN_EC_ETOOFEW   (-2)  /* fewer than k of the k + m symbols present */
 #define TN_EC_ESINGULAR (-3)  /* cannot happen with a Cauchy matrix; reported, not assumed */
 
