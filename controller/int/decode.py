@@ -23,6 +23,7 @@ from controller.int.records import (
     REPORT_DTYPE,
     SOURCE_REPORT,
     DecodedBatch,
+    take,
 )
 from formats.int_fields import WordOffsets, word_offsets
 from formats.int_md import INT_DS_ID_HPCC, INT_MD_VERSION, INT_SHIM_TYPE_MD, ROCEV2_UDP_PORT
@@ -372,10 +373,10 @@ def _in_arrival_order(parts: list[tuple[DecodedBatch, np.ndarray]]) -> DecodedBa
     order = np.argsort(where, kind="stable")
     rank = np.empty_like(order)
     rank[order] = np.arange(len(order))
-    out.samples = out.samples[order]
+    out.samples = take(out.samples, order)
     h = out.hops
     h["sample"] = rank[h["sample"]]
-    out.hops = h[np.argsort(h["sample"], kind="stable")]
+    out.hops = take(h, np.argsort(h["sample"], kind="stable"))
     return out
 
 

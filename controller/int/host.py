@@ -20,6 +20,7 @@ from controller.int.records import (
     REPORT_DTYPE,
     SOURCE_HOST,
     DecodedBatch,
+    take,
 )
 from formats.agent_batch import (
     AGENT_BATCH_HEADER_LEN,
@@ -27,7 +28,13 @@ from formats.agent_batch import (
     AGENT_BATCH_VERSION,
 )
 from formats.int_fields import HOP_FIELDS
-from formats.int_md import HOST_RECORD_DTYPE, INT_DS_ID_HPCC, MAX_HOPS, ROCEV2_UDP_PORT
+from formats.int_md import (
+    HOP_RECORD_DTYPE,
+    HOST_RECORD_DTYPE,
+    INT_DS_ID_HPCC,
+    MAX_HOPS,
+    ROCEV2_UDP_PORT,
+)
 
 _HEAD = np.dtype(
     [("magic", ">u4"), ("version", "u1"), ("flags", "u1"), ("record_size", ">u2"),
@@ -63,6 +70,16 @@ def fields_from_bitmaps(ins: np.ndarray, ds_id: np.ndarray, ds_ins: np.ndarray) 
     for f in HOP_FIELDS:
         out |= ((ds if f.ds else ins) & np.uint16(f.mask)).astype(bool) * np.uint16(f.flag)
     return out
+
+
+def _hop_rows(rec: np.ndarray) -> np.ndarray:
+    """Every hop slot of ``rec`` as a raw row (``n * MAX_HOPS`` of them, record-major):
+    selecting raw rows is many times faster than selecting structured elements."""
+    off = HOST_RECORD_DTYPE.fields["hops"][1]
+    raw = np.ascontiguousarray(rec).view(np.uint8).reshape(len(rec), HOST_RECORD_DTYPE.itemsize)
+    size = HOP_RECORD_DTYPE.itemsize
+    hops = raw[:, off:off + MAX_HOPS * size].reshape(len(rec) * MAX_HOPS, size)
+    return np.ascontiguousarray(hops).view(np.dtype((np.void, size))).reshape(-1)
 
 
 class HostBatchDecoder:
@@ -195,7 +212,7 @@ class HostBatchDecoder:
         bad = hop_count > MAX_HOPS
         if bad.any():
             self.stats.malformed[Malformed.RECORD_HOP_COUNT] += int(bad.sum())
-            rec = rec[~bad]
+            rec = take(rec, ~bad)
             hop_count = hop_count[~bad]
             if not np.isscalar(agent_id):
                 agent_id = np.asarray(agent_id)[~bad]
@@ -225,7 +242,8 @@ class HostBatchDecoder:
         s["ds_bitmap"] = rec["ds_instruction"]
         s["capture_ns"] = rec["capture_ns"]
         mask = np.arange(MAX_HOPS)[None, :] < hop_count[:, None]
-        src = rec["hops"][mask]  # record-major, newest hop first within a record
+        # record-major, newest hop first within a record
+        src = _hop_rows(rec)[mask.reshape(-1)].view(HOP_RECORD_DTYPE)
         sample = np.repeat(np.arange(n, dtype=np.uint32), hop_count)
         stack_pos = np.nonzero(mask)[1]
         h = np.zeros(len(src), HOP_DTYPE)
