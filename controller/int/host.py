@@ -75,7 +75,7 @@ def fields_from_bitmaps(ins: np.ndarray, ds_id: np.ndarray, ds_ins: np.ndarray) 
 def _hop_rows(rec: np.ndarray) -> np.ndarray:
     """Every hop slot of ``rec`` as a raw row (``n * MAX_HOPS`` of them, record-major):
     selecting raw rows is many times faster than selecting structured elements."""
-    off = HOST_RECORD_DTYPE.fields["hops"][1]
+    off = HOST_RECORD_DTYPE.fields["hops"][1]  # type: ignore[index]
     raw = np.ascontiguousarray(rec).view(np.uint8).reshape(len(rec), HOST_RECORD_DTYPE.itemsize)
     size = HOP_RECORD_DTYPE.itemsize
     hops = raw[:, off:off + MAX_HOPS * size].reshape(len(rec) * MAX_HOPS, size)
