@@ -66,6 +66,7 @@ class CGen(ExprGen, ControlGen, StatefulGen):
         self._table_actions: dict[str, dict[str, Any]] = {}   # table -> action name -> decl
         self.function_fns: dict[Any, str] = {}                  # FunctionDecl -> C function
         self.exiting_fns: set[str] = set()
+        self.stack_scratch: dict[str, str] = {}
         self.in_function = False
         self.stack_error = 3
         self._subcontrol_types: set[Any] = set()
@@ -220,6 +221,29 @@ class CGen(ExprGen, ControlGen, StatefulGen):
         return out + ["}"]
 
     def assign(self, s: A.AssignmentStatement) -> list[str]:
+        """P4 evaluates the target before the right side: when the right side calls
+        something, the target's run-time indexes are computed first (once, also when a
+        compound assignment shares them with the right side), as on the Python target."""
+        from softswitch.frontend.walk import walk
+        pinned: list[Any] = []
+        head: list[str] = []
+        if any(isinstance(n, A.MethodCallExpression) and n.call_kind is not A.CallKind.BUILTIN_METHOD
+               for n in walk(s.rhs)):
+            for n in walk(s.lhs):
+                if isinstance(n, A.IndexExpression) and n.index.const_value is None \
+                        and n.index not in self.precomputed:
+                    slot = self.fresh("ix")
+                    self.pipe_fields.append(f"u64 {slot};")
+                    head.append(f"P->{slot} = {self.ex(n.index)};")
+                    self.precomputed[n.index] = f"P->{slot}"
+                    pinned.append(n.index)
+        try:
+            return head + self._assign(s)
+        finally:
+            for n in pinned:
+                del self.precomputed[n]
+
+    def _assign(self, s: A.AssignmentStatement) -> list[str]:
         lhs, rhs = s.lhs, s.rhs
         t = strip(lhs.type)
         if isinstance(t, (T.HeaderType, T.StructType)):
