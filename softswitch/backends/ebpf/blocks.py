@@ -20,6 +20,7 @@ from softswitch.backends.ebpf.layout import (
     cname,
     ctype,
     scalar_width,
+    stack_slots,
     strip,
     words16,
 )
@@ -90,6 +91,14 @@ class CGen(ExprGen, ControlGen, StatefulGen):
         """A variable in struct pipe (controls' and actions' locals alike)."""
         name = self.fresh("v_" + decl.name)
         t = strip(decl.type_ref.type)
+        if isinstance(t, T.StackType) and isinstance(strip(t.elem), T.HeaderType):
+            elem = self.layouts.struct_name(strip(t.elem), decl)
+            self.pipe_fields += [f"{elem} {name}[{stack_slots(t.size)}];", f"u32 {name}__next;"]
+            scope[decl] = f"P->{name}"
+            out = [f"__builtin_memset(&P->{name}, 0, sizeof(P->{name}));", f"P->{name}__next = 0;"]
+            if decl.init is not None:
+                out += self.copy_stack(f"P->{name}", self.lval(decl.init))
+            return out
         if isinstance(t, (T.HeaderType, T.StructType)):
             self.pipe_fields.append(f"{self.layouts.struct_name(t, decl)} {name};")
             scope[decl] = f"P->{name}"
@@ -243,9 +252,16 @@ class CGen(ExprGen, ControlGen, StatefulGen):
             for n in pinned:
                 del self.precomputed[n]
 
+    @staticmethod
+    def copy_stack(dst: str, src: str) -> list[str]:
+        """A header stack assigned whole: its elements and its next index."""
+        return [f"__builtin_memcpy(&{dst}, &{src}, sizeof({dst}));", f"{dst}__next = {src}__next;"]
+
     def _assign(self, s: A.AssignmentStatement) -> list[str]:
         lhs, rhs = s.lhs, s.rhs
         t = strip(lhs.type)
+        if isinstance(t, T.StackType):
+            return self.copy_stack(self.lval(lhs), self.lval(rhs))
         if isinstance(t, (T.HeaderType, T.StructType)):
             if isinstance(rhs, (A.ListExpression, A.StructExpression)):
                 lines, slot = self.materialize(rhs)
@@ -255,7 +271,12 @@ class CGen(ExprGen, ControlGen, StatefulGen):
             lo, hi = lhs.lo_value, lhs.hi_value
             assert lo is not None and hi is not None
             m = (1 << (hi - lo + 1)) - 1
-            target = self.lval(lhs.expr)
+            base = lhs.expr
+            while isinstance(base, A.SliceExpression):    # x[7:4][3:0]: bits of x
+                assert base.lo_value is not None
+                lo += base.lo_value
+                base = base.expr
+            target = self.lval(base)
             value = f"((((u64){self.ex(rhs)}) & {m:#x}ULL) << {lo})"
             return [f"{target} = ({target} & ~({m:#x}ULL << {lo})) | {value};"]
         return [f"{self.lval(lhs)} = {self.ex(rhs)};"]

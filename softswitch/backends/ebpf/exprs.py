@@ -161,8 +161,13 @@ class ExprGen:
         if op in ("&&", "||"):
             return f"({self.ex(e.left)} {op} {self.ex(e.right)})"
         if op in ("==", "!="):
-            if isinstance(strip(e.left.type), (T.HeaderType, T.StructType)):
-                raise EbpfUnsupported(e, "comparison of headers or structs")
+            lt = strip(e.left.type)
+            if isinstance(lt, T.VarbitType):
+                eq = self.varbit_eq(self.lval(e.left), self.lval(e.right), lt)
+                return eq if op == "==" else f"(!{eq})"
+            if isinstance(lt, (T.HeaderType, T.StructType, T.StackType)):
+                eq = self.obj_eq(self.object_value(e.left), self.object_value(e.right), lt, e)
+                return eq if op == "==" else f"(!{eq})"
             return f"({self.ex(e.left)} {op} {self.ex(e.right)})"
         if op in ("<", "<=", ">", ">="):
             return f"((u64){self.ex(e.left)} {op} (u64){self.ex(e.right)})"
@@ -193,6 +198,35 @@ class ExprGen:
         if op == "|-|":
             return f"((u64){l} > (u64){r} ? ((u64){l} - (u64){r}) : 0ULL)"
         raise EbpfUnsupported(e, f"operator {op}")
+
+    @staticmethod
+    def varbit_eq(a: str, b: str, t: T.VarbitType) -> str:
+        """Two varbit values are equal when their lengths and their bytes are."""
+        n = t.max_width // 8 + 1
+        return (f"({{ int eq_ = {a}__bits == {b}__bits; for (u32 i_ = 0; i_ < {n}; i_++) "
+                f"if (i_ < ({a}__bits + 7) / 8 && {a}[i_] != {b}[i_]) eq_ = 0; eq_; }})")
+
+    def obj_eq(self, a: str, b: str, t: Any, node: Any) -> str:
+        """``a == b`` of headers (both invalid, or both valid with equal fields), structs
+        (every field) and stacks (every element), as the Python target compares them."""
+        t = strip(t)
+        if isinstance(t, T.StackType):
+            return "(" + " && ".join(self.obj_eq(f"{a}[{i}]", f"{b}[{i}]", t.elem, node)
+                                     for i in range(t.size)) + ")"
+        terms = []
+        for fname, ftype in t.fields:
+            ft = strip(ftype)
+            fa, fb = f"{a}.{cname(fname)}", f"{b}.{cname(fname)}"
+            if isinstance(ft, (T.HeaderType, T.StructType, T.StackType)):
+                terms.append(self.obj_eq(fa, fb, ft, node))
+            elif isinstance(ft, T.VarbitType):
+                terms.append(self.varbit_eq(fa, fb, ft))
+            else:
+                terms.append(f"({fa} == {fb})")
+        fields = " && ".join(terms) or "1"
+        if isinstance(t, T.HeaderType):
+            return f"({a}._valid == {b}._valid && (!{a}._valid || ({fields})))"
+        return f"({fields})"
 
     def _signed_binary(self, e: A.BinaryExpression) -> str:
         """int<W> operators whose result depends on the sign: comparisons, ``>>``
