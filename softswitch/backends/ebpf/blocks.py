@@ -67,6 +67,8 @@ class CGen(ExprGen, ControlGen, StatefulGen):
         self._table_actions: dict[str, dict[str, Any]] = {}   # table -> action name -> decl
         self.function_fns: dict[Any, str] = {}                  # FunctionDecl -> C function
         self.exiting_fns: set[str] = set()
+        self.function_results: dict[Any, str] = {}
+        self.result_slot: str | None = None
         self.stack_scratch: dict[str, str] = {}
         self.in_function = False
         self.stack_error = 3
@@ -148,6 +150,8 @@ class CGen(ExprGen, ControlGen, StatefulGen):
         if isinstance(s, A.ExitStatement):
             return ["P->exited = 1;", "return;"]
         if isinstance(s, A.ReturnStatement):
+            if s.value is not None and self.result_slot is not None:
+                return [f"{self.result_slot} = {self.object_value(s.value)};", "return;"]
             if s.value is not None:
                 return [f"return {self.ex(s.value)};"]
             return ["return;"]
@@ -330,7 +334,9 @@ class CGen(ExprGen, ControlGen, StatefulGen):
             return f"{self.lval(obj)}._valid"
         if e.call_kind is A.CallKind.FUNCTION:
             fn = self.function_fn(e.callee_decl)
-            return f"{fn}({', '.join(self.call_args(e.callee_decl, e.args))})"
+            call = f"{fn}({', '.join(self.call_args(e.callee_decl, e.args))})"
+            slot = self.function_results.get(e.callee_decl)
+            return f"({call}, {slot})" if slot else call
         raise EbpfUnsupported(e, f"call in an expression ({e.call_kind.value if e.call_kind else '?'})")
 
     # ------------------------------------------------------------- actions

@@ -31,6 +31,8 @@ class ControlGen:
     instances: dict[Any, tuple[str, str, int, int]]
     function_fns: dict[Any, str]
     exiting_fns: set[str]           # C functions of P4 functions that may exit
+    function_results: dict[Any, str]  # FunctionDecl returning a header/struct -> its slot
+    result_slot: str | None           # that slot, while its function is generated
     in_function: bool
     _subcontrol_types: set[Any]
     _subcontrol_slots: dict[Any, list[tuple[Any, str]]]
@@ -151,14 +153,22 @@ class ControlGen:
         fn = self.fresh("fn_" + decl.name)
         self.function_fns[decl] = fn
         rt = strip(decl.return_type.type)
-        ret = "void" if isinstance(rt, T.VoidType) else ctype(scalar_width(rt, decl))
+        ret_slot = None
+        if isinstance(rt, (T.HeaderType, T.StructType)):    # returned in a pipe slot
+            ret_slot = self.fresh("fr_" + decl.name)
+            self.pipe_fields.append(f"{self.layouts.struct_name(rt, decl)} {ret_slot};")
+            self.function_results[decl] = f"P->{ret_slot}"
+            ret = "void"
+        else:
+            ret = "void" if isinstance(rt, T.VoidType) else ctype(scalar_width(rt, decl))
         params, scope, entry, leave = self.callable_params(decl, "fa_" + decl.name)
-        saved, saved_in = self.scopes, self.in_function
+        saved, saved_in, saved_ret = self.scopes, self.in_function, self.result_slot
         self.scopes, self.in_function = [{}, scope], True
+        self.result_slot = f"P->{ret_slot}" if ret_slot else None
         try:
             body = self.stmts(decl.body.statements)
         finally:
-            self.scopes, self.in_function = saved, saved_in
+            self.scopes, self.in_function, self.result_slot = saved, saved_in, saved_ret
         label = f"out_{fn}"
         if any("P->exited" in line for line in body):
             self.exiting_fns.add(fn)

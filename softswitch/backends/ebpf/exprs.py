@@ -297,6 +297,9 @@ class ExprGen:
             base = self.lval(e.expr)
             return f"{base}[({base}__next - 1) & {stack_slots(st.size) - 1}]"
         from softswitch.frontend.text import expr_text
+        if isinstance(e, A.MethodCallExpression) and e.call_kind is A.CallKind.FUNCTION \
+                and isinstance(strip(e.type), (T.HeaderType, T.StructType)):
+            return self.call_expr(e)            # (fn(P, ...), its result slot)
         if isinstance(e, A.MethodCallExpression):
             raise EbpfUnsupported(e, f"a field of a call's result ({expr_text(e)})")
         raise EbpfUnsupported(e, f"{expr_text(e)} as a value or assignment target")
