@@ -194,8 +194,7 @@ class ControlGen:
         function is filed): a C function over the pipe, its parameters in pipe slots."""
         direct = not isinstance(inst, A.InstantiationDecl)
         decl = inst.callee.expr.decl if direct else inst.type_decl
-        if decl.ctor_params or getattr(inst, "args", None) and not direct:
-            raise EbpfUnsupported(inst, f"control {decl.name} with constructor arguments")
+        ctor_scope = self.ctor_bindings(inst, decl, direct)
         # each instance gets its own function, pipe slots, tables and externs (keyed by
         # the declaration only while its body is generated)
         self._subcontrol_types.add(decl)
@@ -205,7 +204,7 @@ class ControlGen:
         key = inst if key is None else key
         # parameters live in the pipe (copy-in/copy-out at each apply, as P4 defines them),
         # so the instance's actions and tables reach them as the top blocks' ones
-        scope: dict[Any, str] = {}
+        scope: dict[Any, str] = dict(ctor_scope)
         slots: list[tuple[Any, str]] = []
         for p in decl.params:
             t = strip(p.type_ref.type)
@@ -224,6 +223,32 @@ class ControlGen:
                                                              self.fresh("ctl_" + fq)), 0, 0)
         finally:
             self.scopes, self._prefix = saved
+
+    def ctor_bindings(self, inst: Any, decl: Any, direct: bool) -> dict[Any, str]:
+        """Constructor arguments of a control instance: a constant becomes the parameter's
+        value in the instance's scope; an instance of a control declared in the enclosing
+        control (``C2(c1) c2;``) is what the parameter's ``apply`` runs. Bound while this
+        instance is generated (each instance of the control gets its own function)."""
+        if not decl.ctor_params:
+            return {}
+        args = [] if direct else list(getattr(inst, "args", None) or [])
+        if len(args) != len(decl.ctor_params):
+            raise EbpfUnsupported(inst, f"control {decl.name} with constructor arguments "
+                                        "other than one per parameter")
+        scope: dict[Any, str] = {}
+        for p, a in zip(decl.ctor_params, args):
+            v = a.value
+            target = getattr(v, "decl", None)
+            if target is not None and target in self.instances \
+                    and self.instances[target][0] == "control":
+                self.instances[p] = self.instances[target]
+                self._subcontrol_slots[p] = self._subcontrol_slots[target]
+            elif isinstance(v.const_value, (bool, int)):
+                scope[p] = self.ex(v)
+            else:
+                raise EbpfUnsupported(a, f"control {decl.name}: constructor argument {p.name} "
+                                         "(a constant or an instance of a control of the caller)")
+        return scope
 
     def _control(self, decl: A.ControlDecl, prefix: str, scope: dict[Any, str], params: list[str],
                  fn: str) -> str:
