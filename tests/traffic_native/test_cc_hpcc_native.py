@@ -102,6 +102,7 @@ def test_every_ack_gives_the_same_rate_and_state(hs: HpccSettings, line_rate: fl
         want = p.on_ack(hops, **kw)
         assert got == want, f"ACK {n}"
         _same(c, p, where=f"ACK {n} {hops} {kw}")
+        assert c.window_bytes(base_rtt) == p.window_bytes(base_rtt)
 
 
 def _idle_hop_acks(k: int) -> tuple[list[EchoHop], dict]:
