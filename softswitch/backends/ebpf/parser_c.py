@@ -68,6 +68,8 @@ def gen_parser(g: CGen, decl: A.ParserDecl, errors: list[str]) -> str:
     for d in decl.locals:
         if isinstance(d, A.VariableDecl):
             init += g.local_var(d, scope)
+        elif isinstance(d, A.ConstDecl):
+            continue                         # folded into the expressions that use it
         elif isinstance(d, A.ValueSetDecl):
             gen_value_set(g, d, control_plane_name(d, decl.name), width_of(d.elem_type.type))
         else:

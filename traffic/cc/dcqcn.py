@@ -1,6 +1,6 @@
 """DCQCN in the sender, as an RDMA NIC runs it: the reaction point of one QP.
 
-The algorithm itself is :class:`common.dcqcn.DcqcnEngine` (one implementation
+The algorithm itself is :class:`traffic.cc.dcqcn_engine.DcqcnEngine` (one implementation
 for the fluid model and the senders); this module gives it a QP's clock and bytes:
 CNPs cut the rate, the alpha and increase timers and the byte counter raise it again,
 and the requester sets its token bucket to the result.
@@ -44,10 +44,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from common.dcqcn import DcqcnEngine, DcqcnParameterError, DcqcnParams
+from traffic.cc.base import SenderCcBase
+from traffic.cc.dcqcn_engine import DcqcnEngine, DcqcnParameterError, DcqcnParams
 from traffic.errors import ConfigError
 
-__all__ = ["TIME_SCALE", "DcqcnReactionPoint", "DcqcnSettings"]
+__all__ = ["TIME_SCALE", "DcqcnReactionPoint", "DcqcnSender", "DcqcnSettings"]
 
 TIME_SCALE = 1000.0
 _MIN_RATE_BPS = 1_000.0  # traffic.pacing's lower bound
@@ -203,3 +204,34 @@ class DcqcnReactionPoint:
                 "cnps_rx": self.cnps_rx, "cnps_applied": self.cnps_applied,
                 "rate_cuts": self.rate_cuts, "rate_increases": self.rate_increases,
                 "min_rate_bps": self.min_rate_seen_bps}
+
+
+class DcqcnSender(SenderCcBase):
+    """DCQCN as a QP's :class:`~traffic.cc.base.SenderCc`: the reaction point on the
+    QP's CNPs, its clock (:meth:`tick` before each send round) and its bytes sent."""
+
+    name = "dcqcn"
+    snapshot_key = "dcqcn"
+
+    def __init__(self, line_rate_bps: float, settings: DcqcnSettings | None = None, *,
+                 mtu: int = 1024, now_s: float = 0.0) -> None:
+        super().__init__(line_rate_bps)
+        self.rp = DcqcnReactionPoint(line_rate_bps=line_rate_bps,
+                                     settings=settings if settings is not None
+                                     else DcqcnSettings(), mtu=mtu, now_s=now_s)
+
+    @property
+    def rate_bps(self) -> float:
+        return self.rp.rate_bps
+
+    def on_cnp(self, now_s: float) -> bool:
+        return self.rp.on_cnp(now_s)
+
+    def on_sent(self, nbytes: int) -> None:
+        self.rp.on_sent(nbytes)
+
+    def tick(self, now_s: float) -> bool:
+        return self.rp.tick(now_s)
+
+    def snapshot(self) -> dict[str, float | int]:
+        return self.rp.snapshot()

@@ -17,9 +17,9 @@ adjusts the rate:
 
 Time is passed in explicitly (ns); nothing here sleeps or schedules.
 
-Why in :mod:`common`: the same reaction point runs in two layers, in each emulated
-sender (``traffic.dcqcn``, as a NIC runs it) and in the controller's fluid model and
-baseline (``controller.cc``); neither layer may import the other.
+One implementation for two users: each emulated sender (:mod:`traffic.cc.dcqcn`, as a
+NIC runs it) and the controller's fluid model and baseline (``controller.cc``, which
+may import ``traffic``).
 """
 from __future__ import annotations
 

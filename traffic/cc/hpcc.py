@@ -57,6 +57,12 @@ one; ACKs in between fast-react.  Without ``now_s`` the rule is ns-3's alone.
 The window: ns-3 also bounds the bytes in flight by ``W * R / R_max`` (``VAR_WIN``);
 :meth:`HpccState.window_bytes` gives it, and the requester applies it.
 
+An idle hop in multi-rate: a hop that sent nothing and queued nothing for a whole T
+brings its EWMA to 0 and ``Rc / (u / eta)`` to its limit, +inf; the rate is then the
+line rate (ns-3 would divide by zero).  The formulas themselves are
+:mod:`traffic.cc.hpcc_math`, shared with the controller's engine; :class:`HpccSender`
+is this algorithm behind the sender interface (:mod:`traffic.cc.base`).
+
 Pacing: ns-3's NIC sends a QP's next packet ``size / R`` after the previous one and
 never catches up after a pause (``m_nextAvail``); the requester's token bucket for an
 HPCC QP is therefore one full packet deep (``pacing_burst_pkts``), not the few
@@ -71,12 +77,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from formats.int_echo import EchoHop
 from formats.int_md import MAX_HOPS
+from traffic.cc.base import SenderCcBase
+from traffic.cc.hpcc_math import ai_rate, bound, ewma, hop_utilisation, mi_rate, multiplicative
 from traffic.errors import ConfigError
 
-__all__ = ["HpccSettings", "HpccState"]
+__all__ = ["EchoHop", "HpccSender", "HpccSettings", "HpccState", "cli_args"]
 
 _TS_MOD = 1 << 32     # echoed egress timestamps: 32 bits of microseconds
 _BYTES_MOD = 1 << 32  # tx bytes modulo 2^32
@@ -167,7 +176,7 @@ class HpccState:
         return self.rate_bps * base_rtt_s / 8
 
     def _bound(self, r: float) -> float:
-        return min(self.max_rate_bps, max(self.min_rate_bps, r))
+        return bound(r, self.min_rate_bps, self.max_rate_bps)
 
     def on_ack(self, hops: Sequence[EchoHop], *, ack_seq: int, next_seq: int,
                base_rtt_s: float, now_s: float | None = None) -> bool:
@@ -215,10 +224,9 @@ class HpccState:
             self.skipped_hops += 1
             return None
         tau = tau_us * 1e-6
-        b = h.line_rate * 1e6
-        tx_rate = ((h.tx_bytes - p.tx_bytes) % _BYTES_MOD) * 8 / tau
-        win = self.max_rate_bps * base_rtt_s / 8
-        u = tx_rate / b + min(h.queue_bytes, p.queue_bytes) * self.max_rate_bps / b / win
+        u = hop_utilisation((h.tx_bytes - p.tx_bytes) % _BYTES_MOD, tau,
+                            min(h.queue_bytes, p.queue_bytes), h.line_rate * 1e6,
+                            self.max_rate_bps, base_rtt_s)
         return u, tau
 
     def _update_single(self, hops: Sequence[EchoHop], t: float, *, commit: bool) -> None:
@@ -234,12 +242,12 @@ class HpccState:
         if not any_hop:
             return
         dt = min(dt, t)
-        self.u = (self.u * (t - dt) + big_u * dt) / t
+        self.u = ewma(self.u, big_u, dt, t)
         max_c = self.u / self.settings.eta
-        if max_c >= 1 or self.inc_stage >= self.settings.max_stage:
-            new_rate, new_stage = self.ref_rate_bps / max_c + self.w_ai_bps, 0
+        if multiplicative(max_c, self.inc_stage, self.settings.max_stage):
+            new_rate, new_stage = mi_rate(self.ref_rate_bps, max_c, self.w_ai_bps), 0
         else:
-            new_rate, new_stage = self.ref_rate_bps + self.w_ai_bps, self.inc_stage + 1
+            new_rate, new_stage = ai_rate(self.ref_rate_bps, self.w_ai_bps), self.inc_stage + 1
         self.rate_bps = self._bound(new_rate)
         if commit:
             self.ref_rate_bps = self.rate_bps
@@ -254,7 +262,7 @@ class HpccState:
                 u, tau = s
                 tau = min(tau, t)
                 st = self._hop_state[i]
-                st.u = (st.u * (t - tau) + u * tau) / t
+                st.u = ewma(st.u, u, tau, t)
         self._hops = tuple(hops)
         if not any(updated):
             return
@@ -266,10 +274,10 @@ class HpccState:
                 new_rate = min(new_rate, st.rc)
                 continue
             c = st.u / self.settings.eta
-            if c >= 1 or st.inc_stage >= self.settings.max_stage:
-                r, stage = st.rc / c + self.w_ai_bps, 0
+            if multiplicative(c, st.inc_stage, self.settings.max_stage):
+                r, stage = mi_rate(st.rc, c, self.w_ai_bps), 0   # c = 0: the line rate
             else:
-                r, stage = st.rc + self.w_ai_bps, st.inc_stage + 1
+                r, stage = ai_rate(st.rc, self.w_ai_bps), st.inc_stage + 1
             r = self._bound(r)
             proposals[i] = (r, stage)
             new_rate = min(new_rate, r)
@@ -286,3 +294,77 @@ class HpccState:
                 "inc_stage": self.inc_stage, "updates": self.updates,
                 "fast_reacts": self.fast_reacts, "skipped_hops": self.skipped_hops,
                 "path_changes": self.path_changes}
+
+
+class HpccSender(SenderCcBase):
+    """HPCC as a QP's :class:`~traffic.cc.base.SenderCc`: :class:`HpccState` with the
+    QP's RTT samples (T) and its window, and the reaction timing of the summary (the
+    first echoed queue above zero and the first rate cut after it)."""
+
+    name = "hpcc-sender"
+    snapshot_key = "hpcc"
+    wants_echo = True
+
+    def __init__(self, line_rate_bps: float, settings: HpccSettings | None = None) -> None:
+        super().__init__(line_rate_bps)
+        self.settings = settings if settings is not None else HpccSettings()
+        self.state = HpccState(max_rate_bps=line_rate_bps, settings=self.settings)
+        self.pacing_burst_pkts = self.settings.pacing_burst_pkts  # ns-3: one packet
+        self.min_rtt_s: float | None = None      # smallest RTT sample: T unless configured
+        self.first_queue_s: float | None = None  # first echoed queue above zero ...
+        self.first_cut_s: float | None = None    # ... and the first rate cut after it
+        self.max_queue_bytes = 0                 # deepest queue an echo reported
+
+    @property
+    def rate_bps(self) -> float:
+        return self.state.rate_bps
+
+    @property
+    def base_rtt_s(self) -> float:
+        return self.settings.base_rtt(self.min_rtt_s)
+
+    def on_ack(self, hops: Sequence[EchoHop], *, ack_seq: int, next_seq: int,
+               now_s: float) -> bool:
+        q = max((h.queue_bytes for h in hops), default=0)
+        self.max_queue_bytes = max(self.max_queue_bytes, q)
+        if self.first_queue_s is None and q:
+            self.first_queue_s = now_s
+        before = self.state.rate_bps
+        changed = self.state.on_ack(hops, ack_seq=ack_seq, next_seq=next_seq,
+                                    base_rtt_s=self.base_rtt_s, now_s=now_s)
+        if (changed and self.state.rate_bps < before and self.first_queue_s is not None
+                and self.first_cut_s is None):
+            self.first_cut_s = now_s
+        return changed
+
+    def on_rtt(self, rtt_s: float) -> None:
+        if self.min_rtt_s is None or rtt_s < self.min_rtt_s:
+            self.min_rtt_s = rtt_s
+
+    def window_bytes(self) -> float | None:
+        return self.state.window_bytes(self.base_rtt_s) if self.settings.window else None
+
+    @property
+    def reaction_s(self) -> float | None:
+        q, c = self.first_queue_s, self.first_cut_s
+        return None if q is None or c is None else c - q
+
+    def snapshot(self) -> dict[str, Any]:
+        return {**self.state.snapshot(), "base_rtt_s": self.base_rtt_s,
+                "min_rtt_s": self.min_rtt_s, "max_echo_queue_bytes": self.max_queue_bytes,
+                "first_queue_s": self.first_queue_s, "first_cut_s": self.first_cut_s,
+                "reaction_s": self.reaction_s}
+
+
+def cli_args(h: HpccSettings) -> list[str]:
+    """``h`` as ``python -m traffic`` flags (the test bed starts senders with them)."""
+    argv = ["--hpcc-eta", f"{h.eta!r}", "--hpcc-max-stage", str(h.max_stage),
+            "--hpcc-wai", f"{h.w_ai_fraction!r}", "--hpcc-min-base-rtt",
+            f"{h.min_base_rtt_s!r}", "--hpcc-pacing-burst", f"{h.pacing_burst_pkts!r}"]
+    if h.base_rtt_s is not None:
+        argv += ["--hpcc-base-rtt", f"{h.base_rtt_s!r}"]
+    if h.multi_rate:
+        argv += ["--hpcc-multi-rate"]
+    if not h.window:
+        argv += ["--hpcc-no-window"]
+    return argv
