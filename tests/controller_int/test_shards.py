@@ -69,8 +69,9 @@ def test_two_processes_merge_to_one_collectors_view() -> None:
         for r in reports:
             tx.sendto(r, one.report_address)
             tx.sendto(r, many.report_address)
-        wait_or_fail(lambda: one.stats().reports == len(reports)
-                     and many.stats().reports == len(reports))
+        # the tables are updated after the counters: wait for the flows themselves
+        wait_or_fail(lambda: int(one.flow_snapshot().samples.sum()) == len(reports)
+                     and int(many.flow_snapshot().samples.sum()) == len(reports))
         parts = [p.reports for p in many.shard_stats()]
         f1, fm = one.flow_snapshot(), many.flow_snapshot()
         h1, hm = one.hop_snapshot(), many.hop_snapshot()
