@@ -98,7 +98,7 @@ def _members(data: dict[str, Any]) -> dict[str, list[int]]:
                 ranks = ast.literal_eval(ranks)
             except (ValueError, SyntaxError, MemoryError, RecursionError):
                 continue
-        if not isinstance(ranks, (list, tuple)) or not all(
+        if not isinstance(ranks, (list, tuple)) or not ranks or not all(
                 isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in ranks):
             continue
         for name in (key, cfg.get("name"), cfg.get("desc")):
