@@ -29,7 +29,10 @@ __all__ = ["format_diagnosis", "plot_diagnosis", "write_summary"]
 def _t(t: float | None) -> str:
     if not t:   # None, or 0: logs without timestamps
         return "-"
-    return datetime.fromtimestamp(t, UTC).strftime("%H:%M:%S.%f")[:-3]
+    try:
+        return datetime.fromtimestamp(t, UTC).strftime("%H:%M:%S.%f")[:-3]
+    except (OverflowError, OSError, ValueError):   # no time a clock could show
+        return "-"
 
 
 def _evidence_text(c: Culprit) -> str:
