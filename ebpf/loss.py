@@ -27,9 +27,11 @@ from typing import Self, TextIO
 
 import numpy as np
 
-from .errors import AttachError, ConfigError
+from common.kernel.errors import AttachError
+from common.kernel.tc import Direction, TcAttachment, attach_tc
+
+from .errors import ConfigError
 from .loader import compile_program
-from .tc import Direction, TcAttachment, attach_tc
 
 __all__ = ["GilbertElliott", "LossCounters", "LossEmulator"]
 
