@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from controller.topology import LossModel
+from common.loss import LossModel
 from mininet_topos.netns import Namespace, veth_pair
 from mininet_topos.wan import EbpfLossBackend, WanError, WanLink
 
