@@ -7,6 +7,7 @@ start = first packet, end = message delivered).  FORMAT.md lists the fields.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -87,8 +88,9 @@ class CollRecord:
             raise CollogError(f"{where}: dir={self.dir!r} not one of {DIRECTIONS}")
         for name in ("start", "end"):
             v = getattr(self, name)
-            if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool)):
-                raise CollogError(f"{where}: {name}={v!r} must be a number")
+            if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool)
+                                  or not math.isfinite(v)):
+                raise CollogError(f"{where}: {name}={v!r} must be a finite number")
         if self.end is not None and self.end < self.start:
             raise CollogError(f"{where}: end {self.end} before start {self.start}")
         for name in ("comm", "op", "host", "dtype", "state", "source"):
