@@ -53,6 +53,14 @@ M_RATE = "cc_rate"
 M_LINK_LOSS = "link_loss"
 M_ALERT = "alert"
 
+TAGS: dict[str, tuple[str, ...]] = {
+    M_HOP: ("switch", "port"), M_FLOW: ("src", "dst", "sport", "qp"),
+    M_REPORT_SEQ: ("switch", "hw_id"), M_AGENT: ("agent",), M_COLLECTOR: ("collector",),
+    M_RATE: ("src", "dst", "sport", "qp", "algo"), M_LINK_LOSS: ("link",),
+    M_ALERT: ("rule", "subject", "kind"),
+}
+"""The tag keys of each measurement (the rest of its CSV columns but time_ns are fields)."""
+
 CSV_COLUMNS: dict[str, list[str]] = {
     M_HOP: ["time_ns", "switch", "port", "qlen_bytes", "qlen_pkts", "tx_bytes", "tx_rate_bps",
             "line_rate_bps", "utilization", "hop_latency_ns", "samples"],
