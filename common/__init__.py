@@ -4,9 +4,8 @@ internals and each thing exists once.
 - :mod:`common.p4runtime`: P4Runtime values and the P4Info index, used by the
   switch's server (``softswitch.p4runtime``) and the controller's client
   (``controller.p4rt``)
-- :mod:`common.dcqcn`: DCQCN's reaction point, run by the emulated NIC
-  (``traffic``) and by the controller's baseline (``controller.cc``), with
-  :mod:`common.flow_batches`, the per-flow batch rounds of the vectorised engines
+- :mod:`common.flow_batches`: the per-flow batch rounds of the vectorised engines
+  (DCQCN's in ``traffic.cc``, HPCC's in ``controller.cc``)
 - :mod:`common.argtypes`: argparse ``type=`` checkers of every command line
 - :mod:`common.processes`: starting and stopping a private server process
 - :mod:`common.kernel`: namespaces, veth links, tc attachment and port shaping, driven

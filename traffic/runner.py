@@ -17,14 +17,14 @@ from typing import TextIO
 
 import numpy as np
 
+from traffic.cc.dcqcn import DcqcnSettings
+from traffic.cc.hpcc import HpccSender, HpccSettings
 from traffic.collog.tracker import RankTracker
 from traffic.collog.writer import CollectiveLogWriter
-from traffic.dcqcn import DcqcnSettings
 from traffic.endpoint import Endpoint, EndpointConfig
 from traffic.errors import WorkloadError
 from traffic.host_faults import HostFaults
-from traffic.hpcc import HpccSettings
-from traffic.qp_types import CongestionControl, MessageRecord, QpConfig, Reliability
+from traffic.qp_types import MessageRecord, QpConfig, Reliability
 from traffic.requester import Requester
 from traffic.responder import Responder
 from traffic.workloads import Pattern, RankPlan
@@ -44,7 +44,7 @@ class QpParams:
     fec_m: int = 1
     rto_min_s: float = 0.004
     dscp: int = 0
-    cc: CongestionControl = CongestionControl.NONE
+    cc: str = "none"  # a sender algorithm of traffic.cc.registry
     dcqcn: DcqcnSettings = field(default_factory=DcqcnSettings)
     hpcc: HpccSettings = field(default_factory=HpccSettings)
 
@@ -381,7 +381,7 @@ class RankRunner:
     def cc_summary(self) -> dict:
         """The senders' own rate control: mode, CNPs received, DCQCN cuts, final rates."""
         reqs = self.requesters
-        out: dict = {"mode": self.qp.cc.value,
+        out: dict = {"mode": self.qp.cc,
                      "cnps_rx": sum(r.counters.cnps_rx for r in reqs),
                      "final_rate_bps": {str(r.qpn): r.cfg.rate_bps for r in reqs}}
         rps = [r.dcqcn for r in reqs if r.dcqcn is not None]
@@ -389,10 +389,10 @@ class RankRunner:
             out.update(cnps_applied=sum(rp.cnps_applied for rp in rps),
                        rate_cuts=sum(rp.rate_cuts for rp in rps),
                        min_rate_bps=min(rp.min_rate_seen_bps for rp in rps))
-        hps = [r for r in reqs if r.hpcc is not None]
+        hps = [r for r in reqs if isinstance(r.cc, HpccSender)]
         if hps:
-            reactions = [r.hpcc_first_cut_s - r.hpcc_first_queue_s for r in hps
-                         if r.hpcc_first_cut_s is not None and r.hpcc_first_queue_s is not None]
+            senders = [r.cc for r in hps if isinstance(r.cc, HpccSender)]
+            reactions = [s.reaction_s for s in senders if s.reaction_s is not None]
             out.update(echo_acks=sum(r.counters.echo_acks for r in hps),
                        rate_cuts=sum(1 for r in hps for a, b in zip(r.rate_log, r.rate_log[1:])
                                      if b[1] < a[1]),
@@ -423,7 +423,7 @@ class RankRunner:
         out = {
             "workload": self.plan.pattern.value, "rank": self.plan.rank,
             "nranks": self.plan.nranks, "hosts": self.hosts, "finished": finished,
-            "qp_params": {k: (v.value if isinstance(v, (Reliability, CongestionControl)) else v)
+            "qp_params": {k: (v.value if isinstance(v, Reliability) else v)
                           for k, v in asdict(self.qp).items()},
             "cc": self.cc_summary(),
             "start_s": self.start_s, "end_s": end, "completion_s": el,

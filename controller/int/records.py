@@ -102,6 +102,15 @@ FIELD_LINE_RATE = field_named("line_rate").flag
 FIELD_BIT_BY_NAME: dict[str, int] = {f.name: f.flag for f in HOP_FIELDS}
 
 
+def take(a: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """``a[idx]`` for a structured array (index or mask), by rows of raw bytes: numpy
+    copies structured elements field by field, 20-40 times slower than whole rows."""
+    if a.dtype.names is None:
+        return a[idx]
+    raw = np.ascontiguousarray(a).view(np.dtype((np.void, a.dtype.itemsize)))
+    return raw[idx].view(a.dtype)
+
+
 @dataclass(slots=True, kw_only=True)
 class DecodedBatch:
     """Samples and hop records decoded from one batch of datagrams."""

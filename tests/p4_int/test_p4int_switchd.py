@@ -72,7 +72,8 @@ def namespaces(*prefixes: str) -> Iterator[list]:
 
 
 def start_switch(ns, interfaces: dict[int, str], node_id: int, **opts: Any):
-    from softswitch.switchd import Switchd, SwitchOptions
+    from softswitch.switchd import SwitchOptions
+    from softswitch.targets.python.daemon import Switchd
     sd = Switchd(SwitchOptions(program=str(PROGRAM), interfaces=interfaces,
                                grpc_server_addr=None, name=f"s{node_id}", **opts))
     with ns.enter():

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from ebpf_helpers import ROOT, start_switch_process
 
-from softswitch.api import Switch
 from softswitch.errors import RuntimeApiError
 from softswitch.stf import StfRunner, parse_stf
+from softswitch.targets.python.switch import Switch
 from softswitch.v1model import Replica
 
 pytestmark = [pytest.mark.bpf, pytest.mark.root]

@@ -13,8 +13,8 @@ import struct
 import pytest
 from ebpf_helpers import ROOT, start_switch_process
 
-from softswitch.api import Switch
 from softswitch.switchd.errors import OptionError
+from softswitch.targets.python.switch import Switch
 
 pytestmark = [pytest.mark.bpf, pytest.mark.root]
 PROBE = ROOT / "tests" / "softswitch_ebpf" / "queue_probe.p4"
@@ -184,7 +184,7 @@ def test_shaping_reaches_a_namespace_given_by_name_or_by_path() -> None:
     import subprocess
 
     from common.kernel.netns import unique_name
-    from softswitch.backends.ebpf.queues import shaping_argv, unshaping_argv
+    from softswitch.targets.ebpf.shaping import shaping_argv, unshaping_argv
 
     ns = unique_name("qsh")
     subprocess.run(["ip", "netns", "add", ns], check=True)

@@ -166,8 +166,8 @@ class P4RtClient:
 
     def set_pipeline(self, program: Path, action: int = P.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT
                      ) -> P4I.P4Info:
-        from softswitch.api import Switch
         from softswitch.p4info import build_p4info
+        from softswitch.targets.python.switch import Switch
         info = build_p4info(Switch.from_file(program).program.checked)
         cfg = P.ForwardingPipelineConfig(p4info=info, p4_device_config=program.read_bytes())
         self.stub.SetForwardingPipelineConfig(P.SetForwardingPipelineConfigRequest(

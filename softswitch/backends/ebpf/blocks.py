@@ -20,6 +20,7 @@ from softswitch.backends.ebpf.layout import (
     cname,
     ctype,
     scalar_width,
+    stack_slots,
     strip,
     words16,
 )
@@ -66,6 +67,9 @@ class CGen(ExprGen, ControlGen, StatefulGen):
         self._table_actions: dict[str, dict[str, Any]] = {}   # table -> action name -> decl
         self.function_fns: dict[Any, str] = {}                  # FunctionDecl -> C function
         self.exiting_fns: set[str] = set()
+        self.function_results: dict[Any, str] = {}
+        self.result_slot: str | None = None
+        self.stack_scratch: dict[str, str] = {}
         self.in_function = False
         self.stack_error = 3
         self._subcontrol_types: set[Any] = set()
@@ -89,7 +93,15 @@ class CGen(ExprGen, ControlGen, StatefulGen):
         """A variable in struct pipe (controls' and actions' locals alike)."""
         name = self.fresh("v_" + decl.name)
         t = strip(decl.type_ref.type)
-        if isinstance(t, (T.HeaderType, T.StructType)):
+        if isinstance(t, T.StackType) and isinstance(strip(t.elem), T.HeaderType):
+            elem = self.layouts.struct_name(strip(t.elem), decl)
+            self.pipe_fields += [f"{elem} {name}[{stack_slots(t.size)}];", f"u32 {name}__next;"]
+            scope[decl] = f"P->{name}"
+            out = [f"__builtin_memset(&P->{name}, 0, sizeof(P->{name}));", f"P->{name}__next = 0;"]
+            if decl.init is not None:
+                out += self.copy_stack(f"P->{name}", self.lval(decl.init))
+            return out
+        if isinstance(t, (T.HeaderType, T.StructType, T.HeaderUnionType)):
             self.pipe_fields.append(f"{self.layouts.struct_name(t, decl)} {name};")
             scope[decl] = f"P->{name}"
             out = [f"__builtin_memset(&P->{name}, 0, sizeof(P->{name}));"]
@@ -138,6 +150,8 @@ class CGen(ExprGen, ControlGen, StatefulGen):
         if isinstance(s, A.ExitStatement):
             return ["P->exited = 1;", "return;"]
         if isinstance(s, A.ReturnStatement):
+            if s.value is not None and self.result_slot is not None:
+                return [f"{self.result_slot} = {self.object_value(s.value)};", "return;"]
             if s.value is not None:
                 return [f"return {self.ex(s.value)};"]
             return ["return;"]
@@ -220,8 +234,38 @@ class CGen(ExprGen, ControlGen, StatefulGen):
         return out + ["}"]
 
     def assign(self, s: A.AssignmentStatement) -> list[str]:
+        """P4 evaluates the target before the right side: when the right side calls
+        something, the target's run-time indexes are computed first (once, also when a
+        compound assignment shares them with the right side), as on the Python target."""
+        from softswitch.frontend.walk import walk
+        pinned: list[Any] = []
+        head: list[str] = []
+        if any(isinstance(n, A.MethodCallExpression) and n.call_kind is not A.CallKind.BUILTIN_METHOD
+               for n in walk(s.rhs)):
+            for n in walk(s.lhs):
+                if isinstance(n, A.IndexExpression) and n.index.const_value is None \
+                        and n.index not in self.precomputed:
+                    slot = self.fresh("ix")
+                    self.pipe_fields.append(f"u64 {slot};")
+                    head.append(f"P->{slot} = {self.ex(n.index)};")
+                    self.precomputed[n.index] = f"P->{slot}"
+                    pinned.append(n.index)
+        try:
+            return head + self._assign(s)
+        finally:
+            for n in pinned:
+                del self.precomputed[n]
+
+    @staticmethod
+    def copy_stack(dst: str, src: str) -> list[str]:
+        """A header stack assigned whole: its elements and its next index."""
+        return [f"__builtin_memcpy(&{dst}, &{src}, sizeof({dst}));", f"{dst}__next = {src}__next;"]
+
+    def _assign(self, s: A.AssignmentStatement) -> list[str]:
         lhs, rhs = s.lhs, s.rhs
         t = strip(lhs.type)
+        if isinstance(t, T.StackType):
+            return self.copy_stack(self.lval(lhs), self.lval(rhs))
         if isinstance(t, (T.HeaderType, T.StructType)):
             if isinstance(rhs, (A.ListExpression, A.StructExpression)):
                 lines, slot = self.materialize(rhs)
@@ -231,7 +275,12 @@ class CGen(ExprGen, ControlGen, StatefulGen):
             lo, hi = lhs.lo_value, lhs.hi_value
             assert lo is not None and hi is not None
             m = (1 << (hi - lo + 1)) - 1
-            target = self.lval(lhs.expr)
+            base = lhs.expr
+            while isinstance(base, A.SliceExpression):    # x[7:4][3:0]: bits of x
+                assert base.lo_value is not None
+                lo += base.lo_value
+                base = base.expr
+            target = self.lval(base)
             value = f"((((u64){self.ex(rhs)}) & {m:#x}ULL) << {lo})"
             return [f"{target} = ({target} & ~({m:#x}ULL << {lo})) | {value};"]
         return [f"{self.lval(lhs)} = {self.ex(rhs)};"]
@@ -245,7 +294,11 @@ class CGen(ExprGen, ControlGen, StatefulGen):
             if m in ("setValid", "setInvalid"):
                 if not isinstance(strip(obj.type), T.HeaderType):
                     raise EbpfUnsupported(call, f"{m} on {obj.type}")
-                return [f"{self.lval(obj)}._valid = {1 if m == 'setValid' else 0};"]
+                others: list[str] = []
+                if m == "setValid" and isinstance(obj, A.MemberExpression) \
+                        and isinstance(strip(obj.expr.type), T.HeaderUnionType):
+                    others = self.union_only_valid(obj)
+                return others + [f"{self.lval(obj)}._valid = {1 if m == 'setValid' else 0};"]
             if m == "isValid":
                 return []
             if m in ("push_front", "pop_front"):
@@ -280,12 +333,18 @@ class CGen(ExprGen, ControlGen, StatefulGen):
     def call_expr(self, e: A.MethodCallExpression) -> str:
         if e.call_kind is A.CallKind.BUILTIN_METHOD and getattr(e.callee, "member", "") == "isValid":
             obj = e.callee.expr  # type: ignore[attr-defined]
-            if not isinstance(strip(obj.type), T.HeaderType):
+            ot = strip(obj.type)
+            if isinstance(ot, T.HeaderUnionType):        # valid when a member is
+                base = self.lval(obj)
+                return "(" + " || ".join(f"{base}.{cname(f)}._valid" for f, _ in ot.fields) + ")"
+            if not isinstance(ot, T.HeaderType):
                 raise EbpfUnsupported(e, f"isValid on {obj.type}")
             return f"{self.lval(obj)}._valid"
         if e.call_kind is A.CallKind.FUNCTION:
             fn = self.function_fn(e.callee_decl)
-            return f"{fn}({', '.join(self.call_args(e.callee_decl, e.args))})"
+            call = f"{fn}({', '.join(self.call_args(e.callee_decl, e.args))})"
+            slot = self.function_results.get(e.callee_decl)
+            return f"({call}, {slot})" if slot else call
         raise EbpfUnsupported(e, f"call in an expression ({e.call_kind.value if e.call_kind else '?'})")
 
     # ------------------------------------------------------------- actions

@@ -31,6 +31,8 @@ class ControlGen:
     instances: dict[Any, tuple[str, str, int, int]]
     function_fns: dict[Any, str]
     exiting_fns: set[str]           # C functions of P4 functions that may exit
+    function_results: dict[Any, str]  # FunctionDecl returning a header/struct -> its slot
+    result_slot: str | None           # that slot, while its function is generated
     in_function: bool
     _subcontrol_types: set[Any]
     _subcontrol_slots: dict[Any, list[tuple[Any, str]]]
@@ -81,7 +83,7 @@ class ControlGen:
             t = strip(p.type_ref.type)
             pn = "p_" + cname(p.name)
             directional = p.direction in (A.Direction.OUT, A.Direction.INOUT)
-            if isinstance(t, (T.HeaderType, T.StructType)):
+            if isinstance(t, (T.HeaderType, T.StructType, T.HeaderUnionType)):
                 sname = self.layouts.struct_name(t, p)
                 params.append(f"{sname} *{pn}")
                 slot = self.fresh(f"{what}_{p.name}")
@@ -108,12 +110,12 @@ class ControlGen:
         out = ["P"]
         for p, a in zip(decl.params, args):
             t = strip(p.type_ref.type)
-            if isinstance(t, (T.HeaderType, T.StructType)) or \
+            if isinstance(t, (T.HeaderType, T.StructType, T.HeaderUnionType)) or \
                     p.direction in (A.Direction.OUT, A.Direction.INOUT):
                 if isinstance(a.value, A.DontCareExpression):
                     slot = self.fresh("dontcare")
                     self.pipe_fields.append(
-                        f"{self.layouts.struct_name(t, p) if isinstance(t, (T.HeaderType, T.StructType)) else ctype(scalar_width(t, p))} {slot};")
+                        f"{self.layouts.struct_name(t, p) if isinstance(t, (T.HeaderType, T.StructType, T.HeaderUnionType)) else ctype(scalar_width(t, p))} {slot};")
                     out.append(f"&P->{slot}")
                 elif isinstance(a.value, (A.ListExpression, A.StructExpression)):
                     lines, slot = self.materialize(a.value)
@@ -151,14 +153,22 @@ class ControlGen:
         fn = self.fresh("fn_" + decl.name)
         self.function_fns[decl] = fn
         rt = strip(decl.return_type.type)
-        ret = "void" if isinstance(rt, T.VoidType) else ctype(scalar_width(rt, decl))
+        ret_slot = None
+        if isinstance(rt, (T.HeaderType, T.StructType, T.HeaderUnionType)):    # returned in a pipe slot
+            ret_slot = self.fresh("fr_" + decl.name)
+            self.pipe_fields.append(f"{self.layouts.struct_name(rt, decl)} {ret_slot};")
+            self.function_results[decl] = f"P->{ret_slot}"
+            ret = "void"
+        else:
+            ret = "void" if isinstance(rt, T.VoidType) else ctype(scalar_width(rt, decl))
         params, scope, entry, leave = self.callable_params(decl, "fa_" + decl.name)
-        saved, saved_in = self.scopes, self.in_function
+        saved, saved_in, saved_ret = self.scopes, self.in_function, self.result_slot
         self.scopes, self.in_function = [{}, scope], True
+        self.result_slot = f"P->{ret_slot}" if ret_slot else None
         try:
             body = self.stmts(decl.body.statements)
         finally:
-            self.scopes, self.in_function = saved, saved_in
+            self.scopes, self.in_function, self.result_slot = saved, saved_in, saved_ret
         label = f"out_{fn}"
         if any("P->exited" in line for line in body):
             self.exiting_fns.add(fn)
@@ -184,8 +194,7 @@ class ControlGen:
         function is filed): a C function over the pipe, its parameters in pipe slots."""
         direct = not isinstance(inst, A.InstantiationDecl)
         decl = inst.callee.expr.decl if direct else inst.type_decl
-        if decl.ctor_params or getattr(inst, "args", None) and not direct:
-            raise EbpfUnsupported(inst, f"control {decl.name} with constructor arguments")
+        ctor_scope = self.ctor_bindings(inst, decl, direct)
         # each instance gets its own function, pipe slots, tables and externs (keyed by
         # the declaration only while its body is generated)
         self._subcontrol_types.add(decl)
@@ -195,12 +204,12 @@ class ControlGen:
         key = inst if key is None else key
         # parameters live in the pipe (copy-in/copy-out at each apply, as P4 defines them),
         # so the instance's actions and tables reach them as the top blocks' ones
-        scope: dict[Any, str] = {}
+        scope: dict[Any, str] = dict(ctor_scope)
         slots: list[tuple[Any, str]] = []
         for p in decl.params:
             t = strip(p.type_ref.type)
             slot = self.fresh("sc_" + fq.replace(".", "_") + "_" + p.name)
-            if isinstance(t, (T.HeaderType, T.StructType)):
+            if isinstance(t, (T.HeaderType, T.StructType, T.HeaderUnionType)):
                 self.pipe_fields.append(f"{self.layouts.struct_name(t, p)} {slot};")
             else:
                 self.pipe_fields.append(f"{ctype(scalar_width(t, p))} {slot};")
@@ -214,6 +223,32 @@ class ControlGen:
                                                              self.fresh("ctl_" + fq)), 0, 0)
         finally:
             self.scopes, self._prefix = saved
+
+    def ctor_bindings(self, inst: Any, decl: Any, direct: bool) -> dict[Any, str]:
+        """Constructor arguments of a control instance: a constant becomes the parameter's
+        value in the instance's scope; an instance of a control declared in the enclosing
+        control (``C2(c1) c2;``) is what the parameter's ``apply`` runs. Bound while this
+        instance is generated (each instance of the control gets its own function)."""
+        if not decl.ctor_params:
+            return {}
+        args = [] if direct else list(getattr(inst, "args", None) or [])
+        if len(args) != len(decl.ctor_params):
+            raise EbpfUnsupported(inst, f"control {decl.name} with constructor arguments "
+                                        "other than one per parameter")
+        scope: dict[Any, str] = {}
+        for p, a in zip(decl.ctor_params, args):
+            v = a.value
+            target = getattr(v, "decl", None)
+            if target is not None and target in self.instances \
+                    and self.instances[target][0] == "control":
+                self.instances[p] = self.instances[target]
+                self._subcontrol_slots[p] = self._subcontrol_slots[target]
+            elif isinstance(v.const_value, (bool, int)):
+                scope[p] = self.ex(v)
+            else:
+                raise EbpfUnsupported(a, f"control {decl.name}: constructor argument {p.name} "
+                                         "(a constant or an instance of a control of the caller)")
+        return scope
 
     def _control(self, decl: A.ControlDecl, prefix: str, scope: dict[Any, str], params: list[str],
                  fn: str) -> str:
@@ -258,7 +293,7 @@ class ControlGen:
             t = strip(p.type_ref.type)
             if p.direction is A.Direction.OUT:
                 before.append(f"__builtin_memset(&{slot}, 0, sizeof({slot}));")
-            elif isinstance(t, (T.HeaderType, T.StructType)):
+            elif isinstance(t, (T.HeaderType, T.StructType, T.HeaderUnionType)):
                 before.append(f"{slot} = {self.lval(a.value)};")
             else:
                 before.append(f"{slot} = {self.ex(a.value)};")
