@@ -11,6 +11,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from typing import Self
 from pathlib import Path
 
 import pytest
@@ -53,7 +54,7 @@ class Sender:
             nxt += period
             time.sleep(max(0.0, nxt - time.monotonic()))
 
-    def __enter__(self) -> Sender:
+    def __enter__(self) -> Self:
         self.thread.start()
         return self
 
