@@ -11,8 +11,8 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from typing import Self
 from pathlib import Path
+from typing import Self
 
 import pytest
 
