@@ -63,8 +63,10 @@ def run_demo(out: Path, web: str | None) -> float:
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert proc.stdout is not None
     browser = None
+    lines: list[str] = []
     try:
         for line in proc.stdout:
+            lines.append(line)
             if web and browser is None and "live view at " in line:
                 browser = _open_page(line.split("live view at ", 1)[1].strip())
         rc = proc.wait()
@@ -74,7 +76,7 @@ def run_demo(out: Path, web: str | None) -> float:
             browser()
     watcher.join(timeout=10)
     if rc != 0:
-        raise SystemExit(f"demo exited {rc} (see {out})")
+        raise SystemExit(f"demo exited {rc}; its last lines:\n" + "".join(lines[-25:]))
     return got.get("cpu_s", float("nan"))
 
 

@@ -18,14 +18,18 @@ function when(t) { return t == null ? "" : new Date(t * 1000).toLocaleTimeString
 function cell(tr, text) { const td = document.createElement("td"); td.textContent = text; tr.appendChild(td); return td; }
 
 // 0 (healthy) .. 1 (bad) for one link direction in the chosen metric
-function severity(d, metric, lossRed) {
+// a live page colours loss by the last two loss-map bins; a recorded run by its window
+function lossNow(d, live) { return d.recent_loss_rate ?? (live ? null : d.loss_rate); }
+function severity(d, metric, lossRed, live) {
   const util = d.utilisation == null ? 0 : Math.min(1, d.utilisation);
   const queue = d.qlen_pkts == null || !d.queue_limit_pkts ? 0 : Math.min(1, d.qlen_pkts / d.queue_limit_pkts);
-  const loss = d.recent_loss_rate == null ? 0 : Math.min(1, d.recent_loss_rate / lossRed);
+  const l = lossNow(d, live);
+  const loss = l == null ? 0 : Math.min(1, l / lossRed);
   if (metric === "utilisation") return util;
   if (metric === "queue") return queue;
   if (metric === "loss") return loss;
-  return Math.max(util >= 0.98 ? 1 : util * 0.6, queue >= 0.9 ? 1 : queue * 0.8, loss);
+  // a busy link is amber, not a fault: red is loss above the alert's threshold or a full queue
+  return Math.max(util * 0.7, queue >= 0.9 ? 1 : queue * 0.8, loss);
 }
 function health(s) { return s >= 0.999 ? "red" : s >= 0.4 ? "amber" : "green"; }
 function colour(s) {
@@ -50,7 +54,7 @@ function drawGraph(v, metric) {
     // each direction on its own side of the segment
     const dx = b.x - a.x, dy = b.y - a.y, len = Math.hypot(dx, dy) || 1;
     const ox = -dy / len * 0.06, oy = dx / len * 0.06;
-    const s = severity(d, metric, lossRed);
+    const s = severity(d, metric, lossRed, v.live);
     const tip = `${d.name}<br>utilisation ${pct(d.utilisation)}<br>queue ${d.qlen_pkts ?? "–"} pkts` +
       `<br>loss now ${pct(d.recent_loss_rate, 2)}, window ${pct(d.loss_rate, 3)}`;
     traces.push({x: [a.x + ox, b.x + ox], y: [a.y + oy, b.y + oy], mode: "lines", hoverinfo: "text",
@@ -86,7 +90,7 @@ function render(v) {
   const lossRed = lossRedThreshold(v);
   fillTable("links", v.directions.filter(d => d.role !== "host" || d.utilisation != null), (tr, d) => {
     tr.dataset.link = d.name;
-    tr.dataset.health = health(severity(d, "health", lossRed));
+    tr.dataset.health = health(severity(d, "health", lossRed, v.live));
     cell(tr, d.name); cell(tr, d.role); cell(tr, pct(d.utilisation));
     cell(tr, d.qlen_pkts == null ? "–" : `${d.qlen_pkts} / ${d.queue_limit_pkts ?? "?"}`);
     cell(tr, pct(d.recent_loss_rate, 2)); cell(tr, pct(d.loss_rate, 3));
