@@ -294,7 +294,8 @@ def analyse_hang(ev: Evidence) -> HangView:
     hosts = {r.rank: r.host for r in ev.records if r.host}
     groups: dict[str, list[CollRecord]] = defaultdict(list)
     for r in ev.records:
-        if r.source in LIBRARY_SOURCES and r.dir == "op":
+        # (point-to-point: a send pairs with a recv, nothing to compare across ranks)
+        if r.source in LIBRARY_SOURCES and r.dir == "op" and not r.comm.endswith(":p2p"):
             groups[r.comm].append(r)
     if not groups and ev.ranks_seen and ev.members:
         for comm in ev.members:

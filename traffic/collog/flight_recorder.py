@@ -146,6 +146,8 @@ def _entry(e: Any, rank: int, host: str, where: str, out: ReadResult) -> CollRec
     if isinstance(pg, (list, tuple)) and len(pg) == 2:
         comm = str(pg[1] or pg[0])
     comm = comm or str(e.get("pg_id", ""))
+    if p2p:   # p2p_seq_id counts apart from collective_seq_id: a sequence of its own
+        comm += ":p2p"
     sizes, dtypes = e.get("input_sizes") or [], e.get("input_dtypes") or []
     nbytes = 0
     if isinstance(sizes, list) and isinstance(dtypes, list):

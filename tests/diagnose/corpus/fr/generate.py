@@ -42,6 +42,9 @@ SCENARIOS = {
     # a sub-group of ranks 0, 2, 3 reduces after each step; rank 3 skips its collective
     # AT there: 0 and 2 wait in it, rank 1 (not a member) waits in the next default one
     "subgroup_missing": (3, "subgroup"),
+    # fault-free, with point-to-point: each step sends to the next rank, receives from
+    # the previous one (isend / irecv), then all-reduces
+    "p2p_ok": (None, "p2p"),
 }
 
 
@@ -64,6 +67,14 @@ def _rank(rank: int, name: str, out: str, port: int) -> None:
                 if rank == odd and what == "skip_early" and step == 2:
                     time.sleep(TIMEOUT_S + 2)
                     break
+                if what == "p2p":
+                    got = torch.zeros(4)
+                    reqs = [dist.isend(t, (rank + 1) % WORLD),
+                            dist.irecv(got, (rank - 1) % WORLD)]
+                    for req in reqs:
+                        req.wait()
+                    dist.all_reduce(t)
+                    continue
                 if what == "subgroup":
                     dist.all_reduce(t)
                     if rank in (0, 2, 3):
