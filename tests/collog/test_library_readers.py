@@ -156,3 +156,17 @@ def test_real_gloo_dumps_of_torch_2_13() -> None:
         assert key == [(r.rank, r.seq, r.op, r.bytes, r.dtype, r.state) for r in b.records]
         assert key == ([] if rank == 3 else [(rank, 1, "allreduce", 16, "Float", "")])
         assert a.members["default_pg"] == [0, 1, 2, 3]
+
+
+def test_gloo_errors_name_the_peer() -> None:
+    """As real gloo (PyTorch 2.13) words them, behind torchrun's prefix."""
+    text = "\n".join([  # noqa: FLY002
+        ("[rank0]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/"
+         "pair.cc:553] Connection closed by peer [127.0.0.1]:60572"),
+        ("[rank1]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/"
+         "unbound_buffer.cc:78] Timed out waiting 3000ms for recv operation to complete"),
+    ])
+    res = read_nccl_text(text)
+    assert [(e.kind, e.rank, e.peer_host, e.peer_port) for e in res.events] == [
+        ("socket_error", 0, "127.0.0.1", 60572)]
+    assert res.read["pytorch"] == 1 and res.accounted == res.lines == 2
