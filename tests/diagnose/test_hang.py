@@ -132,3 +132,15 @@ def test_point_to_point_entries_are_not_compared_across_ranks(tmp_path: Path) ->
         recs += read_flight_recorder(f).records
     assert {r.comm for r in recs} == {"default_pg", "default_pg:p2p"}
     assert not diagnose(Evidence(topo=NONE, records=recs)).fault
+
+
+def test_a_member_without_a_dump_while_the_others_wait() -> None:
+    """NCCL dumps of ranks 0-2 of a 4-rank group, all started in seq 2: rank 3, whose
+    dump is missing (its process died or hangs), is named above the group."""
+    recs = [_op(r, 1, state="completed") for r in range(3)]
+    recs += [_op(r, 2, state="started") for r in range(3)]
+    d = diagnose(Evidence(topo=NONE, records=recs, members={"default_pg": [0, 1, 2, 3]},
+                          ranks_seen={0, 1, 2}))
+    top = d.culprits[0]
+    assert (top.component, top.kind, top.evidence["no_log"]) == ("3", "missing_collective", True)
+    assert d.culprits[1].type == "comm"
