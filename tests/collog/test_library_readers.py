@@ -139,6 +139,10 @@ def test_flight_recorder_states_backends_and_empty_ranks(tmp_path: Path) -> None
         (2, 1, "completed", False, "h2"), (2, 2, "started", True, "h2"),
         (2, 3, "scheduled", True, "h2")]
     assert res.members["default_pg"] == [0, 1, 2] and res.ranks == {2}
+    old = _nccl_entry(4, "completed")
+    old["seq_id"] = old.pop("collective_seq_id")   # as dumps before PyTorch 2.4 name it
+    (tmp_path / "old_trace_5").write_bytes(pickle.dumps({"entries": [old]}))
+    assert [r.seq for r in read_flight_recorder(tmp_path / "old_trace_5").records] == [4]
     # an empty rank: PyTorch leaves 'entries' out of the JSON
     (tmp_path / "t.json").write_text(json.dumps({"version": "2.10", "pg_config": {}}))
     res = read_flight_recorder(tmp_path / "t.json", rank=4)

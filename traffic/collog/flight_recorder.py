@@ -6,7 +6,7 @@ dict with ``version``, ``pg_config`` (process group -> name, desc, ``ranks``: th
 members, as a string ``"[0, 1]"``), ``pg_status`` (last enqueued / started / completed
 sequence number per group) and ``entries``; PyTorch leaves ``entries`` out when the
 ring is empty (a rank that never entered a collective).  Each entry has
-``collective_seq_id`` / ``p2p_seq_id``, ``profiling_name`` (``nccl:all_reduce``,
+``collective_seq_id`` / ``p2p_seq_id`` (``seq_id`` before 2.4), ``profiling_name`` (``nccl:all_reduce``,
 ``gloo:broadcast``), ``process_group`` (name, desc), ``input_sizes``, ``input_dtypes``,
 ``state`` (scheduled, started, completed), ``time_created_ns``,
 ``time_discovered_started_ns`` / ``_completed_ns`` (null in pickles, 0 in JSON when
@@ -119,6 +119,8 @@ def _entry(e: Any, rank: int, host: str, where: str, out: ReadResult) -> CollRec
     if not isinstance(e, dict):
         out.reject(where, "entry not a dict")
         return None
+    if "collective_seq_id" not in e and "seq_id" in e:   # dumps before PyTorch 2.4
+        e = {**e, "collective_seq_id": e["seq_id"]}
     for k in ("profiling_name", "collective_seq_id"):
         if k not in e:
             out.reject(where, "entry without a field", k)
