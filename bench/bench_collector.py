@@ -14,6 +14,10 @@ sent to a held collector (they wait in its socket, as under load), then drained 
 receive rounds (recvmmsg, decode from the pool, tables); records per second of the
 collector thread's CPU time and the share of each stage.
 
+``--shards N`` adds N collector processes behind one port (SO_REUSEPORT, steered by
+flow) against one process: reports sent while the processes are stopped, then the
+wall time until all are decoded into the tables.
+
 ``--udp`` adds an end-to-end figure: a sender process blasts the reports at a running
 collector over loopback UDP; received, decoded and kernel-dropped datagrams are counted.
 
@@ -233,6 +237,43 @@ def socket_rate(kind: str, datagrams: list[bytes], rounds: int = 4,
             {k: v / total for k, v in cpu.items()})
 
 
+def shards_rate(n: int, datagrams: list[bytes]) -> tuple[float, float]:
+    """Reports per second (wall) that ``n`` collector processes behind one port drain
+    from their sockets: the processes are stopped while the reports are sent, so the
+    sender takes no core from them, then continued and timed until all are in.
+    Returns (reports/s of wall time, reports per second of the busiest process's
+    ingest CPU): the second is what the first becomes with a core per process."""
+    import os
+    import signal
+    import socket
+
+    from controller.int.shards import CollectorShards
+    cfg = CollectorConfig(report_port=0, agent_port=None, flow_capacity=1 << 16,
+                          rcvbuf_bytes=256 << 20)
+    with CollectorShards(cfg, n) as sh, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
+        tx.connect(sh.report_address)
+        for pid in sh.pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            for d in datagrams:
+                tx.send(d)
+        finally:
+            t0 = time.perf_counter()
+            for pid in sh.pids:
+                os.kill(pid, signal.SIGCONT)
+        deadline = t0 + 120
+        while time.perf_counter() < deadline:
+            st = sh.stats()
+            if st.report_datagrams + st.socket_drops >= len(datagrams):
+                break
+            time.sleep(0.02)
+        wall = time.perf_counter() - t0
+        if st.socket_drops:
+            print(f"  ({st.socket_drops} datagrams dropped by the kernel)")
+        busiest = max(sum(p.stage_ns.values()) for p in sh.shard_stats()) / 1e9
+    return st.reports / wall, st.reports / busiest
+
+
 def rate(fn, *args, repeat: int = 3) -> tuple[float, int]:  # type: ignore[no-untyped-def]
     best = float("inf")
     count = 0
@@ -269,6 +310,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=2048)
     ap.add_argument("--scapy-reports", type=int, default=2000)
     ap.add_argument("--udp", action="store_true", help="also measure over loopback UDP")
+    ap.add_argument("--shards", type=int, default=1,
+                    help="also compare N collector processes behind one port with one")
     ap.add_argument("--socket", action="store_true",
                     help="also measure from the socket into the tables (CPU of one core)")
     ap.add_argument("--loop", action="store_true",
@@ -325,6 +368,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  Telemetry Reports, {a.hops} hops each: {rr_s:,.0f} reports/s, {rh_s:,.0f} "
               f"hop records/s ({rh_s / s:.1f}x the struct loop's decode alone); "
               + _shares(share))
+    if a.shards > 1:
+        import os
+        blast = reports[:120000]
+        got: dict[int, list[tuple[float, float]]] = {1: [], a.shards: []}
+        for _ in range(2):   # interleaved
+            for n in (1, a.shards):
+                got[n].append(shards_rate(n, blast))
+        print(f"{a.shards} collector processes behind one port ({os.cpu_count()} cores, load "
+              f"{os.getloadavg()[0]:.1f}), best of 2 each:")
+        for k, what in ((0, "wall time"), (1, "ingest CPU of the busiest process")):
+            one, many = max(g[k] for g in got[1]), max(g[k] for g in got[a.shards])
+            print(f"  by {what}: {many:,.0f} reports/s vs one process {one:,.0f}: "
+                  f"{many / one:.2f}x = {many / (a.shards * one):.2f} x N x one")
     if a.udp:
         hr, got, drops, sent_s = udp_end_to_end(distinct, a.reports)
         print(f"loopback UDP: {a.reports} reports sent in {sent_s:.2f}s, {got} decoded, "

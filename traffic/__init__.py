@@ -17,7 +17,7 @@ Layers, bottom up:
 """
 from traffic.cc import DcqcnReactionPoint, DcqcnSettings
 from traffic.control import ControlCommand, parse_control, query_stats, send_control
-from traffic.emulation import Bernoulli, GilbertElliott, NoLoss, parse_loss
+from traffic.emulation import parse_loss
 from traffic.endpoint import Endpoint, EndpointConfig
 from traffic.errors import (
     ConfigError,
@@ -33,7 +33,6 @@ from traffic.runner import QpParams, RankRunner
 from traffic.workloads import Pattern, make_plan, parse_size_dist
 
 __all__ = [
-    "Bernoulli",
     "ConfigError",
     "ControlCommand",
     "ControlError",
@@ -42,8 +41,6 @@ __all__ = [
     "Endpoint",
     "EndpointConfig",
     "FecError",
-    "GilbertElliott",
-    "NoLoss",
     "Pattern",
     "QpConfig",
     "QpParams",

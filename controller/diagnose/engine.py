@@ -28,10 +28,7 @@ from controller.diagnose.hang import COLLECTIVE_KINDS, HangView, analyse_hang
 from controller.diagnose.transfers import TransferView, analyse
 from controller.topology.model import Endpoint, LinkRole
 
-__all__ = ["COLLECTIVE_KINDS", "FAULT_KINDS", "Culprit", "Diagnosis", "diagnose"]
-
-FAULT_KINDS = ("gray_loss", "link_down", "rate_degraded", "congestion", "tiny_queue",
-               "slow_receiver", "straggler")
+__all__ = ["COLLECTIVE_KINDS", "Culprit", "Diagnosis", "diagnose"]
 LOSS_RATE_MIN = 5e-3      # link loss rate that counts as loss ...
 LOSS_NOISE_X = 3.0        # ... and this many times the next lossiest link's (the floor of
                           # a loaded test bed: user-space delay lines drop a little too)
@@ -54,7 +51,7 @@ SILENT_S = 1.0            # a link silent this long under a hung transfer is dow
 class Culprit:
     component: str          # "s1:3->s5:3", "s3:2", "h5", "2"
     type: str               # link | port | host | rank
-    kind: str               # one of FAULT_KINDS
+    kind: str               # one of common.faults.FAULT_KINDS
     confidence: float
     onset: float | None
     evidence: dict = field(default_factory=dict)

@@ -13,9 +13,9 @@ engines use); ``wall_offset_ns`` converts it to Unix time for export.
 from __future__ import annotations
 
 import logging
-import os
 import selectors
 import socket
+import struct
 import threading
 import time
 from collections import Counter
@@ -59,21 +59,21 @@ class _ReaderKey:
 SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
 
 
+SO_MEMINFO = getattr(socket, "SO_MEMINFO", 55)
+_SK_MEMINFO_DROPS = 8   # linux/sock_diag.h: SK_MEMINFO_DROPS
+
+
 def socket_drops(sock: socket.socket | None) -> int:
-    """Datagrams the kernel dropped for this socket (receive buffer full), from
-    /proc/net/udp; 0 where that is not available."""
+    """Datagrams the kernel dropped for this socket (receive buffer full, or refused
+    by a socket filter), from SO_MEMINFO: one getsockopt, unlike a scan of
+    /proc/net/udp, which grows with every socket on the machine."""
     if sock is None:
         return 0
     try:
-        inode = str(os.fstat(sock.fileno()).st_ino)
-        with open("/proc/net/udp") as fh:
-            for line in fh:
-                cols = line.split()
-                if len(cols) >= 13 and cols[9] == inode:
-                    return int(cols[-1])
-    except (OSError, ValueError):
-        pass
-    return 0
+        raw = sock.getsockopt(socket.SOL_SOCKET, SO_MEMINFO, 4 * 9)
+        return struct.unpack_from("=9I", raw)[_SK_MEMINFO_DROPS]
+    except (OSError, struct.error):
+        return 0
 
 
 @dataclass(slots=True, kw_only=True)
@@ -503,9 +503,8 @@ class Collector:
             return self.flows.snapshot()
 
     def stats(self) -> CollectorStats:
-        # /proc/net/udp is read before taking the lock: ingest must not wait on it
-        drops = sum(max(p.kernel_drops, socket_drops(p.sock)) for p in self._pools.values()) \
-            if self._pools else socket_drops(self._report_sock) + socket_drops(self._agent_sock)
+        # the kernel's counters are read before taking the lock: ingest must not wait
+        drops = socket_drops(self._report_sock) + socket_drops(self._agent_sock)
         kernel = self.kernel_rejected()
         # the kernel's sk_drops also counts what a socket filter dropped: not overload
         drops = max(0, drops - sum(kernel.values()))

@@ -46,7 +46,8 @@ from typing import Any
 
 import yaml
 
-from controller.topology import LossModel, Topology, TopologyError
+from common.loss import LossModel
+from controller.topology import Topology, TopologyError
 from controller.topology.errors import did_you_mean
 from traffic.cc import registry as cc_registry
 from traffic.cc.hpcc import HpccSettings

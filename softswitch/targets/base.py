@@ -39,7 +39,7 @@ class Target(abc.ABC):
         ``start``, ``run``, ``close``, ``stop_event``."""
 
 
-def kernel_target_names() -> str:
-    """The registered targets that run at a kernel hook, for messages (``'ebpf'``)."""
+def kernel_targets() -> list[str]:
+    """The registered targets that run at a kernel hook (for messages)."""
     from softswitch.targets import TARGETS
-    return " or ".join(repr(t.name) for t in TARGETS.values() if t.hooks)
+    return [t.name for t in TARGETS.values() if t.hooks]

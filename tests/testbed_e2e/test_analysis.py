@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from common.kernel.shaping import ShapingError, shaping_commands
-from controller.topology import LossModel, Topology
+from common.loss import LossModel
+from controller.topology import Topology
 from mininet_topos.experiment import ResultsDir, RunError, analyse, read_csv, spec_from_dict
 from mininet_topos.experiment.plots import plot_fct_cdf, plot_queues, plot_rates
 from mininet_topos.experiment.report import format_summary, write_analysis

@@ -3,7 +3,7 @@
 Random sequences of CNPs (bursts inside the CNP interval, ties at the decrease
 interval), timer ticks (early, due, hours late: more than the 256 increase events the
 engine applies) and sent bytes (below, at and across the byte counter) go to both
-traffic.dcqcn.DcqcnReactionPoint and the C code; after every event the stages, byte
+traffic.cc.dcqcn.DcqcnReactionPoint and the C code; after every event the stages, byte
 count, deadlines, counters and return values must be equal, and so must the rates,
 target and alpha, bit for bit but for one source: alpha's decay over n missed alpha
 timers is ``(1 - g) ** n``, which the reference computes with numpy's SIMD ``power``
@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from traffic.dcqcn import DcqcnReactionPoint, DcqcnSettings
+from traffic.cc.dcqcn import DcqcnReactionPoint, DcqcnSettings
 from traffic.errors import ConfigError
 from traffic.native.cc_dcqcn import NativeDcqcn
 

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from common.kernel.netns import Namespace, veth_pair
-from controller.topology import LossModel
+from common.loss import LossModel
 from mininet_topos.wan import EbpfLossBackend, WanError, WanLink
 
 pytestmark = [pytest.mark.root]

@@ -165,7 +165,7 @@ class ExprGen:
             if isinstance(lt, T.VarbitType):
                 eq = self.varbit_eq(self.lval(e.left), self.lval(e.right), lt)
                 return eq if op == "==" else f"(!{eq})"
-            if isinstance(lt, (T.HeaderType, T.StructType, T.StackType)):
+            if isinstance(lt, (T.HeaderType, T.StructType, T.StackType, T.HeaderUnionType)):
                 eq = self.obj_eq(self.object_value(e.left), self.object_value(e.right), lt, e)
                 return eq if op == "==" else f"(!{eq})"
             return f"({self.ex(e.left)} {op} {self.ex(e.right)})"
@@ -206,6 +206,12 @@ class ExprGen:
         return (f"({{ int eq_ = {a}__bits == {b}__bits; for (u32 i_ = 0; i_ < {n}; i_++) "
                 f"if (i_ < ({a}__bits + 7) / 8 && {a}[i_] != {b}[i_]) eq_ = 0; eq_; }})")
 
+    def union_only_valid(self, member: A.MemberExpression) -> list[str]:
+        """``u.m`` became valid (setValid, extract): every other member of ``u`` is invalid."""
+        t = strip(member.expr.type)
+        base = self.lval(member.expr)
+        return [f"{base}.{cname(f)}._valid = 0;" for f, _ in t.fields if f != member.member]
+
     def obj_eq(self, a: str, b: str, t: Any, node: Any) -> str:
         """``a == b`` of headers (both invalid, or both valid with equal fields), structs
         (every field) and stacks (every element), as the Python target compares them."""
@@ -217,7 +223,7 @@ class ExprGen:
         for fname, ftype in t.fields:
             ft = strip(ftype)
             fa, fb = f"{a}.{cname(fname)}", f"{b}.{cname(fname)}"
-            if isinstance(ft, (T.HeaderType, T.StructType, T.StackType)):
+            if isinstance(ft, (T.HeaderType, T.StructType, T.StackType, T.HeaderUnionType)):
                 terms.append(self.obj_eq(fa, fb, ft, node))
             elif isinstance(ft, T.VarbitType):
                 terms.append(self.varbit_eq(fa, fb, ft))
@@ -278,9 +284,6 @@ class ExprGen:
         if isinstance(e, A.PathExpression):
             return self.lookup(e.decl, e)
         if isinstance(e, A.MemberExpression) and e.kind is A.MemberKind.FIELD:
-            base_t = strip(e.expr.type)
-            if isinstance(base_t, T.HeaderUnionType):
-                raise EbpfUnsupported(e, f"header union {base_t.name}")
             return f"{self.lval(e.expr)}.{cname(e.member)}"
         if isinstance(e, A.IndexExpression):
             st = strip(e.expr.type)
