@@ -18,6 +18,9 @@ collector thread's CPU time and the share of each stage.
 flow) against one process: reports sent while the processes are stopped, then the
 wall time until all are decoded into the tables.
 
+``--rx`` compares ways of emptying a socket: recv() per datagram, recvmsg_into and
+recvmmsg (controller/int/rxbatch.c) into a slot pool.
+
 ``--soak S`` blasts reports from a sender process for S seconds (overload: the
 kernel's drops are counted) and prints the collector's memory once a second.
 
@@ -327,6 +330,43 @@ def soak(distinct: list[bytes], seconds: float) -> None:
           f"{rss[half] / 1024:.0f}/{rss[-1] / 1024:.0f}/{max(rss) / 1024:.0f}")
 
 
+def rx_compare(count: int = 20000) -> None:
+    """us per datagram to empty a socket: recv() into new bytes objects, recvmsg_into
+    and recvmmsg into a slot pool (``controller.int.rxbatch``), same datagrams."""
+    import socket
+
+    from controller.int.rxbatch import RxPool, native_available
+    methods = ["recv", "recvmsg_into"] + (["recvmmsg"] if native_available() else [])
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
+        for size, n in ((160, count), (548, count), (16668, count // 10)):
+            cells = []
+            for how in methods:
+                with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as rx:
+                    rx.setsockopt(socket.SOL_SOCKET, 33, 64 << 20)   # SO_RCVBUFFORCE
+                    rx.bind(("127.0.0.1", 0))
+                    rx.setblocking(False)
+                    payload = b"x" * size
+                    for _ in range(n):
+                        tx.sendto(payload, rx.getsockname())
+                    got = 0
+                    t0 = time.perf_counter()
+                    if how == "recv":
+                        try:
+                            while True:
+                                rx.recv(65535)
+                                got += 1
+                        except BlockingIOError:
+                            pass
+                    else:
+                        pool = RxPool(rx, slots=1024 if size < 9000 else 64,
+                                      stride=9216 if size < 9000 else 65536, method=how)
+                        while (k := pool.receive()) > 0:
+                            got += k
+                    dt = time.perf_counter() - t0
+                cells.append(f"{how} {1e6 * dt / max(got, 1):.2f} us ({got}/{n})")
+            print(f"  {size:>5} B: " + ", ".join(cells))
+
+
 def rate(fn, *args, repeat: int = 3) -> tuple[float, int]:  # type: ignore[no-untyped-def]
     best = float("inf")
     count = 0
@@ -363,6 +403,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=2048)
     ap.add_argument("--scapy-reports", type=int, default=2000)
     ap.add_argument("--udp", action="store_true", help="also measure over loopback UDP")
+    ap.add_argument("--rx", action="store_true",
+                    help="also compare recv, recvmsg_into and recvmmsg into a slot pool")
     ap.add_argument("--soak", type=float, default=0, metavar="S",
                     help="also blast reports for S seconds, memory once a second")
     ap.add_argument("--shards", type=int, default=1,
@@ -412,6 +454,9 @@ def main(argv: list[str] | None = None) -> int:
     ):
         print(f"{name:<44}{r:>16,.0f}{r / s:>9.1f}x")
     print(f"decoded {n} hop records per run; host records: {hn} hops per run")
+    if a.rx:
+        print("emptying a socket, us per datagram (received/sent):")
+        rx_compare()
     if a.socket:
         print("from the socket into the tables, per second of the collector thread's CPU "
               "(one core)")
