@@ -407,8 +407,8 @@ def main(argv: list[str] | None = None) -> int:
         print("bench_loop: skipped (needs root for namespaces and BPF)")
         return 0
     from common.auth.keys import generate_key_file
+    from common.kernel.netns import two_hosts
     from formats.auth import CONTROLLER_SENDER_ID
-    from mininet_topos.netns import two_hosts
 
     print(f"loop: {args.rate} records/s over {args.qps} QPs, {args.phase:g} s per phase, "
           f"{args.rounds} rounds")
