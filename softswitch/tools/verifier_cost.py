@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from softswitch.api import Switch
 from softswitch.backends.ebpf.kernel import verified_insns
 from softswitch.errors import SoftswitchError
+from softswitch.targets.python.switch import Switch
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,7 +12,7 @@ import random
 import pytest
 from ebpf_helpers import ROOT
 
-from softswitch.api import Switch
+from softswitch.targets.python.switch import Switch
 
 pytestmark = [pytest.mark.bpf, pytest.mark.root]
 PROGRAM = ROOT / "tests" / "softswitch_ebpf" / "features.p4"
