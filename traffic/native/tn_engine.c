@@ -62,6 +62,7 @@ struct tn_engine {
     uint8_t *txbufs; uint32_t *txlens;             /* batch * TN_MAX_PKT */
     uint8_t *rxbufs; uint8_t *rxctl;
     double planned;
+    double step_now;   /* step mode: the injected clock */
 };
 
 static void eseterr(struct tn_engine *e, const char *fmt, ...)
@@ -82,6 +83,12 @@ static double now_of(const struct tn_engine *e)
 }
 
 double tn_now(struct tn_engine *e) { return now_of(e); }
+
+/* the time of API calls: the injected clock in step mode */
+static double api_now(const struct tn_engine *e)
+{
+    return (e->a.flags & TN_ENGINE_STEP) ? e->step_now : now_of(e);
+}
 
 size_t tn_sizeof(int which)
 {
@@ -639,7 +646,7 @@ int tn_create_qp(struct tn_engine *e, const struct tn_qp_attr *attr)
         }
         sport = ntohs(sa.sin_port);
     }
-    struct tn_qp *q = tn_qp_new(attr, e->a.ip, sport, e->a.port, now_of(e), e->err,
+    struct tn_qp *q = tn_qp_new(attr, e->a.ip, sport, e->a.port, api_now(e), e->err,
                                 sizeof e->err);
     if (!q) {
         if (fd >= 0)
@@ -676,7 +683,7 @@ static int post(struct tn_engine *e, uint32_t qpn, int op, const void *buf, uint
     if (!qe)
         eseterr(e, "QP %u does not exist", qpn);
     else
-        rc = tn_qp_post(qe->q, op, buf, len, wr_id, now_of(e), e->err, sizeof e->err);
+        rc = tn_qp_post(qe->q, op, buf, len, wr_id, api_now(e), e->err, sizeof e->err);
     api_unlock(e);
     kick(e);
     return rc;
@@ -702,7 +709,7 @@ int tn_set_rate(struct tn_engine *e, uint32_t qpn, double rate_bps)
     if (!qe)
         eseterr(e, "QP %u does not exist", qpn);
     else
-        rc = tn_qp_set_rate(qe->q, rate_bps, now_of(e), e->err, sizeof e->err);
+        rc = tn_qp_set_rate(qe->q, rate_bps, api_now(e), e->err, sizeof e->err);
     api_unlock(e);
     kick(e);
     return rc;
@@ -716,7 +723,7 @@ int tn_set_fec(struct tn_engine *e, uint32_t qpn, uint32_t k, uint32_t m)
     if (!qe)
         eseterr(e, "QP %u does not exist", qpn);
     else
-        rc = tn_qp_set_fec(qe->q, k, m, now_of(e), e->err, sizeof e->err);
+        rc = tn_qp_set_fec(qe->q, k, m, api_now(e), e->err, sizeof e->err);
     api_unlock(e);
     kick(e);
     return rc;
@@ -770,6 +777,7 @@ int tn_inject(struct tn_engine *e, uint32_t src_ip, uint16_t sport, const void *
     if (len > TN_MAX_PKT)
         return -1;
     api_lock(e);
+    e->step_now = now_s;
     e->c.rx_pkts++;
     process(e, buf, len, src_ip, sport, tos, now_s);
     api_unlock(e);
@@ -779,6 +787,7 @@ int tn_inject(struct tn_engine *e, uint32_t src_ip, uint16_t sport, const void *
 double tn_step(struct tn_engine *e, double now_s)
 {
     api_lock(e);
+    e->step_now = now_s;
     send_acks(e);
     double w = run_requesters(e, now_s);
     api_unlock(e);
