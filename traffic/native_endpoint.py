@@ -507,7 +507,8 @@ class NativeEndpoint:
 
 
 def make_endpoint(cfg: EndpointConfig, engine: str = "auto",
-                  cc: CongestionControl = CongestionControl.NONE) -> Endpoint | NativeEndpoint:
+                  cc: CongestionControl = CongestionControl.NONE, *,
+                  needs_faults: bool = False) -> Endpoint | NativeEndpoint:
     """The endpoint of ``engine``: ``native``, ``python``, or ``auto`` (native when the
     library is built and the run needs nothing only the Python endpoint emulates)."""
     if engine not in ENGINES:
@@ -515,6 +516,8 @@ def make_endpoint(cfg: EndpointConfig, engine: str = "auto",
     if engine == "python":
         return Endpoint(cfg)
     why = native_unsupported(cfg, cc)
+    if why is None and needs_faults:
+        why = "injected host faults (--fault-slow-rx, --fault-straggle)"
     if engine == "native":
         if why is not None:
             raise ConfigError(f"--engine native: the native engine does not support {why} "

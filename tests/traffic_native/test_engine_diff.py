@@ -30,9 +30,9 @@ QPN = 0x010203
 
 
 def _cfgs(mode: Reliability, rng: random.Random) -> tuple[QpConfig, QpConfig]:
-    kw = dict(mode=mode, mtu=rng.choice([64, 256, 1024]), rate_bps=rng.choice([1e6, 1e8, 1e10]),
-              window_pkts=rng.choice([4, 16, 64]), fec_k=rng.choice([1, 3, 8]),
-              fec_m=rng.choice([1, 2]))
+    kw = {"mode": mode, "mtu": rng.choice([64, 256, 1024]),
+          "rate_bps": rng.choice([1e6, 1e8, 1e10]), "window_pkts": rng.choice([4, 16, 64]),
+          "fec_k": rng.choice([1, 3, 8]), "fec_m": rng.choice([1, 2])}
     return (QpConfig(qpn=QPN, peer_qpn=QPN + 1, peer_ip=B, **kw),
             QpConfig(qpn=QPN + 1, peer_qpn=QPN, peer_ip=A, **kw))
 

@@ -20,6 +20,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -450,6 +451,9 @@ static void arm_timer(struct tn_engine *e, double at)
 static void *loop(void *arg)
 {
     struct tn_engine *e = arg;
+    sigset_t all;  /* signals go to the caller's threads (Python handles SIGTERM there) */
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
     pthread_mutex_lock(&e->mu);
     while (!atomic_load(&e->stop)) {
