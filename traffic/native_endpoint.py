@@ -34,6 +34,8 @@ from traffic.emulation import NoLoss
 from traffic.endpoint import Endpoint, EndpointConfig, EndpointCounters
 from traffic.errors import ConfigError
 from traffic.native import NativeLibraryError, load_library
+from traffic.native.cc_dcqcn import TnDcqcn, TnDcqcnParams, dcqcn_params
+from traffic.native.cc_hpcc import TnHpcc, TnHpccParams, hpcc_params
 from traffic.qp_types import CongestionControl, MessageRecord, QpConfig, QpCounters, Reliability
 
 __all__ = ["ENGINES", "NativeEndpoint", "NativeRequester", "NativeResponder", "StepEngine",
@@ -69,7 +71,25 @@ class QpAttr(ctypes.Structure):
                 ("max_msg_bytes", ctypes.c_uint64), ("start_psn", ctypes.c_uint32),
                 ("keep_data", ctypes.c_uint32), ("burst_s", ctypes.c_double),
                 ("min_burst_bytes", ctypes.c_uint32), ("sport", ctypes.c_uint32),
-                ("cc", ctypes.c_uint32), ("_pad", ctypes.c_uint32)]
+                ("cc", ctypes.c_uint32), ("hpcc_window", ctypes.c_uint32),
+                ("hpcc_pacing_burst_pkts", ctypes.c_double), ("hpcc", TnHpccParams),
+                ("dcqcn", TnDcqcnParams)]
+
+
+_RATE_LOG = 100
+ECHO_REJECT_REASONS = ("psn_window", "hop_count", "queue_bytes", "line_rate")
+
+
+class QpCcC(ctypes.Structure):
+    _fields_ = [("rate_bps", ctypes.c_double), ("rate_cap_bps", ctypes.c_double),
+                ("hpcc_rtt_s", ctypes.c_double), ("base_rtt_s", ctypes.c_double),
+                ("first_queue_s", ctypes.c_double), ("first_cut_s", ctypes.c_double),
+                ("max_echo_queue_bytes", ctypes.c_uint64), ("echo_accepted", ctypes.c_uint64),
+                ("echo_rejected", ctypes.c_uint64 * 4), ("window_pkts", ctypes.c_uint32),
+                ("n_rate_log", ctypes.c_uint32), ("rate_changes", ctypes.c_uint64),
+                ("rate_log_t", ctypes.c_double * _RATE_LOG),
+                ("rate_log_v", ctypes.c_double * _RATE_LOG),
+                ("hpcc", TnHpcc), ("dcqcn", TnDcqcn)]
 
 
 class Wc(ctypes.Structure):
@@ -140,14 +160,16 @@ def _bind() -> ctypes.CDLL:
         "tn_inject": (ctypes.c_int, [_P, ctypes.c_uint32, ctypes.c_uint16, ctypes.c_char_p,
                                      ctypes.c_uint32, ctypes.c_uint8, ctypes.c_double]),
         "tn_step": (ctypes.c_double, [_P, ctypes.c_double]),
+        "tn_step_clock": (None, [_P, ctypes.c_double]),
         "tn_take_output": (ctypes.c_int, [_P, ctypes.POINTER(OutPkt), ctypes.c_int]),
         "tn_sizeof": (ctypes.c_size_t, [ctypes.c_int]),
+        "tn_qp_cc": (ctypes.c_int, [_P, ctypes.c_uint32, ctypes.POINTER(QpCcC)]),
     }
     for name, (res, args) in sig.items():
         f = getattr(lib, name)
         f.restype, f.argtypes = res, args
     for i, cls in enumerate((EngineAttr, QpAttr, Wc, QpCountersC, EngineCountersC, QpStateC,
-                             OutPkt)):
+                             OutPkt, QpCcC)):
         if lib.tn_sizeof(i) != ctypes.sizeof(cls):
             raise NativeLibraryError(
                 f"native engine: {cls.__name__} is {ctypes.sizeof(cls)} bytes here but "
@@ -182,7 +204,9 @@ def _qp_attr(q: QpConfig, role: int, *, start_psn: int, keep_data: bool,
                   rto_min_s=q.rto_min_s, rto_max_s=q.rto_max_s, rto_initial_s=q.rto_initial_s,
                   max_msg_bytes=q.max_msg_bytes, start_psn=start_psn & 0xFFFFFF,
                   keep_data=int(keep_data), burst_s=burst_s, min_burst_bytes=min_burst_bytes,
-                  sport=sport, cc=_CC[q.cc])
+                  sport=sport, cc=_CC[q.cc], hpcc_window=int(q.hpcc.window),
+                  hpcc_pacing_burst_pkts=q.hpcc.pacing_burst_pkts, hpcc=hpcc_params(q.hpcc),
+                  dcqcn=dcqcn_params(q.dcqcn))
 
 
 def native_unsupported(ep_cfg: EndpointConfig, qp_cc: CongestionControl) -> str | None:
@@ -191,8 +215,6 @@ def native_unsupported(ep_cfg: EndpointConfig, qp_cc: CongestionControl) -> str 
         return "receive-side loss emulation (--loss)"
     if ep_cfg.delay_s > 0:
         return "receive-side delay emulation (--delay)"
-    if qp_cc is not CongestionControl.NONE:
-        return f"congestion control {qp_cc.value} in the engine (not wired yet)"
     return None
 
 
@@ -220,13 +242,53 @@ class _Qp:
         lib.tn_qp_state(h, self.cfg.qpn, ctypes.byref(self._state))
 
 
+class _DcqcnView:
+    """The engine's DCQCN state with :class:`traffic.dcqcn.DcqcnReactionPoint`'s fields."""
+
+    def __init__(self, d: TnDcqcn):
+        self.line_rate_bps = float(d.line_rate_bps)
+        self.rate_bps = max(1000.0, float(d.rate_bps))
+        self.target_bps = float(d.target_bps)
+        self.alpha = float(d.alpha)
+        self.cnps_rx, self.cnps_applied = int(d.cnps_rx), int(d.cnps_applied)
+        self.rate_cuts, self.rate_increases = int(d.rate_cuts), int(d.rate_increases)
+        self.min_rate_seen_bps = float(d.min_rate_seen_bps)
+
+    def snapshot(self) -> dict:
+        return {"line_rate_bps": self.line_rate_bps, "rate_bps": self.rate_bps,
+                "target_bps": self.target_bps, "alpha": round(self.alpha, 6),
+                "cnps_rx": self.cnps_rx, "cnps_applied": self.cnps_applied,
+                "rate_cuts": self.rate_cuts, "rate_increases": self.rate_increases,
+                "min_rate_bps": self.min_rate_seen_bps}
+
+
+class _HpccView:
+    """The engine's HPCC state with :class:`traffic.hpcc.HpccState`'s fields."""
+
+    def __init__(self, h: TnHpcc):
+        self.max_rate_bps = float(h.max_rate_bps)
+        self.rate_bps = float(h.rate_bps)
+        self.ref_rate_bps = float(h.ref_rate_bps)
+        self.u = float(h.u)
+        self.inc_stage = int(h.inc_stage)
+        self.updates, self.fast_reacts = int(h.updates), int(h.fast_reacts)
+        self.skipped_hops, self.path_changes = int(h.skipped_hops), int(h.path_changes)
+
+    def snapshot(self) -> dict:
+        return {"line_rate_bps": self.max_rate_bps, "rate_bps": self.rate_bps,
+                "ref_rate_bps": self.ref_rate_bps, "u": round(self.u, 6),
+                "inc_stage": self.inc_stage, "updates": self.updates,
+                "fast_reacts": self.fast_reacts, "skipped_hops": self.skipped_hops,
+                "path_changes": self.path_changes}
+
+
 class NativeRequester(_Qp):
     """A requester QP of the engine, with :class:`traffic.requester.Requester`'s face."""
 
-    dcqcn = None
-    hpcc = None
-    hpcc_first_queue_s = None
-    hpcc_first_cut_s = None
+    dcqcn: _DcqcnView | None = None
+    hpcc: _HpccView | None = None
+    hpcc_first_queue_s: float | None = None
+    hpcc_first_cut_s: float | None = None
 
     def __init__(self, ep: NativeEndpoint, cfg: QpConfig):
         super().__init__(ep, cfg)
@@ -234,6 +296,41 @@ class NativeRequester(_Qp):
         self._inflight: dict[int, tuple[MessageRecord, bytes]] = {}
         self.rate_log: list[tuple[float, float]] = [(ep.now(), float(cfg.rate_bps))]
         self.fec_log: list[tuple[float, int, int]] = [(ep.now(), cfg.fec_k, cfg.fec_m)]
+        self._cc = QpCcC() if cfg.cc is not CongestionControl.NONE else None
+        self._rate_changes = 0
+
+    def _refresh(self) -> None:
+        super()._refresh()
+        cc = self._cc
+        if cc is None:
+            return
+        self.ep._lib.tn_qp_cc(self.ep._h, self.qpn, ctypes.byref(cc))
+        self.cfg.rate_bps = float(cc.rate_bps)
+        if cc.rate_changes != self._rate_changes:  # the engine's latest rate changes
+            new = min(int(cc.rate_changes - self._rate_changes), int(cc.n_rate_log))
+            n = int(cc.n_rate_log)
+            self.rate_log += [(cc.rate_log_t[i], cc.rate_log_v[i]) for i in range(n - new, n)]
+            self._rate_changes = int(cc.rate_changes)
+        if self.cfg.cc is CongestionControl.DCQCN:
+            self.dcqcn = _DcqcnView(cc.dcqcn)
+        elif self.cfg.cc is CongestionControl.HPCC_SENDER:
+            self.hpcc = _HpccView(cc.hpcc)
+            self.hpcc_first_queue_s = None if cc.first_queue_s < 0 else cc.first_queue_s
+            self.hpcc_first_cut_s = None if cc.first_cut_s < 0 else cc.first_cut_s
+
+    def _hpcc_snapshot(self) -> dict | None:
+        cc = self._cc
+        if self.hpcc is None or cc is None:
+            return None
+        q, c = self.hpcc_first_queue_s, self.hpcc_first_cut_s
+        return {**self.hpcc.snapshot(), "base_rtt_s": cc.base_rtt_s,
+                "min_rtt_s": None if cc.hpcc_rtt_s < 0 else cc.hpcc_rtt_s,
+                "max_echo_queue_bytes": int(cc.max_echo_queue_bytes),
+                "window_pkts": int(cc.window_pkts), "first_queue_s": q, "first_cut_s": c,
+                "echo_rejected": {r: int(cc.echo_rejected[i])
+                                  for i, r in enumerate(ECHO_REJECT_REASONS)
+                                  if cc.echo_rejected[i]},
+                "reaction_s": None if q is None or c is None else c - q}
 
     def post_write(self, data: bytes | bytearray | memoryview, *, tag: str = "",
                    now: float | None = None) -> MessageRecord:
@@ -281,10 +378,15 @@ class NativeRequester(_Qp):
         return int(self._state.next_new_psn)
 
     def set_rate(self, rate_bps: float, now: float) -> None:
+        """Change the pacing rate (with DCQCN or HPCC: cap their rate)."""
         if self.ep._lib.tn_set_rate(self.ep._h, self.qpn, float(rate_bps)):
             raise ConfigError(self.ep._error())
-        self.cfg.rate_bps = float(rate_bps)
-        self.rate_log.append((now, float(rate_bps)))
+        if self._cc is None:
+            self.cfg.rate_bps = float(rate_bps)
+            self.rate_log.append((now, float(rate_bps)))
+            self._rate_changes += 1
+        else:
+            self._refresh()
 
     def set_fec(self, k: int, m: int, now: float) -> None:
         if self.ep._lib.tn_set_fec(self.ep._h, self.qpn, k, m):
@@ -297,7 +399,10 @@ class NativeRequester(_Qp):
         return {
             "qpn": self.qpn, "peer_qpn": self.cfg.peer_qpn, "peer_ip": self.cfg.peer_ip,
             "mode": self.cfg.mode.value, "rate_bps": self.cfg.rate_bps, "cc": self.cfg.cc.value,
-            "dcqcn": None, "rate_cap_bps": None, "hpcc": None,
+            "dcqcn": self.dcqcn.snapshot() if self.dcqcn is not None else None,
+            "rate_cap_bps": (None if self._cc is None or self._cc.rate_cap_bps < 0
+                             else float(self._cc.rate_cap_bps)),
+            "hpcc": self._hpcc_snapshot(),
             "fec_k": self.cfg.fec_k, "fec_m": self.cfg.fec_m,
             "srtt_s": self.srtt_s, "rto_s": s.rto_s, "outstanding": int(s.outstanding),
             "rate_changes": [list(x) for x in self.rate_log[-100:]],
@@ -386,9 +491,6 @@ class NativeEndpoint:
 
     # -- QPs -------------------------------------------------------------------------
     def _add(self, qcfg: QpConfig, role: int, start_psn: int, keep_data: bool) -> None:
-        if qcfg.cc is not CongestionControl.NONE:
-            raise ConfigError(f"QP {qcfg.qpn}: congestion control {qcfg.cc.value} is not "
-                              "in the native engine yet; use --engine python")
         attr = _qp_attr(qcfg, role, start_psn=start_psn, keep_data=keep_data)
         if self._lib.tn_create_qp(self._h, ctypes.byref(attr)):
             raise ConfigError(self._error())
@@ -570,6 +672,10 @@ class StepEngine:
 
     def inject(self, src_ip: str, sport: int, payload: bytes, now: float, tos: int = 2) -> None:
         self._lib.tn_inject(self._h, _ip_u32(src_ip), sport, payload, len(payload), tos, now)
+
+    def clock(self, now: float) -> None:
+        """Set the time of the next calls (post, set_rate, set_fec) without stepping."""
+        self._lib.tn_step_clock(self._h, now)
 
     def step(self, now: float) -> float | None:
         w = self._lib.tn_step(self._h, now)

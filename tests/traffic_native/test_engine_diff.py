@@ -16,8 +16,9 @@ import zlib
 import pytest
 
 from formats import int_echo, roce
+from traffic.hpcc import HpccSettings
 from traffic.native_endpoint import StepEngine, engine_available
-from traffic.qp_types import QpConfig, Reliability
+from traffic.qp_types import CongestionControl, QpConfig, Reliability
 from traffic.requester import Requester
 from traffic.responder import Responder
 
@@ -29,17 +30,33 @@ SA, SB = 50001, 50002
 QPN = 0x010203
 
 
-def _cfgs(mode: Reliability, rng: random.Random) -> tuple[QpConfig, QpConfig]:
+def _cfgs(mode: Reliability, rng: random.Random,
+          cc: CongestionControl) -> tuple[QpConfig, QpConfig]:
     kw = {"mode": mode, "mtu": rng.choice([64, 256, 1024]),
           "rate_bps": rng.choice([1e6, 1e8, 1e10]), "window_pkts": rng.choice([4, 16, 64]),
-          "fec_k": rng.choice([1, 3, 8]), "fec_m": rng.choice([1, 2])}
+          "fec_k": rng.choice([1, 3, 8]), "fec_m": rng.choice([1, 2]), "cc": cc,
+          "hpcc": HpccSettings(min_base_rtt_s=rng.choice([1e-4, 1e-3, 0.03]),
+                               multi_rate=rng.random() < 0.5, window=rng.random() < 0.7)}
     return (QpConfig(qpn=QPN, peer_qpn=QPN + 1, peer_ip=B, **kw),
             QpConfig(qpn=QPN + 1, peer_qpn=QPN, peer_ip=A, **kw))
 
 
-def _run(seed: int, mode: Reliability, *, events: int = 400) -> dict:
+def _hops(rng: random.Random, t: float, tx: list[int]) -> list[int_echo.EchoHop]:
+    """Scripted INT hop records: growing tx bytes and time, random queues; sometimes
+    implausible (a line rate of 0) so the echo guard's refusals are compared too."""
+    out = []
+    for i in range(rng.choice([1, 1, 2])):
+        tx[i] = (tx[i] + rng.randint(0, 200_000)) & 0xFFFFFFFF
+        out.append(int_echo.EchoHop(node_id=i + 1, egress_ts=int(t * 1e6) & 0xFFFFFFFF,
+                                    tx_bytes=tx[i], queue_bytes=rng.choice([0, 0, 3000, 60000]),
+                                    line_rate=0 if rng.random() < 0.03 else 1000))
+    return out
+
+
+def _run(seed: int, mode: Reliability, *, events: int = 400,
+         cc: CongestionControl = CongestionControl.NONE) -> dict:
     rng = random.Random(seed)
-    qa, qb = _cfgs(mode, rng)
+    qa, qb = _cfgs(mode, rng, cc)
     start = rng.choice([0, 0xFFFFFF - 5, 0xFFFFF0, 12345])
     py_req = Requester(cfg=qa, local_ip=A, sport=SA, start_psn=start, now_s=0.0)
     py_resp = Responder(cfg=qb, local_ip=B, sport=SB, start_psn=start)
@@ -55,6 +72,8 @@ def _run(seed: int, mode: Reliability, *, events: int = 400) -> dict:
         loss = rng.choice([0.0, 0.02, 0.1, 0.3])
         to_b: list[bytes] = []
         to_a: list[bytes] = []
+        hop_tx = [0, 0]
+        cnp = roce.build_cnp(src=B, dst=A, sport=SB, dest_qp=QPN)
         t = 0.0
         for _ in range(events):
             t += rng.choice([1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.05])
@@ -62,12 +81,15 @@ def _run(seed: int, mode: Reliability, *, events: int = 400) -> dict:
             if r < 0.03:  # rate change mid-message
                 rate = rng.choice([1e5, 1e7, 1e9])
                 py_req.set_rate(rate, t)
-                na.step(t)
+                na.clock(t)
                 na.set_rate(QPN, rate)
+            elif r < 0.10 and cc is CongestionControl.DCQCN:  # a CNP
+                py_req.on_cnp(t)
+                na.inject(B, SB, cnp, t)
             elif r < 0.06 and mode is Reliability.FEC:  # (k, m) change mid-message
                 k, m = rng.choice([1, 2, 5, 8, 16]), rng.choice([0, 1, 2, 3])
                 py_req.set_fec(k, m, t)
-                na.step(t)
+                na.clock(t)
                 na.set_fec(QPN, k, m)
             out_py: list[bytes] = []
             w_py = py_req.poll(t, out_py)
@@ -99,8 +121,8 @@ def _run(seed: int, mode: Reliability, *, events: int = 400) -> dict:
                 if rng.random() < 0.2:
                     rng.shuffle(to_a)  # late ACKs
                 for ack in to_a:
-                    if rng.random() < 0.2:  # INT echoed in the ACK (read, counted)
-                        hops = [int_echo.EchoHop(1, int(t * 1e6), 1000, 0, 100)]
+                    if cc is CongestionControl.HPCC_SENDER or rng.random() < 0.2:
+                        hops = _hops(rng, t, hop_tx)  # INT echoed in the ACK
                         ack = int_echo.append_echo(ack, hops)
                         data, echo = int_echo.split_echo(ack)
                         pkt = roce.parse_udp_payload(data)
@@ -109,6 +131,9 @@ def _run(seed: int, mode: Reliability, *, events: int = 400) -> dict:
                     else:
                         py_req.on_ack(roce.parse_udp_payload(ack), t)
                     na.inject(B, SB, ack, t)
+                    assert na.state(QPN).rate_bps == py_req.cfg.rate_bps, (
+                        f"seed {seed} t={t}: rate {na.state(QPN).rate_bps} != "
+                        f"{py_req.cfg.rate_bps}")
                 to_a = []
             if py_req.idle and py_resp.counters.msgs_done == len(msgs) and not to_b:
                 break
@@ -118,7 +143,10 @@ def _run(seed: int, mode: Reliability, *, events: int = 400) -> dict:
         assert na.counters(QPN) == py_req.counters.as_dict()
         assert nb.counters(QPN + 1) == py_resp.counters.as_dict()
         assert bool(na.state(QPN).idle) == py_req.idle
+        assert na.state(QPN).rate_bps == py_req.cfg.rate_bps
+        assert na.state(QPN).window_pkts == py_req._win_pkts
         return {"done": py_resp.counters.msgs_done == len(msgs),
+                "rates": len(py_req.rate_log),
                 "retx": py_req.counters.retx_pkts, "timeouts": py_req.counters.timeouts,
                 "wrap": start > 0xFFFF00,
                 "crc_ok": rx_crcs == [zlib.crc32(m) for m in msgs[:len(rx_crcs)]]}
@@ -137,4 +165,13 @@ def test_engine_matches_python_state_machines(mode: Reliability, seed: int) -> N
 @pytest.mark.parametrize("seed", range(12))
 def test_engine_matches_python_with_fec(seed: int) -> None:
     res = _run(seed, Reliability.FEC)
+    assert res["crc_ok"]
+
+
+@pytest.mark.parametrize("cc", [CongestionControl.HPCC_SENDER, CongestionControl.DCQCN])
+@pytest.mark.parametrize("seed", range(16))
+def test_engine_cc_decides_as_the_python_reference(cc: CongestionControl, seed: int) -> None:
+    """HPCC per ACK (scripted INT echoes, MultiRate too) and DCQCN per CNP and timer:
+    the same rate after every ACK, hence the same paced packets."""
+    res = _run(seed, Reliability.SR, cc=cc, events=300)
     assert res["crc_ok"]

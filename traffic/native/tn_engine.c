@@ -101,6 +101,7 @@ size_t tn_sizeof(int which)
     case 4: return sizeof(struct tn_engine_counters);
     case 5: return sizeof(struct tn_qp_state);
     case 6: return sizeof(struct tn_out_pkt);
+    case 7: return sizeof(struct tn_qp_cc);
     default: return 0;
     }
 }
@@ -766,6 +767,18 @@ int tn_qp_idle(struct tn_engine *e, uint32_t qpn)
     return r;
 }
 
+int tn_qp_cc(struct tn_engine *e, uint32_t qpn, struct tn_qp_cc *out)
+{
+    api_lock(e);
+    struct qent *qe = find(e, qpn);
+    if (qe)
+        tn_qp_get_cc(qe->q, out);
+    else
+        eseterr(e, "QP %u does not exist", qpn);
+    api_unlock(e);
+    return qe ? 0 : -1;
+}
+
 int tn_engine_counters(struct tn_engine *e, struct tn_engine_counters *out)
 {
     api_lock(e);
@@ -796,6 +809,13 @@ double tn_step(struct tn_engine *e, double now_s)
     double w = run_requesters(e, now_s);
     api_unlock(e);
     return w;
+}
+
+void tn_step_clock(struct tn_engine *e, double now_s)
+{
+    api_lock(e);
+    e->step_now = now_s;
+    api_unlock(e);
 }
 
 int tn_take_output(struct tn_engine *e, struct tn_out_pkt *out, int n)

@@ -131,5 +131,6 @@ int tn_qp_is_idle(const struct tn_qp *q);
 uint32_t tn_qp_tos(const struct tn_qp *q);
 
 uint32_t tn_qp_peer_qpn(const struct tn_qp *q);
+void tn_qp_get_cc(const struct tn_qp *q, struct tn_qp_cc *out);
 
 #endif

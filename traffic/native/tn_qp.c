@@ -177,6 +177,16 @@ struct tn_qp {
     uint8_t *cur_buf;
     uint8_t *scratch;   /* symbol-sized scratch */
     struct tn_ec *ec;   /* FEC mode: the erasure code's context (ec.h) */
+    /* congestion control (requester) */
+    double pacer_due;   /* HPCC: when the pacer let the next packet go, < 0 none */
+    double rate_cap;    /* rate feedback, a cap over DCQCN's or HPCC's rate; < 0 none */
+    double hpcc_rtt;    /* smallest RTT sample: HPCC's T unless configured; < 0 none */
+    double first_queue_s, first_cut_s;
+    uint64_t max_queue, echo_accepted, echo_rejected[4], rate_changes;
+    uint32_t n_log, log_head;
+    double log_t[TN_RATE_LOG], log_v[TN_RATE_LOG];
+    struct tn_hpcc *hp;
+    struct tn_dcqcn *dc;
 };
 
 static uint32_t pow2_at_least(uint32_t n)
@@ -185,6 +195,56 @@ static uint32_t pow2_at_least(uint32_t n)
     while (p < n)
         p <<= 1;
     return p;
+}
+
+static void log_rate(struct tn_qp *q, double now, double rate)
+{
+    uint32_t i = (q->log_head + q->n_log) % TN_RATE_LOG;
+    if (q->n_log == TN_RATE_LOG)
+        q->log_head = (q->log_head + 1) % TN_RATE_LOG;
+    else
+        q->n_log++;
+    q->log_t[i] = now;
+    q->log_v[i] = rate;
+    q->rate_changes++;
+}
+
+/* Python's float floor division (float_floor_div), so windows round as the reference's */
+static double py_floordiv(double vx, double wx)
+{
+    double mod = fmod(vx, wx);
+    double div = (vx - mod) / wx;
+    if (mod != 0.0) {
+        if ((wx < 0) != (mod < 0))
+            div -= 1.0;
+    }
+    double fd;
+    if (div != 0.0) {
+        fd = floor(div);
+        if (div - fd > 0.5)
+            fd += 1.0;
+    } else {
+        fd = copysign(0.0, vx / wx);
+    }
+    return fd;
+}
+
+static double hpcc_T(const struct tn_qp *q)
+{
+    return tn_hpcc_base_rtt(&q->a.hpcc, q->hpcc_rtt < 0 ? NAN : q->hpcc_rtt);
+}
+
+static void hpcc_window(struct tn_qp *q)
+{
+    if (!q->hp || !q->a.hpcc_window)
+        return;
+    double wire = q->a.mtu + TN_BTH + TN_ICRC + TN_WIRE_OVERHEAD;
+    double w = -py_floordiv(-tn_hpcc_window_bytes(q->hp, hpcc_T(q)), wire);
+    if (w < 1)
+        w = 1;
+    if (w > q->a.window_pkts)
+        w = q->a.window_pkts;
+    q->win_pkts = (uint32_t)w;
 }
 
 uint32_t tn_qp_qpn(const struct tn_qp *q) { return q->a.qpn; }
@@ -245,6 +305,11 @@ struct tn_qp *tn_qp_new(const struct tn_qp_attr *a, uint32_t local_ip, uint16_t 
     q->tos = (a->dscp << 2) | 0x02;
     q->bk.burst_s = a->burst_s;
     q->bk.min_burst = a->min_burst_bytes;
+    if (a->cc == TN_CC_HPCC) {  /* ns-3's per-packet pacing (traffic/requester.py) */
+        double full = a->mtu + TN_BTH + TN_RETH + TN_ICRC + TN_WIRE_OVERHEAD;
+        q->bk.burst_s = 0.0;
+        q->bk.min_burst = (double)(int64_t)(a->hpcc_pacing_burst_pkts * full);
+    }
     q->bk.last_t = now;
     q->bk.rate = a->rate_bps;
     bk_set_rate(&q->bk, a->rate_bps, now);
@@ -260,6 +325,8 @@ struct tn_qp *tn_qp_new(const struct tn_qp_attr *a, uint32_t local_ip, uint16_t 
     q->rto = a->rto_initial_s > a->rto_min_s ? a->rto_initial_s : a->rto_min_s;
     q->win_pkts = a->window_pkts;
     q->va = 0x10000;
+    q->pacer_due = -1; q->rate_cap = -1; q->hpcc_rtt = -1;
+    q->first_queue_s = -1; q->first_cut_s = -1;
     q->nak_for = -1;
     q->ooo_hi = -1;
     uint32_t ocap = pow2_at_least(2 * a->window_pkts + 1);
@@ -268,6 +335,22 @@ struct tn_qp *tn_qp_new(const struct tn_qp_attr *a, uint32_t local_ip, uint16_t 
     int ok = q->slots && q->blocks && q->msgs && q->scratch;
     if (a->mode == TN_MODE_FEC)
         ok = ok && (q->ec = tn_ec_new()) != NULL;
+    if (ok && a->role == TN_REQUESTER && a->cc == TN_CC_DCQCN) {
+        q->dc = calloc(1, sizeof *q->dc);
+        if (!q->dc || tn_dcqcn_init(q->dc, &a->dcqcn, a->rate_bps, a->mtu, now)) {
+            seterr(err, errlen, "QP %u: DCQCN settings out of range", a->qpn);
+            tn_qp_free(q);
+            return NULL;
+        }
+    }
+    if (ok && a->role == TN_REQUESTER && a->cc == TN_CC_HPCC) {
+        q->hp = calloc(1, sizeof *q->hp);
+        if (!q->hp || tn_hpcc_init(q->hp, &a->hpcc, a->rate_bps)) {
+            seterr(err, errlen, "QP %u: HPCC settings out of range", a->qpn);
+            tn_qp_free(q);
+            return NULL;
+        }
+    }
     if (a->role == TN_RESPONDER) {
         q->ooo = calloc(ocap, sizeof *q->ooo);
         ok = ok && q->ooo;
@@ -293,6 +376,10 @@ struct tn_qp *tn_qp_new(const struct tn_qp_attr *a, uint32_t local_ip, uint16_t 
         seterr(err, errlen, "QP %u: out of memory", a->qpn);
         return NULL;
     }
+    if (q->hp)
+        hpcc_window(q);  /* HPCC's window bounds the first round trip too */
+    log_rate(q, now, a->rate_bps);
+    q->rate_changes = 0;
     return q;
 }
 
@@ -321,6 +408,8 @@ void tn_qp_free(struct tn_qp *q)
             free(q->rsets[i].rep[j]);
     free(q->cur_buf);
     tn_ec_free(q->ec);
+    free(q->hp);
+    free(q->dc);
     free(q);
 }
 
@@ -534,12 +623,44 @@ static void check_rto(struct tn_qp *q, double now)
     q->rto_deadline = now + q->rto;
 }
 
+/* pace at DCQCN's (or HPCC's) rate, capped by rate feedback */
+static void apply_cc_rate(struct tn_qp *q, double now)
+{
+    double rate;
+    if (q->dc) {
+        rate = tn_dcqcn_rate_bps(q->dc);
+    } else {
+        rate = q->hp->rate_bps > MIN_RATE ? q->hp->rate_bps : MIN_RATE;
+    }
+    if (q->rate_cap >= 0 && q->rate_cap < rate)
+        rate = q->rate_cap;
+    if (rate != q->a.rate_bps) {
+        bk_set_rate(&q->bk, rate, now);
+        q->a.rate_bps = rate;
+        log_rate(q, now, rate);
+    }
+}
+
+static double poll_inner(struct tn_qp *q, double now, struct tn_out *out, int budget);
+
 double tn_qp_poll(struct tn_qp *q, double now, struct tn_out *out, int budget,
                   struct tn_cq_sink *cq)
 {
     (void)cq;
     if (q->a.role != TN_REQUESTER)
         return -1;
+    if (!q->dc)
+        return poll_inner(q, now, out, budget);
+    if (tn_dcqcn_tick(q->dc, now))
+        apply_cc_rate(q, now);
+    uint64_t sent0 = q->c.tx_bytes;
+    double wake = poll_inner(q, now, out, budget);
+    tn_dcqcn_on_sent(q->dc, q->c.tx_bytes - sent0);
+    return wake;
+}
+
+static double poll_inner(struct tn_qp *q, double now, struct tn_out *out, int budget)
+{
     check_rto(q, now);
     int sent = 0;
     while (sent < budget && out->n < out->cap) {
@@ -573,11 +694,24 @@ double tn_qp_poll(struct tn_qp *q, double now, struct tn_out *out, int budget,
                 close_block(q);
                 continue;
             }
+            q->pacer_due = -1;  /* nothing to send: idle time earns nothing */
             break;
         }
         double wire = len + TN_WIRE_OVERHEAD;
-        if (!bk_take(&q->bk, wire, now))
-            return now + bk_wait(&q->bk, wire);
+        double due = q->pacer_due;
+        if (due >= 0 && due < now && q->hp) {
+            /* ns-3's NIC: the next packet goes size / R after this one was due; a late
+             * wake-up is charged at the due time (traffic/requester.py) */
+            q->pacer_due = -1;
+            double at = due + 1e-6 < now ? due + 1e-6 : now;
+            if (!bk_take(&q->bk, wire, at) && !bk_take(&q->bk, wire, now)) {
+                q->pacer_due = now + bk_wait(&q->bk, wire);
+                return q->pacer_due;
+            }
+        } else if (!bk_take(&q->bk, wire, now)) {
+            q->pacer_due = now + bk_wait(&q->bk, wire);
+            return q->pacer_due;
+        }
         int64_t tx = ++q->tx_counter;
         q->c.tx_pkts++;
         q->c.tx_bytes += (uint64_t)wire;
@@ -651,6 +785,8 @@ static void rtt_sample(struct tn_qp *q, double rtt)
 {
     if (rtt <= 0)
         return;
+    if (q->hpcc_rtt < 0 || rtt < q->hpcc_rtt)
+        q->hpcc_rtt = rtt;
     q->rtos_unsampled = 0;
     if (q->min_rtt < 0 || rtt < q->min_rtt)
         q->min_rtt = rtt;
@@ -795,17 +931,64 @@ void tn_qp_on_ack(struct tn_qp *q, const struct tn_pkt *pk, double now, struct t
     rearm(q, now);
 }
 
+/* traffic/echo_guard.py: 0 to take the echo, else 1 + the reason's index */
+static int echo_reject(const struct tn_hop *hops, int n, int64_t ack_seq, int64_t una,
+                       int64_t next_seq, uint32_t window)
+{
+    int64_t w = window > 1 ? window : 1;
+    if (!(una - w <= ack_seq && ack_seq <= next_seq))
+        return 1;
+    if (n < 1 || n > TN_MAX_HOPS)
+        return 2;
+    for (int i = 0; i < n; i++) {
+        if (hops[i].queue_bytes > (128u << 20))
+            return 3;
+        if (!(hops[i].line_rate >= 1 && hops[i].line_rate <= 1600000u))
+            return 4;
+    }
+    return 0;
+}
+
 void tn_qp_on_echo(struct tn_qp *q, const struct tn_hop *hops, int n, const struct tn_pkt *p,
                    double now)
 {
-    (void)hops; (void)n; (void)p; (void)now;
-    q->c.echo_acks++;  /* HPCC per ACK: see the engine README's follow-up list */
+    q->c.echo_acks++;
+    if (!q->hp || !p->has_aeth)
+        return;
+    int nak = (p->syndrome & 0x60) == 0x60;
+    int64_t ack_seq = abs_seq(q, p->psn) + (nak ? 0 : 1);
+    int why = echo_reject(hops, n, ack_seq, q->una, q->sent_up_to, q->a.window_pkts);
+    if (why) {
+        q->echo_rejected[why - 1]++;
+        return;
+    }
+    q->echo_accepted++;
+    uint64_t mq = 0;
+    struct tn_int_hop ih[TN_MAX_HOPS];
+    for (int i = 0; i < n; i++) {
+        if (hops[i].queue_bytes > mq)
+            mq = hops[i].queue_bytes;
+        ih[i] = (struct tn_int_hop){hops[i].node_id, hops[i].egress_ts, hops[i].tx_bytes,
+                                    hops[i].queue_bytes, hops[i].line_rate};
+    }
+    if (mq > q->max_queue)
+        q->max_queue = mq;
+    if (q->first_queue_s < 0 && mq)
+        q->first_queue_s = now;
+    double before = q->hp->rate_bps;
+    if (tn_hpcc_on_ack(q->hp, ih, (uint32_t)n, ack_seq, q->sent_up_to, hpcc_T(q), now) == 1) {
+        if (q->hp->rate_bps < before && q->first_queue_s >= 0 && q->first_cut_s < 0)
+            q->first_cut_s = now;
+        apply_cc_rate(q, now);
+    }
+    hpcc_window(q);
 }
 
 void tn_qp_on_cnp(struct tn_qp *q, double now)
 {
-    (void)now;
     q->c.cnps_rx++;
+    if (q->dc && tn_dcqcn_on_cnp(q->dc, now))
+        apply_cc_rate(q, now);
 }
 
 int tn_qp_set_rate(struct tn_qp *q, double rate, double now, char *err, size_t errlen)
@@ -814,8 +997,14 @@ int tn_qp_set_rate(struct tn_qp *q, double rate, double now, char *err, size_t e
         seterr(err, errlen, "token bucket: rate_bps=%g outside 1000..4e+11", rate);
         return -1;
     }
-    bk_set_rate(&q->bk, rate, now);
-    q->a.rate_bps = rate;
+    if (!q->dc && !q->hp) {
+        bk_set_rate(&q->bk, rate, now);
+        q->a.rate_bps = rate;
+        log_rate(q, now, rate);
+        return 0;
+    }
+    q->rate_cap = rate;  /* with DCQCN or HPCC, feedback caps their rate */
+    apply_cc_rate(q, now);
     return 0;
 }
 
@@ -1252,4 +1441,29 @@ void tn_qp_get_state(const struct tn_qp *q, struct tn_qp_state *s)
     s->window_pkts = q->win_pkts;
     s->idle = (uint32_t)tn_qp_is_idle(q);
     s->sport = q->sport;
+}
+
+void tn_qp_get_cc(const struct tn_qp *q, struct tn_qp_cc *o)
+{
+    memset(o, 0, sizeof *o);
+    o->rate_bps = q->a.rate_bps;
+    o->rate_cap_bps = q->rate_cap;
+    o->hpcc_rtt_s = q->hpcc_rtt;
+    o->base_rtt_s = q->hp ? hpcc_T(q) : -1;
+    o->first_queue_s = q->first_queue_s;
+    o->first_cut_s = q->first_cut_s;
+    o->max_echo_queue_bytes = q->max_queue;
+    o->echo_accepted = q->echo_accepted;
+    memcpy(o->echo_rejected, q->echo_rejected, sizeof o->echo_rejected);
+    o->window_pkts = q->win_pkts;
+    o->n_rate_log = q->n_log;
+    o->rate_changes = q->rate_changes;
+    for (uint32_t i = 0; i < q->n_log; i++) {
+        o->rate_log_t[i] = q->log_t[(q->log_head + i) % TN_RATE_LOG];
+        o->rate_log_v[i] = q->log_v[(q->log_head + i) % TN_RATE_LOG];
+    }
+    if (q->hp)
+        o->hpcc = *q->hp;
+    if (q->dc)
+        o->dcqcn = *q->dc;
 }

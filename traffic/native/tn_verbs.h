@@ -27,6 +27,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "cc_dcqcn.h"
+#include "cc_hpcc.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -74,7 +76,29 @@ struct tn_qp_attr {
     uint32_t min_burst_bytes; /* ... and at least this many bytes */
     uint32_t sport;         /* step mode: the UDP source port to assume (else bound) */
     uint32_t cc;            /* tn_cc (requester) */
-    uint32_t _pad;
+    uint32_t hpcc_window;   /* HPCC bounds packets in flight by W R / R_max */
+    double hpcc_pacing_burst_pkts; /* HPCC pacer depth in full packets (1: ns-3) */
+    struct tn_hpcc_params hpcc;    /* with TN_CC_HPCC */
+    struct tn_dcqcn_params dcqcn;  /* with TN_CC_DCQCN */
+};
+
+/* A requester's congestion control, for snapshots (Requester.snapshot's cc parts). */
+#define TN_RATE_LOG 100
+struct tn_qp_cc {
+    double rate_bps;
+    double rate_cap_bps;          /* < 0: no rate feedback yet */
+    double hpcc_rtt_s;            /* smallest RTT sample, < 0: none */
+    double base_rtt_s;            /* HPCC's T now */
+    double first_queue_s, first_cut_s;  /* < 0: not yet */
+    uint64_t max_echo_queue_bytes;
+    uint64_t echo_accepted;
+    uint64_t echo_rejected[4];    /* psn_window, hop_count, queue_bytes, line_rate */
+    uint32_t window_pkts;
+    uint32_t n_rate_log;          /* entries in rate_log (the latest, oldest first) */
+    uint64_t rate_changes;        /* every change since the start */
+    double rate_log_t[TN_RATE_LOG], rate_log_v[TN_RATE_LOG];
+    struct tn_hpcc hpcc;
+    struct tn_dcqcn dcqcn;
 };
 
 /* One completion.  Requester: a message fully acknowledged.  Responder: a message
@@ -152,11 +176,13 @@ int tn_qp_counters(struct tn_engine *e, uint32_t qpn, struct tn_qp_counters *out
 int tn_qp_state(struct tn_engine *e, uint32_t qpn, struct tn_qp_state *out);
 int tn_engine_counters(struct tn_engine *e, struct tn_engine_counters *out);
 int tn_qp_idle(struct tn_engine *e, uint32_t qpn); /* 1 when every posted message is acked */
+int tn_qp_cc(struct tn_engine *e, uint32_t qpn, struct tn_qp_cc *out);
 
 /* Step mode. */
 int tn_inject(struct tn_engine *e, uint32_t src_ip, uint16_t sport, const void *buf,
               uint32_t len, uint8_t tos, double now_s);
 double tn_step(struct tn_engine *e, double now_s);  /* next due time, or -1 */
+void tn_step_clock(struct tn_engine *e, double now_s); /* the time of the next API calls */
 int tn_take_output(struct tn_engine *e, struct tn_out_pkt *out, int n);
 
 /* sizeof checks for bindings */
