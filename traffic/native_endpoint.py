@@ -164,6 +164,11 @@ def _bind() -> ctypes.CDLL:
         "tn_take_output": (ctypes.c_int, [_P, ctypes.POINTER(OutPkt), ctypes.c_int]),
         "tn_sizeof": (ctypes.c_size_t, [ctypes.c_int]),
         "tn_qp_cc": (ctypes.c_int, [_P, ctypes.c_uint32, ctypes.POINTER(QpCcC)]),
+        "tn_ec_new": (_P, []),
+        "tn_ec_free": (None, [_P]),
+        "tn_ec_encode": (ctypes.c_int, [_P, ctypes.c_int, ctypes.c_int, ctypes.c_size_t,
+                                        ctypes.POINTER(ctypes.c_void_p),
+                                        ctypes.POINTER(ctypes.c_void_p)]),
     }
     for name, (res, args) in sig.items():
         f = getattr(lib, name)
@@ -209,8 +214,29 @@ def _qp_attr(q: QpConfig, role: int, *, start_psn: int, keep_data: bool,
                   dcqcn=dcqcn_params(q.dcqcn))
 
 
-def native_unsupported(ep_cfg: EndpointConfig, qp_cc: CongestionControl) -> str | None:
+def erasure_code_works() -> bool:
+    """True when the library's erasure code (ec.h) encodes: repair 0 is the XOR."""
+    lib = _bind()
+    ec = lib.tn_ec_new()
+    if not ec:
+        return False
+    try:
+        d = [ctypes.create_string_buffer(b"\x0f\xf0", 2),
+             ctypes.create_string_buffer(b"\x01\x02", 2)]
+        r = ctypes.create_string_buffer(2)
+        data = (ctypes.c_void_p * 2)(*[ctypes.addressof(x) for x in d])
+        rep = (ctypes.c_void_p * 1)(ctypes.addressof(r))
+        rc = lib.tn_ec_encode(ec, 2, 1, 2, data, rep)
+        return rc == 0 and r.raw == b"\x0e\xf2"
+    finally:
+        lib.tn_ec_free(ec)
+
+
+def native_unsupported(ep_cfg: EndpointConfig, qp_cc: CongestionControl,
+                       mode: Reliability = Reliability.SR) -> str | None:
     """Why this run needs the Python endpoint (None when the engine can run it)."""
+    if mode is Reliability.FEC and not erasure_code_works():
+        return "FEC: the library's erasure code is not built in yet"
     if not isinstance(ep_cfg.loss, NoLoss):
         return "receive-side loss emulation (--loss)"
     if ep_cfg.delay_s > 0:
@@ -452,7 +478,7 @@ class NativeEndpoint:
     """:class:`traffic.endpoint.Endpoint` on the native engine (same methods and stats)."""
 
     def __init__(self, cfg: EndpointConfig):
-        why = native_unsupported(cfg, CongestionControl.NONE)
+        why = native_unsupported(cfg, CongestionControl.NONE)  # FEC is checked per QP
         if why is not None:
             raise ConfigError(f"endpoint {cfg.ip}: the native engine does not emulate {why}; "
                               "use --engine python")
@@ -610,6 +636,7 @@ class NativeEndpoint:
 
 def make_endpoint(cfg: EndpointConfig, engine: str = "auto",
                   cc: CongestionControl = CongestionControl.NONE, *,
+                  mode: Reliability = Reliability.SR,
                   needs_faults: bool = False) -> Endpoint | NativeEndpoint:
     """The endpoint of ``engine``: ``native``, ``python``, or ``auto`` (native when the
     library is built and the run needs nothing only the Python endpoint emulates)."""
@@ -617,7 +644,9 @@ def make_endpoint(cfg: EndpointConfig, engine: str = "auto",
         raise ConfigError(f"engine {engine!r} unknown; choose one of {', '.join(ENGINES)}")
     if engine == "python":
         return Endpoint(cfg)
-    why = native_unsupported(cfg, cc)
+    if engine == "auto" and not engine_available():
+        return Endpoint(cfg)
+    why = native_unsupported(cfg, cc, mode)
     if why is None and needs_faults:
         why = "injected host faults (--fault-slow-rx, --fault-straggle)"
     if engine == "native":
@@ -625,7 +654,7 @@ def make_endpoint(cfg: EndpointConfig, engine: str = "auto",
             raise ConfigError(f"--engine native: the native engine does not support {why} "
                               "yet; use --engine python")
         return NativeEndpoint(cfg)
-    if why is not None or not engine_available():
+    if why is not None:
         return Endpoint(cfg)
     return NativeEndpoint(cfg)
 
