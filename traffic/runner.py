@@ -223,6 +223,7 @@ class RankRunner:
         self.start_s = 0.0
         self.end_s: float | None = None
         self._stall0 = self._stall1 = 0.0  # loop stall seconds at start and end
+        self._cpu0 = self._cpu1 = 0.0  # process CPU seconds at start and end
         self.late_start_s = 0.0
 
     def _qcfg(self, qpn: int, peer_qpn: int, peer: int) -> QpConfig:
@@ -286,6 +287,7 @@ class RankRunner:
              progress: TextIO | None, interval_s: float,
              on_ready: Callable[[], None] | None) -> dict:
         self.late_start_s = 0.0
+        self._cpu0 = self._cpu1 = time.process_time()
         interrupted = False
         try:
             if on_ready is not None:  # inside the try: a signal from now on is handled
@@ -303,6 +305,7 @@ class RankRunner:
                 while self.ep.now() < end_wait and not self._stop():  # answer early peers
                     self.ep.step(min(0.01, max(0.0, end_wait - self.ep.now())))
             self.start_s = self.ep.now()
+            self._cpu0 = time.process_time()  # every thread: the native engine's too
             self._stall0 = self.ep.counters.stall_s
             if self._ar is not None:
                 self._ar.start(self.start_s)
@@ -325,6 +328,7 @@ class RankRunner:
             if self._stop():
                 raise KeyboardInterrupt
             self.end_s = self.ep.now()
+            self._cpu1 = time.process_time()
             self._stall1 = self.ep.counters.stall_s
             if finished and linger_s > 0:
                 self._linger(quiet_s=linger_s, until=self.start_s + timeout_s)
@@ -433,6 +437,9 @@ class RankRunner:
         out = {
             "workload": self.plan.pattern.value, "rank": self.plan.rank,
             "engine": self.engine,
+            # CPU seconds of this process (all threads) from start to end of the run
+            "cpu_s": (self._cpu1 if self.end_s is not None else time.process_time())
+            - self._cpu0,
             "nranks": self.plan.nranks, "hosts": self.hosts, "finished": finished,
             "qp_params": {k: (v.value if isinstance(v, (Reliability, CongestionControl)) else v)
                           for k, v in asdict(self.qp).items()},
