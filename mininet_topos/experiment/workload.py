@@ -68,7 +68,7 @@ def traffic_argv(spec: ExperimentSpec, *, python: str, rank: int, ips: list[str]
             "-s", w.size, "-c", str(w.count), "-q", str(w.qps), "-m", spec.recovery,
             "--rate", w.rate, "--mtu", str(w.mtu), "-o", str(out),
             "--start-at", f"{start_at:.3f}", "--seed", str(spec.seed + rank),
-            "--timeout", f"{w.timeout_s or spec.duration_s:g}"]
+            "--timeout", f"{w.timeout_s or spec.duration_s:g}", "--engine", w.engine]
     if control is not None:
         argv += ["--control", str(control)]
     if w.window is not None:
