@@ -14,15 +14,16 @@ import time
 from pathlib import Path
 
 from common import argtypes
+from traffic.cc import registry as cc_registry
+from traffic.cc.dcqcn import DcqcnSettings
+from traffic.cc.hpcc import HpccSettings
 from traffic.collog.writer import CollectiveLogWriter
-from traffic.dcqcn import DcqcnSettings
 from traffic.emulation import parse_loss
 from traffic.endpoint import EndpointConfig
 from traffic.errors import ConfigError, TrafficError
 from traffic.host_faults import HostFaults, parse_window
-from traffic.hpcc import HpccSettings
 from traffic.native_endpoint import ENGINES
-from traffic.qp_types import CongestionControl, Reliability
+from traffic.qp_types import Reliability
 from traffic.runner import QpParams, RankRunner
 from traffic.workloads import Pattern, make_plan, parse_size_dist
 
@@ -44,7 +45,7 @@ EXAMPLES = """examples:
   python -m traffic incast --hosts ... --rank 3 --rate 2M --cc dcqcn
 """
 
-DCQCN_HELP = """--cc dcqcn at emulation scale (traffic.dcqcn): the paper's time
+DCQCN_HELP = """--cc dcqcn at emulation scale (traffic.cc.dcqcn): the paper's time
 constants times 1000 (round trips here take ms, not us): alpha and increase timers
 55 ms, one CNP taken per 50 ms, byte counter 100 ms of line rate; rates are
 fractions of --rate (the line rate), g = 1/256.  Rate feedback caps the rate."""
@@ -137,12 +138,12 @@ def _common(p: argparse.ArgumentParser, *, with_hosts: bool = True) -> None:
     p.add_argument("--fec", type=_fec, default=(8, 1), metavar="K,M",
                    help="FEC block: K data + M repair packets (default 8,1)")
     p.add_argument("--rate", type=_rate, default=100e6, help="per-QP rate, e.g. 100M (bit/s)")
-    p.add_argument("--cc", type=CongestionControl.parse, default=CongestionControl.NONE,
-                   metavar="{none,dcqcn,hpcc-sender}",
-                   help="rate control in the sender: none (the rate, changed only by "
-                        "feedback), dcqcn (reacts to CNPs) or hpcc-sender (HPCC on the INT "
-                        "echoed in every ACK; needs the receiver's sink with --echo); "
-                        "--rate is their line rate")
+    p.add_argument("--cc", type=_cc, default="none",
+                   metavar="{" + ",".join(cc_registry.names(("none", "sender"))) + "}",
+                   help="rate control in the sender (traffic.cc.registry): none (the rate, "
+                        "changed only by feedback), dcqcn (reacts to CNPs) or hpcc-sender "
+                        "(HPCC on the INT echoed in every ACK; needs the receiver's sink "
+                        "with --echo); --rate is their line rate")
     p.add_argument("--hpcc-eta", type=argtypes.bounded_float(0.0, 1.0, what="eta"),
                    default=HpccSettings().eta, metavar="ETA",
                    help="HPCC target utilisation (default 0.95)")
@@ -292,6 +293,10 @@ def _run_rank(args: argparse.Namespace) -> int:
     if not summary["finished"]:
         print(f"traffic: rank {args.rank} did not finish within {timeout:g} s", file=sys.stderr)
         return 2
+    if not coll.get("result_ok", True):
+        print(f"traffic: rank {args.rank}: WRONG DATA: the received data differs from what "
+              "the peers sent (ranks given different --seed?)", file=sys.stderr)
+        return 3
     return 0
 
 
@@ -306,9 +311,17 @@ def _hpcc_settings(args: argparse.Namespace) -> HpccSettings:
         raise SystemExit(f"traffic: {e}") from None
 
 
+def _cc(text: str) -> str:
+    """``--cc``: a sender algorithm of :mod:`traffic.cc.registry` (or none)."""
+    try:
+        return cc_registry.parse_sender(text)
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _cc_fields(cc: dict) -> dict:
-    """The final line's rate-control figures (DCQCN only: CNPs, cuts, rates)."""
-    if cc["mode"] == CongestionControl.NONE.value:
+    """The final line's rate-control figures (CNPs, cuts, rates, HPCC's reaction)."""
+    if cc["mode"] == "none":
         return {}
     rates = list(cc["final_rate_bps"].values())
     out = {"cc": cc["mode"], "cnps_rx": cc["cnps_rx"], "rate_cuts": cc.get("rate_cuts", 0),
@@ -335,8 +348,8 @@ def aggregate(out_dir: Path, nranks: int) -> dict:
     if outs[0]["workload"] == "allreduce":
         iters = [max(t) for t in zip(*(o["collective"]["completion_s"] for o in outs))]
         size = outs[0]["collective"]["message_bytes"]
-        agg.update(iteration_s=iters, algbw_bps=[size * 8 / t for t in iters],
-                   result_ok=all(o["collective"]["result_ok"] for o in outs))
+        agg.update(iteration_s=iters, algbw_bps=[size * 8 / t for t in iters])
+    agg["result_ok"] = all(o["collective"].get("result_ok", True) for o in outs)
     return agg
 
 

@@ -26,24 +26,26 @@ import dataclasses
 import select
 import socket
 import struct
+import zlib
 from collections.abc import Callable
 from typing import Self
 
+from traffic.cc.hpcc import HpccSender, HpccState
 from traffic.control import ControlServer
-from traffic.emulation import NoLoss
 from traffic.endpoint import Endpoint, EndpointConfig, EndpointCounters
 from traffic.errors import ConfigError
 from traffic.native import NativeLibraryError, load_library
 from traffic.native.cc_dcqcn import TnDcqcn, TnDcqcnParams, dcqcn_params
 from traffic.native.cc_hpcc import TnHpcc, TnHpccParams, hpcc_params
-from traffic.qp_types import CongestionControl, MessageRecord, QpConfig, QpCounters, Reliability
+from traffic.qp_types import MessageRecord, QpConfig, QpCounters, Reliability
 
 __all__ = ["ENGINES", "NativeEndpoint", "NativeRequester", "NativeResponder", "StepEngine",
            "engine_available", "make_endpoint", "native_unsupported"]
 
 ENGINES = ("auto", "native", "python")
 _MODES = {Reliability.GBN: 0, Reliability.SR: 1, Reliability.FEC: 2}
-_CC = {CongestionControl.NONE: 0, CongestionControl.DCQCN: 1, CongestionControl.HPCC_SENDER: 2}
+#: the sender algorithms of traffic.cc.registry the engine runs (its tn_cc values)
+NATIVE_CC = {"none": 0, "dcqcn": 1, "hpcc-sender": 2}
 _WC_SEND, _WC_RECV = 1, 2
 _FLAG_THREAD, _FLAG_STEP = 1, 2
 #: native pacer depth: ~50 us of rate (a late wake-up is caught up, a burst is not)
@@ -209,7 +211,7 @@ def _qp_attr(q: QpConfig, role: int, *, start_psn: int, keep_data: bool,
                   rto_min_s=q.rto_min_s, rto_max_s=q.rto_max_s, rto_initial_s=q.rto_initial_s,
                   max_msg_bytes=q.max_msg_bytes, start_psn=start_psn & 0xFFFFFF,
                   keep_data=int(keep_data), burst_s=burst_s, min_burst_bytes=min_burst_bytes,
-                  sport=sport, cc=_CC[q.cc], hpcc_window=int(q.hpcc.window),
+                  sport=sport, cc=NATIVE_CC[q.cc], hpcc_window=int(q.hpcc.window),
                   hpcc_pacing_burst_pkts=q.hpcc.pacing_burst_pkts, hpcc=hpcc_params(q.hpcc),
                   dcqcn=dcqcn_params(q.dcqcn))
 
@@ -232,12 +234,14 @@ def erasure_code_works() -> bool:
         lib.tn_ec_free(ec)
 
 
-def native_unsupported(ep_cfg: EndpointConfig, qp_cc: CongestionControl,
+def native_unsupported(ep_cfg: EndpointConfig, qp_cc: str = "none",
                        mode: Reliability = Reliability.SR) -> str | None:
     """Why this run needs the Python endpoint (None when the engine can run it)."""
+    if qp_cc not in NATIVE_CC:
+        return f"congestion control {qp_cc!r} (the engine runs {', '.join(NATIVE_CC)})"
     if mode is Reliability.FEC and not erasure_code_works():
         return "FEC: the library's erasure code is not built in yet"
-    if not isinstance(ep_cfg.loss, NoLoss):
+    if ep_cfg.loss.lossy:
         return "receive-side loss emulation (--loss)"
     if ep_cfg.delay_s > 0:
         return "receive-side delay emulation (--delay)"
@@ -288,33 +292,11 @@ class _DcqcnView:
                 "min_rate_bps": self.min_rate_seen_bps}
 
 
-class _HpccView:
-    """The engine's HPCC state with :class:`traffic.hpcc.HpccState`'s fields."""
-
-    def __init__(self, h: TnHpcc):
-        self.max_rate_bps = float(h.max_rate_bps)
-        self.rate_bps = float(h.rate_bps)
-        self.ref_rate_bps = float(h.ref_rate_bps)
-        self.u = float(h.u)
-        self.inc_stage = int(h.inc_stage)
-        self.updates, self.fast_reacts = int(h.updates), int(h.fast_reacts)
-        self.skipped_hops, self.path_changes = int(h.skipped_hops), int(h.path_changes)
-
-    def snapshot(self) -> dict:
-        return {"line_rate_bps": self.max_rate_bps, "rate_bps": self.rate_bps,
-                "ref_rate_bps": self.ref_rate_bps, "u": round(self.u, 6),
-                "inc_stage": self.inc_stage, "updates": self.updates,
-                "fast_reacts": self.fast_reacts, "skipped_hops": self.skipped_hops,
-                "path_changes": self.path_changes}
-
-
 class NativeRequester(_Qp):
     """A requester QP of the engine, with :class:`traffic.requester.Requester`'s face."""
 
     dcqcn: _DcqcnView | None = None
-    hpcc: _HpccView | None = None
-    hpcc_first_queue_s: float | None = None
-    hpcc_first_cut_s: float | None = None
+    hpcc: HpccState | None = None  # the engine's HPCC state, copied into ``cc``
 
     def __init__(self, ep: NativeEndpoint, cfg: QpConfig):
         super().__init__(ep, cfg)
@@ -322,7 +304,9 @@ class NativeRequester(_Qp):
         self._inflight: dict[int, tuple[MessageRecord, bytes]] = {}
         self.rate_log: list[tuple[float, float]] = [(ep.now(), float(cfg.rate_bps))]
         self.fec_log: list[tuple[float, int, int]] = [(ep.now(), cfg.fec_k, cfg.fec_m)]
-        self._cc = QpCcC() if cfg.cc is not CongestionControl.NONE else None
+        self._cc = QpCcC() if cfg.cc != "none" else None
+        self.cc: HpccSender | None = (HpccSender(cfg.rate_bps, cfg.hpcc)
+                                      if cfg.cc == "hpcc-sender" else None)
         self._rate_changes = 0
 
     def _refresh(self) -> None:
@@ -337,26 +321,32 @@ class NativeRequester(_Qp):
             n = int(cc.n_rate_log)
             self.rate_log += [(cc.rate_log_t[i], cc.rate_log_v[i]) for i in range(n - new, n)]
             self._rate_changes = int(cc.rate_changes)
-        if self.cfg.cc is CongestionControl.DCQCN:
+        if self.cfg.cc == "dcqcn":
             self.dcqcn = _DcqcnView(cc.dcqcn)
-        elif self.cfg.cc is CongestionControl.HPCC_SENDER:
-            self.hpcc = _HpccView(cc.hpcc)
-            self.hpcc_first_queue_s = None if cc.first_queue_s < 0 else cc.first_queue_s
-            self.hpcc_first_cut_s = None if cc.first_cut_s < 0 else cc.first_cut_s
+        elif self.cc is not None:  # HpccSender's figures, from the engine
+            h, st = cc.hpcc, self.cc.state
+            st.rate_bps, st.ref_rate_bps, st.u = h.rate_bps, h.ref_rate_bps, h.u
+            st.inc_stage, st.updates, st.fast_reacts = h.inc_stage, h.updates, h.fast_reacts
+            st.skipped_hops, st.path_changes = h.skipped_hops, h.path_changes
+            self.cc.min_rtt_s = None if cc.hpcc_rtt_s < 0 else float(cc.hpcc_rtt_s)
+            self.cc.first_queue_s = None if cc.first_queue_s < 0 else float(cc.first_queue_s)
+            self.cc.first_cut_s = None if cc.first_cut_s < 0 else float(cc.first_cut_s)
+            self.cc.max_queue_bytes = int(cc.max_echo_queue_bytes)
+            self.hpcc = st
 
-    def _hpcc_snapshot(self) -> dict | None:
+    def _cc_snapshot(self) -> dict:
+        """Requester.snapshot's algorithm part: under "dcqcn" or "hpcc"."""
         cc = self._cc
-        if self.hpcc is None or cc is None:
-            return None
-        q, c = self.hpcc_first_queue_s, self.hpcc_first_cut_s
-        return {**self.hpcc.snapshot(), "base_rtt_s": cc.base_rtt_s,
-                "min_rtt_s": None if cc.hpcc_rtt_s < 0 else cc.hpcc_rtt_s,
-                "max_echo_queue_bytes": int(cc.max_echo_queue_bytes),
-                "window_pkts": int(cc.window_pkts), "first_queue_s": q, "first_cut_s": c,
-                "echo_rejected": {r: int(cc.echo_rejected[i])
-                                  for i, r in enumerate(ECHO_REJECT_REASONS)
-                                  if cc.echo_rejected[i]},
-                "reaction_s": None if q is None or c is None else c - q}
+        if cc is None:
+            return {}
+        if self.dcqcn is not None:
+            return {"dcqcn": {**self.dcqcn.snapshot(), "window_pkts": int(cc.window_pkts)}}
+        if self.cc is not None:
+            rej = {r: int(cc.echo_rejected[i]) for i, r in enumerate(ECHO_REJECT_REASONS)
+                   if cc.echo_rejected[i]}
+            return {"hpcc": {**self.cc.snapshot(), "window_pkts": int(cc.window_pkts),
+                             "echo_rejected": rej}}
+        return {}
 
     def post_write(self, data: bytes | bytearray | memoryview, *, tag: str = "",
                    now: float | None = None) -> MessageRecord:
@@ -365,7 +355,6 @@ class NativeRequester(_Qp):
         if not buf:
             raise ConfigError(f"QP {self.qpn}: an RDMA WRITE needs at least one byte")
         self._msg_id += 1
-        import zlib
         msg = MessageRecord(msg_id=self._msg_id, size=len(buf),
                             posted_s=self.ep.now() if now is None else now,
                             crc32=zlib.crc32(buf), tag=tag)
@@ -424,11 +413,10 @@ class NativeRequester(_Qp):
         s = self._state
         return {
             "qpn": self.qpn, "peer_qpn": self.cfg.peer_qpn, "peer_ip": self.cfg.peer_ip,
-            "mode": self.cfg.mode.value, "rate_bps": self.cfg.rate_bps, "cc": self.cfg.cc.value,
-            "dcqcn": self.dcqcn.snapshot() if self.dcqcn is not None else None,
+            "mode": self.cfg.mode.value, "rate_bps": self.cfg.rate_bps, "cc": self.cfg.cc,
             "rate_cap_bps": (None if self._cc is None or self._cc.rate_cap_bps < 0
                              else float(self._cc.rate_cap_bps)),
-            "hpcc": self._hpcc_snapshot(),
+            **self._cc_snapshot(),
             "fec_k": self.cfg.fec_k, "fec_m": self.cfg.fec_m,
             "srtt_s": self.srtt_s, "rto_s": s.rto_s, "outstanding": int(s.outstanding),
             "rate_changes": [list(x) for x in self.rate_log[-100:]],
@@ -478,7 +466,7 @@ class NativeEndpoint:
     """:class:`traffic.endpoint.Endpoint` on the native engine (same methods and stats)."""
 
     def __init__(self, cfg: EndpointConfig):
-        why = native_unsupported(cfg, CongestionControl.NONE)  # FEC is checked per QP
+        why = native_unsupported(cfg)  # FEC and CC are checked per QP
         if why is not None:
             raise ConfigError(f"endpoint {cfg.ip}: the native engine does not emulate {why}; "
                               "use --engine python")
@@ -635,7 +623,7 @@ class NativeEndpoint:
 
 
 def make_endpoint(cfg: EndpointConfig, engine: str = "auto",
-                  cc: CongestionControl = CongestionControl.NONE, *,
+                  cc: str = "none", *,
                   mode: Reliability = Reliability.SR,
                   needs_faults: bool = False) -> Endpoint | NativeEndpoint:
     """The endpoint of ``engine``: ``native``, ``python``, or ``auto`` (native when the

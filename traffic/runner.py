@@ -1,29 +1,31 @@
 """Runs one rank of a workload on an endpoint and builds its JSON summary.
 
 Message contents are pseudo-random bytes seeded by (seed, rank, QP, message index),
-and both ends record each message's CRC-32, so a run proves that every message arrived
-intact.  Ring all-reduce moves real float32 data: reduce-scatter then all-gather,
+and both ends record each message's CRC-32; every receiver regenerates what its peers
+sent (all ranks share one seed) and checks each message's CRC-32 against it, so a run
+proves that every message arrived intact (``collective.result_ok``).  Ring all-reduce moves real float32 data: reduce-scatter then all-gather,
 ``2 (N - 1)`` steps of ``message / N`` bytes, each step sent only after the previous
 one arrived, and the result is compared with the sum every rank can recompute.
 """
 from __future__ import annotations
 
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TextIO
 
 import numpy as np
 
+from traffic.cc.dcqcn import DcqcnSettings
+from traffic.cc.hpcc import HpccSender, HpccSettings
 from traffic.collog.tracker import RankTracker
 from traffic.collog.writer import CollectiveLogWriter
-from traffic.dcqcn import DcqcnSettings
 from traffic.endpoint import Endpoint, EndpointConfig
 from traffic.errors import WorkloadError
 from traffic.host_faults import HostFaults
-from traffic.hpcc import HpccSettings
 from traffic.native_endpoint import make_endpoint
-from traffic.qp_types import CongestionControl, MessageRecord, QpConfig, Reliability
+from traffic.qp_types import MessageRecord, QpConfig, Reliability
 from traffic.requester import Requester
 from traffic.responder import Responder
 from traffic.workloads import Pattern, RankPlan
@@ -43,7 +45,7 @@ class QpParams:
     fec_m: int = 1
     rto_min_s: float = 0.004
     dscp: int = 0
-    cc: CongestionControl = CongestionControl.NONE
+    cc: str = "none"  # a sender algorithm of traffic.cc.registry
     dcqcn: DcqcnSettings = field(default_factory=DcqcnSettings)
     hpcc: HpccSettings = field(default_factory=HpccSettings)
 
@@ -395,7 +397,7 @@ class RankRunner:
     def cc_summary(self) -> dict:
         """The senders' own rate control: mode, CNPs received, DCQCN cuts, final rates."""
         reqs = self.requesters
-        out: dict = {"mode": self.qp.cc.value,
+        out: dict = {"mode": self.qp.cc,
                      "cnps_rx": sum(r.counters.cnps_rx for r in reqs),
                      "final_rate_bps": {str(r.qpn): r.cfg.rate_bps for r in reqs}}
         rps = [r.dcqcn for r in reqs if r.dcqcn is not None]
@@ -403,10 +405,10 @@ class RankRunner:
             out.update(cnps_applied=sum(rp.cnps_applied for rp in rps),
                        rate_cuts=sum(rp.rate_cuts for rp in rps),
                        min_rate_bps=min(rp.min_rate_seen_bps for rp in rps))
-        hps = [r for r in reqs if r.hpcc is not None]
+        hps = [r for r in reqs if isinstance(r.cc, HpccSender)]
         if hps:
-            reactions = [r.hpcc_first_cut_s - r.hpcc_first_queue_s for r in hps
-                         if r.hpcc_first_cut_s is not None and r.hpcc_first_queue_s is not None]
+            senders = [r.cc for r in hps if isinstance(r.cc, HpccSender)]
+            reactions = [s.reaction_s for s in senders if s.reaction_s is not None]
             out.update(echo_acks=sum(r.counters.echo_acks for r in hps),
                        rate_cuts=sum(1 for r in hps for a, b in zip(r.rate_log, r.rate_log[1:])
                                      if b[1] < a[1]),
@@ -441,7 +443,7 @@ class RankRunner:
             "cpu_s": (self._cpu1 if self.end_s is not None else time.process_time())
             - self._cpu0,
             "nranks": self.plan.nranks, "hosts": self.hosts, "finished": finished,
-            "qp_params": {k: (v.value if isinstance(v, (Reliability, CongestionControl)) else v)
+            "qp_params": {k: (v.value if isinstance(v, Reliability) else v)
                           for k, v in asdict(self.qp).items()},
             "cc": self.cc_summary(),
             "start_s": self.start_s, "end_s": end, "completion_s": el,
@@ -464,6 +466,20 @@ class RankRunner:
         if self._ar is not None:
             out["collective"] = self._ar.summary(self.allreduce_bytes)
         else:
+            bad = self.bad_messages()
             out["collective"] = {"completion_s": el,
-                                 "algbw_bps": (sent + recvd) * 8 / el}
+                                 "algbw_bps": (sent + recvd) * 8 / el,
+                                 "result_ok": not bad, "bad_messages": bad[:16]}
         return out
+
+    def bad_messages(self) -> list[dict]:
+        """Received messages whose CRC-32 differs from what the peer sent: the peer's
+        payload is regenerated from (seed, peer rank, QP, index), as the peer built it."""
+        bad = []
+        for f, resp in zip(self.plan.recv, self.responders):
+            for k, m in enumerate(resp.messages):
+                want = zlib.crc32(message_bytes(self.seed, f.peer, f.qpn, k, m.size))
+                if m.crc32 != want:
+                    bad.append({"qpn": f.qpn, "peer": f.peer, "index": k, "size": m.size,
+                                "crc32": m.crc32, "expected_crc32": want})
+        return bad

@@ -26,7 +26,7 @@ Format (YAML)::
     ecn: {kmin_bytes: 2000, kmax_bytes: 20000, pmax: 0.1}   # P4 switches' ECN marking
                                 # (default: the controller's, DCQCN's 5 KB / 200 KB / 1 %)
     hpcc: {eta: 0.95, max_stage: 5, w_ai: 0.01}   # with cc: hpcc-sender, HPCC's parameters
-                                # (traffic.hpcc.HpccSettings; also base_rtt_s,
+                                # (traffic.cc.hpcc.HpccSettings; also base_rtt_s,
                                 # min_base_rtt_s, multi_rate, window; omitted: defaults)
     recovery: fec               # gbn | sr | fec
     fec: auto                   # auto (the loss-map policy) or "K,M"
@@ -47,10 +47,12 @@ from typing import Any
 
 import yaml
 
-from controller.topology import LossModel, Topology, TopologyError
+from common.loss import LossModel
+from controller.topology import Topology, TopologyError
 from controller.topology.errors import did_you_mean
+from traffic.cc import registry as cc_registry
+from traffic.cc.hpcc import HpccSettings
 from traffic.errors import ConfigError
-from traffic.hpcc import HpccSettings
 
 from .errors import SpecError
 
@@ -70,7 +72,7 @@ __all__ = [
 ]
 
 SWITCH_KINDS = ("softswitch", "ebpf", "bmv2", "linux-router")
-CC_MODES = ("none", "dcqcn", "hpcc", "hpcc-sender")
+CC_MODES = cc_registry.names()  # the registry's choice at import; specs check it live
 RECOVERY_MODES = ("gbn", "sr", "fec")
 WORKLOADS = ("p2p", "incast", "alltoall", "allreduce", "kvcache")
 _SIZE = re.compile(r"^(\d+[KMG]?|fixed:\d+[KMG]?|uniform:\d+[KMG]?:\d+[KMG]?|cdf:\S+)$")
@@ -341,7 +343,7 @@ def spec_from_dict(raw: Any, *, base_dir: Path | None = None, variant: str = "")
         "name": name, "topology": topo, "workload": _workload(raw["workload"]),
         "links": tuple(_link(k, v) for k, v in links_raw.items()),
         "switch": _choice("switch", raw.get("switch", "linux-router"), SWITCH_KINDS),
-        "cc": _choice("cc", raw.get("cc", "none"), CC_MODES),
+        "cc": _choice("cc", raw.get("cc", "none"), cc_registry.names()),
         "recovery": _choice("recovery", raw.get("recovery", "sr"), RECOVERY_MODES),
         "variant": variant, "raw": copy.deepcopy(dict(raw)),
     }

@@ -14,7 +14,7 @@ import json
 import subprocess
 from typing import Any
 
-from controller.topology.model import LossKind, LossModel
+from common.loss import LossKind, LossModel
 
 from ..delayline import WanError, WanParams
 from .params import changed_params, params_from

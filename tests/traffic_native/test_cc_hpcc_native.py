@@ -10,14 +10,15 @@ without fused multiply-add, so there is no tolerance.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from formats.int_echo import EchoHop
+from traffic.cc.hpcc import HpccSettings, HpccState
 from traffic.errors import ConfigError
-from traffic.hpcc import HpccSettings, HpccState
 from traffic.native.cc_hpcc import NativeHpcc
 
 _M32 = 1 << 32
@@ -52,7 +53,7 @@ def hop_delta_st(draw: st.DrawFn) -> tuple[int, int, int, int]:
 
 ack_st = st.tuples(
     st.integers(0, 30).map(lambda i: max(0, i - 28)),  # path: rarely another one
-    st.lists(hop_delta_st(), min_size=8, max_size=8),  # per hop (as many as the path has)
+    st.lists(hop_delta_st(), min_size=3, max_size=3),  # per hop of the longest path
     st.integers(-2, 5),                              # ack_seq step (late / duplicate ACKs)
     st.integers(0, 5),                               # next_seq step
     st.one_of(st.none(), st.floats(0.0, 0.2)),       # clock step; None: no clock
@@ -74,7 +75,7 @@ def _same(c: NativeHpcc, p: HpccState, *, where: str) -> None:
         assert (s.hop[i].u, s.hop[i].rc, s.hop[i].inc_stage) == (h.u, h.rc, h.inc_stage), where
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(hs=settings_st, line_rate=st.sampled_from([1e6, 4e6, 1e8, 2.5e10]),
        base_rtt=st.sampled_from([1e-5, 1e-3, 0.03, 0.1]), start=st.integers(0, _M32 - 1),
        acks=st.lists(ack_st, min_size=8, max_size=60))
@@ -82,7 +83,7 @@ def test_every_ack_gives_the_same_rate_and_state(hs: HpccSettings, line_rate: fl
                                                  base_rtt: float, start: int,
                                                  acks: list) -> None:
     c, p = NativeHpcc(line_rate, hs), HpccState(max_rate_bps=line_rate, settings=hs)
-    abs_hops = [[start, start, 0, 0] for _ in range(8)]
+    abs_hops = [[start, start, 0, 0] for _ in range(3)]
     ack_seq = next_seq = 0
     now: float | None = 0.0
     for n, (path_i, deltas, d_ack, d_next, d_now) in enumerate(acks):
@@ -96,41 +97,28 @@ def test_every_ack_gives_the_same_rate_and_state(hs: HpccSettings, line_rate: fl
         next_seq += d_next
         ack_seq = max(0, ack_seq + d_ack)
         now = None if d_now is None else (now or 0.0) + d_now
-        kw = dict(ack_seq=ack_seq, next_seq=next_seq, base_rtt_s=base_rtt, now_s=now)
+        kw = {"ack_seq": ack_seq, "next_seq": next_seq, "base_rtt_s": base_rtt, "now_s": now}
         got = c.on_ack(hops, **kw)
-        try:
-            want = p.on_ack(hops, **kw)
-        except ZeroDivisionError:
-            # The reference's MultiRate bug (a hop that sent nothing with an empty queue
-            # over T; being fixed in the reference): the C code takes the limit, the
-            # line rate, for that hop (test_multi_rate_idle_hop_... checks the value).
-            assert hs.multi_rate and any(c.state.hop[i].u == 0.0 for i in range(len(hops)))
-            return
+        want = p.on_ack(hops, **kw)
         assert got == want, f"ACK {n}"
         _same(c, p, where=f"ACK {n} {hops} {kw}")
+        assert c.window_bytes(base_rtt) == p.window_bytes(base_rtt)
 
 
 def _idle_hop_acks(k: int) -> tuple[list[EchoHop], dict]:
-    return [EchoHop(1, 40000 * k, 0, 0, 4)], dict(ack_seq=k + 1, next_seq=k + 1,
-                                                   base_rtt_s=0.03, now_s=0.04 * k)
+    return [EchoHop(1, 40000 * k, 0, 0, 4)], {"ack_seq": k + 1, "next_seq": k + 1,
+                                                   "base_rtt_s": 0.03, "now_s": 0.04 * k}
 
 
 def test_multi_rate_idle_hop_gives_the_line_rate_not_a_division_by_zero() -> None:
     """A hop with no bytes sent and no queue over T: u -> 0, the limit is the line rate."""
     hs = HpccSettings(multi_rate=True)
     c, p = NativeHpcc(4e6, hs), HpccState(max_rate_bps=4e6, settings=hs)
-    reference_ok = True
     for k in range(12):
         hops, kw = _idle_hop_acks(k)
-        c.on_ack(hops, **kw)
+        assert c.on_ack(hops, **kw) == p.on_ack(hops, **kw)
         assert c.rate_bps == 4e6
-        if reference_ok:
-            try:
-                p.on_ack(hops, **kw)
-            except ZeroDivisionError:  # the reference before its fix
-                reference_ok = False
-            else:
-                _same(c, p, where=f"ACK {k}")
+        _same(c, p, where=f"ACK {k}")
     # past max_stage additive steps, the multiplicative step divides by u / eta = 0
     assert c.state.hop[0].u == 0.0 and c.state.updates >= hs.max_stage + 1
 
@@ -141,7 +129,8 @@ def test_congested_hop_cuts_the_rate_and_agrees_with_the_reference() -> None:
     c, p = NativeHpcc(1e8, hs), HpccState(max_rate_bps=1e8, settings=hs)
     for k in range(20):
         hops = [EchoHop(5, 1000 * k, 12_500 * k, 50_000, 100)]  # 100 Mbit/s busy, 50 KB queue
-        kw = dict(ack_seq=k + 1, next_seq=k + 3, base_rtt_s=0.001, now_s=0.001 * k)
+        kw: dict[str, Any] = {"ack_seq": k + 1, "next_seq": k + 3, "base_rtt_s": 0.001,
+                              "now_s": 0.001 * k}
         assert c.on_ack(hops, **kw) == p.on_ack(hops, **kw)
         _same(c, p, where=f"ACK {k}")
     assert c.rate_bps < 0.5e8

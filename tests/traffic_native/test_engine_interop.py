@@ -14,8 +14,8 @@ import zlib
 
 import pytest
 
+from common.loss import LossModel, LossProcess
 from formats import int_echo, roce
-from traffic.emulation import Bernoulli
 from traffic.endpoint import Endpoint, EndpointConfig
 from traffic.native_endpoint import NativeEndpoint, engine_available, make_endpoint
 from traffic.qp_types import QpConfig, Reliability
@@ -40,7 +40,8 @@ def _pump(tx, rx, done, timeout_s: float = 30.0) -> bool:
 @pytest.mark.parametrize("mode", list(Reliability))
 @pytest.mark.parametrize("native_side", ["requester", "responder"])
 def test_native_and_python_interoperate(mode: Reliability, native_side: str) -> None:
-    loss = Bernoulli(p=0.02, seed=3) if native_side == "requester" else None
+    loss = (LossProcess(LossModel.bernoulli(0.02), seed=3) if native_side == "requester"
+            else None)
     rx_cfg = EndpointConfig(ip=B, **({"loss": loss} if loss else {}))
     if native_side == "requester":
         tx, rx = NativeEndpoint(EndpointConfig(ip=A)), Endpoint(rx_cfg)

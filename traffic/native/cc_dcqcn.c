@@ -1,5 +1,5 @@
-/* DCQCN's reaction point (see cc_dcqcn.h and the reference traffic/dcqcn.py with
- * common/dcqcn.py's DcqcnEngine, here for one flow).
+/* DCQCN's reaction point (see cc_dcqcn.h and the reference traffic/cc/dcqcn.py with
+ * traffic/cc/dcqcn_engine.py's DcqcnEngine, here for one flow).
  *
  * Every expression keeps the reference's operand order, so with the Makefile's
  * -ffp-contract=off the doubles round exactly as Python's do; seconds become
@@ -20,7 +20,7 @@ static int64_t ns(double t_s) { return llrint(t_s * 1e9); }
 
 void tn_dcqcn_params_default(struct tn_dcqcn_params *p)
 {
-    p->timer_s = 55e-6 * 1000.0;         /* traffic.dcqcn.TIME_SCALE */
+    p->timer_s = 55e-6 * 1000.0;         /* traffic.cc.dcqcn.TIME_SCALE */
     p->alpha_interval_s = 55e-6 * 1000.0;
     p->cnp_interval_s = 50e-6 * 1000.0;
     p->decrease_interval_s = 4e-6 * 1000.0;

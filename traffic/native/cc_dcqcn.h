@@ -1,8 +1,8 @@
 /* DCQCN's reaction point (the sender side of one QP), per CNP, timer and byte count.
  *
  * The same decisions, in the same floating-point order, as the Python reference
- * traffic/dcqcn.py (DcqcnReactionPoint around common/dcqcn.py's DcqcnEngine); its
- * docstring gives the emulation-scale constants.  Time is the caller's clock in
+ * traffic/cc/dcqcn.py (DcqcnReactionPoint around traffic/cc/dcqcn_engine.py's
+ * DcqcnEngine); its docstring gives the emulation-scale constants.  Time is the caller's clock in
  * seconds, converted to integer nanoseconds as the reference does (round half to
  * even).  One struct per QP, owned by the caller: no globals, no allocation.
  */
@@ -15,7 +15,7 @@
 extern "C" {
 #endif
 
-/* traffic.dcqcn.DcqcnSettings; tn_dcqcn_params_default() gives its defaults. */
+/* traffic.cc.dcqcn.DcqcnSettings; tn_dcqcn_params_default() gives its defaults. */
 struct tn_dcqcn_params {
     double timer_s;              /* rate-increase timer T */
     double alpha_interval_s;     /* alpha timer K */

@@ -7,6 +7,7 @@ event against the Python reference; both need the same layouts, declared once.
 from __future__ import annotations
 
 import ctypes
+from functools import cache
 from typing import Protocol
 
 from traffic.errors import ConfigError
@@ -69,22 +70,22 @@ class DcqcnSettingsLike(Protocol):
     def min_rate_fraction(self) -> float: ...
 
 
+@cache
 def _lib() -> ctypes.CDLL:
+    """The library with this header's argument and result types declared."""
     lib = load_library()
-    if not getattr(lib, "_tn_dcqcn_typed", False):
-        st = ctypes.POINTER(TnDcqcn)
-        lib.tn_dcqcn_init.argtypes = [st, ctypes.POINTER(TnDcqcnParams), ctypes.c_double,
-                                      ctypes.c_uint32, ctypes.c_double]
-        lib.tn_dcqcn_init.restype = ctypes.c_int
-        lib.tn_dcqcn_on_sent.argtypes = [st, ctypes.c_uint64]
-        lib.tn_dcqcn_on_sent.restype = None
-        lib.tn_dcqcn_tick.argtypes = [st, ctypes.c_double]
-        lib.tn_dcqcn_tick.restype = ctypes.c_int
-        lib.tn_dcqcn_on_cnp.argtypes = [st, ctypes.c_double]
-        lib.tn_dcqcn_on_cnp.restype = ctypes.c_int
-        lib.tn_dcqcn_rate_bps.argtypes = [st]
-        lib.tn_dcqcn_rate_bps.restype = ctypes.c_double
-        lib._tn_dcqcn_typed = True
+    st = ctypes.POINTER(TnDcqcn)
+    lib.tn_dcqcn_init.argtypes = [st, ctypes.POINTER(TnDcqcnParams), ctypes.c_double,
+                                  ctypes.c_uint32, ctypes.c_double]
+    lib.tn_dcqcn_init.restype = ctypes.c_int
+    lib.tn_dcqcn_on_sent.argtypes = [st, ctypes.c_uint64]
+    lib.tn_dcqcn_on_sent.restype = None
+    lib.tn_dcqcn_tick.argtypes = [st, ctypes.c_double]
+    lib.tn_dcqcn_tick.restype = ctypes.c_int
+    lib.tn_dcqcn_on_cnp.argtypes = [st, ctypes.c_double]
+    lib.tn_dcqcn_on_cnp.restype = ctypes.c_int
+    lib.tn_dcqcn_rate_bps.argtypes = [st]
+    lib.tn_dcqcn_rate_bps.restype = ctypes.c_double
     return lib
 
 

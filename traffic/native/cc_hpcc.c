@@ -1,4 +1,4 @@
-/* HPCC per ACK (see cc_hpcc.h and the reference traffic/hpcc.py).
+/* HPCC per ACK (see cc_hpcc.h and the reference traffic/cc/hpcc.py).
  *
  * Every expression keeps the reference's operand order, so with the Makefile's
  * -ffp-contract=off the doubles round exactly as Python's do.

@@ -1,7 +1,7 @@
 /* HPCC's per-ACK rate control at the sender (single rate and MultiRate).
  *
  * The same decisions, step for step and in the same floating-point order, as the
- * Python reference traffic/hpcc.py (which follows the authors' ns-3 model); its
+ * Python reference traffic/cc/hpcc.py (which follows the authors' ns-3 model); its
  * docstring explains the algorithm and the emulation-scale choices.  Units: seconds,
  * bit/s, bytes.  One struct per QP, owned by the caller: no globals, no allocation,
  * not thread-safe per struct (the engine calls it from the QP's thread).
@@ -26,7 +26,7 @@ struct tn_int_hop {
     uint32_t line_rate_mbps;  /* 0: the field was missing, the hop gives no sample */
 };
 
-/* traffic.hpcc.HpccSettings; tn_hpcc_params_default() gives its defaults. */
+/* traffic.cc.hpcc.HpccSettings; tn_hpcc_params_default() gives its defaults. */
 struct tn_hpcc_params {
     double eta;                /* target utilisation, (0, 1] */
     uint32_t max_stage;        /* additive steps before a multiplicative one */

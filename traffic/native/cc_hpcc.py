@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import math
 from collections.abc import Sequence
+from functools import cache
 from typing import Protocol
 
 from traffic.errors import ConfigError
@@ -54,11 +55,18 @@ class TnHpcc(ctypes.Structure):
 
 
 class _EchoHopLike(Protocol):
-    node_id: int
-    egress_ts: int
-    tx_bytes: int
-    queue_bytes: int
-    line_rate: int
+    """An echoed hop record (``formats.int_echo.EchoHop``)."""
+
+    @property
+    def node_id(self) -> int: ...
+    @property
+    def egress_ts(self) -> int: ...
+    @property
+    def tx_bytes(self) -> int: ...
+    @property
+    def queue_bytes(self) -> int: ...
+    @property
+    def line_rate(self) -> int: ...
 
 
 class HpccSettingsLike(Protocol):
@@ -84,21 +92,21 @@ class HpccSettingsLike(Protocol):
     def update_once_per_t(self) -> bool: ...
 
 
+@cache
 def _lib() -> ctypes.CDLL:
+    """The library with this header's argument and result types declared."""
     lib = load_library()
-    if not getattr(lib, "_tn_hpcc_typed", False):
-        lib.tn_hpcc_init.argtypes = [ctypes.POINTER(TnHpcc), ctypes.POINTER(TnHpccParams),
-                                     ctypes.c_double]
-        lib.tn_hpcc_init.restype = ctypes.c_int
-        lib.tn_hpcc_on_ack.argtypes = [ctypes.POINTER(TnHpcc), ctypes.POINTER(IntHop),
-                                       ctypes.c_uint32, ctypes.c_int64, ctypes.c_int64,
-                                       ctypes.c_double, ctypes.c_double]
-        lib.tn_hpcc_on_ack.restype = ctypes.c_int
-        lib.tn_hpcc_base_rtt.argtypes = [ctypes.POINTER(TnHpccParams), ctypes.c_double]
-        lib.tn_hpcc_base_rtt.restype = ctypes.c_double
-        lib.tn_hpcc_window_bytes.argtypes = [ctypes.POINTER(TnHpcc), ctypes.c_double]
-        lib.tn_hpcc_window_bytes.restype = ctypes.c_double
-        lib._tn_hpcc_typed = True
+    lib.tn_hpcc_init.argtypes = [ctypes.POINTER(TnHpcc), ctypes.POINTER(TnHpccParams),
+                                 ctypes.c_double]
+    lib.tn_hpcc_init.restype = ctypes.c_int
+    lib.tn_hpcc_on_ack.argtypes = [ctypes.POINTER(TnHpcc), ctypes.POINTER(IntHop),
+                                   ctypes.c_uint32, ctypes.c_int64, ctypes.c_int64,
+                                   ctypes.c_double, ctypes.c_double]
+    lib.tn_hpcc_on_ack.restype = ctypes.c_int
+    lib.tn_hpcc_base_rtt.argtypes = [ctypes.POINTER(TnHpccParams), ctypes.c_double]
+    lib.tn_hpcc_base_rtt.restype = ctypes.c_double
+    lib.tn_hpcc_window_bytes.argtypes = [ctypes.POINTER(TnHpcc), ctypes.c_double]
+    lib.tn_hpcc_window_bytes.restype = ctypes.c_double
     return lib
 
 

@@ -21,7 +21,7 @@ extern "C" {
 #define TN_EC_MAX_M 16   /* traffic.fec.MAX_M */
 
 /* Return codes (negative). */
-#define TN_EC_EINVAL    (-1)  /* k outside 1..MAX_K, m outside 0..MAX_M, or len 0 */
+#define TN_EC_EINVAL    (-1)  /* k outside 1..MAX_K, m outside 0..MAX_M, or len > INT_MAX */
 #define TN_EC_ETOOFEW   (-2)  /* fewer than k of the k + m symbols present */
 #define TN_EC_ESINGULAR (-3)  /* cannot happen with a Cauchy matrix; reported, not assumed */
 
@@ -44,6 +44,15 @@ int tn_ec_encode(struct tn_ec *ec, int k, int m, size_t len,
 int tn_ec_decode(struct tn_ec *ec, int k, int m, size_t len,
                  const uint8_t *const *data, const uint8_t *const *repair,
                  uint8_t *const *out);
+
+/* The same on packed blocks (symbol i at i * len), for callers that keep a block in
+ * one buffer (and for Python, where one buffer is one cheap argument).  decode writes
+ * the missing data symbols in place; *_present[i] non-zero: symbol i arrived. */
+int tn_ec_encode_packed(struct tn_ec *ec, int k, int m, size_t len,
+                        const uint8_t *data, uint8_t *repair);
+int tn_ec_decode_packed(struct tn_ec *ec, int k, int m, size_t len,
+                        uint8_t *data, const uint8_t *data_present,
+                        const uint8_t *repair, const uint8_t *repair_present);
 
 #ifdef __cplusplus
 }

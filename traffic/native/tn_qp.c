@@ -197,6 +197,8 @@ static uint32_t pow2_at_least(uint32_t n)
     return p;
 }
 
+static void apply_cc_rate(struct tn_qp *q, double now);
+
 static void log_rate(struct tn_qp *q, double now, double rate)
 {
     uint32_t i = (q->log_head + q->n_log) % TN_RATE_LOG;
@@ -380,6 +382,8 @@ struct tn_qp *tn_qp_new(const struct tn_qp_attr *a, uint32_t local_ip, uint16_t 
         hpcc_window(q);  /* HPCC's window bounds the first round trip too */
     log_rate(q, now, a->rate_bps);
     q->rate_changes = 0;
+    if (q->hp || q->dc)
+        apply_cc_rate(q, now);  /* an algorithm may start below the line rate */
     return q;
 }
 

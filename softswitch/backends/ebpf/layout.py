@@ -36,8 +36,6 @@ def scalar_width(t: Any, node: Any) -> int:
     """Bits of a scalar value (bit<W>, bool, error); refuses what the back end cannot hold."""
     t = strip(t)
     if isinstance(t, T.BitsType):
-        if t.signed:
-            raise EbpfUnsupported(node, f"signed type {t}")
         if t.width > 64:
             raise EbpfUnsupported(node, f"{t} (wider than 64 bits)")
         return t.width
@@ -46,6 +44,19 @@ def scalar_width(t: Any, node: Any) -> int:
     if isinstance(t, T.ErrorType):
         return 32
     raise EbpfUnsupported(node, f"values of type {t}")
+
+
+def is_signed(t: Any) -> bool:
+    """int<W> (held as its W-bit two's complement pattern, like bit<W>)."""
+    t = strip(t)
+    return isinstance(t, T.BitsType) and t.signed
+
+
+def sext(x: str, width: int) -> str:
+    """C expression: the W-bit two's complement pattern `x` as a signed 64-bit value."""
+    if width >= 64:
+        return f"((s64)(u64)({x}))"
+    return f"(((s64)((u64)({x}) << {64 - width})) >> {64 - width})"
 
 
 def ctype_bits(width: int) -> int:
@@ -78,7 +89,7 @@ class Layouts:
     decls: list[str] = field(default_factory=list)
     headers: dict[str, HeaderLayout] = field(default_factory=dict)
     top_level: dict[str, Any] = field(default_factory=dict)   # type name -> declaration
-    _done: set[str] = field(default_factory=set)
+    _done: set[tuple[str, str]] = field(default_factory=set)
 
     def _field_node(self, type_name: str, fname: str, node: Any) -> Any:
         """The field's declaration (for its location in errors), else `node`."""
@@ -97,9 +108,10 @@ class Layouts:
             self._struct(t, node)
             return f"struct s_{cname(t.name)}"
         if isinstance(t, T.StackType):
-            raise EbpfUnsupported(node, f"header stack {t}")
+            raise EbpfUnsupported(node, f"header stack {t} as a value")
         if isinstance(t, T.HeaderUnionType):
-            raise EbpfUnsupported(node, f"header union {t.name}")
+            self._struct(t, node, prefix="u")
+            return f"struct u_{cname(t.name)}"
         raise EbpfUnsupported(node, f"values of type {t}")
 
     def header(self, t: T.HeaderType, node: Any) -> HeaderLayout:
@@ -135,14 +147,16 @@ class Layouts:
         self.decls.append("\n".join(lines))
         return hl
 
-    def _struct(self, t: T.StructType, node: Any) -> None:
-        if t.name in self._done:
+    def _struct(self, t: T.StructType | T.HeaderUnionType, node: Any, prefix: str = "s") -> None:
+        """A struct, or a header union (``u_``: its member headers side by side; at most
+        one valid is the generator's job, as on the Python target)."""
+        if (prefix, t.name) in self._done:
             return
-        lines = [f"struct s_{cname(t.name)} {{"]
+        lines = [f"struct {prefix}_{cname(t.name)} {{"]
         for fname, ftype in t.fields:
             ft = strip(ftype)
             fnode = self._field_node(t.name, fname, node)
-            if isinstance(ft, T.StackType) and isinstance(strip(ft.elem), T.HeaderType):
+            if isinstance(ft, T.StackType) and isinstance(strip(ft.elem), (T.HeaderType, T.HeaderUnionType)):
                 elem = self.struct_name(strip(ft.elem), fnode)
                 lines.append(f"    {elem} {cname(fname)}[{stack_slots(ft.size)}];")
                 lines.append(f"    u32 {cname(fname)}__next;")
@@ -153,7 +167,7 @@ class Layouts:
         if len(lines) == 1:
             lines.append("    u8 _unused;")
         lines.append("};")
-        self._done.add(t.name)
+        self._done.add((prefix, t.name))
         self.decls.append("\n".join(lines))
 
 
