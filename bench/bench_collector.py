@@ -9,6 +9,11 @@ and host-agent batches through HostBatchDecoder.
 
     python -m bench.bench_collector [--reports 200000] [--hops 5] [--batch 2048] [--udp]
 
+``--socket`` adds the socket path on one core: host-agent batches and Telemetry Reports
+sent to a held collector (they wait in its socket, as under load), then drained in
+receive rounds (recvmmsg, decode from the pool, tables); records per second of the
+collector thread's CPU time and the share of each stage.
+
 ``--udp`` adds an end-to-end figure: a sender process blasts the reports at a running
 collector over loopback UDP; received, decoded and kernel-dropped datagrams are counted.
 
@@ -188,6 +193,46 @@ def loop_latency(batches: list[list[bytes]], max_samples: int
     return s.p50_s * 1e3, s.p99_s * 1e3, per_batch_ms, cpu_ms
 
 
+def socket_rate(kind: str, datagrams: list[bytes], rounds: int = 4,
+                config: CollectorConfig | None = None) -> tuple[float, float, dict[str, float]]:
+    """From the socket into the tables on one core: (samples/s, hop records/s) of the
+    collector thread's CPU time, and its share per stage.  The datagrams are sent while
+    the collector is held, so they wait in its socket as under load, then drained."""
+    import socket
+    cfg = config or CollectorConfig(report_port=0, agent_port=0, flow_capacity=1 << 16,
+                                    rcvbuf_bytes=256 << 20)
+    with Collector(cfg) as c, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
+        dest = c.report_address if kind == "report" else c.agent_address
+        tx.connect(dest)
+        count = "report_datagrams" if kind == "report" else "agent_datagrams"
+        samples = "reports" if kind == "report" else "host_records"
+        hops = "report_hop_records" if kind == "report" else "host_hop_records"
+        st0 = None
+        for r in range(rounds + 1):    # the first round warms up
+            if r == 1:
+                st0 = c.stats()
+            before = c.stats()
+            with c._lock:
+                for d in datagrams:
+                    tx.send(d)
+            want = getattr(before, count) + before.socket_drops + len(datagrams)
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                s = c.stats()
+                if getattr(s, count) + s.socket_drops >= want:
+                    break
+                time.sleep(0.005)
+        st = c.stats()
+    assert st0 is not None
+    cpu = {k: (st.stage_ns[k] - st0.stage_ns[k]) / 1e9 for k in st.stage_ns}
+    total = sum(cpu.values())
+    if st.socket_drops != st0.socket_drops:
+        print(f"  ({st.socket_drops - st0.socket_drops} datagrams dropped by the kernel)")
+    return ((getattr(st, samples) - getattr(st0, samples)) / total,
+            (getattr(st, hops) - getattr(st0, hops)) / total,
+            {k: v / total for k, v in cpu.items()})
+
+
 def rate(fn, *args, repeat: int = 3) -> tuple[float, int]:  # type: ignore[no-untyped-def]
     best = float("inf")
     count = 0
@@ -198,6 +243,25 @@ def rate(fn, *args, repeat: int = 3) -> tuple[float, int]:  # type: ignore[no-un
     return count / best, count
 
 
+def _ship(recs: np.ndarray, i: int) -> np.ndarray:
+    """``recs`` as agent ``i`` % 8 of 64 flows with advancing PSNs and timestamps."""
+    r = recs.copy()
+    k = np.arange(len(r)) + i * len(r)
+    r["src_ip"], r["dst_ip"] = 0x0A000001 + i % 8, 0x0A000101
+    r["src_port"], r["dest_qp"], r["orig_dport"] = 49152 + k % 64, 0x100 + k % 64, ROCEV2_UDP_PORT
+    r["psn"], r["psn_count"] = k, 1
+    h = r["hops"]
+    h["node_id"][:, :r["hop_count"][0]] = np.arange(1, r["hop_count"][0] + 1)
+    h["egress_ts"] = (k * 10)[:, None] + np.arange(8)
+    h["tx_bytes"] = ((k * 1100) & 0xFFFFFFFF)[:, None]
+    h["line_rate"] = 100000
+    return r
+
+
+def _shares(share: dict[str, float]) -> str:
+    return "CPU: " + ", ".join(f"{k} {100 * v:.0f}%" for k, v in share.items())
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reports", type=int, default=200_000)
@@ -205,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=2048)
     ap.add_argument("--scapy-reports", type=int, default=2000)
     ap.add_argument("--udp", action="store_true", help="also measure over loopback UDP")
+    ap.add_argument("--socket", action="store_true",
+                    help="also measure from the socket into the tables (CPU of one core)")
     ap.add_argument("--loop", action="store_true",
                     help="also measure the HPCC loop latency on host-agent batches")
     a = ap.parse_args(argv)
@@ -248,6 +314,17 @@ def main(argv: list[str] | None = None) -> int:
     ):
         print(f"{name:<44}{r:>16,.0f}{r / s:>9.1f}x")
     print(f"decoded {n} hop records per run; host records: {hn} hops per run")
+    if a.socket:
+        print("from the socket into the tables, per second of the collector thread's CPU "
+              "(one core)")
+        hs = [encode_batch(_ship(recs, i), agent_id=1, batch_seq=i) for i in range(2000)]
+        hr_s, hh_s, share = socket_rate("agent", [d for d in hs][:1500])
+        print(f"  host records, {len(recs)} per datagram: {hr_s:,.0f} records/s "
+              f"({hh_s:,.0f} hop records/s); " + _shares(share))
+        rr_s, rh_s, share = socket_rate("report", reports[:60000])
+        print(f"  Telemetry Reports, {a.hops} hops each: {rr_s:,.0f} reports/s, {rh_s:,.0f} "
+              f"hop records/s ({rh_s / s:.1f}x the struct loop's decode alone); "
+              + _shares(share))
     if a.udp:
         hr, got, drops, sent_s = udp_end_to_end(distinct, a.reports)
         print(f"loopback UDP: {a.reports} reports sent in {sent_s:.2f}s, {got} decoded, "

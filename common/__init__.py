@@ -8,10 +8,13 @@ internals and each thing exists once.
   (DCQCN's in ``traffic.cc``, HPCC's in ``controller.cc``)
 - :mod:`common.argtypes`: argparse ``type=`` checkers of every command line
 - :mod:`common.processes`: starting and stopping a private server process
+- :mod:`common.kernel`: namespaces, veth links, tc attachment and port shaping, driven
+  by the host side (``ebpf``), the switch's eBPF target and the test bed
 - :mod:`common.auth`: key files, the replay window and the checks of
   ``formats.auth`` frames (host agent and controller), the keyless-exposure rule, and
   the certificates of P4Runtime over mutual TLS
 
 Protocol constants and packet formats are shared too, but they have their own
-package, :mod:`formats`.  Nothing here imports another package of the project.
+package, :mod:`formats`, one layer lower: ``common`` imports ``formats`` (``common.auth``
+checks ``formats.auth`` frames) and nothing else of the project.
 """

@@ -22,7 +22,7 @@ from typing import Any
 # module once, and importing one part does not load the others.
 _EXPORTS = {  # keep in step with __all__
     "AgentConfig": "agent", "AgentStats": "agent", "HostAgent": "agent",
-    "AgentError": "errors", "AttachError": "errors", "ConfigError": "errors",
+    "AgentError": "errors", "ConfigError": "errors",
     "EbpfError": "errors", "EbpfSetupError": "errors",
     "LossCounters": "loss", "LossEmulator": "loss",
     "FLOW_DTYPE": "records", "FLOW_KEY_DTYPE": "records", "FLOW_STATS_DTYPE": "records",
@@ -36,7 +36,6 @@ __all__ = [
     "AgentConfig",
     "AgentError",
     "AgentStats",
-    "AttachError",
     "ConfigError",
     "EbpfError",
     "EbpfSetupError",

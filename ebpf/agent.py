@@ -44,6 +44,8 @@ import numpy as np
 
 from common import argtypes
 from common.auth import ExposureError, KeyFile, KeyFileError
+from common.kernel.errors import AttachError
+from common.kernel.setns import in_netns
 from formats.agent_batch import AGENT_BATCH_UDP_PORT
 from formats.feedback import CONFIRM_MAX_RECORDS, ConfirmStatus
 from formats.int_md import HOST_RECORD_DTYPE, INT_UDP_PORT
@@ -56,7 +58,6 @@ from .feedback import (
     feedback_lines,
     parse_confirm_reply,
 )
-from .netns import in_netns
 from .records import SinkStat, format_flows
 from .shipper import BatchShipper, ShipperStats, ShipPolicy, udp_sender
 from .sink import IntSink, SinkConfig
@@ -496,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
                             malformed_drop=args.malformed == "drop",
                             hook="xdp" if args.xdp else "tc", echo=args.echo,
                             run_packets=args.run_packets))
-    except EbpfError as exc:
+    except (EbpfError, AttachError) as exc:
         print(f"ebpf.agent: {exc}", file=sys.stderr)
         return 2
     stop = threading.Event()
@@ -511,7 +512,7 @@ def main(argv: list[str] | None = None) -> int:
             agent.run(interval_s=args.interval, count=args.count, stop=stop, out=sys.stdout,
                       show_flows=args.flows)
             print(final_line(agent.stats()), file=sys.stderr, flush=True)
-    except EbpfError as exc:
+    except (EbpfError, AttachError) as exc:
         print(f"ebpf.agent: {exc}", file=sys.stderr)
         return 1
     finally:

@@ -28,11 +28,12 @@ from typing import Self, TextIO
 
 import numpy as np
 
+from common.kernel.errors import AttachError
+from common.kernel.tc import Direction, TcAttachment, attach_tc
 from common.loss import LossKind, LossModel
 
-from .errors import AttachError, ConfigError
+from .errors import ConfigError
 from .loader import compile_program
-from .tc import Direction, TcAttachment, attach_tc
 
 __all__ = ["LossCounters", "LossEmulator"]
 

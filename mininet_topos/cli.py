@@ -204,6 +204,7 @@ def _experiment(args: argparse.Namespace) -> int:
     import dataclasses
 
     from mininet_topos.experiment import load_spec, preset_path, run_specs, sigterm_as_interrupt
+    from mininet_topos.experiment.report import data_check_line
 
     if args.spec == "faults":   # mininet_topos.faults.harness
         from mininet_topos.faults.harness import HarnessConfig, one_fault_plan, run_harness
@@ -264,7 +265,11 @@ def _experiment(args: argparse.Namespace) -> int:
     for r in results:
         for name, p in sorted(r.plots.items()):
             print(f"  {name:<13} {p}")
-    return 0
+    wrong = [r for r in results if not (r.summary.get("data_check") or {}).get("ok")]
+    for r in wrong:   # a wrong (or missing) result is the run's failure, not a log line
+        print(f"error: {r.spec.variant or r.spec.name}: {data_check_line(r.summary)}",
+              file=sys.stderr)
+    return 1 if wrong else 0
 
 
 def main(argv: list[str] | None = None) -> int:

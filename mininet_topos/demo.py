@@ -20,7 +20,7 @@ __all__ = ["run_demo"]
 def run_demo(*, out: Path, switch: str | None = None, influx_url: str | None = None,
              mtls: bool = False) -> int:
     from mininet_topos.experiment import load_spec, preset_path, run_specs, sigterm_as_interrupt
-    from mininet_topos.experiment.report import control_loop_lines
+    from mininet_topos.experiment.report import control_loop_lines, data_check_line
 
     (spec,) = load_spec(preset_path("demo"))
     if switch:
@@ -62,4 +62,8 @@ def run_demo(*, out: Path, switch: str | None = None, influx_url: str | None = N
     print(f"results in {r.out.resolve()}")
     for name, p in sorted(r.plots.items()):
         print(f"  {name:<13} {p}")
+    print(data_check_line(s))
+    if not (s.get("data_check") or {}).get("ok"):  # a wrong result fails the demo
+        print(f"error: {data_check_line(s)}", file=sys.stderr)
+        return 1
     return 0

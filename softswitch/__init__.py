@@ -14,6 +14,6 @@ __all__ = ["Switch"]
 def __getattr__(name: str) -> Any:
     # lazy, so importing softswitch.frontend alone stays light
     if name == "Switch":
-        from softswitch.api import Switch
+        from softswitch.targets.python.switch import Switch
         return Switch
     raise AttributeError(name)

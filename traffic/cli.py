@@ -286,6 +286,10 @@ def _run_rank(args: argparse.Namespace) -> int:
     if not summary["finished"]:
         print(f"traffic: rank {args.rank} did not finish within {timeout:g} s", file=sys.stderr)
         return 2
+    if not coll.get("result_ok", True):
+        print(f"traffic: rank {args.rank}: WRONG DATA: the received data differs from what "
+              "the peers sent (ranks given different --seed?)", file=sys.stderr)
+        return 3
     return 0
 
 
@@ -337,8 +341,8 @@ def aggregate(out_dir: Path, nranks: int) -> dict:
     if outs[0]["workload"] == "allreduce":
         iters = [max(t) for t in zip(*(o["collective"]["completion_s"] for o in outs))]
         size = outs[0]["collective"]["message_bytes"]
-        agg.update(iteration_s=iters, algbw_bps=[size * 8 / t for t in iters],
-                   result_ok=all(o["collective"]["result_ok"] for o in outs))
+        agg.update(iteration_s=iters, algbw_bps=[size * 8 / t for t in iters])
+    agg["result_ok"] = all(o["collective"].get("result_ok", True) for o in outs)
     return agg
 
 

@@ -1,14 +1,16 @@
 """Runs one rank of a workload on an endpoint and builds its JSON summary.
 
 Message contents are pseudo-random bytes seeded by (seed, rank, QP, message index),
-and both ends record each message's CRC-32, so a run proves that every message arrived
-intact.  Ring all-reduce moves real float32 data: reduce-scatter then all-gather,
+and both ends record each message's CRC-32; every receiver regenerates what its peers
+sent (all ranks share one seed) and checks each message's CRC-32 against it, so a run
+proves that every message arrived intact (``collective.result_ok``).  Ring all-reduce moves real float32 data: reduce-scatter then all-gather,
 ``2 (N - 1)`` steps of ``message / N`` bytes, each step sent only after the previous
 one arrived, and the result is compared with the sum every rank can recompute.
 """
 from __future__ import annotations
 
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TextIO
@@ -444,6 +446,20 @@ class RankRunner:
         if self._ar is not None:
             out["collective"] = self._ar.summary(self.allreduce_bytes)
         else:
+            bad = self.bad_messages()
             out["collective"] = {"completion_s": el,
-                                 "algbw_bps": (sent + recvd) * 8 / el}
+                                 "algbw_bps": (sent + recvd) * 8 / el,
+                                 "result_ok": not bad, "bad_messages": bad[:16]}
         return out
+
+    def bad_messages(self) -> list[dict]:
+        """Received messages whose CRC-32 differs from what the peer sent: the peer's
+        payload is regenerated from (seed, peer rank, QP, index), as the peer built it."""
+        bad = []
+        for f, resp in zip(self.plan.recv, self.responders):
+            for k, m in enumerate(resp.messages):
+                want = zlib.crc32(message_bytes(self.seed, f.peer, f.qpn, k, m.size))
+                if m.crc32 != want:
+                    bad.append({"qpn": f.qpn, "peer": f.peer, "index": k, "size": m.size,
+                                "crc32": m.crc32, "expected_crc32": want})
+        return bad

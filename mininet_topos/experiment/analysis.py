@@ -82,6 +82,9 @@ def traffic_results(traffic_dir: Path, hosts: tuple[str, ...]) -> dict[str, Any]
                                              "interrupted")}
         ranks[host]["fct_s"] = d.get("fct_s")
         ranks[host]["cc"] = d.get("cc")
+        # the rank's own check of the data it received (traffic.runner: the all-reduce
+        # sum, or every message's CRC-32 against what its peer sent)
+        ranks[host]["result_ok"] = (d.get("collective") or {}).get("result_ok")
         ep = d.get("endpoint", {})
         reqs = ep.get("requesters", {}) or {}
         ranks[host]["retx_pkts"] = sum(int(r.get("retx_pkts", 0)) for r in reqs.values())
@@ -229,5 +232,16 @@ def summarise(a: Analysis) -> dict[str, Any]:
         "all_finished": a.traffic["all_finished"],
         "fct_s": {"n": int(fct.size), **pct},
         "senders_cc": a.traffic.get("senders_cc"),
+        "data_check": data_check(a.traffic["ranks"]),
         "ranks": a.traffic["ranks"],
     }
+
+
+def data_check(ranks: dict[str, Any]) -> dict[str, Any]:
+    """The ranks' verdicts on the data they received: ``ok`` only if every rank wrote a
+    summary and found its data right (a rank that did not finish has no verdict)."""
+    verdict = {h: r.get("result_ok") for h, r in ranks.items()}
+    return {"ok": bool(verdict) and all(v is True for v in verdict.values()),
+            "ranks": verdict,
+            "wrong": sorted(h for h, v in verdict.items() if v is False),
+            "unchecked": sorted(h for h, v in verdict.items() if v is None)}

@@ -16,7 +16,8 @@ from .analysis import Analysis
 from .plots import plot_fct_cdf, plot_queues, plot_rates
 from .results import ResultsDir
 
-__all__ = ["LOOP_STAGES", "control_loop_lines", "format_summary", "write_analysis"]
+__all__ = ["LOOP_STAGES", "control_loop_lines", "data_check_line", "format_summary",
+           "write_analysis"]
 
 # the controller's control-loop latency figures (state file, ``collector`` section):
 # key -> what the interval covers
@@ -108,9 +109,26 @@ def reaction_line(reactions: list[float]) -> str:
             f"{len(r)} QPs: p50 {1e3 * r[len(r) // 2]:.1f} ms, max {1e3 * r[-1]:.1f} ms")
 
 
+def data_check_line(summary: dict[str, Any]) -> str:
+    """The ranks' verdict on the data they received, for the terminal."""
+    dc = summary.get("data_check") or {}
+    n = len(dc.get("ranks") or {})
+    what = "all-reduce result" if summary.get("workload") == "allreduce" else \
+        "messages (CRC-32)"
+    if dc.get("ok"):
+        return f"data check: passed on all {n} ranks ({what} as the senders' data implies)"
+    parts = []
+    if dc.get("wrong"):
+        parts.append(f"WRONG on {', '.join(dc['wrong'])}")
+    if dc.get("unchecked"):
+        parts.append(f"no verdict from {', '.join(dc['unchecked'])} (did not finish)")
+    return f"data check: FAILED ({what}): {'; '.join(parts) or 'no rank reported'}"
+
+
 def format_summary(summary: dict[str, Any], a: Analysis | None = None) -> list[str]:
-    """A few lines for the terminal: lossy link, bottleneck queue, goodput, FCT."""
-    lines = []
+    """A few lines for the terminal: data check, lossy link, bottleneck queue, goodput,
+    FCT."""
+    lines = [data_check_line(summary)]
     ll = summary.get("lossy_link")
     if ll:
         ok = {True: "within", False: "OUTSIDE", None: "n/a"}[ll.get("within_expected")]

@@ -69,7 +69,8 @@ def traffic_argv(spec: ExperimentSpec, *, python: str, rank: int, ips: list[str]
     argv = [python, "-m", "traffic", w.kind, "--hosts", ",".join(ips), "--rank", str(rank),
             "-s", w.size, "-c", str(w.count), "-q", str(w.qps), "-m", spec.recovery,
             "--rate", w.rate, "--mtu", str(w.mtu), "-o", str(out),
-            "--start-at", f"{start_at:.3f}", "--seed", str(spec.seed + rank),
+            # one seed for all ranks: receivers regenerate what their peers sent from it
+            "--start-at", f"{start_at:.3f}", "--seed", str(spec.seed),
             "--timeout", f"{w.timeout_s or spec.duration_s:g}"]
     if control is not None:
         argv += ["--control", str(control)]

@@ -74,7 +74,7 @@ def _rank_argv(cfg: HarnessConfig, rank: int, ips: list[str], start: float, logs
             str(rank), "-s", cfg.size, "-c", str(cfg.count), "--rate", cfg.rate,
             "-q", str(cfg.qps),
             "--start-at", f"{start:.3f}", "--coll-log", str(logs),
-            "--timeout", f"{cfg.trial_s or TRIAL_S:g}", "--seed", str(rank + 1), *extra, "1"]
+            "--timeout", f"{cfg.trial_s or TRIAL_S:g}", "--seed", str(cfg.seed), *extra, "1"]
 
 
 def _run_ranks(tb: Any, cfg: HarnessConfig, topo: Topology, trial_dir: Path,

@@ -1,7 +1,7 @@
 """Applies and heals faults on a running linux-router test bed.
 
 How each kind is made (the router ports are HTB-shaped with a pfifo, see
-``mininet_topos.shaping.shaping_commands``):
+``common.kernel.shaping.shaping_commands``):
 
 * ``gray_loss`` on one direction of a WAN link: the eBPF loss emulator
   (``ebpf.loss``) at tc egress of the delay line's interface facing the receiving
@@ -162,7 +162,7 @@ class Injector:
     def _netns_of(self, node: str) -> str:
         """A name for a Mininet node's network namespace (``ip netns attach``), so the
         eBPF loader can enter it; the name goes away on heal, the namespace stays."""
-        from mininet_topos.netns import unique_name
+        from common.kernel.netns import unique_name
 
         name = unique_name("f15ns")
         pid = self.tb.net.get(node).pid

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from common.kernel.netns import Namespace, two_hosts
 from formats import int_echo, roce
 from formats.int_echo import EchoHop
-from mininet_topos.netns import Namespace, two_hosts
 from traffic.cc.hpcc import HpccSettings
 from traffic.qp_types import QpConfig
 from traffic.requester import Requester

@@ -45,6 +45,8 @@ class CollRecord:
     rate_changes: list[list[float]] = field(default_factory=list)  # [[unix_s, bps], ...]
     source: str = "testbed"      # testbed | nccl | flight_recorder
     host: str = ""               # address or host name of the rank
+    dtype: str = ""              # element type (library logs: "Float", "float32", ...)
+    state: str = ""              # library logs: scheduled | started | completed | "" (unknown)
 
     @property
     def duration(self) -> float | None:
@@ -89,8 +91,9 @@ class CollRecord:
                 raise CollogError(f"{where}: {name}={v!r} must be a number")
         if self.end is not None and self.end < self.start:
             raise CollogError(f"{where}: end {self.end} before start {self.start}")
-        if not isinstance(self.comm, str) or not isinstance(self.op, str):
-            raise CollogError(f"{where}: comm and op must be strings")
+        for name in ("comm", "op", "host", "dtype", "state", "source"):
+            if not isinstance(getattr(self, name), str):
+                raise CollogError(f"{where}: {name} must be a string")
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:

@@ -36,8 +36,6 @@ def scalar_width(t: Any, node: Any) -> int:
     """Bits of a scalar value (bit<W>, bool, error); refuses what the back end cannot hold."""
     t = strip(t)
     if isinstance(t, T.BitsType):
-        if t.signed:
-            raise EbpfUnsupported(node, f"signed type {t}")
         if t.width > 64:
             raise EbpfUnsupported(node, f"{t} (wider than 64 bits)")
         return t.width
@@ -46,6 +44,19 @@ def scalar_width(t: Any, node: Any) -> int:
     if isinstance(t, T.ErrorType):
         return 32
     raise EbpfUnsupported(node, f"values of type {t}")
+
+
+def is_signed(t: Any) -> bool:
+    """int<W> (held as its W-bit two's complement pattern, like bit<W>)."""
+    t = strip(t)
+    return isinstance(t, T.BitsType) and t.signed
+
+
+def sext(x: str, width: int) -> str:
+    """C expression: the W-bit two's complement pattern `x` as a signed 64-bit value."""
+    if width >= 64:
+        return f"((s64)(u64)({x}))"
+    return f"(((s64)((u64)({x}) << {64 - width})) >> {64 - width})"
 
 
 def ctype_bits(width: int) -> int:

@@ -33,10 +33,10 @@ from softswitch.backends.ebpf.layout import (
     write_bytes,
 )
 from softswitch.backends.ebpf.value_sets_c import gen_value_set, value_set_of
-from softswitch.backends.python.exprs import width_of
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T
 from softswitch.lowering import LoweredMatch, LoweredState
+from softswitch.lowering.model import value_width as width_of
 from softswitch.lowering.names import control_plane_name
 
 
@@ -68,6 +68,8 @@ def gen_parser(g: CGen, decl: A.ParserDecl, errors: list[str]) -> str:
     for d in decl.locals:
         if isinstance(d, A.VariableDecl):
             init += g.local_var(d, scope)
+        elif isinstance(d, A.ConstDecl):
+            continue                         # folded into the expressions that use it
         elif isinstance(d, A.ValueSetDecl):
             gen_value_set(g, d, control_plane_name(d, decl.name), width_of(d.elem_type.type))
         else:

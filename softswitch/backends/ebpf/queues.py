@@ -161,7 +161,7 @@ def shaping_argv(ifname: str, rate_bps: float, depth_pkts: int, netns: str | Non
     """tc commands that send `ifname`'s frames at `rate_bps` (the test bed's HTB + FIFO),
     with a FIFO large enough that the virtual queue, not the kernel, drops (the
     shaping the test bed and the BMv2 switch kind use)."""
-    from mininet_topos.shaping import ShapingError, shaping_commands
+    from common.kernel.shaping import ShapingError, shaping_commands
     from softswitch.switchd.errors import OptionError
     prefix = tc_argv(netns)
     fifo = min(depth_pkts * KERNEL_FIFO_FACTOR, (1 << 19) - 1)

@@ -25,7 +25,6 @@ is the one ``mark_to_drop`` writes.
 """
 from __future__ import annotations
 
-import enum
 import logging
 import time
 from collections import deque
@@ -33,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from softswitch.backends.python.layout import attr_name, strip
 from softswitch.backends.python.program import CompiledProgram
 from softswitch.errors import (
     DropSignal,
@@ -43,68 +43,42 @@ from softswitch.errors import (
     StackOutOfBounds,
     VarbitLengthError,
 )
+from softswitch.lowering.names import annotation_ints
 from softswitch.packet import PacketReader, PacketWriter
 from softswitch.trace import TraceEvent
 from softswitch.v1model.architecture import CloneType, V1Model, V1PacketContext
+from softswitch.v1model.jobs import EgressJob, IngressJob, InstanceType, OutputPacket, QueueInfo
 from softswitch.v1model.pre import ReplicationEngine
 
 LOG = logging.getLogger("softswitch.v1model")
 MAX_PASSES = 64  # resubmit/recirculate loops per injected packet
 
 
-class InstanceType(enum.IntEnum):
-    """standard_metadata.instance_type values of BMv2 simple_switch."""
-
-    NORMAL = 0
-    INGRESS_CLONE = 1
-    EGRESS_CLONE = 2
-    COALESCED = 3
-    RECIRC = 4
-    REPLICATION = 5
-    RESUBMIT = 6
-
-
-@dataclass(slots=True, kw_only=True)
-class IngressJob:
-    port: int
-    data: bytes
-    instance_type: int = 0
-    preserved: dict[str, Any] | None = None
-    passes: int = 0
-
-
-@dataclass(slots=True, kw_only=True)
-class EgressJob:
-    """A packet between ingress and egress (what a traffic manager queues)."""
-
-    hdr: Any
-    meta: Any
-    sm: Any
-    payload: bytes
-    egress_port: int
-    instance_type: int = 0
-    truncate: int = 0
-    passes: int = 0
-    length: int = 0
-
-
-@dataclass(slots=True, frozen=True, kw_only=True)
-class QueueInfo:
-    """What a traffic manager reports about one packet's stay in its egress queue."""
-
-    enq_qdepth: int = 0        # packets queued when it arrived
-    deq_qdepth: int = 0        # packets queued when it left
-    deq_timedelta_us: int = 0  # time spent queued
-    enq_timestamp_us: int | None = None
-    # when it starts to leave on a paced port's schedule (None: now, when egress runs)
-    departure_us: int | None = None
-
-
 @dataclass(slots=True, frozen=True)
-class OutputPacket:
-    port: int
-    data: bytes
-    instance_type: int = 0
+class PipelineTypes:
+    """The classes of the values V1Switch's blocks share, and the field lists
+    ``@field_list(N)`` marks in the user metadata (what clones keep)."""
+
+    header_cls: type
+    meta_cls: type
+    sm_cls: type
+    field_lists: dict[int, list[str]]
+
+
+def pipeline_types(program: Any) -> PipelineTypes:
+    """Header, metadata and standard-metadata classes of a compiled program: the
+    parser's parameters 2-4 (``out H, inout M, inout standard_metadata_t``)."""
+    checked = program.checked
+    params = checked.main.block("p").decl.params
+    hdr_t, meta_t, sm_t = (p.type_ref.type for p in params[1:4])
+    meta_decl = checked.top_level.get(getattr(strip(meta_t), "name", ""))
+    field_lists: dict[int, list[str]] = {}
+    for f in getattr(meta_decl, "fields", []) or []:
+        for idx in annotation_ints(f, "field_list"):
+            field_lists.setdefault(idx, []).append(attr_name(f.name))
+    lay = program.layouts
+    return PipelineTypes(header_cls=lay.class_for(hdr_t), meta_cls=lay.class_for(meta_t),
+                         sm_cls=lay.class_for(sm_t), field_lists=field_lists)
 
 
 @dataclass(slots=True)
@@ -126,7 +100,7 @@ class V1Switch:
         self.name = name
         self.pre = ReplicationEngine()
         self.drop_port = arch.drop_port  # what mark_to_drop wrote into the compiled code
-        types = arch.pipeline_types(program)
+        types = pipeline_types(program)
         self._header_cls, self._meta_cls, self._sm_cls = types.header_cls, types.meta_cls, types.sm_cls
         self._field_lists = types.field_lists
         self.stats = Stats()

@@ -71,8 +71,8 @@ def _bpf(cmd: int, attr: ctypes.Structure) -> int:
 
 @contextlib.contextmanager
 def _in(netns: str | None) -> Iterator[None]:
-    from ebpf.errors import AttachError
-    from ebpf.netns import in_netns
+    from common.kernel.errors import AttachError
+    from common.kernel.setns import in_netns
     try:
         with in_netns(netns):
             yield

@@ -1,9 +1,10 @@
 """Kernel shaping of a switch port: the tc commands that pace an interface at a line
 rate behind a FIFO of a given depth.
 
-Its own small module because two layers use it: the test bed shapes the software
-routers' ports, and ``switches.Bmv2Switch`` shapes its ports this way where BMv2 has no
-Thrift server to set its own queue rates and depths.
+In ``common.kernel`` because three parts use it: the test bed shapes the software
+routers' ports, ``mininet_topos.switches.Bmv2Switch`` shapes its ports this way where
+BMv2 has no Thrift server to set its own queue rates and depths, and the switch's eBPF
+target (``softswitch.backends.ebpf.queues``) paces its ports with it.
 """
 from __future__ import annotations
 

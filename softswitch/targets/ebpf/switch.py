@@ -26,12 +26,12 @@ from softswitch.backends.ebpf.kernel import LoadedProgram
 from softswitch.backends.ebpf.maps import TableMirror
 from softswitch.backends.ebpf.program import GeneratedProgram, generate_c
 from softswitch.backends.ebpf.queues import queue_stats, set_queue
-from softswitch.backends.ebpf.runtime import EbpfRuntime
 from softswitch.backends.ebpf.value_sets_c import ValueSetMirror
 from softswitch.backends.python.program import CompiledProgram, compile_program
 from softswitch.errors import SoftswitchError
+from softswitch.targets.ebpf.runtime import EbpfRuntime
 from softswitch.trace import TraceEvent
-from softswitch.v1model.switch import OutputPacket
+from softswitch.v1model.jobs import OutputPacket
 
 MAX_PASSES = 4096   # test-run passes (the packet, its copies, their loops) per injected packet
 

@@ -16,13 +16,14 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-from softswitch.backends.ebpf.cpu_port import CpuLink
 from softswitch.backends.ebpf.errors import EbpfKernelError
 from softswitch.p4runtime.device import ListenerSet, Pipeline, build_packet_out, split_packet_in
 from softswitch.p4runtime.errors import DeviceError
 from softswitch.switchd.errors import OptionError, PortError
+from softswitch.targets.ebpf.cpu_port import CpuLink
 
 LOG = logging.getLogger("softswitch.ebpf")
 TC_PRIO = 7
@@ -31,7 +32,8 @@ TC_PRIO = 7
 class EbpfDevice:
     """The P4Runtime `Device` of a kernel switch: pipelines, entries, packet-in/out.
 
-    A pipeline the server built (on the Python target, as it compiles every config) is
+    A pipeline the server built (`build_switch`: the control-plane objects as the Python
+    target compiles them) is
     loaded into the kernel here, sharing its compiled program's tables, and handed to
     `install`, which moves the ports over to it; the pipeline's switch becomes the kernel
     switch, so everything the server does next goes to the kernel's maps."""
@@ -52,10 +54,16 @@ class EbpfDevice:
     def pipeline(self) -> Pipeline | None:
         return self._pipeline
 
+    def build_switch(self, path: Path, *, name: str) -> Any:
+        """The program's control-plane objects, compiled as the Python target does;
+        `set_pipeline` loads it into the kernel (VERIFY alone loads nothing)."""
+        from softswitch.targets.python.switch import Switch
+        return Switch.from_file(path, name=name)
+
     def set_pipeline(self, pipeline: Pipeline, *, reconcile: bool = False) -> None:
-        from softswitch.backends.ebpf.switch import EbpfSwitch
         from softswitch.errors import SoftswitchError
         from softswitch.p4runtime.reconcile import carry_state
+        from softswitch.targets.ebpf.switch import EbpfSwitch
         with self.lock:
             sw: Any = pipeline.switch
             if getattr(sw, "target", "python") != "ebpf":
@@ -120,8 +128,8 @@ def check_ebpf_options(opts: Any) -> None:
     if opts.hook not in ("tc", "xdp"):
         raise OptionError(f"--hook {opts.hook!r}: expected tc or xdp")
     if opts.hook == "xdp":
-        from softswitch.backends.ebpf.xdp_attach import XDP_MODES
         from softswitch.switchd.options import ALL_PORTS
+        from softswitch.targets.ebpf.xdp_attach import XDP_MODES
         if opts.xdp_mode not in XDP_MODES:
             raise OptionError(f"--xdp-mode {opts.xdp_mode!r}: expected one of {', '.join(XDP_MODES)}")
         paced = sorted((p, r) for p, r in opts.queue_rates_bps.items() if r)
@@ -157,8 +165,8 @@ class EbpfSwitchd:
         after the new one is on: frames in between meet one program or the other)."""
         import ctypes
 
-        from ebpf.errors import AttachError
-        from ebpf.tc import attach_tc
+        from common.kernel.errors import AttachError
+        from common.kernel.tc import attach_tc
         opts = self.opts
         kernel = switch.kernel
         kernel.set_test_port(None)
@@ -197,7 +205,7 @@ class EbpfSwitchd:
         replaces the previous one atomically, which is then unloaded)."""
         import ctypes
 
-        from softswitch.backends.ebpf.xdp_attach import XdpPorts
+        from softswitch.targets.ebpf.xdp_attach import XdpPorts
         opts = self.opts
         kernel = switch.kernel
         if self.xdp is None:
@@ -273,7 +281,7 @@ class EbpfSwitchd:
             subprocess.run(argv, capture_output=True, check=False)
 
     def start(self) -> None:
-        from softswitch.switchd.daemon import apply_entries, start_grpc
+        from softswitch.switchd.serve import apply_entries, start_grpc
         opts = self.opts
         try:
             self.shape()
@@ -397,9 +405,9 @@ class EbpfSwitchd:
 
 
 def _load(opts: Any) -> Any:
-    from softswitch.backends.ebpf.switch import EbpfSwitch
     from softswitch.frontend.errors import P4Error
     from softswitch.switchd.errors import ProgramError
+    from softswitch.targets.ebpf.switch import EbpfSwitch
     try:
         return EbpfSwitch.from_file(opts.program, include_dirs=opts.include_dirs,
                                     defines=opts.defines, name=opts.name, hook=opts.hook)

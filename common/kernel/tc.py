@@ -17,8 +17,8 @@ from typing import Literal
 from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 
-from .errors import AttachError
-from .netns import in_netns
+from common.kernel.errors import AttachError
+from common.kernel.setns import in_netns
 
 __all__ = ["Direction", "TcAttachment", "attach_tc"]
 

@@ -1,9 +1,11 @@
-"""v1model's externs lowered to Python: one implementation of `V1MODEL_EXTERNS`' semantics.
+"""The Python back end's v1model: its externs lowered to Python, one implementation of
+the semantics `softswitch.v1model.architecture` gives them (registered for `V1Model`
+in `arch_lowering.py`).
 
 Each call lowering gets the compiler's `PythonEmitter` and the `ExternCall` (its
 `ExternSemantics` included) and emits a few lines; the metadata a call writes and
 the request it records are read from the semantics, so the table in
-`architecture.py` and this code cannot disagree. Requests go into the packet
+`softswitch/v1model/architecture.py` and this code cannot disagree. Requests go into the packet
 context (`V1PacketContext`), which `V1Switch` reads after the block. Instance
 lowerings create the run-time objects (`softswitch.externs`, `ActionProfile`).
 """
@@ -34,6 +36,7 @@ from softswitch.externs.stateful import (
     Register,
 )
 from softswitch.frontend import ast as A
+from softswitch.v1model.architecture import CloneType
 
 # request name (ExternSemantics.request) -> the V1PacketContext slot of its field list
 _FIELD_LIST_SLOT = {"resubmit": "resubmit_fl", "recirculate": "recirc_fl"}
@@ -69,7 +72,7 @@ def hash_symbol(algorithm: str) -> str:
 
 def rebind_hash(env: dict[str, Any], algorithm: str, fn: Callable[[bytes], int]) -> None:
     """From the next packet on, code compiled into `env` computes `algorithm` with `fn`
-    (`V1Model.python_rebind_hash`: the runtime API's custom CRC parameters)."""
+    (`arch_lowering.rebind_hash`: the runtime API's custom CRC parameters)."""
     env[hash_symbol(algorithm)] = fn
 
 
@@ -131,8 +134,6 @@ def _checksum_update(b: PythonEmitter, c: ExternCall) -> str:
 def _clone_type(b: PythonEmitter, e: A.Expression) -> tuple[str, str]:
     """Code of a ``CloneType`` argument (its position, as plain enums compile) and of
     its name for the trace."""
-    # imported here: architecture.py imports this module while it builds V1MODEL
-    from softswitch.v1model.architecture import CloneType
     if isinstance(e, A.MemberExpression) and e.member in CloneType.__members__:
         return repr(int(CloneType[e.member])), repr(e.member)
     code = b.ex(e)

@@ -1,4 +1,5 @@
-"""The switch process: open ports, install the program, host the P4Runtime server.
+"""The Python target's switch process: open ports, install the program, host the
+P4Runtime server (the shared pieces are ``softswitch.switchd``'s).
 
 `Switchd` owns every resource (sockets, threads, capture files, gRPC server) and
 releases them in `close`, whatever failed; `run` is the main loop that logs
@@ -14,21 +15,22 @@ from typing import Any
 
 from common.files import write_json_atomic
 from softswitch.errors import SoftswitchError
-from softswitch.switchd.device import SwitchDevice
-from softswitch.switchd.errors import ProgramError, SwitchdError
+from softswitch.switchd.errors import ProgramError
 from softswitch.switchd.options import ALL_PORTS, SwitchOptions, check_options
 from softswitch.switchd.ports import Port, in_netns
+from softswitch.switchd.serve import apply_entries, start_grpc
 from softswitch.switchd.stats import format_stats
+from softswitch.targets.python.device import SwitchDevice
 
 LOG = logging.getLogger("softswitch.switchd")
 
 
 def load_pipeline(opts: SwitchOptions) -> Any:
     """Compile the program named on the command line into a `Pipeline` (with its P4Info)."""
-    from softswitch.api import Switch
     from softswitch.frontend.errors import P4Error
     from softswitch.p4info import build_p4info
     from softswitch.p4runtime.device import Pipeline
+    from softswitch.targets.python.switch import Switch
     path = Path(opts.program or "")
     try:
         sw = Switch.from_file(path, include_dirs=opts.include_dirs, defines=opts.defines,
@@ -44,64 +46,6 @@ def load_pipeline(opts: SwitchOptions) -> Any:
     if opts.entries:
         apply_entries(sw, opts.entries)
     return Pipeline.create(sw, info, device_config=source)
-
-
-def apply_entries(sw: Any, path: str) -> None:
-    """Apply an STF-syntax configuration file (tables, mirroring, multicast); packets and
-    expectations are refused, since a running switch takes its packets from the wire."""
-    from softswitch.stf import StfRunner, parse_stf
-    try:
-        with open(path, encoding="utf-8") as f:
-            cmds = parse_stf(f.read(), path)
-        bad = [c for c in cmds if c.verb in ("packet", "expect")]
-        if bad:
-            raise ProgramError(f"{path}:{bad[0].line}: error: an entries file holds configuration "
-                               f"only, not {bad[0].verb}")
-        StfRunner(sw).run(cmds, path)
-    except OSError as exc:
-        raise ProgramError(f"{path}: error: cannot read the entries: {exc.strerror}") from None
-    except ProgramError:
-        raise
-    except SoftswitchError as exc:
-        text = str(exc)
-        raise ProgramError(f"error: {text}" if text.startswith(path) else f"{path}: error: {text}") from None
-
-
-def start_grpc(device: SwitchDevice, address: str, tls: Any) -> Any:
-    """Start the P4Runtime server; returns an object with ``stop()``.
-
-    ``unix:PATH`` addresses (reachable across network namespaces) are served by the
-    same servicer on a server built here, since the shared `serve` reads a TCP port
-    back from its address.
-    """
-    from softswitch.p4runtime.server import serve
-    if not address.startswith("unix:"):
-        return serve(device, address, tls=tls)
-    from concurrent import futures
-
-    import grpc
-    from p4.v1 import p4runtime_pb2_grpc as PG
-
-    from softswitch.p4runtime.server import P4RuntimeServicer
-    from softswitch.p4runtime.service import P4RuntimeService
-    service = P4RuntimeService(device)
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix="p4rt"),
-                         options=[("grpc.max_receive_message_length", 256 << 20),
-                                  ("grpc.max_send_message_length", 256 << 20)])
-    PG.add_P4RuntimeServicer_to_server(P4RuntimeServicer(service), server)
-    creds = tls.credentials() if tls is not None else None
-    ok = server.add_secure_port(address, creds) if creds else server.add_insecure_port(address)
-    if not ok:
-        service.close()
-        raise SwitchdError(f"--grpc-server-addr {address}: cannot listen there")
-    server.start()
-    LOG.info("P4Runtime server for device %d on %s", device.device_id, address)
-
-    class _Handle:
-        def stop(self, grace_s: float = 0.5) -> None:
-            server.stop(grace_s).wait()
-            service.close()
-    return _Handle()
 
 
 class Switchd:

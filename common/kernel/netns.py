@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pyroute2 import IPRoute, NetNS, netns
 from pyroute2.netlink.exceptions import NetlinkError
 
-from ebpf.netns import in_netns
+from common.kernel.setns import in_netns
 
 __all__ = [
     "Interface",

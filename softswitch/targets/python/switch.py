@@ -7,9 +7,10 @@
     sw.send(1, scapy_packet)             # -> [(2, <Ether ...>)]
     outs, events = sw.process_packet(1, data, trace=True)
 
-``target="ebpf"`` returns an `EbpfSwitch` instead (the same program in the kernel, the
-same `runtime` API; close it, or use it as a context manager, to unload it);
-``hook="xdp"`` generates it for the XDP hook instead of tc (the default).
+This is the Python target's switch; ``target=`` picks another registered target
+(``softswitch.targets``): ``target="ebpf"`` returns an `EbpfSwitch` instead (the same
+program in the kernel, the same `runtime` API; close it, or use it as a context
+manager, to unload it); ``hook="xdp"`` generates it for the XDP hook instead of tc.
 """
 from __future__ import annotations
 
@@ -18,14 +19,12 @@ from pathlib import Path
 from typing import Any, Self
 
 from softswitch.architecture import Architecture
-from softswitch.backends.python.program import CompiledProgram, compile_program
-from softswitch.errors import CompileError
+from softswitch.backends.python.program import CompiledProgram
 from softswitch.runtime import SwitchRuntime
+from softswitch.targets.python.pipeline import V1Switch
 from softswitch.trace import TraceEvent
 from softswitch.v1model.architecture import V1MODEL
-from softswitch.v1model.switch import OutputPacket, V1Switch
-
-TARGETS = ("python", "ebpf")
+from softswitch.v1model.jobs import OutputPacket
 
 
 class Switch:
@@ -42,7 +41,8 @@ class Switch:
                   defines: dict[str, str] | None = None, arch: Architecture = V1MODEL,
                   target: str = "python", **kw: Any) -> Any:
         """Preprocess, parse, check and compile `path` for `arch` (a `V1Model`; raises
-        P4Error / CompileError) and `target` (``python``, or ``ebpf``: an `EbpfSwitch`)."""
+        P4Error / CompileError) and `target`, a name in the registry
+        (``softswitch.targets``: ``python``, a `Switch`; ``ebpf``, an `EbpfSwitch`)."""
         from softswitch.frontend.load import load_program
         checked = load_program(path, include_dirs=tuple(include_dirs), defines=defines)
         return cls._for_target(checked, arch, target, kw)
@@ -57,17 +57,8 @@ class Switch:
 
     @classmethod
     def _for_target(cls, checked: Any, arch: Architecture, target: str, kw: dict[str, Any]) -> Any:
-        if target == "python":
-            kw.pop("dump_c", None)
-            hook = kw.pop("hook", None)
-            if hook not in (None, "tc"):
-                raise CompileError(f"hook {hook!r}: a kernel hook needs target 'ebpf'")
-            return cls(compile_program(checked, arch), **kw)
-        if target == "ebpf":
-            from softswitch.backends.ebpf import EbpfSwitch
-            kw.pop("clock_us", None)
-            return EbpfSwitch(compile_program(checked, arch), **kw)
-        raise CompileError(f"unknown target {target!r} (have: {', '.join(TARGETS)})")
+        from softswitch.targets import build
+        return build(checked, arch, target=target, **kw)
 
     def close(self) -> None:
         """Nothing to release on the Python target (the eBPF target unloads here)."""

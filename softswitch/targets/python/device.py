@@ -30,10 +30,10 @@ import time
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from softswitch.p4runtime.device import (
-    DEFAULT_CPU_PORT,
     DeviceListener,
     ListenerSet,
     Pipeline,
@@ -45,8 +45,8 @@ from softswitch.p4runtime.errors import DeviceError
 from softswitch.switchd.errors import OptionError
 from softswitch.switchd.ports import RX_BUFFER, Port, PortCounters
 from softswitch.switchd.tm import DEFAULT_DEPTH_PKTS, TrafficManager
-from softswitch.v1model.ports import DROP_PORT
-from softswitch.v1model.switch import EgressJob, IngressJob, QueueInfo
+from softswitch.v1model.jobs import EgressJob, IngressJob, QueueInfo
+from softswitch.v1model.ports import DEFAULT_CPU_PORT, DROP_PORT
 
 LOG = logging.getLogger("softswitch.switchd")
 RX_BATCH = 64  # frames read from one port before looking at the others
@@ -101,6 +101,10 @@ class SwitchDevice:
     @property
     def pipeline(self) -> Pipeline | None:
         return self._pipeline
+
+    def build_switch(self, path: Path, *, name: str) -> Any:
+        from softswitch.targets.python.switch import Switch
+        return Switch.from_file(path, name=name)
 
     def set_pipeline(self, pipeline: Pipeline, *, reconcile: bool = False) -> None:
         from softswitch.p4runtime.reconcile import carry_state

@@ -14,7 +14,7 @@ import ctypes
 import os
 from collections.abc import Iterator
 
-from .errors import AttachError
+from common.kernel.errors import AttachError
 
 __all__ = ["in_netns"]
 
