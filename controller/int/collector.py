@@ -502,6 +502,11 @@ class Collector:
         with self._lock:
             return self.flows.snapshot()
 
+    @staticmethod
+    def malformed_reasons() -> list[str]:
+        """Every reason a malformed counter can have (the exporter's columns)."""
+        return malformed_reasons()
+
     def stats(self) -> CollectorStats:
         # /proc/net/udp is read before taking the lock: ingest must not wait on it
         drops = sum(max(p.kernel_drops, socket_drops(p.sock)) for p in self._pools.values()) \
