@@ -25,11 +25,14 @@ import numpy as np
 from controller.diagnose.arbitrate import arbitrate
 from controller.diagnose.evidence import Evidence, PortSample
 from controller.diagnose.hang import COLLECTIVE_KINDS, HangView, analyse_hang
-from controller.diagnose.transfers import TransferView, analyse
+from controller.diagnose.transfers import SLOW_RATIO, TransferView, analyse, pair_slowdowns
 from controller.topology.model import Endpoint, LinkRole
 
 __all__ = ["COLLECTIVE_KINDS", "Culprit", "Diagnosis", "diagnose"]
 LOSS_RATE_MIN = 5e-3      # link loss rate that counts as loss ...
+LOSS_RATE_MIN_INT = 2e-3  # ... where INT switches count each link's loss with sequence
+                          # numbers (exact: 0.01-0.04 % on a loaded test bed, against
+                          # 0.3-1 % from interface counters across user-space delay lines)
 LOSS_NOISE_X = 3.0        # ... and this many times the next lossiest link's (the floor of
                           # a loaded test bed: user-space delay lines drop a little too)
 LOSS_PKTS_MIN = 10
@@ -177,13 +180,13 @@ def _link_features(ev: Evidence, link: str, port: tuple[str, int] | None, t_on: 
     return tel
 
 
-def _link_kind(tel: _LinkTel, hung: bool, loss_floor: float = 0.0
-               ) -> tuple[str, float, dict]:
+def _link_kind(tel: _LinkTel, hung: bool, loss_floor: float = 0.0,
+               loss_min: float = LOSS_RATE_MIN) -> tuple[str, float, dict]:
     """(kind, strength 0..1, evidence) of one link direction from its telemetry."""
-    if tel.lost >= LOSS_PKTS_MIN and tel.loss_rate >= max(LOSS_RATE_MIN, loss_floor):
+    if tel.lost >= LOSS_PKTS_MIN and tel.loss_rate >= max(loss_min, loss_floor):
         if tel.delivered_after == 0:
             return "link_down", 1.0, {"lost": tel.lost, "delivered": 0}
-        s = min(1.0, 0.6 + tel.loss_rate / 0.005)
+        s = min(1.0, 0.6 + tel.loss_rate / LOSS_RATE_MIN)
         return "gray_loss", s, {"loss_rate": round(tel.loss_rate, 5), "lost": tel.lost,
                                 "delivered": tel.delivered_after}
     if hung and tel.silent_s >= SILENT_S:
@@ -291,6 +294,26 @@ def _f1(weights: dict[tuple[int, int], float], bad: set[tuple[int, int]],
     return 2 * tp / (2 * tp + fp + fn)
 
 
+def _slowed_shares(ev: Evidence, bad: set[tuple[int, int]], t_on: float
+                   ) -> dict[tuple[int, int], float]:
+    """Pair -> how far it slowed since ``t_on``, 0..1 (1: flagged slow or hung, or
+    ``SLOW_RATIO`` times its time before)."""
+    out = {p: min(1.0, max(0.0, (r - 1.0) / (SLOW_RATIO - 1.0)))
+           for p, r in pair_slowdowns(ev.records, t_on).items()}
+    out.update({p: 1.0 for p in bad})
+    return out
+
+
+def _soft_f1(slowed: dict[tuple[int, int], float], mine: set[tuple[int, int]],
+             active: set[tuple[int, int]]) -> float:
+    """F1 of "the pairs at this host slowed, the others did not", with each pair's
+    slowdown as a share instead of a flag."""
+    tp = sum(slowed.get(p, 0.0) for p in mine)
+    fn = sum(1.0 - slowed.get(p, 0.0) for p in mine)
+    fp = sum(slowed.get(p, 0.0) for p in active - mine)
+    return 2 * tp / (2 * tp + fp + fn) if tp > 0 else 0.0
+
+
 def diagnose(ev: Evidence) -> Diagnosis:
     """Rank the culprits of whatever slowed the collective in ``ev`` (or say none)."""
     now = ev.end_time
@@ -334,7 +357,8 @@ def diagnose(ev: Evidence) -> Diagnosis:
             tel.silent_s, tel.dead_strength = dead[link]
         match = _f1(w, bad, active)
         kind, strength, evid = _link_kind(tel, bool(hung_pairs & set(w)),
-                                          LOSS_NOISE_X * _next_loss_rate(loss_rates, link))
+                                          LOSS_NOISE_X * _next_loss_rate(loss_rates, link),
+                                          LOSS_RATE_MIN_INT if int_seen else LOSS_RATE_MIN)
         link_strength[link] = strength if strength >= 0.5 else 0.0
         # a telemetry anomaly is a candidate by itself; slow pairs under it confirm it
         anomaly = ((kind in ("gray_loss", "link_down") and strength >= 0.5)
@@ -375,6 +399,7 @@ def diagnose(ev: Evidence) -> Diagnosis:
                            onset=on, evidence=evid))
     # slow receiver: only transfers into one host slowed, and their paths are clean
     if bad:
+        slowed = _slowed_shares(ev, bad, t_on)
         for h in sorted(set(hosts.values())):
             # a slow host receives late: data into it, and the ACKs of its own sends
             # (receiving counts most: a slow receiver is what this candidate stands for)
@@ -383,6 +408,10 @@ def diagnose(ev: Evidence) -> Diagnosis:
             match = _f1(w, bad, active)
             if match == 0:
                 continue
+            # ... or both pairs at it slowed, one maybe below the flag: the host between
+            # them, not the one at the far end of the flagged pair
+            soft = _soft_f1(slowed, set(w), active)
+            match = max(match, soft)
             on_paths = {ln for ln, lw in link_w.items() if any(p in lw for p in bad & set(w))}
             net = max((link_strength.get(ln, 0.0) for ln in on_paths), default=0.0)
             retx_per = retx_bad / max(1, n_bad)
@@ -398,6 +427,7 @@ def diagnose(ev: Evidence) -> Diagnosis:
                 onset=c_on, evidence={"ranks": ranks, "slow_pairs_at_it":
                                       [list(p) for p in sorted(bad & set(w))],
                                       "match": round(match, 3),
+                                      "pairs_at_it_slowed": round(soft, 3),
                                       "network_evidence_on_paths": round(net, 3),
                                       "retx_per_slow_transfer": round(retx_per, 2)}))
     # stragglers: ranks that post steps late although their input had arrived

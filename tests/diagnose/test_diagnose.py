@@ -179,3 +179,42 @@ def test_cli_watch_prints_each_change_of_verdict(tmp_path: Path) -> None:
     assert r.stdout.count("diagnosis at") == 1          # printed once: it did not change
     assert "rank 2" in r.stdout and "straggler" in r.stdout
     assert json.loads((out / "summary.json").read_text())["diagnosis"]["fault"] is True
+
+
+# A slow receiver on P4 switches: its own sends slowed most (the ACKs it processes
+# late make its sender time out), the pair into it less, below the slow flag.  The host
+# whose both pairs slowed is named, not the far end of the one flagged pair.
+SLOW_RX_CASES = [  # host, delay of the transfers into it, of its own sends
+    ("h1", 0.03, 0.3), ("h5", 0.03, 0.3), ("h3", 0.05, 0.2),
+    ("h5", 0.3, 0.03), ("h7", 0.2, 0.1),
+]
+
+
+@pytest.mark.parametrize(("host", "into_s", "out_s"), SLOW_RX_CASES)
+@pytest.mark.parametrize("seed", [1, 2])
+def test_slow_receiver_is_the_host_both_of_whose_pairs_slowed(
+        host: str, into_s: float, out_s: float, seed: int) -> None:
+    fault = SynthFault(kind="slow_receiver", target=host, onset=0.6, delay_s=into_s,
+                       ack_delay_s=out_s)
+    d = diagnose(synth_ring(TOPO, RANKS, fault, seed=seed))
+    assert d.culprits and (d.culprits[0].type, d.culprits[0].component) == ("host", host), [
+        (c.key, c.kind, round(c.confidence, 2)) for c in d.culprits[:3]]
+
+
+# Loss of a few per mille on one link, too little to slow a transfer: INT switches
+# count each link's loss exactly (sequence numbers), so it is a gray loss there; from
+# interface counters across user-space delay lines it is within their own noise.
+@pytest.mark.parametrize(("loss", "int_paths", "expect"), [
+    (0.003, True, ("link", "s1:3->s5:3", "gray_loss")),
+    (0.004, True, ("link", "s1:3->s5:3", "gray_loss")),
+    (0.003, False, None), (0.004, False, None),
+])
+def test_small_loss_counts_where_int_measures_it(loss: float, int_paths: bool,
+                                                 expect: tuple[str, str, str] | None) -> None:
+    fault = SynthFault(kind="gray_loss", target="s1:3->s5:3", onset=0.6, loss=loss)
+    ev = synth_ring(TOPO, RANKS, fault, seed=1, known_paths=int_paths, iterations=30)
+    assert sum(s.lost for s in ev.telemetry.link_loss["s1:3->s5:3"]) >= 40
+    d = diagnose(ev)
+    got = (d.culprits[0].type, d.culprits[0].component, d.culprits[0].kind) \
+        if d.culprits else None
+    assert got == expect, [(c.key, c.kind, round(c.confidence, 2)) for c in d.culprits[:3]]
