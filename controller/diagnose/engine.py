@@ -46,6 +46,10 @@ DROP_SPIKE_MAX = 0.5       # many sample intervals, none with more than this sha
                            # them (a deep queue overflowed by one huge burst - a stalled
                            # upstream releasing its backlog - loses dozens at once:
                            # a transient, no faulty port)
+OWN_SENDS_SLOWED = 0.5    # a host's own sends slowed this much (0..1): it is slow itself
+STALL_WINDOW_S = 0.3      # queues at two ports of one switch this close are together
+STALL_SHARE = 0.5         # a port queued together with another of its switch's ports in
+                          # this share of its queued samples: the switch stalled, not the link
 MIN_CONFIDENCE = 0.3       # weaker candidates are not reported (cannot be told apart)
 SILENT_S = 1.0            # a link silent this long under a hung transfer is down
 
@@ -102,6 +106,7 @@ class _LinkTel:
     tx_ratio: float | None = None      # measured tx rate / line rate while queued
     queued_share: float = 0.0          # share of the samples since onset with a queue
     queued_n: int = 0
+    stalled_share: float = 0.0         # share of the queued samples with the whole switch queued
     foreign: int = 0
     flow_lost: int = 0
     drops: int = 0                     # tail drops at the port feeding the link
@@ -203,6 +208,9 @@ def _link_kind(tel: _LinkTel, hung: bool, loss_floor: float = 0.0,
     if tel.qmax >= QUEUE_HIGH_PKTS and tel.qmax >= 2 * tel.qbase + 4:
         q = {"queue_max_pkts": tel.qmax, "queue_before_pkts": tel.qbase,
              "tx_over_line_rate": tel.tx_ratio, "foreign_flows": tel.foreign}
+        if _stalled(tel):   # the switch's process stood still: every port queued at once
+            return "rate_degraded", 0.2, {**q, "switch_stalled_share":
+                                          round(tel.stalled_share, 2)}
         if tel.tx_ratio is not None:   # the port's own rate says which
             if tel.tx_ratio < 0.8:
                 return "rate_degraded", 0.9, q
@@ -214,6 +222,36 @@ def _link_kind(tel: _LinkTel, hung: bool, loss_floor: float = 0.0,
     if hung:
         return "link_down", 0.3, {"hung_transfers": True}
     return "rate_degraded", 0.15, {"telemetry": "none on this link"}
+
+
+def _stalled(tel: _LinkTel) -> bool:
+    return tel.queued_n > 0 and tel.stalled_share >= STALL_SHARE
+
+
+def _switch_wide(ev: Evidence, port: tuple[str, int], t_on: float) -> float:
+    """Share of ``port``'s queued samples since ``t_on`` at which another egress port
+    of the same switch queued too (within ``STALL_WINDOW_S``).
+
+    Why: a link that is slow or full backs up the one port feeding it; a switch whose
+    process stops forwarding for a while (a software switch on a loaded machine) backs
+    up every port that has traffic at once, and then sends each of them far below its
+    line rate, which one port's telemetry alone would call a degraded link."""
+    sw, p = port
+    mine = [s.t for s in ev.telemetry.ports.get(port, [])
+            if s.t >= t_on and s.qlen_pkts >= QUEUE_HIGH_PKTS]
+    if not mine:
+        return 0.0
+    others = sorted(s.t for (o_sw, o_p), ss in ev.telemetry.ports.items()
+                    if o_sw == sw and o_p != p for s in ss if s.qlen_pkts >= QUEUE_HIGH_PKTS)
+    if not others:
+        return 0.0
+    arr = np.asarray(others)
+    together = 0
+    for t in mine:
+        i = int(np.searchsorted(arr, t))
+        near = [abs(arr[j] - t) for j in (i - 1, i) if 0 <= j < len(arr)]
+        together += bool(near) and min(near) <= STALL_WINDOW_S
+    return together / len(mine)
 
 
 def _persistent_drops(tel: _LinkTel) -> bool:
@@ -348,11 +386,14 @@ def diagnose(ev: Evidence) -> Diagnosis:
     dead = _dead_links(ev, view, hosts, hung_pairs)
     loss_rates = _loss_rates(ev, t_on - 0.5)
     link_strength: dict[str, float] = {}
+    queued_into: dict[str, str] = {}   # host -> the access link into it that queues
     for link, w in link_w.items():
         role, near = roles.get(link, (None, None))
         port = (near.node, near.port) if near is not None and any(
             s.name == near.node for s in ev.topo.switches) else None
         tel = _link_features(ev, link, port, t_on - 0.5, rank_ips)
+        if port is not None:
+            tel.stalled_share = _switch_wide(ev, port, t_on - 0.5)
         if link in dead:
             tel.silent_s, tel.dead_strength = dead[link]
         match = _f1(w, bad, active)
@@ -360,12 +401,15 @@ def diagnose(ev: Evidence) -> Diagnosis:
                                           LOSS_NOISE_X * _next_loss_rate(loss_rates, link),
                                           LOSS_RATE_MIN_INT if int_seen else LOSS_RATE_MIN)
         link_strength[link] = strength if strength >= 0.5 else 0.0
+        if role == LinkRole.HOST and kind in ("rate_degraded", "congestion") \
+                and port is not None:
+            queued_into[link.split("->")[1].split(":")[0]] = link
         # a telemetry anomaly is a candidate by itself; slow pairs under it confirm it
         anomaly = ((kind in ("gray_loss", "link_down") and strength >= 0.5)
                    or (tel.drops >= TELEMETRY_ONLY_DROPS and tel.qmax < QUEUE_HIGH_PKTS
                        and _persistent_drops(tel))
                    or (tel.queued_n >= 4 and tel.queued_share >= 0.5
-                       and tel.qmax >= 2 * tel.qbase + 4)
+                       and tel.qmax >= 2 * tel.qbase + 4 and not _stalled(tel))
                    or (kind == "link_down" and strength >= 0.9))
         if match == 0 and not anomaly:
             continue
@@ -413,7 +457,13 @@ def diagnose(ev: Evidence) -> Diagnosis:
             soft = _soft_f1(slowed, set(w), active)
             match = max(match, soft)
             on_paths = {ln for ln, lw in link_w.items() if any(p in lw for p in bad & set(w))}
-            net = max((link_strength.get(ln, 0.0) for ln in on_paths), default=0.0)
+            # the queue at the port into it is what a slow receiver makes when its own
+            # sends slowed too (its ACKs wait): a slow access link slows data into it only
+            own = max((slowed.get(p, 0.0) for p in active if hosts.get(p[0]) == h),
+                      default=0.0)
+            mine_q = queued_into.get(h) if own >= OWN_SENDS_SLOWED else None
+            net = max((link_strength.get(ln, 0.0) for ln in on_paths if ln != mine_q),
+                      default=0.0)
             retx_per = retx_bad / max(1, n_bad)
             # (retransmissions do not count against it: timeouts of a loaded machine
             # make them in fault-free runs too)
@@ -428,6 +478,8 @@ def diagnose(ev: Evidence) -> Diagnosis:
                                       [list(p) for p in sorted(bad & set(w))],
                                       "match": round(match, 3),
                                       "pairs_at_it_slowed": round(soft, 3),
+                                      "own_sends_slowed": round(own, 3),
+                                      "queue_into_it": mine_q,
                                       "network_evidence_on_paths": round(net, 3),
                                       "retx_per_slow_transfer": round(retx_per, 2)}))
     # stragglers: ranks that post steps late although their input had arrived

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -218,3 +219,61 @@ def test_small_loss_counts_where_int_measures_it(loss: float, int_paths: bool,
     got = (d.culprits[0].type, d.culprits[0].component, d.culprits[0].kind) \
         if d.culprits else None
     assert got == expect, [(c.key, c.kind, round(c.confidence, 2)) for c in d.culprits[:3]]
+
+
+def _queue_at(ev: object, port: tuple[str, int], since: float, *, until: float = 1e12,
+              tx_share: float = 0.05) -> None:
+    """Make ``port`` hold a 40-packet queue sending at ``tx_share`` of its line rate
+    between ``since`` and ``until`` (in place, on a synthetic run's telemetry)."""
+    tel = ev.telemetry  # type: ignore[attr-defined]
+    tel.ports[port] = [replace(s, qlen_pkts=40, tx_rate_bps=tx_share * s.line_rate_bps)
+                       if since <= s.t < until else s for s in tel.ports[port]]
+
+
+H5 = next(h for h in TOPO.hosts if h.name == "h5")
+INTO_H5 = f"{H5.switch}:{H5.port}->h5:0"
+
+
+@pytest.mark.parametrize(("fault", "queue_into_h5", "expect"), [
+    # a slow receiver backs up the port into it (P4 switches' INT shows it) and its
+    # own sends slow too: the host is first, the queue its symptom
+    (SynthFault(kind="slow_receiver", target="h5", onset=0.6), True, ("host", "h5")),
+    # a slow access link slows only the data into the host: the link is first
+    (SynthFault(kind="rate_degraded", target=INTO_H5, onset=0.6), False, ("link", INTO_H5)),
+])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_queue_into_a_host_is_its_own_when_its_sends_slowed_too(
+        fault: SynthFault, queue_into_h5: bool, expect: tuple[str, str], seed: int) -> None:
+    ev = synth_ring(TOPO, RANKS, fault, seed=seed)
+    if queue_into_h5:
+        _queue_at(ev, (H5.switch, H5.port), 1.7e9 + 0.6)
+    d = diagnose(ev)
+    assert d.culprits and (d.culprits[0].type, d.culprits[0].component) == expect, [
+        (c.key, c.kind, round(c.confidence, 2)) for c in d.culprits[:3]]
+
+
+def _ports_of(ev: object, sw: str) -> list[tuple[str, int]]:
+    return sorted(k for k in ev.telemetry.ports if k[0] == sw)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_stalled_switch_is_no_slow_link(seed: int) -> None:
+    """Every port of one switch queues at once, sending at 5 % of its rate, for 1.5 s
+    (a software switch's process not scheduled): no link is called degraded.  The same
+    queue at one port alone is a degraded link.  Each switch the ring crosses twice."""
+    switches = sorted({k[0] for k in synth_ring(TOPO, RANKS, None, seed=seed).telemetry.ports})
+    for switch in switches:
+        ev = synth_ring(TOPO, RANKS, None, seed=seed)
+        ports = _ports_of(ev, switch)
+        if len(ports) < 2:
+            continue
+        for port in ports:
+            _queue_at(ev, port, 1.7e9 + 0.8, until=1.7e9 + 2.3)
+        d = diagnose(ev)
+        assert not [c for c in d.culprits if c.kind in ("rate_degraded", "congestion")], (
+            switch, [(c.key, c.kind, round(c.confidence, 2)) for c in d.culprits[:3]])
+        one = synth_ring(TOPO, RANKS, None, seed=seed)
+        _queue_at(one, ports[0], 1.7e9 + 0.8)
+        d1 = diagnose(one)
+        assert d1.culprits and d1.culprits[0].kind == "rate_degraded", (
+            switch, [(c.key, c.kind, round(c.confidence, 2)) for c in d1.culprits[:3]])
