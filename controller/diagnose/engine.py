@@ -46,6 +46,9 @@ DROP_SPIKE_MAX = 0.5       # many sample intervals, none with more than this sha
                            # them (a deep queue overflowed by one huge burst - a stalled
                            # upstream releasing its backlog - loses dozens at once:
                            # a transient, no faulty port)
+STANDING_MIN_N = 2        # a standing queue is seen in at least this many samples (INT
+                          # samples a port about once a second; one burst fills one)
+STANDING_SHARE = 0.3      # ... and in this share of the samples since the onset
 OWN_SENDS_SLOWED = 0.5    # a host's own sends slowed this much (0..1): it is slow itself
 STALL_WINDOW_S = 0.3      # queues at two ports of one switch this close are together
 STALL_SHARE = 0.5         # a port queued together with another of its switch's ports in
@@ -208,6 +211,10 @@ def _link_kind(tel: _LinkTel, hung: bool, loss_floor: float = 0.0,
     if tel.qmax >= QUEUE_HIGH_PKTS and tel.qmax >= 2 * tel.qbase + 4:
         q = {"queue_max_pkts": tel.qmax, "queue_before_pkts": tel.qbase,
              "tx_over_line_rate": tel.tx_ratio, "foreign_flows": tel.foreign}
+        if tel.queued_n < STANDING_MIN_N or tel.queued_share < STANDING_SHARE:
+            # a burst passing now and then, not a standing queue
+            return "congestion", 0.2, {**q, "queued_samples": tel.queued_n,
+                                       "queued_share": round(tel.queued_share, 2)}
         if _stalled(tel):   # the switch's process stood still: every port queued at once
             return "rate_degraded", 0.2, {**q, "switch_stalled_share":
                                           round(tel.stalled_share, 2)}
