@@ -48,6 +48,8 @@ STEP_S = 0.25
 TRIAL_S = 9.0       # default trial length on kernel routers ...
 P4_TRIAL_S = 16.0   # ... and on softswitch's Python target (the eBPF target: TRIAL_S)
 DATA_BPS = 4e6
+KERNEL_TRANSFER_S = 0.2   # a ring transfer's median time at kernel speed (warm-up, ebpf
+                          # and kernel routers); host faults scale with the target's own
 
 
 @dataclass(slots=True, kw_only=True)
@@ -173,8 +175,25 @@ def _where(fault: FaultSpec, topo: Topology, tel: Any, hosts: tuple[str, ...],
     return out
 
 
-def _pick(rng: np.random.Generator, cfg: HarnessConfig, places: dict[str, list[str]]
-          ) -> FaultSpec | None:
+def host_fault_scale(warm_transfer_s: float | None) -> float:
+    """How much longer a slow receiver holds packets on this target: the warm-up's
+    median transfer time over ``KERNEL_TRANSFER_S`` (at least 1, at most 10).
+
+    Why: a 0.3 s hold slows a 0.2 s transfer 2.5x on kernel speed, but a Python
+    switch's 1-2 s transfer by 20 %, less than its own transfer-to-transfer noise: the
+    same fault, relative to the ring, needs the same share of a transfer's time."""
+    if not warm_transfer_s or warm_transfer_s <= KERNEL_TRANSFER_S:
+        return 1.0
+    return min(10.0, warm_transfer_s / KERNEL_TRANSFER_S)
+
+
+def _warm_transfer_s(records: list[Any]) -> float | None:
+    done = [r.end - r.start for r in records if r.dir == "send" and r.end is not None]
+    return float(np.median(done)) if done else None
+
+
+def _pick(rng: np.random.Generator, cfg: HarnessConfig, places: dict[str, list[str]],
+          scale: float = 1.0) -> FaultSpec | None:
     if rng.random() < cfg.none_share:
         return None
     kinds = [k for k in FAULT_KINDS if places.get(k)]
@@ -192,7 +211,7 @@ def _pick(rng: np.random.Generator, cfg: HarnessConfig, places: dict[str, list[s
     elif kind == "tiny_queue":
         kw = {"queue_pkts": 1}
     elif kind == "slow_receiver":
-        kw = {"delay_s": 0.3}
+        kw = {"delay_s": round(min(10.0, 0.3 * scale), 3)}
     elif kind == "straggler":
         kw = {"late_s": 0.3}
     return FaultSpec(kind=kind, target=target, onset_s=onset, duration_s=3600.0, **kw)
@@ -320,8 +339,12 @@ def run_harness(cfg: HarnessConfig, *, log: Any = print,
             places = _places(topo, warm, cfg.hosts)
             log("ring traffic crosses: " + ", ".join(places["rate_degraded"]))
             log("tiny queues may go to: " + (", ".join(places["tiny_queue"]) or "nowhere"))
+        scale = 1.0
+        if p4 and (out / "warmup" / "collectives").exists():   # (kernel routers: as measured)
+            scale = host_fault_scale(_warm_transfer_s(read_logs([out / "warmup" / "collectives"])))
+            log(f"host faults scaled x{scale:.2f} (warm-up transfers' median time)")
         chosen = plan(places) if plan is not None else [
-            _pick(rng, cfg, places) for _ in range(cfg.trials)]
+            _pick(rng, cfg, places, scale) for _ in range(cfg.trials)]
         for f in chosen:
             if p4 and f is not None and f.kind not in SOFTSWITCH_KINDS:
                 raise FaultError(f"faults harness: {f.kind} is not injected on {cfg.switch} "
