@@ -516,6 +516,11 @@ class Collector:
         with self._lock:
             return self.flows.snapshot()
 
+    @staticmethod
+    def malformed_reasons() -> list[str]:
+        """Every reason a malformed counter can have (the exporter's columns)."""
+        return malformed_reasons()
+
     def stats(self) -> CollectorStats:
         # the kernel's counters are read before taking the lock: ingest must not wait
         drops = socket_drops(self._report_sock) + socket_drops(self._agent_sock)
