@@ -68,76 +68,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(func=run_diagnose)
 
 
-def _file_rank(spec: str) -> tuple[Path, int | None]:
-    """``FILE`` or ``FILE@RANK`` (a file named with an ``@`` is taken whole if it exists)."""
-    path, at, rank = spec.rpartition("@")
-    if at and rank.isdigit() and not Path(spec).exists():
-        return Path(path), int(rank)
-    return Path(spec), None
-
-
-def _rank_map(specs: list[str]) -> dict[int, tuple[str, str]]:
-    """``0=node1:4321,1=node2`` -> {0: ("node1", "4321"), 1: ("node2", "")}."""
-    out: dict[int, tuple[str, str]] = {}
-    for spec in specs:
-        for item in filter(None, (x.strip() for x in spec.split(","))):
-            rank, eq, where = item.partition("=")
-            host, _, pid = where.partition(":") if where.count(":") == 1 else (where, "", "")
-            if not eq or not rank.strip().isdigit() or not host or (pid and not pid.isdigit()):
-                raise ValueError(f"--rank-map {item!r}: expected RANK=HOST or RANK=HOST:PID")
-            out[int(rank)] = (host, pid)
-    return out
-
-
-def _tz(text: str | None):  # type: ignore[no-untyped-def]
-    from datetime import UTC, timedelta, timezone
-    if text is None:
-        return None
-    if text.upper() in ("UTC", "Z"):
-        return UTC
-    sign, _, rest = text[:1], None, text[1:]
-    hh, _, mm = rest.partition(":")
-    if sign not in "+-" or not hh.isdigit() or (mm and not mm.isdigit()):
-        raise ValueError(f"--log-tz {text!r}: expected UTC or +HH:MM / -HH:MM")
-    off = timedelta(hours=int(hh), minutes=int(mm or 0))
-    return timezone(-off if sign == "-" else off)
-
-
-def _library_logs(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    """Every --nccl / --flight-recorder input read, with an account per file."""
-    from traffic.collog.flight_recorder import read_flight_recorder
-    from traffic.collog.nccl import read_nccl
-    from traffic.collog.result import ReadResult
-
-    rmap = _rank_map(args.rank_map)
-    by_proc = {f"{h}:{pid}" if pid else h: r for r, (h, pid) in rmap.items()}
-    tz = _tz(args.log_tz)
-    total, accounts = ReadResult(), []
-    for spec in args.nccl:
-        path, rank = _file_rank(spec)
-        res = read_nccl(path, rank=rank, rank_map=by_proc, tz=tz)
-        accounts.append((str(path), res))
-        total.extend(res)
-    for spec in args.flight_recorder:
-        path, rank = _file_rank(spec)
-        files = sorted(q for q in path.iterdir() if q.is_file()) if path.is_dir() else [path]
-        for f in files:
-            res = read_flight_recorder(f, rank=rank)
-            for rec in res.records:
-                rec.host = rec.host or rmap.get(rec.rank, ("", ""))[0]
-            accounts.append((str(f), res))
-            total.extend(res)
-    return total, accounts
-
-
-def _account(name: str, res) -> dict:  # type: ignore[no-untyped-def]
-    return {"file": name, "lines": res.lines, "read": dict(res.read),
-            "rejected": len(res.rejected), "reasons": dict(res.reasons),
-            "examples": res.rejected[:3]}
-
-
 def run_diagnose(args: argparse.Namespace) -> int:
     from controller.diagnose import Evidence, diagnose, load_telemetry
+    from controller.diagnose.library import read_library_logs
     from controller.diagnose.report import format_diagnosis, plot_diagnosis, write_summary
     from controller.topology.errors import TopologyError
     from controller.topology.load import load_topology
@@ -161,22 +94,30 @@ def run_diagnose(args: argparse.Namespace) -> int:
         logs = [Path(x) for x in args.logs] if args.logs else (
             [out / "collectives"] if (out / "collectives").is_dir() else [])
         records = read_logs(logs)
-        lib, accounts = _library_logs(args)
-    except (CollogError, ValueError) as exc:
+        lib = read_library_logs(args.nccl, args.flight_recorder, rank_map=args.rank_map,
+                                tz=args.log_tz)
+    except CollogError as exc:
         print(f"controller diagnose: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
         print(f"controller diagnose: {exc.filename}: {exc.strerror}", file=sys.stderr)
         return 2
-    for name, res in accounts:
+    for name, res in lib.accounts:
         print(f"controller diagnose: {name}: {res.summary()}", file=sys.stderr)
-    records += lib.records
-    if not records and not lib.events and not lib.ranks:
+    total = lib.total
+    records += total.records
+    if not records and not total.events and not total.ranks and lib.accounts:
+        why = "no collective, error or watchdog line in the library logs"
+        print(json.dumps({"fault": False, "nothing_to_diagnose": why, "inputs": lib.as_dicts()},
+                         indent=1) if args.json else
+              f"controller diagnose: nothing to diagnose: {why} (their account is above)")
+        return 0
+    if not records and not total.events and not total.ranks:
         print(f"controller diagnose: no collective records (looked in {[str(x) for x in logs]}"
               ", --nccl, --flight-recorder)", file=sys.stderr)
         return 2
     ev = Evidence(topo=topo, records=records, telemetry=load_telemetry(out, topo),
-                  events=lib.events, members=lib.members, ranks_seen=lib.ranks)
+                  events=total.events, members=total.members, ranks_seen=total.ranks)
     d = diagnose(ev)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -188,8 +129,8 @@ def run_diagnose(args: argparse.Namespace) -> int:
         return 2
     if args.json:
         doc = d.as_dict()
-        if accounts:
-            doc["inputs"] = [_account(n, r) for n, r in accounts]
+        if lib.accounts:
+            doc["inputs"] = lib.as_dicts()
         print(json.dumps(doc, indent=1))
     else:
         print(format_diagnosis(d, top=args.top))

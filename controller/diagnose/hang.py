@@ -17,7 +17,8 @@ communicator) each rank reached, with which operation, size and element type.  S
   is less advanced (scheduled vs started, started vs completed: NCCL dumps; gloo and
   NCCL lines carry no state) are stuck before or inside it.  Every rank inside the
   same collective, none behind: the group hangs on something outside the ranks (the
-  network, or a rank without a log).
+  network, or a rank without a log: a member of the group, by ``pg_config``, whose
+  dump is missing is named, 0.6).
 * **watchdog**: ranks that time out at SeqNum N wait for one that never enqueued N
   ("last enqueued NCCL work" below N) or printed no timeout.
 * **peer errors**: NET/IB completion errors and socket errors name the peer's address;
@@ -65,6 +66,10 @@ class HangView:
     culprits: list[Culprit] = field(default_factory=list)
     peer_errors: list[PeerError] = field(default_factory=list)
     summary: dict = field(default_factory=dict)   # per communicator: what was found
+    # (comm, rank) -> start of the rank's newest entry there; comm -> ranks waiting in
+    # its newest collective while others have not reached it
+    newest: dict[tuple[str, int], float] = field(default_factory=dict)
+    waiting: dict[str, tuple[int, set[int]]] = field(default_factory=dict)
 
 
 def _sig(r: CollRecord) -> tuple[str, int, str]:
@@ -86,13 +91,18 @@ def _group(ev: Evidence, comm: str, recs: list[CollRecord], hosts: dict[int, str
         by_rank[rec.rank][rec.seq] = rec
     nccl_only = all(x.source == "nccl" for x in recs)
     members = set(ev.members.get(comm, []))
-    # ranks whose log was read but hold nothing of this group (an empty dump)
-    for r in ev.ranks_seen:
+    # ranks whose log was read but holds nothing at all (an empty dump): members of
+    # this group if its members are known, else of every group
+    busy = {x.rank for x in ev.records if x.source in LIBRARY_SOURCES}
+    for r in ev.ranks_seen - busy:
         if r not in by_rank and (r in members or not members):
             by_rank[r] = {}
-    if len(by_rank) < 2:
+    if len(by_rank) < 2 and not members - set(by_rank):
         return
     floor = min(s for d in by_rank.values() for s in d) - 1 if any(by_rank.values()) else 0
+    for r, d in by_rank.items():
+        if d:
+            out.newest[(comm, r)] = max(x.start for x in d.values())
     last = {r: max(d) if d else floor for r, d in by_rank.items()}
     onset = min((x.start for x in recs if x.start), default=None)
     info: dict = {"ranks": sorted(by_rank), "last_seq": {str(r): s for r, s in sorted(last.items())}}
@@ -130,6 +140,7 @@ def _group(ev: Evidence, comm: str, recs: list[CollRecord], hosts: dict[int, str
         ahead = [by_rank[r][hi] for r in by_rank if last[r] == hi]
         all_done = all(x.state == "completed" for x in ahead)
         info["lowest_unreached_seq"] = lo + 1
+        out.waiting[comm] = (hi, {r for r in by_rank if last[r] == hi})
         for r, s in sorted(last.items(), key=lambda kv: (kv[1], kv[0])):
             if s == hi:
                 continue
@@ -154,6 +165,12 @@ def _group(ev: Evidence, comm: str, recs: list[CollRecord], hosts: dict[int, str
             least = min(order.values())
             if least == max(order.values()):
                 out.culprits.append(_culprit_group(comm, s, by_rank, onset))
+                # members of the group with no log at all: the likeliest to hold it up
+                for r in sorted(members - set(by_rank) - ev.ranks_seen):
+                    out.culprits.append(_culprit(
+                        r, "missing_collective", 0.6, hosts.get(r), onset,
+                        {"comm": comm, "no_log": True, "others_inside_seq": s,
+                         "others_state": states[next(iter(states))]}))
             else:
                 for r in sorted(order):
                     if order[r] == least:
@@ -164,6 +181,22 @@ def _group(ev: Evidence, comm: str, recs: list[CollRecord], hosts: dict[int, str
             info["stuck_seq"] = s
             break
     out.summary[comm] = info
+
+
+def _victims(out: HangView) -> None:
+    """A rank behind in one group because it waits, later, in another group's collective
+    that some rank never reached is a victim of that rank, not the culprit (a hang in a
+    sub-group stops the members' next collective of the default group too)."""
+    for c in out.culprits:
+        if c.kind != "missing_collective" or c.type != "rank":
+            continue
+        r, comm = int(c.component), c.evidence.get("comm", "")
+        mine = out.newest.get((comm, r), float("-inf"))
+        for other, (seq, ranks) in sorted(out.waiting.items()):
+            if other != comm and r in ranks and out.newest.get((other, r), mine) > mine:
+                c.confidence *= 0.5
+                c.evidence["waiting_in"] = {"comm": other, "seq": seq}
+                break
 
 
 def _culprit_group(comm: str, seq: int, by_rank: dict[int, dict[int, CollRecord]],
@@ -207,6 +240,14 @@ def _watchdog(ev: Evidence, hosts: dict[int, str], out: HangView) -> None:
                 "source": "watchdog", "no_timeout_line": True,
                 "others_timed_out_at_seq": stuck_at, "op": op}))
         info["ranks_without_timeout"] = silent
+        if not silent:   # every rank seen waits in it: something outside the logs
+            from controller.diagnose.engine import Culprit
+            out.culprits.append(Culprit(
+                component=f"seq {stuck_at}", type="comm", kind="stuck_in_collective",
+                confidence=0.5, onset=None, evidence={
+                    "source": "watchdog", "ranks_timed_out": sorted(timeouts), "op": op,
+                    "note": "every rank seen timed out in it: the network, or a rank "
+                            "without a log"}))
     out.summary["watchdog"] = info
 
 
@@ -260,13 +301,15 @@ def analyse_hang(ev: Evidence) -> HangView:
     hosts = {r.rank: r.host for r in ev.records if r.host}
     groups: dict[str, list[CollRecord]] = defaultdict(list)
     for r in ev.records:
-        if r.source in LIBRARY_SOURCES and r.dir == "op":
+        # (point-to-point: a send pairs with a recv, nothing to compare across ranks)
+        if r.source in LIBRARY_SOURCES and r.dir == "op" and not r.comm.endswith(":p2p"):
             groups[r.comm].append(r)
     if not groups and ev.ranks_seen and ev.members:
         for comm in ev.members:
             groups[comm] = []
     for comm, recs in sorted(groups.items()):
         _group(ev, comm, recs, hosts, out)
+    _victims(out)
     _watchdog(ev, hosts, out)
     _peers(ev, hosts, out)
     # one culprit per (type, component): the strongest

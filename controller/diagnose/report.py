@@ -27,9 +27,12 @@ __all__ = ["format_diagnosis", "plot_diagnosis", "write_summary"]
 
 
 def _t(t: float | None) -> str:
-    if t is None:
+    if not t:   # None, or 0: logs without timestamps
         return "-"
-    return datetime.fromtimestamp(t, UTC).strftime("%H:%M:%S.%f")[:-3]
+    try:
+        return datetime.fromtimestamp(t, UTC).strftime("%H:%M:%S.%f")[:-3]
+    except (OverflowError, OSError, ValueError):   # no time a clock could show
+        return "-"
 
 
 def _evidence_text(c: Culprit) -> str:
@@ -49,8 +52,8 @@ def format_diagnosis(d: Diagnosis, *, top: int = 5) -> str:
             f"late ranks {', '.join(map(str, d.late_ranks)) or 'none'}")
     for comm, info in sorted(d.collective.items()):
         facts = ", ".join(f"{k}={v}" for k, v in info.items() if k not in ("ranks", "last_seq"))
-        head += f"\ncollective {comm}: ranks {info.get('ranks', '-')}" + (
-            f", {facts}" if facts else "")
+        ranks = f"ranks {info['ranks']}" + (", " if facts else "") if "ranks" in info else ""
+        head += f"\ncollective {comm}: {ranks}{facts}"
     if not d.culprits:
         return head + ("\nno fault: no slow or hung transfer, no late rank, no telemetry "
                        "anomaly, no hang or mismatch in the library logs")

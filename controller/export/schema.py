@@ -16,6 +16,9 @@ int_collector      collector               report_datagrams i, reports i,
                                            report_hop_records i, agent_datagrams i,
                                            host_records i, host_hop_records i, hops i,
                                            flows i, flows_expired i, socket_drops i,
+                                           socket_queued_bytes i, truncated i,
+                                           listener_errors i, rounds i, rejected i,
+                                           cpu_ns_<stage> i,
                                            malformed_<reason> i
 cc_rate            src, dst, sport, qp,    rate_bps f, utilisation f, bottleneck_hop i
                    algo
@@ -151,8 +154,12 @@ def stats_lines(stats: CollectorStats, *, time_ns: int, reasons: list[str],
         k: np.array([getattr(stats, k)], np.int64)
         for k in ("report_datagrams", "reports", "report_hop_records", "agent_datagrams",
                   "host_records", "host_hop_records", "hops", "flows", "flows_expired",
-                  "socket_drops")
+                  "socket_drops", "socket_queued_bytes", "truncated", "listener_errors",
+                  "rounds")
     }
+    for k, v in stats.stage_ns.items():
+        fields[f"cpu_ns_{k}"] = np.array([v], np.int64)
+    fields["rejected"] = np.array([sum(stats.rejected.values())], np.int64)
     names = reasons
     for r in names:
         fields[f"malformed_{r}"] = np.array([stats.malformed.get(r, 0)], np.int64)

@@ -13,9 +13,9 @@ engines use); ``wall_offset_ns`` converts it to Unix time for export.
 from __future__ import annotations
 
 import logging
-import os
 import selectors
 import socket
+import struct
 import threading
 import time
 from collections import Counter
@@ -59,21 +59,32 @@ class _ReaderKey:
 SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
 
 
-def socket_drops(sock: socket.socket | None) -> int:
-    """Datagrams the kernel dropped for this socket (receive buffer full), from
-    /proc/net/udp; 0 where that is not available."""
+SO_MEMINFO = getattr(socket, "SO_MEMINFO", 55)
+_SK_MEMINFO_DROPS = 8   # linux/sock_diag.h: SK_MEMINFO_DROPS
+
+
+_SK_MEMINFO_RMEM_ALLOC = 0   # bytes waiting in the receive queue
+
+
+def _meminfo(sock: socket.socket | None) -> tuple[int, ...]:
     if sock is None:
-        return 0
+        return (0,) * 9
     try:
-        inode = str(os.fstat(sock.fileno()).st_ino)
-        with open("/proc/net/udp") as fh:
-            for line in fh:
-                cols = line.split()
-                if len(cols) >= 13 and cols[9] == inode:
-                    return int(cols[-1])
-    except (OSError, ValueError):
-        pass
-    return 0
+        return struct.unpack_from("=9I", sock.getsockopt(socket.SOL_SOCKET, SO_MEMINFO, 4 * 9))
+    except (OSError, struct.error):
+        return (0,) * 9
+
+
+def socket_drops(sock: socket.socket | None) -> int:
+    """Datagrams the kernel dropped for this socket (receive buffer full, or refused
+    by a socket filter), from SO_MEMINFO: one getsockopt, unlike a scan of
+    /proc/net/udp, which grows with every socket on the machine."""
+    return _meminfo(sock)[_SK_MEMINFO_DROPS]
+
+
+def socket_queued_bytes(sock: socket.socket | None) -> int:
+    """Bytes (kernel accounting, with overhead) waiting in the socket's receive queue."""
+    return _meminfo(sock)[_SK_MEMINFO_RMEM_ALLOC]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -160,6 +171,9 @@ class CollectorStats:
     kernel_rejected: dict[str, int] = field(default_factory=dict)
     #: datagrams longer than a receive slot (dropped, never decoded)
     truncated: int = 0
+    #: bytes waiting in the sockets' receive queues now (the collector's only queue
+    #: before the tables: a rising figure is a collector falling behind)
+    socket_queued_bytes: int = 0
     #: receive rounds (one drain of one socket) and the CPU time of each stage of the
     #: socket path, ns of the collector thread: receive, admit (source and frame
     #: checks), decode, tables (hop/flow tables, sequence accounting), listeners
@@ -508,9 +522,9 @@ class Collector:
         return malformed_reasons()
 
     def stats(self) -> CollectorStats:
-        # /proc/net/udp is read before taking the lock: ingest must not wait on it
-        drops = sum(max(p.kernel_drops, socket_drops(p.sock)) for p in self._pools.values()) \
-            if self._pools else socket_drops(self._report_sock) + socket_drops(self._agent_sock)
+        # the kernel's counters are read before taking the lock: ingest must not wait
+        drops = socket_drops(self._report_sock) + socket_drops(self._agent_sock)
+        queued = socket_queued_bytes(self._report_sock) + socket_queued_bytes(self._agent_sock)
         kernel = self.kernel_rejected()
         # the kernel's sk_drops also counts what a socket filter dropped: not overload
         drops = max(0, drops - sum(kernel.values()))
@@ -541,6 +555,7 @@ class Collector:
                 rejected=_sum_counts(self.admission.rejected(), kernel),
                 kernel_rejected=kernel,
                 truncated=sum(p.truncated for p in self._pools.values()),
+                socket_queued_bytes=queued,
                 rounds=self._rounds,
                 stage_ns=dict(self._stage_ns),
             )

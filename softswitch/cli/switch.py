@@ -171,8 +171,8 @@ def main(args: argparse.Namespace) -> int:
     try:
         target = target_named(args.target)
         if not target.hooks and (args.hook != "tc" or args.xdp_mode != "auto"):
-            from softswitch.targets.base import kernel_target_names
-            print(f"error: --hook and --xdp-mode need --target {kernel_target_names()}",
+            from softswitch.targets.base import kernel_targets
+            print(f"error: --hook and --xdp-mode need --target {' or '.join(kernel_targets())}",
                   file=sys.stderr)
             return 2
         sd: Any = target.daemon(_options(args))

@@ -4,7 +4,8 @@ Everything a back end needs to know about v1model is here (what each extern
 does, target-independently, in `v1model_externs`); each back end lowers the same
 externs its own way (``softswitch.backends.python.v1model``,
 ``softswitch.backends.ebpf.v1model``) and each target runs the pipeline that acts on
-the requests (``softswitch.targets.python.pipeline``, the eBPF program's own). `V1Model(drop_port=...)` makes a variant; `V1MODEL` is BMv2's.
+the requests (``softswitch.targets.python.pipeline``, the eBPF program's own).
+`V1Model(drop_port=...)` makes a variant; `V1MODEL` is BMv2's.
 """
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ def test_codes_follow_the_lossy_link_and_only_changes_are_reported() -> None:
     dec = pol.decide(_map([0, 200], [10_000, 9_800]), paths)
     codes = pol.changes(dec)
     assert [j for j, _, _ in codes] == [0, 1, 2]
-    (_, k0, m0), (_, k1, m1), (_, k2, m2) = codes
+    (_, k0, m0), (_, k1, m1), (_, _, m2) = codes
     assert (k0, m0) == (1, 0)              # a clean path: no FEC
     assert m1 > 0 and m2 >= m1 and k1 in (8, 16, 32)
     for j, k, m in codes:

@@ -184,7 +184,7 @@ def test_shaping_reaches_a_namespace_given_by_name_or_by_path() -> None:
     import subprocess
 
     from common.kernel.netns import unique_name
-    from softswitch.backends.ebpf.queues import shaping_argv, unshaping_argv
+    from softswitch.targets.ebpf.shaping import shaping_argv, unshaping_argv
 
     ns = unique_name("qsh")
     subprocess.run(["ip", "netns", "add", ns], check=True)

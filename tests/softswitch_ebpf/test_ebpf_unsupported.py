@@ -54,11 +54,12 @@ def test_supported_program_generates_c() -> None:
 
 
 @pytest.mark.parametrize("decls, body, extra_hdr, construct, line", [
-    ("", "hdr.h.b = (bit<8>)((int<8>)hdr.h.a + 1);", "", "signed", 15),
+    ("", "hash(hdr.h.a, HashAlgorithm.crc16_custom, 8w0, {hdr.h.b}, 8w255);", "",
+     "hash algorithm crc16_custom", 15),
     ("", "hash(hdr.h.a, HashAlgorithm.random, 8w0, {hdr.h.b}, 8w255);", "", "hash algorithm random", 15),
     ("", "", "bit<128> wide;", "wider than 64 bits", 5),
     ("", 'log_msg("x");', "", "extern log_msg", 15),
-], ids=["signed", "hash", "wide", "log_msg"])
+], ids=["crc16_custom", "hash", "wide", "log_msg"])
 def test_unsupported_names_construct_and_location(decls: str, body: str, extra_hdr: str,
                                                   construct: str, line: int) -> None:
     with pytest.raises(EbpfUnsupported) as err:

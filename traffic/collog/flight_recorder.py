@@ -6,7 +6,7 @@ dict with ``version``, ``pg_config`` (process group -> name, desc, ``ranks``: th
 members, as a string ``"[0, 1]"``), ``pg_status`` (last enqueued / started / completed
 sequence number per group) and ``entries``; PyTorch leaves ``entries`` out when the
 ring is empty (a rank that never entered a collective).  Each entry has
-``collective_seq_id`` / ``p2p_seq_id``, ``profiling_name`` (``nccl:all_reduce``,
+``collective_seq_id`` / ``p2p_seq_id`` (``seq_id`` before 2.4), ``profiling_name`` (``nccl:all_reduce``,
 ``gloo:broadcast``), ``process_group`` (name, desc), ``input_sizes``, ``input_dtypes``,
 ``state`` (scheduled, started, completed), ``time_created_ns``,
 ``time_discovered_started_ns`` / ``_completed_ns`` (null in pickles, 0 in JSON when
@@ -83,6 +83,12 @@ def _int(v: Any) -> int | None:
     return int(v)
 
 
+def _ns(v: Any) -> int | None:
+    """A time in ns since the epoch, within what an int64 holds (else unknown)."""
+    t = _int(v)
+    return t if t is not None and 0 < t < 2**63 else None
+
+
 def _members(data: dict[str, Any]) -> dict[str, list[int]]:
     """Process group (name and desc both) -> member ranks, from ``pg_config``."""
     out: dict[str, list[int]] = {}
@@ -98,7 +104,7 @@ def _members(data: dict[str, Any]) -> dict[str, list[int]]:
                 ranks = ast.literal_eval(ranks)
             except (ValueError, SyntaxError, MemoryError, RecursionError):
                 continue
-        if not isinstance(ranks, (list, tuple)) or not all(
+        if not isinstance(ranks, (list, tuple)) or not ranks or not all(
                 isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in ranks):
             continue
         for name in (key, cfg.get("name"), cfg.get("desc")):
@@ -113,6 +119,8 @@ def _entry(e: Any, rank: int, host: str, where: str, out: ReadResult) -> CollRec
     if not isinstance(e, dict):
         out.reject(where, "entry not a dict")
         return None
+    if "collective_seq_id" not in e and "seq_id" in e:   # dumps before PyTorch 2.4
+        e = {**e, "collective_seq_id": e["seq_id"]}
     for k in ("profiling_name", "collective_seq_id"):
         if k not in e:
             out.reject(where, "entry without a field", k)
@@ -125,7 +133,7 @@ def _entry(e: Any, rank: int, host: str, where: str, out: ReadResult) -> CollRec
     op = opname.lower().replace("_", "") or "unknown"
     p2p = bool(e.get("is_p2p", False))
     seq = _int(e.get("p2p_seq_id") if p2p else e.get("collective_seq_id"))
-    t_created = _int(e.get("time_created_ns"))
+    t_created = _ns(e.get("time_created_ns"))
     if seq is None or seq < 0:
         out.reject(where, "entry with a bad sequence number")
         return None
@@ -140,6 +148,8 @@ def _entry(e: Any, rank: int, host: str, where: str, out: ReadResult) -> CollRec
     if isinstance(pg, (list, tuple)) and len(pg) == 2:
         comm = str(pg[1] or pg[0])
     comm = comm or str(e.get("pg_id", ""))
+    if p2p:   # p2p_seq_id counts apart from collective_seq_id: a sequence of its own
+        comm += ":p2p"
     sizes, dtypes = e.get("input_sizes") or [], e.get("input_dtypes") or []
     nbytes = 0
     if isinstance(sizes, list) and isinstance(dtypes, list):
@@ -151,8 +161,8 @@ def _entry(e: Any, rank: int, host: str, where: str, out: ReadResult) -> CollRec
         dtype = ",".join(str(d) for d in dtypes)
     else:
         dtype = ""
-    t0 = _int(e.get("time_discovered_started_ns")) or t_created or 0
-    t1 = _int(e.get("time_discovered_completed_ns")) if state == "completed" else None
+    t0 = _ns(e.get("time_discovered_started_ns")) or t_created or 0
+    t1 = _ns(e.get("time_discovered_completed_ns")) if state == "completed" else None
     start = t0 / 1e9
     end = t1 / 1e9 if t1 else None
     if end is not None and end < start:

@@ -82,9 +82,11 @@ _HEX = re.compile(r"[0-9a-fA-F]+")
 def _timestamp(text: str, tz: tzinfo | None) -> float | None:
     t = text.strip()
     try:
-        return float(t)
+        v = float(t)
     except ValueError:
         pass
+    else:   # Unix seconds, 1970 .. 2242
+        return v if 0.0 <= v < 2.0**33 else None
     for fmt in ("%Y-%m-%d %H:%M:%S.%f", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S.%f",
                 "%Y-%m-%dT%H:%M:%S"):
         try:
@@ -92,9 +94,10 @@ def _timestamp(text: str, tz: tzinfo | None) -> float | None:
         except ValueError:
             continue
         try:   # tz None: the reading machine's local time (NCCL prints local time)
-            return (d.replace(tzinfo=tz) if tz is not None else d).timestamp()
+            v = (d.replace(tzinfo=tz) if tz is not None else d).timestamp()
         except (OverflowError, OSError, ValueError):
             return None
+        return v if 0.0 <= v < 2.0**33 else None
     return None
 
 
@@ -146,6 +149,9 @@ class _Reader:
         host = m.group("host") or ""
         pid = m.group("pid") or ""
         ts = _timestamp(m.group("ts"), self.tz) if m.group("ts") else None
+        if m.group("ts") and ts is None:
+            out.reject(where, "timestamp not understood", m.group("ts")[:40])
+            return
         msg = m.group("msg")
         if m.group("lvl") == "WARN":
             self.warn(msg, host, pid, h, ts, where)

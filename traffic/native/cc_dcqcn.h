@@ -1,8 +1,8 @@
 /* DCQCN's reaction point (the sender side of one QP), per CNP, timer and byte count.
  *
  * The same decisions, in the same floating-point order, as the Python reference
- * traffic/cc/dcqcn.py (DcqcnReactionPoint around traffic/cc/dcqcn_engine.py's DcqcnEngine); its
- * docstring gives the emulation-scale constants.  Time is the caller's clock in
+ * traffic/cc/dcqcn.py (DcqcnReactionPoint around traffic/cc/dcqcn_engine.py's
+ * DcqcnEngine); its docstring gives the emulation-scale constants.  Time is the caller's clock in
  * seconds, converted to integer nanoseconds as the reference does (round half to
  * even).  One struct per QP, owned by the caller: no globals, no allocation.
  */

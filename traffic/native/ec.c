@@ -128,3 +128,34 @@ int tn_ec_decode(struct tn_ec *ec, int k, int m, size_t len,
     ec_encode_data((int)len, k, e, ec->dec_tbls, (unsigned char **)src, dst);
     return e;
 }
+
+int tn_ec_encode_packed(struct tn_ec *ec, int k, int m, size_t len,
+                        const uint8_t *data, uint8_t *repair)
+{
+    if (bad_args(k, m, len))
+        return TN_EC_EINVAL;
+    const uint8_t *d[TN_EC_MAX_K];
+    uint8_t *r[TN_EC_MAX_M];
+    for (int i = 0; i < k; i++)
+        d[i] = data + (size_t)i * len;
+    for (int j = 0; j < m; j++)
+        r[j] = repair + (size_t)j * len;
+    return tn_ec_encode(ec, k, m, len, d, r);
+}
+
+int tn_ec_decode_packed(struct tn_ec *ec, int k, int m, size_t len,
+                        uint8_t *data, const uint8_t *data_present,
+                        const uint8_t *repair, const uint8_t *repair_present)
+{
+    if (bad_args(k, m, len))
+        return TN_EC_EINVAL;
+    const uint8_t *d[TN_EC_MAX_K], *r[TN_EC_MAX_M];
+    uint8_t *out[TN_EC_MAX_K];
+    for (int i = 0; i < k; i++) {
+        out[i] = data + (size_t)i * len;
+        d[i] = data_present[i] ? out[i] : NULL;
+    }
+    for (int j = 0; j < m; j++)
+        r[j] = repair_present[j] ? repair + (size_t)j * len : NULL;
+    return tn_ec_decode(ec, k, m, len, d, r, out);
+}

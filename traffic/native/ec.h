@@ -45,6 +45,15 @@ int tn_ec_decode(struct tn_ec *ec, int k, int m, size_t len,
                  const uint8_t *const *data, const uint8_t *const *repair,
                  uint8_t *const *out);
 
+/* The same on packed blocks (symbol i at i * len), for callers that keep a block in
+ * one buffer (and for Python, where one buffer is one cheap argument).  decode writes
+ * the missing data symbols in place; *_present[i] non-zero: symbol i arrived. */
+int tn_ec_encode_packed(struct tn_ec *ec, int k, int m, size_t len,
+                        const uint8_t *data, uint8_t *repair);
+int tn_ec_decode_packed(struct tn_ec *ec, int k, int m, size_t len,
+                        uint8_t *data, const uint8_t *data_present,
+                        const uint8_t *repair, const uint8_t *repair_present);
+
 #ifdef __cplusplus
 }
 #endif

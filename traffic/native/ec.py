@@ -41,6 +41,11 @@ def _lib() -> ctypes.CDLL:
     lib.tn_ec_decode.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_size_t,
                                  _P, _P, _P]
     lib.tn_ec_decode.restype = ctypes.c_int
+    buf, cbuf, i, n = ctypes.POINTER(ctypes.c_char), ctypes.c_char_p, ctypes.c_int, ctypes.c_size_t
+    lib.tn_ec_encode_packed.argtypes = [ctypes.c_void_p, i, i, n, cbuf, buf]
+    lib.tn_ec_encode_packed.restype = ctypes.c_int
+    lib.tn_ec_decode_packed.argtypes = [ctypes.c_void_p, i, i, n, buf, cbuf, cbuf, cbuf]
+    lib.tn_ec_decode_packed.restype = ctypes.c_int
     return lib
 
 
@@ -92,18 +97,6 @@ def _length(symbols: Sequence[bytes | bytearray], where: str) -> int:
     return n
 
 
-def _ptrs(symbols: Sequence[bytes | bytearray | ctypes.Array | None]) -> ctypes.Array:
-    arr = (ctypes.c_char_p * len(symbols))()
-    for i, s in enumerate(symbols):
-        if s is None:
-            continue
-        if isinstance(s, bytes):
-            arr[i] = s  # no copy: C reads the bytes object's own buffer
-        else:
-            arr[i] = ctypes.cast((ctypes.c_char * len(s)).from_buffer(s), ctypes.c_char_p)
-    return arr
-
-
 def encode(data: Sequence[bytes | bytearray], m: int) -> list[bytes]:
     """Return m repair symbols for equal-length data symbols (as ``traffic.fec.encode``)."""
     if not data:
@@ -112,11 +105,12 @@ def encode(data: Sequence[bytes | bytearray], m: int) -> list[bytes]:
     n = _length(data, "FEC encode")
     if m == 0:
         return []
-    out = [ctypes.create_string_buffer(n) for _ in range(m)]
-    rc = _lib().tn_ec_encode(_ctx(), len(data), m, n, _ptrs(data), _ptrs(out))
+    out = ctypes.create_string_buffer(m * n)
+    rc = _lib().tn_ec_encode_packed(_ctx(), len(data), m, n, b"".join(data), out)
     if rc < 0:
         raise FecError(f"FEC encode: {_ERRORS.get(rc, rc)} (block of {len(data)}+{m})")
-    return [b.raw for b in out]
+    raw = out.raw
+    return [raw[j * n:(j + 1) * n] for j in range(m)]
 
 
 def decode(count: int, m: int, data: Mapping[int, bytes], repair: Mapping[int, bytes]
@@ -138,11 +132,13 @@ def decode(count: int, m: int, data: Mapping[int, bytes], repair: Mapping[int, b
             f"FEC decode: {len(missing)} data symbols missing but only {len(repair)} "
             f"repair symbols received (block of {count}+{m})")
     n = _length([*data.values(), *repair.values()], "FEC decode")
-    out = {i: ctypes.create_string_buffer(n) for i in missing}
-    rc = _lib().tn_ec_decode(_ctx(), count, m, n,
-                             _ptrs([data.get(i) for i in range(count)]),
-                             _ptrs([repair.get(j) for j in range(m)]),
-                             _ptrs([out.get(i) for i in range(count)]))
+    zero = bytes(n)
+    block = ctypes.create_string_buffer(b"".join([data.get(i, zero) for i in range(count)]),
+                                        count * n)
+    rc = _lib().tn_ec_decode_packed(
+        _ctx(), count, m, n, block, bytes(i in data for i in range(count)),
+        b"".join([repair.get(j, zero) for j in range(m)]), bytes(j in repair for j in range(m)))
     if rc < 0:
         raise FecError(f"FEC decode: {_ERRORS.get(rc, rc)} (block of {count}+{m})")
-    return {i: b.raw for i, b in out.items()}
+    raw = block.raw
+    return {i: raw[i * n:(i + 1) * n] for i in missing}

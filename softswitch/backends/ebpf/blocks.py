@@ -101,7 +101,7 @@ class CGen(ExprGen, ControlGen, StatefulGen):
             if decl.init is not None:
                 out += self.copy_stack(f"P->{name}", self.lval(decl.init))
             return out
-        if isinstance(t, (T.HeaderType, T.StructType)):
+        if isinstance(t, (T.HeaderType, T.StructType, T.HeaderUnionType)):
             self.pipe_fields.append(f"{self.layouts.struct_name(t, decl)} {name};")
             scope[decl] = f"P->{name}"
             out = [f"__builtin_memset(&P->{name}, 0, sizeof(P->{name}));"]
@@ -294,7 +294,11 @@ class CGen(ExprGen, ControlGen, StatefulGen):
             if m in ("setValid", "setInvalid"):
                 if not isinstance(strip(obj.type), T.HeaderType):
                     raise EbpfUnsupported(call, f"{m} on {obj.type}")
-                return [f"{self.lval(obj)}._valid = {1 if m == 'setValid' else 0};"]
+                others: list[str] = []
+                if m == "setValid" and isinstance(obj, A.MemberExpression) \
+                        and isinstance(strip(obj.expr.type), T.HeaderUnionType):
+                    others = self.union_only_valid(obj)
+                return others + [f"{self.lval(obj)}._valid = {1 if m == 'setValid' else 0};"]
             if m == "isValid":
                 return []
             if m in ("push_front", "pop_front"):
@@ -329,7 +333,11 @@ class CGen(ExprGen, ControlGen, StatefulGen):
     def call_expr(self, e: A.MethodCallExpression) -> str:
         if e.call_kind is A.CallKind.BUILTIN_METHOD and getattr(e.callee, "member", "") == "isValid":
             obj = e.callee.expr  # type: ignore[attr-defined]
-            if not isinstance(strip(obj.type), T.HeaderType):
+            ot = strip(obj.type)
+            if isinstance(ot, T.HeaderUnionType):        # valid when a member is
+                base = self.lval(obj)
+                return "(" + " || ".join(f"{base}.{cname(f)}._valid" for f, _ in ot.fields) + ")"
+            if not isinstance(ot, T.HeaderType):
                 raise EbpfUnsupported(e, f"isValid on {obj.type}")
             return f"{self.lval(obj)}._valid"
         if e.call_kind is A.CallKind.FUNCTION:
@@ -448,6 +456,8 @@ class CGen(ExprGen, ControlGen, StatefulGen):
         if not isinstance(t, T.StructType):
             raise EbpfUnsupported(call, f"digest of {t} (a struct of bit<W> fields)")
         widths = [(f, scalar_width(ft, call)) for f, ft in t.fields]
+        if any(w > 64 for _, w in widths):
+            raise EbpfUnsupported(call, f"digest of {t.name}: a field over 64 bits (not yet)")
         ring = "dg_" + cname(t.name)
         if t.name not in self.digests:
             self.digests[t.name] = ring
@@ -486,6 +496,8 @@ class CGen(ExprGen, ControlGen, StatefulGen):
             width = 0
         else:
             width = scalar_width(ext.type_args[0] if ext.type_args else None, d)
+            if width > 64:
+                raise EbpfUnsupported(d, f"register {d.name} of {width}-bit cells (over 64 bits: not yet)")
             self.extern_maps.append(f"BPF_ARRAY({mapname}, u64, {size});")
         self.instances[d] = (tname, mapname, size, width)
         self.externs[name] = (tname, mapname, size, width)

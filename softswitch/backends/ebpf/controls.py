@@ -83,7 +83,7 @@ class ControlGen:
             t = strip(p.type_ref.type)
             pn = "p_" + cname(p.name)
             directional = p.direction in (A.Direction.OUT, A.Direction.INOUT)
-            if isinstance(t, (T.HeaderType, T.StructType)):
+            if isinstance(t, (T.HeaderType, T.StructType, T.HeaderUnionType)):
                 sname = self.layouts.struct_name(t, p)
                 params.append(f"{sname} *{pn}")
                 slot = self.fresh(f"{what}_{p.name}")
@@ -110,12 +110,12 @@ class ControlGen:
         out = ["P"]
         for p, a in zip(decl.params, args):
             t = strip(p.type_ref.type)
-            if isinstance(t, (T.HeaderType, T.StructType)) or \
+            if isinstance(t, (T.HeaderType, T.StructType, T.HeaderUnionType)) or \
                     p.direction in (A.Direction.OUT, A.Direction.INOUT):
                 if isinstance(a.value, A.DontCareExpression):
                     slot = self.fresh("dontcare")
                     self.pipe_fields.append(
-                        f"{self.layouts.struct_name(t, p) if isinstance(t, (T.HeaderType, T.StructType)) else ctype(scalar_width(t, p))} {slot};")
+                        f"{self.layouts.struct_name(t, p) if isinstance(t, (T.HeaderType, T.StructType, T.HeaderUnionType)) else ctype(scalar_width(t, p))} {slot};")
                     out.append(f"&P->{slot}")
                 elif isinstance(a.value, (A.ListExpression, A.StructExpression)):
                     lines, slot = self.materialize(a.value)
@@ -154,7 +154,7 @@ class ControlGen:
         self.function_fns[decl] = fn
         rt = strip(decl.return_type.type)
         ret_slot = None
-        if isinstance(rt, (T.HeaderType, T.StructType)):    # returned in a pipe slot
+        if isinstance(rt, (T.HeaderType, T.StructType, T.HeaderUnionType)):    # returned in a pipe slot
             ret_slot = self.fresh("fr_" + decl.name)
             self.pipe_fields.append(f"{self.layouts.struct_name(rt, decl)} {ret_slot};")
             self.function_results[decl] = f"P->{ret_slot}"
@@ -209,7 +209,7 @@ class ControlGen:
         for p in decl.params:
             t = strip(p.type_ref.type)
             slot = self.fresh("sc_" + fq.replace(".", "_") + "_" + p.name)
-            if isinstance(t, (T.HeaderType, T.StructType)):
+            if isinstance(t, (T.HeaderType, T.StructType, T.HeaderUnionType)):
                 self.pipe_fields.append(f"{self.layouts.struct_name(t, p)} {slot};")
             else:
                 self.pipe_fields.append(f"{ctype(scalar_width(t, p))} {slot};")
@@ -293,7 +293,7 @@ class ControlGen:
             t = strip(p.type_ref.type)
             if p.direction is A.Direction.OUT:
                 before.append(f"__builtin_memset(&{slot}, 0, sizeof({slot}));")
-            elif isinstance(t, (T.HeaderType, T.StructType)):
+            elif isinstance(t, (T.HeaderType, T.StructType, T.HeaderUnionType)):
                 before.append(f"{slot} = {self.lval(a.value)};")
             else:
                 before.append(f"{slot} = {self.ex(a.value)};")

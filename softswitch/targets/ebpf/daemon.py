@@ -237,7 +237,7 @@ class EbpfSwitchd:
         on the interface), so the virtual queue's departure times are the real ones."""
         import subprocess
 
-        from softswitch.backends.ebpf.queues import shaping_argv
+        from softswitch.targets.ebpf.shaping import shaping_argv
         for port, ifname in sorted(self.opts.interfaces.items()):
             rate, depth = self.queue_config(port)
             if not rate:
@@ -256,8 +256,8 @@ class EbpfSwitchd:
         import subprocess
 
         from softswitch.backends.ebpf.hooks import hook_named, refuse_rate
-        from softswitch.backends.ebpf.queues import shaping_argv, unshaping_argv
         from softswitch.switchd.options import ALL_PORTS
+        from softswitch.targets.ebpf.shaping import shaping_argv, unshaping_argv
         refuse_rate(hook_named(self.opts.hook), port, rate_bps)     # before anything changes
         if rate_bps is not None:
             self.opts.queue_rates_bps[port] = float(rate_bps)
@@ -394,7 +394,7 @@ class EbpfSwitchd:
         if self.shaped:
             import subprocess
 
-            from softswitch.backends.ebpf.queues import unshaping_argv
+            from softswitch.targets.ebpf.shaping import unshaping_argv
             for ifname in self.shaped:
                 subprocess.run(unshaping_argv(ifname, self.opts.netns), capture_output=True, check=False)
             self.shaped = []

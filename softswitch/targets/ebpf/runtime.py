@@ -71,14 +71,18 @@ class EbpfRuntime(SwitchRuntime):
     def register(self, name: str) -> Register:
         obj = super().register(name)
         tab = self._map(obj.name)
+        half = 1 << (obj.width - 1)
         for i in range(obj.size):
-            obj.cells[i] = int(tab[ctypes.c_int(i)].value)
+            v = int(tab[ctypes.c_int(i)].value)
+            # the kernel keeps an int<W> cell as its W-bit pattern; the Python object as the
+            # signed value (what the Python target's cells hold)
+            obj.cells[i] = ((v & obj.mask) ^ half) - half if obj.signed else v
         return obj
 
     def register_write(self, name: str, index: int, value: int) -> None:
         super().register_write(name, index, value)
         obj = super().register(name)
-        self._map(obj.name)[ctypes.c_int(index)] = ctypes.c_uint64(obj.cells[index])
+        self._map(obj.name)[ctypes.c_int(index)] = ctypes.c_uint64(obj.cells[index] & obj.mask)
 
     def register_reset(self, name: str) -> None:
         super().register_reset(name)

@@ -12,7 +12,7 @@ from typing import Any
 
 from softswitch.architecture import Architecture
 from softswitch.errors import CompileError
-from softswitch.targets.base import Target, kernel_target_names
+from softswitch.targets.base import Target, kernel_targets
 
 
 class PythonTarget(Target):
@@ -26,7 +26,8 @@ class PythonTarget(Target):
         kw.pop("dump_c", None)
         hook = kw.pop("hook", None)
         if hook not in (None, "tc"):
-            raise CompileError(f"hook {hook!r}: a kernel hook needs target {kernel_target_names()}")
+            need = " or ".join(repr(n) for n in kernel_targets())
+            raise CompileError(f"hook {hook!r}: a kernel hook needs target {need}")
         return Switch(compile_program(checked, arch), **kw)
 
     def daemon(self, opts: Any) -> Any:
