@@ -28,7 +28,7 @@ EPILOG = """examples:
   python -m mininet_topos run mininet_topos/topofiles/leaf_spine.yaml --duration 30
   python -m mininet_topos run dumbbell --switch ebpf --duration 30
   python -m mininet_topos experiment demo --out results/demo
-  python -m mininet_topos experiment mininet_topos/experiments/wan_loss.yaml --out results/wan
+  python -m mininet_topos experiment mininet_topos/presets/wan_loss.yaml --out results/wan
   python -m mininet_topos check incast_cc
   python -m mininet_topos demo --out results/demo
 """
@@ -111,7 +111,7 @@ def parser() -> argparse.ArgumentParser:
 def show_lines(what: str, tb: Any) -> list[str]:
     """Lines for ``show hops|flows|losses`` on a running test bed (its latest samples)."""
     from controller.lossmap import TimeBins, link_loss_map, link_table
-    from mininet_topos.experiment.telemetry import (
+    from mininet_topos.testbed.telemetry import (
         directed_links,
         link_counters,
         load_samples,
@@ -189,7 +189,8 @@ def _cli(tb: Any) -> None:
 def _run(args: argparse.Namespace) -> int:
     import tempfile
 
-    from mininet_topos.experiment import Testbed, sigterm_as_interrupt
+    from mininet_topos.experiment import sigterm_as_interrupt
+    from mininet_topos.testbed import Testbed
     from mininet_topos.topologies import resolve_topology
 
     topo = resolve_topology(args.topology)

@@ -1,7 +1,7 @@
 """The demo: two datacenters, ring all-reduce across a lossy WAN, FEC from the loss map.
 
 ``python -m mininet_topos demo [--out DIR]`` runs the ``demo`` preset
-(``mininet_topos/experiments/demo.yaml``): 8 switches, 8 hosts, two 10 ms WAN links,
+(``mininet_topos/presets/demo.yaml``): 8 switches, 8 hosts, two 10 ms WAN links,
 1 % bursty loss on ``s1:3-s5:3``, a 4-rank ring all-reduce over h1, h3 (DC 1) and h5,
 h7 (DC 2) with FEC + selective repeat whose (k, m) the loss-map policy sets while it
 runs.  It prints what it found (the lossy link and its measured loss against the

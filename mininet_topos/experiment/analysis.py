@@ -18,8 +18,7 @@ import numpy as np
 from common.loss import LossKind
 from controller.lossmap import LinkLossMap, TimeBins, link_loss_map, wilson_interval
 from controller.topology import Topology
-
-from .telemetry import (
+from mininet_topos.testbed.telemetry import (
     DirectedLink,
     NodeSamples,
     directed_links,
