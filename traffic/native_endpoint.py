@@ -28,10 +28,10 @@ import socket
 import struct
 import zlib
 from collections.abc import Callable
-from typing import Self
+from typing import Self, cast
 
 from traffic.cc.hpcc import HpccSender, HpccState
-from traffic.control import ControlServer
+from traffic.control import ControlCommand, ControlServer
 from traffic.endpoint import Endpoint, EndpointConfig, EndpointCounters
 from traffic.errors import ConfigError
 from traffic.native import NativeLibraryError, load_library
@@ -114,7 +114,8 @@ class EngineCountersC(ctypes.Structure):
     _fields_ = _u64(["rx_pkts", "bad_icrc", "truncated", "bad_echo", "unknown_qp",
                      "wrong_peer", "unexpected_opcode", "kernel_drops", "cnps_tx",
                      "send_errors", "rx_batches", "tx_batches", "wakeups", "spins",
-                     "late_departures"]) + [("late_s", ctypes.c_double)]
+                     "late_departures"]) + [("late_s", ctypes.c_double),
+                                            ("realtime", ctypes.c_uint64)]
 
 
 class QpStateC(ctypes.Structure):
@@ -133,11 +134,13 @@ class OutPkt(ctypes.Structure):
 
 
 _P = ctypes.c_void_p
+_BOUND = False  # the library's signatures are declared (once per process)
 
 
 def _bind() -> ctypes.CDLL:
+    global _BOUND
     lib = load_library()
-    if getattr(lib, "_tn_bound", False):
+    if _BOUND:
         return lib
     sig = {
         "tn_engine_create": (_P, [ctypes.POINTER(EngineAttr), ctypes.c_char_p, ctypes.c_size_t]),
@@ -181,7 +184,7 @@ def _bind() -> ctypes.CDLL:
             raise NativeLibraryError(
                 f"native engine: {cls.__name__} is {ctypes.sizeof(cls)} bytes here but "
                 f"{lib.tn_sizeof(i)} in the library: rebuild it (make -C traffic/native)")
-    lib._tn_bound = True
+    _BOUND = True
     return lib
 
 
@@ -560,10 +563,17 @@ class NativeEndpoint:
             setattr(self.counters, f, int(getattr(c, f)))
         self._engine_counters = c
 
-    # the control socket is served exactly as the Python endpoint serves it
-    _control = Endpoint._control
-    _apply_control = Endpoint._apply_control
-    _sample = Endpoint._sample
+    # the control socket is served, and series sampled, exactly as the Python endpoint
+    # does it (its methods read only what this class has under the same names)
+    def _control(self, now: float) -> None:
+        Endpoint._control(cast(Endpoint, self), now)
+
+    def _apply_control(self, cmd: ControlCommand, now: float, addr: str | bytes | None,
+                       confirm: list[dict]) -> None:
+        Endpoint._apply_control(cast(Endpoint, self), cmd, now, addr, confirm)
+
+    def _sample(self, now: float) -> None:
+        Endpoint._sample(cast(Endpoint, self), now)
 
     def step(self, max_wait_s: float = 0.01) -> None:
         """Take completions, serve the control socket, sample, wait for more."""
@@ -594,7 +604,7 @@ class NativeEndpoint:
         return True
 
     def stats(self, *, compact: bool = False) -> dict:
-        out = Endpoint.stats(self, compact=compact)  # type: ignore[arg-type]
+        out = Endpoint.stats(cast(Endpoint, self), compact=compact)
         c = getattr(self, "_engine_counters", None)
         if c is not None:
             out["engine"] = {"name": "native", **{n: getattr(c, n) for n, _ in c._fields_}}

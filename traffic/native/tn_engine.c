@@ -456,6 +456,12 @@ static void *loop(void *arg)
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+    const char *rt = getenv("TN_ENGINE_RT");
+    if ((e->a.flags & TN_ENGINE_RT) || (rt && *rt == '1')) {
+        struct sched_param sp = {.sched_priority = 1};
+        if (pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) == 0)
+            e->c.realtime = 1;
+    }
     pthread_mutex_lock(&e->mu);
     while (!atomic_load(&e->stop)) {
         double now = now_of(e);

@@ -42,6 +42,8 @@ enum tn_cc { TN_CC_NONE = 0, TN_CC_DCQCN = 1, TN_CC_HPCC = 2 };
 enum tn_engine_flags {
     TN_ENGINE_THREAD = 1,   /* run the I/O loop on an engine thread (tn_engine_start) */
     TN_ENGINE_STEP = 2,     /* no sockets: tn_inject / tn_step / tn_take_output */
+    TN_ENGINE_RT = 4,       /* engine thread at SCHED_FIFO priority 1 (or env TN_ENGINE_RT=1):
+                             * departures on time on a loaded host; needs CAP_SYS_NICE */
 };
 enum tn_wc_kind { TN_WC_SEND_DONE = 1, TN_WC_RECV_DONE = 2 };
 
@@ -133,6 +135,7 @@ struct tn_engine_counters {
         unexpected_opcode, kernel_drops, cnps_tx, send_errors;
     uint64_t rx_batches, tx_batches, wakeups, spins, late_departures;
     double late_s;          /* sum of departure lateness beyond 20 us */
+    uint64_t realtime;      /* 1: the engine thread runs SCHED_FIFO (TN_ENGINE_RT) */
 };
 
 /* A QP's state for snapshots (Requester.snapshot / Responder.snapshot). */
