@@ -543,7 +543,12 @@ struct tn_engine *tn_engine_create(const struct tn_engine_attr *attr, char *err,
     e->cq = malloc(sizeof *e->cq * cqd);
     e->rx_fd = e->ep_fd = e->kick_fd = e->timer_fd = e->cq_fd = -1;
     e->planned = -1;
-    pthread_mutex_init(&e->mu, NULL);
+    pthread_mutexattr_t ma;  /* priority inheritance: a caller preempted while holding
+                              * the lock must not hold up an RT engine thread for long */
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_setprotocol(&ma, PTHREAD_PRIO_INHERIT);
+    pthread_mutex_init(&e->mu, &ma);
+    pthread_mutexattr_destroy(&ma);
     clock_gettime(CLOCK_MONOTONIC, &e->t0);
     e->txbufs = malloc((size_t)e->a.batch * TN_MAX_PKT);
     e->txlens = malloc(sizeof *e->txlens * e->a.batch);
