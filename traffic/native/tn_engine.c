@@ -833,9 +833,11 @@ int tn_take_output(struct tn_engine *e, struct tn_out_pkt *out, int n)
 {
     api_lock(e);
     int k = n < e->ncapt ? n : e->ncapt;
-    memcpy(out, e->capt, sizeof *out * (size_t)k);
-    memmove(e->capt, e->capt + k, sizeof *out * (size_t)(e->ncapt - k));
-    e->ncapt -= k;
+    if (k > 0) {
+        memcpy(out, e->capt, sizeof *out * (size_t)k);
+        memmove(e->capt, e->capt + k, sizeof *out * (size_t)(e->ncapt - k));
+        e->ncapt -= k;
+    }
     api_unlock(e);
     return k;
 }
