@@ -17,6 +17,7 @@ import pytest
 from common.loss import LossModel, LossProcess
 from formats import int_echo, roce
 from traffic.endpoint import Endpoint, EndpointConfig
+from traffic.errors import ConfigError
 from traffic.native_endpoint import NativeEndpoint, engine_available, make_endpoint
 from traffic.qp_types import QpConfig, Reliability
 
@@ -118,3 +119,8 @@ def test_make_endpoint_picks_the_engine() -> None:
         assert isinstance(ep, Endpoint)  # only the Python endpoint emulates delay
     with make_endpoint(EndpointConfig(ip=A), "python") as ep:
         assert isinstance(ep, Endpoint)
+    lossy = EndpointConfig(ip=A, loss=LossProcess(LossModel.bernoulli(0.01)))
+    with pytest.raises(ConfigError, match="--engine python"):  # a clear refusal
+        make_endpoint(lossy, "native")
+    with make_endpoint(EndpointConfig(ip=A), "auto", "hpcc-sender") as ep:
+        assert isinstance(ep, NativeEndpoint)  # HPCC and DCQCN run in the engine
