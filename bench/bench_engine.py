@@ -248,6 +248,10 @@ def main() -> int:
     if not BLAST.exists():
         print("build the native engine first: make -C traffic/native", file=sys.stderr)
         return 1
+    if not a.no_veth and os.geteuid() != 0:
+        print("not root: no veth pair, loopback rows only (pacing needs the veth)",
+              file=sys.stderr)
+        a.no_veth = True
     skip = set(a.skip.split(","))
     results: dict = {"goodput": [], "pacing": []}
     paths = [False] + ([] if a.no_veth else [True])
