@@ -24,7 +24,7 @@ from traffic.collog.writer import CollectiveLogWriter
 from traffic.endpoint import Endpoint, EndpointConfig
 from traffic.errors import WorkloadError
 from traffic.host_faults import HostFaults
-from traffic.native_endpoint import make_endpoint
+from traffic.native_endpoint import NativeRequester, NativeResponder, make_endpoint
 from traffic.qp_types import MessageRecord, QpConfig, Reliability
 from traffic.requester import Requester
 from traffic.responder import Responder
@@ -190,8 +190,8 @@ class RankRunner:
         self.ep = make_endpoint(ep_cfg, engine, qp.cc, mode=qp.mode,
                                 needs_faults=faults is not None)
         self.engine = "python" if isinstance(self.ep, Endpoint) else "native"
-        self.requesters: list[Requester] = []
-        self.responders: list[Responder] = []
+        self.requesters: list[Requester | NativeRequester] = []
+        self.responders: list[Responder | NativeResponder] = []
         self._posted: list[int] = []
         self._ar = (_AllReduce(self, allreduce_bytes, iterations)
                     if plan.pattern is Pattern.ALLREDUCE else None)
