@@ -18,8 +18,12 @@ MAX_HASH_BYTES = 64
 
 
 def hash_c(algo: str | None, pieces: Sequence[tuple[str, int]], node: object,
-           result: str) -> list[str]:
-    """C statements setting ``u64 {result}`` to the raw hash of `pieces` (expr, width)."""
+           result: str, varbit: tuple[str, int] | None = None) -> list[str]:
+    """C statements setting ``u64 {result}`` to the raw hash of `pieces` (expr, width),
+    then of `varbit` (a varbit field at the end of the list: its C path and maximum
+    bits; csum16 and xor16 only, after whole 16-bit words: IPv4 options)."""
+    if varbit is not None:
+        return _words_then_varbit(algo, pieces, node, result, varbit)
     if algo in ("crc16_custom", "crc32_custom"):
         raise EbpfUnsupported(node, f"hash algorithm {algo} (its polynomial is set at run time)")
     if algo not in ALGORITHMS:
@@ -54,6 +58,27 @@ def hash_c(algo: str | None, pieces: Sequence[tuple[str, int]], node: object,
             f"    {result} = ({result} >> 8) ^ (t ? *t : 0);",
             "}",
             f"{result} ^= {final:#x};"]
+    return out
+
+
+def _words_then_varbit(algo: str | None, pieces: Sequence[tuple[str, int]], node: object,
+                       result: str, varbit: tuple[str, int]) -> list[str]:
+    total = sum(w for _, w in pieces)
+    if algo not in ("csum16", "xor16") or total % 16:
+        raise EbpfUnsupported(node, f"a varbit field in the field list of {algo} (csum16 and xor16 "
+                                    "after whole 16-bit words only)")
+    path, max_bits = varbit
+    nmax = max_bits // 8
+    op = "+=" if algo == "csum16" else "^="
+    out = [f"u64 {result} = 0;"] + [f"{result} {op} {w};" for w in words16(pieces)]
+    out += ["{", f"    u32 n = {path}__bits / 8;",
+            f"    for (u32 i = 0; i < {(nmax + 1) // 2}; i++) {{",
+            "        u32 j = 2 * i;",
+            f"        if (j < n) {result} {op} ((u64){path}[j] << 8) | (j + 1 < n ? {path}[j + 1] : 0);",
+            "    }", "}"]
+    if algo == "csum16":
+        out += [f"{result} = ({result} & 0xffff) + ({result} >> 16);"] * 3
+        out.append(f"{result} = (~{result}) & 0xffff;")
     return out
 
 

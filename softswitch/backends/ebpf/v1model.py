@@ -55,6 +55,17 @@ def _field_list(gen: CGen, data: A.Expression) -> list[tuple[str, int]]:
     return [(gen.ex(data), gen.width(data))]
 
 
+def _split_varbit(gen: CGen, data: A.Expression) -> tuple[A.Expression, tuple[str, int] | None]:
+    """A field list ending in a varbit field: the list without it, and its (C path, max bits)."""
+    if isinstance(data, A.ListExpression) and data.elems:
+        last = strip(data.elems[-1].type)
+        if isinstance(last, T.VarbitType):
+            rest = A.ListExpression(loc=data.loc, elems=data.elems[:-1])
+            rest.type = data.type
+            return rest, (gen.lval(data.elems[-1]), last.max_width)
+    return data, None
+
+
 def _at_most_64(gen: CGen, call: A.MethodCallExpression, *values: A.Expression) -> None:
     """Results, bases and bounds of hashes, checksums and ``random`` are 64-bit C values."""
     for v in values:
@@ -68,7 +79,8 @@ def _checksum(gen: CGen, call: A.MethodCallExpression, verify: bool) -> list[str
     _at_most_64(gen, call, field)
     fw = gen.width(field)
     lines = [f"if ({gen.cond(cond)}) {{"]
-    lines += ["    " + x for x in hash_c(_algorithm(algo), _field_list(gen, data), call, "s")]
+    data, varbit = _split_varbit(gen, data)
+    lines += ["    " + x for x in hash_c(_algorithm(algo), _field_list(gen, data), call, "s", varbit)]
     if verify:
         lines.append(f"    if ((u64)({gen.ex(field)}) != (s & {(1 << fw) - 1:#x}ULL)) "
                      "P->sm.checksum_error = 1;")
