@@ -116,3 +116,50 @@ def test_values_over_64_bits_identical_on_both_targets(hook: str) -> None:
             frame = frame[:rng.randrange(14, len(frame) + 1)] if rng.random() < 0.05 else frame
             want, got = py.process(0, frame), kern.process(0, frame)
             assert got == want, f"packet {i}: {frame.hex()}\n python {want}\n ebpf   {got}"
+
+
+def _l4_frame(rng: random.Random) -> bytes:
+    proto = rng.choice([6, 17, 1])
+    ihl = rng.choice([5, 5, 6, 8, 15])
+    payload = rng.randbytes(rng.choice([0, 1, 2, 3, 63, 64, 65, 127, 500, 1401, rng.randrange(0, 1500)]))
+    if proto == 6:
+        off = rng.choice([5, 5, 6, 7, 15])
+        l4 = (rng.randbytes(12) + bytes([off << 4 | rng.getrandbits(4)]) + rng.randbytes(7)
+              + rng.randbytes(4 * (off - 5)))
+    elif proto == 17:
+        l4 = rng.randbytes(4) + (8 + len(payload)).to_bytes(2, "big") + rng.randbytes(2)
+    else:
+        l4 = b""
+    total = 4 * ihl + len(l4) + len(payload)
+    ip = (bytes([0x40 | ihl, rng.getrandbits(8)]) + total.to_bytes(2, "big") + rng.randbytes(4)
+          + bytes([rng.getrandbits(8), proto]) + rng.randbytes(2 + 8 + 4 * (ihl - 5)))
+    frame = rng.randbytes(12) + b"\x08\x00" + ip + l4 + payload
+    return frame[:rng.randrange(14, len(frame) + 1)] if rng.random() < 0.05 else frame
+
+
+@pytest.mark.parametrize("hook", ["tc", "xdp"])
+def test_checksums_over_varbit_and_payload_identical_on_both_targets(hook: str) -> None:
+    """l4csum.p4: IPv4 checksums over options (varbit), TCP (options and payload) and
+    UDP (payload) checksums verified and updated, payloads of every parity and past the
+    kernel's 64-byte chunks. Random checksums, so most verify as errors: both targets
+    name the same ones."""
+    rng = random.Random(2629)
+    program = ROOT / "tests" / "softswitch_ebpf" / "l4csum.p4"
+    py = Switch.from_file(program)
+    with Switch.from_file(program, target="ebpf", hook=hook) as kern:
+        for i in range(1500):
+            frame = _l4_frame(rng)
+            want, got = py.process(0, frame), kern.process(0, frame)
+            assert got == want, f"packet {i}: {frame.hex()}\n python {want}\n ebpf   {got}"
+        # the checksums the update wrote hold: fed back (without the result byte), the
+        # verify finds no error on either target
+        checked = 0
+        while checked < 40:
+            frame = _l4_frame(rng)
+            if len(frame) < 34 or frame[23] not in (6, 17) or len(frame) != 14 + int.from_bytes(frame[16:18], "big"):
+                continue
+            (_, out), = py.process(0, frame)
+            again = out[:14] + out[15:]
+            want, got = py.process(0, again), kern.process(0, again)
+            assert got == want and want[0][1][14] == 0, f"{again.hex()}\n python {want}\n ebpf   {got}"
+            checked += 1

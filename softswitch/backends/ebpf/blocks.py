@@ -70,6 +70,7 @@ class CGen(ExprGen, ControlGen, StatefulGen):
         self.function_results: dict[Any, str] = {}
         self.result_slot: str | None = None
         self.stack_scratch: dict[str, str] = {}
+        self.payload_sum_used = False    # a *_with_payload checksum: P->payload_sum per parse
         self.in_function = False
         self.stack_error = 3
         self._subcontrol_types: set[Any] = set()
