@@ -54,12 +54,11 @@ def test_supported_program_generates_c() -> None:
 
 
 @pytest.mark.parametrize("decls, body, extra_hdr, construct, line", [
-    ("", "hash(hdr.h.a, HashAlgorithm.crc16_custom, 8w0, {hdr.h.b}, 8w255);", "",
-     "hash algorithm crc16_custom", 15),
+    ("tuple<bit<8>, bit<8>> t = { hdr.h.a, hdr.h.b };", "", "", "values of type tuple", 12),
     ("", "hash(hdr.h.a, HashAlgorithm.random, 8w0, {hdr.h.b}, 8w255);", "", "hash algorithm random", 15),
     ("", "", "bit<256> wide;", "wider than 128 bits", 5),
     ("", 'log_msg("x");', "", "extern log_msg", 15),
-], ids=["crc16_custom", "hash", "wide", "log_msg"])
+], ids=["tuple", "hash", "wide", "log_msg"])
 def test_unsupported_names_construct_and_location(decls: str, body: str, extra_hdr: str,
                                                   construct: str, line: int) -> None:
     with pytest.raises(EbpfUnsupported) as err:

@@ -85,6 +85,7 @@ _PRELUDE = """\
 #define DROP_PORT {drop}
 typedef unsigned __int128 u128;
 struct counter_cell {{ u64 packets; u64 bytes; }};
+struct p4_crc_cfg {{ u32 init; u32 final_xor; u32 refl_in; u32 refl_out; }};
 struct p4_config {{ u32 test_mode; u32 test_port; u32 test_len; u32 test_mark; u64 test_now_ns;
                    u32 test_defer; u32 pad; }};
 /* a test run's outcome: the port (unless dropped), the instance type, clone marks to run */
@@ -326,6 +327,9 @@ def generate_c(lowered: LoweredProgram, *, hook: str = DEFAULT_HOOK,
             f"BPF_PERCPU_ARRAY(p4_stats, u64, {len(STATS)});",
             "BPF_ARRAY(p4_crc16_table, u32, 256);",
             "BPF_ARRAY(p4_crc32_table, u32, 256);",
+            "BPF_ARRAY(p4_crc16_custom_table, u32, 256);",
+            "BPF_ARRAY(p4_crc32_custom_table, u32, 256);",
+            "BPF_ARRAY(p4_crc_custom_cfg, struct p4_crc_cfg, 2);",
             TM.C_MAP.format(ports=MAX_PORTS)]
     for lay in g.table_layouts.values():
         maps += lay.c_decls
