@@ -186,3 +186,26 @@ def test_custom_crcs_identical_on_both_targets(hook: str) -> None:
                 frame = rng.randbytes(14 + 9 + rng.randrange(0, 10))
                 want, got = py.process(0, frame), kern.process(0, frame)
                 assert got == want, f"round {round_} packet {i}: {frame.hex()}\n python {want}\n ebpf   {got}"
+
+
+@pytest.mark.parametrize("hook", ["tc", "xdp"])
+def test_random_hash_in_range_on_both_targets(hook: str) -> None:
+    """random_hash.p4: the random hash algorithm's values differ between the targets (and
+    between packets), so they are checked by rule: base + value % max, the rest of the
+    packet byte for byte."""
+    rng = random.Random(2631)
+    program = ROOT / "tests" / "softswitch_ebpf" / "random_hash.p4"
+    py = Switch.from_file(program)
+    ranged: set[int] = set()
+    full: set[int] = set()
+    with Switch.from_file(program, target="ebpf", hook=hook) as kern:
+        for i in range(300):
+            frame = rng.randbytes(14 + 7 + rng.randrange(0, 20))
+            [(pp, want)], [(kp, got)] = py.process(0, frame), kern.process(0, frame)
+            assert kp == pp and len(got) == len(want)
+            for out in (want, got):
+                assert out[:14] == frame[:14] and out[21:] == frame[21:], f"packet {i}"
+                assert 100 <= int.from_bytes(out[14:16], "big") < 150 and out[16] == 7, f"packet {i}"
+            ranged.add(int.from_bytes(got[14:16], "big"))
+            full.add(int.from_bytes(got[17:21], "big"))
+        assert len(ranged) > 30 and len(full) > 290

@@ -55,10 +55,11 @@ def test_supported_program_generates_c() -> None:
 
 @pytest.mark.parametrize("decls, body, extra_hdr, construct, line", [
     ("tuple<bit<8>, bit<8>> t = { hdr.h.a, hdr.h.b };", "", "", "values of type tuple", 12),
-    ("", "hash(hdr.h.a, HashAlgorithm.random, 8w0, {hdr.h.b}, 8w255);", "", "hash algorithm random", 15),
+    ("", "verify_checksum_with_payload(true, { hdr.h.a }, hdr.h.b, HashAlgorithm.crc16);", "",
+     "crc16 with the payload", 15),
     ("", "", "bit<256> wide;", "wider than 128 bits", 5),
     ("", 'log_msg("x");', "", "extern log_msg", 15),
-], ids=["tuple", "hash", "wide", "log_msg"])
+], ids=["tuple", "crc16_payload", "wide", "log_msg"])
 def test_unsupported_names_construct_and_location(decls: str, body: str, extra_hdr: str,
                                                   construct: str, line: int) -> None:
     with pytest.raises(EbpfUnsupported) as err:

@@ -29,6 +29,8 @@ def hash_c(algo: str | None, pieces: Sequence[tuple[str, int]], node: object,
     bits; csum16 and xor16 only, after whole 16-bit words: IPv4 options)."""
     if varbit is not None:
         return _words_then_varbit(algo, pieces, node, result, varbit)
+    if algo == "random":      # a random 32-bit value, whatever the fields (as BMv2's)
+        return [f"u64 {result} = bpf_get_prandom_u32();"]
     if algo not in ALGORITHMS and algo not in CUSTOM_CRCS:
         raise EbpfUnsupported(node, f"hash algorithm {algo}")
     total = sum(w for _, w in pieces)
