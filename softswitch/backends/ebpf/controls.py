@@ -66,6 +66,9 @@ class ControlGen:
     def slice_store(self, lhs: A.SliceExpression, value: str) -> list[str]:
         raise NotImplementedError
 
+    def materialize(self, e: A.Expression) -> tuple[list[str], str]:
+        raise NotImplementedError
+
     # ----------------------------------------------------------- functions
     def callable_params(self, decl: Any, what: str) -> tuple[list[str], dict[Any, str], list[str],
                                                              list[str]]:
