@@ -104,7 +104,7 @@ class CGen(ExprGen, ControlGen, StatefulGen):
             if decl.init is not None:
                 out += self.copy_stack(f"P->{name}", self.lval(decl.init))
             return out
-        if isinstance(t, (T.HeaderType, T.StructType, T.HeaderUnionType)):
+        if isinstance(t, (T.HeaderType, T.StructType, T.HeaderUnionType, T.TupleType)):
             self.pipe_fields.append(f"{self.layouts.struct_name(t, decl)} {name};")
             scope[decl] = f"P->{name}"
             out = [f"__builtin_memset(&P->{name}, 0, sizeof(P->{name}));"]
@@ -269,7 +269,7 @@ class CGen(ExprGen, ControlGen, StatefulGen):
         t = strip(lhs.type)
         if isinstance(t, T.StackType):
             return self.copy_stack(self.lval(lhs), self.lval(rhs))
-        if isinstance(t, (T.HeaderType, T.StructType)):
+        if isinstance(t, (T.HeaderType, T.StructType, T.HeaderUnionType, T.TupleType)):
             if isinstance(rhs, (A.ListExpression, A.StructExpression)):
                 lines, slot = self.materialize(rhs)
                 return lines + [f"{self.lval(lhs)} = {slot};"]
