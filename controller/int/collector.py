@@ -63,17 +63,28 @@ SO_MEMINFO = getattr(socket, "SO_MEMINFO", 55)
 _SK_MEMINFO_DROPS = 8   # linux/sock_diag.h: SK_MEMINFO_DROPS
 
 
+_SK_MEMINFO_RMEM_ALLOC = 0   # bytes waiting in the receive queue
+
+
+def _meminfo(sock: socket.socket | None) -> tuple[int, ...]:
+    if sock is None:
+        return (0,) * 9
+    try:
+        return struct.unpack_from("=9I", sock.getsockopt(socket.SOL_SOCKET, SO_MEMINFO, 4 * 9))
+    except (OSError, struct.error):
+        return (0,) * 9
+
+
 def socket_drops(sock: socket.socket | None) -> int:
     """Datagrams the kernel dropped for this socket (receive buffer full, or refused
     by a socket filter), from SO_MEMINFO: one getsockopt, unlike a scan of
     /proc/net/udp, which grows with every socket on the machine."""
-    if sock is None:
-        return 0
-    try:
-        raw = sock.getsockopt(socket.SOL_SOCKET, SO_MEMINFO, 4 * 9)
-        return struct.unpack_from("=9I", raw)[_SK_MEMINFO_DROPS]
-    except (OSError, struct.error):
-        return 0
+    return _meminfo(sock)[_SK_MEMINFO_DROPS]
+
+
+def socket_queued_bytes(sock: socket.socket | None) -> int:
+    """Bytes (kernel accounting, with overhead) waiting in the socket's receive queue."""
+    return _meminfo(sock)[_SK_MEMINFO_RMEM_ALLOC]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -160,6 +171,9 @@ class CollectorStats:
     kernel_rejected: dict[str, int] = field(default_factory=dict)
     #: datagrams longer than a receive slot (dropped, never decoded)
     truncated: int = 0
+    #: bytes waiting in the sockets' receive queues now (the collector's only queue
+    #: before the tables: a rising figure is a collector falling behind)
+    socket_queued_bytes: int = 0
     #: receive rounds (one drain of one socket) and the CPU time of each stage of the
     #: socket path, ns of the collector thread: receive, admit (source and frame
     #: checks), decode, tables (hop/flow tables, sequence accounting), listeners
@@ -186,7 +200,9 @@ class Collector:
         self.seq = SeqTracker()
         self.listeners: list[Listener] = list(listeners)
         self.wall_offset_ns = time.time_ns() - time.monotonic_ns()
-        self._lock = threading.Lock()
+        #: re-entrant: a receive round holds it from admission through the tables, so
+        #: ``stats()`` and the snapshots never see counters ahead of the tables
+        self._lock = threading.RLock()
         self._listener_errors = 0
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -352,8 +368,9 @@ class Collector:
             t3 = clock()
             batch = self.report_decoder.decode_pool(buf, lens, arrival)
             t4 = clock()
-        self._ingest_timed(batch, t4, {"receive": t1 - t0, "admit": t2 - t1,
-                                       "tables": t3 - t2, "decode": t4 - t3})
+            flow_slots = self._tables(batch)
+        self._listeners_timed(batch, flow_slots, t4, {"receive": t1 - t0, "admit": t2 - t1,
+                                                     "tables": t3 - t2, "decode": t4 - t3})
 
     def _round_agents(self) -> None:
         """One receive round of the agent socket (frames checked in a batch)."""
@@ -375,12 +392,14 @@ class Collector:
             t2 = clock()
             batch = self.host_decoder.decode_pool(buf, lens, arrival, offset)
             t3 = clock()
-        self._ingest_timed(batch, t3, {"receive": t1 - t0, "admit": t2 - t1,
-                                       "decode": t3 - t2})
+            flow_slots = self._tables(batch)
+        self._listeners_timed(batch, flow_slots, t3, {"receive": t1 - t0, "admit": t2 - t1,
+                                                     "decode": t3 - t2})
 
-    def _ingest_timed(self, batch: DecodedBatch, t: int, costs: dict[str, int]) -> None:
+    def _listeners_timed(self, batch: DecodedBatch, flow_slots: np.ndarray, t: int,
+                         costs: dict[str, int]) -> None:
+        """Listeners of a round (outside the lock), and the round's stage costs."""
         clock = time.thread_time_ns
-        flow_slots = self._tables(batch)
         t5 = clock()
         self._call_listeners(batch, flow_slots)
         t6 = clock()
@@ -502,9 +521,15 @@ class Collector:
         with self._lock:
             return self.flows.snapshot()
 
+    @staticmethod
+    def malformed_reasons() -> list[str]:
+        """Every reason a malformed counter can have (the exporter's columns)."""
+        return malformed_reasons()
+
     def stats(self) -> CollectorStats:
         # the kernel's counters are read before taking the lock: ingest must not wait
         drops = socket_drops(self._report_sock) + socket_drops(self._agent_sock)
+        queued = socket_queued_bytes(self._report_sock) + socket_queued_bytes(self._agent_sock)
         kernel = self.kernel_rejected()
         # the kernel's sk_drops also counts what a socket filter dropped: not overload
         drops = max(0, drops - sum(kernel.values()))
@@ -535,6 +560,7 @@ class Collector:
                 rejected=_sum_counts(self.admission.rejected(), kernel),
                 kernel_rejected=kernel,
                 truncated=sum(p.truncated for p in self._pools.values()),
+                socket_queued_bytes=queued,
                 rounds=self._rounds,
                 stage_ns=dict(self._stage_ns),
             )
