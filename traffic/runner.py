@@ -24,7 +24,7 @@ from traffic.endpoint import Endpoint, EndpointConfig
 from traffic.errors import WorkloadError
 from traffic.host_faults import HostFaults
 from traffic.hpcc import HpccSettings
-from traffic.qp_types import CongestionControl, MessageRecord, QpConfig, Reliability
+from traffic.qp_types import RTO_MIN_S, CongestionControl, MessageRecord, QpConfig, Reliability
 from traffic.requester import Requester
 from traffic.responder import Responder
 from traffic.workloads import Pattern, RankPlan
@@ -42,7 +42,7 @@ class QpParams:
     window_pkts: int = 512
     fec_k: int = 8
     fec_m: int = 1
-    rto_min_s: float = 0.004
+    rto_min_s: float = RTO_MIN_S
     dscp: int = 0
     cc: CongestionControl = CongestionControl.NONE
     dcqcn: DcqcnSettings = field(default_factory=DcqcnSettings)
@@ -83,7 +83,12 @@ class _AllReduce:
         self.iter_start = 0.0
         self.iter_times: list[float] = []
         self.ok = True
-        self.data = _allreduce_input(self.r.seed, self.rank, self.nelem)
+        # every iteration reduces the same inputs: the own input and the expected sum
+        # are made once, before the clock runs (drawing N inputs at an iteration's end
+        # stalled the rank for tens of ms, long enough for its peers' timers to fire)
+        self._input = _allreduce_input(self.r.seed, self.rank, self.nelem)
+        self._expect = sum(_allreduce_input(self.r.seed, r, self.nelem) for r in range(self.n))
+        self.data = self._input.copy()
         self.bounds = np.linspace(0, self.nelem, self.n + 1).astype(int)
         self._rx_count = [0] * self.q  # messages received per channel
         self._stripes: dict[int, dict[int, bytes]] = {}  # global step -> channel -> data
@@ -147,13 +152,12 @@ class _AllReduce:
             self._send_step(self.step_rx, now)
             return
         # iteration complete: check the result, start the next one
-        expect = sum(_allreduce_input(self.r.seed, r, self.nelem) for r in range(n))
-        self.ok = self.ok and bool(np.array_equal(self.data, expect))
+        self.ok = self.ok and bool(np.array_equal(self.data, self._expect))
         self.iter_times.append(now - self.iter_start)
         self.iter += 1
         self.step_rx = 0
         if self.iter < self.iterations:
-            self.data = _allreduce_input(self.r.seed, self.rank, self.nelem)
+            self.data = self._input.copy()
             self.start(now)
 
     @property
