@@ -284,7 +284,7 @@ def _run_rank(args: argparse.Namespace) -> int:
                             for r in summary["endpoint"]["responders"].values()),
         "injected_drops": ep["injected_drops"], "bad_icrc": ep["bad_icrc"],
         "send_errors": ep["send_errors"],
-        "result_ok": coll.get("result_ok", True),
+        "result_ok": coll.get("result_ok"),
         **_cc_fields(summary["cc"]),
     }), flush=True)
     if summary.get("interrupted"):
@@ -293,7 +293,7 @@ def _run_rank(args: argparse.Namespace) -> int:
     if not summary["finished"]:
         print(f"traffic: rank {args.rank} did not finish within {timeout:g} s", file=sys.stderr)
         return 2
-    if not coll.get("result_ok", True):
+    if coll.get("result_ok") is False:
         print(f"traffic: rank {args.rank}: WRONG DATA: the received data differs from what "
               "the peers sent (ranks given different --seed?)", file=sys.stderr)
         return 3
@@ -352,7 +352,8 @@ def aggregate(out_dir: Path, nranks: int) -> dict:
         iters = [max(t) for t in zip(*(o["collective"]["completion_s"] for o in outs))]
         size = outs[0]["collective"]["message_bytes"]
         agg.update(iteration_s=iters, algbw_bps=[size * 8 / t for t in iters])
-    agg["result_ok"] = all(o["collective"].get("result_ok", True) for o in outs)
+    verdicts = [o["collective"].get("result_ok") for o in outs]
+    agg["result_ok"] = (False if False in verdicts else None if None in verdicts else True)
     return agg
 
 

@@ -3,9 +3,11 @@
 Message contents are pseudo-random bytes seeded by (seed, rank, QP, message index),
 and both ends record each message's CRC-32; every receiver regenerates what its peers
 sent (all ranks share one seed) and checks each message's CRC-32 against it, so a run
-proves that every message arrived intact (``collective.result_ok``).  Ring all-reduce moves real float32 data: reduce-scatter then all-gather,
-``2 (N - 1)`` steps of ``message / N`` bytes, each step sent only after the previous
-one arrived, and the result is compared with the sum every rank can recompute.
+proves that every message arrived intact (``collective.result_ok``; None, no verdict,
+when the run did not finish).  Ring all-reduce moves real float32 data: reduce-scatter
+then all-gather, ``2 (N - 1)`` steps of ``message / N`` bytes, each step sent only
+after the previous one arrived, and the result is compared with the sum every rank
+can recompute.
 """
 from __future__ import annotations
 
@@ -170,7 +172,9 @@ class _AllReduce:
             "algorithm": "ring", "ranks": self.n, "iterations": self.iter, "qps": self.q,
             "steps_per_iteration": self.steps_per_iter, "steps_sent": self.steps_sent,
             "steps_received": self.steps_received, "chunk_bytes": int(self.nelem // self.n * 4),
-            "message_bytes": int(self.nelem * 4), "result_ok": self.ok,
+            "message_bytes": int(self.nelem * 4),
+            # no verdict (None) before the last iteration's result is complete
+            "result_ok": self.ok if self.done else None,
             "completion_s": times,
             "algbw_bps": [self.nelem * 4 * 8 / t if t > 0 else None for t in times],
         }
@@ -453,7 +457,9 @@ class RankRunner:
             bad = self.bad_messages()
             out["collective"] = {"completion_s": el,
                                  "algbw_bps": (sent + recvd) * 8 / el,
-                                 "result_ok": not bad, "bad_messages": bad[:16]}
+                                 # no verdict (None) unless every message arrived
+                                 "result_ok": (not bad) if finished else None,
+                                 "bad_messages": bad[:16]}
         return out
 
     def bad_messages(self) -> list[dict]:
