@@ -287,19 +287,56 @@ def switch_port_stats(folder: Path) -> dict[str, dict[str, int]]:
     return out
 
 
-def _goodput_limit_bps(spec: ExperimentSpec, topo: Topology) -> float:
-    """What the workload could reach: per receiver, the sum of its senders' QP rates,
-    capped by the narrowest link on the way in (the incast bottleneck)."""
+def goodput_limit(spec: ExperimentSpec, topo: Topology) -> dict[str, Any]:
+    """What the workload could reach on this network: the path's real bottleneck.
+
+    Each flow (every QP on its first shortest path) wants its QP's rate, or, where the
+    congestion control may raise it (``cc: hpcc``: the controller's rates go up to the
+    line rate), as much as its path carries; the directed links are shared max-min
+    fairly (water-filling).  A ring all-reduce moves in lock-step, so its ranks go at
+    the slowest flow's share: the limit is N times that; any other workload gets the
+    sum of the shares.  Returns the limit, the link that sets it and the per-flow
+    shares.
+    """
     w = spec.workload
     rate = float(w.rate.rstrip("KMG")) * {"K": 1e3, "M": 1e6, "G": 1e9}.get(w.rate[-1], 1.0)
     links = {ln.name: ln for ln in topo.links}
-    into: dict[str, tuple[float, float]] = {}
-    for f in flows(spec):
-        narrow = min(links[h.link].rate_mbps * 1e6 for h in paths(topo, f.src_host,
-                                                                   f.dst_host)[0])
-        offered, cap = into.get(f.dst_host, (0.0, 0.0))
-        into[f.dst_host] = (offered + rate, max(cap, narrow))
-    return float(sum(min(offered, cap) for offered, cap in into.values()))
+    fl = flows(spec)
+    hops = [[str(h) for h in paths(topo, f.src_host, f.dst_host)[0]] for f in fl]
+    cap = {str(h): links[h.link].rate_mbps * 1e6
+           for f in fl for h in paths(topo, f.src_host, f.dst_host)[0]}
+    demand = [float("inf") if spec.cc == "hpcc" else rate for _ in fl]
+    share = [0.0] * len(fl)
+    left = dict(cap)
+    active = set(range(len(fl)))
+    setter: dict[int, str] = {}
+    while active:   # water-filling: raise every active flow until a link or demand binds
+        users = {d: [i for i in active if d in hops[i]] for d in left}
+        inc, where = min(((left[d] / len(u), d) for d, u in users.items() if u),
+                         default=(float("inf"), ""))
+        need = min(demand[i] - share[i] for i in active)
+        step = min(inc, need)
+        for i in active:
+            share[i] += step
+        for d, u in users.items():
+            left[d] -= step * len(u)
+        done = {i for i in active if demand[i] - share[i] <= 1e-6}
+        if inc <= need:   # link ``where`` is full: its flows stop there
+            done |= set(users[where])
+            for i in users[where]:
+                setter.setdefault(i, where)
+        for i in done:
+            setter.setdefault(i, "the QP rate")
+        active -= done
+    if not fl:
+        return {"bps": 0.0, "bottleneck": None, "flows": {}}
+    slow = min(range(len(fl)), key=lambda i: share[i])
+    total = share[slow] * len(fl) if w.kind == "allreduce" else sum(share)
+    return {"bps": float(total), "bottleneck": setter.get(slow),
+            "model": "ring in lock-step: N x the slowest flow's fair share"
+            if w.kind == "allreduce" else "sum of the flows' fair shares",
+            "flows": {f.name: {"share_bps": share[i], "set_by": setter.get(i)}
+                      for i, f in enumerate(fl)}}
 
 
 def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str], None] = print,
@@ -430,7 +467,8 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
                         for k in a.summary["switch_ports"]])
     res.write_csv("int_hops.csv", ["t_s", "node", "ifname", "backlog_pkts", "backlog_bytes",
                                    "drops"], int_rows)
-    limit = _goodput_limit_bps(spec, topo)
+    lim = goodput_limit(spec, topo)
+    limit = lim["bps"]
     meta = {"name": spec.name, "variant": spec.variant, "description": spec.description,
             "topology": topo.name, "switch": spec.switch, "cc": spec.cc,
             # none: nothing to apply; hpcc: INT-driven feedback; dcqcn: the senders'
@@ -443,7 +481,7 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
             "fec_policy": ("controller" if fec_by_controller else "testbed") if fec_auto
             else "fixed", "fec_decisions": decisions, "wire": wire, "resources": resources, "spec": dict(spec.raw),
             "wall_s": time.time() - t_start}
-    a.summary.update({"goodput_limit_bps": limit,
+    a.summary.update({"goodput_limit_bps": limit, "goodput_limit": lim,
                       # when the senders started, on the time axis of the CSV series
                       "traffic_start_s": start_at - a.t0_ns / 1e9,
                       "utilisation": utilisation(a.traffic["ranks"], limit)})
