@@ -239,7 +239,7 @@ def _experiment(args: argparse.Namespace) -> int:
             row = compare_row(s)
             gp = (s.get("goodput_tx_bps_total") or 0.0) / 1e6
             fct = s.get("fct_s") or {}
-            q = (s.get("bottleneck_queue") or {}).get("max_pkts", 0)
+            q = (s.get("deepest_queue") or s.get("bottleneck_queue") or {}).get("max_pkts", 0)
             drops = row["tail_drops"] if row["tail_drops"] is not None else sum(
                 (s.get("queue_drops") or {}).values())
             ll = s.get("lossy_link") or {}

@@ -287,6 +287,38 @@ def switch_port_stats(folder: Path) -> dict[str, dict[str, int]]:
     return out
 
 
+def deepest_queue(summary: dict[str, Any], topo: Topology,
+                  sample_interval_s: float) -> dict[str, Any]:
+    """The one "deepest queue" figure of a run, with where and how it was measured: the
+    P4 switches' own high-water mark of each egress queue (kept at every enqueue), or,
+    on kernel routers, the qdisc backlog sampled every ``sample_interval_s``; with the
+    tail drops of all switches against the packets the senders sent."""
+    sent = sum(int(r.get("tx_pkts") or 0) for r in (summary.get("ranks") or {}).values())
+    sp = summary.get("switch_ports") or {}
+    if sp:
+        port, st = max(sp.items(), key=lambda kv: (kv[1]["queue_high_water"],
+                                                   kv[1]["tail_drops"]))
+        sw, _, num = port.partition("/")
+        link = None
+        for ln in topo.links:
+            for ep in ln.endpoints():
+                if ep.node == sw and str(ep.port) == num:
+                    far = ln.other(sw)
+                    link = f"{sw}:{num}->{far.node}:{far.port}"
+        out: dict[str, Any] = {
+            "port": port, "link": link, "max_pkts": st["queue_high_water"],
+            "measured": "the switch's own high-water mark of the egress queue (every enqueue)",
+            "tail_drops": sum(int(v["tail_drops"]) for v in sp.values())}
+    else:
+        bq = summary.get("bottleneck_queue") or {}
+        out = {"port": bq.get("port"), "link": None, "max_pkts": bq.get("max_pkts"),
+               "measured": f"the kernel qdisc's backlog, sampled every {sample_interval_s:g} s",
+               "tail_drops": sum((summary.get("queue_drops") or {}).values())}
+    out["packets_sent"] = sent
+    out["tail_drop_pct"] = 100.0 * out["tail_drops"] / sent if sent else None
+    return out
+
+
 def goodput_limit(spec: ExperimentSpec, topo: Topology) -> dict[str, Any]:
     """What the workload could reach on this network: the path's real bottleneck.
 
@@ -481,6 +513,7 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
             "fec_policy": ("controller" if fec_by_controller else "testbed") if fec_auto
             else "fixed", "fec_decisions": decisions, "wire": wire, "resources": resources, "spec": dict(spec.raw),
             "wall_s": time.time() - t_start}
+    a.summary["deepest_queue"] = deepest_queue(a.summary, topo, spec.sample_interval_s)
     a.summary.update({"goodput_limit_bps": limit, "goodput_limit": lim,
                       # when the senders started, on the time axis of the CSV series
                       "traffic_start_s": start_at - a.t0_ns / 1e9,
