@@ -427,6 +427,8 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
             h = spec.workload.hosts[rank]
             argv = traffic_argv(spec, python=python, rank=rank, ips=ips,
                                 out=tdir / f"{h}.json", control=socks[h], start_at=start_at)
+            # each rank's collective log: `controller diagnose --out DIR` reads it
+            argv[-1:-1] = ["--coll-log", str(res.path / "collectives")]
             procs.append(tb.spawn(f"traffic-{h}", h, argv + (sf.rank_args(rank) if sf else [])))
         rogue = (RoguePhase(tb, spec, fl, start_at, res.path / "rogue.json", python=python)
                  if spec.rogue and spec.rogue.rate > 0 and spec.switch != "linux-router"
