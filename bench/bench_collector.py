@@ -9,6 +9,21 @@ and host-agent batches through HostBatchDecoder.
 
     python -m bench.bench_collector [--reports 200000] [--hops 5] [--batch 2048] [--udp]
 
+``--socket`` adds the socket path on one core: host-agent batches and Telemetry Reports
+sent to a held collector (they wait in its socket, as under load), then drained in
+receive rounds (recvmmsg, decode from the pool, tables); records per second of the
+collector thread's CPU time and the share of each stage.
+
+``--shards N`` adds N collector processes behind one port (SO_REUSEPORT, steered by
+flow) against one process: reports sent while the processes are stopped, then the
+wall time until all are decoded into the tables.
+
+``--rx`` compares ways of emptying a socket: recv() per datagram, recvmsg_into and
+recvmmsg (controller/int/rxbatch.c) into a slot pool.
+
+``--soak S`` blasts reports from a sender process for S seconds (overload: the
+kernel's drops are counted) and prints the collector's memory once a second.
+
 ``--udp`` adds an end-to-end figure: a sender process blasts the reports at a running
 collector over loopback UDP; received, decoded and kernel-dropped datagrams are counted.
 
@@ -188,6 +203,170 @@ def loop_latency(batches: list[list[bytes]], max_samples: int
     return s.p50_s * 1e3, s.p99_s * 1e3, per_batch_ms, cpu_ms
 
 
+def socket_rate(kind: str, datagrams: list[bytes], rounds: int = 4,
+                config: CollectorConfig | None = None) -> tuple[float, float, dict[str, float]]:
+    """From the socket into the tables on one core: (samples/s, hop records/s) of the
+    collector thread's CPU time, and its share per stage.  The datagrams are sent while
+    the collector is held, so they wait in its socket as under load, then drained."""
+    import socket
+    cfg = config or CollectorConfig(report_port=0, agent_port=0, flow_capacity=1 << 16,
+                                    rcvbuf_bytes=256 << 20)
+    with Collector(cfg) as c, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
+        dest = c.report_address if kind == "report" else c.agent_address
+        tx.connect(dest)
+        count = "report_datagrams" if kind == "report" else "agent_datagrams"
+        samples = "reports" if kind == "report" else "host_records"
+        hops = "report_hop_records" if kind == "report" else "host_hop_records"
+        st0 = None
+        for r in range(rounds + 1):    # the first round warms up
+            if r == 1:
+                st0 = c.stats()
+            before = c.stats()
+            with c._lock:
+                for d in datagrams:
+                    tx.send(d)
+            want = getattr(before, count) + before.socket_drops + len(datagrams)
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                s = c.stats()
+                if getattr(s, count) + s.socket_drops >= want:
+                    break
+                time.sleep(0.005)
+        st = c.stats()
+    assert st0 is not None
+    cpu = {k: (st.stage_ns[k] - st0.stage_ns[k]) / 1e9 for k in st.stage_ns}
+    total = sum(cpu.values())
+    if st.socket_drops != st0.socket_drops:
+        print(f"  ({st.socket_drops - st0.socket_drops} datagrams dropped by the kernel)")
+    return ((getattr(st, samples) - getattr(st0, samples)) / total,
+            (getattr(st, hops) - getattr(st0, hops)) / total,
+            {k: v / total for k, v in cpu.items()})
+
+
+def shards_rate(n: int, datagrams: list[bytes]) -> tuple[float, float]:
+    """Reports per second (wall) that ``n`` collector processes behind one port drain
+    from their sockets: the processes are stopped while the reports are sent, so the
+    sender takes no core from them, then continued and timed until all are in.
+    Returns (reports/s of wall time, reports per second of the busiest process's
+    ingest CPU): the second is what the first becomes with a core per process."""
+    import os
+    import signal
+    import socket
+
+    from controller.int.shards import CollectorShards
+    cfg = CollectorConfig(report_port=0, agent_port=None, flow_capacity=1 << 16,
+                          rcvbuf_bytes=256 << 20)
+    with CollectorShards(cfg, n) as sh, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
+        tx.connect(sh.report_address)
+        for pid in sh.pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            for d in datagrams:
+                tx.send(d)
+        finally:
+            t0 = time.perf_counter()
+            for pid in sh.pids:
+                os.kill(pid, signal.SIGCONT)
+        deadline = t0 + 120
+        while time.perf_counter() < deadline:
+            st = sh.stats()
+            if st.report_datagrams + st.socket_drops >= len(datagrams):
+                break
+            time.sleep(0.02)
+        wall = time.perf_counter() - t0
+        if st.socket_drops:
+            print(f"  ({st.socket_drops} datagrams dropped by the kernel)")
+        busiest = max(sum(p.stage_ns.values()) for p in sh.shard_stats()) / 1e9
+    return st.reports / wall, st.reports / busiest
+
+
+_BLASTER = """
+import socket, sys, time
+data = sys.stdin.buffer.read()
+port, secs, size = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
+msgs = [data[i:i + size] for i in range(0, len(data), size)]
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.connect(("127.0.0.1", port))
+end = time.monotonic() + secs
+while time.monotonic() < end:
+    for m in msgs:
+        try:
+            s.send(m)
+        except OSError:
+            pass
+"""
+
+
+def _rss_kib() -> int:
+    with open("/proc/self/status") as fh:
+        return next(int(x.split()[1]) for x in fh if x.startswith("VmRSS:"))
+
+
+def soak(distinct: list[bytes], seconds: float) -> None:
+    """Reports as fast as a sender process can send them for ``seconds``: what goes in,
+    what the kernel drops (counted), and the collector's memory once a second."""
+    size = len(distinct[0])
+    with Collector(CollectorConfig(report_port=0, agent_port=None, flow_capacity=1 << 16)) as c:
+        port = c.report_address[1]  # type: ignore[index]
+        p = subprocess.Popen([sys.executable, "-c", _BLASTER, str(port), str(seconds),
+                              str(size)], stdin=subprocess.PIPE)
+        assert p.stdin is not None
+        p.stdin.write(b"".join(distinct[:512]))
+        p.stdin.close()
+        rss = []
+        t0 = time.monotonic()
+        while p.poll() is None:
+            time.sleep(1.0)
+            rss.append(_rss_kib())
+        p.wait()
+        time.sleep(0.5)
+        wall = time.monotonic() - t0
+        st = c.stats()
+    half = len(rss) // 2
+    print(f"soak {seconds:g} s: {st.reports / wall:,.0f} reports/s decoded "
+          f"({st.report_hop_records / wall:,.0f} hop records/s), {st.socket_drops} dropped "
+          f"by the kernel (counted), {st.malformed and sum(st.malformed.values()) or 0} "
+          f"malformed; RSS MiB first/middle/last/max {rss[0] / 1024:.0f}/"
+          f"{rss[half] / 1024:.0f}/{rss[-1] / 1024:.0f}/{max(rss) / 1024:.0f}")
+
+
+def rx_compare(count: int = 20000) -> None:
+    """us per datagram to empty a socket: recv() into new bytes objects, recvmsg_into
+    and recvmmsg into a slot pool (``controller.int.rxbatch``), same datagrams."""
+    import socket
+
+    from controller.int.rxbatch import RxPool, native_available
+    methods = ["recv", "recvmsg_into"] + (["recvmmsg"] if native_available() else [])
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
+        for size, n in ((160, count), (548, count), (16668, count // 10)):
+            cells = []
+            for how in methods:
+                with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as rx:
+                    rx.setsockopt(socket.SOL_SOCKET, 33, 64 << 20)   # SO_RCVBUFFORCE
+                    rx.bind(("127.0.0.1", 0))
+                    rx.setblocking(False)
+                    payload = b"x" * size
+                    for _ in range(n):
+                        tx.sendto(payload, rx.getsockname())
+                    got = 0
+                    t0 = time.perf_counter()
+                    if how == "recv":
+                        try:
+                            while True:
+                                rx.recv(65535)
+                                got += 1
+                        except BlockingIOError:
+                            pass
+                    else:
+                        pool = RxPool(rx, slots=1024 if size < 9000 else 64,
+                                      stride=9216 if size < 9000 else 65536, method=how)
+                        while (k := pool.receive()) > 0:
+                            got += k
+                    dt = time.perf_counter() - t0
+                cells.append(f"{how} {1e6 * dt / max(got, 1):.2f} us ({got}/{n})")
+            print(f"  {size:>5} B: " + ", ".join(cells))
+
+
 def rate(fn, *args, repeat: int = 3) -> tuple[float, int]:  # type: ignore[no-untyped-def]
     best = float("inf")
     count = 0
@@ -198,6 +377,25 @@ def rate(fn, *args, repeat: int = 3) -> tuple[float, int]:  # type: ignore[no-un
     return count / best, count
 
 
+def _ship(recs: np.ndarray, i: int) -> np.ndarray:
+    """``recs`` as agent ``i`` % 8 of 64 flows with advancing PSNs and timestamps."""
+    r = recs.copy()
+    k = np.arange(len(r)) + i * len(r)
+    r["src_ip"], r["dst_ip"] = 0x0A000001 + i % 8, 0x0A000101
+    r["src_port"], r["dest_qp"], r["orig_dport"] = 49152 + k % 64, 0x100 + k % 64, ROCEV2_UDP_PORT
+    r["psn"], r["psn_count"] = k, 1
+    h = r["hops"]
+    h["node_id"][:, :r["hop_count"][0]] = np.arange(1, r["hop_count"][0] + 1)
+    h["egress_ts"] = (k * 10)[:, None] + np.arange(8)
+    h["tx_bytes"] = ((k * 1100) & 0xFFFFFFFF)[:, None]
+    h["line_rate"] = 100000
+    return r
+
+
+def _shares(share: dict[str, float]) -> str:
+    return "CPU: " + ", ".join(f"{k} {100 * v:.0f}%" for k, v in share.items())
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reports", type=int, default=200_000)
@@ -205,6 +403,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=2048)
     ap.add_argument("--scapy-reports", type=int, default=2000)
     ap.add_argument("--udp", action="store_true", help="also measure over loopback UDP")
+    ap.add_argument("--rx", action="store_true",
+                    help="also compare recv, recvmsg_into and recvmmsg into a slot pool")
+    ap.add_argument("--soak", type=float, default=0, metavar="S",
+                    help="also blast reports for S seconds, memory once a second")
+    ap.add_argument("--shards", type=int, default=1,
+                    help="also compare N collector processes behind one port with one")
+    ap.add_argument("--socket", action="store_true",
+                    help="also measure from the socket into the tables (CPU of one core)")
     ap.add_argument("--loop", action="store_true",
                     help="also measure the HPCC loop latency on host-agent batches")
     a = ap.parse_args(argv)
@@ -248,6 +454,35 @@ def main(argv: list[str] | None = None) -> int:
     ):
         print(f"{name:<44}{r:>16,.0f}{r / s:>9.1f}x")
     print(f"decoded {n} hop records per run; host records: {hn} hops per run")
+    if a.rx:
+        print("emptying a socket, us per datagram (received/sent):")
+        rx_compare()
+    if a.socket:
+        print("from the socket into the tables, per second of the collector thread's CPU "
+              "(one core)")
+        hs = [encode_batch(_ship(recs, i), agent_id=1, batch_seq=i) for i in range(2000)]
+        hr_s, hh_s, share = socket_rate("agent", [d for d in hs][:1500])
+        print(f"  host records, {len(recs)} per datagram: {hr_s:,.0f} records/s "
+              f"({hh_s:,.0f} hop records/s); " + _shares(share))
+        rr_s, rh_s, share = socket_rate("report", reports[:60000])
+        print(f"  Telemetry Reports, {a.hops} hops each: {rr_s:,.0f} reports/s, {rh_s:,.0f} "
+              f"hop records/s ({rh_s / s:.1f}x the struct loop's decode alone); "
+              + _shares(share))
+    if a.shards > 1:
+        import os
+        blast = reports[:120000]
+        got: dict[int, list[tuple[float, float]]] = {1: [], a.shards: []}
+        for _ in range(2):   # interleaved
+            for n in (1, a.shards):
+                got[n].append(shards_rate(n, blast))
+        print(f"{a.shards} collector processes behind one port ({os.cpu_count()} cores, load "
+              f"{os.getloadavg()[0]:.1f}), best of 2 each:")
+        for k, what in ((0, "wall time"), (1, "ingest CPU of the busiest process")):
+            one, many = max(g[k] for g in got[1]), max(g[k] for g in got[a.shards])
+            print(f"  by {what}: {many:,.0f} reports/s vs one process {one:,.0f}: "
+                  f"{many / one:.2f}x = {many / (a.shards * one):.2f} x N x one")
+    if a.soak:
+        soak(distinct, a.soak)
     if a.udp:
         hr, got, drops, sent_s = udp_end_to_end(distinct, a.reports)
         print(f"loopback UDP: {a.reports} reports sent in {sent_s:.2f}s, {got} decoded, "

@@ -186,9 +186,9 @@ def _echo_cost(h1, h2, tx: socket.socket, base_fd: int, packets: int, orig: byte
     program on the same hook."""
     from bcc import BPF
 
+    from common.kernel.tc import attach_tc
     from ebpf.progstats import prog_run_stats
     from ebpf.sink import IntSink, SinkConfig
-    from ebpf.tc import attach_tc
 
     base = BPF(text=PASS_C)
     att = None
@@ -271,10 +271,10 @@ def _profile(h2, tx: socket.socket, base_fd: int, frames: list[bytes], rounds: i
 def bench_kernel(packets: int, profile: int = 0) -> None:
     from bcc import BPF
 
+    from common.kernel.netns import two_hosts
+    from common.kernel.tc import attach_tc
     from ebpf.progstats import bpf_stats_enabled
     from ebpf.sink import IntSink, SinkConfig
-    from ebpf.tc import attach_tc
-    from mininet_topos.netns import two_hosts
 
     with two_hosts("teb", subnet="10.77.9.0/24") as (h1, h2), bpf_stats_enabled():
         with h1.enter():

@@ -22,10 +22,12 @@ Variants, interleaved in one run so machine load moves them together:
 Printed per variant: lag p50/p99 for telemetry of empty queues and of a queue,
 records per datagram, the agent's CPU per 1000 records, each as a ratio to ``old``.
 
-First (no root needed) the controller's cost per datagram: the same host records fed
-through the collector and the HPCC loop one per datagram and 32 per datagram (the
-baseline): what each datagram costs whatever it carries, the reason to hold quiet
-telemetry.
+First (no root needed) the controller's cost per datagram: the same host records sent
+to the collector's socket one per datagram and 32 per datagram (the baseline), while
+the collector is held so they wait in its socket as under load; it drains them in
+receive rounds (batched receive, decode, tables, the HPCC loop) and the CPU of each
+stage is printed per datagram; then the same fed one datagram per round, what an
+idle collector pays for a datagram whatever it carries.
 
 The loop needs root (namespaces, BPF) and bcc.  Examples::
 
@@ -311,38 +313,76 @@ def host_records(n: int, first: int, qps: int) -> np.ndarray:
     return r
 
 
-def controller_cost(records: int = 3000, qps: int = 8) -> None:
-    """Collector + HPCC loop CPU per datagram, 1 vs 32 records per datagram (same run)."""
+def _loaded_rounds(col, sock: socket.socket, dgs: list[bytes]) -> tuple[float, dict[str, float], int]:
+    """Send ``dgs`` to the collector's agent port while it is held (as when it is busy:
+    the datagrams wait in its socket), let it drain them; returns (CPU us per datagram,
+    us per datagram by stage, receive rounds)."""
+    st0 = col.stats()
+    with col._lock:       # the collector thread waits here after at most one round
+        for d in dgs:
+            sock.sendto(d, col.agent_address)
+    deadline = time.monotonic() + 60
+    while col.stats().agent_datagrams + col.stats().socket_drops - st0.agent_datagrams \
+            - st0.socket_drops < len(dgs) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    st = col.stats()
+    if st.socket_drops != st0.socket_drops:
+        print(f"  ({st.socket_drops - st0.socket_drops} datagrams dropped by the kernel: "
+              "raise net.core.rmem_max or run as root)")
+    stages = {k: (st.stage_ns[k] - st0.stage_ns[k]) / 1e3 / len(dgs) for k in st.stage_ns}
+    return sum(stages.values()), stages, st.rounds - st0.rounds
+
+
+def controller_cost(records: int = 16384, qps: int = 8) -> None:
+    """Collector + HPCC loop CPU per datagram, 1 vs 32 records per datagram (same run),
+    from the socket: batched receive, decode, tables and the HPCC loop per round."""
     from controller.cc import FeedbackSender, HpccEngine, HpccParams
     from controller.cc.loop import FeedbackTarget, HpccLoop
     from controller.int.collector import Collector, CollectorConfig
     from formats.agent_batch import encode_batch
 
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sink:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sink, \
+            socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
         sink.bind(("127.0.0.1", 0))
         eng = HpccEngine(n_flows=64, params=HpccParams(base_rtt_s=1e-3))
         fb = FeedbackSender(n_flows=64, min_change_fraction=0.0)
         fb.sock.bind(("127.0.0.1", 0))
         loop = HpccLoop(engine=eng, sender=fb, resolve=lambda s: FeedbackTarget(
             agent=sink.getsockname(), flow_id=int(s["dest_qp"]), max_rate_bps=100e6))
-        col = Collector(CollectorConfig(report_port=0, agent_port=None, flow_capacity=64),
-                        listeners=[loop])
+        col = Collector(CollectorConfig(report_port=0, agent_port=0, flow_capacity=64,
+                                        rcvbuf_bytes=64 << 20), listeners=[loop])
         psn, seq = 0, 0
         cost: dict[int, float] = {}
-        for per in (32, 1, 32, 1):    # interleaved; the first pass also warms up
-            dgs = []
-            for k in range(0, records, per):
-                dgs.append(encode_batch(host_records(per, psn, qps), agent_id=1, batch_seq=seq))
-                psn, seq = psn + per, seq + 1
-            t0 = time.thread_time()
-            for d in dgs:
-                col.feed_agent_batches([d])
-            cost[per] = (time.thread_time() - t0) / len(dgs)
+        stages: dict[int, dict[str, float]] = {}
+        rounds: dict[int, int] = {}
+        single: dict[int, float] = {}
+        with col:
+            for per in (32, 1, 32, 1):    # interleaved; the first pass also warms up
+                dgs = []
+                for _ in range(0, records, per):
+                    dgs.append(encode_batch(host_records(per, psn, qps), agent_id=1,
+                                            batch_seq=seq))
+                    psn, seq = psn + per, seq + 1
+                cost[per], stages[per], rounds[per] = _loaded_rounds(col, tx, dgs)
+                # the same, one datagram per call (what an idle collector pays per datagram)
+                few = [encode_batch(host_records(per, psn + k * per, qps), agent_id=1,
+                                    batch_seq=seq + k) for k in range(200)]
+                psn, seq = psn + 200 * per, seq + 200
+                t0 = time.thread_time()
+                for d in few:
+                    col.feed_agent_batches([d])
+                single[per] = (time.thread_time() - t0) / len(few)
         fb.close()
     one, many = cost[1], cost[32]
-    print(f"controller CPU per datagram (collector + HPCC loop): 1 record {1e6 * one:.0f} us, "
-          f"32 records {1e6 * many:.0f} us (x {one / many:.2f}); per record "
-          f"{1e6 * one:.0f} us vs {1e6 * many / 32:.0f} us (x {32 * one / many:.1f})")
+    print(f"controller CPU per datagram (collector + HPCC loop): 1 record {one:.1f} us, "
+          f"32 records {many:.1f} us (x {one / many:.2f}); per record "
+          f"{one:.1f} us vs {many / 32:.2f} us (x {32 * one / many:.1f})")
+    for per in (1, 32):
+        print(f"  {per:>2} record(s)/datagram, {per * len(range(0, records, per)) // per} "
+              f"datagrams in {rounds[per]} receive rounds, us per datagram: "
+              + ", ".join(f"{k} {v:.2f}" for k, v in stages[per].items()))
+    print(f"  one datagram per round (an idle collector): 1 record {1e6 * single[1]:.0f} us, "
+          f"32 records {1e6 * single[32]:.0f} us")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -367,8 +407,8 @@ def main(argv: list[str] | None = None) -> int:
         print("bench_loop: skipped (needs root for namespaces and BPF)")
         return 0
     from common.auth.keys import generate_key_file
+    from common.kernel.netns import two_hosts
     from formats.auth import CONTROLLER_SENDER_ID
-    from mininet_topos.netns import two_hosts
 
     print(f"loop: {args.rate} records/s over {args.qps} QPs, {args.phase:g} s per phase, "
           f"{args.rounds} rounds")

@@ -26,8 +26,8 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from softswitch.api import Switch
 from softswitch.tables import Lpm
+from softswitch.targets.python.switch import Switch
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -57,7 +57,7 @@ if __package__ in (None, ""):
 
 import numpy as np
 
-from mininet_topos.netns import Namespace, veth_pair
+from common.kernel.netns import Namespace, veth_pair
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "p4" / "examples" / "ipv4_forward.p4"
@@ -153,7 +153,7 @@ def path(kind: str, tmp: Path, *, rate_mbps: float = 0.0, program: str = "ipv4"
         h2.run(["ip", "neigh", "replace", h1.ip, "lladdr", h1.mac, "dev", h2.ifname])
         if kind == "xdp":
             # native XDP on veths: the peers take redirected frames (GRO) and send
-            # finished checksums (softswitch/backends/ebpf/xdp_attach.py)
+            # finished checksums (softswitch/targets/ebpf/xdp_attach.py)
             for h in (h1, h2, h3):
                 if h is not None:
                     h.run(["ethtool", "-K", h.ifname, "gro", "on", "tx", "off"])
@@ -213,9 +213,9 @@ def program_cost(repeat: int) -> dict[str, float]:
     from scapy.layers import inet
     from scapy.layers.l2 import Ether
 
-    from softswitch.api import Switch
     from softswitch.backends.ebpf.kernel import test_run
     from softswitch.tables import Lpm
+    from softswitch.targets.python.switch import Switch
     frame = bytes(Ether(src="02:00:00:00:00:01", dst=SWITCH_MAC) / inet.IP(src="10.9.0.1", dst="10.9.0.2", ttl=255)
                   / inet.UDP(sport=1234, dport=4444) / (b"x" * 18))
     out = {}

@@ -50,6 +50,8 @@ from typing import Any
 
 import yaml
 
+from traffic.cc import registry as cc_registry
+
 from .soak_influx import InfluxError, PrivateInfluxd, count_points
 from .soak_procs import ProcSample, ProcTable
 from .soak_report import QUEUE_KEYS, format_report, memory_table, report_dict, write_outputs
@@ -181,7 +183,7 @@ def _drive(cfg: SoakConfig, spec: Any, topo: Any, url: str, database: str,
     with Testbed(topo=topo, switch=spec.switch, logs=logs, seed=spec.seed,
                  sample_interval_s=spec.sample_interval_s, program=spec.program,
                  python=sys.executable, agent_hosts=spec.workload.hosts,
-                 feedback=spec.cc == "hpcc",
+                 feedback=cc_registry.get(spec.cc).controller_feedback,
                  fec_target=1e-3 if spec.recovery == "fec" and spec.fec == "auto" else 0.0,
                  influx_url=url, influx_database=database) as tb:
         log(f"network up in {time.time() - t_up:.1f} s ({len(topo.switches)} switches, "

@@ -1,5 +1,5 @@
 """Per-flow batch utilities of the vectorised congestion-control engines (HPCC in
-``controller.cc``, DCQCN in :mod:`common.dcqcn`): apply a batch of per-flow events in
+``controller.cc``, DCQCN in ``traffic.cc.dcqcn_engine``): apply a batch of per-flow events in
 rounds so each round is one numpy operation and each flow keeps its order."""
 from __future__ import annotations
 

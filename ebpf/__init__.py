@@ -22,9 +22,9 @@ from typing import Any
 # module once, and importing one part does not load the others.
 _EXPORTS = {  # keep in step with __all__
     "AgentConfig": "agent", "AgentStats": "agent", "HostAgent": "agent",
-    "AgentError": "errors", "AttachError": "errors", "ConfigError": "errors",
+    "AgentError": "errors", "ConfigError": "errors",
     "EbpfError": "errors", "EbpfSetupError": "errors",
-    "GilbertElliott": "loss", "LossCounters": "loss", "LossEmulator": "loss",
+    "LossCounters": "loss", "LossEmulator": "loss",
     "FLOW_DTYPE": "records", "FLOW_KEY_DTYPE": "records", "FLOW_STATS_DTYPE": "records",
     "SinkStat": "records", "check_setup": "setup_check",
     "missing_requirements": "setup_check", "IntSink": "sink", "SinkConfig": "sink",
@@ -36,11 +36,9 @@ __all__ = [
     "AgentConfig",
     "AgentError",
     "AgentStats",
-    "AttachError",
     "ConfigError",
     "EbpfError",
     "EbpfSetupError",
-    "GilbertElliott",
     "HostAgent",
     "IntSink",
     "LossCounters",

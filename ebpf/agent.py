@@ -37,6 +37,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from types import TracebackType
 from typing import Self, TextIO
 
@@ -44,6 +45,8 @@ import numpy as np
 
 from common import argtypes
 from common.auth import ExposureError, KeyFile, KeyFileError
+from common.kernel.errors import AttachError
+from common.kernel.setns import in_netns
 from formats.agent_batch import AGENT_BATCH_UDP_PORT
 from formats.feedback import CONFIRM_MAX_RECORDS, ConfirmStatus
 from formats.int_md import HOST_RECORD_DTYPE, INT_UDP_PORT
@@ -56,9 +59,8 @@ from .feedback import (
     feedback_lines,
     parse_confirm_reply,
 )
-from .netns import in_netns
 from .records import SinkStat, format_flows
-from .shipper import BatchShipper, ShipperStats, ShipPolicy, udp_sender
+from .shipper import BatchShipper, ShipperStats, ShipPolicy, UdpFanout
 from .sink import IntSink, SinkConfig
 
 __all__ = ["AgentConfig", "AgentStats", "HostAgent", "main"]
@@ -73,6 +75,9 @@ class AgentConfig:
     """Namespace of ``iface``; the agent's sockets are made there too."""
     controller: tuple[str, int] | None = None
     """Where host-record batches go (None: keep them local, ``read`` still returns them)."""
+    standby: tuple[tuple[str, int], ...] = ()
+    """Standby controllers: each gets a copy of every batch (``ebpf.shipper.UdpFanout``)
+    and may send feedback."""
     agent_id: int = 0
     """Carried in every batch header (e.g. the host's IPv4 address as an integer)."""
     feedback_port: int = 0
@@ -101,10 +106,11 @@ class AgentConfig:
     def __post_init__(self) -> None:
         if not self.iface:
             raise ConfigError("iface: an interface name is required")
-        if self.controller is not None:
-            _, port = self.controller
+        for _, port in ((self.controller,) if self.controller else ()) + self.standby:
             if not 1 <= port <= 0xFFFF:
                 raise ConfigError(f"controller port {port}: expected 1..65535")
+        if self.standby and self.controller is None:
+            raise ConfigError("standby controllers need a primary controller")
         if not 0 <= self.feedback_port <= 0xFFFF:
             raise ConfigError(f"feedback_port {self.feedback_port}: expected 0..65535")
         if not 0 <= self.agent_id <= 0xFFFFFFFF:
@@ -124,7 +130,8 @@ class AgentConfig:
     def feedback_sources(self) -> tuple[str, ...]:
         """Addresses feedback is taken from: the controller's host, then the others."""
         first = (self.controller[0],) if self.controller is not None else ()
-        return tuple(dict.fromkeys(first + self.feedback_from))
+        return tuple(dict.fromkeys(first + tuple(h for h, _ in self.standby)
+                                   + self.feedback_from))
 
 
 @dataclasses.dataclass(slots=True, kw_only=True, frozen=True)
@@ -195,7 +202,8 @@ class HostAgent:
                     self._ctl_sock.bind(f"\0ebpf-agent-{os.getpid()}-{os.urandom(6).hex()}")
                     self._ctl_sock.setblocking(False)
             if self._ship_sock is not None and cfg.controller is not None:
-                send = udp_sender(self._ship_sock, cfg.controller)
+                send: Callable[[bytes], object] = UdpFanout(self._ship_sock, cfg.controller,
+                                                            cfg.standby)
                 if self._auth is not None:
                     seal, raw = self._auth.batches.seal, send
                     send = lambda data: raw(seal(data))
@@ -432,6 +440,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--controller", type=argtypes.host_port(AGENT_BATCH_UDP_PORT),
                    help=f"IPv4:PORT for host-record batches (port default "
                         f"{AGENT_BATCH_UDP_PORT})")
+    p.add_argument("--standby-controller", type=argtypes.host_port(AGENT_BATCH_UDP_PORT),
+                   action="append", default=[], metavar="IPv4:PORT",
+                   help="a standby controller that gets a copy of every batch and may send "
+                        "feedback (repeat for several)")
     p.add_argument("--agent-id", type=argtypes.ipv4_or_int, default=0,
                    help="id in batch headers (integer or IPv4 address)")
     p.add_argument("--feedback-port", type=argtypes.port, default=0,
@@ -488,6 +500,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg = AgentConfig(keys=keys, feedback_bind=args.feedback_bind,
             feedback_from=tuple(args.feedback_from),
             iface=args.iface, netns=args.netns, controller=args.controller,
+            standby=tuple(args.standby_controller),
             agent_id=args.agent_id, feedback_port=args.feedback_port,
             control_socket=args.control, confirm_timeout_s=args.confirm_timeout,
             ship=ShipPolicy(records=args.ship_records, interval_s=args.ship_interval / 1e3,
@@ -496,7 +509,7 @@ def main(argv: list[str] | None = None) -> int:
                             malformed_drop=args.malformed == "drop",
                             hook="xdp" if args.xdp else "tc", echo=args.echo,
                             run_packets=args.run_packets))
-    except EbpfError as exc:
+    except (EbpfError, AttachError) as exc:
         print(f"ebpf.agent: {exc}", file=sys.stderr)
         return 2
     stop = threading.Event()
@@ -511,7 +524,7 @@ def main(argv: list[str] | None = None) -> int:
             agent.run(interval_s=args.interval, count=args.count, stop=stop, out=sys.stdout,
                       show_flows=args.flows)
             print(final_line(agent.stats()), file=sys.stderr, flush=True)
-    except EbpfError as exc:
+    except (EbpfError, AttachError) as exc:
         print(f"ebpf.agent: {exc}", file=sys.stderr)
         return 1
     finally:

@@ -1,8 +1,12 @@
-"""The ebpf package's one exception hierarchy."""
+"""The ebpf package's one exception hierarchy.
+
+Attaching (tc, XDP, entering a namespace) raises ``common.kernel.errors.AttachError``,
+shared with the switch's eBPF target; it is not an ``EbpfError``.
+"""
 
 from __future__ import annotations
 
-__all__ = ["AgentError", "AttachError", "ConfigError", "EbpfError", "EbpfSetupError"]
+__all__ = ["AgentError", "ConfigError", "EbpfError", "EbpfSetupError"]
 
 
 class EbpfError(RuntimeError):
@@ -11,10 +15,6 @@ class EbpfError(RuntimeError):
 
 class EbpfSetupError(EbpfError):
     """bcc, kernel headers, root or a kernel feature is missing; the message says which."""
-
-
-class AttachError(EbpfError):
-    """A program could not be compiled, loaded, attached or detached (names iface/netns)."""
 
 
 class ConfigError(EbpfError, ValueError):

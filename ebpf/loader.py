@@ -12,7 +12,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
-from .errors import AttachError, ConfigError
+from common.kernel.errors import AttachError
+
+from .errors import ConfigError
 from .setup_check import check_setup
 
 __all__ = ["SOURCE_DIR", "cflags_for", "compile_program"]

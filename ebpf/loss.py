@@ -4,7 +4,7 @@ Usage (the WAN link class and traffic tests)::
 
     with LossEmulator("s1-eth2", netns="wan") as loss:     # tc ingress of that iface
         loss.set_bernoulli(0.01)                             # 1 % random loss
-        loss.set_gilbert_elliott(p_gb=0.001, p_bg=0.25)      # bursts of 4 on average
+        loss.set_model(LossModel.gilbert_elliott(p=0.001, r=0.25))  # bursts of 4 on average
         loss.disable()                                       # change any time, no reload
         loss.reseed(7)                                       # repeatable drop pattern
         c = loss.counters()                                  # matched, dropped, bursts, ...
@@ -14,7 +14,8 @@ a link sequence header (EtherType 0x88B5, switch-to-switch links; ``link_seq=Fal
 lets those frames pass), optionally only UDP (``udp_only``) and one UDP destination
 port (``udp_dport``).  Use ``direction="egress"``
 to drop on the way out.  Parameters live in a BPF map: every setter takes effect for
-the next packet.  The kernel side is ``loss.c``.
+the next packet.  The kernel side is ``loss.c``; the model is :mod:`common.loss`'s
+(the kernel's p_gb, p_bg, loss_good, loss_bad are its p, r, 1 - k, 1 - h).
 """
 
 from __future__ import annotations
@@ -27,11 +28,14 @@ from typing import Self, TextIO
 
 import numpy as np
 
-from .errors import AttachError, ConfigError
-from .loader import compile_program
-from .tc import Direction, TcAttachment, attach_tc
+from common.kernel.errors import AttachError
+from common.kernel.tc import Direction, TcAttachment, attach_tc
+from common.loss import LossKind, LossModel
 
-__all__ = ["GilbertElliott", "LossCounters", "LossEmulator"]
+from .errors import ConfigError
+from .loader import compile_program
+
+__all__ = ["LossCounters", "LossEmulator"]
 
 _MODES = {"off": 0, "bernoulli": 1, "gilbert_elliott": 2}
 _ONE = 1 << 32
@@ -58,35 +62,6 @@ def _threshold(name: str, p: float) -> int:
     if not (isinstance(p, (int, float)) and math.isfinite(p) and 0.0 <= p <= 1.0):
         raise ConfigError(f"loss parameter {name}={p!r}: expected a probability in [0, 1]")
     return min(_ONE, round(p * _ONE))
-
-
-@dataclasses.dataclass(slots=True, kw_only=True, frozen=True)
-class GilbertElliott:
-    """Gilbert-Elliott parameters and what they imply (per matched packet)."""
-
-    p_gb: float
-    """P(good -> bad) after each packet."""
-    p_bg: float
-    """P(bad -> good) after each packet."""
-    loss_good: float = 0.0
-    loss_bad: float = 1.0
-
-    @property
-    def bad_fraction(self) -> float:
-        """Stationary share of packets sent in the bad state."""
-        total = self.p_gb + self.p_bg
-        return self.p_gb / total if total else 0.0
-
-    @property
-    def loss_rate(self) -> float:
-        """Long-run loss probability."""
-        b = self.bad_fraction
-        return b * self.loss_bad + (1 - b) * self.loss_good
-
-    @property
-    def mean_burst_len(self) -> float:
-        """Mean run of consecutive losses, exact for loss_good 0 and loss_bad 1."""
-        return 1.0 / self.p_bg if self.p_bg else math.inf
 
 
 @dataclasses.dataclass(slots=True, kw_only=True, frozen=True)
@@ -181,17 +156,20 @@ class LossEmulator:
         self._cfg.mode = _MODES["bernoulli"]
         self._write()
 
-    def set_gilbert_elliott(self, p_gb: float, p_bg: float, *, loss_good: float = 0.0,
-                            loss_bad: float = 1.0) -> GilbertElliott:
-        """Two-state bursty loss; returns the parameters with their implied rates."""
-        ge = GilbertElliott(p_gb=p_gb, p_bg=p_bg, loss_good=loss_good, loss_bad=loss_bad)
-        self._cfg.p_gb = _threshold("p_gb", p_gb)
-        self._cfg.p_bg = _threshold("p_bg", p_bg)
-        self._cfg.loss_good = _threshold("loss_good", loss_good)
-        self._cfg.loss_bad = _threshold("loss_bad", loss_bad)
-        self._cfg.mode = _MODES["gilbert_elliott"]
-        self._write()
-        return ge
+    def set_model(self, model: LossModel) -> LossModel:
+        """Drop as ``model`` says (none: loss off); returns it, with its implied rates."""
+        if model.kind is LossKind.NONE:
+            self.disable()
+        elif model.kind is LossKind.BERNOULLI:
+            self.set_bernoulli(model.p)
+        else:
+            self._cfg.p_gb = _threshold("p", model.p)
+            self._cfg.p_bg = _threshold("r", model.r)
+            self._cfg.loss_good = _threshold("1 - k", 1.0 - model.k)
+            self._cfg.loss_bad = _threshold("1 - h", 1.0 - model.h)
+            self._cfg.mode = _MODES["gilbert_elliott"]
+            self._write()
+        return model
 
     def reseed(self, seed: int | None) -> None:
         """Draw from a generator seeded with ``seed`` (same seed, same drops for the same

@@ -30,7 +30,7 @@ from formats.agent_batch import encode_batch, max_records
 
 from .errors import ConfigError
 
-__all__ = ["BatchShipper", "ShipPolicy", "ShipperStats", "queued_mask"]
+__all__ = ["BatchShipper", "ShipPolicy", "ShipperStats", "UdpFanout", "queued_mask"]
 
 
 @dataclasses.dataclass(slots=True, kw_only=True, frozen=True)
@@ -204,3 +204,39 @@ def udp_sender(sock: socket.socket, addr: tuple[str, int]) -> Callable[[bytes], 
     """A ``send`` function for ``BatchShipper`` over a non-blocking UDP socket."""
     sock.setblocking(False)
     return lambda data: sock.sendto(data, addr)
+
+
+class UdpFanout:
+    """A ``send`` function for ``BatchShipper`` that gives every datagram to the primary
+    controller and a copy to each standby, so a standby keeps a warm view (the same
+    batches, sequence numbers and sealed frames: each controller keeps its own replay
+    window) and takes over without a gap in its loss map.
+
+    The primary decides the shipper's flow control (its ``BlockingIOError`` retries the
+    datagram, its errors count as lost batches); a standby never holds the primary
+    back: what it cannot take is counted in ``standby_errors``."""
+
+    def __init__(self, sock: socket.socket, primary: tuple[str, int],
+                 standby: tuple[tuple[str, int], ...] = ()) -> None:
+        sock.setblocking(False)
+        self._sendto = sock.sendto
+        self.primary = primary
+        self.standby = tuple(standby)
+        self.standby_errors: dict[tuple[str, int], int] = dict.fromkeys(self.standby, 0)
+
+    def __call__(self, data: bytes) -> object:
+        failed: OSError | None = None
+        try:
+            n: object = self._sendto(data, self.primary)
+        except (BlockingIOError, InterruptedError):
+            raise        # the shipper retries the datagram: the copies go with it then
+        except OSError as exc:   # a failed primary must not starve the standbys
+            failed, n = exc, None
+        for addr in self.standby:
+            try:
+                self._sendto(data, addr)
+            except OSError:   # would block, refused, no route: that copy is lost
+                self.standby_errors[addr] += 1
+        if failed is not None:
+            raise failed
+        return n

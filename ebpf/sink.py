@@ -21,16 +21,17 @@ from typing import Self, TextIO
 
 import numpy as np
 
+from common.kernel.errors import AttachError
+from common.kernel.setns import in_netns
+from common.kernel.tc import TcAttachment, attach_tc
 from formats.int_md import HOST_RECORD_DTYPE, INT_UDP_PORT
 
-from .errors import AttachError, ConfigError
+from .errors import ConfigError
 from .flush import flush_runs
 from .loader import compile_program
 from .maps import lookup_all
-from .netns import in_netns
 from .records import FLOW_DTYPE, FLOW_KEY_DTYPE, FLOW_STATS_DTYPE, SinkStat, flow_value_dtype
 from .ringbuf import RingBufReader
-from .tc import TcAttachment, attach_tc
 
 __all__ = ["IntSink", "SinkConfig"]
 

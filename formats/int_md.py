@@ -27,6 +27,7 @@ from scapy.fields import BitField, ByteField, ShortField, StrLenField, XShortFie
 from scapy.layers.inet import UDP
 from scapy.packet import Packet, Raw, bind_layers
 
+from formats.int_fields import HOP_FIELDS, HopField, field_named
 from formats.roce.headers import ROCEV2_UDP_PORT
 
 __all__ = [
@@ -109,41 +110,44 @@ class IntFormatError(ValueError):
     """An INT header, bitmap or hop stack that does not follow formats/FORMATS.md."""
 
 
-INS_NODE_ID = 0x8000        # bit 0: node ID, 4 B
-INS_PORTS = 0x4000          # bit 1: ingress port 16, egress port 16
-INS_HOP_LATENCY = 0x2000    # bit 2: hop latency (us), 4 B
-INS_QUEUE = 0x1000          # bit 3: queue ID 8, queue occupancy 24
-INS_INGRESS_TS = 0x0800     # bit 4: ingress timestamp (us), 8 B
-INS_EGRESS_TS = 0x0400      # bit 5: egress timestamp (us), 8 B
-INS_TX_UTIL = 0x0100        # bit 7: egress port tx utilisation, 4 B
-DS_TX_BYTES = 0x8000        # DS bit 0: tx bytes mod 2^32
-DS_QUEUE_BYTES = 0x4000     # DS bit 1: queue bytes
-DS_LINE_RATE = 0x2000       # DS bit 2: line rate (Mbit/s)
+INS_NODE_ID = field_named("node_id").mask          # bit 0: node ID, 4 B
+INS_PORTS = field_named("ports").mask              # bit 1: ingress port 16, egress port 16
+INS_HOP_LATENCY = field_named("hop_latency").mask  # bit 2: hop latency (us), 4 B
+INS_QUEUE = field_named("queue").mask              # bit 3: queue ID 8, queue occupancy 24
+INS_INGRESS_TS = field_named("ingress_ts").mask    # bit 4: ingress timestamp (us), 8 B
+INS_EGRESS_TS = field_named("egress_ts").mask      # bit 5: egress timestamp (us), 8 B
+INS_TX_UTIL = field_named("tx_util").mask          # bit 7: egress port tx utilisation, 4 B
+DS_TX_BYTES = field_named("tx_bytes").mask         # DS bit 0: tx bytes mod 2^32
+DS_QUEUE_BYTES = field_named("queue_bytes").mask   # DS bit 1: queue bytes
+DS_LINE_RATE = field_named("line_rate").mask       # DS bit 2: line rate (Mbit/s)
 
-SUPPORTED_INSTRUCTIONS = (INS_NODE_ID | INS_PORTS | INS_HOP_LATENCY | INS_QUEUE
-                          | INS_INGRESS_TS | INS_EGRESS_TS | INS_TX_UTIL)
-SUPPORTED_DS_INSTRUCTIONS = DS_TX_BYTES | DS_QUEUE_BYTES | DS_LINE_RATE
+SUPPORTED_INSTRUCTIONS = functools.reduce(int.__or__, (f.mask for f in HOP_FIELDS if not f.ds))
+SUPPORTED_DS_INSTRUCTIONS = functools.reduce(int.__or__, (f.mask for f in HOP_FIELDS if f.ds))
 HPCC_INSTRUCTION_BITMAP = INS_NODE_ID | INS_QUEUE | INS_EGRESS_TS          # 0x9400
 HPCC_DS_INSTRUCTION = DS_TX_BYTES | DS_QUEUE_BYTES | DS_LINE_RATE          # 0xE000
 HPCC_PORTS_INSTRUCTION_BITMAP = HPCC_INSTRUCTION_BITMAP | INS_PORTS        # 0xD400
 """The HPCC profile plus ingress/egress ports, so hops are told apart per egress port."""
 HPCC_HOP_BYTES = 28
 
+_CODE = {8: "B", 16: "H", 32: "I", 64: "Q"}
+
+
+def _codec_of(f: HopField) -> tuple[str, tuple[str, ...]]:
+    """Struct codes and HopRecord names of one table row; parts that are no whole
+    struct type (the queue's 8 + 24 bits) travel as one packed word ``_<name>``."""
+    if all(p.bits in _CODE for p in f.parts):
+        return "".join(_CODE[p.bits] for p in f.parts), tuple(p.name for p in f.parts)
+    return _CODE[f.nbits], ("_" + f.name,)
+
+
 # (mask, struct code, HopRecord fields) in bit order; standard fields, then DS fields.
-_STD_LAYOUT: tuple[tuple[int, str, tuple[str, ...]], ...] = (
-    (INS_NODE_ID, "I", ("node_id",)),
-    (INS_PORTS, "HH", ("ingress_port", "egress_port")),
-    (INS_HOP_LATENCY, "I", ("hop_latency",)),
-    (INS_QUEUE, "I", ("_queue",)),
-    (INS_INGRESS_TS, "Q", ("ingress_ts",)),
-    (INS_EGRESS_TS, "Q", ("egress_ts",)),
-    (INS_TX_UTIL, "I", ("tx_util",)),
-)
-_DS_LAYOUT: tuple[tuple[int, str, tuple[str, ...]], ...] = (
-    (DS_TX_BYTES, "I", ("tx_bytes",)),
-    (DS_QUEUE_BYTES, "I", ("queue_bytes",)),
-    (DS_LINE_RATE, "I", ("line_rate",)),
-)
+_STD_LAYOUT: tuple[tuple[int, str, tuple[str, ...]], ...] = tuple(
+    (f.mask, *_codec_of(f)) for f in HOP_FIELDS if not f.ds)
+_DS_LAYOUT: tuple[tuple[int, str, tuple[str, ...]], ...] = tuple(
+    (f.mask, *_codec_of(f)) for f in HOP_FIELDS if f.ds)
+#: packed name -> (row, shifts) for the rows packed into one word
+_PACKED = {"_" + f.name: (f, f.shifts()) for f in HOP_FIELDS
+           if not all(p.bits in _CODE for p in f.parts)}
 
 
 # --- hop records ------------------------------------------------------------------
@@ -172,8 +176,9 @@ class HopRecord:
         """This record with the fields the bitmaps do not carry set to 0 (as a sink sees it)."""
         layout = _layout(instruction_bitmap, ds_instruction)
         keep = set(layout.fields)
-        if "_queue" in keep:
-            keep |= {"queue_id", "queue_occupancy"}
+        for packed, (f, _) in _PACKED.items():
+            if packed in keep:
+                keep |= {p.name for p in f.parts}
         return HopRecord(**{f.name: getattr(self, f.name) if f.name in keep else 0
                             for f in dataclasses.fields(HopRecord)})
 
@@ -226,14 +231,19 @@ def encode_hop(hop: HopRecord, instruction_bitmap: int, ds_instruction: int = 0)
     layout = _layout(instruction_bitmap, ds_instruction)
     values = []
     for name in layout.fields:
-        if name == "_queue":
-            if not (0 <= hop.queue_id <= 0xFF and 0 <= hop.queue_occupancy <= 0xFFFFFF):
-                raise IntFormatError(
-                    f"hop node {hop.node_id}: queue_id {hop.queue_id} / queue_occupancy "
-                    f"{hop.queue_occupancy} do not fit 8 / 24 bits")
-            values.append(hop.queue_id << 24 | hop.queue_occupancy)
-        else:
+        packed = _PACKED.get(name)
+        if packed is None:
             values.append(getattr(hop, name))
+            continue
+        f, shifts = packed
+        word = 0
+        for p, sh in zip(f.parts, shifts):
+            v = getattr(hop, p.name)
+            if not 0 <= v < 1 << p.bits:
+                raise IntFormatError(
+                    f"hop node {hop.node_id}: {p.name} {v} does not fit {p.bits} bits")
+            word |= v << sh
+        values.append(word)
     try:
         return layout.codec.pack(*values)
     except struct.error as exc:
@@ -264,10 +274,11 @@ def decode_hops(stack: bytes, instruction_bitmap: int, ds_instruction: int = 0,
     out = []
     for values in layout.codec.iter_unpack(stack):
         kw = dict(zip(layout.fields, values))
-        queue = kw.pop("_queue", None)
-        if queue is not None:
-            kw["queue_id"] = queue >> 24
-            kw["queue_occupancy"] = queue & 0xFFFFFF
+        for packed, (f, shifts) in _PACKED.items():
+            word = kw.pop(packed, None)
+            if word is not None:
+                for p, sh in zip(f.parts, shifts):
+                    kw[p.name] = (word >> sh) & ((1 << p.bits) - 1)
         out.append(HopRecord(**kw))
     return out
 

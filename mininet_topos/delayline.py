@@ -47,9 +47,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from common.files import write_json_atomic
-from controller.topology.model import LossKind, LossModel
+from common.loss import LossKind, LossModel, LossProcess, LossSpecError
 
-__all__ = ["DelayLineCore", "DirectionStats", "LossProcess", "WanError", "WanParams", "main"]
+__all__ = ["DelayLineCore", "DirectionStats", "WanError", "WanParams", "main"]
 
 ETH_P_ALL = 0x0003
 SOL_PACKET = 263             # linux/socket.h (the socket module does not export it)
@@ -111,36 +111,6 @@ class WanParams:
         if unknown:
             raise WanError(f"WAN params: unknown field(s) {', '.join(sorted(unknown))}")
         return cls(loss=lm, **raw).check()
-
-
-class LossProcess:
-    """Per-frame loss verdicts from a :class:`LossModel` (one instance per direction).
-
-    Gilbert-Elliott: the verdict uses the current state, then the state moves
-    (good->bad with p, bad->good with r); the chain starts in the good state.
-    """
-
-    __slots__ = ("_bad", "_rng", "model")
-
-    def __init__(self, model: LossModel, rng: random.Random) -> None:
-        self.model = model
-        self._rng = rng
-        self._bad = False
-
-    def lost(self) -> bool:
-        m = self.model
-        if m.kind is LossKind.NONE:
-            return False
-        u = self._rng.random
-        if m.kind is LossKind.BERNOULLI:
-            return u() < m.p
-        drop = u() >= (m.h if self._bad else m.k)
-        if self._bad:
-            if u() < m.r:
-                self._bad = False
-        elif u() < m.p:
-            self._bad = True
-        return drop
 
 
 @dataclass(slots=True, kw_only=True)
@@ -415,20 +385,11 @@ def run(a_if: str, b_if: str, params: WanParams, *, stats_path: Path | None = No
 
 
 def _parse_loss(text: str) -> LossModel:
-    """'none', 'bernoulli:P' or 'gilbert-elliott:P,R[,H[,K]]'."""
-    kind, _, args = text.partition(":")
+    """'none', 'bernoulli:P' or 'gilbert-elliott:P,R[,H[,K]]' (common.loss's forms)."""
     try:
-        vals = [float(x) for x in args.split(",")] if args else []
-        if kind == "none" and not vals:
-            return LossModel.none()
-        if kind == "bernoulli" and len(vals) == 1:
-            return LossModel.bernoulli(vals[0])
-        if kind in ("gilbert-elliott", "ge") and 2 <= len(vals) <= 4:
-            return LossModel.gilbert_elliott(*vals)
-    except ValueError:
-        pass
-    raise argparse.ArgumentTypeError(
-        f"--loss {text!r}: expected none, bernoulli:P or gilbert-elliott:P,R[,H[,K]]")
+        return LossModel.parse(text)
+    except LossSpecError as e:
+        raise argparse.ArgumentTypeError(f"--loss {e}") from None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -34,8 +34,9 @@ def run_demo(*, out: Path, switch: str | None = None, influx_url: str | None = N
     if switch:
         spec = dataclasses.replace(spec, switch=switch)
     if spec.switch in PYTHON_SPEED:   # a tenth of the eBPF target's rates
+        speed = PYTHON_SPEED[spec.switch]
         spec = dataclasses.replace(spec, workload=dataclasses.replace(
-            spec.workload, **PYTHON_SPEED[spec.switch]))
+            spec.workload, rate=speed["rate"], size=speed["size"]))
     with sigterm_as_interrupt():
         try:
             (r,) = run_specs([spec], out, influx_url=influx_url, mtls=mtls,

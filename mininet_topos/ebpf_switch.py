@@ -27,7 +27,7 @@ import re
 import subprocess
 from typing import Any
 
-from mininet_topos.netns import unique_name
+from common.kernel.netns import unique_name
 from mininet_topos.switches import P4SwitchError, SoftSwitch
 
 __all__ = ["EbpfSoftSwitch", "attached_programs", "kernel_objects", "stats_ports"]
@@ -86,7 +86,7 @@ class EbpfSoftSwitch(SoftSwitch):
                     and "htb" in self.cmd(f"tc qdisc show dev {ifname} root 2>/dev/null"):
                 left.append(f"{ifname}: shaping")
                 self.cmd(f"tc qdisc del dev {ifname} root 2>/dev/null")
-        # the CPU port's veth pair (softswitch.backends.ebpf.cpu_port): the program sits on
+        # the CPU port's veth pair (softswitch.targets.ebpf.cpu_port): the program sits on
         # its inner end; the node's namespace holds no other switch's
         links = self.cmd("ip -o link show 2>/dev/null")
         for ifname in re.findall(r"^\d+: (p4cpu\w+o)[@:]", links, re.MULTILINE):

@@ -29,9 +29,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from common.kernel.shaping import ShapingError, shaping_commands
 from common.processes import log_tail, stop_process
 from controller.topology.model import DEFAULT_CPU_PORT, DROP_PORT
-from mininet_topos.shaping import ShapingError, shaping_commands
 
 __all__ = ["Bmv2Switch", "P4SwitchError", "SoftSwitch", "bmv2_tls_args", "set_queues_over_thrift",
            "wait_for_grpc"]

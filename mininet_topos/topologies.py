@@ -31,11 +31,11 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from common.loss import LossKind
 from controller.topology import (
     HostConfig,
     Link,
     LinkRole,
-    LossKind,
     Topology,
     TopologyError,
     dumbbell,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Bring a Debian 12 machine to the state the project needs: apt packages, the
-# kernel-header link bcc wants, and a virtual environment (.venv) made from the
-# system Python with --system-site-packages (bcc and Mininet are Debian packages).
+# kernel-header link bcc wants, a virtual environment (.venv) made from the system
+# Python with --system-site-packages (bcc and Mininet are Debian packages), and the
+# native engine (traffic/native/libtnengine.so, built with gcc and libisal-dev).
 # Idempotent: each step checks first, so a second run takes a few seconds.
 set -euo pipefail
 
@@ -12,7 +13,7 @@ stamp="$venv/.bootstrap-stamp"
 APT_PACKAGES=(
   python3-venv python3-dev python3-bpfcc bpfcc-tools linux-headers-amd64
   mininet iproute2 iputils-ping ethtool tcpdump cpp gcc
-  influxdb victoria-metrics openssl procps
+  influxdb victoria-metrics openssl procps make libisal-dev
 )
 
 need_apt=()
@@ -63,3 +64,6 @@ if [ ! -f "$stamp" ] || [ "$here/pyproject.toml" -nt "$stamp" ]; then
   "$venv/bin/python" -m pip install -q -e "$here[dev]"
   touch "$stamp"
 fi
+
+# The native engine (libtnengine.so; make rebuilds only what is older than its sources).
+make -s -C "$here/traffic/native"

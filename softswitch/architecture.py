@@ -28,10 +28,32 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from softswitch.backends.python.support import PacketContext
 from softswitch.errors import CompileError
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T
+from softswitch.trace import TraceEvent
+
+
+class PacketContext:
+    """Per-packet scratch state shared by the generated code of one program.
+
+    The pipeline resets it before each block runs; generated code reads the
+    packet length, time and unparsed payload from it. An architecture subclasses
+    it with the slots of the requests its externs record (clone, resubmit ...)
+    and clears them in `reset_requests`. One per compiled program (never
+    module-level)."""
+
+    __slots__ = ("length", "now_us", "payload", "trace")
+
+    def __init__(self) -> None:
+        self.trace: list[TraceEvent] | None = None
+        self.length = 0
+        self.now_us = 0
+        self.payload = b""
+        self.reset_requests()
+
+    def reset_requests(self) -> None:
+        """Forget the requests the last block recorded (none in the base)."""
 
 
 class ExternOp(enum.Enum):
@@ -180,12 +202,16 @@ class Architecture:
     context_class: type[PacketContext] = PacketContext
 
     def __init__(self, *, externs: Mapping[str, ExternSemantics],
-                 python_calls: Mapping[str, PythonCallLowering],
-                 python_instances: Mapping[str, PythonInstanceLowering]) -> None:
+                 python_calls: Mapping[str, PythonCallLowering] | None = None,
+                 python_instances: Mapping[str, PythonInstanceLowering] | None = None) -> None:
+        python_calls = python_calls or {}
+        python_instances = python_instances or {}
         missing = (set(python_calls) | set(python_instances)) - set(externs)
         if missing:
             raise ValueError(f"architecture {self.name}: lowerings without semantics: {sorted(missing)}")
         self.externs = dict(externs)
+        # this object's own Python lowerings (a target's extra externs); the Python back
+        # end keeps the architecture family's (softswitch.backends.python.arch_lowering)
         self.python_calls = dict(python_calls)
         self.python_instances = dict(python_instances)
 
@@ -219,14 +245,6 @@ class Architecture:
         """The per-packet context of one compiled program, with this architecture's
         request slots (see `PacketContext.reset_requests`)."""
         return self.context_class()
-
-    def python_rebind_hash(self, env: dict[str, Any], algorithm: str,
-                           fn: Callable[[bytes], int]) -> None:
-        """Make the generated code in `env` compute `algorithm` (one of
-        `custom_hashes`) with `fn` from its next call on: the control plane's
-        CRC parameters (BMv2's set_crc32_parameters). Only the lowering knows how its
-        code reaches a hash, so a subclass with custom hashes implements this."""
-        raise ValueError(f"architecture {self.name}: no configurable hash {algorithm}")
 
     def semantics(self, name: str) -> ExternSemantics | None:
         return self.externs.get(name)

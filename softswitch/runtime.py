@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from softswitch.action_profiles import ActionProfile
+from softswitch.backends.python.arch_lowering import rebind_hash
 from softswitch.backends.python.program import CompiledProgram
 from softswitch.errors import ExternError, RuntimeApiError, RuntimeErrorCode
 from softswitch.externs.stateful import Counter, Meter, MeterConfig, Register
@@ -233,7 +234,7 @@ class SwitchRuntime:
             fn = make_crc(width, polynomial, initial, final_xor, reflect_input, reflect_output)
         except ExternError as exc:
             raise RuntimeApiError(RuntimeErrorCode.BAD_VALUE, str(exc)) from exc
-        arch.python_rebind_hash(self.program.env, algorithm, fn)
+        rebind_hash(arch, self.program.env, algorithm, fn)
 
     # ------------------------------------------------------ value sets, digests
     def value_set_add(self, name: str, value: int, mask: int | None = None) -> None:

@@ -207,7 +207,7 @@ def match_expected(expected: str, exact: bool, actual: bytes) -> bool:
 
 
 class StfRunner:
-    """Runs STF commands against a `Switch` (see softswitch.api)."""
+    """Runs STF commands against a `Switch` (see softswitch.targets.python.switch)."""
 
     def __init__(self, switch: Any, *, trace: bool = False, strict: bool = False) -> None:
         self.switch = switch

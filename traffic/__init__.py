@@ -7,16 +7,17 @@ go-back-N, selective repeat with SACK (IRN style), and FEC + selective repeat.
 
 Layers, bottom up:
 
-* :mod:`traffic.fec`, :mod:`traffic.pacing`, :mod:`traffic.emulation`, :mod:`traffic.dcqcn`
-  (DCQCN's reaction point, as a NIC runs it) — pure building blocks
+* :mod:`traffic.cc` (congestion control: DCQCN and HPCC, the registry of algorithms,
+  below the controller too), :mod:`traffic.fec`, :mod:`traffic.pacing`,
+  :mod:`traffic.emulation` — pure building blocks
 * :mod:`traffic.requester`, :mod:`traffic.responder` — QP state machines (no sockets)
 * :mod:`traffic.simlink` — both state machines on a simulated link (unit tests)
 * :mod:`traffic.endpoint` — sockets, event loop, ICRC check, control socket
 * :mod:`traffic.workloads`, :mod:`traffic.runner`, :mod:`traffic.cli` — workloads
 """
+from traffic.cc import DcqcnReactionPoint, DcqcnSettings
 from traffic.control import ControlCommand, parse_control, query_stats, send_control
-from traffic.dcqcn import DcqcnReactionPoint, DcqcnSettings
-from traffic.emulation import Bernoulli, GilbertElliott, NoLoss, parse_loss
+from traffic.emulation import parse_loss
 from traffic.endpoint import Endpoint, EndpointConfig
 from traffic.errors import (
     ConfigError,
@@ -25,16 +26,14 @@ from traffic.errors import (
     TrafficError,
     WorkloadError,
 )
-from traffic.qp_types import CongestionControl, QpConfig, Reliability
+from traffic.qp_types import QpConfig, Reliability
 from traffic.requester import Requester
 from traffic.responder import Responder
 from traffic.runner import QpParams, RankRunner
 from traffic.workloads import Pattern, make_plan, parse_size_dist
 
 __all__ = [
-    "Bernoulli",
     "ConfigError",
-    "CongestionControl",
     "ControlCommand",
     "ControlError",
     "DcqcnReactionPoint",
@@ -42,8 +41,6 @@ __all__ = [
     "Endpoint",
     "EndpointConfig",
     "FecError",
-    "GilbertElliott",
-    "NoLoss",
     "Pattern",
     "QpConfig",
     "QpParams",

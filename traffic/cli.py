@@ -9,18 +9,21 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 from common import argtypes
+from traffic.cc import registry as cc_registry
+from traffic.cc.dcqcn import DcqcnSettings
+from traffic.cc.hpcc import HpccSettings
 from traffic.collog.writer import CollectiveLogWriter
-from traffic.dcqcn import DcqcnSettings
 from traffic.emulation import parse_loss
 from traffic.endpoint import EndpointConfig
 from traffic.errors import ConfigError, TrafficError
 from traffic.host_faults import HostFaults, parse_window
-from traffic.hpcc import HpccSettings
-from traffic.qp_types import RTO_MIN_S, CongestionControl, Reliability
+from traffic.native_endpoint import ENGINES
+from traffic.qp_types import RTO_MIN_S, Reliability
 from traffic.runner import QpParams, RankRunner
 from traffic.workloads import Pattern, make_plan, parse_size_dist
 
@@ -42,7 +45,7 @@ EXAMPLES = """examples:
   python -m traffic incast --hosts ... --rank 3 --rate 2M --cc dcqcn
 """
 
-DCQCN_HELP = """--cc dcqcn at emulation scale (traffic.dcqcn): the paper's time
+DCQCN_HELP = """--cc dcqcn at emulation scale (traffic.cc.dcqcn): the paper's time
 constants times 1000 (round trips here take ms, not us): alpha and increase timers
 55 ms, one CNP taken per 50 ms, byte counter 100 ms of line rate; rates are
 fractions of --rate (the line rate), g = 1/256.  Rate feedback caps the rate."""
@@ -138,12 +141,12 @@ def _common(p: argparse.ArgumentParser, *, with_hosts: bool = True) -> None:
     p.add_argument("--fec", type=_fec, default=(8, 1), metavar="K,M",
                    help="FEC block: K data + M repair packets (default 8,1)")
     p.add_argument("--rate", type=_rate, default=100e6, help="per-QP rate, e.g. 100M (bit/s)")
-    p.add_argument("--cc", type=CongestionControl.parse, default=CongestionControl.NONE,
-                   metavar="{none,dcqcn,hpcc-sender}",
-                   help="rate control in the sender: none (the rate, changed only by "
-                        "feedback), dcqcn (reacts to CNPs) or hpcc-sender (HPCC on the INT "
-                        "echoed in every ACK; needs the receiver's sink with --echo); "
-                        "--rate is their line rate")
+    p.add_argument("--cc", type=_cc, default="none",
+                   metavar="{" + ",".join(cc_registry.names(("none", "sender"))) + "}",
+                   help="rate control in the sender (traffic.cc.registry): none (the rate, "
+                        "changed only by feedback), dcqcn (reacts to CNPs) or hpcc-sender "
+                        "(HPCC on the INT echoed in every ACK; needs the receiver's sink "
+                        "with --echo); --rate is their line rate")
     p.add_argument("--hpcc-eta", type=argtypes.bounded_float(0.0, 1.0, what="eta"),
                    default=HpccSettings().eta, metavar="ETA",
                    help="HPCC target utilisation (default 0.95)")
@@ -175,6 +178,10 @@ def _common(p: argparse.ArgumentParser, *, with_hosts: bool = True) -> None:
                    help="DCQCN takes at most one CNP per T (default 50ms)")
     p.add_argument("--dcqcn-bytes", type=_duration, default=DcqcnSettings().byte_counter_s,
                    metavar="T", help="DCQCN byte counter, as time at line rate (default 100ms)")
+    p.add_argument("--engine", choices=ENGINES, default="auto",
+                   help="the QPs' data path: native (the C engine, traffic/native), python "
+                        "(the reference endpoint) or auto (native when it is built and the run "
+                        "needs no --loss/--delay emulation or --cc; default)")
     p.add_argument("--mtu", type=argtypes.bounded_int(64, 9000), default=1024,
                    help="payload bytes per packet")
     p.add_argument("--window", type=argtypes.bounded_int(1, 8000), default=512,
@@ -258,7 +265,7 @@ def _run_rank(args: argparse.Namespace) -> int:
             if args.fault_straggle else None)
     runner = RankRunner(plan, args.hosts, ep_cfg, qp, seed=args.seed, inflight=args.inflight,
                         allreduce_bytes=ar_bytes, iterations=args.count, coll_log=coll_log,
-                        faults=faults)
+                        faults=faults, engine=args.engine)
     timeout = args.timeout
     if args.count_lines:
         timeout = min(timeout, args.interval * args.count_lines)
@@ -269,7 +276,7 @@ def _run_rank(args: argparse.Namespace) -> int:
                            - time.time()))
 
     summary = runner.run(timeout_s=timeout, start_at=args.start_at, progress=sys.stderr,
-                         interval_s=args.interval, on_ready=ready)
+                         interval_s=args.interval, stop=STOP.is_set, on_ready=ready)
     if args.out:
         Path(args.out).write_text(json.dumps(summary))
     coll = summary["collective"]
@@ -284,6 +291,7 @@ def _run_rank(args: argparse.Namespace) -> int:
                             for r in summary["endpoint"]["responders"].values()),
         "injected_drops": ep["injected_drops"], "bad_icrc": ep["bad_icrc"],
         "send_errors": ep["send_errors"],
+        "engine": summary["engine"],
         "result_ok": coll.get("result_ok"),
         **_cc_fields(summary["cc"]),
     }), flush=True)
@@ -322,9 +330,17 @@ def _hpcc_settings(args: argparse.Namespace) -> HpccSettings:
         raise SystemExit(f"traffic: {e}") from None
 
 
+def _cc(text: str) -> str:
+    """``--cc``: a sender algorithm of :mod:`traffic.cc.registry` (or none)."""
+    try:
+        return cc_registry.parse_sender(text)
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _cc_fields(cc: dict) -> dict:
-    """The final line's rate-control figures (DCQCN only: CNPs, cuts, rates)."""
-    if cc["mode"] == CongestionControl.NONE.value:
+    """The final line's rate-control figures (CNPs, cuts, rates, HPCC's reaction)."""
+    if cc["mode"] == "none":
         return {}
     rates = list(cc["final_rate_bps"].values())
     out = {"cc": cc["mode"], "cnps_rx": cc["cnps_rx"], "rate_cuts": cc.get("rate_cuts", 0),
@@ -419,8 +435,19 @@ def _run_local(args: argparse.Namespace, argv: list[str]) -> int:
                     p.wait(timeout=5)
 
 
+STOP = threading.Event()
+
+
 def _sigterm(signum: int, frame: object) -> None:
-    """SIGTERM ends a run like Ctrl-C: summary written, sockets closed."""
+    """SIGTERM / SIGINT end a run: summary written, sockets closed.
+
+    The first raises KeyboardInterrupt and sets :data:`STOP`, which the runner also
+    polls (in case the exception lands where Python swallows it); later ones are
+    ignored, so a second signal cannot interrupt the summary being written.
+    """
+    if STOP.is_set():
+        return
+    STOP.set()
     raise KeyboardInterrupt
 
 
@@ -428,6 +455,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     signal.signal(signal.SIGTERM, _sigterm)
+    signal.signal(signal.SIGINT, _sigterm)
     try:
         if args.cmd == "local":
             return _run_local(args, argv)

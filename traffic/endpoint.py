@@ -34,10 +34,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Self
 
+from common.loss import LossModel, LossProcess
 from formats import int_echo, roce
 from formats.roce import ICRC_LEN, PSN_MASK, ROCEV2_UDP_PORT, Opcode
 from traffic.control import ControlCommand, ControlServer
-from traffic.emulation import DelayLine, LossModel, NoLoss
+from traffic.emulation import DelayLine
 from traffic.errors import ConfigError
 from traffic.qp_types import MessageRecord, QpConfig
 from traffic.requester import Requester
@@ -65,7 +66,7 @@ class EndpointConfig:
     ip: str
     port: int = ROCEV2_UDP_PORT
     delay_s: float = 0.0
-    loss: LossModel = field(default_factory=NoLoss)
+    loss: LossProcess = field(default_factory=lambda: LossProcess(LossModel.none()))
     loss_scope: str = "data"  # "data": data + FEC repair packets; "all": every packet
     control_path: str | None = None
     sample_interval_s: float = 0.05
@@ -186,7 +187,7 @@ class Endpoint:
         c = self.counters
         loss = self.cfg.loss
         scope_all = self.cfg.loss_scope == "all"
-        lossy = not isinstance(loss, NoLoss)
+        lossy = loss.lossy
         delay = self.cfg.delay_s > 0
         for _ in range(self.cfg.batch):
             try:
@@ -200,7 +201,7 @@ class Endpoint:
                     tos = val[0]
                 elif lvl == socket.SOL_SOCKET and typ == _SO_RXQ_OVFL and len(val) >= 4:
                     c.kernel_drops = int.from_bytes(val[:4], "little")
-            if lossy and data and (scope_all or data[0] in _LOSSY_OPCODES) and loss.drop():
+            if lossy and data and (scope_all or data[0] in _LOSSY_OPCODES) and loss.lost():
                 c.injected_drops += 1
                 if data[0] == Opcode.FEC_REPAIR:
                     c.injected_repair_drops += 1

@@ -7,11 +7,12 @@ from enum import Enum
 
 from formats.roce import RETH_LEN, SYMBOL_HDR_LEN
 from traffic import fec
-from traffic.dcqcn import DcqcnSettings
+from traffic.cc import registry as cc_registry
+from traffic.cc.dcqcn import DcqcnSettings
+from traffic.cc.hpcc import HpccSettings
 from traffic.errors import ConfigError
-from traffic.hpcc import HpccSettings
 
-__all__ = ["RTO_MIN_S", "CongestionControl", "QpConfig", "QpCounters", "Reliability", "decode_symbol",
+__all__ = ["RTO_MIN_S", "QpConfig", "QpCounters", "Reliability", "decode_symbol",
            "encode_symbol"]
 
 _SYM = struct.Struct("!BBH")
@@ -35,24 +36,6 @@ class Reliability(str, Enum):
             ) from None
 
 
-class CongestionControl(str, Enum):
-    """Rate control the QP runs by itself (controller feedback applies in every mode)."""
-
-    NONE = "none"  # the configured rate, changed only by feedback
-    DCQCN = "dcqcn"  # DCQCN reaction point on the QP's CNPs (traffic.dcqcn)
-    HPCC_SENDER = "hpcc-sender"  # HPCC per ACK from the INT echoed in ACKs (traffic.hpcc)
-
-    @classmethod
-    def parse(cls, text: str) -> CongestionControl:
-        try:
-            return cls(text.lower())
-        except ValueError:
-            raise ConfigError(
-                f"congestion control {text!r} unknown; choose one of none, dcqcn, "
-                "hpcc-sender"
-            ) from None
-
-
 @dataclass(slots=True, kw_only=True)
 class QpConfig:
     """One QP's settings.  Requester and responder of a pair must agree on ``mode``."""
@@ -73,7 +56,7 @@ class QpConfig:
     rto_initial_s: float = 0.05
     dscp: int = 0
     max_msg_bytes: int = 1 << 30  # responder: larger RETH DMA lengths are refused
-    cc: CongestionControl = CongestionControl.NONE  # requester: its own rate control
+    cc: str = "none"  # requester: its own rate control, a name of traffic.cc.registry
     dcqcn: DcqcnSettings = field(default_factory=DcqcnSettings)  # with cc=dcqcn
     hpcc: HpccSettings = field(default_factory=HpccSettings)  # with cc=hpcc-sender
 
@@ -83,8 +66,7 @@ class QpConfig:
                 raise ConfigError(f"QP config: {name}={v!r} outside 1..{hi}")
         if not isinstance(self.mode, Reliability):
             self.mode = Reliability.parse(str(self.mode))
-        if not isinstance(self.cc, CongestionControl):
-            self.cc = CongestionControl.parse(str(self.cc))
+        self.cc = cc_registry.parse_sender(str(self.cc))
         if not 64 <= self.mtu <= 9000:
             raise ConfigError(f"QP {self.qpn}: mtu={self.mtu!r} outside 64..9000 bytes")
         if not 1 <= self.window_pkts <= 8000:

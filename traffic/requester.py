@@ -15,13 +15,13 @@ Tail losses are recovered by the retransmission timer (RTO from smoothed RTT, RF
 style, doubled on each expiry).
 
 Rate: the token bucket runs at the configured rate, which rate feedback (``set_rate``)
-replaces.  A QP with ``cc=dcqcn`` also runs DCQCN's reaction point (traffic.dcqcn) on
-its CNPs and its own clock and bytes, with the configured rate as its line rate;
-feedback then caps that rate instead of replacing it (the pacer runs at the lower of
-the two), as a NIC with a rate limiter above its DCQCN would.  A QP with
-``cc=hpcc-sender`` runs HPCC (traffic.hpcc) on the INT hop records echoed in its ACKs
-(:meth:`Requester.on_int_echo`), with the same cap rule, and bounds its packets in
-flight by HPCC's window.
+replaces.  A QP whose ``cc`` names a sender algorithm of :mod:`traffic.cc.registry`
+runs it (a :class:`traffic.cc.base.SenderCc`, e.g. DCQCN's reaction point on its CNPs
+and its own clock and bytes, or HPCC on the INT hop records echoed in its ACKs,
+:meth:`Requester.on_int_echo`) with the configured rate as its line rate; feedback then
+caps that rate instead of replacing it (the pacer runs at the lower of the two), as a
+NIC with a rate limiter above its DCQCN would, and the algorithm's window (HPCC's)
+bounds the packets in flight.
 """
 from __future__ import annotations
 
@@ -40,13 +40,14 @@ from formats.roce import (
     PacketTemplate,
 )
 from traffic import fec
-from traffic.dcqcn import DcqcnReactionPoint
+from traffic.cc import registry as cc_registry
+from traffic.cc.base import SenderCc
+from traffic.cc.dcqcn import DcqcnReactionPoint, DcqcnSender
+from traffic.cc.hpcc import HpccSender, HpccState
 from traffic.echo_guard import EchoGuard
 from traffic.errors import ConfigError
-from traffic.hpcc import HpccState
 from traffic.pacing import MAX_RATE_BPS, MIN_RATE_BPS, TokenBucket
 from traffic.qp_types import (
-    CongestionControl,
     MessageRecord,
     QpConfig,
     QpCounters,
@@ -129,39 +130,34 @@ class Requester:
     _rto_floor: float = 0.0  # learnt from spurious timeouts (_settle_retx_acks)
     _msg_id: int = 0
     _va: int = 0x10000
-    _dcqcn: DcqcnReactionPoint | None = None
-    _rate_cap_bps: float | None = None  # rate feedback, a cap over DCQCN's or HPCC's rate
-    _hpcc: HpccState | None = None
-    _hpcc_rtt: float | None = None  # smallest RTT sample: HPCC's T unless configured
-    _win_pkts: int = 0              # packets in flight allowed (HPCC's window or the config)
-    _pacer_due: float | None = None  # HPCC: when the pacer let the next packet go (see _poll)
-    hpcc_first_queue_s: float | None = None  # first echoed queue above zero ...
-    hpcc_first_cut_s: float | None = None    # ... and the first rate cut after it
-    hpcc_max_queue_bytes: int = 0            # deepest queue an echo reported
+    _cc: SenderCc | None = None      # the QP's own rate control (cfg.cc), None: none
+    _rate_cap_bps: float | None = None  # rate feedback, a cap over the algorithm's rate
+    _win_pkts: int = 0              # packets in flight allowed (the algorithm's window or the config)
+    _pacer_due: float | None = None  # per-packet pacing: when the pacer let the next packet go
+    _per_packet: bool = False        # paced one packet at a time (the algorithm's choice)
     echo_guard: EchoGuard = field(default_factory=EchoGuard)  # implausible echoes, counted
 
     def __post_init__(self) -> None:
         self._tmpl = PacketTemplate(src=self.local_ip, dst=self.cfg.peer_ip, sport=self.sport)
-        if self.cfg.cc is CongestionControl.HPCC_SENDER:  # ns-3's per-packet pacing
+        make = cc_registry.get(self.cfg.cc, ("none", "sender")).sender
+        self._cc = make(self.cfg, self.now_s) if make is not None else None
+        burst = self._cc.pacing_burst_pkts if self._cc is not None else None
+        self._per_packet = burst is not None
+        if burst is not None:  # per-packet pacing (HPCC as ns-3's NIC paces)
             full = self.cfg.mtu + BTH_LEN + RETH_LEN + ICRC_LEN + WIRE_OVERHEAD
             self._bucket = TokenBucket(
                 rate_bps=self.cfg.rate_bps, last_t=self.now_s, burst_s=0.0,
-                min_burst_bytes=int(self.cfg.hpcc.pacing_burst_pkts * full))
+                min_burst_bytes=int(burst * full))
         else:
             self._bucket = TokenBucket(rate_bps=self.cfg.rate_bps, last_t=self.now_s)
-        if self.cfg.cc is CongestionControl.DCQCN:
-            self._dcqcn = DcqcnReactionPoint(line_rate_bps=self.cfg.rate_bps,
-                                             settings=self.cfg.dcqcn, mtu=self.cfg.mtu,
-                                             now_s=self.now_s)
-        if self.cfg.cc is CongestionControl.HPCC_SENDER:
-            self._hpcc = HpccState(max_rate_bps=self.cfg.rate_bps, settings=self.cfg.hpcc)
         self._win_pkts = self.cfg.window_pkts
-        if self._hpcc is not None:
-            self._hpcc_window()  # HPCC's window bounds the first round trip too
+        self._cc_window()  # the algorithm's window bounds the first round trip too
         self._pending = collections.deque()
         self._rto = max(self.cfg.rto_initial_s, self.cfg.rto_min_s)
         self.rate_log.append((self.now_s, float(self.cfg.rate_bps)))
         self.fec_log.append((self.now_s, self.cfg.fec_k, self.cfg.fec_m))
+        if self._cc is not None:
+            self._apply_cc_rate(self.now_s)  # an algorithm may start below the line rate
         if self.cfg.mode is Reliability.FEC:
             fec.prepare(self.cfg.fec_k, self.cfg.fec_m)
 
@@ -190,9 +186,14 @@ class Requester:
         return (self.start_psn + self._sent_up_to) & PSN_MASK
 
     @property
+    def cc(self) -> SenderCc | None:
+        """The QP's own rate control (None with ``cfg.cc`` none)."""
+        return self._cc
+
+    @property
     def dcqcn(self) -> DcqcnReactionPoint | None:
         """The QP's DCQCN reaction point (None unless ``cfg.cc`` is dcqcn)."""
-        return self._dcqcn
+        return self._cc.rp if isinstance(self._cc, DcqcnSender) else None
 
     def post_write(self, data: bytes | bytearray | memoryview, *, tag: str = "",
                    now: float | None = None) -> MessageRecord:
@@ -237,9 +238,10 @@ class Requester:
     def set_rate(self, rate_bps: float, now: float) -> None:
         """Change the pacing rate (control API); effective for the next packet.
 
-        With DCQCN or HPCC the new rate caps their rate instead of replacing it.
+        With a rate control of its own (DCQCN, HPCC ...) the new rate caps the
+        algorithm's rate instead of replacing it.
         """
-        if self._dcqcn is None and self._hpcc is None:
+        if self._cc is None:
             self._bucket.set_rate(rate_bps, now)
             self.cfg.rate_bps = float(rate_bps)
             self.rate_log.append((now, float(rate_bps)))
@@ -248,15 +250,12 @@ class Requester:
             raise ConfigError(f"QP {self.qpn}: rate_bps={rate_bps!r} outside "
                               f"{MIN_RATE_BPS:g}..{MAX_RATE_BPS:g}")
         self._rate_cap_bps = float(rate_bps)
-        self._apply_dcqcn_rate(now)
+        self._apply_cc_rate(now)
 
-    def _apply_dcqcn_rate(self, now: float) -> None:
-        """Pace at DCQCN's (or HPCC's) rate, capped by rate feedback."""
-        if self._dcqcn is not None:
-            rate = self._dcqcn.rate_bps
-        else:
-            assert self._hpcc is not None
-            rate = max(MIN_RATE_BPS, self._hpcc.rate_bps)
+    def _apply_cc_rate(self, now: float) -> None:
+        """Pace at the algorithm's rate, capped by rate feedback."""
+        assert self._cc is not None
+        rate = max(MIN_RATE_BPS, self._cc.rate_bps)
         if self._rate_cap_bps is not None:
             rate = min(rate, self._rate_cap_bps)
         if rate != self.cfg.rate_bps:
@@ -282,14 +281,14 @@ class Requester:
         so the retransmission timer must not fire yet.  Returns the earliest time
         something else will be due (None when nothing is).
         """
-        rp = self._dcqcn
-        if rp is None:
+        cc = self._cc
+        if cc is None:
             return self._poll(now, out, budget, timers)
-        if rp.tick(now):
-            self._apply_dcqcn_rate(now)
+        if cc.tick(now):
+            self._apply_cc_rate(now)
         sent0 = self.counters.tx_bytes
         wake = self._poll(now, out, budget, timers)
-        rp.on_sent(self.counters.tx_bytes - sent0)
+        cc.on_sent(self.counters.tx_bytes - sent0)
         return wake
 
     def _poll(self, now: float, out: list[bytes], budget: int, timers: bool) -> float | None:
@@ -322,7 +321,7 @@ class Requester:
                 break
             wire = len(pkt_buf) + WIRE_OVERHEAD
             due = self._pacer_due
-            if due is not None and due < now and self._hpcc is not None:
+            if due is not None and due < now and self._per_packet:
                 # ns-3's NIC sends the next packet size / R after this one was due; the
                 # loop woke late, so the packet is charged at its due time, and the
                 # next one's gap runs from there (a late wake-up costs no rate)
@@ -459,50 +458,40 @@ class Requester:
     def on_int_echo(self, hops: tuple, pkt: roce.RocePacket, now: float) -> None:
         """INT hop records echoed in an ACK (after :meth:`on_ack` took the ACK itself).
 
-        With ``cc=hpcc-sender`` HPCC updates the rate from them (traffic.hpcc); the
-        first queue above zero and the first rate cut after it are timed.
+        An algorithm that wants them (``wants_echo``: HPCC) updates the rate from them,
+        after :mod:`traffic.echo_guard` dropped implausible ones.
         """
         self.counters.echo_acks += 1
-        hp = self._hpcc
-        if hp is None or pkt.aeth is None:
+        cc = self._cc
+        if cc is None or not cc.wants_echo or pkt.aeth is None:
             return
         ack_seq = self._abs(pkt.bth.psn) + (0 if pkt.aeth.is_nak else 1)
         if self.echo_guard.check(hops, ack_seq=ack_seq, una=self._una,  # traffic.echo_guard
                                  next_seq=self._sent_up_to, window_pkts=self.cfg.window_pkts):
             return
-        q = max((h.queue_bytes for h in hops), default=0)
-        self.hpcc_max_queue_bytes = max(self.hpcc_max_queue_bytes, q)
-        if self.hpcc_first_queue_s is None and q:
-            self.hpcc_first_queue_s = now
-        base_rtt = self.cfg.hpcc.base_rtt(self._hpcc_rtt)
-        before = hp.rate_bps
-        if hp.on_ack(hops, ack_seq=ack_seq, next_seq=self._sent_up_to, base_rtt_s=base_rtt,
-                     now_s=now):
-            if (hp.rate_bps < before and self.hpcc_first_queue_s is not None
-                    and self.hpcc_first_cut_s is None):
-                self.hpcc_first_cut_s = now
-            self._apply_dcqcn_rate(now)
-        self._hpcc_window()
+        if cc.on_ack(hops, ack_seq=ack_seq, next_seq=self._sent_up_to, now_s=now):
+            self._apply_cc_rate(now)
+        self._cc_window()
 
-    def _hpcc_window(self) -> None:
-        """Packets in flight: HPCC's ``W R / R_max`` (at least one), within the config."""
-        hp = self._hpcc
-        if hp is None or not self.cfg.hpcc.window:
+    def _cc_window(self) -> None:
+        """Packets in flight: the algorithm's window (at least one), within the config."""
+        w_bytes = self._cc.window_bytes() if self._cc is not None else None
+        if w_bytes is None:
             return
         wire = self.cfg.mtu + BTH_LEN + ICRC_LEN + WIRE_OVERHEAD
-        w = -(-hp.window_bytes(self.cfg.hpcc.base_rtt(self._hpcc_rtt)) // wire)
+        w = -(-w_bytes // wire)
         self._win_pkts = int(min(self.cfg.window_pkts, max(1, w)))
 
     @property
     def hpcc(self) -> HpccState | None:
         """The QP's HPCC state (None unless ``cfg.cc`` is hpcc-sender)."""
-        return self._hpcc
+        return self._cc.state if isinstance(self._cc, HpccSender) else None
 
     def on_cnp(self, now: float) -> None:
-        """A Congestion Notification Packet for this QP: counted; DCQCN reacts to it."""
+        """A Congestion Notification Packet for this QP: counted; the algorithm reacts."""
         self.counters.cnps_rx += 1
-        if self._dcqcn is not None and self._dcqcn.on_cnp(now):
-            self._apply_dcqcn_rate(now)
+        if self._cc is not None and self._cc.on_cnp(now):
+            self._apply_cc_rate(now)
 
     def _mark_acked(self, seq: int, now: float) -> None:
         p = self._pkts.get(seq)
@@ -623,8 +612,8 @@ class Requester:
     def _rtt_sample(self, rtt: float) -> None:
         if rtt <= 0:
             return
-        if self._hpcc_rtt is None or rtt < self._hpcc_rtt:
-            self._hpcc_rtt = rtt
+        if self._cc is not None:
+            self._cc.on_rtt(rtt)
         self._rtos_unsampled = 0
         self._rto_floor *= 0.99
         if self._min_rtt is None or rtt < self._min_rtt:
@@ -676,24 +665,22 @@ class Requester:
         self._rto_deadline = now + self._rto
 
     # -- reporting -------------------------------------------------------------------
-    def _hpcc_snapshot(self) -> dict | None:
-        if self._hpcc is None:
+    def _cc_snapshot(self) -> dict | None:
+        if self._cc is None:
             return None
-        q, c = self.hpcc_first_queue_s, self.hpcc_first_cut_s
-        return {**self._hpcc.snapshot(), "base_rtt_s": self.cfg.hpcc.base_rtt(self._hpcc_rtt),
-                "min_rtt_s": self._hpcc_rtt, "max_echo_queue_bytes": self.hpcc_max_queue_bytes,
-                "window_pkts": self._win_pkts, "first_queue_s": q, "first_cut_s": c,
-                "echo_rejected": dict(self.echo_guard.rejected),
-                "reaction_s": None if q is None or c is None else c - q}
+        out = {**self._cc.snapshot(), "window_pkts": self._win_pkts}
+        if self._cc.wants_echo:
+            out["echo_rejected"] = dict(self.echo_guard.rejected)
+        return out
 
     def snapshot(self) -> dict:
         c = self.counters
         return {
             "qpn": self.qpn, "peer_qpn": self.cfg.peer_qpn, "peer_ip": self.cfg.peer_ip,
-            "mode": self.cfg.mode.value, "rate_bps": self.cfg.rate_bps, "cc": self.cfg.cc.value,
-            "dcqcn": self._dcqcn.snapshot() if self._dcqcn is not None else None,
+            "mode": self.cfg.mode.value, "rate_bps": self.cfg.rate_bps, "cc": self.cfg.cc,
             "rate_cap_bps": self._rate_cap_bps,
-            "hpcc": self._hpcc_snapshot(),
+            # the algorithm's state under its snapshot key ("dcqcn", "hpcc" ...)
+            **({self._cc.snapshot_key: self._cc_snapshot()} if self._cc is not None else {}),
             "fec_k": self.cfg.fec_k, "fec_m": self.cfg.fec_m,
             "srtt_s": self._srtt, "rto_s": self._rto, "outstanding": self.outstanding,
             # the latest changes (time since endpoint start, value): feedback history

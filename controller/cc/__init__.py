@@ -1,7 +1,7 @@
 """Congestion control engines computed by the controller from telemetry.
 
 Pure numpy math, no I/O: ``HpccEngine`` (INT-driven HPCC) and ``DcqcnEngine`` /
-``CnpGenerator`` (ECN/CNP-driven DCQCN baseline, from :mod:`common.dcqcn`, which the
+``CnpGenerator`` (ECN/CNP-driven DCQCN baseline, from :mod:`traffic.cc.dcqcn_engine`, which the
 senders of ``traffic`` run too) over flow tables, fed with
 ``HopSamples`` batches; ``FluidSim`` is a small fluid model to exercise them.
 ``encode_feedback`` packs rate/FEC feedback records and ``FeedbackSender`` (the
@@ -10,13 +10,6 @@ is a collector listener tying telemetry, HPCC and feedback together (its
 ``CommitGate`` commits HPCC's reference rate only on telemetry sent after the agent
 confirmed the last committed rate applied).
 """
-from common.dcqcn import (
-    CnpGenerator,
-    DcqcnEngine,
-    DcqcnFlowIndexError,
-    DcqcnParameterError,
-    DcqcnParams,
-)
 from controller.cc.errors import CcError, FlowIndexError, ParameterError, TelemetryError
 from controller.cc.feedback import (
     FEEDBACK_DTYPE,
@@ -39,6 +32,13 @@ from controller.cc.telemetry import (
     hop_samples_from_records,
 )
 from controller.cc.wrap import delta_mod, delta_mod_n
+from traffic.cc.dcqcn_engine import (
+    CnpGenerator,
+    DcqcnEngine,
+    DcqcnFlowIndexError,
+    DcqcnParameterError,
+    DcqcnParams,
+)
 
 __all__ = [
     "FEEDBACK_DTYPE",

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
-from common.dcqcn import CnpGenerator, DcqcnEngine, DcqcnParams
 from controller.cc.errors import ParameterError
 from controller.cc.hpcc import HpccEngine, HpccParams
 from controller.cc.sim import FluidNetwork, FluidSim
+from traffic.cc.dcqcn_engine import CnpGenerator, DcqcnEngine, DcqcnParams
 
 
 @dataclass(slots=True, kw_only=True)

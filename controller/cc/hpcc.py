@@ -22,6 +22,10 @@ the engine alone commits once per T of telemetry arrival time, and ``commit_mask
 lets a caller that knows PSNs restrict that further: ``controller.cc.gate.CommitGate``
 (used by ``HpccLoop``) holds a flow's next commit until telemetry of a packet sent
 after the agent applied the last committed rate arrives.
+
+The formulas (per-hop u, EWMA, the two steps, the bounds) are
+:mod:`traffic.cc.hpcc_math`, the same code the sender's per-ACK HPCC runs; this module
+is the bookkeeping around them for a table of flows and batches of telemetry.
 """
 from __future__ import annotations
 
@@ -37,6 +41,7 @@ from controller.cc.errors import FlowIndexError, ParameterError, TelemetryError
 from controller.cc.latency import LatencySummary, LoopLatency
 from controller.cc.telemetry import MAX_HOPS, HopSamples
 from controller.cc.wrap import delta_mod, delta_mod_n
+from traffic.cc.hpcc_math import ai_rate, bound, ewma, hop_utilisation, mi_rate, multiplicative
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -268,15 +273,10 @@ class HpccEngine:
         T = s.base_rtt_s[f]
         q = np.minimum(b.qlen_bytes, old_q[:, :hops]) if p.qlen_use_min \
             else b.qlen_bytes.copy()
-        # u = (qlen / T + tx bytes / dt) * 8 / B, computed in place; absent or
-        # unmeasurable hops become -inf so they never win the argmax
+        # u per hop; absent or unmeasurable hops become -inf so they never win the argmax
         with np.errstate(divide="ignore", invalid="ignore"):
-            q /= T[:, None]
-            dtx *= 1e9
-            dtx /= dts_ns
-            q += dtx
-            q *= 8.0
-            q /= b.line_rate_bps
+            q = hop_utilisation(dtx, dts_ns * 1e-9, q, b.line_rate_bps,
+                                s.max_rate_bps[f][:, None], T[:, None])
         u = np.where(ok, q, -np.inf)
         any_ok = ok.any(axis=1)
         now = b.arrival_ns
@@ -326,16 +326,15 @@ class HpccEngine:
         else:
             hop = np.zeros(len(f), dtype=np.int64)
             u_max = tau_s = np.zeros(len(f))
-        u_ewma = np.where(any_ok, (s.u_ewma[f] * (T - tau_s) + u_max * tau_s) / T, s.u_ewma[f])
+        u_ewma = np.where(any_ok, ewma(s.u_ewma[f], u_max, tau_s, T), s.u_ewma[f])
         max_c = u_ewma / p.eta
         stage = s.inc_stage[f]
-        mi = (max_c >= 1.0) | (stage >= p.max_stage)
+        mi = multiplicative(max_c, stage, p.max_stage)
         rc = s.rc_bps[f]
         mr = s.max_rate_bps[f]
         rai = mr * p.rate_ai_fraction
-        with np.errstate(divide="ignore"):
-            new_rate = np.where(mi, rc / np.maximum(max_c, 1e-12) + rai, rc + rai)
-        new_rate = np.clip(new_rate, mr * p.min_rate_fraction, mr)
+        new_rate = np.where(mi, mi_rate(rc, max_c, rai), ai_rate(rc, rai))
+        new_rate = bound(new_rate, mr * p.min_rate_fraction, mr)
         new_stage = np.where(mi, 0, stage + 1)
         s.u_ewma[f] = u_ewma
         s.rc_bps[f] = np.where(do_commit, new_rate, rc)
@@ -359,11 +358,11 @@ class HpccEngine:
         st_h = np.where(fresh, 0, sth[:, :hops])
         Tc = T[:, None]
         tau = np.minimum(dts_ns * 1e-9, Tc)
-        u_new = np.where(ok, (u_h * (Tc - tau) + np.where(ok, u, 0.0) * tau) / Tc, u_h)
+        u_new = np.where(ok, ewma(u_h, np.where(ok, u, 0.0), tau, Tc), u_h)
         c = u_new / p.eta
-        mi = (c >= 1.0) | (st_h >= p.max_stage)
-        r_h = np.where(mi, rc_h / np.maximum(c, 1e-12) + rai, rc_h + rai)
-        r_h = np.clip(r_h, (mr * p.min_rate_fraction)[:, None], mr[:, None])
+        mi = multiplicative(c, st_h, p.max_stage)
+        r_h = np.where(mi, mi_rate(rc_h, c, rai), ai_rate(rc_h, rai))
+        r_h = bound(r_h, (mr * p.min_rate_fraction)[:, None], mr[:, None])
         cand = np.where(ok, r_h, np.where(present, rc_h, np.inf))
         if hops:
             hop = np.argmin(cand, axis=1)

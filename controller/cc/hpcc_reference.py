@@ -1,7 +1,7 @@
 """Scalar, one-flow-at-a-time HPCC: the readable reference for ``HpccEngine``.
 
-Same arithmetic as the vectorised engine written as plain Python loops over
-flows and hops. Used to cross-check the engine and as the baseline the
+Same bookkeeping as the vectorised engine written as plain Python loops over
+flows and hops, on the same formulas (:mod:`traffic.cc.hpcc_math`, with floats). Used to cross-check the engine and as the baseline the
 benchmark compares against; not meant for production use.
 """
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from controller.cc.hpcc import HpccParams
+from traffic.cc.hpcc_math import ai_rate, bound, ewma, hop_utilisation, mi_rate, multiplicative
 
 
 @dataclass(slots=True)
@@ -54,8 +55,8 @@ def reference_update(flow: FlowRef, p: HpccParams, *, arrival_ns: int, node: lis
             if dt_ns > 0:
                 dtx = (tx_bytes[h] - prev.tx_bytes) % b_mod
                 q = min(qlen_bytes[h], prev.qlen_bytes) if p.qlen_use_min else qlen_bytes[h]
-                u = (q * 8.0 / (line_rate_bps[h] * flow.base_rtt_s)
-                     + dtx * 8.0 / (dt_ns * 1e-9) / line_rate_bps[h])
+                u = hop_utilisation(dtx, dt_ns * 1e-9, q, line_rate_bps[h],
+                                    flow.max_rate_bps, flow.base_rtt_s)
                 measured.append((h, u, dt_ns * 1e-9))
                 if u > best_u:
                     best_u, best_tau_s, best_hop = u, dt_ns * 1e-9, h
@@ -69,16 +70,16 @@ def reference_update(flow: FlowRef, p: HpccParams, *, arrival_ns: int, node: lis
         return flow.rate_bps, -1
     T = flow.base_rtt_s
     tau = min(best_tau_s, T)
-    flow.u_ewma = (flow.u_ewma * (T - tau) + best_u * tau) / T
+    flow.u_ewma = ewma(flow.u_ewma, best_u, tau, T)
     max_c = flow.u_ewma / p.eta
     rai = flow.max_rate_bps * p.rate_ai_fraction
-    if max_c >= 1.0 or flow.inc_stage >= p.max_stage:
-        new_rate = flow.rc_bps / max(max_c, 1e-12) + rai
+    if multiplicative(max_c, flow.inc_stage, p.max_stage):
+        new_rate = mi_rate(flow.rc_bps, max_c, rai)
         new_stage = 0
     else:
-        new_rate = flow.rc_bps + rai
+        new_rate = ai_rate(flow.rc_bps, rai)
         new_stage = flow.inc_stage + 1
-    new_rate = min(max(new_rate, flow.max_rate_bps * p.min_rate_fraction), flow.max_rate_bps)
+    new_rate = bound(new_rate, flow.max_rate_bps * p.min_rate_fraction, flow.max_rate_bps)
     flow.rate_bps = new_rate
     if arrival_ns - flow.last_commit_ns >= int(T * 1e9):
         flow.rc_bps = new_rate
@@ -101,13 +102,13 @@ def _per_hop(flow: FlowRef, p: HpccParams, arrival_ns: int, n_hops: int,
     new: dict[int, tuple[float, int]] = {}
     for h, u, tau_s in measured:
         tau = min(tau_s, T)
-        flow.hop_u[h] = (flow.hop_u[h] * (T - tau) + u * tau) / T
+        flow.hop_u[h] = ewma(flow.hop_u[h], u, tau, T)
         c = flow.hop_u[h] / p.eta
-        if c >= 1.0 or flow.hop_stage[h] >= p.max_stage:
-            r, st = flow.hop_rc[h] / max(c, 1e-12) + rai, 0
+        if multiplicative(c, flow.hop_stage[h], p.max_stage):
+            r, st = mi_rate(flow.hop_rc[h], c, rai), 0
         else:
-            r, st = flow.hop_rc[h] + rai, flow.hop_stage[h] + 1
-        r = min(max(r, lo), flow.max_rate_bps)
+            r, st = ai_rate(flow.hop_rc[h], rai), flow.hop_stage[h] + 1
+        r = bound(r, lo, flow.max_rate_bps)
         cand[h] = r
         new[h] = (r, st)
     hop = min(cand, key=lambda h: (cand[h], h))

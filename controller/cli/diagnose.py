@@ -11,6 +11,18 @@ examples:
   python -m controller diagnose --out out/ --topology mininet_topos/topofiles/two_dc.yaml \\
       --logs run/collectives --json
   python -m controller diagnose --out out/ --topology topo.yaml --nccl rank0.log --nccl rank1.log
+  python -m controller diagnose --out out/ --flight-recorder dumps/ --rank-map 0=h1,1=h2
+  python -m controller diagnose --out out/ --nccl worker.log@3 --nccl merged.log \
+      --rank-map 0=node1:4321,1=node2:4410 --log-tz +08:00
+
+Library logs: each --nccl FILE (NCCL_DEBUG=INFO output, with or without launcher
+prefixes, one process's or merged; PyTorch watchdog lines in it are read too) and each
+--flight-recorder FILE or DIR (PyTorch dumps, pickle or JSON) takes an optional @RANK
+for files whose lines do not say their rank.  --rank-map RANK=HOST[:PID] says which
+process is which rank where the log does not (and gives flight-recorder ranks a host).
+Every line is read or counted as rejected with its reason; the account is printed
+(stderr; under "inputs" with --json).  Without a topology file (and without --topology)
+the diagnosis runs on the library logs alone.
 """
 from __future__ import annotations
 
@@ -33,9 +45,17 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--logs", action="append", metavar="PATH",
                    help="collective log file or directory (repeatable; default DIR/collectives)")
     p.add_argument("--nccl", action="append", default=[], metavar="FILE",
-                   help="an NCCL_DEBUG=INFO log (repeatable)")
+                   help="an NCCL_DEBUG=INFO log; FILE@RANK gives the rank of a file whose "
+                        "lines do not say it (repeatable)")
     p.add_argument("--flight-recorder", action="append", default=[], metavar="FILE",
-                   help="a PyTorch NCCL flight-recorder dump (repeatable)")
+                   help="a PyTorch flight-recorder dump, or a directory of them; FILE@RANK "
+                        "gives its rank (repeatable)")
+    p.add_argument("--rank-map", action="append", default=[], metavar="R=HOST[:PID],...",
+                   help="which host (and process) each rank ran on, for logs that do not "
+                        "say it (repeatable)")
+    p.add_argument("--log-tz", metavar="TZ",
+                   help="time zone of dated log timestamps: UTC, +08:00 (default: this "
+                        "machine's local time, as NCCL prints its own)")
     p.add_argument("--top", type=int, default=5, help="culprits to print (default 5)")
     p.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
     p.add_argument("--no-plot", action="store_true", help="do not draw DIR/diagnosis.png")
@@ -74,23 +94,26 @@ def locate(out: Path) -> tuple[Path | None, Path, Path]:
 
 def run_diagnose(args: argparse.Namespace) -> int:
     from controller.diagnose import Evidence, diagnose, load_telemetry
+    from controller.diagnose.library import read_library_logs
     from controller.diagnose.report import format_diagnosis, plot_diagnosis, write_summary
     from controller.topology.errors import TopologyError
     from controller.topology.load import load_topology
+    from controller.topology.model import Topology
     from traffic.collog import CollogError, read_logs
-    from traffic.collog.flight_recorder import read_flight_recorder
-    from traffic.collog.nccl import read_nccl
 
     out, default_topo, coll = locate(Path(args.out))
     if out is None:
         print(f"controller diagnose: {coll}", file=sys.stderr)
         return 2
     topo_path = Path(args.topology) if args.topology else default_topo
+    library = bool(args.nccl or args.flight_recorder)
     try:
         topo = load_topology(topo_path)
     except (TopologyError, OSError) as exc:
-        print(f"controller diagnose: topology {topo_path}: {exc}", file=sys.stderr)
-        return 2
+        if args.topology or not library or topo_path.exists():
+            print(f"controller diagnose: topology {topo_path}: {exc}", file=sys.stderr)
+            return 2
+        topo = Topology(name="none", switches=(), hosts=(), links=())
     if args.watch:
         return _watch(args, out, topo, [Path(x) for x in args.logs] if args.logs
                       else [coll])
@@ -98,28 +121,46 @@ def run_diagnose(args: argparse.Namespace) -> int:
         logs = [Path(x) for x in args.logs] if args.logs else (
             [coll] if coll.is_dir() else [])
         records = read_logs(logs)
-        for f in args.nccl:
-            nl = read_nccl(f)
-            for why in nl.rejected:
-                print(f"controller diagnose: skipped {why}", file=sys.stderr)
-            records += nl.records
-        for f in args.flight_recorder:
-            records += read_flight_recorder(f)
+        lib = read_library_logs(args.nccl, args.flight_recorder, rank_map=args.rank_map,
+                                tz=args.log_tz)
     except CollogError as exc:
         print(f"controller diagnose: {exc}", file=sys.stderr)
         return 2
-    if not records:
+    except OSError as exc:
+        print(f"controller diagnose: {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return 2
+    for name, res in lib.accounts:
+        print(f"controller diagnose: {name}: {res.summary()}", file=sys.stderr)
+    total = lib.total
+    records += total.records
+    if not records and not total.events and not total.ranks and lib.accounts:
+        why = "no collective, error or watchdog line in the library logs"
+        print(json.dumps({"fault": False, "nothing_to_diagnose": why, "inputs": lib.as_dicts()},
+                         indent=1) if args.json else
+              f"controller diagnose: nothing to diagnose: {why} (their account is above)")
+        return 0
+    if not records and not total.events and not total.ranks:
         print(f"controller diagnose: no collective records (looked in "
               f"{[str(x) for x in logs or [coll]]}, --nccl, --flight-recorder; runs made "
               "before the test bed logged collectives have none)", file=sys.stderr)
         return 2
-    ev = Evidence(topo=topo, records=records, telemetry=load_telemetry(out, topo))
+    ev = Evidence(topo=topo, records=records, telemetry=load_telemetry(out, topo),
+                  events=total.events, members=total.members, ranks_seen=total.ranks)
     d = diagnose(ev)
-    write_summary(Path(args.out), d)   # where the user pointed, whatever the layout
-    if not args.no_plot:
-        plot_diagnosis(ev, d, Path(args.out) / "diagnosis.png")
+    dest = Path(args.out)   # the summary goes where the user pointed, whatever the layout
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+        write_summary(dest, d)
+        if not args.no_plot:
+            plot_diagnosis(ev, d, dest / "diagnosis.png")
+    except OSError as exc:
+        print(f"controller diagnose: {dest}: {exc.strerror}", file=sys.stderr)
+        return 2
     if args.json:
-        print(json.dumps(d.as_dict(), indent=1))
+        doc = d.as_dict()
+        if lib.accounts:
+            doc["inputs"] = lib.as_dicts()
+        print(json.dumps(doc, indent=1))
     else:
         print(format_diagnosis(d, top=args.top))
     return 0

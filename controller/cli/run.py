@@ -35,6 +35,7 @@ from formats.agent_batch import AGENT_BATCH_UDP_PORT
 from formats.feedback import FEEDBACK_UDP_PORT
 from formats.int_md import HPCC_INSTRUCTION_BITMAP
 from formats.telemetry_report import REPORT_UDP_PORT
+from traffic.cc import registry as cc_registry
 
 from . import _types
 
@@ -92,6 +93,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--int-instructions", type=argtypes.bitmap16, default=HPCC_INSTRUCTION_BITMAP, metavar="BITMAP",
                    help="INT instruction bitmap of the watchlist (default 0x9400, the HPCC profile; "
                         "0xD400 adds ports so hops are told apart per egress port)")
+    p.add_argument("--cc", choices=cc_registry.names(("controller",)), default="hpcc",
+                   help="rate engine of the controller (traffic.cc.registry; default hpcc)")
     p.add_argument("--ecn", type=_ecn, default=EcnProfile(), metavar="KMIN:KMAX:PMAX",
                    help="ECN marking on every egress port: none up to KMIN queued bytes, "
                         "rising to probability PMAX at KMAX, all from KMAX on; 'off' for "
@@ -175,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
         "agents": dict(args.agent), "election_id": args.election_id,
         "connect_timeout_s": args.connect_timeout,
         "fec_target_residual": args.fec_target, "status_interval_s": args.interval,
-        "ecn": args.ecn, "key_file": args.key_file, "insecure": args.insecure,
+        "ecn": args.ecn, "cc": args.cc, "key_file": args.key_file, "insecure": args.insecure,
         "sender_id": args.sender_id,
         "coll_logs": list(args.coll_log), "diagnose_every_s": args.diagnose_every}
     if args.program:

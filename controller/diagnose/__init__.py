@@ -5,8 +5,8 @@
 topology, and prints a ranked list of culprits (link direction, switch port, host or
 rank; fault kind; onset; confidence; evidence) or "no fault".  See README.md here.
 """
-from controller.diagnose.engine import FAULT_KINDS, Culprit, Diagnosis, diagnose
+from controller.diagnose.engine import Culprit, Diagnosis, diagnose
 from controller.diagnose.evidence import Evidence, Telemetry, load_telemetry
 
-__all__ = ["FAULT_KINDS", "Culprit", "Diagnosis", "Evidence", "Telemetry", "diagnose",
+__all__ = ["Culprit", "Diagnosis", "Evidence", "Telemetry", "diagnose",
            "load_telemetry"]

@@ -24,13 +24,11 @@ import numpy as np
 
 from controller.diagnose.arbitrate import arbitrate
 from controller.diagnose.evidence import Evidence, PortSample
+from controller.diagnose.hang import COLLECTIVE_KINDS, HangView, analyse_hang
 from controller.diagnose.transfers import TransferView, analyse
 from controller.topology.model import Endpoint, LinkRole
 
-__all__ = ["FAULT_KINDS", "Culprit", "Diagnosis", "diagnose"]
-
-FAULT_KINDS = ("gray_loss", "link_down", "rate_degraded", "congestion", "tiny_queue",
-               "slow_receiver", "straggler")
+__all__ = ["COLLECTIVE_KINDS", "Culprit", "Diagnosis", "diagnose"]
 LOSS_RATE_MIN = 5e-3      # link loss rate that counts as loss ...
 LOSS_NOISE_X = 3.0        # ... and this many times the next lossiest link's (the floor of
                           # a loaded test bed: user-space delay lines drop a little too)
@@ -53,7 +51,7 @@ SILENT_S = 1.0            # a link silent this long under a hung transfer is dow
 class Culprit:
     component: str          # "s1:3->s5:3", "s3:2", "h5", "2"
     type: str               # link | port | host | rank
-    kind: str               # one of FAULT_KINDS
+    kind: str               # one of common.faults.FAULT_KINDS
     confidence: float
     onset: float | None
     evidence: dict = field(default_factory=dict)
@@ -76,6 +74,7 @@ class Diagnosis:
     slow_pairs: list[tuple[int, int]]
     late_ranks: list[int]
     view: TransferView | None = None
+    collective: dict = field(default_factory=dict)   # hang / mismatch findings per comm
 
     @property
     def fault(self) -> bool:
@@ -84,7 +83,7 @@ class Diagnosis:
     def as_dict(self) -> dict:
         return {"fault": self.fault, "at": self.at, "transfers": self.transfers,
                 "slow_pairs": [list(p) for p in self.slow_pairs],
-                "late_ranks": self.late_ranks,
+                "late_ranks": self.late_ranks, "collective": self.collective,
                 "culprits": [c.as_dict() for c in self.culprits]}
 
 
@@ -412,6 +411,64 @@ def diagnose(ev: Evidence) -> Diagnosis:
             onset=min(t for t, _ in ev_late),
             evidence={"late_steps": len(ev_late), "median_late_s": round(gap, 4),
                       "host": hosts.get(rank)}))
+    hang = analyse_hang(ev)
+    out += _peer_links(ev, hang, t_on, rank_ips)
     out = arbitrate([c for c in out if c.confidence >= MIN_CONFIDENCE], bool(hung_pairs))
+    out = _hang_first(out, [c for c in hang.culprits if c.confidence >= MIN_CONFIDENCE])
     return Diagnosis(culprits=out, at=now, transfers=view.n_transfers,
-                     slow_pairs=sorted(bad), late_ranks=sorted(view.late), view=view)
+                     slow_pairs=sorted(bad), late_ranks=sorted(view.late), view=view,
+                     collective=hang.summary)
+
+
+def _topo_host(ev: Evidence, name: str) -> str | None:
+    """The topology host an address or host name from a log stands for."""
+    for h in ev.topo.hosts:
+        if name in (h.name, h.ipv4):
+            return h.name
+    return None
+
+
+def _peer_links(ev: Evidence, hang: HangView, t_on: float, rank_ips: set[str]
+                ) -> list[Culprit]:
+    """Links between two hosts a NET/socket error names whose telemetry shows a fault
+    (the error says which pair; the telemetry says which link of its path)."""
+    out: list[Culprit] = []
+    for pe in hang.peer_errors:
+        a, b = _topo_host(ev, pe.host), _topo_host(ev, pe.peer)
+        if a is None or b is None or a == b:
+            continue
+        links = {ln for src, dst in ((a, b), (b, a)) for p in ev.pair_paths(src, dst)
+                 for ln in p}
+        for link in sorted(links):
+            near = next((x for tl in ev.topo.links for x, y in ((tl.a, tl.b), (tl.b, tl.a))
+                         if f"{x}->{y}" == link), None)
+            port = (near.node, near.port) if near is not None and any(
+                s.name == near.node for s in ev.topo.switches) else None
+            tel = _link_features(ev, link, port, t_on - 0.5, rank_ips)
+            kind, strength, evid = _link_kind(tel, True)
+            if strength < 0.5:
+                continue
+            evid.update({"named_by_error": f"{pe.host} -> {pe.peer}",
+                         "error_lines": pe.lines})
+            out.append(Culprit(component=link, type="link", kind=kind,
+                               confidence=0.95 * strength, onset=tel.onset, evidence=evid))
+    return out
+
+
+def _hang_first(out: list[Culprit], hang: list[Culprit]) -> list[Culprit]:
+    """Library-log hang / mismatch culprits ahead of what the transfers and telemetry
+    suggest (a slow or late rank does not hang a collective; a link the errors name
+    and the telemetry confirms stays first)."""
+    if not hang:
+        return out
+    top = max(c.confidence for c in hang)
+    confirmed = [c for c in out if "named_by_error" in c.evidence]
+    for c in out:
+        if c not in confirmed and c.confidence >= top:
+            c.evidence["ranked_below"] = "a hang or mismatch in the library logs"
+            c.confidence = 0.95 * top
+    keyed = {c.key: c for c in out}
+    for c in hang:
+        if c.key not in keyed or keyed[c.key].confidence < c.confidence:
+            keyed[c.key] = c
+    return sorted(keyed.values(), key=lambda c: (-c.confidence, c.type != "link", c.key))

@@ -25,6 +25,7 @@ from pathlib import Path
 from controller.topology.model import Topology
 from controller.topology.routing import node_names_by_id, paths
 from traffic.collog.records import CollRecord
+from traffic.collog.result import CollEvent
 
 __all__ = ["Evidence", "FlowSample", "LossSample", "PortSample", "Telemetry", "load_telemetry"]
 
@@ -76,6 +77,11 @@ class Evidence:
     records: list[CollRecord]
     telemetry: Telemetry = field(default_factory=Telemetry)
     now: float | None = None       # diagnosis time; None: the end of the data
+    # from library logs: errors and watchdog lines, each process group's members, and
+    # the ranks whose logs were read (a flight-recorder dump without entries included)
+    events: list[CollEvent] = field(default_factory=list)
+    members: dict[str, list[int]] = field(default_factory=dict)
+    ranks_seen: set[int] = field(default_factory=set)
 
     def until(self, t: float) -> Evidence:
         """The evidence as a live diagnosis at time ``t`` would have seen it."""
@@ -84,7 +90,9 @@ class Evidence:
             if r.start > t:
                 continue
             recs.append(r if r.end is None or r.end <= t else replace(r, end=None))
-        return Evidence(topo=self.topo, records=recs, telemetry=self.telemetry.until(t), now=t)
+        return Evidence(topo=self.topo, records=recs, telemetry=self.telemetry.until(t), now=t,
+                        events=[e for e in self.events if e.t is None or e.t <= t],
+                        members=self.members, ranks_seen=self.ranks_seen)
 
     @property
     def end_time(self) -> float:

@@ -27,9 +27,12 @@ __all__ = ["format_diagnosis", "plot_diagnosis", "write_summary"]
 
 
 def _t(t: float | None) -> str:
-    if t is None:
+    if not t:   # None, or 0: logs without timestamps
         return "-"
-    return datetime.fromtimestamp(t, UTC).strftime("%H:%M:%S.%f")[:-3]
+    try:
+        return datetime.fromtimestamp(t, UTC).strftime("%H:%M:%S.%f")[:-3]
+    except (OverflowError, OSError, ValueError):   # no time a clock could show
+        return "-"
 
 
 def _evidence_text(c: Culprit) -> str:
@@ -47,11 +50,16 @@ def format_diagnosis(d: Diagnosis, *, top: int = 5) -> str:
     head = (f"diagnosis at {_t(d.at)} UTC: {d.transfers} transfers, "
             f"{len(d.slow_pairs)} slow rank pair(s){pairs}, "
             f"late ranks {', '.join(map(str, d.late_ranks)) or 'none'}")
+    for comm, info in sorted(d.collective.items()):
+        facts = ", ".join(f"{k}={v}" for k, v in info.items() if k not in ("ranks", "last_seq"))
+        ranks = f"ranks {info['ranks']}" + (", " if facts else "") if "ranks" in info else ""
+        head += f"\ncollective {comm}: {ranks}{facts}"
     if not d.culprits:
-        return head + "\nno fault: no slow or hung transfer, no late rank, no telemetry anomaly"
-    lines = [head, f"{'#':>2} {'component':<22} {'kind':<14} {'conf':>5}  onset (UTC)"]
+        return head + ("\nno fault: no slow or hung transfer, no late rank, no telemetry "
+                       "anomaly, no hang or mismatch in the library logs")
+    lines = [head, f"{'#':>2} {'component':<24} {'kind':<20} {'conf':>5}  onset (UTC)"]
     for i, c in enumerate(d.culprits[:top], 1):
-        lines.append(f"{i:>2} {c.type + ' ' + c.component:<22} {c.kind:<14} "
+        lines.append(f"{i:>2} {c.type + ' ' + c.component:<24} {c.kind:<20} "
                      f"{c.confidence:5.2f}  {_t(c.onset)}")
         lines.append(f"   evidence: {_evidence_text(c)}")
     return "\n".join(lines)

@@ -28,7 +28,7 @@ BIN_S = 0.25
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SynthFault:
-    kind: str                 # engine.FAULT_KINDS
+    kind: str                 # common.faults.FAULT_KINDS
     target: str               # link "s1:3->s5:3", port "s3:3", host "h5", rank "2"
     onset: float              # seconds after the run's start
     loss: float = 0.01        # gray_loss

@@ -16,11 +16,14 @@ most once per reason every ten seconds:
 from __future__ import annotations
 
 import logging
+import socket
 import struct
 from collections.abc import Sequence
 
+import numpy as np
+
 from common.auth import KeyFile, RejectLog, Verifier
-from formats.auth import FrameKind
+from formats.auth import AUTH_HEADER_LEN, AUTH_OVERHEAD, FrameKind
 
 __all__ = ["Admission"]
 
@@ -39,6 +42,10 @@ class Admission:
                          if keys is not None else None)
         self._log = RejectLog(log, "collector")
         self._counts: dict[str, int] = {}
+        #: report sources as (IPv4 << 16 | port) keys, to check many datagrams at once
+        self._source_keys = (None if report_sources is None else np.array(
+            sorted(struct.unpack("!I", socket.inet_aton(a))[0] << 16 | p
+                   for a, p in report_sources), np.uint64))
 
     def _reject(self, reason: str, detail: str) -> None:
         self._counts[reason] = self._counts.get(reason, 0) + 1
@@ -74,6 +81,42 @@ class Admission:
                 continue
             out.append(inner)
         return out
+
+    def report_rows(self, lens: np.ndarray, src_ip: np.ndarray,
+                    src_port: np.ndarray) -> np.ndarray:
+        """``report``'s check on a receive pool: ``lens`` with the datagrams from no
+        configured source set to 0 (counted under ``report_source``)."""
+        if self._source_keys is None:
+            return lens
+        key = (src_ip.astype(np.uint64) << np.uint64(16)) | src_port
+        bad = (lens > 0) & ~np.isin(key, self._source_keys)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            self._counts["report_source"] = self._counts.get("report_source", 0) + int(bad.sum())
+            self._log("report_source", f"Telemetry Report from "
+                      f"{socket.inet_ntoa(struct.pack('!I', int(src_ip[i])))}:{int(src_port[i])}")
+            lens = np.where(bad, 0, lens)
+        return lens
+
+    def agent_rows(self, buf: np.ndarray, lens: np.ndarray) -> np.ndarray:
+        """``agent_batches`` on a receive pool: the inner batch length of every row
+        whose frame checks out (it starts at ``AUTH_HEADER_LEN``), 0 for the others.
+        Header checks run on all frames at once, then one HMAC per frame."""
+        v = self.verifier
+        assert v is not None
+        ok, sender = v.open_rows(buf, lens)
+        inner = np.where(ok, lens.astype(np.int64) - AUTH_OVERHEAD, 0)
+        agent = np.ascontiguousarray(
+            buf[:, AUTH_HEADER_LEN + 12:AUTH_HEADER_LEN + 16]).view(">u4")[:, 0]
+        mismatch = ok & (inner >= 16) & (agent != sender)
+        if mismatch.any():
+            i = int(np.flatnonzero(mismatch)[0])
+            self._counts["agent_sender_mismatch"] = (
+                self._counts.get("agent_sender_mismatch", 0) + int(mismatch.sum()))
+            self._log("agent_sender_mismatch", f"sender {int(sender[i])} sent a batch of "
+                      f"agent {int(agent[i])}")
+            inner[mismatch] = 0
+        return inner
 
     def rejected(self) -> dict[str, int]:
         out = dict(self._counts)

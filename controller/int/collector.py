@@ -13,9 +13,9 @@ engines use); ``wall_offset_ns`` converts it to Unix time for export.
 from __future__ import annotations
 
 import logging
-import os
 import selectors
 import socket
+import struct
 import threading
 import time
 from collections import Counter
@@ -31,10 +31,11 @@ from controller.int.decode import ReportDecoder
 from controller.int.errors import ConfigError, Malformed
 from controller.int.host import AgentState, HostBatchDecoder
 from controller.int.records import DecodedBatch
+from controller.int.rxbatch import RxPool
 from controller.int.seq import SeqState, SeqTracker
 from controller.int.state import FlowSnapshot, FlowTable, HopSnapshot, HopTable
 from formats.agent_batch import AGENT_BATCH_UDP_PORT
-from formats.auth import FrameKind
+from formats.auth import AUTH_HEADER_LEN, FrameKind
 from formats.telemetry_report import REPORT_UDP_PORT
 
 from .admission import Admission
@@ -42,6 +43,8 @@ from .admission import Admission
 log = logging.getLogger("controller.int")
 
 Listener = Callable[[DecodedBatch, np.ndarray], None]
+#: The stages of the socket path whose CPU time ``CollectorStats.stage_ns`` keeps.
+STAGES = ("receive", "admit", "decode", "tables", "listeners")
 class HasFileno(Protocol):
     def fileno(self) -> int: ...
 
@@ -56,21 +59,32 @@ class _ReaderKey:
 SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
 
 
-def socket_drops(sock: socket.socket | None) -> int:
-    """Datagrams the kernel dropped for this socket (receive buffer full), from
-    /proc/net/udp; 0 where that is not available."""
+SO_MEMINFO = getattr(socket, "SO_MEMINFO", 55)
+_SK_MEMINFO_DROPS = 8   # linux/sock_diag.h: SK_MEMINFO_DROPS
+
+
+_SK_MEMINFO_RMEM_ALLOC = 0   # bytes waiting in the receive queue
+
+
+def _meminfo(sock: socket.socket | None) -> tuple[int, ...]:
     if sock is None:
-        return 0
+        return (0,) * 9
     try:
-        inode = str(os.fstat(sock.fileno()).st_ino)
-        with open("/proc/net/udp") as fh:
-            for line in fh:
-                cols = line.split()
-                if len(cols) >= 13 and cols[9] == inode:
-                    return int(cols[-1])
-    except (OSError, ValueError):
-        pass
-    return 0
+        return struct.unpack_from("=9I", sock.getsockopt(socket.SOL_SOCKET, SO_MEMINFO, 4 * 9))
+    except (OSError, struct.error):
+        return (0,) * 9
+
+
+def socket_drops(sock: socket.socket | None) -> int:
+    """Datagrams the kernel dropped for this socket (receive buffer full, or refused
+    by a socket filter), from SO_MEMINFO: one getsockopt, unlike a scan of
+    /proc/net/udp, which grows with every socket on the machine."""
+    return _meminfo(sock)[_SK_MEMINFO_DROPS]
+
+
+def socket_queued_bytes(sock: socket.socket | None) -> int:
+    """Bytes (kernel accounting, with overhead) waiting in the socket's receive queue."""
+    return _meminfo(sock)[_SK_MEMINFO_RMEM_ALLOC]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -86,6 +100,12 @@ class CollectorConfig:
     #: work for the rate engine's latency (every record waits for the whole batch).
     max_batch_bytes: int = 2 << 20
     rcvbuf_bytes: int = 8 << 20
+    #: How datagrams are read: ``auto`` (recvmmsg through controller/int/rxbatch.c
+    #: when gcc built it, else recvmsg_into), ``recvmmsg`` or ``recvmsg_into``.
+    rx_method: str = "auto"
+    #: Slot size of the report socket's receive pool: the longest Telemetry Report
+    #: datagram taken (longer ones are counted as ``truncated`` and dropped).
+    report_slot_bytes: int = 9216
     hop_capacity: int = 2048
     hop_depth: int = 256
     flow_capacity: int = 16384
@@ -115,6 +135,12 @@ class CollectorConfig:
         if not 1 <= self.max_batch_bytes <= 1 << 30:
             raise ConfigError(
                 f"CollectorConfig.max_batch_bytes={self.max_batch_bytes} is outside 1..2^30")
+        if self.rx_method not in ("auto", "recvmmsg", "recvmsg_into"):
+            raise ConfigError(f"CollectorConfig.rx_method={self.rx_method!r}: auto, recvmmsg "
+                              "or recvmsg_into")
+        if not 64 <= self.report_slot_bytes <= 65536:
+            raise ConfigError(
+                f"CollectorConfig.report_slot_bytes={self.report_slot_bytes} is outside 64..65536")
         if not self.flow_ttl_s > 0:
             raise ConfigError(f"CollectorConfig.flow_ttl_s={self.flow_ttl_s} must be > 0")
 
@@ -143,6 +169,16 @@ class CollectorStats:
     rejected: dict[str, int] = field(default_factory=dict)
     #: the part of ``rejected`` the kernel's socket filters dropped
     kernel_rejected: dict[str, int] = field(default_factory=dict)
+    #: datagrams longer than a receive slot (dropped, never decoded)
+    truncated: int = 0
+    #: bytes waiting in the sockets' receive queues now (the collector's only queue
+    #: before the tables: a rising figure is a collector falling behind)
+    socket_queued_bytes: int = 0
+    #: receive rounds (one drain of one socket) and the CPU time of each stage of the
+    #: socket path, ns of the collector thread: receive, admit (source and frame
+    #: checks), decode, tables (hop/flow tables, sequence accounting), listeners
+    rounds: int = 0
+    stage_ns: dict[str, int] = field(default_factory=dict)
 
     @property
     def reports_lost(self) -> int:
@@ -176,6 +212,9 @@ class Collector:
         self._readers: list[tuple[HasFileno, Reader]] = []
         self._last_expire = 0
         self._filters: list[tuple[str, SourceFilter]] = []
+        self._pools: dict[str, RxPool] = {}
+        self._rounds = 0
+        self._stage_ns = dict.fromkeys(STAGES, 0)
         self.admission = Admission(keys=self.config.keys,
                                    report_sources=self.config.report_sources)
 
@@ -215,11 +254,17 @@ class Collector:
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._sel = selectors.DefaultSelector()
-        self._sel.register(self._report_sock, selectors.EVENT_READ,
-                           self._feed_sourced_reports if self.config.report_sources is not None
-                           else self.feed_reports)
+        c = self.config
+        slots = min(c.max_batch, 1024)
+        self._pools["report"] = RxPool(self._report_sock, slots=slots,
+                                       stride=c.report_slot_bytes, method=c.rx_method)
+        self._sel.register(self._report_sock, selectors.EVENT_READ, self._round_reports)
         if self._agent_sock is not None:
-            self._sel.register(self._agent_sock, selectors.EVENT_READ, self.feed_agent_batches)
+            # an agent datagram is at most 64 KiB; max_batch_bytes bounds a round
+            self._pools["agent"] = RxPool(
+                self._agent_sock, slots=max(1, min(slots, c.max_batch_bytes // 16384 + 1)),
+                stride=65536, method=c.rx_method)
+            self._sel.register(self._agent_sock, selectors.EVENT_READ, self._round_agents)
         self._sel.register(self._wake_r, selectors.EVENT_READ, None)
         for fileobj, cb in self._readers:
             self._sel.register(fileobj, selectors.EVENT_READ, _ReaderKey(cb))
@@ -269,6 +314,7 @@ class Collector:
             self._sel.close()
         self._report_sock = self._agent_sock = self._wake_r = self._wake_w = None
         self._sel = None
+        self._pools.clear()
         for _, f in self._filters:
             f.close()
         self._filters.clear()
@@ -300,35 +346,71 @@ class Collector:
 
     # -- receive loop ---------------------------------------------------------------
 
-    def _drain(self, sock: socket.socket) -> list[bytes]:
-        out: list[bytes] = []
-        recv = sock.recv
-        limit = self.config.max_batch
-        budget = self.config.max_batch_bytes
-        try:
-            while len(out) < limit and budget > 0:
-                d = recv(65535)
-                out.append(d)
-                budget -= len(d)
-        except (BlockingIOError, InterruptedError):
-            pass
-        return out
-
-    def _drain_from(self, sock: socket.socket) -> list[tuple[bytes, tuple[str, int]]]:
-        out: list[tuple[bytes, tuple[str, int]]] = []
-        recvfrom = sock.recvfrom
-        limit = self.config.max_batch
-        try:
-            while len(out) < limit:
-                out.append(recvfrom(65535))
-        except (BlockingIOError, InterruptedError):
-            pass
-        return out
-
-    def _feed_sourced_reports(self, data: list[tuple[bytes, tuple[str, int]]]) -> DecodedBatch:
+    def _round_reports(self) -> None:
+        """One receive round of the report socket: slots -> admission -> decode ->
+        tables, the stages timed on this thread's CPU clock."""
+        pool = self._pools["report"]
+        clock = time.thread_time_ns
+        t0 = clock()
+        n = pool.receive(self.config.max_batch, self.config.max_batch_bytes)
+        t1 = clock()
+        if n == 0:
+            self._stage_ns["receive"] += t1 - t0
+            return
+        arrival = time.monotonic_ns()
+        buf = pool.buf[:n]
         with self._lock:
-            kept = self.admission.reports(data)
-        return self.feed_reports(kept)
+            lens = self.admission.report_rows(pool.lens[:n], pool.src_ip[:n], pool.src_port[:n])
+            t2 = clock()
+            self._account_seq_rows(buf, lens)
+            t3 = clock()
+            batch = self.report_decoder.decode_pool(buf, lens, arrival)
+            t4 = clock()
+        self._ingest_timed(batch, t4, {"receive": t1 - t0, "admit": t2 - t1,
+                                       "tables": t3 - t2, "decode": t4 - t3})
+
+    def _round_agents(self) -> None:
+        """One receive round of the agent socket (frames checked in a batch)."""
+        pool = self._pools["agent"]
+        clock = time.thread_time_ns
+        t0 = clock()
+        n = pool.receive(self.config.max_batch, self.config.max_batch_bytes)
+        t1 = clock()
+        if n == 0:
+            self._stage_ns["receive"] += t1 - t0
+            return
+        arrival = time.monotonic_ns()
+        buf = pool.buf[:n]
+        with self._lock:
+            if self.admission.verifier is not None:
+                lens, offset = self.admission.agent_rows(buf, pool.lens[:n]), AUTH_HEADER_LEN
+            else:
+                lens, offset = pool.lens[:n], 0
+            t2 = clock()
+            batch = self.host_decoder.decode_pool(buf, lens, arrival, offset)
+            t3 = clock()
+        self._ingest_timed(batch, t3, {"receive": t1 - t0, "admit": t2 - t1,
+                                       "decode": t3 - t2})
+
+    def _ingest_timed(self, batch: DecodedBatch, t: int, costs: dict[str, int]) -> None:
+        clock = time.thread_time_ns
+        flow_slots = self._tables(batch)
+        t5 = clock()
+        self._call_listeners(batch, flow_slots)
+        t6 = clock()
+        st = self._stage_ns
+        for k, v in costs.items():
+            st[k] += v
+        st["tables"] += t5 - t
+        st["listeners"] += t6 - t5
+        self._rounds += 1
+
+    def _account_seq_rows(self, buf: np.ndarray, lens: np.ndarray) -> None:
+        """``_account_seq`` on a receive pool."""
+        ok = (lens >= 8) & ((buf[:, 0] >> 4) == 2)
+        if ok.any():
+            g = np.ascontiguousarray(buf[ok, :8]).view(">u4").astype(np.uint32)
+            self.seq.update(g[:, 1], (g[:, 0] >> 22) & 0x3F, g[:, 0] & 0x3FFFFF)
 
     def _run(self) -> None:
         assert self._sel is not None
@@ -349,14 +431,10 @@ class Collector:
                         self._listener_errors += 1
                         log.exception("collector: reader %r failed", key.data.callback)
                     continue
-                data = (self._drain_from(key.fileobj)  # type: ignore[arg-type]
-                        if key.data == self._feed_sourced_reports
-                        else self._drain(key.fileobj))  # type: ignore[arg-type]
-                if data:
-                    try:
-                        key.data(data)
-                    except Exception:  # never let one bad batch stop the collector
-                        log.exception("collector: batch of %d datagrams failed", len(data))
+                try:
+                    key.data()
+                except Exception:  # never let one bad batch stop the collector
+                    log.exception("collector: a receive round failed")
             now = time.monotonic_ns()
             if now - self._last_expire > ttl_ns // 4:
                 self._last_expire = now
@@ -372,6 +450,12 @@ class Collector:
             batch = self.report_decoder.decode(datagrams, t)
         self.ingest(batch)
         return batch
+
+    def _feed_sourced_reports(self, data: list[tuple[bytes, tuple[str, int]]]) -> DecodedBatch:
+        """``feed_reports`` of (payload, source) pairs through the source check."""
+        with self._lock:
+            kept = self.admission.reports(data)
+        return self.feed_reports(kept)
 
     def feed_agent_batches(self, datagrams: Sequence[bytes],
                            arrival_ns: int | None = None) -> DecodedBatch:
@@ -395,19 +479,27 @@ class Collector:
 
     def ingest(self, batch: DecodedBatch) -> np.ndarray:
         """Update hop and flow tables; returns the flow slot of every sample."""
+        flow_slots = self._tables(batch)
+        self._call_listeners(batch, flow_slots)
+        return flow_slots
+
+    def _tables(self, batch: DecodedBatch) -> np.ndarray:
         if len(batch.samples) == 0:
             return np.zeros(0, np.int64)
         with self._lock:
             arrival = batch.samples["arrival_ns"][batch.hops["sample"]]
             hop_slots = self.hops.update(batch.hops, arrival)
-            flow_slots = self.flows.update(batch.samples, batch.hops, hop_slots)
+            return self.flows.update(batch.samples, batch.hops, hop_slots)
+
+    def _call_listeners(self, batch: DecodedBatch, flow_slots: np.ndarray) -> None:
+        if len(batch.samples) == 0:
+            return
         for fn in self.listeners:
             try:
                 fn(batch, flow_slots)
             except Exception:
                 self._listener_errors += 1
                 log.exception("collector: listener %r failed", fn)
-        return flow_slots
 
     def expire_flows(self, now_ns: int | None = None) -> int:
         """Age out idle flows (the receive thread does this every ttl/4); returns how many."""
@@ -424,9 +516,15 @@ class Collector:
         with self._lock:
             return self.flows.snapshot()
 
+    @staticmethod
+    def malformed_reasons() -> list[str]:
+        """Every reason a malformed counter can have (the exporter's columns)."""
+        return malformed_reasons()
+
     def stats(self) -> CollectorStats:
-        # /proc/net/udp is read before taking the lock: ingest must not wait on it
+        # the kernel's counters are read before taking the lock: ingest must not wait
         drops = socket_drops(self._report_sock) + socket_drops(self._agent_sock)
+        queued = socket_queued_bytes(self._report_sock) + socket_queued_bytes(self._agent_sock)
         kernel = self.kernel_rejected()
         # the kernel's sk_drops also counts what a socket filter dropped: not overload
         drops = max(0, drops - sum(kernel.values()))
@@ -456,6 +554,10 @@ class Collector:
                 socket_drops=drops,
                 rejected=_sum_counts(self.admission.rejected(), kernel),
                 kernel_rejected=kernel,
+                truncated=sum(p.truncated for p in self._pools.values()),
+                socket_queued_bytes=queued,
+                rounds=self._rounds,
+                stage_ns=dict(self._stage_ns),
             )
 
 

@@ -17,18 +17,22 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from controller.int.errors import Malformed
-from controller.int.layout import HPCC_DOMAIN_ID, RecordLayout, record_layout
 from controller.int.records import (
-    FIELD_BIT_BY_NAME,
+    FIELD_NODE_ID,
     HOP_DTYPE,
     REPORT_DTYPE,
     SOURCE_REPORT,
     DecodedBatch,
+    take,
 )
-from formats.int_md import INT_MD_VERSION, INT_SHIM_TYPE_MD, ROCEV2_UDP_PORT
+from formats.int_fields import WordOffsets, word_offsets
+from formats.int_md import INT_DS_ID_HPCC, INT_MD_VERSION, INT_SHIM_TYPE_MD, ROCEV2_UDP_PORT
 from formats.telemetry_report import FIXED_LEN, IN_TYPE_IPV4, REP_TYPE_INT, REPORT_VERSION
 
 _HDR_WORDS = FIXED_LEN // 4  # group (2) + individual (1) + main contents (2)
+#: More reports than fit one datagram (each is at least 4 bytes behind an 8-byte
+#: group header in at most 64 KiB): spaces the arrival positions of a pool's slots.
+_PIECES = 1 << 14
 
 #: Shape key columns, in order.
 _KEY = (
@@ -103,7 +107,7 @@ class ReportDecoder:
 
     def __init__(self) -> None:
         self.stats = DecodeStats()
-        self._layouts: dict[tuple[int, ...], tuple[RecordLayout, RecordLayout]] = {}
+        self._layouts: dict[tuple[int, ...], tuple[WordOffsets, WordOffsets]] = {}
 
     def decode(self, datagrams: Sequence[bytes], arrival_ns: int) -> DecodedBatch:
         """Decode ``datagrams`` (UDP payloads) received at ``arrival_ns``."""
@@ -136,20 +140,81 @@ class ReportDecoder:
                     bad[Malformed.REPORT_LENGTH] += 1
         parts = []
         for n, (rows, where) in buckets.items():
-            parts.extend(self._decode_bucket(n, rows, np.asarray(where, np.int64), arrival_ns))
+            m = np.frombuffer(b"".join(rows), dtype=">u4").reshape(len(rows), n // 4)
+            parts.extend(self._decode_bucket(m.astype(np.uint32), np.asarray(where, np.int64),
+                                             arrival_ns))
+        return self._done(parts)
+
+    def decode_pool(self, buf: np.ndarray, lens: np.ndarray, arrival_ns: int) -> DecodedBatch:
+        """Decode the datagrams of a receive pool in place (``rxbatch.RxPool``: row i of
+        ``buf`` holds ``lens[i]`` bytes; a length of 0 is a skipped slot).
+
+        Same result and counters as ``decode`` of the same datagrams, without Python
+        work per datagram: rows are checked and grouped by length with numpy, and the
+        rows of one length are one matrix.  Coalesced datagrams (several reports
+        behind one group header) take ``decode``'s path."""
+        st = self.stats
+        lens = lens.astype(np.int64)
+        live = lens > 0
+        n = int(live.sum())
+        st.datagrams += n
+        if n == 0:
+            return DecodedBatch.empty()
+        bad = st.malformed
+        short = live & (lens < FIXED_LEN)
+        unaligned = live & ~short & ((lens & 3) != 0)
+        rest = live & ~short & ~unaligned
+        version_ok = (buf[:, 0] >> 4) == REPORT_VERSION
+        bad_version = rest & ~version_ok
+        rest &= version_ok
+        end = 12 + 4 * buf[:, 9].astype(np.int64)
+        too_long = rest & (end > lens)
+        single = rest & (end == lens)
+        coalesced = rest & (end < lens)
+        for reason, mask in ((Malformed.SHORT, short), (Malformed.UNALIGNED, unaligned),
+                             (Malformed.BAD_VERSION, bad_version),
+                             (Malformed.REPORT_LENGTH, too_long)):
+            k = int(mask.sum())
+            if k:
+                bad[reason] += k
+        parts = []
+        if coalesced.any():
+            # arrival position of a report: slot * _PIECES + its place in the datagram
+            buckets: dict[int, tuple[list[bytes], list[int]]] = {}
+            for i in np.flatnonzero(coalesced).tolist():
+                _split(bytes(buf[i, :lens[i]]), buckets, i * _PIECES, st)
+            for ln, (rows, where) in buckets.items():
+                m = np.frombuffer(b"".join(rows), dtype=">u4").reshape(len(rows), ln // 4)
+                parts.extend(self._decode_bucket(m.astype(np.uint32),
+                                                 np.asarray(where, np.int64), arrival_ns))
+        idx = np.flatnonzero(single)
+        if len(idx):
+            ls = lens[idx]
+            if (ls == ls[0]).all():
+                groups = [(int(ls[0]), idx)]
+            else:
+                order = np.argsort(ls, kind="stable")
+                cut = np.flatnonzero(np.diff(ls[order])) + 1
+                groups = [(int(lens[g[0]]), g) for g in np.split(idx[order], cut)]
+            for ln, sel in groups:
+                m = np.ascontiguousarray(buf[sel, :ln]).view(">u4").astype(np.uint32)
+                parts.extend(self._decode_bucket(m, sel.astype(np.int64) * _PIECES, arrival_ns))
+        return self._done(parts)
+
+    def _done(self, parts: list[tuple[DecodedBatch, np.ndarray]]) -> DecodedBatch:
         out = _in_arrival_order(parts)
-        st.reports += len(out.samples)
-        st.hop_records += len(out.hops)
+        self.stats.reports += len(out.samples)
+        self.stats.hop_records += len(out.hops)
         return out
 
     # -- one length --------------------------------------------------------------
 
-    def _decode_bucket(self, length: int, rows: list[bytes], where: np.ndarray,
+    def _decode_bucket(self, m: np.ndarray, where: np.ndarray,
                        arrival_ns: int) -> list[tuple[DecodedBatch, np.ndarray]]:
-        words = length // 4
-        m = np.frombuffer(b"".join(rows), dtype=">u4").reshape(len(rows), words).astype(np.uint32)
+        """Reports of one length, ``m`` a (reports, words) uint32 matrix in host order."""
+        words = m.shape[1]
         if words <= _HDR_WORDS:
-            self.stats.malformed[Malformed.INNER_TRUNCATED] += len(rows)
+            self.stats.malformed[Malformed.INNER_TRUNCATED] += len(m)
             return []
         k: dict[str, np.ndarray] = {}
         w2, w3, w4 = m[:, 2], m[:, 3], m[:, 4]
@@ -196,15 +261,16 @@ class ReportDecoder:
 
     # -- one shape ----------------------------------------------------------------
 
-    def _layouts_for(self, key: tuple[int, ...]) -> tuple[RecordLayout, RecordLayout]:
+    def _layouts_for(self, key: tuple[int, ...]) -> tuple[WordOffsets, WordOffsets]:
         """(sink metadata layout, hop record layout) of a shape, cached by its bitmaps."""
         bitmaps = (key[3], key[4], key[5], key[13], key[14], key[15])
         got = self._layouts.get(bitmaps)
         if got is None:
             rep_md_bits, domain, ds_md_bits, ins, ds_id, ds_ins = bitmaps
             got = (
-                record_layout(rep_md_bits, domain, ds_md_bits, report=True),
-                record_layout(ins, ds_id, ds_ins),
+                word_offsets(rep_md_bits, ds_md_bits, ds_known=domain == INT_DS_ID_HPCC,
+                             report=True),
+                word_offsets(ins, ds_ins, ds_known=ds_id == INT_DS_ID_HPCC),
             )
             if len(self._layouts) < 4096:
                 self._layouts[bitmaps] = got
@@ -255,7 +321,7 @@ class ReportDecoder:
             return DecodedBatch.empty()
 
         n_stack = stack_words // hop_ml if hop_ml else 0
-        has_sink = bool(sink.offsets)
+        has_sink = bool(sink.fields)
         n_hops = n_stack + (1 if has_sink else 0)
 
         samples = np.zeros(n, REPORT_DTYPE)
@@ -292,7 +358,7 @@ class ReportDecoder:
                 last = view[:, n_hops - 1]
                 _fill(last, m, _HDR_WORDS, sink)
                 last["node_id"] = m[:, 1]
-                last["fields"] |= FIELD_BIT_BY_NAME["node_id"]
+                last["fields"] |= FIELD_NODE_ID
         return DecodedBatch(samples=samples, hops=hops)
 
 
@@ -307,41 +373,28 @@ def _in_arrival_order(parts: list[tuple[DecodedBatch, np.ndarray]]) -> DecodedBa
     order = np.argsort(where, kind="stable")
     rank = np.empty_like(order)
     rank[order] = np.arange(len(order))
-    out.samples = out.samples[order]
+    out.samples = take(out.samples, order)
     h = out.hops
     h["sample"] = rank[h["sample"]]
-    out.hops = h[np.argsort(h["sample"], kind="stable")]
+    out.hops = take(h, np.argsort(h["sample"], kind="stable"))
     return out
 
 
-def _fill(dst: np.ndarray, m: np.ndarray, base: int, layout: RecordLayout) -> None:
-    """Copy the fields of one record position (column ``base``) of every row into ``dst``."""
-    fields = 0
-    o = layout.offsets
-    for name, off in o.items():
+def _fill(dst: np.ndarray, m: np.ndarray, base: int, layout: WordOffsets) -> None:
+    """Copy the rows of one record position (column ``base``) of every row of ``m``
+    into ``dst``, part by part as ``formats.int_fields`` packs them."""
+    flags = 0
+    for f, off in layout.fields:
+        flags |= f.flag
         col = m[:, base + off]
-        fields |= FIELD_BIT_BY_NAME[name]
-        if name == "node_id":
-            dst["node_id"] = col
-        elif name == "ports":
-            dst["ingress_port"] = col >> 16
-            dst["egress_port"] = col & 0xFFFF
-        elif name == "hop_latency":
-            dst["hop_latency_us"] = col
-        elif name == "queue":
-            dst["queue_id"] = col >> 24
-            dst["queue_pkts"] = col & 0xFFFFFF
-        elif name == "ingress_ts":
-            dst["ingress_ts_us"] = (col.astype(np.uint64) << np.uint64(32)) | m[:, base + off + 1]
-        elif name == "egress_ts":
-            dst["egress_ts_us"] = (col.astype(np.uint64) << np.uint64(32)) | m[:, base + off + 1]
-        elif name == "tx_bytes":
-            dst["tx_bytes"] = col
-        elif name == "queue_bytes":
-            dst["queue_bytes"] = col
-        elif name == "line_rate":
-            dst["line_rate_mbps"] = col
-    dst["fields"] = fields
+        if f.words == 2:
+            col = (col.astype(np.uint64) << np.uint64(32)) | m[:, base + off + 1]
+        for p, sh in zip(f.parts, f.shifts()):
+            if sh == 0 and p.bits == f.nbits:
+                dst[p.col] = col
+            else:
+                dst[p.col] = (col >> col.dtype.type(sh)) & col.dtype.type((1 << p.bits) - 1)
+    dst["fields"] = flags
 
 
-__all__ = ["HPCC_DOMAIN_ID", "DecodeStats", "ReportDecoder"]
+__all__ = ["DecodeStats", "ReportDecoder"]

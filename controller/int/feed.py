@@ -19,6 +19,7 @@ from controller.int.records import (
     FIELD_QUEUE_BYTES,
     FIELD_TX_BYTES,
     DecodedBatch,
+    take,
 )
 
 _NEED = FIELD_EGRESS_TS | FIELD_TX_BYTES | FIELD_QUEUE_BYTES | FIELD_LINE_RATE
@@ -29,7 +30,7 @@ def hop_samples(batch: DecodedBatch, flow_idx: np.ndarray) -> HopSamples:
     (e.g. the FlowTable slots the collector passes to listeners)."""
     h = batch.hops
     keep = ((h["fields"] & _NEED) == _NEED) & (h["line_rate_mbps"] > 0) & (h["hop_index"] < MAX_HOPS)
-    h = h[keep]
+    h = take(h, keep)
     return hop_samples_from_records(
         row=h["sample"].astype(np.int64),
         hop_idx=h["hop_index"].astype(np.int64),

@@ -16,37 +16,30 @@ import numpy as np
 
 from controller.int.errors import Malformed
 from controller.int.records import (
-    FIELD_EGRESS_TS,
-    FIELD_HOP_LATENCY,
-    FIELD_INGRESS_TS,
-    FIELD_LINE_RATE,
-    FIELD_NODE_ID,
-    FIELD_PORTS,
-    FIELD_QUEUE,
-    FIELD_QUEUE_BYTES,
-    FIELD_TX_BYTES,
     HOP_DTYPE,
     REPORT_DTYPE,
     SOURCE_HOST,
     DecodedBatch,
+    take,
 )
 from formats.agent_batch import (
     AGENT_BATCH_HEADER_LEN,
     AGENT_BATCH_MAGIC,
     AGENT_BATCH_VERSION,
 )
-from formats.int_md import HOST_RECORD_DTYPE, INT_DS_ID_HPCC, MAX_HOPS, ROCEV2_UDP_PORT
+from formats.int_fields import HOP_FIELDS
+from formats.int_md import (
+    HOP_RECORD_DTYPE,
+    HOST_RECORD_DTYPE,
+    INT_DS_ID_HPCC,
+    MAX_HOPS,
+    ROCEV2_UDP_PORT,
+)
 
 _HEAD = np.dtype(
     [("magic", ">u4"), ("version", "u1"), ("flags", "u1"), ("record_size", ">u2"),
      ("count", ">u4"), ("agent_id", ">u4"), ("batch_seq", ">u4"), ("dropped", ">u4")]
 )
-
-#: (instruction mask, FIELD_* bit) for standard and DS fields.
-_STD = ((0x8000, FIELD_NODE_ID), (0x4000, FIELD_PORTS), (0x2000, FIELD_HOP_LATENCY),
-        (0x1000, FIELD_QUEUE), (0x0800, FIELD_INGRESS_TS), (0x0400, FIELD_EGRESS_TS))
-_DS = ((0x8000, FIELD_TX_BYTES), (0x4000, FIELD_QUEUE_BYTES), (0x2000, FIELD_LINE_RATE))
-
 
 @dataclass(slots=True, kw_only=True)
 class AgentState:
@@ -71,15 +64,22 @@ class HostDecodeStats:
 
 def fields_from_bitmaps(ins: np.ndarray, ds_id: np.ndarray, ds_ins: np.ndarray) -> np.ndarray:
     """FIELD_* presence masks from instruction bitmaps (DS fields only for our domain)."""
-    ins = ins.astype(np.uint32)
+    ins = np.asarray(ins, np.uint16)
+    ds = np.where(np.asarray(ds_id) == INT_DS_ID_HPCC, ds_ins, 0).astype(np.uint16)
     out = np.zeros(len(ins), np.uint16)
-    for mask, f in _STD:
-        out |= np.where(ins & mask, f, 0).astype(np.uint16)
-    ours = ds_id == INT_DS_ID_HPCC
-    ds = np.where(ours, ds_ins, 0).astype(np.uint32)
-    for mask, f in _DS:
-        out |= np.where(ds & mask, f, 0).astype(np.uint16)
+    for f in HOP_FIELDS:
+        out |= ((ds if f.ds else ins) & np.uint16(f.mask)).astype(bool) * np.uint16(f.flag)
     return out
+
+
+def _hop_rows(rec: np.ndarray) -> np.ndarray:
+    """Every hop slot of ``rec`` as a raw row (``n * MAX_HOPS`` of them, record-major):
+    selecting raw rows is many times faster than selecting structured elements."""
+    off = HOST_RECORD_DTYPE.fields["hops"][1]  # type: ignore[index]
+    raw = np.ascontiguousarray(rec).view(np.uint8).reshape(len(rec), HOST_RECORD_DTYPE.itemsize)
+    size = HOP_RECORD_DTYPE.itemsize
+    hops = raw[:, off:off + MAX_HOPS * size].reshape(len(rec) * MAX_HOPS, size)
+    return np.ascontiguousarray(hops).view(np.dtype((np.void, size))).reshape(-1)
 
 
 class HostBatchDecoder:
@@ -111,18 +111,7 @@ class HostBatchDecoder:
             else:
                 agent = int(h["agent_id"])
                 seq = int(h["batch_seq"])
-                a = st.agents.get(agent)
-                if a is None:
-                    a = st.agents[agent] = AgentState(agent_id=agent)
-                elif a.last_seq >= 0:
-                    gap = (seq - a.last_seq) & 0xFFFFFFFF
-                    if 1 < gap < 1 << 31:
-                        a.lost_batches += gap - 1
-                if a.last_seq < 0 or 0 < ((seq - a.last_seq) & 0xFFFFFFFF) < 1 << 31:
-                    a.last_seq = seq
-                a.batches += 1
-                a.records += int(h["count"])
-                a.agent_dropped = int(h["dropped"])
+                self._account(agent, seq, int(h["dropped"]), int(h["count"]))
                 if int(h["count"]):
                     bodies.append(d[AGENT_BATCH_HEADER_LEN:])
                     agent_of.append(agent)
@@ -141,6 +130,74 @@ class HostBatchDecoder:
         st.hop_records += len(out.hops)
         return out
 
+    def decode_pool(self, buf: np.ndarray, lens: np.ndarray, arrival_ns: int,
+                    offset: int = 0) -> DecodedBatch:
+        """Decode the batches of a receive pool in place (``rxbatch.RxPool``): row i of
+        ``buf`` holds a batch of ``lens[i]`` bytes (0: none) starting ``offset`` bytes
+        into the row (behind an authenticated frame's header).
+
+        Same result and counters as ``decode``; headers are checked with numpy, the
+        only Python work per datagram is its agent's sequence accounting."""
+        st = self.stats
+        size = HOST_RECORD_DTYPE.itemsize
+        lens = lens.astype(np.int64)
+        live = lens > 0
+        st.datagrams += int(live.sum())
+        if not live.any():
+            return DecodedBatch.empty()
+        hl = AGENT_BATCH_HEADER_LEN
+        h = np.ascontiguousarray(buf[:, offset:offset + hl]).view(_HEAD)[:, 0]
+        count = h["count"].astype(np.int64)
+        checks = (
+            (Malformed.SHORT, lens < hl),
+            (Malformed.BATCH_MAGIC, h["magic"] != AGENT_BATCH_MAGIC),
+            (Malformed.BATCH_VERSION, h["version"] != AGENT_BATCH_VERSION),
+            (Malformed.BATCH_RECORD_SIZE, h["record_size"] != size),
+            (Malformed.BATCH_LENGTH, lens != hl + count * size),
+        )
+        ok = live.copy()
+        for reason, fails in checks:
+            k = ok & fails
+            if k.any():
+                st.malformed[reason] += int(k.sum())
+                ok &= ~k
+        rows = np.flatnonzero(ok)
+        agents, seqs, drops = (h["agent_id"][rows].tolist(), h["batch_seq"][rows].tolist(),
+                               h["dropped"][rows].tolist())
+        counts = count[rows].tolist()
+        for agent, seq, dropped, c in zip(agents, seqs, drops, counts):
+            self._account(agent, seq, dropped, c)
+        keep = [i for i, c in zip(rows.tolist(), counts) if c]
+        if not keep:
+            return DecodedBatch.empty()
+        cnt = count[keep]
+        start = offset + hl
+        rec = np.frombuffer(b"".join([buf[i, start:start + c * size].data
+                                      for i, c in zip(keep, cnt.tolist())]), HOST_RECORD_DTYPE)
+        out = self.decode_records(
+            rec, arrival_ns=arrival_ns,
+            agent_id=np.repeat(h["agent_id"][keep].astype(np.uint32), cnt),
+            batch_seq=np.repeat(h["batch_seq"][keep].astype(np.uint32), cnt))
+        st.records += len(out.samples)
+        st.hop_records += len(out.hops)
+        return out
+
+    def _account(self, agent: int, seq: int, dropped: int, count: int) -> None:
+        """Batch sequence and counters of one accepted datagram of ``agent``."""
+        st = self.stats
+        a = st.agents.get(agent)
+        if a is None:
+            a = st.agents[agent] = AgentState(agent_id=agent)
+        elif a.last_seq >= 0:
+            gap = (seq - a.last_seq) & 0xFFFFFFFF
+            if 1 < gap < 1 << 31:
+                a.lost_batches += gap - 1
+        if a.last_seq < 0 or 0 < ((seq - a.last_seq) & 0xFFFFFFFF) < 1 << 31:
+            a.last_seq = seq
+        a.batches += 1
+        a.records += count
+        a.agent_dropped = dropped
+
     def decode_records(
         self,
         rec: np.ndarray,
@@ -155,7 +212,7 @@ class HostBatchDecoder:
         bad = hop_count > MAX_HOPS
         if bad.any():
             self.stats.malformed[Malformed.RECORD_HOP_COUNT] += int(bad.sum())
-            rec = rec[~bad]
+            rec = take(rec, ~bad)
             hop_count = hop_count[~bad]
             if not np.isscalar(agent_id):
                 agent_id = np.asarray(agent_id)[~bad]
@@ -185,7 +242,8 @@ class HostBatchDecoder:
         s["ds_bitmap"] = rec["ds_instruction"]
         s["capture_ns"] = rec["capture_ns"]
         mask = np.arange(MAX_HOPS)[None, :] < hop_count[:, None]
-        src = rec["hops"][mask]  # record-major, newest hop first within a record
+        # record-major, newest hop first within a record
+        src = _hop_rows(rec)[mask.reshape(-1)].view(HOP_RECORD_DTYPE)
         sample = np.repeat(np.arange(n, dtype=np.uint32), hop_count)
         stack_pos = np.nonzero(mask)[1]
         h = np.zeros(len(src), HOP_DTYPE)
@@ -194,17 +252,9 @@ class HostBatchDecoder:
         h["fields"] = fields_from_bitmaps(
             rec["instruction_bitmap"], rec["ds_id"], rec["ds_instruction"]
         )[sample]
-        h["node_id"] = src["node_id"]
-        h["ingress_port"] = src["ingress_port"]
-        h["egress_port"] = src["egress_port"]
-        h["hop_latency_us"] = src["hop_latency"]
-        h["queue_id"] = src["queue_id"]
-        h["queue_pkts"] = src["queue_occupancy"]
-        h["ingress_ts_us"] = src["ingress_ts"]
-        h["egress_ts_us"] = src["egress_ts"]
-        h["tx_bytes"] = src["tx_bytes"]
-        h["queue_bytes"] = src["queue_bytes"]
-        h["line_rate_mbps"] = src["line_rate"]
+        for f in HOP_FIELDS:
+            for p in f.parts:
+                h[p.col] = src[p.name]
         return DecodedBatch(samples=s, hops=h)
 
 

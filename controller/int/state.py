@@ -32,6 +32,7 @@ from controller.int.records import (
     FIELD_QUEUE,
     FIELD_QUEUE_BYTES,
     FIELD_TX_BYTES,
+    take,
 )
 
 MAX_PATH_HOPS = 16
@@ -196,7 +197,7 @@ class HopTable:
                 arr[s_new] = 0
         group = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, n)))
         slot_sorted = slots_u[group]
-        h = hops[order]
+        h = take(hops, order)
         f = h["fields"]
         rate = np.full(n, np.nan)
         has_tx = (f & FIELD_TX_BYTES).astype(bool) & (f & FIELD_EGRESS_TS).astype(bool)
@@ -221,13 +222,13 @@ class HopTable:
         # latest values: the last record of each group wins (sorted by ts within the
         # group), unless it is older than what the table holds (a late sample)
         last = np.append(starts[1:], n) - 1
-        hl_all = h[last]
+        hl_all = take(h, last)
         self.last_update_ns[slots_u] = arrival_ns[order][last]
         self.samples[slots_u] += np.diff(np.append(starts, n)).astype(np.uint64)
         has_ts = (hl_all["fields"] & FIELD_EGRESS_TS).astype(bool)
         fresh = new | ~has_ts | (hl_all["egress_ts_us"] >= self.egress_ts_us[slots_u])
         s_last = slots_u[fresh]
-        hl = hl_all[fresh]
+        hl = take(hl_all, fresh)
         fl = hl["fields"]
         last = last[fresh]
         m = (fl & FIELD_QUEUE_BYTES).astype(bool)
@@ -382,7 +383,7 @@ class FlowTable:
         is_last = np.zeros(n, bool)
         is_last[last_h[has_path]] = True
         hsel = is_last[hops["sample"]] & (hops["hop_index"] < MAX_PATH_HOPS)
-        hp = hops[hsel]
+        hp = take(hops, hsel)
         hslot = hop_slots[hsel]
         new_node = np.zeros((len(uniq), MAX_PATH_HOPS), np.uint32)
         new_port = np.zeros((len(uniq), MAX_PATH_HOPS), np.uint16)

@@ -11,16 +11,17 @@ import socket
 import struct
 from dataclasses import dataclass
 
-from controller.int.layout import DS_FIELD_BITS, HPCC_DOMAIN_ID, STD_FIELD_BITS, record_layout
+from formats.int_fields import word_offsets
 from formats.int_md import HPCC_DS_INSTRUCTION as HPCC_DS_BITMAP
 from formats.int_md import HPCC_INSTRUCTION_BITMAP as HPCC_INS_BITMAP
-from formats.int_md import INT_UDP_PORT, ROCEV2_UDP_PORT
+from formats.int_md import INT_DS_ID_HPCC, INT_UDP_PORT, ROCEV2_UDP_PORT
 from formats.telemetry_report import IndividualReport, build_report
 
 
 @dataclass(slots=True, kw_only=True)
 class Hop:
-    """Field values of one hop record (fields not asked for by the bitmaps are ignored)."""
+    """Field values of one hop record (fields not asked for by the bitmaps are ignored),
+    named as the collector's ``HOP_DTYPE`` columns."""
 
     node_id: int = 0
     ingress_port: int = 0
@@ -30,40 +31,22 @@ class Hop:
     queue_pkts: int = 0
     ingress_ts_us: int = 0
     egress_ts_us: int = 0
+    tx_util: int = 0
     tx_bytes: int = 0
     queue_bytes: int = 0
     line_rate_mbps: int = 0
 
 
-def _field_words(h: Hop, name: str) -> bytes:
-    if name == "node_id":
-        return struct.pack("!I", h.node_id)
-    if name == "ports":
-        return struct.pack("!HH", h.ingress_port, h.egress_port)
-    if name == "hop_latency":
-        return struct.pack("!I", h.hop_latency_us)
-    if name == "queue":
-        return struct.pack("!I", (h.queue_id << 24) | (h.queue_pkts & 0xFFFFFF))
-    if name == "ingress_ts":
-        return struct.pack("!Q", h.ingress_ts_us)
-    if name == "egress_ts":
-        return struct.pack("!Q", h.egress_ts_us)
-    if name == "tx_bytes":
-        return struct.pack("!I", h.tx_bytes & 0xFFFFFFFF)
-    if name == "queue_bytes":
-        return struct.pack("!I", h.queue_bytes)
-    if name == "line_rate":
-        return struct.pack("!I", h.line_rate_mbps)
-    raise KeyError(name)
-
-
 def encode_record(h: Hop, bitmap: int, ds_bitmap: int, *, report: bool = False) -> bytes:
-    """One hop record (or report sink metadata) holding the fields the bitmaps ask for."""
-    layout = record_layout(bitmap, HPCC_DOMAIN_ID, ds_bitmap, report=report)
+    """One hop record (or report sink metadata) holding the fields the bitmaps ask for,
+    packed as ``formats.int_fields`` says (values read by their collector column names)."""
+    layout = word_offsets(bitmap, ds_bitmap, report=report)
     out = bytearray(4 * layout.words)
-    for name, off in layout.offsets.items():
-        w = _field_words(h, name)
-        out[4 * off : 4 * off + len(w)] = w
+    for f, off in layout.fields:
+        value = 0
+        for p, sh in zip(f.parts, f.shifts()):
+            value |= (getattr(h, p.col) & ((1 << p.bits) - 1)) << sh
+        out[4 * off : 4 * (off + f.words)] = value.to_bytes(4 * f.words, "big")
     return bytes(out)
 
 
@@ -84,7 +67,7 @@ def build_int_inner(
 ) -> bytes:
     """IPv4/UDP/INT shim/INT-MD/hop stack/BTH/payload as it reaches the sink (IPv4 and
     UDP checksums left 0: the collector does not check them)."""
-    layout = record_layout(ins_bitmap, HPCC_DOMAIN_ID, ds_bitmap)
+    layout = word_offsets(ins_bitmap, ds_bitmap)
     stack = b"".join(encode_record(h, ins_bitmap, ds_bitmap) for h in reversed(hops))
     shim_len = 3 + len(stack) // 4
     shim = struct.pack("!BBH", (1 << 4) | (1 << 2), shim_len, ROCEV2_UDP_PORT)
@@ -92,7 +75,7 @@ def build_int_inner(
         "!IHHHH",
         (2 << 28) | (int(e_bit) << 26) | (layout.words << 8) | max(remaining_hops - len(hops), 0),
         ins_bitmap,
-        HPCC_DOMAIN_ID,
+        INT_DS_ID_HPCC,
         ds_bitmap,
         0,
     )
@@ -134,10 +117,8 @@ def build_hpcc_report(
 
 
 __all__ = [
-    "DS_FIELD_BITS",
     "HPCC_DS_BITMAP",
     "HPCC_INS_BITMAP",
-    "STD_FIELD_BITS",
     "Hop",
     "build_hpcc_report",
     "build_int_inner",

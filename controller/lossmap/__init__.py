@@ -20,7 +20,7 @@ Pure numpy math plus matplotlib figures, no network I/O:
 from controller.lossmap.bins import LinkIndex, TimeBins
 from controller.lossmap.burst import (
     Cycles,
-    GilbertElliott,
+    GilbertElliottFit,
     Interval,
     cycles_from_events,
     cycles_from_psn_gaps,
@@ -57,7 +57,7 @@ from controller.lossmap.stream import BinRing, FlowLossStream, LinkLossStream
 
 __all__ = [
     "BinRing", "Cycles", "FecPolicy", "FlowLossListener", "FlowLossMap", "FlowLossStream",
-    "GilbertElliott", "Interval", "LinkCounters", "LinkIndex", "LinkKeyError", "LinkLossMap",
+    "GilbertElliottFit", "Interval", "LinkCounters", "LinkIndex", "LinkKeyError", "LinkLossMap",
     "LinkLossStream", "LinkModel", "Localized", "LossEvents", "LossInputError", "LossMapError",
     "LossParameterError", "PathFec", "PsnGaps", "Source", "TimeBins", "block_loss_pmf",
     "block_loss_pmfs", "choose_fec", "cycles_from_events", "cycles_from_psn_gaps",

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from common.loss import LossModel
 from controller.lossmap.errors import LossInputError, LossParameterError
 from controller.lossmap.links import LossEvents
 from controller.lossmap.psn import PsnGaps
@@ -120,8 +121,9 @@ class Interval:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class GilbertElliott:
-    """Fitted model; each parameter with a bootstrap confidence interval."""
+class GilbertElliottFit:
+    """A Gilbert-Elliott model fitted to observed losses, each parameter with a bootstrap
+    confidence interval (:attr:`model` is the point estimate as a :class:`LossModel`)."""
 
     p: Interval
     r: Interval
@@ -132,6 +134,13 @@ class GilbertElliott:
     bursts: int
     simple: bool
     """True when the fit fell back to loss_in_bad = 1."""
+
+    @property
+    def model(self) -> LossModel:
+        """The fitted values as the project's loss model (:mod:`common.loss`; h = 1 -
+        loss_in_bad, k = 1): what a link emulation would run to reproduce the fit."""
+        return LossModel.gilbert_elliott(p=self.p.value, r=self.r.value,
+                                         h=1.0 - self.loss_in_bad.value)
 
 
 def _moments(n, n1, n11, n1x1, n111):
@@ -166,7 +175,7 @@ def _cycle_counts(cy: Cycles) -> np.ndarray:
 
 
 def fit_gilbert_elliott(cy: Cycles, *, confidence: float = 0.95, resamples: int = 400,
-                        seed: int = 0) -> GilbertElliott:
+                        seed: int = 0) -> GilbertElliottFit:
     """Fit p, r and loss-in-bad to ``cy``; intervals by bootstrap over cycles."""
     if not 0 < confidence < 1:
         raise LossParameterError(f"fit_gilbert_elliott: confidence = {confidence} not in (0,1)")
@@ -196,7 +205,7 @@ def fit_gilbert_elliott(cy: Cycles, *, confidence: float = 0.95, resamples: int 
         lo, hi = np.percentile(s, [lo_q, hi_q])
         return Interval(value=float(value), low=float(min(lo, value)), high=float(max(hi, value)))
 
-    return GilbertElliott(
+    return GilbertElliottFit(
         p=iv(p, bp), r=iv(r, br), loss_in_bad=iv(d, bd), loss_rate=iv(a, ba),
         mean_burst_len=float(cy.loss_len.mean()), packets=int(total[0]),
         bursts=int(cy.loss_len.size), simple=bool(simple))

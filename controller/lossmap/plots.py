@@ -14,7 +14,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
 
-from controller.lossmap.burst import Cycles, GilbertElliott, run_histogram
+from controller.lossmap.burst import Cycles, GilbertElliottFit, run_histogram
 from controller.lossmap.errors import LossInputError
 from controller.lossmap.links import LinkLossMap, Source
 from controller.lossmap.psn import FlowLossMap
@@ -72,7 +72,7 @@ def plot_heatmap(link_map: LinkLossMap | FlowLossMap, path: str | Path, *,
 
 
 def plot_bursts(cycles: Cycles, path: str | Path, *, link_name: str,
-                fit: GilbertElliott | None = None, max_len: int = 32) -> Path:
+                fit: GilbertElliottFit | None = None, max_len: int = 32) -> Path:
     """Burst-length and gap-length histograms of one link, with the fitted model."""
     fig = Figure(figsize=(10, 3.6))
     ax1 = fig.add_subplot(1, 2, 1)

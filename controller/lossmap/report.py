@@ -6,14 +6,14 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from controller.lossmap.burst import GilbertElliott
+from controller.lossmap.burst import GilbertElliottFit
 from controller.lossmap.errors import LossInputError
 from controller.lossmap.links import LinkLossMap, Source, wilson_interval
 from controller.lossmap.policy import PathFec
 
 
 def link_table(link_map: LinkLossMap, names: Sequence[str], *,
-               fits: dict[int, GilbertElliott] | None = None,
+               fits: dict[int, GilbertElliottFit] | None = None,
                truth: npt.ArrayLike | None = None) -> list[str]:
     """One line per link over the whole window: source, lost, delivered, loss rate
     with its 95 % Wilson interval, and the burst model where ``fits`` has one."""

@@ -87,10 +87,10 @@ def softswitch_device_config(program: str | Path) -> bytes:
 
 def build_p4info_from_source(program: str | Path) -> P4I.P4Info:
     """P4Info of a P4 program as softswitch compiles it (P4 errors -> PipelineError)."""
-    from softswitch.api import Switch
     from softswitch.errors import SoftswitchError
     from softswitch.frontend.errors import P4Error
     from softswitch.p4info import build_p4info
+    from softswitch.targets.python.switch import Switch
     try:
         compiled = Switch.from_file(program).program
         return build_p4info(compiled.checked, compiled.lowered)

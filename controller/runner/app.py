@@ -28,12 +28,10 @@ from controller.cc import (
     FLAG_RETRANSMIT,
     FeedbackSender,
     FeedbackTarget,
-    HpccEngine,
     HpccLoop,
-    HpccParams,
     fec_to_wire,
 )
-from controller.cc.telemetry import V1MODEL_TS_MODULUS_NS
+from controller.cc.engines import make_engine
 from controller.diagnose.live import LiveDiagnosis
 from controller.export.credentials import Credentials, load_credentials
 from controller.export.errors import ExportError
@@ -207,8 +205,7 @@ class Controller:
                                # room for bursts of forgeries (kernel memory, not ours)
                                rcvbuf_bytes=(32 << 20) if auth.keys else 8 << 20,
                                report_sources=auth.report_sources)
-        eng = HpccEngine(n_flows=c.flow_capacity,
-                         params=HpccParams(base_rtt_s=c.base_rtt_s, ts_modulus_ns=V1MODEL_TS_MODULUS_NS))
+        eng = make_engine(c.cc, n_flows=c.flow_capacity, base_rtt_s=c.base_rtt_s)
         self.hpcc = HpccLoop(engine=eng, sender=FeedbackSender(
                                  n_flows=c.flow_capacity, signer=auth.feedback_signer,
                                  verifier=auth.confirm_verifier),

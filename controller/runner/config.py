@@ -12,6 +12,8 @@ from formats.auth import CONTROLLER_SENDER_ID, CONTROLLER_SENDER_IDS
 from formats.feedback import FEEDBACK_UDP_PORT
 from formats.int_md import HPCC_INSTRUCTION_BITMAP
 from formats.telemetry_report import REPORT_UDP_PORT
+from traffic.cc import registry as cc_registry
+from traffic.errors import ConfigError
 
 from .errors import RunError
 
@@ -45,6 +47,7 @@ class RunConfig:
     int_instructions: int = HPCC_INSTRUCTION_BITMAP   # watchlist bitmap (HPCC_PORTS_... adds ports)
     feedback_port: int = FEEDBACK_UDP_PORT
     agents: dict[str, tuple[str, int]] = field(default_factory=dict)   # host -> agent (addr, port)
+    cc: str = "hpcc"              # the rate engine (traffic.cc.registry, runs_in controller)
     base_rtt_s: float = 20e-6     # lower bound of HPCC T; each flow gets its path RTT from the topology
     fec_target_residual: float = 0.0     # > 0: choose FEC per flow from the link loss map
     election_id: int = 1
@@ -79,6 +82,10 @@ class RunConfig:
                      "base_rtt_s", "diagnose_every_s"):
             if not getattr(self, name) > 0:
                 raise RunError(f"{name} = {getattr(self, name)} must be > 0")
+        try:
+            self.cc = cc_registry.get(self.cc, ("controller",)).name
+        except ConfigError as e:
+            raise RunError(f"--cc: {e}") from None
         if not 0 <= self.fec_target_residual < 1:
             raise RunError(f"--fec-target {self.fec_target_residual}: must be in [0, 1)")
         if self.election_id < 1 or self.election_id >> 128:

@@ -11,7 +11,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from .model import Endpoint, Host, Link, LinkRole, LossModel, Switch, SwitchRole, Topology
+from common.loss import LossModel
+
+from .model import Endpoint, Host, Link, LinkRole, Switch, SwitchRole, Topology
 from .validate import validate
 
 __all__ = ["GENERATORS", "dumbbell", "leaf_spine", "two_datacenters"]

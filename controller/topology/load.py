@@ -31,6 +31,8 @@ from typing import Any
 
 import yaml
 
+from common.loss import LossKind, LossModel
+
 from .errors import TopologyFormatError, did_you_mean
 from .model import (
     DEFAULT_CPU_PORT,
@@ -39,8 +41,6 @@ from .model import (
     Host,
     Link,
     LinkRole,
-    LossKind,
-    LossModel,
     Switch,
     SwitchRole,
     SwitchTls,

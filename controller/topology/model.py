@@ -15,6 +15,7 @@ import ipaddress
 from dataclasses import dataclass, field
 
 # v1model's port numbers: DROP_PORT is never a data or CPU port
+from common.loss import LossKind, LossModel
 from softswitch.v1model.ports import DEFAULT_CPU_PORT, DROP_PORT
 
 __all__ = [
@@ -25,8 +26,6 @@ __all__ = [
     "Host",
     "Link",
     "LinkRole",
-    "LossKind",
-    "LossModel",
     "Switch",
     "SwitchRole",
     "Topology",
@@ -49,98 +48,6 @@ class LinkRole(enum.StrEnum):
     FABRIC = "fabric"
     HOST = "host"
     WAN = "wan"
-
-
-class LossKind(enum.StrEnum):
-    NONE = "none"
-    BERNOULLI = "bernoulli"
-    GILBERT_ELLIOTT = "gilbert-elliott"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LossModel:
-    """Random loss on a link, in the Gilbert-Elliott vocabulary netem uses.
-
-    - ``none``: no loss.
-    - ``bernoulli``: every packet is lost independently with probability ``p``.
-    - ``gilbert-elliott``: a two-state Markov chain, moving good->bad with probability
-      ``p`` and bad->good with ``r`` per packet; ``h`` is the probability that a packet
-      is *delivered* in the bad state and ``k`` that it is delivered in the good state
-      (netem's ``loss gemodel p r 1-h 1-k``).  The classic Gilbert channel is h=0, k=1.
-    """
-
-    kind: LossKind = LossKind.NONE
-    p: float = 0.0
-    r: float = 1.0
-    h: float = 0.0
-    k: float = 1.0
-
-    @classmethod
-    def none(cls) -> LossModel:
-        return cls()
-
-    @classmethod
-    def bernoulli(cls, p: float) -> LossModel:
-        return cls(kind=LossKind.BERNOULLI, p=p)
-
-    @classmethod
-    def gilbert_elliott(cls, p: float, r: float, h: float = 0.0, k: float = 1.0) -> LossModel:
-        return cls(kind=LossKind.GILBERT_ELLIOTT, p=p, r=r, h=h, k=k)
-
-    @classmethod
-    def bursty(cls, mean_loss: float, mean_burst_pkts: float = 3.0) -> LossModel:
-        """A Gilbert channel (h=0, k=1) with the given long-run loss and mean burst length.
-
-        Bursts end with probability r per packet, so their mean length is 1/r; the
-        stationary bad-state share p/(p+r) is the loss rate.
-        """
-        if not 0.0 <= mean_loss < 1.0:
-            raise ValueError(f"bursty loss: mean_loss {mean_loss} must be in [0, 1)")
-        if mean_burst_pkts < 1.0:
-            raise ValueError(f"bursty loss: mean_burst_pkts {mean_burst_pkts} must be >= 1")
-        r = 1.0 / mean_burst_pkts
-        p = mean_loss * r / (1.0 - mean_loss)
-        return cls.gilbert_elliott(p=p, r=r, h=0.0, k=1.0)
-
-    @property
-    def mean_loss(self) -> float:
-        """Long-run fraction of packets lost."""
-        if self.kind is LossKind.NONE:
-            return 0.0
-        if self.kind is LossKind.BERNOULLI:
-            return self.p
-        if self.p + self.r == 0.0:  # chain never leaves the good state
-            return 1.0 - self.k
-        bad = self.p / (self.p + self.r)
-        return bad * (1.0 - self.h) + (1.0 - bad) * (1.0 - self.k)
-
-    def loss_count_interval(self, n_pkts: int, z: float = 3.29) -> tuple[float, float]:
-        """Range of the number of losses among ``n_pkts`` expected with ``z`` standard
-        deviations (3.29: two-sided 99.9 %), by the normal approximation.
-
-        For Gilbert-Elliott the variance grows with the burstiness: the state part is
-        scaled by (1+l)/(1-l) with l = 1-p-r, the chain's second eigenvalue.
-        """
-        mean = n_pkts * self.mean_loss
-        if self.kind is LossKind.GILBERT_ELLIOTT and self.p + self.r > 0:
-            bad = self.p / (self.p + self.r)
-            lb, lg = 1.0 - self.h, 1.0 - self.k
-            lam = 1.0 - self.p - self.r
-            corr = (1.0 + lam) / (1.0 - lam) if lam < 1.0 else float("inf")
-            var1 = (bad * (1 - bad) * (lb - lg) ** 2 * corr
-                    + bad * lb * (1 - lb) + (1 - bad) * lg * (1 - lg))
-        else:
-            q = self.mean_loss
-            var1 = q * (1.0 - q)
-        half = z * (n_pkts * var1) ** 0.5
-        return (max(0.0, mean - half), min(float(n_pkts), mean + half))
-
-    def to_dict(self) -> dict[str, object]:
-        if self.kind is LossKind.NONE:
-            return {"model": "none"}
-        if self.kind is LossKind.BERNOULLI:
-            return {"model": "bernoulli", "p": self.p}
-        return {"model": "gilbert-elliott", "p": self.p, "r": self.r, "h": self.h, "k": self.k}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, order=True)

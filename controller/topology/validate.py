@@ -14,8 +14,10 @@ from collections import defaultdict, deque
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
+from common.loss import LossKind
+
 from .errors import TopologyValidationError, did_you_mean
-from .model import DROP_PORT, HOST_PORT, Link, LinkRole, LossKind, Topology
+from .model import DROP_PORT, HOST_PORT, Link, LinkRole, Topology
 
 __all__ = ["INT_MAX_BYTES", "LIMITS", "LINKSEQ_BYTES", "problems", "validate"]
 

@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from common.loss import LossKind
 from controller.lossmap import LinkLossMap, TimeBins, link_loss_map, wilson_interval
-from controller.topology import LossKind, Topology
+from controller.topology import Topology
 
 from .telemetry import (
     DirectedLink,

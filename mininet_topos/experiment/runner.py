@@ -26,6 +26,7 @@ from controller.lossmap import TimeBins, fit_link_models, link_loss_map, path_fe
 from controller.topology import Topology, paths
 from mininet_topos.ebpf_switch import stats_ports
 from mininet_topos.topologies import resolve_topology
+from traffic.cc import registry as cc_registry
 from traffic.control import send_control
 
 from .analysis import analyse, summarise
@@ -378,12 +379,13 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
     controller reaches the switches over mutual TLS (certificates made for the run)."""
     res = ResultsDir(out)
     topo = apply_overrides(resolve_topology(spec.topology), spec)
-    if spec.cc in ("hpcc", "hpcc-sender") and spec.switch == "linux-router":
-        log("note: cc=hpcc needs INT from P4 switches; on linux-router the senders keep "
-            "their start rate")
-    if spec.cc == "dcqcn" and spec.switch == "linux-router":
-        log("note: cc=dcqcn needs ECN marking from P4 switches; kernel routers here do not "
-            "mark, so the senders' DCQCN sees no CNPs")
+    algo = cc_registry.get(spec.cc)
+    if algo.needs_int and spec.switch == "linux-router":
+        log(f"note: cc={spec.cc} needs INT from P4 switches; on linux-router the senders "
+            "keep their start rate")
+    if algo.needs_ecn and spec.switch == "linux-router":
+        log(f"note: cc={spec.cc} needs ECN marking from P4 switches; kernel routers here "
+            "do not mark, so the senders see no CNPs")
     logs = res.path / "logs"
     tdir = res.path / "traffic"
     tdir.mkdir(parents=True, exist_ok=True)
@@ -393,7 +395,8 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
     # FEC "auto": the controller's policy where its feedback reaches the senders (P4
     # switches with HPCC feedback on), else the same policy run here on switch counters
     fec_auto = spec.recovery == "fec" and spec.fec == "auto"
-    fec_by_controller = fec_auto and spec.switch != "linux-router" and spec.cc == "hpcc"
+    fec_by_controller = (fec_auto and spec.switch != "linux-router"
+                         and algo.controller_feedback)
     wire: dict[str, Any] = {}
     decisions: list[dict[str, Any]] = []
     timed_out = False
@@ -404,7 +407,7 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
                  sample_interval_s=spec.sample_interval_s, program=spec.program,
                  python=python,
                  agent_hosts=spec.workload.hosts if spec.switch != "linux-router" else (),
-                 feedback=spec.cc == "hpcc", echo=spec.cc == "hpcc-sender",
+                 feedback=algo.controller_feedback, echo=algo.needs_int_echo,
                  fec_target=FEC_TARGET_RESIDUAL if fec_by_controller else 0.0,
                  ecn=spec.ecn.argument if spec.ecn is not None else None,
                  influx_url=influx_url, mtls=mtls) as tb:

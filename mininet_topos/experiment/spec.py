@@ -21,11 +21,12 @@ Format (YAML)::
       count: 2
       rate: 100M                # per-QP start rate
       rto_min_s: 0.1            # the senders' retransmission timer floor (default 30 ms)
+      engine: auto              # auto | native | python: the QPs' data path (traffic --engine)
     cc: hpcc                    # none | dcqcn | hpcc (controller) | hpcc-sender (per ACK)
     ecn: {kmin_bytes: 2000, kmax_bytes: 20000, pmax: 0.1}   # P4 switches' ECN marking
                                 # (default: the controller's, DCQCN's 5 KB / 200 KB / 1 %)
     hpcc: {eta: 0.95, max_stage: 5, w_ai: 0.01}   # with cc: hpcc-sender, HPCC's parameters
-                                # (traffic.hpcc.HpccSettings; also base_rtt_s,
+                                # (traffic.cc.hpcc.HpccSettings; also base_rtt_s,
                                 # min_base_rtt_s, multi_rate, window; omitted: defaults)
     recovery: fec               # gbn | sr | fec
     fec: auto                   # auto (the loss-map policy) or "K,M"
@@ -46,10 +47,12 @@ from typing import Any
 
 import yaml
 
-from controller.topology import LossModel, Topology, TopologyError
+from common.loss import LossModel
+from controller.topology import Topology, TopologyError
 from controller.topology.errors import did_you_mean
+from traffic.cc import registry as cc_registry
+from traffic.cc.hpcc import HpccSettings
 from traffic.errors import ConfigError
-from traffic.hpcc import HpccSettings
 
 from .errors import SpecError
 
@@ -69,7 +72,7 @@ __all__ = [
 ]
 
 SWITCH_KINDS = ("softswitch", "ebpf", "bmv2", "linux-router")
-CC_MODES = ("none", "dcqcn", "hpcc", "hpcc-sender")
+CC_MODES = cc_registry.names()  # the registry's choice at import; specs check it live
 RECOVERY_MODES = ("gbn", "sr", "fec")
 WORKLOADS = ("p2p", "incast", "alltoall", "allreduce", "kvcache")
 _SIZE = re.compile(r"^(\d+[KMG]?|fixed:\d+[KMG]?|uniform:\d+[KMG]?:\d+[KMG]?|cdf:\S+)$")
@@ -82,7 +85,8 @@ _HPCC_KEYS = ("eta", "max_stage", "w_ai", "base_rtt_s", "min_base_rtt_s", "multi
               "window", "pacing_burst_pkts")
 _ECN_KEYS = ("kmin_bytes", "kmax_bytes", "pmax")
 _WORKLOAD_KEYS = ("kind", "hosts", "size", "count", "qps", "rate", "mtu", "window",
-                  "prefill", "timeout_s", "rto_min_s")
+                  "prefill", "timeout_s", "rto_min_s", "engine")
+ENGINES = ("auto", "native", "python")  # traffic.native_endpoint.ENGINES
 _LINK_KEYS = ("delay_ms", "jitter_ms", "rate_mbps", "loss", "queue_pkts")
 _LOSS_KEYS = ("model", "p", "r", "h", "k", "mean", "burst_pkts")
 
@@ -114,6 +118,7 @@ class Workload:
     prefill: int | None = None
     timeout_s: float | None = None
     rto_min_s: float | None = None   # --rto-min of every rank (None: traffic's default)
+    engine: str = "auto"             # --engine: native (C engine), python, auto (native if built)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -274,6 +279,8 @@ def _workload(raw: Any) -> Workload:
         kw["timeout_s"] = _number("workload.timeout_s", raw["timeout_s"], 1.0, 86400.0)
     if "rto_min_s" in raw:
         kw["rto_min_s"] = _number("workload.rto_min_s", raw["rto_min_s"], 0.001, 10.0)
+    if "engine" in raw:
+        kw["engine"] = _choice("workload.engine", raw["engine"], ENGINES)
     return Workload(**kw)
 
 
@@ -336,7 +343,7 @@ def spec_from_dict(raw: Any, *, base_dir: Path | None = None, variant: str = "")
         "name": name, "topology": topo, "workload": _workload(raw["workload"]),
         "links": tuple(_link(k, v) for k, v in links_raw.items()),
         "switch": _choice("switch", raw.get("switch", "linux-router"), SWITCH_KINDS),
-        "cc": _choice("cc", raw.get("cc", "none"), CC_MODES),
+        "cc": _choice("cc", raw.get("cc", "none"), cc_registry.names()),
         "recovery": _choice("recovery", raw.get("recovery", "sr"), RECOVERY_MODES),
         "variant": variant, "raw": copy.deepcopy(dict(raw)),
     }

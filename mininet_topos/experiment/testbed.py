@@ -41,10 +41,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Self
 
+from common.kernel.shaping import ShapingError, shaping_commands
 from common.processes import ServerStartError, stop_process, wait_ready
 from controller.topology import Topology, dumps_topology, port_queue_pkts, port_rates_mbps
 from formats.int_md import HPCC_PORTS_INSTRUCTION_BITMAP
-from mininet_topos.shaping import ShapingError, shaping_commands
 from mininet_topos.switches import P4SwitchError
 from mininet_topos.wan import WanError
 

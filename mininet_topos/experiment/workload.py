@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from traffic.cc import registry as cc_registry
+
 from .spec import ExperimentSpec
 
 __all__ = ["Flow", "flows", "traffic_argv"]
@@ -69,7 +71,7 @@ def traffic_argv(spec: ExperimentSpec, *, python: str, rank: int, ips: list[str]
             "--rate", w.rate, "--mtu", str(w.mtu), "-o", str(out),
             # one seed for all ranks: receivers regenerate what their peers sent from it
             "--start-at", f"{start_at:.3f}", "--seed", str(spec.seed),
-            "--timeout", f"{w.timeout_s or spec.duration_s:g}"]
+            "--timeout", f"{w.timeout_s or spec.duration_s:g}", "--engine", w.engine]
     if control is not None:
         argv += ["--control", str(control)]
     if w.window is not None:
@@ -80,19 +82,10 @@ def traffic_argv(spec: ExperimentSpec, *, python: str, rank: int, ips: list[str]
         argv += ["--rto-min", f"{w.rto_min_s!r}"]
     if spec.recovery == "fec" and spec.fec_km is not None:
         argv += ["--fec", "{},{}".format(*spec.fec_km)]
-    if spec.cc == "dcqcn":  # the senders' own reaction point, driven by CNPs
-        argv += ["--cc", "dcqcn"]
-    elif spec.cc == "hpcc-sender":  # HPCC per ACK on the INT the receivers echo
-        h = spec.hpcc
-        argv += ["--cc", "hpcc-sender", "--hpcc-eta", f"{h.eta!r}",
-                 "--hpcc-max-stage", str(h.max_stage), "--hpcc-wai", f"{h.w_ai_fraction!r}",
-                 "--hpcc-min-base-rtt", f"{h.min_base_rtt_s!r}",
-                 "--hpcc-pacing-burst", f"{h.pacing_burst_pkts!r}"]
-        if h.base_rtt_s is not None:
-            argv += ["--hpcc-base-rtt", f"{h.base_rtt_s!r}"]
-        if h.multi_rate:
-            argv += ["--hpcc-multi-rate"]
-        if not h.window:
-            argv += ["--hpcc-no-window"]
+    algo = cc_registry.get(spec.cc)
+    if algo.runs_in == "sender":  # the senders' own rate control (DCQCN, HPCC per ACK ...)
+        argv += ["--cc", algo.name]
+        if algo.settings_argv is not None:  # the spec's hpcc: block, as flags
+            argv += algo.settings_argv(spec.hpcc)
     argv += ["1"]  # a progress line per second in the log
     return argv

@@ -7,6 +7,6 @@ options); ``telemetry`` turns the test bed's counter samples into the diagnosis'
 telemetry; ``harness`` runs N trials with one random fault (or none) each and scores
 ``controller.diagnose`` against the recorded ground truth.
 """
-from mininet_topos.faults.spec import FAULT_KINDS, FaultSpec, parse_fault
+from mininet_topos.faults.spec import FaultSpec, parse_fault
 
-__all__ = ["FAULT_KINDS", "FaultSpec", "parse_fault"]
+__all__ = ["FaultSpec", "parse_fault"]

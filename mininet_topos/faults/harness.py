@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from common.faults import FAULT_KINDS
 from controller.diagnose import Evidence, diagnose
 from controller.diagnose.report import format_diagnosis
 from controller.topology.model import LinkRole, Topology
@@ -37,7 +38,7 @@ from mininet_topos.faults.p4 import (
     int_places,
 )
 from mininet_topos.faults.queueing import crossings, queueing_ports, queueing_reasons
-from mininet_topos.faults.spec import FAULT_KINDS, FaultError, FaultSpec
+from mininet_topos.faults.spec import FaultError, FaultSpec
 from mininet_topos.faults.telemetry import telemetry_from_samples
 from traffic.collog import read_logs
 

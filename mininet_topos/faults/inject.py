@@ -1,7 +1,7 @@
 """Applies and heals faults on a running linux-router test bed.
 
 How each kind is made (the router ports are HTB-shaped with a pfifo, see
-``mininet_topos.shaping.shaping_commands``):
+``common.kernel.shaping.shaping_commands``):
 
 * ``gray_loss`` on one direction of a WAN link: the eBPF loss emulator
   (``ebpf.loss``) at tc egress of the delay line's interface facing the receiving
@@ -33,6 +33,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Self
 
+from common.loss import LossModel
 from controller.topology.model import Topology
 from mininet_topos.faults.spec import FaultError, FaultSpec
 
@@ -161,7 +162,7 @@ class Injector:
     def _netns_of(self, node: str) -> str:
         """A name for a Mininet node's network namespace (``ip netns attach``), so the
         eBPF loader can enter it; the name goes away on heal, the namespace stays."""
-        from mininet_topos.netns import unique_name
+        from common.kernel.netns import unique_name
 
         name = unique_name("f15ns")
         pid = self.tb.net.get(node).pid
@@ -201,10 +202,8 @@ class Injector:
     def _set_loss(em: Any, f: FaultSpec) -> None:
         if f.kind == "link_down":
             em.set_bernoulli(1.0)
-        elif f.model == "bursty":
-            p_bg = 1.0 / f.burst_pkts            # mean burst length = 1 / p_bg
-            p_gb = f.loss * p_bg / (1.0 - f.loss)  # bad share = the mean loss
-            em.set_gilbert_elliott(p_gb=p_gb, p_bg=p_bg, loss_good=0.0, loss_bad=1.0)
+        elif f.model == "bursty":  # mean burst length 1 / r, bad share = the mean loss
+            em.set_model(LossModel.bursty(f.loss, f.burst_pkts))
         else:
             em.set_bernoulli(f.loss)
 

@@ -21,15 +21,12 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from common.faults import FAULT_KINDS, LINK_FAULT_KINDS, component_type
 from controller.topology.errors import TopologyError
 from controller.topology.model import Topology
 from mininet_topos.experiment.errors import ExperimentError
 
-__all__ = ["FAULT_KINDS", "FaultError", "FaultSpec", "parse_fault"]
-
-FAULT_KINDS = ("gray_loss", "rate_degraded", "link_down", "congestion", "tiny_queue",
-               "slow_receiver", "straggler")
-_LINK_KINDS = ("gray_loss", "rate_degraded", "link_down", "congestion")
+__all__ = ["FaultError", "FaultSpec", "parse_fault"]
 _KEYS = {"kind", "link", "port", "host", "rank", "onset_s", "duration_s", "loss", "model",
          "burst_pkts", "factor", "rate_mbps", "queue_pkts", "delay_s", "late_s"}
 
@@ -55,8 +52,7 @@ class FaultSpec:
 
     @property
     def component_type(self) -> str:
-        return {"tiny_queue": "port", "slow_receiver": "host", "straggler": "rank"}.get(
-            self.kind, "link")
+        return component_type(self.kind)
 
     def truth(self, start_unix: float) -> dict[str, Any]:
         """Ground truth of a run: the component as the diagnosis names it, and times."""
@@ -108,7 +104,7 @@ def parse_fault(raw: Any, topo: Topology, *, nranks: int | None = None) -> Fault
     if kind not in FAULT_KINDS:
         raise FaultError(f"fault: kind {kind!r} not one of {', '.join(FAULT_KINDS)}")
     where = f"fault {kind}"
-    if kind in _LINK_KINDS:
+    if kind in LINK_FAULT_KINDS:
         target = _directed(topo, str(raw.get("link", "")), where)
         if kind != "link_down" and not any(
                 s.name == target.split(":")[0] for s in topo.switches):

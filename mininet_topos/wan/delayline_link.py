@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from common.files import write_json_atomic
+from common.loss import LossModel
 from common.processes import ServerStartError, stop_process, wait_ready
-from controller.topology.model import LossModel
 
 from ..delayline import WanError, WanParams
 from .loss_backends import LossBackend

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Protocol
 
-from controller.topology.model import LossKind, LossModel
+from common.loss import LossModel
 
 
 class LossBackend(Protocol):
@@ -42,11 +42,7 @@ class EbpfLossBackend:
         em = LossEmulator(ifname, netns=netns, direction="egress",
                           udp_only=self.udp_only).attach()
         try:
-            if model.kind is LossKind.BERNOULLI:
-                em.set_bernoulli(model.p)
-            elif model.kind is LossKind.GILBERT_ELLIOTT:
-                em.set_gilbert_elliott(p_gb=model.p, p_bg=model.r, loss_good=1.0 - model.k,
-                                       loss_bad=1.0 - model.h)
+            em.set_model(model)
         except BaseException:
             em.close()
             raise

@@ -14,7 +14,7 @@ import json
 import subprocess
 from typing import Any
 
-from controller.topology.model import LossKind, LossModel
+from common.loss import LossKind, LossModel
 
 from ..delayline import WanError, WanParams
 from .params import changed_params, params_from
@@ -34,7 +34,7 @@ def netem_unavailable_reason() -> str | None:
     namespace: the veth is created from inside it, so the root namespace is never
     touched, and everything goes with the namespace.
     """
-    from ..netns import Namespace, NetnsError, unique_name
+    from common.kernel.netns import Namespace, NetnsError, unique_name
 
     try:
         ns = Namespace.create("twnp")

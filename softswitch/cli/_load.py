@@ -17,9 +17,15 @@ def add_program_args(p: argparse.ArgumentParser) -> None:
                    help="define a preprocessor macro")
 
 
+def target_help() -> str:
+    """--target's help: each registered target and what it is."""
+    from softswitch.targets import TARGETS
+    return "; ".join(f"{t.name}: {t.summary}" for t in TARGETS.values())
+
+
 def add_target_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--target", choices=("python", "ebpf"), default="python",
-                   help="python: generated Python (default); ebpf: a kernel tc program (root, bcc)")
+    from softswitch.targets import DEFAULT_TARGET, TARGETS
+    p.add_argument("--target", choices=tuple(TARGETS), default=DEFAULT_TARGET, help=target_help())
     p.add_argument("--hook", choices=("tc", "xdp"), default="tc",
                    help="with --target ebpf: the kernel hook (tc, the default; xdp: no clones, "
                         "multicast, resubmit, recirculate or queue rates)")
@@ -37,16 +43,17 @@ def parse_defines(items: list[str]) -> dict[str, str]:
 
 def load_switch(args: argparse.Namespace) -> Any:
     """Build the Switch; on a bad program print `file:line:col: error: ...` and return None."""
-    from softswitch.api import Switch
     from softswitch.frontend.errors import P4Error
-    target = getattr(args, "target", "python")
+    from softswitch.targets import DEFAULT_TARGET, target_named
+    from softswitch.targets.python.switch import Switch
+    target = getattr(args, "target", DEFAULT_TARGET)
     extra: dict[str, Any] = {}
     dump = getattr(args, "dump_c", None)
     hook = getattr(args, "hook", "tc")
     if hook != "tc":
         extra["hook"] = hook
     try:
-        if dump and target == "ebpf":
+        if dump and target_named(target).dumps_source:
             extra["dump_c"] = sys.stdout if dump == "-" else open(dump, "w", encoding="utf-8")  # noqa: SIM115
         return Switch.from_file(args.program, include_dirs=args.include_dirs,
                                 defines=parse_defines(args.defines), target=target, **extra)

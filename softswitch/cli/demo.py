@@ -42,9 +42,9 @@ def sample_packets() -> list[tuple[str, bytes]]:
 
 
 def main(args: argparse.Namespace) -> int:
-    from softswitch.api import Switch
     from softswitch.cli.run import apply_entries
     from softswitch.frontend.errors import P4Error
+    from softswitch.targets.python.switch import Switch
     program = EXAMPLES / "ipv4_forward.p4"
     try:
         sw = Switch.from_file(program)

@@ -98,9 +98,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--name", default="softswitch", help="switch name in logs (e.g. s1)")
     p.add_argument("--no-p4", action="store_true",
                    help="start without a program (the default when none is given; BMv2 compatibility)")
-    p.add_argument("--target", choices=("python", "ebpf"), default="python",
-                   help="python: frames through this process (default); ebpf: the pipeline as a "
-                        "tc program in the kernel on every port (root, bcc)")
+    from softswitch.cli._load import target_help
+    from softswitch.targets import DEFAULT_TARGET, TARGETS
+    p.add_argument("--target", choices=tuple(TARGETS), default=DEFAULT_TARGET, help=target_help())
     p.add_argument("--hook", choices=("tc", "xdp"), default="tc",
                    help="with --target ebpf: the kernel hook (tc, the default; xdp: before the socket "
                         "buffer, no clones, multicast, resubmit, recirculate or --queue-rate)")
@@ -154,8 +154,9 @@ def _options(args: argparse.Namespace):
 
 
 def main(args: argparse.Namespace) -> int:
-    from softswitch.switchd import Switchd, format_stats, read_stats
+    from softswitch.switchd import format_stats, read_stats
     from softswitch.switchd.errors import ProgramError
+    from softswitch.targets import target_named
     if args.print_stats:
         try:
             print(format_stats(read_stats(args.print_stats)))
@@ -168,14 +169,13 @@ def main(args: argparse.Namespace) -> int:
         return 2
     _setup_logging(args)
     try:
-        if args.target != "ebpf" and (args.hook != "tc" or args.xdp_mode != "auto"):
-            print("error: --hook and --xdp-mode need --target ebpf", file=sys.stderr)
+        target = target_named(args.target)
+        if not target.hooks and (args.hook != "tc" or args.xdp_mode != "auto"):
+            from softswitch.targets.base import kernel_targets
+            print(f"error: --hook and --xdp-mode need --target {' or '.join(kernel_targets())}",
+                  file=sys.stderr)
             return 2
-        if args.target == "ebpf":
-            from softswitch.backends.ebpf.daemon import EbpfSwitchd
-            sd: Any = EbpfSwitchd(_options(args))
-        else:
-            sd = Switchd(_options(args))
+        sd: Any = target.daemon(_options(args))
     except SoftswitchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -1,6 +1,6 @@
 """P4Runtime for softswitch: the device contract and a p4.v1.P4Runtime gRPC server.
 
-    device = LocalDevice(device_id=1)
+    device = LocalDevice(device_id=1)     # softswitch.targets.python.local_device
     handle = serve(device, "127.0.0.1:9559")
     ...
     handle.stop()
@@ -12,16 +12,15 @@ digest listeners, a lock) <- `service` (P4Runtime semantics, no sockets) <- `ser
 from __future__ import annotations
 
 from softswitch.p4runtime.device import (
-    DEFAULT_CPU_PORT,
     Device,
     DeviceListener,
-    LocalDevice,
     PacketIn,
     Pipeline,
 )
 from softswitch.p4runtime.errors import DeviceError, P4RuntimeError
+from softswitch.v1model.ports import DEFAULT_CPU_PORT
 
-__all__ = ["DEFAULT_CPU_PORT", "Device", "DeviceError", "DeviceListener", "LocalDevice",
+__all__ = ["DEFAULT_CPU_PORT", "Device", "DeviceError", "DeviceListener",
            "P4RuntimeError", "P4RuntimeService", "PacketIn", "Pipeline", "ServerHandle", "TlsConfig",
            "serve"]
 

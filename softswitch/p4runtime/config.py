@@ -18,13 +18,13 @@ import re
 import tarfile
 import tempfile
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from p4.config.v1 import p4info_pb2 as P4I
 
-from softswitch.api import Switch
 from softswitch.errors import SoftswitchError
 from softswitch.frontend.errors import P4Error
 from softswitch.p4info import build_p4info
@@ -111,8 +111,10 @@ def _find_main(files: dict[str, bytes]) -> str:
                   f"naming it (candidates: {with_main or p4s or 'no .p4 files'})")
 
 
-def build_switch(src: SourceFiles, *, name: str = "softswitch") -> tuple[Switch, P4I.P4Info]:
-    """Compile the sources; P4 errors become INVALID_ARGUMENT with the compiler's message."""
+def build_switch(src: SourceFiles, build: Callable[..., Any], *,
+                 name: str = "softswitch") -> tuple[Any, P4I.P4Info]:
+    """Compile the sources with `build` (the device's `build_switch`: its target's
+    compiler); P4 errors become INVALID_ARGUMENT with the compiler's message."""
     with tempfile.TemporaryDirectory(prefix="p4rt-config-") as tmp:
         root = Path(tmp)
         for rel, content in src.files.items():
@@ -120,7 +122,7 @@ def build_switch(src: SourceFiles, *, name: str = "softswitch") -> tuple[Switch,
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(content)
         try:
-            sw = Switch.from_file(root / src.main, name=name)
+            sw = build(root / src.main, name=name)
             info = build_p4info(sw.program.checked, sw.program.lowered)
         except P4Error as exc:
             text = exc.render() if hasattr(exc, "render") else str(exc)

@@ -1,9 +1,11 @@
-"""The device a P4Runtime server drives: the contract, and an in-process implementation.
+"""The device a P4Runtime server drives: the contract and the rules every device shares.
 
-Why a contract: the server knows no ports, queues or threads. A switch process
-(interfaces, traffic manager, CPU port) implements `Device` and hosts the server;
-tests and port-less users take `LocalDevice`, which runs each packet synchronously
-through `Switch.process`. Both share these rules, taken from BMv2 simple_switch:
+Why a contract: the server knows no ports, queues, threads or targets. Each target's
+switch process (``softswitch.targets.*.daemon``) implements `Device` and hosts the
+server, and compiles the programs it is sent (`Device.build_switch`); tests and
+port-less users take ``softswitch.targets.python.local_device.LocalDevice``, which
+runs each packet synchronously through `Switch.process`. All share these rules, taken
+from BMv2 simple_switch:
 
 * PacketOut: the @controller_header("packet_out") header, built from the metadata,
   is prepended to the payload and the frame enters ingress on the CPU port.
@@ -19,24 +21,22 @@ Listeners are called from the data-path thread and must not block (queue and ret
 from __future__ import annotations
 
 import threading
-from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from p4.config.v1 import p4info_pb2 as P4I
 
-from softswitch.api import Switch
 from softswitch.p4runtime.controller_header import ControllerHeader, controller_headers
 from softswitch.p4runtime.errors import DeviceError
-from softswitch.v1model.ports import DEFAULT_CPU_PORT, DROP_PORT
 
 
 @dataclass(slots=True, kw_only=True)
 class Pipeline:
     """A program installed on a device: the switch, its P4Info, the config bytes as sent."""
 
-    switch: Switch
+    switch: Any          # a target's switch (``softswitch.targets``): runtime, program, process
     p4info: P4I.P4Info
     device_config: bytes = b""
     cookie: int = 0
@@ -44,7 +44,7 @@ class Pipeline:
     packet_out: ControllerHeader | None = None
 
     @classmethod
-    def create(cls, switch: Switch, p4info: P4I.P4Info, *, device_config: bytes = b"",
+    def create(cls, switch: Any, p4info: P4I.P4Info, *, device_config: bytes = b"",
                cookie: int = 0) -> Pipeline:
         headers = controller_headers(p4info)
         return cls(switch=switch, p4info=p4info, device_config=device_config, cookie=cookie,
@@ -78,6 +78,10 @@ class Device(Protocol):
     @property
     def pipeline(self) -> Pipeline | None: ...
 
+    def build_switch(self, path: Path, *, name: str) -> Any:
+        """Compile the program at `path` for this device's target (SetForwardingPipelineConfig
+        hands the result to `set_pipeline`); raises P4Error or SoftswitchError."""
+
     def set_pipeline(self, pipeline: Pipeline, *, reconcile: bool = False) -> None:
         """Atomically replace the running pipeline. With `reconcile`, carry the forwarding
         state (entries, counters, registers, meters, PRE) over, or raise DeviceError and
@@ -109,7 +113,7 @@ def build_packet_out(pipeline: Pipeline, payload: bytes, metadata: Mapping[str, 
     return pipeline.packet_out.encode(metadata) + bytes(payload)
 
 
-def drain_digests(switch: Switch) -> list[tuple[str, list[tuple[Any, ...]]]]:
+def drain_digests(switch: Any) -> list[tuple[str, list[tuple[Any, ...]]]]:
     """Pop every digest queue of `switch`; (name, values) for the non-empty ones."""
     out = []
     for name, q in switch.program.digests.items():
@@ -145,75 +149,3 @@ class ListenerSet:
             targets = list(self._listeners)
         for li in targets:
             li.on_digest(name, values)
-
-
-class LocalDevice:
-    """A device with no interfaces: packets go in through `inject` and come back as a list.
-
-    Frames a PacketOut sends to ports other than the CPU port are kept in
-    `transmitted` (bounded) so tests can look at them.
-    """
-
-    def __init__(self, *, device_id: int = 1, cpu_port: int = DEFAULT_CPU_PORT,
-                 pipeline: Pipeline | None = None, keep_transmitted: int = 1024) -> None:
-        if not 0 < cpu_port < DROP_PORT:
-            raise DeviceError(f"LocalDevice: cpu_port {cpu_port} outside 1..{DROP_PORT - 1}")
-        self.device_id = device_id
-        self.cpu_port = cpu_port
-        self.lock = threading.RLock()
-        self._pipeline = pipeline
-        self._listeners = ListenerSet()
-        self.transmitted: deque[tuple[int, bytes]] = deque(maxlen=keep_transmitted)
-
-    @property
-    def pipeline(self) -> Pipeline | None:
-        return self._pipeline
-
-    def set_pipeline(self, pipeline: Pipeline, *, reconcile: bool = False) -> None:
-        from softswitch.p4runtime.reconcile import carry_state
-        with self.lock:
-            if reconcile and self._pipeline is not None:
-                carry_state(self._pipeline.switch, pipeline.switch)
-            self._pipeline = pipeline
-
-    def add_listener(self, listener: DeviceListener) -> None:
-        self._listeners.add(listener)
-
-    def remove_listener(self, listener: DeviceListener) -> None:
-        self._listeners.remove(listener)
-
-    def inject(self, port: int, data: bytes) -> list[tuple[int, bytes]]:
-        """Process one frame arriving on `port`; returns frames sent to non-CPU ports."""
-        with self.lock:
-            pipe = self._pipeline
-            if pipe is None:
-                raise DeviceError("LocalDevice: no pipeline installed; packets cannot be processed")
-            outs = pipe.switch.process(port, bytes(data))
-            digests = drain_digests(pipe.switch)
-        return self._deliver(pipe, outs, digests)
-
-    def packet_out(self, payload: bytes, metadata: Mapping[str, int]) -> None:
-        with self.lock:
-            pipe = self._pipeline
-            if pipe is None:
-                raise DeviceError("LocalDevice: no pipeline installed; packet-out refused")
-            frame = build_packet_out(pipe, payload, metadata)
-            outs = pipe.switch.process(self.cpu_port, frame)
-            digests = drain_digests(pipe.switch)
-        self.transmitted.extend(self._deliver(pipe, outs, digests))
-
-    def _deliver(self, pipe: Pipeline, outs: list[tuple[int, bytes]],
-                 digests: list[tuple[str, list[tuple[Any, ...]]]]) -> list[tuple[int, bytes]]:
-        wire = []
-        for port, frame in outs:
-            if port == self.cpu_port:
-                try:
-                    pkt = split_packet_in(pipe, frame)
-                except DeviceError:
-                    continue  # shorter than the packet_in header: BMv2 drops it too
-                self._listeners.packet_in(pkt)
-            else:
-                wire.append((port, frame))
-        for name, values in digests:
-            self._listeners.digest(name, values)
-        return wire

@@ -9,13 +9,13 @@ refuses the whole pipeline change (the P4Runtime spec asks for all or nothing).
 from __future__ import annotations
 
 import copy
+from typing import Any
 
-from softswitch.api import Switch
 from softswitch.errors import RuntimeApiError
 from softswitch.p4runtime.errors import DeviceError
 
 
-def carry_state(old: Switch, new: Switch) -> None:
+def carry_state(old: Any, new: Any) -> None:
     """Copy action profiles, entries, defaults, counters, meters, registers, value sets and
     PRE state of `old` into `new`.
 

@@ -138,7 +138,8 @@ class P4RuntimeService:
         if not config.HasField("p4info") or not (len(config.p4info.tables) or len(config.p4info.actions)):
             raise invalid(f"{what}: config.p4info is missing or empty")
         src = cfg.decode_device_config(config.p4_device_config)
-        switch, built = cfg.build_switch(src, name=f"device{self.device.device_id}")
+        switch, built = cfg.build_switch(src, self.device.build_switch,
+                                         name=f"device{self.device.device_id}")
         cfg.compare_p4info(config.p4info, built)
         p4info = type(config.p4info)()
         p4info.CopyFrom(config.p4info)

@@ -9,10 +9,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from softswitch.p4runtime.device import DEFAULT_CPU_PORT
 from softswitch.switchd.errors import OptionError
 from softswitch.switchd.tm import DEFAULT_DEPTH_PKTS, MAX_DEPTH_PKTS
-from softswitch.v1model.ports import DROP_PORT
+from softswitch.v1model.ports import DEFAULT_CPU_PORT, DROP_PORT
 
 _IFNAME = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
 ALL_PORTS = -1

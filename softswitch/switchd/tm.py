@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from softswitch.switchd.errors import OptionError
-from softswitch.v1model.switch import QueueInfo
+from softswitch.v1model.jobs import QueueInfo
 
 LOG = logging.getLogger("softswitch.switchd")
 DEFAULT_DEPTH_PKTS = 64

@@ -1,6 +1,10 @@
-"""The v1model architecture: its plug-in for the compiler (`V1MODEL`) and the
-BMv2 simple_switch pipeline that runs what it compiled (`V1Switch`).
+"""The v1model architecture: what the compiler and every back end know of it
+(`V1MODEL`: package, blocks, drop port, extern semantics), its port numbers, the
+replication engine of its multicast groups and clone sessions, and the jobs its
+pipeline stages hand each other.
 
+The pipeline that runs a program compiled for it is a target's
+(``softswitch.targets.python.pipeline.V1Switch``; the eBPF target's is in the kernel).
 The names below load on first use, so that reading v1model's port numbers
 (`softswitch.v1model.ports`, which imports nothing) does not load the compiler.
 """
@@ -11,29 +15,22 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from softswitch.v1model.architecture import V1MODEL, CloneType, V1Model, V1PacketContext
+    from softswitch.v1model.jobs import EgressJob, IngressJob, InstanceType, OutputPacket, QueueInfo
     from softswitch.v1model.ports import DROP_PORT
     from softswitch.v1model.pre import Replica, ReplicationEngine
-    from softswitch.v1model.switch import (
-        EgressJob,
-        IngressJob,
-        InstanceType,
-        OutputPacket,
-        QueueInfo,
-        V1Switch,
-    )
 
 _HOME = {
     "DROP_PORT": "ports",
     "V1MODEL": "architecture", "CloneType": "architecture", "V1Model": "architecture",
     "V1PacketContext": "architecture",
     "Replica": "pre", "ReplicationEngine": "pre",
-    "EgressJob": "switch", "IngressJob": "switch", "InstanceType": "switch",
-    "OutputPacket": "switch", "QueueInfo": "switch", "V1Switch": "switch",
+    "EgressJob": "jobs", "IngressJob": "jobs", "InstanceType": "jobs",
+    "OutputPacket": "jobs", "QueueInfo": "jobs",
 }
 
 __all__ = ["DROP_PORT", "V1MODEL", "CloneType", "EgressJob", "IngressJob", "InstanceType",
            "OutputPacket", "QueueInfo", "Replica", "ReplicationEngine", "V1Model",
-           "V1PacketContext", "V1Switch"]
+           "V1PacketContext"]
 
 
 def __getattr__(name: str) -> Any:

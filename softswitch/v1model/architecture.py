@@ -1,15 +1,16 @@
 """v1model as an architecture plug-in: its package, blocks, drop port, requests and externs.
 
-Everything the compiler needs to know about v1model is here (what each extern
-does, target-independently, in `V1MODEL_EXTERNS`), in `lowering.py` (the same
-externs lowered to Python) and in `switch.py` (the pipeline that acts on the
-requests). `V1Model(drop_port=...)` makes a variant; `V1MODEL` is BMv2's.
+Everything a back end needs to know about v1model is here (what each extern
+does, target-independently, in `v1model_externs`); each back end lowers the same
+externs its own way (``softswitch.backends.python.v1model``,
+``softswitch.backends.ebpf.v1model``) and each target runs the pipeline that acts on
+the requests (``softswitch.targets.python.pipeline``, the eBPF program's own).
+`V1Model(drop_port=...)` makes a variant; `V1MODEL` is BMv2's.
 """
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -17,11 +18,9 @@ from softswitch.architecture import (
     Architecture,
     ExternOp,
     ExternSemantics,
+    PacketContext,
     TableConventions,
 )
-from softswitch.backends.python.layout import attr_name, strip
-from softswitch.backends.python.support import PacketContext
-from softswitch.lowering.names import annotation_ints
 from softswitch.v1model.ports import DROP_PORT
 
 
@@ -131,17 +130,6 @@ def v1model_externs(drop_port: int) -> dict[str, ExternSemantics]:
     ])
 
 
-@dataclass(slots=True, frozen=True)
-class PipelineTypes:
-    """The classes of the values V1Switch's blocks share, and the field lists
-    ``@field_list(N)`` marks in the user metadata (what clones keep)."""
-
-    header_cls: type
-    meta_cls: type
-    sm_cls: type
-    field_lists: dict[int, list[str]]
-
-
 class V1Model(Architecture):
     """BMv2 simple_switch's v1model: ``V1Switch(p, vr, ig, eg, ck, dep)``."""
 
@@ -155,32 +143,8 @@ class V1Model(Architecture):
                               implementation="implementation", selector_match_kind="selector")
 
     def __init__(self, *, drop_port: int = DROP_PORT) -> None:
-        from softswitch.v1model.lowering import PYTHON_CALLS, PYTHON_INSTANCES
         self.drop_port = drop_port
-        super().__init__(externs=v1model_externs(drop_port), python_calls=PYTHON_CALLS,
-                         python_instances=PYTHON_INSTANCES)
-
-    def python_rebind_hash(self, env: dict[str, Any], algorithm: str,
-                           fn: Callable[[bytes], int]) -> None:
-        from softswitch.v1model.lowering import rebind_hash
-        if algorithm not in self.custom_hashes:
-            super().python_rebind_hash(env, algorithm, fn)
-        rebind_hash(env, algorithm, fn)
-
-    def pipeline_types(self, program: Any) -> PipelineTypes:
-        """Header, metadata and standard-metadata classes of a compiled program: the
-        parser's parameters 2-4 (``out H, inout M, inout standard_metadata_t``)."""
-        checked = program.checked
-        params = checked.main.block("p").decl.params
-        hdr_t, meta_t, sm_t = (p.type_ref.type for p in params[1:4])
-        meta_decl = checked.top_level.get(getattr(strip(meta_t), "name", ""))
-        field_lists: dict[int, list[str]] = {}
-        for f in getattr(meta_decl, "fields", []) or []:
-            for idx in annotation_ints(f, "field_list"):
-                field_lists.setdefault(idx, []).append(attr_name(f.name))
-        lay = program.layouts
-        return PipelineTypes(header_cls=lay.class_for(hdr_t), meta_cls=lay.class_for(meta_t),
-                             sm_cls=lay.class_for(sm_t), field_lists=field_lists)
+        super().__init__(externs=v1model_externs(drop_port))
 
 
 V1MODEL = V1Model()

@@ -18,7 +18,8 @@ from p4.v1 import p4runtime_pb2_grpc as PG
 
 from controller.p4rt import ConnectError, Phase, SwitchClient, TlsOptions
 from controller.runner import Controller, RunConfig
-from softswitch.p4runtime import LocalDevice, TlsConfig, serve
+from softswitch.p4runtime import TlsConfig, serve
+from softswitch.targets.python.local_device import LocalDevice
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -27,7 +27,7 @@ def require_tools() -> None:
 
 @dataclass
 class Bmv2Process:
-    """One ``simple_switch_grpc`` in namespace ``ns`` (a mininet_topos.netns.Namespace;
+    """One ``simple_switch_grpc`` in namespace ``ns`` (a common.kernel.netns.Namespace;
     None: the caller's).  ``ports`` maps port numbers to interface names, or, with
     ``use_files``, to the path prefixes of their pcap files (``PREFIX_in.pcap`` read,
     ``PREFIX_out.pcap`` written, as ``simple_switch --use-files`` does)."""

@@ -44,7 +44,7 @@ class Bed:
     """Namespaces h1, s1, s2, h2 joined by veths; BMv2 in s1 and s2."""
 
     def __init__(self, tmp: Path, *, collector: bool = False) -> None:
-        from mininet_topos.netns import Namespace, veth_pair
+        from common.kernel.netns import Namespace, veth_pair
         self.tmp = tmp
         self.ns = {}
         self.root_ends: list = []
@@ -90,7 +90,7 @@ class Bed:
         return path
 
     def close(self) -> None:
-        from mininet_topos.netns import delete_link
+        from common.kernel.netns import delete_link
         for sw in getattr(self, "switches", {}).values():
             sw.stop()
         for ns in self.ns.values():

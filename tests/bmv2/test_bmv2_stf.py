@@ -80,7 +80,7 @@ def _run_over_veths(stf: Path, commands: list[StfCommand], tmp_path: Path) -> li
     """Real interfaces in a namespace, raw sockets on their far ends in another."""
     if os.geteuid() != 0:
         pytest.skip(f"{stf.name} sends into several ports: it runs over veths, which need root")
-    from mininet_topos.netns import Namespace, veth_pair
+    from common.kernel.netns import Namespace, veth_pair
 
     sw_ns = Namespace.create("tbs")
     tester = Namespace.create("tbt")

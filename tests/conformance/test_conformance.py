@@ -13,8 +13,8 @@ EXAMPLES = HERE.parent.parent / "p4" / "examples"
 def run_stf(p4: Path, stf: Path, *, strict: bool = False):
     """``strict``: packets on ports the test does not name fail it too (our own
     examples are written that way; the BMv2 vectors follow p4c's runner)."""
-    from softswitch.api import Switch
     from softswitch.stf import StfRunner, parse_stf
+    from softswitch.targets.python.switch import Switch
     sw = Switch.from_file(p4)
     return StfRunner(sw, strict=strict).run(parse_stf(stf.read_text(), str(stf)), str(stf))
 

@@ -26,7 +26,8 @@ class SwitchBed:
     devices: dict[str, object] = field(default_factory=dict)
 
     def start(self, name: str) -> None:
-        from softswitch.p4runtime import LocalDevice, serve
+        from softswitch.p4runtime import serve
+        from softswitch.targets.python.local_device import LocalDevice
         dev = LocalDevice(device_id=self.device_ids[name])
         self.handles[name] = serve(dev, self.addresses[name])
         self.devices[name] = dev
@@ -46,7 +47,8 @@ class SwitchBed:
 
 
 def make_testbed(tmp_path: Path, topo_file: str = "dumbbell.yaml") -> SwitchBed:
-    from softswitch.p4runtime import LocalDevice, serve
+    from softswitch.p4runtime import serve
+    from softswitch.targets.python.local_device import LocalDevice
     data = yaml.safe_load((TOPOFILES / topo_file).read_text())
     tb = SwitchBed(topology=tmp_path / topo_file, addresses={}, device_ids={})
     for sw in data["switches"]:

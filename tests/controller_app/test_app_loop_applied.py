@@ -27,9 +27,9 @@ pytestmark = [pytest.mark.root, pytest.mark.bpf, pytest.mark.slow]
 if os.geteuid() != 0:
     pytest.skip("needs root for namespaces and BPF", allow_module_level=True)
 
+from common.kernel.netns import Interface, Namespace, delete_link, veth_pair
 from controller.int.synth import Hop, build_hpcc_report
 from controller.runner import Controller, RunConfig, read_state
-from mininet_topos.netns import Interface, Namespace, delete_link, veth_pair
 from traffic.control import query_stats
 from traffic.errors import ControlError
 from traffic.workloads import connection_qpn

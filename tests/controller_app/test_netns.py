@@ -24,10 +24,10 @@ pytestmark = [pytest.mark.root, pytest.mark.slow]
 if os.geteuid() != 0:
     pytest.skip("needs root for network namespaces", allow_module_level=True)
 
+from common.kernel.netns import Interface, Namespace, delete_link, veth_pair
 from controller.intent import SinkMode
 from controller.p4rt import Phase
 from controller.runner import Controller, RunConfig
-from mininet_topos.netns import Interface, Namespace, delete_link, veth_pair
 
 PREFIX = "tct"
 SO_NO_CHECK = 11

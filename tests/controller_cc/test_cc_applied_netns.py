@@ -20,12 +20,12 @@ pytestmark = [pytest.mark.root, pytest.mark.bpf, pytest.mark.slow]
 if os.geteuid() != 0:
     pytest.skip("needs root for namespaces and BPF", allow_module_level=True)
 
+from common.kernel.netns import Namespace, two_hosts
 from controller.cc import FeedbackSender, HpccEngine, HpccParams
 from controller.cc.loop import FeedbackTarget, HpccLoop
 from controller.int.collector import Collector, CollectorConfig
 from controller.int.synth import Hop, build_hpcc_report
 from formats.feedback import ConfirmStatus
-from mininet_topos.netns import Namespace, two_hosts
 from traffic.control import query_stats
 from traffic.errors import ControlError
 from traffic.workloads import connection_qpn

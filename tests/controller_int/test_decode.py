@@ -176,14 +176,14 @@ def test_malformed_counted_by_reason(mutate, reason) -> None:  # type: ignore[no
 
 def test_layout_sizes_agree_with_int_md() -> None:
     """The decoder's record sizes equal formats.int_md's for every supported bitmap pair."""
-    from controller.int.layout import HPCC_DOMAIN_ID, record_layout
+    from formats.int_fields import word_offsets
 
     std = [int_md.INS_NODE_ID, int_md.INS_PORTS, int_md.INS_HOP_LATENCY, int_md.INS_QUEUE,
            int_md.INS_INGRESS_TS, int_md.INS_EGRESS_TS, int_md.INS_TX_UTIL]
     for mask in range(1 << len(std)):
         ins = sum(b for i, b in enumerate(std) if mask >> i & 1)
         for ds in (0, int_md.DS_TX_BYTES, int_md.HPCC_DS_INSTRUCTION):
-            assert record_layout(ins, HPCC_DOMAIN_ID, ds).words == int_md.hop_words(ins, ds)
+            assert word_offsets(ins, ds).words == int_md.hop_words(ins, ds)
 
 
 _u32 = st.integers(0, 2**32 - 1)

@@ -32,7 +32,8 @@ class Servers:
         self.devices: dict[int, object] = {}
 
     def start(self, device_id: int, address: str = "127.0.0.1:0") -> str:
-        from softswitch.p4runtime import LocalDevice, serve
+        from softswitch.p4runtime import serve
+        from softswitch.targets.python.local_device import LocalDevice
         dev = LocalDevice(device_id=device_id)
         h = serve(dev, address)
         self.handles[device_id] = h

@@ -263,7 +263,8 @@ def test_tls_with_client_certificates(pipeline: PipelineConfig, tmp_path) -> Non
     import shutil
 
     from controller.p4rt import TlsOptions
-    from softswitch.p4runtime import LocalDevice, TlsConfig, serve
+    from softswitch.p4runtime import TlsConfig, serve
+    from softswitch.targets.python.local_device import LocalDevice
     if shutil.which("openssl") is None:
         pytest.skip("openssl is not installed (needed to make test certificates)")
     _pki(tmp_path)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from mininet_topos.netns import Namespace, two_hosts
+from common.kernel.netns import Namespace, two_hosts
 from tests.helpers.sockets import recv_datagrams
 
 SO_RCVBUFFORCE = 33  # linux/socket.h; the socket module does not name it

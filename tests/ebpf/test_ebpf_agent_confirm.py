@@ -18,8 +18,8 @@ pytestmark = [pytest.mark.root, pytest.mark.bpf]
 if os.geteuid() != 0:
     pytest.skip("needs root for namespaces and BPF", allow_module_level=True)
 
+from common.kernel.netns import Namespace, two_hosts
 from ebpf.agent import AgentConfig, HostAgent
-from mininet_topos.netns import Namespace, two_hosts
 from traffic.control import ControlServer
 from traffic.endpoint import Endpoint, EndpointConfig
 from traffic.qp_types import QpConfig

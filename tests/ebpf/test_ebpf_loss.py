@@ -8,8 +8,9 @@ import time
 import numpy as np
 import pytest
 
+from common.loss import LossModel
 from ebpf.errors import ConfigError
-from ebpf.loss import GilbertElliott, LossEmulator
+from ebpf.loss import LossEmulator
 from formats import roce
 
 pytestmark = [pytest.mark.root, pytest.mark.bpf]
@@ -47,9 +48,9 @@ def test_parameters_validated():
 
 
 def test_ge_implied_rates():
-    ge = GilbertElliott(p_gb=0.01, p_bg=0.25)
+    ge = LossModel.gilbert_elliott(p=0.01, r=0.25)
     assert math.isclose(ge.bad_fraction, 0.01 / 0.26)
-    assert math.isclose(ge.loss_rate, ge.bad_fraction)
+    assert math.isclose(ge.mean_loss, ge.bad_fraction)
     assert ge.mean_burst_len == 4.0
 
 
@@ -92,7 +93,7 @@ def test_bernoulli_delivery_matches_counters(pair, loss):
 def test_gilbert_elliott_bursts_match_parameters(pair, loss):
     n = 40000
     loss.reset_counters()
-    ge = loss.set_gilbert_elliott(p_gb=0.02, p_bg=0.25)
+    ge = loss.set_model(LossModel.gilbert_elliott(p=0.02, r=0.25))
     pair.send(frames(pair, n))
     c = settled(loss, n)
     loss.disable()
@@ -100,12 +101,12 @@ def test_gilbert_elliott_bursts_match_parameters(pair, loss):
     finished = int(c.burst_histogram.sum())
     assert finished >= c.bursts - 1 and c.bursts > 300
     # burst length is geometric(p_bg): mean 1/p_bg, P(len 1) = p_bg
-    sd_mean = math.sqrt((1 - ge.p_bg) / ge.p_bg**2 / c.bursts)
+    sd_mean = math.sqrt((1 - ge.r) / ge.r**2 / c.bursts)
     assert abs(c.mean_burst_len - ge.mean_burst_len) < 4.5 * sd_mean, c
     share1 = c.burst_histogram[1] / finished
-    assert abs(share1 - ge.p_bg) < 4.5 * math.sqrt(ge.p_bg * (1 - ge.p_bg) / finished)
+    assert abs(share1 - ge.r) < 4.5 * math.sqrt(ge.r * (1 - ge.r) / finished)
     # long-run loss: bursts are independent renewal cycles; allow 25 %
-    assert abs(c.loss_rate - ge.loss_rate) < 0.25 * ge.loss_rate, (c.loss_rate, ge.loss_rate)
+    assert abs(c.loss_rate - ge.mean_loss) < 0.25 * ge.mean_loss, (c.loss_rate, ge.mean_loss)
     assert abs(c.bad_packets / n - ge.bad_fraction) < 0.25 * ge.bad_fraction
 
 
@@ -131,7 +132,7 @@ def test_sink_behind_loss_counts_exactly_the_dropped_psns(pair):
     frames_int = [int_md.insert_int(f, [HopRecord(node_id=1)]) for f in base]
     with IntSink(pair.h2.ifname, netns=pair.h2.name) as sink, \
             LossEmulator(pair.h2.ifname, netns=pair.h2.name, prio=6, udp_only=True) as loss:
-        loss.set_gilbert_elliott(p_gb=0.01, p_bg=0.3)
+        loss.set_model(LossModel.gilbert_elliott(p=0.01, r=0.3))
         pair.send(frames_int)
         c = settled(loss, n)
         loss.disable()
@@ -176,7 +177,7 @@ def test_seeded_loss_repeats_exactly(pair):
         with IntSink(pair.h2.ifname, netns=pair.h2.name) as sink, \
                 LossEmulator(pair.h2.ifname, netns=pair.h2.name, prio=6, udp_dport=4791,
                              seed=seed) as em:
-            em.set_gilbert_elliott(p_gb=0.05, p_bg=0.3, loss_good=0.02)
+            em.set_model(LossModel.gilbert_elliott(p=0.05, r=0.3, k=0.98))
             pair.send(base)
             c = settled(em, len(base))
             st = next(r for r in sink.flows() if r["key"]["dest_qp"] == 0x800)["stats"]

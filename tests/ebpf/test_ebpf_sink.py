@@ -288,7 +288,7 @@ def test_random_header_damage_kernel_agrees_with_reference(pair, sink):
 
 
 def test_attach_to_missing_interface_names_it(pair):
-    from ebpf.errors import AttachError
+    from common.kernel.errors import AttachError
     sink = IntSink("tebnosuchif0", netns=pair.h2.name)
     with pytest.raises(AttachError, match=f"tebnosuchif0 in namespace {pair.h2.name} not found"):
         sink.attach()

@@ -112,7 +112,7 @@ class IntSwitch:
     @classmethod
     def build(cls, node_id: int, program: Any) -> IntSwitch:
         from softswitch.runtime import SwitchRuntime
-        from softswitch.v1model.switch import V1Switch
+        from softswitch.targets.python.pipeline import V1Switch
         clock = [1000 * node_id]
         sw = V1Switch(program, clock_us=lambda: clock[0])
         rt = SwitchRuntime(program, sw.pre)

@@ -19,7 +19,7 @@ def ecn_switch(make_program, kmin: int, kmax: int, pmax: int) -> IntSwitch:
 
 def burst_marks(s: IntSwitch, frames: list[bytes]) -> list[tuple[int, int]]:
     """(queue bytes after dequeue, ECN field) of each packet of a queued burst."""
-    from softswitch.v1model.switch import IngressJob
+    from softswitch.v1model.jobs import IngressJob
     jobs = []
     for f in frames:
         _, eg = s.switch.run_ingress(IngressJob(port=1, data=f))
@@ -123,7 +123,7 @@ def _exact(v: int):
 
 def test_hop_records_report_the_queue(make_program):
     """Queue occupancy (packets) and queue bytes in each hop record follow a burst."""
-    from softswitch.v1model.switch import IngressJob
+    from softswitch.v1model.jobs import IngressJob
     from tests.helpers.p4int import decode_hop_words
     s = IntSwitch.build(1, make_program())
     s.route("10.0.2.0", 24, 2, H2_MAC)

@@ -209,7 +209,7 @@ def test_report_sampling_keeps_one_in_four(make_program):
 
 
 def test_report_hop_latency_is_that_of_the_ports_last_packet(make_program):
-    from softswitch.v1model.switch import IngressJob
+    from softswitch.v1model.jobs import IngressJob
     chain = Chain.build(2, make_program, sink_mode="report", watch={"inst": 0x9400 | 0x2000})
     s1, s2 = chain.switches
     s2.report_to(3)

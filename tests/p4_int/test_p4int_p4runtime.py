@@ -136,9 +136,10 @@ class Client:
 
 @pytest.fixture()
 def p4rt() -> Iterator[tuple[Client, Names]]:
-    from softswitch.api import Switch
     from softswitch.p4info import build_p4info
-    from softswitch.switchd import Switchd, SwitchOptions
+    from softswitch.switchd import SwitchOptions
+    from softswitch.targets.python.daemon import Switchd
+    from softswitch.targets.python.switch import Switch
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

@@ -32,7 +32,7 @@ def run_tail_drop(s: IntSwitch, frames: list[bytes], *, capacity: int, arrivals:
 
     After every departure it checks the register and the packet's HPCC hop
     record against the bound; returns counts for the caller's checks."""
-    from softswitch.v1model.switch import IngressJob
+    from softswitch.v1model.jobs import IngressJob
     queue: collections.deque = collections.deque()   # (egress job, counted bytes)
     dropped = departed = max_excess = 0
     it = iter(frames)

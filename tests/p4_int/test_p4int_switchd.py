@@ -60,7 +60,7 @@ class TwoSwitchBed:
 
 @contextlib.contextmanager
 def namespaces(*prefixes: str) -> Iterator[list]:
-    from mininet_topos.netns import Namespace
+    from common.kernel.netns import Namespace
     made = []
     try:
         for p in prefixes:
@@ -72,7 +72,8 @@ def namespaces(*prefixes: str) -> Iterator[list]:
 
 
 def start_switch(ns, interfaces: dict[int, str], node_id: int, **opts: Any):
-    from softswitch.switchd import Switchd, SwitchOptions
+    from softswitch.switchd import SwitchOptions
+    from softswitch.targets.python.daemon import Switchd
     sd = Switchd(SwitchOptions(program=str(PROGRAM), interfaces=interfaces,
                                grpc_server_addr=None, name=f"s{node_id}", **opts))
     with ns.enter():
@@ -90,7 +91,7 @@ def control(sd, node_id: int) -> IntSwitch:
 @contextlib.contextmanager
 def two_switch_bed(*, s1_opts: dict[str, Any] | None = None) -> Iterator[TwoSwitchBed]:
     """The topology above, configured as the controller would; torn down on exit."""
-    from mininet_topos.netns import veth_pair
+    from common.kernel.netns import veth_pair
     with namespaces("p4is1", "p4is2", "p4ih1", "p4ih2", "p4icol") as (ns1, ns2, h1, h2, col):
         s1p1, h1e = veth_pair(ns1, h1, prefix="p4i", addr_b="10.0.1.1/24")
         s1p2, s2p1 = veth_pair(ns1, ns2, prefix="p4i")

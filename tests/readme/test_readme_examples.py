@@ -145,7 +145,7 @@ def _argv(cmd: str) -> tuple[dict[str, str], list[str]]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("ex", ALL, ids=[e.id for e in ALL])
-def test_readme_example(ex: Example, scratch) -> None:  # noqa: ANN001 - fixture callable
+def test_readme_example(ex: Example, scratch) -> None:
     if ex.needs is not None and not _satisfied(ex.needs):
         pytest.skip(f"needs {ex.needs} (as the README says)")
     cwd = scratch((ex.readme, ex.block))
@@ -170,7 +170,7 @@ def test_readme_example(ex: Example, scratch) -> None:  # noqa: ANN001 - fixture
         out = p.stdout.read() if p.stdout else ""
         assert rc == 0, f"{ex.id}: {ex.command}\nexit {rc}\n{out[-3000:]}"
         return
-    r = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True,
+    r = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, check=False,
                        timeout=TIMEOUT_S)
     assert r.returncode == 0, (f"{ex.id}: {ex.command}\nexit {r.returncode}\n"
                                f"{r.stdout[-2000:]}\n{r.stderr[-3000:]}")

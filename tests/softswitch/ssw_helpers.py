@@ -11,13 +11,13 @@ EXAMPLES = ROOT / "p4" / "examples"
 
 
 def load(path: Path | str, **kw):
-    from softswitch.api import Switch
+    from softswitch.targets.python.switch import Switch
     return Switch.from_file(path, **kw)
 
 
 def from_source(src: str):
     """A Switch from P4 source text (errors name ``case.p4``)."""
-    from softswitch.api import Switch
+    from softswitch.targets.python.switch import Switch
     return Switch.from_source(src, filename="case.p4")
 
 
@@ -52,7 +52,7 @@ V1Switch(P(), VC(), Ing(), Eg(), CC(), D()) main;
 def program(*, decls: str, parser: str, ingress: str, egress: str = "apply { }", deparser: str,
             **kw):
     """A Switch from a small v1model program made of the given pieces."""
-    from softswitch.api import Switch
+    from softswitch.targets.python.switch import Switch
     src = V1_TEMPLATE.format(decls=decls, parser=parser, ingress=ingress, egress=egress,
                              deparser=deparser)
     return Switch.from_source(src, filename="test.p4", **kw)

@@ -119,8 +119,8 @@ def test_digest_random_log_assert_truncate(sw):
 
 
 def test_verify_checksum_with_payload_assume_identity_and_random_hash():
-    from softswitch.api import Switch
     from softswitch.externs.hashes import csum16
+    from softswitch.targets.python.switch import Switch
     text = """
     #include <core.p4>
     #include <v1model.p4>

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from ssw_helpers import program
 
+from softswitch.backends.python.v1model import hash_symbol
 from softswitch.errors import RuntimeApiError
 from softswitch.externs.hashes import crc32, csum16, make_crc, xor16
 from softswitch.externs.stateful import MeterConfig
 from softswitch.tables import Exact
-from softswitch.v1model.lowering import hash_symbol
 
 
 def test_switch_enum_error_signed_fields_and_stack_index():
@@ -82,7 +82,7 @@ def test_xor16_and_crc32_custom_in_a_program():
 def test_update_checksum_with_payload_and_direct_meter():
     import textwrap
 
-    from softswitch.api import Switch
+    from softswitch.targets.python.switch import Switch
     src = textwrap.dedent("""
     #include <core.p4>
     #include <v1model.p4>

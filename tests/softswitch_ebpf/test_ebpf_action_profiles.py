@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from ebpf_helpers import ROOT
 
-from softswitch.api import Switch
 from softswitch.errors import RuntimeApiError, RuntimeErrorCode
 from softswitch.tables import Exact, Ternary
+from softswitch.targets.python.switch import Switch
 
 pytestmark = [pytest.mark.bpf, pytest.mark.root]
 PROGRAM = ROOT / "tests" / "softswitch_ebpf" / "selector.p4"
@@ -138,10 +138,10 @@ def test_p4runtime_profile_members_groups_and_indirect_entries_reach_the_kernel(
     from p4.v1 import p4runtime_pb2 as P
 
     from controller.p4rt.client import SwitchClient
-    from softswitch.backends.ebpf.daemon import EbpfDevice
     from softswitch.frontend.load import load_program
     from softswitch.p4info import build_p4info
     from softswitch.p4runtime.server import serve
+    from softswitch.targets.ebpf.daemon import EbpfDevice
 
     info = build_p4info(load_program(PROGRAM))
     prof = next(p for p in info.action_profiles if p.preamble.name == SEL)

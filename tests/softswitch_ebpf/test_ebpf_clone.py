@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from ebpf_helpers import ROOT, start_switch_process
 
-from softswitch.api import Switch
 from softswitch.errors import RuntimeApiError
 from softswitch.stf import StfRunner, parse_stf
+from softswitch.targets.python.switch import Switch
 from softswitch.v1model import Replica
 
 pytestmark = [pytest.mark.bpf, pytest.mark.root]
@@ -155,8 +155,8 @@ def _live(program: str, hosts: list[int], configure: Any, frames: list[bytes], s
     frames of the kinds sent) and the program's statistics."""
     import ctypes
 
-    from ebpf.tc import attach_tc
-    from mininet_topos.netns import Namespace, veth_pair
+    from common.kernel.netns import Namespace, veth_pair
+    from common.kernel.tc import attach_tc
     made: list[Namespace] = []
     atts = []
     path = ROOT / "p4" / "examples" / program
@@ -271,10 +271,10 @@ def test_controller_programs_the_int_switch_and_reports_leave(tmp_path) -> None:
     gets INT inserted and stripped in the kernel, and h4, the collector, receives the
     frame and its Telemetry Report (the live I2E clone)."""
 
+    from common.kernel.netns import Namespace, veth_pair
     from controller.intent import CollectorSpec, IntentOptions, SinkMode, compute_intent
     from controller.p4rt import Fleet, ManagedSwitch, load_pipeline
     from controller.topology import load_topology
-    from mininet_topos.netns import Namespace, veth_pair
     from tests.helpers.p4int import roce_frame
     topo = load_topology(ROOT / "mininet_topos" / "topofiles" / "leaf_spine.yaml")
     desired = compute_intent(topo, IntentOptions(sink_mode=SinkMode.REPORT,

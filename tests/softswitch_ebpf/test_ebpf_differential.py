@@ -7,9 +7,9 @@ import random
 import pytest
 from ebpf_helpers import ROOT
 
-from softswitch.api import Switch
 from softswitch.errors import RuntimeApiError
 from softswitch.tables import Lpm
+from softswitch.targets.python.switch import Switch
 
 pytestmark = [pytest.mark.bpf, pytest.mark.root]
 PROGRAM = ROOT / "p4" / "examples" / "ipv4_forward.p4"

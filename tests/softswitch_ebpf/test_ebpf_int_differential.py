@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from ebpf_helpers import ROOT
 
-from softswitch.api import Switch
+from softswitch.targets.python.switch import Switch
 
 pytestmark = [pytest.mark.bpf, pytest.mark.root]
 PROGRAM = ROOT / "p4" / "int_rocev2.p4"

@@ -14,7 +14,7 @@ PROGRAM = ROOT / "p4" / "int_rocev2.p4"
 @pytest.mark.bpf
 @pytest.mark.root
 def test_the_int_program_loads_and_runs() -> None:
-    from softswitch.api import Switch
+    from softswitch.targets.python.switch import Switch
     with Switch.from_file(PROGRAM, target="ebpf", include_dirs=[str(ROOT / "p4")]) as kern:
         assert "SwitchIngress.int_watchlist" in kern.generated.tables
         assert "clone_request(ctx, P, r, 1)" in kern.generated.source

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from ebpf_helpers import ROOT
 
-from softswitch.api import Switch
 from softswitch.tables import Exact
+from softswitch.targets.python.switch import Switch
 
 pytestmark = [pytest.mark.bpf, pytest.mark.root]
 PROGRAMS = ROOT / "tests" / "softswitch_p4info" / "programs"

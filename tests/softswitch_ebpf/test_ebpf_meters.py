@@ -16,10 +16,10 @@ import random
 import pytest
 from ebpf_helpers import INCLUDE, ROOT
 
-from softswitch.api import Switch
 from softswitch.externs.stateful import Color, MeterConfig
 from softswitch.stf import StfRunner, parse_stf
 from softswitch.tables import Exact
+from softswitch.targets.python.switch import Switch
 
 pytestmark = [pytest.mark.bpf, pytest.mark.root]
 PROGRAM = ROOT / "tests" / "softswitch_ebpf" / "meters.p4"
@@ -120,10 +120,10 @@ def test_p4runtime_meter_writes_reach_the_kernel() -> None:
     from p4.v1 import p4runtime_pb2 as P
 
     from controller.p4rt.client import SwitchClient
-    from softswitch.backends.ebpf.daemon import EbpfDevice
     from softswitch.frontend.load import load_program
     from softswitch.p4info import build_p4info
     from softswitch.p4runtime.server import serve
+    from softswitch.targets.ebpf.daemon import EbpfDevice
 
     info = build_p4info(load_program(PROGRAM))
     meter_id = {m.preamble.name: m.preamble.id for m in info.meters}

@@ -16,7 +16,7 @@ import time
 import pytest
 from ebpf_helpers import ROOT
 
-from mininet_topos.netns import Namespace, veth_pair
+from common.kernel.netns import Namespace, veth_pair
 
 pytestmark = [pytest.mark.bpf, pytest.mark.root]
 # the bmv2 tier's packet-in/out program: CPU port 510, to_cpu by destination MAC

@@ -13,8 +13,8 @@ import struct
 import pytest
 from ebpf_helpers import ROOT, start_switch_process
 
-from softswitch.api import Switch
 from softswitch.switchd.errors import OptionError
+from softswitch.targets.python.switch import Switch
 
 pytestmark = [pytest.mark.bpf, pytest.mark.root]
 PROBE = ROOT / "tests" / "softswitch_ebpf" / "queue_probe.p4"
@@ -111,7 +111,7 @@ def test_burst_through_veths_fills_the_queue_and_drops_at_depth(tmp_path) -> Non
     import socket
     import time
 
-    from mininet_topos.netns import Namespace, veth_pair
+    from common.kernel.netns import Namespace, veth_pair
     made: list[Namespace] = []
     proc = None
     burst, depth = 150, 16
@@ -183,8 +183,8 @@ def test_shaping_reaches_a_namespace_given_by_name_or_by_path() -> None:
     ``tc -n`` refuses: both shape the port inside the namespace and unshape it again."""
     import subprocess
 
-    from mininet_topos.netns import unique_name
-    from softswitch.backends.ebpf.queues import shaping_argv, unshaping_argv
+    from common.kernel.netns import unique_name
+    from softswitch.targets.ebpf.shaping import shaping_argv, unshaping_argv
 
     ns = unique_name("qsh")
     subprocess.run(["ip", "netns", "add", ns], check=True)

@@ -24,10 +24,10 @@ def _serve(program, device_id: int):  # type: ignore[no-untyped-def]
     from p4.v1 import p4runtime_pb2 as P
 
     from controller.p4rt.client import SwitchClient
-    from softswitch.backends.ebpf.daemon import EbpfDevice
     from softswitch.frontend.load import load_program
     from softswitch.p4info import build_p4info
     from softswitch.p4runtime.server import serve
+    from softswitch.targets.ebpf.daemon import EbpfDevice
     info = build_p4info(load_program(program))
     device = EbpfDevice(device_id=device_id, cpu_port=64, name=f"reconcile{device_id}")
     server = serve(device, "127.0.0.1:0")

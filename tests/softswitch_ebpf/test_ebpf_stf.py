@@ -10,8 +10,8 @@ import sys
 import pytest
 from ebpf_helpers import ALL_STF, INCLUDE, ROOT, RUNS_ON_EBPF
 
-from softswitch.api import Switch
 from softswitch.stf import StfRunner, parse_stf
+from softswitch.targets.python.switch import Switch
 
 pytestmark = [pytest.mark.bpf, pytest.mark.root]
 

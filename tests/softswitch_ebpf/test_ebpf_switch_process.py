@@ -9,9 +9,9 @@ import time
 import pytest
 from ebpf_helpers import ROOT, start_switch_process
 
-from mininet_topos.netns import Namespace, veth_pair
-from softswitch.api import Switch
+from common.kernel.netns import Namespace, veth_pair
 from softswitch.backends.ebpf.kernel import object_exists
+from softswitch.targets.python.switch import Switch
 
 pytestmark = [pytest.mark.bpf, pytest.mark.root]
 PROGRAM = ROOT / "p4" / "examples" / "ipv4_forward.p4"

@@ -10,9 +10,9 @@ import pytest
 
 from softswitch.backends.ebpf import EbpfUnsupported
 from softswitch.backends.ebpf.program import generate_c
-from softswitch.backends.ebpf.switch import EbpfSwitch
 from softswitch.frontend.load import load_source
 from softswitch.lowering import lower_program
+from softswitch.targets.ebpf.switch import EbpfSwitch
 from softswitch.v1model import V1MODEL
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,11 +54,12 @@ def test_supported_program_generates_c() -> None:
 
 
 @pytest.mark.parametrize("decls, body, extra_hdr, construct, line", [
-    ("", "hdr.h.b = (bit<8>)((int<8>)hdr.h.a + 1);", "", "signed", 15),
+    ("", "hash(hdr.h.a, HashAlgorithm.crc16_custom, 8w0, {hdr.h.b}, 8w255);", "",
+     "hash algorithm crc16_custom", 15),
     ("", "hash(hdr.h.a, HashAlgorithm.random, 8w0, {hdr.h.b}, 8w255);", "", "hash algorithm random", 15),
     ("", "", "bit<128> wide;", "wider than 64 bits", 5),
     ("", 'log_msg("x");', "", "extern log_msg", 15),
-], ids=["signed", "hash", "wide", "log_msg"])
+], ids=["crc16_custom", "hash", "wide", "log_msg"])
 def test_unsupported_names_construct_and_location(decls: str, body: str, extra_hdr: str,
                                                   construct: str, line: int) -> None:
     with pytest.raises(EbpfUnsupported) as err:
@@ -92,8 +93,8 @@ def test_cli_prints_file_line_col(tmp_path: Path) -> None:
 
 
 def test_unknown_target_is_refused() -> None:
-    from softswitch.api import Switch
     from softswitch.errors import CompileError
+    from softswitch.targets.python.switch import Switch
     with pytest.raises(CompileError, match=r"unknown target 'fpga' \(have: python, ebpf\)"):
         Switch.from_file(ROOT / "p4/examples/ipv4_forward.p4", target="fpga")
 
@@ -141,9 +142,9 @@ def test_xdp_refuses_copies_with_their_location(decls: str, body: str, construct
 
 def test_xdp_refuses_a_queue_rate_option() -> None:
     """XDP_REDIRECT skips the egress qdisc: a paced port would run unshaped."""
-    from softswitch.backends.ebpf.daemon import check_ebpf_options
     from softswitch.switchd.errors import OptionError
     from softswitch.switchd.options import ALL_PORTS, SwitchOptions
+    from softswitch.targets.ebpf.daemon import check_ebpf_options
     ok = SwitchOptions(program="x.p4", hook="xdp", queue_depths_pkts={2: 64})
     check_ebpf_options(ok)
     for rates, shown in (({2: 40e6}, "--queue-rate 2:40 "), ({ALL_PORTS: 10e6}, "--queue-rate 10 ")):
@@ -152,7 +153,7 @@ def test_xdp_refuses_a_queue_rate_option() -> None:
     with pytest.raises(OptionError, match="--xdp-mode needs --hook xdp"):
         check_ebpf_options(SwitchOptions(program="x.p4", xdp_mode="native"))
     # a rate set while running: refused before anything changes
-    from softswitch.backends.ebpf.daemon import EbpfSwitchd
+    from softswitch.targets.ebpf.daemon import EbpfSwitchd
     sd = EbpfSwitchd(SwitchOptions(program="x.p4", hook="xdp", interfaces={2: "veth0"}))
     with pytest.raises(EbpfUnsupported, match="queue rate on port 2 .40 Mbit/s. with --hook xdp"):
         sd.set_queue(2, rate_bps=40e6)

@@ -8,7 +8,7 @@ import random
 import pytest
 from ebpf_helpers import ROOT
 
-from softswitch.api import Switch
+from softswitch.targets.python.switch import Switch
 
 pytestmark = [pytest.mark.bpf, pytest.mark.root]
 PROGRAM = ROOT / "tests" / "softswitch_ebpf" / "value_sets.p4"
@@ -51,10 +51,10 @@ def test_p4runtime_value_set_entry_reaches_the_kernel() -> None:
     from p4.v1 import p4runtime_pb2 as P
 
     from controller.p4rt.client import SwitchClient
-    from softswitch.backends.ebpf.daemon import EbpfDevice
     from softswitch.frontend.load import load_program
     from softswitch.p4info import build_p4info
     from softswitch.p4runtime.server import serve
+    from softswitch.targets.ebpf.daemon import EbpfDevice
 
     info = build_p4info(load_program(PROGRAM))
     vs = next(v for v in info.value_sets if v.preamble.name == "P.etypes")

@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 from ebpf_helpers import ALL_STF, INCLUDE, ROOT, RUNS_ON_EBPF
 
-from mininet_topos.netns import Interface, Namespace, veth_pair
-from softswitch.api import Switch
+from common.kernel.netns import Interface, Namespace, veth_pair
 from softswitch.backends.ebpf import EbpfUnsupported
 from softswitch.backends.ebpf.kernel import object_exists
 from softswitch.stf import StfRunner, parse_stf
+from softswitch.targets.python.switch import Switch
 
 pytestmark = [pytest.mark.bpf, pytest.mark.root]
 PROGRAM = ROOT / "p4" / "examples" / "ipv4_forward.p4"

@@ -9,7 +9,6 @@ import pytest
 from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2 as P4I
 
-from softswitch.api import Switch
 from softswitch.backends.ebpf import EbpfUnsupported
 from softswitch.backends.ebpf.program import generate_c
 from softswitch.backends.python.program import compile_program
@@ -17,6 +16,7 @@ from softswitch.frontend import load_program
 from softswitch.lowering import LoweredProgram, lower_program
 from softswitch.p4info import build_p4info
 from softswitch.tables import Exact, Ternary
+from softswitch.targets.python.switch import Switch
 from softswitch.v1model import V1MODEL
 
 ROOT = Path(__file__).resolve().parents[2]

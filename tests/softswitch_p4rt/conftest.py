@@ -6,9 +6,10 @@ import pytest
 from p4.config.v1 import p4info_pb2 as P4I
 from p4rt_helpers import DEVICE_ID, PROGRAM, Client, Ids
 
-from softswitch.api import Switch
 from softswitch.p4info import build_p4info
-from softswitch.p4runtime import LocalDevice, serve
+from softswitch.p4runtime import serve
+from softswitch.targets.python.local_device import LocalDevice
+from softswitch.targets.python.switch import Switch
 
 
 @pytest.fixture(scope="session")

@@ -194,8 +194,8 @@ def test_wrong_device_id_and_roles(make_client, p4info, program_source):
 
 
 def test_reconcile_that_cannot_keep_state_changes_nothing(client, program_source, device, ids):
-    from softswitch.api import Switch
     from softswitch.p4info import build_p4info
+    from softswitch.targets.python.switch import Switch
 
     for mac in ("\\x01", "\\x02"):
         client.write(f"""type: INSERT entity {{ table_entry {{ table_id: {ids.forward}
@@ -216,7 +216,8 @@ def test_reconcile_that_cannot_keep_state_changes_nothing(client, program_source
 def test_unix_socket_address(tmp_path, p4info, program_source):
     from p4rt_helpers import Client
 
-    from softswitch.p4runtime import LocalDevice, serve
+    from softswitch.p4runtime import serve
+    from softswitch.targets.python.local_device import LocalDevice
 
     dev = LocalDevice(device_id=DEVICE_ID)
     with serve(dev, f"unix:{tmp_path}/p4rt.sock") as h:
@@ -230,7 +231,8 @@ def test_unix_socket_address(tmp_path, p4info, program_source):
 
 
 def test_address_in_use_is_a_clear_error(server):
-    from softswitch.p4runtime import LocalDevice, P4RuntimeError, serve
+    from softswitch.p4runtime import P4RuntimeError, serve
+    from softswitch.targets.python.local_device import LocalDevice
 
     with pytest.raises(P4RuntimeError) as ei:
         serve(LocalDevice(), server.address)

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from p4.v1 import p4runtime_pb2 as P
 
-from softswitch.api import Switch
 from softswitch.p4info import build_p4info
+from softswitch.targets.python.switch import Switch
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAMS = sorted((ROOT / "p4" / "examples").glob("*.p4")) + sorted((ROOT / "p4").glob("*.p4"))

@@ -16,7 +16,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from p4.v1 import p4runtime_pb2 as P
 from p4.v1 import p4runtime_pb2_grpc as PG
 
-from softswitch.p4runtime import LocalDevice, TlsConfig, serve
+from softswitch.p4runtime import TlsConfig, serve
+from softswitch.targets.python.local_device import LocalDevice
 
 
 @dataclass

@@ -22,7 +22,7 @@ from p4.config.v1 import p4info_pb2 as P4I
 from p4.v1 import p4runtime_pb2 as P
 from p4.v1 import p4runtime_pb2_grpc as PG
 
-from mininet_topos.netns import Interface, Namespace, veth_pair
+from common.kernel.netns import Interface, Namespace, veth_pair
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -166,8 +166,8 @@ class P4RtClient:
 
     def set_pipeline(self, program: Path, action: int = P.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT
                      ) -> P4I.P4Info:
-        from softswitch.api import Switch
         from softswitch.p4info import build_p4info
+        from softswitch.targets.python.switch import Switch
         info = build_p4info(Switch.from_file(program).program.checked)
         cfg = P.ForwardingPipelineConfig(p4info=info, p4_device_config=program.read_bytes())
         self.stub.SetForwardingPipelineConfig(P.SetForwardingPipelineConfigRequest(

@@ -27,7 +27,7 @@ from softswitch.switchd.options import (
     parse_interface,
     parse_rate,
 )
-from softswitch.v1model.switch import QueueInfo
+from softswitch.v1model.jobs import QueueInfo
 
 
 @pytest.mark.parametrize("payload_len", [0, 1, 17, 1000, 1473])
@@ -198,8 +198,8 @@ def test_switch_device_in_process_packet_out_and_packet_in() -> None:
     from pathlib import Path
 
     from softswitch.p4runtime.device import Device
-    from softswitch.switchd import SwitchDevice
-    from softswitch.switchd.daemon import load_pipeline
+    from softswitch.targets.python.daemon import load_pipeline
+    from softswitch.targets.python.device import SwitchDevice
 
     program = Path(__file__).resolve().parent / "switchd_test.p4"
     dev = SwitchDevice({}, device_id=3)

@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from mininet_topos.netns import Namespace, NetnsError, two_hosts, unique_name, veth_pair
+from common.kernel.netns import Namespace, NetnsError, two_hosts, unique_name, veth_pair
 
 pytestmark = pytest.mark.root
 
@@ -77,5 +77,5 @@ def test_veth_to_root_namespace():
         try:
             ns.run(["ping", "-c", "1", "-W", "2", "10.78.0.1"])
         finally:
-            from mininet_topos.netns import delete_link
+            from common.kernel.netns import delete_link
             delete_link(root_end)

@@ -4,14 +4,15 @@ import json
 import numpy as np
 import pytest
 
-from controller.topology import LossModel, Topology
+from common.kernel.shaping import ShapingError, shaping_commands
+from common.loss import LossModel
+from controller.topology import Topology
 from mininet_topos.experiment import ResultsDir, RunError, analyse, read_csv, spec_from_dict
 from mininet_topos.experiment.plots import plot_fct_cdf, plot_queues, plot_rates
 from mininet_topos.experiment.report import format_summary, write_analysis
 from mininet_topos.experiment.sampler import read_proc_net_dev, read_qdiscs
 from mininet_topos.experiment.telemetry import directed_links, link_counters, load_samples
 from mininet_topos.experiment.workload import flows, traffic_argv
-from mininet_topos.shaping import ShapingError, shaping_commands
 from mininet_topos.topologies import resolve_topology
 
 PROC_NET_DEV = """\

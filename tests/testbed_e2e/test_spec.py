@@ -152,8 +152,8 @@ def test_hpcc_parameters_reach_the_senders_command_line(tmp_path):
     """A spec's ``hpcc:`` becomes the traffic CLI's --hpcc-* flags, which parse back to
     the same settings; without it the senders get HPCC's documented defaults."""
     from mininet_topos.experiment.workload import traffic_argv
+    from traffic.cc.hpcc import HpccSettings
     from traffic.cli import _hpcc_settings, build_parser
-    from traffic.hpcc import HpccSettings
 
     raw = _with(cc="hpcc-sender", hpcc={"eta": 0.9, "max_stage": 3, "w_ai": 0.05,
                                         "min_base_rtt_s": 0.01, "multi_rate": True,

@@ -5,10 +5,9 @@ import json
 import pytest
 import yaml
 
+from common.loss import LossKind, LossModel
 from controller.topology import (
     LinkRole,
-    LossKind,
-    LossModel,
     TopologyFormatError,
     TopologyValidationError,
     dumps_topology,

@@ -12,7 +12,8 @@ import re
 
 import pytest
 
-from controller.topology import LossModel, two_datacenters
+from common.loss import LossModel
+from controller.topology import two_datacenters
 from mininet_topos.topologies import linux_router_commands, mininet_network
 
 pytestmark = [pytest.mark.root, pytest.mark.mininet, pytest.mark.slow]

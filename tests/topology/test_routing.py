@@ -1,9 +1,9 @@
 """Routes, ECMP groups, neighbours and paths computed from the standard topologies."""
 import pytest
 
+from common.loss import LossModel
 from controller.topology import (
     LinkRole,
-    LossModel,
     RoutingError,
     arp_proxy_entries,
     directed_links,

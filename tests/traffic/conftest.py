@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
+from common.kernel.netns import Namespace, two_hosts
 from formats import int_echo, roce
 from formats.int_echo import EchoHop
-from mininet_topos.netns import Namespace, two_hosts
-from traffic.hpcc import HpccSettings
-from traffic.qp_types import CongestionControl, QpConfig
+from traffic.cc.hpcc import HpccSettings
+from traffic.qp_types import QpConfig
 from traffic.requester import Requester
 
 HPCC_QP_RATE_BPS = 4e6
@@ -30,7 +30,7 @@ def hpcc_requester() -> Callable[..., Requester]:
     echoed INT (``cc=hpcc-sender``) with ``HpccSettings(**kwargs)``."""
     def make(**hpcc: Any) -> Requester:
         cfg = QpConfig(qpn=0x10000, peer_qpn=0x10000, peer_ip="10.0.0.9",
-                       rate_bps=HPCC_QP_RATE_BPS, cc=CongestionControl.HPCC_SENDER,
+                       rate_bps=HPCC_QP_RATE_BPS, cc="hpcc-sender",
                        hpcc=HpccSettings(**hpcc))
         return Requester(cfg=cfg, local_ip="10.0.0.1", sport=50000)
     return make

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from mininet_topos.netns import Namespace, veth_pair
+from common.kernel.netns import Namespace, veth_pair
 
 PY = sys.executable
 ROOT = str(Path(__file__).resolve().parents[2])  # run ``python -m traffic`` from the checkout

@@ -176,13 +176,13 @@ def test_loss_on_every_packet_kind_still_delivers(tmp_path) -> None:
     import os
     import zlib
 
-    from traffic.emulation import Bernoulli
+    from common.loss import LossModel, LossProcess
     from traffic.endpoint import Endpoint, EndpointConfig
     from traffic.qp_types import QpConfig
 
-    a = Endpoint(EndpointConfig(ip="127.0.78.1", loss=Bernoulli(p=0.5, seed=2),
+    a = Endpoint(EndpointConfig(ip="127.0.78.1", loss=LossProcess(LossModel.bernoulli(0.5), seed=2),
                                 loss_scope="all"))
-    b = Endpoint(EndpointConfig(ip="127.0.78.2", loss=Bernoulli(p=0.05, seed=3),
+    b = Endpoint(EndpointConfig(ip="127.0.78.2", loss=LossProcess(LossModel.bernoulli(0.05), seed=3),
                                 loss_scope="all"))
     try:
         req = a.add_requester(QpConfig(qpn=3, peer_qpn=3, peer_ip="127.0.78.2", mode="sr",

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from netns_util import ROOT, port_stats, run_ranks, softswitch_star
 
-from mininet_topos.netns import Namespace
+from common.kernel.netns import Namespace
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 

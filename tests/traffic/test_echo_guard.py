@@ -12,7 +12,7 @@ from formats.int_echo import EchoHop
 from formats.int_md import MAX_HOPS
 from traffic.echo_guard import ECHO_REJECT_REASONS, EchoGuard
 from traffic.endpoint import Endpoint, EndpointConfig
-from traffic.qp_types import CongestionControl, QpConfig
+from traffic.qp_types import QpConfig
 
 OK = EchoHop(node_id=1, egress_ts=1000, tx_bytes=500, queue_bytes=2000, line_rate=4)
 WINDOW = {"una": 100, "next_seq": 110, "window_pkts": 16}
@@ -65,7 +65,7 @@ def test_forged_echoes_do_not_move_the_rate(hpcc_requester, echo_ack) -> None:
     for hops, psn in forged:
         pkt, got = echo_ack(psn, hops)
         r.on_int_echo(got, pkt, 0.006)
-    assert r.cfg.rate_bps == rate and r.hpcc_max_queue_bytes == 0
+    assert r.cfg.rate_bps == rate and r.cc.max_queue_bytes == 0
     assert r.echo_guard.rejected == {"queue_bytes": 1, "line_rate": 1, "hop_count": 1,
                                      "psn_window": 1}
     assert r.snapshot()["hpcc"]["echo_rejected"] == r.echo_guard.rejected
@@ -86,7 +86,7 @@ def test_forged_acks_through_the_endpoint(acks: list[tuple[int, list[EchoHop], b
     ep = Endpoint(EndpointConfig(ip="127.0.0.1", port=0))
     try:
         req = ep.add_requester(QpConfig(qpn=0x10, peer_qpn=0x10, peer_ip="127.0.0.2",
-                                        rate_bps=4e6, cc=CongestionControl.HPCC_SENDER))
+                                        rate_bps=4e6, cc="hpcc-sender"))
         req.post_write(bytes(8 * 1024), now=0.0)
         req.poll(0.0, [])
         port = ep.cfg.port

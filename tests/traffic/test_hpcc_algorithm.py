@@ -1,4 +1,4 @@
-"""traffic.hpcc against hand-computed steps of HPCC's per-ACK update (ns-3 UpdateRateHp).
+"""traffic.cc.hpcc against hand-computed steps of HPCC's per-ACK update (ns-3 UpdateRateHp).
 
 Every expected value below is worked out by hand from the formulas in the module
 docstring; the arithmetic is written out so a reader can check it.  Common setup: a
@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from formats.int_echo import EchoHop
+from traffic.cc.hpcc import HpccSettings, HpccState
 from traffic.errors import ConfigError
-from traffic.hpcc import HpccSettings, HpccState
 
 T = 0.01
 R = 2e6
@@ -192,3 +192,15 @@ def test_with_the_sender_clock_the_reference_is_committed_at_most_once_per_t():
 def test_bad_settings_are_named(kw, msg):
     with pytest.raises(ConfigError, match=msg):
         HpccSettings(**kw)
+
+
+def test_multi_rate_idle_hop_is_the_line_rate_not_a_division_by_zero():
+    # a hop that sent nothing and queued nothing: tau = 40 ms is capped at T = 30 ms, so
+    # each sample sets the hop's EWMA to exactly 0; after maxStage additive steps the
+    # multiplicative one is Rc / (0 / eta): its limit, the line rate
+    s = HpccState(max_rate_bps=R, settings=HpccSettings(multi_rate=True))
+    for k in range(7):
+        s.on_ack([EchoHop(1, 40000 * k, 0, 0, 4)], ack_seq=k + 1, next_seq=k + 1,
+                 base_rtt_s=0.03)
+    assert s.rate_bps == R and s.ref_rate_bps == R and s.updates == 6
+    assert s._hop_state[0].u == 0.0 and s._hop_state[0].inc_stage == 0  # the MI step ran

@@ -34,7 +34,7 @@ def test_echoed_queue_cuts_the_rate_and_bounds_the_window(hpcc_requester, echo_a
     # the third reports 5000 B queued (min with the second's 0 keeps its term at 0), the
     # fourth again: min(5000, 5000) * R / B / W = 1 more -> a deeper cut
     assert r.cfg.rate_bps < RATE / 1.05 and r.rate_log[-1][1] == r.cfg.rate_bps
-    assert r.hpcc_first_queue_s == 0.013 and r.hpcc_first_cut_s == 0.014
+    assert r.cc.first_queue_s == 0.013 and r.cc.first_cut_s == 0.014
     snap = r.snapshot()["hpcc"]
     assert abs(snap["reaction_s"] - 0.001) < 1e-9 and snap["max_echo_queue_bytes"] == 5000
     assert snap["window_pkts"] == r._win_pkts <= 5
@@ -76,6 +76,7 @@ def test_fec_repair_packets_pass_the_one_packet_pacer() -> None:
     """A repair packet is larger than a full data packet, which is all the per-packet
     pacer holds: it must still go (it stalled the QP for good: the demo's default)."""
     from traffic.hpcc import HpccSettings
+
     from traffic.qp_types import CongestionControl, Reliability
 
     cfg = QpConfig(qpn=0x10000, peer_qpn=0x10000, peer_ip="10.0.0.9", rate_bps=RATE,

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from netns_util import ROOT, port_stats, run_ranks, softswitch_star
 
+from common.kernel.netns import Namespace
 from ebpf.sink import IntSink, SinkConfig
-from mininet_topos.netns import Namespace
 
 pytestmark = [pytest.mark.root, pytest.mark.bpf, pytest.mark.slow]
 

@@ -24,7 +24,7 @@ ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(
 
 
 def _traffic(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "traffic", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "traffic", *args], capture_output=True, check=False,
                           text=True, timeout=timeout, env=ENV)
 
 

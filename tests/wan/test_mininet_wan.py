@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from controller.topology import LossModel
+from common.loss import LossModel
 from mininet_topos.wan import MininetWanLink, WanParams
 
 pytestmark = [pytest.mark.root, pytest.mark.mininet]

@@ -9,7 +9,7 @@ import statistics
 
 import pytest
 
-from controller.topology import LossModel
+from common.loss import LossModel
 from mininet_topos.wan import (
     NetemUnavailableError,
     NetemWan,

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from controller.topology import LossModel
-from mininet_topos.netns import Namespace, veth_pair
+from common.kernel.netns import Namespace, veth_pair
+from common.loss import LossModel
 from mininet_topos.wan import EbpfLossBackend, WanError, WanLink
 
 pytestmark = [pytest.mark.root]

@@ -20,6 +20,7 @@ from softswitch.backends.ebpf.layout import (
     cname,
     ctype,
     scalar_width,
+    stack_slots,
     strip,
     words16,
 )
@@ -65,6 +66,10 @@ class CGen(ExprGen, ControlGen, StatefulGen):
         self.digests: dict[str, str] = {}      # digest (struct type) name -> ring buffer
         self._table_actions: dict[str, dict[str, Any]] = {}   # table -> action name -> decl
         self.function_fns: dict[Any, str] = {}                  # FunctionDecl -> C function
+        self.exiting_fns: set[str] = set()
+        self.function_results: dict[Any, str] = {}
+        self.result_slot: str | None = None
+        self.stack_scratch: dict[str, str] = {}
         self.in_function = False
         self.stack_error = 3
         self._subcontrol_types: set[Any] = set()
@@ -88,12 +93,20 @@ class CGen(ExprGen, ControlGen, StatefulGen):
         """A variable in struct pipe (controls' and actions' locals alike)."""
         name = self.fresh("v_" + decl.name)
         t = strip(decl.type_ref.type)
-        if isinstance(t, (T.HeaderType, T.StructType)):
+        if isinstance(t, T.StackType) and isinstance(strip(t.elem), T.HeaderType):
+            elem = self.layouts.struct_name(strip(t.elem), decl)
+            self.pipe_fields += [f"{elem} {name}[{stack_slots(t.size)}];", f"u32 {name}__next;"]
+            scope[decl] = f"P->{name}"
+            out = [f"__builtin_memset(&P->{name}, 0, sizeof(P->{name}));", f"P->{name}__next = 0;"]
+            if decl.init is not None:
+                out += self.copy_stack(f"P->{name}", self.lval(decl.init))
+            return out
+        if isinstance(t, (T.HeaderType, T.StructType, T.HeaderUnionType)):
             self.pipe_fields.append(f"{self.layouts.struct_name(t, decl)} {name};")
             scope[decl] = f"P->{name}"
             out = [f"__builtin_memset(&P->{name}, 0, sizeof(P->{name}));"]
             if decl.init is not None:
-                out.append(f"P->{name} = {self.lval(decl.init)};")
+                out.append(f"P->{name} = {self.object_value(decl.init)};")
             return out
         w = scalar_width(t, decl)
         self.pipe_fields.append(f"{ctype(w)} {name};")
@@ -123,26 +136,38 @@ class CGen(ExprGen, ControlGen, StatefulGen):
         if isinstance(s, A.EmptyStatement):
             return []
         if isinstance(s, A.AssignmentStatement):
-            return self.assign(s)
+            return self.assign(s) + self.exit_check([s.lhs, s.rhs])
         if isinstance(s, A.IfStatement):
-            out = [f"if ({self.cond(s.cond)}) {{"] + [IND + x for x in self.stmt(s.then)] + ["}"]
-            if s.else_ is not None:
+            cond = self.cond(s.cond)
+            check = [IND + x for x in self.exit_check([s.cond])]
+            out = [f"if ({cond}) {{"] + check + [IND + x for x in self.stmt(s.then)] + ["}"]
+            if s.else_ is not None or check:
                 out[-1] = "} else {"
-                out += [IND + x for x in self.stmt(s.else_)] + ["}"]
+                out += check + [IND + x for x in (self.stmt(s.else_) if s.else_ is not None else [])] + ["}"]
             return out
         if isinstance(s, A.MethodCallStatement):
             return self.call_stmt(s.call)
         if isinstance(s, A.ExitStatement):
-            if self.in_function:
-                raise EbpfUnsupported(s, "exit inside a function")
             return ["P->exited = 1;", "return;"]
         if isinstance(s, A.ReturnStatement):
+            if s.value is not None and self.result_slot is not None:
+                return [f"{self.result_slot} = {self.object_value(s.value)};", "return;"]
             if s.value is not None:
                 return [f"return {self.ex(s.value)};"]
             return ["return;"]
         if isinstance(s, A.SwitchStatement):
             return self.switch_stmt(s)
         raise EbpfUnsupported(s, f"statement {type(s).__name__}")
+
+    def exit_check(self, exprs: list[Any]) -> list[str]:
+        """``if (P->exited) return;`` after a statement that calls a function that may exit."""
+        from softswitch.frontend.walk import walk
+        for e in exprs:
+            for node in walk(e):
+                if isinstance(node, A.MethodCallExpression) and node.call_kind is A.CallKind.FUNCTION \
+                        and self.function_fns.get(node.callee_decl) in self.exiting_fns:
+                    return ["if (P->exited) return;"]
+        return []
 
     def stack_shift(self, call: A.MethodCallExpression, obj: A.Expression, m: str) -> list[str]:
         """push_front(n) / pop_front(n): move the elements, invalidate the freed ones."""
@@ -209,17 +234,53 @@ class CGen(ExprGen, ControlGen, StatefulGen):
         return out + ["}"]
 
     def assign(self, s: A.AssignmentStatement) -> list[str]:
+        """P4 evaluates the target before the right side: when the right side calls
+        something, the target's run-time indexes are computed first (once, also when a
+        compound assignment shares them with the right side), as on the Python target."""
+        from softswitch.frontend.walk import walk
+        pinned: list[Any] = []
+        head: list[str] = []
+        if any(isinstance(n, A.MethodCallExpression) and n.call_kind is not A.CallKind.BUILTIN_METHOD
+               for n in walk(s.rhs)):
+            for n in walk(s.lhs):
+                if isinstance(n, A.IndexExpression) and n.index.const_value is None \
+                        and n.index not in self.precomputed:
+                    slot = self.fresh("ix")
+                    self.pipe_fields.append(f"u64 {slot};")
+                    head.append(f"P->{slot} = {self.ex(n.index)};")
+                    self.precomputed[n.index] = f"P->{slot}"
+                    pinned.append(n.index)
+        try:
+            return head + self._assign(s)
+        finally:
+            for n in pinned:
+                del self.precomputed[n]
+
+    @staticmethod
+    def copy_stack(dst: str, src: str) -> list[str]:
+        """A header stack assigned whole: its elements and its next index."""
+        return [f"__builtin_memcpy(&{dst}, &{src}, sizeof({dst}));", f"{dst}__next = {src}__next;"]
+
+    def _assign(self, s: A.AssignmentStatement) -> list[str]:
         lhs, rhs = s.lhs, s.rhs
         t = strip(lhs.type)
+        if isinstance(t, T.StackType):
+            return self.copy_stack(self.lval(lhs), self.lval(rhs))
         if isinstance(t, (T.HeaderType, T.StructType)):
             if isinstance(rhs, (A.ListExpression, A.StructExpression)):
-                raise EbpfUnsupported(rhs, "header/struct initialiser")
-            return [f"{self.lval(lhs)} = {self.lval(rhs)};"]
+                lines, slot = self.materialize(rhs)
+                return lines + [f"{self.lval(lhs)} = {slot};"]
+            return [f"{self.lval(lhs)} = {self.object_value(rhs)};"]
         if isinstance(lhs, A.SliceExpression):
             lo, hi = lhs.lo_value, lhs.hi_value
             assert lo is not None and hi is not None
             m = (1 << (hi - lo + 1)) - 1
-            target = self.lval(lhs.expr)
+            base = lhs.expr
+            while isinstance(base, A.SliceExpression):    # x[7:4][3:0]: bits of x
+                assert base.lo_value is not None
+                lo += base.lo_value
+                base = base.expr
+            target = self.lval(base)
             value = f"((((u64){self.ex(rhs)}) & {m:#x}ULL) << {lo})"
             return [f"{target} = ({target} & ~({m:#x}ULL << {lo})) | {value};"]
         return [f"{self.lval(lhs)} = {self.ex(rhs)};"]
@@ -233,7 +294,11 @@ class CGen(ExprGen, ControlGen, StatefulGen):
             if m in ("setValid", "setInvalid"):
                 if not isinstance(strip(obj.type), T.HeaderType):
                     raise EbpfUnsupported(call, f"{m} on {obj.type}")
-                return [f"{self.lval(obj)}._valid = {1 if m == 'setValid' else 0};"]
+                others: list[str] = []
+                if m == "setValid" and isinstance(obj, A.MemberExpression) \
+                        and isinstance(strip(obj.expr.type), T.HeaderUnionType):
+                    others = self.union_only_valid(obj)
+                return others + [f"{self.lval(obj)}._valid = {1 if m == 'setValid' else 0};"]
             if m == "isValid":
                 return []
             if m in ("push_front", "pop_front"):
@@ -241,12 +306,12 @@ class CGen(ExprGen, ControlGen, StatefulGen):
             raise EbpfUnsupported(call, f"built-in method {m}")
         if kind is A.CallKind.ACTION:
             fn = self.action_fn(call.callee_decl)
-            args = [self.ex(a.value) for a in call.args]
-            return [f"{fn}({', '.join(['P'] + args)});", "if (P->exited) return;"]
+            args = self.call_args(call.callee_decl, call.args)
+            return [f"{fn}({', '.join(args)});", "if (P->exited) return;"]
         if kind is A.CallKind.TABLE_APPLY:
             return [f"{self.table_call(call)};", "if (P->exited) return;"]
         if kind is A.CallKind.FUNCTION:
-            return [f"{self.call_expr(call)};"]
+            return [f"{self.call_expr(call)};"] + self.exit_check([call])
         if kind is A.CallKind.CONTROL_APPLY:
             return self.control_call(call)
         if kind is A.CallKind.EXTERN_FUNCTION:
@@ -268,20 +333,18 @@ class CGen(ExprGen, ControlGen, StatefulGen):
     def call_expr(self, e: A.MethodCallExpression) -> str:
         if e.call_kind is A.CallKind.BUILTIN_METHOD and getattr(e.callee, "member", "") == "isValid":
             obj = e.callee.expr  # type: ignore[attr-defined]
-            if not isinstance(strip(obj.type), T.HeaderType):
+            ot = strip(obj.type)
+            if isinstance(ot, T.HeaderUnionType):        # valid when a member is
+                base = self.lval(obj)
+                return "(" + " || ".join(f"{base}.{cname(f)}._valid" for f, _ in ot.fields) + ")"
+            if not isinstance(ot, T.HeaderType):
                 raise EbpfUnsupported(e, f"isValid on {obj.type}")
             return f"{self.lval(obj)}._valid"
         if e.call_kind is A.CallKind.FUNCTION:
             fn = self.function_fn(e.callee_decl)
-            args = ["P"]
-            for p, a in zip(e.callee_decl.params, e.args):
-                t = strip(p.type_ref.type)
-                if isinstance(t, (T.HeaderType, T.StructType)) or \
-                        p.direction in (A.Direction.OUT, A.Direction.INOUT):
-                    args.append(f"&({self.lval(a.value)})")
-                else:
-                    args.append(self.ex(a.value))
-            return f"{fn}({', '.join(args)})"
+            call = f"{fn}({', '.join(self.call_args(e.callee_decl, e.args))})"
+            slot = self.function_results.get(e.callee_decl)
+            return f"({call}, {slot})" if slot else call
         raise EbpfUnsupported(e, f"call in an expression ({e.call_kind.value if e.call_kind else '?'})")
 
     # ------------------------------------------------------------- actions
@@ -301,20 +364,15 @@ class CGen(ExprGen, ControlGen, StatefulGen):
         name = self.lowered.action(prefix, decl).name
         fn = self.fresh("act_" + name)
         self.actions[decl] = fn
-        scope: dict[Any, str] = {}
-        params = ["struct pipe *P"]
-        for p in decl.params:
-            if p.direction in (A.Direction.OUT, A.Direction.INOUT):
-                raise EbpfUnsupported(p, f"action {decl.name}: {p.direction.value} parameter {p.name}")
-            w = scalar_width(p.type_ref.type, p)
-            pn = "p_" + cname(p.name)
-            params.append(f"{ctype(w)} {pn}")
-            scope[p] = pn
+        params, scope, entry, leave = self.callable_params(decl, "aa_" + decl.name)
         self.scopes.insert(0, scope)
         try:
             body = self.stmts(decl.body.statements)
         finally:
             self.scopes.pop(0)
+        if leave or entry:
+            label = f"out_{fn}"
+            body = entry + self.leave_through(body, label, False) + [f"{label}:"] + leave + ["return;"]
         self.functions.append(f"/* action {name} */\n"
                               f"static __always_inline void {fn}({', '.join(params)}) {{\n"
                               + "".join(IND + x + "\n" for x in body) + "}")
@@ -368,11 +426,14 @@ class CGen(ExprGen, ControlGen, StatefulGen):
             ad = found
             fn = self.action_fn(ad)
             data = [p for p in ad.params if p.direction is A.Direction.NONE]
-            directional = [r.ref for r in low.actions if r.action.decl is ad]
-            if any(p.direction is not A.Direction.NONE for p in ad.params):
-                raise EbpfUnsupported(directional[0] if directional else decl,
-                                      f"table {name}: action {ad.name} with directional parameters")
-            args = ["P"] + [f"v->{path}" for _, path in value_fields(lay, aname)][:len(data)]
+            refs = [r.ref for r in low.actions if r.action.decl is ad]
+            bound = [p for p in ad.params if p.direction is not A.Direction.NONE]
+            if bound and not refs:
+                raise EbpfUnsupported(decl, f"table {name}: action {ad.name} with directional "
+                                            "parameters and no arguments for them")
+            # the table's action list binds the directional parameters (``a(hdr.f)``)
+            args = self.call_args(ad, list(refs[0].args)[:len(bound)]) if bound else ["P"]
+            args += [f"v->{path}" for _, path in value_fields(lay, aname)][:len(data)]
             lines.append(f"    case {aid}: {fn}({', '.join(args)}); break;  /* {aname} */")
         lines += ["    }", "    return hit;", "}"]
         self.functions.append("\n".join(lines))
@@ -395,6 +456,8 @@ class CGen(ExprGen, ControlGen, StatefulGen):
         if not isinstance(t, T.StructType):
             raise EbpfUnsupported(call, f"digest of {t} (a struct of bit<W> fields)")
         widths = [(f, scalar_width(ft, call)) for f, ft in t.fields]
+        if any(w > 64 for _, w in widths):
+            raise EbpfUnsupported(call, f"digest of {t.name}: a field over 64 bits (not yet)")
         ring = "dg_" + cname(t.name)
         if t.name not in self.digests:
             self.digests[t.name] = ring
@@ -433,6 +496,8 @@ class CGen(ExprGen, ControlGen, StatefulGen):
             width = 0
         else:
             width = scalar_width(ext.type_args[0] if ext.type_args else None, d)
+            if width > 64:
+                raise EbpfUnsupported(d, f"register {d.name} of {width}-bit cells (over 64 bits: not yet)")
             self.extern_maps.append(f"BPF_ARRAY({mapname}, u64, {size});")
         self.instances[d] = (tname, mapname, size, width)
         self.externs[name] = (tname, mapname, size, width)

@@ -9,7 +9,7 @@ standard metadata) in a slot of a ring of map cells and makes one copy of the pa
 per replica with ``bpf_clone_redirect`` into the ingress of the device it came from,
 tagged in ``skb->mark`` (magic, kind, replica, slot sequence). The program sees the
 copy again, knows it by its mark and, from the slot, builds what v1model gives a
-clone (BMv2's simple_switch, as `softswitch.v1model.switch` runs it):
+clone (BMv2's simple_switch, as `softswitch.targets.python.pipeline` runs it):
 
 * I2E: the packet as it entered (the copy is taken before the deparser writes), parsed
   again with a fresh metadata that keeps the ``@field_list`` fields of the request;

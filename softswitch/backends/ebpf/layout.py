@@ -14,7 +14,7 @@ from typing import Any
 from softswitch.backends.ebpf.errors import EbpfUnsupported
 from softswitch.frontend import types as T
 
-C_KEYWORDS = frozenset(["auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64", "P", "skb", "ctx"])
+C_KEYWORDS = frozenset(["auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "u8", "u16", "u32", "u64", "u128", "s8", "s16", "s32", "s64", "P", "skb", "ctx"])
 
 
 def cname(name: str) -> str:
@@ -36,10 +36,11 @@ def scalar_width(t: Any, node: Any) -> int:
     """Bits of a scalar value (bit<W>, bool, error); refuses what the back end cannot hold."""
     t = strip(t)
     if isinstance(t, T.BitsType):
-        if t.signed:
-            raise EbpfUnsupported(node, f"signed type {t}")
-        if t.width > 64:
-            raise EbpfUnsupported(node, f"{t} (wider than 64 bits)")
+        if t.signed and t.width > 64:
+            raise EbpfUnsupported(node, f"{t} (signed values over 64 bits: not yet)")
+        if t.width > MAX_WIDTH:
+            raise EbpfUnsupported(node, f"{t} (wider than {MAX_WIDTH} bits: clang's widest BPF "
+                                        "integer is unsigned __int128)")
         return t.width
     if isinstance(t, T.BoolType):
         return 1
@@ -48,17 +49,45 @@ def scalar_width(t: Any, node: Any) -> int:
     raise EbpfUnsupported(node, f"values of type {t}")
 
 
+def is_signed(t: Any) -> bool:
+    """int<W> (held as its W-bit two's complement pattern, like bit<W>)."""
+    t = strip(t)
+    return isinstance(t, T.BitsType) and t.signed
+
+
+def sext(x: str, width: int) -> str:
+    """C expression: the W-bit two's complement pattern `x` as a signed 64-bit value."""
+    if width >= 64:
+        return f"((s64)(u64)({x}))"
+    return f"(((s64)((u64)({x}) << {64 - width})) >> {64 - width})"
+
+
+MAX_WIDTH = 128   # bit<65> .. bit<128> are unsigned __int128 (u128): add, compare, logic, constant shifts
+
+
 def ctype_bits(width: int) -> int:
-    return 8 if width <= 8 else 16 if width <= 16 else 32 if width <= 32 else 64
+    return 8 if width <= 8 else 16 if width <= 16 else 32 if width <= 32 else 64 if width <= 64 else 128
 
 
 def ctype(width: int) -> str:
     return f"u{ctype_bits(width)}"
 
 
+def wide(width: int) -> str:
+    """The C type arithmetic on a value of `width` bits is done in."""
+    return "u128" if width > 64 else "u64"
+
+
+def const(value: int) -> str:
+    """A C constant of up to 128 bits (C has no literal wider than 64)."""
+    if value >> 64:
+        return f"(((u128)0x{value >> 64:x}ULL << 64) | 0x{value & ((1 << 64) - 1):x}ULL)"
+    return f"0x{value:x}ULL"
+
+
 def mask(width: int) -> str:
     """The all-ones C constant of `width` bits."""
-    return f"0x{(1 << width) - 1:x}ULL"
+    return const((1 << width) - 1)
 
 
 @dataclass(slots=True)
@@ -78,7 +107,7 @@ class Layouts:
     decls: list[str] = field(default_factory=list)
     headers: dict[str, HeaderLayout] = field(default_factory=dict)
     top_level: dict[str, Any] = field(default_factory=dict)   # type name -> declaration
-    _done: set[str] = field(default_factory=set)
+    _done: set[tuple[str, str]] = field(default_factory=set)
 
     def _field_node(self, type_name: str, fname: str, node: Any) -> Any:
         """The field's declaration (for its location in errors), else `node`."""
@@ -97,9 +126,10 @@ class Layouts:
             self._struct(t, node)
             return f"struct s_{cname(t.name)}"
         if isinstance(t, T.StackType):
-            raise EbpfUnsupported(node, f"header stack {t}")
+            raise EbpfUnsupported(node, f"header stack {t} as a value")
         if isinstance(t, T.HeaderUnionType):
-            raise EbpfUnsupported(node, f"header union {t.name}")
+            self._struct(t, node, prefix="u")
+            return f"struct u_{cname(t.name)}"
         raise EbpfUnsupported(node, f"values of type {t}")
 
     def header(self, t: T.HeaderType, node: Any) -> HeaderLayout:
@@ -135,14 +165,16 @@ class Layouts:
         self.decls.append("\n".join(lines))
         return hl
 
-    def _struct(self, t: T.StructType, node: Any) -> None:
-        if t.name in self._done:
+    def _struct(self, t: T.StructType | T.HeaderUnionType, node: Any, prefix: str = "s") -> None:
+        """A struct, or a header union (``u_``: its member headers side by side; at most
+        one valid is the generator's job, as on the Python target)."""
+        if (prefix, t.name) in self._done:
             return
-        lines = [f"struct s_{cname(t.name)} {{"]
+        lines = [f"struct {prefix}_{cname(t.name)} {{"]
         for fname, ftype in t.fields:
             ft = strip(ftype)
             fnode = self._field_node(t.name, fname, node)
-            if isinstance(ft, T.StackType) and isinstance(strip(ft.elem), T.HeaderType):
+            if isinstance(ft, T.StackType) and isinstance(strip(ft.elem), (T.HeaderType, T.HeaderUnionType)):
                 elem = self.struct_name(strip(ft.elem), fnode)
                 lines.append(f"    {elem} {cname(fname)}[{stack_slots(ft.size)}];")
                 lines.append(f"    u32 {cname(fname)}__next;")
@@ -153,7 +185,7 @@ class Layouts:
         if len(lines) == 1:
             lines.append("    u8 _unused;")
         lines.append("};")
-        self._done.add(t.name)
+        self._done.add((prefix, t.name))
         self.decls.append("\n".join(lines))
 
 
@@ -171,8 +203,9 @@ def read_bits(buf: str, bit_off: int, width: int) -> str:
     first, last = bit_off // 8, (bit_off + width - 1) // 8
     parts = []
     nbytes = last - first + 1
+    wt = "u128" if nbytes > 8 else "u64"
     for i in range(first, last + 1):
-        parts.append(f"((u64){buf}[{i}] << {8 * (last - i)})")
+        parts.append(f"(({wt}){buf}[{i}] << {8 * (last - i)})")
     expr = " | ".join(parts)
     shift = 8 * nbytes - (bit_off % 8) - width
     if shift:

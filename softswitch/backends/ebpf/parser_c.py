@@ -30,13 +30,14 @@ from softswitch.backends.ebpf.layout import (
     read_bits,
     stack_slots,
     strip,
+    wide,
     write_bytes,
 )
 from softswitch.backends.ebpf.value_sets_c import gen_value_set, value_set_of
-from softswitch.backends.python.exprs import width_of
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T
 from softswitch.lowering import LoweredMatch, LoweredState
+from softswitch.lowering.model import value_width as width_of
 from softswitch.lowering.names import control_plane_name
 
 
@@ -68,6 +69,8 @@ def gen_parser(g: CGen, decl: A.ParserDecl, errors: list[str]) -> str:
     for d in decl.locals:
         if isinstance(d, A.VariableDecl):
             init += g.local_var(d, scope)
+        elif isinstance(d, A.ConstDecl):
+            continue                         # folded into the expressions that use it
         elif isinstance(d, A.ValueSetDecl):
             gen_value_set(g, d, control_plane_name(d, decl.name), width_of(d.elem_type.type))
         else:
@@ -86,7 +89,7 @@ def gen_parser(g: CGen, decl: A.ParserDecl, errors: list[str]) -> str:
             if call is not None:
                 body += _extract(g, call, short)
             elif _is_method(s, "advance"):
-                raise EbpfUnsupported(s, "packet.advance")
+                body += _advance(g, s.call, short)  # type: ignore[union-attr]
             elif _is_method(s, "lookahead"):
                 continue                     # a discarded lookahead only checks the length
             elif _is_verify(s):
@@ -102,6 +105,37 @@ def gen_parser(g: CGen, decl: A.ParserDecl, errors: list[str]) -> str:
     return ("/* parser " + decl.name + " */\n"
             "static __always_inline void run_parser(P4_CTX *ctx, struct pipe *P) {\n"
             + "".join(IND + x + "\n" if not x.endswith(":") else x + "\n" for x in lines) + "}")
+
+
+def _whole_bytes(e: A.Expression) -> bool:
+    """True when `e` is a multiple of 8 whatever its run-time value (``n * 8``, ``n << 3``)."""
+    cv = e.const_value
+    if isinstance(cv, int):
+        return cv % 8 == 0
+    if isinstance(e, A.CastExpression):
+        return _whole_bytes(e.expr)
+    if isinstance(e, A.BinaryExpression):
+        if e.op == "*":
+            return _whole_bytes(e.left) or _whole_bytes(e.right)
+        if e.op == "<<":
+            sh = e.right.const_value
+            return isinstance(sh, int) and sh >= 3 or _whole_bytes(e.left)
+        if e.op in ("+", "-"):
+            return _whole_bytes(e.left) and _whole_bytes(e.right)
+    return False
+
+
+def _advance(g: CGen, call: A.MethodCallExpression, short_code: int) -> list[str]:
+    """``packet.advance(n)``: skip n bits (whole bytes: the kernel's packet offset counts
+    bytes); past the end of the packet, PacketTooShort as on the Python target."""
+    n = call.args[0].value
+    if not _whole_bytes(n):
+        raise EbpfUnsupported(call, "packet.advance by a number of bits that may not be whole "
+                                    "bytes (the kernel's packet offsets are bytes; write n * 8)")
+    return ["{", f"    u64 adv = (u64)({g.ex(n)}) / 8;",
+            "    if (adv > pk_len(ctx) || P->off + adv > pk_len(ctx)) {",
+            f"        P->sm.parser_error = {short_code};", "        return;", "    }",
+            "    P->off += adv;", "}"]
 
 
 def _lookaheads(g: CGen, node: Any, short_code: int) -> list[str]:
@@ -156,6 +190,10 @@ def _extract(g: CGen, call: A.MethodCallExpression, short_code: int) -> list[str
         after = [f"{base}__next += 1;"]
     else:
         lv = g.lval(target)
+        if isinstance(target, A.MemberExpression) and isinstance(strip(target.expr.type), T.HeaderUnionType):
+            if isinstance(target.expr, A.MemberExpression) and target.expr.kind is A.MemberKind.STACK_NEXT:
+                raise EbpfUnsupported(call, "extract into a stack of header unions")
+            after = g.union_only_valid(target)      # one valid member at a time
     if (len(call.args) == 2) != (hl.varbit is not None):
         raise EbpfUnsupported(call, f"extract of {t.name} with {len(call.args)} arguments")
     vb_lines: list[str] = []
@@ -209,7 +247,7 @@ def _transition(g: CGen, st: LoweredState) -> list[str]:
     names = []
     for i, k in enumerate(keys):
         names.append(f"s{i}")
-        out.append(f"    u64 s{i} = {k};")
+        out.append(f"    {wide(g.width(st.keys[i]))} s{i} = {k};")
     for case in st.cases:
         if case.value_set is not None:
             # a value_set of a struct: the keys' values concatenated, the first most significant
@@ -231,25 +269,26 @@ def _transition(g: CGen, st: LoweredState) -> list[str]:
 
 
 def _emitted(g: CGen, e: A.Expression) -> list[tuple[str, HeaderLayout, Any]]:
-    t = strip(e.type)
+    return _emitted_at(g, g.lval(e), e.type, e)
+
+
+def _emitted_at(g: CGen, base: str, t: Any, e: A.Expression) -> list[tuple[str, HeaderLayout, Any]]:
+    """The headers ``emit`` of a value of type `t` at C path `base` writes, in order:
+    a header, a stack's elements, a struct's or a union's fields (recursively)."""
+    t = strip(t)
     if isinstance(t, T.HeaderType):
-        return [(g.lval(e), g.layouts.header(t, e), e)]
-    if isinstance(t, T.StackType) and isinstance(strip(t.elem), T.HeaderType):
-        hl = g.layouts.header(strip(t.elem), e)
-        return [(f"{g.lval(e)}[{i}]", hl, e) for i in range(t.size)]
-    if isinstance(t, T.StructType):
+        return [(base, g.layouts.header(t, e), e)]
+    if isinstance(t, T.StackType) and isinstance(strip(t.elem), (T.HeaderType, T.HeaderUnionType)):
+        out = []
+        for i in range(t.size):
+            out += _emitted_at(g, f"{base}[{i}]", t.elem, e)
+        return out
+    if isinstance(t, (T.StructType, T.HeaderUnionType)):
         out = []
         for fname, ft in t.fields:
-            ft = strip(ft)
-            if isinstance(ft, T.HeaderType):
-                out.append((f"{g.lval(e)}.{cname(fname)}", g.layouts.header(ft, e), e))
-            elif isinstance(ft, T.StackType) and isinstance(strip(ft.elem), T.HeaderType):
-                hl = g.layouts.header(strip(ft.elem), e)
-                out += [(f"{g.lval(e)}.{cname(fname)}[{i}]", hl, e) for i in range(ft.size)]
-            elif isinstance(ft, T.StructType):
-                raise EbpfUnsupported(e, f"emit of nested struct {ft.name}")
-            else:
+            if not isinstance(strip(ft), (T.HeaderType, T.StackType, T.StructType, T.HeaderUnionType)):
                 raise EbpfUnsupported(e, f"emit of {ft} field {fname}")
+            out += _emitted_at(g, f"{base}.{cname(fname)}", ft, e)
         return out
     raise EbpfUnsupported(e, f"emit of {t}")
 

@@ -21,7 +21,7 @@ each packet what the Python target's traffic manager (`softswitch.switchd.tm`) d
 
 A port with rate 0 is unpaced, as on the Python target: no queue, every field 0.
 
-The kernel then sends the packets at the same rate (`shaping_argv`: HTB with a FIFO on
+The kernel then sends the packets at the same rate (`targets/ebpf/shaping.py`: HTB with a FIFO on
 the port, the test bed's shaping), so what the program computes is when they really
 leave. The FIFO holds more than the virtual depth, so the kernel drops nothing the
 model admitted; the drops are the model's, counted per port.
@@ -154,33 +154,3 @@ def queue_stats(kernel: Any, ports: list[int]) -> dict[int, dict[str, float]]:
                      "enqueued": int(q.enqueued), "queue_rate_bps": float(q.rate_bps),
                      "queue_size_pkts": int(q.depth) or DEFAULT_DEPTH_PKTS}
     return out
-
-
-def shaping_argv(ifname: str, rate_bps: float, depth_pkts: int, netns: str | None = None
-                 ) -> list[list[str]]:
-    """tc commands that send `ifname`'s frames at `rate_bps` (the test bed's HTB + FIFO),
-    with a FIFO large enough that the virtual queue, not the kernel, drops (the
-    shaping the test bed and the BMv2 switch kind use)."""
-    from mininet_topos.shaping import ShapingError, shaping_commands
-    from softswitch.switchd.errors import OptionError
-    prefix = tc_argv(netns)
-    fifo = min(depth_pkts * KERNEL_FIFO_FACTOR, (1 << 19) - 1)
-    try:
-        cmds = shaping_commands(ifname, rate_bps / 1e6, fifo)
-    except ShapingError as exc:
-        raise OptionError(f"--queue-rate on --target ebpf: {exc}") from None
-    return [prefix + cmd.split()[1:] for cmd in cmds]
-
-
-def unshaping_argv(ifname: str, netns: str | None = None) -> list[str]:
-    return [*tc_argv(netns), "qdisc", "del", "dev", ifname, "root"]
-
-
-def tc_argv(netns: str | None) -> list[str]:
-    """`tc` in `netns`: a name under /var/run/netns (``tc -n``), or a path such as
-    ``/proc/PID/ns/net``, which ``tc -n`` does not take (``nsenter --net``)."""
-    if not netns:
-        return ["tc"]
-    if "/" in netns:
-        return ["nsenter", f"--net={netns}", "tc"]
-    return ["tc", "-n", netns]

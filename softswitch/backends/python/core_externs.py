@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from softswitch.architecture import ExternCall
+from softswitch.backends.python.arch_lowering import python_call
 from softswitch.backends.python.exprs import ExprCompiler, scalar_kind
 from softswitch.backends.python.layout import attr_name, strip
 from softswitch.frontend import ast as A
@@ -50,7 +51,7 @@ class ExternCalls(ExprCompiler):
         """Lower a call of the architecture's extern `name` through its plug-in."""
         arch = self.gen.arch
         sem = arch.semantics(name)
-        lower = arch.python_call(name)
+        lower = python_call(arch, name)
         if sem is None or lower is None:
             kind = "extern method" if obj is not None else "extern function"
             raise self.fail(e, f"{kind} {name} (not one of architecture {arch.name})")

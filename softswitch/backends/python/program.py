@@ -16,12 +16,13 @@ from typing import Any
 
 from softswitch import tables as TB
 from softswitch.action_profiles import ActionProfile
-from softswitch.architecture import Architecture, InstanceRequest
+from softswitch.architecture import Architecture, InstanceRequest, PacketContext
+from softswitch.backends.python.arch_lowering import python_instance
 from softswitch.backends.python.body import BodyCompiler, invalidate_outs
 from softswitch.backends.python.exprs import is_object_type, width_of
 from softswitch.backends.python.layout import TypeLayouts, strip
 from softswitch.backends.python.parsers import ParserCompiler
-from softswitch.backends.python.support import PacketContext, _div, _lookahead_hdr, _mod, _shl
+from softswitch.backends.python.support import _div, _lookahead_hdr, _mod, _shl
 from softswitch.backends.python.tables_gen import TableCompiler, TableInfo
 from softswitch.errors import (
     CompileError,
@@ -175,7 +176,7 @@ class ProgramGen(ParserCompiler, TableCompiler):
 
     def make_instance(self, req: InstanceRequest, local_name: str) -> Any:
         """Create `req` through the architecture and file the object for the runtime API."""
-        make = self.arch.python_instance(req.type_name)
+        make = python_instance(self.arch, req.type_name)
         if make is None:
             raise CompileError(f"{req.loc}: unsupported: extern {req.type_name} ({local_name}) "
                                f"is not one of architecture {self.arch.name}")

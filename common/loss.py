@@ -1,0 +1,208 @@
+"""Random packet loss defined once: the model (what a link loses) and its sampler.
+
+Why here: the topology files and experiment specs (``controller.topology``,
+``mininet_topos``), the test bed's delay lines and eBPF droppers (``mininet_topos``,
+``ebpf.loss``), the emulated receivers (``traffic.emulation``) and the controller's burst
+fits (``controller.lossmap.burst``) all speak of the same two models, in netem's
+vocabulary: Bernoulli loss ``p``, and the Gilbert-Elliott chain moving good->bad with
+``p`` and bad->good with ``r`` per packet, delivering a packet with probability ``h`` in
+the bad state and ``k`` in the good one (netem's ``loss gemodel p r 1-h 1-k``; the
+classic Gilbert channel is h=0, k=1).
+
+Text form (``--loss`` of ``python -m traffic`` and of the delay line): ``none``, ``P`` /
+``bernoulli:P``, ``ge:p,r[,h[,k]]`` / ``gilbert-elliott:p,r[,h[,k]]`` (fractions).
+"""
+from __future__ import annotations
+
+import enum
+import math
+import random
+from dataclasses import dataclass
+
+__all__ = ["LossKind", "LossModel", "LossProcess", "LossSpecError"]
+
+
+class LossSpecError(ValueError):
+    """A loss model's text or parameters are malformed or out of range."""
+
+
+class LossKind(enum.StrEnum):
+    NONE = "none"
+    BERNOULLI = "bernoulli"
+    GILBERT_ELLIOTT = "gilbert-elliott"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LossModel:
+    """Random loss on a link, in the Gilbert-Elliott vocabulary netem uses.
+
+    - ``none``: no loss.
+    - ``bernoulli``: every packet is lost independently with probability ``p``.
+    - ``gilbert-elliott``: a two-state Markov chain, moving good->bad with probability
+      ``p`` and bad->good with ``r`` per packet; ``h`` is the probability that a packet
+      is *delivered* in the bad state and ``k`` that it is delivered in the good state
+      (netem's ``loss gemodel p r 1-h 1-k``).  The classic Gilbert channel is h=0, k=1.
+    """
+
+    kind: LossKind = LossKind.NONE
+    p: float = 0.0
+    r: float = 1.0
+    h: float = 0.0
+    k: float = 1.0
+
+    @classmethod
+    def none(cls) -> LossModel:
+        return cls()
+
+    @classmethod
+    def bernoulli(cls, p: float) -> LossModel:
+        return cls(kind=LossKind.BERNOULLI, p=p)
+
+    @classmethod
+    def gilbert_elliott(cls, p: float, r: float, h: float = 0.0, k: float = 1.0) -> LossModel:
+        return cls(kind=LossKind.GILBERT_ELLIOTT, p=p, r=r, h=h, k=k)
+
+    @classmethod
+    def bursty(cls, mean_loss: float, mean_burst_pkts: float = 3.0) -> LossModel:
+        """A Gilbert channel (h=0, k=1) with the given long-run loss and mean burst length.
+
+        Bursts end with probability r per packet, so their mean length is 1/r; the
+        stationary bad-state share p/(p+r) is the loss rate.
+        """
+        if not 0.0 <= mean_loss < 1.0:
+            raise ValueError(f"bursty loss: mean_loss {mean_loss} must be in [0, 1)")
+        if mean_burst_pkts < 1.0:
+            raise ValueError(f"bursty loss: mean_burst_pkts {mean_burst_pkts} must be >= 1")
+        r = 1.0 / mean_burst_pkts
+        p = mean_loss * r / (1.0 - mean_loss)
+        return cls.gilbert_elliott(p=p, r=r, h=0.0, k=1.0)
+
+    @property
+    def mean_loss(self) -> float:
+        """Long-run fraction of packets lost."""
+        if self.kind is LossKind.NONE:
+            return 0.0
+        if self.kind is LossKind.BERNOULLI:
+            return self.p
+        if self.p + self.r == 0.0:  # chain never leaves the good state
+            return 1.0 - self.k
+        bad = self.p / (self.p + self.r)
+        return bad * (1.0 - self.h) + (1.0 - bad) * (1.0 - self.k)
+
+    def loss_count_interval(self, n_pkts: int, z: float = 3.29) -> tuple[float, float]:
+        """Range of the number of losses among ``n_pkts`` expected with ``z`` standard
+        deviations (3.29: two-sided 99.9 %), by the normal approximation.
+
+        For Gilbert-Elliott the variance grows with the burstiness: the state part is
+        scaled by (1+l)/(1-l) with l = 1-p-r, the chain's second eigenvalue.
+        """
+        mean = n_pkts * self.mean_loss
+        if self.kind is LossKind.GILBERT_ELLIOTT and self.p + self.r > 0:
+            bad = self.p / (self.p + self.r)
+            lb, lg = 1.0 - self.h, 1.0 - self.k
+            lam = 1.0 - self.p - self.r
+            corr = (1.0 + lam) / (1.0 - lam) if lam < 1.0 else float("inf")
+            var1 = (bad * (1 - bad) * (lb - lg) ** 2 * corr
+                    + bad * lb * (1 - lb) + (1 - bad) * lg * (1 - lg))
+        else:
+            q = self.mean_loss
+            var1 = q * (1.0 - q)
+        half = z * (n_pkts * var1) ** 0.5
+        return (max(0.0, mean - half), min(float(n_pkts), mean + half))
+
+    @property
+    def bad_fraction(self) -> float:
+        """Stationary share of packets sent in the bad state (Gilbert-Elliott)."""
+        if self.kind is not LossKind.GILBERT_ELLIOTT or self.p + self.r == 0.0:
+            return 0.0
+        return self.p / (self.p + self.r)
+
+    @property
+    def mean_burst_len(self) -> float:
+        """Mean run of consecutive bad-state packets, 1/r (the loss burst for h=0, k=1)."""
+        if self.kind is LossKind.NONE:
+            return 0.0
+        if self.kind is LossKind.BERNOULLI:
+            return 1.0 / (1.0 - self.p) if self.p < 1.0 else math.inf
+        return 1.0 / self.r if self.r else math.inf
+
+    def problems(self) -> list[str]:
+        """What is out of range (empty when the model is usable)."""
+        names = {LossKind.NONE: (), LossKind.BERNOULLI: ("p",),
+                 LossKind.GILBERT_ELLIOTT: ("p", "r", "h", "k")}[self.kind]
+        out = [f"{self.kind} {n}={getattr(self, n)!r} outside [0, 1]" for n in names
+               if not (isinstance(getattr(self, n), (int, float))
+                       and 0.0 <= getattr(self, n) <= 1.0)]
+        if self.kind is LossKind.BERNOULLI and self.p == 1.0:
+            out.append("bernoulli p=1 loses every packet")
+        if self.kind is LossKind.GILBERT_ELLIOTT and self.p > 0 and self.r == 0:
+            out.append("gilbert-elliott r=0 with p > 0 never leaves the bad state")
+        return out
+
+    @classmethod
+    def parse(cls, text: str) -> LossModel:
+        """The model of ``none``, ``P``, ``bernoulli:P``, ``ge:p,r[,h[,k]]`` or
+        ``gilbert-elliott:p,r[,h[,k]]``; :class:`LossSpecError` naming the text otherwise."""
+        s = text.strip().lower()
+        kind, sep, args = s.partition(":")
+        try:
+            if s in ("", "none", "0"):
+                return cls.none()
+            if kind in ("ge", "gilbert-elliott") and sep:
+                vals = [float(v) for v in args.split(",")]
+                if not 2 <= len(vals) <= 4:
+                    raise LossSpecError("gilbert-elliott needs p,r[,h[,k]]")
+                model = cls.gilbert_elliott(*vals)
+            else:
+                model = cls.bernoulli(float(s.removeprefix("bernoulli:")))
+        except ValueError as e:
+            why = str(e) if isinstance(e, LossSpecError) else "not a number"
+            raise LossSpecError(f"loss {text!r}: {why}; expected none, P, bernoulli:P or "
+                                "ge:p,r[,h[,k]]") from None
+        bad = model.problems()
+        if bad:
+            raise LossSpecError(f"loss {text!r}: {'; '.join(bad)}")
+        return model
+
+    def to_dict(self) -> dict[str, object]:
+        if self.kind is LossKind.NONE:
+            return {"model": "none"}
+        if self.kind is LossKind.BERNOULLI:
+            return {"model": "bernoulli", "p": self.p}
+        return {"model": "gilbert-elliott", "p": self.p, "r": self.r, "h": self.h, "k": self.k}
+
+
+class LossProcess:
+    """Per-packet loss verdicts from a :class:`LossModel` (one instance per direction).
+
+    Gilbert-Elliott: the verdict uses the current state, then the state moves
+    (good->bad with p, bad->good with r); the chain starts in the good state.
+    Seeded, so a run's loss pattern can be reproduced and counted.
+    """
+
+    __slots__ = ("_bad", "_rng", "model")
+
+    def __init__(self, model: LossModel, rng: random.Random | None = None, *,
+                 seed: int = 1) -> None:
+        self.model = model
+        self._rng = rng if rng is not None else random.Random(seed)
+        self._bad = False
+
+    @property
+    def lossy(self) -> bool:
+        return self.model.kind is not LossKind.NONE
+
+    def lost(self) -> bool:
+        m = self.model
+        if m.kind is LossKind.NONE:
+            return False
+        u = self._rng.random
+        if m.kind is LossKind.BERNOULLI:
+            return u() < m.p
+        drop = u() >= (m.h if self._bad else m.k)
+        if self._bad:
+            if u() < m.r:
+                self._bad = False
+        elif u() < m.p:
+            self._bad = True
+        return drop

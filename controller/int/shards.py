@@ -1,0 +1,248 @@
+"""N collector processes behind one report port and one agent port, their tables merged.
+
+Each process runs a ``Collector`` whose sockets join one SO_REUSEPORT group per port.
+Telemetry Reports are steered by inner flow (``controller.int.steer``), host-agent
+batches by agent (the kernel's default choice by source), so every flow's state --
+its flow-table row, its sequence of samples -- lives in exactly one process and
+the processes never talk while ingesting.  What is global is merged on read:
+
+* flows: the union of the processes' flow tables (disjoint by construction);
+* hops (switch, egress port): seen by flows of every process, so the merged row is
+  the one updated last (queue, rates, latency) with the samples summed;
+* counters: summed; per switch / per agent sequence states listed from every process.
+
+``CollectorShards`` offers the read side of ``Collector`` (``stats``,
+``flow_snapshot``, ``hop_snapshot``) over pipes to the worker processes.  Processes
+are spawned (no fork of a threaded parent); worker i binds after worker i-1, so its
+socket is index i of the group, which is the index the steering program returns.
+"""
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing as mp
+import os
+import signal
+from collections import Counter
+from multiprocessing.connection import Connection
+from typing import Any, Self
+
+import numpy as np
+
+from controller.int.collector import Collector, CollectorConfig, CollectorStats
+from controller.int.errors import ConfigError
+from controller.int.seq import SeqState
+from controller.int.state import FlowSnapshot, HopSnapshot
+from controller.int.steer import attach_flow_steering
+from formats.telemetry_report import SEQ_MOD
+
+__all__ = ["CollectorShards", "merge_flows", "merge_hops", "merge_seq", "merge_stats"]
+
+
+def _worker(index: int, n: int, config: CollectorConfig, conn: Connection) -> None:
+    """One collector process: serve reads until told to stop."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # the parent stops us
+    try:
+        col = Collector(config).start()
+        if index == 0:
+            attach_flow_steering(col._report_sock, n)  # type: ignore[arg-type]
+    except (ConfigError, OSError) as exc:
+        conn.send(("error", str(exc)))
+        return
+    conn.send(("ready", (col.report_address, col.agent_address)))
+    try:
+        while True:
+            try:
+                what = conn.recv()
+            except EOFError:
+                break
+            if what == "stop":
+                break
+            reply: Any = {"stats": col.stats, "flows": col.flow_snapshot,
+                          "hops": col.hop_snapshot}[what]()
+            conn.send(reply)
+    finally:
+        col.stop()
+
+
+class CollectorShards:
+    """``n`` collector processes on the ports of ``config`` (see the module docstring)."""
+
+    def __init__(self, config: CollectorConfig, n: int) -> None:
+        if not 1 <= n <= 256:
+            raise ConfigError(f"collectors={n}: expected 1..256")
+        self.config = dataclasses.replace(config, reuse_port=True)
+        self.n = n
+        self.procs: list[mp.process.BaseProcess] = []
+        self._conns: list[Connection] = []
+        self.report_address: tuple[str, int] | None = None
+        self.agent_address: tuple[str, int] | None = None
+
+    def start(self) -> Self:
+        ctx = mp.get_context("spawn")
+        cfg = self.config
+        try:
+            for i in range(self.n):
+                parent, child = ctx.Pipe()
+                p = ctx.Process(target=_worker, args=(i, self.n, cfg, child),
+                                name=f"int-collector-{i}", daemon=True)
+                p.start()
+                child.close()
+                self.procs.append(p)
+                self._conns.append(parent)
+                try:
+                    if not parent.poll(60):
+                        raise ConfigError(f"collector process {i} did not start within 60 s")
+                    kind, value = parent.recv()
+                except EOFError:
+                    raise ConfigError(f"collector process {i} exited at start (exit code "
+                                      f"{p.exitcode})") from None
+                if kind == "error":
+                    raise ConfigError(f"collector process {i}: {value}")
+                if i == 0:   # port 0: the others join the ports the first one got
+                    self.report_address, self.agent_address = value
+                    cfg = dataclasses.replace(
+                        cfg, report_port=value[0][1],
+                        agent_port=value[1][1] if value[1] is not None else None)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        for c in self._conns:
+            try:
+                c.send("stop")
+            except (OSError, ValueError):
+                pass
+        for p in self.procs:
+            p.join(timeout=5)
+            if p.is_alive():
+                p.kill()
+                p.join()
+        for c in self._conns:
+            c.close()
+        self.procs.clear()
+        self._conns.clear()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs if p.pid is not None]
+
+    def _ask(self, what: str) -> list[Any]:
+        for c in self._conns:
+            c.send(what)
+        return [c.recv() for c in self._conns]
+
+    def shard_stats(self) -> list[CollectorStats]:
+        return self._ask("stats")
+
+    def stats(self) -> CollectorStats:
+        return merge_stats(self.shard_stats())
+
+    def flow_snapshot(self) -> FlowSnapshot:
+        """Merged flows; ``path_slot`` points into ``hop_snapshot()``'s rows."""
+        flows = self._ask("flows")
+        return merge_flows(flows, merge_hops(self._ask("hops")))
+
+    def hop_snapshot(self) -> HopSnapshot:
+        return merge_hops(self._ask("hops"))
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU of the worker processes so far."""
+        total = 0.0
+        for pid in self.pids:
+            with open(f"/proc/{pid}/stat") as fh:
+                f = fh.read().rsplit(")", 1)[1].split()
+            total += (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+        return total
+
+
+def _concat(parts: list[Any], cls: type) -> Any:
+    return cls(**{f.name: np.concatenate([getattr(p, f.name) for p in parts])
+                  for f in dataclasses.fields(cls)})
+
+
+def merge_flows(parts: list[FlowSnapshot], hops: HopSnapshot) -> FlowSnapshot:
+    """The union of the processes' flows; ``slot`` becomes ``process * 2^32 + slot``
+    and ``path_slot`` the row of each hop in ``hops`` (a ``merge_hops`` result)."""
+    out: FlowSnapshot = _concat([dataclasses.replace(p, slot=p.slot.astype(np.int64) + (i << 32))
+                                 for i, p in enumerate(parts)], FlowSnapshot)
+    hk = (hops.node_id.astype(np.uint64) << np.uint64(16)) | hops.egress_port
+    fk = (out.path_node.astype(np.uint64) << np.uint64(16)) | out.path_port
+    pos = np.searchsorted(hk, fk).clip(0, max(len(hk) - 1, 0))
+    found = (out.path_slot >= 0) & (len(hk) > 0)
+    if len(hk):
+        found &= hk[pos] == fk
+    out.path_slot = np.where(found, hops.slot[pos] if len(hk) else -1, -1)
+    return out
+
+
+def merge_hops(parts: list[HopSnapshot]) -> HopSnapshot:
+    """One row per (switch, egress port): the values of the process that updated it
+    last, samples summed over the processes."""
+    allh = _concat(parts, HopSnapshot)
+    if not len(allh.node_id):
+        return allh  # type: ignore[no-any-return]
+    key = (allh.node_id.astype(np.uint64) << np.uint64(16)) | allh.egress_port
+    order = np.lexsort((allh.last_update_ns, key))
+    ks = key[order]
+    last = np.append(ks[1:] != ks[:-1], True)
+    group = np.cumsum(np.concatenate(([0], (ks[1:] != ks[:-1]).astype(np.int64))))
+    samples = np.bincount(group, weights=allh.samples[order].astype(np.float64))
+    pick = order[last]
+    out = HopSnapshot(**{f.name: getattr(allh, f.name)[pick]
+                         for f in dataclasses.fields(HopSnapshot)})
+    out.samples = samples.astype(np.uint64)
+    out.slot = np.arange(len(pick), dtype=np.int64)   # rows sorted by (node, port)
+    return out
+
+
+def merge_seq(states: list[SeqState]) -> list[SeqState]:
+    """One sequence state per switch from the processes' partial ones.
+
+    Flow steering spreads a switch's reports over the processes, so each sees gaps
+    that the others filled.  Each process unwraps from the first sequence number it
+    saw; aligned to one reference (differences under 2^21) the union spans
+    ``min(first) .. max(highest)``, and every report was received by one process."""
+    by: dict[tuple[int, int], list[SeqState]] = {}
+    for st in states:
+        by.setdefault((st.node_id, st.hw_id), []).append(st)
+    out = []
+    for (node, hw), group in sorted(by.items()):
+        ref = group[0].first
+        firsts, highs = [], []
+        for st in group:
+            d = (st.first - ref) % SEQ_MOD
+            d = d - SEQ_MOD if d >= SEQ_MOD // 2 else d
+            firsts.append(ref + d)
+            highs.append(ref + d + st.highest - st.first)
+        out.append(SeqState(node_id=node, hw_id=hw, first=min(firsts), highest=max(highs),
+                            last=max(highs), received=sum(s.received for s in group),
+                            late=sum(s.late for s in group),
+                            duplicates=sum(s.duplicates for s in group)))
+    return out
+
+
+def merge_stats(parts: list[CollectorStats]) -> CollectorStats:
+    """Counters summed, per-switch sequence states merged (``merge_seq``), per-agent
+    states of every process listed (an agent's batches go to one process)."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(CollectorStats):
+        vals = [getattr(p, f.name) for p in parts]
+        if isinstance(vals[0], int):
+            out[f.name] = sum(vals)
+        elif isinstance(vals[0], dict):
+            c: Counter = Counter()
+            for v in vals:
+                c.update(v)
+            out[f.name] = dict(c)
+        else:
+            out[f.name] = [x for v in vals for x in v]
+    out["switches"] = merge_seq(out["switches"])
+    return CollectorStats(**out)

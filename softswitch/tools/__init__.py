@@ -1,0 +1,1 @@
+"""Developer tools of softswitch (run from a checkout, not part of a switch)."""

@@ -1,0 +1,152 @@
+"""The socket path's batch forms (receive pool, ``decode_pool``, ``open_rows``) give the
+same results and the same counters as the per-datagram forms, on good, mutated and
+random datagrams; both ways of filling a pool receive the same datagrams."""
+from __future__ import annotations
+
+import socket
+
+import numpy as np
+import pytest
+
+from common.auth import KeyFile, Signer, Verifier
+from common.auth.keys import generate_key_file
+from controller.int.collector import Collector, CollectorConfig
+from controller.int.decode import ReportDecoder
+from controller.int.host import HostBatchDecoder
+from controller.int.rxbatch import RxPool, native_available
+from controller.int.synth import Hop, build_hpcc_report
+from formats.agent_batch import encode_batch
+from formats.auth import FrameKind
+from formats.int_md import HOST_RECORD_DTYPE
+from formats.telemetry_report import IndividualReport, build_report
+from tests.controller_int.test_fuzz import _mutate, _seeds
+from tests.helpers.waiting import wait_or_fail
+
+
+def _pool_of(datagrams: list[bytes], stride: int = 2048) -> tuple[np.ndarray, np.ndarray]:
+    buf = np.zeros((len(datagrams), stride), np.uint8)
+    lens = np.zeros(len(datagrams), np.uint32)
+    for i, d in enumerate(datagrams):
+        buf[i, :len(d)] = np.frombuffer(d, np.uint8)
+        lens[i] = len(d)
+    return buf, lens
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> None:
+    assert a.dtype == b.dtype and len(a) == len(b)
+    assert a.tobytes() == b.tobytes()
+
+
+def test_report_pool_decode_equals_decode() -> None:
+    rng = np.random.default_rng(5)
+    seeds = _seeds()
+    hops = [Hop(node_id=7, egress_ts_us=9, line_rate_mbps=1)]
+    coalesced = build_report(node_id=3, seq=1, reports=[
+        IndividualReport(inner=build_hpcc_report(node_id=3, seq=1, hops=hops)[20:])] * 3)
+    for _ in range(10):
+        batch = [_mutate(rng, seeds[rng.integers(0, len(seeds))]) for _ in range(200)]
+        batch = [d for d in batch if 0 < len(d) <= 2048] + [coalesced]  # 0: no datagram
+        one, many = ReportDecoder(), ReportDecoder()
+        want = one.decode(batch, 5)
+        got = many.decode_pool(*_pool_of(batch), 5)
+        _same(got.samples, want.samples)
+        _same(got.hops, want.hops)
+        assert one.stats == many.stats
+
+
+def test_host_pool_decode_equals_decode() -> None:
+    rng = np.random.default_rng(9)
+    rec = np.zeros(4, HOST_RECORD_DTYPE)
+    rec["hop_count"] = [1, 2, 8, 3]
+    rec["psn"] = [1, 2, 3, 4]
+    batch = []
+    for i in range(300):
+        b = bytearray(encode_batch(rec, agent_id=1 + i % 3, batch_seq=i // 3 + (i % 7 == 0)))
+        if i % 4 == 0:
+            b[rng.integers(0, len(b))] = int(rng.integers(0, 256))
+        if i % 11 == 0:
+            del b[rng.integers(0, len(b)):]
+        batch.append(bytes(b))
+    one, many = HostBatchDecoder(), HostBatchDecoder()
+    want = one.decode(batch, 3)
+    got = many.decode_pool(*_pool_of(batch, 4096), 3)
+    _same(got.samples, want.samples)
+    _same(got.hops, want.hops)
+    assert one.stats == many.stats
+
+
+def test_open_rows_equals_open(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "keys.yaml"
+    generate_key_file(path, senders=[1, 2])
+    keys = KeyFile(path)
+    s1 = Signer(keys, sender_id=1, kind=FrameKind.HOST_BATCH)
+    s2 = Signer(keys, sender_id=2, kind=FrameKind.FEEDBACK)
+    rng = np.random.default_rng(3)
+    frames = []
+    for i in range(200):
+        f = bytearray((s1 if i % 5 else s2).seal(b"x" * (i % 40)))
+        if i % 6 == 0:
+            f[rng.integers(0, len(f))] ^= 1 << int(rng.integers(0, 8))
+        frames.append(bytes(f))
+    frames += frames[:20] + [b"I", b"INTA", b"nope" * 8]   # replays and junk
+    a = Verifier(keys, kinds=(FrameKind.HOST_BATCH,))
+    b = Verifier(keys, kinds=(FrameKind.HOST_BATCH,))
+    want = [a.open(f) is not None for f in frames]
+    buf, lens = _pool_of(frames, 128)
+    ok, _sender = b.open_rows(buf, lens)
+    assert ok.tolist() == want
+    assert a.stats == b.stats
+
+
+@pytest.mark.parametrize("method", ["recvmmsg", "recvmsg_into"])
+def test_pool_receives_sources_truncation_and_drops(method: str) -> None:
+    if method == "recvmmsg" and not native_available():
+        pytest.skip("gcc cannot build controller/int/rxbatch.c here")
+    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        rx.bind(("127.0.0.1", 0))
+        rx.setblocking(False)
+        tx.bind(("127.0.0.1", 0))
+        pool = RxPool(rx, slots=64, stride=256, method=method)
+        assert pool.method == method
+        sent = [bytes([i]) * (16 + i) for i in range(4)] + [b"y" * 300]
+        for d in sent:
+            tx.sendto(d, rx.getsockname())
+        n = pool.receive()
+        assert n == 5 and pool.truncated == 1
+        assert [bytes(d) for d in pool.datagrams(n)] == sent[:4] + [b""]
+        assert pool.addresses(n) == [tx.getsockname()] * 5
+        for _ in range(400):   # far beyond a 4 KiB buffer: the kernel drops
+            tx.sendto(b"z" * 200, rx.getsockname())
+        got = 0
+        while (k := pool.receive()) > 0:
+            got += k
+        tx.sendto(b"last", rx.getsockname())   # carries the drop counter
+        got += pool.receive()
+        assert pool.kernel_drops > 0 and got + pool.kernel_drops == 401
+    finally:
+        rx.close()
+        tx.close()
+
+
+def test_collector_stage_costs_and_truncation_in_stats() -> None:
+    cfg = CollectorConfig(report_port=0, agent_port=0, report_slot_bytes=128)
+    with Collector(cfg) as c:
+        tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            rep = build_hpcc_report(node_id=1, seq=0, hops=[Hop(node_id=1)])
+            assert len(rep) <= 128
+            tx.sendto(rep, c.report_address)
+            tx.sendto(rep + b"\0" * 200, c.report_address)
+            tx.sendto(encode_batch(np.zeros(2, HOST_RECORD_DTYPE), agent_id=1, batch_seq=0),
+                      c.agent_address)
+            wait_or_fail(lambda: c.stats().reports == 1 and c.stats().host_records == 2
+                         and c.stats().truncated == 1 and c.stats().rounds >= 2)
+        finally:
+            tx.close()
+        st = c.stats()
+    assert st.rounds >= 2 and set(st.stage_ns) == {"receive", "admit", "decode", "tables",
+                                                   "listeners"}
+    assert st.stage_ns["decode"] > 0
