@@ -75,12 +75,11 @@ def test_late_wake_ups_cost_no_rate_and_idle_time_earns_no_burst(hpcc_requester)
 def test_fec_repair_packets_pass_the_one_packet_pacer() -> None:
     """A repair packet is larger than a full data packet, which is all the per-packet
     pacer holds: it must still go (it stalled the QP for good: the demo's default)."""
-    from traffic.hpcc import HpccSettings
-
-    from traffic.qp_types import CongestionControl, Reliability
+    from traffic.cc.hpcc import HpccSettings
+    from traffic.qp_types import Reliability
 
     cfg = QpConfig(qpn=0x10000, peer_qpn=0x10000, peer_ip="10.0.0.9", rate_bps=RATE,
-                   cc=CongestionControl.HPCC_SENDER, mode=Reliability.FEC, fec_k=8, fec_m=1,
+                   cc="hpcc-sender", mode=Reliability.FEC, fec_k=8, fec_m=1,
                    window_pkts=64, rto_min_s=10.0, hpcc=HpccSettings(window=False))
     r = Requester(cfg=cfg, local_ip="10.0.0.1", sport=50000)
     r.post_write(bytes(16 * 1024), now=0.0)
