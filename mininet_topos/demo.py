@@ -26,7 +26,7 @@ PYTHON_SPEED = {"softswitch": {"rate": "8M", "size": "1M"},
 
 
 def run_demo(*, out: Path, switch: str | None = None, influx_url: str | None = None,
-             mtls: bool = False) -> int:
+             mtls: bool = False, web: str | None = None) -> int:
     from mininet_topos.experiment import load_spec, preset_path, run_specs, sigterm_as_interrupt
     from mininet_topos.experiment.report import control_loop_lines, data_check_line, queue_lines
 
@@ -39,7 +39,7 @@ def run_demo(*, out: Path, switch: str | None = None, influx_url: str | None = N
             spec.workload, rate=speed["rate"], size=speed["size"]))
     with sigterm_as_interrupt():
         try:
-            (r,) = run_specs([spec], out, influx_url=influx_url, mtls=mtls,
+            (r,) = run_specs([spec], out, influx_url=influx_url, mtls=mtls, web=web,
                              log=lambda s: print(s, flush=True))
         except KeyboardInterrupt:
             print("interrupted; network torn down", file=sys.stderr)
