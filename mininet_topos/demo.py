@@ -57,8 +57,9 @@ def run_demo(*, out: Path, switch: str | None = None, influx_url: str | None = N
                     if f.get("rate_bps") and spec.cc == "hpcc" else "")
             print(f"  {f['src']:>9} -> {f['dst']:<9} path {'>'.join(f['path'])}  "
                   f"{f['samples']} records{', ' + rate if rate else ''}")
-        for line in control_loop_lines(intel.get("collector")):
-            print(line)
+        if spec.cc == "hpcc":   # the controller's loop sets the rates only then
+            for line in control_loop_lines(intel.get("collector")):
+                print(line)
     else:
         print(f"telemetry: per-port counters and queues of {len(s.get('queue_max_pkts', {}))} "
               f"switch ports sampled every {spec.sample_interval_s:g} s ({spec.switch}, no INT)")

@@ -171,7 +171,8 @@ def format_summary(summary: dict[str, Any], a: Analysis | None = None) -> list[s
     elif cc.get("rate_cuts") is not None:
         lines.append(f"senders' DCQCN: {cc['cnps_rx']} CNPs received, {cc['rate_cuts']} rate "
                      f"cuts, lowest rate {cc['min_rate_bps'] / 1e6:.2f} Mbit/s")
-    lines += control_loop_lines((summary.get("int") or {}).get("collector"))
+    if summary.get("cc") in (None, "hpcc"):   # the controller's loop sets rates only then
+        lines += control_loop_lines((summary.get("int") or {}).get("collector"))
     fct = summary.get("fct_s", {})
     if fct.get("n"):
         lines.append(f"messages: {fct['n']}, FCT p50 {1e3 * fct['p50']:.1f} ms, "
