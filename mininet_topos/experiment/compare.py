@@ -14,22 +14,92 @@ from .results import ResultsDir, RunResult
 from .spec import ExperimentSpec
 from .workload import flows
 
-__all__ = ["compare_plots", "compare_row", "fcts", "goodput_limit_bps", "slug", "utilisation"]
+__all__ = ["compare_plots", "compare_row", "deepest_queue", "fcts", "goodput_limit", "slug",
+           "utilisation"]
 
 
-def goodput_limit_bps(spec: ExperimentSpec, topo: Topology) -> float:
-    """What the workload could reach: per receiver, the sum of its senders' QP rates,
-    capped by the narrowest link on the way in (the incast bottleneck)."""
+def deepest_queue(summary: dict[str, Any], topo: Topology,
+                  sample_interval_s: float) -> dict[str, Any]:
+    """The one "deepest queue" figure of a run, with where and how it was measured: the
+    P4 switches' own high-water mark of each egress queue (kept at every enqueue), or,
+    on kernel routers, the qdisc backlog sampled every ``sample_interval_s``; with the
+    tail drops of all switches against the packets the senders sent."""
+    sent = sum(int(r.get("tx_pkts") or 0) for r in (summary.get("ranks") or {}).values())
+    sp = summary.get("switch_ports") or {}
+    if sp:
+        port, st = max(sp.items(), key=lambda kv: (kv[1]["queue_high_water"],
+                                                   kv[1]["tail_drops"]))
+        sw, _, num = port.partition("/")
+        link = None
+        for ln in topo.links:
+            for ep in ln.endpoints():
+                if ep.node == sw and str(ep.port) == num:
+                    far = ln.other(sw)
+                    link = f"{sw}:{num}->{far.node}:{far.port}"
+        out: dict[str, Any] = {
+            "port": port, "link": link, "max_pkts": st["queue_high_water"],
+            "measured": "the switch's own high-water mark of the egress queue (every enqueue)",
+            "tail_drops": sum(int(v["tail_drops"]) for v in sp.values())}
+    else:
+        bq = summary.get("bottleneck_queue") or {}
+        out = {"port": bq.get("port"), "link": None, "max_pkts": bq.get("max_pkts"),
+               "measured": f"the kernel qdisc's backlog, sampled every {sample_interval_s:g} s",
+               "tail_drops": sum((summary.get("queue_drops") or {}).values())}
+    out["packets_sent"] = sent
+    out["tail_drop_pct"] = 100.0 * out["tail_drops"] / sent if sent else None
+    return out
+
+
+def goodput_limit(spec: ExperimentSpec, topo: Topology) -> dict[str, Any]:
+    """What the workload could reach on this network: the path's real bottleneck.
+
+    Each flow (every QP on its first shortest path) wants its QP's rate, or, where the
+    congestion control may raise it (``cc: hpcc``: the controller's rates go up to the
+    line rate), as much as its path carries; the directed links are shared max-min
+    fairly (water-filling).  A ring all-reduce moves in lock-step, so its ranks go at
+    the slowest flow's share: the limit is N times that; any other workload gets the
+    sum of the shares.  Returns the limit, the link that sets it and the per-flow
+    shares.
+    """
     w = spec.workload
     rate = float(w.rate.rstrip("KMG")) * {"K": 1e3, "M": 1e6, "G": 1e9}.get(w.rate[-1], 1.0)
     links = {ln.name: ln for ln in topo.links}
-    into: dict[str, tuple[float, float]] = {}
-    for f in flows(spec):
-        narrow = min(links[h.link].rate_mbps * 1e6 for h in paths(topo, f.src_host,
-                                                                   f.dst_host)[0])
-        offered, cap = into.get(f.dst_host, (0.0, 0.0))
-        into[f.dst_host] = (offered + rate, max(cap, narrow))
-    return float(sum(min(offered, cap) for offered, cap in into.values()))
+    fl = flows(spec)
+    hops = [[str(h) for h in paths(topo, f.src_host, f.dst_host)[0]] for f in fl]
+    cap = {str(h): links[h.link].rate_mbps * 1e6
+           for f in fl for h in paths(topo, f.src_host, f.dst_host)[0]}
+    demand = [float("inf") if spec.cc == "hpcc" else rate for _ in fl]
+    share = [0.0] * len(fl)
+    left = dict(cap)
+    active = set(range(len(fl)))
+    setter: dict[int, str] = {}
+    while active:   # water-filling: raise every active flow until a link or demand binds
+        users = {d: [i for i in active if d in hops[i]] for d in left}
+        inc, where = min(((left[d] / len(u), d) for d, u in users.items() if u),
+                         default=(float("inf"), ""))
+        need = min(demand[i] - share[i] for i in active)
+        step = min(inc, need)
+        for i in active:
+            share[i] += step
+        for d, u in users.items():
+            left[d] -= step * len(u)
+        done = {i for i in active if demand[i] - share[i] <= 1e-6}
+        if inc <= need:   # link ``where`` is full: its flows stop there
+            done |= set(users[where])
+            for i in users[where]:
+                setter.setdefault(i, where)
+        for i in done:
+            setter.setdefault(i, "the QP rate")
+        active -= done
+    if not fl:
+        return {"bps": 0.0, "bottleneck": None, "flows": {}}
+    slow = min(range(len(fl)), key=lambda i: share[i])
+    total = share[slow] * len(fl) if w.kind == "allreduce" else sum(share)
+    return {"bps": float(total), "bottleneck": setter.get(slow),
+            "model": "ring in lock-step: N x the slowest flow's fair share"
+            if w.kind == "allreduce" else "sum of the flows' fair shares",
+            "flows": {f.name: {"share_bps": share[i], "set_by": setter.get(i)}
+                      for i, f in enumerate(fl)}}
 
 
 def utilisation(ranks: dict[str, Any], limit_bps: float) -> float | None:

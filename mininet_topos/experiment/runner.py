@@ -25,7 +25,15 @@ from mininet_topos.topologies import resolve_topology
 from traffic.cc import registry as cc_registry
 
 from .analysis import analyse, summarise
-from .compare import compare_plots, compare_row, fcts, goodput_limit_bps, slug, utilisation
+from .compare import (
+    compare_plots,
+    compare_row,
+    deepest_queue,
+    fcts,
+    goodput_limit,
+    slug,
+    utilisation,
+)
 from .errors import ExperimentError, RunError
 from .fec import TestbedFec
 from .plots import plot_fct_cdf
@@ -142,6 +150,8 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
             h = spec.workload.hosts[rank]
             argv = traffic_argv(spec, python=python, rank=rank, ips=ips,
                                 out=tdir / f"{h}.json", control=socks[h], start_at=start_at)
+            # each rank's collective log: `controller diagnose --out DIR` reads it
+            argv[-1:-1] = ["--coll-log", str(res.path / "collectives")]
             procs.append(tb.spawn(f"traffic-{h}", h, argv + (sf.rank_args(rank) if sf else [])))
         rogue = (RoguePhase(tb, spec, fl, start_at, res.path / "rogue.json", python=python)
                  if spec.rogue and spec.rogue.rate > 0 and spec.switch != "linux-router"
@@ -214,7 +224,8 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
                         for k in a.summary["switch_ports"]])
     res.write_csv("int_hops.csv", ["t_s", "node", "ifname", "backlog_pkts", "backlog_bytes",
                                    "drops"], int_rows)
-    limit = goodput_limit_bps(spec, topo)
+    lim = goodput_limit(spec, topo)
+    limit = lim["bps"]
     meta = {"name": spec.name, "variant": spec.variant, "description": spec.description,
             "topology": topo.name, "switch": spec.switch, "cc": spec.cc,
             # none: nothing to apply; hpcc: INT-driven feedback; dcqcn: the senders'
@@ -227,7 +238,8 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
             "fec_policy": ("controller" if fec_by_controller else "testbed") if fec_auto
             else "fixed", "fec_decisions": decisions, "wire": wire, "resources": resources, "spec": dict(spec.raw),
             "wall_s": time.time() - t_start}
-    a.summary.update({"goodput_limit_bps": limit,
+    a.summary["deepest_queue"] = deepest_queue(a.summary, topo, spec.sample_interval_s)
+    a.summary.update({"goodput_limit_bps": limit, "goodput_limit": lim,
                       # when the senders started, on the time axis of the CSV series
                       "traffic_start_s": start_at - a.t0_ns / 1e9,
                       "utilisation": utilisation(a.traffic["ranks"], limit)})

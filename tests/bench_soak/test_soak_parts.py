@@ -62,7 +62,7 @@ def test_soak_spec_stretches_the_demo_workload():
     assert spec.name == "soak-demo" and spec.workload.kind == "allreduce"
     assert spec.workload.timeout_s == 600.0 and spec.duration_s == 600.0
     assert spec.workload.count == 1_000_000
-    assert spec.cc == "hpcc" and spec.recovery == "fec" and spec.links  # the demo's WAN loss
+    assert spec.cc == "hpcc-sender" and spec.recovery == "fec" and spec.links  # the demo's
 
 
 def test_soak_config_rejects_bad_options():
