@@ -36,6 +36,7 @@ from mininet_topos.faults.p4 import (
     controller_telemetry,
     int_crossings,
     int_places,
+    wait_for_loss_export,
 )
 from mininet_topos.faults.queueing import crossings, queueing_ports, queueing_reasons
 from mininet_topos.faults.spec import FaultError, FaultSpec
@@ -48,6 +49,7 @@ STEP_S = 0.25
 TRIAL_S = 9.0       # default trial length on kernel routers ...
 P4_TRIAL_S = 16.0   # ... and on softswitch's Python target (the eBPF target: TRIAL_S)
 DATA_BPS = 4e6
+LOSS_EXPORT_WAIT_S = 6.0  # at most this long for the controller's last link-loss bin
 KERNEL_TRANSFER_S = 0.2   # a ring transfer's median time at kernel speed (warm-up, ebpf
                           # and kernel routers); host faults scale with the target's own
 
@@ -324,14 +326,19 @@ def run_harness(cfg: HarnessConfig, *, log: Any = print,
     extra: dict[str, Any] = {"agent_hosts": cfg.hosts, "feedback": False} if p4 else {}
     with Testbed(topo=topo, switch=cfg.switch, logs=out / "testbed", seed=cfg.seed,
                  sample_interval_s=0.2, python=cfg.python, **extra) as tb:
-        def telemetry(since: float) -> Any:
+        def telemetry(since: float, end: float) -> Any:
             if p4:   # the controller's exports: INT paths, link sequence loss, queues
                 time.sleep(1.2)   # (its CSV files are written once a second)
+                # the link loss of a bin is written once the bin closed and the links'
+                # counters were read after it: wait (bounded) for the bin of the last
+                # second of traffic
+                wait_for_loss_export(tb.logs / "controller", end - 1.0,
+                                     timeout_s=LOSS_EXPORT_WAIT_S)
                 return controller_telemetry(topo, tb.logs / "controller", since_unix=since)
             return telemetry_from_samples(topo, tb.samples_dir(), since_unix=since)
         log(f"two-dc up on {cfg.switch} in {time.time() - t_all:.1f} s; warm-up run")
-        start, _ = _run_ranks(tb, cfg, topo, out / "warmup", None, None)
-        warm = telemetry(start)
+        start, w_end = _run_ranks(tb, cfg, topo, out / "warmup", None, None)
+        warm = telemetry(start, w_end)
         if p4:
             places = int_places(topo, warm, cfg.hosts)
             log("INT paths cross: " + ", ".join(places["link_down"]))
@@ -356,7 +363,7 @@ def run_harness(cfg: HarnessConfig, *, log: Any = print,
             time.sleep(0.5)   # a last counter sample after the traffic
             records = read_logs([tdir / "collectives"]) if (tdir / "collectives").exists() \
                 else []
-            tel = telemetry(start - 0.5)
+            tel = telemetry(start - 0.5, end)
             ev = Evidence(topo=topo, records=records, telemetry=tel, now=end)
             res = _evaluate(ev, fault, start)
             truth = {**fault.truth(start), **_where(fault, topo, warm, cfg.hosts, p4)} \
