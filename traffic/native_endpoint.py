@@ -292,7 +292,7 @@ class _Qp:
 
 
 class _DcqcnView:
-    """The engine's DCQCN state with :class:`traffic.dcqcn.DcqcnReactionPoint`'s fields."""
+    """The engine's DCQCN state with :class:`traffic.cc.dcqcn.DcqcnReactionPoint`'s fields."""
 
     def __init__(self, d: TnDcqcn):
         self.line_rate_bps = float(d.line_rate_bps)
