@@ -374,7 +374,7 @@ static void send_acks(struct tn_engine *e)
 }
 
 /* returns the earliest wake time (-1: none) */
-static double run_requesters(struct tn_engine *e, double now)
+static double run_requesters(struct tn_engine *e, double now, int timers)
 {
     struct tn_cq_sink sink = {cq_push, e};
     double wake = -1;
@@ -384,7 +384,7 @@ static double run_requesters(struct tn_engine *e, double now)
         if (tn_qp_role(qe->q) != TN_REQUESTER)
             continue;
         out.n = 0;
-        double w = tn_qp_poll(qe->q, now, &out, (int)e->a.batch, &sink);
+        double w = tn_qp_poll(qe->q, now, &out, (int)e->a.batch, &sink, timers);
         send_batch(e, qe, tn_qp_peer_ip(qe->q), out.bufs, out.lens, out.n);
         if (w >= 0 && (wake < 0 || w < wake))
             wake = w;
@@ -484,9 +484,10 @@ static double release_held(struct tn_engine *e, double now)
     return -1;
 }
 
+/* read what waits (8 batches at most); 1 when the socket was left empty */
 static int rx_drain(struct tn_engine *e, double now)
 {
-    int total = 0;
+    int total = 0, empty = 1;
     int batch = (int)e->a.batch;
     for (int round = 0; round < 8; round++) {
         struct mmsghdr mm[MAX_BATCH];
@@ -526,8 +527,11 @@ static int rx_drain(struct tn_engine *e, double now)
         total += r;
         if (r < batch)
             break;
+        if (round == 7)
+            empty = 0;
     }
-    return total;
+    (void)total;
+    return empty;
 }
 
 /* -- the loop ---------------------------------------------------------------------- */
@@ -567,10 +571,14 @@ static void *loop(void *arg)
             e->c.late_departures++;
             e->c.late_s += now - e->planned;
         }
-        rx_drain(e, now);
+        int drained = rx_drain(e, now);
         double held = release_held(e, now);
         send_acks(e);
-        double wake = run_requesters(e, now);
+        /* ACKs share the socket with data: no retransmission timer fires while packets
+         * are left unread (traffic/endpoint.py) */
+        double wake = run_requesters(e, now, drained);
+        if (!drained)
+            wake = now;
         if (held >= 0 && (wake < 0 || held < wake))
             wake = held;
         e->planned = -1;
@@ -954,7 +962,7 @@ double tn_step(struct tn_engine *e, double now_s)
     e->step_now = now_s;
     double held = release_held(e, now_s);
     send_acks(e);
-    double w = run_requesters(e, now_s);
+    double w = run_requesters(e, now_s, 1);
     if (held >= 0 && (w < 0 || held < w))
         w = held;
     api_unlock(e);

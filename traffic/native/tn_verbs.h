@@ -131,7 +131,7 @@ struct tn_wc {
 /* Per-QP counters: the same names and meaning as traffic.qp_types.QpCounters. */
 struct tn_qp_counters {
     uint64_t tx_pkts, tx_bytes, tx_data_pkts, retx_pkts, retx_bytes, repair_pkts,
-        timeouts, naks_rx, acks_rx, cnps_rx, echo_acks, acked_bytes, msgs_done, rx_pkts,
+        timeouts, spurious_timeouts, naks_rx, acks_rx, cnps_rx, echo_acks, acked_bytes, msgs_done, rx_pkts,
         rx_data_pkts, delivered_bytes, duplicates, ooo_dropped, ooo_buffered, naks_tx,
         acks_tx, fec_repaired, fec_blocks_decoded, psn_out_of_window, bad_opcode,
         bad_length, wrong_peer;
