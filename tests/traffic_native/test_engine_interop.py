@@ -9,6 +9,7 @@ valid ICRC; an ACK carrying an INT echo is read (counted) by the native requeste
 from __future__ import annotations
 
 import os
+import secrets
 import socket
 import time
 import zlib
@@ -25,7 +26,8 @@ from traffic.qp_types import QpConfig, Reliability
 pytestmark = pytest.mark.skipif(not engine_available(),
                                 reason="native engine not built (make -C traffic/native)")
 
-A, B = "127.0.0.1", "127.0.0.2"
+_NET = f"127.{secrets.randbelow(200) + 20}.{secrets.randbelow(250) + 1}"  # shared machine
+A, B = f"{_NET}.1", f"{_NET}.2"
 QPN = 0x010001
 
 
