@@ -165,8 +165,11 @@ class HopTable:
                 arr[s_new] = 0
         group = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, n)))
         slot_sorted = slots_u[group]
-        h = take(hops, order)
-        f = h["fields"]
+        # the sorted columns this needs, not whole records: queue and latency are
+        # only read for the records the rings keep and the last of each hop
+        f = hops["fields"][order]
+        ts_o = ts[order]
+        tx_o = hops["tx_bytes"][order]
         rate = np.full(n, np.nan)
         has_tx = (f & FIELD_TX_BYTES).astype(bool) & (f & FIELD_EGRESS_TS).astype(bool)
         if has_tx.any():
@@ -175,23 +178,23 @@ class HopTable:
             prev_tx = np.empty(n, np.uint64)
             prev_ts = np.empty(n, np.uint64)
             prev_ok = np.empty(n, bool)
-            prev_tx[1:] = h["tx_bytes"][:-1]
-            prev_ts[1:] = ts[order][:-1]
+            prev_tx[1:] = tx_o[:-1]
+            prev_ts[1:] = ts_o[:-1]
             prev_ok[1:] = has_tx[:-1]
             prev_tx[first] = self.tx_bytes[slot_sorted[first]]
             prev_ts[first] = self.egress_ts_us[slot_sorted[first]]
             prev_ok[first] = self.has_tx[slot_sorted[first]]
-            cur_ts = ts[order]
+            cur_ts = ts_o
             ok = has_tx & prev_ok & (cur_ts > prev_ts)
             with np.errstate(over="ignore"):
-                dbytes = (h["tx_bytes"].astype(np.uint64) - prev_tx) % _U32
+                dbytes = (tx_o.astype(np.uint64) - prev_tx) % _U32
                 dts = cur_ts - prev_ts
             rate[ok] = dbytes[ok].astype(np.float64) * 8e6 / dts[ok].astype(np.float64)
         # latest values: the last record of each group wins (sorted by ts within the
         # group), unless it is older than what the table holds (a late sample)
         last = np.append(starts[1:], n) - 1
-        hl_all = take(h, last)
-        self.last_update_ns[slots_u] = arrival_ns[order][last]
+        hl_all = take(hops, order[last])
+        self.last_update_ns[slots_u] = arrival_ns[order[last]]
         self.samples[slots_u] += np.diff(np.append(starts, n)).astype(np.uint64)
         has_ts = (hl_all["fields"] & FIELD_EGRESS_TS).astype(bool)
         fresh = new | ~has_ts | (hl_all["egress_ts_us"] >= self.egress_ts_us[slots_u])
@@ -226,11 +229,12 @@ class HopTable:
         w = _newest(rank, sizes[group], self.depth)
         ws = slot_sorted[w]
         pos = ((self.write_pos[ws] + rank[w].astype(np.uint64)) % np.uint64(self.depth)).astype(np.int64)
-        self.ring_ts_us[ws, pos] = ts[order][w]
-        self.ring_qlen_bytes[ws, pos] = h["queue_bytes"][w]
-        self.ring_qlen_pkts[ws, pos] = h["queue_pkts"][w]
+        hw = take(hops, order[w])
+        self.ring_ts_us[ws, pos] = ts_o[w]
+        self.ring_qlen_bytes[ws, pos] = hw["queue_bytes"]
+        self.ring_qlen_pkts[ws, pos] = hw["queue_pkts"]
         self.ring_tx_rate_bps[ws, pos] = rate[w]
-        self.ring_hop_latency_ns[ws, pos] = h["hop_latency_us"][w].astype(np.uint64) * 1000
+        self.ring_hop_latency_ns[ws, pos] = hw["hop_latency_us"].astype(np.uint64) * 1000
         self.write_pos[slots_u] += sizes.astype(np.uint64)
         out = np.empty(n, np.int64)
         out[order] = slot_sorted
