@@ -1,7 +1,8 @@
 """The native engine and the Python endpoint on real sockets (loopback): same wire.
 
 A native requester writes to a Python responder and the reverse, in every recovery
-mode; with loss injected at the Python receiver the native sender must recover.
+mode, with loss injected at the receiver (either engine's emulation): the sender must
+recover.
 ECN: a data packet that arrives CE-marked makes the native responder send a CNP with a
 valid ICRC; an ACK carrying an INT echo is read (counted) by the native requester.
 """
@@ -17,6 +18,7 @@ import pytest
 from common.loss import LossModel, LossProcess
 from formats import int_echo, roce
 from traffic.endpoint import Endpoint, EndpointConfig
+from traffic.errors import ConfigError
 from traffic.native_endpoint import NativeEndpoint, engine_available, make_endpoint
 from traffic.qp_types import QpConfig, Reliability
 
@@ -40,8 +42,7 @@ def _pump(tx, rx, done, timeout_s: float = 30.0) -> bool:
 @pytest.mark.parametrize("mode", list(Reliability))
 @pytest.mark.parametrize("native_side", ["requester", "responder"])
 def test_native_and_python_interoperate(mode: Reliability, native_side: str) -> None:
-    loss = (LossProcess(LossModel.bernoulli(0.02), seed=3) if native_side == "requester"
-            else None)
+    loss = LossProcess(LossModel.bernoulli(0.02), seed=3)  # at the receiver, either engine
     rx_cfg = EndpointConfig(ip=B, **({"loss": loss} if loss else {}))
     if native_side == "requester":
         tx, rx = NativeEndpoint(EndpointConfig(ip=A)), Endpoint(rx_cfg)
@@ -118,3 +119,8 @@ def test_make_endpoint_picks_the_engine() -> None:
         assert isinstance(ep, Endpoint)  # only the Python endpoint emulates delay
     with make_endpoint(EndpointConfig(ip=A), "python") as ep:
         assert isinstance(ep, Endpoint)
+    delayed = EndpointConfig(ip=A, delay_s=0.01)
+    with pytest.raises(ConfigError, match="--engine python"):  # a clear refusal
+        make_endpoint(delayed, "native")
+    with make_endpoint(EndpointConfig(ip=A), "auto", "hpcc-sender") as ep:
+        assert isinstance(ep, NativeEndpoint)  # HPCC and DCQCN run in the engine

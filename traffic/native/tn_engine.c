@@ -44,6 +44,7 @@ struct qent {
     int fd;
     int dirty;
     double last_cnp;
+    uint32_t injected;
 };
 
 struct tn_engine {
@@ -64,6 +65,8 @@ struct tn_engine {
     uint8_t *rxbufs; uint8_t *rxctl;
     double planned;
     double step_now;   /* step mode: the injected clock */
+    uint64_t rng;      /* loss emulation: splitmix64 state */
+    int bad;           /* Gilbert-Elliott: in the bad state */
 };
 
 static void eseterr(struct tn_engine *e, const char *fmt, ...)
@@ -386,6 +389,54 @@ static double run_requesters(struct tn_engine *e, double now)
     return wake;
 }
 
+static double rng_u(struct tn_engine *e)  /* splitmix64, uniform in [0, 1) */
+{
+    uint64_t z = (e->rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (double)(z >> 11) * 0x1.0p-53;
+}
+
+/* common/loss.py's LossProcess.lost(), on the engine's own generator */
+static int lost(struct tn_engine *e)
+{
+    const struct tn_engine_attr *a = &e->a;
+    if (a->loss_kind == 1)
+        return rng_u(e) < a->loss_p;
+    int drop = rng_u(e) >= (e->bad ? a->loss_h : a->loss_k);
+    if (e->bad) {
+        if (rng_u(e) < a->loss_r)
+            e->bad = 0;
+    } else if (rng_u(e) < a->loss_p) {
+        e->bad = 1;
+    }
+    return drop;
+}
+
+/* receive-side loss emulation: 1 when this packet is dropped (counted) */
+static int emulated_loss(struct tn_engine *e, const uint8_t *buf, uint32_t n)
+{
+    if (!e->a.loss_kind || n == 0)
+        return 0;
+    int op = buf[0];
+    if (!e->a.loss_scope_all && !op_is_data(op) && op != OP_FEC_REPAIR)
+        return 0;
+    if (!lost(e))
+        return 0;
+    e->c.injected_drops++;
+    if (op == OP_FEC_REPAIR)
+        e->c.injected_repair_drops++;
+    else
+        e->c.injected_data_drops++;
+    if (n >= 8) {
+        struct qent *qe = find(e, get32(buf + 4) & TN_PSN_MASK);
+        if (qe)
+            qe->injected++;
+    }
+    return 1;
+}
+
 static int rx_drain(struct tn_engine *e, double now)
 {
     int total = 0;
@@ -422,6 +473,8 @@ static int rx_drain(struct tn_engine *e, double now)
                 }
             }
             e->c.rx_pkts++;
+            if (emulated_loss(e, iov[i].iov_base, mm[i].msg_len))
+                continue;
             process(e, iov[i].iov_base, mm[i].msg_len, from[i].sin_addr.s_addr,
                     ntohs(from[i].sin_port), tos, now);
         }
@@ -456,6 +509,12 @@ static void *loop(void *arg)
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+    const char *rt = getenv("TN_ENGINE_RT");
+    if ((e->a.flags & TN_ENGINE_RT) || (rt && *rt == '1')) {
+        struct sched_param sp = {.sched_priority = 1};
+        if (pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) == 0)
+            e->c.realtime = 1;
+    }
     pthread_mutex_lock(&e->mu);
     while (!atomic_load(&e->stop)) {
         double now = now_of(e);
@@ -537,7 +596,20 @@ struct tn_engine *tn_engine_create(const struct tn_engine_attr *attr, char *err,
     e->cq = malloc(sizeof *e->cq * cqd);
     e->rx_fd = e->ep_fd = e->kick_fd = e->timer_fd = e->cq_fd = -1;
     e->planned = -1;
-    pthread_mutex_init(&e->mu, NULL);
+    e->rng = e->a.loss_seed;
+    if (e->a.loss_kind > 2) {
+        snprintf(err, errlen, "engine: loss model %u unknown (0 none, 1 Bernoulli, 2 GE)",
+                 e->a.loss_kind);
+        free(e->cq);
+        free(e);
+        return NULL;
+    }
+    pthread_mutexattr_t ma;  /* priority inheritance: a caller preempted while holding
+                              * the lock must not hold up an RT engine thread for long */
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_setprotocol(&ma, PTHREAD_PRIO_INHERIT);
+    pthread_mutex_init(&e->mu, &ma);
+    pthread_mutexattr_destroy(&ma);
     clock_gettime(CLOCK_MONOTONIC, &e->t0);
     e->txbufs = malloc((size_t)e->a.batch * TN_MAX_PKT);
     e->txlens = malloc(sizeof *e->txlens * e->a.batch);
@@ -750,10 +822,12 @@ int tn_qp_state(struct tn_engine *e, uint32_t qpn, struct tn_qp_state *out)
 {
     api_lock(e);
     struct qent *qe = find(e, qpn);
-    if (qe)
+    if (qe) {
         tn_qp_get_state(qe->q, out);
-    else
+        out->injected = qe->injected;
+    } else {
         eseterr(e, "QP %u does not exist", qpn);
+    }
     api_unlock(e);
     return qe ? 0 : -1;
 }
@@ -796,7 +870,8 @@ int tn_inject(struct tn_engine *e, uint32_t src_ip, uint16_t sport, const void *
     api_lock(e);
     e->step_now = now_s;
     e->c.rx_pkts++;
-    process(e, buf, len, src_ip, sport, tos, now_s);
+    if (!emulated_loss(e, buf, len))
+        process(e, buf, len, src_ip, sport, tos, now_s);
     api_unlock(e);
     return 0;
 }
@@ -822,9 +897,11 @@ int tn_take_output(struct tn_engine *e, struct tn_out_pkt *out, int n)
 {
     api_lock(e);
     int k = n < e->ncapt ? n : e->ncapt;
-    memcpy(out, e->capt, sizeof *out * (size_t)k);
-    memmove(e->capt, e->capt + k, sizeof *out * (size_t)(e->ncapt - k));
-    e->ncapt -= k;
+    if (k > 0) {
+        memcpy(out, e->capt, sizeof *out * (size_t)k);
+        memmove(e->capt, e->capt + k, sizeof *out * (size_t)(e->ncapt - k));
+        e->ncapt -= k;
+    }
     api_unlock(e);
     return k;
 }
