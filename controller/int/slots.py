@@ -63,27 +63,26 @@ class SlotMap:
     def _probe(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Slots of ``keys`` (-1 if absent) and, for the absent ones, the first free
         (empty or tombstone) position on their probe sequence."""
-        n = keys.shape[1]
-        slots = np.full(n, -1, np.int64)
-        free_at = np.full(n, -1, np.int64)
         pos = self._hash(keys)
-        idx = np.arange(n)
+        ts = self._tslot[pos]          # the first step on whole arrays: most keys end here
+        match = ts >= 0
+        for w in range(self.width):
+            match &= self._tkeys[w, pos] == keys[w]
+        slots = np.where(match, ts, -1)
+        free_at = np.where(ts < 0, pos, -1)
+        idx = np.flatnonzero(~match & (ts != _EMPTY))
         mask = int(self._mask)
         while idx.size:
-            p = pos[idx] if idx.size != n else pos
+            p = (pos[idx] + 1) & mask
+            pos[idx] = p
             ts = self._tslot[p]
             match = ts >= 0
             for w in range(self.width):
                 match &= self._tkeys[w, p] == keys[w, idx]
             slots[idx[match]] = ts[match]
-            tomb = (ts == _TOMB) & (free_at[idx] < 0)
-            free_at[idx[tomb]] = p[tomb]
-            empty = ts == _EMPTY
-            e = idx[empty]
-            free_at[e] = np.where(free_at[e] < 0, p[empty], free_at[e])
-            go = ~(match | empty)
-            idx = idx[go]
-            pos[idx] = (p[go] + 1) & mask
+            free = (ts < 0) & (free_at[idx] < 0)   # the first tombstone or empty
+            free_at[idx[free]] = p[free]
+            idx = idx[~(match | (ts == _EMPTY))]
         return slots, free_at
 
     def _place(self, keys: np.ndarray, at: np.ndarray, slots: np.ndarray) -> None:

@@ -97,10 +97,13 @@ class FlowSnapshot:
     last_update_ns: np.ndarray
 
 
-def _newest(rank: np.ndarray, size: np.ndarray, depth: int) -> np.ndarray | slice:
-    """Records (by rank in their group of ``size``) that a ring of ``depth`` keeps."""
-    keep = rank >= size - depth
-    return slice(None) if keep.all() else keep
+def _newest(rank: np.ndarray, sizes: np.ndarray, group: np.ndarray, depth: int
+            ) -> np.ndarray | slice:
+    """Records (by ``rank`` in their ``group``, of ``sizes``) that a ring of ``depth``
+    keeps: all of them unless a group outgrows the ring."""
+    if sizes.max() <= depth:
+        return slice(None)
+    return rank >= sizes[group] - depth
 
 
 class HopTable:
@@ -226,7 +229,7 @@ class HopTable:
         # those are written (a busy hop has thousands per round)
         sizes = np.diff(np.append(starts, n))
         rank = np.arange(n) - starts[group]
-        w = _newest(rank, sizes[group], self.depth)
+        w = _newest(rank, sizes, group, self.depth)
         ws = slot_sorted[w]
         pos = ((self.write_pos[ws] + rank[w].astype(np.uint64)) % np.uint64(self.depth)).astype(np.int64)
         hw = take(hops, order[w])
@@ -397,9 +400,9 @@ class FlowTable:
         lat = np.bincount(hs, weights=hops["hop_latency_us"].astype(np.float64), minlength=n)
         ss = slot[order]
         sizes = np.diff(np.append(starts, n))
-        size_of = np.repeat(sizes, sizes)
-        rank = np.arange(n) - np.repeat(starts, sizes)
-        w = _newest(rank, size_of, self.depth)
+        group = np.repeat(np.arange(len(sizes)), sizes)
+        rank = np.arange(n) - starts[group]
+        w = _newest(rank, sizes, group, self.depth)
         o, ws = order[w], ss[w]
         pos = ((self.write_pos[ws] + rank[w].astype(np.uint64)) % np.uint64(self.depth)).astype(np.int64)
         self.ring_arrival_ns[ws, pos] = samples["arrival_ns"][o]
