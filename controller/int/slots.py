@@ -42,6 +42,9 @@ class SlotMap:
         self.used = np.zeros(capacity, bool)
         self._free = np.arange(capacity - 1, -1, -1, dtype=np.int64)  # a stack: pop from the end
         self._nfree = capacity
+        #: the keys of the last lookup and their slots: a steady load (the same hops,
+        #: the same flows round after round) skips the probe
+        self._memo = (np.zeros((width, 0), np.uint64), np.zeros(0, np.int64))
 
     def __len__(self) -> int:
         return self.capacity - self._nfree
@@ -125,8 +128,18 @@ class SlotMap:
         also a mask of the keys that are new.  ``last_update`` (per slot) picks what
         to evict when the table is full."""
         n = keys.shape[1]
+        memo_keys, memo_slots = self._memo
+        if memo_keys.shape == keys.shape and (memo_keys == keys).all() \
+                and self.used[memo_slots].all() and (self.keys[:, memo_slots] == keys).all():
+            return memo_slots.copy(), np.zeros(n, bool)   # the same keys as last round
+        slots, new = self._lookup(keys, last_update)
+        self._memo = (keys.copy(), slots.copy())
+        return slots, new
+
+    def _lookup(self, keys: np.ndarray, last_update: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        n = keys.shape[1]
         if n > self.capacity:   # more distinct keys than slots: later chunks evict earlier ones
-            parts = [self.lookup(keys[:, i:i + self.capacity], last_update)
+            parts = [self._lookup(keys[:, i:i + self.capacity], last_update)
                      for i in range(0, n, self.capacity)]
             return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
         if len(self) + self._tombs + n > 0.75 * self._tslot.size:

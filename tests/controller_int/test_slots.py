@@ -72,3 +72,19 @@ def test_more_distinct_keys_than_slots_in_one_batch() -> None:
     slots, new = m.lookup(keys, np.zeros(8, np.int64))
     assert new.all() and len(slots) == 20 and len(m) == 8
     assert (slots >= 0).all() and (slots < 8).all()
+
+
+def test_the_same_keys_again_reuse_their_slots_until_one_is_released() -> None:
+    m = SlotMap(4, 2)
+    last = np.zeros(4, np.int64)
+    keys = np.array([[1, 2], [3, 4]], np.uint64)
+    s1, new1 = m.lookup(keys, last)
+    s2, new2 = m.lookup(keys, last)               # the last round's keys: no probe
+    assert new1.all() and not new2.any() and s1.tolist() == s2.tolist()
+    m.release([int(s1[0])])
+    s3, new3 = m.lookup(keys, last)
+    assert new3.tolist() == [True, False] and s3[1] == s1[1]
+    m.release([int(s3[0]), int(s3[1])])
+    m.lookup(np.array([[9, 2], [9, 4]], np.uint64), last)   # slots reused for other keys
+    s4, new4 = m.lookup(keys, last)
+    assert new4.tolist() == [True, False] and m.find((1, 3)) == s4[0]
