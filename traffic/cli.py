@@ -180,8 +180,8 @@ def _common(p: argparse.ArgumentParser, *, with_hosts: bool = True) -> None:
                    metavar="T", help="DCQCN byte counter, as time at line rate (default 100ms)")
     p.add_argument("--engine", choices=ENGINES, default="auto",
                    help="the QPs' data path: native (the C engine, traffic/native), python "
-                        "(the reference endpoint) or auto (native when it is built and the run "
-                        "needs no --delay/--fault-* emulation; default)")
+                        "(the reference endpoint) or auto (native when it is built and runs "
+                        "the rank's --cc; default)")
     p.add_argument("--mtu", type=argtypes.bounded_int(64, 9000), default=1024,
                    help="payload bytes per packet")
     p.add_argument("--window", type=argtypes.bounded_int(1, 8000), default=512,

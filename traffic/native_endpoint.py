@@ -13,8 +13,8 @@ The Python thread only posts, polls completions in batches (waiting on the engin
 completion eventfd with the GIL released) and serves the control socket; packets
 never reach Python.  :func:`make_endpoint` picks the engine: ``native``, ``python``,
 or ``auto`` (native when the library is built and the run needs nothing only the
-Python endpoint emulates: receive-side delay, host faults, CC algorithms other than
-DCQCN and HPCC).
+Python endpoint runs: CC algorithms other than DCQCN and HPCC, FEC without a working
+erasure code in the library).
 
 Step mode (:class:`StepEngine`): the same engine without thread or sockets, driven by
 injected packets and an injected clock, for differential tests against
@@ -65,7 +65,7 @@ class EngineAttr(ctypes.Structure):
                 ("loss_kind", ctypes.c_uint32), ("loss_scope_all", ctypes.c_uint32),
                 ("loss_p", ctypes.c_double), ("loss_r", ctypes.c_double),
                 ("loss_h", ctypes.c_double), ("loss_k", ctypes.c_double),
-                ("loss_seed", ctypes.c_uint64)]
+                ("loss_seed", ctypes.c_uint64), ("rx_delay_s", ctypes.c_double)]
 
 
 class QpAttr(ctypes.Structure):
@@ -165,6 +165,7 @@ def _bind() -> ctypes.CDLL:
         "tn_free": (None, [_P]),
         "tn_set_rate": (ctypes.c_int, [_P, ctypes.c_uint32, ctypes.c_double]),
         "tn_set_fec": (ctypes.c_int, [_P, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint32]),
+        "tn_set_rx_delay": (ctypes.c_int, [_P, ctypes.c_double]),
         "tn_qp_counters": (ctypes.c_int, [_P, ctypes.c_uint32, ctypes.POINTER(QpCountersC)]),
         "tn_qp_state": (ctypes.c_int, [_P, ctypes.c_uint32, ctypes.POINTER(QpStateC)]),
         "tn_qp_idle": (ctypes.c_int, [_P, ctypes.c_uint32]),
@@ -263,8 +264,6 @@ def native_unsupported(ep_cfg: EndpointConfig, qp_cc: str = "none",
         return f"congestion control {qp_cc!r} (the engine runs {', '.join(NATIVE_CC)})"
     if mode is Reliability.FEC and not erasure_code_works():
         return "FEC: the library's erasure code is not built in yet"
-    if ep_cfg.delay_s > 0:
-        return "receive-side delay emulation (--delay)"
     return None
 
 
@@ -502,6 +501,7 @@ class NativeEndpoint:
         attr = EngineAttr(ip=_ip_u32(cfg.ip), port=cfg.port, flags=_FLAG_THREAD,
                           rcvbuf_bytes=cfg.rcvbuf_bytes, batch=min(256, max(1, cfg.batch)))
         _set_loss(attr, cfg)
+        attr.rx_delay_s = cfg.delay_s
         h = self._lib.tn_engine_create(ctypes.byref(attr), err, len(err))
         if not h:
             raise ConfigError(err.value.decode(errors="replace"))
@@ -548,8 +548,10 @@ class NativeEndpoint:
         return r
 
     def set_rx_delay(self, delay_s: float) -> None:
-        if delay_s > 0:
-            raise ConfigError("the native engine does not emulate receive delay")
+        """Change the receive delay at run time (a slow host; packets held keep theirs)."""
+        if self._lib.tn_set_rx_delay(self._h, float(delay_s)):
+            raise ConfigError(self._error())
+        self.cfg.delay_s = delay_s
 
     def now(self) -> float:
         """Seconds since the engine started (the time base of every record)."""
@@ -655,8 +657,7 @@ class NativeEndpoint:
 
 def make_endpoint(cfg: EndpointConfig, engine: str = "auto",
                   cc: str = "none", *,
-                  mode: Reliability = Reliability.SR,
-                  needs_faults: bool = False) -> Endpoint | NativeEndpoint:
+                  mode: Reliability = Reliability.SR) -> Endpoint | NativeEndpoint:
     """The endpoint of ``engine``: ``native``, ``python``, or ``auto`` (native when the
     library is built and the run needs nothing only the Python endpoint emulates)."""
     if engine not in ENGINES:
@@ -666,8 +667,6 @@ def make_endpoint(cfg: EndpointConfig, engine: str = "auto",
     if engine == "auto" and not engine_available():
         return Endpoint(cfg)
     why = native_unsupported(cfg, cc, mode)
-    if why is None and needs_faults:
-        why = "injected host faults (--fault-slow-rx, --fault-straggle)"
     if engine == "native":
         if why is not None:
             raise ConfigError(f"--engine native: the native engine does not support {why} "

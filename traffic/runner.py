@@ -195,8 +195,7 @@ class RankRunner:
         # KV-cache transfers are bursts: every message of a QP is posted at once
         self.inflight = (10**9 if plan.pattern is Pattern.KVCACHE else max(1, inflight))
         # the data path: traffic.native_endpoint.make_endpoint picks native or python
-        self.ep = make_endpoint(ep_cfg, engine, qp.cc, mode=qp.mode,
-                                needs_faults=faults is not None)
+        self.ep = make_endpoint(ep_cfg, engine, qp.cc, mode=qp.mode)
         self.engine = "python" if isinstance(self.ep, Endpoint) else "native"
         self.requesters: list[Requester | NativeRequester] = []
         self.responders: list[Responder | NativeResponder] = []

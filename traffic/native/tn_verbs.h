@@ -64,6 +64,7 @@ struct tn_engine_attr {
     uint32_t loss_scope_all;
     double loss_p, loss_r, loss_h, loss_k;
     uint64_t loss_seed;
+    double rx_delay_s;      /* hold every received packet this long (0..10 s), FIFO */
 };
 
 struct tn_qp_attr {
@@ -130,7 +131,7 @@ struct tn_wc {
 /* Per-QP counters: the same names and meaning as traffic.qp_types.QpCounters. */
 struct tn_qp_counters {
     uint64_t tx_pkts, tx_bytes, tx_data_pkts, retx_pkts, retx_bytes, repair_pkts,
-        timeouts, naks_rx, acks_rx, cnps_rx, echo_acks, acked_bytes, msgs_done, rx_pkts,
+        timeouts, spurious_timeouts, naks_rx, acks_rx, cnps_rx, echo_acks, acked_bytes, msgs_done, rx_pkts,
         rx_data_pkts, delivered_bytes, duplicates, ooo_dropped, ooo_buffered, naks_tx,
         acks_tx, fec_repaired, fec_blocks_decoded, psn_out_of_window, bad_opcode,
         bad_length, wrong_peer;
@@ -183,6 +184,7 @@ void tn_free(void *data);
 
 int tn_set_rate(struct tn_engine *e, uint32_t qpn, double rate_bps);
 int tn_set_fec(struct tn_engine *e, uint32_t qpn, uint32_t k, uint32_t m);
+int tn_set_rx_delay(struct tn_engine *e, double delay_s); /* packets held keep theirs */
 int tn_qp_counters(struct tn_engine *e, uint32_t qpn, struct tn_qp_counters *out);
 int tn_qp_state(struct tn_engine *e, uint32_t qpn, struct tn_qp_state *out);
 int tn_engine_counters(struct tn_engine *e, struct tn_engine_counters *out);
