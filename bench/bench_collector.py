@@ -18,6 +18,12 @@ collector thread's CPU time and the share of each stage.
 flow) against one process: reports sent while the processes are stopped, then the
 wall time until all are decoded into the tables.
 
+``--rx`` compares ways of emptying a socket: recv() per datagram, recvmsg_into and
+recvmmsg (controller/int/rxbatch.c) into a slot pool.
+
+``--soak S`` blasts reports from a sender process for S seconds (overload: the
+kernel's drops are counted) and prints the collector's memory once a second.
+
 ``--udp`` adds an end-to-end figure: a sender process blasts the reports at a running
 collector over loopback UDP; received, decoded and kernel-dropped datagrams are counted.
 
@@ -274,6 +280,93 @@ def shards_rate(n: int, datagrams: list[bytes]) -> tuple[float, float]:
     return st.reports / wall, st.reports / busiest
 
 
+_BLASTER = """
+import socket, sys, time
+data = sys.stdin.buffer.read()
+port, secs, size = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
+msgs = [data[i:i + size] for i in range(0, len(data), size)]
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.connect(("127.0.0.1", port))
+end = time.monotonic() + secs
+while time.monotonic() < end:
+    for m in msgs:
+        try:
+            s.send(m)
+        except OSError:
+            pass
+"""
+
+
+def _rss_kib() -> int:
+    with open("/proc/self/status") as fh:
+        return next(int(x.split()[1]) for x in fh if x.startswith("VmRSS:"))
+
+
+def soak(distinct: list[bytes], seconds: float) -> None:
+    """Reports as fast as a sender process can send them for ``seconds``: what goes in,
+    what the kernel drops (counted), and the collector's memory once a second."""
+    size = len(distinct[0])
+    with Collector(CollectorConfig(report_port=0, agent_port=None, flow_capacity=1 << 16)) as c:
+        port = c.report_address[1]  # type: ignore[index]
+        p = subprocess.Popen([sys.executable, "-c", _BLASTER, str(port), str(seconds),
+                              str(size)], stdin=subprocess.PIPE)
+        assert p.stdin is not None
+        p.stdin.write(b"".join(distinct[:512]))
+        p.stdin.close()
+        rss = []
+        t0 = time.monotonic()
+        while p.poll() is None:
+            time.sleep(1.0)
+            rss.append(_rss_kib())
+        p.wait()
+        time.sleep(0.5)
+        wall = time.monotonic() - t0
+        st = c.stats()
+    half = len(rss) // 2
+    print(f"soak {seconds:g} s: {st.reports / wall:,.0f} reports/s decoded "
+          f"({st.report_hop_records / wall:,.0f} hop records/s), {st.socket_drops} dropped "
+          f"by the kernel (counted), {st.malformed and sum(st.malformed.values()) or 0} "
+          f"malformed; RSS MiB first/middle/last/max {rss[0] / 1024:.0f}/"
+          f"{rss[half] / 1024:.0f}/{rss[-1] / 1024:.0f}/{max(rss) / 1024:.0f}")
+
+
+def rx_compare(count: int = 20000) -> None:
+    """us per datagram to empty a socket: recv() into new bytes objects, recvmsg_into
+    and recvmmsg into a slot pool (``controller.int.rxbatch``), same datagrams."""
+    import socket
+
+    from controller.int.rxbatch import RxPool, native_available
+    methods = ["recv", "recvmsg_into"] + (["recvmmsg"] if native_available() else [])
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
+        for size, n in ((160, count), (548, count), (16668, count // 10)):
+            cells = []
+            for how in methods:
+                with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as rx:
+                    rx.setsockopt(socket.SOL_SOCKET, 33, 64 << 20)   # SO_RCVBUFFORCE
+                    rx.bind(("127.0.0.1", 0))
+                    rx.setblocking(False)
+                    payload = b"x" * size
+                    for _ in range(n):
+                        tx.sendto(payload, rx.getsockname())
+                    got = 0
+                    t0 = time.perf_counter()
+                    if how == "recv":
+                        try:
+                            while True:
+                                rx.recv(65535)
+                                got += 1
+                        except BlockingIOError:
+                            pass
+                    else:
+                        pool = RxPool(rx, slots=1024 if size < 9000 else 64,
+                                      stride=9216 if size < 9000 else 65536, method=how)
+                        while (k := pool.receive()) > 0:
+                            got += k
+                    dt = time.perf_counter() - t0
+                cells.append(f"{how} {1e6 * dt / max(got, 1):.2f} us ({got}/{n})")
+            print(f"  {size:>5} B: " + ", ".join(cells))
+
+
 def rate(fn, *args, repeat: int = 3) -> tuple[float, int]:  # type: ignore[no-untyped-def]
     best = float("inf")
     count = 0
@@ -310,6 +403,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=2048)
     ap.add_argument("--scapy-reports", type=int, default=2000)
     ap.add_argument("--udp", action="store_true", help="also measure over loopback UDP")
+    ap.add_argument("--rx", action="store_true",
+                    help="also compare recv, recvmsg_into and recvmmsg into a slot pool")
+    ap.add_argument("--soak", type=float, default=0, metavar="S",
+                    help="also blast reports for S seconds, memory once a second")
     ap.add_argument("--shards", type=int, default=1,
                     help="also compare N collector processes behind one port with one")
     ap.add_argument("--socket", action="store_true",
@@ -357,6 +454,9 @@ def main(argv: list[str] | None = None) -> int:
     ):
         print(f"{name:<44}{r:>16,.0f}{r / s:>9.1f}x")
     print(f"decoded {n} hop records per run; host records: {hn} hops per run")
+    if a.rx:
+        print("emptying a socket, us per datagram (received/sent):")
+        rx_compare()
     if a.socket:
         print("from the socket into the tables, per second of the collector thread's CPU "
               "(one core)")
@@ -381,6 +481,8 @@ def main(argv: list[str] | None = None) -> int:
             one, many = max(g[k] for g in got[1]), max(g[k] for g in got[a.shards])
             print(f"  by {what}: {many:,.0f} reports/s vs one process {one:,.0f}: "
                   f"{many / one:.2f}x = {many / (a.shards * one):.2f} x N x one")
+    if a.soak:
+        soak(distinct, a.soak)
     if a.udp:
         hr, got, drops, sent_s = udp_end_to_end(distinct, a.reports)
         print(f"loopback UDP: {a.reports} reports sent in {sent_s:.2f}s, {got} decoded, "

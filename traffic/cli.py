@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from traffic.emulation import parse_loss
 from traffic.endpoint import EndpointConfig
 from traffic.errors import ConfigError, TrafficError
 from traffic.host_faults import HostFaults, parse_window
+from traffic.native_endpoint import ENGINES
 from traffic.qp_types import Reliability
 from traffic.runner import QpParams, RankRunner
 from traffic.workloads import Pattern, make_plan, parse_size_dist
@@ -187,6 +189,10 @@ def _common(p: argparse.ArgumentParser, *, with_hosts: bool = True) -> None:
                    help="DCQCN takes at most one CNP per T (default 50ms)")
     p.add_argument("--dcqcn-bytes", type=_duration, default=DcqcnSettings().byte_counter_s,
                    metavar="T", help="DCQCN byte counter, as time at line rate (default 100ms)")
+    p.add_argument("--engine", choices=ENGINES, default="auto",
+                   help="the QPs' data path: native (the C engine, traffic/native), python "
+                        "(the reference endpoint) or auto (native when it is built and the run "
+                        "needs no --loss/--delay emulation or --cc; default)")
     p.add_argument("--mtu", type=argtypes.bounded_int(64, 9000), default=1024,
                    help="payload bytes per packet")
     p.add_argument("--window", type=argtypes.bounded_int(1, 8000), default=512,
@@ -270,12 +276,12 @@ def _run_rank(args: argparse.Namespace) -> int:
             if args.fault_straggle else None)
     runner = RankRunner(plan, args.hosts, ep_cfg, qp, seed=args.seed, inflight=args.inflight,
                         allreduce_bytes=ar_bytes, iterations=args.count, coll_log=coll_log,
-                        faults=faults)
+                        faults=faults, engine=args.engine)
     timeout = args.timeout
     if args.count_lines:
         timeout = min(timeout, args.interval * args.count_lines)
     summary = runner.run(timeout_s=timeout, start_at=args.start_at, progress=sys.stderr,
-                         interval_s=args.interval,
+                         interval_s=args.interval, stop=STOP.is_set,
                          on_ready=lambda: print(f"ready rank {args.rank} "
                                                 f"{args.hosts[args.rank]}", flush=True))
     if args.out:
@@ -292,6 +298,7 @@ def _run_rank(args: argparse.Namespace) -> int:
                             for r in summary["endpoint"]["responders"].values()),
         "injected_drops": ep["injected_drops"], "bad_icrc": ep["bad_icrc"],
         "send_errors": ep["send_errors"],
+        "engine": summary["engine"],
         "result_ok": coll.get("result_ok", True),
         **_cc_fields(summary["cc"]),
     }), flush=True)
@@ -407,8 +414,19 @@ def _run_local(args: argparse.Namespace, argv: list[str]) -> int:
                 p.wait(timeout=5)
 
 
+STOP = threading.Event()
+
+
 def _sigterm(signum: int, frame: object) -> None:
-    """SIGTERM ends a run like Ctrl-C: summary written, sockets closed."""
+    """SIGTERM / SIGINT end a run: summary written, sockets closed.
+
+    The first raises KeyboardInterrupt and sets :data:`STOP`, which the runner also
+    polls (in case the exception lands where Python swallows it); later ones are
+    ignored, so a second signal cannot interrupt the summary being written.
+    """
+    if STOP.is_set():
+        return
+    STOP.set()
     raise KeyboardInterrupt
 
 
@@ -416,6 +434,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     signal.signal(signal.SIGTERM, _sigterm)
+    signal.signal(signal.SIGINT, _sigterm)
     try:
         if args.cmd == "local":
             return _run_local(args, argv)

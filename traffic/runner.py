@@ -25,6 +25,7 @@ from traffic.collog.writer import CollectiveLogWriter
 from traffic.endpoint import Endpoint, EndpointConfig
 from traffic.errors import WorkloadError
 from traffic.host_faults import HostFaults
+from traffic.native_endpoint import make_endpoint
 from traffic.qp_types import MessageRecord, QpConfig, Reliability
 from traffic.requester import Requester
 from traffic.responder import Responder
@@ -181,13 +182,16 @@ class RankRunner:
                  qp: QpParams, *, seed: int = 1, inflight: int = 4,
                  allreduce_bytes: int = 1 << 20, iterations: int = 1,
                  coll_log: CollectiveLogWriter | None = None, comm: str = "",
-                 faults: HostFaults | None = None):
+                 faults: HostFaults | None = None, engine: str = "python"):
         if len(hosts) != plan.nranks:
             raise WorkloadError(f"{len(hosts)} host addresses for {plan.nranks} ranks")
         self.plan, self.hosts, self.qp, self.seed = plan, hosts, qp, seed
         # KV-cache transfers are bursts: every message of a QP is posted at once
         self.inflight = (10**9 if plan.pattern is Pattern.KVCACHE else max(1, inflight))
-        self.ep = Endpoint(ep_cfg)
+        # the data path: traffic.native_endpoint.make_endpoint picks native or python
+        self.ep = make_endpoint(ep_cfg, engine, qp.cc, mode=qp.mode,
+                                needs_faults=faults is not None)
+        self.engine = "python" if isinstance(self.ep, Endpoint) else "native"
         self.requesters: list[Requester] = []
         self.responders: list[Responder] = []
         self._posted: list[int] = []
@@ -223,6 +227,7 @@ class RankRunner:
         self.start_s = 0.0
         self.end_s: float | None = None
         self._stall0 = self._stall1 = 0.0  # loop stall seconds at start and end
+        self._cpu0 = self._cpu1 = 0.0  # process CPU seconds at start and end
         self.late_start_s = 0.0
 
     def _qcfg(self, qpn: int, peer_qpn: int, peer: int) -> QpConfig:
@@ -263,12 +268,17 @@ class RankRunner:
 
     def run(self, *, timeout_s: float, start_at: float | None = None,
             linger_s: float | None = None, progress: TextIO | None = None,
-            interval_s: float = 1.0, on_ready: Callable[[], None] | None = None) -> dict:
+            interval_s: float = 1.0, on_ready: Callable[[], None] | None = None,
+            stop: Callable[[], bool] | None = None) -> dict:
         """Run to completion or timeout and return the summary (``finished`` says which).
 
         Ctrl-C / SIGTERM (as KeyboardInterrupt) end the run early with a summary marked
-        ``interrupted``; the endpoint's sockets are closed in every case.
+        ``interrupted``; the endpoint's sockets are closed in every case.  ``stop`` (the
+        CLI's signal flag) is polled every loop iteration as well: a KeyboardInterrupt
+        raised where Python swallows it (a finaliser) must not leave the rank running
+        until its timeout.
         """
+        self._stop = stop if stop is not None else (lambda: False)
         if linger_s is None:
             linger_s = self.default_linger_s()
         try:
@@ -281,6 +291,7 @@ class RankRunner:
              progress: TextIO | None, interval_s: float,
              on_ready: Callable[[], None] | None) -> dict:
         self.late_start_s = 0.0
+        self._cpu0 = self._cpu1 = time.process_time()
         interrupted = False
         try:
             if on_ready is not None:  # inside the try: a signal from now on is handled
@@ -295,9 +306,10 @@ class RankRunner:
                         progress.write(f"rank {self.plan.rank}: started {-wait:.3f} s after "
                                        "--start-at\n")
                 end_wait = self.ep.now() + max(0.0, wait)
-                while self.ep.now() < end_wait:  # answer early peers while waiting
+                while self.ep.now() < end_wait and not self._stop():  # answer early peers
                     self.ep.step(min(0.01, max(0.0, end_wait - self.ep.now())))
             self.start_s = self.ep.now()
+            self._cpu0 = time.process_time()  # every thread: the native engine's too
             self._stall0 = self.ep.counters.stall_s
             if self._ar is not None:
                 self._ar.start(self.start_s)
@@ -315,8 +327,12 @@ class RankRunner:
                     progress.write(self.progress_line(now) + "\n")
                     progress.flush()
 
-            finished = self.ep.run(self.done, timeout_s=timeout_s, on_tick=tick)
+            finished = self.ep.run(lambda: self.done() or self._stop(), timeout_s=timeout_s,
+                                   on_tick=tick)
+            if self._stop():
+                raise KeyboardInterrupt
             self.end_s = self.ep.now()
+            self._cpu1 = time.process_time()
             self._stall1 = self.ep.counters.stall_s
             if finished and linger_s > 0:
                 self._linger(quiet_s=linger_s, until=self.start_s + timeout_s)
@@ -352,7 +368,7 @@ class RankRunner:
             now, rx = self.ep.now(), self.ep.counters.rx_pkts
             if rx != last[1]:
                 last[0], last[1] = now, rx
-            return now - last[0] >= quiet_s or now >= until
+            return now - last[0] >= quiet_s or now >= until or self._stop()
 
         self.ep.run(quiet, timeout_s=max(0.0, until - self.ep.now()) + quiet_s)
 
@@ -425,6 +441,10 @@ class RankRunner:
                 if m["dir"] == "tx" and m["fct_s"] is not None]
         out = {
             "workload": self.plan.pattern.value, "rank": self.plan.rank,
+            "engine": self.engine,
+            # CPU seconds of this process (all threads) from start to end of the run
+            "cpu_s": (self._cpu1 if self.end_s is not None else time.process_time())
+            - self._cpu0,
             "nranks": self.plan.nranks, "hosts": self.hosts, "finished": finished,
             "qp_params": {k: (v.value if isinstance(v, Reliability) else v)
                           for k, v in asdict(self.qp).items()},

@@ -74,11 +74,8 @@ class HpccLoop:
     """The confirmations of the last ``poll_confirmations`` that matched any."""
     _key: np.ndarray = field(init=False, repr=False)
     _resolved: np.ndarray = field(init=False, repr=False)
-    _feed: Callable[[Any, np.ndarray], HopSamples] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        from controller.int.feed import hop_samples  # the collector's adapter
-        self._feed = hop_samples
         self._key = np.full((self.engine.n_flows, 4), -1, dtype=np.int64)
         self._resolved = np.zeros(self.engine.n_flows, dtype=bool)
         self.gate = CommitGate(n_flows=self.engine.n_flows, params=self.gate_params)
@@ -120,7 +117,9 @@ class HpccLoop:
                                            samples_rec["arrival_ns"][rows])
         rows = rows[thin_per_key(slots[rows], self.max_samples_per_flow)]
         self.stats.samples_thinned += n_use - rows.size
-        hs = self._feed(_select(batch, rows), slots[rows])
+        # the batch turns itself into the engine's input (controller.int.feed): the
+        # collector sits above this package and hands its batches down
+        hs: HopSamples = _select(batch, rows).hop_samples(slots[rows])
         st = self.engine.state
         mask = self.gate.commit_mask(hs.flow_idx, psn=samples_rec["psn"][rows],
                                      has_psn=samples_rec["has_bth"][rows] != 0,

@@ -107,8 +107,10 @@ def run_diagnose(args: argparse.Namespace) -> int:
     total = lib.total
     records += total.records
     if not records and not total.events and not total.ranks and lib.accounts:
-        print("controller diagnose: nothing to diagnose: no collective, error or watchdog "
-              "line in the library logs (their account is above)")
+        why = "no collective, error or watchdog line in the library logs"
+        print(json.dumps({"fault": False, "nothing_to_diagnose": why, "inputs": lib.as_dicts()},
+                         indent=1) if args.json else
+              f"controller diagnose: nothing to diagnose: {why} (their account is above)")
         return 0
     if not records and not total.events and not total.ranks:
         print(f"controller diagnose: no collective records (looked in {[str(x) for x in logs]}"

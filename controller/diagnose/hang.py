@@ -17,7 +17,8 @@ communicator) each rank reached, with which operation, size and element type.  S
   is less advanced (scheduled vs started, started vs completed: NCCL dumps; gloo and
   NCCL lines carry no state) are stuck before or inside it.  Every rank inside the
   same collective, none behind: the group hangs on something outside the ranks (the
-  network, or a rank without a log).
+  network, or a rank without a log: a member of the group, by ``pg_config``, whose
+  dump is missing is named, 0.6).
 * **watchdog**: ranks that time out at SeqNum N wait for one that never enqueued N
   ("last enqueued NCCL work" below N) or printed no timeout.
 * **peer errors**: NET/IB completion errors and socket errors name the peer's address;
@@ -96,7 +97,7 @@ def _group(ev: Evidence, comm: str, recs: list[CollRecord], hosts: dict[int, str
     for r in ev.ranks_seen - busy:
         if r not in by_rank and (r in members or not members):
             by_rank[r] = {}
-    if len(by_rank) < 2:
+    if len(by_rank) < 2 and not members - set(by_rank):
         return
     floor = min(s for d in by_rank.values() for s in d) - 1 if any(by_rank.values()) else 0
     for r, d in by_rank.items():
@@ -164,6 +165,12 @@ def _group(ev: Evidence, comm: str, recs: list[CollRecord], hosts: dict[int, str
             least = min(order.values())
             if least == max(order.values()):
                 out.culprits.append(_culprit_group(comm, s, by_rank, onset))
+                # members of the group with no log at all: the likeliest to hold it up
+                for r in sorted(members - set(by_rank) - ev.ranks_seen):
+                    out.culprits.append(_culprit(
+                        r, "missing_collective", 0.6, hosts.get(r), onset,
+                        {"comm": comm, "no_log": True, "others_inside_seq": s,
+                         "others_state": states[next(iter(states))]}))
             else:
                 for r in sorted(order):
                     if order[r] == least:
@@ -294,7 +301,8 @@ def analyse_hang(ev: Evidence) -> HangView:
     hosts = {r.rank: r.host for r in ev.records if r.host}
     groups: dict[str, list[CollRecord]] = defaultdict(list)
     for r in ev.records:
-        if r.source in LIBRARY_SOURCES and r.dir == "op":
+        # (point-to-point: a send pairs with a recv, nothing to compare across ranks)
+        if r.source in LIBRARY_SOURCES and r.dir == "op" and not r.comm.endswith(":p2p"):
             groups[r.comm].append(r)
     if not groups and ev.ranks_seen and ev.members:
         for comm in ev.members:

@@ -16,6 +16,9 @@ int_collector      collector               report_datagrams i, reports i,
                                            report_hop_records i, agent_datagrams i,
                                            host_records i, host_hop_records i, hops i,
                                            flows i, flows_expired i, socket_drops i,
+                                           socket_queued_bytes i, truncated i,
+                                           listener_errors i, rounds i, rejected i,
+                                           cpu_ns_<stage> i,
                                            malformed_<reason> i
 cc_rate            src, dst, sport, qp,    rate_bps f, utilisation f, bottleneck_hop i
                    algo
@@ -33,15 +36,20 @@ from __future__ import annotations
 
 import socket
 import struct
-from typing import TYPE_CHECKING
+from typing import Any, TypeAlias
 
 import numpy as np
 
 from controller.export.line_protocol import format_columns
 
-if TYPE_CHECKING:
-    from controller.int.collector import Collector, CollectorStats
-    from controller.int.state import FlowSnapshot, HopSnapshot
+# What is exported comes from the collector (controller.int, which runs the exporter
+# in its CLI): its snapshots and statistics are taken by their fields, not their types
+# (controller.int.state.HopSnapshot / FlowSnapshot, controller.int.collector.Collector /
+# CollectorStats), so this package needs nothing of controller.int.
+HopSnapshot: TypeAlias = Any
+FlowSnapshot: TypeAlias = Any
+Collector: TypeAlias = Any
+CollectorStats: TypeAlias = Any
 
 M_HOP = "int_hop"
 M_FLOW = "int_flow"
@@ -137,19 +145,22 @@ def flow_lines(flows: FlowSnapshot, hops: HopSnapshot, *, wall_offset_ns: int,
     )
 
 
-def stats_lines(stats: CollectorStats, *, time_ns: int, collector: str = "controller",
-                reasons: list[str] | None = None) -> list[str]:
-    """int_collector, int_report_seq and int_agent points at ``time_ns`` (Unix ns)."""
-    from controller.int.collector import malformed_reasons
-
+def stats_lines(stats: CollectorStats, *, time_ns: int, reasons: list[str],
+                collector: str = "controller") -> list[str]:
+    """int_collector, int_report_seq and int_agent points at ``time_ns`` (Unix ns);
+    ``reasons``: every malformed reason (``Collector.malformed_reasons()``), a column each."""
     out: list[str] = []
     fields: dict[str, np.ndarray] = {
         k: np.array([getattr(stats, k)], np.int64)
         for k in ("report_datagrams", "reports", "report_hop_records", "agent_datagrams",
                   "host_records", "host_hop_records", "hops", "flows", "flows_expired",
-                  "socket_drops")
+                  "socket_drops", "socket_queued_bytes", "truncated", "listener_errors",
+                  "rounds")
     }
-    names = reasons or malformed_reasons()
+    for k, v in stats.stage_ns.items():
+        fields[f"cpu_ns_{k}"] = np.array([v], np.int64)
+    fields["rejected"] = np.array([sum(stats.rejected.values())], np.int64)
+    names = reasons
     for r in names:
         fields[f"malformed_{r}"] = np.array([stats.malformed.get(r, 0)], np.int64)
     for r in names:
@@ -193,7 +204,8 @@ def collector_lines(collector: Collector, *, time_ns: int, since_ns: int = 0,
     off = collector.wall_offset_ns
     return (hop_lines(hops, wall_offset_ns=off, since_ns=since_ns)
             + flow_lines(flows, hops, wall_offset_ns=off, since_ns=since_ns)
-            + stats_lines(collector.stats(), time_ns=time_ns, collector=name))
+            + stats_lines(collector.stats(), time_ns=time_ns, collector=name,
+                          reasons=collector.malformed_reasons()))
 
 
 def rate_lines(*, src_ip: np.ndarray, dst_ip: np.ndarray, sport: np.ndarray,

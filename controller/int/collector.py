@@ -63,17 +63,28 @@ SO_MEMINFO = getattr(socket, "SO_MEMINFO", 55)
 _SK_MEMINFO_DROPS = 8   # linux/sock_diag.h: SK_MEMINFO_DROPS
 
 
+_SK_MEMINFO_RMEM_ALLOC = 0   # bytes waiting in the receive queue
+
+
+def _meminfo(sock: socket.socket | None) -> tuple[int, ...]:
+    if sock is None:
+        return (0,) * 9
+    try:
+        return struct.unpack_from("=9I", sock.getsockopt(socket.SOL_SOCKET, SO_MEMINFO, 4 * 9))
+    except (OSError, struct.error):
+        return (0,) * 9
+
+
 def socket_drops(sock: socket.socket | None) -> int:
     """Datagrams the kernel dropped for this socket (receive buffer full, or refused
     by a socket filter), from SO_MEMINFO: one getsockopt, unlike a scan of
     /proc/net/udp, which grows with every socket on the machine."""
-    if sock is None:
-        return 0
-    try:
-        raw = sock.getsockopt(socket.SOL_SOCKET, SO_MEMINFO, 4 * 9)
-        return struct.unpack_from("=9I", raw)[_SK_MEMINFO_DROPS]
-    except (OSError, struct.error):
-        return 0
+    return _meminfo(sock)[_SK_MEMINFO_DROPS]
+
+
+def socket_queued_bytes(sock: socket.socket | None) -> int:
+    """Bytes (kernel accounting, with overhead) waiting in the socket's receive queue."""
+    return _meminfo(sock)[_SK_MEMINFO_RMEM_ALLOC]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -160,6 +171,9 @@ class CollectorStats:
     kernel_rejected: dict[str, int] = field(default_factory=dict)
     #: datagrams longer than a receive slot (dropped, never decoded)
     truncated: int = 0
+    #: bytes waiting in the sockets' receive queues now (the collector's only queue
+    #: before the tables: a rising figure is a collector falling behind)
+    socket_queued_bytes: int = 0
     #: receive rounds (one drain of one socket) and the CPU time of each stage of the
     #: socket path, ns of the collector thread: receive, admit (source and frame
     #: checks), decode, tables (hop/flow tables, sequence accounting), listeners
@@ -502,9 +516,15 @@ class Collector:
         with self._lock:
             return self.flows.snapshot()
 
+    @staticmethod
+    def malformed_reasons() -> list[str]:
+        """Every reason a malformed counter can have (the exporter's columns)."""
+        return malformed_reasons()
+
     def stats(self) -> CollectorStats:
         # the kernel's counters are read before taking the lock: ingest must not wait
         drops = socket_drops(self._report_sock) + socket_drops(self._agent_sock)
+        queued = socket_queued_bytes(self._report_sock) + socket_queued_bytes(self._agent_sock)
         kernel = self.kernel_rejected()
         # the kernel's sk_drops also counts what a socket filter dropped: not overload
         drops = max(0, drops - sum(kernel.values()))
@@ -535,6 +555,7 @@ class Collector:
                 rejected=_sum_counts(self.admission.rejected(), kernel),
                 kernel_rejected=kernel,
                 truncated=sum(p.truncated for p in self._pools.values()),
+                socket_queued_bytes=queued,
                 rounds=self._rounds,
                 stage_ns=dict(self._stage_ns),
             )

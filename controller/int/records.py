@@ -43,10 +43,14 @@ every field present (FIELD_* constants); absent fields are 0.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from formats.int_fields import HOP_FIELDS, field_named
+
+if TYPE_CHECKING:
+    from controller.cc.telemetry import HopSamples
 
 SOURCE_REPORT = 1
 SOURCE_HOST = 2
@@ -117,6 +121,12 @@ class DecodedBatch:
 
     samples: np.ndarray  # REPORT_DTYPE
     hops: np.ndarray  # HOP_DTYPE
+
+    def hop_samples(self, flow_idx: np.ndarray) -> HopSamples:
+        """The batch as the rate engines' input (:func:`controller.int.feed.hop_samples`);
+        ``flow_idx``: each sample's flow slot."""
+        from controller.int.feed import hop_samples
+        return hop_samples(self, flow_idx)
 
     @classmethod
     def empty(cls) -> DecodedBatch:

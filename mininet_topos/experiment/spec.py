@@ -21,6 +21,7 @@ Format (YAML)::
       count: 2
       rate: 100M                # per-QP start rate
       rto_min_s: 0.1            # the senders' retransmission timer floor (default 4 ms)
+      engine: auto              # auto | native | python: the QPs' data path (traffic --engine)
     cc: hpcc                    # none | dcqcn | hpcc (controller) | hpcc-sender (per ACK)
     ecn: {kmin_bytes: 2000, kmax_bytes: 20000, pmax: 0.1}   # P4 switches' ECN marking
                                 # (default: the controller's, DCQCN's 5 KB / 200 KB / 1 %)
@@ -84,7 +85,8 @@ _HPCC_KEYS = ("eta", "max_stage", "w_ai", "base_rtt_s", "min_base_rtt_s", "multi
               "window", "pacing_burst_pkts")
 _ECN_KEYS = ("kmin_bytes", "kmax_bytes", "pmax")
 _WORKLOAD_KEYS = ("kind", "hosts", "size", "count", "qps", "rate", "mtu", "window",
-                  "prefill", "timeout_s", "rto_min_s")
+                  "prefill", "timeout_s", "rto_min_s", "engine")
+ENGINES = ("auto", "native", "python")  # traffic.native_endpoint.ENGINES
 _LINK_KEYS = ("delay_ms", "jitter_ms", "rate_mbps", "loss", "queue_pkts")
 _LOSS_KEYS = ("model", "p", "r", "h", "k", "mean", "burst_pkts")
 
@@ -116,6 +118,7 @@ class Workload:
     prefill: int | None = None
     timeout_s: float | None = None
     rto_min_s: float | None = None   # --rto-min of every rank (None: traffic's default)
+    engine: str = "auto"             # --engine: native (C engine), python, auto (native if built)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -276,6 +279,8 @@ def _workload(raw: Any) -> Workload:
         kw["timeout_s"] = _number("workload.timeout_s", raw["timeout_s"], 1.0, 86400.0)
     if "rto_min_s" in raw:
         kw["rto_min_s"] = _number("workload.rto_min_s", raw["rto_min_s"], 0.001, 10.0)
+    if "engine" in raw:
+        kw["engine"] = _choice("workload.engine", raw["engine"], ENGINES)
     return Workload(**kw)
 
 

@@ -71,7 +71,7 @@ def traffic_argv(spec: ExperimentSpec, *, python: str, rank: int, ips: list[str]
             "--rate", w.rate, "--mtu", str(w.mtu), "-o", str(out),
             # one seed for all ranks: receivers regenerate what their peers sent from it
             "--start-at", f"{start_at:.3f}", "--seed", str(spec.seed),
-            "--timeout", f"{w.timeout_s or spec.duration_s:g}"]
+            "--timeout", f"{w.timeout_s or spec.duration_s:g}", "--engine", w.engine]
     if control is not None:
         argv += ["--control", str(control)]
     if w.window is not None:

@@ -56,7 +56,7 @@ class MininetWanLink(MininetMtuLink):
     def __init__(self, node1: Any, node2: Any, *args: Any, wan: WanParams | None = None,
                  realtime: bool = True, loss_backend: LossBackend | None = None,
                  backend: str = "auto", **kwargs: Any) -> None:
-        from ..netns import Namespace, unique_name
+        from common.kernel.netns import Namespace, unique_name
         self._wan_params = (wan or WanParams()).check("WAN link")
         self._ns = Namespace.create("twnw")
         self._mid = unique_name("twm", 13)

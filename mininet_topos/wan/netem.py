@@ -34,7 +34,7 @@ def netem_unavailable_reason() -> str | None:
     namespace: the veth is created from inside it, so the root namespace is never
     touched, and everything goes with the namespace.
     """
-    from ..netns import Namespace, NetnsError, unique_name
+    from common.kernel.netns import Namespace, NetnsError, unique_name
 
     try:
         ns = Namespace.create("twnp")

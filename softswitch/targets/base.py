@@ -30,8 +30,10 @@ class Target(abc.ABC):
     def build(self, checked: Any, arch: Architecture, **kw: Any) -> Any:
         """A switch running `checked` (a `CheckedProgram`) for `arch`: an object with
         ``runtime`` (the control-plane API), ``program``, ``process``,
-        ``process_packet`` and ``close`` (also a context manager). Keywords a target
-        does not know are refused with a `CompileError` naming them."""
+        ``process_packet`` and ``close`` (also a context manager). Keywords are the
+        switch's (``name``; ``clock_us`` on the Python target; ``hook`` and ``dump_c``
+        on a kernel target); a target drops those that mean nothing to it and refuses a
+        kernel hook it cannot run at with a `CompileError` naming the target that can."""
 
     @abc.abstractmethod
     def daemon(self, opts: Any) -> Any:

@@ -169,3 +169,35 @@ def test_plot_after_any_reading(lines: list[str]) -> None:
     ev = Evidence(topo=NONE, records=res.records, events=res.events)
     with tempfile.TemporaryDirectory() as tmp:
         plot_diagnosis(ev, diagnose(ev), Path(tmp) / "d.png")
+
+
+def _near_valid(changes: list[tuple[str, object]]) -> bytes:
+    rec = {"rank": 1, "comm": "c", "op": "allreduce", "seq": 3, "dir": "send", "peer": 2,
+           "start": 1767225600.0, "end": 1767225601.0, "bytes": 10}
+    lines = [json.dumps(rec)]
+    for k, v in changes:
+        lines.append(json.dumps({**rec, k: v}))
+    return "\n".join(lines).encode()
+
+
+@SETTINGS
+@given(st.one_of(
+    st.binary(max_size=400), st.just(b"[" * 100000),
+    st.lists(JSONISH, max_size=5).map(lambda xs: "\n".join(json.dumps(x) for x in xs).encode()),
+    st.lists(st.tuples(st.sampled_from(["rank", "seq", "start", "end", "dir", "peer", "bytes",
+                                        "rate_changes", "comm", "host", "dtype", "v", "x"]),
+                       JSONISH), max_size=4).map(_near_valid)))
+def test_collective_log_reader_on_anything(raw: bytes) -> None:
+    """The test bed's own JSON-lines logs: a bad line is one CollogError naming it."""
+    import tempfile
+
+    from traffic.collog import read_log
+    with tempfile.TemporaryDirectory() as tmp:
+        p = Path(tmp) / "rank0.jsonl"
+        p.write_bytes(raw)
+        try:
+            recs = read_log(p)
+        except CollogError as e:
+            assert str(p) in str(e)
+            return
+    _diagnose_all(ReadResult(records=recs))

@@ -139,6 +139,10 @@ def test_flight_recorder_states_backends_and_empty_ranks(tmp_path: Path) -> None
         (2, 1, "completed", False, "h2"), (2, 2, "started", True, "h2"),
         (2, 3, "scheduled", True, "h2")]
     assert res.members["default_pg"] == [0, 1, 2] and res.ranks == {2}
+    old = _nccl_entry(4, "completed")
+    old["seq_id"] = old.pop("collective_seq_id")   # as dumps before PyTorch 2.4 name it
+    (tmp_path / "old_trace_5").write_bytes(pickle.dumps({"entries": [old]}))
+    assert [r.seq for r in read_flight_recorder(tmp_path / "old_trace_5").records] == [4]
     # an empty rank: PyTorch leaves 'entries' out of the JSON
     (tmp_path / "t.json").write_text(json.dumps({"version": "2.10", "pg_config": {}}))
     res = read_flight_recorder(tmp_path / "t.json", rank=4)
@@ -156,3 +160,17 @@ def test_real_gloo_dumps_of_torch_2_13() -> None:
         assert key == [(r.rank, r.seq, r.op, r.bytes, r.dtype, r.state) for r in b.records]
         assert key == ([] if rank == 3 else [(rank, 1, "allreduce", 16, "Float", "")])
         assert a.members["default_pg"] == [0, 1, 2, 3]
+
+
+def test_gloo_errors_name_the_peer() -> None:
+    """As real gloo (PyTorch 2.13) words them, behind torchrun's prefix."""
+    text = "\n".join([  # noqa: FLY002
+        ("[rank0]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/"
+         "pair.cc:553] Connection closed by peer [127.0.0.1]:60572"),
+        ("[rank1]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/"
+         "unbound_buffer.cc:78] Timed out waiting 3000ms for recv operation to complete"),
+    ])
+    res = read_nccl_text(text)
+    assert [(e.kind, e.rank, e.peer_host, e.peer_port) for e in res.events] == [
+        ("socket_error", 0, "127.0.0.1", 60572)]
+    assert res.read["pytorch"] == 1 and res.accounted == res.lines == 2

@@ -39,7 +39,7 @@ def _inputs(row: dict, form: str, tmp: Path) -> tuple[list[str], list[str]]:
     src = CORPUS / row["files"]
     files = sorted(p for p in src.iterdir()
                    if p.name.startswith("trace_rank_") and p.name.endswith(".json") == (form == "json"))
-    assert len(files) == 4, files
+    assert len(files) >= 2, files
     return [], [str(f) for f in files]
 
 
@@ -75,7 +75,7 @@ def test_fr_hang_culprit_first_in_every_fixture() -> None:
         d = diagnose(Evidence(topo=NONE, records=total.records, members=total.members,
                               ranks_seen=total.ranks))
         first += f"{d.culprits[0].type} {d.culprits[0].component}" == row["culprit"]
-    assert len(hangs) >= 8 and first == len(hangs)
+    assert len(hangs) >= 18 and first == len(hangs)
 
 
 def test_cli_on_a_real_dump_directory(tmp_path: Path) -> None:

@@ -109,3 +109,38 @@ def test_net_error_joined_with_telemetry_names_the_link() -> None:
     top = d.culprits[0]
     assert (top.type, top.component, top.kind) == ("link", "s1:3->s5:3", "gray_loss")
     assert top.evidence["named_by_error"] == f"h1 -> {h5}"
+
+
+def test_point_to_point_entries_are_not_compared_across_ranks(tmp_path: Path) -> None:
+    """NCCL dumps number p2p operations apart (p2p_seq_id): rank 0's send and rank 1's
+    recv are one exchange, not a mismatch, and not the collectives' sequence."""
+    import json
+
+    from traffic.collog.flight_recorder import read_flight_recorder
+    recs = []
+    for rank, op in ((0, "send 0->1"), (1, "recv 0<-1")):
+        entries = [{"collective_seq_id": s, "p2p_seq_id": 0, "profiling_name": "nccl:all_reduce",
+                    "process_group": ["0", "default_pg"], "state": "completed",
+                    "time_created_ns": 10**18 + s, "input_sizes": [[4]],
+                    "input_dtypes": ["Float"], "is_p2p": False} for s in (1, 2)]
+        entries.append({"collective_seq_id": 2, "p2p_seq_id": 1, "is_p2p": True,
+                        "profiling_name": f"nccl:{op}", "process_group": ["0", "default_pg"],
+                        "state": "completed", "time_created_ns": 10**18 + 5,
+                        "input_sizes": [[8]], "input_dtypes": ["Float"]})
+        f = tmp_path / f"trace_{rank}.json"
+        f.write_text(json.dumps({"entries": entries}))
+        recs += read_flight_recorder(f).records
+    assert {r.comm for r in recs} == {"default_pg", "default_pg:p2p"}
+    assert not diagnose(Evidence(topo=NONE, records=recs)).fault
+
+
+def test_a_member_without_a_dump_while_the_others_wait() -> None:
+    """NCCL dumps of ranks 0-2 of a 4-rank group, all started in seq 2: rank 3, whose
+    dump is missing (its process died or hangs), is named above the group."""
+    recs = [_op(r, 1, state="completed") for r in range(3)]
+    recs += [_op(r, 2, state="started") for r in range(3)]
+    d = diagnose(Evidence(topo=NONE, records=recs, members={"default_pg": [0, 1, 2, 3]},
+                          ranks_seen={0, 1, 2}))
+    top = d.culprits[0]
+    assert (top.component, top.kind, top.evidence["no_log"]) == ("3", "missing_collective", True)
+    assert d.culprits[1].type == "comm"

@@ -6,7 +6,7 @@ dict with ``version``, ``pg_config`` (process group -> name, desc, ``ranks``: th
 members, as a string ``"[0, 1]"``), ``pg_status`` (last enqueued / started / completed
 sequence number per group) and ``entries``; PyTorch leaves ``entries`` out when the
 ring is empty (a rank that never entered a collective).  Each entry has
-``collective_seq_id`` / ``p2p_seq_id``, ``profiling_name`` (``nccl:all_reduce``,
+``collective_seq_id`` / ``p2p_seq_id`` (``seq_id`` before 2.4), ``profiling_name`` (``nccl:all_reduce``,
 ``gloo:broadcast``), ``process_group`` (name, desc), ``input_sizes``, ``input_dtypes``,
 ``state`` (scheduled, started, completed), ``time_created_ns``,
 ``time_discovered_started_ns`` / ``_completed_ns`` (null in pickles, 0 in JSON when
@@ -119,6 +119,8 @@ def _entry(e: Any, rank: int, host: str, where: str, out: ReadResult) -> CollRec
     if not isinstance(e, dict):
         out.reject(where, "entry not a dict")
         return None
+    if "collective_seq_id" not in e and "seq_id" in e:   # dumps before PyTorch 2.4
+        e = {**e, "collective_seq_id": e["seq_id"]}
     for k in ("profiling_name", "collective_seq_id"):
         if k not in e:
             out.reject(where, "entry without a field", k)
@@ -146,6 +148,8 @@ def _entry(e: Any, rank: int, host: str, where: str, out: ReadResult) -> CollRec
     if isinstance(pg, (list, tuple)) and len(pg) == 2:
         comm = str(pg[1] or pg[0])
     comm = comm or str(e.get("pg_id", ""))
+    if p2p:   # p2p_seq_id counts apart from collective_seq_id: a sequence of its own
+        comm += ":p2p"
     sizes, dtypes = e.get("input_sizes") or [], e.get("input_dtypes") or []
     nbytes = 0
     if isinstance(sizes, list) and isinstance(dtypes, list):

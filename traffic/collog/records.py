@@ -88,9 +88,20 @@ class CollRecord:
             raise CollogError(f"{where}: dir={self.dir!r} not one of {DIRECTIONS}")
         for name in ("start", "end"):
             v = getattr(self, name)
-            if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool)
-                                  or not math.isfinite(v)):
+            if (v is None and name == "start") or (v is not None and (
+                    not isinstance(v, (int, float)) or isinstance(v, bool)
+                    or not math.isfinite(v))):
                 raise CollogError(f"{where}: {name}={v!r} must be a finite number")
+        for name in ("peer", "qpn"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
+                raise CollogError(f"{where}: {name}={v!r} must be an integer >= 0 or null")
+        rc = self.rate_changes
+        if not isinstance(rc, list) or not all(
+                isinstance(x, (list, tuple)) and len(x) == 2 and all(
+                    isinstance(y, (int, float)) and not isinstance(y, bool)
+                    and math.isfinite(y) for y in x) for x in rc):
+            raise CollogError(f"{where}: rate_changes must be a list of [unix_s, bps]")
         if self.end is not None and self.end < self.start:
             raise CollogError(f"{where}: end {self.end} before start {self.start}")
         for name in ("comm", "op", "host", "dtype", "state", "source"):
@@ -99,7 +110,7 @@ class CollRecord:
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
-    with path.open() as fh:
+    with path.open(encoding="utf-8", errors="replace") as fh:
         for n, line in enumerate(fh, 1):
             if line.strip():
                 yield n, line
@@ -116,6 +127,8 @@ def read_log(path: str | os.PathLike[str]) -> list[CollRecord]:
                 d = json.loads(line)
             except json.JSONDecodeError as e:
                 raise CollogError(f"{where}: not JSON ({e.msg})") from None
+            except RecursionError:
+                raise CollogError(f"{where}: not JSON (nested too deep)") from None
             out.append(CollRecord.from_dict(d, where))
     except OSError as e:
         raise CollogError(f"{p}: {e.strerror}") from None

@@ -13,6 +13,8 @@ is waiting in it prints (through glog, often behind ``[rankN]:``)::
 (older releases: ``[E ProcessGroupNCCL.cpp:737] [Rank 1] ...`` without NumelIn; 2.4+
 also ``Timeout at NCCL work: N, last enqueued ..., last completed ...``).  A rank
 that never prints one while the others time out at N is the one they wait for.
+Gloo's own errors name the peer whose connection closed (``Connection closed by peer
+[10.0.0.2]:60572``): a socket error like NCCL's.
 """
 from __future__ import annotations
 
@@ -29,7 +31,11 @@ _TIMEOUT = re.compile(_RANK + r"Watchdog caught collective operation timeout: "
 _PROGRESS = re.compile(_RANK + r".*?(?:detected by watchdog at work|Timeout at NCCL work):"
                        r" (?P<seq>-?\d+), last enqueued NCCL work: (?P<enq>-?\d+), "
                        r"last completed NCCL work: (?P<done>-?\d+)")
-_OTHER = re.compile(r"ProcessGroup(?:NCCL|Gloo)|Watchdog|\bc10d\b|NCCL_ASYNC|TORCH_NCCL")
+# gloo (the CPU backend): "[../gloo/transport/tcp/pair.cc:553] Connection closed by peer
+# [127.0.0.1]:60572", "Timed out waiting 3000ms for recv operation to complete"
+_GLOO_PEER = re.compile(r"gloo.*?Connection (?:closed|reset) by peer \[(?P<peer>[^\]]+)\]:(?P<port>\d+)")
+_OTHER = re.compile(r"ProcessGroup(?:NCCL|Gloo)|Watchdog|\bc10d\b|NCCL_ASYNC|TORCH_NCCL|"
+                    r"/gloo/")
 
 
 def parse_watchdog(text: str, where: str) -> CollEvent | str | None:
@@ -48,6 +54,11 @@ def parse_watchdog(text: str, where: str) -> CollEvent | str | None:
                          seq=int(m.group("seq")), last_enqueued=int(m.group("enq")),
                          last_completed=int(m.group("done")), comm=m.group("pg") or "",
                          where=where, text=text[m.start():m.start() + 200])
+    m = _GLOO_PEER.search(text)
+    if m:
+        return CollEvent(kind="socket_error", peer_host=m.group("peer"),
+                         peer_port=int(m.group("port")), where=where,
+                         text=text[m.start():m.start() + 200])
     if _OTHER.search(text):
         return "pytorch"
     return None

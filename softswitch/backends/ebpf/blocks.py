@@ -456,6 +456,8 @@ class CGen(ExprGen, ControlGen, StatefulGen):
         if not isinstance(t, T.StructType):
             raise EbpfUnsupported(call, f"digest of {t} (a struct of bit<W> fields)")
         widths = [(f, scalar_width(ft, call)) for f, ft in t.fields]
+        if any(w > 64 for _, w in widths):
+            raise EbpfUnsupported(call, f"digest of {t.name}: a field over 64 bits (not yet)")
         ring = "dg_" + cname(t.name)
         if t.name not in self.digests:
             self.digests[t.name] = ring
@@ -494,6 +496,8 @@ class CGen(ExprGen, ControlGen, StatefulGen):
             width = 0
         else:
             width = scalar_width(ext.type_args[0] if ext.type_args else None, d)
+            if width > 64:
+                raise EbpfUnsupported(d, f"register {d.name} of {width}-bit cells (over 64 bits: not yet)")
             self.extern_maps.append(f"BPF_ARRAY({mapname}, u64, {size});")
         self.instances[d] = (tname, mapname, size, width)
         self.externs[name] = (tname, mapname, size, width)

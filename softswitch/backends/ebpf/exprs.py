@@ -10,13 +10,16 @@ from typing import Any
 
 from softswitch.backends.ebpf.errors import EbpfUnsupported
 from softswitch.backends.ebpf.layout import (
+    MAX_WIDTH,
     cname,
+    const,
     is_signed,
     mask,
     scalar_width,
     sext,
     stack_slots,
     strip,
+    wide,
 )
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T
@@ -106,9 +109,9 @@ class ExprGen:
                 if not isinstance(t, T.BitsType):
                     raise EbpfUnsupported(e, f"negative constant {cv} of type {t}")
                 return f"{cv & ((1 << self.width(e)) - 1):#x}ULL"
-            if cv >> 64:
-                raise EbpfUnsupported(e, f"constant {cv:#x} wider than 64 bits")
-            return f"{cv:#x}ULL"
+            if cv >> MAX_WIDTH:
+                raise EbpfUnsupported(e, f"constant {cv:#x} wider than {MAX_WIDTH} bits")
+            return const(cv)
         if isinstance(e, (A.PathExpression, A.MemberExpression)) and self._is_ref(e):
             return self.lval(e)
         if isinstance(e, A.MemberExpression):
@@ -132,7 +135,7 @@ class ExprGen:
             if e.op == "~":
                 return f"((~{x}) & {mask(w)})"
             if e.op == "-":
-                return f"((-(u64){x}) & {mask(w)})"
+                return f"((-({wide(w)}){x}) & {mask(w)})"
             if e.op == "+":
                 return x
         if isinstance(e, A.BinaryExpression):
@@ -154,6 +157,20 @@ class ExprGen:
                                                                 A.MemberKind.STACK_LAST)
 
     def _binary(self, e: A.BinaryExpression) -> str:
+        code = self._binary64(e)
+        widths = [self._width_or_0(x) for x in (e, e.left, e.right)]
+        if max(widths) <= 64:
+            return code
+        if e.op in ("*", "/", "%") or e.op in ("<<", ">>") and not isinstance(e.right.const_value, int):
+            raise EbpfUnsupported(e, f"operator {e.op} on values over 64 bits (BPF has no 128-bit "
+                                     "multiply, divide or variable shift)")
+        return code.replace("(u64)", "(u128)")
+
+    def _width_or_0(self, e: A.Expression) -> int:
+        t = strip(e.type)
+        return t.width if isinstance(t, T.BitsType) else 0
+
+    def _binary64(self, e: A.BinaryExpression) -> str:
         op = e.op
         if is_signed(e.left.type) and op not in ("==", "!=", "&", "|", "^", "+", "-", "*", "++",
                                                  "<<", "&&", "||"):
@@ -273,8 +290,10 @@ class ExprGen:
         if isinstance(to, T.BitsType):
             scalar_width(to, e)
             if is_signed(frm) and strip(frm).width < to.width:   # sign-extend, then cut
+                if to.width > 64:
+                    return f"((u128)(__int128){sext(x, strip(frm).width)} & {mask(to.width)})"
                 return f"((u64){sext(x, strip(frm).width)} & {mask(to.width)})"
-            return f"((u64){x} & {mask(to.width)})"
+            return f"(({wide(to.width)}){x} & {mask(to.width)})"
         raise EbpfUnsupported(e, f"cast to {to}")
 
     # --------------------------------------------------------------- lvalues

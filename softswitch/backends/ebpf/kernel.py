@@ -79,6 +79,17 @@ def program_map_ids(prog_fd: int) -> list[int]:
     return [int(ids[i]) for i in range(min(n, 256))]
 
 
+def verified_insns(prog_fd: int) -> tuple[int, int]:
+    """(instructions the verifier walked, instructions of the loaded program) of a program:
+    ``bpf_prog_info.verified_insns`` (Linux 5.16; at most 1 M) and ``xlated_prog_len`` / 8."""
+    info = (ctypes.c_uint8 * 256)()
+    attr = _InfoAttr(bpf_fd=prog_fd, info_len=ctypes.sizeof(info), info=ctypes.addressof(info))
+    if _libc.syscall(_NR_BPF, BPF_OBJ_GET_INFO_BY_FD, ctypes.byref(attr), ctypes.sizeof(attr)) != 0:
+        err = ctypes.get_errno()
+        raise EbpfKernelError(f"BPF_OBJ_GET_INFO_BY_FD({prog_fd}): {os.strerror(err)}")
+    return ctypes.c_uint32.from_buffer(info, 216).value, ctypes.c_uint32.from_buffer(info, 20).value // 8
+
+
 def object_exists(kind: str, obj_id: int) -> bool:
     """Whether program/map `obj_id` still exists in the kernel (teardown checks)."""
     cmd = BPF_PROG_GET_FD_BY_ID if kind == "prog" else BPF_MAP_GET_FD_BY_ID

@@ -14,7 +14,7 @@ from typing import Any
 from softswitch.backends.ebpf.errors import EbpfUnsupported
 from softswitch.frontend import types as T
 
-C_KEYWORDS = frozenset(["auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64", "P", "skb", "ctx"])
+C_KEYWORDS = frozenset(["auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "u8", "u16", "u32", "u64", "u128", "s8", "s16", "s32", "s64", "P", "skb", "ctx"])
 
 
 def cname(name: str) -> str:
@@ -36,8 +36,11 @@ def scalar_width(t: Any, node: Any) -> int:
     """Bits of a scalar value (bit<W>, bool, error); refuses what the back end cannot hold."""
     t = strip(t)
     if isinstance(t, T.BitsType):
-        if t.width > 64:
-            raise EbpfUnsupported(node, f"{t} (wider than 64 bits)")
+        if t.signed and t.width > 64:
+            raise EbpfUnsupported(node, f"{t} (signed values over 64 bits: not yet)")
+        if t.width > MAX_WIDTH:
+            raise EbpfUnsupported(node, f"{t} (wider than {MAX_WIDTH} bits: clang's widest BPF "
+                                        "integer is unsigned __int128)")
         return t.width
     if isinstance(t, T.BoolType):
         return 1
@@ -59,17 +62,32 @@ def sext(x: str, width: int) -> str:
     return f"(((s64)((u64)({x}) << {64 - width})) >> {64 - width})"
 
 
+MAX_WIDTH = 128   # bit<65> .. bit<128> are unsigned __int128 (u128): add, compare, logic, constant shifts
+
+
 def ctype_bits(width: int) -> int:
-    return 8 if width <= 8 else 16 if width <= 16 else 32 if width <= 32 else 64
+    return 8 if width <= 8 else 16 if width <= 16 else 32 if width <= 32 else 64 if width <= 64 else 128
 
 
 def ctype(width: int) -> str:
     return f"u{ctype_bits(width)}"
 
 
+def wide(width: int) -> str:
+    """The C type arithmetic on a value of `width` bits is done in."""
+    return "u128" if width > 64 else "u64"
+
+
+def const(value: int) -> str:
+    """A C constant of up to 128 bits (C has no literal wider than 64)."""
+    if value >> 64:
+        return f"(((u128)0x{value >> 64:x}ULL << 64) | 0x{value & ((1 << 64) - 1):x}ULL)"
+    return f"0x{value:x}ULL"
+
+
 def mask(width: int) -> str:
     """The all-ones C constant of `width` bits."""
-    return f"0x{(1 << width) - 1:x}ULL"
+    return const((1 << width) - 1)
 
 
 @dataclass(slots=True)
@@ -185,8 +203,9 @@ def read_bits(buf: str, bit_off: int, width: int) -> str:
     first, last = bit_off // 8, (bit_off + width - 1) // 8
     parts = []
     nbytes = last - first + 1
+    wt = "u128" if nbytes > 8 else "u64"
     for i in range(first, last + 1):
-        parts.append(f"((u64){buf}[{i}] << {8 * (last - i)})")
+        parts.append(f"(({wt}){buf}[{i}] << {8 * (last - i)})")
     expr = " | ".join(parts)
     shift = 8 * nbytes - (bit_off % 8) - width
     if shift:

@@ -30,6 +30,7 @@ from softswitch.backends.ebpf.layout import (
     read_bits,
     stack_slots,
     strip,
+    wide,
     write_bytes,
 )
 from softswitch.backends.ebpf.value_sets_c import gen_value_set, value_set_of
@@ -246,7 +247,7 @@ def _transition(g: CGen, st: LoweredState) -> list[str]:
     names = []
     for i, k in enumerate(keys):
         names.append(f"s{i}")
-        out.append(f"    u64 s{i} = {k};")
+        out.append(f"    {wide(g.width(st.keys[i]))} s{i} = {k};")
     for case in st.cases:
         if case.value_set is not None:
             # a value_set of a struct: the keys' values concatenated, the first most significant

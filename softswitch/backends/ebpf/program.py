@@ -52,6 +52,7 @@ _PRELUDE = """\
 #include <uapi/linux/bpf.h>
 {hook_defines}
 #define DROP_PORT {drop}
+typedef unsigned __int128 u128;
 struct counter_cell {{ u64 packets; u64 bytes; }};
 struct p4_config {{ u32 test_mode; u32 test_port; u32 test_len; u32 test_mark; u64 test_now_ns;
                    u32 test_defer; u32 pad; }};

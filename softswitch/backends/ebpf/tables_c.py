@@ -138,8 +138,9 @@ def layout_table(table: LoweredTable, cstem: str) -> TableLayout:
     for i in order:
         kf = table.keys[i]
         width = kf.width
-        if width > 64:
-            raise EbpfUnsupported(decl, f"table {table.name}: key {kf.name} wider than 64 bits")
+        if width > (64 if scan else 128):
+            raise EbpfUnsupported(decl, f"table {table.name}: key {kf.name} wider than "
+                                        f"{64 if scan else 128} bits")
         nb = (width + 7) // 8
         segs.append(KeySegment(index=i, width=width, nbytes=nb, offset=off, kind=kf.match_kind))
         off += nb
@@ -147,6 +148,11 @@ def layout_table(table: LoweredTable, cstem: str) -> TableLayout:
     params = {a.name: a.action.data_params for a in table.actions}
     if table.default is not None:
         params.setdefault(table.default.name, table.default.action.data_params)
+    for a, ps in params.items():
+        for p, w in ps:
+            if w > 64:
+                raise EbpfUnsupported(decl, f"table {table.name}: action {a} parameter {p} of "
+                                            f"{w} bits (action data over 64 bits: not yet)")
     return TableLayout(
         name=table.name, cname=cstem,
         map_kind="scan" if scan else "lpm" if "lpm" in kinds else "hash",
@@ -247,7 +253,7 @@ def key_build_c(lay: TableLayout, key_exprs: list[str]) -> list[str]:
     out = []
     plen = 0
     for seg in lay.segments:
-        val = f"((u64)({key_exprs[seg.index]}))"
+        val = f"(({'u128' if seg.width > 64 else 'u64'})({key_exprs[seg.index]}))"
         if seg.kind == "lpm" and seg.width % 8:
             val = f"({val} << {8 * seg.nbytes - seg.width})"
         for j in range(seg.nbytes):

@@ -19,8 +19,9 @@ from softswitch.architecture import ExternOp
 from softswitch.backends.ebpf.clones import lower_clone, lower_pass_request
 from softswitch.backends.ebpf.errors import EbpfUnsupported
 from softswitch.backends.ebpf.hashes_c import hash_c
-from softswitch.backends.ebpf.layout import cname
+from softswitch.backends.ebpf.layout import cname, strip
 from softswitch.frontend import ast as A
+from softswitch.frontend import types as T
 
 if TYPE_CHECKING:  # pragma: no cover
     from softswitch.backends.ebpf.blocks import CGen
@@ -54,8 +55,17 @@ def _field_list(gen: CGen, data: A.Expression) -> list[tuple[str, int]]:
     return [(gen.ex(data), gen.width(data))]
 
 
+def _at_most_64(gen: CGen, call: A.MethodCallExpression, *values: A.Expression) -> None:
+    """Results, bases and bounds of hashes, checksums and ``random`` are 64-bit C values."""
+    for v in values:
+        if isinstance(strip(v.type), T.BitsType) and gen.width(v) > 64:
+            raise EbpfUnsupported(call, f"{gen.width(v)}-bit {v.__class__.__name__} argument "
+                                        "(at most 64 bits here)")
+
+
 def _checksum(gen: CGen, call: A.MethodCallExpression, verify: bool) -> list[str]:
     cond, data, field, algo = (a.value for a in call.args)
+    _at_most_64(gen, call, field)
     fw = gen.width(field)
     lines = [f"if ({gen.cond(cond)}) {{"]
     lines += ["    " + x for x in hash_c(_algorithm(algo), _field_list(gen, data), call, "s")]
@@ -71,6 +81,7 @@ def _checksum(gen: CGen, call: A.MethodCallExpression, verify: bool) -> list[str
 def _hash(gen: CGen, call: A.MethodCallExpression) -> list[str]:
     """``hash(out, algo, base, data, max)``: out = base + (h % max), or base when max is 0."""
     out, algo, base, data, maxv = (a.value for a in call.args)
+    _at_most_64(gen, call, out, base, *([] if isinstance(maxv.const_value, int) else [maxv]))
     mask = f"{(1 << gen.width(out)) - 1:#x}ULL"
     lines = ["{"] + ["    " + x for x in hash_c(_algorithm(algo), _field_list(gen, data), call, "h")]
     base_c = f"(u64)({gen.ex(base)})"
@@ -87,6 +98,7 @@ def _random(gen: CGen, call: A.MethodCallExpression) -> list[str]:
     """``random(out, lo, hi)``: uniform in [lo, hi] (lo when hi < lo), from the kernel's
     pseudo-random generator (64 bits from two draws; the modulo bias is under 2^-32)."""
     out, lo, hi = (a.value for a in call.args)
+    _at_most_64(gen, call, out, lo, hi)
     mask = f"{(1 << gen.width(out)) - 1:#x}ULL"
     return ["{",
             f"    u64 lo = {gen.ex(lo)}, hi = {gen.ex(hi)}, r = lo;",

@@ -9,7 +9,7 @@ project's own)::
     /usr/bin/python3 -m venv /work/torchvenv && /work/torchvenv/bin/pip install torch==2.13.0
     /work/torchvenv/bin/python tests/diagnose/corpus/fr/generate.py tests/diagnose/corpus/fr
 
-Each rank runs ``STEPS`` all-reduces of 4 floats; the scenario changes one rank's
+Each rank (4, or ``WORLDS``) runs ``STEPS`` all-reduces of 4 floats; the scenario changes one rank's
 collective at step ``AT`` (1-based, the flight recorder's ``collective_seq_id``).
 Ranks whose collective times out (gloo: a few seconds) dump in the exception handler;
 the odd rank dumps after waiting as long.  Every process ends with ``os._exit`` (a
@@ -42,7 +42,16 @@ SCENARIOS = {
     # a sub-group of ranks 0, 2, 3 reduces after each step; rank 3 skips its collective
     # AT there: 0 and 2 wait in it, rank 1 (not a member) waits in the next default one
     "subgroup_missing": (3, "subgroup"),
+    # fault-free, with point-to-point: each step sends to the next rank, receives from
+    # the previous one (isend / irecv), then all-reduces
+    "p2p_ok": (None, "p2p"),
+    # slow but not hung: rank 2 enters collectives 3 and 4 a second late (within the
+    # timeout), everything completes
+    "late_rank": (2, "late"),
+    # 8 ranks: rank 5 never enters collective 4
+    "missing_rank_8": (5, "skip"),
 }
+WORLDS = {"missing_rank_8": 8}   # (others: WORLD)
 
 
 def _dump(out: Path, rank: int) -> None:
@@ -52,8 +61,9 @@ def _dump(out: Path, rank: int) -> None:
 
 def _rank(rank: int, name: str, out: str, port: int) -> None:
     odd, what = SCENARIOS[name]
+    world = WORLDS.get(name, WORLD)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=WORLD, timeout=datetime.timedelta(seconds=TIMEOUT_S))
+                            world_size=world, timeout=datetime.timedelta(seconds=TIMEOUT_S))
     sub = dist.new_group([0, 2, 3]) if what == "subgroup" else None
     try:
         if rank == odd and what == "none":
@@ -64,6 +74,16 @@ def _rank(rank: int, name: str, out: str, port: int) -> None:
                 if rank == odd and what == "skip_early" and step == 2:
                     time.sleep(TIMEOUT_S + 2)
                     break
+                if what == "late" and rank == odd and step in (3, 4):
+                    time.sleep(1)
+                if what == "p2p":
+                    got = torch.zeros(4)
+                    reqs = [dist.isend(t, (rank + 1) % world),
+                            dist.irecv(got, (rank - 1) % world)]
+                    for req in reqs:
+                        req.wait()
+                    dist.all_reduce(t)
+                    continue
                 if what == "subgroup":
                     dist.all_reduce(t)
                     if rank in (0, 2, 3):
@@ -80,7 +100,7 @@ def _rank(rank: int, name: str, out: str, port: int) -> None:
                         dist.broadcast(t, src=1)
                         continue
                     if what == "allgather":
-                        dist.all_gather([torch.zeros(4) for _ in range(WORLD)], t)
+                        dist.all_gather([torch.zeros(4) for _ in range(world)], t)
                         continue
                     if what == "size":
                         t = torch.ones(8)
@@ -114,7 +134,7 @@ def main() -> None:
         out.mkdir(parents=True, exist_ok=True)
         ctx = mp.get_context("spawn")
         procs = [ctx.Process(target=_rank, args=(r, name, str(out), 29640 + i))
-                 for r in range(WORLD)]
+                 for r in range(WORLDS.get(name, WORLD))]
         for p in procs:
             p.start()
         for p in procs:   # (a rank gloo aborted has dumped before the abort)

@@ -1,0 +1,304 @@
+"""The native engine against the Python endpoint and the path's limit (issue #23 targets).
+
+Every figure is a ratio within one run:
+
+* **cpu**: CPU time per data packet, sender and receiver processes together:
+  ``tn_write_bw``'s from wait4, the runner's ranks' ``cpu_s`` (every thread of the
+  process from the start to the end of its run, payload generation included), native
+  / Python (target <= 1/5).
+* **goodput**: one unpaced QP, 1 MiB messages, receiver goodput, on loopback and
+  through a veth pair between two network namespaces, at 1 KiB and 4 KiB MTU:
+  ``engine`` is the engine alone (``traffic/native/bin/tn_write_bw``), ``runner`` the
+  engine under ``python -m traffic p2p --engine native`` (its Python side generates
+  every message's pseudo-random payload, ~3 ms per MiB, and checks completions),
+  ``python`` the Python endpoint (``--engine python``), ``blast`` a batched UDP blast
+  of the same frames on the same path (``traffic/native/bin/tn_udp_blast``:
+  sendmmsg/recvmmsg of MTU + 16-byte datagrams, no transport, received rate).
+  Targets: engine / python >= 3, engine / blast >= 0.8.
+* **pacing**: a QP paced at 10k and 100k packets/s through the veth pair, captured on
+  the receiving end with an AF_PACKET socket and kernel timestamps (SO_TIMESTAMPNS):
+  median inter-departure gap against size / rate (target within 2 %), p99 of
+  |gap - size / rate| (target <= 20 us) and the share of bursts (gaps under a quarter
+  of the ideal), for both engines.
+
+Run it alone on the machine (timing): ``flock /tmp/bench.lock python -m bench.bench_engine``.
+Needs root for the veth pair (``--no-veth`` skips those rows) and the native engine
+built (``make -C traffic/native``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+BLAST = ROOT / "traffic" / "native" / "bin" / "tn_udp_blast"
+WRITE_BW = ROOT / "traffic" / "native" / "bin" / "tn_write_bw"
+SUFFIX = f"h23e{os.getpid() % 10000}"
+NS_A, NS_B = f"tnba{SUFFIX}", f"tnbb{SUFFIX}"
+VETH_A, VETH_B = f"tva{SUFFIX}"[:15], f"tvb{SUFFIX}"[:15]
+VETH_IPS = ("10.223.7.1", "10.223.7.2")
+LO_IPS = ("127.0.91.1", "127.0.91.2")
+WIRE_OVERHEAD = 42
+DATA_OPS = {0x04, 0x06, 0x07, 0x08, 0x0A}
+
+
+def _sh(*cmd: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(list(cmd), capture_output=True, text=True, check=check)
+
+
+def veth_up() -> None:
+    _sh("ip", "netns", "add", NS_A)
+    _sh("ip", "netns", "add", NS_B)
+    _sh("ip", "link", "add", VETH_A, "netns", NS_A, "type", "veth", "peer", "name", VETH_B,
+        "netns", NS_B)
+    for ns, dev, ip in ((NS_A, VETH_A, VETH_IPS[0]), (NS_B, VETH_B, VETH_IPS[1])):
+        _sh("ip", "-n", ns, "addr", "add", f"{ip}/24", "dev", dev)
+        _sh("ip", "-n", ns, "link", "set", dev, "mtu", "9000", "up")
+        _sh("ip", "-n", ns, "link", "set", "lo", "up")
+
+
+def veth_down() -> None:
+    for ns in (NS_A, NS_B):
+        _sh("ip", "netns", "del", ns, check=False)
+
+
+def _prefix(ns: str | None) -> list[str]:
+    return ["ip", "netns", "exec", ns] if ns else []
+
+
+def run_p2p(engine: str, *, veth: bool, nbytes: int, mtu: int, rate: str,
+            msg: int = 1 << 20) -> dict:
+    """One p2p transfer (rank 0 -> rank 1, one QP); both rank summaries."""
+    ips = VETH_IPS if veth else LO_IPS
+    nss = (NS_A, NS_B) if veth else (None, None)
+    out = Path(tempfile.mkdtemp(prefix="bench-engine-"))
+    count = max(1, nbytes // msg)
+    start_at = time.time() + 1.5
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs = []
+    for r in (1, 0):
+        cmd = [*_prefix(nss[r]), sys.executable, "-m", "traffic", "p2p", "--hosts",
+               ",".join(ips), "--rank", str(r), "-s", str(msg), "-c", str(count), "--rate", rate,
+               "--mtu", str(mtu), "--window", "1024", "--inflight", "8", "--engine", engine,
+               "--start-at", f"{start_at:.3f}", "--timeout", "120", "-o",
+               str(out / f"r{r}.json")]
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True, cwd=ROOT, env=env))
+    for p in procs:
+        _, err = p.communicate(timeout=200)
+        if p.returncode:
+            raise RuntimeError(f"p2p {engine}: rank exited {p.returncode}: {err[-800:]}")
+    s0 = json.loads((out / "r0.json").read_text())
+    s1 = json.loads((out / "r1.json").read_text())
+    pkts = sum(q["tx_data_pkts"] for q in s0["endpoint"]["requesters"].values())
+    return {"engine": s0["engine"], "goodput_bps": s1["goodput_rx_bps"],
+            "cpu_s": s0["cpu_s"] + s1["cpu_s"], "data_pkts": pkts,
+            "retx": sum(q["retx_pkts"] for q in s0["endpoint"]["requesters"].values())}
+
+
+def _run_rusage(cmd: list[str]) -> tuple[str, float]:
+    """Run ``cmd``; its stdout and CPU seconds (user + system, from wait4)."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    assert p.stdout is not None
+    out = p.stdout.read()
+    _, status, ru = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode:
+        raise RuntimeError(f"{cmd[0]} exited {p.returncode}: {out[-500:]}")
+    return out, ru.ru_utime + ru.ru_stime
+
+
+def run_write_bw(*, veth: bool, nbytes: int, mtu: int, msg: int = 1 << 20) -> dict:
+    """The engine alone: traffic/native/bin/tn_write_bw, one unpaced QP."""
+    ips = VETH_IPS if veth else LO_IPS
+    nss = (NS_A, NS_B) if veth else (None, None)
+    n = max(1, nbytes // msg)
+    common = ["-s", str(msg), "-n", str(n), "-M", str(mtu), "-w", "1024"]
+    res: dict = {}
+
+    def server() -> None:
+        res["srv"] = _run_rusage([*_prefix(nss[1]), str(WRITE_BW), "--server", "--local",
+                                  ips[1], "--peer", ips[0], *common])
+
+    import threading
+    th = threading.Thread(target=server)
+    th.start()
+    time.sleep(0.3)
+    out, cpu_c = _run_rusage([*_prefix(nss[0]), str(WRITE_BW), "--local", ips[0], "--peer",
+                              ips[1], *common])
+    th.join(timeout=60)
+    srv_out, cpu_s = res["srv"]
+    line = srv_out.strip().splitlines()[3].split()
+    pkts = n * -(-msg // mtu)
+    # the server lingers 0.5 s after the last message: idle, no CPU worth counting
+    return {"engine": "native (tn_write_bw)", "goodput_bps": float(line[2]) * 1e9,
+            "cpu_s": cpu_c + cpu_s, "data_pkts": pkts, "retx": int(out.split()[-2])}
+
+
+def run_blast(*, veth: bool, size: int, n: int) -> tuple[float, float]:
+    """UDP payload bit/s a batched blast of ``n`` datagrams of ``size`` bytes reaches:
+    (received, sent)."""
+    ips = VETH_IPS if veth else LO_IPS
+    nss = (NS_A, NS_B) if veth else (None, None)
+    rx = subprocess.Popen([*_prefix(nss[1]), str(BLAST), "--recv", "--local", ips[1],
+                           "--port", "4792"], stdout=subprocess.PIPE, text=True)
+    assert rx.stdout is not None
+    rx.stdout.readline()
+    sent = _sh(*_prefix(nss[0]), str(BLAST), "--send", "--local", ips[0], "--peer", ips[1],
+               "--port", "4792", "-s", str(size), "-n", str(n)).stdout.split()
+    out, _ = rx.communicate(timeout=60)
+    return float(out.split()[3]), float(sent[3])
+
+
+# -- pacing capture ----------------------------------------------------------------------
+def capture(iface: str, src: str, seconds: float, out: str) -> None:
+    """(kernel timestamp ns, frame length) of data packets from ``src`` on ``iface``."""
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(0x0800))  # IPv4 on
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 20)
+    s.setsockopt(socket.SOL_SOCKET, 35, 1)  # SO_TIMESTAMPNS
+    s.bind((iface, 0))
+    s.settimeout(0.2)
+    srcb = socket.inet_aton(src)
+    rows = []
+    print("ready", flush=True)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            data, anc, _f, addr = s.recvmsg(128, 64)
+        except TimeoutError:
+            continue
+        if addr[2] != socket.PACKET_HOST or len(data) < 40 or data[12:16] != srcb:
+            continue
+        if data[9] != 17 or struct.unpack_from("!H", data, 22)[0] != 4791:
+            continue
+        if data[28] not in DATA_OPS:
+            continue
+        ts = None
+        for lvl, typ, val in anc:
+            if lvl == socket.SOL_SOCKET and typ == 35:
+                sec, ns = struct.unpack("qq", val[:16])
+                ts = sec * 10**9 + ns
+        total = struct.unpack_from("!H", data, 2)[0]  # IPv4 total length
+        if ts is not None:
+            rows.append((ts, total + 14))
+    np.save(out, np.array(rows, dtype=np.int64))
+
+
+def pacing(engine: str, pps: int, *, mtu: int = 1024, seconds: float = 1.0) -> dict:
+    wire = mtu + 12 + 4 + WIRE_OVERHEAD  # a MIDDLE packet's frame
+    rate = pps * wire * 8
+    npk = int(pps * seconds)
+    out = tempfile.mktemp(suffix=".npy")
+    cap = subprocess.Popen([*_prefix(NS_B), sys.executable, __file__, "--capture", VETH_B,
+                            "--src", VETH_IPS[0], "--seconds", str(seconds + 4), "--out", out],
+                           stdout=subprocess.PIPE, text=True, cwd=ROOT,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert cap.stdout is not None
+    cap.stdout.readline()
+    res = run_p2p(engine, veth=True, nbytes=npk * mtu, mtu=mtu, rate=str(rate), msg=npk * mtu)
+    cap.wait(timeout=60)
+    rows = np.load(out)
+    os.unlink(out)
+    t, size = rows[:, 0].astype(np.float64) * 1e-9, rows[:, 1]
+    gaps = np.diff(t)[10:]
+    ideal = size[1:][10:] * 8 / rate
+    mid = size[1:][10:] == wire  # gaps before MIDDLE packets (the first/last differ)
+    gaps, ideal = gaps[mid], ideal[mid]
+    err = np.abs(gaps - ideal)
+    return {"engine": res["engine"], "pps": pps, "packets": len(rows),
+            "median_gap_us": float(np.median(gaps) * 1e6), "ideal_us": float(ideal[0] * 1e6),
+            "median_error_pct": float((np.median(gaps) / ideal[0] - 1) * 100),
+            "p99_error_us": float(np.percentile(err, 99) * 1e6),
+            "bursts_pct": float(np.mean(gaps < ideal / 4) * 100)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bytes", type=int, default=48 << 20, help="bytes per transfer")
+    ap.add_argument("--no-veth", action="store_true", help="loopback only")
+    ap.add_argument("--skip", default="", help="comma list of cpu,goodput,pacing to skip")
+    ap.add_argument("--json", metavar="FILE", help="write the results here")
+    ap.add_argument("--capture", help=argparse.SUPPRESS)
+    ap.add_argument("--src", help=argparse.SUPPRESS)
+    ap.add_argument("--seconds", type=float, help=argparse.SUPPRESS)
+    ap.add_argument("--out", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.capture:
+        capture(a.capture, a.src, a.seconds, a.out)
+        return 0
+    if not BLAST.exists():
+        print("build the native engine first: make -C traffic/native", file=sys.stderr)
+        return 1
+    skip = set(a.skip.split(","))
+    results: dict = {"goodput": [], "pacing": []}
+    paths = [False] + ([] if a.no_veth else [True])
+    if not a.no_veth:
+        veth_up()
+    try:
+        if "goodput" not in skip or "cpu" not in skip:
+            print("goodput of one unpaced QP (Mb/s; ratios in the same run) and CPU per "
+                  "data packet (us, sender + receiver)")
+            print("path      MTU  engine  runner  python   blast blast-tx  eng/py  eng/blast  "
+                  "eng/tx  run/py   CPU eng  run   py  eng/py run/py")
+            for veth in paths:
+                for mtu in (1024, 4096):
+                    nb = a.bytes * (mtu // 1024)
+                    eng = run_write_bw(veth=veth, nbytes=nb, mtu=mtu)
+                    nat = run_p2p("native", veth=veth, nbytes=nb, mtu=mtu, rate="400G")
+                    py = run_p2p("python", veth=veth, nbytes=max(1 << 20, nb // 8), mtu=mtu,
+                                 rate="400G")
+                    blast, blast_tx = run_blast(veth=veth, size=mtu + 16,
+                                                n=max(200_000, eng["data_pkts"]))
+                    frames = eng["goodput_bps"] * (mtu + 16) / mtu  # as UDP payload bit/s
+                    cpu = {k: r["cpu_s"] / r["data_pkts"] * 1e6
+                           for k, r in (("engine", eng), ("runner", nat), ("python", py))}
+                    row = {"path": "veth" if veth else "loopback", "mtu": mtu, "engine": eng,
+                           "runner": nat, "python": py, "blast_bps": blast,
+                           "blast_sent_bps": blast_tx,
+                           "engine_vs_python": eng["goodput_bps"] / py["goodput_bps"],
+                           "engine_vs_blast": frames / blast,
+                           "engine_vs_blast_sent": frames / blast_tx,
+                           "runner_vs_python": nat["goodput_bps"] / py["goodput_bps"],
+                           "cpu_us_per_pkt": cpu}
+                    results["goodput"].append(row)
+                    print(f"{row['path']:9s} {mtu:4d} {eng['goodput_bps'] / 1e6:7.0f} "
+                          f"{nat['goodput_bps'] / 1e6:7.0f} {py['goodput_bps'] / 1e6:7.0f} "
+                          f"{blast / 1e6:7.0f} {blast_tx / 1e6:8.0f} "
+                          f"{row['engine_vs_python']:7.2f} {row['engine_vs_blast']:9.2f} "
+                          f"{row['engine_vs_blast_sent']:7.2f} {row['runner_vs_python']:7.2f}  "
+                          f"{cpu['engine']:7.2f} {cpu['runner']:5.2f} {cpu['python']:5.1f} "
+                          f"{cpu['engine'] / cpu['python']:6.3f} "
+                          f"{cpu['runner'] / cpu['python']:6.3f}", flush=True)
+        if "pacing" not in skip and not a.no_veth:
+            print("\npacing (veth, AF_PACKET kernel timestamps at the receiving end)")
+            print("engine   pkt/s  ideal us  median us  median err %  p99 |err| us  bursts %")
+            for pps in (10_000, 100_000):
+                for engine in ("native", "python"):
+                    r = pacing(engine, pps)
+                    results["pacing"].append(r)
+                    print(f"{r['engine']:7s} {pps:6d} {r['ideal_us']:9.2f} "
+                          f"{r['median_gap_us']:10.2f} {r['median_error_pct']:12.2f} "
+                          f"{r['p99_error_us']:13.1f} {r['bursts_pct']:9.1f}", flush=True)
+    finally:
+        if not a.no_veth:
+            veth_down()
+    if a.json:
+        Path(a.json).write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,101 @@
+"""The engine behind the CLI, experiment specs and the C API's bandwidth test.
+
+SIGTERM ends a rank on either engine with its summary written; the runner also stops
+on its stop flag (a KeyboardInterrupt swallowed by a finaliser must not leave a rank
+running until its timeout); ``workload.engine`` reaches ``--engine``; tn_write_bw runs
+between two processes."""
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from traffic.endpoint import EndpointConfig
+from traffic.native_endpoint import engine_available
+from traffic.runner import QpParams, RankRunner
+from traffic.workloads import Pattern, make_plan, parse_size_dist
+
+ROOT = Path(__file__).resolve().parents[2]
+ENGINES = ["python"] + (["native"] if engine_available() else [])
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_sigterm_ends_a_waiting_rank_with_its_summary(tmp_path: Path, engine: str) -> None:
+    ctl, out = tmp_path / "ctl.sock", tmp_path / "r1.json"
+    p = subprocess.Popen([sys.executable, "-m", "traffic", "p2p", "--hosts",
+                          "127.0.78.1,127.0.78.2", "--rank", "1", "-c", "5", "--control",
+                          str(ctl), "-o", str(out), "--engine", engine],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert p.stdout is not None
+        assert p.stdout.readline().startswith("ready rank 1")
+        p.send_signal(signal.SIGTERM)
+        p.send_signal(signal.SIGTERM)  # a second signal must not cost the summary
+        stdout, err = p.communicate(timeout=60)  # a bound, not a speed check
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 130 and "interrupted" in err
+    summary = json.loads(out.read_text())
+    assert summary["interrupted"] and summary["engine"] == engine
+    assert json.loads(stdout.strip().splitlines()[-1])["engine"] == engine
+    assert not ctl.exists()
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_runner_stops_on_its_flag(engine: str) -> None:
+    plan = make_plan(Pattern.P2P, rank=1, nranks=2, qps=1, count=3,
+                     sizes=parse_size_dist("4K"), seed=1, prefill=None)
+    runner = RankRunner(plan, ["127.0.79.1", "127.0.79.2"], EndpointConfig(ip="127.0.79.2"),
+                        QpParams(), engine=engine)
+    calls = []
+
+    def stop() -> bool:
+        calls.append(1)
+        return len(calls) > 3
+
+    summary = runner.run(timeout_s=600, stop=stop)
+    assert summary["interrupted"] and not summary["finished"]
+
+
+def test_experiment_specs_choose_the_engine() -> None:
+    from mininet_topos.experiment import SpecError, spec_from_dict
+    from mininet_topos.experiment.workload import traffic_argv
+
+    base = {"name": "t", "topology": "two-dc",
+            "workload": {"kind": "p2p", "hosts": ["h1", "h5"]}}
+    spec = spec_from_dict(base)
+    assert spec.workload.engine == "auto"
+    native = spec_from_dict({**base, "workload": {**base["workload"], "engine": "native"}})
+    argv = traffic_argv(native, python="python", rank=0, ips=["10.0.0.1", "10.0.0.2"],
+                        out=Path("r0.json"), control=None, start_at=0.0)
+    assert argv[argv.index("--engine") + 1] == "native"
+    with pytest.raises(SpecError, match="workload.engine"):
+        spec_from_dict({**base, "workload": {**base["workload"], "engine": "rust"}})
+
+
+@pytest.mark.skipif(not (ROOT / "traffic/native/bin/tn_write_bw").exists(),
+                    reason="native engine not built (make -C traffic/native)")
+def test_tn_write_bw_between_two_processes_on_loopback() -> None:
+    bw = str(ROOT / "traffic/native/bin/tn_write_bw")
+    common = ["-s", "100000", "-n", "50", "-q", "2", "-r", "2e9"]
+    srv = subprocess.Popen([bw, "--server", "--local", "127.0.80.2", "--peer", "127.0.80.1",
+                            *common], stdout=subprocess.PIPE, text=True)
+    try:
+        cli = subprocess.run([bw, "--local", "127.0.80.1", "--peer", "127.0.80.2", *common],
+                             capture_output=True, text=True, timeout=60, check=False)
+        out, _ = srv.communicate(timeout=60)
+    finally:
+        if srv.poll() is None:
+            srv.kill()
+            srv.wait()
+    assert cli.returncode == 0 and srv.returncode == 0, cli.stderr
+    # bytes, iterations (messages of both QPs), Gb/s, Mpps, retransmissions, bad messages
+    row = out.strip().splitlines()[3].split()
+    assert row[0] == "100000" and row[1] == "100" and row[-1] == "0"
+    assert float(cli.stdout.strip().splitlines()[3].split()[2]) > 0

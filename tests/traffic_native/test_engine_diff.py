@@ -1,0 +1,179 @@
+"""Differential tests: the native engine against the Python state machines.
+
+The engine runs in step mode (no thread, no socket, an injected clock) next to
+:class:`traffic.requester.Requester` and :class:`traffic.responder.Responder` with
+the same configuration.  A seeded random network between them drops, duplicates,
+reorders and delays data packets and ACKs; rate and FEC settings change in the
+middle of messages; PSNs start just below the 24-bit wrap.  After every event both
+implementations must have produced the same bytes (data, retransmissions, repair
+packets, ACK/NAK/SACK) and report the same next due time and counters.
+"""
+from __future__ import annotations
+
+import random
+import zlib
+
+import pytest
+
+from formats import int_echo, roce
+from traffic.cc import HpccSettings
+from traffic.native_endpoint import StepEngine, engine_available, erasure_code_works
+from traffic.qp_types import QpConfig, Reliability
+from traffic.requester import Requester
+from traffic.responder import Responder
+
+pytestmark = pytest.mark.skipif(not engine_available(),
+                                reason="native engine not built (make -C traffic/native)")
+
+A, B = "10.9.0.1", "10.9.0.2"
+SA, SB = 50001, 50002
+QPN = 0x010203
+
+
+def _cfgs(mode: Reliability, rng: random.Random,
+          cc: str) -> tuple[QpConfig, QpConfig]:
+    kw = {"mode": mode, "mtu": rng.choice([64, 256, 1024]),
+          "rate_bps": rng.choice([1e6, 1e8, 1e10]), "window_pkts": rng.choice([4, 16, 64]),
+          "fec_k": rng.choice([1, 3, 8]), "fec_m": rng.choice([1, 2]), "cc": cc,
+          "hpcc": HpccSettings(min_base_rtt_s=rng.choice([1e-4, 1e-3, 0.03]),
+                               multi_rate=rng.random() < 0.5, window=rng.random() < 0.7)}
+    return (QpConfig(qpn=QPN, peer_qpn=QPN + 1, peer_ip=B, **kw),
+            QpConfig(qpn=QPN + 1, peer_qpn=QPN, peer_ip=A, **kw))
+
+
+def _hops(rng: random.Random, t: float, tx: list[int]) -> list[int_echo.EchoHop]:
+    """Scripted INT hop records: growing tx bytes and time, random queues; sometimes
+    implausible (a line rate of 0) so the echo guard's refusals are compared too."""
+    out = []
+    for i in range(rng.choice([1, 1, 2])):
+        tx[i] = (tx[i] + rng.randint(0, 200_000)) & 0xFFFFFFFF
+        out.append(int_echo.EchoHop(node_id=i + 1, egress_ts=int(t * 1e6) & 0xFFFFFFFF,
+                                    tx_bytes=tx[i], queue_bytes=rng.choice([0, 0, 3000, 60000]),
+                                    line_rate=0 if rng.random() < 0.03 else 1000))
+    return out
+
+
+def _run(seed: int, mode: Reliability, *, events: int = 400,
+         cc: str = "none") -> dict:
+    rng = random.Random(seed)
+    qa, qb = _cfgs(mode, rng, cc)
+    start = rng.choice([0, 0xFFFFFF - 5, 0xFFFFF0, 12345])
+    py_req = Requester(cfg=qa, local_ip=A, sport=SA, start_psn=start, now_s=0.0)
+    py_resp = Responder(cfg=qb, local_ip=B, sport=SB, start_psn=start)
+    na, nb = StepEngine(A), StepEngine(B)
+    na.add_qp(qa, requester=True, sport=SA, start_psn=start)
+    nb.add_qp(qb, requester=False, sport=SB, start_psn=start)
+    try:
+        msgs = [rng.randbytes(rng.choice([1, 63, 64, 65, 700, 3000, 9000]))
+                for _ in range(rng.randint(2, 8))]
+        for m in msgs:
+            py_req.post_write(m, now=0.0)
+            na.post_write(QPN, m)
+        loss = rng.choice([0.0, 0.02, 0.1, 0.3])
+        to_b: list[bytes] = []
+        to_a: list[bytes] = []
+        hop_tx = [0, 0]
+        cnp = roce.build_cnp(src=B, dst=A, sport=SB, dest_qp=QPN)
+        t = 0.0
+        for _ in range(events):
+            t += rng.choice([1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.05])
+            r = rng.random()
+            if r < 0.03:  # rate change mid-message
+                rate = rng.choice([1e5, 1e7, 1e9])
+                py_req.set_rate(rate, t)
+                na.clock(t)
+                na.set_rate(QPN, rate)
+            elif r < 0.10 and cc == "dcqcn":  # a CNP
+                py_req.on_cnp(t)
+                na.inject(B, SB, cnp, t)
+            elif r < 0.06 and mode is Reliability.FEC:  # (k, m) change mid-message
+                k, m = rng.choice([1, 2, 5, 8, 16]), rng.choice([0, 1, 2, 3])
+                py_req.set_fec(k, m, t)
+                na.clock(t)
+                na.set_fec(QPN, k, m)
+            out_py: list[bytes] = []
+            w_py = py_req.poll(t, out_py)
+            w_n = na.step(t)
+            out_n = [p for _, _, _, p in na.output()]
+            assert out_n == out_py, f"seed {seed} t={t}: sent packets differ"
+            assert w_n == w_py, f"seed {seed} t={t}: next due {w_n} != {w_py}"
+            for p in out_py:  # the network: loss, duplicates
+                if rng.random() >= loss:
+                    to_b.append(p)
+                if rng.random() < 0.05:
+                    to_b.append(p)
+            if rng.random() < 0.2:
+                rng.shuffle(to_b)  # reordering
+            n = rng.randint(0, len(to_b))
+            batch, to_b = to_b[:n], to_b[n:]
+            for p in batch:
+                py_resp.on_packet(roce.parse_udp_payload(p), t)
+                nb.inject(A, SA, p, t)
+            ack_py = py_resp.take_ack() if batch else None
+            nb.step(t)
+            ack_n = [p for _, _, _, p in nb.output()]
+            assert ack_n == ([ack_py] if ack_py else []), f"seed {seed} t={t}: ACKs differ"
+            if ack_py and rng.random() >= loss:
+                to_a.append(ack_py)
+                if rng.random() < 0.05:
+                    to_a.append(ack_py)  # duplicate ACK
+            if rng.random() < 0.7:
+                if rng.random() < 0.2:
+                    rng.shuffle(to_a)  # late ACKs
+                for ack in to_a:
+                    if cc == "hpcc-sender" or rng.random() < 0.2:
+                        hops = _hops(rng, t, hop_tx)  # INT echoed in the ACK
+                        ack = int_echo.append_echo(ack, hops)
+                        data, echo = int_echo.split_echo(ack)
+                        pkt = roce.parse_udp_payload(data)
+                        py_req.on_ack(pkt, t)
+                        py_req.on_int_echo(echo, pkt, t)
+                    else:
+                        py_req.on_ack(roce.parse_udp_payload(ack), t)
+                    na.inject(B, SB, ack, t)
+                    assert na.state(QPN).rate_bps == py_req.cfg.rate_bps, (
+                        f"seed {seed} t={t}: rate {na.state(QPN).rate_bps} != "
+                        f"{py_req.cfg.rate_bps}")
+                to_a = []
+            if py_req.idle and py_resp.counters.msgs_done == len(msgs) and not to_b:
+                break
+        cq = nb.completions()
+        rx_crcs = [c for _, kind, _, c in cq if kind == 2]
+        assert rx_crcs == [m.crc32 for m in py_resp.messages]
+        assert na.counters(QPN) == py_req.counters.as_dict()
+        assert nb.counters(QPN + 1) == py_resp.counters.as_dict()
+        assert bool(na.state(QPN).idle) == py_req.idle
+        assert na.state(QPN).rate_bps == py_req.cfg.rate_bps
+        assert na.state(QPN).window_pkts == py_req._win_pkts
+        return {"done": py_resp.counters.msgs_done == len(msgs),
+                "rates": len(py_req.rate_log),
+                "retx": py_req.counters.retx_pkts, "timeouts": py_req.counters.timeouts,
+                "wrap": start > 0xFFFF00,
+                "crc_ok": rx_crcs == [zlib.crc32(m) for m in msgs[:len(rx_crcs)]]}
+    finally:
+        na.close()
+        nb.close()
+
+
+@pytest.mark.parametrize("mode", [Reliability.GBN, Reliability.SR])
+@pytest.mark.parametrize("seed", range(12))
+def test_engine_matches_python_state_machines(mode: Reliability, seed: int) -> None:
+    res = _run(seed, mode)
+    assert res["crc_ok"]
+
+
+@pytest.mark.skipif(not engine_available() or not erasure_code_works(),
+                    reason="the library's erasure code (ec.c, branch h23-algos) is a stub")
+@pytest.mark.parametrize("seed", range(12))
+def test_engine_matches_python_with_fec(seed: int) -> None:
+    res = _run(seed, Reliability.FEC)
+    assert res["crc_ok"]
+
+
+@pytest.mark.parametrize("cc", ["hpcc-sender", "dcqcn"])
+@pytest.mark.parametrize("seed", range(16))
+def test_engine_cc_decides_as_the_python_reference(cc: str, seed: int) -> None:
+    """HPCC per ACK (scripted INT echoes, MultiRate too) and DCQCN per CNP and timer:
+    the same rate after every ACK, hence the same paced packets."""
+    res = _run(seed, Reliability.SR, cc=cc, events=300)
+    assert res["crc_ok"]

@@ -1,0 +1,830 @@
+/* tn_engine.c - the engine: sockets, the I/O loop, pacing waits, completions, API.
+ *
+ * One engine per IPv4 address, one thread per engine.  The thread receives with
+ * recvmmsg on ip:4791, hands each packet to its QP (tn_qp.c), sends the ACKs owed,
+ * polls every requester for the packets its pacer lets go (sendmmsg per QP socket)
+ * and then sleeps until the earliest due departure or timer: epoll on the receive
+ * socket, a "kick" eventfd (API calls) and an absolute CLOCK_MONOTONIC timerfd armed
+ * SPIN_S before the due time, with the thread's timer slack at 1 ns; the last SPIN_S
+ * are spun on the clock, so a departure leaves within a few microseconds of its due
+ * time and an idle engine burns nothing.
+ *
+ * Every API call takes the engine mutex; the thread holds it while it works and drops
+ * it while it waits, and yields it between iterations when a caller waits for it.
+ * Completions go to a growable queue with an eventfd that is readable while it is
+ * not empty (Python selects on it with the GIL released).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+#include "tn_internal.h"
+
+#define SPIN_S 20e-6
+#define MAX_BATCH 256
+
+struct qent {
+    struct tn_qp *q;
+    uint32_t qpn;
+    int fd;
+    int dirty;
+    double last_cnp;
+};
+
+struct tn_engine {
+    struct tn_engine_attr a;
+    pthread_mutex_t mu;
+    pthread_t th;
+    int running;
+    atomic_int stop, waiters;
+    int rx_fd, ep_fd, kick_fd, timer_fd, cq_fd;
+    struct timespec t0;
+    struct qent *qs; int nq, capq;
+    int *hash; uint32_t hmask;        /* qpn -> index into qs, -1 empty */
+    struct tn_wc *cq; uint32_t cq_cap, cq_head, cq_len;
+    struct tn_engine_counters c;
+    char err[256];
+    struct tn_out_pkt *capt; int ncapt, capt_cap;  /* step mode output */
+    uint8_t *txbufs; uint32_t *txlens;             /* batch * TN_MAX_PKT */
+    uint8_t *rxbufs; uint8_t *rxctl;
+    double planned;
+    double step_now;   /* step mode: the injected clock */
+};
+
+static void eseterr(struct tn_engine *e, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->err, sizeof e->err, fmt, ap);
+    va_end(ap);
+}
+
+const char *tn_last_error(struct tn_engine *e) { return e ? e->err : "no engine"; }
+
+static double now_of(const struct tn_engine *e)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - e->t0.tv_sec) + (double)(t.tv_nsec - e->t0.tv_nsec) * 1e-9;
+}
+
+double tn_now(struct tn_engine *e) { return now_of(e); }
+
+/* the time of API calls: the injected clock in step mode */
+static double api_now(const struct tn_engine *e)
+{
+    return (e->a.flags & TN_ENGINE_STEP) ? e->step_now : now_of(e);
+}
+
+size_t tn_sizeof(int which)
+{
+    switch (which) {
+    case 0: return sizeof(struct tn_engine_attr);
+    case 1: return sizeof(struct tn_qp_attr);
+    case 2: return sizeof(struct tn_wc);
+    case 3: return sizeof(struct tn_qp_counters);
+    case 4: return sizeof(struct tn_engine_counters);
+    case 5: return sizeof(struct tn_qp_state);
+    case 6: return sizeof(struct tn_out_pkt);
+    case 7: return sizeof(struct tn_qp_cc);
+    default: return 0;
+    }
+}
+
+void tn_free(void *data) { free(data); }
+
+/* -- locking -------------------------------------------------------------------------- */
+static void api_lock(struct tn_engine *e)
+{
+    atomic_fetch_add(&e->waiters, 1);
+    pthread_mutex_lock(&e->mu);
+    atomic_fetch_sub(&e->waiters, 1);
+}
+static void api_unlock(struct tn_engine *e) { pthread_mutex_unlock(&e->mu); }
+static void kick(struct tn_engine *e)
+{
+    if (e->kick_fd >= 0) {
+        uint64_t one = 1;
+        ssize_t r = write(e->kick_fd, &one, 8);
+        (void)r;
+    }
+}
+
+/* -- QP table ----------------------------------------------------------------------- */
+static struct qent *find(struct tn_engine *e, uint32_t qpn)
+{
+    if (!e->hash)
+        return NULL;
+    for (uint32_t h = (qpn * 2654435761u) & e->hmask;; h = (h + 1) & e->hmask) {
+        int i = e->hash[h];
+        if (i < 0)
+            return NULL;
+        if (e->qs[i].qpn == qpn)
+            return &e->qs[i];
+    }
+}
+
+static int rehash(struct tn_engine *e)
+{
+    uint32_t cap = 16;
+    while (cap < (uint32_t)e->nq * 2 + 2)
+        cap <<= 1;
+    int *h = malloc(sizeof *h * cap);
+    if (!h)
+        return -1;
+    for (uint32_t i = 0; i < cap; i++)
+        h[i] = -1;
+    for (int i = 0; i < e->nq; i++) {
+        uint32_t x = (e->qs[i].qpn * 2654435761u) & (cap - 1);
+        while (h[x] >= 0)
+            x = (x + 1) & (cap - 1);
+        h[x] = i;
+    }
+    free(e->hash);
+    e->hash = h;
+    e->hmask = cap - 1;
+    return 0;
+}
+
+/* -- completions --------------------------------------------------------------------- */
+static void cq_push(void *ctx, const struct tn_wc *wc)
+{
+    struct tn_engine *e = ctx;
+    if (e->cq_len == e->cq_cap) {
+        uint32_t nc = e->cq_cap * 2;
+        struct tn_wc *nv = malloc(sizeof *nv * nc);
+        if (!nv)
+            return;  /* out of memory: the completion is lost, counters stay right */
+        for (uint32_t i = 0; i < e->cq_len; i++)
+            nv[i] = e->cq[(e->cq_head + i) & (e->cq_cap - 1)];
+        free(e->cq);
+        e->cq = nv; e->cq_cap = nc; e->cq_head = 0;
+    }
+    e->cq[(e->cq_head + e->cq_len) & (e->cq_cap - 1)] = *wc;
+    if (e->cq_len++ == 0 && e->cq_fd >= 0) {
+        uint64_t one = 1;
+        ssize_t r = write(e->cq_fd, &one, 8);
+        (void)r;
+    }
+}
+
+int tn_poll_cq(struct tn_engine *e, struct tn_wc *wc, int n)
+{
+    api_lock(e);
+    int k = 0;
+    while (k < n && e->cq_len) {
+        wc[k++] = e->cq[e->cq_head];
+        e->cq_head = (e->cq_head + 1) & (e->cq_cap - 1);
+        e->cq_len--;
+    }
+    if (!e->cq_len && e->cq_fd >= 0) {
+        uint64_t v;
+        ssize_t r = read(e->cq_fd, &v, 8);
+        (void)r;
+    }
+    api_unlock(e);
+    return k;
+}
+
+int tn_cq_fd(struct tn_engine *e) { return e->cq_fd; }
+
+int tn_wait_cq(struct tn_engine *e, double timeout_s)
+{
+    struct pollfd p = {.fd = e->cq_fd, .events = POLLIN};
+    int ms = timeout_s < 0 ? -1 : (int)(timeout_s * 1000 + 0.999);
+    return poll(&p, 1, ms) > 0 ? 1 : 0;
+}
+
+/* -- sending ------------------------------------------------------------------------- */
+static void send_batch(struct tn_engine *e, struct qent *qe, uint32_t dst_ip, uint8_t *bufs,
+                       uint32_t *lens, int n)
+{
+    if (n <= 0)
+        return;
+    if (e->a.flags & TN_ENGINE_STEP) {
+        for (int i = 0; i < n; i++) {
+            if (e->ncapt == e->capt_cap) {
+                int nc = e->capt_cap ? e->capt_cap * 2 : 64;
+                struct tn_out_pkt *nv = realloc(e->capt, sizeof *nv * (size_t)nc);
+                if (!nv)
+                    return;
+                e->capt = nv; e->capt_cap = nc;
+            }
+            struct tn_out_pkt *o = &e->capt[e->ncapt++];
+            o->qpn = qe->qpn; o->dst_ip = dst_ip; o->len = lens[i];
+            o->tos = (uint8_t)tn_qp_tos(qe->q);
+            memcpy(o->buf, bufs + (size_t)i * TN_MAX_PKT, lens[i]);
+        }
+        return;
+    }
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(e->a.port),
+                             .sin_addr.s_addr = dst_ip};
+    struct mmsghdr mm[MAX_BATCH];
+    struct iovec iov[MAX_BATCH];
+    for (int i = 0; i < n; i++) {
+        iov[i].iov_base = bufs + (size_t)i * TN_MAX_PKT;
+        iov[i].iov_len = lens[i];
+        memset(&mm[i], 0, sizeof mm[i]);
+        mm[i].msg_hdr.msg_name = &to;
+        mm[i].msg_hdr.msg_namelen = sizeof to;
+        mm[i].msg_hdr.msg_iov = &iov[i];
+        mm[i].msg_hdr.msg_iovlen = 1;
+    }
+    int done = 0;
+    while (done < n) {
+        int r = sendmmsg(qe->fd, mm + done, (unsigned)(n - done), 0);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            e->c.send_errors++;  /* this packet is lost: retransmission recovers it */
+            done++;
+            continue;
+        }
+        done += r;
+    }
+    e->c.tx_batches++;
+}
+
+/* -- receive path ---------------------------------------------------------------------- */
+static int known_op(int op)
+{
+    return op_is_data(op) || op == OP_ACK || op == OP_CNP || op == OP_FEC_REPAIR;
+}
+
+static void process(struct tn_engine *e, const uint8_t *buf, uint32_t n, uint32_t src_ip,
+                    uint16_t sport, uint8_t tos, double now)
+{
+    struct tn_cq_sink sink = {cq_push, e};
+    if (n < TN_BTH + TN_ICRC) {
+        e->c.truncated++;
+        return;
+    }
+    struct tn_hop hops[TN_MAX_HOPS];
+    int nhops = -1;
+    if ((buf[4] & 0x20) && buf[0] == OP_ACK) {  /* INT echo behind the ICRC */
+        const uint8_t *t = buf + n - 4;
+        if (n < 24 || t[0] != 0xE1 || (t[1] >> 4) != 1 || t[3] != 5 || t[2] > TN_MAX_HOPS ||
+            n - (4 + 20u * t[2]) < 20) {
+            e->c.bad_echo++;
+            return;
+        }
+        nhops = t[2];
+        uint32_t start = n - (4 + 20u * (uint32_t)nhops);
+        for (int i = 0; i < nhops; i++) {
+            const uint8_t *h = buf + start + 20 * i;
+            hops[i] = (struct tn_hop){get32(h), get32(h + 4), get32(h + 8), get32(h + 12),
+                                      get32(h + 16)};
+        }
+        n = start;
+    }
+    if (!tn_icrc_ok(buf, n, src_ip, e->a.ip, sport, e->a.port)) {
+        e->c.bad_icrc++;
+        return;
+    }
+    struct tn_pkt p;
+    if (tn_parse(buf, n, &p)) {
+        e->c.truncated++;
+        return;
+    }
+    if (!known_op(p.op)) {
+        e->c.unexpected_opcode++;
+        return;
+    }
+    struct qent *qe = find(e, p.dqp);
+    if (p.op == OP_ACK || p.op == OP_CNP) {
+        if (!qe || tn_qp_role(qe->q) != TN_REQUESTER) {
+            e->c.unknown_qp++;
+            return;
+        }
+        if (src_ip != tn_qp_peer_ip(qe->q)) {
+            e->c.wrong_peer++;
+            return;
+        }
+        if (p.op == OP_CNP) {
+            tn_qp_on_cnp(qe->q, now);
+        } else {
+            tn_qp_on_ack(qe->q, &p, now, &sink);
+            if (nhops >= 0)
+                tn_qp_on_echo(qe->q, hops, nhops, &p, now);
+        }
+        return;
+    }
+    if (!qe || tn_qp_role(qe->q) != TN_RESPONDER) {
+        e->c.unknown_qp++;
+        return;
+    }
+    if (src_ip != tn_qp_peer_ip(qe->q)) {
+        e->c.wrong_peer++;
+        return;
+    }
+    tn_qp_on_packet(qe->q, &p, now, &sink);
+    qe->dirty = 1;
+    if ((tos & 3) == 3 && p.op != OP_FEC_REPAIR && now - qe->last_cnp >= 50e-6) {
+        qe->last_cnp = now;
+        uint8_t cnp[TN_BTH + 16 + TN_ICRC];
+        struct tn_qp_state st;
+        tn_qp_get_state(qe->q, &st);
+        memset(cnp, 0, sizeof cnp);
+        /* the CNP names the requester's QP: the responder's peer QP */
+        tn_pack_bth(cnp, OP_CNP, tn_qp_peer_qpn(qe->q), 0, 0, 1);
+        tn_icrc_finish(cnp, sizeof cnp, e->a.ip, tn_qp_peer_ip(qe->q), (uint16_t)st.sport,
+                       e->a.port);
+        uint32_t len = sizeof cnp;
+        uint8_t *b = e->txbufs;
+        memcpy(b, cnp, len);
+        send_batch(e, qe, tn_qp_peer_ip(qe->q), b, &len, 1);
+        e->c.cnps_tx++;
+    }
+}
+
+static void send_acks(struct tn_engine *e)
+{
+    for (int i = 0; i < e->nq; i++) {
+        struct qent *qe = &e->qs[i];
+        if (!qe->dirty)
+            continue;
+        qe->dirty = 0;
+        int n = tn_qp_take_ack(qe->q, e->txbufs);
+        if (n > 0) {
+            uint32_t len = (uint32_t)n;
+            send_batch(e, qe, tn_qp_peer_ip(qe->q), e->txbufs, &len, 1);
+        }
+    }
+}
+
+/* returns the earliest wake time (-1: none) */
+static double run_requesters(struct tn_engine *e, double now)
+{
+    struct tn_cq_sink sink = {cq_push, e};
+    double wake = -1;
+    struct tn_out out = {.bufs = e->txbufs, .lens = e->txlens, .cap = (int)e->a.batch};
+    for (int i = 0; i < e->nq; i++) {
+        struct qent *qe = &e->qs[i];
+        if (tn_qp_role(qe->q) != TN_REQUESTER)
+            continue;
+        out.n = 0;
+        double w = tn_qp_poll(qe->q, now, &out, (int)e->a.batch, &sink);
+        send_batch(e, qe, tn_qp_peer_ip(qe->q), out.bufs, out.lens, out.n);
+        if (w >= 0 && (wake < 0 || w < wake))
+            wake = w;
+    }
+    return wake;
+}
+
+static int rx_drain(struct tn_engine *e, double now)
+{
+    int total = 0;
+    int batch = (int)e->a.batch;
+    for (int round = 0; round < 8; round++) {
+        struct mmsghdr mm[MAX_BATCH];
+        struct iovec iov[MAX_BATCH];
+        struct sockaddr_in from[MAX_BATCH];
+        for (int i = 0; i < batch; i++) {
+            iov[i].iov_base = e->rxbufs + (size_t)i * TN_MAX_PKT;
+            iov[i].iov_len = TN_MAX_PKT;
+            memset(&mm[i], 0, sizeof mm[i]);
+            mm[i].msg_hdr.msg_name = &from[i];
+            mm[i].msg_hdr.msg_namelen = sizeof from[i];
+            mm[i].msg_hdr.msg_iov = &iov[i];
+            mm[i].msg_hdr.msg_iovlen = 1;
+            mm[i].msg_hdr.msg_control = e->rxctl + (size_t)i * 64;
+            mm[i].msg_hdr.msg_controllen = 64;
+        }
+        int r = recvmmsg(e->rx_fd, mm, (unsigned)batch, MSG_DONTWAIT, NULL);
+        if (r <= 0)
+            break;
+        e->c.rx_batches++;
+        for (int i = 0; i < r; i++) {
+            uint8_t tos = 0;
+            for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mm[i].msg_hdr); cm;
+                 cm = CMSG_NXTHDR(&mm[i].msg_hdr, cm)) {
+                if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_TOS)
+                    tos = *CMSG_DATA(cm);
+                else if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SO_RXQ_OVFL) {
+                    uint32_t v;
+                    memcpy(&v, CMSG_DATA(cm), 4);
+                    e->c.kernel_drops = v;
+                }
+            }
+            e->c.rx_pkts++;
+            process(e, iov[i].iov_base, mm[i].msg_len, from[i].sin_addr.s_addr,
+                    ntohs(from[i].sin_port), tos, now);
+        }
+        total += r;
+        if (r < batch)
+            break;
+    }
+    return total;
+}
+
+/* -- the loop ---------------------------------------------------------------------- */
+static void arm_timer(struct tn_engine *e, double at)
+{
+    struct itimerspec its;
+    memset(&its, 0, sizeof its);
+    if (at >= 0) {
+        double t = (double)e->t0.tv_sec + (double)e->t0.tv_nsec * 1e-9 + at;
+        if (t <= 0)
+            t = 1e-9;
+        its.it_value.tv_sec = (time_t)t;
+        its.it_value.tv_nsec = (long)((t - (double)(time_t)t) * 1e9);
+        if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0)
+            its.it_value.tv_nsec = 1;
+    }
+    timerfd_settime(e->timer_fd, TFD_TIMER_ABSTIME, &its, NULL);
+}
+
+static void *loop(void *arg)
+{
+    struct tn_engine *e = arg;
+    sigset_t all;  /* signals go to the caller's threads (Python handles SIGTERM there) */
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+    pthread_mutex_lock(&e->mu);
+    while (!atomic_load(&e->stop)) {
+        double now = now_of(e);
+        if (e->planned >= 0 && now - e->planned > SPIN_S) {
+            e->c.late_departures++;
+            e->c.late_s += now - e->planned;
+        }
+        rx_drain(e, now);
+        send_acks(e);
+        double wake = run_requesters(e, now);
+        e->planned = -1;
+        if (wake >= 0 && wake <= now_of(e) + SPIN_S) {
+            /* due within the spin window: spin on the clock without the lock */
+            pthread_mutex_unlock(&e->mu);
+            e->c.spins++;
+            while (now_of(e) < wake && !atomic_load(&e->stop))
+                ;
+            pthread_mutex_lock(&e->mu);
+            e->planned = wake;
+            continue;
+        }
+        if (atomic_load(&e->waiters)) {  /* an API call waits: let it in */
+            pthread_mutex_unlock(&e->mu);
+            sched_yield();
+            pthread_mutex_lock(&e->mu);
+            continue;
+        }
+        arm_timer(e, wake >= 0 ? wake - SPIN_S : -1);
+        pthread_mutex_unlock(&e->mu);
+        struct epoll_event ev[4];
+        int r = epoll_wait(e->ep_fd, ev, 4, -1);
+        pthread_mutex_lock(&e->mu);
+        e->c.wakeups++;
+        uint64_t v;
+        for (int i = 0; i < r; i++) {
+            if (ev[i].data.fd == e->kick_fd || ev[i].data.fd == e->timer_fd) {
+                ssize_t x = read(ev[i].data.fd, &v, 8);
+                (void)x;
+            }
+        }
+        if (wake >= 0) {
+            double n2 = now_of(e);
+            if (n2 >= wake - SPIN_S && n2 < wake) {  /* woken for a departure: spin */
+                pthread_mutex_unlock(&e->mu);
+                e->c.spins++;
+                while (now_of(e) < wake && !atomic_load(&e->stop))
+                    ;
+                pthread_mutex_lock(&e->mu);
+            }
+            if (now_of(e) >= wake)
+                e->planned = wake;
+        }
+    }
+    pthread_mutex_unlock(&e->mu);
+    return NULL;
+}
+
+/* -- API ------------------------------------------------------------------------------- */
+struct tn_engine *tn_engine_create(const struct tn_engine_attr *attr, char *err, size_t errlen)
+{
+    struct tn_engine *e = calloc(1, sizeof *e);
+    if (!e) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    e->a = *attr;
+    if (!e->a.port)
+        e->a.port = 4791;
+    if (!e->a.batch)
+        e->a.batch = 64;
+    if (e->a.batch > MAX_BATCH)
+        e->a.batch = MAX_BATCH;
+    if (!e->a.rcvbuf_bytes)
+        e->a.rcvbuf_bytes = 8u << 20;
+    uint32_t cqd = 1024;
+    while (cqd < (e->a.cq_depth ? e->a.cq_depth : 65536))
+        cqd <<= 1;
+    e->cq_cap = cqd;
+    e->cq = malloc(sizeof *e->cq * cqd);
+    e->rx_fd = e->ep_fd = e->kick_fd = e->timer_fd = e->cq_fd = -1;
+    e->planned = -1;
+    pthread_mutex_init(&e->mu, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &e->t0);
+    e->txbufs = malloc((size_t)e->a.batch * TN_MAX_PKT);
+    e->txlens = malloc(sizeof *e->txlens * e->a.batch);
+    e->rxbufs = malloc((size_t)e->a.batch * TN_MAX_PKT);
+    e->rxctl = malloc((size_t)e->a.batch * 64);
+    if (!e->cq || !e->txbufs || !e->txlens || !e->rxbufs || !e->rxctl || rehash(e)) {
+        snprintf(err, errlen, "out of memory");
+        tn_engine_destroy(e);
+        return NULL;
+    }
+    e->cq_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (e->a.flags & TN_ENGINE_STEP)
+        return e;
+    e->rx_fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int one = 1, rb = (int)e->a.rcvbuf_bytes;
+    if (setsockopt(e->rx_fd, SOL_SOCKET, SO_RCVBUFFORCE, &rb, sizeof rb))
+        setsockopt(e->rx_fd, SOL_SOCKET, SO_RCVBUF, &rb, sizeof rb);
+    setsockopt(e->rx_fd, SOL_SOCKET, SO_RXQ_OVFL, &one, sizeof one);
+    setsockopt(e->rx_fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof one);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(e->a.port),
+                             .sin_addr.s_addr = e->a.ip};
+    if (bind(e->rx_fd, (struct sockaddr *)&sa, sizeof sa)) {
+        char ip[32];
+        const uint8_t *b = (const uint8_t *)&e->a.ip;
+        snprintf(ip, sizeof ip, "%u.%u.%u.%u", b[0], b[1], b[2], b[3]);
+        snprintf(err, errlen, "endpoint: cannot bind %s:%u: %s", ip, e->a.port, strerror(errno));
+        tn_engine_destroy(e);
+        return NULL;
+    }
+    e->ep_fd = epoll_create1(EPOLL_CLOEXEC);
+    e->kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    e->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    int fds[3] = {e->rx_fd, e->kick_fd, e->timer_fd};
+    for (int i = 0; i < 3; i++) {
+        struct epoll_event ev = {.events = EPOLLIN, .data.fd = fds[i]};
+        epoll_ctl(e->ep_fd, EPOLL_CTL_ADD, fds[i], &ev);
+    }
+    return e;
+}
+
+int tn_engine_start(struct tn_engine *e)
+{
+    if (e->a.flags & TN_ENGINE_STEP) {
+        eseterr(e, "a step-mode engine has no thread");
+        return -1;
+    }
+    if (e->running)
+        return 0;
+    int r = pthread_create(&e->th, NULL, loop, e);
+    if (r) {
+        eseterr(e, "cannot start the engine thread: %s", strerror(r));
+        return -1;
+    }
+    e->running = 1;
+    return 0;
+}
+
+void tn_engine_destroy(struct tn_engine *e)
+{
+    if (!e)
+        return;
+    if (e->running) {
+        atomic_store(&e->stop, 1);
+        kick(e);
+        pthread_join(e->th, NULL);
+        e->running = 0;
+    }
+    for (int i = 0; i < e->nq; i++) {
+        if (e->qs[i].fd >= 0)
+            close(e->qs[i].fd);
+        tn_qp_free(e->qs[i].q);
+    }
+    while (e->cq_len) {  /* undelivered received messages */
+        free(e->cq[e->cq_head].data);
+        e->cq_head = (e->cq_head + 1) & (e->cq_cap - 1);
+        e->cq_len--;
+    }
+    int fds[5] = {e->rx_fd, e->ep_fd, e->kick_fd, e->timer_fd, e->cq_fd};
+    for (int i = 0; i < 5; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    free(e->qs); free(e->hash); free(e->cq); free(e->capt);
+    free(e->txbufs); free(e->txlens); free(e->rxbufs); free(e->rxctl);
+    pthread_mutex_destroy(&e->mu);
+    free(e);
+}
+
+int tn_create_qp(struct tn_engine *e, const struct tn_qp_attr *attr)
+{
+    api_lock(e);
+    int rc = -1, fd = -1;
+    if (find(e, attr->qpn)) {
+        eseterr(e, "endpoint: QP %u already exists", attr->qpn);
+        goto out;
+    }
+    uint16_t sport = (uint16_t)attr->sport;
+    if (!(e->a.flags & TN_ENGINE_STEP)) {
+        fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        int v = IP_PMTUDISC_DO, one = 1, tos = (int)((attr->dscp << 2) | 2), sb = 4 << 20;
+        setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &v, sizeof v);
+        setsockopt(fd, SOL_SOCKET, SO_NO_CHECK, &one, sizeof one);
+        setsockopt(fd, IPPROTO_IP, IP_TOS, &tos, sizeof tos);
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sb, sizeof sb);
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = e->a.ip};
+        socklen_t sl = sizeof sa;
+        if (bind(fd, (struct sockaddr *)&sa, sizeof sa) ||
+            getsockname(fd, (struct sockaddr *)&sa, &sl)) {
+            eseterr(e, "QP %u: cannot bind a send socket: %s", attr->qpn, strerror(errno));
+            close(fd);
+            goto out;
+        }
+        sport = ntohs(sa.sin_port);
+    }
+    struct tn_qp *q = tn_qp_new(attr, e->a.ip, sport, e->a.port, api_now(e), e->err,
+                                sizeof e->err);
+    if (!q) {
+        if (fd >= 0)
+            close(fd);
+        goto out;
+    }
+    if (e->nq == e->capq) {
+        int nc = e->capq ? e->capq * 2 : 16;
+        struct qent *nv = realloc(e->qs, sizeof *nv * (size_t)nc);
+        if (!nv) {
+            tn_qp_free(q);
+            if (fd >= 0)
+                close(fd);
+            eseterr(e, "out of memory");
+            goto out;
+        }
+        e->qs = nv; e->capq = nc;
+    }
+    e->qs[e->nq++] = (struct qent){.q = q, .qpn = attr->qpn, .fd = fd, .last_cnp = -1.0};
+    rehash(e);
+    rc = 0;
+out:
+    api_unlock(e);
+    kick(e);
+    return rc;
+}
+
+static int post(struct tn_engine *e, uint32_t qpn, int op, const void *buf, uint64_t len,
+                uint64_t wr_id)
+{
+    api_lock(e);
+    struct qent *qe = find(e, qpn);
+    int rc = -1;
+    if (!qe)
+        eseterr(e, "QP %u does not exist", qpn);
+    else
+        rc = tn_qp_post(qe->q, op, buf, len, wr_id, api_now(e), e->err, sizeof e->err);
+    api_unlock(e);
+    kick(e);
+    return rc;
+}
+
+int tn_post_write(struct tn_engine *e, uint32_t qpn, const void *buf, uint64_t len,
+                  uint64_t wr_id)
+{
+    return post(e, qpn, OP_WRITE_ONLY, buf, len, wr_id);
+}
+
+int tn_post_send(struct tn_engine *e, uint32_t qpn, const void *buf, uint64_t len,
+                 uint64_t wr_id)
+{
+    return post(e, qpn, OP_SEND_ONLY, buf, len, wr_id);
+}
+
+int tn_set_rate(struct tn_engine *e, uint32_t qpn, double rate_bps)
+{
+    api_lock(e);
+    struct qent *qe = find(e, qpn);
+    int rc = -1;
+    if (!qe)
+        eseterr(e, "QP %u does not exist", qpn);
+    else
+        rc = tn_qp_set_rate(qe->q, rate_bps, api_now(e), e->err, sizeof e->err);
+    api_unlock(e);
+    kick(e);
+    return rc;
+}
+
+int tn_set_fec(struct tn_engine *e, uint32_t qpn, uint32_t k, uint32_t m)
+{
+    api_lock(e);
+    struct qent *qe = find(e, qpn);
+    int rc = -1;
+    if (!qe)
+        eseterr(e, "QP %u does not exist", qpn);
+    else
+        rc = tn_qp_set_fec(qe->q, k, m, api_now(e), e->err, sizeof e->err);
+    api_unlock(e);
+    kick(e);
+    return rc;
+}
+
+int tn_qp_counters(struct tn_engine *e, uint32_t qpn, struct tn_qp_counters *out)
+{
+    api_lock(e);
+    struct qent *qe = find(e, qpn);
+    if (qe)
+        tn_qp_get_counters(qe->q, out);
+    else
+        eseterr(e, "QP %u does not exist", qpn);
+    api_unlock(e);
+    return qe ? 0 : -1;
+}
+
+int tn_qp_state(struct tn_engine *e, uint32_t qpn, struct tn_qp_state *out)
+{
+    api_lock(e);
+    struct qent *qe = find(e, qpn);
+    if (qe)
+        tn_qp_get_state(qe->q, out);
+    else
+        eseterr(e, "QP %u does not exist", qpn);
+    api_unlock(e);
+    return qe ? 0 : -1;
+}
+
+int tn_qp_idle(struct tn_engine *e, uint32_t qpn)
+{
+    api_lock(e);
+    struct qent *qe = find(e, qpn);
+    int r = qe ? tn_qp_is_idle(qe->q) : -1;
+    api_unlock(e);
+    return r;
+}
+
+int tn_qp_cc(struct tn_engine *e, uint32_t qpn, struct tn_qp_cc *out)
+{
+    api_lock(e);
+    struct qent *qe = find(e, qpn);
+    if (qe)
+        tn_qp_get_cc(qe->q, out);
+    else
+        eseterr(e, "QP %u does not exist", qpn);
+    api_unlock(e);
+    return qe ? 0 : -1;
+}
+
+int tn_engine_counters(struct tn_engine *e, struct tn_engine_counters *out)
+{
+    api_lock(e);
+    *out = e->c;
+    api_unlock(e);
+    return 0;
+}
+
+/* -- step mode ---------------------------------------------------------------------- */
+int tn_inject(struct tn_engine *e, uint32_t src_ip, uint16_t sport, const void *buf,
+              uint32_t len, uint8_t tos, double now_s)
+{
+    if (len > TN_MAX_PKT)
+        return -1;
+    api_lock(e);
+    e->step_now = now_s;
+    e->c.rx_pkts++;
+    process(e, buf, len, src_ip, sport, tos, now_s);
+    api_unlock(e);
+    return 0;
+}
+
+double tn_step(struct tn_engine *e, double now_s)
+{
+    api_lock(e);
+    e->step_now = now_s;
+    send_acks(e);
+    double w = run_requesters(e, now_s);
+    api_unlock(e);
+    return w;
+}
+
+void tn_step_clock(struct tn_engine *e, double now_s)
+{
+    api_lock(e);
+    e->step_now = now_s;
+    api_unlock(e);
+}
+
+int tn_take_output(struct tn_engine *e, struct tn_out_pkt *out, int n)
+{
+    api_lock(e);
+    int k = n < e->ncapt ? n : e->ncapt;
+    memcpy(out, e->capt, sizeof *out * (size_t)k);
+    memmove(e->capt, e->capt + k, sizeof *out * (size_t)(e->ncapt - k));
+    e->ncapt -= k;
+    api_unlock(e);
+    return k;
+}
