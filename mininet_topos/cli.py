@@ -200,6 +200,22 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _recovery_sweep(path: Path, out: Path) -> int:
+    from mininet_topos.experiment import sigterm_as_interrupt
+    from mininet_topos.experiment.recovery_sweep import HEADER, load_sweep, run_sweep
+
+    sw = load_sweep(path)
+    print(HEADER)
+    with sigterm_as_interrupt():
+        try:
+            summary = run_sweep(sw, out)
+        except KeyboardInterrupt:
+            print("interrupted; namespaces removed", file=sys.stderr)
+            return 130
+    print(f"results: {out.resolve()}/summary.json")
+    return 0 if all(r.get("finished") for r in summary["recovery"]) else 1
+
+
 def _experiment(args: argparse.Namespace) -> int:
     import dataclasses
 
@@ -219,7 +235,11 @@ def _experiment(args: argparse.Namespace) -> int:
                 return 130
         print(f"results: {args.out.resolve()}/summary.json")
         return 0
-    specs = load_spec(preset_path(args.spec))
+    path = preset_path(args.spec)
+    from mininet_topos.experiment.recovery_sweep import is_recovery_spec
+    if is_recovery_spec(path):   # wan_recovery: netns + delay line + eBPF loss, no Mininet
+        return _recovery_sweep(path, args.out)
+    specs = load_spec(path)
     if args.switch:
         specs = [dataclasses.replace(s, switch=args.switch) for s in specs]
     with sigterm_as_interrupt():

@@ -182,12 +182,12 @@ def plan_p_retx(model: LossModel, n: int, groups: tuple[Group, ...]) -> float:
 class PolicyConfig:
     """The policy's knobs (defaults are the ones the wan_recovery preset measured)."""
 
-    eps: float = 0.02
+    eps: float = 0.01
     """Share of messages allowed to need a round trip (the percentile protected)."""
     max_overhead: float = 0.25
     """Most repair packets per data packet a message may carry ..."""
-    overhead_per_loss: float = 3.0
-    overhead_floor: float = 0.015
+    overhead_per_loss: float = 4.0
+    overhead_floor: float = 0.02
     """... and at most ``overhead_floor + overhead_per_loss x loss rate`` of them: the
     bytes FEC adds stay in proportion to what selective repeat would resend."""
     k_choices: tuple[int, ...] = (8, 16, 32, 64)

@@ -1,0 +1,302 @@
+"""The ``wan_recovery`` experiment: loss recovery modes across a real WAN path.
+
+Why not the Mininet runner: the sweep has 9 loss models x 2 round trips x 4 modes =
+72 runs; on Mininet each would rebuild a network of switches.  The question is how the
+endpoints recover, so the path is the lighter real one: two host namespaces joined
+through a middle namespace by veth pairs, the project's WAN delay line
+(:class:`mininet_topos.wan.WanLink`, one-way delay = RTT / 2 each way) between the
+middle namespace's two ends, and the eBPF loss emulator (:mod:`ebpf.loss`) at tc egress
+toward the receiver, dropping RoCEv2 data (UDP) packets with the cell's loss model
+(acknowledgements are not dropped).  One ``python -m traffic p2p`` process per host.
+
+The controller's part: for each loss model the link's loss map is what the controller
+would fit (:func:`controller.lossmap.burst.fit_gilbert_elliott` on a trace of the
+model), the fixed ``fec`` mode gets the (k, m) the loss map's policy chooses for it
+(:func:`controller.lossmap.fec.choose_fec`), and ``auto`` gets the fitted model as its
+loss feedback (``--path-loss``) and decides per message (:mod:`traffic.recovery`).
+
+Results: ``summary.json["recovery"]``, one row per (loss, RTT, mode).
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import secrets
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from common.kernel.netns import Namespace, veth_pair
+from common.loss import LossModel, LossProcess
+from controller.lossmap.burst import cycles_from_sequence, fit_gilbert_elliott
+from controller.lossmap.fec import LinkModel, choose_fec
+
+from .errors import SpecError
+
+__all__ = ["RecoverySweep", "fitted_model", "is_recovery_spec", "load_sweep", "parse_loss_label",
+           "run_sweep"]
+
+_PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(slots=True, kw_only=True)
+class RecoverySweep:
+    """The sweep's spec (``kind: recovery_sweep`` in a preset file)."""
+
+    name: str = "wan_recovery"
+    losses: list[str] = field(default_factory=lambda: ["0.01"])
+    rtt_ms: list[float] = field(default_factory=lambda: [20.0])
+    modes: list[str] = field(default_factory=lambda: ["gbn", "sr", "fec", "auto"])
+    rate: str = "100M"
+    size: str = "256K"
+    count: int = 24
+    inflight: int = 2
+    timeout_s: float = 40.0
+    seed: int = 1
+    fec_target_residual: float = 1e-3
+    fec_max_overhead: float = 0.25
+
+
+def is_recovery_spec(path: Path) -> bool:
+    try:
+        obj = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return False
+    return isinstance(obj, dict) and obj.get("kind") == "recovery_sweep"
+
+
+def load_sweep(path: Path) -> RecoverySweep:
+    obj = yaml.safe_load(path.read_text())
+    if not isinstance(obj, dict):
+        raise SpecError(f"{path}: expected a mapping")
+    obj = {k: v for k, v in obj.items() if k not in ("kind", "description")}
+    known = set(RecoverySweep.__dataclass_fields__)
+    unknown = set(obj) - known
+    if unknown:
+        raise SpecError(f"{path}: unknown key(s) {sorted(unknown)}; known: {sorted(known)}")
+    sw = RecoverySweep(**obj)
+    for label in sw.losses:
+        parse_loss_label(label)
+    bad = [m for m in sw.modes if m not in ("gbn", "sr", "fec", "auto")]
+    if bad:
+        raise SpecError(f"{path}: modes {bad} unknown; known: gbn, sr, fec, auto")
+    return sw
+
+
+def parse_loss_label(label: str) -> LossModel:
+    """``0.01`` (random) or ``ge:1%/10`` (Gilbert, 1 % loss in mean bursts of 10)."""
+    try:
+        if label.startswith("ge:"):
+            rate, burst = label[3:].split("/")
+            q = float(rate.rstrip("%")) / (100 if rate.endswith("%") else 1)
+            return LossModel.bursty(q, float(burst))
+        q = float(label.rstrip("%")) / (100 if label.endswith("%") else 1)
+        return LossModel.bernoulli(q)
+    except ValueError as e:
+        raise SpecError(f"loss {label!r}: expected P, P% or ge:P%/BURST ({e})") from None
+
+
+def fitted_model(model: LossModel, *, n: int = 400_000, seed: int = 0) -> LossModel:
+    """What the controller's loss map fits on a link losing packets by ``model``."""
+    proc = LossProcess(model, seed=seed)
+    lost = np.fromiter((proc.lost() for _ in range(n)), dtype=bool, count=n)
+    cy = cycles_from_sequence(lost)
+    if cy.loss_len.size < 2:
+        return LossModel.bernoulli(float(lost.mean()))
+    return fit_gilbert_elliott(cy, resamples=20, seed=seed).model
+
+
+def policy_fec(model: LossModel, sw: RecoverySweep) -> tuple[int, int]:
+    """The loss map policy's fixed (k, m) for the fitted model (m >= 1)."""
+    lm = (LinkModel(p=model.p, r=model.r, loss_in_bad=1.0 - model.h)
+          if model.kind == "gilbert-elliott" else LinkModel(p=1.0, r=0.0,
+                                                             loss_in_bad=model.mean_loss))
+    pol = choose_fec([lm], target_residual=sw.fec_target_residual,
+                     max_overhead=sw.fec_max_overhead)
+    return (pol.k, pol.m) if pol.k > 0 and pol.m > 0 else (32, 1)
+
+
+# -- the bed ------------------------------------------------------------------------------
+class Bed:
+    """h1 -- [mid: delay line, eBPF loss toward h2] -- h2 on a fresh /24."""
+
+    def __init__(self, subnet: str) -> None:
+        from ebpf.loss import LossEmulator
+        from mininet_topos.wan import WanLink
+
+        self._stack = contextlib.ExitStack()
+        try:
+            tag = secrets.token_hex(2)
+            self.h1 = self._stack.enter_context(Namespace.create(f"wr{tag}h"))
+            self.h2 = self._stack.enter_context(Namespace.create(f"wr{tag}h"))
+            self.mid = self._stack.enter_context(Namespace.create(f"wr{tag}m"))
+            for ns in (self.h1, self.h2, self.mid):
+                ns.run(["sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1"])
+            e1, m1 = veth_pair(self.h1, self.mid, prefix=f"wr{tag}", addr_a=f"{subnet}.1/24")
+            m2, e2 = veth_pair(self.mid, self.h2, prefix=f"wr{tag}", addr_b=f"{subnet}.2/24")
+            self.ips = (f"{subnet}.1", f"{subnet}.2")
+            for ns, end, peer_ip, peer in ((self.h1, e1, self.ips[1], e2),
+                                           (self.h2, e2, self.ips[0], e1)):
+                # the delay line forwards frames, not ARP answers in time: static neighbours
+                ns.run(["ethtool", "-K", end.ifname, "tx", "off"])
+                ns.run(["ip", "neigh", "replace", peer_ip, "lladdr", peer.mac, "dev",
+                        end.ifname])
+            self.wan = WanLink(m1.ifname, m2.ifname, netns=self.mid.name, delay_ms=10.0)
+            self._stack.callback(self.wan.stop)
+            self.wan.start()
+            # data toward h2 leaves the middle namespace on m2: drop there
+            self.loss = LossEmulator(m2.ifname, netns=self.mid.name, direction="egress",
+                                     udp_only=True)
+            self._stack.enter_context(self.loss)
+        except BaseException:
+            self._stack.close()
+            raise
+
+    def close(self) -> None:
+        self._stack.close()
+
+
+@contextlib.contextmanager
+def bed(subnet: str) -> Iterator[Bed]:
+    b = Bed(subnet)
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+def _window(rate_bps: float, rtt_s: float) -> int:
+    return max(64, min(8000, round(2 * rate_bps * rtt_s / 8 / 1100)))
+
+
+def run_point(b: Bed, sw: RecoverySweep, *, mode: str, rtt_s: float, fec: tuple[int, int],
+              path_loss: LossModel | None, out_dir: Path, seed: int,
+              python: str = sys.executable) -> dict[str, Any]:
+    """One p2p transfer in ``mode``; the raw counters and the message FCTs."""
+    from traffic.cli import _rate
+
+    rate = _rate(sw.rate)
+    hosts = ",".join(b.ips)
+    common = ["--hosts", hosts, "-s", sw.size, "-c", str(sw.count), "--rate", sw.rate,
+              "--mode", mode, "--fec", f"{fec[0]},{fec[1]}", "--window",
+              str(_window(rate, rtt_s)), "--inflight", str(sw.inflight),
+              "--timeout", f"{sw.timeout_s}", "--seed", str(seed),
+              "--rto-min", f"{max(0.05, 2 * rtt_s)}"]
+    if mode == "auto" and path_loss is not None:
+        common += ["--path-loss", _loss_text(path_loss)]
+    start_at = time.time() + 1.5
+    procs = []
+    for rank, ns in enumerate((b.h1, b.h2)):
+        cmd = [python, "-m", "traffic", "p2p", *common, "--rank", str(rank),
+               "--start-at", f"{start_at:.3f}", "-o", str(out_dir / f"r{rank}.json")]
+        procs.append(ns.popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              text=True, cwd=str(_PROJECT_ROOT)))
+    errs = []
+    for p in procs:
+        try:
+            _o, err = p.communicate(timeout=sw.timeout_s + 30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            _o, err = p.communicate()
+        errs.append(err[-500:] if err else "")
+    try:
+        tx = json.loads((out_dir / "r0.json").read_text())
+        rx = json.loads((out_dir / "r1.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return {"finished": False, "error": " | ".join(e for e in errs if e)}
+    reqs = list(tx["endpoint"]["requesters"].values())
+    resps = list(rx["endpoint"]["responders"].values())
+    delivered = rx["bytes_received"]
+    fcts = [m["fct_s"] for m in tx["messages"] if m["dir"] == "tx" and m["fct_s"] is not None]
+    schemes: dict[str, int] = {}
+    reasons: dict[str, str] = {}
+    for m in tx["messages"]:
+        rec = m.get("recovery")
+        if rec:
+            key = (f"{rec['scheme']}" + (f"({rec['k']},{rec['m']})x{rec['depth']}"
+                                         if rec["scheme"] == "fec" else
+                                         f"({rec['tail_pkts']},{rec['m']})"
+                                         if rec["scheme"] == "tail" else ""))
+            schemes[key] = schemes.get(key, 0) + 1
+            reasons.setdefault(key, rec["reason"])
+    return {
+        "finished": bool(tx["finished"] and rx["finished"]),
+        "goodput_bps": delivered * 8 / max(1e-9, tx["completion_s"]),
+        "fct_p50_s": float(np.percentile(fcts, 50)) if fcts else None,
+        "fct_p99_s": float(np.percentile(fcts, 99)) if fcts else None,
+        "completion_s": tx["completion_s"],
+        "wire_bytes_per_byte": sum(r["tx_bytes"] for r in reqs) / max(1, delivered),
+        "retx_pkts": sum(r["retx_pkts"] for r in reqs),
+        "repair_pkts_sent": sum(r["repair_pkts"] for r in reqs),
+        "repaired_pkts": sum(r["fec_repaired"] for r in resps),
+        "timeouts": sum(r["timeouts"] for r in reqs),
+        "messages": len(fcts),
+        "stall_s": tx.get("stall_s", 0.0),
+        **({"schemes": schemes, "reasons": reasons} if schemes else {}),
+    }
+
+
+def _loss_text(m: LossModel) -> str:
+    if m.kind == "gilbert-elliott":
+        return f"ge:{m.p:.6g},{m.r:.6g},{m.h:.6g},{m.k:.6g}"
+    return f"{m.mean_loss:.6g}"
+
+
+def run_sweep(sw: RecoverySweep, out: Path, *, log=print) -> dict[str, Any]:
+    """Every (loss, RTT, mode) cell on one bed; writes ``out/summary.json``."""
+    out.mkdir(parents=True, exist_ok=True)
+    rows: list[dict[str, Any]] = []
+    controller: dict[str, Any] = {}
+    subnet = f"10.{200 + secrets.randbelow(50)}.{secrets.randbelow(250) + 1}"
+    with bed(subnet) as b:
+        for li, label in enumerate(sw.losses):
+            model = parse_loss_label(label)
+            fit = fitted_model(model, seed=sw.seed + li)
+            k, m = policy_fec(fit, sw)
+            controller[label] = {"fitted": _loss_text(fit), "fec_k": k, "fec_m": m,
+                                 "fitted_loss": fit.mean_loss,
+                                 "fitted_burst": fit.mean_burst_len}
+            b.loss.set_model(model)
+            for rtt in sw.rtt_ms:
+                b.wan.update(delay_ms=rtt / 2)
+                for mode in sw.modes:
+                    cell_seed = sw.seed * 1000 + li * 10 + int(rtt)
+                    b.loss.reseed(cell_seed)
+                    d = out / "runs" / f"{label.replace('/', '_').replace(':', '')}_{rtt:g}_{mode}"
+                    d.mkdir(parents=True, exist_ok=True)
+                    r = run_point(b, sw, mode=mode, rtt_s=rtt / 1e3, fec=(k, m),
+                                  path_loss=fit, out_dir=d, seed=cell_seed)
+                    row = {"loss": label, "rtt_ms": rtt, "mode": mode,
+                           **({"fec": [k, m]} if mode == "fec" else {}), **r}
+                    rows.append(row)
+                    log(format_row(row))
+        wan_stats = b.wan.stats()
+    summary = {"experiment": sw.name, "endpoint": "python (traffic.endpoint)",
+               "path": "netns veths + WAN delay line + eBPF loss (data direction)",
+               "rate": sw.rate, "size": sw.size, "count": sw.count, "inflight": sw.inflight,
+               "controller": controller, "recovery": rows, "wan": wan_stats}
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    return summary
+
+
+def format_row(r: dict[str, Any]) -> str:
+    def ms(v: float | None) -> str:
+        return f"{v * 1e3:7.0f}" if v is not None else "      -"
+    gp = (r.get("goodput_bps") or 0.0) / 1e6
+    sch = ",".join(f"{k}:{v}" for k, v in (r.get("schemes") or {}).items())
+    return (f"{r['loss']:>9} {r['rtt_ms']:>4g} {r['mode']:>4} {gp:7.1f} "
+            f"{ms(r.get('fct_p50_s'))} {ms(r.get('fct_p99_s'))} "
+            f"{r.get('wire_bytes_per_byte', 0):6.3f} {r.get('retx_pkts', 0):6} "
+            f"{r.get('repaired_pkts', 0):6} {r.get('timeouts', 0):4}"
+            f"{'' if r.get('finished') else ' (unfinished)'} {sch}")
+
+
+HEADER = (f"{'loss':>9} {'rtt':>4} {'mode':>4} {'Mb/s':>7} {'p50 ms':>7} {'p99 ms':>7} "
+          f"{'wire/B':>6} {'retx':>6} {'repair':>6} {'RTOs':>4}")
