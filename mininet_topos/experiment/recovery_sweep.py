@@ -40,8 +40,8 @@ from controller.lossmap.fec import LinkModel, choose_fec
 
 from .errors import SpecError
 
-__all__ = ["RecoverySweep", "fitted_model", "is_recovery_spec", "load_sweep", "parse_loss_label",
-           "run_sweep"]
+__all__ = ["RecoverySweep", "check_targets", "fitted_model", "is_recovery_spec", "load_sweep",
+           "markdown_table", "parse_loss_label", "plot_p99", "run_sweep"]
 
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -281,8 +281,11 @@ def run_sweep(sw: RecoverySweep, out: Path, *, log=print) -> dict[str, Any]:
     summary = {"experiment": sw.name, "endpoint": "python (traffic.endpoint)",
                "path": "netns veths + WAN delay line + eBPF loss (data direction)",
                "rate": sw.rate, "size": sw.size, "count": sw.count, "inflight": sw.inflight,
-               "controller": controller, "recovery": rows, "wan": wan_stats}
+               "controller": controller, "recovery": rows, "wan": wan_stats,
+               "targets": check_targets(rows)}
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    (out / "recovery.md").write_text(markdown_table(rows) + "\n")
+    plot_p99(rows, out / "p99_fct.png")
     return summary
 
 
@@ -300,3 +303,105 @@ def format_row(r: dict[str, Any]) -> str:
 
 HEADER = (f"{'loss':>9} {'rtt':>4} {'mode':>4} {'Mb/s':>7} {'p50 ms':>7} {'p99 ms':>7} "
           f"{'wire/B':>6} {'retx':>6} {'repair':>6} {'RTOs':>4}")
+
+
+# -- the issue's targets and the README table ---------------------------------------------
+def _cells(rows: list[dict[str, Any]]) -> dict[tuple[str, float], dict[str, dict[str, Any]]]:
+    out: dict[tuple[str, float], dict[str, dict[str, Any]]] = {}
+    for r in rows:
+        out.setdefault((r["loss"], r["rtt_ms"]), {})[r["mode"]] = r
+    return out
+
+
+def check_targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each target of the wan_recovery issue, per cell: measured ratio and verdict."""
+    out: list[dict[str, Any]] = []
+    for (loss, rtt), modes in _cells(rows).items():
+        a = modes.get("auto")
+        if a is None or not a.get("finished"):
+            continue
+        fixed = [m for k, m in modes.items() if k != "auto" and m.get("finished")]
+        q = parse_loss_label(loss).mean_loss
+        where = f"{loss} {rtt:g}ms"
+        if fixed:
+            best_gp = max(m["goodput_bps"] for m in fixed)
+            best_p99 = min(m["fct_p99_s"] for m in fixed)
+            out.append({"cell": where, "target": "goodput >= 0.97 x best fixed",
+                        "ratio": a["goodput_bps"] / best_gp,
+                        "ok": a["goodput_bps"] >= 0.97 * best_gp})
+            out.append({"cell": where, "target": "p99 FCT <= 1.03 x best fixed",
+                        "ratio": a["fct_p99_s"] / best_p99,
+                        "ok": a["fct_p99_s"] <= 1.03 * best_p99})
+        sr = modes.get("sr")
+        if sr and sr.get("finished") and q >= 0.01:
+            out.append({"cell": where, "target": "p99 FCT <= 0.8 x SR",
+                        "ratio": a["fct_p99_s"] / sr["fct_p99_s"],
+                        "ok": a["fct_p99_s"] <= 0.8 * sr["fct_p99_s"]})
+            out.append({"cell": where, "target": "goodput >= SR",
+                        "ratio": a["goodput_bps"] / sr["goodput_bps"],
+                        "ok": a["goodput_bps"] >= sr["goodput_bps"]})
+        if sr and sr.get("finished") and q <= 0.001:
+            out.append({"cell": where, "target": "wire bytes <= 1.03 x SR",
+                        "ratio": a["wire_bytes_per_byte"] / sr["wire_bytes_per_byte"],
+                        "ok": a["wire_bytes_per_byte"] <= 1.03 * sr["wire_bytes_per_byte"]})
+        g = modes.get("gbn")
+        if g and loss in ("1%", "0.01") and rtt == 20:
+            gp = g["goodput_bps"] if g.get("finished") else 0.0
+            out.append({"cell": where, "target": "goodput >= 20 x GBN",
+                        "ratio": a["goodput_bps"] / gp if gp else float("inf"),
+                        "ok": a["goodput_bps"] >= 20 * gp})
+    return out
+
+
+def markdown_table(rows: list[dict[str, Any]]) -> str:
+    """One line per cell: goodput and p99 FCT of each mode, auto's choice."""
+    cells = _cells(rows)
+    modes = [m for m in ("gbn", "sr", "fec", "auto") if any(m in v for v in cells.values())]
+    head = ("| loss | RTT | " + " | ".join(f"{m} Mb/s" for m in modes) + " | "
+            + " | ".join(f"{m} p99 ms" for m in modes)
+            + " | auto wire/B (SR) | auto: scheme x msgs |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for (loss, rtt), v in cells.items():
+        def gp(m: str, v: dict = v) -> str:
+            r = v.get(m)
+            return "-" if r is None else (f"{r['goodput_bps'] / 1e6:.1f}"
+                                          + ("" if r.get("finished") else "*"))
+
+        def p99(m: str, v: dict = v) -> str:
+            r = v.get(m)
+            return ("-" if r is None or r.get("fct_p99_s") is None
+                    else f"{r['fct_p99_s'] * 1e3:.0f}")
+        a, s = v.get("auto", {}), v.get("sr", {})
+        wire = (f"{a['wire_bytes_per_byte']:.3f} ({s['wire_bytes_per_byte']:.3f})"
+                if a.get("wire_bytes_per_byte") and s.get("wire_bytes_per_byte") else "-")
+        sch = ", ".join(f"{k} x{n}" for k, n in (a.get("schemes") or {}).items())
+        lines.append(f"| {loss} | {rtt:g} | " + " | ".join(gp(m) for m in modes) + " | "
+                     + " | ".join(p99(m) for m in modes) + f" | {wire} | {sch} |")
+    return "\n".join(lines)
+
+
+def plot_p99(rows: list[dict[str, Any]], path: Path, title: str = "") -> Path:
+    """Grouped bars: p99 message FCT of every mode, by (loss, RTT) cell."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    cells = _cells(rows)
+    modes = [m for m in ("gbn", "sr", "fec", "auto") if any(m in v for v in cells.values())]
+    fig = Figure(figsize=(max(8, len(cells) * 0.8), 4.5))
+    ax = fig.add_subplot(1, 1, 1)
+    width = 0.8 / max(1, len(modes))
+    x = np.arange(len(cells))
+    for i, mode in enumerate(modes):
+        ys = [((v.get(mode) or {}).get("fct_p99_s") or np.nan) * 1e3 for v in cells.values()]
+        ax.bar(x + (i - (len(modes) - 1) / 2) * width, ys, width, label=mode)
+    ax.set_xticks(x)
+    ax.set_xticklabels([f"{loss}\n{rtt:g} ms" for loss, rtt in cells], fontsize=7)
+    ax.set_ylabel("p99 message FCT (ms)")
+    ax.set_yscale("log")
+    ax.set_title(title or "wan_recovery: p99 message FCT by loss model and RTT")
+    ax.legend(ncol=len(modes), fontsize=8)
+    fig.tight_layout()
+    FigureCanvasAgg(fig)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    return path

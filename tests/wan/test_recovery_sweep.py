@@ -83,3 +83,25 @@ def test_small_cell_on_namespaces(tmp_path: Path):
     assert auto["repaired_pkts"] > 0 and sum(auto["schemes"].values()) == 6, auto
     assert all(s.startswith(("fec", "tail")) for s in auto["schemes"]), auto["schemes"]
     assert json.loads((tmp_path / "summary.json").read_text())["recovery"]
+
+
+def _row(loss, rtt, mode, gp, p99, wire=1.06):
+    return {"loss": loss, "rtt_ms": rtt, "mode": mode, "goodput_bps": gp * 1e6,
+            "fct_p99_s": p99 / 1e3, "fct_p50_s": p99 / 2e3, "wire_bytes_per_byte": wire,
+            "finished": True}
+
+
+def test_targets_table_and_plot(tmp_path: Path):
+    from mininet_topos.experiment.recovery_sweep import check_targets, markdown_table, plot_p99
+
+    rows = [_row("1%", 20, "gbn", 2.0, 300), _row("1%", 20, "sr", 80, 140),
+            _row("1%", 20, "fec", 82, 100), _row("1%", 20, "auto", 81, 101),
+            _row("0.1%", 20, "sr", 85, 100), _row("0.1%", 20, "auto", 85, 90, wire=1.10)]
+    got = {(t["cell"], t["target"]): t["ok"] for t in check_targets(rows)}
+    assert got[("1% 20ms", "p99 FCT <= 1.03 x best fixed")]
+    assert got[("1% 20ms", "p99 FCT <= 0.8 x SR")]
+    assert got[("1% 20ms", "goodput >= 20 x GBN")]
+    assert not got[("0.1% 20ms", "wire bytes <= 1.03 x SR")]
+    table = markdown_table(rows)
+    assert table.count("\n") == 3 and "| 1% | 20 |" in table
+    assert plot_p99(rows, tmp_path / "p.png").stat().st_size > 1000
