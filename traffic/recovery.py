@@ -37,6 +37,7 @@ plan per message.  The decision lives here, above both.
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -141,24 +142,40 @@ def _chain(model: LossModel) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.array([1.0, 0.0]), np.eye(2), np.array([q, q])
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=8192)
 def block_fail(model: LossModel, n: int, m: int, spacing: int = 1) -> float:
     """P(more than ``m`` of ``n`` symbols lost) when they are ``spacing`` packets apart
-    on a path of ``model`` (forward recursion over the chain's states)."""
-    if model.mean_loss <= 0 or n <= m:
+    on a path of ``model`` (binomial for independent loss; else a forward recursion
+    over the chain's two states, in plain floats: the arrays are tiny)."""
+    q = model.mean_loss
+    if q <= 0 or n <= m:
         return 0.0
+    if model.kind is not LossKind.GILBERT_ELLIOTT or model.p + model.r <= 0:
+        return max(0.0, 1.0 - sum(math.comb(n, i) * q**i * (1 - q) ** (n - i)
+                                  for i in range(m + 1)))
     pi, t, loss = _chain(model)
     step = np.linalg.matrix_power(t, spacing)
-    dist = np.zeros((2, m + 2))  # state x losses so far (the last column: > m)
-    dist[:, 0] = pi
+    gg, gb, bg, bb = float(step[0, 0]), float(step[0, 1]), float(step[1, 0]), float(step[1, 1])
+    lg, lb = float(loss[0]), float(loss[1])
+    good = [0.0] * (m + 2)  # P(state, losses so far); the last slot: more than m
+    bad = [0.0] * (m + 2)
+    good[0], bad[0] = float(pi[0]), float(pi[1])
     for i in range(n):
         if i:
-            dist = step.T @ dist
-        lost = dist * loss[:, None]
-        dist = dist * (1 - loss)[:, None]
-        dist[:, 1:] += lost[:, :-1]
-        dist[:, -1] += lost[:, -1]
-    return float(min(1.0, max(0.0, dist[:, -1].sum())))
+            good, bad = ([g * gg + b * bg for g, b in zip(good, bad)],
+                         [g * gb + b * bb for g, b in zip(good, bad)])
+        good = _absorb(good, lg)
+        bad = _absorb(bad, lb)
+    return float(min(1.0, max(0.0, good[-1] + bad[-1])))
+
+
+def _absorb(dist: list[float], lost: float) -> list[float]:
+    """One symbol sent in a state losing it with probability ``lost``."""
+    kept = [x * (1 - lost) for x in dist]
+    for c in range(len(dist) - 1, 0, -1):
+        kept[c] += dist[c - 1] * lost
+    kept[-1] += dist[-1] * lost
+    return kept
 
 
 def plan_p_retx(model: LossModel, n: int, groups: tuple[Group, ...]) -> float:
@@ -209,23 +226,63 @@ class PathView:
     wire_pkt_bytes: int = 1100
     source: str = "controller"  # where ``loss`` came from (controller | own counters)
 
-    def key(self) -> tuple:
-        """Quantised, so that decisions are cached while the telemetry stands still."""
+    def quantised(self) -> PathView:
+        """Two significant digits of every input: decisions (and their cache) stand
+        still while the telemetry only jitters."""
         lm = self.loss
-        return (lm.kind, round(lm.p, 6), round(lm.r, 4), round(lm.h, 3), round(lm.k, 4),
-                round(self.rtt_s, 3), float(f"{self.rate_bps:.2g}"), self.wire_pkt_bytes,
-                self.source)
+        loss = LossModel(kind=lm.kind, p=_q(lm.p), r=_q(lm.r), h=_q(lm.h), k=1 - _q(1 - lm.k))
+        return PathView(loss=loss, rtt_s=_q(self.rtt_s), rate_bps=_q(self.rate_bps),
+                        wire_pkt_bytes=self.wire_pkt_bytes, source=self.source)
+
+
+def _q(x: float) -> float:
+    return float(f"{x:.2g}")
 
 
 def choose(path: PathView, n_pkts: int, cfg: PolicyConfig = PolicyConfig()) -> MessagePlan:
     """The scheme for a message of ``n_pkts`` packets on ``path`` (see module docstring)."""
     if n_pkts < 1:
         raise ConfigError(f"recovery policy: a message of {n_pkts} packets")
-    return _choose(path.key(), path, n_pkts, cfg)
+    return _choose(path.quantised(), n_pkts, cfg)
+
+
+@functools.lru_cache(maxsize=256)
+def _candidates(model: LossModel, n: int, cfg: PolicyConfig) -> tuple[MessagePlan, ...]:
+    """Every plan within the overhead bound, with its P(retx) (SR first).
+
+    Why apart from the choice: the probabilities depend only on the loss model and the
+    size, the costs on the RTT and rate too; an RTT change then costs no new recursion.
+    """
+    q = model.mean_loss
+    cap = min(cfg.max_overhead, cfg.overhead_floor + cfg.overhead_per_loss * q)
+    out = [MessagePlan(scheme="sr", p_retx=plan_p_retx(model, n, ()))]
+    floor_pkts = 1 if q >= cfg.tail_min_loss else 0
+    for t in cfg.tail_choices:
+        t = min(t, n)
+        for m in range(1, cfg.m_max + 1):
+            if m > max(cap * n, floor_pkts):
+                break
+            groups: tuple[Group, ...] = (Group(first=n - t, count=t, blocks=1, m=m),)
+            out.append(MessagePlan(scheme="tail", m=m, tail_pkts=t, groups=groups,
+                                   p_retx=plan_p_retx(model, n, groups)))
+    for k in cfg.k_choices:
+        for depth in cfg.depth_choices:
+            if k * depth > MAX_GROUP or (depth > 1 and k * (depth - 1) >= n):
+                continue  # the interleaver would not fill more blocks
+            for m in range(1, cfg.m_max + 1):
+                groups = plan_groups(n, k=k, m=m, depth=depth)
+                if sum(g.repairs for g in groups) / n > cap:
+                    break
+                p = plan_p_retx(model, n, groups)
+                out.append(MessagePlan(scheme="fec", k=k, m=m, depth=depth, groups=groups,
+                                       p_retx=p))
+                if p < 1e-6:
+                    break  # more repairs only cost bytes
+    return tuple(out)
 
 
 @functools.lru_cache(maxsize=1024)
-def _choose(_key: tuple, path: PathView, n: int, cfg: PolicyConfig) -> MessagePlan:
+def _choose(path: PathView, n: int, cfg: PolicyConfig) -> MessagePlan:
     model = path.loss
     q = model.mean_loss
     why = (f"loss {q:.2%} ({path.source}), burst {model.mean_burst_len:.1f}, "
@@ -234,44 +291,20 @@ def _choose(_key: tuple, path: PathView, n: int, cfg: PolicyConfig) -> MessagePl
         return MessagePlan(scheme="sr", reason=f"{why}: path loss-free")
     t_pkt = path.wire_pkt_bytes * 8 / path.rate_bps
 
-    cap = min(cfg.max_overhead, cfg.overhead_floor + cfg.overhead_per_loss * q)
-
-    def cost(repairs: int, p: float) -> float:
+    def cost(plan: MessagePlan) -> float:
         # wire time, the round trip the protected percentile risks, and the expected
         # round trips (which still fall when the percentile is out of reach)
-        return (n + repairs) * t_pkt + path.rtt_s * (min(1.0, p / cfg.eps) + p)
+        p = plan.p_retx
+        return (n + plan.repair_pkts) * t_pkt + path.rtt_s * (min(1.0, p / cfg.eps) + p)
 
-    p_sr = plan_p_retx(model, n, ())
-    best = MessagePlan(scheme="sr", p_retx=p_sr)
-    best_cost = cost(0, p_sr)
-    floor_pkts = 1 if q >= cfg.tail_min_loss else 0
-    for t in cfg.tail_choices:
-        t = min(t, n)
-        for m in range(1, cfg.m_max + 1):
-            if m > max(cap * n, floor_pkts):
-                break
-            groups: tuple[Group, ...] = (Group(first=n - t, count=t, blocks=1, m=m),)
-            p = plan_p_retx(model, n, groups)
-            c = cost(m, p)
-            if c < best_cost - 1e-12:
-                best, best_cost = MessagePlan(scheme="tail", m=m, tail_pkts=t,
-                                              groups=groups, p_retx=p), c
-    for k in cfg.k_choices:
-        for depth in cfg.depth_choices:
-            if k * depth > MAX_GROUP or (depth > 1 and k * (depth - 1) >= n):
-                continue  # the interleaver would not fill more blocks
-            for m in range(1, cfg.m_max + 1):
-                groups = plan_groups(n, k=k, m=m, depth=depth)
-                rep = sum(g.repairs for g in groups)
-                if rep / n > cap:
-                    break
-                p = plan_p_retx(model, n, groups)
-                c = cost(rep, p)
-                if c < best_cost - 1e-12:
-                    best, best_cost = MessagePlan(scheme="fec", k=k, m=m, depth=depth,
-                                                  groups=groups, p_retx=p), c
-                if p < 1e-6:
-                    break  # more repairs only cost bytes
+    cands = _candidates(model, n, cfg)
+    p_sr = cands[0].p_retx
+    best = cands[0]
+    best_cost = cost(best)
+    for plan in cands[1:]:
+        c = cost(plan)
+        if c < best_cost - 1e-12:
+            best, best_cost = plan, c
     detail = {"sr": "repairs cost more than the round trips they save",
               "tail": f"last {best.tail_pkts} pkts + {best.m} repairs",
               "fec": f"({best.k},{best.m}) x depth {best.depth}"}[best.scheme]

@@ -273,6 +273,15 @@ class Requester:
         return recovery.PathView(loss=model, rtt_s=rtt, rate_bps=self.cfg.rate_bps,
                                  wire_pkt_bytes=wire, source=source)
 
+    def warm_plans(self, sizes: list[int]) -> None:
+        """Decide for messages of these byte sizes now (mode auto): later decisions for
+        the same sizes come from the policy's cache while the telemetry stands still."""
+        view = self.path_view()
+        if view is None or self.cfg.mode is not Reliability.AUTO:
+            return
+        for n in sizes:
+            recovery.choose(view, max(1, -(-n // self.cfg.mtu)), self.policy)
+
     def _plan_message(self, msg: MessageRecord, npk: int) -> None:
         """Choose the message's scheme and attach its groups to its packets."""
         view = self.path_view()

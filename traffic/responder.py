@@ -248,6 +248,13 @@ class Responder:
         rs = self._repairs.get(base)
         if rs is None:
             return
+        # cheap count first: called for every out-of-order packet and every pending
+        # block (interleaved groups keep several open), most calls cannot decode yet
+        recent, ooo = self._recent, self._ooo
+        absent = [base + i * rs.stride for i in range(rs.count)]
+        absent = [q for q in absent if q not in recent and q not in ooo]
+        if absent and absent[0] >= self._e and len(absent) > len(rs.repairs):
+            return
         have: dict[int, bytes] = {}
         for i in range(rs.count):
             seq = base + i * rs.stride

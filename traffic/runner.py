@@ -209,6 +209,15 @@ class RankRunner:
         except Exception:
             self.ep.close()
             raise
+        if qp.mode is Reliability.AUTO:
+            # decide once for every message size before the clock runs: a first decision
+            # takes tens of ms (block probabilities), a stall inside the transfer
+            sizes = sorted({s for f in plan.send for s in f.sizes})[:64]
+            if self._ar is not None:
+                sizes = sorted({*sizes, max(1, allreduce_bytes // max(1, plan.nranks))})
+            for req in self.requesters:
+                if isinstance(req, Requester):
+                    req.warm_plans(sizes)
         self.faults = faults          # injected host faults (traffic.host_faults)
         # (due, stripes) of all-reduce steps a straggler posts late
         self.deferred: list[tuple[float, list[tuple[int, bytes, str]]]] = []
