@@ -299,8 +299,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.cmd == "check":
             from mininet_topos.experiment import apply_overrides, load_spec, preset_path
+            from mininet_topos.experiment.recovery_sweep import is_recovery_spec, load_sweep
             from mininet_topos.topologies import resolve_topology
-            specs = load_spec(preset_path(args.spec))
+            path = preset_path(args.spec)
+            if is_recovery_spec(path):
+                sw = load_sweep(path)
+                print(f"ok: {sw.name} (recovery sweep: {len(sw.losses)} loss models x "
+                      f"{len(sw.rtt_ms)} RTTs x {', '.join(sw.modes)})")
+                return 0
+            specs = load_spec(path)
             for s in specs:
                 apply_overrides(resolve_topology(s.topology), s)
                 print(f"ok: {s.name} {s.variant or ''} ({s.workload.kind} on "
