@@ -41,6 +41,19 @@ def _switch(value: str) -> str:
     return value
 
 
+def _web(value: str) -> str:
+    """HOST:PORT for the controller's live view, checked here (the controller takes it)."""
+    from controller.web import WebError, parse_web_address
+    try:
+        host, port = parse_web_address(value)
+    except WebError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if port == 0:
+        raise argparse.ArgumentTypeError(f"--web {value}: give a port (the address is printed "
+                                         "before the controller has picked a free one)")
+    return f"{host}:{port}"
+
+
 _seconds = argtypes.bounded_float(0, 86400, what="seconds")
 
 
@@ -73,6 +86,8 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--mtls", action="store_true", help="P4Runtime over mutual TLS")
     e.add_argument("--influx", default=os.environ.get("INFLUX_URL"),
                    help="InfluxDB URL to export to (default: $INFLUX_URL; none: files only)")
+    e.add_argument("--web", type=_web, metavar="HOST:PORT",
+                   help="the controller serves the live view there (the address is printed)")
     e.add_argument("--trials", type=int, default=30, help="faults: number of trials")
     e.add_argument("--seed", type=int, default=1, help="faults: seed of the fault draws")
     e.add_argument("--fault", metavar="YAML",
@@ -87,6 +102,9 @@ def parser() -> argparse.ArgumentParser:
                    help="P4Runtime over mutual TLS (a CA and certificates made for the run)")
     d.add_argument("--influx", default=os.environ.get("INFLUX_URL"),
                    help="InfluxDB URL (default: $INFLUX_URL)")
+    d.add_argument("--web", type=_web, metavar="HOST:PORT",
+                   help="the controller serves the live view there, e.g. 127.0.0.1:8080 "
+                        "(the address is printed)")
     return ap
 
 
@@ -244,7 +262,8 @@ def _experiment(args: argparse.Namespace) -> int:
         specs = [dataclasses.replace(s, switch=args.switch) for s in specs]
     with sigterm_as_interrupt():
         try:
-            results = run_specs(specs, args.out, influx_url=args.influx, mtls=args.mtls)
+            results = run_specs(specs, args.out, influx_url=args.influx, mtls=args.mtls,
+                                web=args.web)
         except KeyboardInterrupt:
             print("interrupted; network torn down", file=sys.stderr)
             return 130
@@ -322,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
             return _experiment(args)
         from mininet_topos.demo import run_demo
         return run_demo(out=args.out, switch=args.switch, influx_url=args.influx,
-                        mtls=args.mtls)
+                        mtls=args.mtls, web=args.web)
     except (ExperimentError, TopologyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

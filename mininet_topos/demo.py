@@ -18,7 +18,7 @@ __all__ = ["run_demo"]
 
 
 def run_demo(*, out: Path, switch: str | None = None, influx_url: str | None = None,
-             mtls: bool = False) -> int:
+             mtls: bool = False, web: str | None = None) -> int:
     from mininet_topos.experiment import load_spec, preset_path, run_specs, sigterm_as_interrupt
     from mininet_topos.experiment.report import control_loop_lines, data_check_line
 
@@ -27,7 +27,7 @@ def run_demo(*, out: Path, switch: str | None = None, influx_url: str | None = N
         spec = dataclasses.replace(spec, switch=switch)
     with sigterm_as_interrupt():
         try:
-            (r,) = run_specs([spec], out, influx_url=influx_url, mtls=mtls,
+            (r,) = run_specs([spec], out, influx_url=influx_url, mtls=mtls, web=web,
                              log=lambda s: print(s, flush=True))
         except KeyboardInterrupt:
             print("interrupted; network torn down", file=sys.stderr)

@@ -7,6 +7,8 @@ examples:
   python -m controller run --topology dumbbell.yaml --once    # program, report, exit
   python -m controller run --topology two_dc.yaml --out out/ --coll-log logs/   # live diagnosis
   python -m controller run --topology dumbbell.yaml --ecn 2000:20000:0.1   # DCQCN marking
+  python -m controller run --topology dumbbell.yaml --web 127.0.0.1:8080   # live view in a browser
+  python -m controller run --topology dumbbell.yaml --alerts alerts.yaml   # own alert rules
   python -m controller run --topology dumbbell.yaml --target bmv2 \\
       --bmv2-json build/int_rocev2.json --p4info build/int_rocev2.p4info.txtpb
 
@@ -46,6 +48,22 @@ def _ecn(text: str) -> EcnProfile | None:
     try:
         return parse_ecn(text)
     except RunError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _web(text: str) -> tuple[str, int]:
+    from controller.web import WebError, parse_web_address
+    try:
+        return parse_web_address(text)
+    except WebError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _alert_rules(path: str) -> object:
+    from controller.alerts import AlertRuleError, load_rules
+    try:
+        return load_rules(path)
+    except AlertRuleError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
@@ -123,6 +141,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         "(diagnosis) and OUT/summary.json (repeatable)")
     p.add_argument("--diagnose-every", type=argtypes.positive, default=1.0, metavar="S",
                    help="with --coll-log: diagnose again every S seconds (default 1)")
+    p.add_argument("--web", type=_web, metavar="HOST:PORT",
+                   help="serve the live view (topology, links, flows, loss map, diagnosis, alerts) "
+                        "there; loopback needs no token, any other address gets one (printed)")
+    p.add_argument("--web-token", metavar="TOKEN", help="the page's token (default: generated "
+                                                        "beyond loopback)")
+    p.add_argument("--alerts", type=_alert_rules, metavar="FILE",
+                   help="alert rules (YAML; controller/alerts/rules.py shows the format); "
+                        "default: link loss > 0.5 %%, queue > 48 pkts for 3 s, report gaps, "
+                        "a culprit named")
     p.add_argument("--once", action="store_true", help="program the switches, write the state, exit")
     p.add_argument("-v", "--verbose", action="store_true")
     p.set_defaults(func=run)
@@ -180,7 +207,10 @@ def run(args: argparse.Namespace) -> int:
         "fec_target_residual": args.fec_target, "status_interval_s": args.interval,
         "ecn": args.ecn, "cc": args.cc, "key_file": args.key_file, "insecure": args.insecure,
         "sender_id": args.sender_id,
-        "coll_logs": list(args.coll_log), "diagnose_every_s": args.diagnose_every}
+        "coll_logs": list(args.coll_log), "diagnose_every_s": args.diagnose_every,
+        "web": args.web, "web_token": args.web_token}
+    if args.alerts is not None:
+        kw["alert_rules"] = args.alerts
     if args.program:
         kw["program"] = args.program
     try:
@@ -198,6 +228,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"{ready}/{len(ctl.status)} switches ready; collector on {cfg.listen}:"
           f"{rep[1] if rep else cfg.report_port} (reports), :{agent[1] if agent else cfg.agent_port} "
           f"(agents); state in {cfg.state_file}", flush=True)
+    if ctl.web is not None:
+        print(f"live view at {ctl.web.url}", flush=True)
     if args.once:
         ctl.stop()
         return 1 if failed else 0

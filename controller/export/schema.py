@@ -23,6 +23,7 @@ int_collector      collector               report_datagrams i, reports i,
 cc_rate            src, dst, sport, qp,    rate_bps f, utilisation f, bottleneck_hop i
                    algo
 link_loss          link                    lost i, delivered i, loss_rate f
+alert              rule, subject, kind     state s, value f, threshold f
 =================  ======================  ==================================================
 
 Timestamps are Unix ns: the hop's or flow's last update for int_hop/int_flow, the
@@ -40,7 +41,7 @@ from typing import Any, TypeAlias
 
 import numpy as np
 
-from controller.export.line_protocol import format_columns
+from controller.export.line_protocol import format_columns, format_line
 
 # What is exported comes from the collector (controller.int, which runs the exporter
 # in its CLI): its snapshots and statistics are taken by their fields, not their types
@@ -58,6 +59,15 @@ M_AGENT = "int_agent"
 M_COLLECTOR = "int_collector"
 M_RATE = "cc_rate"
 M_LINK_LOSS = "link_loss"
+M_ALERT = "alert"
+
+TAGS: dict[str, tuple[str, ...]] = {
+    M_HOP: ("switch", "port"), M_FLOW: ("src", "dst", "sport", "qp"),
+    M_REPORT_SEQ: ("switch", "hw_id"), M_AGENT: ("agent",), M_COLLECTOR: ("collector",),
+    M_RATE: ("src", "dst", "sport", "qp", "algo"), M_LINK_LOSS: ("link",),
+    M_ALERT: ("rule", "subject", "kind"),
+}
+"""The tag keys of each measurement (the rest of its CSV columns but time_ns are fields)."""
 
 CSV_COLUMNS: dict[str, list[str]] = {
     M_HOP: ["time_ns", "switch", "port", "qlen_bytes", "qlen_pkts", "tx_bytes", "tx_rate_bps",
@@ -69,6 +79,7 @@ CSV_COLUMNS: dict[str, list[str]] = {
     M_RATE: ["time_ns", "src", "dst", "sport", "qp", "algo", "rate_bps", "utilisation",
              "bottleneck_hop"],
     M_LINK_LOSS: ["time_ns", "link", "lost", "delivered", "loss_rate"],
+    M_ALERT: ["time_ns", "rule", "subject", "kind", "state", "value", "threshold"],
 }
 
 
@@ -251,3 +262,16 @@ def link_loss_lines(*, links: list[str], lost: np.ndarray, delivered: np.ndarray
         fields={"lost": lost[li, bi], "delivered": deliv[li, bi], "loss_rate": rate},
         time_ns=np.asarray(bin_time_ns, np.int64)[bi],
     )
+
+
+def alert_lines(alerts: list[dict[str, object]], *, time_ns: int) -> list[str]:
+    """One line per alert that fired or resolved (``state`` "firing" / "resolved")."""
+    out = []
+    for a in alerts:
+        line = format_line(M_ALERT, {"rule": str(a["rule"]), "subject": str(a["subject"]),
+                                     "kind": str(a["kind"])},
+                           {"state": str(a["state"]), "value": float(a["value"]),  # type: ignore[arg-type]
+                            "threshold": float(a["threshold"])}, time_ns)  # type: ignore[arg-type]
+        if line:
+            out.append(line)
+    return out

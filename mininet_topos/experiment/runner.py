@@ -305,7 +305,7 @@ def _goodput_limit_bps(spec: ExperimentSpec, topo: Topology) -> float:
 
 def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str], None] = print,
                    python: str = sys.executable, influx_url: str | None = None,
-                   mtls: bool = False) -> RunResult:
+                   mtls: bool = False, web: str | None = None) -> RunResult:
     """Run one spec; write ``out`` (see :mod:`.results` for the layout); ``mtls``: the
     controller reaches the switches over mutual TLS (certificates made for the run)."""
     res = ResultsDir(out)
@@ -341,8 +341,10 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
                  feedback=algo.controller_feedback, echo=algo.needs_int_echo,
                  fec_target=FEC_TARGET_RESIDUAL if fec_by_controller else 0.0,
                  ecn=spec.ecn.argument if spec.ecn is not None else None,
-                 influx_url=influx_url, mtls=mtls) as tb:
+                 influx_url=influx_url, mtls=mtls, web=web) as tb:
         log(f"network up in {time.time() - t_start:.1f} s; every switch programmed")
+        if tb.web_url:
+            log(f"live view at {tb.web_url}")
         ips = [topo.host(h).ipv4 for h in spec.workload.hosts]
         start_at = time.time() + START_DELAY_S + 0.3 * len(ips)
         assert tb.sock_dir is not None
@@ -480,7 +482,8 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
 
 def run_specs(specs: list[ExperimentSpec], out: str | Path, *,
               log: Callable[[str], None] = print, python: str = sys.executable,
-              influx_url: str | None = None, mtls: bool = False) -> list[RunResult]:
+              influx_url: str | None = None, mtls: bool = False,
+              web: str | None = None) -> list[RunResult]:
     """Run every spec (sweep members side by side under ``out/<variant>``), then write
     ``out/summary.json`` comparing them and a joint FCT CDF."""
     if not specs:
@@ -489,7 +492,8 @@ def run_specs(specs: list[ExperimentSpec], out: str | Path, *,
     results = []
     for spec in specs:
         sub = res.path if len(specs) == 1 else res.path / _slug(spec.variant or spec.name)
-        r = run_experiment(spec, sub, log=log, python=python, influx_url=influx_url, mtls=mtls)
+        r = run_experiment(spec, sub, log=log, python=python, influx_url=influx_url, mtls=mtls,
+                           web=web)
         for line in r.lines:
             log("  " + line)
         results.append(r)

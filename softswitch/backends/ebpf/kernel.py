@@ -1,6 +1,6 @@
 """The kernel side: compile and load the generated C with bcc (as a tc classifier or
 an XDP program), run packets through it with BPF_PROG_TEST_RUN, and release it all
-(attaching is the switch process's: `daemon`, `xdp_attach`).
+(attaching is the switch process's: `softswitch.targets.ebpf.daemon`, `xdp_attach`).
 
 Why BPF_PROG_TEST_RUN: it runs the loaded program on a packet the caller gives and
 returns the verdict and the packet as the program left it, with no interface and no
