@@ -62,6 +62,8 @@ class RecoverySweep:
     seed: int = 1
     fec_target_residual: float = 1e-3
     fec_max_overhead: float = 0.25
+    engine: str = "python"
+    """The fixed modes' data path (python, native); auto runs in the Python endpoint."""
 
 
 def is_recovery_spec(path: Path) -> bool:
@@ -87,6 +89,8 @@ def load_sweep(path: Path) -> RecoverySweep:
     bad = [m for m in sw.modes if m not in ("gbn", "sr", "fec", "auto")]
     if bad:
         raise SpecError(f"{path}: modes {bad} unknown; known: gbn, sr, fec, auto")
+    if sw.engine not in ("python", "native"):
+        raise SpecError(f"{path}: engine {sw.engine!r} unknown; known: python, native")
     return sw
 
 
@@ -188,7 +192,8 @@ def run_point(b: Bed, sw: RecoverySweep, *, mode: str, rtt_s: float, fec: tuple[
               "--mode", mode, "--fec", f"{fec[0]},{fec[1]}", "--window",
               str(_window(rate, rtt_s)), "--inflight", str(sw.inflight),
               "--timeout", f"{sw.timeout_s}", "--seed", str(seed),
-              "--rto-min", f"{max(0.05, 2 * rtt_s)}"]
+              "--rto-min", f"{max(0.05, 2 * rtt_s)}",
+              "--engine", "python" if mode == "auto" else sw.engine]
     if mode == "auto" and path_loss is not None:
         common += ["--path-loss", _loss_text(path_loss)]
     start_at = time.time() + 1.5
@@ -228,6 +233,7 @@ def run_point(b: Bed, sw: RecoverySweep, *, mode: str, rtt_s: float, fec: tuple[
             reasons.setdefault(key, rec["reason"])
     return {
         "finished": bool(tx["finished"] and rx["finished"]),
+        "endpoint": tx.get("engine", "python"),
         "goodput_bps": delivered * 8 / max(1e-9, tx["completion_s"]),
         "fct_p50_s": float(np.percentile(fcts, 50)) if fcts else None,
         "fct_p99_s": float(np.percentile(fcts, 99)) if fcts else None,
@@ -278,7 +284,7 @@ def run_sweep(sw: RecoverySweep, out: Path, *, log=print) -> dict[str, Any]:
                     rows.append(row)
                     log(format_row(row))
         wan_stats = b.wan.stats()
-    summary = {"experiment": sw.name, "endpoint": "python (traffic.endpoint)",
+    summary = {"experiment": sw.name, "engine": sw.engine,
                "path": "netns veths + WAN delay line + eBPF loss (data direction)",
                "rate": sw.rate, "size": sw.size, "count": sw.count, "inflight": sw.inflight,
                "controller": controller, "recovery": rows, "wan": wan_stats,

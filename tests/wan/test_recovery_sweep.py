@@ -78,6 +78,7 @@ def test_small_cell_on_namespaces(tmp_path: Path):
     assert set(rows) == {"sr", "auto"}
     for r in rows.values():
         assert ROW_KEYS <= set(r) and r["finished"] and r["messages"] == 6, r
+        assert r["endpoint"] == "python"
     assert rows["sr"]["retx_pkts"] > 0  # the eBPF emulator dropped data on the WAN path
     auto = rows["auto"]
     assert auto["repaired_pkts"] > 0 and sum(auto["schemes"].values()) == 6, auto
