@@ -180,7 +180,16 @@ def _absorb(dist: list[float], lost: float) -> list[float]:
 
 def plan_p_retx(model: LossModel, n: int, groups: tuple[Group, ...]) -> float:
     """P(the message needs a retransmission): some block fails, or (outside the groups)
-    some packet is lost.  Blocks are taken as independent (exact within a block)."""
+    some packet is lost.
+
+    Independent loss: exact (blocks are independent).  Gilbert-Elliott: one burst hits
+    neighbouring blocks and pieces of the message together, so multiplying per-block
+    survival would overstate failure for every coded plan; the plan is instead played
+    against :data:`MC_TRIALS` sampled loss patterns of the chain, the same patterns for
+    every plan of a message size (their differences are what the choice needs).
+    """
+    if model.kind is LossKind.GILBERT_ELLIOTT and model.p + model.r > 0:
+        return _sampled_p_retx(model, n, groups)
     ok = 1.0
     covered = 0
     for g in groups:
@@ -192,6 +201,65 @@ def plan_p_retx(model: LossModel, n: int, groups: tuple[Group, ...]) -> float:
     if bare > 0:
         ok *= 1.0 - block_fail(model, bare, 0, 1)
     return 1.0 - ok
+
+
+MC_TRIALS = 4000
+
+
+@functools.lru_cache(maxsize=32)
+def _chain_sample(model: LossModel, length: int, seed: int = 1) -> np.ndarray:
+    """(MC_TRIALS, length) losses of the chain from its stationary state, one row a trial."""
+    rng = np.random.default_rng(seed)
+    pi, _t, loss = _chain(model)
+    bad = rng.random(MC_TRIALS) < pi[1]
+    u = rng.random((length, MC_TRIALS))
+    v = rng.random((length, MC_TRIALS))
+    out = np.empty((length, MC_TRIALS), dtype=bool)
+    for i in range(length):
+        if i:
+            bad = np.where(bad, u[i] >= model.r, u[i] < model.p)
+        out[i] = v[i] < np.where(bad, loss[1], loss[0])
+    return np.ascontiguousarray(out.T)
+
+
+def _stream(n: int, groups: tuple[Group, ...]) -> tuple[list[int], list[list[int]], list[int]]:
+    """Stream positions: bare data packets, and per block (all groups) its data and
+    repair positions, with each block's m; repairs follow their group's last packet."""
+    pos_of = list(range(n))
+    blocks: list[list[int]] = []
+    ms: list[int] = []
+    covered: set[int] = set()
+    extra = 0
+    ends = {g.first + g.count - 1: g for g in groups}
+    for i in range(n):
+        pos_of[i] = i + extra
+        g = ends.get(i)
+        if g is not None:
+            extra += g.repairs
+    for g in groups:
+        start = pos_of[g.first + g.count - 1] + 1
+        members: list[list[int]] = [[pos_of[i] for i in block_members(g, j)]
+                                    for j in range(g.blocks)]
+        for t, (j, _r) in enumerate(repair_order(g)):
+            members[j].append(start + t)
+        blocks += members
+        ms += [g.m] * g.blocks
+        covered.update(range(g.first, g.first + g.count))
+    bare = [pos_of[i] for i in range(n) if i not in covered]
+    return bare, blocks, ms
+
+
+def _sampled_p_retx(model: LossModel, n: int, groups: tuple[Group, ...]) -> float:
+    bare, blocks, ms = _stream(n, groups)
+    need = n + sum(g.repairs for g in groups)
+    length = n + n // 4 + 64
+    sample = _chain_sample(model, max(length, need))
+    fail = np.zeros(MC_TRIALS, dtype=bool)
+    if bare:
+        fail |= sample[:, bare].any(axis=1)
+    for cols, m in zip(blocks, ms, strict=True):
+        fail |= sample[:, cols].sum(axis=1) > m
+    return float(fail.mean())
 
 
 # -- the decision ------------------------------------------------------------------------

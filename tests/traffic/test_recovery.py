@@ -216,3 +216,16 @@ def test_group_round_trip_of_plan_interface():
     g = Group(first=0, count=10, blocks=4, m=1)
     assert [list(block_members(g, j)) for j in range(4)] == [[0, 4, 8], [1, 5, 9], [2, 6], [3, 7]]
     assert g.repairs == 4
+
+
+def test_sampled_failure_is_consistent_with_exact_block_probability():
+    """One block on a bursty path: the sampled P(retx) of the message matches the exact
+    recursion (the sampling is what plans of several blocks use)."""
+    ge = GE(0.02, 8)
+    g = (Group(first=0, count=32, blocks=1, m=4),)
+    exact = recovery.block_fail(ge, 36, 4, 1)
+    assert recovery.plan_p_retx(ge, 32, g) == pytest.approx(exact, abs=0.02)
+    # and interleaving lowers it for the same repair bytes
+    inter = plan_groups(128, k=32, m=4, depth=4)
+    flat = plan_groups(128, k=32, m=4, depth=1)
+    assert recovery.plan_p_retx(ge, 128, inter) < recovery.plan_p_retx(ge, 128, flat)
