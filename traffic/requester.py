@@ -524,13 +524,18 @@ class Requester:
 
     def _split_group(self, nxt: _Pkt) -> bool:
         """Window-blocked inside a group: close what was sent of it (the receiver can
-        repair now) and code the rest as a group of its own.  True when it did."""
+        repair now) and code the rest as a group of its own.  True when it did.
+
+        Each part keeps its share of the repairs (at least one per block), so a split
+        costs about one repair per block more than the plan, not a second plan."""
         g = nxt.grp
         if g is None or g.added == 0 or g.added >= g.count:
             return False
-        rest = _Group(first_seq=nxt.seq, count=g.count - g.added, blocks=g.blocks, m=g.m)
-        rest.blocks = max(1, min(g.blocks, rest.count))
+        left = g.count - g.added
+        rest = _Group(first_seq=nxt.seq, count=left, blocks=max(1, min(g.blocks, left)),
+                      m=max(1, -(-g.m * left // g.count)))
         rest.members = [[] for _ in range(rest.blocks)]
+        g.m = max(1, -(-g.m * g.added // g.count))
         g.count = g.added
         self._close_group(g)
         for s in range(rest.first_seq, rest.first_seq + rest.count):

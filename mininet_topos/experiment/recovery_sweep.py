@@ -176,8 +176,11 @@ def bed(subnet: str) -> Iterator[Bed]:
         b.close()
 
 
-def _window(rate_bps: float, rtt_s: float) -> int:
-    return max(64, min(8000, round(2 * rate_bps * rtt_s / 8 / 1100)))
+def _window(rate_bps: float, rtt_s: float, in_flight_pkts: int) -> int:
+    """Two bandwidth-delay products, and at least the messages in flight (+25 %): a
+    window that blocks inside a message cuts FEC groups short in every coded mode."""
+    bdp2 = round(2 * rate_bps * rtt_s / 8 / 1100)
+    return max(64, min(8000, max(bdp2, round(1.25 * in_flight_pkts))))
 
 
 def run_point(b: Bed, sw: RecoverySweep, *, mode: str, rtt_s: float, fec: tuple[int, int],
@@ -185,26 +188,31 @@ def run_point(b: Bed, sw: RecoverySweep, *, mode: str, rtt_s: float, fec: tuple[
               python: str = sys.executable) -> dict[str, Any]:
     """One p2p transfer in ``mode``; the raw counters and the message FCTs."""
     from traffic.cli import _rate
+    from traffic.workloads import parse_size
 
     rate = _rate(sw.rate)
+    msg_pkts = -(-parse_size(sw.size) // 1024)
     hosts = ",".join(b.ips)
     common = ["--hosts", hosts, "-s", sw.size, "-c", str(sw.count), "--rate", sw.rate,
               "--mode", mode, "--fec", f"{fec[0]},{fec[1]}", "--window",
-              str(_window(rate, rtt_s)), "--inflight", str(sw.inflight),
+              str(_window(rate, rtt_s, sw.inflight * msg_pkts)), "--inflight", str(sw.inflight),
               "--timeout", f"{sw.timeout_s}", "--seed", str(seed),
               "--rto-min", f"{max(0.05, 2 * rtt_s)}",
               "--engine", "python" if mode == "auto" else sw.engine]
     if mode == "auto" and path_loss is not None:
         common += ["--path-loss", _loss_text(path_loss)]
-    start_at = time.time() + 1.5
-    procs = []
-    for rank, ns in enumerate((b.h1, b.h2)):
+    # the receiver first, and time for both to import before the start: a sender that
+    # starts while the receiver is still importing loses its first packets to a closed
+    # port (seen as 1-3 s late starts on the loaded machine)
+    start_at = time.time() + 4.0
+    procs: list[subprocess.Popen] = []
+    for rank, ns in ((1, b.h2), (0, b.h1)):
         cmd = [python, "-m", "traffic", "p2p", *common, "--rank", str(rank),
                "--start-at", f"{start_at:.3f}", "-o", str(out_dir / f"r{rank}.json")]
         procs.append(ns.popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                               text=True, cwd=str(_PROJECT_ROOT)))
     errs = []
-    for p in procs:
+    for p in reversed(procs):
         try:
             _o, err = p.communicate(timeout=sw.timeout_s + 30)
         except subprocess.TimeoutExpired:
