@@ -347,14 +347,14 @@ def check_targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                         "ratio": a["fct_p99_s"] / best_p99,
                         "ok": a["fct_p99_s"] <= 1.03 * best_p99})
         sr = modes.get("sr")
-        if sr and sr.get("finished") and q >= 0.01:
+        if sr and sr.get("finished") and q >= 0.01 - 1e-9:
             out.append({"cell": where, "target": "p99 FCT <= 0.8 x SR",
                         "ratio": a["fct_p99_s"] / sr["fct_p99_s"],
                         "ok": a["fct_p99_s"] <= 0.8 * sr["fct_p99_s"]})
             out.append({"cell": where, "target": "goodput >= SR",
                         "ratio": a["goodput_bps"] / sr["goodput_bps"],
                         "ok": a["goodput_bps"] >= sr["goodput_bps"]})
-        if sr and sr.get("finished") and q <= 0.001:
+        if sr and sr.get("finished") and q <= 0.001 + 1e-9:
             out.append({"cell": where, "target": "wire bytes <= 1.03 x SR",
                         "ratio": a["wire_bytes_per_byte"] / sr["wire_bytes_per_byte"],
                         "ok": a["wire_bytes_per_byte"] <= 1.03 * sr["wire_bytes_per_byte"]})
