@@ -213,6 +213,7 @@ def socket_rate(kind: str, datagrams: list[bytes], rounds: int = 4,
                                     rcvbuf_bytes=256 << 20)
     with Collector(cfg) as c, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
         dest = c.report_address if kind == "report" else c.agent_address
+        assert dest is not None
         tx.connect(dest)
         count = "report_datagrams" if kind == "report" else "agent_datagrams"
         samples = "reports" if kind == "report" else "host_records"
@@ -257,6 +258,7 @@ def shards_rate(n: int, datagrams: list[bytes]) -> tuple[float, float]:
     cfg = CollectorConfig(report_port=0, agent_port=None, flow_capacity=1 << 16,
                           rcvbuf_bytes=256 << 20)
     with CollectorShards(cfg, n) as sh, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
+        assert sh.report_address is not None
         tx.connect(sh.report_address)
         for pid in sh.pids:
             os.kill(pid, signal.SIGSTOP)
@@ -471,14 +473,14 @@ def main(argv: list[str] | None = None) -> int:
     if a.shards > 1:
         import os
         blast = reports[:120000]
-        got: dict[int, list[tuple[float, float]]] = {1: [], a.shards: []}
+        runs: dict[int, list[tuple[float, float]]] = {1: [], a.shards: []}
         for _ in range(2):   # interleaved
             for n in (1, a.shards):
-                got[n].append(shards_rate(n, blast))
+                runs[n].append(shards_rate(n, blast))
         print(f"{a.shards} collector processes behind one port ({os.cpu_count()} cores, load "
               f"{os.getloadavg()[0]:.1f}), best of 2 each:")
         for k, what in ((0, "wall time"), (1, "ingest CPU of the busiest process")):
-            one, many = max(g[k] for g in got[1]), max(g[k] for g in got[a.shards])
+            one, many = max(g[k] for g in runs[1]), max(g[k] for g in runs[a.shards])
             print(f"  by {what}: {many:,.0f} reports/s vs one process {one:,.0f}: "
                   f"{many / one:.2f}x = {many / (a.shards * one):.2f} x N x one")
     if a.soak:

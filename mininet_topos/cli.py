@@ -28,7 +28,7 @@ EPILOG = """examples:
   python -m mininet_topos run mininet_topos/topofiles/leaf_spine.yaml --duration 30
   python -m mininet_topos run dumbbell --switch ebpf --duration 30
   python -m mininet_topos experiment demo --out results/demo
-  python -m mininet_topos experiment mininet_topos/experiments/wan_loss.yaml --out results/wan
+  python -m mininet_topos experiment mininet_topos/presets/wan_loss.yaml --out results/wan
   python -m mininet_topos check incast_cc
   python -m mininet_topos demo --out results/demo
 """
@@ -72,7 +72,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--cli", action="store_true",
                    help="open the Mininet CLI (extra: show hops|flows|losses)")
     r.add_argument("--duration", type=_seconds, help="stop after S seconds (default: Ctrl-C)")
-    r.add_argument("--logs", type=Path, help="folder for logs and samples (default: temporary)")
+    r.add_argument("--logs", type=Path,
+                   help="folder for logs and samples (default: a temporary one, removed on exit)")
     r.add_argument("--program", default="p4/int_rocev2.p4", help="P4 program of the switches")
     r.add_argument("--mtls", action="store_true",
                    help="P4Runtime over mutual TLS (a CA and certificates made for the run)")
@@ -111,7 +112,7 @@ def parser() -> argparse.ArgumentParser:
 def show_lines(what: str, tb: Any) -> list[str]:
     """Lines for ``show hops|flows|losses`` on a running test bed (its latest samples)."""
     from controller.lossmap import TimeBins, link_loss_map, link_table
-    from mininet_topos.experiment.telemetry import (
+    from mininet_topos.testbed.telemetry import (
         directed_links,
         link_counters,
         load_samples,
@@ -189,11 +190,23 @@ def _cli(tb: Any) -> None:
 def _run(args: argparse.Namespace) -> int:
     import tempfile
 
-    from mininet_topos.experiment import Testbed, sigterm_as_interrupt
     from mininet_topos.topologies import resolve_topology
 
     topo = resolve_topology(args.topology)
-    logs = args.logs or Path(tempfile.mkdtemp(prefix="tmxrun"))
+    # without --logs the logs live in a temporary folder removed on exit
+    tmp = None if args.logs else tempfile.TemporaryDirectory(prefix="mininet-topos-run-")
+    logs = args.logs or Path(tmp.name if tmp else ".")
+    try:
+        return _run_in(args, topo, logs)
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+
+
+def _run_in(args: argparse.Namespace, topo: Any, logs: Path) -> int:
+    from mininet_topos.experiment import sigterm_as_interrupt
+    from mininet_topos.testbed import Testbed
+
     with sigterm_as_interrupt():
         try:
             t = time.monotonic()
@@ -201,10 +214,11 @@ def _run(args: argparse.Namespace) -> int:
                 tuple(topo.host_names)
             with Testbed(topo=topo, switch=args.switch, logs=logs, program=args.program,
                          agent_hosts=agents, mtls=args.mtls) as tb:
+                kept = "" if args.logs else " (removed on exit; --logs DIR keeps them)"
                 print(f"{topo.name}: {len(topo.switches)} switches ({args.switch}), "
                       f"{len(topo.hosts)} hosts up and programmed in "
-                      f"{time.monotonic() - t:.1f} s; logs in {logs}; control sockets in "
-                      f"{tb.sock_dir}", flush=True)
+                      f"{time.monotonic() - t:.1f} s; logs in {logs}{kept}; control "
+                      f"sockets in {tb.sock_dir}", flush=True)
                 if args.cli:
                     _cli(tb)
                 else:
@@ -278,7 +292,7 @@ def _experiment(args: argparse.Namespace) -> int:
             row = compare_row(s)
             gp = (s.get("goodput_tx_bps_total") or 0.0) / 1e6
             fct = s.get("fct_s") or {}
-            q = (s.get("bottleneck_queue") or {}).get("max_pkts", 0)
+            q = (s.get("deepest_queue") or s.get("bottleneck_queue") or {}).get("max_pkts", 0)
             drops = row["tail_drops"] if row["tail_drops"] is not None else sum(
                 (s.get("queue_drops") or {}).values())
             ll = s.get("lossy_link") or {}

@@ -13,10 +13,11 @@ from traffic.cc.dcqcn import DcqcnSettings
 from traffic.cc.hpcc import HpccSettings
 from traffic.errors import ConfigError
 
-__all__ = ["QpConfig", "QpCounters", "Reliability", "decode_symbol",
+__all__ = ["RTO_MIN_S", "QpConfig", "QpCounters", "Reliability", "decode_symbol",
            "encode_symbol"]
 
 _SYM = struct.Struct("!BBH")
+RTO_MIN_S = 0.030  # default floor of the retransmission timeout (QpConfig.rto_min_s)
 
 
 class Reliability(str, Enum):
@@ -55,7 +56,9 @@ class QpConfig:
     window_pkts: int = 512
     fec_k: int = 8
     fec_m: int = 1
-    rto_min_s: float = 0.004
+    # the timer's floor: above the scheduling delays of a busy host (a peer
+    # descheduled for tens of ms has lost nothing; a lower floor resends delivered data)
+    rto_min_s: float = RTO_MIN_S
     rto_max_s: float = 2.0
     rto_initial_s: float = 0.05
     dscp: int = 0
@@ -101,6 +104,8 @@ class QpCounters:
     retx_bytes: int = 0
     repair_pkts: int = 0
     timeouts: int = 0
+    # timeouts whose packet the receiver had after all (its ACK was late: a busy peer)
+    spurious_timeouts: int = 0
     naks_rx: int = 0
     acks_rx: int = 0
     cnps_rx: int = 0

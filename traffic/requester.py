@@ -77,6 +77,9 @@ class _Pkt:
     opcode: int
     last_tx: int = -1  # transmission counter of the latest send
     prev_tx: int = -1  # ... and of the one before (retransmission ambiguity)
+    first_tx: int = -1  # ... and of the first (the original)
+    first_sent_s: float = 0.0
+    rto_retx: bool = False  # resent by the retransmission timer
     sent_s: float = 0.0
     retx: int = 0
     acked: bool = False
@@ -129,6 +132,10 @@ class Requester:
     _tx_order: collections.deque = field(default_factory=collections.deque)
     _tx_counter: int = 0
     _highest_reported_tx: int = -1
+    # within one ACK: retransmitted packets it acknowledged and the transmission number
+    # of the newest never-retransmitted one (_settle_retx_acks)
+    _retx_acked: list = field(default_factory=list)
+    _ack_fresh_tx: int = -1
     _blocks: dict = field(default_factory=dict)
     _open_block: list = field(default_factory=list)
     _block_id: int = 0
@@ -141,6 +148,7 @@ class Requester:
     _min_rtt: float | None = None
     _rtt_cand: float | None = None
     _rtos_unsampled: int = 0  # retransmission timeouts since the last RTT sample
+    _rto_floor: float = 0.0  # learnt from spurious timeouts (_settle_retx_acks)
     _msg_id: int = 0
     _va: int = 0x10000
     _cc: SenderCc | None = None      # the QP's own rate control (cfg.cc), None: none
@@ -335,24 +343,28 @@ class Requester:
         self.fec_log.append((now, k, m))
 
     # -- sending ---------------------------------------------------------------------
-    def poll(self, now: float, out: list[bytes], budget: int = 64) -> float | None:
+    def poll(self, now: float, out: list[bytes], budget: int = 64, *,
+             timers: bool = True) -> float | None:
         """Append up to ``budget`` packets due now to ``out``.
 
-        Returns the earliest time something else will be due (None when nothing is).
+        ``timers=False``: the caller has packets left unread (ACKs may be among them),
+        so the retransmission timer must not fire yet.  Returns the earliest time
+        something else will be due (None when nothing is).
         """
         cc = self._cc
         if cc is None:
-            return self._poll(now, out, budget)
+            return self._poll(now, out, budget, timers)
         if cc.tick(now):
             self._apply_cc_rate(now)
         sent0 = self.counters.tx_bytes
-        wake = self._poll(now, out, budget)
+        wake = self._poll(now, out, budget, timers)
         cc.on_sent(self.counters.tx_bytes - sent0)
         return wake
 
-    def _poll(self, now: float, out: list[bytes], budget: int) -> float | None:
+    def _poll(self, now: float, out: list[bytes], budget: int, timers: bool) -> float | None:
         self.now_s = now
-        self._check_rto(now)
+        if timers:
+            self._check_rto(now)
         bucket = self._bucket
         sent = 0
         while sent < budget:
@@ -419,8 +431,8 @@ class Requester:
                 c.repair_pkts += 1
             else:
                 p = self._pending.popleft()
-                p.last_tx = tx
-                p.sent_s = now
+                p.last_tx = p.first_tx = tx
+                p.sent_s = p.first_sent_s = now
                 self._sent_up_to = p.seq + 1
                 c.tx_data_pkts += 1
                 if self.cfg.mode is not Reliability.GBN:
@@ -563,6 +575,7 @@ class Requester:
                 self._ack_up_to(psn_seq, now)
                 if self._una == psn_seq <= self._sent_up_to:  # else a stale or bogus NAK
                     self._go_back(psn_seq)
+            self._settle_retx_acks(now)
             self._rearm(now)
             return
         c.acks_rx += 1
@@ -577,6 +590,7 @@ class Requester:
                 for bit in range(8):
                     if b & (0x80 >> bit):
                         self._mark_acked(base + byte_i * 8 + bit, now)
+        self._settle_retx_acks(now)
         if self.cfg.mode is not Reliability.GBN:
             self._detect_losses()
         self._rearm(now)
@@ -631,11 +645,46 @@ class Requester:
             # too early to be the retransmission's ACK: the original arrived after all,
             # so only packets sent before the original may be declared lost
             tx = p.prev_tx
+        elif p.retx:   # decided once the whole ACK is read (_settle_retx_acks)
+            self._retx_acked.append(p)
+            tx = -1
+        else:
+            self._ack_fresh_tx = max(self._ack_fresh_tx, tx)
         self._highest_reported_tx = max(self._highest_reported_tx, tx)
         if p.retx == 0:  # Karn: only never-retransmitted packets give RTT samples
             rtt = now - p.sent_s
             if self._rtt_cand is None or rtt < self._rtt_cand:
                 self._rtt_cand = rtt
+
+    def _settle_retx_acks(self, now: float) -> None:
+        """Which transmission of each retransmitted packet this ACK acknowledged.
+
+        The transmission-order rule declares lost every unacknowledged packet sent
+        before the acknowledged one; taking a retransmission's ACK for the original's
+        would declare lost a whole window still in flight (a timeout that fired only
+        because ACKs were late: a busy receiver, a queue in its socket buffer).  If the
+        same ACK newly acknowledges a never-retransmitted packet sent after the
+        original, the receiver most likely took the original (FIFO path: had the
+        original been lost, that later packet would usually have been acknowledged
+        earlier, before the retransmission filled the hole), so only packets sent
+        before the original count: at worst a real loss waits for the next ACK or
+        timer.  Otherwise the retransmission is what arrived.
+
+        A timer that fired for a packet the receiver had (Eifel, RFC 4015) is counted
+        and raises the QP's timer floor to the delay its ACK took (a peer descheduled
+        on a busy host), so the next such delay costs nothing; the floor decays
+        with every RTT sample.
+        """
+        for p in self._retx_acked:
+            original = self._ack_fresh_tx > p.first_tx
+            tx = p.first_tx if original else p.last_tx
+            self._highest_reported_tx = max(self._highest_reported_tx, tx)
+            if original and p.rto_retx:
+                self.counters.spurious_timeouts += 1
+                self._rto_floor = min(self.cfg.rto_max_s,
+                                      max(self._rto_floor, 1.25 * (now - p.first_sent_s)))
+        self._retx_acked.clear()
+        self._ack_fresh_tx = -1
 
     def _ack_up_to(self, seq: int, now: float) -> None:
         """Everything below ``seq`` has been received."""
@@ -708,6 +757,7 @@ class Requester:
         if self._cc is not None:
             self._cc.on_rtt(rtt)
         self._rtos_unsampled = 0
+        self._rto_floor *= 0.99
         if self._min_rtt is None or rtt < self._min_rtt:
             self._min_rtt = rtt
         if self._srtt is None:
@@ -720,7 +770,8 @@ class Requester:
         if self._srtt is None:
             return max(self.cfg.rto_initial_s, self.cfg.rto_min_s)
         var = max(self._rttvar, self._srtt / 8)
-        return min(self.cfg.rto_max_s, max(self.cfg.rto_min_s, self._srtt + 4 * var))
+        return min(self.cfg.rto_max_s, max(self.cfg.rto_min_s, self._rto_floor,
+                                            self._srtt + 4 * var))
 
     def _check_rto(self, now: float) -> None:
         if self._rto_deadline is None or now < self._rto_deadline:
@@ -740,7 +791,7 @@ class Requester:
                 if p is None or p.acked:
                     continue
                 if not p.queued:
-                    p.queued = True
+                    p.queued = p.rto_retx = True
                     self._retx_q.appendleft(s)
                     self.counters.timeouts += 1
                 break

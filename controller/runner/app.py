@@ -58,6 +58,7 @@ from controller.p4rt import (
     load_pipeline,
 )
 from controller.topology import Topology, TopologyError, directed_links, load_topology
+from formats.int_md import INS_HOP_LATENCY
 
 from .auth import ControllerAuth
 from .config import RunConfig
@@ -446,7 +447,10 @@ class Controller:
             for i in range(len(f.slot)):
                 s = int(f.slot[i])
                 n = int(f.hop_count[i])
+                # ACK directions: their PSNs are not data, so no loss of their own
+                ack = self.flow_loss is not None and self.flow_loss.is_ack_direction(s)
                 flows.append({
+                    "kind": "ack" if ack else "data",
                     "src": str(ipaddress.IPv4Address(int(f.src_ip[i]))),
                     "dst": str(ipaddress.IPv4Address(int(f.dst_ip[i]))),
                     "sport": int(f.sport[i]), "qp": int(f.dest_qp[i]), "hops": n,
@@ -454,7 +458,7 @@ class Controller:
                     "samples": int(f.samples[i]), "last_psn": int(f.last_psn[i]),
                     "rate_bps": float(rate[s]) if rate is not None and active is not None and active[s] else None,
                     "fec": list(self._fec_by_slot[s]) if s in self._fec_by_slot else None,
-                    "lost": int(lost[s]) if lost is not None else 0})
+                    "lost": None if ack else int(lost[s]) if lost is not None else 0})
             h = self.collector.hop_snapshot()
             for i in range(len(h.slot)):
                 tx = float(h.tx_rate_bps[i])
@@ -465,7 +469,11 @@ class Controller:
                     "qlen_pkts": int(h.qlen_pkts[i]),
                     "tx_rate_bps": None if np.isnan(tx) else tx, "line_rate_bps": line,
                     "utilisation": None if np.isnan(tx) or line <= 0 else tx / line,
-                    "hop_latency_ns": int(h.hop_latency_ns[i]), "samples": int(h.samples[i])})
+                    # None ("-" in show hops): the watchlist's INT instructions do not
+                    # ask the switches for it (the HPCC profile does not)
+                    "hop_latency_ns": int(h.hop_latency_ns[i])
+                    if self.cfg.int_instructions & INS_HOP_LATENCY else None,
+                    "samples": int(h.samples[i])})
             cs = self.collector.stats()
             coll = {k: getattr(cs, k) for k in ("reports", "host_records", "reports_lost", "flows",
                                                 "socket_drops", "listener_errors")

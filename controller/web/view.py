@@ -51,7 +51,7 @@ def build_view(state: Mapping[str, Any], topo: Topology, *, live: bool) -> dict[
     alerts = state.get("alerts") or {}
     return {"topology": topo.name, "live": live, "running": bool(state.get("running", False)),
             "updated_unix_s": state.get("updated_unix_s"),
-            "nodes": nodes, "directions": _direction_rows(topo, state), "flows": list(state.get("flows", ())),
+            "nodes": nodes, "directions": _direction_rows(topo, state), "flows": [f for f in state.get("flows", ()) if f.get("kind") != "ack"],  # data flows
             "lossmap": state.get("lossmap"), "diagnosis": state.get("diagnosis"),
             "alerts": {"active": alerts.get("active", []), "resolved": alerts.get("resolved", []),
                        "rules": alerts.get("rules", [])},

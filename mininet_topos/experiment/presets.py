@@ -1,4 +1,4 @@
-"""The preset experiment specs shipped in ``mininet_topos/experiments/``."""
+"""The preset experiment specs shipped in ``mininet_topos/presets/``."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,7 +9,7 @@ from .errors import SpecError
 
 __all__ = ["PRESETS", "PRESETS_DIR", "SWEEP_PRESETS", "preset_path"]
 
-PRESETS_DIR = Path(__file__).resolve().parent.parent / "experiments"
+PRESETS_DIR = Path(__file__).resolve().parent.parent / "presets"
 PRESETS = ("demo", "incast_cc", "wan_hpcc", "wan_loss", "rogue", "demo_ebpf", "incast_cc_ebpf",
            "wan_loss_ebpf")
 #: presets that are not Mininet specs (``kind: recovery_sweep``, ``recovery_sweep.py``)

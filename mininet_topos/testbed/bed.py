@@ -388,7 +388,7 @@ class Testbed:
         for sw in self.topo.switch_names:
             (d / f"{sw}.jsonl").unlink(missing_ok=True)
             nodes.append(f"{sw}={self.net.get(sw).pid}")
-        self.spawn("sampler", None, [self.python, "-m", "mininet_topos.experiment.sampler",
+        self.spawn("sampler", None, [self.python, "-m", "mininet_topos.testbed.sampler",
                                      "--interval", f"{self.sample_interval_s:g}",
                                      "--out-dir", str(d), *nodes])
 
