@@ -87,10 +87,28 @@ def _ptr(a: np.ndarray) -> int:
     return a.ctypes.data
 
 
-def _columns(arrays: list[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
-    for a in arrays:
-        assert a.flags.c_contiguous
-    return np.array([_ptr(a) for a in arrays], np.uintp), arrays
+_HOP_COLS = ("qlen_bytes", "qlen_pkts", "tx_bytes", "has_tx", "tx_rate_bps", "line_rate_bps",
+             "hop_latency_ns", "egress_ts_us", "last_update_ns", "samples", "write_pos",
+             "ring_ts_us", "ring_qlen_bytes", "ring_qlen_pkts", "ring_tx_rate_bps",
+             "ring_hop_latency_ns")
+_FLOW_COLS = ("hop_count", "path_node", "path_port", "path_slot", "samples", "last_psn",
+              "path_changes", "last_update_ns", "write_pos", "ring_arrival_ns", "ring_psn",
+              "ring_max_qlen_bytes", "ring_path_latency_ns")
+
+
+def _columns(t: object, names: tuple[str, ...]) -> np.ndarray:
+    """The table's column addresses in the C enum's order (HT_* / FT_*), kept while the
+    table holds the same arrays (reading ``.ctypes.data`` of 16 arrays every round was
+    a tenth of the update)."""
+    arrays = [getattr(t, n) for n in names]
+    hit = getattr(t, "_native_cols", None)
+    if hit is None or any(a is not b for a, b in zip(arrays, hit[0])):
+        for n, a in zip(names, arrays):
+            if not a.flags.c_contiguous:
+                raise ValueError(f"table column {n} is not contiguous")
+        hit = (arrays, np.array([_ptr(a) for a in arrays], np.uintp))
+        t._native_cols = hit  # type: ignore[attr-defined]
+    return hit[1]
 
 
 def hop_update(t: HopTable, hops: np.ndarray, arrival_ns: np.ndarray, order: np.ndarray,
@@ -104,16 +122,12 @@ def hop_update(t: HopTable, hops: np.ndarray, arrival_ns: np.ndarray, order: np.
     starts = np.ascontiguousarray(starts, np.int64)
     gslot = np.ascontiguousarray(slots_u, np.int64)
     gnew = np.ascontiguousarray(new, np.uint8)
-    cols, keep = _columns([t.qlen_bytes, t.qlen_pkts, t.tx_bytes, t.has_tx, t.tx_rate_bps,
-                           t.line_rate_bps, t.hop_latency_ns, t.egress_ts_us, t.last_update_ns,
-                           t.samples, t.write_pos, t.ring_ts_us, t.ring_qlen_bytes,
-                           t.ring_qlen_pkts, t.ring_tx_rate_bps, t.ring_hop_latency_ns])
+    cols = _columns(t, _HOP_COLS)
     out = np.empty(len(hops), np.int64)
     lib.hop_update(_ptr(hops), hops.dtype.itemsize, _ptr(_HOP_OFF), _ptr(arrival), _ptr(order),
                    len(hops), _ptr(starts), _ptr(gslot), _ptr(gnew), len(starts), _ptr(cols),
                    t.depth, FIELD_TX_BYTES, FIELD_EGRESS_TS, FIELD_QUEUE_BYTES, FIELD_QUEUE,
                    FIELD_LINE_RATE, FIELD_HOP_LATENCY, _ptr(out))
-    del keep
     return out
 
 
@@ -129,10 +143,7 @@ def flow_update(t: FlowTable, samples: np.ndarray, hops: np.ndarray, hop_slots: 
     gslot = np.ascontiguousarray(slots_u, np.int64)
     gnew = np.ascontiguousarray(new, np.uint8)
     n, nu = len(samples), len(gslot)
-    cols, keep = _columns([t.hop_count, t.path_node, t.path_port, t.path_slot, t.samples,
-                           t.last_psn, t.path_changes, t.last_update_ns, t.write_pos,
-                           t.ring_arrival_ns, t.ring_psn, t.ring_max_qlen_bytes,
-                           t.ring_path_latency_ns])
+    cols = _columns(t, _FLOW_COLS)
     maxq = np.zeros(n, np.uint32)
     lat = np.zeros(n, np.float64)
     last_idx = np.full(nu, -1, np.int64)
@@ -142,7 +153,6 @@ def flow_update(t: FlowTable, samples: np.ndarray, hops: np.ndarray, hop_slots: 
                          _ptr(hops), hops.dtype.itemsize, _ptr(_HOP_OFF), len(hops),
                          _ptr(hop_slots), _ptr(inv), _ptr(gslot), _ptr(gnew), nu, _ptr(cols),
                          t.depth, _ptr(maxq), _ptr(lat), _ptr(last_idx), _ptr(last_h), _ptr(out))
-    del keep
     if rc == -1:
         raise ValueError("hop record refers to a sample outside its batch")
     if rc:

@@ -80,3 +80,16 @@ def test_a_hop_record_of_no_sample_is_an_error() -> None:
     h["sample"] = 99
     with pytest.raises(ValueError, match="outside its batch"):
         FlowTable(native=True).update(s, h, np.zeros(1, np.int64))
+
+
+def test_without_gcc_there_is_no_native_pass(monkeypatch: pytest.MonkeyPatch,
+                                             tmp_path: object) -> None:
+    """No cached build and no gcc: ``build`` gives None (the tables then use numpy)."""
+    from controller.int import native
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(native, "_built", {})
+    monkeypatch.setattr(native.shutil, "which", lambda _name: None)
+    assert native.build("tables", "numpy") is None
+    t = HopTable(native=False)
+    h = np.zeros(1, HOP_DTYPE)
+    assert t.update(h, np.zeros(1, np.int64)).tolist() == [0]
