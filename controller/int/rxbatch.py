@@ -7,8 +7,8 @@ object per datagram, and datagrams of one length are one strided numpy view.
 
 Two ways to fill it, measured by ``python -m bench.bench_collector --rx`` (same run):
 
-* ``recvmmsg``: ``rxbatch.c``, built here with gcc at first use (cached by the
-  source's hash under ``$XDG_CACHE_HOME``), up to 1024 datagrams per call;
+* ``recvmmsg``: ``rxbatch.c``, built with gcc at first use by ``controller.int.native``
+  (cached by the source's hash under ``$XDG_CACHE_HOME``), up to 1024 datagrams per call;
 * ``recvmsg_into``: the standard library, one call per datagram, when gcc is missing.
 
 Both ask the kernel for ``SO_RXQ_OVFL``: every message then carries the socket's
@@ -19,7 +19,6 @@ and its slot is skipped (``lens`` 0).
 from __future__ import annotations
 
 import ctypes
-import logging
 import os
 import socket
 import struct
@@ -27,8 +26,6 @@ import struct
 import numpy as np
 
 from controller.int.native import build
-
-log = logging.getLogger("controller.int")
 
 __all__ = ["SO_RXQ_OVFL", "RxPool", "native_available"]
 
