@@ -23,6 +23,8 @@ int_collector      collector               report_datagrams i, reports i,
 cc_rate            src, dst, sport, qp,    rate_bps f, utilisation f, bottleneck_hop i
                    algo
 link_loss          link                    lost i, delivered i, loss_rate f
+mitigation         verb, target, kind,     seq i, confidence f, onset_to_action_s f,
+                   source, outcome         write_s f, hold_s f, reason s, component s
 =================  ======================  ==================================================
 
 Timestamps are Unix ns: the hop's or flow's last update for int_hop/int_flow, the
@@ -40,7 +42,7 @@ from typing import Any, TypeAlias
 
 import numpy as np
 
-from controller.export.line_protocol import format_columns
+from controller.export.line_protocol import format_columns, format_line
 
 # What is exported comes from the collector (controller.int, which runs the exporter
 # in its CLI): its snapshots and statistics are taken by their fields, not their types
@@ -58,6 +60,7 @@ M_AGENT = "int_agent"
 M_COLLECTOR = "int_collector"
 M_RATE = "cc_rate"
 M_LINK_LOSS = "link_loss"
+M_MITIGATION = "mitigation"
 
 CSV_COLUMNS: dict[str, list[str]] = {
     M_HOP: ["time_ns", "switch", "port", "qlen_bytes", "qlen_pkts", "tx_bytes", "tx_rate_bps",
@@ -69,6 +72,8 @@ CSV_COLUMNS: dict[str, list[str]] = {
     M_RATE: ["time_ns", "src", "dst", "sport", "qp", "algo", "rate_bps", "utilisation",
              "bottleneck_hop"],
     M_LINK_LOSS: ["time_ns", "link", "lost", "delivered", "loss_rate"],
+    M_MITIGATION: ["time_ns", "verb", "target", "kind", "source", "outcome", "seq", "confidence",
+                   "onset_to_action_s", "write_s", "hold_s", "component", "reason"],
 }
 
 
@@ -251,3 +256,25 @@ def link_loss_lines(*, links: list[str], lost: np.ndarray, delivered: np.ndarray
         fields={"lost": lost[li, bi], "delivered": deliv[li, bi], "loss_rate": rate},
         time_ns=np.asarray(bin_time_ns, np.int64)[bi],
     )
+
+
+def mitigation_lines(actions: list[dict[str, Any]]) -> list[str]:
+    """One ``mitigation`` point per action (``controller.mitigate.Action.as_dict()``),
+    at the time it was decided; onset_to_action_s is left out when the finding had no
+    onset, write_s when nothing was written."""
+    out = []
+    for a in actions:
+        fields: dict[str, Any] = {"seq": int(a["seq"]), "confidence": float(a.get("confidence") or 0.0),
+                                  "hold_s": float(a.get("hold_s") or 0.0),
+                                  "component": str(a.get("component") or ""),
+                                  "reason": str(a.get("reason") or "")}
+        if a.get("onset") is not None:
+            fields["onset_to_action_s"] = float(a["at"]) - float(a["onset"])
+        if a.get("write_s") is not None:
+            fields["write_s"] = float(a["write_s"])
+        line = format_line(M_MITIGATION, {k: str(a.get(k) or "") for k in
+                                          ("verb", "target", "kind", "source", "outcome")},
+                           fields, int(float(a["at"]) * 1e9))
+        if line is not None:
+            out.append(line)
+    return out
