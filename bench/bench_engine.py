@@ -80,14 +80,14 @@ def _prefix(ns: str | None) -> list[str]:
 
 
 def run_p2p(engine: str, *, veth: bool, nbytes: int, mtu: int, rate: str,
-            msg: int = 1 << 20) -> dict:
+            msg: int = 1 << 20, env: dict | None = None) -> dict:
     """One p2p transfer (rank 0 -> rank 1, one QP); both rank summaries."""
     ips = VETH_IPS if veth else LO_IPS
     nss = (NS_A, NS_B) if veth else (None, None)
     out = Path(tempfile.mkdtemp(prefix="bench-engine-"))
     count = max(1, nbytes // msg)
     start_at = time.time() + 1.5
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     procs = []
     for r in (1, 0):
         cmd = [*_prefix(nss[r]), sys.executable, "-m", "traffic", "p2p", "--hosts",
@@ -175,7 +175,8 @@ def capture(iface: str, src: str, seconds: float, out: str) -> None:
     rows = []
     print("ready", flush=True)
     end = time.monotonic() + seconds
-    while time.monotonic() < end:
+    last = None  # ends 2 s after the last data packet (or after ``seconds``)
+    while time.monotonic() < end and (last is None or time.monotonic() - last < 2.0):
         try:
             data, anc, _f, addr = s.recvmsg(128, 64)
         except TimeoutError:
@@ -194,23 +195,28 @@ def capture(iface: str, src: str, seconds: float, out: str) -> None:
         total = struct.unpack_from("!H", data, 2)[0]  # IPv4 total length
         if ts is not None:
             rows.append((ts, total + 14))
+            last = time.monotonic()
     np.save(out, np.array(rows, dtype=np.int64))
 
 
-def pacing(engine: str, pps: int, *, mtu: int = 1024, seconds: float = 1.0) -> dict:
+def pacing(engine: str, pps: int, *, mtu: int = 1024, seconds: float = 1.0,
+           rt: bool = False) -> dict:
     wire = mtu + 12 + 4 + WIRE_OVERHEAD  # a MIDDLE packet's frame
     rate = pps * wire * 8
     npk = int(pps * seconds)
     out = tempfile.mktemp(suffix=".npy")
     cap = subprocess.Popen([*_prefix(NS_B), sys.executable, __file__, "--capture", VETH_B,
-                            "--src", VETH_IPS[0], "--seconds", str(seconds + 4), "--out", out],
+                            "--src", VETH_IPS[0], "--seconds", str(seconds + 60), "--out", out],
                            stdout=subprocess.PIPE, text=True, cwd=ROOT,
                            env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert cap.stdout is not None
     cap.stdout.readline()
-    res = run_p2p(engine, veth=True, nbytes=npk * mtu, mtu=mtu, rate=str(rate), msg=npk * mtu)
-    cap.wait(timeout=60)
+    res = run_p2p(engine, veth=True, nbytes=npk * mtu, mtu=mtu, rate=str(rate), msg=npk * mtu,
+                  env={"TN_ENGINE_RT": "1"} if rt else None)
+    cap.wait(timeout=90)
     rows = np.load(out)
+    if rows.ndim != 2 or len(rows) < 100:
+        raise RuntimeError(f"pacing {engine} {pps}/s: captured {len(rows)} packets")
     os.unlink(out)
     t, size = rows[:, 0].astype(np.float64) * 1e-9, rows[:, 1]
     gaps = np.diff(t)[10:]
@@ -218,7 +224,7 @@ def pacing(engine: str, pps: int, *, mtu: int = 1024, seconds: float = 1.0) -> d
     mid = size[1:][10:] == wire  # gaps before MIDDLE packets (the first/last differ)
     gaps, ideal = gaps[mid], ideal[mid]
     err = np.abs(gaps - ideal)
-    return {"engine": res["engine"], "pps": pps, "packets": len(rows),
+    return {"engine": res["engine"] + (" (RT)" if rt else ""), "pps": pps, "packets": len(rows),
             "median_gap_us": float(np.median(gaps) * 1e6), "ideal_us": float(ideal[0] * 1e6),
             "median_error_pct": float((np.median(gaps) / ideal[0] - 1) * 100),
             "p99_error_us": float(np.percentile(err, 99) * 1e6),
@@ -242,6 +248,10 @@ def main() -> int:
     if not BLAST.exists():
         print("build the native engine first: make -C traffic/native", file=sys.stderr)
         return 1
+    if not a.no_veth and os.geteuid() != 0:
+        print("not root: no veth pair, loopback rows only (pacing needs the veth)",
+              file=sys.stderr)
+        a.no_veth = True
     skip = set(a.skip.split(","))
     results: dict = {"goodput": [], "pacing": []}
     paths = [False] + ([] if a.no_veth else [True])
@@ -284,12 +294,12 @@ def main() -> int:
                           f"{cpu['runner'] / cpu['python']:6.3f}", flush=True)
         if "pacing" not in skip and not a.no_veth:
             print("\npacing (veth, AF_PACKET kernel timestamps at the receiving end)")
-            print("engine   pkt/s  ideal us  median us  median err %  p99 |err| us  bursts %")
+            print("engine       pkt/s  ideal us  median us  median err %  p99 |err| us  bursts %")
             for pps in (10_000, 100_000):
-                for engine in ("native", "python"):
-                    r = pacing(engine, pps)
+                for engine, rt in (("native", False), ("native", True), ("python", False)):
+                    r = pacing(engine, pps, rt=rt)
                     results["pacing"].append(r)
-                    print(f"{r['engine']:7s} {pps:6d} {r['ideal_us']:9.2f} "
+                    print(f"{r['engine']:11s} {pps:6d} {r['ideal_us']:9.2f} "
                           f"{r['median_gap_us']:10.2f} {r['median_error_pct']:12.2f} "
                           f"{r['p99_error_us']:13.1f} {r['bursts_pct']:9.1f}", flush=True)
     finally:

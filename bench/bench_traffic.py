@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
             results.append(r)
             if label == "none":
                 base[mode] = r["goodput_bps"] or 1.0
-            loss = parse_loss(spec).mean_loss
+            loss = parse_loss(spec).model.mean_loss
             vs_base = r["goodput_bps"] / base[mode]
             vs_limit = vs_base / (1 - loss)
             vs_rate = r["goodput_bps"] / ((1 - loss) * args.rate)

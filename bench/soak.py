@@ -178,7 +178,7 @@ def _drive(cfg: SoakConfig, spec: Any, topo: Any, url: str, database: str,
     tdir.mkdir(parents=True, exist_ok=True)
     procs = ProcTable(os.getpid())
     t_up = time.time()
-    from mininet_topos.experiment import Testbed
+    from mininet_topos.testbed import Testbed
 
     with Testbed(topo=topo, switch=spec.switch, logs=logs, seed=spec.seed,
                  sample_interval_s=spec.sample_interval_s, program=spec.program,

@@ -22,7 +22,7 @@ _TICK = os.sysconf("SC_CLK_TCK")
 # python -m <module> -> kind
 _MODULES = {"softswitch": "switch", "controller": "controller", "ebpf.agent": "agent",
             "traffic": "traffic", "mininet_topos.delayline": "wan",
-            "mininet_topos.experiment.sampler": "sampler"}
+            "mininet_topos.testbed.sampler": "sampler"}
 
 
 def _stat_fields(pid: int, proc: Path) -> list[str] | None:

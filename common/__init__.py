@@ -6,6 +6,9 @@ internals and each thing exists once.
   (``controller.p4rt``)
 - :mod:`common.flow_batches`: the per-flow batch rounds of the vectorised engines
   (DCQCN's in ``traffic.cc``, HPCC's in ``controller.cc``)
+- :mod:`common.loss`: the loss models (Bernoulli, Gilbert-Elliott) and their sampler,
+  for topology files, specs, WAN links, the eBPF dropper, the receivers and the fits
+- :mod:`common.faults`: the fault kinds the test bed injects and the diagnosis names
 - :mod:`common.argtypes`: argparse ``type=`` checkers of every command line
 - :mod:`common.processes`: starting and stopping a private server process
 - :mod:`common.kernel`: namespaces, veth links, tc attachment and port shaping, driven

@@ -10,10 +10,11 @@ as soon as ``records`` are waiting, when the oldest has waited ``interval_s``, o
 when the oldest record that saw a queue at some hop has waited ``queued_interval_s``
 (0: at once).  A queue is what the controller's HPCC must act on within a round
 trip; telemetry of empty queues only feeds its slow additive increase and may share
-a datagram.  Every datagram costs the controller a fixed amount of Python work
-(decode, tables, the HPCC round: about half a millisecond, whatever it carries), so
-fewer, fuller datagrams keep it from falling behind, which is where the loop's
-tail latency came from (``bench/bench_loop.py`` measures both).
+a datagram.  Every receive round costs the controller a fixed amount of Python work
+(decode, tables, the HPCC round: about half a millisecond, whatever it carries; a
+loaded controller drains many datagrams per round), so fewer, fuller datagrams keep
+it from falling behind, which is where the loop's tail latency came from
+(``bench/bench_loop.py`` measures both).
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ EPILOG = """examples:
   python -m mininet_topos run mininet_topos/topofiles/leaf_spine.yaml --duration 30
   python -m mininet_topos run dumbbell --switch ebpf --duration 30
   python -m mininet_topos experiment demo --out results/demo
-  python -m mininet_topos experiment mininet_topos/experiments/wan_loss.yaml --out results/wan
+  python -m mininet_topos experiment mininet_topos/presets/wan_loss.yaml --out results/wan
   python -m mininet_topos check incast_cc
   python -m mininet_topos demo --out results/demo
 """
@@ -39,6 +39,19 @@ def _switch(value: str) -> str:
     if value not in SWITCH_KINDS:
         raise argparse.ArgumentTypeError(f"{value!r}: choose {', '.join(SWITCH_KINDS)}")
     return value
+
+
+def _web(value: str) -> str:
+    """HOST:PORT for the controller's live view, checked here (the controller takes it)."""
+    from controller.web import WebError, parse_web_address
+    try:
+        host, port = parse_web_address(value)
+    except WebError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if port == 0:
+        raise argparse.ArgumentTypeError(f"--web {value}: give a port (the address is printed "
+                                         "before the controller has picked a free one)")
+    return f"{host}:{port}"
 
 
 _seconds = argtypes.bounded_float(0, 86400, what="seconds")
@@ -59,7 +72,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--cli", action="store_true",
                    help="open the Mininet CLI (extra: show hops|flows|losses)")
     r.add_argument("--duration", type=_seconds, help="stop after S seconds (default: Ctrl-C)")
-    r.add_argument("--logs", type=Path, help="folder for logs and samples (default: temporary)")
+    r.add_argument("--logs", type=Path,
+                   help="folder for logs and samples (default: a temporary one, removed on exit)")
     r.add_argument("--program", default="p4/int_rocev2.p4", help="P4 program of the switches")
     r.add_argument("--mtls", action="store_true",
                    help="P4Runtime over mutual TLS (a CA and certificates made for the run)")
@@ -73,6 +87,8 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--mtls", action="store_true", help="P4Runtime over mutual TLS")
     e.add_argument("--influx", default=os.environ.get("INFLUX_URL"),
                    help="InfluxDB URL to export to (default: $INFLUX_URL; none: files only)")
+    e.add_argument("--web", type=_web, metavar="HOST:PORT",
+                   help="the controller serves the live view there (the address is printed)")
     e.add_argument("--trials", type=int, default=30, help="faults: number of trials")
     e.add_argument("--seed", type=int, default=1, help="faults: seed of the fault draws")
     e.add_argument("--fault", metavar="YAML",
@@ -87,13 +103,16 @@ def parser() -> argparse.ArgumentParser:
                    help="P4Runtime over mutual TLS (a CA and certificates made for the run)")
     d.add_argument("--influx", default=os.environ.get("INFLUX_URL"),
                    help="InfluxDB URL (default: $INFLUX_URL)")
+    d.add_argument("--web", type=_web, metavar="HOST:PORT",
+                   help="the controller serves the live view there, e.g. 127.0.0.1:8080 "
+                        "(the address is printed)")
     return ap
 
 
 def show_lines(what: str, tb: Any) -> list[str]:
     """Lines for ``show hops|flows|losses`` on a running test bed (its latest samples)."""
     from controller.lossmap import TimeBins, link_loss_map, link_table
-    from mininet_topos.experiment.telemetry import (
+    from mininet_topos.testbed.telemetry import (
         directed_links,
         link_counters,
         load_samples,
@@ -171,11 +190,23 @@ def _cli(tb: Any) -> None:
 def _run(args: argparse.Namespace) -> int:
     import tempfile
 
-    from mininet_topos.experiment import Testbed, sigterm_as_interrupt
     from mininet_topos.topologies import resolve_topology
 
     topo = resolve_topology(args.topology)
-    logs = args.logs or Path(tempfile.mkdtemp(prefix="tmxrun"))
+    # without --logs the logs live in a temporary folder removed on exit
+    tmp = None if args.logs else tempfile.TemporaryDirectory(prefix="mininet-topos-run-")
+    logs = args.logs or Path(tmp.name if tmp else ".")
+    try:
+        return _run_in(args, topo, logs)
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+
+
+def _run_in(args: argparse.Namespace, topo: Any, logs: Path) -> int:
+    from mininet_topos.experiment import sigterm_as_interrupt
+    from mininet_topos.testbed import Testbed
+
     with sigterm_as_interrupt():
         try:
             t = time.monotonic()
@@ -183,10 +214,11 @@ def _run(args: argparse.Namespace) -> int:
                 tuple(topo.host_names)
             with Testbed(topo=topo, switch=args.switch, logs=logs, program=args.program,
                          agent_hosts=agents, mtls=args.mtls) as tb:
+                kept = "" if args.logs else " (removed on exit; --logs DIR keeps them)"
                 print(f"{topo.name}: {len(topo.switches)} switches ({args.switch}), "
                       f"{len(topo.hosts)} hosts up and programmed in "
-                      f"{time.monotonic() - t:.1f} s; logs in {logs}; control sockets in "
-                      f"{tb.sock_dir}", flush=True)
+                      f"{time.monotonic() - t:.1f} s; logs in {logs}{kept}; control "
+                      f"sockets in {tb.sock_dir}", flush=True)
                 if args.cli:
                     _cli(tb)
                 else:
@@ -198,6 +230,22 @@ def _run(args: argparse.Namespace) -> int:
             print("interrupted; network torn down", file=sys.stderr)
             return 130
     return 0
+
+
+def _recovery_sweep(path: Path, out: Path) -> int:
+    from mininet_topos.experiment import sigterm_as_interrupt
+    from mininet_topos.experiment.recovery_sweep import HEADER, load_sweep, run_sweep
+
+    sw = load_sweep(path)
+    print(HEADER)
+    with sigterm_as_interrupt():
+        try:
+            summary = run_sweep(sw, out)
+        except KeyboardInterrupt:
+            print("interrupted; namespaces removed", file=sys.stderr)
+            return 130
+    print(f"results: {out.resolve()}/summary.json")
+    return 0 if all(r.get("finished") for r in summary["recovery"]) else 1
 
 
 def _experiment(args: argparse.Namespace) -> int:
@@ -219,12 +267,17 @@ def _experiment(args: argparse.Namespace) -> int:
                 return 130
         print(f"results: {args.out.resolve()}/summary.json")
         return 0
-    specs = load_spec(preset_path(args.spec))
+    path = preset_path(args.spec)
+    from mininet_topos.experiment.recovery_sweep import is_recovery_spec
+    if is_recovery_spec(path):   # wan_recovery: netns + delay line + eBPF loss, no Mininet
+        return _recovery_sweep(path, args.out)
+    specs = load_spec(path)
     if args.switch:
         specs = [dataclasses.replace(s, switch=args.switch) for s in specs]
     with sigterm_as_interrupt():
         try:
-            results = run_specs(specs, args.out, influx_url=args.influx, mtls=args.mtls)
+            results = run_specs(specs, args.out, influx_url=args.influx, mtls=args.mtls,
+                                web=args.web)
         except KeyboardInterrupt:
             print("interrupted; network torn down", file=sys.stderr)
             return 130
@@ -239,7 +292,7 @@ def _experiment(args: argparse.Namespace) -> int:
             row = compare_row(s)
             gp = (s.get("goodput_tx_bps_total") or 0.0) / 1e6
             fct = s.get("fct_s") or {}
-            q = (s.get("bottleneck_queue") or {}).get("max_pkts", 0)
+            q = (s.get("deepest_queue") or s.get("bottleneck_queue") or {}).get("max_pkts", 0)
             drops = row["tail_drops"] if row["tail_drops"] is not None else sum(
                 (s.get("queue_drops") or {}).values())
             ll = s.get("lossy_link") or {}
@@ -279,8 +332,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.cmd == "check":
             from mininet_topos.experiment import apply_overrides, load_spec, preset_path
+            from mininet_topos.experiment.recovery_sweep import is_recovery_spec, load_sweep
             from mininet_topos.topologies import resolve_topology
-            specs = load_spec(preset_path(args.spec))
+            path = preset_path(args.spec)
+            if is_recovery_spec(path):
+                sw = load_sweep(path)
+                print(f"ok: {sw.name} (recovery sweep: {len(sw.losses)} loss models x "
+                      f"{len(sw.rtt_ms)} RTTs x {', '.join(sw.modes)})")
+                return 0
+            specs = load_spec(path)
             for s in specs:
                 apply_overrides(resolve_topology(s.topology), s)
                 print(f"ok: {s.name} {s.variant or ''} ({s.workload.kind} on "
@@ -295,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
             return _experiment(args)
         from mininet_topos.demo import run_demo
         return run_demo(out=args.out, switch=args.switch, influx_url=args.influx,
-                        mtls=args.mtls)
+                        mtls=args.mtls, web=args.web)
     except (ExperimentError, TopologyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -1,12 +1,15 @@
 """The demo: two datacenters, ring all-reduce across a lossy WAN, FEC from the loss map.
 
 ``python -m mininet_topos demo [--out DIR]`` runs the ``demo`` preset
-(``mininet_topos/experiments/demo.yaml``): 8 switches, 8 hosts, two 10 ms WAN links,
-1 % bursty loss on ``s1:3-s5:3``, a 4-rank ring all-reduce over h1, h3 (DC 1) and h5,
-h7 (DC 2) with FEC + selective repeat whose (k, m) the loss-map policy sets while it
-runs.  It prints what it found (the lossy link and its measured loss against the
-configured one, the bottleneck queue, goodput against the limit) and where the plots
-are.  With ``INFLUX_URL`` set it exports the series too.
+(``mininet_topos/presets/demo.yaml``): 8 switches running the P4 program on
+softswitch's eBPF target, 8 hosts, two 10 ms WAN links shaped to 20 Mbit/s, 1 % bursty
+loss on ``s1:3-s5:3``, a 4-rank ring all-reduce over h1, h3 (DC 1) and h5, h7 (DC 2)
+with HPCC per ACK in the senders and FEC + selective repeat whose (k, m) the loss-map
+policy sets while it runs.  It prints what it found (every rank's data check, the lossy
+link and its measured loss against the configured one, the deepest queue and the tail
+drops, goodput against the path's bottleneck) and where the plots are; a wrong or
+missing result is an error.  ``--switch softswitch`` (the Python target) runs the same
+at a tenth of the rate.  With ``INFLUX_URL`` set it exports the series too.
 """
 from __future__ import annotations
 
@@ -16,18 +19,27 @@ from pathlib import Path
 
 __all__ = ["run_demo"]
 
+# the demo's workload where the switches run P4 in user space (softswitch's Python
+# target, BMv2): they carry a tenth of what the eBPF target does
+PYTHON_SPEED = {"softswitch": {"rate": "8M", "size": "1M"},
+                "bmv2": {"rate": "8M", "size": "1M"}}
+
 
 def run_demo(*, out: Path, switch: str | None = None, influx_url: str | None = None,
-             mtls: bool = False) -> int:
+             mtls: bool = False, web: str | None = None) -> int:
     from mininet_topos.experiment import load_spec, preset_path, run_specs, sigterm_as_interrupt
-    from mininet_topos.experiment.report import control_loop_lines, data_check_line
+    from mininet_topos.experiment.report import control_loop_lines, data_check_line, queue_lines
 
     (spec,) = load_spec(preset_path("demo"))
     if switch:
         spec = dataclasses.replace(spec, switch=switch)
+    if spec.switch in PYTHON_SPEED:   # a tenth of the eBPF target's rates
+        speed = PYTHON_SPEED[spec.switch]
+        spec = dataclasses.replace(spec, workload=dataclasses.replace(
+            spec.workload, rate=speed["rate"], size=speed["size"]))
     with sigterm_as_interrupt():
         try:
-            (r,) = run_specs([spec], out, influx_url=influx_url, mtls=mtls,
+            (r,) = run_specs([spec], out, influx_url=influx_url, mtls=mtls, web=web,
                              log=lambda s: print(s, flush=True))
         except KeyboardInterrupt:
             print("interrupted; network torn down", file=sys.stderr)
@@ -38,14 +50,16 @@ def run_demo(*, out: Path, switch: str | None = None, influx_url: str | None = N
     intel = s.get("int")
     if intel:
         print(f"INT: hop records from {len(intel['switches_reporting'])} switches "
-              f"({', '.join(intel['switches_reporting'])}); deepest INT queue "
-              f"{intel['max_qlen_pkts']} packets")
-        for f in intel["flows"][:8]:
-            rate = f"{f['rate_bps'] / 1e6:.2f} Mbit/s" if f.get("rate_bps") else "-"
+              f"({', '.join(intel['switches_reporting'])})")
+        data = [f for f in intel["flows"] if f.get("kind") != "ack"]   # not ACK directions
+        for f in data[:8]:
+            rate = (f"controller's HPCC rate {f['rate_bps'] / 1e6:.2f} Mbit/s"
+                    if f.get("rate_bps") and spec.cc == "hpcc" else "")
             print(f"  {f['src']:>9} -> {f['dst']:<9} path {'>'.join(f['path'])}  "
-                  f"{f['samples']} records, HPCC rate {rate}")
-        for line in control_loop_lines(intel.get("collector")):
-            print(line)
+                  f"{f['samples']} records{', ' + rate if rate else ''}")
+        if spec.cc == "hpcc":   # the controller's loop sets the rates only then
+            for line in control_loop_lines(intel.get("collector")):
+                print(line)
     else:
         print(f"telemetry: per-port counters and queues of {len(s.get('queue_max_pkts', {}))} "
               f"switch ports sampled every {spec.sample_interval_s:g} s ({spec.switch}, no INT)")
@@ -59,6 +73,14 @@ def run_demo(*, out: Path, switch: str | None = None, influx_url: str | None = N
     for d in s.get("fec_decisions", [])[-4:]:
         print(f"FEC policy: {d['flow']} -> k={d['fec_k']} m={d['fec_m']} "
               f"(path loss {100 * d['raw_loss']:.2f} %)")
+    for line in queue_lines(s):
+        print(line)
+    gp, lim = s.get("goodput_tx_bps_total") or 0.0, s.get("goodput_limit") or {}
+    if lim.get("bps"):
+        util = s.get("utilisation")
+        print(f"goodput {gp / 1e6:.1f} Mbit/s against a limit of {lim['bps'] / 1e6:.0f} "
+              f"Mbit/s set by {lim.get('bottleneck')} ({lim.get('model')})"
+              + (f"; utilisation {100 * util:.0f} %" if util is not None else ""))
     print(f"results in {r.out.resolve()}")
     for name, p in sorted(r.plots.items()):
         print(f"  {name:<13} {p}")

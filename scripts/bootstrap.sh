@@ -13,7 +13,7 @@ stamp="$venv/.bootstrap-stamp"
 APT_PACKAGES=(
   python3-venv python3-dev python3-bpfcc bpfcc-tools linux-headers-amd64
   mininet iproute2 iputils-ping ethtool tcpdump cpp gcc
-  influxdb victoria-metrics openssl procps make libisal-dev
+  influxdb victoria-metrics openssl procps make libisal-dev chromium
 )
 
 need_apt=()

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from common import argtypes
+from common.loss import LossModel, LossSpecError
 from traffic.cc import registry as cc_registry
 from traffic.cc.dcqcn import DcqcnSettings
 from traffic.cc.hpcc import HpccSettings
@@ -23,7 +24,7 @@ from traffic.endpoint import EndpointConfig
 from traffic.errors import ConfigError, TrafficError
 from traffic.host_faults import HostFaults, parse_window
 from traffic.native_endpoint import ENGINES
-from traffic.qp_types import Reliability
+from traffic.qp_types import RTO_MIN_S, Reliability
 from traffic.runner import QpParams, RankRunner
 from traffic.workloads import Pattern, make_plan, parse_size_dist
 
@@ -93,6 +94,13 @@ def _hosts(text: str) -> list[str]:
     return out
 
 
+def _loss_model(text: str) -> LossModel:
+    try:
+        return LossModel.parse(text)
+    except LossSpecError as e:
+        raise argparse.ArgumentTypeError(f"--path-loss {text!r}: {e}") from None
+
+
 def _fec(text: str) -> tuple[int, int]:
     try:
         k, m = (int(x) for x in text.split(","))
@@ -113,6 +121,9 @@ def _common(p: argparse.ArgumentParser, *, with_hosts: bool = True) -> None:
                        help="UNIX datagram socket for rate/FEC feedback (traffic.control)")
         p.add_argument("--start-at", type=float, metavar="UNIX_TIME",
                        help="wall-clock time at which every rank starts sending")
+        p.add_argument("--start-file", metavar="PATH",
+                       help="once bound, wait until PATH holds the start time (Unix "
+                            "seconds): `local` starts its ranks so, once all are bound")
         p.add_argument("-o", "--out", metavar="FILE",
                        help="write the JSON summary (with per-QP time series) here")
     p.add_argument("--coll-log", metavar="DIR",
@@ -134,7 +145,13 @@ def _common(p: argparse.ArgumentParser, *, with_hosts: bool = True) -> None:
                    help="messages per QP (allreduce/kvcache: iterations/messages)")
     p.add_argument("-q", "--qps", type=argtypes.bounded_int(1, 256), default=1, help="QPs per peer pair")
     p.add_argument("-m", "--mode", type=Reliability.parse, default=Reliability.SR,
-                   help="loss recovery: gbn, sr (selective repeat) or fec (FEC + SR)")
+                   help="loss recovery: gbn, sr (selective repeat), fec (FEC + SR) or auto "
+                        "(per message: SR, SR + tail repairs or interleaved FEC, chosen "
+                        "from --path-loss / loss feedback, RTT, rate and size)")
+    p.add_argument("--path-loss", metavar="MODEL", type=_loss_model,
+                   help="mode auto: the path's loss model as the controller's loss map "
+                        "reports it (none, P, ge:p,r[,h[,k]]); later feedback on --control "
+                        "({\"qp\": N, \"loss\": MODEL}) replaces it")
     p.add_argument("--fec", type=_fec, default=(8, 1), metavar="K,M",
                    help="FEC block: K data + M repair packets (default 8,1)")
     p.add_argument("--rate", type=_rate, default=100e6, help="per-QP rate, e.g. 100M (bit/s)")
@@ -177,16 +194,17 @@ def _common(p: argparse.ArgumentParser, *, with_hosts: bool = True) -> None:
                    metavar="T", help="DCQCN byte counter, as time at line rate (default 100ms)")
     p.add_argument("--engine", choices=ENGINES, default="auto",
                    help="the QPs' data path: native (the C engine, traffic/native), python "
-                        "(the reference endpoint) or auto (native when it is built and the run "
-                        "needs no --loss/--delay emulation or --cc; default)")
+                        "(the reference endpoint) or auto (native when it is built and runs "
+                        "the rank's --cc; default)")
     p.add_argument("--mtu", type=argtypes.bounded_int(64, 9000), default=1024,
                    help="payload bytes per packet")
     p.add_argument("--window", type=argtypes.bounded_int(1, 8000), default=512,
                    help="packets in flight per QP")
     p.add_argument("--dscp", type=argtypes.bounded_int(0, 63), default=0,
                    help="DSCP of data packets (ECN is always ECT(0))")
-    p.add_argument("--rto-min", type=_duration, default=0.004,
-                   help="lower bound of the retransmission timeout (default 4ms)")
+    p.add_argument("--rto-min", type=_duration, default=RTO_MIN_S,
+                   help="lower bound of the retransmission timeout (default 30ms: above "
+                        "a busy host's scheduling delays, which are no loss)")
     p.add_argument("--inflight", type=argtypes.bounded_int(1, 10**6), default=4,
                    help="messages posted ahead per QP")
     p.add_argument("--prefill", type=argtypes.bounded_int(1, 255), default=None,
@@ -241,6 +259,7 @@ def _run_rank(args: argparse.Namespace) -> int:
     k, m = args.fec
     qp = QpParams(mode=args.mode, mtu=args.mtu, rate_bps=args.rate, window_pkts=args.window,
                   fec_k=k, fec_m=m, rto_min_s=args.rto_min, dscp=args.dscp, cc=args.cc,
+                  path_loss=args.path_loss,
                   dcqcn=DcqcnSettings(timer_s=args.dcqcn_timer,
                                       alpha_interval_s=args.dcqcn_timer,
                                       cnp_interval_s=args.dcqcn_cnp_interval,
@@ -265,10 +284,14 @@ def _run_rank(args: argparse.Namespace) -> int:
     timeout = args.timeout
     if args.count_lines:
         timeout = min(timeout, args.interval * args.count_lines)
+    def ready() -> None:
+        print(f"ready rank {args.rank} {args.hosts[args.rank]}", flush=True)
+        if args.start_file:   # every rank is bound before anyone sends
+            time.sleep(max(0.0, _wait_start_file(Path(args.start_file), timeout)
+                           - time.time()))
+
     summary = runner.run(timeout_s=timeout, start_at=args.start_at, progress=sys.stderr,
-                         interval_s=args.interval, stop=STOP.is_set,
-                         on_ready=lambda: print(f"ready rank {args.rank} "
-                                                f"{args.hosts[args.rank]}", flush=True))
+                         interval_s=args.interval, stop=STOP.is_set, on_ready=ready)
     if args.out:
         Path(args.out).write_text(json.dumps(summary))
     coll = summary["collective"]
@@ -284,7 +307,7 @@ def _run_rank(args: argparse.Namespace) -> int:
         "injected_drops": ep["injected_drops"], "bad_icrc": ep["bad_icrc"],
         "send_errors": ep["send_errors"],
         "engine": summary["engine"],
-        "result_ok": coll.get("result_ok", True),
+        "result_ok": coll.get("result_ok"),
         **_cc_fields(summary["cc"]),
     }), flush=True)
     if summary.get("interrupted"):
@@ -293,11 +316,22 @@ def _run_rank(args: argparse.Namespace) -> int:
     if not summary["finished"]:
         print(f"traffic: rank {args.rank} did not finish within {timeout:g} s", file=sys.stderr)
         return 2
-    if not coll.get("result_ok", True):
+    if coll.get("result_ok") is False:
         print(f"traffic: rank {args.rank}: WRONG DATA: the received data differs from what "
               "the peers sent (ranks given different --seed?)", file=sys.stderr)
         return 3
     return 0
+
+
+def _wait_start_file(path: Path, timeout_s: float) -> float:
+    """The start time written to ``path`` by whoever starts the ranks."""
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        try:
+            return float(path.read_text())
+        except (OSError, ValueError):   # not there yet, or half written
+            time.sleep(0.01)
+    raise TrafficError(f"no start time in {path} within {timeout_s:g} s")
 
 
 def _hpcc_settings(args: argparse.Namespace) -> HpccSettings:
@@ -349,7 +383,8 @@ def aggregate(out_dir: Path, nranks: int) -> dict:
         iters = [max(t) for t in zip(*(o["collective"]["completion_s"] for o in outs))]
         size = outs[0]["collective"]["message_bytes"]
         agg.update(iteration_s=iters, algbw_bps=[size * 8 / t for t in iters])
-    agg["result_ok"] = all(o["collective"].get("result_ok", True) for o in outs)
+    verdicts = [o["collective"].get("result_ok") for o in outs]
+    agg["result_ok"] = (False if False in verdicts else None if None in verdicts else True)
     return agg
 
 
@@ -373,30 +408,46 @@ def _run_local(args: argparse.Namespace, argv: list[str]) -> int:
         if a.split("=")[0] in drop_next:
             continue
         clean.append(a)
-    out_dir = Path(args.out_dir) if args.out_dir else Path(tempfile.mkdtemp(prefix="traffic-"))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    start_at = time.time() + 1.0 + 0.1 * args.nranks
-    procs = []
-    try:
-        for r in range(args.nranks):
-            cmd = [sys.executable, "-m", "traffic", args.pattern.value, "--hosts", hosts,
-                   "--rank", str(r), "--start-at", f"{start_at:.3f}",
-                   "-o", str(out_dir / f"rank{r}.json"), *clean]
-            procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True))
-        rc = 0
-        for p in procs:
-            out, _ = p.communicate(timeout=args.timeout + 30)
-            last = out.strip().splitlines()[-1] if out.strip() else "{}"
-            print(last)
-            rc = rc or p.returncode
-        print(json.dumps(aggregate(out_dir, args.nranks)))
-        print(f"summaries in {out_dir}", file=sys.stderr)
-        return rc
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.terminate()
-                p.wait(timeout=5)
+    # the start file and, without -O, the rank summaries live in a folder removed on exit
+    with tempfile.TemporaryDirectory(prefix="traffic-local-") as work:
+        out_dir = Path(args.out_dir) if args.out_dir else Path(work)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        start_file = Path(work) / "start"
+        procs = []
+        try:
+            for r in range(args.nranks):
+                cmd = [sys.executable, "-m", "traffic", args.pattern.value, "--hosts", hosts,
+                       "--rank", str(r), "--start-file", str(start_file),
+                       "-o", str(out_dir / f"rank{r}.json"), *clean]
+                procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True))
+            for p in procs:   # each rank prints "ready ..." once its socket is bound
+                assert p.stdout is not None
+                line = p.stdout.readline()
+                while line and not line.startswith("ready"):
+                    line = p.stdout.readline()
+            # nobody sends before every rank can receive: a rank that bound late (a
+            # slow start on a busy host) would otherwise cost retransmissions
+            tmp = start_file.with_suffix(".tmp")
+            tmp.write_text(f"{time.time() + 0.1 + 0.02 * args.nranks:.6f}")
+            tmp.rename(start_file)
+            rc = 0
+            for p in procs:
+                out, _ = p.communicate(timeout=args.timeout + 30)
+                last = out.strip().splitlines()[-1] if out.strip() else "{}"
+                print(last)
+                rc = rc or p.returncode
+            agg = aggregate(out_dir, args.nranks)
+            print(json.dumps(agg))
+            if args.out_dir:
+                print(f"summaries in {out_dir}", file=sys.stderr)
+            if rc == 0 and agg.get("result_ok") is False:
+                rc = 3
+            return rc
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.terminate()
+                    p.wait(timeout=5)
 
 
 STOP = threading.Event()

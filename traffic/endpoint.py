@@ -181,7 +181,8 @@ class Endpoint:
         return time.monotonic() - self._t0
 
     # -- receive path ----------------------------------------------------------------
-    def _receive(self, now: float) -> None:
+    def _receive(self, now: float) -> bool:
+        """Read up to ``batch`` packets; True when the socket is left empty."""
         rx = self.rx
         c = self.counters
         loss = self.cfg.loss
@@ -192,7 +193,7 @@ class Endpoint:
             try:
                 data, anc, _flags, addr = rx.recvmsg(65535, 64)
             except BlockingIOError:
-                return
+                return True
             c.rx_pkts += 1
             tos = 0
             for lvl, typ, val in anc:
@@ -214,6 +215,7 @@ class Endpoint:
                 self._delay.push(now, (data, addr, tos))
             else:
                 self._process(data, addr, tos, now)
+        return False
 
     def _process(self, data: bytes, addr: tuple[str, int], tos: int, now: float) -> None:
         c = self.counters
@@ -330,6 +332,8 @@ class Endpoint:
                     q.set_rate(cmd.rate_bps, now)
                 if cmd.fec_k is not None and cmd.fec_m is not None:
                     q.set_fec(cmd.fec_k, cmd.fec_m, now)
+                if cmd.loss is not None:
+                    q.set_path_loss(cmd.loss, now)
             except ConfigError as e:
                 self.counters.control_errors += 1
                 if cmd.seq is None:
@@ -349,7 +353,11 @@ class Endpoint:
         if self._due is not None and now - self._due > _STALL_S:
             self.counters.stalls += 1
             self.counters.stall_s += now - self._due
-        self._receive(now)
+        # ACKs share the socket with data: while packets are left unread (a busy host,
+        # a backlog of data), an ACK may be among them, so no retransmission timer
+        # fires until the socket has been read empty (else the timer measures our own
+        # backlog and resends what was delivered)
+        drained = self._receive(now)
         if len(self._delay):
             for data, addr, tos in self._delay.pop_due(now):
                 self._process(data, addr, tos, now)
@@ -365,7 +373,7 @@ class Endpoint:
         out: list[bytes] = []
         for qpn, req in self.requesters.items():
             out.clear()
-            t = req.poll(now, out)
+            t = req.poll(now, out, timers=drained)
             dst = req.cfg.peer_ip
             for b in out:
                 self._send(qpn, dst, b)

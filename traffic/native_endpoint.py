@@ -13,7 +13,8 @@ The Python thread only posts, polls completions in batches (waiting on the engin
 completion eventfd with the GIL released) and serves the control socket; packets
 never reach Python.  :func:`make_endpoint` picks the engine: ``native``, ``python``,
 or ``auto`` (native when the library is built and the run needs nothing only the
-Python endpoint emulates: receive-side loss or delay, INT-echo CC, DCQCN).
+Python endpoint runs: CC algorithms other than DCQCN and HPCC, FEC without a working
+erasure code in the library).
 
 Step mode (:class:`StepEngine`): the same engine without thread or sockets, driven by
 injected packets and an injected clock, for differential tests against
@@ -28,10 +29,11 @@ import socket
 import struct
 import zlib
 from collections.abc import Callable
-from typing import Self
+from typing import Self, cast
 
+from common.loss import LossKind, LossModel
 from traffic.cc.hpcc import HpccSender, HpccState
-from traffic.control import ControlServer
+from traffic.control import ControlCommand, ControlServer
 from traffic.endpoint import Endpoint, EndpointConfig, EndpointCounters
 from traffic.errors import ConfigError
 from traffic.native import NativeLibraryError, load_library
@@ -59,7 +61,11 @@ def _u64(names: list[str]) -> list[tuple[str, type]]:
 class EngineAttr(ctypes.Structure):
     _fields_ = [("ip", ctypes.c_uint32), ("port", ctypes.c_uint16), ("_pad", ctypes.c_uint16),
                 ("flags", ctypes.c_uint32), ("rcvbuf_bytes", ctypes.c_uint32),
-                ("batch", ctypes.c_uint32), ("cq_depth", ctypes.c_uint32)]
+                ("batch", ctypes.c_uint32), ("cq_depth", ctypes.c_uint32),
+                ("loss_kind", ctypes.c_uint32), ("loss_scope_all", ctypes.c_uint32),
+                ("loss_p", ctypes.c_double), ("loss_r", ctypes.c_double),
+                ("loss_h", ctypes.c_double), ("loss_k", ctypes.c_double),
+                ("loss_seed", ctypes.c_uint64), ("rx_delay_s", ctypes.c_double)]
 
 
 class QpAttr(ctypes.Structure):
@@ -114,7 +120,9 @@ class EngineCountersC(ctypes.Structure):
     _fields_ = _u64(["rx_pkts", "bad_icrc", "truncated", "bad_echo", "unknown_qp",
                      "wrong_peer", "unexpected_opcode", "kernel_drops", "cnps_tx",
                      "send_errors", "rx_batches", "tx_batches", "wakeups", "spins",
-                     "late_departures"]) + [("late_s", ctypes.c_double)]
+                     "late_departures"]) + [("late_s", ctypes.c_double),
+                                            ("realtime", ctypes.c_uint64)] + _u64(
+                         ["injected_drops", "injected_data_drops", "injected_repair_drops"])
 
 
 class QpStateC(ctypes.Structure):
@@ -123,7 +131,7 @@ class QpStateC(ctypes.Structure):
         ["outstanding", "una", "next_seq", "sent_up_to"]) + [
         (n, ctypes.c_uint32) for n in ("next_new_psn", "expected_psn", "msn", "ooo_now",
                                        "fec_k", "fec_m", "window_pkts", "idle", "sport",
-                                       "_pad")]
+                                       "injected")]
 
 
 class OutPkt(ctypes.Structure):
@@ -133,11 +141,13 @@ class OutPkt(ctypes.Structure):
 
 
 _P = ctypes.c_void_p
+_BOUND = False  # the library's signatures are declared (once per process)
 
 
 def _bind() -> ctypes.CDLL:
+    global _BOUND
     lib = load_library()
-    if getattr(lib, "_tn_bound", False):
+    if _BOUND:
         return lib
     sig = {
         "tn_engine_create": (_P, [ctypes.POINTER(EngineAttr), ctypes.c_char_p, ctypes.c_size_t]),
@@ -155,6 +165,7 @@ def _bind() -> ctypes.CDLL:
         "tn_free": (None, [_P]),
         "tn_set_rate": (ctypes.c_int, [_P, ctypes.c_uint32, ctypes.c_double]),
         "tn_set_fec": (ctypes.c_int, [_P, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint32]),
+        "tn_set_rx_delay": (ctypes.c_int, [_P, ctypes.c_double]),
         "tn_qp_counters": (ctypes.c_int, [_P, ctypes.c_uint32, ctypes.POINTER(QpCountersC)]),
         "tn_qp_state": (ctypes.c_int, [_P, ctypes.c_uint32, ctypes.POINTER(QpStateC)]),
         "tn_qp_idle": (ctypes.c_int, [_P, ctypes.c_uint32]),
@@ -181,7 +192,7 @@ def _bind() -> ctypes.CDLL:
             raise NativeLibraryError(
                 f"native engine: {cls.__name__} is {ctypes.sizeof(cls)} bytes here but "
                 f"{lib.tn_sizeof(i)} in the library: rebuild it (make -C traffic/native)")
-    lib._tn_bound = True
+    _BOUND = True
     return lib
 
 
@@ -202,11 +213,18 @@ def _ip_u32(ip: str) -> int:
         raise ConfigError(f"IPv4 address {ip!r} is not valid") from None
 
 
+def _native_mode(q: QpConfig) -> int:
+    if q.mode not in _MODES:
+        raise ConfigError(f"QP {q.qpn}: mode {q.mode.value!r} runs in the Python endpoint "
+                          "only (traffic.recovery); the engine runs gbn, sr, fec")
+    return _MODES[q.mode]
+
+
 def _qp_attr(q: QpConfig, role: int, *, start_psn: int, keep_data: bool,
              sport: int = 0, burst_s: float = NATIVE_BURST_S,
              min_burst_bytes: int = 2 * 1100) -> QpAttr:
     return QpAttr(qpn=q.qpn, peer_qpn=q.peer_qpn, peer_ip=_ip_u32(q.peer_ip), role=role,
-                  mode=_MODES[q.mode], mtu=q.mtu, rate_bps=float(q.rate_bps),
+                  mode=_native_mode(q), mtu=q.mtu, rate_bps=float(q.rate_bps),
                   window_pkts=q.window_pkts, fec_k=q.fec_k, fec_m=q.fec_m, dscp=q.dscp,
                   rto_min_s=q.rto_min_s, rto_max_s=q.rto_max_s, rto_initial_s=q.rto_initial_s,
                   max_msg_bytes=q.max_msg_bytes, start_psn=start_psn & 0xFFFFFF,
@@ -234,6 +252,18 @@ def erasure_code_works() -> bool:
         lib.tn_ec_free(ec)
 
 
+def _set_loss(attr: EngineAttr, cfg: EndpointConfig) -> None:
+    """The endpoint's receive-side loss model for the engine (its own seeded generator,
+    seeded from the Python one: same model and rate, not the same packets)."""
+    if not cfg.loss.lossy:
+        return
+    m = cfg.loss.model
+    attr.loss_kind = 1 if m.kind is LossKind.BERNOULLI else 2
+    attr.loss_scope_all = int(cfg.loss_scope == "all")
+    attr.loss_p, attr.loss_r, attr.loss_h, attr.loss_k = m.p, m.r, m.h, m.k
+    attr.loss_seed = cfg.loss._rng.getrandbits(64)  # the run's seed decides it
+
+
 def native_unsupported(ep_cfg: EndpointConfig, qp_cc: str = "none",
                        mode: Reliability = Reliability.SR) -> str | None:
     """Why this run needs the Python endpoint (None when the engine can run it)."""
@@ -241,10 +271,8 @@ def native_unsupported(ep_cfg: EndpointConfig, qp_cc: str = "none",
         return f"congestion control {qp_cc!r} (the engine runs {', '.join(NATIVE_CC)})"
     if mode is Reliability.FEC and not erasure_code_works():
         return "FEC: the library's erasure code is not built in yet"
-    if ep_cfg.loss.lossy:
-        return "receive-side loss emulation (--loss)"
-    if ep_cfg.delay_s > 0:
-        return "receive-side delay emulation (--delay)"
+    if mode is Reliability.AUTO:
+        return "per-message recovery (--mode auto) runs in the Python endpoint only so far"
     return None
 
 
@@ -273,7 +301,7 @@ class _Qp:
 
 
 class _DcqcnView:
-    """The engine's DCQCN state with :class:`traffic.dcqcn.DcqcnReactionPoint`'s fields."""
+    """The engine's DCQCN state with :class:`traffic.cc.dcqcn.DcqcnReactionPoint`'s fields."""
 
     def __init__(self, d: TnDcqcn):
         self.line_rate_bps = float(d.line_rate_bps)
@@ -409,6 +437,10 @@ class NativeRequester(_Qp):
         self.cfg.fec_k, self.cfg.fec_m = k, m
         self.fec_log.append((now, k, m))
 
+    def set_path_loss(self, model: LossModel | None, now: float) -> None:
+        """Loss feedback: kept (the engine's QPs run a fixed mode, which ignores it)."""
+        self.cfg.path_loss = model
+
     def snapshot(self) -> dict:
         s = self._state
         return {
@@ -481,6 +513,8 @@ class NativeEndpoint:
         err = ctypes.create_string_buffer(256)
         attr = EngineAttr(ip=_ip_u32(cfg.ip), port=cfg.port, flags=_FLAG_THREAD,
                           rcvbuf_bytes=cfg.rcvbuf_bytes, batch=min(256, max(1, cfg.batch)))
+        _set_loss(attr, cfg)
+        attr.rx_delay_s = cfg.delay_s
         h = self._lib.tn_engine_create(ctypes.byref(attr), err, len(err))
         if not h:
             raise ConfigError(err.value.decode(errors="replace"))
@@ -527,8 +561,10 @@ class NativeEndpoint:
         return r
 
     def set_rx_delay(self, delay_s: float) -> None:
-        if delay_s > 0:
-            raise ConfigError("the native engine does not emulate receive delay")
+        """Change the receive delay at run time (a slow host; packets held keep theirs)."""
+        if self._lib.tn_set_rx_delay(self._h, float(delay_s)):
+            raise ConfigError(self._error())
+        self.cfg.delay_s = delay_s
 
     def now(self) -> float:
         """Seconds since the engine started (the time base of every record)."""
@@ -556,14 +592,24 @@ class NativeEndpoint:
         c = EngineCountersC()
         self._lib.tn_engine_counters(self._h, ctypes.byref(c))
         for f in ("rx_pkts", "bad_icrc", "truncated", "bad_echo", "unknown_qp", "wrong_peer",
-                  "unexpected_opcode", "kernel_drops", "cnps_tx", "send_errors"):
+                  "unexpected_opcode", "kernel_drops", "cnps_tx", "send_errors",
+                  "injected_drops", "injected_data_drops", "injected_repair_drops"):
             setattr(self.counters, f, int(getattr(c, f)))
+        self.injected_by_qp = {q: int(r._state.injected) for q, r in self._all.items()
+                               if r._state.injected}
         self._engine_counters = c
 
-    # the control socket is served exactly as the Python endpoint serves it
-    _control = Endpoint._control
-    _apply_control = Endpoint._apply_control
-    _sample = Endpoint._sample
+    # the control socket is served, and series sampled, exactly as the Python endpoint
+    # does it (its methods read only what this class has under the same names)
+    def _control(self, now: float) -> None:
+        Endpoint._control(cast(Endpoint, self), now)
+
+    def _apply_control(self, cmd: ControlCommand, now: float, addr: str | bytes | None,
+                       confirm: list[dict]) -> None:
+        Endpoint._apply_control(cast(Endpoint, self), cmd, now, addr, confirm)
+
+    def _sample(self, now: float) -> None:
+        Endpoint._sample(cast(Endpoint, self), now)
 
     def step(self, max_wait_s: float = 0.01) -> None:
         """Take completions, serve the control socket, sample, wait for more."""
@@ -594,7 +640,7 @@ class NativeEndpoint:
         return True
 
     def stats(self, *, compact: bool = False) -> dict:
-        out = Endpoint.stats(self, compact=compact)  # type: ignore[arg-type]
+        out = Endpoint.stats(cast(Endpoint, self), compact=compact)
         c = getattr(self, "_engine_counters", None)
         if c is not None:
             out["engine"] = {"name": "native", **{n: getattr(c, n) for n, _ in c._fields_}}
@@ -624,8 +670,7 @@ class NativeEndpoint:
 
 def make_endpoint(cfg: EndpointConfig, engine: str = "auto",
                   cc: str = "none", *,
-                  mode: Reliability = Reliability.SR,
-                  needs_faults: bool = False) -> Endpoint | NativeEndpoint:
+                  mode: Reliability = Reliability.SR) -> Endpoint | NativeEndpoint:
     """The endpoint of ``engine``: ``native``, ``python``, or ``auto`` (native when the
     library is built and the run needs nothing only the Python endpoint emulates)."""
     if engine not in ENGINES:
@@ -635,8 +680,6 @@ def make_endpoint(cfg: EndpointConfig, engine: str = "auto",
     if engine == "auto" and not engine_available():
         return Endpoint(cfg)
     why = native_unsupported(cfg, cc, mode)
-    if why is None and needs_faults:
-        why = "injected host faults (--fault-slow-rx, --fault-straggle)"
     if engine == "native":
         if why is not None:
             raise ConfigError(f"--engine native: the native engine does not support {why} "

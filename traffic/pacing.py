@@ -54,14 +54,17 @@ class TokenBucket:
             self.last_t = now
 
     def try_take(self, nbytes: int, now: float) -> bool:
-        """Take ``nbytes`` if available (the bucket may not go negative)."""
+        """Take ``nbytes`` if available.  A packet larger than the bucket is deep (an
+        FEC repair packet behind a one-packet pacer) goes once the bucket is full and
+        leaves it in debt, which the next packets wait out: the rate stays exact, and
+        such a packet cannot wait forever."""
         self.refill(now)
-        if self.tokens >= nbytes:
+        if self.tokens >= min(nbytes, self.depth):
             self.tokens -= nbytes
             return True
         return False
 
     def wait_s(self, nbytes: int) -> float:
-        """Seconds until ``nbytes`` will be available (0 when available now)."""
-        need = nbytes - self.tokens
+        """Seconds until ``nbytes`` can be taken (0 when now)."""
+        need = min(nbytes, self.depth) - self.tokens
         return 0.0 if need <= 0 else need * 8 / self.rate_bps

@@ -5,6 +5,7 @@ import struct
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 
+from common.loss import LossModel
 from formats.roce import RETH_LEN, SYMBOL_HDR_LEN
 from traffic import fec
 from traffic.cc import registry as cc_registry
@@ -12,10 +13,11 @@ from traffic.cc.dcqcn import DcqcnSettings
 from traffic.cc.hpcc import HpccSettings
 from traffic.errors import ConfigError
 
-__all__ = ["QpConfig", "QpCounters", "Reliability", "decode_symbol",
+__all__ = ["RTO_MIN_S", "QpConfig", "QpCounters", "Reliability", "decode_symbol",
            "encode_symbol"]
 
 _SYM = struct.Struct("!BBH")
+RTO_MIN_S = 0.030  # default floor of the retransmission timeout (QpConfig.rto_min_s)
 
 
 class Reliability(str, Enum):
@@ -24,6 +26,12 @@ class Reliability(str, Enum):
     GBN = "gbn"  # go-back-N: NAK sequence error, resend from the lost PSN
     SR = "sr"  # selective repeat (IRN style): SACK bitmap, resend only the lost
     FEC = "fec"  # FEC blocks of k data + m repair, the rest by selective repeat
+    AUTO = "auto"  # per message: SR, SR + tail repairs or interleaved FEC (traffic.recovery)
+
+    @property
+    def coded(self) -> bool:
+        """True when FEC repair packets may arrive (the responder keeps symbols)."""
+        return self in (Reliability.FEC, Reliability.AUTO)
 
     @classmethod
     def parse(cls, text: str) -> Reliability:
@@ -31,7 +39,7 @@ class Reliability(str, Enum):
             return cls(text.lower())
         except ValueError:
             raise ConfigError(
-                f"reliability mode {text!r} unknown; choose one of gbn, sr, fec"
+                f"reliability mode {text!r} unknown; choose one of gbn, sr, fec, auto"
             ) from None
 
 
@@ -48,7 +56,9 @@ class QpConfig:
     window_pkts: int = 512
     fec_k: int = 8
     fec_m: int = 1
-    rto_min_s: float = 0.004
+    # the timer's floor: above the scheduling delays of a busy host (a peer
+    # descheduled for tens of ms has lost nothing; a lower floor resends delivered data)
+    rto_min_s: float = RTO_MIN_S
     rto_max_s: float = 2.0
     rto_initial_s: float = 0.05
     dscp: int = 0
@@ -56,6 +66,9 @@ class QpConfig:
     cc: str = "none"  # requester: its own rate control, a name of traffic.cc.registry
     dcqcn: DcqcnSettings = field(default_factory=DcqcnSettings)  # with cc=dcqcn
     hpcc: HpccSettings = field(default_factory=HpccSettings)  # with cc=hpcc-sender
+    # requester, mode auto: the path's loss model as the controller's loss map last
+    # reported it (None: decide from the QP's own counters until feedback arrives)
+    path_loss: LossModel | None = None
 
     def __post_init__(self) -> None:
         for name, v, hi in (("qpn", self.qpn, 0xFFFFFF), ("peer_qpn", self.peer_qpn, 0xFFFFFF)):
@@ -91,6 +104,8 @@ class QpCounters:
     retx_bytes: int = 0
     repair_pkts: int = 0
     timeouts: int = 0
+    # timeouts whose packet the receiver had after all (its ACK was late: a busy peer)
+    spurious_timeouts: int = 0
     naks_rx: int = 0
     acks_rx: int = 0
     cnps_rx: int = 0

@@ -14,6 +14,13 @@ its block's repair packets has been reported, so the receiver had its chance to 
 Tail losses are recovered by the retransmission timer (RTO from smoothed RTT, RFC 6298
 style, doubled on each expiry).
 
+Mode ``auto``: every message gets a :class:`traffic.recovery.MessagePlan` when it is
+posted, chosen from the path's loss model (the controller's feedback,
+:meth:`Requester.set_path_loss`, else the QP's own loss counters), the smoothed RTT,
+the rate and the message size.  The plan's groups say which packets are coded into
+interleaved blocks (members ``stride`` packets apart, their repairs sent right behind
+the group's last data packet); packets outside any group are plain selective repeat.
+
 Rate: the token bucket runs at the configured rate, which rate feedback (``set_rate``)
 replaces.  A QP whose ``cc`` names a sender algorithm of :mod:`traffic.cc.registry`
 runs it (a :class:`traffic.cc.base.SenderCc`, e.g. DCQCN's reaction point on its CNPs
@@ -29,6 +36,7 @@ import collections
 import zlib
 from dataclasses import dataclass, field
 
+from common.loss import LossModel
 from formats import roce
 from formats.roce import (
     BTH_LEN,
@@ -39,7 +47,7 @@ from formats.roce import (
     Opcode,
     PacketTemplate,
 )
-from traffic import fec
+from traffic import fec, recovery
 from traffic.cc import registry as cc_registry
 from traffic.cc.base import SenderCc
 from traffic.cc.dcqcn import DcqcnReactionPoint, DcqcnSender
@@ -69,11 +77,15 @@ class _Pkt:
     opcode: int
     last_tx: int = -1  # transmission counter of the latest send
     prev_tx: int = -1  # ... and of the one before (retransmission ambiguity)
+    first_tx: int = -1  # ... and of the first (the original)
+    first_sent_s: float = 0.0
+    rto_retx: bool = False  # resent by the retransmission timer
     sent_s: float = 0.0
     retx: int = 0
     acked: bool = False
     queued: bool = False
     block: int = -1  # FEC block id, -1 when not in a block
+    grp: _Group | None = None  # mode auto: the interleaved group coding this packet
 
 
 @dataclass(slots=True)
@@ -81,6 +93,18 @@ class _Block:
     base_seq: int
     seqs: list[int]
     repair_tx: int = -1  # transmission counter of the last repair packet
+
+
+@dataclass(slots=True)
+class _Group:
+    """A :class:`traffic.recovery.Group` being sent: symbols collected per block."""
+
+    first_seq: int
+    count: int
+    blocks: int
+    m: int
+    members: list = field(default_factory=list)  # per block: [(pkt, symbol)]
+    added: int = 0
 
 
 @dataclass(slots=True, kw_only=True)
@@ -108,6 +132,10 @@ class Requester:
     _tx_order: collections.deque = field(default_factory=collections.deque)
     _tx_counter: int = 0
     _highest_reported_tx: int = -1
+    # within one ACK: retransmitted packets it acknowledged and the transmission number
+    # of the newest never-retransmitted one (_settle_retx_acks)
+    _retx_acked: list = field(default_factory=list)
+    _ack_fresh_tx: int = -1
     _blocks: dict = field(default_factory=dict)
     _open_block: list = field(default_factory=list)
     _block_id: int = 0
@@ -120,6 +148,7 @@ class Requester:
     _min_rtt: float | None = None
     _rtt_cand: float | None = None
     _rtos_unsampled: int = 0  # retransmission timeouts since the last RTT sample
+    _rto_floor: float = 0.0  # learnt from spurious timeouts (_settle_retx_acks)
     _msg_id: int = 0
     _va: int = 0x10000
     _cc: SenderCc | None = None      # the QP's own rate control (cfg.cc), None: none
@@ -128,6 +157,9 @@ class Requester:
     _pacer_due: float | None = None  # per-packet pacing: when the pacer let the next packet go
     _per_packet: bool = False        # paced one packet at a time (the algorithm's choice)
     echo_guard: EchoGuard = field(default_factory=EchoGuard)  # implausible echoes, counted
+    policy: recovery.PolicyConfig = field(default_factory=recovery.PolicyConfig)  # mode auto
+    loss_estimate: recovery.LossEstimator = field(default_factory=recovery.LossEstimator)
+    path_loss_log: list[tuple[float, str]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._tmpl = PacketTemplate(src=self.local_ip, dst=self.cfg.peer_ip, sport=self.sport)
@@ -150,8 +182,10 @@ class Requester:
         self.fec_log.append((self.now_s, self.cfg.fec_k, self.cfg.fec_m))
         if self._cc is not None:
             self._apply_cc_rate(self.now_s)  # an algorithm may start below the line rate
-        if self.cfg.mode is Reliability.FEC:
+        if self.cfg.mode.coded:
             fec.prepare(self.cfg.fec_k, self.cfg.fec_m)
+        if self.cfg.path_loss is not None:
+            self.path_loss_log.append((self.now_s, recovery.describe(self.cfg.path_loss)))
 
     # -- public API ------------------------------------------------------------------
     @property
@@ -224,8 +258,52 @@ class Requester:
             self._pkts[seq] = pkt
             self._pending.append(pkt)
         msg.extra["last_seq"] = self._next_seq - 1
+        if self.cfg.mode is Reliability.AUTO:
+            self._plan_message(msg, npk)
         self.messages.append(msg)
         return msg
+
+    def set_path_loss(self, model: LossModel | None, now: float) -> None:
+        """The path's loss model from the controller's loss map (control API); the
+        next message posted is planned with it (mode auto)."""
+        self.cfg.path_loss = model
+        self.path_loss_log.append((now, "none" if model is None else recovery.describe(model)))
+
+    def path_view(self) -> recovery.PathView | None:
+        """What mode auto decides from: the controller's model, else the QP's own."""
+        model, source = self.cfg.path_loss, "controller"
+        if model is None:
+            model, source = self.loss_estimate.model(), "own counters"
+        if model is None:
+            return None
+        rtt = self._srtt if self._srtt is not None else self.cfg.rto_initial_s
+        wire = self.cfg.mtu + BTH_LEN + ICRC_LEN + WIRE_OVERHEAD
+        return recovery.PathView(loss=model, rtt_s=rtt, rate_bps=self.cfg.rate_bps,
+                                 wire_pkt_bytes=wire, source=source)
+
+    def warm_plans(self, sizes: list[int]) -> None:
+        """Decide for messages of these byte sizes now (mode auto): later decisions for
+        the same sizes come from the policy's cache while the telemetry stands still."""
+        view = self.path_view()
+        if view is None or self.cfg.mode is not Reliability.AUTO:
+            return
+        for n in sizes:
+            recovery.choose(view, max(1, -(-n // self.cfg.mtu)), self.policy)
+
+    def _plan_message(self, msg: MessageRecord, npk: int) -> None:
+        """Choose the message's scheme and attach its groups to its packets."""
+        view = self.path_view()
+        if view is None:
+            plan = recovery.MessagePlan(scheme="sr", reason="no loss telemetry yet")
+        else:
+            plan = recovery.choose(view, npk, self.policy)
+        msg.extra["recovery"] = plan.as_dict(npk)
+        first = self._next_seq - npk
+        for g in plan.groups:
+            rg = _Group(first_seq=first + g.first, count=g.count, blocks=g.blocks, m=g.m,
+                        members=[[] for _ in range(g.blocks)])
+            for s in range(rg.first_seq, rg.first_seq + g.count):
+                self._pkts[s].grp = rg
 
     def set_rate(self, rate_bps: float, now: float) -> None:
         """Change the pacing rate (control API); effective for the next packet.
@@ -265,24 +343,28 @@ class Requester:
         self.fec_log.append((now, k, m))
 
     # -- sending ---------------------------------------------------------------------
-    def poll(self, now: float, out: list[bytes], budget: int = 64) -> float | None:
+    def poll(self, now: float, out: list[bytes], budget: int = 64, *,
+             timers: bool = True) -> float | None:
         """Append up to ``budget`` packets due now to ``out``.
 
-        Returns the earliest time something else will be due (None when nothing is).
+        ``timers=False``: the caller has packets left unread (ACKs may be among them),
+        so the retransmission timer must not fire yet.  Returns the earliest time
+        something else will be due (None when nothing is).
         """
         cc = self._cc
         if cc is None:
-            return self._poll(now, out, budget)
+            return self._poll(now, out, budget, timers)
         if cc.tick(now):
             self._apply_cc_rate(now)
         sent0 = self.counters.tx_bytes
-        wake = self._poll(now, out, budget)
+        wake = self._poll(now, out, budget, timers)
         cc.on_sent(self.counters.tx_bytes - sent0)
         return wake
 
-    def _poll(self, now: float, out: list[bytes], budget: int) -> float | None:
+    def _poll(self, now: float, out: list[bytes], budget: int, timers: bool) -> float | None:
         self.now_s = now
-        self._check_rto(now)
+        if timers:
+            self._check_rto(now)
         bucket = self._bucket
         sent = 0
         while sent < budget:
@@ -305,6 +387,8 @@ class Requester:
                 if (self._pending and self.cfg.mode is Reliability.FEC and self._open_block):
                     self._close_block()  # window-blocked: let the receiver repair now
                     continue
+                if self._pending and self._split_group(self._pending[0]):
+                    continue  # the same, for an interleaved group
                 self._pacer_due = None  # nothing to send: idle time earns nothing
                 break
             wire = len(pkt_buf) + WIRE_OVERHEAD
@@ -347,8 +431,8 @@ class Requester:
                 c.repair_pkts += 1
             else:
                 p = self._pending.popleft()
-                p.last_tx = tx
-                p.sent_s = now
+                p.last_tx = p.first_tx = tx
+                p.sent_s = p.first_sent_s = now
                 self._sent_up_to = p.seq + 1
                 c.tx_data_pkts += 1
                 if self.cfg.mode is not Reliability.GBN:
@@ -357,6 +441,10 @@ class Requester:
                     self._add_to_block(p)
                     if not self._pending:
                         self._close_block()
+                elif p.grp is not None:
+                    self._add_to_group(p)
+                elif self.cfg.mode is Reliability.AUTO:
+                    self.loss_estimate.on_sent()
             out.append(bytes(pkt_buf))
             sent += 1
             if self._rto_deadline is None:
@@ -402,6 +490,70 @@ class Requester:
             self._tmpl.finish(buf)
             self._repair_q.append((bid, buf))
 
+    def _symbol(self, p: _Pkt) -> bytes:
+        reth = bytes(p.buf[BTH_LEN:BTH_LEN + RETH_LEN]) if p.opcode in roce.RETH_OPCODES else None
+        start = BTH_LEN + (RETH_LEN if reth else 0)
+        return encode_symbol(p.opcode, reth, p.buf[start:-ICRC_LEN])
+
+    def _add_to_group(self, p: _Pkt) -> None:
+        g = p.grp
+        assert g is not None
+        g.members[(p.seq - g.first_seq) % g.blocks].append((p, self._symbol(p)))
+        g.added += 1
+        if g.added == g.count:
+            self._close_group(g)
+
+    def _close_group(self, g: _Group) -> None:
+        """Encode every block of the group and queue the repairs in the interleaver's
+        round robin (:func:`traffic.recovery.repair_order`)."""
+        repairs: dict[tuple[int, int], bytearray] = {}
+        ids: dict[int, int] = {}
+        for j, members in enumerate(g.members):
+            if not members or g.m == 0:
+                continue
+            self._block_id += 1
+            bid = ids[j] = self._block_id
+            slen = max(len(sym) for _, sym in members)
+            syms = [sym + bytes(slen - len(sym)) for _, sym in members]
+            blk = _Block(base_seq=members[0][0].seq, seqs=[p.seq for p, _ in members])
+            self._blocks[bid] = blk
+            for p, _ in members:
+                p.block = bid
+            psn = (self.start_psn + blk.base_seq) & PSN_MASK
+            for r, rsym in enumerate(fec.encode(syms, g.m)):
+                hdr = roce.pack_fec_header(k=min(255, len(members)), m=g.m, index=r,
+                                           symbol_len=slen, data_count=len(members),
+                                           stride=g.blocks if g.blocks > 1 else 0)
+                buf = bytearray(roce.pack_bth(Opcode.FEC_REPAIR, self.cfg.peer_qpn, psn)
+                                + hdr + rsym + bytes(ICRC_LEN))
+                self._tmpl.finish(buf)
+                repairs[(j, r)] = buf
+        shape = recovery.Group(first=0, count=g.added, blocks=g.blocks, m=g.m)
+        for j, r in recovery.repair_order(shape):
+            if (j, r) in repairs:
+                self._repair_q.append((ids[j], repairs[(j, r)]))
+        g.members = []
+
+    def _split_group(self, nxt: _Pkt) -> bool:
+        """Window-blocked inside a group: close what was sent of it (the receiver can
+        repair now) and code the rest as a group of its own.  True when it did.
+
+        Each part keeps its share of the repairs (at least one per block), so a split
+        costs about one repair per block more than the plan, not a second plan."""
+        g = nxt.grp
+        if g is None or g.added == 0 or g.added >= g.count:
+            return False
+        left = g.count - g.added
+        rest = _Group(first_seq=nxt.seq, count=left, blocks=max(1, min(g.blocks, left)),
+                      m=max(1, -(-g.m * left // g.count)))
+        rest.members = [[] for _ in range(rest.blocks)]
+        g.m = max(1, -(-g.m * g.added // g.count))
+        g.count = g.added
+        self._close_group(g)
+        for s in range(rest.first_seq, rest.first_seq + rest.count):
+            self._pkts[s].grp = rest
+        return True
+
     # -- acknowledgements ------------------------------------------------------------
     def _abs(self, psn: int) -> int:
         """Absolute sequence number of a wire PSN, relative to the unacked edge."""
@@ -423,6 +575,7 @@ class Requester:
                 self._ack_up_to(psn_seq, now)
                 if self._una == psn_seq <= self._sent_up_to:  # else a stale or bogus NAK
                     self._go_back(psn_seq)
+            self._settle_retx_acks(now)
             self._rearm(now)
             return
         c.acks_rx += 1
@@ -437,6 +590,7 @@ class Requester:
                 for bit in range(8):
                     if b & (0x80 >> bit):
                         self._mark_acked(base + byte_i * 8 + bit, now)
+        self._settle_retx_acks(now)
         if self.cfg.mode is not Reliability.GBN:
             self._detect_losses()
         self._rearm(now)
@@ -491,11 +645,46 @@ class Requester:
             # too early to be the retransmission's ACK: the original arrived after all,
             # so only packets sent before the original may be declared lost
             tx = p.prev_tx
+        elif p.retx:   # decided once the whole ACK is read (_settle_retx_acks)
+            self._retx_acked.append(p)
+            tx = -1
+        else:
+            self._ack_fresh_tx = max(self._ack_fresh_tx, tx)
         self._highest_reported_tx = max(self._highest_reported_tx, tx)
         if p.retx == 0:  # Karn: only never-retransmitted packets give RTT samples
             rtt = now - p.sent_s
             if self._rtt_cand is None or rtt < self._rtt_cand:
                 self._rtt_cand = rtt
+
+    def _settle_retx_acks(self, now: float) -> None:
+        """Which transmission of each retransmitted packet this ACK acknowledged.
+
+        The transmission-order rule declares lost every unacknowledged packet sent
+        before the acknowledged one; taking a retransmission's ACK for the original's
+        would declare lost a whole window still in flight (a timeout that fired only
+        because ACKs were late: a busy receiver, a queue in its socket buffer).  If the
+        same ACK newly acknowledges a never-retransmitted packet sent after the
+        original, the receiver most likely took the original (FIFO path: had the
+        original been lost, that later packet would usually have been acknowledged
+        earlier, before the retransmission filled the hole), so only packets sent
+        before the original count: at worst a real loss waits for the next ACK or
+        timer.  Otherwise the retransmission is what arrived.
+
+        A timer that fired for a packet the receiver had (Eifel, RFC 4015) is counted
+        and raises the QP's timer floor to the delay its ACK took (a peer descheduled
+        on a busy host), so the next such delay costs nothing; the floor decays
+        with every RTT sample.
+        """
+        for p in self._retx_acked:
+            original = self._ack_fresh_tx > p.first_tx
+            tx = p.first_tx if original else p.last_tx
+            self._highest_reported_tx = max(self._highest_reported_tx, tx)
+            if original and p.rto_retx:
+                self.counters.spurious_timeouts += 1
+                self._rto_floor = min(self.cfg.rto_max_s,
+                                      max(self._rto_floor, 1.25 * (now - p.first_sent_s)))
+        self._retx_acked.clear()
+        self._ack_fresh_tx = -1
 
     def _ack_up_to(self, seq: int, now: float) -> None:
         """Everything below ``seq`` has been received."""
@@ -549,6 +738,8 @@ class Requester:
             if not p.queued:
                 p.queued = True
                 self._retx_q.append(seq)
+                if p.grp is None and p.retx == 0 and self.cfg.mode is Reliability.AUTO:
+                    self.loss_estimate.on_lost(seq)
 
     def _go_back(self, seq: int) -> None:
         """Go-back-N: resend everything from ``seq`` that was already sent."""
@@ -566,6 +757,7 @@ class Requester:
         if self._cc is not None:
             self._cc.on_rtt(rtt)
         self._rtos_unsampled = 0
+        self._rto_floor *= 0.99
         if self._min_rtt is None or rtt < self._min_rtt:
             self._min_rtt = rtt
         if self._srtt is None:
@@ -578,7 +770,8 @@ class Requester:
         if self._srtt is None:
             return max(self.cfg.rto_initial_s, self.cfg.rto_min_s)
         var = max(self._rttvar, self._srtt / 8)
-        return min(self.cfg.rto_max_s, max(self.cfg.rto_min_s, self._srtt + 4 * var))
+        return min(self.cfg.rto_max_s, max(self.cfg.rto_min_s, self._rto_floor,
+                                            self._srtt + 4 * var))
 
     def _check_rto(self, now: float) -> None:
         if self._rto_deadline is None or now < self._rto_deadline:
@@ -598,7 +791,7 @@ class Requester:
                 if p is None or p.acked:
                     continue
                 if not p.queued:
-                    p.queued = True
+                    p.queued = p.rto_retx = True
                     self._retx_q.appendleft(s)
                     self.counters.timeouts += 1
                 break
@@ -622,6 +815,14 @@ class Requester:
             out["echo_rejected"] = dict(self.echo_guard.rejected)
         return out
 
+    def scheme_counts(self) -> dict[str, int]:
+        """Messages per recovery scheme (mode auto)."""
+        out: dict[str, int] = {}
+        for m in self.messages:
+            s = m.extra.get("recovery", {}).get("scheme", "sr")
+            out[s] = out.get(s, 0) + 1
+        return out
+
     def snapshot(self) -> dict:
         c = self.counters
         return {
@@ -631,6 +832,9 @@ class Requester:
             # the algorithm's state under its snapshot key ("dcqcn", "hpcc" ...)
             **({self._cc.snapshot_key: self._cc_snapshot()} if self._cc is not None else {}),
             "fec_k": self.cfg.fec_k, "fec_m": self.cfg.fec_m,
+            **({"path_loss_changes": [list(x) for x in self.path_loss_log[-100:]],
+                "schemes": self.scheme_counts()}
+               if self.cfg.mode is Reliability.AUTO else {}),
             "srtt_s": self._srtt, "rto_s": self._rto, "outstanding": self.outstanding,
             # the latest changes (time since endpoint start, value): feedback history
             "rate_changes": [list(x) for x in self.rate_log[-100:]],

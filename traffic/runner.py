@@ -3,9 +3,11 @@
 Message contents are pseudo-random bytes seeded by (seed, rank, QP, message index),
 and both ends record each message's CRC-32; every receiver regenerates what its peers
 sent (all ranks share one seed) and checks each message's CRC-32 against it, so a run
-proves that every message arrived intact (``collective.result_ok``).  Ring all-reduce moves real float32 data: reduce-scatter then all-gather,
-``2 (N - 1)`` steps of ``message / N`` bytes, each step sent only after the previous
-one arrived, and the result is compared with the sum every rank can recompute.
+proves that every message arrived intact (``collective.result_ok``; None, no verdict,
+when the run did not finish).  Ring all-reduce moves real float32 data: reduce-scatter
+then all-gather, ``2 (N - 1)`` steps of ``message / N`` bytes, each step sent only
+after the previous one arrived, and the result is compared with the sum every rank
+can recompute.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from typing import TextIO
 
 import numpy as np
 
+from common.loss import LossModel
 from traffic.cc.dcqcn import DcqcnSettings
 from traffic.cc.hpcc import HpccSender, HpccSettings
 from traffic.collog.tracker import RankTracker
@@ -24,8 +27,8 @@ from traffic.collog.writer import CollectiveLogWriter
 from traffic.endpoint import Endpoint, EndpointConfig
 from traffic.errors import WorkloadError
 from traffic.host_faults import HostFaults
-from traffic.native_endpoint import make_endpoint
-from traffic.qp_types import MessageRecord, QpConfig, Reliability
+from traffic.native_endpoint import NativeRequester, NativeResponder, make_endpoint
+from traffic.qp_types import RTO_MIN_S, MessageRecord, QpConfig, Reliability
 from traffic.requester import Requester
 from traffic.responder import Responder
 from traffic.workloads import Pattern, RankPlan
@@ -43,11 +46,12 @@ class QpParams:
     window_pkts: int = 512
     fec_k: int = 8
     fec_m: int = 1
-    rto_min_s: float = 0.004
+    rto_min_s: float = RTO_MIN_S
     dscp: int = 0
     cc: str = "none"  # a sender algorithm of traffic.cc.registry
     dcqcn: DcqcnSettings = field(default_factory=DcqcnSettings)
     hpcc: HpccSettings = field(default_factory=HpccSettings)
+    path_loss: LossModel | None = None  # mode auto: the controller's model of the path
 
 
 def message_bytes(seed: int, rank: int, qpn: int, index: int, size: int) -> bytes:
@@ -84,7 +88,12 @@ class _AllReduce:
         self.iter_start = 0.0
         self.iter_times: list[float] = []
         self.ok = True
-        self.data = _allreduce_input(self.r.seed, self.rank, self.nelem)
+        # every iteration reduces the same inputs: the own input and the expected sum
+        # are made once, before the clock runs (drawing N inputs at an iteration's end
+        # stalled the rank for tens of ms, long enough for its peers' timers to fire)
+        self._input = _allreduce_input(self.r.seed, self.rank, self.nelem)
+        self._expect = sum(_allreduce_input(self.r.seed, r, self.nelem) for r in range(self.n))
+        self.data = self._input.copy()
         self.bounds = np.linspace(0, self.nelem, self.n + 1).astype(int)
         self._rx_count = [0] * self.q  # messages received per channel
         self._stripes: dict[int, dict[int, bytes]] = {}  # global step -> channel -> data
@@ -148,13 +157,12 @@ class _AllReduce:
             self._send_step(self.step_rx, now)
             return
         # iteration complete: check the result, start the next one
-        expect = sum(_allreduce_input(self.r.seed, r, self.nelem) for r in range(n))
-        self.ok = self.ok and bool(np.array_equal(self.data, expect))
+        self.ok = self.ok and bool(np.array_equal(self.data, self._expect))
         self.iter_times.append(now - self.iter_start)
         self.iter += 1
         self.step_rx = 0
         if self.iter < self.iterations:
-            self.data = _allreduce_input(self.r.seed, self.rank, self.nelem)
+            self.data = self._input.copy()
             self.start(now)
 
     @property
@@ -167,7 +175,9 @@ class _AllReduce:
             "algorithm": "ring", "ranks": self.n, "iterations": self.iter, "qps": self.q,
             "steps_per_iteration": self.steps_per_iter, "steps_sent": self.steps_sent,
             "steps_received": self.steps_received, "chunk_bytes": int(self.nelem // self.n * 4),
-            "message_bytes": int(self.nelem * 4), "result_ok": self.ok,
+            "message_bytes": int(self.nelem * 4),
+            # no verdict (None) before the last iteration's result is complete
+            "result_ok": self.ok if self.done else None,
             "completion_s": times,
             "algbw_bps": [self.nelem * 4 * 8 / t if t > 0 else None for t in times],
         }
@@ -187,11 +197,10 @@ class RankRunner:
         # KV-cache transfers are bursts: every message of a QP is posted at once
         self.inflight = (10**9 if plan.pattern is Pattern.KVCACHE else max(1, inflight))
         # the data path: traffic.native_endpoint.make_endpoint picks native or python
-        self.ep = make_endpoint(ep_cfg, engine, qp.cc, mode=qp.mode,
-                                needs_faults=faults is not None)
+        self.ep = make_endpoint(ep_cfg, engine, qp.cc, mode=qp.mode)
         self.engine = "python" if isinstance(self.ep, Endpoint) else "native"
-        self.requesters: list[Requester] = []
-        self.responders: list[Responder] = []
+        self.requesters: list[Requester | NativeRequester] = []
+        self.responders: list[Responder | NativeResponder] = []
         self._posted: list[int] = []
         self._ar = (_AllReduce(self, allreduce_bytes, iterations)
                     if plan.pattern is Pattern.ALLREDUCE else None)
@@ -207,6 +216,15 @@ class RankRunner:
         except Exception:
             self.ep.close()
             raise
+        if qp.mode is Reliability.AUTO:
+            # decide once for every message size before the clock runs: a first decision
+            # takes tens of ms (block probabilities), a stall inside the transfer
+            sizes = sorted({s for f in plan.send for s in f.sizes})[:64]
+            if self._ar is not None:
+                sizes = sorted({*sizes, max(1, allreduce_bytes // max(1, plan.nranks))})
+            for req in self.requesters:
+                if isinstance(req, Requester):
+                    req.warm_plans(sizes)
         self.faults = faults          # injected host faults (traffic.host_faults)
         # (due, stripes) of all-reduce steps a straggler posts late
         self.deferred: list[tuple[float, list[tuple[int, bytes, str]]]] = []
@@ -233,7 +251,7 @@ class RankRunner:
         return QpConfig(qpn=qpn, peer_qpn=peer_qpn, peer_ip=self.hosts[peer], mode=q.mode,
                         mtu=q.mtu, rate_bps=q.rate_bps, window_pkts=q.window_pkts,
                         fec_k=q.fec_k, fec_m=q.fec_m, rto_min_s=q.rto_min_s, dscp=q.dscp,
-                        cc=q.cc, dcqcn=q.dcqcn, hpcc=q.hpcc)
+                        cc=q.cc, dcqcn=q.dcqcn, hpcc=q.hpcc, path_loss=q.path_loss)
 
     # -- driving ---------------------------------------------------------------------
     def _feed(self, now: float) -> None:
@@ -427,6 +445,7 @@ class RankRunner:
             msgs += [{"dir": "tx", "qpn": f.qpn, "peer": f.peer, "msg_id": m.msg_id,
                       "size": m.size, "fct_s": m.fct_s, "crc32": m.crc32, "tag": m.tag,
                       "retx_pkts": m.retx_pkts,
+                      **({"recovery": m.extra["recovery"]} if "recovery" in m.extra else {}),
                       "goodput_bps": m.size * 8 / m.fct_s if m.fct_s else None}
                      for m in req.messages]
         for f, resp in zip(self.plan.recv, self.responders):
@@ -469,7 +488,9 @@ class RankRunner:
             bad = self.bad_messages()
             out["collective"] = {"completion_s": el,
                                  "algbw_bps": (sent + recvd) * 8 / el,
-                                 "result_ok": not bad, "bad_messages": bad[:16]}
+                                 # no verdict (None) unless every message arrived
+                                 "result_ok": (not bad) if finished else None,
+                                 "bad_messages": bad[:16]}
         return out
 
     def bad_messages(self) -> list[dict]:

@@ -1,5 +1,5 @@
 """Command line of the controller: ``python -m controller COMMAND`` (run, show, entries,
-diagnose).
+diagnose, web).
 
 Each command lives in its own module with ``register(subparsers)``; `main` only
 dispatches and is the one place that exits.
@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import certs, diagnose, entries, keys, run, show
+from . import certs, diagnose, entries, keys, run, show, web
 
-COMMANDS = (run, show, entries, diagnose, certs, keys)
+COMMANDS = (run, show, entries, diagnose, certs, keys, web)
 
 
 def build_parser() -> argparse.ArgumentParser:

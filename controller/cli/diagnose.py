@@ -68,6 +68,30 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(func=run_diagnose)
 
 
+def locate(out: Path) -> tuple[Path | None, Path, Path]:
+    """Where the telemetry, the topology and the collective logs of ``out`` are:
+    ``(telemetry dir, topology file, collectives dir)``; telemetry dir None (the third
+    item then says why) for a folder with nothing to diagnose as a whole.
+
+    Layouts: a controller's ``--out`` (DIR, DIR/topology.yaml, DIR/collectives); a
+    test-bed results folder of the demo or an experiment (DIR/logs/controller,
+    DIR/logs/topology.yaml, DIR/collectives); one trial of ``experiment faults``
+    (DIR/collectives, the test bed's files in DIR/../testbed).
+    """
+    if (out / "logs" / "topology.yaml").is_file():
+        return out / "logs" / "controller", out / "logs" / "topology.yaml", out / "collectives"
+    trials = sorted(p.name for p in out.glob("trial[0-9][0-9][0-9]") if p.is_dir())
+    if trials and not (out / "collectives").is_dir():
+        return None, out, Path(
+            f"{out} holds {len(trials)} trials of `experiment faults`: diagnose one with "
+            f"--out {out / trials[0]} (its live diagnosis: {out / trials[0] / 'diagnosis.txt'})")
+    tb = out.parent / "testbed"
+    if not (out / "topology.yaml").exists() and (tb / "topology.yaml").is_file():
+        tel = tb / "controller" if (tb / "controller").is_dir() else out
+        return tel, tb / "topology.yaml", out / "collectives"
+    return out, out / "topology.yaml", out / "collectives"
+
+
 def run_diagnose(args: argparse.Namespace) -> int:
     from controller.diagnose import Evidence, diagnose, load_telemetry
     from controller.diagnose.library import read_library_logs
@@ -77,8 +101,11 @@ def run_diagnose(args: argparse.Namespace) -> int:
     from controller.topology.model import Topology
     from traffic.collog import CollogError, read_logs
 
-    out = Path(args.out)
-    topo_path = Path(args.topology) if args.topology else out / "topology.yaml"
+    out, default_topo, coll = locate(Path(args.out))
+    if out is None:
+        print(f"controller diagnose: {coll}", file=sys.stderr)
+        return 2
+    topo_path = Path(args.topology) if args.topology else default_topo
     library = bool(args.nccl or args.flight_recorder)
     try:
         topo = load_topology(topo_path)
@@ -89,10 +116,10 @@ def run_diagnose(args: argparse.Namespace) -> int:
         topo = Topology(name="none", switches=(), hosts=(), links=())
     if args.watch:
         return _watch(args, out, topo, [Path(x) for x in args.logs] if args.logs
-                      else [out / "collectives"])
+                      else [coll])
     try:
         logs = [Path(x) for x in args.logs] if args.logs else (
-            [out / "collectives"] if (out / "collectives").is_dir() else [])
+            [coll] if coll.is_dir() else [])
         records = read_logs(logs)
         lib = read_library_logs(args.nccl, args.flight_recorder, rank_map=args.rank_map,
                                 tz=args.log_tz)
@@ -113,19 +140,21 @@ def run_diagnose(args: argparse.Namespace) -> int:
               f"controller diagnose: nothing to diagnose: {why} (their account is above)")
         return 0
     if not records and not total.events and not total.ranks:
-        print(f"controller diagnose: no collective records (looked in {[str(x) for x in logs]}"
-              ", --nccl, --flight-recorder)", file=sys.stderr)
+        print(f"controller diagnose: no collective records (looked in "
+              f"{[str(x) for x in logs or [coll]]}, --nccl, --flight-recorder; runs made "
+              "before the test bed logged collectives have none)", file=sys.stderr)
         return 2
     ev = Evidence(topo=topo, records=records, telemetry=load_telemetry(out, topo),
                   events=total.events, members=total.members, ranks_seen=total.ranks)
     d = diagnose(ev)
+    dest = Path(args.out)   # the summary goes where the user pointed, whatever the layout
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        write_summary(out, d)
+        dest.mkdir(parents=True, exist_ok=True)
+        write_summary(dest, d)
         if not args.no_plot:
-            plot_diagnosis(ev, d, out / "diagnosis.png")
+            plot_diagnosis(ev, d, dest / "diagnosis.png")
     except OSError as exc:
-        print(f"controller diagnose: {out}: {exc.strerror}", file=sys.stderr)
+        print(f"controller diagnose: {dest}: {exc.strerror}", file=sys.stderr)
         return 2
     if args.json:
         doc = d.as_dict()

@@ -8,6 +8,8 @@ examples:
   python -m controller run --topology two_dc.yaml --out out/ --coll-log logs/   # live diagnosis
   python -m controller run --topology dumbbell.yaml --ecn 2000:20000:0.1   # DCQCN marking
   python -m controller run --topology leaf_spine.yaml --coll-log logs/ --mitigate act   # recover
+  python -m controller run --topology dumbbell.yaml --web 127.0.0.1:8080   # live view in a browser
+  python -m controller run --topology dumbbell.yaml --alerts alerts.yaml   # own alert rules
   python -m controller run --topology dumbbell.yaml --target bmv2 \\
       --bmv2-json build/int_rocev2.json --p4info build/int_rocev2.p4info.txtpb
 
@@ -47,6 +49,22 @@ def _ecn(text: str) -> EcnProfile | None:
     try:
         return parse_ecn(text)
     except RunError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _web(text: str) -> tuple[str, int]:
+    from controller.web import WebError, parse_web_address
+    try:
+        return parse_web_address(text)
+    except WebError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _alert_rules(path: str) -> object:
+    from controller.alerts import AlertRuleError, load_rules
+    try:
+        return load_rules(path)
+    except AlertRuleError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
@@ -136,6 +154,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         "again after an undo (default 10)")
     p.add_argument("--mitigate-budget", type=int, default=6, metavar="N",
                    help="at most N actions in any minute (default 6)")
+    p.add_argument("--web", type=_web, metavar="HOST:PORT",
+                   help="serve the live view (topology, links, flows, loss map, diagnosis, alerts) "
+                        "there; loopback needs no token, any other address gets one (printed)")
+    p.add_argument("--web-token", metavar="TOKEN", help="the page's token (default: generated "
+                                                        "beyond loopback)")
+    p.add_argument("--alerts", type=_alert_rules, metavar="FILE",
+                   help="alert rules (YAML; controller/alerts/rules.py shows the format); "
+                        "default: link loss > 0.5 %%, queue > 48 pkts for 3 s, report gaps, "
+                        "a culprit named")
     p.add_argument("--once", action="store_true", help="program the switches, write the state, exit")
     p.add_argument("-v", "--verbose", action="store_true")
     p.set_defaults(func=run)
@@ -195,7 +222,10 @@ def run(args: argparse.Namespace) -> int:
         "sender_id": args.sender_id,
         "coll_logs": list(args.coll_log), "diagnose_every_s": args.diagnose_every,
         "mitigate": args.mitigate, "mitigate_min_confidence": args.mitigate_confidence,
-        "mitigate_hold_down_s": args.mitigate_hold_down, "mitigate_budget_per_min": args.mitigate_budget}
+        "mitigate_hold_down_s": args.mitigate_hold_down, "mitigate_budget_per_min": args.mitigate_budget,
+        "web": args.web, "web_token": args.web_token}
+    if args.alerts is not None:
+        kw["alert_rules"] = args.alerts
     if args.program:
         kw["program"] = args.program
     try:
@@ -213,6 +243,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"{ready}/{len(ctl.status)} switches ready; collector on {cfg.listen}:"
           f"{rep[1] if rep else cfg.report_port} (reports), :{agent[1] if agent else cfg.agent_port} "
           f"(agents); state in {cfg.state_file}", flush=True)
+    if ctl.web is not None:
+        print(f"live view at {ctl.web.url}", flush=True)
     if args.once:
         ctl.stop()
         return 1 if failed else 0

@@ -1,11 +1,13 @@
 """``python -m controller show {switches,flows,hops,losses}``: what the running controller knows.
 
 Reads OUT/controller_state.json, which `python -m controller run --out OUT` rewrites
-every interval (see controller/runner/state.py for its schema).
+every interval (see controller/runner/state.py for its schema); in a test-bed results
+folder (`demo --out DIR`, `experiment ... --out DIR`) OUT/logs/controller/ holds it.
 
 examples:
   python -m controller show switches
   python -m controller show flows --out out/
+  python -m controller show flows --out results/demo       # a demo's results folder
   python -m controller show losses --json
 """
 from __future__ import annotations
@@ -28,9 +30,17 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(func=show)
 
 
+def state_path(out: Path, name: str) -> Path:
+    """OUT/NAME, or where a test-bed results folder (the demo's, an experiment's) keeps
+    the controller's files: OUT/logs/controller/NAME."""
+    direct = out / name
+    nested = out / "logs" / "controller" / name
+    return nested if not direct.exists() and nested.exists() else direct
+
+
 def show(args: argparse.Namespace) -> int:
     from controller.runner.state import STATE_FILE, StateError, format_view, read_state
-    path = Path(args.state) if args.state else Path(args.out) / STATE_FILE
+    path = Path(args.state) if args.state else state_path(Path(args.out), STATE_FILE)
     try:
         state = read_state(path)
     except StateError as exc:

@@ -197,6 +197,7 @@ class Exporter:
     def _run(self) -> None:
         backoff = self.backoff_s
         last_seal = time.monotonic()
+        warn = _FailureLog(self.sink.kind)
         while True:
             with self._cv:
                 if self._closing:  # close() already flushed; what is left stays spooled
@@ -230,7 +231,7 @@ class Exporter:
                     self._cv.notify_all()
                 if closing:
                     return
-                log.warning("export to %s failed (%s); retry in %.2fs", self.sink.kind, exc, backoff)
+                warn.failed(exc, backoff)
                 with self._cv:
                     self._cv.wait_for(lambda: self._closing, timeout=backoff)
                 backoff = min(backoff * 2, self.max_backoff_s)
@@ -250,6 +251,7 @@ class Exporter:
                 continue
             else:
                 backoff = self.backoff_s
+                warn.recovered()
                 counts = count_measurements(body)
                 with self._cv:
                     self.stats.lines_delivered += n
@@ -279,3 +281,34 @@ class Exporter:
             self.stats.last_error = error
         log.error("export: %d lines refused by %s, kept in %s: %s", n, self.sink.kind,
                   self.rejected_dir, error)
+
+
+class _FailureLog:
+    """Failed deliveries, logged without flooding: the first failure at once, then one
+    line per ``interval_s`` with the number of failed attempts since the last line, and
+    one line when delivery resumes (a controller without its InfluxDB warned every 5 s)."""
+
+    def __init__(self, kind: str, interval_s: float = 60.0) -> None:
+        self.kind, self.interval_s = kind, interval_s
+        self.quiet = 0            # failures not logged yet
+        self.total = 0            # failures since the last success
+        self.last_s: float | None = None
+
+    def failed(self, exc: Exception, backoff_s: float) -> None:
+        self.total += 1
+        now = time.monotonic()
+        if self.last_s is not None and now - self.last_s < self.interval_s:
+            self.quiet += 1
+            return
+        more = f" ({self.quiet} more failed attempts since the last message)" if self.quiet else ""
+        log.warning("export to %s failed (%s); points are spooled to disk and retried (next "
+                    "in %.1f s)%s; no further message for %.0f s unless it recovers",
+                    self.kind, exc, backoff_s, more, self.interval_s)
+        self.quiet, self.last_s = 0, now
+
+    def recovered(self) -> None:
+        if self.total:
+            log.warning("export to %s works again after %d failed attempts", self.kind,
+                        self.total)
+        self.quiet = self.total = 0
+        self.last_s = None

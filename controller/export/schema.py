@@ -25,6 +25,7 @@ cc_rate            src, dst, sport, qp,    rate_bps f, utilisation f, bottleneck
 link_loss          link                    lost i, delivered i, loss_rate f
 mitigation         verb, target, kind,     seq i, confidence f, onset_to_action_s f,
                    source, outcome         write_s f, hold_s f, reason s, component s
+alert              rule, subject, kind     state s, value f, threshold f
 =================  ======================  ==================================================
 
 Timestamps are Unix ns: the hop's or flow's last update for int_hop/int_flow, the
@@ -61,6 +62,16 @@ M_COLLECTOR = "int_collector"
 M_RATE = "cc_rate"
 M_LINK_LOSS = "link_loss"
 M_MITIGATION = "mitigation"
+M_ALERT = "alert"
+
+TAGS: dict[str, tuple[str, ...]] = {
+    M_HOP: ("switch", "port"), M_FLOW: ("src", "dst", "sport", "qp"),
+    M_REPORT_SEQ: ("switch", "hw_id"), M_AGENT: ("agent",), M_COLLECTOR: ("collector",),
+    M_RATE: ("src", "dst", "sport", "qp", "algo"), M_LINK_LOSS: ("link",),
+    M_ALERT: ("rule", "subject", "kind"),
+    M_MITIGATION: ("verb", "target", "kind", "source", "outcome"),
+}
+"""The tag keys of each measurement (the rest of its CSV columns but time_ns are fields)."""
 
 CSV_COLUMNS: dict[str, list[str]] = {
     M_HOP: ["time_ns", "switch", "port", "qlen_bytes", "qlen_pkts", "tx_bytes", "tx_rate_bps",
@@ -74,6 +85,7 @@ CSV_COLUMNS: dict[str, list[str]] = {
     M_LINK_LOSS: ["time_ns", "link", "lost", "delivered", "loss_rate"],
     M_MITIGATION: ["time_ns", "verb", "target", "kind", "source", "outcome", "seq", "confidence",
                    "onset_to_action_s", "write_s", "hold_s", "component", "reason"],
+    M_ALERT: ["time_ns", "rule", "subject", "kind", "state", "value", "threshold"],
 }
 
 
@@ -276,5 +288,18 @@ def mitigation_lines(actions: list[dict[str, Any]]) -> list[str]:
                                           ("verb", "target", "kind", "source", "outcome")},
                            fields, int(float(a["at"]) * 1e9))
         if line is not None:
+            out.append(line)
+    return out
+
+
+def alert_lines(alerts: list[dict[str, object]], *, time_ns: int) -> list[str]:
+    """One line per alert that fired or resolved (``state`` "firing" / "resolved")."""
+    out = []
+    for a in alerts:
+        line = format_line(M_ALERT, {"rule": str(a["rule"]), "subject": str(a["subject"]),
+                                     "kind": str(a["kind"])},
+                           {"state": str(a["state"]), "value": float(a["value"]),  # type: ignore[arg-type]
+                            "threshold": float(a["threshold"])}, time_ns)  # type: ignore[arg-type]
+        if line:
             out.append(line)
     return out

@@ -200,7 +200,9 @@ class Collector:
         self.seq = SeqTracker()
         self.listeners: list[Listener] = list(listeners)
         self.wall_offset_ns = time.time_ns() - time.monotonic_ns()
-        self._lock = threading.Lock()
+        #: re-entrant: a receive round holds it from admission through the tables, so
+        #: ``stats()`` and the snapshots never see counters ahead of the tables
+        self._lock = threading.RLock()
         self._listener_errors = 0
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -366,8 +368,9 @@ class Collector:
             t3 = clock()
             batch = self.report_decoder.decode_pool(buf, lens, arrival)
             t4 = clock()
-        self._ingest_timed(batch, t4, {"receive": t1 - t0, "admit": t2 - t1,
-                                       "tables": t3 - t2, "decode": t4 - t3})
+            flow_slots = self._tables(batch)
+        self._listeners_timed(batch, flow_slots, t4, {"receive": t1 - t0, "admit": t2 - t1,
+                                                     "tables": t3 - t2, "decode": t4 - t3})
 
     def _round_agents(self) -> None:
         """One receive round of the agent socket (frames checked in a batch)."""
@@ -389,12 +392,14 @@ class Collector:
             t2 = clock()
             batch = self.host_decoder.decode_pool(buf, lens, arrival, offset)
             t3 = clock()
-        self._ingest_timed(batch, t3, {"receive": t1 - t0, "admit": t2 - t1,
-                                       "decode": t3 - t2})
+            flow_slots = self._tables(batch)
+        self._listeners_timed(batch, flow_slots, t3, {"receive": t1 - t0, "admit": t2 - t1,
+                                                     "decode": t3 - t2})
 
-    def _ingest_timed(self, batch: DecodedBatch, t: int, costs: dict[str, int]) -> None:
+    def _listeners_timed(self, batch: DecodedBatch, flow_slots: np.ndarray, t: int,
+                         costs: dict[str, int]) -> None:
+        """Listeners of a round (outside the lock), and the round's stage costs."""
         clock = time.thread_time_ns
-        flow_slots = self._tables(batch)
         t5 = clock()
         self._call_listeners(batch, flow_slots)
         t6 = clock()

@@ -15,8 +15,11 @@ queue on the path, summed hop latency); flows idle longer than ``ttl_ns`` age ou
 Consumers (HPCC in controller.cc, loss maps, export) read ``snapshot()`` copies:
 plain arrays, documented on ``HopSnapshot`` and ``FlowSnapshot``; a flow's per-hop
 state is ``hops.<field>[flows.path_slot[f]]`` (mask ``path_slot >= 0``).
-All updates are vectorised over a batch; Python work is per distinct hop/flow of
-the batch (dictionary lookups), never per record.
+All updates are vectorised over a batch, the key -> slot lookups too
+(``controller.int.slots.SlotMap``): no Python work per record or per flow.  After
+the lookup, the per-record work runs in C when gcc is there
+(``controller.int.native_tables``, one pass instead of some thirty numpy passes and
+scattered ring writes); ``native=False`` keeps the numpy path (same results).
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from controller.int import native_tables
 from controller.int.errors import ConfigError
 from controller.int.records import (
     FIELD_EGRESS_TS,
@@ -32,8 +36,11 @@ from controller.int.records import (
     FIELD_QUEUE,
     FIELD_QUEUE_BYTES,
     FIELD_TX_BYTES,
+    HOP_DTYPE,
+    REPORT_DTYPE,
     take,
 )
+from controller.int.slots import SlotMap
 
 MAX_PATH_HOPS = 16
 _U32 = np.uint64(1 << 32)
@@ -96,53 +103,26 @@ class FlowSnapshot:
     last_update_ns: np.ndarray
 
 
-class _SlotMap:
-    """Key -> slot with a free list; evicts the least recently updated slot when full."""
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self.index: dict[object, int] = {}
-        self.keys: list[object] = [None] * capacity
-        self.free = list(range(capacity - 1, -1, -1))
-        self.used = np.zeros(capacity, bool)
-
-    def lookup(self, keys: list, last_update: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Slots for ``keys`` (allocating); also a mask of slots that are new."""
-        out = np.empty(len(keys), np.int64)
-        new = np.zeros(len(keys), bool)
-        get = self.index.get
-        for i, key in enumerate(keys):
-            s = get(key)
-            if s is None:
-                if not self.free:
-                    cand = np.where(self.used, last_update, np.iinfo(np.int64).max)
-                    cand[out[:i]] = np.iinfo(np.int64).max  # never evict one of this batch
-                    self.release([int(np.argmin(cand))])
-                s = self.free.pop()
-                self.index[key] = s
-                self.keys[s] = key
-                self.used[s] = True
-                new[i] = True
-            out[i] = s
-        return out, new
-
-    def release(self, slots: list[int]) -> None:
-        for s in slots:
-            if self.used[s]:
-                del self.index[self.keys[s]]
-                self.keys[s] = None
-                self.used[s] = False
-                self.free.append(s)
+def _newest(rank: np.ndarray, sizes: np.ndarray, group: np.ndarray, depth: int
+            ) -> np.ndarray | slice:
+    """Records (by ``rank`` in their ``group``, of ``sizes``) that a ring of ``depth``
+    keeps: all of them unless a group outgrows the ring."""
+    if sizes.max() <= depth:
+        return slice(None)
+    return rank >= sizes[group] - depth
 
 
 class HopTable:
     """Latest values and history rings per hop (switch, egress port)."""
 
-    def __init__(self, *, capacity: int = 4096, depth: int = 256) -> None:
+    def __init__(self, *, capacity: int = 4096, depth: int = 256,
+                 native: bool | None = None) -> None:
         _check("HopTable.capacity", capacity, 1, 1 << 22)
         _check("HopTable.depth", depth, 1, 1 << 16)
         self.capacity, self.depth = capacity, depth
-        self._slots = _SlotMap(capacity)
+        #: per-record work in tables.c (None: when it builds)
+        self.native = native_tables.available() if native is None else native
+        self._slots = SlotMap(capacity, 1)
         c = capacity
         self.node_id = np.zeros(c, np.uint32)
         self.egress_port = np.zeros(c, np.uint16)
@@ -165,10 +145,10 @@ class HopTable:
         self.ring_hop_latency_ns = np.zeros((c, depth), np.uint64)
 
     def __len__(self) -> int:
-        return len(self._slots.index)
+        return len(self._slots)
 
     def slot_of(self, node_id: int, egress_port: int) -> int | None:
-        return self._slots.index.get((node_id << 16) | egress_port)
+        return self._slots.find(((node_id << 16) | egress_port,))
 
     def update(self, hops: np.ndarray, arrival_ns: np.ndarray) -> np.ndarray:
         """Account HOP_DTYPE records (``arrival_ns`` per record); returns their slots."""
@@ -181,7 +161,7 @@ class HopTable:
         ks = key[order]
         starts = np.flatnonzero(np.concatenate(([True], ks[1:] != ks[:-1])))
         uniq = ks[starts]
-        slots_u, new = self._slots.lookup(uniq.tolist(), self.last_update_ns)
+        slots_u, new = self._slots.lookup(uniq[None, :], self.last_update_ns)
         if new.any():
             s_new = slots_u[new]
             u_new = uniq[new]
@@ -195,10 +175,17 @@ class HopTable:
             for arr in (self.qlen_bytes, self.qlen_pkts, self.line_rate_bps, self.hop_latency_ns,
                         self.egress_ts_us, self.tx_bytes):
                 arr[s_new] = 0
+        # more hops than slots in one round share slots (SlotMap evicts within the
+        # batch): a table overflow the numpy path handles, the C pass does not
+        if self.native and hops.dtype == HOP_DTYPE and len(uniq) <= self.capacity:
+            return native_tables.hop_update(self, hops, arrival_ns, order, starts, slots_u, new)
         group = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, n)))
         slot_sorted = slots_u[group]
-        h = take(hops, order)
-        f = h["fields"]
+        # the sorted columns this needs, not whole records: queue and latency are
+        # only read for the records the rings keep and the last of each hop
+        f = hops["fields"][order]
+        ts_o = ts[order]
+        tx_o = hops["tx_bytes"][order]
         rate = np.full(n, np.nan)
         has_tx = (f & FIELD_TX_BYTES).astype(bool) & (f & FIELD_EGRESS_TS).astype(bool)
         if has_tx.any():
@@ -207,23 +194,23 @@ class HopTable:
             prev_tx = np.empty(n, np.uint64)
             prev_ts = np.empty(n, np.uint64)
             prev_ok = np.empty(n, bool)
-            prev_tx[1:] = h["tx_bytes"][:-1]
-            prev_ts[1:] = ts[order][:-1]
+            prev_tx[1:] = tx_o[:-1]
+            prev_ts[1:] = ts_o[:-1]
             prev_ok[1:] = has_tx[:-1]
             prev_tx[first] = self.tx_bytes[slot_sorted[first]]
             prev_ts[first] = self.egress_ts_us[slot_sorted[first]]
             prev_ok[first] = self.has_tx[slot_sorted[first]]
-            cur_ts = ts[order]
+            cur_ts = ts_o
             ok = has_tx & prev_ok & (cur_ts > prev_ts)
             with np.errstate(over="ignore"):
-                dbytes = (h["tx_bytes"].astype(np.uint64) - prev_tx) % _U32
+                dbytes = (tx_o.astype(np.uint64) - prev_tx) % _U32
                 dts = cur_ts - prev_ts
             rate[ok] = dbytes[ok].astype(np.float64) * 8e6 / dts[ok].astype(np.float64)
         # latest values: the last record of each group wins (sorted by ts within the
         # group), unless it is older than what the table holds (a late sample)
         last = np.append(starts[1:], n) - 1
-        hl_all = take(h, last)
-        self.last_update_ns[slots_u] = arrival_ns[order][last]
+        hl_all = take(hops, order[last])
+        self.last_update_ns[slots_u] = arrival_ns[order[last]]
         self.samples[slots_u] += np.diff(np.append(starts, n)).astype(np.uint64)
         has_ts = (hl_all["fields"] & FIELD_EGRESS_TS).astype(bool)
         fresh = new | ~has_ts | (hl_all["egress_ts_us"] >= self.egress_ts_us[slots_u])
@@ -251,15 +238,20 @@ class HopTable:
             gi = group[vi]
             newest = np.append(gi[1:] != gi[:-1], True)
             self.tx_rate_bps[slots_u[gi[newest]]] = rate[vi[newest]]
-        # rings
+        # rings: only the newest ``depth`` records of a hop survive the batch, so only
+        # those are written (a busy hop has thousands per round)
+        sizes = np.diff(np.append(starts, n))
         rank = np.arange(n) - starts[group]
-        pos = ((self.write_pos[slot_sorted] + rank.astype(np.uint64)) % np.uint64(self.depth)).astype(np.int64)
-        self.ring_ts_us[slot_sorted, pos] = ts[order]
-        self.ring_qlen_bytes[slot_sorted, pos] = h["queue_bytes"]
-        self.ring_qlen_pkts[slot_sorted, pos] = h["queue_pkts"]
-        self.ring_tx_rate_bps[slot_sorted, pos] = rate
-        self.ring_hop_latency_ns[slot_sorted, pos] = h["hop_latency_us"].astype(np.uint64) * 1000
-        self.write_pos[slots_u] += np.diff(np.append(starts, n)).astype(np.uint64)
+        w = _newest(rank, sizes, group, self.depth)
+        ws = slot_sorted[w]
+        pos = ((self.write_pos[ws] + rank[w].astype(np.uint64)) % np.uint64(self.depth)).astype(np.int64)
+        hw = take(hops, order[w])
+        self.ring_ts_us[ws, pos] = ts_o[w]
+        self.ring_qlen_bytes[ws, pos] = hw["queue_bytes"]
+        self.ring_qlen_pkts[ws, pos] = hw["queue_pkts"]
+        self.ring_tx_rate_bps[ws, pos] = rate[w]
+        self.ring_hop_latency_ns[ws, pos] = hw["hop_latency_us"].astype(np.uint64) * 1000
+        self.write_pos[slots_u] += sizes.astype(np.uint64)
         out = np.empty(n, np.int64)
         out[order] = slot_sorted
         return out
@@ -299,12 +291,14 @@ class FlowTable:
     """Per-flow path, counters and last update; bounded, with ageing."""
 
     def __init__(self, *, capacity: int = 16384, ttl_ns: int = 10_000_000_000,
-                 depth: int = 32) -> None:
+                 depth: int = 32, native: bool | None = None) -> None:
         _check("FlowTable.capacity", capacity, 1, 1 << 24)
         _check("FlowTable.ttl_ns", ttl_ns, 1, 1 << 62)
         _check("FlowTable.depth", depth, 1, 1 << 16)
         self.capacity, self.ttl_ns, self.depth = capacity, ttl_ns, depth
-        self._slots = _SlotMap(capacity)
+        #: per-record work in tables.c (None: when it builds)
+        self.native = native_tables.available() if native is None else native
+        self._slots = SlotMap(capacity, 2)
         c = capacity
         self.src_ip = np.zeros(c, np.uint32)
         self.dst_ip = np.zeros(c, np.uint32)
@@ -329,7 +323,7 @@ class FlowTable:
         self.ring_path_latency_ns = np.zeros((c, depth), np.uint64)
 
     def __len__(self) -> int:
-        return len(self._slots.index)
+        return len(self._slots)
 
     def update(self, samples: np.ndarray, hops: np.ndarray, hop_slots: np.ndarray) -> np.ndarray:
         """Account REPORT_DTYPE samples with their hop records; returns sample slots."""
@@ -346,9 +340,7 @@ class FlowTable:
         inv[o] = np.cumsum(head) - 1
         first_idx = o[head]  # lexsort is stable: the first sample of each flow
         uniq = np.stack([a[head], b[head]], axis=1)
-        slots_u, new = self._slots.lookup(
-            list(zip(uniq[:, 0].tolist(), uniq[:, 1].tolist())), self.last_update_ns
-        )
+        slots_u, new = self._slots.lookup(uniq.T, self.last_update_ns)
         if new.any():
             s = slots_u[new]
             u = uniq[new]
@@ -364,8 +356,11 @@ class FlowTable:
             self.path_slot[s] = -1
             self.first_update_ns[s] = samples["arrival_ns"][first_idx[new]]
             self.write_pos[s] = 0
+        if (self.native and samples.dtype == REPORT_DTYPE and hops.dtype == HOP_DTYPE
+                and len(uniq) <= self.capacity):
+            return native_tables.flow_update(self, samples, hops, hop_slots, inv, slots_u, new)
         slot = slots_u[inv]
-        self._record_history(samples, hops, slot)
+        self._record_history(samples, hops, slot, o, np.flatnonzero(head))
         # last sample of each flow in this batch
         last_idx = np.zeros(len(uniq), np.int64)
         last_idx[inv] = np.arange(n)  # later indices overwrite earlier ones
@@ -406,23 +401,32 @@ class FlowTable:
         self.hop_count[sp] = count[has_path]
         return slot
 
-    def _record_history(self, samples: np.ndarray, hops: np.ndarray, slot: np.ndarray) -> None:
+    def _record_history(self, samples: np.ndarray, hops: np.ndarray, slot: np.ndarray,
+                        order: np.ndarray, starts: np.ndarray) -> None:
+        """Append each sample to its flow's ring; ``order`` groups the samples by flow
+        (stable), ``starts`` are where the groups begin in it."""
         n = len(samples)
         hs = hops["sample"].astype(np.int64)
         max_q = np.zeros(n, np.uint32)
         if len(hops):
-            np.maximum.at(max_q, hs, hops["queue_bytes"])
+            q = hops["queue_bytes"]
+            if (hs[1:] >= hs[:-1]).all():   # the decoders' order: a sample's hops together
+                hop0 = np.flatnonzero(np.r_[True, hs[1:] != hs[:-1]])
+                max_q[hs[hop0]] = np.maximum.reduceat(q, hop0)
+            else:
+                np.maximum.at(max_q, hs, q)
         lat = np.bincount(hs, weights=hops["hop_latency_us"].astype(np.float64), minlength=n)
-        order = np.argsort(slot, kind="stable")
         ss = slot[order]
-        starts = np.flatnonzero(np.concatenate(([True], ss[1:] != ss[:-1])))
         sizes = np.diff(np.append(starts, n))
-        rank = np.arange(n) - np.repeat(starts, sizes)
-        pos = ((self.write_pos[ss] + rank.astype(np.uint64)) % np.uint64(self.depth)).astype(np.int64)
-        self.ring_arrival_ns[ss, pos] = samples["arrival_ns"][order]
-        self.ring_psn[ss, pos] = samples["psn"][order]
-        self.ring_max_qlen_bytes[ss, pos] = max_q[order]
-        self.ring_path_latency_ns[ss, pos] = (lat[order] * 1000).astype(np.uint64)
+        group = np.repeat(np.arange(len(sizes)), sizes)
+        rank = np.arange(n) - starts[group]
+        w = _newest(rank, sizes, group, self.depth)
+        o, ws = order[w], ss[w]
+        pos = ((self.write_pos[ws] + rank[w].astype(np.uint64)) % np.uint64(self.depth)).astype(np.int64)
+        self.ring_arrival_ns[ws, pos] = samples["arrival_ns"][o]
+        self.ring_psn[ws, pos] = samples["psn"][o]
+        self.ring_max_qlen_bytes[ws, pos] = max_q[o]
+        self.ring_path_latency_ns[ws, pos] = (lat[o] * 1000).astype(np.uint64)
         self.write_pos[ss[starts]] += sizes.astype(np.uint64)
 
     def history(self, slot: int) -> dict[str, np.ndarray]:
@@ -441,7 +445,7 @@ class FlowTable:
         """Drop flows idle for more than ttl_ns; returns how many aged out."""
         used = self._slots.used
         old = np.flatnonzero(used & (self.last_update_ns < now_ns - self.ttl_ns))
-        self._slots.release(old.tolist())
+        self._slots.release(old)
         self.expired += len(old)
         return len(old)
 

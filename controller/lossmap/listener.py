@@ -7,6 +7,11 @@ consecutive PSNs (``run_psn``, ``psn_count``); the runs are expanded to one PSN 
 packet (``formats.int_md.psn_runs_to_packets``, vectorised) so the stream counts
 every packet exactly as if each had its own record. A slot the collector hands to
 another flow is reset first, so PSNs of different flows never meet.
+
+Only data packets (RDMA WRITEs, FEC repairs) count: an ACK carries the last PSN
+received in order, one ACK for many packets, so the PSN gaps of an ACK direction
+are coalescing, not loss.  Which slots are ACK directions (only ACKs or CNPs seen)
+is kept, so that flow tables can leave them out of the data flows.
 """
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ import numpy as np
 
 from controller.lossmap.stream import FlowLossStream
 from formats.int_md import psn_runs_to_packets
+from formats.roce import Opcode
 
 SOURCE_HOST = 2
 """``REPORT_DTYPE.source`` of host records (controller.int.records.SOURCE_HOST)."""
@@ -31,9 +37,17 @@ class FlowLossListener:
     packets: int = 0
     """Packets the records stand for (their runs' lengths summed)."""
     _key: np.ndarray = field(init=False, repr=False)
+    _data: np.ndarray = field(init=False, repr=False)   # per slot: data packets seen
+    _ctrl: np.ndarray = field(init=False, repr=False)   # per slot: ACKs / CNPs seen
 
     def __post_init__(self) -> None:
         self._key = np.full((self.stream.n_flows, 4), -1, dtype=np.int64)
+        self._data = np.zeros(self.stream.n_flows, dtype=bool)
+        self._ctrl = np.zeros(self.stream.n_flows, dtype=bool)
+
+    def is_ack_direction(self, slot: int) -> bool:
+        """The slot's flow carried ACKs (or CNPs) and no data: not a data flow."""
+        return bool(0 <= slot < self._data.size and self._ctrl[slot] and not self._data[slot])
 
     def __call__(self, batch: Any, flow_slots: np.ndarray) -> None:
         s = batch.samples
@@ -52,6 +66,13 @@ class FlowLossListener:
             reused = rows[fresh][first]
             self.stream.reset(reused[(self._key[reused] >= 0).any(axis=1)])
             self._key[reused] = key[fresh][first]
+            self._data[reused] = self._ctrl[reused] = False
+        ctrl = (rec["opcode"] == Opcode.ACKNOWLEDGE) | (rec["opcode"] == Opcode.CNP)
+        self._ctrl[rows[ctrl]] = True
+        self._data[rows[~ctrl]] = True
+        rows, rec = rows[~ctrl], rec[~ctrl]   # loss from data PSNs only
+        if rows.size == 0:
+            return
         first = np.where(rec["run_first_ns"] > 0, rec["run_first_ns"],
                          np.where(rec["capture_ns"] > 0, rec["capture_ns"],
                                   rec["arrival_ns"])).astype(np.int64)

@@ -53,3 +53,35 @@ def fec_table(fec: PathFec, names: Sequence[str]) -> list[str]:
         lines.append(f"{name[:16]:<16} {100 * fec.raw_loss[j]:10.3f} {what:>12} "
                      f"{fec.residual_loss[j]:10.2e}  {'yes' if fec.retransmit[j] else 'no'}")
     return lines
+
+
+def lossmap_section(link_map: LinkLossMap, names: Sequence[str], *, now_ns: int,
+                    keep_bins: int = 60, recent_bins: int = 2) -> dict[str, object]:
+    """The loss map as the controller's state file carries it (the live view and the
+    alerts read it): per link the loss rate with its 95 % Wilson interval over the
+    kept window, the rate over the ``recent_bins`` bins up to ``now_ns`` (what an
+    alert reacts to within two bins of the onset) and the lost/delivered counts per bin.
+
+    Only the ``keep_bins`` bins up to ``now_ns`` are kept so the state file stays small
+    (early in a run the map's window also holds bins still in the future)."""
+    if len(names) != link_map.n_links:
+        raise LossInputError(f"lossmap_section: {len(names)} names for {link_map.n_links} links")
+    b = link_map.bins
+    now_idx = min(max((now_ns - b.start_ns) // b.bin_ns, 0), b.n_bins - 1)
+    first = max(0, now_idx - keep_bins + 1)
+    lost = np.maximum(link_map.lost[:, first:now_idx + 1], 0)
+    deliv = np.maximum(link_map.delivered[:, first:now_idx + 1], 0)
+    tot_l, tot_d = lost.sum(axis=1), deliv.sum(axis=1)
+    lo, hi = wilson_interval(tot_l, tot_l + tot_d)
+    rl, rd = lost[:, -recent_bins:].sum(axis=1), deliv[:, -recent_bins:].sum(axis=1)
+
+    def rate(lv: np.ndarray, dv: np.ndarray) -> list[float | None]:
+        n = lv + dv
+        return [None if n[i] <= 0 else float(lv[i] / n[i]) for i in range(len(n))]
+
+    return {"links": list(names), "bin_s": b.bin_ns / 1e9,
+            "start_unix_s": (b.start_ns + first * b.bin_ns) / 1e9,
+            "rate": rate(tot_l, tot_d), "recent_rate": rate(rl, rd),
+            "ci95": [None if tot_l[i] + tot_d[i] <= 0 else [float(lo[i]), float(hi[i])]
+                     for i in range(len(names))],
+            "lost": lost.astype(np.int64).tolist(), "delivered": deliv.astype(np.int64).tolist()}

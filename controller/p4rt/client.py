@@ -201,6 +201,10 @@ class SwitchClient:
         except grpc.FutureTimeoutError:
             channel.close()
             hint = " (TLS: check the CA, the client certificate and the server name)" if self.tls else ""
+            if self.tls is None and _speaks_tls(self.address):
+                hint = (": it answers with TLS, and no certificates were given; give "
+                        "--grpc-ca, --grpc-cert and --grpc-key (or tls: for this switch in "
+                        "the topology file)")
             raise ConnectError(f"switch {self.name}: unreachable at {self.address} "
                                f"(no gRPC connection within {timeout_s:g} s){hint}") from None
         self._channel = channel
@@ -521,3 +525,25 @@ class SwitchClient:
         for mid, value in metadata:
             req.packet.metadata.add(metadata_id=mid, value=value)
         self._send(req)
+
+
+def _speaks_tls(address: str, timeout_s: float = 1.0) -> bool:
+    """Whether the server at ``host:port`` completes a TLS handshake (certificates not
+    checked): a plain-text gRPC channel to a TLS server never becomes ready and says
+    nothing more than a timeout."""
+    import socket
+    import ssl
+
+    host, _, port = address.rpartition(":")
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.set_alpn_protocols(["h2"])
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s) as raw, \
+                ctx.wrap_socket(raw, server_hostname=host.strip("[]") or None):
+            return True
+    except ssl.SSLError as exc:   # a TLS server that wants a client certificate still
+        return "CERTIFICATE_REQUIRED" in str(exc) or "alert" in str(exc).lower()
+    except (OSError, ValueError):
+        return False

@@ -42,8 +42,10 @@ def cache_dir() -> Path:
 def _p4c_or_fail(program: str | Path) -> str:
     p4c = find_p4c()
     if p4c is None:
-        raise PipelineError(f"target bmv2: p4c is not on PATH to compile {program}; install p4c or "
-                            f"give --bmv2-json and --p4info")
+        raise PipelineError(f"target bmv2: p4c is not on PATH to compile {program}; install p4c "
+                            "(scripts/install_p4_tools.sh SRC DEST installs a prebuilt one and "
+                            "prints the PATH to use), or give `controller run` a compiled "
+                            "--bmv2-json and --p4info")
     return p4c
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from controller.alerts import AlertEngine
 from controller.cc import (
     FLAG_RETRANSMIT,
     FeedbackSender,
@@ -41,6 +42,7 @@ from controller.int.collector import Collector, CollectorConfig
 from controller.int.errors import CollectorError
 from controller.intent import IntentError, IntentOptions, WatchRule, compute_intent
 from controller.lossmap.listener import FlowLossListener
+from controller.lossmap.report import lossmap_section
 from controller.lossmap.stream import FlowLossStream
 from controller.mitigate import (
     Guard,
@@ -64,6 +66,7 @@ from controller.p4rt import (
     load_pipeline,
 )
 from controller.topology import Topology, TopologyError, directed_links, load_topology
+from formats.int_md import INS_HOP_LATENCY
 
 from .auth import ControllerAuth
 from .config import RunConfig
@@ -123,6 +126,10 @@ class Controller:
     intent_options: IntentOptions | None = None
     _loss_exported_ns: int = 0
     fec_records: int = 0
+    alerts: AlertEngine = field(init=False)
+    web: Any = None                        # controller.web.WebServer with --web
+    latest: dict[str, Any] | None = None   # the last snapshot written (the page reads it)
+    _fec_by_slot: dict[int, tuple[int, int]] = field(default_factory=dict)
     _rtt_cache: dict[tuple[str, str], float] = field(default_factory=dict)   # (src host, dst ip) -> T
     _fb_lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -194,6 +201,7 @@ class Controller:
         """Bring every switch up (failures are reported, not fatal), then start the
         collector, HPCC, loss maps, export and the periodic thread."""
         self.load()
+        self.alerts = AlertEngine(rules=self.cfg.alert_rules)
         self.fleet.bring_up(self._say)
         self._start_telemetry()
         self.links = LinkPoller(topo=self.topo, switches=self.fleet.switches, bin_s=self.cfg.loss_bin_s)
@@ -211,6 +219,12 @@ class Controller:
                                                    hold_down_s=self.cfg.mitigate_hold_down_s,
                                                    budget_per_min=self.cfg.mitigate_budget_per_min))
         self.write_state()
+        if self.cfg.web is not None:
+            from controller.web import WebServer, build_view
+            topo = self.topo
+            self.web = WebServer(host=self.cfg.web[0], port=self.cfg.web[1], token=self.cfg.web_token,
+                                 view=lambda: build_view(self.latest or {}, topo, live=True),
+                                 version=lambda: id(self.latest)).start()
         self._thread = threading.Thread(target=self._run, name="controller-run", daemon=True)
         self._thread.start()
         return self
@@ -281,6 +295,8 @@ class Controller:
         paths = flow_paths(f.path_node[sel], f.hop_count[sel], rows)
         dec = choose_flow_fec(self.links.stream, paths, target_residual=target)
         k, m = fec_to_wire(dec.fec_k, dec.fec_m)
+        for slot, kk, mm in zip(f.slot[sel].tolist(), dec.fec_k.tolist(), dec.fec_m.tolist(), strict=True):
+            self._fec_by_slot[int(slot)] = (int(kk), int(mm))
         with self._fb_lock:
             self.fec_records += self.hpcc.sender.send_fec(f.slot[sel], k, m,
                                                           flags=np.where(dec.retransmit, FLAG_RETRANSMIT, 0))
@@ -477,14 +493,18 @@ class Controller:
             for i in range(len(f.slot)):
                 s = int(f.slot[i])
                 n = int(f.hop_count[i])
+                # ACK directions: their PSNs are not data, so no loss of their own
+                ack = self.flow_loss is not None and self.flow_loss.is_ack_direction(s)
                 flows.append({
+                    "kind": "ack" if ack else "data",
                     "src": str(ipaddress.IPv4Address(int(f.src_ip[i]))),
                     "dst": str(ipaddress.IPv4Address(int(f.dst_ip[i]))),
                     "sport": int(f.sport[i]), "qp": int(f.dest_qp[i]), "hops": n,
                     "path": [names.get(int(x), int(x)) for x in f.path_node[i][:n]],
                     "samples": int(f.samples[i]), "last_psn": int(f.last_psn[i]),
                     "rate_bps": float(rate[s]) if rate is not None and active is not None and active[s] else None,
-                    "lost": int(lost[s]) if lost is not None else 0})
+                    "fec": list(self._fec_by_slot[s]) if s in self._fec_by_slot else None,
+                    "lost": None if ack else int(lost[s]) if lost is not None else 0})
             h = self.collector.hop_snapshot()
             for i in range(len(h.slot)):
                 tx = float(h.tx_rate_bps[i])
@@ -495,7 +515,11 @@ class Controller:
                     "qlen_pkts": int(h.qlen_pkts[i]),
                     "tx_rate_bps": None if np.isnan(tx) else tx, "line_rate_bps": line,
                     "utilisation": None if np.isnan(tx) or line <= 0 else tx / line,
-                    "hop_latency_ns": int(h.hop_latency_ns[i]), "samples": int(h.samples[i])})
+                    # None ("-" in show hops): the watchlist's INT instructions do not
+                    # ask the switches for it (the HPCC profile does not)
+                    "hop_latency_ns": int(h.hop_latency_ns[i])
+                    if self.cfg.int_instructions & INS_HOP_LATENCY else None,
+                    "samples": int(h.samples[i])})
             cs = self.collector.stats()
             coll = {k: getattr(cs, k) for k in ("reports", "host_records", "reports_lost", "flows",
                                                 "socket_drops", "listener_errors")
@@ -531,13 +555,27 @@ class Controller:
                 "running": not self._stop.is_set(),
                 "topology": self.topo.name, "switches": switches, "flows": flows, "hops": hops,
                 "losses": self.links.totals() if self.links else [], "collector": coll,
+                "lossmap": lossmap_section(self.links.stream.snapshot(), [d.name for d in self.links.links],
+                                           now_ns=time.time_ns())
+                if self.links and self.links.links else None,
                 "link_poll_errors": dict(self.links.errors) if self.links else {},
                 "diagnosis": self.live.snapshot() if self.live else None,
                 "mitigation": self.mitigator.snapshot() if self.mitigator else None}
 
     def write_state(self) -> None:
+        """Snapshot, alerts on it, the state file; the page serves this snapshot."""
         with self._lock:
-            write_state(self.cfg.state_file, self.snapshot())
+            snap = self.snapshot()
+            changed = self.alerts.evaluate(snap, now_unix_s=snap["updated_unix_s"])
+            snap["alerts"] = self.alerts.snapshot()
+            write_state(self.cfg.state_file, snap)
+            self.latest = snap
+        for a in changed:
+            LOG.warning("alert %s %s: %s (value %.4g, threshold %.4g)", a.rule, a.state, a.subject,
+                        a.value, a.threshold)
+        if changed and self.exporter is not None:
+            from controller.export.schema import alert_lines
+            self.exporter.write(alert_lines([a.as_dict() for a in changed], time_ns=time.time_ns()))
 
     def _plot_losses(self) -> None:
         """OUT/link_loss_heatmap.png (links x time) when any link saw traffic."""
@@ -559,6 +597,8 @@ class Controller:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
+        if self.web is not None:
+            self.web.stop()
         if self.live is not None:
             self.live.stop()
         delivered = True

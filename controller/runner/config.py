@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from common.auth.exposure import ExposureError, check_exposure
+from controller.alerts import DEFAULT_RULES, AlertRule
 from controller.intent import CollectorSpec, EcnProfile, SinkMode
 from controller.p4rt import Target
 from formats.agent_batch import AGENT_BATCH_UDP_PORT
@@ -77,6 +78,10 @@ class RunConfig:
     # sender id of the feedback this controller seals: a standby takes its own, so
     # agents keep a replay window per controller (formats.auth CONTROLLER_SENDER_IDS)
     sender_id: int = CONTROLLER_SENDER_ID
+    # alert rules (controller/alerts/rules.py) and the live page (--web HOST:PORT)
+    alert_rules: tuple[AlertRule, ...] = DEFAULT_RULES
+    web: tuple[str, int] | None = None
+    web_token: str | None = None       # required beyond loopback (generated when not given)
 
     def __post_init__(self) -> None:
         for name in ("report_port", "agent_port", "feedback_port"):
@@ -124,6 +129,12 @@ class RunConfig:
                            insecure=self.insecure)
         except ExposureError as exc:
             raise RunError(str(exc)) from None
+        if self.web is not None:
+            from controller.web.server import WebError, check_web_exposure
+            try:
+                self.web_token = check_web_exposure(self.web[0], self.web_token)
+            except WebError as exc:
+                raise RunError(str(exc)) from None
         if self.sink_mode is SinkMode.REPORT and self.report_port == 0:
             raise RunError("--sink-mode report needs a fixed --report-port (the switches send there)")
 

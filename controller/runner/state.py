@@ -104,6 +104,8 @@ _COLUMNS: dict[str, list[tuple[str, str, int]]] = {
 
 def _rows(view: str, state: dict[str, Any]) -> list[dict[str, Any]]:
     rows = [dict(r) for r in state.get(view, [])]
+    if view == "flows":   # ACK directions are no data flows (format_view counts them)
+        rows = [r for r in rows if r.get("kind") != "ack"]
     for r in rows:
         if view == "switches":
             r["detail"] = r.get("error") or r.get("last_sync") or ""
@@ -137,4 +139,8 @@ def format_view(view: str, state: dict[str, Any]) -> str:
         lines.append(" ".join(cell(r.get(k), w) for _h, k, w in cols).rstrip())
     if len(lines) == 1:
         lines.append(f"(no {view} yet)")
+    acks = [r for r in state.get(view, []) if view == "flows" and r.get("kind") == "ack"]
+    if acks:
+        lines.append(f"(+ {len(acks)} ACK directions with INT, not listed: their PSNs "
+                     "acknowledge data, so no loss is counted from them)")
     return "\n".join(lines)

@@ -8,6 +8,8 @@
 * :func:`analyse` -- results from the raw files of a run (no root needed);
 * :func:`preset_path` / :data:`PRESETS` -- the shipped specs (demo, incast_cc, wan_loss).
 """
+from mininet_topos.testbed import Testbed
+
 from .analysis import Analysis, LinkResult, analyse
 from .errors import ExperimentError, RunError, SpecError
 from .presets import PRESETS, preset_path
@@ -26,7 +28,6 @@ from .spec import (
     load_spec,
     spec_from_dict,
 )
-from .testbed import Testbed
 
 __all__ = [
     "CC_MODES", "PRESETS", "RECOVERY_MODES", "SWITCH_KINDS", "WORKLOADS", "Analysis",

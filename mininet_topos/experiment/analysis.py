@@ -18,8 +18,7 @@ import numpy as np
 from common.loss import LossKind
 from controller.lossmap import LinkLossMap, TimeBins, link_loss_map, wilson_interval
 from controller.topology import Topology
-
-from .telemetry import (
+from mininet_topos.testbed.telemetry import (
     DirectedLink,
     NodeSamples,
     directed_links,
@@ -88,6 +87,7 @@ def traffic_results(traffic_dir: Path, hosts: tuple[str, ...]) -> dict[str, Any]
         ep = d.get("endpoint", {})
         reqs = ep.get("requesters", {}) or {}
         ranks[host]["retx_pkts"] = sum(int(r.get("retx_pkts", 0)) for r in reqs.values())
+        ranks[host]["tx_pkts"] = sum(int(r.get("tx_pkts", 0)) for r in reqs.values())
         ranks[host]["repair_pkts"] = sum(int(r.get("repair_pkts", 0)) for r in reqs.values())
         resp = ep.get("responders", {}) or {}
         ranks[host]["fec_repaired"] = sum(int(r.get("fec_repaired", 0)) for r in resp.values())

@@ -1,16 +1,10 @@
-"""Errors of the experiment package: one hierarchy, messages name the field and value."""
+"""Errors of the experiment package: the test bed's hierarchy and the spec's own."""
 from __future__ import annotations
+
+from mininet_topos.testbed.errors import ExperimentError, RunError
 
 __all__ = ["ExperimentError", "RunError", "SpecError"]
 
 
-class ExperimentError(Exception):
-    """Base class of every error raised by ``mininet_topos.experiment``."""
-
-
 class SpecError(ExperimentError):
     """An experiment spec is malformed or out of range; the message names the field."""
-
-
-class RunError(ExperimentError):
-    """An experiment could not be run (a node, process or network step failed)."""

@@ -17,7 +17,7 @@ from .plots import plot_fct_cdf, plot_queues, plot_rates
 from .results import ResultsDir
 
 __all__ = ["LOOP_STAGES", "control_loop_lines", "data_check_line", "format_summary",
-           "write_analysis"]
+           "queue_lines", "write_analysis"]
 
 # the controller's control-loop latency figures (state file, ``collector`` section):
 # key -> what the interval covers
@@ -125,6 +125,20 @@ def data_check_line(summary: dict[str, Any]) -> str:
     return f"data check: FAILED ({what}): {'; '.join(parts) or 'no rank reported'}"
 
 
+def queue_lines(summary: dict[str, Any]) -> list[str]:
+    """The run's one deepest-queue figure, where and how it was measured, and the tail
+    drops against the packets sent."""
+    dq = summary.get("deepest_queue")
+    if not dq:
+        return []
+    where = dq.get("link") or dq.get("port")
+    pct = dq.get("tail_drop_pct")
+    share = (f" ({pct:.2f} % of the {dq['packets_sent']} packets the senders sent)"
+             if pct is not None else "")
+    return [f"deepest queue: {dq.get('max_pkts')} packets at {where} ({dq.get('measured')})",
+            f"tail drops: {dq.get('tail_drops', 0)} in all switches{share}"]
+
+
 def format_summary(summary: dict[str, Any], a: Analysis | None = None) -> list[str]:
     """A few lines for the terminal: data check, lossy link, bottleneck queue, goodput,
     FCT."""
@@ -138,19 +152,14 @@ def format_summary(summary: dict[str, Any], a: Analysis | None = None) -> list[s
                      f"{100 * ll['configured_loss']:.3f} % ({ok} the model's range)")
     else:
         lines.append("lossy link: none found")
-    bq = summary.get("bottleneck_queue", {})
-    lines.append(f"bottleneck queue: {bq.get('port')} max {bq.get('max_pkts')} packets, "
-                 f"{bq.get('drops', 0)} drops")
-    sp = summary.get("switch_ports") or {}
-    if sp:
-        port, st = max(sp.items(), key=lambda kv: (kv[1]["tail_drops"],
-                                                   kv[1]["queue_high_water"]))
-        lines.append(f"switch queues: deepest {port}: high water {st['queue_high_water']} "
-                     f"packets, {st['tail_drops']} tail drops")
+    lines += queue_lines(summary)
     gp = summary.get("goodput_tx_bps_total") or 0.0
     line = f"goodput (sum of ranks): {gp / 1e6:.1f} Mbit/s"
     if summary.get("goodput_limit_bps"):
         line += f" of a {summary['goodput_limit_bps'] / 1e6:.0f} Mbit/s limit"
+        lim = summary.get("goodput_limit") or {}
+        if lim.get("bottleneck"):
+            line += f" (bottleneck {lim['bottleneck']})"
     if summary.get("utilisation") is not None:
         line += f"; utilisation {100 * summary['utilisation']:.0f} % (all bytes / last finish)"
     lines.append(line)
@@ -162,7 +171,8 @@ def format_summary(summary: dict[str, Any], a: Analysis | None = None) -> list[s
     elif cc.get("rate_cuts") is not None:
         lines.append(f"senders' DCQCN: {cc['cnps_rx']} CNPs received, {cc['rate_cuts']} rate "
                      f"cuts, lowest rate {cc['min_rate_bps'] / 1e6:.2f} Mbit/s")
-    lines += control_loop_lines((summary.get("int") or {}).get("collector"))
+    if summary.get("cc") in (None, "hpcc"):   # the controller's loop sets rates only then
+        lines += control_loop_lines((summary.get("int") or {}).get("collector"))
     fct = summary.get("fct_s", {})
     if fct.get("n"):
         lines.append(f"messages: {fct['n']}, FCT p50 {1e3 * fct['p50']:.1f} ms, "

@@ -22,14 +22,18 @@ import csv
 import json
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .errors import RunError
 
-__all__ = ["ResultsDir", "to_jsonable"]
+if TYPE_CHECKING:
+    from .spec import ExperimentSpec
+
+__all__ = ["ResultsDir", "RunResult", "to_jsonable"]
 
 
 def to_jsonable(obj: Any) -> Any:
@@ -88,3 +92,14 @@ def read_csv(path: str | Path) -> list[dict[str, str]]:
     """Rows of a CSV written by :meth:`ResultsDir.write_csv` as dicts (for plots/tests)."""
     with open(path, newline="", encoding="utf-8") as fh:
         return list(csv.DictReader(fh))
+
+
+@dataclass(slots=True, kw_only=True)
+class RunResult:
+    """One spec's run: its results folder, summary, plots and summary lines."""
+
+    spec: ExperimentSpec
+    out: Path
+    summary: dict[str, Any]
+    plots: dict[str, Path]
+    lines: list[str] = field(default_factory=list)

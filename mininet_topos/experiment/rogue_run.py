@@ -7,7 +7,7 @@ record it took to the sender's address); forged host records / reports applied =
 controller's flow or hop tables ever showing the rogue's marks (source 10.99.99.99,
 node ``FORGED_NODE_ID``).  Rejections by reason come from the controller's state file
 (collector: ``rejected``) and the agents' last lines (``ebpf.agent: final``).
-Memory (``mininet_topos.experiment.memory``): the resident set of the controller and
+Memory (``mininet_topos.testbed.memory``): the resident set of the controller and
 every agent, sampled at each poll of the run; ``memory`` holds per process its size
 when the flood starts, the peak and the end, and whether it stayed flat
 (``memory_flat``: end <= start + max(16 MiB, 20 %) for every one).
@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from ebpf.agent_auth import FINAL_PREFIX
+from mininet_topos.testbed import NodeProcess, Testbed
+from mininet_topos.testbed.memory import MemoryWatch
 
-from .memory import MemoryWatch
 from .rogue import FORGED_NODE_ID, FORGED_SRC_IP
 from .spec import ExperimentSpec
-from .testbed import NodeProcess, Testbed
 from .workload import Flow
 
 __all__ = ["RoguePhase", "baseline_memory", "finish_rogue", "format_memory", "format_rogue",

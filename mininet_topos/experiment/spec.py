@@ -20,7 +20,7 @@ Format (YAML)::
       size: 1M
       count: 2
       rate: 100M                # per-QP start rate
-      rto_min_s: 0.1            # the senders' retransmission timer floor (default 4 ms)
+      rto_min_s: 0.1            # the senders' retransmission timer floor (default 30 ms)
       engine: auto              # auto | native | python: the QPs' data path (traffic --engine)
     cc: hpcc                    # none | dcqcn | hpcc (controller) | hpcc-sender (per ACK)
     ecn: {kmin_bytes: 2000, kmax_bytes: 20000, pmax: 0.1}   # P4 switches' ECN marking

@@ -284,7 +284,7 @@ def run_harness(cfg: HarnessConfig, *, log: Any = print,
 
     ``plan`` (given the places the warm-up found) fixes the trials' faults instead of
     drawing ``cfg.trials`` at random (the end-to-end tests use it)."""
-    from mininet_topos.experiment import Testbed
+    from mininet_topos.testbed import Testbed
     from mininet_topos.topologies import resolve_topology
 
     out = Path(cfg.out)

@@ -24,7 +24,7 @@ from typing import Any
 from common.faults import FAULT_KINDS, LINK_FAULT_KINDS, component_type
 from controller.topology.errors import TopologyError
 from controller.topology.model import Topology
-from mininet_topos.experiment.errors import ExperimentError
+from mininet_topos.testbed.errors import ExperimentError
 
 __all__ = ["FaultError", "FaultSpec", "parse_fault"]
 _KEYS = {"kind", "link", "port", "host", "rank", "onset_s", "duration_s", "loss", "model",

@@ -17,7 +17,7 @@ import numpy as np
 
 from controller.diagnose.evidence import LossSample, PortSample, Telemetry
 from controller.topology.model import Topology
-from mininet_topos.experiment.telemetry import directed_links, link_counters, load_samples
+from mininet_topos.testbed.telemetry import directed_links, link_counters, load_samples
 
 __all__ = ["telemetry_from_samples"]
 

@@ -22,7 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "check",
         help="check a P4_16 program and optionally write its P4Info",
         description="Preprocess, parse and type-check a P4_16 v1model program.",
-        epilog="examples:\n  python -m softswitch check p4/examples/ipv4.p4\n"
+        epilog="examples:\n  python -m softswitch check p4/examples/ipv4_forward.p4\n"
                "  python -m softswitch check prog.p4 --p4info prog.p4info.txtpb -I include -D INT_UDP_PORT=7777",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -1,4 +1,4 @@
-"""The rogue experiment's memory watch (``mininet_topos.experiment.memory``): readings
+"""The rogue experiment's memory watch (``mininet_topos.testbed.memory``): readings
 from /proc, the start / peak / end of each process around the watched phase and the
 wide "flat" margin."""
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from mininet_topos.experiment.memory import MemoryWatch, is_flat, read_rss_kib
+from mininet_topos.testbed.memory import MemoryWatch, is_flat, read_rss_kib
 
 
 def _status(proc: Path, pid: int, kib: int, name: str = "python3") -> None:
@@ -67,7 +67,7 @@ def test_sweep_summary_compares_with_the_run_without_the_rogue() -> None:
     from mininet_topos.experiment.rogue_run import format_memory, rogue_comparison
     from mininet_topos.experiment.spec import load_spec
 
-    specs = load_spec(Path(__file__).resolve().parents[2] / "mininet_topos" / "experiments"
+    specs = load_spec(Path(__file__).resolve().parents[2] / "mininet_topos" / "presets"
                       / "rogue.yaml")
     mem = {"controller": {"start_mib": 300.0, "peak_mib": 306.0, "end_mib": 306.0,
                           "flat": True}}

@@ -64,7 +64,7 @@ def test_flood_is_refused_and_counted(tmp_path: Path) -> None:
 
 
 def test_rogue_preset_and_summary(tmp_path: Path) -> None:
-    specs = load_spec(ROOT / "mininet_topos" / "experiments" / "rogue.yaml")
+    specs = load_spec(ROOT / "mininet_topos" / "presets" / "rogue.yaml")
     assert [s.rogue.rate if s.rogue else None for s in specs] == [0, 5000]
     out = {"sent": {"feedback": 10, "host_records": 10, "reports": 10},
            "applied": {"feedback": 0, "host_records": 0, "reports": 0},

@@ -20,7 +20,7 @@ from controller.runner.app import _export_keys
     (["/x/python", "-m", "ebpf.agent", "--iface", "h5-eth0", "1"], ("agent", "h5")),
     (["/x/python", "-m", "traffic", "allreduce", "-o", "/r/traffic/h3.json"], ("traffic", "h3")),
     (["python3", "-m", "mininet_topos.delayline", "--a", "x1", "--b", "x2"], ("wan", "x1-x2")),
-    (["/x/python", "-m", "mininet_topos.experiment.sampler", "s1=4"], ("sampler", "sampler")),
+    (["/x/python", "-m", "mininet_topos.testbed.sampler", "s1=4"], ("sampler", "sampler")),
     (["/usr/bin/influxd", "run", "-config", "c"], ("influxd", "influxd")),
     (["bash", "--norc", "-is", "mininet:h1"], ("shell", "bash")),
     (["/x/python", "-m", "something.else"], ("other", "something.else")),
@@ -62,7 +62,7 @@ def test_soak_spec_stretches_the_demo_workload():
     assert spec.name == "soak-demo" and spec.workload.kind == "allreduce"
     assert spec.workload.timeout_s == 600.0 and spec.duration_s == 600.0
     assert spec.workload.count == 1_000_000
-    assert spec.cc == "hpcc" and spec.recovery == "fec" and spec.links  # the demo's WAN loss
+    assert spec.cc == "hpcc-sender" and spec.recovery == "fec" and spec.links  # the demo's
 
 
 def test_soak_config_rejects_bad_options():

@@ -52,7 +52,9 @@ def test_reports_and_agent_batches_over_udp() -> None:
             tx.sendto(encode_batch(rec[:5], agent_id=3, batch_seq=3), c.agent_address)
         finally:
             tx.close()
-        wait_or_fail(lambda: c.stats().host_records == len(rec) + 5 and c.stats().report_datagrams == 200)
+        # listeners run after the round's counters and tables: wait for them too
+        wait_or_fail(lambda: c.stats().host_records == len(rec) + 5 and c.stats().report_datagrams == 200
+                     and sum(len(x) for x in got) == 199 + len(rec) + 5)
         s = c.stats()
     assert s.reports == 199 and s.report_hop_records == 597
     assert s.malformed == {"short": 1}

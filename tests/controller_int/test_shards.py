@@ -40,17 +40,24 @@ def test_kernel_steers_each_flow_where_the_program_says() -> None:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:   # one source
             for r in _reports(60, 2):
                 tx.sendto(r, socks[0].getsockname())
+            tx.sendto(b"\x20" * 12, socks[0].getsockname())   # too short for the loads
+        junk: list[bytes] = []
         got = []
         for i, s in enumerate(socks):
             try:
                 while True:
-                    got.append((flow_index(s.recv(9000), 3), i))
+                    d = s.recv(9000)
+                    if len(d) == 12:
+                        junk.append(d)
+                        assert i == 0, "a datagram the program cannot read goes to socket 0"
+                        continue
+                    got.append((flow_index(d, 3), i))
             except BlockingIOError:
                 pass
     finally:
         for s in socks:
             s.close()
-    assert len(got) == 120
+    assert len(got) == 120 and len(junk) == 1
     assert all(want == where for want, where in got)
     assert {where for _, where in got} == {0, 1, 2}
 

@@ -284,6 +284,9 @@ def test_tls_with_client_certificates(pipeline: PipelineConfig, tmp_path) -> Non
                                tls=TlsOptions(ca_pem=tls.ca_pem, server_name="localhost"))
         with pytest.raises(ConnectError, match="unreachable at .* \\(TLS: check the CA"):
             no_cert.connect()
+        plain = SwitchClient(name="s1", address=handle.address, device_id=1, timeout_s=1)
+        with pytest.raises(ConnectError, match="answers with TLS, and no certificates"):
+            plain.connect()   # says what is wrong, not only that nothing answered
         with pytest.raises(ConnectError, match="give both the client certificate and its key"):
             TlsOptions.from_files(str(tmp_path / "ca.pem"), str(tmp_path / "client.pem"))
     finally:

@@ -91,7 +91,7 @@ def test_experiment_specs_carry_faults_checked_against_the_topology() -> None:
     from mininet_topos.experiment.spec import spec_from_dict
 
     root = Path(__file__).resolve().parents[2]
-    (spec,) = load_spec(root / "mininet_topos" / "experiments" / "faults_demo.yaml")
+    (spec,) = load_spec(root / "mininet_topos" / "presets" / "faults_demo.yaml")
     apply_overrides(TOPO, spec)
     assert [f["kind"] for f in spec.faults] == ["gray_loss", "straggler"]
     base = {"name": "x", "topology": "two-dc", "switch": "linux-router",

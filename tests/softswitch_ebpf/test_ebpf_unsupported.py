@@ -54,12 +54,12 @@ def test_supported_program_generates_c() -> None:
 
 
 @pytest.mark.parametrize("decls, body, extra_hdr, construct, line", [
-    ("", "hash(hdr.h.a, HashAlgorithm.crc16_custom, 8w0, {hdr.h.b}, 8w255);", "",
-     "hash algorithm crc16_custom", 15),
-    ("", "hash(hdr.h.a, HashAlgorithm.random, 8w0, {hdr.h.b}, 8w255);", "", "hash algorithm random", 15),
-    ("", "", "bit<128> wide;", "wider than 64 bits", 5),
+    ("", "", "int<72> s;", "signed values over 64 bits", 5),
+    ("", "verify_checksum_with_payload(true, { hdr.h.a }, hdr.h.b, HashAlgorithm.crc16);", "",
+     "crc16 with the payload", 15),
+    ("", "", "bit<256> wide;", "wider than 128 bits", 5),
     ("", 'log_msg("x");', "", "extern log_msg", 15),
-], ids=["crc16_custom", "hash", "wide", "log_msg"])
+], ids=["signed72", "crc16_payload", "wide", "log_msg"])
 def test_unsupported_names_construct_and_location(decls: str, body: str, extra_hdr: str,
                                                   construct: str, line: int) -> None:
     with pytest.raises(EbpfUnsupported) as err:
@@ -81,14 +81,14 @@ def test_wide_value_set_refused_before_loading() -> None:
 
 def test_cli_prints_file_line_col(tmp_path: Path) -> None:
     prog = tmp_path / "bad.p4"
-    prog.write_text(PROGRAM.format(decls="", body="", extra_hdr="bit<128> wide;"))
+    prog.write_text(PROGRAM.format(decls="", body="", extra_hdr="bit<256> wide;"))
     stf = tmp_path / "bad.stf"
     stf.write_text("packet 1 0102\n")
     res = subprocess.run([sys.executable, "-m", "softswitch", "stf", "--target", "ebpf",
                           "-I", str(ROOT / "p4"), str(prog), str(stf)],
                          check=False, capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert res.returncode == 2
-    assert f"{prog}:5:" in res.stderr and "error: unsupported on --target ebpf: bit<128>" \
+    assert f"{prog}:5:" in res.stderr and "error: unsupported on --target ebpf: bit<256>" \
         in res.stderr, res.stderr
 
 

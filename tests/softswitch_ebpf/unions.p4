@@ -1,5 +1,5 @@
-// Header unions, packet.advance and nested structs emitted whole, for the differential
-// test (test_ebpf_features.py): the same random packets on both targets.
+// Header unions, packet.advance, nested structs emitted whole and tuple locals, for
+// the differential test (test_ebpf_features.py): the same random packets on both targets.
 #include <core.p4>
 #include <v1model.p4>
 
@@ -30,6 +30,8 @@ parser P(packet_in pkt, out headers h, inout meta_t m, inout standard_metadata_t
 
 control NoVerify(inout headers h, inout meta_t m) { apply { } }
 
+bit<8> bump8(inout bit<8> x) { x = x + 3; return x; }
+
 control I(inout headers h, inout meta_t m, inout standard_metadata_t sm) {
     apply {
         sm.egress_spec = 1;
@@ -49,6 +51,9 @@ control I(inout headers h, inout meta_t m, inout standard_metadata_t sm) {
                          ++ (bit<1>)h.inr.u.b.isValid() ++ (bit<1>)h.u2.isValid()
                          ++ (bit<1>)h.u2.a.isValid() ++ (bit<1>)h.u2.b.isValid() ++ 2w0;
         h.o.same = (h.u2 == h.inr.u) ? 8w1 : 8w0;
+        // a tuple local: its initialiser's calls run (their effects are what shows)
+        tuple<bit<8>, bit<8>> pair = { h.o.valid_bits, bump8(h.o.same) };
+        pair = { bump8(h.o.valid_bits), h.o.same };
     }
 }
 

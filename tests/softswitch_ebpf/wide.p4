@@ -1,6 +1,7 @@
 // Values of 65 to 128 bits (unsigned __int128 in the kernel program): header fields,
 // locals, arithmetic, logic, comparisons, constant shifts, slices, concatenation,
-// casts and exact and lpm table keys, for the differential test (test_ebpf_features.py).
+// casts, slice stores and slices as inout arguments, exact and lpm table keys,
+// for the differential test (test_ebpf_features.py).
 #include <core.p4>
 #include <v1model.p4>
 
@@ -36,6 +37,7 @@ control NoVerify(inout headers h, inout meta_t m) { apply { } }
 control I(inout headers h, inout meta_t m, inout standard_metadata_t sm) {
     action mark(bit<8> v) { h.r.hit = v; }
     action to_port(bit<9> p) { sm.egress_spec = p; }
+    action twist(inout bit<68> v) { v = v ^ 68w0xF0000000000000001; }
     table by_a { key = { h.w.a: exact; } actions = { mark; NoAction; } default_action = NoAction; size = 256; }
     table by_b { key = { h.w.b: lpm; } actions = { to_port; NoAction; } default_action = to_port(1); size = 256; }
     apply {
@@ -49,6 +51,8 @@ control I(inout headers h, inout meta_t m, inout standard_metadata_t sm) {
         h.r.shifted = m.tmp | (h.w.b >> 70) | (h.w.a << 1) | (h.w.b >> 127);
         h.r.mixed = h.w.c + (bit<96>)h.w.a - (h.w.c |+| (bit<96>)h.w.b) + (h.w.c |-| 96w1);
         h.r.cat = h.w.a[63:0] ++ h.w.b[127:64];
+        h.r.sum[127:60] = h.w.b[67:0];        // slice stores across the 64-bit halves
+        twist(h.r.diff[100:33]);               // a slice as an inout argument
         h.r.low = (bit<32>)(h.w.a >> 90);
         h.r.flags = (bit<1>)(h.w.a < h.w.b) ++ (bit<1>)(h.w.a >= h.w.b)
                     ++ (bit<1>)(h.w.a == h.w.b) ++ (bit<1>)(h.w.c > 96w0x800000000000000000000000)

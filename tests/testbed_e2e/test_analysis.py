@@ -10,9 +10,9 @@ from controller.topology import Topology
 from mininet_topos.experiment import ResultsDir, RunError, analyse, read_csv, spec_from_dict
 from mininet_topos.experiment.plots import plot_fct_cdf, plot_queues, plot_rates
 from mininet_topos.experiment.report import format_summary, write_analysis
-from mininet_topos.experiment.sampler import read_proc_net_dev, read_qdiscs
-from mininet_topos.experiment.telemetry import directed_links, link_counters, load_samples
 from mininet_topos.experiment.workload import flows, traffic_argv
+from mininet_topos.testbed.sampler import read_proc_net_dev, read_qdiscs
+from mininet_topos.testbed.telemetry import directed_links, link_counters, load_samples
 from mininet_topos.topologies import resolve_topology
 
 PROC_NET_DEV = """\

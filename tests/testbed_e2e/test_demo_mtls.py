@@ -28,7 +28,7 @@ def test_demo_over_mutual_tls(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     summary = r.stdout[r.stdout.index("== demo summary =="):]
     assert "the loss map names the lossy WAN link s1:3-s5:3" in summary, summary
-    assert "FEC settings to the senders' agents" in summary, summary
+    assert "FEC policy:" in summary and "data check: passed on all 4 ranks" in summary, summary
     topo = yaml.safe_load((out / "logs" / "topology.yaml").read_text())
     switches = topo["switches"]
     assert len(switches) == 8

@@ -196,8 +196,8 @@ def incast_cc(tmp_path_factory):
     """The incast_cc preset (8 senders at 2 Mbit/s into a 4 Mbit/s bottleneck on
     softswitches), cc none / dcqcn / hpcc: the results folder and each summary."""
     tmp = tmp_path_factory.mktemp("incast_cc")
-    preset = yaml.safe_load((ROOT / "mininet_topos/experiments/incast_cc.yaml").read_text())
-    preset["topology"] = str(ROOT / "mininet_topos/experiments/incast9.yaml")
+    preset = yaml.safe_load((ROOT / "mininet_topos/presets/incast_cc.yaml").read_text())
+    preset["topology"] = str(ROOT / "mininet_topos/presets/incast9.yaml")
     assert preset["sweep"] == {"cc": ["none", "dcqcn", "hpcc", "hpcc-sender"]}
     spec = tmp / "incast.yaml"
     spec.write_text(yaml.safe_dump(preset))

@@ -44,10 +44,12 @@ def test_sweeps_expand_to_every_combination():
 def test_demo_preset_is_the_documented_experiment():
     (s,) = load_spec(preset_path("demo"))
     assert s.topology == "two-dc" and s.workload.kind == "allreduce"
-    assert s.cc == "hpcc" and s.recovery == "fec" and s.fec == "auto"
-    (ov,) = s.links
-    assert ov.link == "s1:3-s5:3" and ov.loss.mean_loss == pytest.approx(0.01)
-    assert ov.loss.kind.value == "gilbert-elliott"
+    assert s.switch == "ebpf" and s.cc == "hpcc-sender"
+    assert s.recovery == "fec" and s.fec == "auto"
+    lossy, other = s.links
+    assert lossy.link == "s1:3-s5:3" and lossy.loss.mean_loss == pytest.approx(0.01)
+    assert lossy.loss.kind.value == "gilbert-elliott"
+    assert lossy.rate_mbps == other.rate_mbps == 20 and other.link == "s2:3-s6:3"
 
 
 def test_overrides_change_only_the_named_link():
@@ -170,8 +172,9 @@ def test_rto_floor_reaches_every_rank(tmp_path):
     """``workload.rto_min_s`` becomes the senders' --rto-min; out of range is named."""
     from mininet_topos.experiment.workload import traffic_argv
     from traffic.cli import build_parser
+    from traffic.qp_types import RTO_MIN_S
 
-    for raw_w, want in (({}, 0.004), ({"rto_min_s": 0.1}, 0.1)):
+    for raw_w, want in (({}, RTO_MIN_S), ({"rto_min_s": 0.1}, 0.1)):
         raw = _with(cc="hpcc-sender")
         raw["workload"] = {**raw["workload"], **raw_w}
         argv = traffic_argv(spec_from_dict(raw), python="python", rank=1,

@@ -70,3 +70,26 @@ def test_late_wake_ups_cost_no_rate_and_idle_time_earns_no_burst(hpcc_requester)
     idle.post_write(bytes(4 * 1024), now=0.5)       # half a second with nothing to send
     idle.poll(0.5, out)
     assert len(out) == 2                             # one packet, then paced again
+
+
+def test_fec_repair_packets_pass_the_one_packet_pacer() -> None:
+    """A repair packet is larger than a full data packet, which is all the per-packet
+    pacer holds: it must still go (it stalled the QP for good: the demo's default)."""
+    from traffic.cc.hpcc import HpccSettings
+    from traffic.qp_types import Reliability
+
+    cfg = QpConfig(qpn=0x10000, peer_qpn=0x10000, peer_ip="10.0.0.9", rate_bps=RATE,
+                   cc="hpcc-sender", mode=Reliability.FEC, fec_k=8, fec_m=1,
+                   window_pkts=64, rto_min_s=10.0, hpcc=HpccSettings(window=False))
+    r = Requester(cfg=cfg, local_ip="10.0.0.1", sport=50000)
+    r.post_write(bytes(16 * 1024), now=0.0)
+    out: list[bytes] = []
+    t = 0.0
+    while t < 0.02:   # 18 packets of ~1.1 kB at 4 Mbit/s take ~40 ms
+        r.poll(t, out)
+        t += 0.001
+    assert len(out) < 18
+    while t < 1.0:
+        r.poll(t, out)
+        t += 0.001
+    assert r.counters.tx_data_pkts == 16 and r.counters.repair_pkts == 2 and len(out) == 18

@@ -270,3 +270,48 @@ def test_erasure_code_property(k: int, m: int, n: int, data) -> None:
     reps = {j: rep[j] for j in range(m) if k + j not in lost}
     got = fec.decode(k, m, have, reps)
     assert got == {i: syms[i] for i in range(k) if i in lost}
+
+
+def test_a_late_ack_costs_one_packet_not_a_window() -> None:
+    """A peer descheduled past the timer: the timer resends the oldest packet only, the
+    late ACK (for the originals) declares nothing lost, and the timeout is recognised
+    as spurious, raising the QP's timer floor above the delay that caused it."""
+    req, resp = _pair("sr", window=64)
+    req.post_write(bytes(40 * 1024), now=0.0)
+    out: list[bytes] = []
+    req.poll(0.0, out, budget=1000)
+    assert len(out) == 40
+    originals = list(out)
+    out.clear()
+    req.poll(0.2, out, budget=1000)      # no ACK for 200 ms: the timer fires
+    assert len(out) == 1 and req.counters.timeouts == 1
+    for buf in originals:                # the peer wakes up: the originals arrive ...
+        resp.on_packet(roce.parse_udp_payload(buf), 0.21)
+    ack = resp.take_ack()
+    assert ack is not None
+    req.on_ack(roce.parse_udp_payload(ack), 0.22)   # ... and the ACK covers them all
+    assert req.idle and req.counters.retx_pkts == 1
+    assert req.counters.spurious_timeouts == 1
+    assert req.snapshot()["rto_s"] >= 0.22
+
+
+def test_a_partial_late_ack_declares_nothing_in_flight_lost() -> None:
+    """The late ACK covers only the first half: the second half, sent before the
+    timer's retransmission, is still in flight, not lost."""
+    req, resp = _pair("sr", window=64)
+    req.post_write(bytes(40 * 1024), now=0.0)
+    out: list[bytes] = []
+    req.poll(0.0, out, budget=1000)
+    originals = list(out)
+    out.clear()
+    req.poll(0.2, out, budget=1000)
+    for buf in originals[:20]:
+        resp.on_packet(roce.parse_udp_payload(buf), 0.21)
+    req.on_ack(roce.parse_udp_payload(resp.take_ack()), 0.22)
+    out.clear()
+    req.poll(0.221, out, budget=1000)
+    assert out == [] and req.counters.retx_pkts == 1
+    for buf in originals[20:]:
+        resp.on_packet(roce.parse_udp_payload(buf), 0.23)
+    req.on_ack(roce.parse_udp_payload(resp.take_ack()), 0.24)
+    assert req.idle and req.counters.retx_pkts == 1

@@ -1,13 +1,15 @@
 """The native engine and the Python endpoint on real sockets (loopback): same wire.
 
 A native requester writes to a Python responder and the reverse, in every recovery
-mode; with loss injected at the Python receiver the native sender must recover.
+mode, with loss injected at the receiver (either engine's emulation): the sender must
+recover.
 ECN: a data packet that arrives CE-marked makes the native responder send a CNP with a
 valid ICRC; an ACK carrying an INT echo is read (counted) by the native requester.
 """
 from __future__ import annotations
 
 import os
+import secrets
 import socket
 import time
 import zlib
@@ -17,13 +19,15 @@ import pytest
 from common.loss import LossModel, LossProcess
 from formats import int_echo, roce
 from traffic.endpoint import Endpoint, EndpointConfig
+from traffic.errors import ConfigError
 from traffic.native_endpoint import NativeEndpoint, engine_available, make_endpoint
 from traffic.qp_types import QpConfig, Reliability
 
 pytestmark = pytest.mark.skipif(not engine_available(),
                                 reason="native engine not built (make -C traffic/native)")
 
-A, B = "127.0.0.1", "127.0.0.2"
+_NET = f"127.{secrets.randbelow(200) + 20}.{secrets.randbelow(250) + 1}"  # shared machine
+A, B = f"{_NET}.1", f"{_NET}.2"
 QPN = 0x010001
 
 
@@ -37,11 +41,10 @@ def _pump(tx, rx, done, timeout_s: float = 30.0) -> bool:
     return False
 
 
-@pytest.mark.parametrize("mode", list(Reliability))
+@pytest.mark.parametrize("mode", [m for m in Reliability if m is not Reliability.AUTO])
 @pytest.mark.parametrize("native_side", ["requester", "responder"])
 def test_native_and_python_interoperate(mode: Reliability, native_side: str) -> None:
-    loss = (LossProcess(LossModel.bernoulli(0.02), seed=3) if native_side == "requester"
-            else None)
+    loss = LossProcess(LossModel.bernoulli(0.02), seed=3)  # at the receiver, either engine
     rx_cfg = EndpointConfig(ip=B, **({"loss": loss} if loss else {}))
     if native_side == "requester":
         tx, rx = NativeEndpoint(EndpointConfig(ip=A)), Endpoint(rx_cfg)
@@ -115,6 +118,25 @@ def test_make_endpoint_picks_the_engine() -> None:
     with make_endpoint(EndpointConfig(ip=A), "auto") as ep:
         assert isinstance(ep, NativeEndpoint)
     with make_endpoint(EndpointConfig(ip=A, delay_s=0.01), "auto") as ep:
-        assert isinstance(ep, Endpoint)  # only the Python endpoint emulates delay
+        assert isinstance(ep, NativeEndpoint)  # the engine emulates delay and loss too
     with make_endpoint(EndpointConfig(ip=A), "python") as ep:
         assert isinstance(ep, Endpoint)
+    with pytest.raises(ConfigError, match="--engine python"):  # a clear refusal
+        make_endpoint(EndpointConfig(ip=A), "native", "no-such-cc")
+    with make_endpoint(EndpointConfig(ip=A), "auto", "hpcc-sender") as ep:
+        assert isinstance(ep, NativeEndpoint)  # HPCC and DCQCN run in the engine
+
+
+def test_receive_delay_holds_packets_for_its_time() -> None:
+    """--delay in the engine: every packet is held delay_s at the receiver (FIFO)."""
+    with NativeEndpoint(EndpointConfig(ip=A, delay_s=0.02)) as tx, \
+            NativeEndpoint(EndpointConfig(ip=B, delay_s=0.02)) as rx:
+        req = tx.add_requester(QpConfig(qpn=QPN, peer_qpn=QPN, peer_ip=B))
+        resp = rx.add_responder(QpConfig(qpn=QPN, peer_qpn=QPN, peer_ip=A))
+        req.post_write(b"x" * 100)
+        assert _pump(tx, rx, lambda: req.idle and len(resp.messages) == 1)
+        tx.run(lambda: req.messages[0].done_s is not None, timeout_s=5)
+        assert req.srtt_s is not None and req.srtt_s >= 0.04  # 2 x 20 ms, one way each
+        rx.set_rx_delay(0.0)
+        req.post_write(b"y" * 100)
+        assert _pump(tx, rx, lambda: req.idle and len(resp.messages) == 2)

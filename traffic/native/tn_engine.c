@@ -44,6 +44,7 @@ struct qent {
     int fd;
     int dirty;
     double last_cnp;
+    uint32_t injected;
 };
 
 struct tn_engine {
@@ -64,6 +65,11 @@ struct tn_engine {
     uint8_t *rxbufs; uint8_t *rxctl;
     double planned;
     double step_now;   /* step mode: the injected clock */
+    struct held { double due; uint8_t *buf; uint32_t len, src; uint16_t sport; uint8_t tos; }
+        *hq;           /* delay emulation: packets held, FIFO (traffic.emulation.DelayLine) */
+    uint32_t hq_cap, hq_head, hq_len;
+    uint64_t rng;      /* loss emulation: splitmix64 state */
+    int bad;           /* Gilbert-Elliott: in the bad state */
 };
 
 static void eseterr(struct tn_engine *e, const char *fmt, ...)
@@ -368,7 +374,7 @@ static void send_acks(struct tn_engine *e)
 }
 
 /* returns the earliest wake time (-1: none) */
-static double run_requesters(struct tn_engine *e, double now)
+static double run_requesters(struct tn_engine *e, double now, int timers)
 {
     struct tn_cq_sink sink = {cq_push, e};
     double wake = -1;
@@ -378,7 +384,7 @@ static double run_requesters(struct tn_engine *e, double now)
         if (tn_qp_role(qe->q) != TN_REQUESTER)
             continue;
         out.n = 0;
-        double w = tn_qp_poll(qe->q, now, &out, (int)e->a.batch, &sink);
+        double w = tn_qp_poll(qe->q, now, &out, (int)e->a.batch, &sink, timers);
         send_batch(e, qe, tn_qp_peer_ip(qe->q), out.bufs, out.lens, out.n);
         if (w >= 0 && (wake < 0 || w < wake))
             wake = w;
@@ -386,9 +392,102 @@ static double run_requesters(struct tn_engine *e, double now)
     return wake;
 }
 
+static double rng_u(struct tn_engine *e)  /* splitmix64, uniform in [0, 1) */
+{
+    uint64_t z = (e->rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (double)(z >> 11) * 0x1.0p-53;
+}
+
+/* common/loss.py's LossProcess.lost(), on the engine's own generator */
+static int lost(struct tn_engine *e)
+{
+    const struct tn_engine_attr *a = &e->a;
+    if (a->loss_kind == 1)
+        return rng_u(e) < a->loss_p;
+    int drop = rng_u(e) >= (e->bad ? a->loss_h : a->loss_k);
+    if (e->bad) {
+        if (rng_u(e) < a->loss_r)
+            e->bad = 0;
+    } else if (rng_u(e) < a->loss_p) {
+        e->bad = 1;
+    }
+    return drop;
+}
+
+/* receive-side loss emulation: 1 when this packet is dropped (counted) */
+static int emulated_loss(struct tn_engine *e, const uint8_t *buf, uint32_t n)
+{
+    if (!e->a.loss_kind || n == 0)
+        return 0;
+    int op = buf[0];
+    if (!e->a.loss_scope_all && !op_is_data(op) && op != OP_FEC_REPAIR)
+        return 0;
+    if (!lost(e))
+        return 0;
+    e->c.injected_drops++;
+    if (op == OP_FEC_REPAIR)
+        e->c.injected_repair_drops++;
+    else
+        e->c.injected_data_drops++;
+    if (n >= 8) {
+        struct qent *qe = find(e, get32(buf + 4) & TN_PSN_MASK);
+        if (qe)
+            qe->injected++;
+    }
+    return 1;
+}
+
+/* a received packet: held for the receive delay, or processed now */
+static void receive(struct tn_engine *e, const uint8_t *buf, uint32_t n, uint32_t src,
+                    uint16_t sport, uint8_t tos, double now)
+{
+    if (emulated_loss(e, buf, n))
+        return;
+    if (e->a.rx_delay_s <= 0 && !e->hq_len) {
+        process(e, buf, n, src, sport, tos, now);
+        return;
+    }
+    if (e->hq_len == e->hq_cap) {
+        uint32_t nc = e->hq_cap ? e->hq_cap * 2 : 1024;
+        struct held *nv = malloc(sizeof *nv * nc);
+        if (!nv)
+            return;  /* out of memory: the packet is lost, retransmission recovers it */
+        for (uint32_t i = 0; i < e->hq_len; i++)
+            nv[i] = e->hq[(e->hq_head + i) & (e->hq_cap - 1)];
+        free(e->hq);
+        e->hq = nv; e->hq_cap = nc; e->hq_head = 0;
+    }
+    uint8_t *copy = malloc(n ? n : 1);
+    if (!copy)
+        return;
+    memcpy(copy, buf, n);
+    e->hq[(e->hq_head + e->hq_len++) & (e->hq_cap - 1)] =
+        (struct held){now + e->a.rx_delay_s, copy, n, src, sport, tos};
+}
+
+/* process the held packets that are due; the next due time (-1: none held) */
+static double release_held(struct tn_engine *e, double now)
+{
+    while (e->hq_len) {
+        struct held *h = &e->hq[e->hq_head];
+        if (h->due > now)
+            return h->due;
+        struct held x = *h;
+        e->hq_head = (e->hq_head + 1) & (e->hq_cap - 1);
+        e->hq_len--;
+        process(e, x.buf, x.len, x.src, x.sport, x.tos, now);
+        free(x.buf);
+    }
+    return -1;
+}
+
+/* read what waits (8 batches at most); 1 when the socket was left empty */
 static int rx_drain(struct tn_engine *e, double now)
 {
-    int total = 0;
+    int total = 0, empty = 1;
     int batch = (int)e->a.batch;
     for (int round = 0; round < 8; round++) {
         struct mmsghdr mm[MAX_BATCH];
@@ -422,14 +521,17 @@ static int rx_drain(struct tn_engine *e, double now)
                 }
             }
             e->c.rx_pkts++;
-            process(e, iov[i].iov_base, mm[i].msg_len, from[i].sin_addr.s_addr,
+            receive(e, iov[i].iov_base, mm[i].msg_len, from[i].sin_addr.s_addr,
                     ntohs(from[i].sin_port), tos, now);
         }
         total += r;
         if (r < batch)
             break;
+        if (round == 7)
+            empty = 0;
     }
-    return total;
+    (void)total;
+    return empty;
 }
 
 /* -- the loop ---------------------------------------------------------------------- */
@@ -456,6 +558,12 @@ static void *loop(void *arg)
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+    const char *rt = getenv("TN_ENGINE_RT");
+    if ((e->a.flags & TN_ENGINE_RT) || (rt && *rt == '1')) {
+        struct sched_param sp = {.sched_priority = 1};
+        if (pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) == 0)
+            e->c.realtime = 1;
+    }
     pthread_mutex_lock(&e->mu);
     while (!atomic_load(&e->stop)) {
         double now = now_of(e);
@@ -463,9 +571,16 @@ static void *loop(void *arg)
             e->c.late_departures++;
             e->c.late_s += now - e->planned;
         }
-        rx_drain(e, now);
+        int drained = rx_drain(e, now);
+        double held = release_held(e, now);
         send_acks(e);
-        double wake = run_requesters(e, now);
+        /* ACKs share the socket with data: no retransmission timer fires while packets
+         * are left unread (traffic/endpoint.py) */
+        double wake = run_requesters(e, now, drained);
+        if (!drained)
+            wake = now;
+        if (held >= 0 && (wake < 0 || held < wake))
+            wake = held;
         e->planned = -1;
         if (wake >= 0 && wake <= now_of(e) + SPIN_S) {
             /* due within the spin window: spin on the clock without the lock */
@@ -537,7 +652,26 @@ struct tn_engine *tn_engine_create(const struct tn_engine_attr *attr, char *err,
     e->cq = malloc(sizeof *e->cq * cqd);
     e->rx_fd = e->ep_fd = e->kick_fd = e->timer_fd = e->cq_fd = -1;
     e->planned = -1;
-    pthread_mutex_init(&e->mu, NULL);
+    e->rng = e->a.loss_seed;
+    if (!(e->a.rx_delay_s >= 0 && e->a.rx_delay_s <= 10.0)) {
+        snprintf(err, errlen, "delay line: delay_s=%g outside 0..10 s", e->a.rx_delay_s);
+        free(e->cq);
+        free(e);
+        return NULL;
+    }
+    if (e->a.loss_kind > 2) {
+        snprintf(err, errlen, "engine: loss model %u unknown (0 none, 1 Bernoulli, 2 GE)",
+                 e->a.loss_kind);
+        free(e->cq);
+        free(e);
+        return NULL;
+    }
+    pthread_mutexattr_t ma;  /* priority inheritance: a caller preempted while holding
+                              * the lock must not hold up an RT engine thread for long */
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_setprotocol(&ma, PTHREAD_PRIO_INHERIT);
+    pthread_mutex_init(&e->mu, &ma);
+    pthread_mutexattr_destroy(&ma);
     clock_gettime(CLOCK_MONOTONIC, &e->t0);
     e->txbufs = malloc((size_t)e->a.batch * TN_MAX_PKT);
     e->txlens = malloc(sizeof *e->txlens * e->a.batch);
@@ -619,6 +753,12 @@ void tn_engine_destroy(struct tn_engine *e)
     for (int i = 0; i < 5; i++)
         if (fds[i] >= 0)
             close(fds[i]);
+    while (e->hq_len) {
+        free(e->hq[e->hq_head].buf);
+        e->hq_head = (e->hq_head + 1) & (e->hq_cap - 1);
+        e->hq_len--;
+    }
+    free(e->hq);
     free(e->qs); free(e->hash); free(e->cq); free(e->capt);
     free(e->txbufs); free(e->txlens); free(e->rxbufs); free(e->rxctl);
     pthread_mutex_destroy(&e->mu);
@@ -734,6 +874,19 @@ int tn_set_fec(struct tn_engine *e, uint32_t qpn, uint32_t k, uint32_t m)
     return rc;
 }
 
+int tn_set_rx_delay(struct tn_engine *e, double delay_s)
+{
+    if (!(delay_s >= 0 && delay_s <= 10.0)) {
+        eseterr(e, "delay line: delay_s=%g outside 0..10 s", delay_s);
+        return -1;
+    }
+    api_lock(e);
+    e->a.rx_delay_s = delay_s;
+    api_unlock(e);
+    kick(e);
+    return 0;
+}
+
 int tn_qp_counters(struct tn_engine *e, uint32_t qpn, struct tn_qp_counters *out)
 {
     api_lock(e);
@@ -750,10 +903,12 @@ int tn_qp_state(struct tn_engine *e, uint32_t qpn, struct tn_qp_state *out)
 {
     api_lock(e);
     struct qent *qe = find(e, qpn);
-    if (qe)
+    if (qe) {
         tn_qp_get_state(qe->q, out);
-    else
+        out->injected = qe->injected;
+    } else {
         eseterr(e, "QP %u does not exist", qpn);
+    }
     api_unlock(e);
     return qe ? 0 : -1;
 }
@@ -796,7 +951,7 @@ int tn_inject(struct tn_engine *e, uint32_t src_ip, uint16_t sport, const void *
     api_lock(e);
     e->step_now = now_s;
     e->c.rx_pkts++;
-    process(e, buf, len, src_ip, sport, tos, now_s);
+    receive(e, buf, len, src_ip, sport, tos, now_s);
     api_unlock(e);
     return 0;
 }
@@ -805,8 +960,11 @@ double tn_step(struct tn_engine *e, double now_s)
 {
     api_lock(e);
     e->step_now = now_s;
+    double held = release_held(e, now_s);
     send_acks(e);
-    double w = run_requesters(e, now_s);
+    double w = run_requesters(e, now_s, 1);
+    if (held >= 0 && (w < 0 || held < w))
+        w = held;
     api_unlock(e);
     return w;
 }
@@ -822,9 +980,11 @@ int tn_take_output(struct tn_engine *e, struct tn_out_pkt *out, int n)
 {
     api_lock(e);
     int k = n < e->ncapt ? n : e->ncapt;
-    memcpy(out, e->capt, sizeof *out * (size_t)k);
-    memmove(e->capt, e->capt + k, sizeof *out * (size_t)(e->ncapt - k));
-    e->ncapt -= k;
+    if (k > 0) {
+        memcpy(out, e->capt, sizeof *out * (size_t)k);
+        memmove(e->capt, e->capt + k, sizeof *out * (size_t)(e->ncapt - k));
+        e->ncapt -= k;
+    }
     api_unlock(e);
     return k;
 }

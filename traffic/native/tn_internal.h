@@ -81,7 +81,7 @@ struct tn_pkt {
     uint64_t va; uint32_t rkey, dma_len;
     uint32_t syndrome, msn;
     uint32_t sack_base; const uint8_t *sack_bits; uint32_t sack_len;
-    uint32_t fk, fm, findex, fslen, fcount;
+    uint32_t fk, fm, findex, fslen, fcount, fstride;
     const uint8_t *payload; uint32_t plen;
     const uint8_t *reth_raw;
 };
@@ -113,7 +113,7 @@ int tn_qp_post(struct tn_qp *q, int op, const void *buf, uint64_t len, uint64_t 
                double now, char *err, size_t errlen);
 /* requester: packets due now into out (at most budget); returns next wake (or -1) */
 double tn_qp_poll(struct tn_qp *q, double now, struct tn_out *out, int budget,
-                  struct tn_cq_sink *cq);
+                  struct tn_cq_sink *cq, int timers);
 void tn_qp_on_ack(struct tn_qp *q, const struct tn_pkt *p, double now, struct tn_cq_sink *cq);
 void tn_qp_on_echo(struct tn_qp *q, const struct tn_hop *hops, int n, const struct tn_pkt *p,
                    double now);

@@ -99,10 +99,12 @@ static void bk_set_rate(struct bucket *b, double rate, double now)
     if (b->tokens > b->depth)
         b->tokens = b->depth;
 }
+/* a packet larger than the bucket is deep goes once it is full, leaving it in debt
+ * (traffic/pacing.py) */
 static int bk_take(struct bucket *b, double n, double now)
 {
     bk_refill(b, now);
-    if (b->tokens >= n) {
+    if (b->tokens >= (n < b->depth ? n : b->depth)) {
         b->tokens -= n;
         return 1;
     }
@@ -110,16 +112,16 @@ static int bk_take(struct bucket *b, double n, double now)
 }
 static double bk_wait(const struct bucket *b, double n)
 {
-    double need = n - b->tokens;
+    double need = (n < b->depth ? n : b->depth) - b->tokens;
     return need <= 0 ? 0.0 : need * 8 / b->rate;
 }
 
 /* -- requester state ------------------------------------------------------------------ */
 struct tpkt {           /* a sent, unacknowledged data packet (slot seq & mask) */
-    int64_t seq, msg_no, last_tx, prev_tx, block;
-    double sent_s;
+    int64_t seq, msg_no, last_tx, prev_tx, first_tx, block;
+    double sent_s, first_sent_s;
     uint32_t off, len, retx;
-    uint8_t op, acked, queued, valid;
+    uint8_t op, acked, queued, valid, rto_retx;
 };
 struct tmsg {
     uint64_t wr_id, msg_id, size, va, first_seq, last_seq;
@@ -164,6 +166,10 @@ struct tn_qp {
     int64_t *open_seqs; uint8_t **open_syms; uint32_t *open_lens; uint32_t n_open;
     double srtt, rttvar, rto, rto_deadline, min_rtt, rtt_cand;  /* <0: None */
     int progress, rtos_unsampled;
+    int timers;         /* this poll may fire the retransmission timer */
+    double rto_floor;   /* learnt from spurious timeouts (settle_retx_acks) */
+    int64_t ack_fresh_tx;  /* within one ACK: the newest never-retransmitted packet ... */
+    int64_t *retx_acked; uint32_t n_retx_acked, cap_retx_acked;  /* ... and the resent */
     uint32_t win_pkts;
     /* responder */
     int64_t e, nak_for, msg_rx_id;
@@ -327,7 +333,7 @@ struct tn_qp *tn_qp_new(const struct tn_qp_attr *a, uint32_t local_ip, uint16_t 
     q->rto = a->rto_initial_s > a->rto_min_s ? a->rto_initial_s : a->rto_min_s;
     q->win_pkts = a->window_pkts;
     q->va = 0x10000;
-    q->pacer_due = -1; q->rate_cap = -1; q->hpcc_rtt = -1;
+    q->pacer_due = -1; q->rate_cap = -1; q->hpcc_rtt = -1; q->ack_fresh_tx = -1;
     q->first_queue_s = -1; q->first_cut_s = -1;
     q->nak_for = -1;
     q->ooo_hi = -1;
@@ -391,7 +397,7 @@ void tn_qp_free(struct tn_qp *q)
 {
     if (!q)
         return;
-    free(q->slots); free(q->blocks); free(q->msgs); free(q->scratch);
+    free(q->slots); free(q->blocks); free(q->msgs); free(q->scratch); free(q->retx_acked);
     while (q->repair_q.len)
         free(dq_pop(&q->repair_q).ptr);
     free(q->retx_q.v); free(q->repair_q.v); free(q->tx_order.v);
@@ -580,6 +586,8 @@ static double rto_value(const struct tn_qp *q)
         return q->a.rto_initial_s > q->a.rto_min_s ? q->a.rto_initial_s : q->a.rto_min_s;
     double var = q->rttvar > q->srtt / 8 ? q->rttvar : q->srtt / 8;
     double v = q->srtt + 4 * var;
+    if (v < q->rto_floor)
+        v = q->rto_floor;
     if (v < q->a.rto_min_s)
         v = q->a.rto_min_s;
     return v < q->a.rto_max_s ? v : q->a.rto_max_s;
@@ -614,7 +622,7 @@ static void check_rto(struct tn_qp *q, double now)
             if (!p || p->acked)
                 continue;
             if (!p->queued) {
-                p->queued = 1;
+                p->queued = p->rto_retx = 1;
                 dq_pushleft(&q->retx_q, s, 0, NULL);
                 q->c.timeouts++;
             }
@@ -648,9 +656,10 @@ static void apply_cc_rate(struct tn_qp *q, double now)
 static double poll_inner(struct tn_qp *q, double now, struct tn_out *out, int budget);
 
 double tn_qp_poll(struct tn_qp *q, double now, struct tn_out *out, int budget,
-                  struct tn_cq_sink *cq)
+                  struct tn_cq_sink *cq, int timers)
 {
     (void)cq;
+    q->timers = timers;
     if (q->a.role != TN_REQUESTER)
         return -1;
     if (!q->dc)
@@ -665,7 +674,8 @@ double tn_qp_poll(struct tn_qp *q, double now, struct tn_out *out, int budget,
 
 static double poll_inner(struct tn_qp *q, double now, struct tn_out *out, int budget)
 {
-    check_rto(q, now);
+    if (q->timers)  /* not while packets (maybe ACKs) are left unread */
+        check_rto(q, now);
     int sent = 0;
     while (sent < budget && out->n < out->cap) {
         int kind;
@@ -760,7 +770,7 @@ static double poll_inner(struct tn_qp *q, double now, struct tn_out *out, int bu
                 p->op = OP_WRITE_LAST;
             else
                 p->op = OP_WRITE_MIDDLE;
-            p->last_tx = tx; p->prev_tx = -1; p->sent_s = now;
+            p->last_tx = p->first_tx = tx; p->prev_tx = -1; p->sent_s = p->first_sent_s = now;
             if (++q->new_idx == m->npk) {
                 q->new_idx = 0;
                 q->new_msg++;
@@ -792,6 +802,7 @@ static void rtt_sample(struct tn_qp *q, double rtt)
     if (q->hpcc_rtt < 0 || rtt < q->hpcc_rtt)
         q->hpcc_rtt = rtt;
     q->rtos_unsampled = 0;
+    q->rto_floor *= 0.99;
     if (q->min_rtt < 0 || rtt < q->min_rtt)
         q->min_rtt = rtt;
     if (q->srtt < 0) {
@@ -812,8 +823,23 @@ static void mark_acked(struct tn_qp *q, int64_t seq, double now)
     q->progress = 1;
     q->c.acked_bytes += data_wire_len(p) - TN_ICRC;
     int64_t tx = p->last_tx;
-    if (p->retx && q->min_rtt >= 0 && now - p->sent_s < 0.8 * q->min_rtt)
+    if (p->retx && q->min_rtt >= 0 && now - p->sent_s < 0.8 * q->min_rtt) {
         tx = p->prev_tx;
+    } else if (p->retx) {  /* decided once the whole ACK is read (settle_retx_acks) */
+        if (q->n_retx_acked == q->cap_retx_acked) {
+            uint32_t nc = q->cap_retx_acked ? q->cap_retx_acked * 2 : 64;
+            int64_t *nv = realloc(q->retx_acked, sizeof *nv * nc);
+            if (nv) {
+                q->retx_acked = nv;
+                q->cap_retx_acked = nc;
+            }
+        }
+        if (q->n_retx_acked < q->cap_retx_acked)
+            q->retx_acked[q->n_retx_acked++] = seq;
+        tx = -1;
+    } else if (tx > q->ack_fresh_tx) {
+        q->ack_fresh_tx = tx;
+    }
     if (tx > q->hi_tx)
         q->hi_tx = tx;
     if (p->retx == 0) {
@@ -821,6 +847,30 @@ static void mark_acked(struct tn_qp *q, int64_t seq, double now)
         if (q->rtt_cand < 0 || rtt < q->rtt_cand)
             q->rtt_cand = rtt;
     }
+}
+
+/* traffic/requester.py _settle_retx_acks: which transmission of each retransmitted
+ * packet this ACK acknowledged; a timeout for a packet the receiver had is spurious */
+static void settle_retx_acks(struct tn_qp *q, double now)
+{
+    for (uint32_t i = 0; i < q->n_retx_acked; i++) {
+        struct tpkt *p = &q->slots[q->retx_acked[i] & q->smask];
+        if (p->seq != q->retx_acked[i])
+            continue;  /* (its slot is reused only a window later) */
+        int original = q->ack_fresh_tx > p->first_tx;
+        int64_t tx = original ? p->first_tx : p->last_tx;
+        if (tx > q->hi_tx)
+            q->hi_tx = tx;
+        if (original && p->rto_retx) {
+            q->c.spurious_timeouts++;
+            double f = 1.25 * (now - p->first_sent_s);
+            if (f < q->rto_floor)
+                f = q->rto_floor;
+            q->rto_floor = f < q->a.rto_max_s ? f : q->a.rto_max_s;
+        }
+    }
+    q->n_retx_acked = 0;
+    q->ack_fresh_tx = -1;
 }
 
 static void ack_up_to(struct tn_qp *q, int64_t seq, double now, struct tn_cq_sink *cq)
@@ -914,6 +964,7 @@ void tn_qp_on_ack(struct tn_qp *q, const struct tn_pkt *pk, double now, struct t
             if (q->una == psn_seq && psn_seq <= q->sent_up_to)
                 go_back(q, psn_seq);
         }
+        settle_retx_acks(q, now);
         rearm(q, now);
         return;
     }
@@ -930,6 +981,7 @@ void tn_qp_on_ack(struct tn_qp *q, const struct tn_pkt *pk, double now, struct t
                     mark_acked(q, base + i * 8 + bit, now);
         }
     }
+    settle_retx_acks(q, now);
     if (q->a.mode != TN_MODE_GBN)
         detect_losses(q);
     rearm(q, now);
@@ -1302,6 +1354,12 @@ static void on_repair(struct tn_qp *q, int64_t base, const struct tn_pkt *p, dou
     if (p->fcount < 1 || p->findex >= p->fm || p->plen != p->fslen || p->fm > 16 ||
         p->fcount > 128 || p->fslen > TN_SYM_HDR + q->a.mtu) {
         q->c.bad_length++;
+        return;
+    }
+    if (p->fstride > 1) {
+        /* an interleaved block (traffic.recovery, mode auto): not decoded here yet;
+         * counted and left to selective repeat rather than decoded as consecutive */
+        q->c.bad_opcode++;
         return;
     }
     if (base + p->fcount <= q->e)

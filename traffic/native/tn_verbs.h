@@ -42,6 +42,8 @@ enum tn_cc { TN_CC_NONE = 0, TN_CC_DCQCN = 1, TN_CC_HPCC = 2 };
 enum tn_engine_flags {
     TN_ENGINE_THREAD = 1,   /* run the I/O loop on an engine thread (tn_engine_start) */
     TN_ENGINE_STEP = 2,     /* no sockets: tn_inject / tn_step / tn_take_output */
+    TN_ENGINE_RT = 4,       /* engine thread at SCHED_FIFO priority 1 (or env TN_ENGINE_RT=1):
+                             * departures on time on a loaded host; needs CAP_SYS_NICE */
 };
 enum tn_wc_kind { TN_WC_SEND_DONE = 1, TN_WC_RECV_DONE = 2 };
 
@@ -55,6 +57,14 @@ struct tn_engine_attr {
     uint32_t rcvbuf_bytes;  /* receive socket buffer (8 MiB when 0) */
     uint32_t batch;         /* packets per recvmmsg/sendmmsg (64 when 0) */
     uint32_t cq_depth;      /* completion queue entries (65536 when 0) */
+    /* receive-side loss emulation (common/loss.py's models, an engine-own seeded RNG):
+     * 0 none, 1 Bernoulli(p), 2 Gilbert-Elliott(p, r, h, k); data and FEC repair
+     * packets only unless loss_scope_all */
+    uint32_t loss_kind;
+    uint32_t loss_scope_all;
+    double loss_p, loss_r, loss_h, loss_k;
+    uint64_t loss_seed;
+    double rx_delay_s;      /* hold every received packet this long (0..10 s), FIFO */
 };
 
 struct tn_qp_attr {
@@ -121,7 +131,7 @@ struct tn_wc {
 /* Per-QP counters: the same names and meaning as traffic.qp_types.QpCounters. */
 struct tn_qp_counters {
     uint64_t tx_pkts, tx_bytes, tx_data_pkts, retx_pkts, retx_bytes, repair_pkts,
-        timeouts, naks_rx, acks_rx, cnps_rx, echo_acks, acked_bytes, msgs_done, rx_pkts,
+        timeouts, spurious_timeouts, naks_rx, acks_rx, cnps_rx, echo_acks, acked_bytes, msgs_done, rx_pkts,
         rx_data_pkts, delivered_bytes, duplicates, ooo_dropped, ooo_buffered, naks_tx,
         acks_tx, fec_repaired, fec_blocks_decoded, psn_out_of_window, bad_opcode,
         bad_length, wrong_peer;
@@ -133,6 +143,8 @@ struct tn_engine_counters {
         unexpected_opcode, kernel_drops, cnps_tx, send_errors;
     uint64_t rx_batches, tx_batches, wakeups, spins, late_departures;
     double late_s;          /* sum of departure lateness beyond 20 us */
+    uint64_t realtime;      /* 1: the engine thread runs SCHED_FIFO (TN_ENGINE_RT) */
+    uint64_t injected_drops, injected_data_drops, injected_repair_drops;
 };
 
 /* A QP's state for snapshots (Requester.snapshot / Responder.snapshot). */
@@ -141,7 +153,7 @@ struct tn_qp_state {
     uint64_t outstanding, una, next_seq, sent_up_to;
     uint32_t next_new_psn, expected_psn, msn, ooo_now;
     uint32_t fec_k, fec_m, window_pkts, idle;
-    uint32_t sport, _pad;
+    uint32_t sport, injected; /* injected: packets for this QP the loss emulation dropped */
 };
 
 /* A packet captured in step mode (what would have been sent). */
@@ -172,6 +184,7 @@ void tn_free(void *data);
 
 int tn_set_rate(struct tn_engine *e, uint32_t qpn, double rate_bps);
 int tn_set_fec(struct tn_engine *e, uint32_t qpn, uint32_t k, uint32_t m);
+int tn_set_rx_delay(struct tn_engine *e, double delay_s); /* packets held keep theirs */
 int tn_qp_counters(struct tn_engine *e, uint32_t qpn, struct tn_qp_counters *out);
 int tn_qp_state(struct tn_engine *e, uint32_t qpn, struct tn_qp_state *out);
 int tn_engine_counters(struct tn_engine *e, struct tn_engine_counters *out);

@@ -18,10 +18,12 @@ from softswitch.backends.ebpf.exprs import ExprGen
 from softswitch.backends.ebpf.layout import (
     Layouts,
     cname,
+    const,
     ctype,
     scalar_width,
     stack_slots,
     strip,
+    wide,
     words16,
 )
 from softswitch.backends.ebpf.stateful_c import StatefulGen
@@ -70,6 +72,7 @@ class CGen(ExprGen, ControlGen, StatefulGen):
         self.function_results: dict[Any, str] = {}
         self.result_slot: str | None = None
         self.stack_scratch: dict[str, str] = {}
+        self.payload_sum_used = False    # a *_with_payload checksum: P->payload_sum per parse
         self.in_function = False
         self.stack_error = 3
         self._subcontrol_types: set[Any] = set()
@@ -101,7 +104,7 @@ class CGen(ExprGen, ControlGen, StatefulGen):
             if decl.init is not None:
                 out += self.copy_stack(f"P->{name}", self.lval(decl.init))
             return out
-        if isinstance(t, (T.HeaderType, T.StructType, T.HeaderUnionType)):
+        if isinstance(t, (T.HeaderType, T.StructType, T.HeaderUnionType, T.TupleType)):
             self.pipe_fields.append(f"{self.layouts.struct_name(t, decl)} {name};")
             scope[decl] = f"P->{name}"
             out = [f"__builtin_memset(&P->{name}, 0, sizeof(P->{name}));"]
@@ -266,24 +269,29 @@ class CGen(ExprGen, ControlGen, StatefulGen):
         t = strip(lhs.type)
         if isinstance(t, T.StackType):
             return self.copy_stack(self.lval(lhs), self.lval(rhs))
-        if isinstance(t, (T.HeaderType, T.StructType)):
+        if isinstance(t, (T.HeaderType, T.StructType, T.HeaderUnionType, T.TupleType)):
             if isinstance(rhs, (A.ListExpression, A.StructExpression)):
                 lines, slot = self.materialize(rhs)
                 return lines + [f"{self.lval(lhs)} = {slot};"]
             return [f"{self.lval(lhs)} = {self.object_value(rhs)};"]
         if isinstance(lhs, A.SliceExpression):
-            lo, hi = lhs.lo_value, lhs.hi_value
-            assert lo is not None and hi is not None
-            m = (1 << (hi - lo + 1)) - 1
-            base = lhs.expr
-            while isinstance(base, A.SliceExpression):    # x[7:4][3:0]: bits of x
-                assert base.lo_value is not None
-                lo += base.lo_value
-                base = base.expr
-            target = self.lval(base)
-            value = f"((((u64){self.ex(rhs)}) & {m:#x}ULL) << {lo})"
-            return [f"{target} = ({target} & ~({m:#x}ULL << {lo})) | {value};"]
+            return self.slice_store(lhs, self.ex(rhs))
         return [f"{self.lval(lhs)} = {self.ex(rhs)};"]
+
+    def slice_store(self, lhs: A.SliceExpression, value: str) -> list[str]:
+        """``x[hi:lo] = value`` (nested slices are bits of the innermost base)."""
+        lo, hi = lhs.lo_value, lhs.hi_value
+        assert lo is not None and hi is not None
+        m = (1 << (hi - lo + 1)) - 1
+        base = lhs.expr
+        while isinstance(base, A.SliceExpression):    # x[7:4][3:0]: bits of x
+            assert base.lo_value is not None
+            lo += base.lo_value
+            base = base.expr
+        wt = wide(self.width(base))
+        target = self.lval(base)
+        bits = f"((({wt}){const(m)}) << {lo})"
+        return [f"{target} = ({target} & ~{bits}) | ((({wt})({value}) << {lo}) & {bits});"]
 
     # --------------------------------------------------------------- calls
     def call_stmt(self, call: A.MethodCallExpression) -> list[str]:
@@ -306,12 +314,16 @@ class CGen(ExprGen, ControlGen, StatefulGen):
             raise EbpfUnsupported(call, f"built-in method {m}")
         if kind is A.CallKind.ACTION:
             fn = self.action_fn(call.callee_decl)
-            args = self.call_args(call.callee_decl, call.args)
-            return [f"{fn}({', '.join(args)});", "if (P->exited) return;"]
+            after: list[str] = []
+            args = self.call_args(call.callee_decl, call.args, after)
+            return [f"{fn}({', '.join(args)});"] + after + ["if (P->exited) return;"]
         if kind is A.CallKind.TABLE_APPLY:
             return [f"{self.table_call(call)};", "if (P->exited) return;"]
         if kind is A.CallKind.FUNCTION:
-            return [f"{self.call_expr(call)};"] + self.exit_check([call])
+            after = []
+            fn = self.function_fn(call.callee_decl)
+            line = f"{fn}({', '.join(self.call_args(call.callee_decl, call.args, after))});"
+            return [line] + after + self.exit_check([call])
         if kind is A.CallKind.CONTROL_APPLY:
             return self.control_call(call)
         if kind is A.CallKind.EXTERN_FUNCTION:

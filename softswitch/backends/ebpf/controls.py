@@ -63,6 +63,12 @@ class ControlGen:
     def gen_table(self, decl: A.TableDecl, prefix: str) -> None:
         raise NotImplementedError
 
+    def slice_store(self, lhs: A.SliceExpression, value: str) -> list[str]:
+        raise NotImplementedError
+
+    def materialize(self, e: A.Expression) -> tuple[list[str], str]:
+        raise NotImplementedError
+
     # ----------------------------------------------------------- functions
     def callable_params(self, decl: Any, what: str) -> tuple[list[str], dict[Any, str], list[str],
                                                              list[str]]:
@@ -105,11 +111,25 @@ class ControlGen:
                 scope[p] = pn
         return params, scope, entry, leave
 
-    def call_args(self, decl: Any, args: list[Any]) -> list[str]:
-        """The C arguments of a call of a function or an action (see `callable_params`)."""
+    def call_args(self, decl: Any, args: list[Any], after: list[str] | None = None) -> list[str]:
+        """The C arguments of a call of a function or an action (see `callable_params`);
+        a slice given for an out/inout parameter goes through a pipe slot, written back
+        into the slice by the statements the call appends to `after` (a call statement)."""
         out = ["P"]
         for p, a in zip(decl.params, args):
             t = strip(p.type_ref.type)
+            if isinstance(a.value, A.SliceExpression) and p.direction in (A.Direction.OUT,
+                                                                          A.Direction.INOUT):
+                if after is None:
+                    raise EbpfUnsupported(a, "a slice as an out argument of a call inside an "
+                                             "expression or a table's action list")
+                w = scalar_width(t, p)
+                slot = self.fresh("slice_arg")
+                self.pipe_fields.append(f"{ctype(w)} {slot};")
+                init = self.ex(a.value) if p.direction is A.Direction.INOUT else "0"
+                out.append(f"({{ P->{slot} = {init}; &P->{slot}; }})")
+                after += self.slice_store(a.value, f"P->{slot}")
+                continue
             if isinstance(t, (T.HeaderType, T.StructType, T.HeaderUnionType)) or \
                     p.direction in (A.Direction.OUT, A.Direction.INOUT):
                 if isinstance(a.value, A.DontCareExpression):

@@ -13,6 +13,7 @@ from softswitch.backends.ebpf.layout import (
     MAX_WIDTH,
     cname,
     const,
+    fields_of,
     is_signed,
     mask,
     scalar_width,
@@ -44,7 +45,7 @@ class ExprGen:
         the statements and the slot. Built aside, so ``h = {h.b, h.a}`` reads the old
         ``h``; a header so built is valid (P4 spec 8.11)."""
         t = strip(e.type)
-        if not isinstance(t, (T.HeaderType, T.StructType)):
+        if not isinstance(t, (T.HeaderType, T.StructType, T.TupleType)):
             raise EbpfUnsupported(e, f"an initialiser of {t}")
         slot = self.fresh("init")
         self.pipe_fields.append(f"{self.layouts.struct_name(t, e)} {slot};")
@@ -52,7 +53,7 @@ class ExprGen:
 
     def init_fields(self, target: str, t: Any, e: A.Expression) -> list[str]:
         if isinstance(e, A.ListExpression):
-            values = dict(zip((f for f, _ in t.fields), e.elems))
+            values = dict(zip((f for f, _ in fields_of(t)), e.elems))
         elif isinstance(e, A.StructExpression):
             values = {f.name: f.value for f in e.fields}
         else:
@@ -60,7 +61,7 @@ class ExprGen:
         lines = [f"__builtin_memset(&{target}, 0, sizeof({target}));"]
         if isinstance(t, T.HeaderType):
             lines.append(f"{target}._valid = 1;")
-        for fname, ftype in t.fields:
+        for fname, ftype in fields_of(t):
             v = values.get(fname)
             if v is None:
                 continue

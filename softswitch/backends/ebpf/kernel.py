@@ -1,6 +1,6 @@
 """The kernel side: compile and load the generated C with bcc (as a tc classifier or
 an XDP program), run packets through it with BPF_PROG_TEST_RUN, and release it all
-(attaching is the switch process's: `daemon`, `xdp_attach`).
+(attaching is the switch process's: `softswitch.targets.ebpf.daemon`, `xdp_attach`).
 
 Why BPF_PROG_TEST_RUN: it runs the loaded program on a packet the caller gives and
 returns the verdict and the packet as the program left it, with no interface and no
@@ -139,11 +139,27 @@ class LoadedProgram:
                 from None
         self.closed = False
         self.test_now_ns = 0
-        from softswitch.backends.ebpf.hashes_c import crc_table
+        from softswitch.backends.ebpf.hashes_c import CUSTOM_DEFAULTS, crc_table
         for algo in ("crc16", "crc32"):
             tab = self.table(f"p4_{algo}_table")
             for i, v in enumerate(crc_table(algo)):
                 tab[ctypes.c_int(i)] = ctypes.c_uint32(v)
+        for custom, params in CUSTOM_DEFAULTS.items():
+            self.set_custom_crc(custom, *params)
+
+    def set_custom_crc(self, algo: str, polynomial: int, initial: int, final_xor: int,
+                       reflect_input: bool, reflect_output: bool) -> None:
+        """Parameters of ``crc16_custom`` / ``crc32_custom`` (the runtime's hash_set_custom)."""
+        from softswitch.backends.ebpf.hashes_c import CUSTOM_CRCS, msb_crc_table
+        cell, width = CUSTOM_CRCS[algo]
+        tab = self.table(f"p4_{algo}_table")
+        for i, v in enumerate(msb_crc_table(width, polynomial)):
+            tab[ctypes.c_int(i)] = ctypes.c_uint32(v)
+        cfg = self.table("p4_crc_custom_cfg")
+        leaf = cfg.Leaf()
+        leaf.init, leaf.final_xor = initial, final_xor
+        leaf.refl_in, leaf.refl_out = int(reflect_input), int(reflect_output)
+        cfg[ctypes.c_int(cell)] = leaf
 
     @property
     def fd(self) -> int:

@@ -108,6 +108,7 @@ class Layouts:
     headers: dict[str, HeaderLayout] = field(default_factory=dict)
     top_level: dict[str, Any] = field(default_factory=dict)   # type name -> declaration
     _done: set[tuple[str, str]] = field(default_factory=set)
+    tuples: dict[str, str] = field(default_factory=dict)   # tuple type -> its struct's name
 
     def _field_node(self, type_name: str, fname: str, node: Any) -> Any:
         """The field's declaration (for its location in errors), else `node`."""
@@ -130,6 +131,10 @@ class Layouts:
         if isinstance(t, T.HeaderUnionType):
             self._struct(t, node, prefix="u")
             return f"struct u_{cname(t.name)}"
+        if isinstance(t, T.TupleType):          # a struct of fields f0, f1, ...
+            name = self.tuples.setdefault(str(t), f"tuple_{len(self.tuples)}")
+            self._struct(T.StructType(name=name, fields=fields_of(t)), node, prefix="t")
+            return f"struct t_{name}"
         raise EbpfUnsupported(node, f"values of type {t}")
 
     def header(self, t: T.HeaderType, node: Any) -> HeaderLayout:
@@ -187,6 +192,13 @@ class Layouts:
         lines.append("};")
         self._done.add((prefix, t.name))
         self.decls.append("\n".join(lines))
+
+
+def fields_of(t: Any) -> tuple[tuple[str, Any], ...]:
+    """(name, type) of a struct-like type's fields; a tuple's are f0, f1, ..."""
+    if isinstance(t, T.TupleType):
+        return tuple((f"f{i}", et) for i, et in enumerate(t.elems))
+    return tuple(t.fields)
 
 
 def stack_slots(size: int) -> int:

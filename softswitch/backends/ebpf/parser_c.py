@@ -158,10 +158,10 @@ def _lookaheads(g: CGen, node: Any, short_code: int) -> list[str]:
             fields.append((f"P->{name}._valid", -1, 0))
         else:
             w = g.width(call)
-            if w % 8 or w > 64:
-                raise EbpfUnsupported(call, f"lookahead of {w} bits (whole bytes up to 64 bits)")
+            if w % 8 or w > 128:
+                raise EbpfUnsupported(call, f"lookahead of {w} bits (whole bytes up to 128 bits)")
             name = g.fresh("la")
-            g.pipe_fields.append(f"u64 {name};")
+            g.pipe_fields.append(f"{wide(w)} {name};")
             nbytes, fields = w // 8, [(f"P->{name}", 0, w)]
         g.max_header = max(g.max_header, nbytes)
         out += [f"if (pk_load(ctx, P->off, P->buf, {nbytes}) < 0) {{",

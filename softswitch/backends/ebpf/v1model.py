@@ -19,7 +19,7 @@ from softswitch.architecture import ExternOp
 from softswitch.backends.ebpf.clones import lower_clone, lower_pass_request
 from softswitch.backends.ebpf.errors import EbpfUnsupported
 from softswitch.backends.ebpf.hashes_c import hash_c
-from softswitch.backends.ebpf.layout import cname, strip
+from softswitch.backends.ebpf.layout import cname, strip, words16
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T
 
@@ -55,6 +55,17 @@ def _field_list(gen: CGen, data: A.Expression) -> list[tuple[str, int]]:
     return [(gen.ex(data), gen.width(data))]
 
 
+def _split_varbit(gen: CGen, data: A.Expression) -> tuple[A.Expression, tuple[str, int] | None]:
+    """A field list ending in a varbit field: the list without it, and its (C path, max bits)."""
+    if isinstance(data, A.ListExpression) and data.elems:
+        last = strip(data.elems[-1].type)
+        if isinstance(last, T.VarbitType):
+            rest = A.ListExpression(loc=data.loc, elems=data.elems[:-1])
+            rest.type = data.type
+            return rest, (gen.lval(data.elems[-1]), last.max_width)
+    return data, None
+
+
 def _at_most_64(gen: CGen, call: A.MethodCallExpression, *values: A.Expression) -> None:
     """Results, bases and bounds of hashes, checksums and ``random`` are 64-bit C values."""
     for v in values:
@@ -63,12 +74,18 @@ def _at_most_64(gen: CGen, call: A.MethodCallExpression, *values: A.Expression) 
                                         "(at most 64 bits here)")
 
 
-def _checksum(gen: CGen, call: A.MethodCallExpression, verify: bool) -> list[str]:
+def _checksum(gen: CGen, call: A.MethodCallExpression, verify: bool, *, payload: bool = False
+              ) -> list[str]:
     cond, data, field, algo = (a.value for a in call.args)
     _at_most_64(gen, call, field)
     fw = gen.width(field)
     lines = [f"if ({gen.cond(cond)}) {{"]
-    lines += ["    " + x for x in hash_c(_algorithm(algo), _field_list(gen, data), call, "s")]
+    data, varbit = _split_varbit(gen, data)
+    pieces = _field_list(gen, data)
+    if payload:
+        lines += ["    " + x for x in _csum16_with_payload(gen, call, _algorithm(algo), pieces, varbit)]
+    else:
+        lines += ["    " + x for x in hash_c(_algorithm(algo), pieces, call, "s", varbit)]
     if verify:
         lines.append(f"    if ((u64)({gen.ex(field)}) != (s & {(1 << fw) - 1:#x}ULL)) "
                      "P->sm.checksum_error = 1;")
@@ -76,6 +93,32 @@ def _checksum(gen: CGen, call: A.MethodCallExpression, verify: bool) -> list[str
         lines.append(f"    {gen.lval(field)} = s & {(1 << fw) - 1:#x}ULL;")
     lines.append("}")
     return lines
+
+
+def _csum16_with_payload(gen: CGen, call: A.MethodCallExpression, algo: str | None,
+                         pieces: list[tuple[str, int]], varbit: tuple[str, int] | None) -> list[str]:
+    """csum16 over the field list, then the unparsed payload (its sum, ``P->payload_sum``,
+    is taken once after the parser): TCP/UDP checksums."""
+    total = sum(w for _, w in pieces)
+    if algo != "csum16" or total % 16:
+        raise EbpfUnsupported(call, f"{algo} with the payload (csum16 over whole 16-bit words of "
+                                    "fields only: other algorithms would walk the payload byte by "
+                                    "byte past the verifier's budget)")
+    gen.payload_sum_used = True
+    if "u32 payload_sum;" not in gen.pipe_fields:
+        gen.pipe_fields.append("u32 payload_sum;")
+    if varbit is None:
+        body = ["u64 s = 0;"] + [f"s += {w};" for w in words16(pieces)]
+        body.append("s += P->payload_sum;")
+    else:
+        # after an odd number of varbit bytes the payload's words straddle a byte: its
+        # ones' complement sum is then the byte-swapped one
+        body = hash_c(algo, pieces, call, "s", varbit)[:-4]
+        n = f"({varbit[0]}__bits / 8)"
+        body.append(f"s += ({n} & 1) ? (((P->payload_sum & 0xff) << 8) | (P->payload_sum >> 8)) "
+                    ": P->payload_sum;")
+    body += ["s = (s & 0xffff) + (s >> 16);"] * 3
+    return body + ["s = (~s) & 0xffff;"]
 
 
 def _hash(gen: CGen, call: A.MethodCallExpression) -> list[str]:
@@ -134,9 +177,7 @@ def lower_extern(gen: CGen, call: A.MethodCallExpression) -> list[str] | None:
     if sem.op is ExternOp.REQUEST and sem.request in ("resubmit", "recirculate"):
         return lower_pass_request(gen, call, str(sem.request), sem.params)
     if sem.op in (ExternOp.CHECKSUM_VERIFY, ExternOp.CHECKSUM_UPDATE):
-        if sem.with_payload:
-            raise EbpfUnsupported(call, f"{name} (checksums over the payload)")
-        return _checksum(gen, call, sem.op is ExternOp.CHECKSUM_VERIFY)
+        return _checksum(gen, call, sem.op is ExternOp.CHECKSUM_VERIFY, payload=bool(sem.with_payload))
     raise EbpfUnsupported(call, f"extern {name} ({sem.op.name.lower()})")
 
 

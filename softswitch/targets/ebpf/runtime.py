@@ -50,6 +50,14 @@ class EbpfRuntime(SwitchRuntime):
     def _map(self, name: str) -> Any:
         return self.extern_maps[name]
 
+    # ------------------------------------------------------------ custom CRCs
+    def hash_set_custom(self, algorithm: str, *, polynomial: int, initial: int = 0, final_xor: int = 0,
+                        reflect_input: bool = True, reflect_output: bool = True) -> None:
+        """As on the Python target (checked there), then into the kernel's table and cell."""
+        super().hash_set_custom(algorithm, polynomial=polynomial, initial=initial, final_xor=final_xor,
+                                reflect_input=reflect_input, reflect_output=reflect_output)
+        self.kernel.set_custom_crc(algorithm, polynomial, initial, final_xor, reflect_input, reflect_output)
+
     # ---------------------------------------------------------------- counters
     def counter(self, name: str) -> Counter:
         obj = super().counter(name)

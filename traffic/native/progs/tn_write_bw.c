@@ -26,6 +26,21 @@ static void usage(const char *p)
     exit(2);
 }
 
+/* 4096, 64K, 1M, 1G (binary multiples, as `python -m traffic -s`) */
+static unsigned long long size_arg(const char *v, const char *prog)
+{
+    char *end;
+    unsigned long long n = strtoull(v, &end, 0);
+    if (*end == 'K' || *end == 'k') { n <<= 10; end++; }
+    else if (*end == 'M' || *end == 'm') { n <<= 20; end++; }
+    else if (*end == 'G' || *end == 'g') { n <<= 30; end++; }
+    if (*end || end == v) {
+        fprintf(stderr, "%s: size %s: expected e.g. 4096, 64K, 1M\n", prog, v);
+        exit(2);
+    }
+    return n;
+}
+
 static double wall(void)
 {
     struct timespec t;
@@ -49,7 +64,7 @@ int main(int argc, char **argv)
         i++;
         if (!strcmp(a, "--local")) local = v;
         else if (!strcmp(a, "--peer")) peer = v;
-        else if (!strcmp(a, "-s")) size = strtoull(v, NULL, 0);
+        else if (!strcmp(a, "-s")) size = size_arg(v, argv[0]);
         else if (!strcmp(a, "-n")) iters = strtoull(v, NULL, 0);
         else if (!strcmp(a, "-q")) qps = atoi(v);
         else if (!strcmp(a, "-M")) mtu = (unsigned)atoi(v);
@@ -68,7 +83,7 @@ int main(int argc, char **argv)
     }
     struct in_addr la, pa;
     if (!local || !peer || !inet_aton(local, &la) || !inet_aton(peer, &pa) || qps < 1 ||
-        depth < 1 || size < 1 || iters < 1)
+        depth < 1 || size < 1 || size > 0xFFFFFFFFull || iters < 1)
         usage(argv[0]);
     struct tn_engine_attr ea = {.ip = la.s_addr, .port = 4791, .flags = TN_ENGINE_THREAD};
     char err[256];

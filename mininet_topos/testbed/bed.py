@@ -138,6 +138,8 @@ class Testbed:
     fec_target: float = 0.0   # > 0: the controller chooses FEC per flow (--fec-target)
     ecn: str | None = None    # the controller's --ecn KMIN:KMAX:PMAX (None: its default)
     influx_url: str | None = None   # the controller exports live to this InfluxDB
+    web: str | None = None          # HOST:PORT: the controller serves the live view there
+    web_url: str | None = None      # ... at this address (with its token beyond loopback)
     influx_database: str = "int_telemetry"
     auth: bool = True         # per-run key file for agents and controller (formats.auth)
     key_file: Path | None = None
@@ -350,6 +352,14 @@ class Testbed:
             argv += ["--ecn", self.ecn]
         if self.influx_url:
             argv += ["--influx", self.influx_url, "--database", self.influx_database]
+        if self.web:
+            from controller.web import parse_web_address
+            from controller.web.server import check_web_exposure
+            host, port = parse_web_address(self.web)
+            token = check_web_exposure(host, None)
+            argv += ["--web", f"{host}:{port}"] + (["--web-token", token] if token else [])
+            shown = f"[{host}]" if ":" in host else host
+            self.web_url = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
         for h, (_, host_ip, fb) in sorted(self.mgmt.items()):
             argv += ["--agent", f"{h}={host_ip}:{fb}"] if self.feedback else []
         proc = self.spawn("controller", None, argv)
@@ -378,7 +388,7 @@ class Testbed:
         for sw in self.topo.switch_names:
             (d / f"{sw}.jsonl").unlink(missing_ok=True)
             nodes.append(f"{sw}={self.net.get(sw).pid}")
-        self.spawn("sampler", None, [self.python, "-m", "mininet_topos.experiment.sampler",
+        self.spawn("sampler", None, [self.python, "-m", "mininet_topos.testbed.sampler",
                                      "--interval", f"{self.sample_interval_s:g}",
                                      "--out-dir", str(d), *nodes])
 

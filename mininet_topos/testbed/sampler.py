@@ -8,7 +8,7 @@ packets sent by one end minus packets received by the other are exactly the pack
 the wire lost, like the P4 program's link sequence counters.  One process reads every
 node in the same instant (so the two ends of a link are compared at the same time)::
 
-    python -m mininet_topos.experiment.sampler --interval 0.2 --out-dir DIR s1=PID1 s2=PID2
+    python -m mininet_topos.testbed.sampler --interval 0.2 --out-dir DIR s1=PID1 s2=PID2
 
 and writes ``DIR/<node>.jsonl``.
 
@@ -101,7 +101,7 @@ def _node_pid(text: str) -> tuple[str, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m mininet_topos.experiment.sampler",
+    ap = argparse.ArgumentParser(prog="python -m mininet_topos.testbed.sampler",
                                  description="Sample interface counters and queues.")
     ap.add_argument("--interval", type=float, default=0.2, help="seconds between samples")
     ap.add_argument("--out-dir", type=Path, required=True,
