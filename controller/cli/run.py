@@ -7,6 +7,7 @@ examples:
   python -m controller run --topology dumbbell.yaml --once    # program, report, exit
   python -m controller run --topology two_dc.yaml --out out/ --coll-log logs/   # live diagnosis
   python -m controller run --topology dumbbell.yaml --ecn 2000:20000:0.1   # DCQCN marking
+  python -m controller run --topology leaf_spine.yaml --coll-log logs/ --mitigate act   # recover
   python -m controller run --topology dumbbell.yaml --web 127.0.0.1:8080   # live view in a browser
   python -m controller run --topology dumbbell.yaml --alerts alerts.yaml   # own alert rules
   python -m controller run --topology dumbbell.yaml --target bmv2 \\
@@ -141,6 +142,18 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         "(diagnosis) and OUT/summary.json (repeatable)")
     p.add_argument("--diagnose-every", type=argtypes.positive, default=1.0, metavar="S",
                    help="with --coll-log: diagnose again every S seconds (default 1)")
+    p.add_argument("--mitigate", choices=("off", "advise", "act"), default="off",
+                   help="act on the faults the diagnosis and the loss map name: reroute off a lossy "
+                        "or dead link, drain a switch, raise FEC (act), or only log what it would "
+                        "do (advise); actions go to the state file (mitigation) and the export "
+                        "(controller/mitigate/README.md; default off)")
+    p.add_argument("--mitigate-confidence", type=float, default=0.5, metavar="X",
+                   help="least confidence of a finding acted on (default 0.5)")
+    p.add_argument("--mitigate-hold-down", type=argtypes.positive, default=10.0, metavar="S",
+                   help="an action holds at least S s, doubled each time its target is named "
+                        "again after an undo (default 10)")
+    p.add_argument("--mitigate-budget", type=int, default=6, metavar="N",
+                   help="at most N actions in any minute (default 6)")
     p.add_argument("--web", type=_web, metavar="HOST:PORT",
                    help="serve the live view (topology, links, flows, loss map, diagnosis, alerts) "
                         "there; loopback needs no token, any other address gets one (printed)")
@@ -208,6 +221,8 @@ def run(args: argparse.Namespace) -> int:
         "ecn": args.ecn, "cc": args.cc, "key_file": args.key_file, "insecure": args.insecure,
         "sender_id": args.sender_id,
         "coll_logs": list(args.coll_log), "diagnose_every_s": args.diagnose_every,
+        "mitigate": args.mitigate, "mitigate_min_confidence": args.mitigate_confidence,
+        "mitigate_hold_down_s": args.mitigate_hold_down, "mitigate_budget_per_min": args.mitigate_budget,
         "web": args.web, "web_token": args.web_token}
     if args.alerts is not None:
         kw["alert_rules"] = args.alerts

@@ -23,6 +23,8 @@ int_collector      collector               report_datagrams i, reports i,
 cc_rate            src, dst, sport, qp,    rate_bps f, utilisation f, bottleneck_hop i
                    algo
 link_loss          link                    lost i, delivered i, loss_rate f
+mitigation         verb, target, kind,     seq i, confidence f, onset_to_action_s f,
+                   source, outcome         write_s f, hold_s f, reason s, component s
 alert              rule, subject, kind     state s, value f, threshold f
 =================  ======================  ==================================================
 
@@ -59,6 +61,7 @@ M_AGENT = "int_agent"
 M_COLLECTOR = "int_collector"
 M_RATE = "cc_rate"
 M_LINK_LOSS = "link_loss"
+M_MITIGATION = "mitigation"
 M_ALERT = "alert"
 
 TAGS: dict[str, tuple[str, ...]] = {
@@ -66,6 +69,7 @@ TAGS: dict[str, tuple[str, ...]] = {
     M_REPORT_SEQ: ("switch", "hw_id"), M_AGENT: ("agent",), M_COLLECTOR: ("collector",),
     M_RATE: ("src", "dst", "sport", "qp", "algo"), M_LINK_LOSS: ("link",),
     M_ALERT: ("rule", "subject", "kind"),
+    M_MITIGATION: ("verb", "target", "kind", "source", "outcome"),
 }
 """The tag keys of each measurement (the rest of its CSV columns but time_ns are fields)."""
 
@@ -79,6 +83,8 @@ CSV_COLUMNS: dict[str, list[str]] = {
     M_RATE: ["time_ns", "src", "dst", "sport", "qp", "algo", "rate_bps", "utilisation",
              "bottleneck_hop"],
     M_LINK_LOSS: ["time_ns", "link", "lost", "delivered", "loss_rate"],
+    M_MITIGATION: ["time_ns", "verb", "target", "kind", "source", "outcome", "seq", "confidence",
+                   "onset_to_action_s", "write_s", "hold_s", "component", "reason"],
     M_ALERT: ["time_ns", "rule", "subject", "kind", "state", "value", "threshold"],
 }
 
@@ -262,6 +268,28 @@ def link_loss_lines(*, links: list[str], lost: np.ndarray, delivered: np.ndarray
         fields={"lost": lost[li, bi], "delivered": deliv[li, bi], "loss_rate": rate},
         time_ns=np.asarray(bin_time_ns, np.int64)[bi],
     )
+
+
+def mitigation_lines(actions: list[dict[str, Any]]) -> list[str]:
+    """One ``mitigation`` point per action (``controller.mitigate.Action.as_dict()``),
+    at the time it was decided; onset_to_action_s is left out when the finding had no
+    onset, write_s when nothing was written."""
+    out = []
+    for a in actions:
+        fields: dict[str, Any] = {"seq": int(a["seq"]), "confidence": float(a.get("confidence") or 0.0),
+                                  "hold_s": float(a.get("hold_s") or 0.0),
+                                  "component": str(a.get("component") or ""),
+                                  "reason": str(a.get("reason") or "")}
+        if a.get("onset") is not None:
+            fields["onset_to_action_s"] = float(a["at"]) - float(a["onset"])
+        if a.get("write_s") is not None:
+            fields["write_s"] = float(a["write_s"])
+        line = format_line(M_MITIGATION, {k: str(a.get(k) or "") for k in
+                                          ("verb", "target", "kind", "source", "outcome")},
+                           fields, int(float(a["at"]) * 1e9))
+        if line is not None:
+            out.append(line)
+    return out
 
 
 def alert_lines(alerts: list[dict[str, object]], *, time_ns: int) -> list[str]:

@@ -5,7 +5,7 @@
                                                  collector=CollectorSpec(host="h5")))
     desired["s1"].entries      # TableEntry list (routes, ARP, INT, ports, ECN, report)
 """
-from .compute import compute_intent
+from .compute import compute_intent, routing_topology
 from .errors import IntentError
 from .options import (
     COLLECTOR_UDP_PORT,
@@ -21,4 +21,4 @@ from .options import (
 
 __all__ = ["COLLECTOR_UDP_PORT", "HPCC_DS_INSTRUCTION", "HPCC_INSTRUCTION_BITMAP", "REPORT_CLONE_SESSION",
            "CollectorSpec", "EcnProfile", "IntentError", "IntentOptions", "SinkMode", "WatchRule",
-           "compute_intent"]
+           "compute_intent", "routing_topology"]

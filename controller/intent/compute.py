@@ -10,7 +10,9 @@ destinations, which a hash is not).
 """
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
+from collections.abc import Iterable
 
 from controller.p4rt.entries import CloneSession, DesiredState, TableEntry
 from controller.topology import (
@@ -77,13 +79,33 @@ def _collector_path(topo: Topology, spec: CollectorSpec) -> tuple[str, str, dict
     return spec.ip, spec.mac.lower(), out
 
 
-def compute_intent(topo: Topology, options: IntentOptions | None = None) -> dict[str, DesiredState]:
-    """Per switch name, the entries, default actions and clone sessions it should hold."""
+def routing_topology(topo: Topology, avoid: Iterable[str] = ()) -> Topology:
+    """``topo`` without the links named in ``avoid`` (either order of the ends): the
+    graph routes are computed on while a mitigation keeps traffic off those links."""
+    gone = set()
+    for name in avoid:
+        ln = topo.link(name)      # RoutingError (a TopologyError) for an unknown link
+        if ln.role is LinkRole.HOST:
+            raise IntentError(f"cannot route around host link {ln.name}")
+        gone.add(ln.name)
+    if not gone:
+        return topo
+    return dataclasses.replace(topo, links=tuple(ln for ln in topo.links if ln.name not in gone))
+
+
+def compute_intent(topo: Topology, options: IntentOptions | None = None, *,
+                   avoid: Iterable[str] = ()) -> dict[str, DesiredState]:
+    """Per switch name, the entries, default actions and clone sessions it should hold.
+
+    ``avoid``: link names the routes (and the reports' way to the collector) must not
+    use; the ports keep their configuration (rate, MTU, link sequence numbers), so the
+    link's loss counters keep working when traffic returns to it."""
     opts = options or IntentOptions()
-    host_routes = routes(topo, aggregate=False)
+    rtopo = routing_topology(topo, avoid)
+    host_routes = routes(rtopo, aggregate=False)
     arp = arp_proxy_entries(topo)
     ports = port_configs(topo)
-    collector = _collector_path(topo, opts.collector) if opts.collector else None
+    collector = _collector_path(rtopo, opts.collector) if opts.collector else None
     out: dict[str, DesiredState] = {}
     base = int(ipaddress.IPv4Address(opts.report_switch_ip_base))
     for sw in topo.switches:

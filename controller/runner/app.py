@@ -37,13 +37,21 @@ from controller.diagnose.live import LiveDiagnosis
 from controller.export.credentials import Credentials, load_credentials
 from controller.export.errors import ExportError
 from controller.export.runner import CollectorExport, InfluxTarget, open_exporter
-from controller.export.schema import link_loss_lines, rate_lines
+from controller.export.schema import link_loss_lines, mitigation_lines, rate_lines
 from controller.int.collector import Collector, CollectorConfig
 from controller.int.errors import CollectorError
 from controller.intent import IntentError, IntentOptions, WatchRule, compute_intent
 from controller.lossmap.listener import FlowLossListener
 from controller.lossmap.report import lossmap_section
 from controller.lossmap.stream import FlowLossStream
+from controller.mitigate import (
+    Guard,
+    LossMapRule,
+    MitigationMode,
+    Mitigator,
+    findings_from_diagnosis,
+    findings_from_lossmap,
+)
 from controller.p4rt import (
     ArbitrationError,
     ConnectError,
@@ -72,6 +80,7 @@ LOG = logging.getLogger("controller.runner")
 
 R_RX_EXPECTED = "SwitchIngress.link_rx_expected"
 R_TX_SEQ = "SwitchEgress.link_tx_seq"
+MITIGATION_FEC_RESIDUAL = 1e-4   # what a mitigation's "raise FEC" aims for without --fec-target
 
 
 def _export_keys(exporter: Any) -> dict[str, Any]:
@@ -113,6 +122,8 @@ class Controller:
     flow_loss: FlowLossListener | None = None
     links: LinkPoller | None = None
     live: LiveDiagnosis | None = None      # live fault diagnosis (--coll-log)
+    mitigator: Mitigator | None = None     # --mitigate advise|act
+    intent_options: IntentOptions | None = None
     _loss_exported_ns: int = 0
     fec_records: int = 0
     alerts: AlertEngine = field(init=False)
@@ -149,6 +160,7 @@ class Controller:
                                  ecn=c.ecn)
         except IntentError as exc:
             raise RunError(str(exc)) from None
+        self.intent_options = opts
         try:
             desired = compute_intent(self.topo, opts)
         except (IntentError, TopologyError) as exc:
@@ -199,6 +211,13 @@ class Controller:
             self.live = LiveDiagnosis(topo=self.topo, out_dir=Path(self.cfg.out_dir),
                                       logs=[Path(x) for x in self.cfg.coll_logs],
                                       every_s=self.cfg.diagnose_every_s).start()
+        if self.cfg.mitigate != "off":
+            assert self.intent_options is not None
+            self.mitigator = Mitigator(topo=self.topo, options=self.intent_options, switches=self.fleet.switches,
+                                       mode=MitigationMode(self.cfg.mitigate),
+                                       guard=Guard(min_confidence=self.cfg.mitigate_min_confidence,
+                                                   hold_down_s=self.cfg.mitigate_hold_down_s,
+                                                   budget_per_min=self.cfg.mitigate_budget_per_min))
         self.write_state()
         if self.cfg.web is not None:
             from controller.web import WebServer, build_view
@@ -256,8 +275,12 @@ class Controller:
             self.hpcc.poll_confirmations()
 
     def _send_fec(self) -> None:
-        """FEC per active flow from the link loss map (only with `fec_target_residual`)."""
-        if not self.cfg.fec_target_residual or self.collector is None or self.hpcc is None \
+        """FEC per active flow from the link loss map (with `fec_target_residual`, or
+        while a mitigation raised FEC on a link every path of some flows crosses)."""
+        target = self.cfg.fec_target_residual
+        if not target and self.mitigator is not None and self.mitigator.fec_links():
+            target = MITIGATION_FEC_RESIDUAL
+        if not target or self.collector is None or self.hpcc is None \
                 or self.links is None or not self.links.links:
             return
         f = self.collector.flow_snapshot()
@@ -270,7 +293,7 @@ class Controller:
         ids = {s.name: s.int_node_id for s in self.topo.switches}
         rows = link_rows_by_switch_pair(self.links.links, ids)
         paths = flow_paths(f.path_node[sel], f.hop_count[sel], rows)
-        dec = choose_flow_fec(self.links.stream, paths, target_residual=self.cfg.fec_target_residual)
+        dec = choose_flow_fec(self.links.stream, paths, target_residual=target)
         k, m = fec_to_wire(dec.fec_k, dec.fec_m)
         for slot, kk, mm in zip(f.slot[sel].tolist(), dec.fec_k.tolist(), dec.fec_m.tolist(), strict=True):
             self._fec_by_slot[int(slot)] = (int(kk), int(mm))
@@ -354,6 +377,7 @@ class Controller:
         if self.links is not None:
             self.links.poll()
             self._export_losses()
+            self._mitigate()
             self._send_fec()
         self._export_rates()
         self.write_state()
@@ -403,6 +427,28 @@ class Controller:
         self.exporter.write(link_loss_lines(links=[d.name for d in self.links.links], lost=m.lost[:, done],
                                             delivered=m.delivered[:, done], bin_time_ns=bin_time[done]))
         self._loss_exported_ns = int(bin_time[done][-1]) + m.bins.bin_ns
+
+    def _mitigate(self, now: float | None = None) -> None:
+        """Findings of this round (the live diagnosis' culprits, the loss map's closed
+        bins) through the mitigation policy; its actions go to the export."""
+        if self.mitigator is None:
+            return
+        findings = findings_from_diagnosis(self.live.snapshot() if self.live else None)
+        if self.links is not None and self.links.links:
+            m = self.links.stream.snapshot()
+            rule = LossMapRule()
+            start = m.bins.start_ns + np.arange(m.bins.n_bins, dtype=np.int64) * m.bins.bin_ns
+            closed = np.flatnonzero(start + m.bins.bin_ns <= time.time_ns())
+            keep = closed[-(max(rule.window_bins, rule.dead_bins) + 1):]
+            if keep.size:
+                findings += findings_from_lossmap(
+                    names=[d.name for d in self.links.links], links=[d.link for d in self.links.links],
+                    lost=m.lost[:, keep], delivered=m.delivered[:, keep], bin_start_s=start[keep] / 1e9,
+                    bin_s=m.bins.bin_ns / 1e9, rule=rule)
+        self.mitigator.step(findings, now)
+        done = self.mitigator.take_unexported()
+        if done and self.exporter is not None:
+            self.exporter.write(mitigation_lines(done))
 
     def _export_rates(self) -> None:
         if self.collector is None or self.hpcc is None or self.exporter is None:
@@ -513,7 +559,8 @@ class Controller:
                                            now_ns=time.time_ns())
                 if self.links and self.links.links else None,
                 "link_poll_errors": dict(self.links.errors) if self.links else {},
-                "diagnosis": self.live.snapshot() if self.live else None}
+                "diagnosis": self.live.snapshot() if self.live else None,
+                "mitigation": self.mitigator.snapshot() if self.mitigator else None}
 
     def write_state(self) -> None:
         """Snapshot, alerts on it, the state file; the page serves this snapshot."""

@@ -66,6 +66,11 @@ class RunConfig:
     # live fault diagnosis: the ranks' collective log folders (empty: off), how often
     coll_logs: list[str] = field(default_factory=list)
     diagnose_every_s: float = 1.0
+    # mitigation (controller.mitigate): off, advise (log what it would do), act (write it)
+    mitigate: str = "off"
+    mitigate_min_confidence: float = 0.5
+    mitigate_hold_down_s: float = 10.0
+    mitigate_budget_per_min: int = 6
     # formats.auth key file: agents' batches and confirmations must be sealed with it,
     # feedback is sealed, Telemetry Reports come only from the switches (README: Security)
     key_file: str | None = None
@@ -87,6 +92,13 @@ class RunConfig:
                      "base_rtt_s", "diagnose_every_s"):
             if not getattr(self, name) > 0:
                 raise RunError(f"{name} = {getattr(self, name)} must be > 0")
+        if self.mitigate not in ("off", "advise", "act"):
+            raise RunError(f"--mitigate {self.mitigate!r}: choose off, advise or act")
+        if not 0 <= self.mitigate_min_confidence <= 1:
+            raise RunError(f"--mitigate-confidence {self.mitigate_min_confidence}: must be in [0, 1]")
+        if not self.mitigate_hold_down_s > 0 or self.mitigate_budget_per_min < 1:
+            raise RunError(f"--mitigate-hold-down {self.mitigate_hold_down_s} must be > 0 and "
+                           f"--mitigate-budget {self.mitigate_budget_per_min} >= 1")
         try:
             self.cc = cc_registry.get(self.cc, ("controller",)).name
         except ConfigError as e:

@@ -15,7 +15,9 @@ Schema (version 1)::
      "hops":     [{"node_id", "switch", "egress_port", "qlen_bytes", "qlen_pkts", "tx_rate_bps",
                    "line_rate_bps", "utilisation", "hop_latency_ns", "samples"}],
      "losses":   [{"link", "role", "lost"}],
-     "collector": {...counters...}}
+     "collector": {...counters...},
+     "diagnosis": {...} | null,      # --coll-log: controller/diagnose
+     "mitigation": {...} | null}     # --mitigate advise|act: controller/mitigate/README.md
 
 ``collector`` counts drops of telemetry on the way in: ``reports_lost`` (report sequence
 gaps), ``socket_drops`` (the kernel dropped datagrams: the collector fell behind),

@@ -1,0 +1,120 @@
+"""What the mitigation acts on: findings, from the diagnosis and from the link loss map.
+
+Why two sources: the diagnosis (``controller.diagnose``) names every kind of culprit
+with a confidence and an onset but needs the ranks' collective logs and a slow
+transfer; the loss map (the switches' link sequence counters, polled each tick) sees a
+lossy or silent fabric link on its own within a bin or two.  Both become the same
+`Finding`, so the policy has one input and the evidence of each is kept for the log.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Finding", "LossMapRule", "findings_from_diagnosis", "findings_from_lossmap"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Finding:
+    """A faulty component as a source names it (``component`` in the diagnosis' form:
+    "s1:3->s5:3" for a directed link, "s3:2" for a switch port, "s3" for a switch,
+    "h5" for a host, "2" for a rank)."""
+
+    kind: str
+    type: str
+    component: str
+    confidence: float
+    onset: float | None
+    source: str                       # "diagnosis" | "lossmap"
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+
+
+def findings_from_diagnosis(diag: Mapping[str, Any] | None) -> list[Finding]:
+    """The culprits of a diagnosis (``Diagnosis.as_dict()``, as ``LiveDiagnosis``
+    publishes it); malformed rows are skipped (a half-written verdict is not an order)."""
+    if not diag or not diag.get("fault"):
+        return []
+    out = []
+    for c in diag.get("culprits") or []:
+        try:
+            out.append(Finding(kind=str(c["kind"]), type=str(c["type"]), component=str(c["component"]),
+                               confidence=float(c["confidence"]),
+                               onset=None if c.get("onset") is None else float(c["onset"]),
+                               source="diagnosis", evidence=dict(c.get("evidence") or {})))
+        except (KeyError, TypeError, ValueError):
+            continue
+    return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LossMapRule:
+    """When the loss map alone names a link.
+
+    Gray loss: over the last ``window_bins`` closed bins the direction lost at least
+    ``min_lost`` packets at a rate of at least ``min_rate`` and ``noise_x`` times the
+    next lossiest direction's (a loaded test bed loses a little everywhere); confidence
+    rises with the rate up to 1 at ``2 * min_rate``.
+    Dead: both directions of a link delivered at least ``min_busy`` packets a bin
+    before and nothing in the last ``dead_bins`` closed bins, while the rest of the
+    fabric still delivered (an idle network is not a dead link)."""
+
+    window_bins: int = 2
+    min_rate: float = 0.01
+    min_lost: int = 10
+    noise_x: float = 3.0
+    dead_bins: int = 2
+    min_busy: int = 50
+    dead_confidence: float = 0.8
+
+
+def findings_from_lossmap(*, names: Sequence[str], links: Sequence[str], lost: np.ndarray,
+                          delivered: np.ndarray, bin_start_s: np.ndarray, bin_s: float,
+                          rule: LossMapRule = LossMapRule()) -> list[Finding]:
+    """Findings from closed bins of a link loss map (rows: directed links named
+    ``names``, the undirected ``links`` they belong to; columns: closed bins, oldest
+    first, starting at ``bin_start_s`` (Unix s))."""
+    out: list[Finding] = []
+    n_bins = lost.shape[1] if lost.ndim == 2 else 0
+    if not len(names) or n_bins == 0:
+        return out
+    w = min(rule.window_bins, n_bins)
+    lw, dw = lost[:, -w:].sum(axis=1), delivered[:, -w:].sum(axis=1)
+    tot = lw + dw
+    rate = np.divide(lw, tot, out=np.zeros(len(names)), where=tot > 0)
+    for i, name in enumerate(names):
+        others = np.delete(rate, i)
+        floor = float(others.max()) if others.size else 0.0
+        if lw[i] >= rule.min_lost and rate[i] >= rule.min_rate and rate[i] >= rule.noise_x * floor:
+            cols = np.flatnonzero(lost[i, -w:] > 0)
+            onset = float(bin_start_s[-w:][cols[0]]) if cols.size else None
+            out.append(Finding(kind="gray_loss", type="link", component=name,
+                               confidence=float(min(1.0, rate[i] / (2 * rule.min_rate))), onset=onset,
+                               source="lossmap",
+                               evidence={"lost": int(lw[i]), "delivered": int(dw[i]),
+                                         "loss_rate": round(float(rate[i]), 4),
+                                         "next_lossiest_rate": round(floor, 4), "bins": w}))
+    d = rule.dead_bins
+    if n_bins < d + 1:
+        return out
+    quiet = delivered[:, -d:].sum(axis=1) + lost[:, -d:].sum(axis=1) == 0
+    busy_before = delivered[:, -d - 1] >= rule.min_busy
+    by_link: dict[str, list[int]] = {}
+    for i, ln in enumerate(links):
+        by_link.setdefault(ln, []).append(i)
+    for ln, rows in by_link.items():
+        if not all(quiet[r] and busy_before[r] for r in rows):
+            continue
+        rest = [r for r in range(len(names)) if r not in rows]
+        if not rest or delivered[rest, -d:].sum() <= 0:
+            continue
+        for r in rows:
+            out.append(Finding(kind="link_down", type="link", component=names[r],
+                               confidence=rule.dead_confidence, onset=float(bin_start_s[-d]),
+                               source="lossmap",
+                               evidence={"delivered_before": int(delivered[r, -d - 1]),
+                                         "silent_bins": d,
+                                         "rest_delivered": int(delivered[rest, -d:].sum())}))
+    return out
