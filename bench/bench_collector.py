@@ -204,14 +204,17 @@ def loop_latency(batches: list[list[bytes]], max_samples: int
 
 
 def socket_rate(kind: str, datagrams: list[bytes], rounds: int = 4,
-                config: CollectorConfig | None = None) -> tuple[float, float, dict[str, float]]:
+                config: CollectorConfig | None = None, native: bool = True
+                ) -> tuple[float, float, dict[str, float]]:
     """From the socket into the tables on one core: (samples/s, hop records/s) of the
     collector thread's CPU time, and its share per stage.  The datagrams are sent while
-    the collector is held, so they wait in its socket as under load, then drained."""
+    the collector is held, so they wait in its socket as under load, then drained.
+    ``native=False``: the tables' numpy path instead of tables.c."""
     import socket
     cfg = config or CollectorConfig(report_port=0, agent_port=0, flow_capacity=1 << 16,
                                     rcvbuf_bytes=256 << 20)
     with Collector(cfg) as c, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
+        c.hops.native = c.flows.native = native and c.hops.native
         dest = c.report_address if kind == "report" else c.agent_address
         assert dest is not None
         tx.connect(dest)
@@ -424,8 +427,9 @@ def main(argv: list[str] | None = None) -> int:
         dec = ReportDecoder()
         return sum(len(dec.decode(b, 0).hops) for b in batches)
 
-    def vec_ingest() -> int:
+    def vec_ingest(native: bool = True) -> int:
         c = Collector(CollectorConfig(report_port=0, agent_port=0, flow_capacity=1 << 16))
+        c.hops.native = c.flows.native = native and c.hops.native
         return sum(len(c.feed_reports(b).hops) for b in batches)
 
     recs = np.zeros(max_records(HOST_RECORD_DTYPE.itemsize), HOST_RECORD_DTYPE)
@@ -442,6 +446,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"collector decoding, {a.reports} reports x {a.hops} hops, batches of {a.batch}")
     v, n = rate(vec_decode)
+    vn, _ = rate(lambda: vec_ingest(False))
     vi, _ = rate(vec_ingest)
     s, _ = rate(struct_loop, reports, repeat=1)
     sc, _ = rate(scapy_loop, reports[: a.scapy_reports], repeat=1)
@@ -449,7 +454,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'path':<44}{'hop records/s':>16}{'vs struct':>10}")
     for name, r in (
         ("vectorised decode (ReportDecoder)", v),
-        ("vectorised decode + hop/flow tables", vi),
+        ("vectorised decode + tables (numpy)", vn),
+        ("vectorised decode + tables (tables.c)", vi),
         ("per-record struct loop (baseline)", s),
         (f"per-report scapy parse ({a.scapy_reports} reports)", sc),
         ("host-agent batches (HostBatchDecoder)", h),
@@ -463,13 +469,15 @@ def main(argv: list[str] | None = None) -> int:
         print("from the socket into the tables, per second of the collector thread's CPU "
               "(one core)")
         hs = [encode_batch(_ship(recs, i), agent_id=1, batch_seq=i) for i in range(2000)]
-        hr_s, hh_s, share = socket_rate("agent", [d for d in hs][:1500])
-        print(f"  host records, {len(recs)} per datagram: {hr_s:,.0f} records/s "
-              f"({hh_s:,.0f} hop records/s); " + _shares(share))
-        rr_s, rh_s, share = socket_rate("report", reports[:60000])
-        print(f"  Telemetry Reports, {a.hops} hops each: {rr_s:,.0f} reports/s, {rh_s:,.0f} "
-              f"hop records/s ({rh_s / s:.1f}x the struct loop's decode alone); "
-              + _shares(share))
+        for native in (False, True, False, True):   # tables numpy / tables.c, alternating
+            tag = "tables.c" if native else "numpy tables"
+            hr_s, hh_s, share = socket_rate("agent", [d for d in hs][:1500], native=native)
+            print(f"  [{tag}] host records, {len(recs)} per datagram: {hr_s:,.0f} records/s "
+                  f"({hh_s:,.0f} hop records/s); " + _shares(share))
+            rr_s, rh_s, share = socket_rate("report", reports[:60000], native=native)
+            print(f"  [{tag}] Telemetry Reports, {a.hops} hops each: {rr_s:,.0f} reports/s, "
+                  f"{rh_s:,.0f} hop records/s ({rh_s / s:.1f}x the struct loop's decode "
+                  "alone); " + _shares(share))
     if a.shards > 1:
         import os
         blast = reports[:120000]

@@ -56,7 +56,7 @@ def run_demo(out: Path, web: str | None) -> float:
     argv = [sys.executable, "-m", "mininet_topos", "demo", "--out", str(out)]
     if web:
         argv += ["--web", web]
-    done, got = threading.Event(), {}
+    done, got = threading.Event(), dict[str, float]()
     watcher = threading.Thread(target=_watch_controller, daemon=True,
                                args=(out / "logs" / "controller" / "controller_state.json", done, got))
     watcher.start()

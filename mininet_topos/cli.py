@@ -232,6 +232,22 @@ def _run_in(args: argparse.Namespace, topo: Any, logs: Path) -> int:
     return 0
 
 
+def _recovery_sweep(path: Path, out: Path) -> int:
+    from mininet_topos.experiment import sigterm_as_interrupt
+    from mininet_topos.experiment.recovery_sweep import HEADER, load_sweep, run_sweep
+
+    sw = load_sweep(path)
+    print(HEADER)
+    with sigterm_as_interrupt():
+        try:
+            summary = run_sweep(sw, out)
+        except KeyboardInterrupt:
+            print("interrupted; namespaces removed", file=sys.stderr)
+            return 130
+    print(f"results: {out.resolve()}/summary.json")
+    return 0 if all(r.get("finished") for r in summary["recovery"]) else 1
+
+
 def _experiment(args: argparse.Namespace) -> int:
     import dataclasses
 
@@ -251,7 +267,11 @@ def _experiment(args: argparse.Namespace) -> int:
                 return 130
         print(f"results: {args.out.resolve()}/summary.json")
         return 0
-    specs = load_spec(preset_path(args.spec))
+    path = preset_path(args.spec)
+    from mininet_topos.experiment.recovery_sweep import is_recovery_spec
+    if is_recovery_spec(path):   # wan_recovery: netns + delay line + eBPF loss, no Mininet
+        return _recovery_sweep(path, args.out)
+    specs = load_spec(path)
     if args.switch:
         specs = [dataclasses.replace(s, switch=args.switch) for s in specs]
     with sigterm_as_interrupt():
@@ -312,8 +332,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.cmd == "check":
             from mininet_topos.experiment import apply_overrides, load_spec, preset_path
+            from mininet_topos.experiment.recovery_sweep import is_recovery_spec, load_sweep
             from mininet_topos.topologies import resolve_topology
-            specs = load_spec(preset_path(args.spec))
+            path = preset_path(args.spec)
+            if is_recovery_spec(path):
+                sw = load_sweep(path)
+                print(f"ok: {sw.name} (recovery sweep: {len(sw.losses)} loss models x "
+                      f"{len(sw.rtt_ms)} RTTs x {', '.join(sw.modes)})")
+                return 0
+            specs = load_spec(path)
             for s in specs:
                 apply_overrides(resolve_topology(s.topology), s)
                 print(f"ok: {s.name} {s.variant or ''} ({s.workload.kind} on "

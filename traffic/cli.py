@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from common import argtypes
+from common.loss import LossModel, LossSpecError
 from traffic.cc import registry as cc_registry
 from traffic.cc.dcqcn import DcqcnSettings
 from traffic.cc.hpcc import HpccSettings
@@ -93,6 +94,13 @@ def _hosts(text: str) -> list[str]:
     return out
 
 
+def _loss_model(text: str) -> LossModel:
+    try:
+        return LossModel.parse(text)
+    except LossSpecError as e:
+        raise argparse.ArgumentTypeError(f"--path-loss {text!r}: {e}") from None
+
+
 def _fec(text: str) -> tuple[int, int]:
     try:
         k, m = (int(x) for x in text.split(","))
@@ -137,7 +145,13 @@ def _common(p: argparse.ArgumentParser, *, with_hosts: bool = True) -> None:
                    help="messages per QP (allreduce/kvcache: iterations/messages)")
     p.add_argument("-q", "--qps", type=argtypes.bounded_int(1, 256), default=1, help="QPs per peer pair")
     p.add_argument("-m", "--mode", type=Reliability.parse, default=Reliability.SR,
-                   help="loss recovery: gbn, sr (selective repeat) or fec (FEC + SR)")
+                   help="loss recovery: gbn, sr (selective repeat), fec (FEC + SR) or auto "
+                        "(per message: SR, SR + tail repairs or interleaved FEC, chosen "
+                        "from --path-loss / loss feedback, RTT, rate and size)")
+    p.add_argument("--path-loss", metavar="MODEL", type=_loss_model,
+                   help="mode auto: the path's loss model as the controller's loss map "
+                        "reports it (none, P, ge:p,r[,h[,k]]); later feedback on --control "
+                        "({\"qp\": N, \"loss\": MODEL}) replaces it")
     p.add_argument("--fec", type=_fec, default=(8, 1), metavar="K,M",
                    help="FEC block: K data + M repair packets (default 8,1)")
     p.add_argument("--rate", type=_rate, default=100e6, help="per-QP rate, e.g. 100M (bit/s)")
@@ -245,6 +259,7 @@ def _run_rank(args: argparse.Namespace) -> int:
     k, m = args.fec
     qp = QpParams(mode=args.mode, mtu=args.mtu, rate_bps=args.rate, window_pkts=args.window,
                   fec_k=k, fec_m=m, rto_min_s=args.rto_min, dscp=args.dscp, cc=args.cc,
+                  path_loss=args.path_loss,
                   dcqcn=DcqcnSettings(timer_s=args.dcqcn_timer,
                                       alpha_interval_s=args.dcqcn_timer,
                                       cnp_interval_s=args.dcqcn_cnp_interval,

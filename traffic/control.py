@@ -14,6 +14,10 @@ more JSON objects, one per line (UTF-8).  Recognised objects:
 ``{"qp": N, "fec_k": K, "fec_m": M}``
     set QP N's FEC block to K data + M repair packets (1..128, 0..16); the open block
     is closed first.  Both keys may be combined with ``rate_bps`` in one object.
+``{"qp": N, "loss": MODEL}``
+    the path's loss model from the controller's loss map (``none``, ``P``,
+    ``ge:p,r[,h[,k]]``, :mod:`common.loss`): requester QP N in mode auto plans its
+    next messages with it (``traffic.recovery``).
 ``{"qp": "*", ...}``
     apply to every requester QP of the endpoint.
 ``"seq": S`` (0..2^32-1, with any of the above)
@@ -40,6 +44,7 @@ import socket
 import tempfile
 from dataclasses import dataclass
 
+from common.loss import LossModel, LossSpecError
 from traffic.errors import ControlError
 
 __all__ = ["ControlCommand", "ControlReject", "ControlServer", "parse_control", "query_stats",
@@ -57,6 +62,7 @@ class ControlCommand:
     rate_bps: float | None = None
     fec_k: int | None = None
     fec_m: int | None = None
+    loss: LossModel | None = None
     stats: bool = False
     seq: int | None = None
     """Feedback sequence to confirm (None: no confirmation asked)."""
@@ -84,11 +90,11 @@ def _reject(msg: str, obj: object) -> ControlReject:
 def _parse_obj(obj: object, where: str) -> ControlCommand:
     if not isinstance(obj, dict):
         raise ControlError(f"{where}: expected a JSON object, got {type(obj).__name__}")
-    unknown = set(obj) - {"qp", "rate_bps", "fec_k", "fec_m", "cmd", "seq"}
+    unknown = set(obj) - {"qp", "rate_bps", "fec_k", "fec_m", "loss", "cmd", "seq"}
     if unknown:
         raise ControlError(
             f"{where}: unknown key(s) {sorted(unknown)}; known: qp, rate_bps, fec_k, fec_m, "
-            "seq, cmd"
+            "loss, seq, cmd"
         )
     seq = obj.get("seq")
     if seq is not None and (not isinstance(seq, int) or isinstance(seq, bool)
@@ -120,9 +126,17 @@ def _parse_obj(obj: object, where: str) -> ControlCommand:
             raise ControlError(f"{where}: fec_k={k!r} outside 1..128")
         if not isinstance(m, int) or isinstance(m, bool) or not 0 <= m <= 16:
             raise ControlError(f"{where}: fec_m={m!r} outside 0..16")
-    if rate is None and k is None:
-        raise ControlError(f"{where}: nothing to set (give rate_bps and/or fec_k + fec_m)")
-    return ControlCommand(qp=qpn, rate_bps=rate, fec_k=k, fec_m=m, seq=seq)
+    loss = None
+    if "loss" in obj:
+        if not isinstance(obj["loss"], str):
+            raise ControlError(f"{where}: loss={obj['loss']!r} is not a loss model text")
+        try:
+            loss = LossModel.parse(obj["loss"])
+        except LossSpecError as e:
+            raise ControlError(f"{where}: loss: {e}") from None
+    if rate is None and k is None and loss is None:
+        raise ControlError(f"{where}: nothing to set (give rate_bps, fec_k + fec_m or loss)")
+    return ControlCommand(qp=qpn, rate_bps=rate, fec_k=k, fec_m=m, loss=loss, seq=seq)
 
 
 def parse_control(data: bytes) -> tuple[list[ControlCommand], list[ControlReject]]:

@@ -332,6 +332,8 @@ class Endpoint:
                     q.set_rate(cmd.rate_bps, now)
                 if cmd.fec_k is not None and cmd.fec_m is not None:
                     q.set_fec(cmd.fec_k, cmd.fec_m, now)
+                if cmd.loss is not None:
+                    q.set_path_loss(cmd.loss, now)
             except ConfigError as e:
                 self.counters.control_errors += 1
                 if cmd.seq is None:

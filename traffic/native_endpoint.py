@@ -31,7 +31,7 @@ import zlib
 from collections.abc import Callable
 from typing import Self, cast
 
-from common.loss import LossKind
+from common.loss import LossKind, LossModel
 from traffic.cc.hpcc import HpccSender, HpccState
 from traffic.control import ControlCommand, ControlServer
 from traffic.endpoint import Endpoint, EndpointConfig, EndpointCounters
@@ -213,11 +213,18 @@ def _ip_u32(ip: str) -> int:
         raise ConfigError(f"IPv4 address {ip!r} is not valid") from None
 
 
+def _native_mode(q: QpConfig) -> int:
+    if q.mode not in _MODES:
+        raise ConfigError(f"QP {q.qpn}: mode {q.mode.value!r} runs in the Python endpoint "
+                          "only (traffic.recovery); the engine runs gbn, sr, fec")
+    return _MODES[q.mode]
+
+
 def _qp_attr(q: QpConfig, role: int, *, start_psn: int, keep_data: bool,
              sport: int = 0, burst_s: float = NATIVE_BURST_S,
              min_burst_bytes: int = 2 * 1100) -> QpAttr:
     return QpAttr(qpn=q.qpn, peer_qpn=q.peer_qpn, peer_ip=_ip_u32(q.peer_ip), role=role,
-                  mode=_MODES[q.mode], mtu=q.mtu, rate_bps=float(q.rate_bps),
+                  mode=_native_mode(q), mtu=q.mtu, rate_bps=float(q.rate_bps),
                   window_pkts=q.window_pkts, fec_k=q.fec_k, fec_m=q.fec_m, dscp=q.dscp,
                   rto_min_s=q.rto_min_s, rto_max_s=q.rto_max_s, rto_initial_s=q.rto_initial_s,
                   max_msg_bytes=q.max_msg_bytes, start_psn=start_psn & 0xFFFFFF,
@@ -264,6 +271,8 @@ def native_unsupported(ep_cfg: EndpointConfig, qp_cc: str = "none",
         return f"congestion control {qp_cc!r} (the engine runs {', '.join(NATIVE_CC)})"
     if mode is Reliability.FEC and not erasure_code_works():
         return "FEC: the library's erasure code is not built in yet"
+    if mode is Reliability.AUTO:
+        return "per-message recovery (--mode auto) runs in the Python endpoint only so far"
     return None
 
 
@@ -427,6 +436,10 @@ class NativeRequester(_Qp):
             raise ConfigError(self.ep._error())
         self.cfg.fec_k, self.cfg.fec_m = k, m
         self.fec_log.append((now, k, m))
+
+    def set_path_loss(self, model: LossModel | None, now: float) -> None:
+        """Loss feedback: kept (the engine's QPs run a fixed mode, which ignores it)."""
+        self.cfg.path_loss = model
 
     def snapshot(self) -> dict:
         s = self._state

@@ -5,6 +5,7 @@ import struct
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 
+from common.loss import LossModel
 from formats.roce import RETH_LEN, SYMBOL_HDR_LEN
 from traffic import fec
 from traffic.cc import registry as cc_registry
@@ -25,6 +26,12 @@ class Reliability(str, Enum):
     GBN = "gbn"  # go-back-N: NAK sequence error, resend from the lost PSN
     SR = "sr"  # selective repeat (IRN style): SACK bitmap, resend only the lost
     FEC = "fec"  # FEC blocks of k data + m repair, the rest by selective repeat
+    AUTO = "auto"  # per message: SR, SR + tail repairs or interleaved FEC (traffic.recovery)
+
+    @property
+    def coded(self) -> bool:
+        """True when FEC repair packets may arrive (the responder keeps symbols)."""
+        return self in (Reliability.FEC, Reliability.AUTO)
 
     @classmethod
     def parse(cls, text: str) -> Reliability:
@@ -32,7 +39,7 @@ class Reliability(str, Enum):
             return cls(text.lower())
         except ValueError:
             raise ConfigError(
-                f"reliability mode {text!r} unknown; choose one of gbn, sr, fec"
+                f"reliability mode {text!r} unknown; choose one of gbn, sr, fec, auto"
             ) from None
 
 
@@ -59,6 +66,9 @@ class QpConfig:
     cc: str = "none"  # requester: its own rate control, a name of traffic.cc.registry
     dcqcn: DcqcnSettings = field(default_factory=DcqcnSettings)  # with cc=dcqcn
     hpcc: HpccSettings = field(default_factory=HpccSettings)  # with cc=hpcc-sender
+    # requester, mode auto: the path's loss model as the controller's loss map last
+    # reported it (None: decide from the QP's own counters until feedback arrives)
+    path_loss: LossModel | None = None
 
     def __post_init__(self) -> None:
         for name, v, hi in (("qpn", self.qpn, 0xFFFFFF), ("peer_qpn", self.peer_qpn, 0xFFFFFF)):

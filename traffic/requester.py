@@ -14,6 +14,13 @@ its block's repair packets has been reported, so the receiver had its chance to 
 Tail losses are recovered by the retransmission timer (RTO from smoothed RTT, RFC 6298
 style, doubled on each expiry).
 
+Mode ``auto``: every message gets a :class:`traffic.recovery.MessagePlan` when it is
+posted, chosen from the path's loss model (the controller's feedback,
+:meth:`Requester.set_path_loss`, else the QP's own loss counters), the smoothed RTT,
+the rate and the message size.  The plan's groups say which packets are coded into
+interleaved blocks (members ``stride`` packets apart, their repairs sent right behind
+the group's last data packet); packets outside any group are plain selective repeat.
+
 Rate: the token bucket runs at the configured rate, which rate feedback (``set_rate``)
 replaces.  A QP whose ``cc`` names a sender algorithm of :mod:`traffic.cc.registry`
 runs it (a :class:`traffic.cc.base.SenderCc`, e.g. DCQCN's reaction point on its CNPs
@@ -29,6 +36,7 @@ import collections
 import zlib
 from dataclasses import dataclass, field
 
+from common.loss import LossModel
 from formats import roce
 from formats.roce import (
     BTH_LEN,
@@ -39,7 +47,7 @@ from formats.roce import (
     Opcode,
     PacketTemplate,
 )
-from traffic import fec
+from traffic import fec, recovery
 from traffic.cc import registry as cc_registry
 from traffic.cc.base import SenderCc
 from traffic.cc.dcqcn import DcqcnReactionPoint, DcqcnSender
@@ -77,6 +85,7 @@ class _Pkt:
     acked: bool = False
     queued: bool = False
     block: int = -1  # FEC block id, -1 when not in a block
+    grp: _Group | None = None  # mode auto: the interleaved group coding this packet
 
 
 @dataclass(slots=True)
@@ -84,6 +93,18 @@ class _Block:
     base_seq: int
     seqs: list[int]
     repair_tx: int = -1  # transmission counter of the last repair packet
+
+
+@dataclass(slots=True)
+class _Group:
+    """A :class:`traffic.recovery.Group` being sent: symbols collected per block."""
+
+    first_seq: int
+    count: int
+    blocks: int
+    m: int
+    members: list = field(default_factory=list)  # per block: [(pkt, symbol)]
+    added: int = 0
 
 
 @dataclass(slots=True, kw_only=True)
@@ -136,6 +157,9 @@ class Requester:
     _pacer_due: float | None = None  # per-packet pacing: when the pacer let the next packet go
     _per_packet: bool = False        # paced one packet at a time (the algorithm's choice)
     echo_guard: EchoGuard = field(default_factory=EchoGuard)  # implausible echoes, counted
+    policy: recovery.PolicyConfig = field(default_factory=recovery.PolicyConfig)  # mode auto
+    loss_estimate: recovery.LossEstimator = field(default_factory=recovery.LossEstimator)
+    path_loss_log: list[tuple[float, str]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._tmpl = PacketTemplate(src=self.local_ip, dst=self.cfg.peer_ip, sport=self.sport)
@@ -158,8 +182,10 @@ class Requester:
         self.fec_log.append((self.now_s, self.cfg.fec_k, self.cfg.fec_m))
         if self._cc is not None:
             self._apply_cc_rate(self.now_s)  # an algorithm may start below the line rate
-        if self.cfg.mode is Reliability.FEC:
+        if self.cfg.mode.coded:
             fec.prepare(self.cfg.fec_k, self.cfg.fec_m)
+        if self.cfg.path_loss is not None:
+            self.path_loss_log.append((self.now_s, recovery.describe(self.cfg.path_loss)))
 
     # -- public API ------------------------------------------------------------------
     @property
@@ -232,8 +258,52 @@ class Requester:
             self._pkts[seq] = pkt
             self._pending.append(pkt)
         msg.extra["last_seq"] = self._next_seq - 1
+        if self.cfg.mode is Reliability.AUTO:
+            self._plan_message(msg, npk)
         self.messages.append(msg)
         return msg
+
+    def set_path_loss(self, model: LossModel | None, now: float) -> None:
+        """The path's loss model from the controller's loss map (control API); the
+        next message posted is planned with it (mode auto)."""
+        self.cfg.path_loss = model
+        self.path_loss_log.append((now, "none" if model is None else recovery.describe(model)))
+
+    def path_view(self) -> recovery.PathView | None:
+        """What mode auto decides from: the controller's model, else the QP's own."""
+        model, source = self.cfg.path_loss, "controller"
+        if model is None:
+            model, source = self.loss_estimate.model(), "own counters"
+        if model is None:
+            return None
+        rtt = self._srtt if self._srtt is not None else self.cfg.rto_initial_s
+        wire = self.cfg.mtu + BTH_LEN + ICRC_LEN + WIRE_OVERHEAD
+        return recovery.PathView(loss=model, rtt_s=rtt, rate_bps=self.cfg.rate_bps,
+                                 wire_pkt_bytes=wire, source=source)
+
+    def warm_plans(self, sizes: list[int]) -> None:
+        """Decide for messages of these byte sizes now (mode auto): later decisions for
+        the same sizes come from the policy's cache while the telemetry stands still."""
+        view = self.path_view()
+        if view is None or self.cfg.mode is not Reliability.AUTO:
+            return
+        for n in sizes:
+            recovery.choose(view, max(1, -(-n // self.cfg.mtu)), self.policy)
+
+    def _plan_message(self, msg: MessageRecord, npk: int) -> None:
+        """Choose the message's scheme and attach its groups to its packets."""
+        view = self.path_view()
+        if view is None:
+            plan = recovery.MessagePlan(scheme="sr", reason="no loss telemetry yet")
+        else:
+            plan = recovery.choose(view, npk, self.policy)
+        msg.extra["recovery"] = plan.as_dict(npk)
+        first = self._next_seq - npk
+        for g in plan.groups:
+            rg = _Group(first_seq=first + g.first, count=g.count, blocks=g.blocks, m=g.m,
+                        members=[[] for _ in range(g.blocks)])
+            for s in range(rg.first_seq, rg.first_seq + g.count):
+                self._pkts[s].grp = rg
 
     def set_rate(self, rate_bps: float, now: float) -> None:
         """Change the pacing rate (control API); effective for the next packet.
@@ -317,6 +387,8 @@ class Requester:
                 if (self._pending and self.cfg.mode is Reliability.FEC and self._open_block):
                     self._close_block()  # window-blocked: let the receiver repair now
                     continue
+                if self._pending and self._split_group(self._pending[0]):
+                    continue  # the same, for an interleaved group
                 self._pacer_due = None  # nothing to send: idle time earns nothing
                 break
             wire = len(pkt_buf) + WIRE_OVERHEAD
@@ -369,6 +441,10 @@ class Requester:
                     self._add_to_block(p)
                     if not self._pending:
                         self._close_block()
+                elif p.grp is not None:
+                    self._add_to_group(p)
+                elif self.cfg.mode is Reliability.AUTO:
+                    self.loss_estimate.on_sent()
             out.append(bytes(pkt_buf))
             sent += 1
             if self._rto_deadline is None:
@@ -413,6 +489,70 @@ class Requester:
             buf = bytearray(body + rsym + bytes(ICRC_LEN))
             self._tmpl.finish(buf)
             self._repair_q.append((bid, buf))
+
+    def _symbol(self, p: _Pkt) -> bytes:
+        reth = bytes(p.buf[BTH_LEN:BTH_LEN + RETH_LEN]) if p.opcode in roce.RETH_OPCODES else None
+        start = BTH_LEN + (RETH_LEN if reth else 0)
+        return encode_symbol(p.opcode, reth, p.buf[start:-ICRC_LEN])
+
+    def _add_to_group(self, p: _Pkt) -> None:
+        g = p.grp
+        assert g is not None
+        g.members[(p.seq - g.first_seq) % g.blocks].append((p, self._symbol(p)))
+        g.added += 1
+        if g.added == g.count:
+            self._close_group(g)
+
+    def _close_group(self, g: _Group) -> None:
+        """Encode every block of the group and queue the repairs in the interleaver's
+        round robin (:func:`traffic.recovery.repair_order`)."""
+        repairs: dict[tuple[int, int], bytearray] = {}
+        ids: dict[int, int] = {}
+        for j, members in enumerate(g.members):
+            if not members or g.m == 0:
+                continue
+            self._block_id += 1
+            bid = ids[j] = self._block_id
+            slen = max(len(sym) for _, sym in members)
+            syms = [sym + bytes(slen - len(sym)) for _, sym in members]
+            blk = _Block(base_seq=members[0][0].seq, seqs=[p.seq for p, _ in members])
+            self._blocks[bid] = blk
+            for p, _ in members:
+                p.block = bid
+            psn = (self.start_psn + blk.base_seq) & PSN_MASK
+            for r, rsym in enumerate(fec.encode(syms, g.m)):
+                hdr = roce.pack_fec_header(k=min(255, len(members)), m=g.m, index=r,
+                                           symbol_len=slen, data_count=len(members),
+                                           stride=g.blocks if g.blocks > 1 else 0)
+                buf = bytearray(roce.pack_bth(Opcode.FEC_REPAIR, self.cfg.peer_qpn, psn)
+                                + hdr + rsym + bytes(ICRC_LEN))
+                self._tmpl.finish(buf)
+                repairs[(j, r)] = buf
+        shape = recovery.Group(first=0, count=g.added, blocks=g.blocks, m=g.m)
+        for j, r in recovery.repair_order(shape):
+            if (j, r) in repairs:
+                self._repair_q.append((ids[j], repairs[(j, r)]))
+        g.members = []
+
+    def _split_group(self, nxt: _Pkt) -> bool:
+        """Window-blocked inside a group: close what was sent of it (the receiver can
+        repair now) and code the rest as a group of its own.  True when it did.
+
+        Each part keeps its share of the repairs (at least one per block), so a split
+        costs about one repair per block more than the plan, not a second plan."""
+        g = nxt.grp
+        if g is None or g.added == 0 or g.added >= g.count:
+            return False
+        left = g.count - g.added
+        rest = _Group(first_seq=nxt.seq, count=left, blocks=max(1, min(g.blocks, left)),
+                      m=max(1, -(-g.m * left // g.count)))
+        rest.members = [[] for _ in range(rest.blocks)]
+        g.m = max(1, -(-g.m * g.added // g.count))
+        g.count = g.added
+        self._close_group(g)
+        for s in range(rest.first_seq, rest.first_seq + rest.count):
+            self._pkts[s].grp = rest
+        return True
 
     # -- acknowledgements ------------------------------------------------------------
     def _abs(self, psn: int) -> int:
@@ -598,6 +738,8 @@ class Requester:
             if not p.queued:
                 p.queued = True
                 self._retx_q.append(seq)
+                if p.grp is None and p.retx == 0 and self.cfg.mode is Reliability.AUTO:
+                    self.loss_estimate.on_lost(seq)
 
     def _go_back(self, seq: int) -> None:
         """Go-back-N: resend everything from ``seq`` that was already sent."""
@@ -673,6 +815,14 @@ class Requester:
             out["echo_rejected"] = dict(self.echo_guard.rejected)
         return out
 
+    def scheme_counts(self) -> dict[str, int]:
+        """Messages per recovery scheme (mode auto)."""
+        out: dict[str, int] = {}
+        for m in self.messages:
+            s = m.extra.get("recovery", {}).get("scheme", "sr")
+            out[s] = out.get(s, 0) + 1
+        return out
+
     def snapshot(self) -> dict:
         c = self.counters
         return {
@@ -682,6 +832,9 @@ class Requester:
             # the algorithm's state under its snapshot key ("dcqcn", "hpcc" ...)
             **({self._cc.snapshot_key: self._cc_snapshot()} if self._cc is not None else {}),
             "fec_k": self.cfg.fec_k, "fec_m": self.cfg.fec_m,
+            **({"path_loss_changes": [list(x) for x in self.path_loss_log[-100:]],
+                "schemes": self.scheme_counts()}
+               if self.cfg.mode is Reliability.AUTO else {}),
             "srtt_s": self._srtt, "rto_s": self._rto, "outstanding": self.outstanding,
             # the latest changes (time since endpoint start, value): feedback history
             "rate_changes": [list(x) for x in self.rate_log[-100:]],

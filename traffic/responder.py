@@ -19,7 +19,7 @@ import numpy as np
 
 from formats import roce
 from formats.roce import PSN_MASK, AethSyndrome, Opcode, PacketTemplate
-from traffic import fec
+from traffic import fec, recovery
 from traffic.errors import FecError
 from traffic.qp_types import (
     MessageRecord,
@@ -32,8 +32,9 @@ from traffic.qp_types import (
 
 __all__ = ["Responder"]
 
-#: how many delivered symbols to keep for FEC decoding, in blocks of the largest k
-_KEEP_SYMBOLS = 2 * fec.MAX_K
+#: how many delivered symbols to keep for FEC decoding: two of the largest blocks or
+#: interleaved groups (traffic.recovery)
+_KEEP_SYMBOLS = 2 * max(fec.MAX_K, recovery.MAX_GROUP)
 #: a PSN further than this many windows ahead of the expected PSN is bogus
 _FAR = 4
 
@@ -44,6 +45,12 @@ class _RepairSet:
     m: int
     symbol_len: int
     repairs: dict
+    stride: int = 1
+
+    @property
+    def last(self) -> int:
+        """Offset of the block's last data packet from its base."""
+        return (self.count - 1) * self.stride
 
 
 @dataclass(slots=True, kw_only=True)
@@ -75,7 +82,7 @@ class Responder:
 
     def __post_init__(self) -> None:
         self._tmpl = PacketTemplate(src=self.local_ip, dst=self.cfg.peer_ip, sport=self.sport)
-        if self.cfg.mode is Reliability.FEC:
+        if self.cfg.mode.coded:
             fec.prepare(self.cfg.fec_k, self.cfg.fec_m)
 
     @property
@@ -103,7 +110,7 @@ class Responder:
         seq = self._abs(pkt.bth.psn)
         limit = _FAR * self.cfg.window_pkts
         if op == Opcode.FEC_REPAIR:
-            if pkt.fec is None or self.cfg.mode is not Reliability.FEC:
+            if pkt.fec is None or not self.cfg.mode.coded:
                 c.bad_opcode += 1
                 return
             if not -limit <= seq - self._e <= limit:
@@ -137,7 +144,7 @@ class Responder:
                 *, repaired: bool) -> None:
         c = self.counters
         mode = self.cfg.mode
-        if (mode is Reliability.FEC and seq >= self._e - _KEEP_SYMBOLS
+        if (mode.coded and seq >= self._e - _KEEP_SYMBOLS
                 and seq not in self._recent):
             self._recent[seq] = encode_symbol(op, reth, payload)
         if seq < self._e or seq in self._ooo:
@@ -158,14 +165,14 @@ class Responder:
             self._ooo[seq] = (op, reth, payload, repaired)
             c.ooo_buffered += 1
             self._ack_due = True
-            if mode is Reliability.FEC:
+            if mode.coded:
                 self._try_repair_all()
             return
         if (op in roce.FIRST_OPCODES) != (self._cur is None):
             # a FIRST/ONLY inside a message, or a MIDDLE/LAST outside one: refuse it
             # without taking the PSN, so the genuine packet is still accepted
             c.bad_opcode += 1
-            if mode is Reliability.FEC:
+            if mode.coded:
                 self._recent.pop(seq, None)
             return
         self._deliver(op, reth, payload, repaired)
@@ -174,7 +181,7 @@ class Responder:
             self._deliver(*self._ooo.pop(self._e))
             self._e += 1
         self._ack_due = True
-        if mode is Reliability.FEC:
+        if mode.coded:
             self._trim_fec_state()
 
     def _deliver(self, op: int, reth: bytes | None, payload: bytes, repaired: bool) -> None:
@@ -223,11 +230,13 @@ class Responder:
         if hdr.data_count < 1 or hdr.index >= hdr.m or len(sym) != hdr.symbol_len:
             self.counters.bad_length += 1
             return
-        if base + hdr.data_count <= self._e:
+        stride = max(1, hdr.stride)
+        if base + (hdr.data_count - 1) * stride < self._e:
             return  # whole block already delivered
         rs = self._repairs.get(base)
         if rs is None:
-            rs = self._repairs[base] = _RepairSet(hdr.data_count, hdr.m, hdr.symbol_len, {})
+            rs = self._repairs[base] = _RepairSet(hdr.data_count, hdr.m, hdr.symbol_len, {},
+                                                  stride)
         rs.repairs[hdr.index] = sym
         self._try_repair(base)
 
@@ -239,9 +248,16 @@ class Responder:
         rs = self._repairs.get(base)
         if rs is None:
             return
+        # cheap count first: called for every out-of-order packet and every pending
+        # block (interleaved groups keep several open), most calls cannot decode yet
+        recent, ooo = self._recent, self._ooo
+        absent = [base + i * rs.stride for i in range(rs.count)]
+        absent = [q for q in absent if q not in recent and q not in ooo]
+        if absent and absent[0] >= self._e and len(absent) > len(rs.repairs):
+            return
         have: dict[int, bytes] = {}
         for i in range(rs.count):
-            seq = base + i
+            seq = base + i * rs.stride
             s = self._recent.get(seq)
             if s is None and seq in self._ooo:
                 s = encode_symbol(*self._ooo[seq][:3])
@@ -268,7 +284,7 @@ class Responder:
         for i, sym in sorted(rec.items()):
             op, reth, payload = decode_symbol(sym)
             self.counters.fec_repaired += 1
-            self._accept(base + i, op, reth, payload, repaired=True)
+            self._accept(base + i * rs.stride, op, reth, payload, repaired=True)
 
     def _trim_fec_state(self) -> None:
         lo = self._e - _KEEP_SYMBOLS
@@ -276,7 +292,7 @@ class Responder:
             for s in [s for s in self._recent if s < lo]:
                 del self._recent[s]
         if self._repairs:
-            for b in [b for b, rs in self._repairs.items() if b + rs.count <= self._e]:
+            for b in [b for b, rs in self._repairs.items() if b + rs.last < self._e]:
                 del self._repairs[b]
 
     # -- acknowledgements ---------------------------------------------------------------

@@ -19,6 +19,7 @@ from typing import TextIO
 
 import numpy as np
 
+from common.loss import LossModel
 from traffic.cc.dcqcn import DcqcnSettings
 from traffic.cc.hpcc import HpccSender, HpccSettings
 from traffic.collog.tracker import RankTracker
@@ -50,6 +51,7 @@ class QpParams:
     cc: str = "none"  # a sender algorithm of traffic.cc.registry
     dcqcn: DcqcnSettings = field(default_factory=DcqcnSettings)
     hpcc: HpccSettings = field(default_factory=HpccSettings)
+    path_loss: LossModel | None = None  # mode auto: the controller's model of the path
 
 
 def message_bytes(seed: int, rank: int, qpn: int, index: int, size: int) -> bytes:
@@ -214,6 +216,15 @@ class RankRunner:
         except Exception:
             self.ep.close()
             raise
+        if qp.mode is Reliability.AUTO:
+            # decide once for every message size before the clock runs: a first decision
+            # takes tens of ms (block probabilities), a stall inside the transfer
+            sizes = sorted({s for f in plan.send for s in f.sizes})[:64]
+            if self._ar is not None:
+                sizes = sorted({*sizes, max(1, allreduce_bytes // max(1, plan.nranks))})
+            for req in self.requesters:
+                if isinstance(req, Requester):
+                    req.warm_plans(sizes)
         self.faults = faults          # injected host faults (traffic.host_faults)
         # (due, stripes) of all-reduce steps a straggler posts late
         self.deferred: list[tuple[float, list[tuple[int, bytes, str]]]] = []
@@ -240,7 +251,7 @@ class RankRunner:
         return QpConfig(qpn=qpn, peer_qpn=peer_qpn, peer_ip=self.hosts[peer], mode=q.mode,
                         mtu=q.mtu, rate_bps=q.rate_bps, window_pkts=q.window_pkts,
                         fec_k=q.fec_k, fec_m=q.fec_m, rto_min_s=q.rto_min_s, dscp=q.dscp,
-                        cc=q.cc, dcqcn=q.dcqcn, hpcc=q.hpcc)
+                        cc=q.cc, dcqcn=q.dcqcn, hpcc=q.hpcc, path_loss=q.path_loss)
 
     # -- driving ---------------------------------------------------------------------
     def _feed(self, now: float) -> None:
@@ -434,6 +445,7 @@ class RankRunner:
             msgs += [{"dir": "tx", "qpn": f.qpn, "peer": f.peer, "msg_id": m.msg_id,
                       "size": m.size, "fct_s": m.fct_s, "crc32": m.crc32, "tag": m.tag,
                       "retx_pkts": m.retx_pkts,
+                      **({"recovery": m.extra["recovery"]} if "recovery" in m.extra else {}),
                       "goodput_bps": m.size * 8 / m.fct_s if m.fct_s else None}
                      for m in req.messages]
         for f, resp in zip(self.plan.recv, self.responders):

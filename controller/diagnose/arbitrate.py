@@ -17,6 +17,9 @@ side by side:
   senders send less, which empties the queues on the way (only the port facing the
   slow host itself could back up).  A host candidate, inferred from the collective
   alone, ranks below such a port.
+* The queue at the port into a host whose own sends slowed too is that host's: a slow
+  receiver processes the ACKs of its sends late as well, while a slow access link
+  slows only the data into it.  The host ranks above that link.
 """
 from __future__ import annotations
 
@@ -76,6 +79,13 @@ def arbitrate(culprits: list[Culprit], hung: bool) -> list[Culprit]:
             if c.kind == "slow_receiver" and c.confidence >= floor:
                 c.evidence["ranked_below_degraded_port"] = degraded[0].component
                 c.confidence = BELOW_DEAD * floor
+    for host in [c for c in culprits if c.kind == "slow_receiver" and
+                 c.evidence.get("queue_into_it")]:
+        for c in culprits:
+            if c.type == "link" and c.component == host.evidence["queue_into_it"] \
+                    and c.confidence >= host.confidence:
+                c.evidence["ranked_below_slow_receiver"] = host.component
+                c.confidence = BELOW_DEAD * host.confidence
     culprits.sort(key=lambda c: (-c.confidence, c.type != "link", c.key))
     return culprits
 

@@ -25,11 +25,14 @@ import numpy as np
 from controller.diagnose.arbitrate import arbitrate
 from controller.diagnose.evidence import Evidence, PortSample
 from controller.diagnose.hang import COLLECTIVE_KINDS, HangView, analyse_hang
-from controller.diagnose.transfers import TransferView, analyse
+from controller.diagnose.transfers import SLOW_RATIO, TransferView, analyse, pair_slowdowns
 from controller.topology.model import Endpoint, LinkRole
 
 __all__ = ["COLLECTIVE_KINDS", "Culprit", "Diagnosis", "diagnose"]
 LOSS_RATE_MIN = 5e-3      # link loss rate that counts as loss ...
+LOSS_RATE_MIN_INT = 2e-3  # ... where INT switches count each link's loss with sequence
+                          # numbers (exact: 0.01-0.04 % on a loaded test bed, against
+                          # 0.3-1 % from interface counters across user-space delay lines)
 LOSS_NOISE_X = 3.0        # ... and this many times the next lossiest link's (the floor of
                           # a loaded test bed: user-space delay lines drop a little too)
 LOSS_PKTS_MIN = 10
@@ -43,6 +46,13 @@ DROP_SPIKE_MAX = 0.5       # many sample intervals, none with more than this sha
                            # them (a deep queue overflowed by one huge burst - a stalled
                            # upstream releasing its backlog - loses dozens at once:
                            # a transient, no faulty port)
+STANDING_MIN_N = 2        # a standing queue is seen in at least this many samples (INT
+                          # samples a port about once a second; one burst fills one)
+STANDING_SHARE = 0.3      # ... and in this share of the samples since the onset
+OWN_SENDS_SLOWED = 0.5    # a host's own sends slowed this much (0..1): it is slow itself
+STALL_WINDOW_S = 0.3      # queues at two ports of one switch this close are together
+STALL_SHARE = 0.5         # a port queued together with another of its switch's ports in
+                          # this share of its queued samples: the switch stalled, not the link
 MIN_CONFIDENCE = 0.3       # weaker candidates are not reported (cannot be told apart)
 SILENT_S = 1.0            # a link silent this long under a hung transfer is down
 
@@ -99,6 +109,7 @@ class _LinkTel:
     tx_ratio: float | None = None      # measured tx rate / line rate while queued
     queued_share: float = 0.0          # share of the samples since onset with a queue
     queued_n: int = 0
+    stalled_share: float = 0.0         # share of the queued samples with the whole switch queued
     foreign: int = 0
     flow_lost: int = 0
     drops: int = 0                     # tail drops at the port feeding the link
@@ -177,13 +188,13 @@ def _link_features(ev: Evidence, link: str, port: tuple[str, int] | None, t_on: 
     return tel
 
 
-def _link_kind(tel: _LinkTel, hung: bool, loss_floor: float = 0.0
-               ) -> tuple[str, float, dict]:
+def _link_kind(tel: _LinkTel, hung: bool, loss_floor: float = 0.0,
+               loss_min: float = LOSS_RATE_MIN) -> tuple[str, float, dict]:
     """(kind, strength 0..1, evidence) of one link direction from its telemetry."""
-    if tel.lost >= LOSS_PKTS_MIN and tel.loss_rate >= max(LOSS_RATE_MIN, loss_floor):
+    if tel.lost >= LOSS_PKTS_MIN and tel.loss_rate >= max(loss_min, loss_floor):
         if tel.delivered_after == 0:
             return "link_down", 1.0, {"lost": tel.lost, "delivered": 0}
-        s = min(1.0, 0.6 + tel.loss_rate / 0.005)
+        s = min(1.0, 0.6 + tel.loss_rate / LOSS_RATE_MIN)
         return "gray_loss", s, {"loss_rate": round(tel.loss_rate, 5), "lost": tel.lost,
                                 "delivered": tel.delivered_after}
     if hung and tel.silent_s >= SILENT_S:
@@ -200,6 +211,13 @@ def _link_kind(tel: _LinkTel, hung: bool, loss_floor: float = 0.0
     if tel.qmax >= QUEUE_HIGH_PKTS and tel.qmax >= 2 * tel.qbase + 4:
         q = {"queue_max_pkts": tel.qmax, "queue_before_pkts": tel.qbase,
              "tx_over_line_rate": tel.tx_ratio, "foreign_flows": tel.foreign}
+        if tel.queued_n < STANDING_MIN_N or tel.queued_share < STANDING_SHARE:
+            # a burst passing now and then, not a standing queue
+            return "congestion", 0.2, {**q, "queued_samples": tel.queued_n,
+                                       "queued_share": round(tel.queued_share, 2)}
+        if _stalled(tel):   # the switch's process stood still: every port queued at once
+            return "rate_degraded", 0.2, {**q, "switch_stalled_share":
+                                          round(tel.stalled_share, 2)}
         if tel.tx_ratio is not None:   # the port's own rate says which
             if tel.tx_ratio < 0.8:
                 return "rate_degraded", 0.9, q
@@ -211,6 +229,36 @@ def _link_kind(tel: _LinkTel, hung: bool, loss_floor: float = 0.0
     if hung:
         return "link_down", 0.3, {"hung_transfers": True}
     return "rate_degraded", 0.15, {"telemetry": "none on this link"}
+
+
+def _stalled(tel: _LinkTel) -> bool:
+    return tel.queued_n > 0 and tel.stalled_share >= STALL_SHARE
+
+
+def _switch_wide(ev: Evidence, port: tuple[str, int], t_on: float) -> float:
+    """Share of ``port``'s queued samples since ``t_on`` at which another egress port
+    of the same switch queued too (within ``STALL_WINDOW_S``).
+
+    Why: a link that is slow or full backs up the one port feeding it; a switch whose
+    process stops forwarding for a while (a software switch on a loaded machine) backs
+    up every port that has traffic at once, and then sends each of them far below its
+    line rate, which one port's telemetry alone would call a degraded link."""
+    sw, p = port
+    mine = [s.t for s in ev.telemetry.ports.get(port, [])
+            if s.t >= t_on and s.qlen_pkts >= QUEUE_HIGH_PKTS]
+    if not mine:
+        return 0.0
+    others = sorted(s.t for (o_sw, o_p), ss in ev.telemetry.ports.items()
+                    if o_sw == sw and o_p != p for s in ss if s.qlen_pkts >= QUEUE_HIGH_PKTS)
+    if not others:
+        return 0.0
+    arr = np.asarray(others)
+    together = 0
+    for t in mine:
+        i = int(np.searchsorted(arr, t))
+        near = [abs(arr[j] - t) for j in (i - 1, i) if 0 <= j < len(arr)]
+        together += bool(near) and min(near) <= STALL_WINDOW_S
+    return together / len(mine)
 
 
 def _persistent_drops(tel: _LinkTel) -> bool:
@@ -291,6 +339,26 @@ def _f1(weights: dict[tuple[int, int], float], bad: set[tuple[int, int]],
     return 2 * tp / (2 * tp + fp + fn)
 
 
+def _slowed_shares(ev: Evidence, bad: set[tuple[int, int]], t_on: float
+                   ) -> dict[tuple[int, int], float]:
+    """Pair -> how far it slowed since ``t_on``, 0..1 (1: flagged slow or hung, or
+    ``SLOW_RATIO`` times its time before)."""
+    out = {p: min(1.0, max(0.0, (r - 1.0) / (SLOW_RATIO - 1.0)))
+           for p, r in pair_slowdowns(ev.records, t_on).items()}
+    out.update({p: 1.0 for p in bad})
+    return out
+
+
+def _soft_f1(slowed: dict[tuple[int, int], float], mine: set[tuple[int, int]],
+             active: set[tuple[int, int]]) -> float:
+    """F1 of "the pairs at this host slowed, the others did not", with each pair's
+    slowdown as a share instead of a flag."""
+    tp = sum(slowed.get(p, 0.0) for p in mine)
+    fn = sum(1.0 - slowed.get(p, 0.0) for p in mine)
+    fp = sum(slowed.get(p, 0.0) for p in active - mine)
+    return 2 * tp / (2 * tp + fp + fn) if tp > 0 else 0.0
+
+
 def diagnose(ev: Evidence) -> Diagnosis:
     """Rank the culprits of whatever slowed the collective in ``ev`` (or say none)."""
     now = ev.end_time
@@ -325,23 +393,30 @@ def diagnose(ev: Evidence) -> Diagnosis:
     dead = _dead_links(ev, view, hosts, hung_pairs)
     loss_rates = _loss_rates(ev, t_on - 0.5)
     link_strength: dict[str, float] = {}
+    queued_into: dict[str, str] = {}   # host -> the access link into it that queues
     for link, w in link_w.items():
         role, near = roles.get(link, (None, None))
         port = (near.node, near.port) if near is not None and any(
             s.name == near.node for s in ev.topo.switches) else None
         tel = _link_features(ev, link, port, t_on - 0.5, rank_ips)
+        if port is not None:
+            tel.stalled_share = _switch_wide(ev, port, t_on - 0.5)
         if link in dead:
             tel.silent_s, tel.dead_strength = dead[link]
         match = _f1(w, bad, active)
         kind, strength, evid = _link_kind(tel, bool(hung_pairs & set(w)),
-                                          LOSS_NOISE_X * _next_loss_rate(loss_rates, link))
+                                          LOSS_NOISE_X * _next_loss_rate(loss_rates, link),
+                                          LOSS_RATE_MIN_INT if int_seen else LOSS_RATE_MIN)
         link_strength[link] = strength if strength >= 0.5 else 0.0
+        if role == LinkRole.HOST and kind in ("rate_degraded", "congestion") \
+                and port is not None:
+            queued_into[link.split("->")[1].split(":")[0]] = link
         # a telemetry anomaly is a candidate by itself; slow pairs under it confirm it
         anomaly = ((kind in ("gray_loss", "link_down") and strength >= 0.5)
                    or (tel.drops >= TELEMETRY_ONLY_DROPS and tel.qmax < QUEUE_HIGH_PKTS
                        and _persistent_drops(tel))
                    or (tel.queued_n >= 4 and tel.queued_share >= 0.5
-                       and tel.qmax >= 2 * tel.qbase + 4)
+                       and tel.qmax >= 2 * tel.qbase + 4 and not _stalled(tel))
                    or (kind == "link_down" and strength >= 0.9))
         if match == 0 and not anomaly:
             continue
@@ -375,6 +450,7 @@ def diagnose(ev: Evidence) -> Diagnosis:
                            onset=on, evidence=evid))
     # slow receiver: only transfers into one host slowed, and their paths are clean
     if bad:
+        slowed = _slowed_shares(ev, bad, t_on)
         for h in sorted(set(hosts.values())):
             # a slow host receives late: data into it, and the ACKs of its own sends
             # (receiving counts most: a slow receiver is what this candidate stands for)
@@ -383,8 +459,18 @@ def diagnose(ev: Evidence) -> Diagnosis:
             match = _f1(w, bad, active)
             if match == 0:
                 continue
+            # ... or both pairs at it slowed, one maybe below the flag: the host between
+            # them, not the one at the far end of the flagged pair
+            soft = _soft_f1(slowed, set(w), active)
+            match = max(match, soft)
             on_paths = {ln for ln, lw in link_w.items() if any(p in lw for p in bad & set(w))}
-            net = max((link_strength.get(ln, 0.0) for ln in on_paths), default=0.0)
+            # the queue at the port into it is what a slow receiver makes when its own
+            # sends slowed too (its ACKs wait): a slow access link slows data into it only
+            own = max((slowed.get(p, 0.0) for p in active if hosts.get(p[0]) == h),
+                      default=0.0)
+            mine_q = queued_into.get(h) if own >= OWN_SENDS_SLOWED else None
+            net = max((link_strength.get(ln, 0.0) for ln in on_paths if ln != mine_q),
+                      default=0.0)
             retx_per = retx_bad / max(1, n_bad)
             # (retransmissions do not count against it: timeouts of a loaded machine
             # make them in fault-free runs too)
@@ -398,6 +484,9 @@ def diagnose(ev: Evidence) -> Diagnosis:
                 onset=c_on, evidence={"ranks": ranks, "slow_pairs_at_it":
                                       [list(p) for p in sorted(bad & set(w))],
                                       "match": round(match, 3),
+                                      "pairs_at_it_slowed": round(soft, 3),
+                                      "own_sends_slowed": round(own, 3),
+                                      "queue_into_it": mine_q,
                                       "network_evidence_on_paths": round(net, 3),
                                       "retx_per_slow_transfer": round(retx_per, 2)}))
     # stragglers: ranks that post steps late although their input had arrived

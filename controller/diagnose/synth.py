@@ -34,6 +34,7 @@ class SynthFault:
     loss: float = 0.01        # gray_loss
     factor: float = 0.2       # rate_degraded: remaining share of the rate
     delay_s: float = 0.2      # slow_receiver: extra time per transfer into / out of the host
+    ack_delay_s: float | None = None   # ... out of it (its ACKs wait; None: delay_s / 2)
     late_s: float = 0.3       # straggler: extra time before each step
 
 
@@ -100,7 +101,8 @@ def synth_ring(topo: Topology, hosts: list[str], fault: SynthFault | None, *, se
                     elif fault.kind == "slow_receiver" and hosts[dst] == fault.target:
                         dur += fault.delay_s
                     elif fault.kind == "slow_receiver" and hosts[r] == fault.target:
-                        dur += fault.delay_s / 2   # its ACKs are processed late
+                        dur += (fault.delay_s / 2 if fault.ack_delay_s is None
+                                else fault.ack_delay_s)   # its ACKs are processed late
                     if crosses and fault.kind == "link_down":
                         hung = True
                 if not (crosses and fault is not None and fault.kind == "link_down"

@@ -185,3 +185,26 @@ def _late_ranks(records: list[CollRecord]) -> dict[int, list[tuple[float, float]
             if t - med > LATE_S:
                 late[rank].append((med, t - med))
     return {r: v for r, v in late.items() if len(v) >= MIN_LATE}
+
+
+def pair_slowdowns(records: list[CollRecord], t_on: float) -> dict[tuple[int, int], float]:
+    """Rank pair -> median transfer time since ``t_on`` over the median before it (1.0
+    where either side has no finished transfer).
+
+    Why beside the slow/hung flags: a slow receiver host slows both pairs at it (data
+    into it waits, and so do the ACKs of its own sends), often one of them below the
+    ``SLOW_RATIO`` flag; the host whose *both* pairs slowed is the one, not the host
+    on the far end of the one flagged pair.  The pair's time before the onset is its
+    baseline here (its first transfers can be slow while the ring starts up)."""
+    by_pair: dict[tuple[int, int], tuple[list[float], list[float]]] = defaultdict(
+        lambda: ([], []))
+    for r in records:
+        if r.dir != "send" or r.peer is None or r.end is None:
+            continue
+        before, after = by_pair[(r.rank, r.peer)]
+        (after if r.start >= t_on else before).append(r.end - r.start)
+    out = {}
+    for key, (before, after) in by_pair.items():
+        b = float(np.median(before)) if before else 0.0
+        out[key] = float(np.median(after)) / b if before and after and b > 0 else 1.0
+    return out

@@ -7,8 +7,8 @@ object per datagram, and datagrams of one length are one strided numpy view.
 
 Two ways to fill it, measured by ``python -m bench.bench_collector --rx`` (same run):
 
-* ``recvmmsg``: ``rxbatch.c``, built here with gcc at first use (cached by the
-  source's hash under ``$XDG_CACHE_HOME``), up to 1024 datagrams per call;
+* ``recvmmsg``: ``rxbatch.c``, built with gcc at first use by ``controller.int.native``
+  (cached by the source's hash under ``$XDG_CACHE_HOME``), up to 1024 datagrams per call;
 * ``recvmsg_into``: the standard library, one call per datagram, when gcc is missing.
 
 Both ask the kernel for ``SO_RXQ_OVFL``: every message then carries the socket's
@@ -19,59 +19,31 @@ and its slot is skipped (``lens`` 0).
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import logging
 import os
-import shutil
 import socket
 import struct
-import subprocess
-import tempfile
-from pathlib import Path
 
 import numpy as np
 
-log = logging.getLogger("controller.int")
+from controller.int.native import build
 
 __all__ = ["SO_RXQ_OVFL", "RxPool", "native_available"]
 
 SO_RXQ_OVFL = getattr(socket, "SO_RXQ_OVFL", 40)
-_SRC = Path(__file__).with_name("rxbatch.c")
 _TRUNCATED = 0xFFFFFFFF
 _MAX_CALL = 1024
 _lib: ctypes.CDLL | None = None
 _lib_tried = False
 
 
-def _cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "int-controller"
-
-
 def _load() -> ctypes.CDLL | None:
-    """The compiled helper, building it once per source version; None without gcc."""
+    """The compiled helper (controller.int.native.build); None without gcc."""
     global _lib, _lib_tried
     if _lib_tried:
         return _lib
     _lib_tried = True
-    src = _SRC.read_bytes()
-    so = _cache_dir() / f"rxbatch-{hashlib.sha256(src).hexdigest()[:16]}.so"
-    try:
-        if not so.exists():
-            gcc = shutil.which("gcc")
-            if gcc is None:
-                log.info("collector: gcc missing, batched receive uses recvmsg_into")
-                return None
-            so.parent.mkdir(parents=True, exist_ok=True)
-            with tempfile.TemporaryDirectory(dir=so.parent) as tmp:
-                out = Path(tmp) / so.name
-                subprocess.run([gcc, "-O2", "-Wall", "-shared", "-fPIC", "-o", str(out),
-                                str(_SRC)], check=True, capture_output=True, timeout=60)
-                os.replace(out, so)   # atomic: concurrent builders never load half a file
-        lib = ctypes.CDLL(str(so))
-    except (OSError, subprocess.SubprocessError) as exc:
-        log.warning("collector: cannot build %s (%s); batched receive uses recvmsg_into",
-                    _SRC.name, exc)
+    lib = build("rxbatch", "batched receive uses recvmsg_into")
+    if lib is None:
         return None
     f = lib.rx_batch
     f.restype = ctypes.c_int

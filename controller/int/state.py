@@ -16,7 +16,10 @@ Consumers (HPCC in controller.cc, loss maps, export) read ``snapshot()`` copies:
 plain arrays, documented on ``HopSnapshot`` and ``FlowSnapshot``; a flow's per-hop
 state is ``hops.<field>[flows.path_slot[f]]`` (mask ``path_slot >= 0``).
 All updates are vectorised over a batch, the key -> slot lookups too
-(``controller.int.slots.SlotMap``): no Python work per record or per flow.
+(``controller.int.slots.SlotMap``): no Python work per record or per flow.  After
+the lookup, the per-record work runs in C when gcc is there
+(``controller.int.native_tables``, one pass instead of some thirty numpy passes and
+scattered ring writes); ``native=False`` keeps the numpy path (same results).
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from controller.int import native_tables
 from controller.int.errors import ConfigError
 from controller.int.records import (
     FIELD_EGRESS_TS,
@@ -32,6 +36,8 @@ from controller.int.records import (
     FIELD_QUEUE,
     FIELD_QUEUE_BYTES,
     FIELD_TX_BYTES,
+    HOP_DTYPE,
+    REPORT_DTYPE,
     take,
 )
 from controller.int.slots import SlotMap
@@ -109,10 +115,13 @@ def _newest(rank: np.ndarray, sizes: np.ndarray, group: np.ndarray, depth: int
 class HopTable:
     """Latest values and history rings per hop (switch, egress port)."""
 
-    def __init__(self, *, capacity: int = 4096, depth: int = 256) -> None:
+    def __init__(self, *, capacity: int = 4096, depth: int = 256,
+                 native: bool | None = None) -> None:
         _check("HopTable.capacity", capacity, 1, 1 << 22)
         _check("HopTable.depth", depth, 1, 1 << 16)
         self.capacity, self.depth = capacity, depth
+        #: per-record work in tables.c (None: when it builds)
+        self.native = native_tables.available() if native is None else native
         self._slots = SlotMap(capacity, 1)
         c = capacity
         self.node_id = np.zeros(c, np.uint32)
@@ -166,6 +175,10 @@ class HopTable:
             for arr in (self.qlen_bytes, self.qlen_pkts, self.line_rate_bps, self.hop_latency_ns,
                         self.egress_ts_us, self.tx_bytes):
                 arr[s_new] = 0
+        # more hops than slots in one round share slots (SlotMap evicts within the
+        # batch): a table overflow the numpy path handles, the C pass does not
+        if self.native and hops.dtype == HOP_DTYPE and len(uniq) <= self.capacity:
+            return native_tables.hop_update(self, hops, arrival_ns, order, starts, slots_u, new)
         group = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, n)))
         slot_sorted = slots_u[group]
         # the sorted columns this needs, not whole records: queue and latency are
@@ -278,11 +291,13 @@ class FlowTable:
     """Per-flow path, counters and last update; bounded, with ageing."""
 
     def __init__(self, *, capacity: int = 16384, ttl_ns: int = 10_000_000_000,
-                 depth: int = 32) -> None:
+                 depth: int = 32, native: bool | None = None) -> None:
         _check("FlowTable.capacity", capacity, 1, 1 << 24)
         _check("FlowTable.ttl_ns", ttl_ns, 1, 1 << 62)
         _check("FlowTable.depth", depth, 1, 1 << 16)
         self.capacity, self.ttl_ns, self.depth = capacity, ttl_ns, depth
+        #: per-record work in tables.c (None: when it builds)
+        self.native = native_tables.available() if native is None else native
         self._slots = SlotMap(capacity, 2)
         c = capacity
         self.src_ip = np.zeros(c, np.uint32)
@@ -341,6 +356,9 @@ class FlowTable:
             self.path_slot[s] = -1
             self.first_update_ns[s] = samples["arrival_ns"][first_idx[new]]
             self.write_pos[s] = 0
+        if (self.native and samples.dtype == REPORT_DTYPE and hops.dtype == HOP_DTYPE
+                and len(uniq) <= self.capacity):
+            return native_tables.flow_update(self, samples, hops, hop_slots, inv, slots_u, new)
         slot = slots_u[inv]
         self._record_history(samples, hops, slot, o, np.flatnonzero(head))
         # last sample of each flow in this batch

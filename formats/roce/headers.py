@@ -137,6 +137,7 @@ class FecHeader:
     index: int
     symbol_len: int
     data_count: int
+    stride: int = 0  # 0/1: the block's data are consecutive PSNs; else PSN + i x stride
 
 
 @dataclass(slots=True, kw_only=True, frozen=True)
@@ -211,12 +212,14 @@ def pack_aeth(syndrome: int, msn: int) -> bytes:
     return _AETH.pack((syndrome << 24) | (msn & PSN_MASK))
 
 
-def pack_fec_header(*, k: int, m: int, index: int, symbol_len: int, data_count: int) -> bytes:
-    """Return the 8-byte project FEC repair header (see the module docstring)."""
-    for name, v, bits in (("k", k, 8), ("m", m, 8), ("index", index, 8),
+def pack_fec_header(*, k: int, m: int, index: int, symbol_len: int, data_count: int,
+                    stride: int = 0) -> bytes:
+    """Return the 8-byte project FEC repair header (see the module docstring);
+    ``stride`` > 1 says the block's data packets are interleaved that far apart."""
+    for name, v, bits in (("k", k, 8), ("m", m, 8), ("index", index, 8), ("stride", stride, 8),
                           ("symbol_len", symbol_len, 16), ("data_count", data_count, 16)):
         check_range(name, v, bits, "FEC header")
-    return _FEC.pack(k, m, index, 0, symbol_len, data_count)
+    return _FEC.pack(k, m, index, stride, symbol_len, data_count)
 
 
 def pack_sack(base_psn: int, bitmap: bytes) -> bytes:
@@ -260,8 +263,8 @@ def unpack_aeth(buf: bytes | bytearray | memoryview, offset: int = 0) -> Aeth:
 def unpack_fec_header(buf: bytes | bytearray | memoryview, offset: int = 0) -> FecHeader:
     if len(buf) - offset < FEC_HDR_LEN:
         raise RoceFormatError(f"FEC header: truncated at offset {offset}")
-    k, m, index, _resv, slen, dcount = _FEC.unpack_from(buf, offset)
-    return FecHeader(k=k, m=m, index=index, symbol_len=slen, data_count=dcount)
+    k, m, index, stride, slen, dcount = _FEC.unpack_from(buf, offset)
+    return FecHeader(k=k, m=m, index=index, symbol_len=slen, data_count=dcount, stride=stride)
 
 
 def unpack_sack(buf: bytes | bytearray | memoryview, offset: int = 0) -> SackBlock:

@@ -7,11 +7,13 @@ from controller.topology.errors import did_you_mean
 
 from .errors import SpecError
 
-__all__ = ["PRESETS", "PRESETS_DIR", "preset_path"]
+__all__ = ["PRESETS", "PRESETS_DIR", "SWEEP_PRESETS", "preset_path"]
 
 PRESETS_DIR = Path(__file__).resolve().parent.parent / "presets"
 PRESETS = ("demo", "incast_cc", "wan_hpcc", "wan_loss", "rogue", "demo_ebpf", "incast_cc_ebpf",
            "wan_loss_ebpf")
+#: presets that are not Mininet specs (``kind: recovery_sweep``, ``recovery_sweep.py``)
+SWEEP_PRESETS = ("wan_recovery",)
 
 
 def preset_path(name_or_path: str | Path) -> Path:
@@ -19,7 +21,8 @@ def preset_path(name_or_path: str | Path) -> Path:
     p = Path(name_or_path)
     if p.suffix.lower() in (".yaml", ".yml", ".json") or p.exists():
         return p
-    if str(name_or_path) not in PRESETS:
+    names = PRESETS + SWEEP_PRESETS
+    if str(name_or_path) not in names:
         raise SpecError(f"experiment {str(name_or_path)!r}: neither a file nor a preset "
-                        f"({', '.join(PRESETS)})" + did_you_mean(str(name_or_path), PRESETS))
+                        f"({', '.join(names)})" + did_you_mean(str(name_or_path), names))
     return PRESETS_DIR / f"{name_or_path}.yaml"

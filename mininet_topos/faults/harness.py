@@ -36,6 +36,7 @@ from mininet_topos.faults.p4 import (
     controller_telemetry,
     int_crossings,
     int_places,
+    wait_for_loss_export,
 )
 from mininet_topos.faults.queueing import crossings, queueing_ports, queueing_reasons
 from mininet_topos.faults.spec import FaultError, FaultSpec
@@ -48,6 +49,9 @@ STEP_S = 0.25
 TRIAL_S = 9.0       # default trial length on kernel routers ...
 P4_TRIAL_S = 16.0   # ... and on softswitch's Python target (the eBPF target: TRIAL_S)
 DATA_BPS = 4e6
+LOSS_EXPORT_WAIT_S = 6.0  # at most this long for the controller's last link-loss bin
+KERNEL_TRANSFER_S = 0.2   # a ring transfer's median time at kernel speed (warm-up, ebpf
+                          # and kernel routers); host faults scale with the target's own
 
 
 @dataclass(slots=True, kw_only=True)
@@ -173,8 +177,25 @@ def _where(fault: FaultSpec, topo: Topology, tel: Any, hosts: tuple[str, ...],
     return out
 
 
-def _pick(rng: np.random.Generator, cfg: HarnessConfig, places: dict[str, list[str]]
-          ) -> FaultSpec | None:
+def host_fault_scale(warm_transfer_s: float | None) -> float:
+    """How much longer a slow receiver holds packets on this target: the warm-up's
+    median transfer time over ``KERNEL_TRANSFER_S`` (at least 1, at most 10).
+
+    Why: a 0.3 s hold slows a 0.2 s transfer 2.5x on kernel speed, but a Python
+    switch's 1-2 s transfer by 20 %, less than its own transfer-to-transfer noise: the
+    same fault, relative to the ring, needs the same share of a transfer's time."""
+    if not warm_transfer_s or warm_transfer_s <= KERNEL_TRANSFER_S:
+        return 1.0
+    return min(10.0, warm_transfer_s / KERNEL_TRANSFER_S)
+
+
+def _warm_transfer_s(records: list[Any]) -> float | None:
+    done = [r.end - r.start for r in records if r.dir == "send" and r.end is not None]
+    return float(np.median(done)) if done else None
+
+
+def _pick(rng: np.random.Generator, cfg: HarnessConfig, places: dict[str, list[str]],
+          scale: float = 1.0) -> FaultSpec | None:
     if rng.random() < cfg.none_share:
         return None
     kinds = [k for k in FAULT_KINDS if places.get(k)]
@@ -192,7 +213,7 @@ def _pick(rng: np.random.Generator, cfg: HarnessConfig, places: dict[str, list[s
     elif kind == "tiny_queue":
         kw = {"queue_pkts": 1}
     elif kind == "slow_receiver":
-        kw = {"delay_s": 0.3}
+        kw = {"delay_s": round(min(10.0, 0.3 * scale), 3)}
     elif kind == "straggler":
         kw = {"late_s": 0.3}
     return FaultSpec(kind=kind, target=target, onset_s=onset, duration_s=3600.0, **kw)
@@ -305,14 +326,19 @@ def run_harness(cfg: HarnessConfig, *, log: Any = print,
     extra: dict[str, Any] = {"agent_hosts": cfg.hosts, "feedback": False} if p4 else {}
     with Testbed(topo=topo, switch=cfg.switch, logs=out / "testbed", seed=cfg.seed,
                  sample_interval_s=0.2, python=cfg.python, **extra) as tb:
-        def telemetry(since: float) -> Any:
+        def telemetry(since: float, end: float) -> Any:
             if p4:   # the controller's exports: INT paths, link sequence loss, queues
                 time.sleep(1.2)   # (its CSV files are written once a second)
+                # the link loss of a bin is written once the bin closed and the links'
+                # counters were read after it: wait (bounded) for the bin of the last
+                # second of traffic
+                wait_for_loss_export(tb.logs / "controller", end - 1.0,
+                                     timeout_s=LOSS_EXPORT_WAIT_S)
                 return controller_telemetry(topo, tb.logs / "controller", since_unix=since)
             return telemetry_from_samples(topo, tb.samples_dir(), since_unix=since)
         log(f"two-dc up on {cfg.switch} in {time.time() - t_all:.1f} s; warm-up run")
-        start, _ = _run_ranks(tb, cfg, topo, out / "warmup", None, None)
-        warm = telemetry(start)
+        start, w_end = _run_ranks(tb, cfg, topo, out / "warmup", None, None)
+        warm = telemetry(start, w_end)
         if p4:
             places = int_places(topo, warm, cfg.hosts)
             log("INT paths cross: " + ", ".join(places["link_down"]))
@@ -320,8 +346,12 @@ def run_harness(cfg: HarnessConfig, *, log: Any = print,
             places = _places(topo, warm, cfg.hosts)
             log("ring traffic crosses: " + ", ".join(places["rate_degraded"]))
             log("tiny queues may go to: " + (", ".join(places["tiny_queue"]) or "nowhere"))
+        scale = 1.0
+        if p4 and (out / "warmup" / "collectives").exists():   # (kernel routers: as measured)
+            scale = host_fault_scale(_warm_transfer_s(read_logs([out / "warmup" / "collectives"])))
+            log(f"host faults scaled x{scale:.2f} (warm-up transfers' median time)")
         chosen = plan(places) if plan is not None else [
-            _pick(rng, cfg, places) for _ in range(cfg.trials)]
+            _pick(rng, cfg, places, scale) for _ in range(cfg.trials)]
         for f in chosen:
             if p4 and f is not None and f.kind not in SOFTSWITCH_KINDS:
                 raise FaultError(f"faults harness: {f.kind} is not injected on {cfg.switch} "
@@ -333,7 +363,7 @@ def run_harness(cfg: HarnessConfig, *, log: Any = print,
             time.sleep(0.5)   # a last counter sample after the traffic
             records = read_logs([tdir / "collectives"]) if (tdir / "collectives").exists() \
                 else []
-            tel = telemetry(start - 0.5)
+            tel = telemetry(start - 0.5, end)
             ev = Evidence(topo=topo, records=records, telemetry=tel, now=end)
             res = _evaluate(ev, fault, start)
             truth = {**fault.truth(start), **_where(fault, topo, warm, cfg.hosts, p4)} \

@@ -16,14 +16,48 @@ change the switch's own traffic manager, which softswitch sets only when it star
 """
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from controller.diagnose.evidence import Telemetry, load_telemetry
 from controller.topology.model import LinkRole, Topology
 
-__all__ = ["SOFTSWITCH_KINDS", "controller_telemetry", "int_crossings", "int_places"]
+__all__ = ["SOFTSWITCH_KINDS", "controller_telemetry", "int_crossings", "int_places",
+           "wait_for_loss_export"]
 
 SOFTSWITCH_KINDS = ("gray_loss", "link_down", "slow_receiver", "straggler")
+
+
+def last_loss_export(out_dir: Path) -> float | None:
+    """Unix time of the newest bin in the controller's ``csv/link_loss.csv`` (None:
+    none yet)."""
+    f = Path(out_dir) / "csv" / "link_loss.csv"
+    try:
+        with f.open("rb") as fh:
+            fh.seek(max(0, f.stat().st_size - 4096))
+            lines = fh.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines[1:] if len(lines) > 1 else []):
+        head = line.split(",", 1)[0]
+        if head.isdigit():
+            return int(head) / 1e9
+    return None
+
+
+def wait_for_loss_export(out_dir: Path, until_unix: float, *, timeout_s: float,
+                         poll_s: float = 0.2) -> bool:
+    """Wait until the controller exported link loss for a bin at or after
+    ``until_unix`` (the links' counters are read every few seconds on a loaded machine,
+    so the last bins of a trial come late); False when ``timeout_s`` passed first."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        t = last_loss_export(out_dir)
+        if t is not None and t >= until_unix:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(poll_s)
 
 
 def controller_telemetry(topo: Topology, out_dir: Path, *, since_unix: float) -> Telemetry:

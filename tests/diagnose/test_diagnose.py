@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -179,3 +180,100 @@ def test_cli_watch_prints_each_change_of_verdict(tmp_path: Path) -> None:
     assert r.stdout.count("diagnosis at") == 1          # printed once: it did not change
     assert "rank 2" in r.stdout and "straggler" in r.stdout
     assert json.loads((out / "summary.json").read_text())["diagnosis"]["fault"] is True
+
+
+# A slow receiver on P4 switches: its own sends slowed most (the ACKs it processes
+# late make its sender time out), the pair into it less, below the slow flag.  The host
+# whose both pairs slowed is named, not the far end of the one flagged pair.
+SLOW_RX_CASES = [  # host, delay of the transfers into it, of its own sends
+    ("h1", 0.03, 0.3), ("h5", 0.03, 0.3), ("h3", 0.05, 0.2),
+    ("h5", 0.3, 0.03), ("h7", 0.2, 0.1),
+]
+
+
+@pytest.mark.parametrize(("host", "into_s", "out_s"), SLOW_RX_CASES)
+@pytest.mark.parametrize("seed", [1, 2])
+def test_slow_receiver_is_the_host_both_of_whose_pairs_slowed(
+        host: str, into_s: float, out_s: float, seed: int) -> None:
+    fault = SynthFault(kind="slow_receiver", target=host, onset=0.6, delay_s=into_s,
+                       ack_delay_s=out_s)
+    d = diagnose(synth_ring(TOPO, RANKS, fault, seed=seed))
+    assert d.culprits and (d.culprits[0].type, d.culprits[0].component) == ("host", host), [
+        (c.key, c.kind, round(c.confidence, 2)) for c in d.culprits[:3]]
+
+
+# Loss of a few per mille on one link, too little to slow a transfer: INT switches
+# count each link's loss exactly (sequence numbers), so it is a gray loss there; from
+# interface counters across user-space delay lines it is within their own noise.
+@pytest.mark.parametrize(("loss", "int_paths", "expect"), [
+    (0.003, True, ("link", "s1:3->s5:3", "gray_loss")),
+    (0.004, True, ("link", "s1:3->s5:3", "gray_loss")),
+    (0.003, False, None), (0.004, False, None),
+])
+def test_small_loss_counts_where_int_measures_it(loss: float, int_paths: bool,
+                                                 expect: tuple[str, str, str] | None) -> None:
+    fault = SynthFault(kind="gray_loss", target="s1:3->s5:3", onset=0.6, loss=loss)
+    ev = synth_ring(TOPO, RANKS, fault, seed=1, known_paths=int_paths, iterations=30)
+    assert sum(s.lost for s in ev.telemetry.link_loss["s1:3->s5:3"]) >= 40
+    d = diagnose(ev)
+    got = (d.culprits[0].type, d.culprits[0].component, d.culprits[0].kind) \
+        if d.culprits else None
+    assert got == expect, [(c.key, c.kind, round(c.confidence, 2)) for c in d.culprits[:3]]
+
+
+def _queue_at(ev: object, port: tuple[str, int], since: float, *, until: float = 1e12,
+              tx_share: float = 0.05) -> None:
+    """Make ``port`` hold a 40-packet queue sending at ``tx_share`` of its line rate
+    between ``since`` and ``until`` (in place, on a synthetic run's telemetry)."""
+    tel = ev.telemetry  # type: ignore[attr-defined]
+    tel.ports[port] = [replace(s, qlen_pkts=40, tx_rate_bps=tx_share * s.line_rate_bps)
+                       if since <= s.t < until else s for s in tel.ports[port]]
+
+
+H5 = next(h for h in TOPO.hosts if h.name == "h5")
+INTO_H5 = f"{H5.switch}:{H5.port}->h5:0"
+
+
+@pytest.mark.parametrize(("fault", "queue_into_h5", "expect"), [
+    # a slow receiver backs up the port into it (P4 switches' INT shows it) and its
+    # own sends slow too: the host is first, the queue its symptom
+    (SynthFault(kind="slow_receiver", target="h5", onset=0.6), True, ("host", "h5")),
+    # a slow access link slows only the data into the host: the link is first
+    (SynthFault(kind="rate_degraded", target=INTO_H5, onset=0.6), False, ("link", INTO_H5)),
+])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_queue_into_a_host_is_its_own_when_its_sends_slowed_too(
+        fault: SynthFault, queue_into_h5: bool, expect: tuple[str, str], seed: int) -> None:
+    ev = synth_ring(TOPO, RANKS, fault, seed=seed)
+    if queue_into_h5:
+        _queue_at(ev, (H5.switch, H5.port), 1.7e9 + 0.6)
+    d = diagnose(ev)
+    assert d.culprits and (d.culprits[0].type, d.culprits[0].component) == expect, [
+        (c.key, c.kind, round(c.confidence, 2)) for c in d.culprits[:3]]
+
+
+def _ports_of(ev: object, sw: str) -> list[tuple[str, int]]:
+    return sorted(k for k in ev.telemetry.ports if k[0] == sw)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_stalled_switch_is_no_slow_link(seed: int) -> None:
+    """Every port of one switch queues at once, sending at 5 % of its rate, for 1.5 s
+    (a software switch's process not scheduled): no link is called degraded.  The same
+    queue at one port alone is a degraded link.  Each switch the ring crosses twice."""
+    switches = sorted({k[0] for k in synth_ring(TOPO, RANKS, None, seed=seed).telemetry.ports})
+    for switch in switches:
+        ev = synth_ring(TOPO, RANKS, None, seed=seed)
+        ports = _ports_of(ev, switch)
+        if len(ports) < 2:
+            continue
+        for port in ports:
+            _queue_at(ev, port, 1.7e9 + 0.8, until=1.7e9 + 2.3)
+        d = diagnose(ev)
+        assert not [c for c in d.culprits if c.kind in ("rate_degraded", "congestion")], (
+            switch, [(c.key, c.kind, round(c.confidence, 2)) for c in d.culprits[:3]])
+        one = synth_ring(TOPO, RANKS, None, seed=seed)
+        _queue_at(one, ports[0], 1.7e9 + 0.8)
+        d1 = diagnose(one)
+        assert d1.culprits and d1.culprits[0].kind == "rate_degraded", (
+            switch, [(c.key, c.kind, round(c.confidence, 2)) for c in d1.culprits[:3]])

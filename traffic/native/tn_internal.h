@@ -81,7 +81,7 @@ struct tn_pkt {
     uint64_t va; uint32_t rkey, dma_len;
     uint32_t syndrome, msn;
     uint32_t sack_base; const uint8_t *sack_bits; uint32_t sack_len;
-    uint32_t fk, fm, findex, fslen, fcount;
+    uint32_t fk, fm, findex, fslen, fcount, fstride;
     const uint8_t *payload; uint32_t plen;
     const uint8_t *reth_raw;
 };

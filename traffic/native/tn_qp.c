@@ -1356,6 +1356,12 @@ static void on_repair(struct tn_qp *q, int64_t base, const struct tn_pkt *p, dou
         q->c.bad_length++;
         return;
     }
+    if (p->fstride > 1) {
+        /* an interleaved block (traffic.recovery, mode auto): not decoded here yet;
+         * counted and left to selective repeat rather than decoded as consecutive */
+        q->c.bad_opcode++;
+        return;
+    }
     if (base + p->fcount <= q->e)
         return;
     struct repair_set *rs = NULL, *free_rs = NULL;

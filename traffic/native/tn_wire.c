@@ -95,7 +95,7 @@ int tn_parse(const uint8_t *buf, uint32_t n, struct tn_pkt *p)
         if (end - off < TN_FEC_HDR)
             return -1;
         const uint8_t *f = buf + off;
-        p->has_fec = 1; p->fk = f[0]; p->fm = f[1]; p->findex = f[2];
+        p->has_fec = 1; p->fk = f[0]; p->fm = f[1]; p->findex = f[2]; p->fstride = f[3];
         p->fslen = get16(f + 4); p->fcount = get16(f + 6);
         off += TN_FEC_HDR;
     }

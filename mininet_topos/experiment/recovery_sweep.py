@@ -1,0 +1,421 @@
+"""The ``wan_recovery`` experiment: loss recovery modes across a real WAN path.
+
+Why not the Mininet runner: the sweep has 9 loss models x 2 round trips x 4 modes =
+72 runs; on Mininet each would rebuild a network of switches.  The question is how the
+endpoints recover, so the path is the lighter real one: two host namespaces joined
+through a middle namespace by veth pairs, the project's WAN delay line
+(:class:`mininet_topos.wan.WanLink`, one-way delay = RTT / 2 each way) between the
+middle namespace's two ends, and the eBPF loss emulator (:mod:`ebpf.loss`) at tc egress
+toward the receiver, dropping RoCEv2 data (UDP) packets with the cell's loss model
+(acknowledgements are not dropped).  One ``python -m traffic p2p`` process per host.
+
+The controller's part: for each loss model the link's loss map is what the controller
+would fit (:func:`controller.lossmap.burst.fit_gilbert_elliott` on a trace of the
+model), the fixed ``fec`` mode gets the (k, m) the loss map's policy chooses for it
+(:func:`controller.lossmap.fec.choose_fec`), and ``auto`` gets the fitted model as its
+loss feedback (``--path-loss``) and decides per message (:mod:`traffic.recovery`).
+
+Results: ``summary.json["recovery"]``, one row per (loss, RTT, mode).
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import secrets
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from common.kernel.netns import Namespace, veth_pair
+from common.loss import LossModel, LossProcess
+from controller.lossmap.burst import cycles_from_sequence, fit_gilbert_elliott
+from controller.lossmap.fec import LinkModel, choose_fec
+
+from .errors import SpecError
+
+__all__ = ["RecoverySweep", "check_targets", "fitted_model", "is_recovery_spec", "load_sweep",
+           "markdown_table", "parse_loss_label", "plot_p99", "run_sweep"]
+
+_PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(slots=True, kw_only=True)
+class RecoverySweep:
+    """The sweep's spec (``kind: recovery_sweep`` in a preset file)."""
+
+    name: str = "wan_recovery"
+    losses: list[str] = field(default_factory=lambda: ["0.01"])
+    rtt_ms: list[float] = field(default_factory=lambda: [20.0])
+    modes: list[str] = field(default_factory=lambda: ["gbn", "sr", "fec", "auto"])
+    rate: str = "100M"
+    size: str = "256K"
+    count: int = 24
+    inflight: int = 2
+    timeout_s: float = 40.0
+    seed: int = 1
+    fec_target_residual: float = 1e-3
+    fec_max_overhead: float = 0.25
+    engine: str = "python"
+    """The fixed modes' data path (python, native); auto runs in the Python endpoint."""
+
+
+def is_recovery_spec(path: Path) -> bool:
+    try:
+        obj = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return False
+    return isinstance(obj, dict) and obj.get("kind") == "recovery_sweep"
+
+
+def load_sweep(path: Path) -> RecoverySweep:
+    obj = yaml.safe_load(path.read_text())
+    if not isinstance(obj, dict):
+        raise SpecError(f"{path}: expected a mapping")
+    obj = {k: v for k, v in obj.items() if k not in ("kind", "description")}
+    known = set(RecoverySweep.__dataclass_fields__)
+    unknown = set(obj) - known
+    if unknown:
+        raise SpecError(f"{path}: unknown key(s) {sorted(unknown)}; known: {sorted(known)}")
+    sw = RecoverySweep(**obj)
+    for label in sw.losses:
+        parse_loss_label(label)
+    bad = [m for m in sw.modes if m not in ("gbn", "sr", "fec", "auto")]
+    if bad:
+        raise SpecError(f"{path}: modes {bad} unknown; known: gbn, sr, fec, auto")
+    if sw.engine not in ("python", "native"):
+        raise SpecError(f"{path}: engine {sw.engine!r} unknown; known: python, native")
+    return sw
+
+
+def parse_loss_label(label: str) -> LossModel:
+    """``0.01`` (random) or ``ge:1%/10`` (Gilbert, 1 % loss in mean bursts of 10)."""
+    try:
+        if label.startswith("ge:"):
+            rate, burst = label[3:].split("/")
+            q = float(rate.rstrip("%")) / (100 if rate.endswith("%") else 1)
+            return LossModel.bursty(q, float(burst))
+        q = float(label.rstrip("%")) / (100 if label.endswith("%") else 1)
+        return LossModel.bernoulli(q)
+    except ValueError as e:
+        raise SpecError(f"loss {label!r}: expected P, P% or ge:P%/BURST ({e})") from None
+
+
+def fitted_model(model: LossModel, *, n: int = 400_000, seed: int = 0) -> LossModel:
+    """What the controller's loss map fits on a link losing packets by ``model``."""
+    proc = LossProcess(model, seed=seed)
+    lost = np.fromiter((proc.lost() for _ in range(n)), dtype=bool, count=n)
+    cy = cycles_from_sequence(lost)
+    if cy.loss_len.size < 2:
+        return LossModel.bernoulli(float(lost.mean()))
+    return fit_gilbert_elliott(cy, resamples=20, seed=seed).model
+
+
+def policy_fec(model: LossModel, sw: RecoverySweep) -> tuple[int, int]:
+    """The loss map policy's fixed (k, m) for the fitted model (m >= 1)."""
+    lm = (LinkModel(p=model.p, r=model.r, loss_in_bad=1.0 - model.h)
+          if model.kind == "gilbert-elliott" else LinkModel(p=1.0, r=0.0,
+                                                             loss_in_bad=model.mean_loss))
+    pol = choose_fec([lm], target_residual=sw.fec_target_residual,
+                     max_overhead=sw.fec_max_overhead)
+    return (pol.k, pol.m) if pol.k > 0 and pol.m > 0 else (32, 1)
+
+
+# -- the bed ------------------------------------------------------------------------------
+class Bed:
+    """h1 -- [mid: delay line, eBPF loss toward h2] -- h2 on a fresh /24."""
+
+    def __init__(self, subnet: str) -> None:
+        from ebpf.loss import LossEmulator
+        from mininet_topos.wan import WanLink
+
+        self._stack = contextlib.ExitStack()
+        try:
+            tag = secrets.token_hex(2)
+            self.h1 = self._stack.enter_context(Namespace.create(f"wr{tag}h"))
+            self.h2 = self._stack.enter_context(Namespace.create(f"wr{tag}h"))
+            self.mid = self._stack.enter_context(Namespace.create(f"wr{tag}m"))
+            for ns in (self.h1, self.h2, self.mid):
+                ns.run(["sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1"])
+            e1, m1 = veth_pair(self.h1, self.mid, prefix=f"wr{tag}", addr_a=f"{subnet}.1/24")
+            m2, e2 = veth_pair(self.mid, self.h2, prefix=f"wr{tag}", addr_b=f"{subnet}.2/24")
+            self.ips = (f"{subnet}.1", f"{subnet}.2")
+            for ns, end, peer_ip, peer in ((self.h1, e1, self.ips[1], e2),
+                                           (self.h2, e2, self.ips[0], e1)):
+                # the delay line forwards frames, not ARP answers in time: static neighbours
+                ns.run(["ethtool", "-K", end.ifname, "tx", "off"])
+                ns.run(["ip", "neigh", "replace", peer_ip, "lladdr", peer.mac, "dev",
+                        end.ifname])
+            self.wan = WanLink(m1.ifname, m2.ifname, netns=self.mid.name, delay_ms=10.0)
+            self._stack.callback(self.wan.stop)
+            self.wan.start()
+            # data toward h2 leaves the middle namespace on m2: drop there
+            self.loss = LossEmulator(m2.ifname, netns=self.mid.name, direction="egress",
+                                     udp_only=True)
+            self._stack.enter_context(self.loss)
+        except BaseException:
+            self._stack.close()
+            raise
+
+    def close(self) -> None:
+        self._stack.close()
+
+
+@contextlib.contextmanager
+def bed(subnet: str) -> Iterator[Bed]:
+    b = Bed(subnet)
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+def _window(rate_bps: float, rtt_s: float, in_flight_pkts: int) -> int:
+    """Two bandwidth-delay products, and at least the messages in flight (+25 %): a
+    window that blocks inside a message cuts FEC groups short in every coded mode."""
+    bdp2 = round(2 * rate_bps * rtt_s / 8 / 1100)
+    return max(64, min(8000, max(bdp2, round(1.25 * in_flight_pkts))))
+
+
+def run_point(b: Bed, sw: RecoverySweep, *, mode: str, rtt_s: float, fec: tuple[int, int],
+              path_loss: LossModel | None, out_dir: Path, seed: int,
+              python: str = sys.executable) -> dict[str, Any]:
+    """One p2p transfer in ``mode``; the raw counters and the message FCTs."""
+    from traffic.cli import _rate
+    from traffic.workloads import parse_size
+
+    rate = _rate(sw.rate)
+    msg_pkts = -(-parse_size(sw.size) // 1024)
+    hosts = ",".join(b.ips)
+    common = ["--hosts", hosts, "-s", sw.size, "-c", str(sw.count), "--rate", sw.rate,
+              "--mode", mode, "--fec", f"{fec[0]},{fec[1]}", "--window",
+              str(_window(rate, rtt_s, sw.inflight * msg_pkts)), "--inflight", str(sw.inflight),
+              "--timeout", f"{sw.timeout_s}", "--seed", str(seed),
+              "--rto-min", f"{max(0.05, 2 * rtt_s)}",
+              "--engine", "python" if mode == "auto" else sw.engine]
+    if mode == "auto" and path_loss is not None:
+        common += ["--path-loss", _loss_text(path_loss)]
+    # the receiver first, and time for both to import before the start: a sender that
+    # starts while the receiver is still importing loses its first packets to a closed
+    # port (seen as 1-3 s late starts on the loaded machine)
+    start_at = time.time() + 4.0
+    procs: list[subprocess.Popen] = []
+    for rank, ns in ((1, b.h2), (0, b.h1)):
+        cmd = [python, "-m", "traffic", "p2p", *common, "--rank", str(rank),
+               "--start-at", f"{start_at:.3f}", "-o", str(out_dir / f"r{rank}.json")]
+        procs.append(ns.popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              text=True, cwd=str(_PROJECT_ROOT)))
+    errs = []
+    for p in reversed(procs):
+        try:
+            _o, err = p.communicate(timeout=sw.timeout_s + 30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            _o, err = p.communicate()
+        errs.append(err[-500:] if err else "")
+    try:
+        tx = json.loads((out_dir / "r0.json").read_text())
+        rx = json.loads((out_dir / "r1.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return {"finished": False, "error": " | ".join(e for e in errs if e)}
+    reqs = list(tx["endpoint"]["requesters"].values())
+    resps = list(rx["endpoint"]["responders"].values())
+    delivered = rx["bytes_received"]
+    fcts = [m["fct_s"] for m in tx["messages"] if m["dir"] == "tx" and m["fct_s"] is not None]
+    schemes: dict[str, int] = {}
+    reasons: dict[str, str] = {}
+    for m in tx["messages"]:
+        rec = m.get("recovery")
+        if rec:
+            key = (f"{rec['scheme']}" + (f"({rec['k']},{rec['m']})x{rec['depth']}"
+                                         if rec["scheme"] == "fec" else
+                                         f"({rec['tail_pkts']},{rec['m']})"
+                                         if rec["scheme"] == "tail" else ""))
+            schemes[key] = schemes.get(key, 0) + 1
+            reasons.setdefault(key, rec["reason"])
+    return {
+        "finished": bool(tx["finished"] and rx["finished"]),
+        "endpoint": tx.get("engine", "python"),
+        "goodput_bps": delivered * 8 / max(1e-9, tx["completion_s"]),
+        "fct_p50_s": float(np.percentile(fcts, 50)) if fcts else None,
+        "fct_p99_s": float(np.percentile(fcts, 99)) if fcts else None,
+        "completion_s": tx["completion_s"],
+        "wire_bytes_per_byte": sum(r["tx_bytes"] for r in reqs) / max(1, delivered),
+        "retx_pkts": sum(r["retx_pkts"] for r in reqs),
+        "repair_pkts_sent": sum(r["repair_pkts"] for r in reqs),
+        "repaired_pkts": sum(r["fec_repaired"] for r in resps),
+        "timeouts": sum(r["timeouts"] for r in reqs),
+        "messages": len(fcts),
+        "stall_s": tx.get("stall_s", 0.0),
+        **({"schemes": schemes, "reasons": reasons} if schemes else {}),
+    }
+
+
+def _loss_text(m: LossModel) -> str:
+    if m.kind == "gilbert-elliott":
+        return f"ge:{m.p:.6g},{m.r:.6g},{m.h:.6g},{m.k:.6g}"
+    return f"{m.mean_loss:.6g}"
+
+
+def run_sweep(sw: RecoverySweep, out: Path, *, log=print) -> dict[str, Any]:
+    """Every (loss, RTT, mode) cell on one bed; writes ``out/summary.json``."""
+    out.mkdir(parents=True, exist_ok=True)
+    rows: list[dict[str, Any]] = []
+    controller: dict[str, Any] = {}
+    subnet = f"10.{200 + secrets.randbelow(50)}.{secrets.randbelow(250) + 1}"
+    with bed(subnet) as b:
+        for li, label in enumerate(sw.losses):
+            model = parse_loss_label(label)
+            fit = fitted_model(model, seed=sw.seed + li)
+            k, m = policy_fec(fit, sw)
+            controller[label] = {"fitted": _loss_text(fit), "fec_k": k, "fec_m": m,
+                                 "fitted_loss": fit.mean_loss,
+                                 "fitted_burst": fit.mean_burst_len}
+            b.loss.set_model(model)
+            for rtt in sw.rtt_ms:
+                b.wan.update(delay_ms=rtt / 2)
+                for mode in sw.modes:
+                    cell_seed = sw.seed * 1000 + li * 10 + int(rtt)
+                    b.loss.reseed(cell_seed)
+                    d = out / "runs" / f"{label.replace('/', '_').replace(':', '')}_{rtt:g}_{mode}"
+                    d.mkdir(parents=True, exist_ok=True)
+                    r = run_point(b, sw, mode=mode, rtt_s=rtt / 1e3, fec=(k, m),
+                                  path_loss=fit, out_dir=d, seed=cell_seed)
+                    row = {"loss": label, "rtt_ms": rtt, "mode": mode,
+                           **({"fec": [k, m]} if mode == "fec" else {}), **r}
+                    rows.append(row)
+                    log(format_row(row))
+        wan_stats = b.wan.stats()
+    summary = {"experiment": sw.name, "engine": sw.engine,
+               "path": "netns veths + WAN delay line + eBPF loss (data direction)",
+               "rate": sw.rate, "size": sw.size, "count": sw.count, "inflight": sw.inflight,
+               "controller": controller, "recovery": rows, "wan": wan_stats,
+               "targets": check_targets(rows)}
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    (out / "recovery.md").write_text(markdown_table(rows) + "\n")
+    plot_p99(rows, out / "p99_fct.png")
+    return summary
+
+
+def format_row(r: dict[str, Any]) -> str:
+    def ms(v: float | None) -> str:
+        return f"{v * 1e3:7.0f}" if v is not None else "      -"
+    gp = (r.get("goodput_bps") or 0.0) / 1e6
+    sch = ",".join(f"{k}:{v}" for k, v in (r.get("schemes") or {}).items())
+    return (f"{r['loss']:>9} {r['rtt_ms']:>4g} {r['mode']:>4} {gp:7.1f} "
+            f"{ms(r.get('fct_p50_s'))} {ms(r.get('fct_p99_s'))} "
+            f"{r.get('wire_bytes_per_byte', 0):6.3f} {r.get('retx_pkts', 0):6} "
+            f"{r.get('repaired_pkts', 0):6} {r.get('timeouts', 0):4}"
+            f"{'' if r.get('finished') else ' (unfinished)'} {sch}")
+
+
+HEADER = (f"{'loss':>9} {'rtt':>4} {'mode':>4} {'Mb/s':>7} {'p50 ms':>7} {'p99 ms':>7} "
+          f"{'wire/B':>6} {'retx':>6} {'repair':>6} {'RTOs':>4}")
+
+
+# -- the issue's targets and the README table ---------------------------------------------
+def _cells(rows: list[dict[str, Any]]) -> dict[tuple[str, float], dict[str, dict[str, Any]]]:
+    out: dict[tuple[str, float], dict[str, dict[str, Any]]] = {}
+    for r in rows:
+        out.setdefault((r["loss"], r["rtt_ms"]), {})[r["mode"]] = r
+    return out
+
+
+def check_targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each target of the wan_recovery issue, per cell: measured ratio and verdict."""
+    out: list[dict[str, Any]] = []
+    for (loss, rtt), modes in _cells(rows).items():
+        a = modes.get("auto")
+        if a is None or not a.get("finished"):
+            continue
+        fixed = [m for k, m in modes.items() if k != "auto" and m.get("finished")]
+        q = parse_loss_label(loss).mean_loss
+        where = f"{loss} {rtt:g}ms"
+        if fixed:
+            best_gp = max(m["goodput_bps"] for m in fixed)
+            best_p99 = min(m["fct_p99_s"] for m in fixed)
+            out.append({"cell": where, "target": "goodput >= 0.97 x best fixed",
+                        "ratio": a["goodput_bps"] / best_gp,
+                        "ok": a["goodput_bps"] >= 0.97 * best_gp})
+            out.append({"cell": where, "target": "p99 FCT <= 1.03 x best fixed",
+                        "ratio": a["fct_p99_s"] / best_p99,
+                        "ok": a["fct_p99_s"] <= 1.03 * best_p99})
+        sr = modes.get("sr")
+        if sr and sr.get("finished") and q >= 0.01 - 1e-9:
+            out.append({"cell": where, "target": "p99 FCT <= 0.8 x SR",
+                        "ratio": a["fct_p99_s"] / sr["fct_p99_s"],
+                        "ok": a["fct_p99_s"] <= 0.8 * sr["fct_p99_s"]})
+            out.append({"cell": where, "target": "goodput >= SR",
+                        "ratio": a["goodput_bps"] / sr["goodput_bps"],
+                        "ok": a["goodput_bps"] >= sr["goodput_bps"]})
+        if sr and sr.get("finished") and q <= 0.001 + 1e-9:
+            out.append({"cell": where, "target": "wire bytes <= 1.03 x SR",
+                        "ratio": a["wire_bytes_per_byte"] / sr["wire_bytes_per_byte"],
+                        "ok": a["wire_bytes_per_byte"] <= 1.03 * sr["wire_bytes_per_byte"]})
+        g = modes.get("gbn")
+        if g and loss in ("1%", "0.01") and rtt == 20:
+            gp = g["goodput_bps"] if g.get("finished") else 0.0
+            out.append({"cell": where, "target": "goodput >= 20 x GBN",
+                        "ratio": a["goodput_bps"] / gp if gp else float("inf"),
+                        "ok": a["goodput_bps"] >= 20 * gp})
+    return out
+
+
+def markdown_table(rows: list[dict[str, Any]]) -> str:
+    """One line per cell: goodput and p99 FCT of each mode, auto's choice."""
+    cells = _cells(rows)
+    modes = [m for m in ("gbn", "sr", "fec", "auto") if any(m in v for v in cells.values())]
+    head = ("| loss | RTT | " + " | ".join(f"{m} Mb/s" for m in modes) + " | "
+            + " | ".join(f"{m} p99 ms" for m in modes)
+            + " | auto wire/B (SR) | auto: scheme x msgs |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for (loss, rtt), v in cells.items():
+        def gp(m: str, v: dict = v) -> str:
+            r = v.get(m)
+            return "-" if r is None else (f"{r['goodput_bps'] / 1e6:.1f}"
+                                          + ("" if r.get("finished") else "*"))
+
+        def p99(m: str, v: dict = v) -> str:
+            r = v.get(m)
+            return ("-" if r is None or r.get("fct_p99_s") is None
+                    else f"{r['fct_p99_s'] * 1e3:.0f}")
+        a, s = v.get("auto", {}), v.get("sr", {})
+        wire = (f"{a['wire_bytes_per_byte']:.3f} ({s['wire_bytes_per_byte']:.3f})"
+                if a.get("wire_bytes_per_byte") and s.get("wire_bytes_per_byte") else "-")
+        sch = ", ".join(f"{k} x{n}" for k, n in (a.get("schemes") or {}).items())
+        lines.append(f"| {loss} | {rtt:g} | " + " | ".join(gp(m) for m in modes) + " | "
+                     + " | ".join(p99(m) for m in modes) + f" | {wire} | {sch} |")
+    return "\n".join(lines)
+
+
+def plot_p99(rows: list[dict[str, Any]], path: Path, title: str = "") -> Path:
+    """Grouped bars: p99 message FCT of every mode, by (loss, RTT) cell."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    cells = _cells(rows)
+    modes = [m for m in ("gbn", "sr", "fec", "auto") if any(m in v for v in cells.values())]
+    fig = Figure(figsize=(max(8, len(cells) * 0.8), 4.5))
+    ax = fig.add_subplot(1, 1, 1)
+    width = 0.8 / max(1, len(modes))
+    x = np.arange(len(cells))
+    for i, mode in enumerate(modes):
+        ys = [((v.get(mode) or {}).get("fct_p99_s") or np.nan) * 1e3 for v in cells.values()]
+        ax.bar(x + (i - (len(modes) - 1) / 2) * width, ys, width, label=mode)
+    ax.set_xticks(x)
+    ax.set_xticklabels([f"{loss}\n{rtt:g} ms" for loss, rtt in cells], fontsize=7)
+    ax.set_ylabel("p99 message FCT (ms)")
+    ax.set_yscale("log")
+    ax.set_title(title or "wan_recovery: p99 message FCT by loss model and RTT")
+    ax.legend(ncol=len(modes), fontsize=8)
+    fig.tight_layout()
+    FigureCanvasAgg(fig)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    return path

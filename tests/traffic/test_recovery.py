@@ -1,0 +1,231 @@
+"""Per-message recovery (traffic.recovery): the policy's choices, the interleaver's burst
+tolerance and tail protection, on the real requester/responder state machines."""
+from __future__ import annotations
+
+import os
+import zlib
+
+import pytest
+
+from common.loss import LossModel
+from formats.roce import Opcode
+from traffic import recovery
+from traffic.errors import ConfigError
+from traffic.qp_types import QpConfig, Reliability
+from traffic.recovery import Group, PathView, block_members, choose, plan_groups, repair_order
+from traffic.requester import Requester
+from traffic.responder import Responder
+from traffic.simlink import SimLink
+
+B = LossModel.bernoulli
+GE = LossModel.bursty
+
+
+# -- the policy, table-driven -----------------------------------------------------------
+@pytest.mark.parametrize(("loss", "rtt", "n", "scheme", "check"), [
+    # a loss-free path: nothing to protect
+    (LossModel.none(), 0.02, 256, "sr", None),
+    # rare random loss: a light code, repair bytes within the overhead bound
+    (B(0.001), 0.02, 256, "fec", lambda p: p.m == 1 and p.repair_pkts / 256 <= 0.03),
+    # 1 % random: FEC, no interleaving needed for independent losses
+    (B(0.01), 0.02, 256, "fec", lambda p: p.depth == 1),
+    # 5 % random: a stronger code
+    (B(0.05), 0.02, 256, "fec", lambda p: p.m >= 4),
+    # bursts of 3: interleaved so a burst spreads over blocks
+    (GE(0.01, 3), 0.02, 256, "fec", lambda p: p.depth >= 2),
+    (GE(0.05, 10), 0.06, 256, "fec", lambda p: p.depth * p.m >= 10),
+    # a small message on a lossy path: its tail is covered
+    (B(0.01), 0.02, 16, "tail", lambda p: p.tail_pkts == 16),
+    # long bursts on a 1 % path: repairs within the bound cannot cover them, SR it is
+    (GE(0.01, 30), 0.02, 256, "sr", None),
+])
+def test_policy_table(loss, rtt, n, scheme, check):
+    plan = choose(PathView(loss=loss, rtt_s=rtt, rate_bps=100e6), n)
+    assert plan.scheme == scheme, plan.reason
+    assert plan.reason  # explained
+    if check is not None:
+        assert check(plan), plan
+    if plan.scheme != "sr":
+        assert plan.p_retx < recovery.plan_p_retx(loss, n, ())
+
+
+def test_policy_follows_telemetry():
+    """The same message gets another scheme when the reported loss changes."""
+    view = PathView(loss=B(0.001), rtt_s=0.02, rate_bps=100e6)
+    light = choose(view, 256)
+    heavy = choose(PathView(loss=GE(0.05, 3), rtt_s=0.02, rate_bps=100e6), 256)
+    assert (light.m, light.depth) != (heavy.m, heavy.depth)
+    assert heavy.repair_pkts > light.repair_pkts
+
+
+def test_policy_rejects_bad_input():
+    with pytest.raises(ConfigError):
+        choose(PathView(loss=B(0.01), rtt_s=0.02, rate_bps=1e8), 0)
+    with pytest.raises(ConfigError):
+        plan_groups(100, k=64, m=1, depth=16)  # group of 1024 > MAX_GROUP
+
+
+def test_block_fail_matches_binomial():
+    from math import comb
+    p, n, m = 0.05, 36, 4
+    exact = 1 - sum(comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(m + 1))
+    assert recovery.block_fail(B(p), n, m) == pytest.approx(exact, rel=1e-9)
+    # bursts hurt a contiguous block; spacing its symbols apart helps
+    ge = GE(0.02, 8)
+    assert recovery.block_fail(ge, 36, 4, 8) < recovery.block_fail(ge, 36, 4, 1)
+
+
+# -- the interleaver ----------------------------------------------------------------------
+@pytest.mark.parametrize(("n", "k", "m", "depth"), [(256, 32, 2, 8), (100, 16, 3, 4),
+                                                       (64, 8, 1, 8), (37, 8, 2, 4)])
+def test_layout_every_position_once_and_round_robin(n, k, m, depth):
+    groups = plan_groups(n, k=k, m=m, depth=depth)
+    seen = sorted(i for g in groups for j in range(g.blocks) for i in block_members(g, j))
+    assert seen == list(range(n))
+    for g in groups:
+        assert all(len(block_members(g, j)) <= k for j in range(g.blocks))
+        # stream position -> block is position mod blocks, data and repairs alike
+        for t, (j, r) in enumerate(repair_order(g)):
+            assert j == (g.count + t) % g.blocks and r == t // g.blocks
+
+
+def _pair(mode, *, path_loss=None, window=1024, policy=None):
+    req = Requester(cfg=QpConfig(qpn=1, peer_qpn=2, peer_ip="10.0.0.2", mode=mode,
+                                 rate_bps=1e9, window_pkts=window, path_loss=path_loss),
+                    local_ip="10.0.0.1", sport=1000)
+    if policy is not None:
+        req.policy = policy
+    resp = Responder(cfg=QpConfig(qpn=2, peer_qpn=1, peer_ip="10.0.0.1", mode=mode,
+                                  window_pkts=window),
+                     local_ip="10.0.0.2", sport=2000)
+    return req, resp
+
+
+def _run(req, resp, msgs, drop, now=0.0):
+    done0 = resp.counters.msgs_done
+    for m in msgs:
+        req.post_write(m, now=now)
+    link = SimLink(req=req, resp=resp, delay_s=0.005, drop=drop, now=now)
+    link.run(until=lambda: req.idle and resp.counters.msgs_done == done0 + len(msgs))
+    assert [m.crc32 for m in resp.messages[done0:]] == [zlib.crc32(m) for m in msgs]
+    return link
+
+
+def _fixed(plan: recovery.MessagePlan) -> recovery.PolicyConfig:
+    """A policy that can only choose ``plan``'s code (to test the mechanism)."""
+    return recovery.PolicyConfig(k_choices=(plan.k,), depth_choices=(plan.depth,),
+                                 m_max=plan.m, tail_choices=(), eps=1e-9,
+                                 overhead_floor=1.0, max_overhead=1.0)
+
+
+@pytest.mark.parametrize(("k", "m", "depth"), [(16, 1, 4), (16, 2, 4), (8, 2, 8)])
+def test_every_burst_up_to_design_length_repaired(k, m, depth):
+    """One group of depth x k packets plus its repairs: a burst of up to depth x m
+    consecutive packets anywhere in that stream is repaired without a retransmission."""
+    n = k * depth
+    design = depth * m
+    payload = os.urandom(n * 1024)
+    loss = GE(0.05, 3)  # any lossy model: the policy below is pinned to (k, m, depth)
+    for length in range(1, design + 1):
+        for start in range(1, n + depth * m - length + 2):
+            req, resp = _pair(Reliability.AUTO, path_loss=loss,
+                              policy=_fixed(recovery.MessagePlan(scheme="fec", k=k, m=m,
+                                                                 depth=depth)))
+            lost = set(range(start, start + length))
+            link = _run(req, resp, [payload], lambda i, b, lost=lost: i in lost)
+            assert req.messages[0].extra["recovery"]["depth"] == depth
+            assert link.data_dropped + link.repair_dropped == length
+            assert req.counters.retx_pkts == 0, (length, start)
+
+
+def test_burst_longer_than_design_falls_back_to_sr():
+    k, m, depth = 16, 1, 4
+    req, resp = _pair(Reliability.AUTO, path_loss=GE(0.05, 3),
+                      policy=_fixed(recovery.MessagePlan(scheme="fec", k=k, m=m, depth=depth)))
+    lost = set(range(3, 3 + 2 * depth * m - 1))  # three blocks lose 2, one loses 1
+    _run(req, resp, [os.urandom(k * depth * 1024)], lambda i, b: i in lost)
+    assert req.counters.retx_pkts > 0 and resp.counters.fec_repaired > 0
+
+
+# -- tail protection ----------------------------------------------------------------------
+def test_lost_tail_costs_no_round_trip():
+    """SR loses the last packet: a timeout.  Auto (tail scheme) repairs it on arrival."""
+    msg = os.urandom(16 * 1024)
+
+    def last_data_once():
+        hit = []
+
+        def drop(i, b):
+            if b[0] == Opcode.WRITE_LAST and not hit:
+                hit.append(i)
+                return True
+            return False
+        return drop
+
+    req, resp = _pair(Reliability.SR)
+    _run(req, resp, [msg], last_data_once())
+    assert req.counters.timeouts == 1 and req.counters.retx_pkts == 1
+    sr_fct = req.messages[0].fct_s
+
+    req, resp = _pair(Reliability.AUTO, path_loss=B(0.01))
+    _run(req, resp, [msg], last_data_once())
+    rec = req.messages[0].extra["recovery"]
+    assert rec["scheme"] == "tail" and rec["repair_pkts"] >= 1
+    assert req.counters.retx_pkts == 0 and req.counters.timeouts == 0
+    assert resp.counters.fec_repaired == 1
+    assert req.messages[0].fct_s < sr_fct / 2
+    # the extra bytes are counted, and bounded by the policy
+    assert req.counters.repair_pkts == rec["repair_pkts"]
+    cfg = req.policy
+    assert rec["repair_pkts"] <= max(1, 16 * (cfg.overhead_floor + cfg.overhead_per_loss * 0.01))
+
+
+def test_auto_without_telemetry_is_sr_then_learns_from_counters():
+    req, resp = _pair(Reliability.AUTO)
+    req.loss_estimate.min_pkts = 100
+    msgs = [os.urandom(64 * 1024) for _ in range(4)]
+    link = _run(req, resp, msgs, lambda i, b: i % 25 == 0 and b[0] != Opcode.FEC_REPAIR)
+    assert req.messages[0].extra["recovery"]["scheme"] == "sr"
+    assert "no loss telemetry" in req.messages[0].extra["recovery"]["reason"]
+    more = [os.urandom(64 * 1024)]
+    _run(req, resp, more, lambda i, b: False, now=link.now)
+    rec = req.messages[-1].extra["recovery"]
+    assert "own counters" in rec["reason"] and rec["scheme"] != "sr"
+
+
+def test_auto_random_loss_delivers_and_repairs():
+    req, resp = _pair(Reliability.AUTO, path_loss=B(0.02))
+    msgs = [os.urandom(n * 1024 + 17) for n in (1, 7, 64, 200)]
+    import random
+    rng = random.Random(5)
+    _run(req, resp, msgs, lambda i, b: rng.random() < 0.02)
+    assert resp.counters.fec_repaired > 0
+    assert {m.extra["recovery"]["scheme"] for m in req.messages} <= {"fec", "tail", "sr"}
+    assert req.snapshot()["schemes"]
+
+
+def test_window_blocked_group_is_split_and_still_repairs():
+    req, resp = _pair(Reliability.AUTO, path_loss=GE(0.05, 3), window=40,
+                      policy=_fixed(recovery.MessagePlan(scheme="fec", k=16, m=2, depth=4)))
+    lost = {10, 11, 50, 51}
+    _run(req, resp, [os.urandom(64 * 1024)], lambda i, b: i in lost)
+    assert resp.counters.fec_repaired >= 2
+
+
+def test_group_round_trip_of_plan_interface():
+    g = Group(first=0, count=10, blocks=4, m=1)
+    assert [list(block_members(g, j)) for j in range(4)] == [[0, 4, 8], [1, 5, 9], [2, 6], [3, 7]]
+    assert g.repairs == 4
+
+
+def test_sampled_failure_is_consistent_with_exact_block_probability():
+    """One block on a bursty path: the sampled P(retx) of the message matches the exact
+    recursion (the sampling is what plans of several blocks use)."""
+    ge = GE(0.02, 8)
+    g = (Group(first=0, count=32, blocks=1, m=4),)
+    exact = recovery.block_fail(ge, 36, 4, 1)
+    assert recovery.plan_p_retx(ge, 32, g) == pytest.approx(exact, abs=0.02)
+    # and interleaving lowers it for the same repair bytes
+    inter = plan_groups(128, k=32, m=4, depth=4)
+    flat = plan_groups(128, k=32, m=4, depth=1)
+    assert recovery.plan_p_retx(ge, 128, inter) < recovery.plan_p_retx(ge, 128, flat)

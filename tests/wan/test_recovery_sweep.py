@@ -1,0 +1,108 @@
+"""The wan_recovery sweep: its spec, the controller's part, and one small cell on real
+namespaces (WAN delay line + eBPF loss emulator, two ``python -m traffic`` processes)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from common.loss import LossModel
+from mininet_topos.experiment.errors import SpecError
+from mininet_topos.experiment.presets import preset_path
+from mininet_topos.experiment.recovery_sweep import (
+    RecoverySweep,
+    fitted_model,
+    is_recovery_spec,
+    load_sweep,
+    parse_loss_label,
+    policy_fec,
+    run_sweep,
+)
+from traffic.control import parse_control
+
+ROW_KEYS = {"loss", "rtt_ms", "mode", "goodput_bps", "fct_p50_s", "fct_p99_s", "completion_s",
+            "wire_bytes_per_byte", "retx_pkts", "repaired_pkts"}
+
+
+def test_preset_loads_with_the_issue_grid():
+    path = preset_path("wan_recovery")
+    assert is_recovery_spec(path)
+    sw = load_sweep(path)
+    assert len(sw.losses) == 9 and sw.rtt_ms == [20, 60]
+    assert sw.modes == ["gbn", "sr", "fec", "auto"]
+
+
+@pytest.mark.parametrize(("label", "loss", "burst"), [("0.1%", 0.001, None), ("0.05", 0.05, None),
+                                                       ("ge:1%/10", 0.01, 10.0)])
+def test_loss_labels(label, loss, burst):
+    m = parse_loss_label(label)
+    assert m.mean_loss == pytest.approx(loss)
+    if burst is not None:
+        assert m.mean_burst_len == pytest.approx(burst)
+
+
+def test_bad_spec_is_named(tmp_path: Path):
+    f = tmp_path / "s.yaml"
+    f.write_text("kind: recovery_sweep\nlosses: ['ge:1%']\n")
+    with pytest.raises(SpecError, match="ge:1%"):
+        load_sweep(f)
+    f.write_text("kind: recovery_sweep\nmodez: [sr]\n")
+    with pytest.raises(SpecError, match="modez"):
+        load_sweep(f)
+
+
+def test_controller_fit_and_fixed_code_follow_the_model():
+    fit = fitted_model(LossModel.bursty(0.05, 10), n=200_000)
+    assert fit.mean_loss == pytest.approx(0.05, rel=0.2)
+    assert fit.mean_burst_len == pytest.approx(10, rel=0.3)
+    k1, m1 = policy_fec(fitted_model(LossModel.bernoulli(0.001), n=200_000), RecoverySweep())
+    k5, m5 = policy_fec(fitted_model(LossModel.bernoulli(0.05), n=200_000), RecoverySweep())
+    assert m5 / k5 > m1 / k1
+
+
+def test_loss_feedback_on_the_control_socket():
+    cmds, errs = parse_control(b'{"qp": 3, "loss": "ge:0.001,0.1"}\n{"qp": 3, "loss": "x"}')
+    assert cmds[0].loss == LossModel.gilbert_elliott(p=0.001, r=0.1)
+    assert len(errs) == 1 and "loss" in errs[0]
+
+
+@pytest.mark.root
+@pytest.mark.bpf
+@pytest.mark.slow
+def test_small_cell_on_namespaces(tmp_path: Path):
+    sw = RecoverySweep(losses=["ge:5%/3"], rtt_ms=[20], modes=["sr", "auto"], size="64K",
+                       count=6, rate="50M", timeout_s=30)
+    summary = run_sweep(sw, tmp_path, log=lambda *_: None)
+    rows = {r["mode"]: r for r in summary["recovery"]}
+    assert set(rows) == {"sr", "auto"}
+    for r in rows.values():
+        assert ROW_KEYS <= set(r) and r["finished"] and r["messages"] == 6, r
+        assert r["endpoint"] == "python"
+    assert rows["sr"]["retx_pkts"] > 0  # the eBPF emulator dropped data on the WAN path
+    auto = rows["auto"]
+    assert auto["repaired_pkts"] > 0 and sum(auto["schemes"].values()) == 6, auto
+    assert all(s.startswith(("fec", "tail")) for s in auto["schemes"]), auto["schemes"]
+    assert json.loads((tmp_path / "summary.json").read_text())["recovery"]
+
+
+def _row(loss, rtt, mode, gp, p99, wire=1.06):
+    return {"loss": loss, "rtt_ms": rtt, "mode": mode, "goodput_bps": gp * 1e6,
+            "fct_p99_s": p99 / 1e3, "fct_p50_s": p99 / 2e3, "wire_bytes_per_byte": wire,
+            "finished": True}
+
+
+def test_targets_table_and_plot(tmp_path: Path):
+    from mininet_topos.experiment.recovery_sweep import check_targets, markdown_table, plot_p99
+
+    rows = [_row("1%", 20, "gbn", 2.0, 300), _row("1%", 20, "sr", 80, 140),
+            _row("1%", 20, "fec", 82, 100), _row("1%", 20, "auto", 81, 101),
+            _row("0.1%", 20, "sr", 85, 100), _row("0.1%", 20, "auto", 85, 90, wire=1.10)]
+    got = {(t["cell"], t["target"]): t["ok"] for t in check_targets(rows)}
+    assert got[("1% 20ms", "p99 FCT <= 1.03 x best fixed")]
+    assert got[("1% 20ms", "p99 FCT <= 0.8 x SR")]
+    assert got[("1% 20ms", "goodput >= 20 x GBN")]
+    assert not got[("0.1% 20ms", "wire bytes <= 1.03 x SR")]
+    table = markdown_table(rows)
+    assert table.count("\n") == 3 and "| 1% | 20 |" in table
+    assert plot_p99(rows, tmp_path / "p.png").stat().st_size > 1000

@@ -1,0 +1,439 @@
+"""Per-message loss recovery: which scheme a message is sent with, and its FEC layout.
+
+Why per message: a lossy WAN path loses packets in bursts, and what a message feels is
+its completion time.  Plain selective repeat (SR) pays a round trip (or a timeout, when
+the tail is lost) for every message that loses a packet; FEC pays repair bytes on every
+message.  Which is cheaper depends on the path's loss model, the round trip, the rate
+and the message size, all of which change, so the sender decides for each message from
+what it knows at the time (the controller's loss-map feedback, its own RTT and
+counters), data-plane free.
+
+The decision (:func:`choose`) compares candidates by an expected cost in seconds, the
+message's wire time plus the round trip it risks::
+
+    cost = (data + repair packets) x packet time
+           + rtt x (min(1, P(retransmit) / eps) + P(retransmit))
+
+``P(retransmit)`` is the probability that some block of the message loses more symbols
+than it has repairs (computed exactly for a Gilbert-Elliott chain, see
+:func:`block_fail`), and ``eps`` the share of messages allowed to need a round trip
+(the tail percentile the policy protects); repair packets are capped at
+``overhead_floor + overhead_per_loss x loss rate`` of the data.  Candidates:
+
+- ``sr``: no repair symbols; every loss costs a round trip.
+- ``tail``: SR for the body, the last ``T`` packets in one block with ``m`` repairs sent
+  right behind them (a lost tail costs no timeout).
+- ``fec``: the whole message in interleaved groups: ``depth`` blocks of ``k`` data
+  symbols whose members are ``depth`` packets apart (block of position ``i`` is
+  ``i mod depth``), their ``m`` repairs each sent behind the group in the same round
+  robin, so a burst of up to ``depth x m`` consecutive packets costs each block at most
+  ``m`` symbols.  Residual losses fall back to SR.
+
+The interface to an endpoint is :class:`MessagePlan`: a list of :class:`Group` (which
+packets of the message, how many blocks interleaved, how many repairs per block).  The
+Python requester (:mod:`traffic.requester`) executes it; a native engine takes the same
+plan per message.  The decision lives here, above both.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from common.loss import LossKind, LossModel
+from traffic.errors import ConfigError
+
+__all__ = ["MAX_DEPTH", "MAX_GROUP", "Group", "LossEstimator", "MessagePlan", "PathView",
+           "PolicyConfig", "block_fail", "block_members", "choose", "fixed_plan",
+           "plan_groups", "repair_order"]
+
+MAX_DEPTH = 16
+"""Most blocks interleaved in one group (the stride of a block's members)."""
+MAX_GROUP = 512
+"""Most data packets in one group (the receiver keeps twice this many symbols)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """``count`` consecutive data packets of a message (from packet ``first``) coded as
+    ``blocks`` interleaved blocks with ``m`` repair symbols each."""
+
+    first: int
+    count: int
+    blocks: int
+    m: int
+
+    @property
+    def repairs(self) -> int:
+        return self.blocks * self.m
+
+
+@dataclass(frozen=True, slots=True)
+class MessagePlan:
+    """How one message is protected, and why (shown in the run's summary)."""
+
+    scheme: str  # "sr" | "tail" | "fec"
+    k: int = 0
+    m: int = 0
+    depth: int = 1
+    tail_pkts: int = 0
+    groups: tuple[Group, ...] = ()
+    p_retx: float = 0.0  # probability the message still needs a retransmission
+    reason: str = ""
+
+    @property
+    def repair_pkts(self) -> int:
+        return sum(g.repairs for g in self.groups)
+
+    def as_dict(self, n_pkts: int) -> dict:
+        return {"scheme": self.scheme, "k": self.k, "m": self.m, "depth": self.depth,
+                "tail_pkts": self.tail_pkts, "repair_pkts": self.repair_pkts,
+                "overhead": round(self.repair_pkts / max(1, n_pkts), 4),
+                "p_retx": round(self.p_retx, 5), "reason": self.reason}
+
+
+# -- layout ------------------------------------------------------------------------------
+def plan_groups(n: int, *, k: int, m: int, depth: int, first: int = 0) -> tuple[Group, ...]:
+    """Groups covering packets ``first .. n-1`` with blocks of at most ``k`` and up to
+    ``depth`` of them interleaved (a short last group gets fewer blocks, still <= k)."""
+    if not (1 <= k and 1 <= depth <= MAX_DEPTH and k * depth <= MAX_GROUP and m >= 0):
+        raise ConfigError(f"FEC layout: k={k}, depth={depth}, m={m} outside k >= 1, "
+                          f"1 <= depth <= {MAX_DEPTH}, k x depth <= {MAX_GROUP}")
+    out = []
+    pos = first
+    while pos < n:
+        g = min(n - pos, k * depth)
+        out.append(Group(first=pos, count=g, blocks=min(depth, -(-g // k)), m=m))
+        pos += g
+    return tuple(out)
+
+
+def block_members(group: Group, j: int) -> range:
+    """Packet indices (within the message) of block ``j`` of ``group``."""
+    return range(group.first + j, group.first + group.count, group.blocks)
+
+
+def repair_order(group: Group) -> list[tuple[int, int]]:
+    """(block, repair index) in sending order: position ``count + t`` of the group's
+    stream carries a repair of block ``(count + t) mod blocks``, so every block's
+    symbols stay ``blocks`` positions apart across the data/repair boundary too."""
+    b = group.blocks
+    return [((group.count + t) % b, t // b) for t in range(b * group.m)]
+
+
+def fixed_plan(n: int, k: int, m: int, depth: int = 1, reason: str = "fixed") -> MessagePlan:
+    """A plan with a fixed code (``m`` = 0: plain SR)."""
+    if m == 0:
+        return MessagePlan(scheme="sr", reason=reason)
+    return MessagePlan(scheme="fec", k=k, m=m, depth=depth,
+                       groups=plan_groups(n, k=k, m=m, depth=depth), reason=reason)
+
+
+# -- loss arithmetic ---------------------------------------------------------------------
+def _chain(model: LossModel) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(stationary distribution, transition matrix, loss probability) per state."""
+    if model.kind is LossKind.GILBERT_ELLIOTT and model.p + model.r > 0:
+        t = np.array([[1 - model.p, model.p], [model.r, 1 - model.r]])
+        pi = np.array([model.r, model.p]) / (model.p + model.r)
+        return pi, t, np.array([1 - model.k, 1 - model.h])
+    q = model.mean_loss
+    return np.array([1.0, 0.0]), np.eye(2), np.array([q, q])
+
+
+@functools.lru_cache(maxsize=8192)
+def block_fail(model: LossModel, n: int, m: int, spacing: int = 1) -> float:
+    """P(more than ``m`` of ``n`` symbols lost) when they are ``spacing`` packets apart
+    on a path of ``model`` (binomial for independent loss; else a forward recursion
+    over the chain's two states, in plain floats: the arrays are tiny)."""
+    q = model.mean_loss
+    if q <= 0 or n <= m:
+        return 0.0
+    if model.kind is not LossKind.GILBERT_ELLIOTT or model.p + model.r <= 0:
+        return max(0.0, 1.0 - sum(math.comb(n, i) * q**i * (1 - q) ** (n - i)
+                                  for i in range(m + 1)))
+    pi, t, loss = _chain(model)
+    step = np.linalg.matrix_power(t, spacing)
+    gg, gb, bg, bb = float(step[0, 0]), float(step[0, 1]), float(step[1, 0]), float(step[1, 1])
+    lg, lb = float(loss[0]), float(loss[1])
+    good = [0.0] * (m + 2)  # P(state, losses so far); the last slot: more than m
+    bad = [0.0] * (m + 2)
+    good[0], bad[0] = float(pi[0]), float(pi[1])
+    for i in range(n):
+        if i:
+            good, bad = ([g * gg + b * bg for g, b in zip(good, bad)],
+                         [g * gb + b * bb for g, b in zip(good, bad)])
+        good = _absorb(good, lg)
+        bad = _absorb(bad, lb)
+    return float(min(1.0, max(0.0, good[-1] + bad[-1])))
+
+
+def _absorb(dist: list[float], lost: float) -> list[float]:
+    """One symbol sent in a state losing it with probability ``lost``."""
+    kept = [x * (1 - lost) for x in dist]
+    for c in range(len(dist) - 1, 0, -1):
+        kept[c] += dist[c - 1] * lost
+    kept[-1] += dist[-1] * lost
+    return kept
+
+
+def plan_p_retx(model: LossModel, n: int, groups: tuple[Group, ...]) -> float:
+    """P(the message needs a retransmission): some block fails, or (outside the groups)
+    some packet is lost.
+
+    Independent loss: exact (blocks are independent).  Gilbert-Elliott: one burst hits
+    neighbouring blocks and pieces of the message together, so multiplying per-block
+    survival would overstate failure for every coded plan; the plan is instead played
+    against :data:`MC_TRIALS` sampled loss patterns of the chain, the same patterns for
+    every plan of a message size (their differences are what the choice needs).
+    """
+    if model.kind is LossKind.GILBERT_ELLIOTT and model.p + model.r > 0:
+        return _sampled_p_retx(model, n, groups)
+    ok = 1.0
+    covered = 0
+    for g in groups:
+        covered += g.count
+        for j in range(g.blocks):
+            c = len(block_members(g, j))
+            ok *= 1.0 - block_fail(model, c + g.m, g.m, g.blocks)
+    bare = n - covered
+    if bare > 0:
+        ok *= 1.0 - block_fail(model, bare, 0, 1)
+    return 1.0 - ok
+
+
+MC_TRIALS = 4000
+
+
+@functools.lru_cache(maxsize=32)
+def _chain_sample(model: LossModel, length: int, seed: int = 1) -> np.ndarray:
+    """(MC_TRIALS, length) losses of the chain from its stationary state, one row a trial."""
+    rng = np.random.default_rng(seed)
+    pi, _t, loss = _chain(model)
+    bad = rng.random(MC_TRIALS) < pi[1]
+    u = rng.random((length, MC_TRIALS))
+    v = rng.random((length, MC_TRIALS))
+    out = np.empty((length, MC_TRIALS), dtype=bool)
+    for i in range(length):
+        if i:
+            bad = np.where(bad, u[i] >= model.r, u[i] < model.p)
+        out[i] = v[i] < np.where(bad, loss[1], loss[0])
+    return np.ascontiguousarray(out.T)
+
+
+def _stream(n: int, groups: tuple[Group, ...]) -> tuple[list[int], list[list[int]], list[int]]:
+    """Stream positions: bare data packets, and per block (all groups) its data and
+    repair positions, with each block's m; repairs follow their group's last packet."""
+    pos_of = list(range(n))
+    blocks: list[list[int]] = []
+    ms: list[int] = []
+    covered: set[int] = set()
+    extra = 0
+    ends = {g.first + g.count - 1: g for g in groups}
+    for i in range(n):
+        pos_of[i] = i + extra
+        g = ends.get(i)
+        if g is not None:
+            extra += g.repairs
+    for g in groups:
+        start = pos_of[g.first + g.count - 1] + 1
+        members: list[list[int]] = [[pos_of[i] for i in block_members(g, j)]
+                                    for j in range(g.blocks)]
+        for t, (j, _r) in enumerate(repair_order(g)):
+            members[j].append(start + t)
+        blocks += members
+        ms += [g.m] * g.blocks
+        covered.update(range(g.first, g.first + g.count))
+    bare = [pos_of[i] for i in range(n) if i not in covered]
+    return bare, blocks, ms
+
+
+def _sampled_p_retx(model: LossModel, n: int, groups: tuple[Group, ...]) -> float:
+    bare, blocks, ms = _stream(n, groups)
+    need = n + sum(g.repairs for g in groups)
+    length = n + n // 4 + 64
+    sample = _chain_sample(model, max(length, need))
+    fail = np.zeros(MC_TRIALS, dtype=bool)
+    if bare:
+        fail |= sample[:, bare].any(axis=1)
+    for cols, m in zip(blocks, ms, strict=True):
+        fail |= sample[:, cols].sum(axis=1) > m
+    return float(fail.mean())
+
+
+# -- the decision ------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class PolicyConfig:
+    """The policy's knobs (defaults are the ones the wan_recovery preset measured)."""
+
+    eps: float = 0.01
+    """Share of messages allowed to need a round trip (the percentile protected)."""
+    max_overhead: float = 0.25
+    """Most repair packets per data packet a message may carry ..."""
+    overhead_per_loss: float = 4.0
+    overhead_floor: float = 0.02
+    """... and at most ``overhead_floor + overhead_per_loss x loss rate`` of them: the
+    bytes FEC adds stay in proportion to what selective repeat would resend."""
+    k_choices: tuple[int, ...] = (8, 16, 32, 64)
+    depth_choices: tuple[int, ...] = (1, 2, 4, 8, 16)
+    m_max: int = 8
+    tail_choices: tuple[int, ...] = (4, 8, 16)
+    tail_min_loss: float = 0.005
+    """From this loss rate on, a message may always carry one tail repair (a short
+    message would otherwise never be covered by the proportional bound)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PathView:
+    """What the sender knows about its path when it posts a message."""
+
+    loss: LossModel
+    rtt_s: float
+    rate_bps: float
+    wire_pkt_bytes: int = 1100
+    source: str = "controller"  # where ``loss`` came from (controller | own counters)
+
+    def quantised(self) -> PathView:
+        """Two significant digits of every input: decisions (and their cache) stand
+        still while the telemetry only jitters."""
+        lm = self.loss
+        loss = LossModel(kind=lm.kind, p=_q(lm.p), r=_q(lm.r), h=_q(lm.h), k=1 - _q(1 - lm.k))
+        return PathView(loss=loss, rtt_s=_q(self.rtt_s), rate_bps=_q(self.rate_bps),
+                        wire_pkt_bytes=self.wire_pkt_bytes, source=self.source)
+
+
+def _q(x: float) -> float:
+    return float(f"{x:.2g}")
+
+
+def choose(path: PathView, n_pkts: int, cfg: PolicyConfig = PolicyConfig()) -> MessagePlan:
+    """The scheme for a message of ``n_pkts`` packets on ``path`` (see module docstring)."""
+    if n_pkts < 1:
+        raise ConfigError(f"recovery policy: a message of {n_pkts} packets")
+    return _choose(path.quantised(), n_pkts, cfg)
+
+
+@functools.lru_cache(maxsize=256)
+def _candidates(model: LossModel, n: int, cfg: PolicyConfig) -> tuple[MessagePlan, ...]:
+    """Every plan within the overhead bound, with its P(retx) (SR first).
+
+    Why apart from the choice: the probabilities depend only on the loss model and the
+    size, the costs on the RTT and rate too; an RTT change then costs no new recursion.
+    """
+    q = model.mean_loss
+    cap = min(cfg.max_overhead, cfg.overhead_floor + cfg.overhead_per_loss * q)
+    out = [MessagePlan(scheme="sr", p_retx=plan_p_retx(model, n, ()))]
+    floor_pkts = 1 if q >= cfg.tail_min_loss else 0
+    for t in cfg.tail_choices:
+        t = min(t, n)
+        for m in range(1, cfg.m_max + 1):
+            if m > max(cap * n, floor_pkts):
+                break
+            groups: tuple[Group, ...] = (Group(first=n - t, count=t, blocks=1, m=m),)
+            out.append(MessagePlan(scheme="tail", m=m, tail_pkts=t, groups=groups,
+                                   p_retx=plan_p_retx(model, n, groups)))
+    for k in cfg.k_choices:
+        for depth in cfg.depth_choices:
+            if k * depth > MAX_GROUP or (depth > 1 and k * (depth - 1) >= n):
+                continue  # the interleaver would not fill more blocks
+            for m in range(1, cfg.m_max + 1):
+                groups = plan_groups(n, k=k, m=m, depth=depth)
+                if sum(g.repairs for g in groups) / n > cap:
+                    break
+                p = plan_p_retx(model, n, groups)
+                out.append(MessagePlan(scheme="fec", k=k, m=m, depth=depth, groups=groups,
+                                       p_retx=p))
+                if p < 1e-6:
+                    break  # more repairs only cost bytes
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=1024)
+def _choose(path: PathView, n: int, cfg: PolicyConfig) -> MessagePlan:
+    model = path.loss
+    q = model.mean_loss
+    why = (f"loss {q:.2%} ({path.source}), burst {model.mean_burst_len:.1f}, "
+           f"rtt {path.rtt_s * 1e3:.0f} ms, {n} pkts")
+    if q <= 0:
+        return MessagePlan(scheme="sr", reason=f"{why}: path loss-free")
+    t_pkt = path.wire_pkt_bytes * 8 / path.rate_bps
+
+    def cost(plan: MessagePlan) -> float:
+        # wire time, the round trip the protected percentile risks, and the expected
+        # round trips (which still fall when the percentile is out of reach)
+        p = plan.p_retx
+        return (n + plan.repair_pkts) * t_pkt + path.rtt_s * (min(1.0, p / cfg.eps) + p)
+
+    cands = _candidates(model, n, cfg)
+    p_sr = cands[0].p_retx
+    best = cands[0]
+    best_cost = cost(best)
+    for plan in cands[1:]:
+        c = cost(plan)
+        if c < best_cost - 1e-12:
+            best, best_cost = plan, c
+    detail = {"sr": "repairs cost more than the round trips they save",
+              "tail": f"last {best.tail_pkts} pkts + {best.m} repairs",
+              "fec": f"({best.k},{best.m}) x depth {best.depth}"}[best.scheme]
+    return MessagePlan(scheme=best.scheme, k=best.k, m=best.m, depth=best.depth,
+                       tail_pkts=best.tail_pkts, groups=best.groups, p_retx=best.p_retx,
+                       reason=f"{why}: {detail}, P(retx) {best.p_retx:.3f} vs SR {p_sr:.3f}")
+
+
+# -- the QP's own counters -----------------------------------------------------------------
+@dataclass(slots=True)
+class LossEstimator:
+    """Loss model from a QP's own loss declarations (used when the controller sent none).
+
+    Why a simple Gilbert fit: the sender sees which of its packets were declared lost
+    in sequence order, so a = P(loss) and b = P(loss | previous lost) give the classic
+    Gilbert channel (r = 1 - b, p = a r / (1 - a)).  Only packets sent without repair
+    cover are counted: losses FEC repaired are invisible to the sender.
+    """
+
+    min_pkts: int = 500
+    sent: int = 0
+    lost: int = 0
+    pairs: int = 0  # a loss right after a loss
+    _last_lost: int = -2
+    _lost_seqs: set = field(default_factory=set)
+
+    def on_sent(self, n: int = 1) -> None:
+        self.sent += n
+
+    def on_lost(self, seq: int) -> None:
+        if seq in self._lost_seqs:
+            return
+        self._lost_seqs.add(seq)
+        if len(self._lost_seqs) > 4096:
+            self._lost_seqs = set(sorted(self._lost_seqs)[-2048:])
+        self.lost += 1
+        if seq == self._last_lost + 1:
+            self.pairs += 1
+        self._last_lost = seq
+
+    def model(self) -> LossModel | None:
+        if self.sent < self.min_pkts:
+            return None
+        a = self.lost / self.sent
+        if a <= 0:
+            return LossModel.none()
+        if a >= 1:
+            return None
+        b = self.pairs / self.lost
+        if b <= a * 1.5 or self.lost < 10:
+            return LossModel.bernoulli(a)
+        r = max(1e-3, 1.0 - b)
+        return LossModel.gilbert_elliott(p=min(1.0, a * r / (1 - a)), r=r)
+
+
+def describe(model: LossModel) -> str:
+    """Short text of a loss model for reasons and tables (e.g. ``ge:1%/10``)."""
+    if model.kind is LossKind.GILBERT_ELLIOTT:
+        return f"ge:{model.mean_loss:.3g}/{model.mean_burst_len:.3g}"
+    if model.kind is LossKind.BERNOULLI:
+        return f"{model.p:.3g}"
+    return "none"
+
+
