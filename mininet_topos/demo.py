@@ -28,7 +28,12 @@ PYTHON_SPEED = {"softswitch": {"rate": "8M", "size": "1M"},
 def run_demo(*, out: Path, switch: str | None = None, influx_url: str | None = None,
              mtls: bool = False, web: str | None = None) -> int:
     from mininet_topos.experiment import load_spec, preset_path, run_specs, sigterm_as_interrupt
-    from mininet_topos.experiment.report import control_loop_lines, data_check_line, queue_lines
+    from mininet_topos.experiment.report import (
+        control_loop_lines,
+        data_check_line,
+        engine_line,
+        queue_lines,
+    )
 
     (spec,) = load_spec(preset_path("demo"))
     if switch:
@@ -47,6 +52,7 @@ def run_demo(*, out: Path, switch: str | None = None, influx_url: str | None = N
     s = r.summary
     print()
     print("== demo summary ==")
+    print(engine_line(s))   # the QPs' data path: the native engine unless it is not built
     intel = s.get("int")
     if intel:
         print(f"INT: hop records from {len(intel['switches_reporting'])} switches "

@@ -78,7 +78,7 @@ def traffic_results(traffic_dir: Path, hosts: tuple[str, ...]) -> dict[str, Any]
             continue
         ranks[host] = {k: d.get(k) for k in ("rank", "finished", "completion_s", "goodput_tx_bps",
                                              "goodput_rx_bps", "bytes_sent", "bytes_received",
-                                             "interrupted")}
+                                             "interrupted", "engine")}
         ranks[host]["fct_s"] = d.get("fct_s")
         ranks[host]["cc"] = d.get("cc")
         # the rank's own check of the data it received (traffic.runner: the all-reduce
@@ -125,6 +125,9 @@ def traffic_results(traffic_dir: Path, hosts: tuple[str, ...]) -> dict[str, Any]
     return {"ranks": ranks, "fct_rows": fct_rows, "rate_columns": columns,
             "rate_rows": rate_rows, "all_finished": all(r.get("finished") for r in ranks.values()),
             "senders_cc": senders_cc,
+            # which data path each rank ran (native C engine or the Python endpoint):
+            # `--engine auto` falls back to Python where the engine is not built
+            "engines": {h: r.get("engine") for h, r in ranks.items()},
             "goodput_tx_bps_total": float(sum(gp)),
             "completion_s_max": float(max(done)) if done else None}
 
@@ -232,6 +235,7 @@ def summarise(a: Analysis) -> dict[str, Any]:
         "all_finished": a.traffic["all_finished"],
         "fct_s": {"n": int(fct.size), **pct},
         "senders_cc": a.traffic.get("senders_cc"),
+        "engines": a.traffic.get("engines"),
         "data_check": data_check(a.traffic["ranks"]),
         "ranks": a.traffic["ranks"],
     }

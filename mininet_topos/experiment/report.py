@@ -16,7 +16,7 @@ from .analysis import Analysis
 from .plots import plot_fct_cdf, plot_queues, plot_rates
 from .results import ResultsDir
 
-__all__ = ["LOOP_STAGES", "control_loop_lines", "data_check_line", "format_summary",
+__all__ = ["LOOP_STAGES", "control_loop_lines", "data_check_line", "engine_line", "format_summary",
            "queue_lines", "write_analysis"]
 
 # the controller's control-loop latency figures (state file, ``collector`` section):
@@ -139,10 +139,21 @@ def queue_lines(summary: dict[str, Any]) -> list[str]:
             f"tail drops: {dq.get('tail_drops', 0)} in all switches{share}"]
 
 
+def engine_line(summary: dict[str, Any]) -> str:
+    """Which data path the ranks ran (``--engine auto`` may fall back to Python)."""
+    by: dict[str, list[str]] = {}
+    for host, eng in (summary.get("engines") or {}).items():
+        by.setdefault(str(eng or "unknown"), []).append(host)
+    if not by:
+        return "engine: no rank reported"
+    return "engine: " + "; ".join(f"{e} on {len(h)} rank{'s' * (len(h) != 1)} ({', '.join(h)})"
+                                  for e, h in sorted(by.items()))
+
+
 def format_summary(summary: dict[str, Any], a: Analysis | None = None) -> list[str]:
-    """A few lines for the terminal: data check, lossy link, bottleneck queue, goodput,
-    FCT."""
-    lines = [data_check_line(summary)]
+    """A few lines for the terminal: data check, engine, lossy link, bottleneck queue,
+    goodput, FCT."""
+    lines = [data_check_line(summary), engine_line(summary)]
     ll = summary.get("lossy_link")
     if ll:
         ok = {True: "within", False: "OUTSIDE", None: "n/a"}[ll.get("within_expected")]

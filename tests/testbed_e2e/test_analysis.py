@@ -88,7 +88,7 @@ def _synthetic_run(tmp_path, *, n=41, rate_pps=5000, loss=0.01, seed=3):
              "retx_pkts": 0} for i in range(10)]
     (tmp_path / "traffic" / "h1.json").write_text(json.dumps({
         "rank": 0, "finished": True, "completion_s": 8.0, "goodput_tx_bps": 4e7,
-        "start_s": 0.0, "messages": msgs,
+        "start_s": 0.0, "messages": msgs, "engine": "native",
         "endpoint": {"requesters": {"256": {"retx_pkts": 3, "repair_pkts": 0}},
                      "series_columns": {"requester": ["t_s", "rate_bps"]},
                      "series": {"256": [[0.1, 4e7], [0.2, 4e7]]}}}))
@@ -134,6 +134,9 @@ def test_analysis_names_the_lossy_link_and_writes_the_results_folder(tmp_path):
     assert summary["lossy_link"]["name"] == "s1:3->s5:3"
     text = "\n".join(format_summary(summary, a))
     assert "lossy link: s1:3-s5:3" in text and "within the model's range" in text
+    # which data path each rank ran; h5 wrote no summary, so it reports none
+    assert summary["engines"] == {"h1": "native", "h5": None}
+    assert "engine: native on 1 rank (h1); unknown on 1 rank (h5)" in text
 
 
 def test_results_dir_and_plots_refuse_bad_input(tmp_path):
