@@ -70,6 +70,10 @@ class HarnessConfig:
     none_share: float = 1 / 8     # share of fault-free trials
     python: str = sys.executable
     switch: str = "linux-router"  # or softswitch / ebpf (INT paths; fewer kinds: p4.py)
+    # The ranks' endpoint. The faults were sized for the Python endpoint, whose pacer
+    # sends in bursts: the native engine paces each packet to the microsecond, and a
+    # two-packet queue then drops nothing, so a tiny-queue fault would have no effect.
+    engine: str = "python"
 
 
 def _rank_argv(cfg: HarnessConfig, rank: int, ips: list[str], start: float, logs: Path,
@@ -78,7 +82,8 @@ def _rank_argv(cfg: HarnessConfig, rank: int, ips: list[str], start: float, logs
             str(rank), "-s", cfg.size, "-c", str(cfg.count), "--rate", cfg.rate,
             "-q", str(cfg.qps),
             "--start-at", f"{start:.3f}", "--coll-log", str(logs),
-            "--timeout", f"{cfg.trial_s or TRIAL_S:g}", "--seed", str(cfg.seed), *extra, "1"]
+            "--timeout", f"{cfg.trial_s or TRIAL_S:g}", "--seed", str(cfg.seed),
+            "--engine", cfg.engine, *extra, "1"]
 
 
 def _run_ranks(tb: Any, cfg: HarnessConfig, topo: Topology, trial_dir: Path,
