@@ -76,6 +76,10 @@ class SoakConfig:
     warmup_s: float | None = None      # default: 60 s, or a fifth of a shorter run
     max_slope_mb_per_min: float = MAX_SLOPE_MB_PER_MIN
     preset: str = "demo"
+    # The soak watches memory, queues and the export; it runs the Python target as it
+    # always did. (On the eBPF target a queue's tail drop happens after the egress
+    # stamped the link sequence number, so the loss map counts it as link loss.)
+    switch: str = "softswitch"
     outage_s: float = 0.0              # > 0: stop the private influxd this long mid-run
 
     def __post_init__(self) -> None:
@@ -98,9 +102,12 @@ class SoakConfig:
         return min(60.0, self.minutes * 60.0 / 5.0)
 
 
-def soak_spec(minutes: float, preset: str = "demo") -> Any:
+def soak_spec(minutes: float, preset: str = "demo", switch: str | None = None) -> Any:
     """The preset's spec with its workload running ``minutes``: the all-reduce count set
-    beyond reach and the traffic's timeout (and the spec's duration) set to the soak."""
+    beyond reach and the traffic's timeout (and the spec's duration) set to the soak;
+    ``switch`` overrides the preset's switch kind (user-space ones at the demo's
+    user-space rates)."""
+    from mininet_topos.demo import PYTHON_SPEED
     from mininet_topos.experiment import preset_path, spec_from_dict
 
     path = preset_path(preset)
@@ -110,6 +117,9 @@ def soak_spec(minutes: float, preset: str = "demo") -> Any:
     raw["workload"]["timeout_s"] = seconds
     raw["duration_s"] = seconds
     raw["name"] = f"soak-{raw['name']}"
+    if switch:
+        raw["switch"] = switch
+        raw["workload"].update(PYTHON_SPEED.get(switch, {}))
     return spec_from_dict(raw, base_dir=path.parent)
 
 
@@ -234,7 +244,7 @@ def run_soak(cfg: SoakConfig, *, log: Callable[[str], None] = print) -> dict[str
     from mininet_topos.experiment import apply_overrides, sigterm_as_interrupt
     from mininet_topos.topologies import resolve_topology
 
-    spec = soak_spec(cfg.minutes, cfg.preset)
+    spec = soak_spec(cfg.minutes, cfg.preset, cfg.switch)
     topo = apply_overrides(resolve_topology(spec.topology), spec)
     cfg.out.mkdir(parents=True, exist_ok=True)
     database = f"soak_{time.strftime('%Y%m%d_%H%M%S')}_{uuid.uuid4().hex[:6]}"

@@ -75,9 +75,16 @@ def run_demo(out: Path, web: str | None) -> float:
         if browser is not None:
             browser()
     watcher.join(timeout=10)
+    if web and LOADED.get(f"http://{web}/") != "ok":
+        raise SystemExit(f"the page never loaded ({LOADED.get(f'http://{web}/', 'not opened')}): "
+                         "this run measured nothing")
     if rc != 0:
         raise SystemExit(f"demo exited {rc}; its last lines:\n" + "".join(lines[-25:]))
     return got.get("cpu_s", float("nan"))
+
+
+LOADED: dict[str, str] = {}   # url -> "ok" or the error: a run whose page never loaded
+                              # measures nothing and is refused
 
 
 def _open_page(url: str):  # type: ignore[no-untyped-def]
@@ -90,8 +97,13 @@ def _open_page(url: str):  # type: ignore[no-untyped-def]
         with sync_playwright() as pw:
             ctx = pw.chromium.launch_persistent_context(profile, executable_path="/usr/bin/chromium",
                                                         headless=True, args=CHROMIUM_FLAGS)
-            pg = ctx.new_page()
-            pg.goto(url)
+            try:
+                pg = ctx.new_page()
+                pg.goto(url)
+                pg.wait_for_selector("body[data-ready='1']", timeout=30_000)
+                LOADED[url] = "ok"
+            except Exception as exc:  # noqa: BLE001 - reported as the run's failure
+                LOADED[url] = str(exc).splitlines()[0]
             stop.wait()
             ctx.close()
 
