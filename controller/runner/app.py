@@ -202,6 +202,9 @@ class Controller:
         collector, HPCC, loss maps, export and the periodic thread."""
         self.load()
         self.alerts = AlertEngine(rules=self.cfg.alert_rules)
+        # a state file at once (every switch "connecting"): `controller show` answers
+        # while slow or unreachable switches are still being tried
+        self.write_state()
         self.fleet.bring_up(self._say)
         self._start_telemetry()
         self.links = LinkPoller(topo=self.topo, switches=self.fleet.switches, bin_s=self.cfg.loss_bin_s)
