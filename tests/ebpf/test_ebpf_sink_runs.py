@@ -145,11 +145,14 @@ def test_idle_flow_flushed_then_resumed(pair, sink):
 def test_a_run_older_than_run_ns_closes_at_its_next_packet(pair, sink):
     if sink.config.hook != "tc":
         pytest.skip("the module's XDP sink would strip the INT first")
-    cfg = SinkConfig(run_ns=1_000_000, prio=17)
+    # run_ns well above the time four back-to-back sends take on a loaded host (a 1 ms
+    # run closed inside the first four when the sender was preempted), the pause well
+    # above run_ns
+    cfg = SinkConfig(run_ns=50_000_000, prio=17)
     with IntSink(pair.h2.ifname, netns=pair.h2.name, config=cfg) as s:
         pair.drain()
         send(pair, list(range(4)), qp=0x6008)
-        time.sleep(0.03)
+        time.sleep(0.3)
         send(pair, list(range(4, 8)), qp=0x6008)
         recs = records_of(s, 0x6008)
         assert [(int(r["psn"]), int(r["psn_count"])) for r in recs] == [(0, 4), (4, 4)]
