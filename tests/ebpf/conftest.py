@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import socket
 import time
 from collections.abc import Iterator
@@ -25,9 +26,22 @@ class Pair:
 
     def send(self, frames: list[bytes], gap_s: float = 0.0) -> None:
         for f in frames:
-            self.tx.send(f)
+            self._send_one(f)
             if gap_s:
                 time.sleep(gap_s)
+
+    def _send_one(self, frame: bytes) -> None:
+        """Send one frame; ENOBUFS (the veth's queue full while the receiving CPU is
+        busy elsewhere, on a loaded host) waits for it to drain instead of losing it."""
+        for _ in range(2000):
+            try:
+                self.tx.send(frame)
+                return
+            except OSError as e:
+                if e.errno != errno.ENOBUFS:
+                    raise
+                time.sleep(0.001)
+        raise OSError(errno.ENOBUFS, "the veth's queue stayed full for 2 s")
 
     def recv_raw(self, n: int, timeout_s: float = 2.0) -> list[bytes]:
         return recv_datagrams(self.raw_rx, n, timeout_s)

@@ -270,7 +270,9 @@ def test_controller_collector_decodes_what_the_agent_ships(pair):
     try:
         cfg = AgentConfig(iface=pair.h2.ifname, netns=pair.h2.name,
                           controller=collector.agent_address, agent_id=5,
-                          sink=SinkConfig(flush_idle_ns=10**10))  # only the stop flushes
+                          # only the stop flushes, and runs close on their 16th packet
+                          # only (a sender preempted past run_ns would split a run)
+                          sink=SinkConfig(flush_idle_ns=10**10, run_ns=10**10))
         with HostAgent(cfg) as agent:
             pair.send(frames)
             deadline = time.monotonic() + 10
