@@ -30,6 +30,7 @@ BASE_N = 6           # baseline: the median of the pair's first transfers
 MIN_LATE = 3         # a rank is late with at least this many late steps
 MIN_SLOW_WINDOWS = 3  # a pair is slow in at least this many windows (a fault persists,
                       # a machine-wide stall of a loaded host passes)
+BASE_FLOOR = 0.75     # a pair's baseline is at least this share of the pairs' median one
 
 
 @dataclass(slots=True)
@@ -97,10 +98,11 @@ def analyse(records: list[CollRecord], now: float) -> TransferView:
     # window -> pair -> (median ratio, excess s, transfers)
     win: dict[int, dict[tuple[int, int], tuple[float, float, list[CollRecord]]]] = \
         defaultdict(dict)
+    floor_s = BASE_FLOOR * _typical_baseline(by_pair)
     for key, rs in by_pair.items():
         ps = PairStats(src=key[0], dst=key[1])
         done = [r.end - r.start for r in rs if r.end is not None]
-        ps.baseline_s = float(np.median(done[:BASE_N])) if done else 0.0
+        ps.baseline_s = max(float(np.median(done[:BASE_N])), floor_s) if done else 0.0
         groups: dict[int, list[CollRecord]] = defaultdict(list)
         for r in rs:
             ps.n += 1
@@ -139,6 +141,23 @@ def analyse(records: list[CollRecord], now: float) -> TransferView:
         ps.first_bad = t if ps.first_bad is None else min(ps.first_bad, t)
     v.late = _late_ranks(records)
     return v
+
+
+def _baseline(rs: list[CollRecord]) -> float | None:
+    done = [r.end - r.start for r in rs if r.end is not None]
+    return float(np.median(done[:BASE_N])) if done else None
+
+
+def _typical_baseline(by_pair: dict[tuple[int, int], list[CollRecord]]) -> float:
+    """The median of the pairs' baselines (0 with fewer than three pairs).
+
+    Why a pair's baseline is kept near it: the ring's pairs move chunks of one size at
+    one paced rate, so they take about as long as each other; a pair whose first
+    transfers ran much faster than every other pair's caught an idle moment (on a
+    software switch of a loaded machine transfers vary 0.3-2.7 s without a fault), and
+    its later, ordinary transfers would then read as a slowdown of 2-6x."""
+    bases = [b for rs in by_pair.values() if (b := _baseline(rs)) is not None]
+    return float(np.median(bases)) if len(bases) >= 3 else 0.0
 
 
 def _late_ranks(records: list[CollRecord]) -> dict[int, list[tuple[float, float]]]:

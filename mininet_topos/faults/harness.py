@@ -32,7 +32,8 @@ from controller.diagnose.report import format_diagnosis
 from controller.topology.model import LinkRole, Topology
 from mininet_topos.faults.inject import Injector, traffic_fault_args
 from mininet_topos.faults.p4 import (
-    SOFTSWITCH_KINDS,
+    P4_KINDS,
+    PortDropPoller,
     controller_telemetry,
     int_crossings,
     int_places,
@@ -87,8 +88,10 @@ def _rank_argv(cfg: HarnessConfig, rank: int, ips: list[str], start: float, logs
 
 
 def _run_ranks(tb: Any, cfg: HarnessConfig, topo: Topology, trial_dir: Path,
-               fault: FaultSpec | None, inj: Injector | None) -> tuple[float, float]:
-    """Run one round of the ring with ``fault``; returns (start, end) Unix times."""
+               fault: FaultSpec | None, inj: Injector | None,
+               tick: Callable[[], None] | None = None) -> tuple[float, float]:
+    """Run one round of the ring with ``fault``; returns (start, end) Unix times
+    (``tick``: called every 50 ms while the ranks run, e.g. to poll counters)."""
     ips = [topo.host(h).ipv4 for h in cfg.hosts]
     if fault is not None and inj is not None:
         inj.arm(fault)   # (before the start is fixed: the traffic must run before the onset)
@@ -113,6 +116,8 @@ def _run_ranks(tb: Any, cfg: HarnessConfig, topo: Topology, trial_dir: Path,
                 applied = True
             if now > start + (cfg.trial_s or TRIAL_S) + 5:
                 break
+            if tick is not None:
+                tick()
             time.sleep(0.05)
         end = time.time()   # when the ranks stopped: transfers open then are cut, or hung
     finally:
@@ -329,6 +334,7 @@ def run_harness(cfg: HarnessConfig, *, log: Any = print,
         # between the onset and the end
         cfg = replace(cfg, trial_s=P4_TRIAL_S if cfg.switch == "softswitch" else TRIAL_S)
     extra: dict[str, Any] = {"agent_hosts": cfg.hosts, "feedback": False} if p4 else {}
+    drops: PortDropPoller | None = None
     with Testbed(topo=topo, switch=cfg.switch, logs=out / "testbed", seed=cfg.seed,
                  sample_interval_s=0.2, python=cfg.python, **extra) as tb:
         def telemetry(since: float, end: float) -> Any:
@@ -339,13 +345,18 @@ def run_harness(cfg: HarnessConfig, *, log: Any = print,
                 # second of traffic
                 wait_for_loss_export(tb.logs / "controller", end - 1.0,
                                      timeout_s=LOSS_EXPORT_WAIT_S)
-                return controller_telemetry(topo, tb.logs / "controller", since_unix=since)
+                return controller_telemetry(topo, tb.logs / "controller", since_unix=since,
+                                            drops=drops)
             return telemetry_from_samples(topo, tb.samples_dir(), since_unix=since)
+        if cfg.switch == "ebpf":   # its tiny queues drop in the program: the switches count
+            drops = PortDropPoller([tb.net.get(s) for s in topo.switch_names])
+        tick = drops.poll if drops is not None else None
         log(f"two-dc up on {cfg.switch} in {time.time() - t_all:.1f} s; warm-up run")
-        start, w_end = _run_ranks(tb, cfg, topo, out / "warmup", None, None)
+        start, w_end = _run_ranks(tb, cfg, topo, out / "warmup", None, None, tick)
         warm = telemetry(start, w_end)
         if p4:
-            places = int_places(topo, warm, cfg.hosts)
+            places = {k: v for k, v in int_places(topo, warm, cfg.hosts).items()
+                      if k in P4_KINDS[cfg.switch]}
             log("INT paths cross: " + ", ".join(places["link_down"]))
         else:
             places = _places(topo, warm, cfg.hosts)
@@ -358,13 +369,13 @@ def run_harness(cfg: HarnessConfig, *, log: Any = print,
         chosen = plan(places) if plan is not None else [
             _pick(rng, cfg, places, scale) for _ in range(cfg.trials)]
         for f in chosen:
-            if p4 and f is not None and f.kind not in SOFTSWITCH_KINDS:
+            if p4 and f is not None and f.kind not in P4_KINDS[cfg.switch]:
                 raise FaultError(f"faults harness: {f.kind} is not injected on {cfg.switch} "
-                                 f"(kinds there: {', '.join(SOFTSWITCH_KINDS)})")
+                                 f"(kinds there: {', '.join(P4_KINDS[cfg.switch])})")
         for i, fault in enumerate(chosen):
             tdir = out / f"trial{i:03d}"
-            inj = Injector(tb=tb, topo=topo, python=cfg.python)
-            start, end = _run_ranks(tb, cfg, topo, tdir, fault, inj)
+            inj = Injector(tb=tb, topo=topo, python=cfg.python, switch=cfg.switch)
+            start, end = _run_ranks(tb, cfg, topo, tdir, fault, inj, tick)
             time.sleep(0.5)   # a last counter sample after the traffic
             records = read_logs([tdir / "collectives"]) if (tdir / "collectives").exists() \
                 else []

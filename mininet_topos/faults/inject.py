@@ -21,6 +21,15 @@ How each kind is made (the router ports are HTB-shaped with a pfifo, see
 * ``slow_receiver`` / ``straggler``: the rank's own options (``traffic.host_faults``),
   see :func:`traffic_fault_args`.
 
+On P4 switches (``switch``): softswitch's eBPF target shapes its ports with the same
+HTB class and pfifo as the routers, so a rate degradation and congestion are made as
+above; a tiny queue is the port's *virtual* queue (the one INT measures and the
+program tail-drops from, ``ebpf_queue.py``) cut to ``queue_pkts``.  The Python target
+paces its ports in its own process and leaves the kernel's interface unshaped: a rate
+degradation there puts an HTB at ``factor`` of the line rate (with the link's FIFO
+depth) on the switch port's interface, behind the switch; its queue and congestion are
+not reachable from outside the process (``p4.P4_KINDS``).
+
 Every change is undone by :meth:`Injector.heal` (also on error, by the caller's
 ``finally``).
 """
@@ -38,6 +47,10 @@ from controller.topology.model import Topology
 from mininet_topos.faults.spec import FaultError, FaultSpec
 
 __all__ = ["Injector", "fifo_drops", "traffic_fault_args"]
+
+
+BACKGROUND_DST = "198.18.0.1"   # where background.py's frames go (nobody routes it)
+_BACKGROUND_PRIO = 1            # before the eBPF switch's own filter (prio 7 or 8)
 
 
 def traffic_fault_args(f: FaultSpec | None, rank: int, hosts: list[str],
@@ -72,6 +85,7 @@ class Injector:
     tb: Any
     topo: Topology
     python: str = sys.executable
+    switch: str = "linux-router"   # or softswitch / ebpf: see the module's docstring
     _undo: list[Any] = field(default_factory=list)
     applied: list[dict[str, Any]] = field(default_factory=list)
     drops: dict[str, int] = field(default_factory=dict)   # eBPF drops per interface
@@ -108,7 +122,9 @@ class Injector:
             self._armed = self._droppers(f)
 
     def _background(self, f: FaultSpec, onset_unix: float) -> None:
-        sw, port, _b, _bp = self._ends(f.target)
+        sw, port, far, far_port = self._ends(f.target)
+        if self.switch == "ebpf" and far in self.topo.switch_names:
+            self._drop_background_at(far, far_port)
         p = self.tb.spawn(f"background-{sw}-{port}", sw, [
             self.python, "-m", "mininet_topos.faults.background", "--iface",
             _ifname(sw, port), "--rate-mbps", f"{f.rate_mbps:g}",
@@ -124,6 +140,10 @@ class Injector:
             for em in self._armed or self._droppers(f):
                 self._set_loss(em, f)
             self._armed = []
+        elif f.kind == "rate_degraded" and self.switch == "softswitch":
+            self._shape_python_port(f)
+        elif f.kind == "tiny_queue" and self.switch == "ebpf":
+            self._tiny_virtual_queue(f)
         elif f.kind == "rate_degraded":
             sw, port, _, _ = self._ends(f.target)
             dev, rate = _ifname(sw, port), self._rate(sw, port)
@@ -151,6 +171,48 @@ class Injector:
         else:  # pragma: no cover - parse_fault checked the kind
             raise FaultError(f"fault kind {f.kind!r} cannot be injected")
         self.applied.append({"kind": f.kind, "target": f.target})
+
+    def _drop_background_at(self, node: str, port: int) -> None:
+        """A tc filter ahead of the eBPF switch's program on the far port's ingress that
+        drops the background frames (to 198.18.0.1), as a router without a route does:
+        the P4 program would read their bytes as a link header and count them as the
+        link's packets."""
+        dev = _ifname(node, port)
+        self._cmd(node, f"tc filter add dev {dev} ingress prio {_BACKGROUND_PRIO} protocol ip "
+                        f"u32 match ip dst {BACKGROUND_DST}/32 action drop")
+        self._undo.append(lambda: self._cmd(
+            node, f"tc filter del dev {dev} ingress prio {_BACKGROUND_PRIO}"))
+
+    def _shape_python_port(self, f: FaultSpec) -> None:
+        """A rate degradation behind the Python target: HTB + FIFO on its port's
+        interface (unshaped until now), removed on heal."""
+        from common.kernel.shaping import shaping_commands
+
+        sw, port, _, _ = self._ends(f.target)
+        dev, link = _ifname(sw, port), self.topo.link_at(sw, port)
+        for cmd in shaping_commands(dev, float(link.rate_mbps) * f.factor, link.queue_pkts):
+            self._cmd(sw, cmd)
+        self._undo.append(lambda: self._cmd(sw, f"tc qdisc del dev {dev} root"))
+
+    def _tiny_virtual_queue(self, f: FaultSpec) -> None:
+        """An eBPF switch port's virtual queue cut to ``queue_pkts`` (its depth and tail
+        drops restored / counted on heal)."""
+        from mininet_topos.ebpf_switch import attached_programs
+        from mininet_topos.faults.ebpf_queue import VirtualQueue, queue_map_id
+
+        sw, _, port_s = f.target.partition(":")
+        dev = _ifname(sw, int(port_s))
+        progs = attached_programs(self.tb.net.get(sw), [dev])[dev]
+        q = VirtualQueue(queue_map_id(progs), int(port_s))
+        depth, before = q.depth, q.tail_drops
+        q.set_depth(f.queue_pkts)
+
+        def undo() -> None:
+            try:
+                self.drops[f"{dev} virtual queue"] = q.tail_drops - before
+            finally:
+                q.set_depth(depth)
+        self._undo.append(undo)
 
     def _fifo_drops(self, node: str, dev: str) -> int:
         out = self.tb.net.get(node).cmd(f"tc -s qdisc show dev {dev}")

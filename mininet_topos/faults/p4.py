@@ -8,24 +8,74 @@ loss (``csv/link_loss.csv``) and the hops' queues (``csv/int_hop.csv``).  The wa
 INT paths say exactly which link directions each rank pair crosses, so faults go on
 them, and the diagnosis weighs the INT path of each pair instead of every ECMP path.
 
-Kinds injected on softswitch: gray loss on a WAN direction (the eBPF dropper on the
+Kinds injected on both targets: gray loss on a WAN direction (the eBPF dropper on the
 delay line, as on kernel routers), a link down (eBPF droppers at tc egress of both
-switch ports: softswitch sends through the kernel's egress path), a slow receiver and
-a straggler (the ranks' own options).  Rate degradation, tiny queues and congestion
-change the switch's own traffic manager, which softswitch sets only when it starts.
+switch ports: softswitch sends through the kernel's egress path), a rate degradation
+(an HTB behind the port, ``inject.py``), a slow receiver and a straggler (the ranks'
+own options).  On the eBPF target also congestion (the routers' background sender:
+its ports have the routers' HTB and FIFO) and a tiny queue (its virtual queue, which
+the harness reads back as the switches' tail drops, :class:`PortDropPoller`).  The
+Python target's queues live in its process, set only when it starts: no tiny queue,
+and background frames out of its unshaped port would congest nothing but the far
+switch's Python loop.
 """
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from controller.diagnose.evidence import Telemetry, load_telemetry
 from controller.topology.model import LinkRole, Topology
 
-__all__ = ["SOFTSWITCH_KINDS", "controller_telemetry", "int_crossings", "int_places",
-           "wait_for_loss_export"]
+__all__ = ["P4_KINDS", "PortDropPoller", "controller_telemetry", "int_crossings",
+           "int_places", "wait_for_loss_export"]
 
-SOFTSWITCH_KINDS = ("gray_loss", "link_down", "slow_receiver", "straggler")
+P4_KINDS: dict[str, tuple[str, ...]] = {
+    "softswitch": ("gray_loss", "link_down", "rate_degraded", "slow_receiver", "straggler"),
+    "ebpf": ("gray_loss", "rate_degraded", "link_down", "congestion", "tiny_queue",
+             "slow_receiver", "straggler"),
+}
+
+
+@dataclass(slots=True)
+class PortDropPoller:
+    """The switches' tail drops per port over time, read from the statistics files
+    they rewrite every sample interval (``SoftSwitch.stats``); the diagnosis names a
+    tiny queue from drops that recur (``Telemetry.port_drops``).
+
+    Why here: the controller exports INT and link loss, not the switches' queue
+    counters; on kernel routers the sampler reads them from tc."""
+
+    switches: list[Any]
+    interval_s: float = 0.2
+    drops: dict[tuple[str, int], list[tuple[float, int]]] = field(default_factory=dict)
+    _last: float = 0.0
+
+    def poll(self) -> None:
+        now = time.time()
+        if now - self._last < self.interval_s:
+            return
+        self._last = now
+        for sw in self.switches:
+            for prt in _stats_ports(sw):
+                self.drops.setdefault((sw.name, int(prt["port"])), []).append(
+                    (now, int(prt.get("tail_drops", 0))))
+
+    def since(self, t: float) -> dict[tuple[str, int], list[tuple[float, int]]]:
+        return {k: [x for x in v if x[0] >= t] for k, v in self.drops.items()}
+
+
+def _stats_ports(sw: Any) -> list[dict[str, Any]]:
+    """A switch's per-port statistics; none while its file is being rewritten (the
+    next poll reads it)."""
+    from softswitch.switchd.errors import SwitchdError
+
+    try:
+        return list(sw.stats()["ports"])
+    except (SwitchdError, KeyError, TypeError, ValueError):
+        return []
 
 
 def last_loss_export(out_dir: Path) -> float | None:
@@ -60,9 +110,13 @@ def wait_for_loss_export(out_dir: Path, until_unix: float, *, timeout_s: float,
         time.sleep(poll_s)
 
 
-def controller_telemetry(topo: Topology, out_dir: Path, *, since_unix: float) -> Telemetry:
-    """The controller's exports under ``out_dir``, samples at or after ``since_unix``."""
+def controller_telemetry(topo: Topology, out_dir: Path, *, since_unix: float,
+                         drops: PortDropPoller | None = None) -> Telemetry:
+    """The controller's exports under ``out_dir``, samples at or after ``since_unix``
+    (with the switches' tail drops ``drops`` polled)."""
     tel = load_telemetry(out_dir, topo)
+    if drops is not None:
+        tel.port_drops = drops.drops
     return Telemetry(
         link_loss={k: [s for s in v if s.t >= since_unix] for k, v in tel.link_loss.items()},
         ports={k: [s for s in v if s.t >= since_unix] for k, v in tel.ports.items()},
@@ -97,10 +151,19 @@ def int_crossings(topo: Topology, tel: Telemetry, ring: tuple[str, ...]
 
 def int_places(topo: Topology, tel: Telemetry, ring: tuple[str, ...]
                ) -> dict[str, list[str]]:
-    """Where each softswitch kind may go: WAN directions (gray loss) and switch-to-switch
-    directions (link down) on the pairs' INT paths, the hosts receiving from a pair, the
-    ranks."""
+    """Where each kind may go on P4 switches: WAN directions (gray loss) and
+    switch-to-switch directions (link down, rate degradation, congestion) on the pairs'
+    INT paths, the hosts receiving from a pair, the ranks; a tiny queue at the first
+    switch's egress of a pair's path, where the sender's bursts arrive faster than the
+    port sends (as on kernel routers, ``queueing.py``)."""
     crossed = int_crossings(topo, tel, ring)
+    ip = {h.name: h.ipv4 for h in topo.hosts}
+    first: set[str] = set()
+    for r in range(len(ring) if len(ring) > 1 else 0):
+        src, dst = ring[r], ring[(r + 1) % len(ring)]
+        for f in tel.flows:
+            if f.src == ip[src] and f.dst == ip[dst] and len(f.path) >= 2:
+                first.add(f.path[1].split("->")[0])
     links, wan = [], []
     for ln in topo.links:
         if ln.role == LinkRole.HOST:
@@ -111,6 +174,8 @@ def int_places(topo: Topology, tel: Telemetry, ring: tuple[str, ...]
                 links.append(name)
                 if ln.role == LinkRole.WAN:
                     wan.append(name)
-    return {"gray_loss": sorted(wan), "link_down": sorted(links),
+    fabric = sorted(links)
+    return {"gray_loss": sorted(wan), "link_down": fabric, "rate_degraded": fabric,
+            "congestion": fabric, "tiny_queue": sorted(first),
             "slow_receiver": [h for h in ring if h in crossed],
             "straggler": [str(r) for r in range(len(ring))]}

@@ -14,13 +14,15 @@ from controller.diagnose.synth import SynthFault, synth_ring, write_run
 from controller.topology.model import LinkRole
 from mininet_topos.faults.harness import HarnessConfig, _where, run_harness
 from mininet_topos.faults.p4 import (
-    SOFTSWITCH_KINDS,
+    P4_KINDS,
+    PortDropPoller,
     controller_telemetry,
     int_crossings,
     int_places,
 )
 from mininet_topos.faults.spec import FaultError, FaultSpec
 from mininet_topos.topologies import resolve_topology
+from softswitch.switchd.errors import SwitchdError
 
 TOPO = resolve_topology("two-dc")
 RING = ("h1", "h3", "h5", "h7")
@@ -30,7 +32,7 @@ TOPO_FILE = Path(__file__).resolve().parents[2] / "mininet_topos" / "topofiles" 
 def test_places_are_the_int_paths_links() -> None:
     ev = synth_ring(TOPO, list(RING), None, seed=3, known_paths=True)
     places = int_places(TOPO, ev.telemetry, RING)
-    assert set(places) == set(SOFTSWITCH_KINDS)
+    assert set(places) == set(P4_KINDS["ebpf"]) >= set(P4_KINDS["softswitch"])
     on_int = {link for f in ev.telemetry.flows for link in f.path}
     roles = {f"{n}->{m}": ln.role for ln in TOPO.links
              for n, m in ((ln.a, ln.b), (ln.b, ln.a))}
@@ -38,6 +40,15 @@ def test_places_are_the_int_paths_links() -> None:
     assert set(places["gray_loss"]) == {x for x in on_int if roles[x] == LinkRole.WAN}
     assert places["gray_loss"], "the ring crosses the WAN"
     assert places["slow_receiver"] == list(RING)
+    assert places["rate_degraded"] == places["congestion"] == places["link_down"]
+    # a tiny queue at each pair's first switch egress (the sender's bursts arrive there)
+    ip = {h.name: h.ipv4 for h in TOPO.hosts}
+    firsts = {f.path[1].split("->")[0] for f in ev.telemetry.flows
+              if f.src in (ip[h] for h in RING) and len(f.path) >= 2}
+    assert places["tiny_queue"] and set(places["tiny_queue"]) <= firsts
+    for port in places["tiny_queue"]:
+        sw, _, n = port.partition(":")
+        assert sw in TOPO.switch_names and TOPO.link_at(sw, int(n)).role != LinkRole.HOST
     crossed = int_crossings(TOPO, ev.telemetry, RING)
     for link in places["link_down"]:
         assert crossed[link]
@@ -50,6 +61,33 @@ def test_no_int_no_place() -> None:
     ev = synth_ring(TOPO, list(RING), None, seed=3, known_paths=False)
     places = int_places(TOPO, ev.telemetry, RING)
     assert places["gray_loss"] == places["link_down"] == places["slow_receiver"] == []
+    assert places["tiny_queue"] == places["rate_degraded"] == []
+
+
+class _StatsSwitch:
+    """A switch whose statistics say ``tail_drops`` (what ``SoftSwitch.stats`` reads)."""
+
+    def __init__(self, name: str) -> None:
+        self.name, self.tail_drops, self.broken = name, 0, False
+
+    def stats(self) -> dict:
+        if self.broken:
+            raise SwitchdError("statistics file s3.stats.json: not JSON")
+        return {"ports": [{"port": 3, "tail_drops": self.tail_drops}, {"port": 1}]}
+
+
+def test_port_drop_poller_reads_the_switches_drops_over_time() -> None:
+    sw = _StatsSwitch("s3")
+    poller = PortDropPoller([sw], interval_s=0.0)
+    for n in (0, 4, 9):
+        sw.tail_drops = n
+        poller.poll()
+    sw.broken = True
+    poller.poll()   # a file caught mid-rewrite is skipped, not fatal
+    got = poller.drops[("s3", 3)]
+    assert [n for _t, n in got] == [0, 4, 9]
+    assert [n for _t, n in poller.drops[("s3", 1)]] == [0, 0, 0]
+    assert poller.since(got[1][0])[("s3", 3)] == got[1:]
 
 
 def test_controller_exports_become_telemetry_from_a_time_on(tmp_path: Path) -> None:
