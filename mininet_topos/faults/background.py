@@ -16,11 +16,12 @@ import struct
 import time
 
 FRAME = 1400
+UDP_PORT = 9     # discard: the switch-side filters of the eBPF target match it (inject.py)
 
 
 def _frame(src_mac: bytes) -> bytes:
     payload = bytes(FRAME - 14 - 20 - 8)
-    udp = struct.pack("!HHHH", 9, 9, 8 + len(payload), 0)
+    udp = struct.pack("!HHHH", UDP_PORT, UDP_PORT, 8 + len(payload), 0)
     total = 20 + len(udp) + len(payload)
     ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, total, 0, 0x4000, 64, 17, 0,
                      socket.inet_aton("198.18.0.2"), socket.inet_aton("198.18.0.1"))

@@ -44,13 +44,13 @@ from typing import Any, Self
 
 from common.loss import LossModel
 from controller.topology.model import Topology
+from mininet_topos.faults.background import UDP_PORT
 from mininet_topos.faults.spec import FaultError, FaultSpec
 
 __all__ = ["Injector", "fifo_drops", "traffic_fault_args"]
 
 
-BACKGROUND_DST = "198.18.0.1"   # where background.py's frames go (nobody routes it)
-_BACKGROUND_PRIO = 1            # before the eBPF switch's own filter (prio 7 or 8)
+_BACKGROUND_PRIO = 1      # before the eBPF switch's own filter (prio 7 or 8)
 
 
 def traffic_fault_args(f: FaultSpec | None, rank: int, hosts: list[str],
@@ -125,6 +125,7 @@ class Injector:
         sw, port, far, far_port = self._ends(f.target)
         if self.switch == "ebpf" and far in self.topo.switch_names:
             self._drop_background_at(far, far_port)
+            self._link_depth_fifo(sw, port)
         p = self.tb.spawn(f"background-{sw}-{port}", sw, [
             self.python, "-m", "mininet_topos.faults.background", "--iface",
             _ifname(sw, port), "--rate-mbps", f"{f.rate_mbps:g}",
@@ -173,15 +174,32 @@ class Injector:
         self.applied.append({"kind": f.kind, "target": f.target})
 
     def _drop_background_at(self, node: str, port: int) -> None:
-        """A tc filter ahead of the eBPF switch's program on the far port's ingress that
-        drops the background frames (to 198.18.0.1), as a router without a route does:
-        the P4 program would read their bytes as a link header and count them as the
-        link's packets."""
+        """The eBPF dropper ahead of the eBPF switch's program on the far port's ingress,
+        for the background's UDP port only: the far switch drops those frames as a
+        router without a route does (its P4 program would read their bytes as a link
+        header and count them as the link's packets)."""
+        from ebpf.loss import LossEmulator
+
         dev = _ifname(node, port)
-        self._cmd(node, f"tc filter add dev {dev} ingress prio {_BACKGROUND_PRIO} protocol ip "
-                        f"u32 match ip dst {BACKGROUND_DST}/32 action drop")
-        self._undo.append(lambda: self._cmd(
-            node, f"tc filter del dev {dev} ingress prio {_BACKGROUND_PRIO}"))
+        em = LossEmulator(dev, netns=self._netns_of(node), direction="ingress",
+                          prio=_BACKGROUND_PRIO, udp_dport=UDP_PORT,
+                          link_seq=False).attach()
+        em.set_bernoulli(1.0)
+        self._undo.append(em.close)
+
+    def _link_depth_fifo(self, sw: str, port: int) -> None:
+        """The eBPF switch's shaping FIFO (``KERNEL_FIFO_FACTOR`` times its virtual
+        queue, so that the program, not the kernel, drops its own packets) cut to the
+        link's queue depth while background frames share it, as on a router: in the
+        deep FIFO the background's socket buffer filled before the FIFO did, and the
+        collective's packets only waited behind it."""
+        dev = _ifname(sw, port)
+        m = re.search(r"pfifo 10: .*?limit (\d+)p", self.tb.net.get(sw).cmd(f"tc qdisc show dev {dev}"))
+        if m is None:
+            raise FaultError(f"{sw}: no pfifo 10: under {dev}: is the port shaped?")
+        q = "tc qdisc change dev {} parent 1:1 handle 10: pfifo limit {}"
+        self._cmd(sw, q.format(dev, self.topo.link_at(sw, port).queue_pkts))
+        self._undo.append(lambda: self._cmd(sw, q.format(dev, m.group(1))))
 
     def _shape_python_port(self, f: FaultSpec) -> None:
         """A rate degradation behind the Python target: HTB + FIFO on its port's
