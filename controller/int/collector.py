@@ -27,10 +27,11 @@ import numpy as np
 
 from common.auth import KeyFile
 from common.auth.socket_filter import SourceFilter
+from controller.int import native_reports
 from controller.int.decode import ReportDecoder
 from controller.int.errors import ConfigError, Malformed
 from controller.int.host import AgentState, HostBatchDecoder
-from controller.int.records import DecodedBatch
+from controller.int.records import DecodedBatch, as_pool
 from controller.int.rxbatch import RxPool
 from controller.int.seq import SeqState, SeqTracker
 from controller.int.state import FlowSnapshot, FlowTable, HopSnapshot, HopTable
@@ -412,9 +413,19 @@ class Collector:
 
     def _account_seq_rows(self, buf: np.ndarray, lens: np.ndarray) -> None:
         """``_account_seq`` on a receive pool."""
+        if self.report_decoder.native:     # reports.c: one pass over the rows
+            g, ok = native_reports.heads(buf, lens)
+            if not ok.all():
+                g = g[ok]
+            if len(g):
+                self.seq.update(g[:, 1], (g[:, 0] >> 22) & 0x3F, g[:, 0] & 0x3FFFFF)
+            return
         ok = (lens >= 8) & ((buf[:, 0] >> 4) == 2)
         if ok.any():
-            g = np.ascontiguousarray(buf[ok, :8]).view(">u4").astype(np.uint32)
+            # the 8 header bytes of every row first (a strided copy), then the rows
+            g = np.ascontiguousarray(buf[:, :8]).view(">u4").astype(np.uint32)
+            if not ok.all():
+                g = g[ok]
             self.seq.update(g[:, 1], (g[:, 0] >> 22) & 0x3F, g[:, 0] & 0x3FFFFF)
 
     def _run(self) -> None:
@@ -476,6 +487,10 @@ class Collector:
     def _account_seq(self, datagrams: Sequence[bytes]) -> None:
         """Sequence accounting on every datagram with a v2 group header (even if its
         body is malformed: it still used a sequence number)."""
+        pool = as_pool(datagrams, 8)
+        if pool is not None:
+            self._account_seq_rows(*pool)
+            return
         heads = [d[:8] for d in datagrams if len(d) >= 8 and d[0] >> 4 == 2]
         if not heads:
             return
