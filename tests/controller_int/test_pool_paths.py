@@ -179,3 +179,22 @@ def test_report_pool_native_equals_numpy() -> None:
         want_ok = (lens >= 8) & ((pool[0][:, 0] >> 4) == 2)
         assert (ok == want_ok).all()
         assert (heads[ok] == pool[0][ok, :8].copy().view(">u4").astype(np.uint32)).all()
+
+
+def test_without_gcc_reports_decode_in_numpy(monkeypatch: pytest.MonkeyPatch,
+                                             tmp_path: object) -> None:
+    """No cached build and no gcc: reports.c is not there, the decoder and the
+    collector's sequence accounting take the numpy path and still decode."""
+    from controller.int import native
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(native, "_built", {})
+    monkeypatch.setattr(native.shutil, "which", lambda _name: None)
+    monkeypatch.setattr(native_reports, "_tried", False)
+    monkeypatch.setattr(native_reports, "_lib", None)
+    assert not native_reports.available()
+    col = Collector(CollectorConfig(report_port=0, agent_port=None))
+    assert not col.report_decoder.native
+    reports = [build_hpcc_report(node_id=4, seq=i, hops=[Hop(node_id=1, egress_ts_us=i)])
+               for i in range(3)]
+    got = col.feed_reports(reports)
+    assert len(got.samples) == 3 and col.stats().switches[0].received == 3
