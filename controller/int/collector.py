@@ -507,7 +507,11 @@ class Collector:
         if len(batch.samples) == 0:
             return np.zeros(0, np.int64)
         with self._lock:
-            arrival = batch.samples["arrival_ns"][batch.hops["sample"]]
+            a = batch.samples["arrival_ns"]
+            if a[0] == a[-1] and (a == a[0]).all():   # a receive round: one arrival time
+                arrival = np.full(len(batch.hops), a[0], np.int64)
+            else:
+                arrival = a[batch.hops["sample"]]
             hop_slots = self.hops.update(batch.hops, arrival)
             return self.flows.update(batch.samples, batch.hops, hop_slots)
 

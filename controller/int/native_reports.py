@@ -46,6 +46,8 @@ def _offsets(dtype: np.dtype, names: tuple[str, ...], sizes: tuple[int, ...]) ->
 
 _S_OFF = _offsets(REPORT_DTYPE, _SAMPLE_FIELDS, _SAMPLE_SIZES)
 _H_OFF = _offsets(HOP_DTYPE, tuple(n for n, _ in _HOP_FIELDS), tuple(s for _, s in _HOP_FIELDS))
+# addresses once: ``.ctypes.data`` costs a microsecond or more a call
+_S_OFF_P, _H_OFF_P = _S_OFF.ctypes.data, _H_OFF.ctypes.data
 _lib: ctypes.CDLL | None = None
 _tried = False
 
@@ -105,9 +107,10 @@ def scan(buf: np.ndarray, lens: np.ndarray, rows: np.ndarray) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=4096)
-def layout_parts(layout: WordOffsets) -> tuple[np.ndarray, int]:
+def layout_parts(layout: WordOffsets) -> tuple[np.ndarray, int, int]:
     """A layout as reports.c reads it: parts (word offset, words, shift, bits,
-    destination offset, size) and the presence flags of its fields."""
+    destination offset, size), the presence flags of its fields, the parts' address
+    (the array stays in this cache)."""
     known = HOP_DTYPE.fields
     assert known is not None
     rows, flags = [], 0
@@ -116,7 +119,8 @@ def layout_parts(layout: WordOffsets) -> tuple[np.ndarray, int]:
         for p, sh in zip(f.parts, f.shifts(), strict=True):
             dt, doff = known[p.col][:2]
             rows.append((off, f.words, sh, p.bits, doff, dt.itemsize))
-    return np.array(rows, np.int64).reshape(-1, 6), flags
+    parts = np.array(rows, np.int64).reshape(-1, 6)
+    return parts, flags, parts.ctypes.data
 
 
 def fill(buf: np.ndarray, lens: np.ndarray, rows: np.ndarray, arrival_ns: int,
@@ -131,13 +135,13 @@ def fill(buf: np.ndarray, lens: np.ndarray, rows: np.ndarray, arrival_ns: int,
     n = len(rows)
     samples = np.zeros(n, REPORT_DTYPE)
     hops = np.zeros(n * n_hops, HOP_DTYPE)
-    hp, hflags = layout_parts(hop)
-    sp, sflags = layout_parts(sink)
+    hp, hflags, hp_p = layout_parts(hop)
+    sp, sflags, sp_p = layout_parts(sink)
     g = np.ascontiguousarray(geometry, np.int64)
     lib.report_fill(b.ctypes.data, stride, rows.ctypes.data, n, ln.ctypes.data, arrival_ns,
-                    g.ctypes.data, samples.ctypes.data, REPORT_DTYPE.itemsize, _S_OFF.ctypes.data,
-                    hops.ctypes.data, HOP_DTYPE.itemsize, _H_OFF.ctypes.data,
-                    hp.ctypes.data, len(hp), hflags, sp.ctypes.data, len(sp), sflags)
+                    g.ctypes.data, samples.ctypes.data, REPORT_DTYPE.itemsize, _S_OFF_P,
+                    hops.ctypes.data, HOP_DTYPE.itemsize, _H_OFF_P,
+                    hp_p, len(hp), hflags, sp_p, len(sp), sflags)
     return samples, hops
 
 
