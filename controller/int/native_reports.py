@@ -19,8 +19,13 @@ import numpy as np
 from controller.int.native import build
 from controller.int.records import FIELD_NODE_ID, HOP_DTYPE, REPORT_DTYPE
 from formats.int_fields import WordOffsets
+from formats.telemetry_report import FIXED_LEN, REPORT_VERSION
 
-__all__ = ["KEY_N", "available", "fill", "heads", "layout_parts", "scan"]
+__all__ = ["KEY_N", "available", "classify", "fill", "heads", "layout_parts", "scan",
+           "seq_run"]
+
+# reports.c's classify knows the fixed part and the version
+assert FIXED_LEN == 20 and REPORT_VERSION == 2
 
 _P = ctypes.c_void_p
 _I = ctypes.c_int64
@@ -62,6 +67,10 @@ def _load() -> ctypes.CDLL | None:
             lib.report_heads.argtypes = [_P, _I, _I, _P, _P, _P]
             lib.report_scan.restype = None
             lib.report_scan.argtypes = [_P, _I, _P, _I, _P, _P]
+            lib.seq_run.restype = None
+            lib.seq_run.argtypes = [_P, _I, _I, _P]
+            lib.report_classify.restype = None
+            lib.report_classify.argtypes = [_P, _I, _I, _P, _P]
             lib.report_fill.restype = None
             lib.report_fill.argtypes = [_P, _I, _P, _I, _P, _I, _P, _P, _I, _P, _P, _I, _P,
                                         _P, _I, _I, _P, _I, _I]
@@ -92,6 +101,29 @@ def heads(buf: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     ok = np.empty(n, np.bool_)
     lib.report_heads(b.ctypes.data, stride, n, ln.ctypes.data, out.ctypes.data, ok.ctypes.data)
     return out, ok
+
+
+def classify(buf: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """Per row of a pool, what ``decode_pool`` does with it: 0 no datagram, 1 short,
+    2 unaligned, 3 bad version, 4 report length beyond the datagram, 5 one report,
+    6 several (coalesced)."""
+    lib = _load()
+    assert lib is not None
+    b, stride, ln = _pool(buf, lens)
+    cls = np.empty(len(ln), np.uint8)
+    lib.report_classify(b.ctypes.data, stride, len(ln), ln.ctypes.data, cls.ctypes.data)
+    return cls
+
+
+def seq_run(seq: np.ndarray, mod: int, last: int, highest: int) -> tuple[int, int, int, int]:
+    """One switch's sequence numbers of a round (``SeqTracker.update``): (last,
+    highest, late, duplicates) after them, from ``last`` and ``highest``."""
+    lib = _load()
+    assert lib is not None
+    s = np.ascontiguousarray(seq, np.int64)
+    state = np.array([last, highest, 0, 0], np.int64)
+    lib.seq_run(s.ctypes.data, len(s), mod, state.ctypes.data)
+    return int(state[0]), int(state[1]), int(state[2]), int(state[3])
 
 
 def scan(buf: np.ndarray, lens: np.ndarray, rows: np.ndarray) -> np.ndarray:

@@ -168,3 +168,53 @@ void report_fill(const uint8_t *buf, int64_t stride, const int64_t *rows, int64_
         }
     }
 }
+
+/* One switch's report sequence numbers of a round (controller/int/seq.py), in
+ * arrival order: unwrapped against the previous arrival, counting the late and
+ * the duplicate ones.  state: last, highest, late, duplicates (updated). */
+void seq_run(const int64_t *seq, int64_t n, int64_t mod, int64_t *state)
+{
+    const int64_t half = mod / 2;
+    int64_t ext = state[0], running = state[1], late = 0, dups = 0;
+    int64_t prev = ((ext % mod) + mod) % mod;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t d = ((seq[i] - prev) % mod + mod) % mod;
+        if (d >= half)
+            d -= mod;
+        ext += d;
+        if (ext < running)
+            late++;
+        else if (ext == running)
+            dups++;
+        else
+            running = ext;
+        prev = seq[i];
+    }
+    state[0] = ext;
+    state[1] = running;
+    state[2] += late;
+    state[3] += dups;
+}
+
+/* What decode_pool does with each row of a pool: 0 no datagram, 1 short, 2 unaligned,
+ * 3 bad version, 4 report length beyond the datagram, 5 one report, 6 several. */
+void report_classify(const uint8_t *buf, int64_t stride, int64_t n, const uint32_t *lens,
+                     uint8_t *cls)
+{
+    for (int64_t r = 0; r < n; r++) {
+        const uint8_t *row = buf + r * stride;
+        int64_t len = lens[r];
+        if (len == 0)
+            cls[r] = 0;
+        else if (len < 20)
+            cls[r] = 1;
+        else if (len & 3)
+            cls[r] = 2;
+        else if ((row[0] >> 4) != 2)
+            cls[r] = 3;
+        else {
+            int64_t end = 12 + 4 * (int64_t)row[9];
+            cls[r] = end > len ? 4 : end == len ? 5 : 6;
+        }
+    }
+}

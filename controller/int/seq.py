@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from controller.int import native_reports
 from formats.telemetry_report import SEQ_MOD
 
 _HALF = SEQ_MOD // 2
@@ -45,6 +46,8 @@ class SeqTracker:
 
     def __init__(self) -> None:
         self.switches: dict[int, SeqState] = {}
+        #: each switch's run in C (reports.c), the numpy passes below as the fallback
+        self.native = native_reports.available()
 
     def update(self, node_id: np.ndarray, hw_id: np.ndarray, seq: np.ndarray) -> None:
         """Account one batch, in arrival order."""
@@ -71,6 +74,13 @@ class SeqTracker:
                 grp = grp[1:]
                 if len(grp) == 0:
                     continue
+            if self.native:
+                st.last, st.highest, late, dups = native_reports.seq_run(
+                    grp, SEQ_MOD, st.last, st.highest)
+                st.late += late
+                st.duplicates += dups
+                st.received += len(grp)
+                continue
             base = st.last
             prev_wrapped = np.empty_like(grp)
             prev_wrapped[0] = base % SEQ_MOD
