@@ -37,7 +37,7 @@ from controller.int.seq import SeqState, SeqTracker
 from controller.int.state import FlowSnapshot, FlowTable, HopSnapshot, HopTable
 from formats.agent_batch import AGENT_BATCH_UDP_PORT
 from formats.auth import AUTH_HEADER_LEN, FrameKind
-from formats.telemetry_report import REPORT_UDP_PORT
+from formats.telemetry_report import FIXED_LEN, REPORT_UDP_PORT
 
 from .admission import Admission
 
@@ -461,9 +461,14 @@ class Collector:
     def feed_reports(self, datagrams: Sequence[bytes], arrival_ns: int | None = None) -> DecodedBatch:
         """Decode and ingest Telemetry Report datagrams (UDP payloads)."""
         t = time.monotonic_ns() if arrival_ns is None else arrival_ns
+        pool = as_pool(datagrams, FIXED_LEN)   # one length: the socket path, one join
         with self._lock:
-            self._account_seq(datagrams)
-            batch = self.report_decoder.decode(datagrams, t)
+            if pool is not None:
+                self._account_seq_rows(*pool)
+                batch = self.report_decoder.decode_pool(pool[0], pool[1], t)
+            else:
+                self._account_seq(datagrams)
+                batch = self.report_decoder.decode(datagrams, t)
         self.ingest(batch)
         return batch
 
