@@ -32,6 +32,7 @@ import dataclasses
 import logging
 import multiprocessing as mp
 import os
+import pickle
 import selectors
 import signal
 import socket
@@ -208,7 +209,10 @@ class CollectorShards:
     def _round(self, index: int, conn: Connection) -> None:
         try:
             samples, hops, slots = conn.recv()
-        except (EOFError, OSError):    # the worker is gone
+        except (EOFError, OSError, pickle.UnpicklingError) as exc:
+            # the worker is gone (EOF), or died in the middle of a message
+            if not isinstance(exc, EOFError):
+                log.warning("collector shards: worker %d's pipe broke (%s)", index, exc)
             assert self._sel is not None
             self._sel.unregister(conn)
             conn.close()
