@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from ctl_app_helpers import SwitchBed
 
 from controller.int.shards import CollectorShards
 from controller.int.steer import flow_index
 from controller.int.synth import Hop, build_hpcc_report
-from controller.runner import Controller, RunConfig
+from controller.runner import Controller, RunConfig, RunError
 from formats.agent_batch import encode_batch
 from formats.int_md import HOST_RECORD_DTYPE, ROCEV2_UDP_PORT
 from tests.helpers.waiting import wait_or_fail
@@ -136,3 +137,9 @@ def test_two_collector_processes_give_one_collectors_state(testbed: SwitchBed,
     assert c1["reports_lost"] == 1 and c1["agent_lost_batches"] == 0
     assert c1["reports"] == len(_reports()) and c1["host_records"] == AGENTS * RECORDS
     assert two["collector"]["feedback_records"] > 0
+
+
+def test_collectors_out_of_range_is_a_clear_error(testbed: SwitchBed, tmp_path: Path) -> None:
+    for n in (0, 65):
+        with pytest.raises(RunError, match=f"--collectors {n}: expected 1..64"):
+            RunConfig(topology=str(testbed.topology), out_dir=str(tmp_path), collectors=n)
