@@ -10,7 +10,9 @@ resources, action profiles, digests, value sets; the P4Info that names them) is 
 function of the lowered program and its architecture, not of how a target runs it.
 The Python back end binds its generated code to these objects and the eBPF target
 mirrors them into its maps; neither builds them through the other. This is
-behavioral-model's bm_sim (the shared run-time objects) kept apart from its targets.
+behavioral-model's split: bm_sim's ``P4Objects`` makes a program's tables, registers,
+counters and meters once from its target-independent description, and a target
+(simple_switch) runs its pipeline over them.
 
 Modules: `model` (`RuntimeObjects`), `build` (`build_objects`), `makers` (where an
 architecture's extern instances get their objects: `instance_maker`), `v1model`

@@ -145,12 +145,14 @@ def _table(objs: RuntimeObjects, low: LoweredTable) -> TB.Table:
             prof.actions.setdefault(spec.name, spec)
         prof.selector_widths = tuple(k.width for k in low.selector_keys)
     props = objs.arch.tables
-    for ext, store, what in ((low.direct_counter, objs.direct_counters, props.direct_counters),
-                             (low.direct_meter, objs.direct_meters, props.direct_meters)):
+    resources: tuple[tuple[LoweredExtern | None, dict[str, Any], str | None], ...] = (
+        (low.direct_counter, objs.direct_counters, props.direct_counters),
+        (low.direct_meter, objs.direct_meters, props.direct_meters))
+    for ext, store, prop in resources:
         if ext is not None:
             obj = store.get(ext.name)
             if obj is None:
-                raise CompileError(f"{low.decl.loc}: table {name}: {what} must name a direct extern instance")
+                raise CompileError(f"{low.decl.loc}: table {name}: {prop} must name a direct extern instance")
             obj.table = table
     for ent in low.entries():
         table.insert(ent.key, ent.action, ent.args, ent.priority, is_const=True)
