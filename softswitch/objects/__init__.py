@@ -3,6 +3,7 @@
     from softswitch.objects import build_objects
     objects = build_objects(lowered)          # tables, registers, counters, meters, digests ...
     objects.tables["MyIngress.ipv4_lpm"].keys, objects.p4info()
+    program_objects(checked)                  # lowered for v1model, then built
 
 Why one builder: what the control plane sees of a program (each table with its keys,
 actions, default action and const entries; registers, counters, meters, direct
@@ -18,8 +19,8 @@ Modules: `model` (`RuntimeObjects`), `build` (`build_objects`), `makers` (where 
 architecture's extern instances get their objects: `instance_maker`), `v1model`
 (v1model's instance makers).
 """
-from softswitch.objects.build import build_objects
+from softswitch.objects.build import build_objects, program_objects
 from softswitch.objects.makers import instance_maker
 from softswitch.objects.model import RuntimeObjects
 
-__all__ = ["RuntimeObjects", "build_objects", "instance_maker"]
+__all__ = ["RuntimeObjects", "build_objects", "instance_maker", "program_objects"]

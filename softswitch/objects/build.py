@@ -38,6 +38,14 @@ _KINDS: tuple[tuple[type, Callable[[RuntimeObjects], dict[str, Any]]], ...] = (
     (ActionProfile, lambda o: o.action_profiles))
 
 
+def program_objects(checked: Any, arch: Any = None) -> RuntimeObjects:
+    """The run-time objects of checked program `checked` for `arch` (v1model when None):
+    lowered, then built (what the eBPF target loads, what a P4Info is read from)."""
+    from softswitch.lowering import lower_program
+    from softswitch.v1model import V1MODEL
+    return build_objects(lower_program(checked, arch or V1MODEL))
+
+
 def build_objects(lowered: LoweredProgram) -> RuntimeObjects:
     """The run-time objects of `lowered` (its architecture makes the extern instances)."""
     objs = RuntimeObjects(checked=lowered.checked, arch=lowered.arch, lowered=lowered, tables={},

@@ -19,9 +19,8 @@ from softswitch.backends.python.program import compile_program
 from softswitch.errors import CompileError
 from softswitch.frontend import load_program, load_source
 from softswitch.lowering import lower_program
-from softswitch.objects import RuntimeObjects, build_objects
+from softswitch.objects import RuntimeObjects, build_objects, program_objects
 from softswitch.p4info import build_p4info, format_p4info
-from softswitch.targets.ebpf.switch import program_objects
 from softswitch.v1model import V1MODEL
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -70,7 +70,7 @@ class EbpfDevice:
         """The program's run-time objects (`softswitch.objects`), not loaded yet:
         `set_pipeline` loads them into the kernel (VERIFY alone loads nothing)."""
         from softswitch.frontend.load import load_program
-        from softswitch.targets.ebpf.switch import program_objects
+        from softswitch.objects import program_objects
         return UnloadedProgram(program_objects(load_program(path)))
 
     def set_pipeline(self, pipeline: Pipeline, *, reconcile: bool = False) -> None:

@@ -30,7 +30,7 @@ from softswitch.backends.ebpf.program import GeneratedProgram, generate_c
 from softswitch.backends.ebpf.queues import queue_stats, set_queue
 from softswitch.backends.ebpf.value_sets_c import ValueSetMirror
 from softswitch.errors import SoftswitchError
-from softswitch.objects import RuntimeObjects, build_objects
+from softswitch.objects import RuntimeObjects, program_objects
 from softswitch.targets.ebpf.runtime import EbpfRuntime
 from softswitch.trace import TraceEvent
 from softswitch.v1model.jobs import OutputPacket
@@ -46,14 +46,6 @@ def _decl_named(checked: Any, name: str) -> Any:
         if isinstance(node, (A.InstantiationDecl, A.ValueSetDecl)) and node.name == short:
             return node
     return None
-
-
-def program_objects(checked: Any, arch: Any = None) -> RuntimeObjects:
-    """The run-time objects of `checked` for `arch` (v1model when None), from its lowered
-    form: what a kernel switch is loaded with (`EbpfSwitch(objects)`)."""
-    from softswitch.lowering import lower_program
-    from softswitch.v1model import V1MODEL
-    return build_objects(lower_program(checked, arch or V1MODEL))
 
 
 class EbpfSwitch:
