@@ -131,7 +131,9 @@ class QpStateC(ctypes.Structure):
         ["outstanding", "una", "next_seq", "sent_up_to"]) + [
         (n, ctypes.c_uint32) for n in ("next_new_psn", "expected_psn", "msn", "ooo_now",
                                        "fec_k", "fec_m", "window_pkts", "idle", "sport",
-                                       "injected")]
+                                       "injected")] + [
+        ("last_rtt_s", ctypes.c_double), ("min_rtt_s", ctypes.c_double),
+        ("rtt_samples", ctypes.c_uint64)]
 
 
 class OutPkt(ctypes.Structure):

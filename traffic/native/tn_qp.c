@@ -187,6 +187,8 @@ struct tn_qp {
     double pacer_due;   /* HPCC: when the pacer let the next packet go, < 0 none */
     double rate_cap;    /* rate feedback, a cap over DCQCN's or HPCC's rate; < 0 none */
     double hpcc_rtt;    /* smallest RTT sample: HPCC's T unless configured; < 0 none */
+    double last_rtt;    /* the latest RTT sample, < 0 none */
+    uint64_t rtt_samples;
     double first_queue_s, first_cut_s;
     uint64_t max_queue, echo_accepted, echo_rejected[4], rate_changes;
     uint32_t n_log, log_head;
@@ -334,6 +336,7 @@ struct tn_qp *tn_qp_new(const struct tn_qp_attr *a, uint32_t local_ip, uint16_t 
     q->win_pkts = a->window_pkts;
     q->va = 0x10000;
     q->pacer_due = -1; q->rate_cap = -1; q->hpcc_rtt = -1; q->ack_fresh_tx = -1;
+    q->last_rtt = -1;
     q->first_queue_s = -1; q->first_cut_s = -1;
     q->nak_for = -1;
     q->ooo_hi = -1;
@@ -801,6 +804,8 @@ static void rtt_sample(struct tn_qp *q, double rtt)
         return;
     if (q->hpcc_rtt < 0 || rtt < q->hpcc_rtt)
         q->hpcc_rtt = rtt;
+    q->last_rtt = rtt;
+    q->rtt_samples++;
     q->rtos_unsampled = 0;
     q->rto_floor *= 0.99;
     if (q->min_rtt < 0 || rtt < q->min_rtt)
@@ -1489,6 +1494,9 @@ void tn_qp_get_state(const struct tn_qp *q, struct tn_qp_state *s)
     memset(s, 0, sizeof *s);
     s->rate_bps = q->a.rate_bps;
     s->srtt_s = q->srtt;
+    s->last_rtt_s = q->last_rtt;
+    s->min_rtt_s = q->hpcc_rtt;
+    s->rtt_samples = q->rtt_samples;
     s->rto_s = q->rto;
     s->outstanding = (uint64_t)(q->sent_up_to - q->una);
     s->una = (uint64_t)q->una;

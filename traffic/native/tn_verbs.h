@@ -154,6 +154,10 @@ struct tn_qp_state {
     uint32_t next_new_psn, expected_psn, msn, ooo_now;
     uint32_t fec_k, fec_m, window_pkts, idle;
     uint32_t sport, injected; /* injected: packets for this QP the loss emulation dropped */
+    /* requester's RTT samples (one per ACK that newly acknowledges a never-retransmitted
+     * packet: its first transmission to the ACK's arrival); < 0: none yet */
+    double last_rtt_s, min_rtt_s;
+    uint64_t rtt_samples;
 };
 
 /* A packet captured in step mode (what would have been sent). */
