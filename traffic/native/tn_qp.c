@@ -185,6 +185,7 @@ struct tn_qp {
     struct tn_ec *ec;   /* FEC mode: the erasure code's context (ec.h) */
     /* congestion control (requester) */
     double pacer_due;   /* HPCC: when the pacer let the next packet go, < 0 none */
+    double last_dep;    /* the last paced departure (smoothing, catchup_s); < 0 none */
     double rate_cap;    /* rate feedback, a cap over DCQCN's or HPCC's rate; < 0 none */
     double hpcc_rtt;    /* smallest RTT sample: HPCC's T unless configured; < 0 none */
     double last_rtt;    /* the latest RTT sample, < 0 none */
@@ -336,7 +337,7 @@ struct tn_qp *tn_qp_new(const struct tn_qp_attr *a, uint32_t local_ip, uint16_t 
     q->win_pkts = a->window_pkts;
     q->va = 0x10000;
     q->pacer_due = -1; q->rate_cap = -1; q->hpcc_rtt = -1; q->ack_fresh_tx = -1;
-    q->last_rtt = -1;
+    q->last_rtt = -1; q->last_dep = -1;
     q->first_queue_s = -1; q->first_cut_s = -1;
     q->nak_for = -1;
     q->ooo_hi = -1;
@@ -715,6 +716,16 @@ static double poll_inner(struct tn_qp *q, double now, struct tn_out *out, int bu
             break;
         }
         double wire = len + TN_WIRE_OVERHEAD;
+        double gap = wire * 8 / q->bk.rate;
+        int smooth = q->a.catchup_s > 0 && gap >= TN_SMOOTH_MIN_GAP_S;
+        if (smooth && q->last_dep >= 0) {
+            double c = q->a.catchup_s < gap ? q->a.catchup_s : gap;
+            double earliest = q->last_dep + gap - c;
+            if (now < earliest) {
+                q->pacer_due = earliest;
+                return earliest;
+            }
+        }
         double due = q->pacer_due;
         if (due >= 0 && due < now && q->hp) {
             /* ns-3's NIC: the next packet goes size / R after this one was due; a late
@@ -729,6 +740,8 @@ static double poll_inner(struct tn_qp *q, double now, struct tn_out *out, int bu
             q->pacer_due = now + bk_wait(&q->bk, wire);
             return q->pacer_due;
         }
+        if (smooth)
+            q->last_dep = now;
         int64_t tx = ++q->tx_counter;
         q->c.tx_pkts++;
         q->c.tx_bytes += (uint64_t)wire;
