@@ -44,7 +44,10 @@ struct qent {
     struct tn_qp *q;
     uint32_t qpn;
     int fd;
-    int dirty;
+    int dirty;          /* responder: an ACK may be owed (on the dirty list) */
+    int ready;          /* requester: on the ready list (an ACK, CNP or API call) */
+    int hpos;           /* requester: its place in the wake heap, -1 none */
+    double due;         /* requester: its next wake (the heap's key) */
     double last_cnp;
     uint32_t injected;
 };
@@ -59,6 +62,10 @@ struct tn_engine {
     struct timespec t0;
     struct qent *qs; int nq, capq;
     int *hash; uint32_t hmask;        /* qpn -> index into qs, -1 empty */
+    /* per iteration the loop touches only the QPs with work, not every QP: responders
+     * owing an ACK (dirty list), requesters something happened to (ready list) and
+     * requesters whose wake time came (a min-heap on it) */
+    int *dirtyl, ndirty, *readyl, nready, *heap, nheap;
     struct tn_wc *cq; uint32_t cq_cap, cq_head, cq_len;
     struct tn_engine_counters c;
     char err[256];
@@ -169,6 +176,87 @@ static int rehash(struct tn_engine *e)
     e->hash = h;
     e->hmask = cap - 1;
     return 0;
+}
+
+/* -- the QPs with work: dirty and ready lists, wake heap -------------------------------- */
+static int grow_lists(struct tn_engine *e, int cap)
+{
+    int *a = realloc(e->dirtyl, sizeof *a * (size_t)cap);
+    if (a)
+        e->dirtyl = a;
+    int *b = realloc(e->readyl, sizeof *b * (size_t)cap);
+    if (b)
+        e->readyl = b;
+    int *c = realloc(e->heap, sizeof *c * (size_t)cap);
+    if (c)
+        e->heap = c;
+    return a && b && c ? 0 : -1;
+}
+
+static void mark_dirty(struct tn_engine *e, struct qent *qe)
+{
+    if (!qe->dirty) {
+        qe->dirty = 1;
+        e->dirtyl[e->ndirty++] = (int)(qe - e->qs);
+    }
+}
+
+static void mark_ready(struct tn_engine *e, struct qent *qe)
+{
+    if (!qe->ready && tn_qp_role(qe->q) == TN_REQUESTER) {
+        qe->ready = 1;
+        e->readyl[e->nready++] = (int)(qe - e->qs);
+    }
+}
+
+static void heap_swap(struct tn_engine *e, int a, int b)
+{
+    int x = e->heap[a];
+    e->heap[a] = e->heap[b];
+    e->heap[b] = x;
+    e->qs[e->heap[a]].hpos = a;
+    e->qs[e->heap[b]].hpos = b;
+}
+
+static void heap_fix(struct tn_engine *e, int i)
+{
+    while (i > 0 && e->qs[e->heap[i]].due < e->qs[e->heap[(i - 1) / 2]].due) {
+        heap_swap(e, i, (i - 1) / 2);
+        i = (i - 1) / 2;
+    }
+    for (;;) {
+        int l = 2 * i + 1, m = i;
+        if (l < e->nheap && e->qs[e->heap[l]].due < e->qs[e->heap[m]].due)
+            m = l;
+        if (l + 1 < e->nheap && e->qs[e->heap[l + 1]].due < e->qs[e->heap[m]].due)
+            m = l + 1;
+        if (m == i)
+            return;
+        heap_swap(e, i, m);
+        i = m;
+    }
+}
+
+/* a requester's next wake: due < 0 takes it off the heap */
+static void heap_set(struct tn_engine *e, int idx, double due)
+{
+    struct qent *qe = &e->qs[idx];
+    if (due < 0) {
+        if (qe->hpos >= 0) {
+            int i = qe->hpos;
+            heap_swap(e, i, --e->nheap);
+            qe->hpos = -1;
+            if (i < e->nheap)
+                heap_fix(e, i);
+        }
+        return;
+    }
+    qe->due = due;
+    if (qe->hpos < 0) {
+        qe->hpos = e->nheap;
+        e->heap[e->nheap++] = idx;
+    }
+    heap_fix(e, qe->hpos);
 }
 
 /* -- completions --------------------------------------------------------------------- */
@@ -325,6 +413,7 @@ static void process(struct tn_engine *e, const uint8_t *buf, uint32_t n, uint32_
             e->c.wrong_peer++;
             return;
         }
+        mark_ready(e, qe);
         if (p.op == OP_CNP) {
             tn_qp_on_cnp(qe->q, now);
         } else {
@@ -343,7 +432,7 @@ static void process(struct tn_engine *e, const uint8_t *buf, uint32_t n, uint32_
         return;
     }
     tn_qp_on_packet(qe->q, &p, now, &sink);
-    qe->dirty = 1;
+    mark_dirty(e, qe);
     if ((tos & 3) == 3 && p.op != OP_FEC_REPAIR && now - qe->last_cnp >= 50e-6) {
         qe->last_cnp = now;
         uint8_t cnp[TN_BTH + 16 + TN_ICRC];
@@ -364,10 +453,8 @@ static void process(struct tn_engine *e, const uint8_t *buf, uint32_t n, uint32_
 
 static void send_acks(struct tn_engine *e)
 {
-    for (int i = 0; i < e->nq; i++) {
-        struct qent *qe = &e->qs[i];
-        if (!qe->dirty)
-            continue;
+    for (int i = 0; i < e->ndirty; i++) {
+        struct qent *qe = &e->qs[e->dirtyl[i]];
         qe->dirty = 0;
         int n = tn_qp_take_ack(qe->q, e->txbufs);
         if (n > 0) {
@@ -375,25 +462,39 @@ static void send_acks(struct tn_engine *e)
             send_batch(e, qe, tn_qp_peer_ip(qe->q), e->txbufs, &len, 1);
         }
     }
+    e->ndirty = 0;
 }
 
-/* returns the earliest wake time (-1: none) */
-static double run_requesters(struct tn_engine *e, double now, int timers)
+static double poll_requester(struct tn_engine *e, struct qent *qe, double now, int timers)
 {
     struct tn_cq_sink sink = {cq_push, e};
-    double wake = -1;
     struct tn_out out = {.bufs = e->txbufs, .lens = e->txlens, .cap = (int)e->a.batch};
-    for (int i = 0; i < e->nq; i++) {
-        struct qent *qe = &e->qs[i];
-        if (tn_qp_role(qe->q) != TN_REQUESTER)
-            continue;
-        out.n = 0;
-        double w = tn_qp_poll(qe->q, now, &out, (int)e->a.batch, &sink, timers);
-        send_batch(e, qe, tn_qp_peer_ip(qe->q), out.bufs, out.lens, out.n);
-        if (w >= 0 && (wake < 0 || w < wake))
-            wake = w;
+    double w = tn_qp_poll(qe->q, now, &out, (int)e->a.batch, &sink, timers);
+    send_batch(e, qe, tn_qp_peer_ip(qe->q), out.bufs, out.lens, out.n);
+    return w;
+}
+
+/* the requesters with work (ready, or their wake time come): each polled once, its next
+ * wake back on the heap; returns the earliest wake time (-1: none).  O(k log n) for k
+ * QPs with work among n.  step: every requester, as the reference polls them. */
+static double run_requesters(struct tn_engine *e, double now, int timers)
+{
+    if (e->a.flags & TN_ENGINE_STEP) {
+        for (int i = 0; i < e->nq; i++)
+            mark_ready(e, &e->qs[i]);
     }
-    return wake;
+    while (e->nheap && e->qs[e->heap[0]].due <= now) {
+        int i = e->heap[0];
+        heap_set(e, i, -1);
+        mark_ready(e, &e->qs[i]);
+    }
+    for (int k = 0; k < e->nready; k++) {  /* (polling adds to no list) */
+        int i = e->readyl[k];
+        e->qs[i].ready = 0;
+        heap_set(e, i, poll_requester(e, &e->qs[i], now, timers));
+    }
+    e->nready = 0;
+    return e->nheap ? e->qs[e->heap[0]].due : -1;
 }
 
 static double rng_u(struct tn_engine *e)  /* splitmix64, uniform in [0, 1) */
@@ -790,6 +891,7 @@ void tn_engine_destroy(struct tn_engine *e)
     }
     free(e->hq);
     free(e->qs); free(e->hash); free(e->cq); free(e->capt);
+    free(e->dirtyl); free(e->readyl); free(e->heap);
     free(e->txbufs); free(e->txlens); free(e->rxbufs); free(e->rxctl);
     pthread_mutex_destroy(&e->mu);
     free(e);
@@ -831,7 +933,9 @@ int tn_create_qp(struct tn_engine *e, const struct tn_qp_attr *attr)
     if (e->nq == e->capq) {
         int nc = e->capq ? e->capq * 2 : 16;
         struct qent *nv = realloc(e->qs, sizeof *nv * (size_t)nc);
-        if (!nv) {
+        if (!nv || grow_lists(e, nc)) {
+            if (nv)
+                e->qs = nv;
             tn_qp_free(q);
             if (fd >= 0)
                 close(fd);
@@ -840,8 +944,10 @@ int tn_create_qp(struct tn_engine *e, const struct tn_qp_attr *attr)
         }
         e->qs = nv; e->capq = nc;
     }
-    e->qs[e->nq++] = (struct qent){.q = q, .qpn = attr->qpn, .fd = fd, .last_cnp = -1.0};
+    e->qs[e->nq++] = (struct qent){.q = q, .qpn = attr->qpn, .fd = fd, .last_cnp = -1.0,
+                                   .hpos = -1};
     rehash(e);
+    mark_ready(e, &e->qs[e->nq - 1]);
     rc = 0;
 out:
     api_unlock(e);
@@ -859,6 +965,8 @@ static int post(struct tn_engine *e, uint32_t qpn, int op, const void *buf, uint
         eseterr(e, "QP %u does not exist", qpn);
     else
         rc = tn_qp_post(qe->q, op, buf, len, wr_id, api_now(e), e->err, sizeof e->err);
+    if (qe)
+        mark_ready(e, qe);
     api_unlock(e);
     kick(e);
     return rc;
@@ -885,6 +993,8 @@ int tn_set_rate(struct tn_engine *e, uint32_t qpn, double rate_bps)
         eseterr(e, "QP %u does not exist", qpn);
     else
         rc = tn_qp_set_rate(qe->q, rate_bps, api_now(e), e->err, sizeof e->err);
+    if (qe)
+        mark_ready(e, qe);
     api_unlock(e);
     kick(e);
     return rc;
@@ -899,6 +1009,8 @@ int tn_set_fec(struct tn_engine *e, uint32_t qpn, uint32_t k, uint32_t m)
         eseterr(e, "QP %u does not exist", qpn);
     else
         rc = tn_qp_set_fec(qe->q, k, m, api_now(e), e->err, sizeof e->err);
+    if (qe)
+        mark_ready(e, qe);
     api_unlock(e);
     kick(e);
     return rc;
