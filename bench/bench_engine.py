@@ -21,6 +21,9 @@ Every figure is a ratio within one run:
   rate (target within 2 %), p99 of |gap - size / rate| (target <= 20 us) and the share
   of bursts (gaps under a quarter of the ideal), for both engines, with the sender
   engine's own count of departures more than 20 us late.
+* **rtt**: the QP's RTT samples against the wire RTT of a capture (each ACK's arrival
+  minus the first departure of the PSN it acknowledges) on a veth port shaped by HTB
+  at 40 Mbit/s as the eBPF switches shape theirs, for both engines.
 
 Run it alone on the machine (timing): ``flock /tmp/bench.lock python -m bench.bench_engine``.
 Needs root for the veth pair (``--no-veth`` skips those rows) and the native engine
@@ -80,7 +83,7 @@ def _prefix(ns: str | None) -> list[str]:
 
 
 def run_p2p(engine: str, *, veth: bool, nbytes: int, mtu: int, rate: str,
-            msg: int = 1 << 20, env: dict | None = None) -> dict:
+            msg: int = 1 << 20, env: dict | None = None, extra: list[str] | None = None) -> dict:
     """One p2p transfer (rank 0 -> rank 1, one QP); both rank summaries."""
     ips = VETH_IPS if veth else LO_IPS
     nss = (NS_A, NS_B) if veth else (None, None)
@@ -94,7 +97,7 @@ def run_p2p(engine: str, *, veth: bool, nbytes: int, mtu: int, rate: str,
                ",".join(ips), "--rank", str(r), "-s", str(msg), "-c", str(count), "--rate", rate,
                "--mtu", str(mtu), "--window", "1024", "--inflight", "8", "--engine", engine,
                "--start-at", f"{start_at:.3f}", "--timeout", "120", "-o",
-               str(out / f"r{r}.json")]
+               str(out / f"r{r}.json"), *(extra or [])]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       text=True, cwd=ROOT, env=env))
     for p in procs:
@@ -106,6 +109,7 @@ def run_p2p(engine: str, *, veth: bool, nbytes: int, mtu: int, rate: str,
     pkts = sum(q["tx_data_pkts"] for q in s0["endpoint"]["requesters"].values())
     return {"engine": s0["engine"], "goodput_bps": s1["goodput_rx_bps"],
             "counters": s0.get("endpoint", {}).get("engine"),
+            "requester": next(iter(s0["endpoint"]["requesters"].values())),
             "cpu_s": s0["cpu_s"] + s1["cpu_s"], "data_pkts": pkts,
             "retx": sum(q["retx_pkts"] for q in s0["endpoint"]["requesters"].values())}
 
@@ -184,7 +188,8 @@ def stop_capture(p: subprocess.Popen) -> None:
 
 
 def read_pcap(path: str) -> np.ndarray:
-    """(timestamp ns, frame length, opcode) of every packet of a nanosecond pcap."""
+    """(timestamp ns, frame length, opcode, PSN, source IPv4 as an integer, AETH
+    syndrome or -1) of every RoCEv2 packet of a nanosecond pcap."""
     data = Path(path).read_bytes()
     magic = struct.unpack_from("<I", data)[0]
     if magic != 0xA1B23C4D:
@@ -194,9 +199,11 @@ def read_pcap(path: str) -> np.ndarray:
         sec, ns, incl, orig = struct.unpack_from("<IIII", data, off)
         frame = data[off + 16:off + 16 + incl]
         off += 16 + incl
-        if len(frame) > 42:
-            rows.append((sec * 10**9 + ns, orig, frame[42]))  # BTH opcode after UDP
-    return np.array(rows, dtype=np.int64).reshape(-1, 3)
+        if len(frame) >= 54:  # Ethernet, IPv4, UDP, BTH
+            syn = frame[54] if frame[42] == 0x11 and len(frame) > 54 else -1
+            rows.append((sec * 10**9 + ns, orig, frame[42], int.from_bytes(frame[51:54], "big"),
+                         int.from_bytes(frame[26:30], "big"), syn))
+    return np.array(rows, dtype=np.int64).reshape(-1, 6)
 
 
 def gap_stats(rows: np.ndarray, rate: float, wire: int) -> dict:
@@ -247,11 +254,56 @@ def pacing(engine: str, pps: int, *, mtu: int = 1024, seconds: float = 1.0,
             "late_mean_us": float(eng.get("late_s", 0.0)) / late * 1e6 if late else 0.0}
 
 
+def rtt(engine: str, *, rate_mbps: float = 40.0, seconds: float = 1.0) -> dict:
+    """RTT samples against the wire: one QP at half of a 40 Mbit/s HTB-shaped veth port
+    (the eBPF switches' shaping, common/kernel/shaping.py), captured leaving and entering
+    the sender's interface.  Wire RTT per ACK: its arrival minus the first departure of
+    the PSN it acknowledges.  The QP's smallest sample must not be below the wire's
+    smallest (the endpoint's clock reads before it sends and after it receives)."""
+    from common.kernel.shaping import shaping_commands
+    for cmd in shaping_commands(VETH_A, rate_mbps, 64):
+        _sh(*_prefix(NS_A), *cmd.split())
+    tmp = Path(tempfile.mkdtemp(prefix="bench-rtt-"))
+    pcap = str(tmp / "a.pcap")
+    cap = subprocess.Popen([*_prefix(NS_A), "tcpdump", "-i", VETH_A, "-nn", "-s", "64", "-B",
+                            "16384", "--time-stamp-precision=nano", "-w", pcap, "udp port 4791"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert cap.stderr is not None
+    cap.stderr.readline()
+    msg = 64 << 10
+    nbytes = int(rate_mbps / 2 * 1e6 / 8 * seconds)
+    try:
+        res = run_p2p(engine, veth=True, nbytes=nbytes, mtu=1024, rate=f"{rate_mbps / 2:g}M",
+                      msg=msg, extra=["--cc", "hpcc-sender"])
+    finally:
+        stop_capture(cap)
+        _sh(*_prefix(NS_A), "tc", "qdisc", "del", "dev", VETH_A, "root", check=False)
+    rows = read_pcap(pcap)
+    for f in tmp.iterdir():
+        f.unlink()
+    tmp.rmdir()
+    a = struct.unpack("!I", bytes(map(int, VETH_IPS[0].split("."))))[0]
+    first: dict[int, int] = {}
+    wire = []
+    for ts, _n, op, psn, src, syn in rows.tolist():
+        if src == a and op in DATA_OPS:
+            first.setdefault(psn, ts)
+        elif src != a and op == 0x11 and syn >= 0 and syn & 0x60 == 0 and psn in first:
+            wire.append((ts - first[psn]) * 1e-3)
+    w = np.array(wire)
+    snap = res["requester"]
+    return {"engine": res["engine"], "acks": len(w), "wire_min_us": float(w.min()),
+            "wire_p10_us": float(np.percentile(w, 10)),
+            "wire_median_us": float(np.median(w)),
+            "min_sample_us": snap["hpcc"]["min_rtt_s"] * 1e6,
+            "srtt_us": snap["srtt_s"] * 1e6}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bytes", type=int, default=48 << 20, help="bytes per transfer")
     ap.add_argument("--no-veth", action="store_true", help="loopback only")
-    ap.add_argument("--skip", default="", help="comma list of cpu,goodput,pacing to skip")
+    ap.add_argument("--skip", default="", help="comma list of cpu,goodput,pacing,rtt to skip")
     ap.add_argument("--json", metavar="FILE", help="write the results here")
     a = ap.parse_args()
     if not BLAST.exists():
@@ -317,6 +369,16 @@ def main() -> int:
                           f"{r['bursts_pct']:9.1f} {x['median_error_pct']:14.2f} "
                           f"{x['p99_error_us']:7.1f} {r['late_departures']:9d} "
                           f"({r['late_mean_us']:.0f})", flush=True)
+        if "rtt" not in skip and not a.no_veth:
+            print("\nRTT samples against the wire (veth, the sender's port shaped by HTB at "
+                  "40 Mbit/s as the eBPF switches shape theirs; one QP at 20 Mbit/s)")
+            print("engine   ACKs  wire min us  wire p10  wire median  QP min sample us  srtt us")
+            for engine in ("native", "python"):
+                r = rtt(engine)
+                results.setdefault("rtt", []).append(r)
+                print(f"{r['engine']:7s} {r['acks']:5d} {r['wire_min_us']:12.1f} "
+                      f"{r['wire_p10_us']:9.1f} {r['wire_median_us']:12.1f} "
+                      f"{r['min_sample_us']:17.1f} {r['srtt_us']:8.1f}", flush=True)
     finally:
         if not a.no_veth:
             veth_down()
