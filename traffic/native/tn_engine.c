@@ -497,7 +497,11 @@ static double run_requesters(struct tn_engine *e, double now, int timers)
     for (int k = 0; k < e->nready; k++) {  /* (polling adds to no list) */
         int i = e->readyl[k];
         e->qs[i].ready = 0;
-        heap_set(e, i, poll_requester(e, &e->qs[i], now, timers));
+        double w = poll_requester(e, &e->qs[i], now, timers);
+        double c = tn_qp_cc_wake(e->qs[i].q);
+        if (c > now && (w < 0 || c < w) && !(e->a.flags & TN_ENGINE_STEP))
+            w = c;
+        heap_set(e, i, w);
     }
     e->nready = 0;
     return e->nheap ? e->qs[e->heap[0]].due : -1;

@@ -676,6 +676,13 @@ double tn_qp_poll(struct tn_qp *q, double now, struct tn_out *out, int budget,
     return wake;
 }
 
+double tn_qp_cc_wake(const struct tn_qp *q)
+{
+    if (!q->dc || q->pacer_due < 0)
+        return -1;
+    return (double)q->dc->due_ns * 1e-9;
+}
+
 static double poll_inner(struct tn_qp *q, double now, struct tn_out *out, int budget)
 {
     if (q->timers)  /* not while packets (maybe ACKs) are left unread */
