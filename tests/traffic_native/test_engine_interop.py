@@ -163,3 +163,21 @@ def test_many_qps_on_one_engine_each_complete() -> None:
             r.post_write(msgs[r.qpn + 1][0])
         assert _pump(tx, rx, lambda: len(got) == 150 and all(r.idle for r in reqs))
         assert got == {q: [zlib.crc32(m[0])] for q, m in msgs.items()}
+
+
+def test_dcqcn_and_hpcc_qps_send_on_the_threaded_engine() -> None:
+    """Requesters with the engine's congestion control (DCQCN wakes for its timers
+    while its pacer holds a packet back) deliver on real sockets."""
+    with NativeEndpoint(EndpointConfig(ip=A)) as tx, NativeEndpoint(EndpointConfig(ip=B)) as rx:
+        got: list[int] = []
+        reqs = []
+        for i, cc in enumerate(("dcqcn", "hpcc-sender")):
+            q = {"rate_bps": 2e8, "cc": cc}
+            reqs.append(tx.add_requester(QpConfig(qpn=QPN + 2 * i, peer_qpn=QPN + 2 * i + 1,
+                                                  peer_ip=B, **q)))
+            rx.add_responder(QpConfig(qpn=QPN + 2 * i + 1, peer_qpn=QPN + 2 * i, peer_ip=A,
+                                      **q), on_message=lambda _r, _m, buf: got.append(len(buf)))
+        for r in reqs:
+            r.post_write(os.urandom(1 << 20))
+        assert _pump(tx, rx, lambda: len(got) == 2 and all(r.idle for r in reqs))
+        assert got == [1 << 20, 1 << 20]
