@@ -91,9 +91,10 @@ struct tn_qp_attr {
     struct tn_hpcc_params hpcc;    /* with TN_CC_HPCC */
     struct tn_dcqcn_params dcqcn;  /* with TN_CC_DCQCN */
     /* pacing smoothness: a paced packet (its time at the rate >= TN_SMOOTH_MIN_GAP_S)
-     * never leaves sooner than that time less min(catchup_s, half of it) after the
-     * one before, so the pacer catches up a late wake-up over several gaps instead of in
-     * a burst; 0: the token bucket alone (traffic/pacing.py's, the step-mode reference) */
+     * never leaves sooner than that time less catchup_s after the one before, so the
+     * pacer catches up a late wake-up over several gaps instead of in a burst (a gap
+     * under catchup_s may shrink to nothing: its error is at most the gap); 0: the token
+     * bucket alone (traffic/pacing.py's, the step-mode reference) */
     double catchup_s;
 };
 #define TN_SMOOTH_MIN_GAP_S 4e-6
