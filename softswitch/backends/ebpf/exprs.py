@@ -21,6 +21,7 @@ from softswitch.backends.ebpf.layout import (
     stack_slots,
     strip,
     wide,
+    wide_byte,
 )
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T
@@ -67,6 +68,8 @@ class ExprGen:
                 continue
             ft = strip(ftype)
             dst = f"{target}.{cname(fname)}"
+            if isinstance(ft, T.BitsType) and ft.width > MAX_WIDTH:
+                scalar_width(ft, v)             # refuses it: no C integer holds it
             if isinstance(ft, (T.HeaderType, T.StructType)):
                 if isinstance(v, (A.ListExpression, A.StructExpression)):
                     lines += self.init_fields(dst, ft, v)
@@ -245,6 +248,9 @@ class ExprGen:
                 terms.append(self.obj_eq(fa, fb, ft, node))
             elif isinstance(ft, T.VarbitType):
                 terms.append(self.varbit_eq(fa, fb, ft))
+            elif isinstance(ft, T.BitsType) and ft.width > MAX_WIDTH:      # held as its bytes
+                terms += [f"({a}.{cname(wide_byte(fname, i))} == {b}.{cname(wide_byte(fname, i))})"
+                          for i in range((ft.width + 7) // 8)]
             else:
                 terms.append(f"({fa} == {fb})")
         fields = " && ".join(terms) or "1"
@@ -304,6 +310,8 @@ class ExprGen:
         if isinstance(e, A.PathExpression):
             return self.lookup(e.decl, e)
         if isinstance(e, A.MemberExpression) and e.kind is A.MemberKind.FIELD:
+            if isinstance(strip(e.type), T.BitsType) and strip(e.type).width > MAX_WIDTH:
+                scalar_width(e.type, e)         # refuses it: no C integer holds it
             return f"{self.lval(e.expr)}.{cname(e.member)}"
         if isinstance(e, A.IndexExpression):
             st = strip(e.expr.type)

@@ -430,8 +430,9 @@ def _extract(g: CGen, call: A.MethodCallExpression, short_code: int) -> list[str
                 f"if (P->vb > {vmax}) {{ P->sm.parser_error = {e.index('HeaderTooShort')}; return; }}",
                 f"if (P->off + {hl.size_bytes} + P->vb / 8 > pk_len(ctx)) {{",
                 f"    P->sm.parser_error = {short_code};", "    return;", "}"]
-        vb_lines = ["{", f"    u32 n = (P->vb / 8) & {stack_slots(vmax // 8 + 1) - 1};",
-                    f"    if (n > 0 && pk_load(ctx, P->off + {hl.size_bytes}, {v}, n) < 0) {{",
+        vb_lines = ["{", "    u32 n = P->vb / 8;",
+                    (f"    if (n > 0 && pk_load(ctx, P->off + {hl.size_bytes}, {v}, "
+                    f"{_nonzero_len('n', stack_slots(vmax // 8 + 1))}) < 0) {{"),
                     f"        P->sm.parser_error = {short_code};", "        return;", "    }",
                     f"    {v}__bits = P->vb;", "    P->off += n;", "}"]
     if hl.size_bytes:      # a header of only a varbit field has no fixed part to load
@@ -441,6 +442,15 @@ def _extract(g: CGen, call: A.MethodCallExpression, short_code: int) -> list[str
         out.append(f"{lv}.{cname(fname)} = {read_bits('P->buf', off, w)};")
     out += vb_lines + [f"{lv}._valid = 1;", f"P->off += {hl.size_bytes};"] + after
     return out
+
+
+def _nonzero_len(n: str, size: int) -> str:
+    """C expression: the byte count `n` (known to be 1..`size`) in a form the verifier
+    sees as 1..`size` too: clang may turn ``n > 0`` into a test of the value `n` came
+    from (``vb >= 8``), after which the verifier still thinks `n` may be 0, which a
+    helper's length may not be; the mask stays behind an empty asm."""
+    return (f"({{ u32 m_ = {n} - 1; asm volatile(\"\" : \"+r\"(m_)); "
+            f"(m_ & {size - 1}) + 1; }})")
 
 
 def _match_cond(g: CGen, key: str, m: LoweredMatch) -> str | None:
@@ -545,7 +555,8 @@ def gen_deparser(g: CGen, decl: A.ControlDecl) -> str:
         if hl.varbit is not None:
             v = f"{lv}.{cname(hl.varbit[0])}"
             lines += [f"    u32 n = ({v}__bits / 8) & {stack_slots(hl.varbit[1] // 8 + 1) - 1};",
-                      f"    if (n > 0 && pk_store(ctx, o, {v}, n) < 0) return -1;",
+                      (f"    if (n > 0 && pk_store(ctx, o, {v}, "
+                      f"{_nonzero_len('n', stack_slots(hl.varbit[1] // 8 + 1))}) < 0) return -1;"),
                       "    o += n;"]
         lines.append("}")
     lines.append("return 0;")
