@@ -60,16 +60,24 @@ def test_header_unions_and_advance_identical_on_both_targets(hook: str) -> None:
     """unions.p4: extract into a union's members, setValid of the other member,
     isValid of a union and its members, union comparison and assignment, a union in
     a nested struct emitted whole; ``advance`` by a run-time number of bytes (past the
-    end: PacketTooShort)."""
+    end: PacketTooShort); extraction into a stack of unions (``us.next.a``), past its
+    end too (StackOutOfBounds)."""
     rng = random.Random(2627)
     program = ROOT / "tests" / "softswitch_ebpf" / "unions.p4"
     py = Switch.from_file(program)
     with Switch.from_file(program, target="ebpf", hook=hook) as kern:
         outs = 0
         for i in range(1500):
-            kind = rng.choice([0, 1, 2, 3, rng.getrandbits(8)])
+            kind = rng.choice([0, 1, 2, 3, 4, 4, rng.getrandbits(8)])
             skip = rng.choice([0, 0, 1, 3, 40, 0xFF, rng.getrandbits(8)])
-            body = bytes([kind, skip]) + rng.randbytes(rng.randrange(0, 60))
+            body = bytes([kind, skip])
+            if kind == 4:                   # selectors, each followed by that member
+                skip = body[1] if body[1] < 4 else 0
+                body = bytes([kind, skip]) + rng.randbytes(skip)
+                for _ in range(rng.randrange(0, 6)):
+                    sel = rng.choice([1, 2, 1, 2, 0, rng.getrandbits(8)])
+                    body += bytes([sel]) + rng.randbytes({1: 2, 2: 4}.get(sel, 0))
+            body += rng.randbytes(rng.randrange(0, 60))
             frame = rng.randbytes(12) + (b"\x88\xb7" if rng.random() < 0.9 else b"\x08\x00") + body
             port = rng.randrange(0, 4)
             want, got = py.process(port, frame), kern.process(port, frame)

@@ -411,11 +411,21 @@ def _extract(g: CGen, call: A.MethodCallExpression, short_code: int) -> list[str
                 "    return;", "}"]
         lv = f"{base}[{base}__next & {stack_slots(st.size) - 1}]"
         after = [f"{base}__next += 1;"]
+    elif isinstance(target, A.MemberExpression) and isinstance(target.expr, A.MemberExpression) \
+            and target.expr.kind is A.MemberKind.STACK_NEXT:
+        # u.next.member of a stack of header unions: fills the next union (that member
+        # valid, the others not) and moves on
+        st = strip(target.expr.expr.type)
+        base = g.lval(target.expr.expr)
+        out += [f"if ({base}__next >= {st.size}) {{", f"    P->sm.parser_error = {g.stack_error};",
+                "    return;", "}"]
+        elem = f"{base}[{base}__next & {stack_slots(st.size) - 1}]"
+        lv = f"{elem}.{cname(target.member)}"
+        after = [f"{elem}.{cname(f)}._valid = 0;" for f, _ in strip(st.elem).fields
+                 if f != target.member] + [f"{base}__next += 1;"]
     else:
         lv = g.lval(target)
         if isinstance(target, A.MemberExpression) and isinstance(strip(target.expr.type), T.HeaderUnionType):
-            if isinstance(target.expr, A.MemberExpression) and target.expr.kind is A.MemberKind.STACK_NEXT:
-                raise EbpfUnsupported(call, "extract into a stack of header unions")
             after = g.union_only_valid(target)      # one valid member at a time
     if (len(call.args) == 2) != (hl.varbit is not None):
         raise EbpfUnsupported(call, f"extract of {t.name} with {len(call.args)} arguments")
