@@ -1,12 +1,13 @@
 // Sub-parsers on both targets (the eBPF target inlines each apply as labels of its
 // parser): an instance extracting into the caller's header stack with `verify` and an
 // `out` scalar, applied in a loop from a sub-parser that is itself an instance (its
-// own locals, select and loop back to its start); a constructor argument; a value set
-// inside a sub-parser (outside the loop: matched in each pass of a loop over the
-// stack, its bounded scan took the verifier past its 1 M instructions); a direct
-// invocation; an `out` header (invalidated first); two `inout` arguments of one
-// variable (copies, copied back in order); `reject` and a select matching no case
-// (error.NoMatch) inside a sub-parser. What the parser left (errors, counts,
+// own locals, select and loop back to its start); constructor arguments (a constant,
+// an instance declared beside it, one made in place); a value set inside a
+// sub-parser (outside the loop: matched in each pass of a loop over the stack, its
+// bounded scan took the verifier past its 1 M instructions); a direct invocation; an
+// `out` header (invalidated first) and an `in` one (a copy); two `inout` arguments of
+// one variable (copies, copied back in order); `reject` and a select matching no
+// case (error.NoMatch) inside a sub-parser. What the parser left (errors, counts,
 // validity) is written into h1.
 #include <core.p4>
 #include <v1model.p4>
@@ -79,6 +80,24 @@ parser Opt(packet_in pkt, out opt_t opt, in bit<8> want, inout bit<8> seen)(bit<
     state take { pkt.extract(opt); transition accept; }
 }
 
+parser OneH2T(packet_in pkt, inout headers hdr, out bit<8> next_type);
+
+// applies the parser it was given (a constructor argument that is an instance)
+parser Wrap(packet_in pkt, inout headers hdr, out bit<8> nt)(OneH2T inner) {
+    state start {
+        inner.apply(pkt, hdr, nt);
+        transition accept;
+    }
+}
+
+// an `in` header: a copy
+parser Peek(packet_in pkt, in h3_t x, out bit<8> d) {
+    state start {
+        d = x.data;
+        transition accept;
+    }
+}
+
 parser Both(packet_in pkt, inout h3_t x, inout h3_t y) {
     state start {
         x.data = x.data + 1;
@@ -91,6 +110,10 @@ parser TopP(packet_in pkt, out headers hdr, inout metadata meta, inout standard_
     H2Chain() chain;
     Opt(8w0xAA) opt1;
     Both() both;
+    OneH2() one2;
+    Wrap(one2) wrap;
+    Wrap(OneH2()) wrap2;
+    Peek() peek;
     state start {
         pkt.extract(hdr.eth);
         transition select(hdr.eth.type) {
@@ -119,6 +142,19 @@ parser TopP(packet_in pkt, out headers hdr, inout metadata meta, inout standard_
     state h3 {
         pkt.extract(hdr.h3);
         both.apply(pkt, hdr.h3, hdr.h3);
+        peek.apply(pkt, hdr.h3, meta.tag);
+        transition select(hdr.h3.data) {
+            2: w1;
+            3: w2;
+            default: accept;
+        }
+    }
+    state w1 {
+        wrap.apply(pkt, hdr, meta.last_next);
+        transition accept;
+    }
+    state w2 {
+        wrap2.apply(pkt, hdr, meta.last_next);
         transition accept;
     }
     state opt {

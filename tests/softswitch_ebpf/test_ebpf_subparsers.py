@@ -1,6 +1,6 @@
 """Differential test of sub-parsers on the eBPF target (program ``subparsers.p4``):
-instances, one applied in a loop from another, a direct invocation, a constructor
-argument, a value set inside a sub-parser, ``out``/``inout`` headers, stacks and
+instances, one applied in a loop from another, a direct invocation, constructor
+arguments (a constant, parser instances), a value set inside a sub-parser, ``out``/``inout`` headers, stacks and
 scalars, aliased arguments, ``verify``, ``reject`` and a select matching no case
 (``error.NoMatch``, which the eBPF target did not set before) inside a sub-parser. The same
 random packets and value-set members on both targets give identical outputs, with
@@ -27,13 +27,13 @@ def _frame(rng: random.Random) -> bytes:
     first = rng.choice([2, 2, 2, 3, 4, 5, rng.getrandbits(8)])
     h1 = bytes([rng.choice([1] * 9 + [rng.getrandbits(8)]), op]) + rng.randbytes(5) + bytes([first])
     body = b""
-    for _ in range(rng.randrange(0, 7)):
-        kind = rng.choice(["h2", "h2", "h2", "h3", "opt"])
+    for _ in range(rng.randrange(0, 9)):
+        kind = rng.choice(["h2", "h2", "h2", "h2", "h3", "opt"])
         if kind == "h2":
             body += bytes([rng.choice([2] * 8 + [rng.getrandbits(8)]), rng.getrandbits(8), rng.getrandbits(8),
                            rng.choice([2, 2, 2, 3, 4, 0xEE, 0, rng.getrandbits(8)])])
         elif kind == "h3":
-            body += bytes([3, rng.getrandbits(8)])
+            body += bytes([3, rng.choice([2, 3, 0, rng.getrandbits(8)])])   # 2, 3: a Wrap follows
         else:
             body += bytes([rng.choice([0xAA, op, 0xFF, 0x30, 0x31, rng.getrandbits(8)]), rng.getrandbits(8)])
     frame = eth + h1 + body + rng.randbytes(rng.randrange(0, 20))
