@@ -54,12 +54,12 @@ def test_supported_program_generates_c() -> None:
 
 
 @pytest.mark.parametrize("decls, body, extra_hdr, construct, line", [
-    ("", "", "int<72> s;", "signed values over 64 bits", 5),
     ("", "verify_checksum_with_payload(true, { hdr.h.a }, hdr.h.b, HashAlgorithm.crc16);", "",
      "crc16 with the payload", 15),
     ("", "", "bit<256> wide;", "wider than 128 bits", 5),
+    ("", "hdr.h.a = (bit<8>)(bit<72>)(hdr.s / 3);", "int<72> s;", "operator / on values over 64 bits", 15),
     ("", 'log_msg("x");', "", "extern log_msg", 15),
-], ids=["signed72", "crc16_payload", "wide", "log_msg"])
+], ids=["crc16_payload", "wide", "signed72_divide", "log_msg"])
 def test_unsupported_names_construct_and_location(decls: str, body: str, extra_hdr: str,
                                                   construct: str, line: int) -> None:
     with pytest.raises(EbpfUnsupported) as err:

@@ -36,8 +36,6 @@ def scalar_width(t: Any, node: Any) -> int:
     """Bits of a scalar value (bit<W>, bool, error); refuses what the back end cannot hold."""
     t = strip(t)
     if isinstance(t, T.BitsType):
-        if t.signed and t.width > 64:
-            raise EbpfUnsupported(node, f"{t} (signed values over 64 bits: not yet)")
         if t.width > MAX_WIDTH:
             raise EbpfUnsupported(node, f"{t} (wider than {MAX_WIDTH} bits: BPF registers hold 64 "
                                         "and clang's widest BPF integer is unsigned __int128; a "
@@ -63,7 +61,10 @@ def is_signed(t: Any) -> bool:
 
 
 def sext(x: str, width: int) -> str:
-    """C expression: the W-bit two's complement pattern `x` as a signed 64-bit value."""
+    """C expression: the W-bit two's complement pattern `x` as a signed 64-bit value
+    (over 64 bits: clang's ``__int128``)."""
+    if width > 64:
+        return f"((__int128)((u128)({x}) << {128 - width}) >> {128 - width})"
     if width >= 64:
         return f"((s64)(u64)({x}))"
     return f"(((s64)((u64)({x}) << {64 - width})) >> {64 - width})"
