@@ -47,7 +47,8 @@ from formats.roce import (
     Opcode,
     PacketTemplate,
 )
-from traffic import fec, recovery
+from traffic import fec_codec as fec
+from traffic import recovery
 from traffic.cc import registry as cc_registry
 from traffic.cc.base import SenderCc
 from traffic.cc.dcqcn import DcqcnReactionPoint, DcqcnSender
