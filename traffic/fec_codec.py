@@ -16,6 +16,7 @@ from functools import cache
 from types import ModuleType
 
 from traffic import fec as _reference
+from traffic.errors import TrafficError
 
 __all__ = ["MAX_K", "MAX_M", "decode", "encode", "name", "prepare"]
 
@@ -33,8 +34,8 @@ def _impl() -> ModuleType:
         if (ec.MAX_K >= MAX_K and ec.MAX_M >= MAX_M
                 and ec.encode(probe, 3) == _reference.encode(probe, 3)):
             return ec
-    except Exception:  # noqa: BLE001 - not built, not loadable, wrong bytes: the reference
-        pass
+    except (ImportError, OSError, RuntimeError, TrafficError):
+        return _reference  # not built, not loadable: the reference
     return _reference
 
 

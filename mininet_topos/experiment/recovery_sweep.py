@@ -242,6 +242,7 @@ def run_point(b: Bed, sw: RecoverySweep, *, mode: str, rtt_s: float, fec: tuple[
     return {
         "finished": bool(tx["finished"] and rx["finished"]),
         "endpoint": tx.get("engine", "python"),
+        "fec_codec": tx.get("fec_codec", "numpy"),
         "goodput_bps": delivered * 8 / max(1e-9, tx["completion_s"]),
         "fct_p50_s": float(np.percentile(fcts, 50)) if fcts else None,
         "fct_p99_s": float(np.percentile(fcts, 99)) if fcts else None,
