@@ -10,18 +10,19 @@ counters), data-plane free.
 
 The decision (:func:`choose`) compares candidates by an expected cost in seconds::
 
-    cost = (data + repair packets) x packet time + mean(delay) + mean of the worst eps(delay)
+    cost = 2 x (data + repair packets) x packet time + mean(delay) + mean of the worst eps(delay)
 
 where ``delay`` is how late a message finishes on each of :data:`MC_TRIALS` sampled
 loss patterns of the path (:class:`Outcome`, :func:`outcome`; a Gilbert-Elliott chain,
 independent loss as its one-state case): nothing when every block decodes, else the
 round trip from the moment the sender can know of the last failure, less the wire time
-still ahead of the message then, plus a second round trip when a resent packet is lost
+still ahead of the message then, plus two timeouts when a resent packet is lost
 again.  Selective repeat knows of a loss one packet later, so early losses hide behind
 the rest of the message; a coded block's loss is declared only after its repairs were
 reported, so a failed block at the end of a long interleaved group costs a full round
-trip.  The mean is what goodput feels, the worst ``eps`` (a smooth percentile) what the
-tail FCT feels.  Repair packets are capped at
+trip, and more where only the next message's packets can reveal it.  The cost is the
+mean FCT (what goodput feels) plus the mean FCT of the worst ``eps`` of messages (a
+smooth p99), so wire time counts twice.  Repair packets are capped at
 ``overhead_floor + overhead_per_loss x loss rate`` of the data.  Candidates:
 
 - ``sr``: no repair symbols; every loss costs a round trip.
@@ -287,14 +288,20 @@ class Outcome:
     """Packets sent after the last failure became detectable (-1: nothing to resend)."""
     resent: np.ndarray
     """Data packets left to selective repeat."""
+    blind: np.ndarray
+    """True where no data packet of the message follows the last failure's detection
+    point: only the next message's packets (or a timeout) reveal it."""
 
-    def penalty(self, *, rtt_s: float, t_pkt_s: float, loss: float) -> np.ndarray:
+    def penalty(self, *, rtt_s: float, t_pkt_s: float, loss: float, rto_s: float,
+                follow_s: float) -> np.ndarray:
         """Seconds each trial's message finishes late: the round trip from the last
-        detectable failure not hidden behind the rest of the message, and a second round
-        when one of the resent packets is lost again."""
-        late = np.maximum(0.0, rtt_s - self.slack * t_pkt_s)
+        detectable failure not hidden behind the rest of the message (plus ``follow_s``
+        waiting for the next message where the message itself cannot reveal it), and
+        two timeouts (the timer backs off) when one of the resent packets is lost
+        again: a resent packet lost in a burst is seen by the timer, not by order."""
+        late = np.maximum(0.0, rtt_s - self.slack * t_pkt_s) + np.where(self.blind, follow_s, 0)
         again = 1.0 - (1.0 - loss) ** self.resent
-        return np.where(self.slack >= 0, late + again * rtt_s, 0.0)
+        return np.where(self.slack >= 0, late + again * 2 * rto_s, 0.0)
 
 
 def outcome(model: LossModel, n: int, groups: tuple[Group, ...]) -> Outcome:
@@ -305,20 +312,27 @@ def outcome(model: LossModel, n: int, groups: tuple[Group, ...]) -> Outcome:
     sample = _chain_sample(model, max(n + n // 4 + 64, stream))
     detect = np.full(MC_TRIALS, -1, dtype=np.int64)
     resent = np.zeros(MC_TRIALS, dtype=np.int64)
+    last_data = max(bare + [c for cols, nd in zip(blocks, _data_counts(groups), strict=True)
+                            for c in cols[:nd]])
     if bare:
         lost = sample[:, bare]
         where = np.asarray(bare, dtype=np.int64)
         detect = np.maximum(detect, np.where(lost, where, -1).max(axis=1))
         resent += lost.sum(axis=1)
-    data_of = [len(block_members(g, j)) for g in groups for j in range(g.blocks)]
-    for cols, m, nd in zip(blocks, ms, data_of, strict=True):
+    for cols, m, nd in zip(blocks, ms, _data_counts(groups), strict=True):
         lost = sample[:, cols]
         fail = lost.sum(axis=1) > m
         if fail.any():
             detect = np.where(fail, np.maximum(detect, max(cols)), detect)
             resent += np.where(fail, lost[:, :nd].sum(axis=1), 0)
     slack = np.where(detect >= 0, stream - 1 - detect, -1)
-    return Outcome(stream=stream, slack=slack, resent=resent)
+    return Outcome(stream=stream, slack=slack, resent=resent,
+                   blind=(detect >= 0) & (detect >= last_data))
+
+
+def _data_counts(groups: tuple[Group, ...]) -> list[int]:
+    """Data members of every block, in :func:`_stream`'s order."""
+    return [len(block_members(g, j)) for g in groups for j in range(g.blocks)]
 
 
 def tail_mean(x: np.ndarray, share: float) -> float:
@@ -337,14 +351,20 @@ class PolicyConfig:
     of messages (the p99 FCT) beside the mean delay (goodput)."""
     max_overhead: float = 0.25
     """Most repair packets per data packet a message may carry ..."""
-    overhead_per_loss: float = 4.0
-    overhead_floor: float = 0.02
+    overhead_per_loss: float = 16.0
+    overhead_floor: float = 0.01
     """... and at most ``overhead_floor + overhead_per_loss x loss rate`` of them: the
     bytes FEC adds stay in proportion to what selective repeat would resend."""
     k_choices: tuple[int, ...] = (8, 16, 32, 64)
     depth_choices: tuple[int, ...] = (1, 2, 4, 8, 16)
     m_max: int = 8
     tail_choices: tuple[int, ...] = (4, 8, 16, 32)
+    min_gain: float = 0.005
+    """A coded plan must cost this share less than plain SR to be chosen."""
+    follow_wait_rtt: float = 0.5
+    """How long (in round trips) a failure only the next message can reveal waits for
+    that message's first packet (messages in flight leave the link idle between them
+    when the round trip is longer than their wire time)."""
     tail_min_loss: float = 0.005
     """From this loss rate on, a message may always carry one tail repair (a short
     message would otherwise never be covered by the proportional bound)."""
@@ -359,6 +379,8 @@ class PathView:
     rate_bps: float
     wire_pkt_bytes: int = 1100
     source: str = "controller"  # where ``loss`` came from (controller | own counters)
+    rto_s: float = 0.0
+    """The QP's retransmission timeout (0: twice the round trip)."""
 
     def quantised(self) -> PathView:
         """Two significant digits of every input: decisions (and their cache) stand
@@ -366,7 +388,8 @@ class PathView:
         lm = self.loss
         loss = LossModel(kind=lm.kind, p=_q(lm.p), r=_q(lm.r), h=_q(lm.h), k=1 - _q(1 - lm.k))
         return PathView(loss=loss, rtt_s=_q(self.rtt_s), rate_bps=_q(self.rate_bps),
-                        wire_pkt_bytes=self.wire_pkt_bytes, source=self.source)
+                        wire_pkt_bytes=self.wire_pkt_bytes, source=self.source,
+                        rto_s=_q(self.rto_s))
 
 
 def _q(x: float) -> float:
@@ -418,12 +441,14 @@ def _candidates(model: LossModel, n: int,
 
 def plan_cost(path: PathView, plan_outcome: Outcome, cfg: PolicyConfig = PolicyConfig()
               ) -> float:
-    """Expected seconds a plan costs a message: its wire time, the mean delay its
-    failures add (what goodput feels) and the mean delay of its worst ``eps`` (the
-    tail FCT)."""
+    """Seconds a plan costs a message: its mean FCT (what goodput feels) plus the mean
+    FCT of its worst ``eps`` (the tail), each its wire time plus the delay its
+    failures add."""
     t_pkt = path.wire_pkt_bytes * 8 / path.rate_bps
-    pen = plan_outcome.penalty(rtt_s=path.rtt_s, t_pkt_s=t_pkt, loss=path.loss.mean_loss)
-    return plan_outcome.stream * t_pkt + float(pen.mean()) + tail_mean(pen, cfg.eps)
+    pen = plan_outcome.penalty(rtt_s=path.rtt_s, t_pkt_s=t_pkt, loss=path.loss.mean_loss,
+                               rto_s=path.rto_s or 2 * path.rtt_s,
+                               follow_s=cfg.follow_wait_rtt * path.rtt_s)
+    return 2 * plan_outcome.stream * t_pkt + float(pen.mean()) + tail_mean(pen, cfg.eps)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -437,6 +462,8 @@ def _choose(path: PathView, n: int, cfg: PolicyConfig) -> MessagePlan:
     cands = _candidates(model, n, cfg)
     costs = [plan_cost(path, o, cfg) for _p, o in cands]
     i = min(range(len(cands)), key=lambda j: (costs[j] + 1e-12 * j))
+    if costs[i] > (1 - cfg.min_gain) * costs[0]:
+        i = 0  # repairs that buy (almost) nothing: plain SR
     best = cands[i][0]
     p_sr = cands[0][0].p_retx
     detail = {"sr": "repairs cost more than the round trips they save",

@@ -280,7 +280,7 @@ class Requester:
         rtt = self._srtt if self._srtt is not None else self.cfg.rto_initial_s
         wire = self.cfg.mtu + BTH_LEN + ICRC_LEN + WIRE_OVERHEAD
         return recovery.PathView(loss=model, rtt_s=rtt, rate_bps=self.cfg.rate_bps,
-                                 wire_pkt_bytes=wire, source=source)
+                                 wire_pkt_bytes=wire, source=source, rto_s=self._rto_value())
 
     def warm_plans(self, sizes: list[int]) -> None:
         """Decide for messages of these byte sizes now (mode auto): later decisions for
