@@ -383,17 +383,22 @@ class PathView:
     """The QP's retransmission timeout (0: twice the round trip)."""
 
     def quantised(self) -> PathView:
-        """Two significant digits of every input: decisions (and their cache) stand
-        still while the telemetry only jitters."""
+        """Two significant digits of the loss model and rate, times on a 5 % grid:
+        decisions (and their cache) stand still while the telemetry only jitters."""
         lm = self.loss
         loss = LossModel(kind=lm.kind, p=_q(lm.p), r=_q(lm.r), h=_q(lm.h), k=1 - _q(1 - lm.k))
-        return PathView(loss=loss, rtt_s=_q(self.rtt_s), rate_bps=_q(self.rate_bps),
+        return PathView(loss=loss, rtt_s=_qt(self.rtt_s), rate_bps=_q(self.rate_bps),
                         wire_pkt_bytes=self.wire_pkt_bytes, source=self.source,
-                        rto_s=_q(self.rto_s))
+                        rto_s=_qt(self.rto_s))
 
 
 def _q(x: float) -> float:
     return float(f"{x:.2g}")
+
+
+def _qt(x: float) -> float:
+    """``x`` on a geometric grid of 5 % steps (0 stays 0)."""
+    return 0.0 if x <= 0 else float(f"{1.05 ** round(math.log(x, 1.05)):.4g}")
 
 
 def choose(path: PathView, n_pkts: int, cfg: PolicyConfig = PolicyConfig()) -> MessagePlan:
@@ -451,6 +456,37 @@ def plan_cost(path: PathView, plan_outcome: Outcome, cfg: PolicyConfig = PolicyC
     return 2 * plan_outcome.stream * t_pkt + float(pen.mean()) + tail_mean(pen, cfg.eps)
 
 
+@functools.lru_cache(maxsize=256)
+def _stacked(model: LossModel, n: int, cfg: PolicyConfig) -> tuple[np.ndarray, ...]:
+    """The candidates' outcomes as (plans x trials) float32 arrays: every plan's cost in
+    one pass, a new RTT then costs a few milliseconds.  A trial without a failure gets
+    an infinite slack (its delay is then 0 without a mask); the chance of a second
+    loss depends on the loss model only, so it is computed here once."""
+    outs = [o for _p, o in _candidates(model, n, cfg)]
+    slack = np.stack([o.slack for o in outs]).astype(np.float32)
+    failed = slack >= 0
+    slack[~failed] = np.inf
+    resent = np.stack([o.resent for o in outs]).astype(np.float32)
+    again = np.where(failed, 1.0 - (1.0 - model.mean_loss) ** resent, 0).astype(np.float32)
+    blind = (np.stack([o.blind for o in outs]) & failed).astype(np.float32)
+    return np.array([o.stream for o in outs], dtype=np.float64), slack, blind, again
+
+
+def _costs(path: PathView, n: int, cfg: PolicyConfig) -> list[float]:
+    """:func:`plan_cost` of every candidate (same arithmetic, all plans at once)."""
+    stream, slack, blind, again = _stacked(path.loss, n, cfg)
+    t_pkt = path.wire_pkt_bytes * 8 / path.rate_bps
+    rtt = path.rtt_s
+    pen = slack * np.float32(-t_pkt)
+    pen += np.float32(rtt)
+    np.maximum(pen, 0, out=pen)
+    pen += blind * np.float32(cfg.follow_wait_rtt * rtt)
+    pen += again * np.float32(2 * (path.rto_s or 2 * rtt))
+    k = max(1, math.ceil(cfg.eps * pen.shape[1]))
+    tail = np.partition(pen, pen.shape[1] - k, axis=1)[:, pen.shape[1] - k:].mean(axis=1)
+    return list(2 * stream * t_pkt + pen.mean(axis=1, dtype=np.float64) + tail)
+
+
 @functools.lru_cache(maxsize=1024)
 def _choose(path: PathView, n: int, cfg: PolicyConfig) -> MessagePlan:
     model = path.loss
@@ -460,7 +496,7 @@ def _choose(path: PathView, n: int, cfg: PolicyConfig) -> MessagePlan:
     if q <= 0:
         return MessagePlan(scheme="sr", reason=f"{why}: path loss-free")
     cands = _candidates(model, n, cfg)
-    costs = [plan_cost(path, o, cfg) for _p, o in cands]
+    costs = _costs(path, n, cfg)
     i = min(range(len(cands)), key=lambda j: (costs[j] + 1e-12 * j))
     if costs[i] > (1 - cfg.min_gain) * costs[0]:
         i = 0  # repairs that buy (almost) nothing: plain SR
