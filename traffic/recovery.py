@@ -359,6 +359,9 @@ class PolicyConfig:
     depth_choices: tuple[int, ...] = (1, 2, 4, 8, 16)
     m_max: int = 8
     tail_choices: tuple[int, ...] = (4, 8, 16, 32)
+    wire_weight: float = 2.0
+    """Wire time counts in the mean and in the tail FCT (2), more where messages in
+    flight queue behind each other's repairs."""
     min_gain: float = 0.005
     """A coded plan must cost this share less than plain SR to be chosen."""
     follow_wait_rtt: float = 0.5
@@ -453,7 +456,8 @@ def plan_cost(path: PathView, plan_outcome: Outcome, cfg: PolicyConfig = PolicyC
     pen = plan_outcome.penalty(rtt_s=path.rtt_s, t_pkt_s=t_pkt, loss=path.loss.mean_loss,
                                rto_s=path.rto_s or 2 * path.rtt_s,
                                follow_s=cfg.follow_wait_rtt * path.rtt_s)
-    return 2 * plan_outcome.stream * t_pkt + float(pen.mean()) + tail_mean(pen, cfg.eps)
+    return (cfg.wire_weight * plan_outcome.stream * t_pkt + float(pen.mean())
+            + tail_mean(pen, cfg.eps))
 
 
 @functools.lru_cache(maxsize=256)
@@ -484,7 +488,7 @@ def _costs(path: PathView, n: int, cfg: PolicyConfig) -> list[float]:
     pen += again * np.float32(2 * (path.rto_s or 2 * rtt))
     k = max(1, math.ceil(cfg.eps * pen.shape[1]))
     tail = np.partition(pen, pen.shape[1] - k, axis=1)[:, pen.shape[1] - k:].mean(axis=1)
-    return list(2 * stream * t_pkt + pen.mean(axis=1, dtype=np.float64) + tail)
+    return list(cfg.wire_weight * stream * t_pkt + pen.mean(axis=1, dtype=np.float64) + tail)
 
 
 @functools.lru_cache(maxsize=1024)
