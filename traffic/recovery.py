@@ -386,8 +386,10 @@ class PathView:
     """The QP's retransmission timeout (0: twice the round trip)."""
 
     def quantised(self) -> PathView:
-        """Two significant digits of the loss model and rate, times on a 5 % grid:
-        decisions (and their cache) stand still while the telemetry only jitters."""
+        """Two significant digits of the loss model and rate, times on a 25 % grid:
+        decisions (and their cache) stand still while the telemetry only jitters (a
+        smoothed RTT on a loaded host wanders by tens of percent, and every new value
+        costs a decision on the critical path)."""
         lm = self.loss
         loss = LossModel(kind=lm.kind, p=_q(lm.p), r=_q(lm.r), h=_q(lm.h), k=1 - _q(1 - lm.k))
         return PathView(loss=loss, rtt_s=_qt(self.rtt_s), rate_bps=_q(self.rate_bps),
@@ -400,8 +402,8 @@ def _q(x: float) -> float:
 
 
 def _qt(x: float) -> float:
-    """``x`` on a geometric grid of 5 % steps (0 stays 0)."""
-    return 0.0 if x <= 0 else float(f"{1.05 ** round(math.log(x, 1.05)):.4g}")
+    """``x`` on a geometric grid of 25 % steps (0 stays 0)."""
+    return 0.0 if x <= 0 else float(f"{1.25 ** round(math.log(x, 1.25)):.4g}")
 
 
 def choose(path: PathView, n_pkts: int, cfg: PolicyConfig = PolicyConfig()) -> MessagePlan:
