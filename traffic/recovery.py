@@ -54,7 +54,7 @@ from traffic.errors import ConfigError
 
 __all__ = ["MAX_DEPTH", "MAX_GROUP", "Group", "LossEstimator", "MessagePlan", "Outcome",
            "PathView", "PolicyConfig", "block_fail", "block_members", "choose", "fixed_plan",
-           "outcome", "plan_cost", "plan_groups", "repair_order", "tail_mean"]
+           "outcome", "plan_cost", "plan_groups", "repair_order", "rtt_grid", "tail_mean"]
 
 MAX_DEPTH = 16
 """Most blocks interleaved in one group (the stride of a block's members)."""
@@ -399,6 +399,12 @@ class PathView:
 
 def _q(x: float) -> float:
     return float(f"{x:.2g}")
+
+
+def rtt_grid(lo: float, hi: float) -> list[float]:
+    """The grid values of :meth:`PathView.quantised` from ``lo`` to ``hi`` seconds."""
+    a, b = round(math.log(lo, 1.25)), round(math.log(hi, 1.25))
+    return [float(f"{1.25 ** i:.4g}") for i in range(a, b + 1)]
 
 
 def _qt(x: float) -> float:

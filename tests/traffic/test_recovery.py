@@ -262,3 +262,15 @@ def test_failure_at_the_end_of_an_interleaved_group_is_blind():
     assert failed.any() and coded.blind[failed].all()
     lost = plain.slack >= 0
     assert plain.blind[lost].mean() < 0.2
+
+
+def test_warm_plans_cover_every_rtt_so_no_decision_runs_mid_transfer():
+    """After warm_plans, a message posted at any smoothed RTT from 2 ms to 0.5 s takes
+    its plan from the cache (a new decision costs milliseconds on the sender's loop)."""
+    req, _resp = _pair(Reliability.AUTO, path_loss=GE(0.05, 10))
+    req.warm_plans([256 * 1024])
+    before = recovery._choose.cache_info().misses
+    for srtt in (0.0021, 0.0213, 0.0231, 0.0287, 0.0337, 0.061, 0.0634, 0.31):
+        req._srtt = srtt
+        assert recovery.choose(req.path_view(), 256, req.policy).scheme == "fec"
+    assert recovery._choose.cache_info().misses == before
