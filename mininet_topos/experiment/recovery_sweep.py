@@ -293,14 +293,15 @@ def run_sweep(sw: RecoverySweep, out: Path, *, log=print) -> dict[str, Any]:
                     rows.append(row)
                     log(format_row(row))
         wan_stats = b.wan.stats()
-    summary = {"experiment": sw.name, "engine": sw.engine,
+    targets = check_targets(rows)
+    summary: dict[str, Any] = {"experiment": sw.name, "engine": sw.engine,
                "path": "netns veths + WAN delay line + eBPF loss (data direction)",
                "rate": sw.rate, "size": sw.size, "count": sw.count, "inflight": sw.inflight,
                "controller": controller, "recovery": rows, "wan": wan_stats,
-               "targets": check_targets(rows)}
+               "targets": targets}
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     (out / "recovery.md").write_text(markdown_table(rows) + "\n\n"
-                                     + targets_table(summary["targets"]) + "\n")
+                                     + targets_table(targets) + "\n")
     plot_p99(rows, out / "p99_fct.png")
     return summary
 
