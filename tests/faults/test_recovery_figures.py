@@ -150,3 +150,51 @@ def test_targets_are_wan_for_gray_loss_and_leaf_spine_for_link_down() -> None:
     with pytest.raises(FaultError, match="no place for link_down"):
         pick_targets(topo, {"gray_loss": ["s1:3->s5:3"], "link_down": ["s1:3->s5:3"]}, (1,),
                      ("link_down",))
+
+
+class _Dropper:
+    def __init__(self) -> None:
+        self.loss: list[float] = []
+
+    def set_bernoulli(self, p: float) -> None:
+        self.loss.append(p)
+
+
+class _Inj:
+    """The parts of `Injector` the flapper uses: droppers armed, applied, healed."""
+
+    def __init__(self) -> None:
+        self._armed = [_Dropper(), _Dropper()]
+        self.healed = False
+
+    def arm(self, f: Any) -> None:
+        pass
+
+    def prepare(self, f: Any, onset_unix: float) -> None:
+        pass
+
+    def apply(self, f: Any) -> None:
+        for em in self._armed:
+            em.set_bernoulli(1.0)
+        self._armed = []
+
+    def heal(self) -> None:
+        self.healed = True
+
+
+def test_a_flapping_link_goes_up_and_down_on_both_ends_until_healed() -> None:
+    from mininet_topos.faults.recovery_run import _Flapper
+    from tests.helpers.waiting import wait_for
+
+    inj = _Inj()
+    ems = list(inj._armed)
+    fl = _Flapper(inj, 0.01)   # type: ignore[arg-type]
+    fl.arm(None)
+    fl.apply(None)
+    assert wait_for(lambda: all(len(e.loss) >= 5 for e in ems))
+    fl.heal()
+    assert inj.healed
+    n = [len(e.loss) for e in ems]
+    for e in ems:   # down at the onset, then up, down, ...
+        assert e.loss[:5] == [1.0, 0.0, 1.0, 0.0, 1.0]
+    assert [len(e.loss) for e in ems] == n   # nothing after the heal
