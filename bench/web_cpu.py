@@ -1,13 +1,15 @@
 """The live view's cost to the controller: its CPU during the demo with the page open
 in a browser against the same demo without it, side by side in one run.
 
-    python -m bench web_cpu [--runs 2] [--port 8099]        (root, Mininet: the demo)
+    python -m bench web_cpu [--runs 2] [--port 8099] [--screenshot FILE]
+                                                            (root, Mininet: the demo)
 
 Each run starts ``python -m mininet_topos demo`` (variants alternate: off, page, off,
 page ...); the controller's PID comes from its state file and its user + system CPU is
 read from /proc until it exits. With the page, headless Chromium (Debian's chromium,
 driven by Playwright) keeps the page open from the moment the address is printed to the
-end. Prints each run's controller CPU seconds and the median ratio page / off (the
+end (``--screenshot``: the first page run's page is saved as a PNG while the demo's
+traffic runs, the README's picture of the live view). Prints each run's controller CPU seconds and the median ratio page / off (the
 target: <= 1.10). Not part of ``python -m bench``'s default set (several minutes).
 """
 from __future__ import annotations
@@ -52,7 +54,7 @@ def _watch_controller(state: Path, done: threading.Event, out: dict[str, float])
         time.sleep(0.2)
 
 
-def run_demo(out: Path, web: str | None) -> float:
+def run_demo(out: Path, web: str | None, screenshot: Path | None = None) -> float:
     argv = [sys.executable, "-m", "mininet_topos", "demo", "--out", str(out)]
     if web:
         argv += ["--web", web]
@@ -68,7 +70,7 @@ def run_demo(out: Path, web: str | None) -> float:
         for line in proc.stdout:
             lines.append(line)
             if web and browser is None and "live view at " in line:
-                browser = _open_page(line.split("live view at ", 1)[1].strip())
+                browser = _open_page(line.split("live view at ", 1)[1].strip(), screenshot)
         rc = proc.wait()
     finally:
         done.set()
@@ -87,7 +89,12 @@ LOADED: dict[str, str] = {}   # url -> "ok" or the error: a run whose page never
                               # measures nothing and is refused
 
 
-def _open_page(url: str):  # type: ignore[no-untyped-def]
+SCREENSHOT_AFTER_S = 20.0
+"""How long after the page loads the screenshot is taken: the demo's collective is then
+running, so links carry traffic and the flows have their INT paths."""
+
+
+def _open_page(url: str, screenshot: Path | None = None):  # type: ignore[no-untyped-def]
     """Headless Chromium on ``url`` in a thread; returns the function that closes it."""
     from playwright.sync_api import sync_playwright
     stop = threading.Event()
@@ -102,6 +109,9 @@ def _open_page(url: str):  # type: ignore[no-untyped-def]
                 pg.goto(url)
                 pg.wait_for_selector("body[data-ready='1']", timeout=30_000)
                 LOADED[url] = "ok"
+                if screenshot is not None and not stop.wait(SCREENSHOT_AFTER_S):
+                    pg.set_viewport_size({"width": 1400, "height": 1000})
+                    pg.screenshot(path=str(screenshot), full_page=True)
             except Exception as exc:  # noqa: BLE001 - reported as the run's failure
                 LOADED[url] = str(exc).splitlines()[0]
             stop.wait()
@@ -121,6 +131,9 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=2, help="runs of each variant (default 2)")
     ap.add_argument("--port", type=int, default=8099, help="the page's loopback port")
+    ap.add_argument("--screenshot", type=Path, default=None,
+                    help=f"save the first page run's page as this PNG, {SCREENSHOT_AFTER_S:g} s "
+                         "after it loaded (while the demo runs)")
     args = ap.parse_args(argv)
     if os.geteuid() != 0:
         print("web_cpu: needs root (the demo makes namespaces)", file=sys.stderr)
@@ -130,7 +143,8 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(args.runs):
             for variant in ("off", "page"):
                 web = f"127.0.0.1:{args.port}" if variant == "page" else None
-                c = run_demo(Path(tmp) / f"{variant}{i}", web)
+                shot = args.screenshot if variant == "page" and i == 0 else None
+                c = run_demo(Path(tmp) / f"{variant}{i}", web, shot)
                 cpu[variant].append(c)
                 print(f"run {i + 1} {variant:>4}: controller CPU {c:6.2f} s", flush=True)
     ratios = [p / o for p, o in zip(cpu["page"], cpu["off"], strict=True)]

@@ -27,7 +27,8 @@ from controller.topology.routing import node_names_by_id, paths
 from traffic.collog.records import CollRecord
 from traffic.collog.result import CollEvent
 
-__all__ = ["Evidence", "FlowSample", "LossSample", "PortSample", "Telemetry", "load_telemetry"]
+__all__ = ["Evidence", "FlowSample", "LossSample", "PortSample", "Telemetry", "load_telemetry",
+           "save_telemetry"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,3 +205,40 @@ def load_telemetry(out_dir: str | os.PathLike[str], topo: Topology) -> Telemetry
     for drops in tel.port_drops.values():
         drops.sort()
     return tel
+
+
+def save_telemetry(tel: Telemetry, out_dir: str | os.PathLike[str], topo: Topology) -> Path:
+    """Write ``tel`` under ``out_dir`` as the files :func:`load_telemetry` reads.
+
+    Why: telemetry that no controller exported (the kernel routers' counter samples of
+    ``experiment faults``) is diagnosed in memory by the run that took it; saved in the
+    controller's own layout next to the run's collective logs, ``controller diagnose
+    --out DIR`` reads the same evidence afterwards. The flows' INT paths are not
+    written (kernel routers have none; a controller exports its own).
+    """
+    d = Path(out_dir)
+    (d / "csv").mkdir(parents=True, exist_ok=True)
+    with (d / "csv" / "link_loss.csv").open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["time_ns", "link", "lost", "delivered"])
+        for link, samples in sorted(tel.link_loss.items()):
+            w.writerows([round(s.t * 1e9), link, s.lost, s.delivered] for s in samples)
+    ids = {name: node_id for node_id, name in node_names_by_id(topo).items()}
+    with (d / "csv" / "int_hop.csv").open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["time_ns", "switch", "port", "qlen_pkts", "tx_rate_bps", "line_rate_bps"])
+        for (sw, port), ports in sorted(tel.ports.items()):
+            if sw in ids:
+                w.writerows([round(s.t * 1e9), ids[sw], port, s.qlen_pkts,
+                             "" if s.tx_rate_bps is None else repr(s.tx_rate_bps),
+                             "" if s.line_rate_bps is None else repr(s.line_rate_bps)]
+                            for s in ports)
+    by_time: dict[tuple[float, str], list[dict[str, int]]] = {}
+    for (sw, port), drops in tel.port_drops.items():
+        for t, n in drops:
+            by_time.setdefault((t, sw), []).append({"port": port, "tail_drops": n})
+    (d / "switch_stats.jsonl").write_text("".join(
+        json.dumps({"t": t, "switch": sw, "ports": sorted(ps, key=lambda x: x["port"])}) + "\n"
+        for (t, sw), ps in sorted(by_time.items())))
+    return d
+

@@ -28,6 +28,7 @@ import numpy as np
 
 from common.faults import FAULT_KINDS
 from controller.diagnose import Evidence, diagnose
+from controller.diagnose.evidence import save_telemetry
 from controller.diagnose.report import format_diagnosis
 from controller.topology.model import LinkRole, Topology
 from mininet_topos.faults.inject import Injector, traffic_fault_args
@@ -369,6 +370,8 @@ def run_harness(cfg: HarnessConfig, *, log: Any = print,
             records = read_logs([tdir / "collectives"]) if (tdir / "collectives").exists() \
                 else []
             tel = telemetry(start - 0.5, end)
+            if not p4:  # no controller exported it: saved for `controller diagnose --out tdir`
+                save_telemetry(tel, tdir, topo)
             ev = Evidence(topo=topo, records=records, telemetry=tel, now=end)
             res = _evaluate(ev, fault, start)
             truth = {**fault.truth(start), **_where(fault, topo, warm, cfg.hosts, p4)} \
