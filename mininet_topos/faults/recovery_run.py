@@ -39,6 +39,7 @@ from mininet_topos.faults.harness import (
 from mininet_topos.faults.inject import Injector
 from mininet_topos.faults.p4 import controller_telemetry, int_places, wait_for_loss_export
 from mininet_topos.faults.spec import FaultError, FaultSpec
+from mininet_topos.testbed.errors import ExperimentError
 from traffic.collog import read_logs
 
 __all__ = ["RecoveryConfig", "is_mitigation_spec", "load_recovery_spec", "run_recovery"]
@@ -55,7 +56,7 @@ class RecoveryConfig:
     seeds: tuple[int, ...] = (1, 2, 3)
     kinds: tuple[str, ...] = KINDS
     loss: float = 0.05              # gray loss
-    fault_free: int = 10            # fault-free trials on the acting bed (and 1 on the other)
+    fault_free: int = 10            # fault-free trials on the acting bed (at most 3 on the other)
     flap: bool = True               # one flapping-link trial on the acting bed
     flap_period_s: float = 1.5      # down this long, up this long, ...
     onset_s: float = 2.5
@@ -297,6 +298,7 @@ def run_recovery(cfg: RecoveryConfig, *, log: Any = print) -> dict[str, Any]:
     t_all = time.time()
     targets: dict[tuple[str, int], str] = {}
     trials: dict[str, list[dict[str, Any]]] = {}
+    errors: list[dict[str, Any]] = []
     for mode in ("act", "advise"):
         bed = _Bed(cfg, mode, topo, log)
         with Testbed(topo=topo, switch=cfg.switch, logs=bed.dir / "testbed", seed=cfg.seeds[0],
@@ -308,12 +310,29 @@ def run_recovery(cfg: RecoveryConfig, *, log: Any = print) -> dict[str, Any]:
             if not targets:
                 targets = pick_targets(topo, bed.places, cfg.seeds, cfg.kinds)
             runs = trials.setdefault(mode, [])
-            n_free = cfg.fault_free if mode == "act" else 1
+
+
+            def run(name: str, f: FaultSpec | None, seed: int | None = None,
+                    flap: bool = False, bed: _Bed = bed, runs: list[dict[str, Any]] = runs
+                    ) -> None:
+                """A trial; one that fails is logged and left out (the rest go on), and the
+                summary so far is written after each (a long run keeps what it measured)."""
+                try:
+                    t = bed.trial(name, f, flap=flap)
+                except (ExperimentError, OSError, ValueError, KeyError) as exc:
+                    log(f"[{bed.mode}] {name}: failed: {exc}")
+                    errors.append({"mode": bed.mode, "trial": name, "error": str(exc)})
+                    return
+                runs.append(t if seed is None else {**t, "seed": seed})
+                (out / "summary.json").write_text(json.dumps(
+                    {**_summary(cfg, trials), "errors": errors, "partial": True},
+                    indent=1, default=str))
+            n_free = cfg.fault_free if mode == "act" else min(3, cfg.fault_free)
             free_at = {round(i * len(cfg.seeds) / max(1, n_free)) for i in range(n_free)}
             free_left = n_free
             for i, seed in enumerate(cfg.seeds):
                 while i in free_at and free_left:   # fault-free runs spread among the others
-                    runs.append(bed.trial(f"free{n_free - free_left:02d}", None))
+                    run(f"free{n_free - free_left:02d}", None)
                     free_left -= 1
                     free_at.discard(i)
                 for kind in cfg.kinds:
@@ -321,15 +340,15 @@ def run_recovery(cfg: RecoveryConfig, *, log: Any = print) -> dict[str, Any]:
                                   duration_s=3600.0)
                     if kind == "gray_loss":
                         f = replace(f, loss=cfg.loss)
-                    runs.append(bed.trial(f"{kind}-s{seed}", f) | {"seed": seed})
+                    run(f"{kind}-s{seed}", f, seed)
             while free_left:
-                runs.append(bed.trial(f"free{n_free - free_left:02d}", None))
+                run(f"free{n_free - free_left:02d}", None)
                 free_left -= 1
             if cfg.flap and mode == "act" and "link_down" in cfg.kinds:
                 f = FaultSpec(kind="link_down", target=targets[("link_down", cfg.seeds[0])],
                               onset_s=cfg.onset_s, duration_s=3600.0)
-                runs.append(bed.trial("flap", f, flap=True))
-    summary = _summary(cfg, trials)
+                run("flap", f, flap=True)
+    summary = {**_summary(cfg, trials), "errors": errors}
     summary["wall_s"] = round(time.time() - t_all, 1)
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     for line in rec.format_table(summary["by_kind"], actions_fault_free=summary["actions_fault_free"],
