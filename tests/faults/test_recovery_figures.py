@@ -198,3 +198,13 @@ def test_a_flapping_link_goes_up_and_down_on_both_ends_until_healed() -> None:
     for e in ems:   # down at the onset, then up, down, ...
         assert e.loss[:5] == [1.0, 0.0, 1.0, 0.0, 1.0]
     assert [len(e.loss) for e in ems] == n   # nothing after the heal
+
+
+def test_cli_checks_the_preset_and_takes_mitigate(capsys: pytest.CaptureFixture[str]) -> None:
+    from mininet_topos.cli import main, parser
+    assert main(["check", "recovery_faults"]) == 0
+    assert "gray_loss, link_down x seeds 1, 2, 3 on ebpf, 10 fault-free" in capsys.readouterr().out
+    a = parser().parse_args(["experiment", "faults", "--mitigate", "act", "--out", "x"])
+    assert a.mitigate == "act"
+    with pytest.raises(SystemExit):
+        parser().parse_args(["experiment", "faults", "--mitigate", "maybe", "--out", "x"])
