@@ -59,7 +59,8 @@ class LossMapRule:
     rises with the rate up to 1 at ``2 * min_rate``.
     Dead: both directions of a link delivered at least ``min_busy`` packets a bin
     before and nothing in the last ``dead_bins`` polled bins, while the rest of the
-    fabric still delivered (an idle network is not a dead link)."""
+    fabric still delivered at least ``min_busy`` a bin (an idle network, or a stalled
+    job whose links all fell silent, is not a dead link)."""
 
     window_bins: int = 2
     min_rate: float = 0.01
@@ -117,7 +118,9 @@ def findings_from_lossmap(*, names: Sequence[str], links: Sequence[str], lost: n
         if not all(quiet[r] and busy_before[r] for r in rows):
             continue
         rest = [r for r in range(len(names)) if r not in rows]
-        if not rest or delivered[rest, -d:].sum() <= 0:
+        # the rest must carry real traffic meanwhile: when a synchronous job (a ring
+        # all-reduce) stalls, every link falls silent together but for a few probes
+        if not rest or delivered[rest, -d:].sum() < rule.min_busy * d:
             continue
         for r in rows:
             out.append(Finding(kind="link_down", type="link", component=names[r],

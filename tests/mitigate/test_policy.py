@@ -272,3 +272,9 @@ def test_empty_bins_between_polls_are_not_a_dead_link() -> None:
     got = _lm10({}, {1: busy, 4: [0, 0, 900, 900], 8: [0, 0, 900, 900]})
     assert {(f.kind, f.component, f.onset) for f in got} == {
         ("link_down", "s1:1->s3:2", 104.0), ("link_down", "s3:2->s1:1", 104.0)}
+
+
+def test_a_stalled_job_is_not_a_dead_link() -> None:
+    """A ring all-reduce stalls: every link falls silent together but for a few probes."""
+    busy = [900] * 4
+    assert _lm10({}, {1: busy, 4: [0, 0, 3, 2], 8: [0, 0, 1, 0]}) == []
