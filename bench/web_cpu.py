@@ -89,9 +89,21 @@ LOADED: dict[str, str] = {}   # url -> "ok" or the error: a run whose page never
                               # measures nothing and is refused
 
 
-SCREENSHOT_AFTER_S = 20.0
-"""How long after the page loads the screenshot is taken: the demo's collective is then
-running, so links carry traffic and the flows have their INT paths."""
+SCREENSHOT_FLOWS = 2
+SCREENSHOT_SETTLE_S = 4.0
+"""The screenshot is taken once the page lists this many flows, this long after (the
+demo's collective then runs: links carry traffic, the flows have their INT paths, the
+heat map has a few columns). Chromium may take over 10 s to start on a loaded host, and
+the demo's traffic lasts about 25 s, so a fixed delay misses it."""
+
+
+def _shoot_when_live(pg, path: Path, stop: threading.Event) -> None:  # type: ignore[no-untyped-def]
+    while not stop.wait(0.5):
+        if pg.evaluate("document.querySelectorAll('#flows tbody tr').length") >= SCREENSHOT_FLOWS:
+            if not stop.wait(SCREENSHOT_SETTLE_S):
+                pg.set_viewport_size({"width": 1400, "height": 1000})
+                pg.screenshot(path=str(path), full_page=True)
+            return
 
 
 def _open_page(url: str, screenshot: Path | None = None):  # type: ignore[no-untyped-def]
@@ -109,9 +121,8 @@ def _open_page(url: str, screenshot: Path | None = None):  # type: ignore[no-unt
                 pg.goto(url)
                 pg.wait_for_selector("body[data-ready='1']", timeout=30_000)
                 LOADED[url] = "ok"
-                if screenshot is not None and not stop.wait(SCREENSHOT_AFTER_S):
-                    pg.set_viewport_size({"width": 1400, "height": 1000})
-                    pg.screenshot(path=str(screenshot), full_page=True)
+                if screenshot is not None:
+                    _shoot_when_live(pg, screenshot, stop)
             except Exception as exc:  # noqa: BLE001 - reported as the run's failure
                 LOADED[url] = str(exc).splitlines()[0]
             stop.wait()
@@ -132,8 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=2, help="runs of each variant (default 2)")
     ap.add_argument("--port", type=int, default=8099, help="the page's loopback port")
     ap.add_argument("--screenshot", type=Path, default=None,
-                    help=f"save the first page run's page as this PNG, {SCREENSHOT_AFTER_S:g} s "
-                         "after it loaded (while the demo runs)")
+                    help="save the first page run's page as this PNG while the demo's traffic "
+                         "runs (once the page lists its flows)")
     args = ap.parse_args(argv)
     if os.geteuid() != 0:
         print("web_cpu: needs root (the demo makes namespaces)", file=sys.stderr)

@@ -14,8 +14,10 @@ An architecture describes its externs twice, on purpose:
   metadata fields it writes, the request it records, the run-time state it uses).
   A backend that generates other code (the eBPF one) asks the same object what
   ``mark_to_drop`` or ``clone`` means and lowers it its own way;
-* a Python lowering per extern (`PythonCallLowering`, `PythonInstanceLowering`):
-  today's backend, which emits Python source through a `PythonEmitter`.
+* a Python lowering per extern call (`PythonCallLowering`): the Python back end,
+  which emits Python source through a `PythonEmitter`; and per extern type the maker
+  of its instances' run-time objects (`PythonInstanceLowering`), which
+  `softswitch.objects` calls for every target.
 
 Names are ``"mark_to_drop"`` for an extern function, ``"register.read"`` for a
 method of an extern type and ``"register"`` for the type itself (its instances).
@@ -174,7 +176,8 @@ PythonCallLowering = Callable[[PythonEmitter, ExternCall], str]
 
 PythonInstanceLowering = Callable[[InstanceRequest], Any]
 """Creates the run-time object of one extern instance (a `softswitch.externs` object
-or an `ActionProfile`); the compiler files it by its class for the runtime API."""
+or an `ActionProfile`, on every target); `softswitch.objects` files it by its class
+for the runtime API."""
 
 
 @dataclass(slots=True, frozen=True, kw_only=True)

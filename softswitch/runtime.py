@@ -16,10 +16,9 @@ from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from softswitch.action_profiles import ActionProfile
-from softswitch.backends.python.arch_lowering import rebind_hash
-from softswitch.backends.python.program import CompiledProgram
 from softswitch.errors import ExternError, RuntimeApiError, RuntimeErrorCode
 from softswitch.externs.stateful import Counter, Meter, MeterConfig, Register
+from softswitch.objects import RuntimeObjects
 from softswitch.tables import MatchValue, Table, TableEntry
 from softswitch.v1model.pre import Replica, ReplicationEngine
 
@@ -45,9 +44,10 @@ def resolve(kind: str, objects: dict[str, V], name: str) -> V:
 
 
 class SwitchRuntime:
-    """Control-plane operations on one compiled program and its replication engine."""
+    """Control-plane operations on one program's run-time objects (`RuntimeObjects`,
+    whatever target runs them) and its replication engine."""
 
-    def __init__(self, program: CompiledProgram, pre: ReplicationEngine) -> None:
+    def __init__(self, program: RuntimeObjects, pre: ReplicationEngine) -> None:
         self.program = program
         self.pre = pre
 
@@ -234,7 +234,7 @@ class SwitchRuntime:
             fn = make_crc(width, polynomial, initial, final_xor, reflect_input, reflect_output)
         except ExternError as exc:
             raise RuntimeApiError(RuntimeErrorCode.BAD_VALUE, str(exc)) from exc
-        rebind_hash(arch, self.program.env, algorithm, fn)
+        self.program.bind_hash(algorithm, fn)
 
     # ------------------------------------------------------ value sets, digests
     def value_set_add(self, name: str, value: int, mask: int | None = None) -> None:

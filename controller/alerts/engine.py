@@ -85,7 +85,8 @@ class AlertEngine:
                         changed.append(a)
                 for key in [k for k in self.active if k[0] == rule.name and k[1] not in true_now]:
                     a = self.active[key]
-                    a.value = values.get(a.subject, 0.0)
+                    # below the threshold now: its value; no data this tick: the last one
+                    a.value = values.get(a.subject, a.value)
                     if a.state == "pending":
                         del self.active[key]
                         continue

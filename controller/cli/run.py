@@ -87,6 +87,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--bmv2-json", metavar="FILE", help="p4c output for --target bmv2 (without it and "
                                                        "--p4info, the program is compiled with p4c)")
     p.add_argument("--listen", default="127.0.0.1", help="collector bind address (default 127.0.0.1)")
+    p.add_argument("--collectors", type=int, default=1, metavar="N",
+                   help="N collector processes behind the report and agent ports (SO_REUSEPORT, "
+                        "reports steered by flow), their tables merged; default 1 (one thread)")
     p.add_argument("--report-port", type=argtypes.port, default=REPORT_UDP_PORT, help="Telemetry Report UDP port")
     p.add_argument("--agent-port", type=argtypes.port, default=AGENT_BATCH_UDP_PORT, help="host agent batch UDP port")
     p.add_argument("--feedback-port", type=argtypes.port, default=FEEDBACK_UDP_PORT, help="agents' feedback UDP port")
@@ -209,7 +212,7 @@ def run(args: argparse.Namespace) -> int:
         "topology": args.topology, "out_dir": args.out, "influx": args.influx, "database": args.database,
         "org": args.org, "influx_credentials": args.influx_credentials, "target": Target(args.target), "p4info": args.p4info,
         "bmv2_json": args.bmv2_json, "listen": args.listen, "report_port": args.report_port,
-        "agent_port": args.agent_port, "feedback_port": args.feedback_port,
+        "agent_port": args.agent_port, "collectors": args.collectors, "feedback_port": args.feedback_port,
         "sink_mode": SinkMode(args.sink_mode), "collector_host": args.collector_host,
         "collector_ip": args.collector_ip, "collector_mac": args.collector_mac, "collector_at": args.collector_at,
         "report_source_base": args.report_source_base,

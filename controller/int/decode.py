@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from controller.int import native_reports
 from controller.int.errors import Malformed
 from controller.int.records import (
     FIELD_NODE_ID,
@@ -23,6 +24,7 @@ from controller.int.records import (
     REPORT_DTYPE,
     SOURCE_REPORT,
     DecodedBatch,
+    as_pool,
     take,
 )
 from formats.int_fields import WordOffsets, word_offsets
@@ -107,10 +109,15 @@ class ReportDecoder:
 
     def __init__(self) -> None:
         self.stats = DecodeStats()
+        #: single reports of a receive pool through reports.c (False: numpy)
+        self.native = native_reports.available()
         self._layouts: dict[tuple[int, ...], tuple[WordOffsets, WordOffsets]] = {}
 
     def decode(self, datagrams: Sequence[bytes], arrival_ns: int) -> DecodedBatch:
         """Decode ``datagrams`` (UDP payloads) received at ``arrival_ns``."""
+        pool = as_pool(datagrams, FIXED_LEN)
+        if pool is not None:      # one length: the socket path's decode, no loop
+            return self.decode_pool(pool[0], pool[1], arrival_ns)
         st = self.stats
         st.datagrams += len(datagrams)
         buckets: dict[int, tuple[list[bytes], list[int]]] = {}
@@ -153,6 +160,8 @@ class ReportDecoder:
         work per datagram: rows are checked and grouped by length with numpy, and the
         rows of one length are one matrix.  Coalesced datagrams (several reports
         behind one group header) take ``decode``'s path."""
+        if self.native:
+            return self._decode_pool_native(buf, lens, arrival_ns)
         st = self.stats
         lens = lens.astype(np.int64)
         live = lens > 0
@@ -200,6 +209,83 @@ class ReportDecoder:
                 m = np.ascontiguousarray(buf[sel, :ln]).view(">u4").astype(np.uint32)
                 parts.extend(self._decode_bucket(m, sel.astype(np.int64) * _PIECES, arrival_ns))
         return self._done(parts)
+
+    def _decode_pool_native(self, buf: np.ndarray, lens: np.ndarray, arrival_ns: int
+                            ) -> DecodedBatch:
+        """``decode_pool`` with the rows classified in C (reports.c) instead of a dozen
+        column passes over the pool."""
+        st = self.stats
+        cls = native_reports.classify(buf, lens)
+        counts = np.bincount(cls, minlength=7)
+        st.datagrams += len(cls) - int(counts[0])
+        bad = st.malformed
+        for reason, c in ((Malformed.SHORT, 1), (Malformed.UNALIGNED, 2),
+                          (Malformed.BAD_VERSION, 3), (Malformed.REPORT_LENGTH, 4)):
+            if counts[c]:
+                bad[reason] += int(counts[c])
+        if len(cls) == int(counts[0]):
+            return DecodedBatch.empty()
+        parts = []
+        if counts[6]:
+            lens64 = lens.astype(np.int64)
+            buckets: dict[int, tuple[list[bytes], list[int]]] = {}
+            for i in np.flatnonzero(cls == 6).tolist():
+                _split(bytes(buf[i, :lens64[i]]), buckets, i * _PIECES, st)
+            for ln, (rows, where) in buckets.items():
+                m = np.frombuffer(b"".join(rows), dtype=">u4").reshape(len(rows), ln // 4)
+                parts.extend(self._decode_bucket(m.astype(np.uint32),
+                                                 np.asarray(where, np.int64), arrival_ns))
+        if counts[5]:
+            parts.extend(self._decode_native(buf, lens, np.flatnonzero(cls == 5), arrival_ns))
+        return self._done(parts)
+
+    def _decode_native(self, buf: np.ndarray, lens: np.ndarray, idx: np.ndarray,
+                       arrival_ns: int) -> list[tuple[DecodedBatch, np.ndarray]]:
+        """``decode_pool``'s single reports through reports.c: the shape key of every
+        row read in C, the checks once per shape, the records copied in C."""
+        lens32 = lens.astype(np.uint32)
+        short = lens[idx] <= 4 * _HDR_WORDS          # no room past the fixed header
+        if short.any():
+            self.stats.malformed[Malformed.INNER_TRUNCATED] += int(short.sum())
+            idx = idx[~short]
+            if not len(idx):
+                return []
+        keys = native_reports.scan(buf, lens32, idx)
+        if (keys == keys[0]).all():
+            groups: list[tuple[np.ndarray, np.ndarray]] = [(keys[0], idx)]
+        else:
+            uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+            inv = inv.reshape(-1)
+            order = np.argsort(inv, kind="stable")
+            bounds = np.searchsorted(inv[order], np.arange(1, len(uniq)))
+            groups = [(u, idx[o]) for u, o in zip(uniq, np.split(order, bounds))]
+        parts = []
+        for k, rows in groups:
+            key = tuple(int(v) for v in k[:-1])
+            words = int(k[-1])
+            reason = self._check_shape(key, words)
+            if reason is not None:
+                self.stats.malformed[reason] += len(rows)
+                continue
+            (_rt, _it, md_len, _rmb, _dom, _dmb, _iv, ihl, _pr, _st, shim_len, _mv, hop_ml,
+             ins, _dsid, ds_ins) = key
+            sink, hop = self._layouts_for(key)
+            ip0 = _HDR_WORDS + md_len
+            shim_col = ip0 + ihl + 2
+            stack_col = shim_col + 4
+            stack_words = shim_len - 3
+            n_stack = stack_words // hop_ml if hop_ml else 0
+            has_sink = bool(sink.fields)
+            n_hops = n_stack + (1 if has_sink else 0)
+            bth = stack_col + stack_words
+            geometry = np.array([ip0, ihl, shim_col, stack_col, hop_ml, n_stack, has_sink,
+                                 bth + 3 <= words, bth, n_hops, ins, ds_ins, SOURCE_REPORT,
+                                 ROCEV2_UDP_PORT, native_reports.NODE_FLAG], np.int64)
+            samples, hops = native_reports.fill(buf, lens32, rows, arrival_ns, geometry, hop,
+                                                sink, n_hops)
+            parts.append((DecodedBatch(samples=samples, hops=hops),
+                          rows.astype(np.int64) * _PIECES))
+        return parts
 
     def _done(self, parts: list[tuple[DecodedBatch, np.ndarray]]) -> DecodedBatch:
         out = _in_arrival_order(parts)
@@ -277,47 +363,57 @@ class ReportDecoder:
                 self.stats.shapes = len(self._layouts)
         return got
 
-    def _decode_shape(self, key: tuple[int, ...], m: np.ndarray, arrival_ns: int) -> DecodedBatch:
+    def _check_shape(self, key: tuple[int, ...], words: int) -> Malformed | None:
+        """Why reports of this shape and length are dropped, or None when they decode."""
         (rep_type, in_type, md_len, _rep_md_bits, _domain, _ds_md_bits, ip_ver, ihl, proto,
-         shim_type, shim_len, md_ver, hop_ml, ins, _ds_id, ds_ins) = key
-        n, words = m.shape
-        bad = self.stats.malformed
-        reason: Malformed | None = None
+         shim_type, shim_len, md_ver, hop_ml, _ins, _ds_id, _ds_ins) = key
         sink, hop = self._layouts_for(key)
         ip0 = _HDR_WORDS + md_len
         shim_col = ip0 + ihl + 2
         stack_col = shim_col + 4
         stack_words = shim_len - 3
         if rep_type != REP_TYPE_INT:
-            reason = Malformed.UNSUPPORTED_REPORT_TYPE
-        elif in_type != IN_TYPE_IPV4:
-            reason = Malformed.UNSUPPORTED_INNER_TYPE
-        elif md_len != sink.words:
-            reason = Malformed.MD_LENGTH
-        elif ip0 + 5 > words:
-            reason = Malformed.INNER_TRUNCATED
-        elif ip_ver != 4 or ihl < 5:
-            reason = Malformed.BAD_IPV4
-        elif proto != 17:
-            reason = Malformed.NOT_UDP
-        elif shim_col + 1 > words:
-            reason = Malformed.INNER_TRUNCATED
-        elif shim_type != INT_SHIM_TYPE_MD:
-            reason = Malformed.NOT_INT_MD
-        elif shim_len < 3:
-            reason = Malformed.BAD_SHIM
-        elif stack_col > words:
-            reason = Malformed.INNER_TRUNCATED
-        elif md_ver != INT_MD_VERSION:
-            reason = Malformed.BAD_MD_VERSION
-        elif hop_ml != hop.words or (hop_ml == 0 and stack_words) or (
+            return Malformed.UNSUPPORTED_REPORT_TYPE
+        if in_type != IN_TYPE_IPV4:
+            return Malformed.UNSUPPORTED_INNER_TYPE
+        if md_len != sink.words:
+            return Malformed.MD_LENGTH
+        if ip0 + 5 > words:
+            return Malformed.INNER_TRUNCATED
+        if ip_ver != 4 or ihl < 5:
+            return Malformed.BAD_IPV4
+        if proto != 17:
+            return Malformed.NOT_UDP
+        if shim_col + 1 > words:
+            return Malformed.INNER_TRUNCATED
+        if shim_type != INT_SHIM_TYPE_MD:
+            return Malformed.NOT_INT_MD
+        if shim_len < 3:
+            return Malformed.BAD_SHIM
+        if stack_col > words:
+            return Malformed.INNER_TRUNCATED
+        if md_ver != INT_MD_VERSION:
+            return Malformed.BAD_MD_VERSION
+        if hop_ml != hop.words or (hop_ml == 0 and stack_words) or (
             hop_ml and stack_words % hop_ml
         ):
-            reason = Malformed.HOP_ML_MISMATCH
-        elif stack_col + stack_words > words:
-            reason = Malformed.INNER_TRUNCATED
+            return Malformed.HOP_ML_MISMATCH
+        if stack_col + stack_words > words:
+            return Malformed.INNER_TRUNCATED
+        return None
+
+    def _decode_shape(self, key: tuple[int, ...], m: np.ndarray, arrival_ns: int) -> DecodedBatch:
+        (_rep_type, _in_type, md_len, _rep_md_bits, _domain, _ds_md_bits, _ip_ver, ihl,
+         _proto, _shim_type, shim_len, _md_ver, hop_ml, ins, _ds_id, ds_ins) = key
+        n, words = m.shape
+        sink, hop = self._layouts_for(key)
+        ip0 = _HDR_WORDS + md_len
+        shim_col = ip0 + ihl + 2
+        stack_col = shim_col + 4
+        stack_words = shim_len - 3
+        reason = self._check_shape(key, words)
         if reason is not None:
-            bad[reason] += n
+            self.stats.malformed[reason] += n
             return DecodedBatch.empty()
 
         n_stack = stack_words // hop_ml if hop_ml else 0

@@ -28,7 +28,7 @@ from controller.int.records import (
 if TYPE_CHECKING:
     from controller.int.state import FlowTable, HopTable
 
-__all__ = ["available", "flow_update", "hop_update"]
+__all__ = ["available", "flow_update", "hop_group", "hop_update", "slot_probe"]
 
 _P = ctypes.c_void_p
 _I = ctypes.c_int64
@@ -58,6 +58,9 @@ def _offsets(dtype: np.dtype, fields: tuple[tuple[str, str], ...]) -> np.ndarray
 
 _HOP_OFF = _offsets(HOP_DTYPE, _HOP_FIELDS)
 _SAMPLE_OFF = _offsets(REPORT_DTYPE, _SAMPLE_FIELDS)
+# their addresses once: reading ``.ctypes.data`` costs a microsecond or more a call
+_HOP_OFF_P = _HOP_OFF.ctypes.data
+_SAMPLE_OFF_P = _SAMPLE_OFF.ctypes.data
 _lib: ctypes.CDLL | None = None
 _tried = False
 
@@ -71,6 +74,10 @@ def _load() -> ctypes.CDLL | None:
             lib.hop_update.restype = None
             lib.hop_update.argtypes = [_P, _I, _P, _P, _P, _I, _P, _P, _P, _I, _P, _I,
                                        _U, _U, _U, _U, _U, _U, _P]
+            lib.hop_group.restype = ctypes.c_int64
+            lib.hop_group.argtypes = [_P, _I, _P, _I, _P, _P, _P]
+            lib.slot_probe.restype = None
+            lib.slot_probe.argtypes = [_P, _I, _I, _P, _P, _I, _P, _P]
             lib.flow_update.restype = ctypes.c_int
             lib.flow_update.argtypes = [_P, _I, _P, _I, _P, _I, _P, _I, _P, _P, _P, _P, _I,
                                         _P, _I, _P, _P, _P, _P, _P]
@@ -124,11 +131,48 @@ def hop_update(t: HopTable, hops: np.ndarray, arrival_ns: np.ndarray, order: np.
     gnew = np.ascontiguousarray(new, np.uint8)
     cols = _columns(t, _HOP_COLS)
     out = np.empty(len(hops), np.int64)
-    lib.hop_update(_ptr(hops), hops.dtype.itemsize, _ptr(_HOP_OFF), _ptr(arrival), _ptr(order),
+    lib.hop_update(_ptr(hops), hops.dtype.itemsize, _HOP_OFF_P, _ptr(arrival), _ptr(order),
                    len(hops), _ptr(starts), _ptr(gslot), _ptr(gnew), len(starts), _ptr(cols),
                    t.depth, FIELD_TX_BYTES, FIELD_EGRESS_TS, FIELD_QUEUE_BYTES, FIELD_QUEUE,
                    FIELD_LINE_RATE, FIELD_HOP_LATENCY, _ptr(out))
     return out
+
+
+def hop_group(hops: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """HopTable's grouping of HOP_DTYPE records: (order by (key, egress ts) as
+    ``np.lexsort`` gives it, first position of each key in it, the keys ascending),
+    or None when some hop's timestamps fall within the batch (then lexsort)."""
+    lib = _load()
+    assert lib is not None
+    hops = np.ascontiguousarray(hops)
+    n = len(hops)
+    order = np.empty(n, np.int64)
+    starts = np.empty(n, np.int64)
+    uniq = np.empty(n, np.uint64)
+    ng = lib.hop_group(_ptr(hops), hops.dtype.itemsize, _HOP_OFF_P, n, _ptr(order),
+                       _ptr(starts), _ptr(uniq))
+    if ng == -2:
+        raise MemoryError("tables.c: out of memory for the hops' grouping")
+    if ng < 0:
+        return None
+    return order, starts[:ng], uniq[:ng]
+
+
+def slot_probe(keys: np.ndarray, tkeys: np.ndarray, tslot: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """``SlotMap._probe`` key by key: (slots or -1, first free position on the probe
+    sequence) of ``keys`` ((width, n) uint64) in the table ``tkeys`` / ``tslot``."""
+    lib = _load()
+    assert lib is not None
+    keys = np.ascontiguousarray(keys, np.uint64)
+    width, n = keys.shape
+    if not (tkeys.flags.c_contiguous and tslot.flags.c_contiguous):
+        raise ValueError("slot table arrays are not contiguous")
+    slots = np.empty(n, np.int64)
+    free_at = np.empty(n, np.int64)
+    lib.slot_probe(_ptr(keys), n, width, _ptr(tkeys), _ptr(tslot), len(tslot), _ptr(slots),
+                   _ptr(free_at))
+    return slots, free_at
 
 
 def flow_update(t: FlowTable, samples: np.ndarray, hops: np.ndarray, hop_slots: np.ndarray,
@@ -149,8 +193,8 @@ def flow_update(t: FlowTable, samples: np.ndarray, hops: np.ndarray, hop_slots: 
     last_idx = np.full(nu, -1, np.int64)
     last_h = np.full(nu, -1, np.int64)
     out = np.empty(n, np.int64)
-    rc = lib.flow_update(_ptr(samples), samples.dtype.itemsize, _ptr(_SAMPLE_OFF), n,
-                         _ptr(hops), hops.dtype.itemsize, _ptr(_HOP_OFF), len(hops),
+    rc = lib.flow_update(_ptr(samples), samples.dtype.itemsize, _SAMPLE_OFF_P, n,
+                         _ptr(hops), hops.dtype.itemsize, _HOP_OFF_P, len(hops),
                          _ptr(hop_slots), _ptr(inv), _ptr(gslot), _ptr(gnew), nu, _ptr(cols),
                          t.depth, _ptr(maxq), _ptr(lat), _ptr(last_idx), _ptr(last_h), _ptr(out))
     if rc == -1:

@@ -42,6 +42,7 @@ every field present (FIELD_* constants); absent fields are 0.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -104,6 +105,20 @@ FIELD_LINE_RATE = field_named("line_rate").flag
 
 #: Table row name -> FIELD_* bit.
 FIELD_BIT_BY_NAME: dict[str, int] = {f.name: f.flag for f in HOP_FIELDS}
+
+
+def as_pool(datagrams: Sequence[bytes], min_len: int = 1) -> tuple[np.ndarray, np.ndarray] | None:
+    """Datagrams of one length as a receive pool (rows of ``buf``, their ``lens``),
+    with one join and no Python work per datagram, so the no-socket entry points
+    (``Collector.feed_reports``) decode as the socket path does; None when the lengths
+    differ, are under ``min_len`` or there is nothing (the callers' per-datagram path)."""
+    if not datagrams:
+        return None
+    n0 = len(datagrams[0])
+    if n0 < min_len or any(len(d) != n0 for d in datagrams):
+        return None
+    buf = np.frombuffer(b"".join(datagrams), np.uint8).reshape(len(datagrams), n0)
+    return buf, np.full(len(datagrams), n0, np.uint32)
 
 
 def take(a: np.ndarray, idx: np.ndarray) -> np.ndarray:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from controller.int import native_reports
 from formats.telemetry_report import SEQ_MOD
 
 _HALF = SEQ_MOD // 2
@@ -45,21 +46,26 @@ class SeqTracker:
 
     def __init__(self) -> None:
         self.switches: dict[int, SeqState] = {}
+        #: each switch's run in C (reports.c), the numpy passes below as the fallback
+        self.native = native_reports.available()
 
     def update(self, node_id: np.ndarray, hw_id: np.ndarray, seq: np.ndarray) -> None:
         """Account one batch, in arrival order."""
         if len(seq) == 0:
             return
         key = (node_id.astype(np.uint64) << np.uint64(6)) | hw_id.astype(np.uint64)
-        order = np.argsort(key, kind="stable")
-        k = key[order]
-        s = seq[order].astype(np.int64)
-        starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
-        ends = np.r_[starts[1:], len(k)]
-        for a, b in zip(starts.tolist(), ends.tolist()):
-            kk = int(k[a])
+        s_all = seq.astype(np.int64)
+        if (key == key[0]).all():     # one reporting switch: no sort
+            runs = [(int(key[0]), s_all)]
+        else:
+            order = np.argsort(key, kind="stable")
+            k = key[order]
+            s = s_all[order]
+            starts = np.flatnonzero(np.concatenate(([True], k[1:] != k[:-1])))
+            ends = np.append(starts[1:], len(k))
+            runs = [(int(k[a]), s[a:b]) for a, b in zip(starts.tolist(), ends.tolist())]
+        for kk, grp in runs:
             st = self.switches.get(kk)
-            grp = s[a:b]
             if st is None:
                 st = SeqState(node_id=kk >> 6, hw_id=kk & 63, first=int(grp[0]),
                               highest=int(grp[0]), last=int(grp[0]))
@@ -68,16 +74,28 @@ class SeqTracker:
                 grp = grp[1:]
                 if len(grp) == 0:
                     continue
+            if self.native:
+                st.last, st.highest, late, dups = native_reports.seq_run(
+                    grp, SEQ_MOD, st.last, st.highest)
+                st.late += late
+                st.duplicates += dups
+                st.received += len(grp)
+                continue
             base = st.last
-            prev_wrapped = np.r_[base % SEQ_MOD, grp[:-1]]
+            prev_wrapped = np.empty_like(grp)
+            prev_wrapped[0] = base % SEQ_MOD
+            prev_wrapped[1:] = grp[:-1]
             d = (grp - prev_wrapped) % SEQ_MOD
-            d = np.where(d >= _HALF, d - SEQ_MOD, d)
-            ext = base + np.cumsum(d)
-            running = np.maximum.accumulate(np.r_[st.highest, ext])
-            prior_max = running[:-1]
+            d[d >= _HALF] -= SEQ_MOD
+            ext = np.cumsum(d)
+            ext += base
+            running = np.maximum.accumulate(ext)
+            np.maximum(running, st.highest, out=running)
+            prior_max = np.empty_like(ext)     # the highest before each report
+            prior_max[0] = st.highest
+            prior_max[1:] = running[:-1]
             st.late += int(np.count_nonzero(ext < prior_max))
-            seen_dup = ext == prior_max
-            st.duplicates += int(np.count_nonzero(seen_dup))
+            st.duplicates += int(np.count_nonzero(ext == prior_max))
             st.received += len(grp)
             st.highest = int(running[-1])
             st.last = int(ext[-1])

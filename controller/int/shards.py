@@ -15,21 +15,47 @@ the processes never talk while ingesting.  What is global is merged on read:
 ``flow_snapshot``, ``hop_snapshot``) over pipes to the worker processes.  Processes
 are spawned (no fork of a threaded parent); worker i binds after worker i-1, so its
 socket is index i of the group, which is the index the steering program returns.
+
+Listeners (the HPCC loop, the per-flow loss map) run in the parent, as they would on
+one collector's thread: each worker sends every decoded round (samples, hop records,
+flow slots) through a pipe, and one dispatch thread calls the listeners with the
+worker's flow slots moved to ``worker * flow_capacity + slot``, the slot
+``flow_snapshot()`` gives the merged flow.  So listener state sized
+``flow_capacity`` (``CollectorShards.flow_capacity``: n times the config's) is indexed
+like one big collector's.  A worker whose pipe is full blocks in its round, its
+socket fills and the kernel counts the drops (``socket_drops``): the listeners'
+speed bounds the whole, as on one collector.  Without listeners nothing is sent.
 """
 from __future__ import annotations
 
 import dataclasses
+import logging
 import multiprocessing as mp
 import os
+import pickle
+import selectors
 import signal
+import socket
+import threading
+import time
 from collections import Counter
+from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from typing import Any, Self
 
 import numpy as np
 
-from controller.int.collector import Collector, CollectorConfig, CollectorStats
+from controller.int.collector import (
+    Collector,
+    CollectorConfig,
+    CollectorStats,
+    HasFileno,
+    Listener,
+    Reader,
+    malformed_reasons,
+)
 from controller.int.errors import ConfigError
+from controller.int.records import DecodedBatch
 from controller.int.seq import SeqState
 from controller.int.state import FlowSnapshot, HopSnapshot
 from controller.int.steer import attach_flow_steering
@@ -37,12 +63,23 @@ from formats.telemetry_report import SEQ_MOD
 
 __all__ = ["CollectorShards", "merge_flows", "merge_hops", "merge_seq", "merge_stats"]
 
+log = logging.getLogger("controller.int")
 
-def _worker(index: int, n: int, config: CollectorConfig, conn: Connection) -> None:
+
+def _forwarder(data: Connection) -> Listener:
+    """A worker's listener: the round to the parent (its dispatch thread)."""
+    def forward(batch: DecodedBatch, flow_slots: np.ndarray) -> None:
+        data.send((batch.samples, batch.hops, flow_slots))
+    return forward
+
+
+def _worker(index: int, n: int, config: CollectorConfig, conn: Connection,
+            data: Connection | None) -> None:
     """One collector process: serve reads until told to stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # the parent stops us
     try:
-        col = Collector(config).start()
+        col = Collector(config, listeners=[_forwarder(data)] if data is not None else ())
+        col.start()
         if index == 0:
             attach_flow_steering(col._report_sock, n)  # type: ignore[arg-type]
     except (ConfigError, OSError) as exc:
@@ -62,18 +99,36 @@ def _worker(index: int, n: int, config: CollectorConfig, conn: Connection) -> No
             conn.send(reply)
     finally:
         col.stop()
+        if data is not None:
+            data.close()
 
 
 class CollectorShards:
-    """``n`` collector processes on the ports of ``config`` (see the module docstring)."""
+    """``n`` collector processes on the ports of ``config`` (see the module docstring);
+    ``listeners`` and ``add_reader`` as on ``Collector``, on the parent's dispatch
+    thread."""
 
-    def __init__(self, config: CollectorConfig, n: int) -> None:
+    def __init__(self, config: CollectorConfig, n: int, *,
+                 listeners: Sequence[Listener] = ()) -> None:
         if not 1 <= n <= 256:
             raise ConfigError(f"collectors={n}: expected 1..256")
         self.config = dataclasses.replace(config, reuse_port=True)
         self.n = n
+        self.listeners: list[Listener] = list(listeners)
+        #: slots of the merged flows (and of the listeners' flow slots): 0 .. this
+        self.flow_capacity = n * config.flow_capacity
+        self.wall_offset_ns = time.time_ns() - time.monotonic_ns()
         self.procs: list[mp.process.BaseProcess] = []
         self._conns: list[Connection] = []
+        self._data: list[Connection] = []
+        self._readers: list[tuple[HasFileno, Reader]] = []
+        self._listener_errors = 0
+        self._listener_ns = 0
+        self._sel: selectors.BaseSelector | None = None
+        self._wake_r: socket.socket | None = None
+        self._wake_w: socket.socket | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
         self.report_address: tuple[str, int] | None = None
         self.agent_address: tuple[str, int] | None = None
 
@@ -83,10 +138,14 @@ class CollectorShards:
         try:
             for i in range(self.n):
                 parent, child = ctx.Pipe()
-                p = ctx.Process(target=_worker, args=(i, self.n, cfg, child),
+                data_r, data_w = ctx.Pipe(duplex=False) if self.listeners else (None, None)
+                p = ctx.Process(target=_worker, args=(i, self.n, cfg, child, data_w),
                                 name=f"int-collector-{i}", daemon=True)
                 p.start()
                 child.close()
+                if data_w is not None and data_r is not None:
+                    data_w.close()
+                    self._data.append(data_r)
                 self.procs.append(p)
                 self._conns.append(parent)
                 try:
@@ -103,10 +162,80 @@ class CollectorShards:
                     cfg = dataclasses.replace(
                         cfg, report_port=value[0][1],
                         agent_port=value[1][1] if value[1] is not None else None)
+            self._start_dispatch()
         except BaseException:
             self.stop()
             raise
         return self
+
+    def _start_dispatch(self) -> None:
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        sel = self._sel = selectors.DefaultSelector()
+        sel.register(self._wake_r, selectors.EVENT_READ, None)
+        for i, d in enumerate(self._data):
+            sel.register(d, selectors.EVENT_READ, i)
+        for fileobj, cb in self._readers:
+            sel.register(fileobj, selectors.EVENT_READ, cb)
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._dispatch, name="int-shards-dispatch",
+                                        daemon=True)
+        self._thread.start()
+
+    def _dispatch(self) -> None:
+        """The listeners' thread: rounds from the workers, and the readers."""
+        assert self._sel is not None
+        sel = self._sel
+        while not self._stop.is_set() or self._pending():
+            for key, _ in sel.select(timeout=0.5 if not self._stop.is_set() else 0):
+                if key.data is None:
+                    try:
+                        self._wake_r.recv(4096)  # type: ignore[union-attr]
+                    except (BlockingIOError, InterruptedError):
+                        pass
+                elif isinstance(key.data, int):
+                    self._round(key.data, key.fileobj)  # type: ignore[arg-type]
+                else:
+                    try:
+                        key.data()
+                    except Exception:
+                        self._listener_errors += 1
+                        log.exception("collector shards: reader %r failed", key.data)
+
+    def _pending(self) -> bool:
+        """After stop: a worker's rounds still in its pipe (drained before exiting)."""
+        return any(d.poll(0) for d in self._data if not d.closed)
+
+    def _round(self, index: int, conn: Connection) -> None:
+        try:
+            samples, hops, slots = conn.recv()
+        except (EOFError, OSError, pickle.UnpicklingError) as exc:
+            # the worker is gone (EOF), or died in the middle of a message
+            if not isinstance(exc, EOFError):
+                log.warning("collector shards: worker %d's pipe broke (%s)", index, exc)
+            assert self._sel is not None
+            self._sel.unregister(conn)
+            conn.close()
+            return
+        t0 = time.thread_time_ns()
+        slots = np.where(slots >= 0, slots + index * self.config.flow_capacity, slots)
+        batch = DecodedBatch(samples=samples, hops=hops)
+        for fn in self.listeners:
+            try:
+                fn(batch, slots)
+            except Exception:
+                self._listener_errors += 1
+                log.exception("collector shards: listener %r failed", fn)
+        self._listener_ns += time.thread_time_ns() - t0
+
+    def add_reader(self, fileobj: HasFileno, callback: Reader) -> None:
+        """As ``Collector.add_reader``: ``callback`` on the dispatch thread (the
+        listeners' thread) when ``fileobj`` is readable."""
+        self._readers.append((fileobj, callback))
+        if self._sel is not None:
+            self._sel.register(fileobj, selectors.EVENT_READ, callback)
+            assert self._wake_w is not None
+            self._wake_w.send(b"r")
 
     def stop(self) -> None:
         for c in self._conns:
@@ -119,10 +248,23 @@ class CollectorShards:
             if p.is_alive():
                 p.kill()
                 p.join()
-        for c in self._conns:
+        if self._thread is not None:   # the workers are gone: drain their pipes, stop
+            self._stop.set()
+            assert self._wake_w is not None
+            self._wake_w.send(b"x")
+            self._thread.join(timeout=10)
+            self._thread = None
+        for c in self._conns + self._data:
             c.close()
+        for s in (self._wake_r, self._wake_w):
+            if s is not None:
+                s.close()
+        if self._sel is not None:
+            self._sel.close()
+        self._sel = self._wake_r = self._wake_w = None
         self.procs.clear()
         self._conns.clear()
+        self._data.clear()
 
     def __enter__(self) -> Self:
         return self.start()
@@ -143,12 +285,24 @@ class CollectorShards:
         return self._ask("stats")
 
     def stats(self) -> CollectorStats:
-        return merge_stats(self.shard_stats())
+        """The workers' counters merged; the listeners' errors and CPU are the parent's
+        (its dispatch thread runs them)."""
+        out = merge_stats(self.shard_stats())
+        if self.listeners:
+            out.listener_errors += self._listener_errors
+            out.stage_ns["listeners"] = out.stage_ns.get("listeners", 0) + self._listener_ns
+        return out
+
+    @staticmethod
+    def malformed_reasons() -> list[str]:
+        return malformed_reasons()
 
     def flow_snapshot(self) -> FlowSnapshot:
-        """Merged flows; ``path_slot`` points into ``hop_snapshot()``'s rows."""
+        """Merged flows; ``slot`` is ``worker * config.flow_capacity + slot`` (the
+        listeners' slots), ``path_slot`` points into ``hop_snapshot()``'s rows."""
         flows = self._ask("flows")
-        return merge_flows(flows, merge_hops(self._ask("hops")))
+        return merge_flows(flows, merge_hops(self._ask("hops")),
+                           stride=self.config.flow_capacity)
 
     def hop_snapshot(self) -> HopSnapshot:
         return merge_hops(self._ask("hops"))
@@ -168,10 +322,12 @@ def _concat(parts: list[Any], cls: type) -> Any:
                   for f in dataclasses.fields(cls)})
 
 
-def merge_flows(parts: list[FlowSnapshot], hops: HopSnapshot) -> FlowSnapshot:
-    """The union of the processes' flows; ``slot`` becomes ``process * 2^32 + slot``
-    and ``path_slot`` the row of each hop in ``hops`` (a ``merge_hops`` result)."""
-    out: FlowSnapshot = _concat([dataclasses.replace(p, slot=p.slot.astype(np.int64) + (i << 32))
+def merge_flows(parts: list[FlowSnapshot], hops: HopSnapshot, *,
+                stride: int = 1 << 32) -> FlowSnapshot:
+    """The union of the processes' flows; ``slot`` becomes ``process * stride + slot``
+    (``stride``: at least the processes' flow capacity) and ``path_slot`` the row of
+    each hop in ``hops`` (a ``merge_hops`` result)."""
+    out: FlowSnapshot = _concat([dataclasses.replace(p, slot=p.slot.astype(np.int64) + i * stride)
                                  for i, p in enumerate(parts)], FlowSnapshot)
     hk = (hops.node_id.astype(np.uint64) << np.uint64(16)) | hops.egress_port
     fk = (out.path_node.astype(np.uint64) << np.uint64(16)) | out.path_port

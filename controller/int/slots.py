@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from controller.int import native_tables
+
 __all__ = ["SlotMap"]
 
 _EMPTY, _TOMB = -1, -2
@@ -30,6 +32,8 @@ class SlotMap:
 
     def __init__(self, capacity: int, width: int = 1) -> None:
         self.capacity, self.width = capacity, width
+        #: probe key by key in C (tables.c), the numpy passes below as the fallback
+        self.native = native_tables.available()
         size = 8
         while size < 2 * capacity:
             size <<= 1
@@ -66,6 +70,8 @@ class SlotMap:
     def _probe(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Slots of ``keys`` (-1 if absent) and, for the absent ones, the first free
         (empty or tombstone) position on their probe sequence."""
+        if self.native:
+            return native_tables.slot_probe(keys, self._tkeys, self._tslot)
         pos = self._hash(keys)
         ts = self._tslot[pos]          # the first step on whole arrays: most keys end here
         match = ts >= 0

@@ -155,12 +155,17 @@ class HopTable:
         n = len(hops)
         if n == 0:
             return np.zeros(0, np.int64)
-        key = (hops["node_id"].astype(np.uint64) << np.uint64(16)) | hops["egress_port"]
-        ts = hops["egress_ts_us"]
-        order = np.lexsort((ts, key))
-        ks = key[order]
-        starts = np.flatnonzero(np.concatenate(([True], ks[1:] != ks[:-1])))
-        uniq = ks[starts]
+        grouped = native_tables.hop_group(hops) \
+            if self.native and hops.dtype == HOP_DTYPE else None
+        if grouped is not None:       # C: keys, a counting sort, the timestamps checked
+            order, starts, uniq = grouped
+        ts = hops["egress_ts_us"]   # a view
+        if grouped is None:
+            key = (hops["node_id"].astype(np.uint64) << np.uint64(16)) | hops["egress_port"]
+            order = np.lexsort((ts, key))
+            ks = key[order]
+            starts = np.flatnonzero(np.concatenate(([True], ks[1:] != ks[:-1])))
+            uniq = ks[starts]
         slots_u, new = self._slots.lookup(uniq[None, :], self.last_update_ns)
         if new.any():
             s_new = slots_u[new]

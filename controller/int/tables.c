@@ -199,3 +199,120 @@ int flow_update(const char *smp, int64_t ssz, const int64_t *soff, int64_t n,
     free(nn); free(np_); free(ns);
     return 0;
 }
+
+/* SlotMap's probe (controller/int/slots.py), key by key: the slot of each of the n
+ * keys (words w of key i at keys[w * n + i]) or -1, and for absent keys the first
+ * free (empty or tombstone) table position of its linear probe sequence.  The hash
+ * and the probe order are slots.py's, so both paths find the same positions. */
+void slot_probe(const uint64_t *keys, int64_t n, int64_t width, const uint64_t *tkeys,
+                const int64_t *tslot, int64_t size, int64_t *slots, int64_t *free_at)
+{
+    const uint64_t mask = (uint64_t)size - 1;
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t h = keys[i] * 0x9E3779B97F4A7C15ull;
+        for (int64_t w = 1; w < width; w++)
+            h = (h ^ (h >> 31)) + keys[w * n + i] * 0xC2B2AE3D27D4EB4Full;
+        h ^= h >> 29;
+        uint64_t pos = h & mask;
+        int64_t slot = -1, free = -1;
+        for (uint64_t step = 0; step <= mask; step++) {
+            int64_t ts = tslot[pos];
+            if (ts >= 0) {
+                int64_t w = 0;
+                while (w < width && tkeys[w * size + (int64_t)pos] == keys[w * n + i])
+                    w++;
+                if (w == width) {
+                    slot = ts;
+                    break;
+                }
+            } else {
+                if (free < 0)
+                    free = (int64_t)pos;
+                if (ts == -1)       /* empty: the key is absent */
+                    break;
+            }
+            pos = (pos + 1) & mask;
+        }
+        slots[i] = slot;
+        free_at[i] = free;
+    }
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* HopTable.update's grouping: the records' keys (node ID << 16 | egress port) and
+ * their order by (key, egress ts), stable, as numpy's lexsort gives it.  Few
+ * distinct keys and egress timestamps rising within a hop are the rule: distinct
+ * keys through a small hash table, a counting sort by key rank, then a check that
+ * every hop's timestamps do not fall.  Returns the number of distinct keys (uniq,
+ * ascending; starts: first position of each in order), -1 when a hop's timestamps
+ * fall (the caller sorts with lexsort) or -2 without memory. */
+int64_t hop_group(const char *hops, int64_t isz, const int64_t *off, int64_t n,
+                  int64_t *order, int64_t *starts, uint64_t *uniq)
+{
+    int64_t size = 16;
+    while (size < 2 * n)
+        size <<= 1;
+    uint64_t *tk = malloc((size_t)size * sizeof *tk);
+    int64_t *tg = malloc((size_t)size * sizeof *tg);
+    int64_t *gid = malloc((size_t)n * sizeof *gid);
+    uint64_t *first = malloc((size_t)n * sizeof *first);
+    int64_t *rank = malloc((size_t)n * sizeof *rank);
+    int64_t *pos = malloc((size_t)(n + 1) * sizeof *pos);
+    int64_t rc = -2;
+    if (!tk || !tg || !gid || !first || !rank || !pos)
+        goto out;
+    for (int64_t i = 0; i < size; i++)
+        tg[i] = -1;
+    int64_t ng = 0;
+    const uint64_t mask = (uint64_t)size - 1;
+    for (int64_t i = 0; i < n; i++) {
+        const char *h = hops + i * isz;
+        uint64_t key = ((uint64_t)RD(uint32_t, h, off[HO_NODE_ID]) << 16)
+                       | RD(uint16_t, h, off[HO_EGRESS_PORT]);
+        uint64_t p = (key * 0x9E3779B97F4A7C15ull >> 17) & mask;
+        while (tg[p] >= 0 && tk[p] != key)
+            p = (p + 1) & mask;
+        if (tg[p] < 0) {
+            tk[p] = key;
+            tg[p] = ng;
+            first[ng++] = key;
+        }
+        gid[i] = tg[p];
+    }
+    memcpy(uniq, first, (size_t)ng * sizeof *uniq);
+    qsort(uniq, (size_t)ng, sizeof *uniq, cmp_u64);
+    for (int64_t r = 0; r < ng; r++) {     /* group id -> rank of its key */
+        uint64_t p = (uniq[r] * 0x9E3779B97F4A7C15ull >> 17) & mask;
+        while (tk[p] != uniq[r])
+            p = (p + 1) & mask;
+        rank[tg[p]] = r;
+    }
+    for (int64_t r = 0; r <= ng; r++)
+        pos[r] = 0;
+    for (int64_t i = 0; i < n; i++)
+        pos[rank[gid[i]] + 1]++;
+    for (int64_t r = 0; r < ng; r++)
+        pos[r + 1] += pos[r];
+    for (int64_t r = 0; r < ng; r++)
+        starts[r] = pos[r];
+    for (int64_t i = 0; i < n; i++)
+        order[pos[rank[gid[i]]]++] = i;
+    rc = ng;
+    for (int64_t r = 0; r < ng && rc >= 0; r++) {
+        int64_t end = r + 1 < ng ? starts[r + 1] : n;
+        for (int64_t j = starts[r] + 1; j < end; j++)
+            if (RD(uint64_t, hops + order[j] * isz, off[HO_EGRESS_TS])
+                < RD(uint64_t, hops + order[j - 1] * isz, off[HO_EGRESS_TS])) {
+                rc = -1;
+                break;
+            }
+    }
+out:
+    free(tk); free(tg); free(gid); free(first); free(rank); free(pos);
+    return rc;
+}

@@ -55,12 +55,29 @@ def fec_table(fec: PathFec, names: Sequence[str]) -> list[str]:
     return lines
 
 
+def _recent_counts(lost: np.ndarray, deliv: np.ndarray, recent_bins: int,
+                   window_bins: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per link, lost and delivered summed over its last ``recent_bins`` bins that carry
+    packets among the last ``window_bins``: a link's counts arrive when its next counter
+    sample or report does, so the newest bins are often still empty, and "the last two
+    bins" alone would say "no data" for a link that is losing right now."""
+    lo, de = lost[:, -window_bins:], deliv[:, -window_bins:]
+    has = (lo + de) > 0
+    # rank of each bin with packets, counted from the newest (1 = newest)
+    from_newest = np.cumsum(has[:, ::-1], axis=1)[:, ::-1]
+    keep = has & (from_newest <= recent_bins)
+    return (lo * keep).sum(axis=1), (de * keep).sum(axis=1)
+
+
 def lossmap_section(link_map: LinkLossMap, names: Sequence[str], *, now_ns: int,
-                    keep_bins: int = 60, recent_bins: int = 2) -> dict[str, object]:
+                    keep_bins: int = 60, recent_bins: int = 2,
+                    recent_window_bins: int = 8) -> dict[str, object]:
     """The loss map as the controller's state file carries it (the live view and the
     alerts read it): per link the loss rate with its 95 % Wilson interval over the
-    kept window, the rate over the ``recent_bins`` bins up to ``now_ns`` (what an
-    alert reacts to within two bins of the onset) and the lost/delivered counts per bin.
+    kept window, the recent rate (over the link's last ``recent_bins`` bins with packets
+    among the ``recent_window_bins`` up to ``now_ns``: what an alert reacts to, within
+    two samples of the onset; None once a link has carried nothing that long) and the
+    lost/delivered counts per bin.
 
     Only the ``keep_bins`` bins up to ``now_ns`` are kept so the state file stays small
     (early in a run the map's window also holds bins still in the future)."""
@@ -73,7 +90,7 @@ def lossmap_section(link_map: LinkLossMap, names: Sequence[str], *, now_ns: int,
     deliv = np.maximum(link_map.delivered[:, first:now_idx + 1], 0)
     tot_l, tot_d = lost.sum(axis=1), deliv.sum(axis=1)
     lo, hi = wilson_interval(tot_l, tot_l + tot_d)
-    rl, rd = lost[:, -recent_bins:].sum(axis=1), deliv[:, -recent_bins:].sum(axis=1)
+    rl, rd = _recent_counts(lost, deliv, recent_bins, max(recent_window_bins, recent_bins))
 
     def rate(lv: np.ndarray, dv: np.ndarray) -> list[float | None]:
         n = lv + dv

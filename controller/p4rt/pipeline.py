@@ -86,14 +86,14 @@ def softswitch_device_config(program: str | Path) -> bytes:
 
 
 def build_p4info_from_source(program: str | Path) -> P4I.P4Info:
-    """P4Info of a P4 program as softswitch compiles it (P4 errors -> PipelineError)."""
+    """P4Info of a P4 program as softswitch builds it for every target (P4 errors ->
+    PipelineError)."""
     from softswitch.errors import SoftswitchError
     from softswitch.frontend.errors import P4Error
-    from softswitch.p4info import build_p4info
-    from softswitch.targets.python.switch import Switch
+    from softswitch.frontend.load import load_program
+    from softswitch.objects import program_objects
     try:
-        compiled = Switch.from_file(program).program
-        return build_p4info(compiled.checked, compiled.lowered)
+        return program_objects(load_program(program)).p4info()
     except (SoftswitchError, P4Error, OSError) as exc:
         raise PipelineError(f"P4 program {program}: does not compile: {exc}") from None
 

@@ -38,8 +38,9 @@ from controller.export.credentials import Credentials, load_credentials
 from controller.export.errors import ExportError
 from controller.export.runner import CollectorExport, InfluxTarget, open_exporter
 from controller.export.schema import link_loss_lines, mitigation_lines, rate_lines
-from controller.int.collector import Collector, CollectorConfig
+from controller.int.collector import Collector, CollectorConfig, Listener
 from controller.int.errors import CollectorError
+from controller.int.shards import CollectorShards
 from controller.intent import IntentError, IntentOptions, WatchRule, compute_intent
 from controller.lossmap.listener import FlowLossListener
 from controller.lossmap.report import lossmap_section
@@ -116,7 +117,7 @@ class Controller:
     fleet: Fleet = field(init=False)
     status: dict[str, SwitchStatus] = field(default_factory=dict)
     restores: dict[str, int] = field(default_factory=dict)   # restarts seen and restored, per switch
-    collector: Collector | None = None
+    collector: Collector | CollectorShards | None = None
     exporter: Any = None
     export: CollectorExport | None = None
     hpcc: HpccLoop | None = None
@@ -241,15 +242,21 @@ class Controller:
                                # room for bursts of forgeries (kernel memory, not ours)
                                rcvbuf_bytes=(32 << 20) if auth.keys else 8 << 20,
                                report_sources=auth.report_sources)
-        eng = make_engine(c.cc, n_flows=c.flow_capacity, base_rtt_s=c.base_rtt_s)
+        # with N collector processes, flow slots are process * flow_capacity + slot
+        n_flows = c.flow_capacity * c.collectors
+        eng = make_engine(c.cc, n_flows=n_flows, base_rtt_s=c.base_rtt_s)
         self.hpcc = HpccLoop(engine=eng, sender=FeedbackSender(
-                                 n_flows=c.flow_capacity, signer=auth.feedback_signer,
+                                 n_flows=n_flows, signer=auth.feedback_signer,
                                  verifier=auth.confirm_verifier),
                              resolve=self._resolve)
         self.flow_loss = FlowLossListener(stream=FlowLossStream(
-            n_flows=c.flow_capacity, bin_ns=int(c.loss_bin_s * 1e9), n_bins=300, origin_ns=time.time_ns()))
+            n_flows=n_flows, bin_ns=int(c.loss_bin_s * 1e9), n_bins=300, origin_ns=time.time_ns()))
+        listeners: list[Listener] = [self._cc_listener, self.flow_loss]
         try:
-            self.collector = Collector(ccfg, listeners=[self._cc_listener, self.flow_loss]).start()
+            if c.collectors > 1:   # the listeners run here, on the shards' dispatch thread
+                self.collector = CollectorShards(ccfg, c.collectors, listeners=listeners).start()
+            else:
+                self.collector = Collector(ccfg, listeners=listeners).start()
         except (CollectorError, OSError) as exc:  # a port in use, a bad address
             raise RunError(f"collector on {c.listen}:{c.report_port}/{c.agent_port}: {exc}") from None
         # agents' confirmations ("rate applied") wake the collector thread

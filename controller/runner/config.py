@@ -61,6 +61,9 @@ class RunConfig:
     export_interval_s: float = 1.0
     loss_bin_s: float = 1.0
     flow_capacity: int = 4096
+    # collector processes behind the report/agent ports (controller.int.shards), each
+    # with flow_capacity flows; 1: one collector thread in this process
+    collectors: int = 1
     # RED-style ECN marking on every egress port (DCQCN's congestion point); None: off
     ecn: EcnProfile | None = field(default_factory=EcnProfile)
     # live fault diagnosis: the ranks' collective log folders (empty: off), how often
@@ -103,6 +106,8 @@ class RunConfig:
             self.cc = cc_registry.get(self.cc, ("controller",)).name
         except ConfigError as e:
             raise RunError(f"--cc: {e}") from None
+        if not 1 <= self.collectors <= 64:
+            raise RunError(f"--collectors {self.collectors}: expected 1..64 collector processes")
         if not 0 <= self.fec_target_residual < 1:
             raise RunError(f"--fec-target {self.fec_target_residual}: must be in [0, 1)")
         if self.election_id < 1 or self.election_id >> 128:

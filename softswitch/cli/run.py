@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true",
                    help="print one JSON object per packet (input, trace events, outputs) for tools")
     p.add_argument("--dump-code", action="store_true",
-                   help="print the Python code the program was compiled to, then run")
+                   help="print the code the program was compiled to (Python; C with --target ebpf), then run")
     p.set_defaults(func=main)
 
 
@@ -57,7 +57,9 @@ def main(args: argparse.Namespace) -> int:
     if sw is None:
         return 2
     if args.dump_code:
-        print(sw.program.source)
+        # the generated code of the target that runs it: Python here, C in the kernel
+        generated = getattr(sw, "generated", None)
+        print(generated.source if generated is not None else sw.program.source)
     try:
         if args.entries:
             apply_entries(sw, args.entries)

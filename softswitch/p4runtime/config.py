@@ -27,7 +27,6 @@ from p4.config.v1 import p4info_pb2 as P4I
 
 from softswitch.errors import SoftswitchError
 from softswitch.frontend.errors import P4Error
-from softswitch.p4info import build_p4info
 from softswitch.p4runtime.errors import invalid, unimplemented
 
 MAX_ARCHIVE_BYTES = 64 << 20
@@ -123,7 +122,7 @@ def build_switch(src: SourceFiles, build: Callable[..., Any], *,
             path.write_bytes(content)
         try:
             sw = build(root / src.main, name=name)
-            info = build_p4info(sw.program.checked, sw.program.lowered)
+            info = sw.program.p4info()
         except P4Error as exc:
             text = exc.render() if hasattr(exc, "render") else str(exc)
             raise invalid(f"p4_device_config: the P4 program does not compile: "

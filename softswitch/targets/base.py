@@ -8,7 +8,9 @@ registry (``softswitch.targets``) for a `Target` by name and never branches on t
 name itself; adding a third target is a folder under ``softswitch/targets/`` with a
 `Target` subclass, plus one entry in the registry. This is the split p4c's eBPF
 back end makes with its ``Target`` class, and behavioral-model between bm_sim and
-simple_switch.
+simple_switch. As bm_sim's run-time objects are shared by its targets, a program's
+tables, externs, digests, value sets and P4Info come from ``softswitch.objects``
+(`build_objects` on the lowered form), never from another target's back end.
 """
 from __future__ import annotations
 

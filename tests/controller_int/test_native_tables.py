@@ -93,3 +93,29 @@ def test_without_gcc_there_is_no_native_pass(monkeypatch: pytest.MonkeyPatch,
     t = HopTable(native=False)
     h = np.zeros(1, HOP_DTYPE)
     assert t.update(h, np.zeros(1, np.int64)).tolist() == [0]
+
+
+def test_c_grouping_equals_lexsort() -> None:
+    """tables.c's hop grouping gives lexsort's order (by key, then egress ts, stable)
+    where every hop's timestamps rise or repeat, and declines where one falls."""
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        n = int(rng.integers(1, 3000))
+        h = np.zeros(n, HOP_DTYPE)
+        h["node_id"] = rng.integers(0, 1 << 32, n, dtype=np.uint64) if rng.random() < 0.3 \
+            else rng.integers(1, 9, n)
+        h["egress_port"] = rng.integers(0, 3, n)
+        h["egress_ts_us"] = np.sort(rng.integers(0, 50, n)) + (1 << 40)   # rising, ties
+        key = (h["node_id"].astype(np.uint64) << np.uint64(16)) | h["egress_port"]
+        want = np.lexsort((h["egress_ts_us"], key))
+        got = native_tables.hop_group(h)
+        assert got is not None
+        order, starts, uniq = got
+        np.testing.assert_array_equal(order, want)
+        ks = key[want]
+        np.testing.assert_array_equal(starts, np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]]))
+        np.testing.assert_array_equal(uniq, ks[starts])
+        if n > 1 and len(uniq) < n:
+            g = starts[np.argmax(np.diff(np.r_[starts, n]))]   # a hop with 2+ records
+            h["egress_ts_us"][order[g + 1]] = h["egress_ts_us"][order[g]] - 1
+            assert native_tables.hop_group(h) is None

@@ -10,6 +10,7 @@ import pytest
 
 from common.auth import KeyFile, Signer, Verifier
 from common.auth.keys import generate_key_file
+from controller.int import native_reports
 from controller.int.collector import Collector, CollectorConfig
 from controller.int.decode import ReportDecoder
 from controller.int.host import HostBatchDecoder
@@ -150,3 +151,50 @@ def test_collector_stage_costs_and_truncation_in_stats() -> None:
     assert st.rounds >= 2 and set(st.stage_ns) == {"receive", "admit", "decode", "tables",
                                                    "listeners"}
     assert st.stage_ns["decode"] > 0
+
+
+@pytest.mark.skipif(not native_reports.available(), reason="gcc missing: no reports.c to compare")
+def test_report_pool_native_equals_numpy() -> None:
+    """reports.c (shape keys, group headers, record copies) against the numpy path of
+    ``decode_pool`` on the same pools: good reports of several shapes and lengths,
+    mutated and truncated ones, in one pool."""
+    rng = np.random.default_rng(11)
+    seeds = _seeds()
+    for _ in range(10):
+        batch = [_mutate(rng, seeds[rng.integers(0, len(seeds))]) for _ in range(300)]
+        batch += [seeds[rng.integers(0, len(seeds))] for _ in range(300)]
+        batch = [d for d in batch if 0 < len(d) <= 2048]
+        pool = _pool_of(batch)
+        numpy_dec, native_dec = ReportDecoder(), ReportDecoder()
+        numpy_dec.native = False
+        assert native_dec.native
+        want = numpy_dec.decode_pool(*pool, 5)
+        got = native_dec.decode_pool(*pool, 5)
+        assert len(want.samples) > 100
+        _same(got.samples, want.samples)
+        _same(got.hops, want.hops)
+        assert numpy_dec.stats == native_dec.stats
+        heads, ok = native_reports.heads(*pool)
+        lens = pool[1]
+        want_ok = (lens >= 8) & ((pool[0][:, 0] >> 4) == 2)
+        assert (ok == want_ok).all()
+        assert (heads[ok] == pool[0][ok, :8].copy().view(">u4").astype(np.uint32)).all()
+
+
+def test_without_gcc_reports_decode_in_numpy(monkeypatch: pytest.MonkeyPatch,
+                                             tmp_path: object) -> None:
+    """No cached build and no gcc: reports.c is not there, the decoder and the
+    collector's sequence accounting take the numpy path and still decode."""
+    from controller.int import native
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(native, "_built", {})
+    monkeypatch.setattr(native.shutil, "which", lambda _name: None)
+    monkeypatch.setattr(native_reports, "_tried", False)
+    monkeypatch.setattr(native_reports, "_lib", None)
+    assert not native_reports.available()
+    col = Collector(CollectorConfig(report_port=0, agent_port=None))
+    assert not col.report_decoder.native
+    reports = [build_hpcc_report(node_id=4, seq=i, hops=[Hop(node_id=1, egress_ts_us=i)])
+               for i in range(3)]
+    got = col.feed_reports(reports)
+    assert len(got.samples) == 3 and col.stats().switches[0].received == 3

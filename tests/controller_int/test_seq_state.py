@@ -114,3 +114,26 @@ def test_flow_history_ring() -> None:
     assert h["max_qlen_bytes"].tolist() == [300, 400, 500]  # queue_bytes = 100 * i on every hop
     assert h["path_latency_ns"].tolist() == [9000, 12000, 15000]  # 3 hops x i us
     assert ft.history(int(f.slot[f.dest_qp == 2][0]))["psn"].tolist() == [5]
+
+
+def test_c_run_equals_numpy_run() -> None:
+    """reports.c's per-switch run (seq_run) and the numpy passes count alike: random
+    orders with losses, late and duplicate reports, wraps, several switches."""
+    from controller.int import native_reports
+    from formats.telemetry_report import SEQ_MOD
+    if not native_reports.available():
+        pytest.skip("gcc missing: no reports.c to compare")
+    rng = np.random.default_rng(4)
+    a, b = SeqTracker(), SeqTracker()
+    b.native = False
+    assert a.native
+    base = int(rng.integers(0, SEQ_MOD))
+    for _ in range(40):
+        n = int(rng.integers(1, 300))
+        seq = (base + np.arange(n) + rng.integers(-20, 20, n)) % SEQ_MOD
+        base = (base + n) % SEQ_MOD
+        node = rng.integers(1, 4, n).astype(np.uint32)
+        hw = rng.integers(0, 2, n).astype(np.uint32)
+        a.update(node, hw, seq.astype(np.uint32))
+        b.update(node, hw, seq.astype(np.uint32))
+        assert a.switches == b.switches

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from controller.int import native_tables
 from controller.int.slots import SlotMap
 
 
@@ -88,3 +89,30 @@ def test_the_same_keys_again_reuse_their_slots_until_one_is_released() -> None:
     m.lookup(np.array([[9, 2], [9, 4]], np.uint64), last)   # slots reused for other keys
     s4, new4 = m.lookup(keys, last)
     assert new4.tolist() == [True, False] and m.find((1, 3)) == s4[0]
+
+
+@pytest.mark.skipif(not native_tables.available(), reason="gcc missing: no tables.c to compare")
+@pytest.mark.parametrize("width,capacity", [(1, 7), (2, 64), (2, 1000)])
+def test_c_probe_equals_numpy_probe(width: int, capacity: int) -> None:
+    """tables.c's probe (key by key) finds what the numpy passes find, slots and first
+    free positions, on a table with evictions and tombstones."""
+    rng = np.random.default_rng(capacity + 1)
+    m = SlotMap(capacity, width)
+    assert m.native
+    last = np.zeros(capacity, np.int64)
+    universe = rng.integers(0, 2**63, size=(width, 3 * capacity), dtype=np.uint64)
+    universe = np.unique(universe, axis=1)
+    for _ in range(100):
+        n = int(rng.integers(1, min(capacity, 50) + 1))
+        keys = universe[:, rng.choice(universe.shape[1], n, replace=False)]
+        m.lookup(keys, last)
+        last[:] = rng.integers(0, 1000, capacity)
+        if rng.random() < 0.3:
+            m.release(rng.choice(capacity, int(rng.integers(1, capacity + 1))))
+        probe = universe[:, rng.choice(universe.shape[1], 40)]
+        got = m._probe(probe)
+        m.native = False
+        want = m._probe(probe)
+        m.native = True
+        assert got[0].tolist() == want[0].tolist()
+        assert got[1].tolist() == want[1].tolist()

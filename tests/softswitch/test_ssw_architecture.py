@@ -22,6 +22,8 @@ COMPILER = ROOT / "softswitch" / "backends" / "python"
 ARCH_LOWERINGS = {"v1model.py", "arch_lowering.py"}
 FRONTEND = ROOT / "softswitch" / "frontend"
 LOWERING = ROOT / "softswitch" / "lowering"
+# the run-time objects builder (its per-architecture makers aside)
+OBJECTS = [ROOT / "softswitch" / "objects" / n for n in ("build.py", "model.py", "__init__.py")]
 
 DECLS = """
 header eth_t { bit<48> dst; bit<48> src; bit<16> type; }
@@ -98,7 +100,8 @@ def test_a_target_extern_lowered_from_its_semantics() -> None:
 
 def test_v1switch_refuses_a_program_of_another_architecture() -> None:
     from softswitch.backends.python.program import compile_program
-    from softswitch.backends.python.v1model import PYTHON_CALLS, PYTHON_INSTANCES
+    from softswitch.backends.python.v1model import PYTHON_CALLS
+    from softswitch.objects.v1model import V1MODEL_INSTANCES
     from softswitch.targets.python.pipeline import V1Switch
     from softswitch.v1model import V1MODEL
 
@@ -108,7 +111,7 @@ def test_v1switch_refuses_a_program_of_another_architecture() -> None:
         block_params = V1MODEL.block_params
 
     other = Other(externs=V1MODEL.externs, python_calls=PYTHON_CALLS,
-                  python_instances=PYTHON_INSTANCES)
+                  python_instances=V1MODEL_INSTANCES)
     compiled = compile_program(switch().program.checked, other)
     with pytest.raises(SoftswitchError, match="compiled for v1model, not other"):
         V1Switch(compiled)
@@ -143,9 +146,10 @@ def _v1model_p4_externs() -> dict[str, list[str]]:
 
 def test_v1model_semantics_cover_its_p4_declarations() -> None:
     """The table a second backend reads is complete and names the arguments as
-    v1model.p4 does; every entry has a Python lowering (Checksum16 is deprecated and
-    refused)."""
-    from softswitch.backends.python.arch_lowering import python_call, python_instance
+    v1model.p4 does; every entry has a Python lowering, or for an extern type the maker
+    of its run-time objects (Checksum16 is deprecated and refused)."""
+    from softswitch.backends.python.arch_lowering import python_call
+    from softswitch.objects import instance_maker
     from softswitch.v1model import V1MODEL
     declared = _v1model_p4_externs()
     unsupported = {"Checksum16", "Checksum16.get"}
@@ -155,7 +159,7 @@ def test_v1model_semantics_cover_its_p4_declarations() -> None:
             continue
         sem = V1MODEL.externs[name]
         assert list(sem.params) == params, name
-        lowered = (python_instance(V1MODEL, name) if sem.op is ExternOp.INSTANCE
+        lowered = (instance_maker(V1MODEL, name) if sem.op is ExternOp.INSTANCE
                    else python_call(V1MODEL, name))
         assert lowered is not None, name
 
@@ -177,7 +181,7 @@ def test_the_compiler_lowering_and_front_end_name_no_architecture() -> None:
     banned_parts = (V1MODEL.package, V1MODEL.name)
     found = []
     compiler = [p for p in COMPILER.glob("*.py") if p.name not in ARCH_LOWERINGS]
-    for path in sorted([*compiler, *FRONTEND.glob("*.py"), *LOWERING.glob("*.py"),
+    for path in sorted([*compiler, *FRONTEND.glob("*.py"), *LOWERING.glob("*.py"), *OBJECTS,
                         ROOT / "softswitch" / "architecture.py"]):
         tree = ast.parse(path.read_text())
         docstrings = {id(n.body[0].value) for n in ast.walk(tree)

@@ -54,12 +54,12 @@ def test_supported_program_generates_c() -> None:
 
 
 @pytest.mark.parametrize("decls, body, extra_hdr, construct, line", [
-    ("", "", "int<72> s;", "signed values over 64 bits", 5),
     ("", "verify_checksum_with_payload(true, { hdr.h.a }, hdr.h.b, HashAlgorithm.crc16);", "",
      "crc16 with the payload", 15),
     ("", "", "bit<256> wide;", "wider than 128 bits", 5),
+    ("", "hdr.h.a = (bit<8>)(bit<72>)(hdr.s / 3);", "int<72> s;", "operator / on values over 64 bits", 15),
     ("", 'log_msg("x");', "", "extern log_msg", 15),
-], ids=["signed72", "crc16_payload", "wide", "log_msg"])
+], ids=["crc16_payload", "wide", "signed72_divide", "log_msg"])
 def test_unsupported_names_construct_and_location(decls: str, body: str, extra_hdr: str,
                                                   construct: str, line: int) -> None:
     with pytest.raises(EbpfUnsupported) as err:
@@ -67,6 +67,21 @@ def test_unsupported_names_construct_and_location(decls: str, body: str, extra_h
     msg = str(err.value)
     assert msg.startswith(f"t.p4:{line}:"), msg
     assert "unsupported on --target ebpf" in msg and construct in msg, msg
+
+
+def test_header_field_over_128_bits_moves_with_its_header_only() -> None:
+    """A header field wider than any C integer is held as its bytes: extracted and
+    emitted (not refused), but an expression reading it is refused naming the limit."""
+    wide = PROGRAM.replace("header h_t {{ bit<8> a; bit<8> b; }}", "header h_t {{ bit<8> a; bit<8> b; bit<200> w; }}")
+    checked = load_source(wide.format(decls="", body="", extra_hdr=""), filename="t.p4",
+                          include_dirs=(str(ROOT / "p4"),))
+    src = generate_c(lower_program(checked, V1MODEL)).source
+    assert "u8 w__b24;" in src and "u8 w__b25;" not in src
+    checked = load_source(wide.format(decls="", body="hdr.h.a = hdr.h.w[7:0];", extra_hdr=""),
+                          filename="t.p4", include_dirs=(str(ROOT / "p4"),))
+    with pytest.raises(EbpfUnsupported, match=r"^t\.p4:15:\d+: unsupported on --target ebpf: bit<200> "
+                                              r"\(wider than 128 bits: BPF registers hold 64"):
+        generate_c(lower_program(checked, V1MODEL))
 
 
 def test_wide_value_set_refused_before_loading() -> None:

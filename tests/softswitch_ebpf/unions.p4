@@ -1,5 +1,6 @@
-// Header unions, packet.advance, nested structs emitted whole and tuple locals, for
-// the differential test (test_ebpf_features.py): the same random packets on both targets.
+// Header unions (also a stack of them, extracted into with .next.member),
+// packet.advance, nested structs emitted whole and tuple locals, for the differential
+// test (test_ebpf_features.py): the same random packets on both targets.
 #include <core.p4>
 #include <v1model.p4>
 
@@ -10,7 +11,8 @@ header b_t { bit<32> y; }
 header_union ab_t { a_t a; b_t b; }
 header out_t { bit<8> valid_bits; bit<8> same; }
 struct inner_t { tag_t tag; ab_t u; }
-struct headers { ethernet_t eth; inner_t inr; ab_t u2; out_t o; }
+header sel_t { bit<8> s; }
+struct headers { ethernet_t eth; inner_t inr; ab_t u2; out_t o; sel_t[4] sels; ab_t[3] us; }
 struct meta_t { }
 
 parser P(packet_in pkt, out headers h, inout meta_t m, inout standard_metadata_t sm) {
@@ -21,8 +23,16 @@ parser P(packet_in pkt, out headers h, inout meta_t m, inout standard_metadata_t
     state tag {
         pkt.extract(h.inr.tag);
         pkt.advance((bit<32>)h.inr.tag.skip * 8);
-        transition select(h.inr.tag.kind) { 1: a; 2: b; 3: both; default: accept; }
+        transition select(h.inr.tag.kind) { 1: a; 2: b; 3: both; 4: ustack; default: accept; }
     }
+    // a selector, then that member of the next union of the stack, until a selector
+    // says stop (a fourth union: StackOutOfBounds)
+    state ustack {
+        pkt.extract(h.sels.next);
+        transition select(h.sels.last.s) { 1: ua; 2: ub; default: accept; }
+    }
+    state ua { pkt.extract(h.us.next.a); transition ustack; }
+    state ub { pkt.extract(h.us.next.b); transition ustack; }
     state a { pkt.extract(h.inr.u.a); transition accept; }
     state b { pkt.extract(h.inr.u.b); transition accept; }
     state both { pkt.extract(h.inr.u.a); pkt.advance(16); pkt.extract(h.inr.u.b); transition accept; }

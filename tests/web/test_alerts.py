@@ -67,6 +67,16 @@ def test_snapshot_lists_rules_and_values() -> None:
     assert snap["fired_total"] == 1
 
 
+def test_a_firing_alert_keeps_its_value_through_ticks_without_data() -> None:
+    """No data this tick is not a 0 % loss: the value shown stays the last measured."""
+    eng = AlertEngine(rules=(AlertRule(name="l", kind=RuleKind.LINK_LOSS, above=0.01, clear_s=5),))
+    eng.evaluate(_state(loss=0.03), now_unix_s=0.0)
+    eng.evaluate(_state(loss=None), now_unix_s=1.0)
+    assert [(a["state"], a["value"]) for a in eng.snapshot()["active"]] == [("firing", 0.03)]
+    eng.evaluate(_state(loss=0.002), now_unix_s=2.0)
+    assert [(a["state"], a["value"]) for a in eng.snapshot()["active"]] == [("firing", 0.002)]
+
+
 @pytest.mark.parametrize(("data", "message"), [
     ({"alerts": [{"name": "x", "kind": "nope"}]}, "kind 'nope'"),
     ({"alerts": [{"name": "x", "kind": "queue", "above": "ten"}]}, "above must be a number"),

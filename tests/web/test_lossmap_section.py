@@ -30,3 +30,17 @@ def test_keep_bins_and_links_without_packets() -> None:
     s = lossmap_section(m, ["a->b", "b->a"], now_ns=20 * 10**9, keep_bins=4)
     assert len(s["lost"][0]) == 4 and s["start_unix_s"] == 6.0
     assert s["rate"] == [0.1, None] and s["recent_rate"] == [0.1, None] and s["ci95"][1] is None
+
+
+def test_recent_rate_is_the_last_bins_that_carried_packets() -> None:
+    # counts land in the bin of the sample that brought them: every third bin here
+    m = _map([[0, 0, 4, 0, 0, 6, 0, 0], [0, 0, 0, 0, 0, 0, 0, 0]],
+             [[0, 0, 96, 0, 0, 94, 0, 0], [0, 0, 0, 0, 0, 0, 0, 0]])
+    s = lossmap_section(m, ["a->b", "b->a"], now_ns=7_500_000_000, recent_bins=2)
+    assert s["recent_rate"] == [10 / 200, None]   # not "no data" for the two empty bins
+    # a link that carried nothing for the whole recent window has no recent rate
+    quiet = lossmap_section(m, ["a->b", "b->a"], now_ns=7_500_000_000, recent_bins=2,
+                            recent_window_bins=2)
+    assert quiet["recent_rate"] == [None, None]
+    one = lossmap_section(m, ["a->b", "b->a"], now_ns=7_500_000_000, recent_bins=1)
+    assert one["recent_rate"] == [6 / 100, None]

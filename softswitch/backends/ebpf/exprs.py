@@ -21,6 +21,7 @@ from softswitch.backends.ebpf.layout import (
     stack_slots,
     strip,
     wide,
+    wide_byte,
 )
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T
@@ -67,6 +68,8 @@ class ExprGen:
                 continue
             ft = strip(ftype)
             dst = f"{target}.{cname(fname)}"
+            if isinstance(ft, T.BitsType) and ft.width > MAX_WIDTH:
+                scalar_width(ft, v)             # refuses it: no C integer holds it
             if isinstance(ft, (T.HeaderType, T.StructType)):
                 if isinstance(v, (A.ListExpression, A.StructExpression)):
                     lines += self.init_fields(dst, ft, v)
@@ -109,7 +112,7 @@ class ExprGen:
                 t = strip(e.type)
                 if not isinstance(t, T.BitsType):
                     raise EbpfUnsupported(e, f"negative constant {cv} of type {t}")
-                return f"{cv & ((1 << self.width(e)) - 1):#x}ULL"
+                return const(cv & ((1 << self.width(e)) - 1))
             if cv >> MAX_WIDTH:
                 raise EbpfUnsupported(e, f"constant {cv:#x} wider than {MAX_WIDTH} bits")
             return const(cv)
@@ -245,6 +248,9 @@ class ExprGen:
                 terms.append(self.obj_eq(fa, fb, ft, node))
             elif isinstance(ft, T.VarbitType):
                 terms.append(self.varbit_eq(fa, fb, ft))
+            elif isinstance(ft, T.BitsType) and ft.width > MAX_WIDTH:      # held as its bytes
+                terms += [f"({a}.{cname(wide_byte(fname, i))} == {b}.{cname(wide_byte(fname, i))})"
+                          for i in range((ft.width + 7) // 8)]
             else:
                 terms.append(f"({fa} == {fb})")
         fields = " && ".join(terms) or "1"
@@ -262,6 +268,8 @@ class ExprGen:
         if op in ("<", "<=", ">", ">="):
             return f"({a} {op} {sext(b, self.width(e.right))})"
         w = self.width(e)
+        if w > 64:
+            return self._signed_binary128(e, a, sext(b, w), w)
         if op == ">>":
             amount = e.right.const_value
             if isinstance(amount, int):
@@ -280,6 +288,27 @@ class ExprGen:
             return (f"({{ s64 a_ = {a}, b_ = {bs}; u64 ua_ = a_ < 0 ? -(u64)a_ : (u64)a_, "
                     f"ub_ = b_ < 0 ? -(u64)b_ : (u64)b_; u64 q_ = ub_ ? ua_ / ub_ : 0; "
                     f"((a_ < 0) != (b_ < 0) ? -q_ : q_) & {mask(w)}; }})")
+        raise EbpfUnsupported(e, f"operator {op} on {strip(e.left.type)}")
+
+    def _signed_binary128(self, e: A.BinaryExpression, a: str, b: str, w: int) -> str:
+        """int<65> .. int<128>: sign-extended to clang's ``__int128`` (`sext`). BPF has no
+        128-bit divide or variable shift: those are refused by `_binary`."""
+        op = e.op
+        if op == ">>":
+            amount = e.right.const_value
+            if isinstance(amount, int):
+                return f"((u128)({a} >> {min(amount, 127)}) & {mask(w)})"
+            return "0"                      # refused by _binary: no 128-bit variable shift
+        if op in ("|+|", "|-|"):
+            builtin = "__builtin_add_overflow" if op == "|+|" else "__builtin_sub_overflow"
+            toward_max = "b_ > 0" if op == "|+|" else "b_ < 0"
+            hi = f"((__int128){const((1 << (w - 1)) - 1)})"
+            return (f"({{ __int128 a_ = {a}, b_ = {b}, s_; "
+                    f"if ({builtin}(a_, b_, &s_)) s_ = {toward_max} ? {hi} : -{hi} - 1; "
+                    f"else if (s_ > {hi}) s_ = {hi}; else if (s_ < -{hi} - 1) s_ = -{hi} - 1; "
+                    f"(u128)s_ & {mask(w)}; }})")
+        if op == "/":
+            return "0"                      # refused by _binary: no 128-bit divide
         raise EbpfUnsupported(e, f"operator {op} on {strip(e.left.type)}")
 
     def _cast(self, e: A.CastExpression) -> str:
@@ -304,6 +333,8 @@ class ExprGen:
         if isinstance(e, A.PathExpression):
             return self.lookup(e.decl, e)
         if isinstance(e, A.MemberExpression) and e.kind is A.MemberKind.FIELD:
+            if isinstance(strip(e.type), T.BitsType) and strip(e.type).width > MAX_WIDTH:
+                scalar_width(e.type, e)         # refuses it: no C integer holds it
             return f"{self.lval(e.expr)}.{cname(e.member)}"
         if isinstance(e, A.IndexExpression):
             st = strip(e.expr.type)

@@ -36,17 +36,22 @@ def scalar_width(t: Any, node: Any) -> int:
     """Bits of a scalar value (bit<W>, bool, error); refuses what the back end cannot hold."""
     t = strip(t)
     if isinstance(t, T.BitsType):
-        if t.signed and t.width > 64:
-            raise EbpfUnsupported(node, f"{t} (signed values over 64 bits: not yet)")
         if t.width > MAX_WIDTH:
-            raise EbpfUnsupported(node, f"{t} (wider than {MAX_WIDTH} bits: clang's widest BPF "
-                                        "integer is unsigned __int128)")
+            raise EbpfUnsupported(node, f"{t} (wider than {MAX_WIDTH} bits: BPF registers hold 64 "
+                                        "and clang's widest BPF integer is unsigned __int128; a "
+                                        "header field this wide is only extracted, emitted, copied "
+                                        "and compared with its header)")
         return t.width
     if isinstance(t, T.BoolType):
         return 1
     if isinstance(t, T.ErrorType):
         return 32
     raise EbpfUnsupported(node, f"values of type {t}")
+
+
+def wide_byte(field: str, i: int) -> str:
+    """The name of byte `i` (from the top) of a header field wider than `MAX_WIDTH`."""
+    return f"{field}__b{i}"
 
 
 def is_signed(t: Any) -> bool:
@@ -56,7 +61,10 @@ def is_signed(t: Any) -> bool:
 
 
 def sext(x: str, width: int) -> str:
-    """C expression: the W-bit two's complement pattern `x` as a signed 64-bit value."""
+    """C expression: the W-bit two's complement pattern `x` as a signed 64-bit value
+    (over 64 bits: clang's ``__int128``)."""
+    if width > 64:
+        return f"((__int128)((u128)({x}) << {128 - width}) >> {128 - width})"
     if width >= 64:
         return f"((s64)(u64)({x}))"
     return f"(((s64)((u64)({x}) << {64 - width})) >> {64 - width})"
@@ -158,6 +166,14 @@ class Layouts:
                 continue
             if isinstance(strip(ftype), T.StructType):
                 raise EbpfUnsupported(node, f"struct-typed header field {t.name}.{fname}")
+            if isinstance(vt, T.BitsType) and not vt.signed and vt.width > MAX_WIDTH:
+                # wider than any C integer: its bytes, as the packet has them (extracted,
+                # emitted and copied with its header; an expression using it is refused)
+                for i in range(0, vt.width, 8):
+                    fields.append((wide_byte(fname, i // 8), off + i, min(8, vt.width - i)))
+                    lines.append(f"    u8 {cname(wide_byte(fname, i // 8))};")
+                off += vt.width
+                continue
             w = scalar_width(ftype, node)
             fields.append((fname, off, w))
             lines.append(f"    {ctype(w)} {cname(fname)};")

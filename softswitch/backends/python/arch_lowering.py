@@ -5,7 +5,8 @@ how each becomes Python is this back end's business, one module per architecture
 (``v1model.py``), registered below by the architecture's class. So the architecture
 imports no back end, and a second back end (``backends/ebpf``) lowers the same
 semantics its own way. Lowerings an architecture object gained with
-`Architecture.add_extern` (a target's own externs) come first.
+`Architecture.add_extern` (a target's own externs) come first. The run-time objects
+of extern instances are no back end's: `softswitch.objects.instance_maker`.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from softswitch.architecture import Architecture, PythonCallLowering, PythonInstanceLowering
+from softswitch.architecture import Architecture, PythonCallLowering
 from softswitch.backends.python import v1model as v1model_python
 from softswitch.v1model.architecture import V1Model
 
@@ -24,13 +25,11 @@ class ArchLowering:
     is made to compute a control-plane-configured hash."""
 
     calls: Mapping[str, PythonCallLowering]
-    instances: Mapping[str, PythonInstanceLowering]
     rebind_hash: Callable[[dict[str, Any], str, Callable[[bytes], int]], None] | None = None
 
 
 LOWERINGS: dict[type[Architecture], ArchLowering] = {
     V1Model: ArchLowering(calls=v1model_python.PYTHON_CALLS,
-                          instances=v1model_python.PYTHON_INSTANCES,
                           rebind_hash=v1model_python.rebind_hash),
 }
 
@@ -50,15 +49,6 @@ def python_call(arch: Architecture, name: str) -> PythonCallLowering | None:
         return own
     family = _family(arch)
     return family.calls.get(name) if family is not None else None
-
-
-def python_instance(arch: Architecture, type_name: str) -> PythonInstanceLowering | None:
-    """What creates the run-time object of an instance of extern type `type_name`."""
-    own = arch.python_instance(type_name)
-    if own is not None:
-        return own
-    family = _family(arch)
-    return family.instances.get(type_name) if family is not None else None
 
 
 def rebind_hash(arch: Architecture, env: dict[str, Any], algorithm: str,

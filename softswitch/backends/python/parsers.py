@@ -12,10 +12,10 @@ from softswitch.backends.python.body import BodyCompiler, invalidate_outs
 from softswitch.backends.python.exprs import is_object_type, scalar_kind, width_of
 from softswitch.backends.python.layout import strip
 from softswitch.errors import CompileError
-from softswitch.externs.stateful import ValueSet
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T
 from softswitch.lowering import LoweredMatch, LoweredProgram, LoweredState
+from softswitch.objects import RuntimeObjects
 
 
 class ParserCompiler:
@@ -24,7 +24,7 @@ class ParserCompiler:
     env: dict[str, Any]
     lowered: LoweredProgram
     globals_: dict[Any, str]
-    value_sets: dict[str, ValueSet]
+    objects: RuntimeObjects
     src: list[str]
 
     def fresh(self, base: str) -> str:  # pragma: no cover - provided by ProgramGen
@@ -60,10 +60,8 @@ class ParserCompiler:
             if isinstance(loc, A.ValueSetDecl):
                 low = self.lowered.at(instance, loc)
                 fq = low.name
-                vs = ValueSet(name=fq, size=low.size, width=low.width)
                 g = self.fresh("VS_" + fq)
-                self.env[g] = vs
-                self.value_sets[fq] = vs
+                self.env[g] = self.objects.value_sets[fq]
                 scope[loc] = g
             elif isinstance(loc, A.InstantiationDecl):
                 self.instantiate(loc, instance, scope)

@@ -2,22 +2,23 @@
 
 `compile_program` turns a `CheckedProgram` into a `CompiledProgram`: one Python
 module source (every parser, control, action and function of the program as a
-generated function), executed once into a private namespace that also holds the
-run-time objects (tables, registers, counters, meters, digests, value sets).
-Each control instance gets its own tables and externs, named as p4c names them
-in P4Info (``Ingress.table``, ``@name`` honoured).
+generated function), executed once into a private namespace bound to the run-time
+objects (tables, registers, counters, meters, digests, value sets). Those objects
+are not made here: `softswitch.objects.build_objects` makes them from the lowered
+program, for this back end and the eBPF target alike; this back end binds its
+generated action functions into their tables.
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from softswitch import tables as TB
-from softswitch.action_profiles import ActionProfile
-from softswitch.architecture import Architecture, InstanceRequest, PacketContext
-from softswitch.backends.python.arch_lowering import python_instance
+from softswitch.architecture import Architecture, PacketContext
+from softswitch.backends.python.arch_lowering import rebind_hash
 from softswitch.backends.python.body import BodyCompiler, invalidate_outs
 from softswitch.backends.python.exprs import is_object_type, width_of
 from softswitch.backends.python.layout import TypeLayouts, strip
@@ -32,65 +33,44 @@ from softswitch.errors import (
     StackOutOfBounds,
 )
 from softswitch.externs import hashes
-from softswitch.externs.stateful import (
-    Counter,
-    DigestQueue,
-    DirectCounter,
-    DirectMeter,
-    Meter,
-    Register,
-    ValueSet,
-)
 from softswitch.frontend import ast as A
 from softswitch.frontend import types as T
 from softswitch.frontend.text import expr_text
 from softswitch.frontend.walk import walk
 from softswitch.lowering import LoweredBlock, LoweredExtern, LoweredProgram, lower_program
+from softswitch.objects import RuntimeObjects, build_objects
 from softswitch.trace import TraceEvent
 
 
 @dataclass(slots=True, kw_only=True)
-class CompiledProgram:
-    """The program ready to run: block functions plus run-time objects by P4Info name.
+class CompiledProgram(RuntimeObjects):
+    """The program ready to run: its run-time objects by P4Info name (`RuntimeObjects`,
+    the ones every target shares) plus the block functions bound to them.
 
     Nothing here is an architecture's: its pipeline (e.g. `V1Switch`) reads the
     blocks by the package's parameter names and the value classes from `layouts`."""
 
-    checked: Any
-    arch: Architecture
-    lowered: LoweredProgram       # what it was compiled from (names, tables, externs)
     env: dict[str, Any]
     source: str
     layouts: TypeLayouts          # the classes of the program's types (`class_for`)
     blocks: dict[str, Any]        # the architecture's block parameter -> generated function
     block_names: dict[str, str]
-    errors: list[str]
-    tables: dict[str, TB.Table]
-    registers: dict[str, Register]
-    counters: dict[str, Counter]
-    meters: dict[str, Meter]
-    direct_counters: dict[str, DirectCounter]
-    direct_meters: dict[str, DirectMeter]
-    digests: dict[str, DigestQueue]
-    value_sets: dict[str, ValueSet]
-    action_profiles: dict[str, ActionProfile]
-    actions: dict[str, list[tuple[str, int]]]
     pk: PacketContext
 
-    def error_code(self, name: str) -> int:
-        return self.errors.index(name)
-
-    def error_name(self, code: int) -> str:
-        return self.errors[code] if 0 <= code < len(self.errors) else str(code)
+    def bind_hash(self, algorithm: str, fn: Callable[[bytes], int]) -> None:
+        """The generated code computes `algorithm` with `fn` from its next call on."""
+        rebind_hash(self.arch, self.env, algorithm, fn)
 
 
 class ProgramGen(ParserCompiler, TableCompiler):
     """Holds everything shared while compiling one program."""
 
-    def __init__(self, checked: Any, arch: Architecture, lowered: LoweredProgram) -> None:
+    def __init__(self, checked: Any, arch: Architecture, lowered: LoweredProgram,
+                 objects: RuntimeObjects) -> None:
         self.checked = checked
         self.arch = arch
         self.lowered = lowered
+        self.objects = objects
         self.layouts = TypeLayouts()
         self.env = self.layouts.env
         self.pk = arch.new_context()
@@ -105,15 +85,6 @@ class ProgramGen(ParserCompiler, TableCompiler):
         self._ids = itertools.count()
         self.src: list[str] = []
         self.tables: dict[str, TableInfo] = {}
-        self.tables_by_name: dict[str, TB.Table] = {}
-        self.registers: dict[str, Register] = {}
-        self.counters: dict[str, Counter] = {}
-        self.meters: dict[str, Meter] = {}
-        self.direct_counters: dict[str, DirectCounter] = {}
-        self.direct_meters: dict[str, DirectMeter] = {}
-        self.digests: dict[str, DigestQueue] = {}
-        self.value_sets: dict[str, ValueSet] = {}
-        self.action_profiles: dict[str, ActionProfile] = {}
         self.action_runtime: dict[str, str] = {}        # fn global name -> control-plane name
         self.action_params: dict[str, list[tuple[str, int]]] = {}
         self._action_decl_of: dict[str, Any] = {}               # fn global name -> ActionDecl
@@ -161,7 +132,7 @@ class ProgramGen(ParserCompiler, TableCompiler):
             fn = self.compile_block(low.decl, low.name, inst.args, scope=scope)
         else:
             assert isinstance(low, LoweredExtern), (prefix, inst.name)
-            obj = self.make_extern(low, inst.name)
+            obj = self.extern_object(low)
             fn = self.fresh("X_" + low.name)
             self.env[fn] = obj
         for s in (scope, action_scope):
@@ -169,26 +140,12 @@ class ProgramGen(ParserCompiler, TableCompiler):
                 s[inst] = fn
         return fn
 
-    def make_extern(self, ext: LoweredExtern, local_name: str) -> Any:
-        """The run-time object of an architecture extern instance (its plug-in makes it)."""
-        return self.make_instance(InstanceRequest(type_name=ext.type_name, name=ext.name, args=ext.args,
-                                                  type_args=ext.type_args, loc=ext.loc), local_name)
-
-    def make_instance(self, req: InstanceRequest, local_name: str) -> Any:
-        """Create `req` through the architecture and file the object for the runtime API."""
-        make = python_instance(self.arch, req.type_name)
-        if make is None:
-            raise CompileError(f"{req.loc}: unsupported: extern {req.type_name} ({local_name}) "
-                               f"is not one of architecture {self.arch.name}")
-        obj = make(req)
-        stores: tuple[tuple[type, dict[str, Any]], ...] = (
-            (Register, self.registers), (Counter, self.counters), (Meter, self.meters),
-            (DirectCounter, self.direct_counters), (DirectMeter, self.direct_meters),
-            (ActionProfile, self.action_profiles))
-        for cls, store in stores:
-            if isinstance(obj, cls):
-                store[req.name] = obj
-                break
+    def extern_object(self, ext: LoweredExtern) -> Any:
+        """The run-time object of an extern instance (`softswitch.objects` made it)."""
+        obj = self.objects.instance(ext.name)
+        if obj is None:
+            raise CompileError(f"{ext.loc}: internal error: extern instance {ext.name} has no "
+                               f"run-time object")
         return obj
 
     def fields_bytes_fn(self) -> str:
@@ -199,11 +156,9 @@ class ProgramGen(ParserCompiler, TableCompiler):
     def digest_queue(self, data: A.Expression) -> str:
         t = strip(data.type)
         name = getattr(t, "name", None) or "digest"
-        fields = [f for f, _ in t.fields] if isinstance(t, T.StructLikeType) else []
-        q = self.digests.get(name)
+        q = self.objects.digests.get(name)
         if q is None:
-            q = DigestQueue(name=name, field_names=fields)
-            self.digests[name] = q
+            raise CompileError(f"{data.loc}: internal error: digest {name} has no queue")
         g = "DG_" + re.sub(r"\W", "_", name)
         self.env[g] = q
         return g
@@ -418,13 +373,17 @@ class ProgramGen(ParserCompiler, TableCompiler):
 
 
 
-def compile_program(checked: Any, arch: Architecture, lowered: LoweredProgram | None = None) -> CompiledProgram:
+def compile_program(checked: Any, arch: Architecture, lowered: LoweredProgram | None = None,
+                    objects: RuntimeObjects | None = None) -> CompiledProgram:
     """Compile a checked program once into generated Python code; `arch` (e.g.
     `softswitch.v1model.V1MODEL`) checks its package and lowers its externs; `lowered`
-    is the program's lowered form (made here when not given)."""
+    is the program's lowered form and `objects` its run-time objects (each made here
+    when not given)."""
     if lowered is None:
         lowered = lower_program(checked, arch)
-    gen = ProgramGen(checked, arch, lowered)
+    if objects is None:
+        objects = build_objects(lowered)
+    gen = ProgramGen(checked, arch, lowered, objects)
     blocks: dict[str, str] = {}
     names: dict[str, str] = {}
     for blk in checked.main.blocks:
@@ -444,11 +403,6 @@ def compile_program(checked: Any, arch: Architecture, lowered: LoweredProgram | 
         for rt, fn in info.action_fns.items():
             info.table.actions[rt].fn = gen.env[fn]
         info.table.bind()
-    actions = {rt: gen.action_params[fn] for fn, rt in gen.action_runtime.items()}
-    return CompiledProgram(
-        checked=checked, arch=arch, lowered=lowered, env=gen.env, source=source, layouts=gen.layouts,
-        blocks={k: gen.env[v] for k, v in blocks.items()}, block_names=names, errors=gen.errors,
-        tables=gen.tables_by_name, registers=gen.registers,
-        counters=gen.counters, meters=gen.meters, direct_counters=gen.direct_counters,
-        direct_meters=gen.direct_meters, digests=gen.digests, value_sets=gen.value_sets,
-        action_profiles=gen.action_profiles, actions=actions, pk=gen.pk)
+    shared = {f.name: getattr(objects, f.name) for f in dataclasses.fields(RuntimeObjects)}
+    return CompiledProgram(**shared, env=gen.env, source=source, layouts=gen.layouts,
+                           blocks={k: gen.env[v] for k, v in blocks.items()}, block_names=names, pk=gen.pk)

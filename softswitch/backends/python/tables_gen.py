@@ -1,8 +1,9 @@
-"""Table compilation: one `Table` per table declaration, its actions, profile and const entries.
+"""Table compilation: the generated code of each table's actions, bound to its `Table`.
 
-Mixin of `ProgramGen`. Which table properties name direct counters, direct
-meters and an action profile, and which match kind feeds a selector, are the
-architecture's (`Architecture.tables`); the rest is the language's.
+Mixin of `ProgramGen`. The `Table` itself (keys, actions, default action, profile,
+direct resources, const entries) is `softswitch.objects`'; this back end names it,
+its profile and its direct meter in the generated code and compiles the functions
+its actions run (a wrapper for actions with arguments bound in the table's list).
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 
 from softswitch import tables as TB
 from softswitch.action_profiles import ActionProfile
-from softswitch.architecture import Architecture, InstanceRequest
+from softswitch.architecture import Architecture
 from softswitch.backends.python.aliasing import aliased_bound_args
 from softswitch.backends.python.body import BodyCompiler
 from softswitch.backends.python.exprs import is_object_type
@@ -19,6 +20,7 @@ from softswitch.errors import CompileError
 from softswitch.frontend import ast as A
 from softswitch.frontend.text import expr_text
 from softswitch.lowering import LoweredExtern, LoweredProgram
+from softswitch.objects import RuntimeObjects
 
 
 @dataclass(slots=True, kw_only=True)
@@ -39,14 +41,12 @@ class TableCompiler:
     lowered: LoweredProgram
     env: dict[str, Any]
     src: list[str]
+    objects: RuntimeObjects
     tables: dict[str, TableInfo]
-    tables_by_name: dict[str, TB.Table]
     action_runtime: dict[str, str]
     action_params: dict[str, list[tuple[str, int]]]
     _action_decl_of: dict[str, Any]
     globals_: dict[Any, str]
-    direct_counters: dict[str, Any]
-    direct_meters: dict[str, Any]
 
     def fresh(self, base: str) -> str:  # pragma: no cover - provided by ProgramGen
         raise NotImplementedError
@@ -57,9 +57,6 @@ class TableCompiler:
     def global_name(self, decl: Any) -> str | None:  # pragma: no cover
         raise NotImplementedError
 
-    def make_instance(self, req: InstanceRequest, local_name: str) -> Any:  # pragma: no cover
-        raise NotImplementedError
-
     def error_codes_of(self, e: Any) -> int | None:  # pragma: no cover
         raise NotImplementedError
 
@@ -67,8 +64,7 @@ class TableCompiler:
                    action_scopes: list[dict[Any, str]] | None = None) -> str:
         low = self.lowered.table(instance, decl)
         name = low.name
-        keys = [TB.KeyField(name=k.name, match_kind=k.match_kind, width=k.width) for k in low.keys]
-        specs = []
+        table = self.objects.tables[name]
         fns: dict[str, str] = {}
         for ref in low.actions:
             adecl = ref.action.decl
@@ -76,31 +72,16 @@ class TableCompiler:
             if ref.action.directional:
                 afn = self._bind_directional(ref.ref, adecl, afn, action_scopes or [self.globals_])
             fns[ref.name] = afn
-            specs.append(TB.ActionSpec(name=ref.name, params=self.action_params[afn],
-                                       default_only=ref.default_only, table_only=ref.table_only))
-        default_name: str | None = None
-        default_args: tuple[int, ...] = ()
         if low.default is not None:
             adecl = low.default.action.decl
             afn = scope.get(adecl) or self.action_fn(adecl, None)
-            default_name, default_args = low.default.name, low.default.args
-            if default_name not in fns:
-                fns[default_name] = afn
-                specs.append(TB.ActionSpec(name=default_name, params=self.action_params[afn]))
+            fns.setdefault(low.default.name, afn)
         profile = self._table_profile(decl, name, low.implementation, scope) if low.implementation is not None else None
-        table = TB.Table(name=name, keys=keys, actions=specs, size=low.size,
-                         default_action=default_name or "NoAction", default_args=default_args,
-                         default_const=decl.default_action_const, has_direct_counter=low.direct_counter is not None,
-                         has_direct_meter=low.direct_meter is not None, entries_const=low.entries_const)
         g = self.fresh("T_" + name)
         self.env[g] = table
         info = TableInfo(table=table, global_name=g, decl=decl, action_fns=fns)
         if profile is not None:
-            prof_obj, info.profile = profile
-            table.profile = prof_obj
-            for spec in specs:
-                prof_obj.actions.setdefault(spec.name, spec)
-            prof_obj.selector_widths = tuple(k.width for k in low.selector_keys)
+            info.profile = profile[1]
         for ext, is_meter in ((low.direct_counter, False), (low.direct_meter, True)):
             if ext is not None:
                 d = ext.decl
@@ -111,13 +92,9 @@ class TableCompiler:
                 if obj is None:
                     what = self.arch.tables.direct_meters if is_meter else self.arch.tables.direct_counters
                     raise CompileError(f"{decl.loc}: table {name}: {what} must name a direct extern instance")
-                obj.table = table
                 if is_meter:
                     info.direct_meter = obj_name
         self.tables[g] = info
-        self.tables_by_name[name] = table
-        for ent in low.entries():
-            table.insert(ent.key, ent.action, ent.args, ent.priority, is_const=True)
         return g
 
     def _table_profile(self, decl: A.TableDecl, name: str, impl: LoweredExtern,
@@ -131,9 +108,8 @@ class TableCompiler:
             g = self.global_name(d) or ""  # a profile declared at the top level
             prof = self.env.get(g)
         else:
-            prof = self.make_instance(InstanceRequest(type_name=impl.type_name, name=impl.name,
-                                                      args=impl.args, loc=impl.loc), impl.name)
-            g = self.fresh("X_" + prof.name)
+            prof = self.objects.instance(impl.name)
+            g = self.fresh("X_" + impl.name)
             self.env[g] = prof
         if not isinstance(prof, ActionProfile):
             raise CompileError(f"{decl.loc}: unsupported: implementation of table {name} "

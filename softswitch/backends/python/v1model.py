@@ -6,8 +6,8 @@ Each call lowering gets the compiler's `PythonEmitter` and the `ExternCall` (its
 `ExternSemantics` included) and emits a few lines; the metadata a call writes and
 the request it records are read from the semantics, so the table in
 `softswitch/v1model/architecture.py` and this code cannot disagree. Requests go into the packet
-context (`V1PacketContext`), which `V1Switch` reads after the block. Instance
-lowerings create the run-time objects (`softswitch.externs`, `ActionProfile`).
+context (`V1PacketContext`), which `V1Switch` reads after the block. The run-time
+objects of v1model's extern instances are every target's (`softswitch.objects.v1model`).
 """
 from __future__ import annotations
 
@@ -15,26 +15,14 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from softswitch.action_profiles import ActionProfile
 from softswitch.architecture import (
     ExternCall,
-    InstanceRequest,
     PythonCallLowering,
     PythonEmitter,
-    PythonInstanceLowering,
 )
-from softswitch.backends.python.exprs import scalar_kind, width_of
-from softswitch.backends.python.layout import strip
+from softswitch.backends.python.exprs import scalar_kind
 from softswitch.errors import CompileError
 from softswitch.externs import hashes
-from softswitch.externs.stateful import (
-    Counter,
-    CounterType,
-    DirectCounter,
-    DirectMeter,
-    Meter,
-    Register,
-)
 from softswitch.frontend import ast as A
 from softswitch.v1model.architecture import CloneType
 
@@ -228,44 +216,4 @@ PYTHON_CALLS: dict[str, PythonCallLowering] = {
     "direct_counter.count": _nothing,
     "meter.execute_meter": _meter,
     "direct_meter.read": _direct_meter_read,
-}
-
-
-# ---------------------------------------------------------------- instances
-_COUNTER_TYPES = {"packets": CounterType.PACKETS, "bytes": CounterType.BYTES,
-                  "packets_and_bytes": CounterType.PACKETS_AND_BYTES}
-
-
-def _counter_type(r: InstanceRequest, i: int) -> CounterType:
-    member = r.enum_member(i)
-    kind = _COUNTER_TYPES.get(member or str(r.args[i].const_value))
-    if kind is None:
-        raise CompileError(f"{r.loc}: {r.type_name} {r.name}: argument {i + 1} must be a "
-                           f"CounterType/MeterType member")
-    return kind
-
-
-def _register(r: InstanceRequest) -> Register:
-    if not r.type_args:
-        raise CompileError(f"{r.loc}: {r.type_name} {r.name}: element type unknown")
-    et = strip(r.type_args[0])
-    kind, _ = scalar_kind(et)
-    return Register(name=r.name, size=r.const(0), width=width_of(et), signed=kind == "s")
-
-
-def _action_selector(r: InstanceRequest) -> ActionProfile:
-    algo = r.enum_member(0)
-    if algo not in hashes.HASH_ALGORITHMS:
-        raise CompileError(f"{r.loc}: action_selector {r.name}: unsupported hash algorithm {algo}")
-    return ActionProfile(name=r.name, size=r.const(1), algorithm=algo, output_width=r.const(2))
-
-
-PYTHON_INSTANCES: dict[str, PythonInstanceLowering] = {
-    "register": _register,
-    "counter": lambda r: Counter(name=r.name, size=r.const(0), counter_type=_counter_type(r, 1)),
-    "direct_counter": lambda r: DirectCounter(name=r.name, counter_type=_counter_type(r, 0)),
-    "meter": lambda r: Meter(name=r.name, size=r.const(0), meter_type=_counter_type(r, 1)),
-    "direct_meter": lambda r: DirectMeter(name=r.name, meter_type=_counter_type(r, 0)),
-    "action_profile": lambda r: ActionProfile(name=r.name, size=r.const(0)),
-    "action_selector": _action_selector,
 }

@@ -29,14 +29,26 @@ LOG = logging.getLogger("softswitch.ebpf")
 TC_PRIO = 7
 
 
+class UnloadedProgram:
+    """A pipeline's program before `EbpfDevice.set_pipeline` loads it: its run-time
+    objects (``program``, as a switch has them, for the P4Runtime server's checks)."""
+
+    target = "unloaded"
+
+    def __init__(self, program: Any) -> None:
+        self.program = program
+
+    def close(self) -> None:
+        """Nothing is loaded."""
+
+
 class EbpfDevice:
     """The P4Runtime `Device` of a kernel switch: pipelines, entries, packet-in/out.
 
-    A pipeline the server built (`build_switch`: the control-plane objects as the Python
-    target compiles them) is
-    loaded into the kernel here, sharing its compiled program's tables, and handed to
-    `install`, which moves the ports over to it; the pipeline's switch becomes the kernel
-    switch, so everything the server does next goes to the kernel's maps."""
+    A pipeline the server built (`build_switch`: the program's run-time objects, not yet
+    in the kernel) is loaded into the kernel here, its maps mirroring those objects, and
+    handed to `install`, which moves the ports over to it; the pipeline's switch becomes
+    the kernel switch, so everything the server does next goes to the kernel's maps."""
 
     def __init__(self, *, device_id: int, cpu_port: int, install: Any = None, name: str = "softswitch",
                  cpu_link: CpuLink | None = None, hook: str = "tc") -> None:
@@ -55,10 +67,11 @@ class EbpfDevice:
         return self._pipeline
 
     def build_switch(self, path: Path, *, name: str) -> Any:
-        """The program's control-plane objects, compiled as the Python target does;
-        `set_pipeline` loads it into the kernel (VERIFY alone loads nothing)."""
-        from softswitch.targets.python.switch import Switch
-        return Switch.from_file(path, name=name)
+        """The program's run-time objects (`softswitch.objects`), not loaded yet:
+        `set_pipeline` loads them into the kernel (VERIFY alone loads nothing)."""
+        from softswitch.frontend.load import load_program
+        from softswitch.objects import program_objects
+        return UnloadedProgram(program_objects(load_program(path)))
 
     def set_pipeline(self, pipeline: Pipeline, *, reconcile: bool = False) -> None:
         from softswitch.errors import SoftswitchError
@@ -307,10 +320,7 @@ class EbpfSwitchd:
                                  install=self.attach, name=opts.name, cpu_link=self.cpu,
                                  hook=opts.hook)
                 if self.switch is not None:
-                    from softswitch.p4info import build_p4info
-                    dev.set_pipeline(Pipeline.create(self.switch,
-                                                     build_p4info(self.switch.program.checked,
-                                                                  self.switch.program.lowered)))
+                    dev.set_pipeline(Pipeline.create(self.switch, self.switch.program.p4info()))
                 self.device = dev
                 if self.cpu is not None:
                     self.cpu.start(dev.on_cpu_frame)

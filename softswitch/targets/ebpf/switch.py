@@ -1,11 +1,13 @@
 """`EbpfSwitch`: a program on the eBPF target with the Python target's API.
 
-It compiles the program twice from one checked tree: the Python compilation gives the
-control-plane objects (tables, their names, keys, actions, const entries, P4Info) that
-`SwitchRuntime`, the STF runner and the P4Runtime server already drive; the C
-generation gives the kernel program, whose maps mirror those tables. `process_packet`
-runs a packet through the loaded kernel program (BPF_PROG_TEST_RUN), so everything
-that tests the Python target tests the kernel program the same way.
+Both halves come from the program's lowered form: its run-time objects (tables with
+their keys, actions and const entries, registers, counters, meters, digests, value
+sets; `softswitch.objects`, the builder the Python target uses too), which
+`SwitchRuntime`, the STF runner and the P4Runtime server drive, and the C of the kernel
+program (`softswitch.backends.ebpf`), whose maps mirror those objects. Nothing of the
+Python back end runs here. `process_packet` runs a packet through the loaded kernel
+program (BPF_PROG_TEST_RUN), so everything that tests the Python target tests the
+kernel program the same way.
 """
 from __future__ import annotations
 
@@ -27,8 +29,8 @@ from softswitch.backends.ebpf.maps import TableMirror
 from softswitch.backends.ebpf.program import GeneratedProgram, generate_c
 from softswitch.backends.ebpf.queues import queue_stats, set_queue
 from softswitch.backends.ebpf.value_sets_c import ValueSetMirror
-from softswitch.backends.python.program import CompiledProgram, compile_program
 from softswitch.errors import SoftswitchError
+from softswitch.objects import RuntimeObjects, program_objects
 from softswitch.targets.ebpf.runtime import EbpfRuntime
 from softswitch.trace import TraceEvent
 from softswitch.v1model.jobs import OutputPacket
@@ -51,7 +53,7 @@ class EbpfSwitch:
 
     target = "ebpf"
 
-    def __init__(self, program: CompiledProgram, *, name: str = "softswitch",
+    def __init__(self, program: RuntimeObjects, *, name: str = "softswitch",
                  dump_c: TextIO | None = None, hook: str = DEFAULT_HOOK, **_: Any) -> None:
         self.program = program
         self.name = name
@@ -93,8 +95,7 @@ class EbpfSwitch:
 
     @classmethod
     def from_checked(cls, checked: Any, **kw: Any) -> EbpfSwitch:
-        from softswitch.v1model import V1MODEL
-        return cls(compile_program(checked, kw.pop("arch", V1MODEL)), **kw)
+        return cls(program_objects(checked, kw.pop("arch", None)), **kw)
 
     @classmethod
     def from_file(cls, path: str | Path, *, include_dirs: Sequence[str] = (),

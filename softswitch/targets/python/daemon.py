@@ -28,14 +28,13 @@ LOG = logging.getLogger("softswitch.switchd")
 def load_pipeline(opts: SwitchOptions) -> Any:
     """Compile the program named on the command line into a `Pipeline` (with its P4Info)."""
     from softswitch.frontend.errors import P4Error
-    from softswitch.p4info import build_p4info
     from softswitch.p4runtime.device import Pipeline
     from softswitch.targets.python.switch import Switch
     path = Path(opts.program or "")
     try:
         sw = Switch.from_file(path, include_dirs=opts.include_dirs, defines=opts.defines,
                               name=opts.name)
-        info = build_p4info(sw.program.checked, sw.program.lowered)
+        info = sw.program.p4info()
         source = path.read_bytes()
     except P4Error as exc:
         raise ProgramError(exc.render() if hasattr(exc, "render") else str(exc)) from None
