@@ -2,7 +2,7 @@
 their warm-up, fault-free trials, one trial per kind and seed with the same links, the
 flapping link on the acting bed only; the rows join the beds by (kind, seed), ratios
 against each bed's own fault-free runs, the acting bed's actions read from the
-controller's state file.  The real run: ``test_recovery_e2e.py``."""
+controller's state file.  The real run: ``experiment recovery_faults`` (presets README)."""
 from __future__ import annotations
 
 import contextlib
