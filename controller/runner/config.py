@@ -235,7 +235,7 @@ def parse_collector(text: str) -> CollectorSpec:
     if not _MAC.match(fields["mac"]):
         raise RunError(f"{where}: {fields['mac']!r} is not a MAC address (aa:bb:cc:dd:ee:ff)")
     try:
-        sw, port = argtypes.switch_port(DROP_PORT)(fields["at"])
+        sw, sw_port = argtypes.switch_port(DROP_PORT)(fields["at"])
     except argparse.ArgumentTypeError as exc:
         raise RunError(f"{where}: at={exc}") from None
-    return CollectorSpec(ip=fields["ip"], mac=fields["mac"].lower(), switch=sw, port=port, udp_port=udp)
+    return CollectorSpec(ip=fields["ip"], mac=fields["mac"].lower(), switch=sw, port=sw_port, udp_port=udp)

@@ -115,7 +115,7 @@ def test_standby_controller_gets_every_report_and_takes_over(bed: Bed, tmp_path:
         assert [r for _, r in sessions[0].replicas] == [1, 2]
         # the first packets may go to ARP resolution: wait until both collectors have one
         for _ in range(50):
-            _send(tx, range(0, 1))
+            _send(tx, range(1))
             if wait_for(lambda: _reports(primary) >= 1 and _reports(standby) >= 1, timeout_s=0.5):  # type: ignore[arg-type]
                 break
         assert _reports(primary) >= 1 and _reports(standby) >= 1, (primary.snapshot()["collector"],
