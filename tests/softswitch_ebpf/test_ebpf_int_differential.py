@@ -185,5 +185,5 @@ def test_int_program_identical_on_both_targets() -> None:
         assert events[1] and events[7] and events[9] and sum(events[12:17]), events
         assert sum(1 for d in drops if d) >= 4, drops
         assert kern.kernel.stats()["clone_lost"] == 0
-        seq = [v for k, v in state["registers"].items() if k.endswith("report_seq")][0]
+        seq = next(v for k, v in state["registers"].items() if k.endswith("report_seq"))
         assert seq[1] == seq[2] == events[9] // 2 > 0 and not any(seq[3:]), seq
