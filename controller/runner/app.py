@@ -157,6 +157,7 @@ class Controller:
                                f"(hosts: {self.topo.host_names})")
         try:
             opts = IntentOptions(sink_mode=c.sink_mode, collector=c.collector_spec(),
+                                 standby_collectors=c.standby_specs(),
                                  report_switch_ip_base=c.report_source_base,
                                  watch=(WatchRule(instruction_bitmap=c.int_instructions),),
                                  ecn=c.ecn)
