@@ -15,11 +15,15 @@ Every figure is a ratio within one run:
   of the same frames on the same path (``traffic/native/bin/tn_udp_blast``:
   sendmmsg/recvmmsg of MTU + 16-byte datagrams, no transport, received rate).
   Targets: engine / python >= 3, engine / blast >= 0.8.
-* **pacing**: a QP paced at 10k and 100k packets/s through the veth pair, captured on
-  the receiving end with an AF_PACKET socket and kernel timestamps (SO_TIMESTAMPNS):
-  median inter-departure gap against size / rate (target within 2 %), p99 of
-  |gap - size / rate| (target <= 20 us) and the share of bursts (gaps under a quarter
-  of the ideal), for both engines.
+* **pacing**: a QP paced at 10k and 100k packets/s through the veth pair, captured by
+  tcpdump with kernel nanosecond timestamps leaving the sender's interface (the
+  departures) and entering the receiver's: median inter-departure gap against size /
+  rate (target within 2 %), p99 of |gap - size / rate| (target <= 20 us) and the share
+  of bursts (gaps under a quarter of the ideal), for both engines, with the sender
+  engine's own count of departures more than 20 us late.
+* **rtt**: the QP's RTT samples against the wire RTT of a capture (each ACK's arrival
+  minus the first departure of the PSN it acknowledges) on a veth port shaped by HTB
+  at 40 Mbit/s as the eBPF switches shape theirs, for both engines.
 
 Run it alone on the machine (timing): ``flock /tmp/bench.lock python -m bench.bench_engine``.
 Needs root for the veth pair (``--no-veth`` skips those rows) and the native engine
@@ -30,7 +34,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import struct
 import subprocess
 import sys
@@ -80,7 +83,7 @@ def _prefix(ns: str | None) -> list[str]:
 
 
 def run_p2p(engine: str, *, veth: bool, nbytes: int, mtu: int, rate: str,
-            msg: int = 1 << 20, env: dict | None = None) -> dict:
+            msg: int = 1 << 20, env: dict | None = None, extra: list[str] | None = None) -> dict:
     """One p2p transfer (rank 0 -> rank 1, one QP); both rank summaries."""
     ips = VETH_IPS if veth else LO_IPS
     nss = (NS_A, NS_B) if veth else (None, None)
@@ -94,7 +97,7 @@ def run_p2p(engine: str, *, veth: bool, nbytes: int, mtu: int, rate: str,
                ",".join(ips), "--rank", str(r), "-s", str(msg), "-c", str(count), "--rate", rate,
                "--mtu", str(mtu), "--window", "1024", "--inflight", "8", "--engine", engine,
                "--start-at", f"{start_at:.3f}", "--timeout", "120", "-o",
-               str(out / f"r{r}.json")]
+               str(out / f"r{r}.json"), *(extra or [])]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       text=True, cwd=ROOT, env=env))
     for p in procs:
@@ -105,6 +108,8 @@ def run_p2p(engine: str, *, veth: bool, nbytes: int, mtu: int, rate: str,
     s1 = json.loads((out / "r1.json").read_text())
     pkts = sum(q["tx_data_pkts"] for q in s0["endpoint"]["requesters"].values())
     return {"engine": s0["engine"], "goodput_bps": s1["goodput_rx_bps"],
+            "counters": s0.get("endpoint", {}).get("engine"),
+            "requester": next(iter(s0["endpoint"]["requesters"].values())),
             "cpu_s": s0["cpu_s"] + s1["cpu_s"], "data_pkts": pkts,
             "retx": sum(q["retx_pkts"] for q in s0["endpoint"]["requesters"].values())}
 
@@ -164,87 +169,148 @@ def run_blast(*, veth: bool, size: int, n: int) -> tuple[float, float]:
 
 
 # -- pacing capture ----------------------------------------------------------------------
-def capture(iface: str, src: str, seconds: float, out: str) -> None:
-    """(kernel timestamp ns, frame length) of data packets from ``src`` on ``iface``."""
-    s = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(0x0800))  # IPv4 on
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 20)
-    s.setsockopt(socket.SOL_SOCKET, 35, 1)  # SO_TIMESTAMPNS
-    s.bind((iface, 0))
-    s.settimeout(0.2)
-    srcb = socket.inet_aton(src)
-    rows = []
-    print("ready", flush=True)
-    end = time.monotonic() + seconds
-    last = None  # ends 2 s after the last data packet (or after ``seconds``)
-    while time.monotonic() < end and (last is None or time.monotonic() - last < 2.0):
-        try:
-            data, anc, _f, addr = s.recvmsg(128, 64)
-        except TimeoutError:
-            continue
-        if addr[2] != socket.PACKET_HOST or len(data) < 40 or data[12:16] != srcb:
-            continue
-        if data[9] != 17 or struct.unpack_from("!H", data, 22)[0] != 4791:
-            continue
-        if data[28] not in DATA_OPS:
-            continue
-        ts = None
-        for lvl, typ, val in anc:
-            if lvl == socket.SOL_SOCKET and typ == 35:
-                sec, ns = struct.unpack("qq", val[:16])
-                ts = sec * 10**9 + ns
-        total = struct.unpack_from("!H", data, 2)[0]  # IPv4 total length
-        if ts is not None:
-            rows.append((ts, total + 14))
-            last = time.monotonic()
-    np.save(out, np.array(rows, dtype=np.int64))
+def start_capture(ns: str, iface: str, direction: str, src: str, out: str) -> subprocess.Popen:
+    """tcpdump (PACKET_MMAP ring, kernel nanosecond timestamps) of the RoCEv2 packets
+    from ``src`` leaving (``out``) or entering (``in``) ``iface``: light enough to keep up
+    at 100k pkt/s, where a Python capture loop competes with the sender for the CPU."""
+    p = subprocess.Popen([*_prefix(ns), "tcpdump", "-i", iface, "-Q", direction, "-nn", "-s",
+                          "64", "-B", "65536", "--time-stamp-precision=nano", "-w", out,
+                          f"udp dst port 4791 and src host {src}"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert p.stderr is not None
+    p.stderr.readline()  # "listening on ...": the capture runs
+    return p
 
 
-def pacing(engine: str, pps: int, *, mtu: int = 1024, seconds: float = 1.0,
-           rt: bool = False) -> dict:
-    wire = mtu + 12 + 4 + WIRE_OVERHEAD  # a MIDDLE packet's frame
-    rate = pps * wire * 8
-    npk = int(pps * seconds)
-    out = tempfile.mktemp(suffix=".npy")
-    cap = subprocess.Popen([*_prefix(NS_B), sys.executable, __file__, "--capture", VETH_B,
-                            "--src", VETH_IPS[0], "--seconds", str(seconds + 60), "--out", out],
-                           stdout=subprocess.PIPE, text=True, cwd=ROOT,
-                           env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert cap.stdout is not None
-    cap.stdout.readline()
-    res = run_p2p(engine, veth=True, nbytes=npk * mtu, mtu=mtu, rate=str(rate), msg=npk * mtu,
-                  env={"TN_ENGINE_RT": "1"} if rt else None)
-    cap.wait(timeout=90)
-    rows = np.load(out)
-    if rows.ndim != 2 or len(rows) < 100:
-        raise RuntimeError(f"pacing {engine} {pps}/s: captured {len(rows)} packets")
-    os.unlink(out)
+def stop_capture(p: subprocess.Popen) -> None:
+    p.send_signal(2)
+    p.wait(timeout=30)
+
+
+def read_pcap(path: str) -> np.ndarray:
+    """(timestamp ns, frame length, opcode, PSN, source IPv4 as an integer, AETH
+    syndrome or -1) of every RoCEv2 packet of a nanosecond pcap."""
+    data = Path(path).read_bytes()
+    magic = struct.unpack_from("<I", data)[0]
+    if magic != 0xA1B23C4D:
+        raise RuntimeError(f"{path}: not a nanosecond pcap (magic {magic:#x})")
+    rows, off = [], 24
+    while off + 16 <= len(data):
+        sec, ns, incl, orig = struct.unpack_from("<IIII", data, off)
+        frame = data[off + 16:off + 16 + incl]
+        off += 16 + incl
+        if len(frame) >= 54:  # Ethernet, IPv4, UDP, BTH
+            syn = frame[54] if frame[42] == 0x11 and len(frame) > 54 else -1
+            rows.append((sec * 10**9 + ns, orig, frame[42], int.from_bytes(frame[51:54], "big"),
+                         int.from_bytes(frame[26:30], "big"), syn))
+    return np.array(rows, dtype=np.int64).reshape(-1, 6)
+
+
+def gap_stats(rows: np.ndarray, rate: float, wire: int) -> dict:
+    """Inter-departure gaps before MIDDLE packets (the first and last differ in size)
+    against size / rate: median, p99 of |error|, share of bursts (< 1/4 of the ideal)."""
+    rows = rows[np.isin(rows[:, 2], list(DATA_OPS))]
+    if len(rows) < 100:
+        raise RuntimeError(f"captured {len(rows)} data packets")
     t, size = rows[:, 0].astype(np.float64) * 1e-9, rows[:, 1]
     gaps = np.diff(t)[10:]
     ideal = size[1:][10:] * 8 / rate
-    mid = size[1:][10:] == wire  # gaps before MIDDLE packets (the first/last differ)
+    mid = size[1:][10:] == wire
     gaps, ideal = gaps[mid], ideal[mid]
     err = np.abs(gaps - ideal)
-    return {"engine": res["engine"] + (" (RT)" if rt else ""), "pps": pps, "packets": len(rows),
-            "median_gap_us": float(np.median(gaps) * 1e6), "ideal_us": float(ideal[0] * 1e6),
+    return {"packets": len(rows), "median_gap_us": float(np.median(gaps) * 1e6),
+            "ideal_us": float(ideal[0] * 1e6),
             "median_error_pct": float((np.median(gaps) / ideal[0] - 1) * 100),
             "p99_error_us": float(np.percentile(err, 99) * 1e6),
+            "p999_error_us": float(np.percentile(err, 99.9) * 1e6),
             "bursts_pct": float(np.mean(gaps < ideal / 4) * 100)}
+
+
+def pacing(engine: str, pps: int, *, mtu: int = 1024, seconds: float = 1.0,
+           rt: bool = False, rx_capture: bool = False) -> dict:
+    """One QP paced at ``pps`` through the veth pair, captured leaving the sender's
+    interface (the departures) and, with ``rx_capture``, entering the receiver's (after
+    the veth hop; a second tap costs the sender's send path too: veth runs the receive
+    side inside the sender's syscall)."""
+    wire = mtu + 12 + 4 + WIRE_OVERHEAD  # a MIDDLE packet's frame
+    rate = pps * wire * 8
+    npk = int(pps * seconds)
+    tmp = Path(tempfile.mkdtemp(prefix="bench-pacing-"))
+    caps = {"tx": start_capture(NS_A, VETH_A, "out", VETH_IPS[0], str(tmp / "tx.pcap"))}
+    if rx_capture:
+        caps["rx"] = start_capture(NS_B, VETH_B, "in", VETH_IPS[0], str(tmp / "rx.pcap"))
+    try:
+        res = run_p2p(engine, veth=True, nbytes=npk * mtu, mtu=mtu, rate=str(rate),
+                      msg=npk * mtu, env={"TN_ENGINE_RT": "1"} if rt else None)
+    finally:
+        for c in caps.values():
+            stop_capture(c)
+    tx = gap_stats(read_pcap(str(tmp / "tx.pcap")), rate, wire)
+    rx = gap_stats(read_pcap(str(tmp / "rx.pcap")), rate, wire) if rx_capture else None
+    for f in tmp.iterdir():
+        f.unlink()
+    tmp.rmdir()
+    eng = res.get("counters") or {}
+    late = int(eng.get("late_departures", 0))
+    return {"engine": res["engine"] + (" (RT)" if rt else ""), "pps": pps, **tx,
+            "rx": rx, "late_departures": late,
+            "late_mean_us": float(eng.get("late_s", 0.0)) / late * 1e6 if late else 0.0}
+
+
+def rtt(engine: str, *, rate_mbps: float = 40.0, seconds: float = 1.0) -> dict:
+    """RTT samples against the wire: one QP at half of a 40 Mbit/s HTB-shaped veth port
+    (the eBPF switches' shaping, common/kernel/shaping.py), captured leaving and entering
+    the sender's interface.  Wire RTT per ACK: its arrival minus the first departure of
+    the PSN it acknowledges.  The QP's smallest sample must not be below the wire's
+    smallest (the endpoint's clock reads before it sends and after it receives)."""
+    from common.kernel.shaping import shaping_commands
+    for cmd in shaping_commands(VETH_A, rate_mbps, 64):
+        _sh(*_prefix(NS_A), *cmd.split())
+    tmp = Path(tempfile.mkdtemp(prefix="bench-rtt-"))
+    pcap = str(tmp / "a.pcap")
+    cap = subprocess.Popen([*_prefix(NS_A), "tcpdump", "-i", VETH_A, "-nn", "-s", "64", "-B",
+                            "16384", "--time-stamp-precision=nano", "-w", pcap, "udp port 4791"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert cap.stderr is not None
+    cap.stderr.readline()
+    msg = 64 << 10
+    nbytes = int(rate_mbps / 2 * 1e6 / 8 * seconds)
+    try:
+        res = run_p2p(engine, veth=True, nbytes=nbytes, mtu=1024, rate=f"{rate_mbps / 2:g}M",
+                      msg=msg, extra=["--cc", "hpcc-sender"])
+    finally:
+        stop_capture(cap)
+        _sh(*_prefix(NS_A), "tc", "qdisc", "del", "dev", VETH_A, "root", check=False)
+    rows = read_pcap(pcap)
+    for f in tmp.iterdir():
+        f.unlink()
+    tmp.rmdir()
+    a = struct.unpack("!I", bytes(map(int, VETH_IPS[0].split("."))))[0]
+    first: dict[int, int] = {}
+    wire = []
+    for ts, _n, op, psn, src, syn in rows.tolist():
+        if src == a and op in DATA_OPS:
+            first.setdefault(psn, ts)
+        elif src != a and op == 0x11 and syn >= 0 and syn & 0x60 == 0 and psn in first:
+            wire.append((ts - first[psn]) * 1e-3)
+    w = np.array(wire)
+    snap = res["requester"]
+    return {"engine": res["engine"], "acks": len(w), "wire_min_us": float(w.min()),
+            "wire_p10_us": float(np.percentile(w, 10)),
+            "wire_median_us": float(np.median(w)),
+            "min_sample_us": snap["hpcc"]["min_rtt_s"] * 1e6,
+            "srtt_us": snap["srtt_s"] * 1e6}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bytes", type=int, default=48 << 20, help="bytes per transfer")
     ap.add_argument("--no-veth", action="store_true", help="loopback only")
-    ap.add_argument("--skip", default="", help="comma list of cpu,goodput,pacing to skip")
+    ap.add_argument("--skip", default="", help="comma list of cpu,goodput,pacing,rtt to skip")
     ap.add_argument("--json", metavar="FILE", help="write the results here")
-    ap.add_argument("--capture", help=argparse.SUPPRESS)
-    ap.add_argument("--src", help=argparse.SUPPRESS)
-    ap.add_argument("--seconds", type=float, help=argparse.SUPPRESS)
-    ap.add_argument("--out", help=argparse.SUPPRESS)
+    ap.add_argument("--pacing-rx", action="store_true",
+                    help="pacing: also capture entering the receiver's interface")
     a = ap.parse_args()
-    if a.capture:
-        capture(a.capture, a.src, a.seconds, a.out)
-        return 0
     if not BLAST.exists():
         print("build the native engine first: make -C traffic/native", file=sys.stderr)
         return 1
@@ -293,15 +359,31 @@ def main() -> int:
                           f"{cpu['engine'] / cpu['python']:6.3f} "
                           f"{cpu['runner'] / cpu['python']:6.3f}", flush=True)
         if "pacing" not in skip and not a.no_veth:
-            print("\npacing (veth, AF_PACKET kernel timestamps at the receiving end)")
-            print("engine       pkt/s  ideal us  median us  median err %  p99 |err| us  bursts %")
+            print("\npacing (veth; gaps before MIDDLE packets from tcpdump's kernel timestamps "
+                  "leaving the sender's interface; rx: entering the receiver's, --pacing-rx)")
+            print("engine       pkt/s  ideal us  median us  median err %  p99 |err| us  "
+                  "p99.9 us  bursts %  rx: med err %  p99 us  late>20us (mean us)")
             for pps in (10_000, 100_000):
                 for engine, rt in (("native", False), ("native", True), ("python", False)):
-                    r = pacing(engine, pps, rt=rt)
+                    r = pacing(engine, pps, rt=rt, rx_capture=a.pacing_rx)
                     results["pacing"].append(r)
+                    x = r["rx"] or {"median_error_pct": float("nan"), "p99_error_us": float("nan")}
                     print(f"{r['engine']:11s} {pps:6d} {r['ideal_us']:9.2f} "
                           f"{r['median_gap_us']:10.2f} {r['median_error_pct']:12.2f} "
-                          f"{r['p99_error_us']:13.1f} {r['bursts_pct']:9.1f}", flush=True)
+                          f"{r['p99_error_us']:13.1f} {r['p999_error_us']:9.1f} "
+                          f"{r['bursts_pct']:9.1f} {x['median_error_pct']:14.2f} "
+                          f"{x['p99_error_us']:7.1f} {r['late_departures']:9d} "
+                          f"({r['late_mean_us']:.0f})", flush=True)
+        if "rtt" not in skip and not a.no_veth:
+            print("\nRTT samples against the wire (veth, the sender's port shaped by HTB at "
+                  "40 Mbit/s as the eBPF switches shape theirs; one QP at 20 Mbit/s)")
+            print("engine   ACKs  wire min us  wire p10  wire median  QP min sample us  srtt us")
+            for engine in ("native", "python"):
+                r = rtt(engine)
+                results.setdefault("rtt", []).append(r)
+                print(f"{r['engine']:7s} {r['acks']:5d} {r['wire_min_us']:12.1f} "
+                      f"{r['wire_p10_us']:9.1f} {r['wire_median_us']:12.1f} "
+                      f"{r['min_sample_us']:17.1f} {r['srtt_us']:8.1f}", flush=True)
     finally:
         if not a.no_veth:
             veth_down()

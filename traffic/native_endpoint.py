@@ -52,6 +52,9 @@ _WC_SEND, _WC_RECV = 1, 2
 _FLAG_THREAD, _FLAG_STEP = 1, 2
 #: native pacer depth: ~50 us of rate (a late wake-up is caught up, a burst is not)
 NATIVE_BURST_S = 50e-6
+#: ... and caught up at most this much per packet (tn_qp_attr.catchup_s): a wake-up
+#: 45 us late costs the next three gaps 15 us each, not one gap its whole length
+NATIVE_CATCHUP_S = 15e-6
 
 
 def _u64(names: list[str]) -> list[tuple[str, type]]:
@@ -81,7 +84,7 @@ class QpAttr(ctypes.Structure):
                 ("min_burst_bytes", ctypes.c_uint32), ("sport", ctypes.c_uint32),
                 ("cc", ctypes.c_uint32), ("hpcc_window", ctypes.c_uint32),
                 ("hpcc_pacing_burst_pkts", ctypes.c_double), ("hpcc", TnHpccParams),
-                ("dcqcn", TnDcqcnParams)]
+                ("dcqcn", TnDcqcnParams), ("catchup_s", ctypes.c_double)]
 
 
 _RATE_LOG = 100
@@ -122,7 +125,8 @@ class EngineCountersC(ctypes.Structure):
                      "send_errors", "rx_batches", "tx_batches", "wakeups", "spins",
                      "late_departures"]) + [("late_s", ctypes.c_double),
                                             ("realtime", ctypes.c_uint64)] + _u64(
-                         ["injected_drops", "injected_data_drops", "injected_repair_drops"])
+                         ["injected_drops", "injected_data_drops", "injected_repair_drops"]) + [
+                         ("timer_late_p99_s", ctypes.c_double), ("spin_lead_s", ctypes.c_double)]
 
 
 class QpStateC(ctypes.Structure):
@@ -131,7 +135,9 @@ class QpStateC(ctypes.Structure):
         ["outstanding", "una", "next_seq", "sent_up_to"]) + [
         (n, ctypes.c_uint32) for n in ("next_new_psn", "expected_psn", "msn", "ooo_now",
                                        "fec_k", "fec_m", "window_pkts", "idle", "sport",
-                                       "injected")]
+                                       "injected")] + [
+        ("last_rtt_s", ctypes.c_double), ("min_rtt_s", ctypes.c_double),
+        ("rtt_samples", ctypes.c_uint64)]
 
 
 class OutPkt(ctypes.Structure):
@@ -222,7 +228,7 @@ def _native_mode(q: QpConfig) -> int:
 
 def _qp_attr(q: QpConfig, role: int, *, start_psn: int, keep_data: bool,
              sport: int = 0, burst_s: float = NATIVE_BURST_S,
-             min_burst_bytes: int = 2 * 1100) -> QpAttr:
+             min_burst_bytes: int = 2 * 1100, catchup_s: float = NATIVE_CATCHUP_S) -> QpAttr:
     return QpAttr(qpn=q.qpn, peer_qpn=q.peer_qpn, peer_ip=_ip_u32(q.peer_ip), role=role,
                   mode=_native_mode(q), mtu=q.mtu, rate_bps=float(q.rate_bps),
                   window_pkts=q.window_pkts, fec_k=q.fec_k, fec_m=q.fec_m, dscp=q.dscp,
@@ -231,7 +237,7 @@ def _qp_attr(q: QpConfig, role: int, *, start_psn: int, keep_data: bool,
                   keep_data=int(keep_data), burst_s=burst_s, min_burst_bytes=min_burst_bytes,
                   sport=sport, cc=NATIVE_CC[q.cc], hpcc_window=int(q.hpcc.window),
                   hpcc_pacing_burst_pkts=q.hpcc.pacing_burst_pkts, hpcc=hpcc_params(q.hpcc),
-                  dcqcn=dcqcn_params(q.dcqcn))
+                  dcqcn=dcqcn_params(q.dcqcn), catchup_s=catchup_s)
 
 
 def erasure_code_works() -> bool:
@@ -711,9 +717,11 @@ class StepEngine:
         self._wcs = (Wc * 64)()
 
     def add_qp(self, q: QpConfig, *, requester: bool, sport: int, start_psn: int = 0,
-               burst_s: float = 0.005, min_burst_bytes: int = 2 * 1100) -> None:
+               burst_s: float = 0.005, min_burst_bytes: int = 2 * 1100,
+               catchup_s: float = 0.0) -> None:
         attr = _qp_attr(q, 0 if requester else 1, start_psn=start_psn, keep_data=False,
-                        sport=sport, burst_s=burst_s, min_burst_bytes=min_burst_bytes)
+                        sport=sport, burst_s=burst_s, min_burst_bytes=min_burst_bytes,
+                        catchup_s=catchup_s)
         if self._lib.tn_create_qp(self._h, ctypes.byref(attr)):
             raise ConfigError(self._lib.tn_last_error(self._h).decode())
 

@@ -118,6 +118,9 @@ void tn_qp_on_ack(struct tn_qp *q, const struct tn_pkt *p, double now, struct tn
 void tn_qp_on_echo(struct tn_qp *q, const struct tn_hop *hops, int n, const struct tn_pkt *p,
                    double now);
 void tn_qp_on_cnp(struct tn_qp *q, double now);
+/* DCQCN: its next timer while the pacer holds a packet back (a rate increase may let it
+ * go sooner), else -1; the threaded engine wakes for it, step mode leaves it out */
+double tn_qp_cc_wake(const struct tn_qp *q);
 /* responder */
 void tn_qp_on_packet(struct tn_qp *q, const struct tn_pkt *p, double now,
                      struct tn_cq_sink *cq);

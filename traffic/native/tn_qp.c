@@ -185,8 +185,11 @@ struct tn_qp {
     struct tn_ec *ec;   /* FEC mode: the erasure code's context (ec.h) */
     /* congestion control (requester) */
     double pacer_due;   /* HPCC: when the pacer let the next packet go, < 0 none */
+    double last_dep;    /* the last paced departure (smoothing, catchup_s); < 0 none */
     double rate_cap;    /* rate feedback, a cap over DCQCN's or HPCC's rate; < 0 none */
     double hpcc_rtt;    /* smallest RTT sample: HPCC's T unless configured; < 0 none */
+    double last_rtt;    /* the latest RTT sample, < 0 none */
+    uint64_t rtt_samples;
     double first_queue_s, first_cut_s;
     uint64_t max_queue, echo_accepted, echo_rejected[4], rate_changes;
     uint32_t n_log, log_head;
@@ -334,6 +337,7 @@ struct tn_qp *tn_qp_new(const struct tn_qp_attr *a, uint32_t local_ip, uint16_t 
     q->win_pkts = a->window_pkts;
     q->va = 0x10000;
     q->pacer_due = -1; q->rate_cap = -1; q->hpcc_rtt = -1; q->ack_fresh_tx = -1;
+    q->last_rtt = -1; q->last_dep = -1;
     q->first_queue_s = -1; q->first_cut_s = -1;
     q->nak_for = -1;
     q->ooo_hi = -1;
@@ -672,6 +676,13 @@ double tn_qp_poll(struct tn_qp *q, double now, struct tn_out *out, int budget,
     return wake;
 }
 
+double tn_qp_cc_wake(const struct tn_qp *q)
+{
+    if (!q->dc || q->pacer_due < 0)
+        return -1;
+    return (double)q->dc->due_ns * 1e-9;
+}
+
 static double poll_inner(struct tn_qp *q, double now, struct tn_out *out, int budget)
 {
     if (q->timers)  /* not while packets (maybe ACKs) are left unread */
@@ -712,6 +723,16 @@ static double poll_inner(struct tn_qp *q, double now, struct tn_out *out, int bu
             break;
         }
         double wire = len + TN_WIRE_OVERHEAD;
+        double gap = wire * 8 / q->bk.rate;
+        int smooth = q->a.catchup_s > 0 && gap >= TN_SMOOTH_MIN_GAP_S;
+        if (smooth && q->last_dep >= 0) {
+            double c = q->a.catchup_s < gap ? q->a.catchup_s : gap;
+            double earliest = q->last_dep + gap - c;
+            if (now < earliest) {
+                q->pacer_due = earliest;
+                return earliest;
+            }
+        }
         double due = q->pacer_due;
         if (due >= 0 && due < now && q->hp) {
             /* ns-3's NIC: the next packet goes size / R after this one was due; a late
@@ -726,6 +747,8 @@ static double poll_inner(struct tn_qp *q, double now, struct tn_out *out, int bu
             q->pacer_due = now + bk_wait(&q->bk, wire);
             return q->pacer_due;
         }
+        if (smooth)
+            q->last_dep = now;
         int64_t tx = ++q->tx_counter;
         q->c.tx_pkts++;
         q->c.tx_bytes += (uint64_t)wire;
@@ -801,6 +824,8 @@ static void rtt_sample(struct tn_qp *q, double rtt)
         return;
     if (q->hpcc_rtt < 0 || rtt < q->hpcc_rtt)
         q->hpcc_rtt = rtt;
+    q->last_rtt = rtt;
+    q->rtt_samples++;
     q->rtos_unsampled = 0;
     q->rto_floor *= 0.99;
     if (q->min_rtt < 0 || rtt < q->min_rtt)
@@ -1489,6 +1514,9 @@ void tn_qp_get_state(const struct tn_qp *q, struct tn_qp_state *s)
     memset(s, 0, sizeof *s);
     s->rate_bps = q->a.rate_bps;
     s->srtt_s = q->srtt;
+    s->last_rtt_s = q->last_rtt;
+    s->min_rtt_s = q->hpcc_rtt;
+    s->rtt_samples = q->rtt_samples;
     s->rto_s = q->rto;
     s->outstanding = (uint64_t)(q->sent_up_to - q->una);
     s->una = (uint64_t)q->una;

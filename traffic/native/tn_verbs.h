@@ -90,7 +90,14 @@ struct tn_qp_attr {
     double hpcc_pacing_burst_pkts; /* HPCC pacer depth in full packets (1: ns-3) */
     struct tn_hpcc_params hpcc;    /* with TN_CC_HPCC */
     struct tn_dcqcn_params dcqcn;  /* with TN_CC_DCQCN */
+    /* pacing smoothness: a paced packet (its time at the rate >= TN_SMOOTH_MIN_GAP_S)
+     * never leaves sooner than that time less catchup_s after the one before, so the
+     * pacer catches up a late wake-up over several gaps instead of in a burst (a gap
+     * under catchup_s may shrink to nothing: its error is at most the gap); 0: the token
+     * bucket alone (traffic/pacing.py's, the step-mode reference) */
+    double catchup_s;
 };
+#define TN_SMOOTH_MIN_GAP_S 4e-6
 
 /* A requester's congestion control, for snapshots (Requester.snapshot's cc parts). */
 #define TN_RATE_LOG 100
@@ -145,6 +152,9 @@ struct tn_engine_counters {
     double late_s;          /* sum of departure lateness beyond 20 us */
     uint64_t realtime;      /* 1: the engine thread runs SCHED_FIFO (TN_ENGINE_RT) */
     uint64_t injected_drops, injected_data_drops, injected_repair_drops;
+    /* the timer's wake-up lateness (its running p99 estimate) and the spin lead it sets:
+     * the engine wakes this long before a departure and spins the rest */
+    double timer_late_p99_s, spin_lead_s;
 };
 
 /* A QP's state for snapshots (Requester.snapshot / Responder.snapshot). */
@@ -154,6 +164,10 @@ struct tn_qp_state {
     uint32_t next_new_psn, expected_psn, msn, ooo_now;
     uint32_t fec_k, fec_m, window_pkts, idle;
     uint32_t sport, injected; /* injected: packets for this QP the loss emulation dropped */
+    /* requester's RTT samples (one per ACK that newly acknowledges a never-retransmitted
+     * packet: its first transmission to the ACK's arrival); < 0: none yet */
+    double last_rtt_s, min_rtt_s;
+    uint64_t rtt_samples;
 };
 
 /* A packet captured in step mode (what would have been sent). */
