@@ -94,6 +94,11 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--fault", metavar="YAML",
                    help="faults: run one trial with this fault and print its diagnosis, "
                         "e.g. '{kind: gray_loss, link: \"s2:3->s6:3\", loss: 0.01, onset_s: 3}'")
+    e.add_argument("--mitigate", choices=("off", "act"), default="off",
+                   help="faults: act = the controller acts on the faults (gray loss, link down, "
+                        "a flapping link; P4 switches, default ebpf): each kind --trials times "
+                        "with mitigation acting and only advising, --trials fault-free runs; "
+                        "a table of recovery times (mininet_topos/faults/recovery_run.py)")
     c = sub.add_parser("check", help="validate a spec (no root needed)")
     c.add_argument("spec", help="spec file or preset name")
     d = sub.add_parser("demo", help="the two-datacenter demo (see mininet_topos.demo)")
@@ -248,12 +253,32 @@ def _recovery_sweep(path: Path, out: Path) -> int:
     return 0 if all(r.get("finished") for r in summary["recovery"]) else 1
 
 
+def _recovery_faults(cfg: Any) -> int:
+    """Faults with the controller acting vs only advising (``recovery_run``)."""
+    from mininet_topos.experiment import sigterm_as_interrupt
+    from mininet_topos.faults.recovery_run import run_recovery
+
+    with sigterm_as_interrupt():
+        try:
+            run_recovery(cfg)
+        except KeyboardInterrupt:
+            print("interrupted; network torn down", file=sys.stderr)
+            return 130
+    print(f"results: {cfg.out.resolve()}/summary.json")
+    return 0
+
+
 def _experiment(args: argparse.Namespace) -> int:
     import dataclasses
 
     from mininet_topos.experiment import load_spec, preset_path, run_specs, sigterm_as_interrupt
     from mininet_topos.experiment.report import data_check_line
 
+    if args.spec == "faults" and args.mitigate == "act":   # mininet_topos.faults.recovery_run
+        from mininet_topos.faults.recovery_run import RecoveryConfig
+        return _recovery_faults(RecoveryConfig(
+            out=args.out, switch=args.switch or "ebpf", fault_free=max(1, args.trials),
+            seeds=tuple(range(args.seed, args.seed + max(1, args.trials)))))
     if args.spec == "faults":   # mininet_topos.faults.harness
         from mininet_topos.faults.harness import HarnessConfig, one_fault_plan, run_harness
         plan = one_fault_plan(args.fault) if args.fault else None
@@ -271,6 +296,10 @@ def _experiment(args: argparse.Namespace) -> int:
     from mininet_topos.experiment.recovery_sweep import is_recovery_spec
     if is_recovery_spec(path):   # wan_recovery: netns + delay line + eBPF loss, no Mininet
         return _recovery_sweep(path, args.out)
+    from mininet_topos.faults.recovery_run import is_mitigation_spec, load_recovery_spec
+    if is_mitigation_spec(path):   # recovery_faults: faults with the controller acting
+        cfg = load_recovery_spec(path, args.out)
+        return _recovery_faults(dataclasses.replace(cfg, switch=args.switch or cfg.switch))
     specs = load_spec(path)
     if args.switch:
         specs = [dataclasses.replace(s, switch=args.switch) for s in specs]
@@ -335,6 +364,13 @@ def main(argv: list[str] | None = None) -> int:
             from mininet_topos.experiment.recovery_sweep import is_recovery_spec, load_sweep
             from mininet_topos.topologies import resolve_topology
             path = preset_path(args.spec)
+            from mininet_topos.faults.recovery_run import is_mitigation_spec, load_recovery_spec
+            if is_mitigation_spec(path):
+                rc = load_recovery_spec(path, Path("."))
+                print(f"ok: {path.stem} (faults with mitigation: {', '.join(rc.kinds)} x seeds "
+                      f"{', '.join(map(str, rc.seeds))} on {rc.switch}, {rc.fault_free} "
+                      "fault-free)")
+                return 0
             if is_recovery_spec(path):
                 sw = load_sweep(path)
                 print(f"ok: {sw.name} (recovery sweep: {len(sw.losses)} loss models x "

@@ -13,6 +13,7 @@ from typing import Any
 
 from softswitch.errors import RuntimeApiError, RuntimeErrorCode
 from softswitch.externs.hashes import HASH_ALGORITHMS, fields_to_bytes
+from softswitch.tables import check_args, find_action
 
 
 @dataclass(slots=True, kw_only=True)
@@ -152,20 +153,8 @@ class ActionProfile:
         return ids
 
     def _check_action(self, action: str, args: Sequence[int]) -> tuple[int, ...]:
-        spec = self.actions.get(action)
-        if spec is None:
-            raise RuntimeApiError(RuntimeErrorCode.BAD_ACTION,
-                                  f"{self._where()}: action {action!r} is not one of {sorted(self.actions)}")
-        if len(args) != len(spec.params):
-            raise RuntimeApiError(RuntimeErrorCode.BAD_ACTION_PARAMS,
-                                  f"{self._where()}: action {action} takes {len(spec.params)} parameters, "
-                                  f"got {len(args)}")
-        for (pname, width), a in zip(spec.params, args):
-            if not isinstance(a, int) or a < 0 or a >> width:
-                raise RuntimeApiError(RuntimeErrorCode.BAD_ACTION_PARAMS,
-                                      f"{self._where()}: action {action} parameter {pname} value {a!r} "
-                                      f"does not fit bit<{width}>")
-        return tuple(args)
+        where = self._where()
+        return check_args(where, find_action(where, self.actions, action), args)
 
 
 def _noop(*_: Any) -> None:

@@ -84,6 +84,30 @@ class ActionSpec:
     table_only: bool = False
 
 
+def find_action(where: str, actions: dict[str, ActionSpec], action: str) -> ActionSpec:
+    """The spec of `action` among a table's (or an action profile's) `actions`."""
+    spec = actions.get(action)
+    if spec is None:
+        raise RuntimeApiError(RuntimeErrorCode.BAD_ACTION,
+                              f"{where}: action {action!r} is not one of {sorted(actions)}")
+    return spec
+
+
+def check_args(where: str, spec: ActionSpec, args: Sequence[int]) -> tuple[int, ...]:
+    """`args` as action data of `spec`: one unsigned value per parameter, each fitting
+    its width."""
+    if len(args) != len(spec.params):
+        raise RuntimeApiError(RuntimeErrorCode.BAD_ACTION_PARAMS,
+                              f"{where}: action {spec.name} takes {len(spec.params)} "
+                              f"parameters ({', '.join(p for p, _ in spec.params)}), got {len(args)}")
+    for (pname, width), a in zip(spec.params, args):
+        if not isinstance(a, int) or a < 0 or a >> width:
+            raise RuntimeApiError(RuntimeErrorCode.BAD_ACTION_PARAMS,
+                                  f"{where}: action {spec.name} parameter {pname} "
+                                  f"value {a!r} does not fit bit<{width}>")
+    return tuple(args)
+
+
 @dataclass(slots=True, kw_only=True, eq=False)
 class TableEntry:
     """One installed entry. `args` are the action data in parameter order."""
@@ -226,27 +250,14 @@ class Table:
         return tuple(out)
 
     def _check_action(self, action: str, args: Sequence[int], *, for_default: bool) -> tuple[int, ...]:
-        spec = self.actions.get(action)
-        if spec is None:
-            raise RuntimeApiError(RuntimeErrorCode.BAD_ACTION,
-                                  f"table {self.name}: action {action!r} is not one of "
-                                  f"{sorted(self.actions)}")
+        spec = find_action(f"table {self.name}", self.actions, action)
         if for_default and spec.table_only:
             raise RuntimeApiError(RuntimeErrorCode.BAD_ACTION,
                                   f"table {self.name}: action {action} is @tableonly, not a default action")
         if not for_default and spec.default_only:
             raise RuntimeApiError(RuntimeErrorCode.BAD_ACTION,
                                   f"table {self.name}: action {action} is @defaultonly")
-        if len(args) != len(spec.params):
-            raise RuntimeApiError(RuntimeErrorCode.BAD_ACTION_PARAMS,
-                                  f"table {self.name}: action {action} takes {len(spec.params)} "
-                                  f"parameters ({', '.join(p for p, _ in spec.params)}), got {len(args)}")
-        for (pname, width), a in zip(spec.params, args):
-            if not isinstance(a, int) or a < 0 or a >> width:
-                raise RuntimeApiError(RuntimeErrorCode.BAD_ACTION_PARAMS,
-                                      f"table {self.name}: action {action} parameter {pname} "
-                                      f"value {a!r} does not fit bit<{width}>")
-        return tuple(args)
+        return check_args(f"table {self.name}", spec, args)
 
     def _index_key(self, key: tuple[MatchValue, ...]) -> tuple:
         return tuple((type(m).__name__,) + tuple(getattr(m, f) for f in m.__slots__) for m in key)

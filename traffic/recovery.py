@@ -8,16 +8,21 @@ and the message size, all of which change, so the sender decides for each messag
 what it knows at the time (the controller's loss-map feedback, its own RTT and
 counters), data-plane free.
 
-The decision (:func:`choose`) compares candidates by an expected cost in seconds, the
-message's wire time plus the round trip it risks::
+The decision (:func:`choose`) compares candidates by an expected cost in seconds::
 
-    cost = (data + repair packets) x packet time
-           + rtt x (min(1, P(retransmit) / eps) + P(retransmit))
+    cost = 2 x (data + repair packets) x packet time + mean(delay) + mean of the worst eps(delay)
 
-``P(retransmit)`` is the probability that some block of the message loses more symbols
-than it has repairs (computed exactly for a Gilbert-Elliott chain, see
-:func:`block_fail`), and ``eps`` the share of messages allowed to need a round trip
-(the tail percentile the policy protects); repair packets are capped at
+where ``delay`` is how late a message finishes on each of :data:`MC_TRIALS` sampled
+loss patterns of the path (:class:`Outcome`, :func:`outcome`; a Gilbert-Elliott chain,
+independent loss as its one-state case): nothing when every block decodes, else the
+round trip from the moment the sender can know of the last failure, less the wire time
+still ahead of the message then, plus two timeouts when a resent packet is lost
+again.  Selective repeat knows of a loss one packet later, so early losses hide behind
+the rest of the message; a coded block's loss is declared only after its repairs were
+reported, so a failed block at the end of a long interleaved group costs a full round
+trip, and more where only the next message's packets can reveal it.  The cost is the
+mean FCT (what goodput feels) plus the mean FCT of the worst ``eps`` of messages (a
+smooth p99), so wire time counts twice.  Repair packets are capped at
 ``overhead_floor + overhead_per_loss x loss rate`` of the data.  Candidates:
 
 - ``sr``: no repair symbols; every loss costs a round trip.
@@ -31,8 +36,10 @@ than it has repairs (computed exactly for a Gilbert-Elliott chain, see
 
 The interface to an endpoint is :class:`MessagePlan`: a list of :class:`Group` (which
 packets of the message, how many blocks interleaved, how many repairs per block).  The
-Python requester (:mod:`traffic.requester`) executes it; a native engine takes the same
-plan per message.  The decision lives here, above both.
+Python requester (:mod:`traffic.requester`) executes it; the native engine does not take
+plans yet (it sends fixed consecutive (k, m) blocks and leaves interleaved repairs to
+selective repeat, so mode auto runs in the Python endpoint).  The decision lives here,
+above both.
 """
 from __future__ import annotations
 
@@ -45,9 +52,9 @@ import numpy as np
 from common.loss import LossKind, LossModel
 from traffic.errors import ConfigError
 
-__all__ = ["MAX_DEPTH", "MAX_GROUP", "Group", "LossEstimator", "MessagePlan", "PathView",
-           "PolicyConfig", "block_fail", "block_members", "choose", "fixed_plan",
-           "plan_groups", "repair_order"]
+__all__ = ["MAX_DEPTH", "MAX_GROUP", "Group", "LossEstimator", "MessagePlan", "Outcome",
+           "PathView", "PolicyConfig", "block_fail", "block_members", "choose", "fixed_plan",
+           "outcome", "plan_cost", "plan_groups", "repair_order", "rtt_grid", "tail_mean"]
 
 MAX_DEPTH = 16
 """Most blocks interleaved in one group (the stride of a block's members)."""
@@ -262,23 +269,105 @@ def _sampled_p_retx(model: LossModel, n: int, groups: tuple[Group, ...]) -> floa
     return float(fail.mean())
 
 
+# -- what a failure costs ------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """A plan played against the sampled loss patterns of its path (one entry a trial).
+
+    Why per trial: what a message feels is not whether it needs a retransmission but
+    when the sender can know it.  Selective repeat learns of a loss from the next
+    packet's acknowledgement, so a loss early in a message is resent while the rest is
+    still on the wire and costs little; a coded block's loss is only declared after its
+    repairs were reported (the receiver had its chance), so a failed block at the end of
+    an interleaved group costs a full round trip behind the message.
+    """
+
+    stream: int
+    """Packets on the wire (data and repairs)."""
+    slack: np.ndarray
+    """Packets sent after the last failure became detectable (-1: nothing to resend)."""
+    resent: np.ndarray
+    """Data packets left to selective repeat."""
+    blind: np.ndarray
+    """True where no data packet of the message follows the last failure's detection
+    point: only the next message's packets (or a timeout) reveal it."""
+
+    def penalty(self, *, rtt_s: float, t_pkt_s: float, loss: float, rto_s: float,
+                follow_s: float) -> np.ndarray:
+        """Seconds each trial's message finishes late: the round trip from the last
+        detectable failure not hidden behind the rest of the message (plus ``follow_s``
+        waiting for the next message where the message itself cannot reveal it), and
+        two timeouts (the timer backs off) when one of the resent packets is lost
+        again: a resent packet lost in a burst is seen by the timer, not by order."""
+        late = np.maximum(0.0, rtt_s - self.slack * t_pkt_s) + np.where(self.blind, follow_s, 0)
+        again = 1.0 - (1.0 - loss) ** self.resent
+        return np.where(self.slack >= 0, late + again * 2 * rto_s, 0.0)
+
+
+def outcome(model: LossModel, n: int, groups: tuple[Group, ...]) -> Outcome:
+    """The plan's :class:`Outcome` on :data:`MC_TRIALS` loss patterns of ``model``
+    (the same patterns for every plan of a message size)."""
+    bare, blocks, ms = _stream(n, groups)
+    stream = n + sum(g.repairs for g in groups)
+    sample = _chain_sample(model, max(n + n // 4 + 64, stream))
+    detect = np.full(MC_TRIALS, -1, dtype=np.int64)
+    resent = np.zeros(MC_TRIALS, dtype=np.int64)
+    last_data = max(bare + [c for cols, nd in zip(blocks, _data_counts(groups), strict=True)
+                            for c in cols[:nd]])
+    if bare:
+        lost = sample[:, bare]
+        where = np.asarray(bare, dtype=np.int64)
+        detect = np.maximum(detect, np.where(lost, where, -1).max(axis=1))
+        resent += lost.sum(axis=1)
+    for cols, m, nd in zip(blocks, ms, _data_counts(groups), strict=True):
+        lost = sample[:, cols]
+        fail = lost.sum(axis=1) > m
+        if fail.any():
+            detect = np.where(fail, np.maximum(detect, max(cols)), detect)
+            resent += np.where(fail, lost[:, :nd].sum(axis=1), 0)
+    slack = np.where(detect >= 0, stream - 1 - detect, -1)
+    return Outcome(stream=stream, slack=slack, resent=resent,
+                   blind=(detect >= 0) & (detect >= last_data))
+
+
+def _data_counts(groups: tuple[Group, ...]) -> list[int]:
+    """Data members of every block, in :func:`_stream`'s order."""
+    return [len(block_members(g, j)) for g in groups for j in range(g.blocks)]
+
+
+def tail_mean(x: np.ndarray, share: float) -> float:
+    """Mean of the worst ``share`` of ``x`` (at least one value): a smooth percentile."""
+    n = max(1, math.ceil(share * x.size))
+    return float(np.partition(x, x.size - n)[x.size - n:].mean())
+
+
 # -- the decision ------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class PolicyConfig:
     """The policy's knobs (defaults are the ones the wan_recovery preset measured)."""
 
     eps: float = 0.01
-    """Share of messages allowed to need a round trip (the percentile protected)."""
+    """The tail the policy protects: the cost counts the mean delay of the worst ``eps``
+    of messages (the p99 FCT) beside the mean delay (goodput)."""
     max_overhead: float = 0.25
     """Most repair packets per data packet a message may carry ..."""
-    overhead_per_loss: float = 4.0
-    overhead_floor: float = 0.02
+    overhead_per_loss: float = 16.0
+    overhead_floor: float = 0.01
     """... and at most ``overhead_floor + overhead_per_loss x loss rate`` of them: the
     bytes FEC adds stay in proportion to what selective repeat would resend."""
     k_choices: tuple[int, ...] = (8, 16, 32, 64)
     depth_choices: tuple[int, ...] = (1, 2, 4, 8, 16)
     m_max: int = 8
-    tail_choices: tuple[int, ...] = (4, 8, 16)
+    tail_choices: tuple[int, ...] = (4, 8, 16, 32)
+    wire_weight: float = 2.0
+    """Wire time counts in the mean and in the tail FCT (2), more where messages in
+    flight queue behind each other's repairs."""
+    min_gain: float = 0.005
+    """A coded plan must cost this share less than plain SR to be chosen."""
+    follow_wait_rtt: float = 0.5
+    """How long (in round trips) a failure only the next message can reveal waits for
+    that message's first packet (messages in flight leave the link idle between them
+    when the round trip is longer than their wire time)."""
     tail_min_loss: float = 0.005
     """From this loss rate on, a message may always carry one tail repair (a short
     message would otherwise never be covered by the proportional bound)."""
@@ -293,18 +382,34 @@ class PathView:
     rate_bps: float
     wire_pkt_bytes: int = 1100
     source: str = "controller"  # where ``loss`` came from (controller | own counters)
+    rto_s: float = 0.0
+    """The QP's retransmission timeout (0: twice the round trip)."""
 
     def quantised(self) -> PathView:
-        """Two significant digits of every input: decisions (and their cache) stand
-        still while the telemetry only jitters."""
+        """Two significant digits of the loss model and rate, times on a 25 % grid:
+        decisions (and their cache) stand still while the telemetry only jitters (a
+        smoothed RTT on a loaded host wanders by tens of percent, and every new value
+        costs a decision on the critical path)."""
         lm = self.loss
         loss = LossModel(kind=lm.kind, p=_q(lm.p), r=_q(lm.r), h=_q(lm.h), k=1 - _q(1 - lm.k))
-        return PathView(loss=loss, rtt_s=_q(self.rtt_s), rate_bps=_q(self.rate_bps),
-                        wire_pkt_bytes=self.wire_pkt_bytes, source=self.source)
+        return PathView(loss=loss, rtt_s=_qt(self.rtt_s), rate_bps=_q(self.rate_bps),
+                        wire_pkt_bytes=self.wire_pkt_bytes, source=self.source,
+                        rto_s=_qt(self.rto_s))
 
 
 def _q(x: float) -> float:
     return float(f"{x:.2g}")
+
+
+def rtt_grid(lo: float, hi: float) -> list[float]:
+    """The grid values of :meth:`PathView.quantised` from ``lo`` to ``hi`` seconds."""
+    a, b = round(math.log(lo, 1.25)), round(math.log(hi, 1.25))
+    return [float(f"{1.25 ** i:.4g}") for i in range(a, b + 1)]
+
+
+def _qt(x: float) -> float:
+    """``x`` on a geometric grid of 25 % steps (0 stays 0)."""
+    return 0.0 if x <= 0 else float(f"{1.25 ** round(math.log(x, 1.25)):.4g}")
 
 
 def choose(path: PathView, n_pkts: int, cfg: PolicyConfig = PolicyConfig()) -> MessagePlan:
@@ -315,24 +420,25 @@ def choose(path: PathView, n_pkts: int, cfg: PolicyConfig = PolicyConfig()) -> M
 
 
 @functools.lru_cache(maxsize=256)
-def _candidates(model: LossModel, n: int, cfg: PolicyConfig) -> tuple[MessagePlan, ...]:
-    """Every plan within the overhead bound, with its P(retx) (SR first).
+def _candidates(model: LossModel, n: int,
+                cfg: PolicyConfig) -> tuple[tuple[MessagePlan, Outcome], ...]:
+    """Every plan within the overhead bound, with its P(retx) and outcome (SR first).
 
-    Why apart from the choice: the probabilities depend only on the loss model and the
-    size, the costs on the RTT and rate too; an RTT change then costs no new recursion.
+    Why apart from the choice: the outcomes depend only on the loss model and the
+    size, the costs on the RTT and rate too; an RTT change then costs no new sampling.
     """
     q = model.mean_loss
     cap = min(cfg.max_overhead, cfg.overhead_floor + cfg.overhead_per_loss * q)
-    out = [MessagePlan(scheme="sr", p_retx=plan_p_retx(model, n, ()))]
+    out = [(MessagePlan(scheme="sr", p_retx=plan_p_retx(model, n, ())), outcome(model, n, ()))]
     floor_pkts = 1 if q >= cfg.tail_min_loss else 0
-    for t in cfg.tail_choices:
-        t = min(t, n)
+    for t in sorted({min(t, n) for t in cfg.tail_choices}):
         for m in range(1, cfg.m_max + 1):
             if m > max(cap * n, floor_pkts):
                 break
             groups: tuple[Group, ...] = (Group(first=n - t, count=t, blocks=1, m=m),)
-            out.append(MessagePlan(scheme="tail", m=m, tail_pkts=t, groups=groups,
-                                   p_retx=plan_p_retx(model, n, groups)))
+            out.append((MessagePlan(scheme="tail", m=m, tail_pkts=t, groups=groups,
+                                    p_retx=plan_p_retx(model, n, groups)),
+                        outcome(model, n, groups)))
     for k in cfg.k_choices:
         for depth in cfg.depth_choices:
             if k * depth > MAX_GROUP or (depth > 1 and k * (depth - 1) >= n):
@@ -342,11 +448,55 @@ def _candidates(model: LossModel, n: int, cfg: PolicyConfig) -> tuple[MessagePla
                 if sum(g.repairs for g in groups) / n > cap:
                     break
                 p = plan_p_retx(model, n, groups)
-                out.append(MessagePlan(scheme="fec", k=k, m=m, depth=depth, groups=groups,
-                                       p_retx=p))
+                out.append((MessagePlan(scheme="fec", k=k, m=m, depth=depth, groups=groups,
+                                        p_retx=p), outcome(model, n, groups)))
                 if p < 1e-6:
                     break  # more repairs only cost bytes
     return tuple(out)
+
+
+def plan_cost(path: PathView, plan_outcome: Outcome, cfg: PolicyConfig = PolicyConfig()
+              ) -> float:
+    """Seconds a plan costs a message: its mean FCT (what goodput feels) plus the mean
+    FCT of its worst ``eps`` (the tail), each its wire time plus the delay its
+    failures add."""
+    t_pkt = path.wire_pkt_bytes * 8 / path.rate_bps
+    pen = plan_outcome.penalty(rtt_s=path.rtt_s, t_pkt_s=t_pkt, loss=path.loss.mean_loss,
+                               rto_s=path.rto_s or 2 * path.rtt_s,
+                               follow_s=cfg.follow_wait_rtt * path.rtt_s)
+    return (cfg.wire_weight * plan_outcome.stream * t_pkt + float(pen.mean())
+            + tail_mean(pen, cfg.eps))
+
+
+@functools.lru_cache(maxsize=256)
+def _stacked(model: LossModel, n: int, cfg: PolicyConfig) -> tuple[np.ndarray, ...]:
+    """The candidates' outcomes as (plans x trials) float32 arrays: every plan's cost in
+    one pass, a new RTT then costs a few milliseconds.  A trial without a failure gets
+    an infinite slack (its delay is then 0 without a mask); the chance of a second
+    loss depends on the loss model only, so it is computed here once."""
+    outs = [o for _p, o in _candidates(model, n, cfg)]
+    slack = np.stack([o.slack for o in outs]).astype(np.float32)
+    failed = slack >= 0
+    slack[~failed] = np.inf
+    resent = np.stack([o.resent for o in outs]).astype(np.float32)
+    again = np.where(failed, 1.0 - (1.0 - model.mean_loss) ** resent, 0).astype(np.float32)
+    blind = (np.stack([o.blind for o in outs]) & failed).astype(np.float32)
+    return np.array([o.stream for o in outs], dtype=np.float64), slack, blind, again
+
+
+def _costs(path: PathView, n: int, cfg: PolicyConfig) -> list[float]:
+    """:func:`plan_cost` of every candidate (same arithmetic, all plans at once)."""
+    stream, slack, blind, again = _stacked(path.loss, n, cfg)
+    t_pkt = path.wire_pkt_bytes * 8 / path.rate_bps
+    rtt = path.rtt_s
+    pen = slack * np.float32(-t_pkt)
+    pen += np.float32(rtt)
+    np.maximum(pen, 0, out=pen)
+    pen += blind * np.float32(cfg.follow_wait_rtt * rtt)
+    pen += again * np.float32(2 * (path.rto_s or 2 * rtt))
+    k = max(1, math.ceil(cfg.eps * pen.shape[1]))
+    tail = np.partition(pen, pen.shape[1] - k, axis=1)[:, pen.shape[1] - k:].mean(axis=1)
+    return list(cfg.wire_weight * stream * t_pkt + pen.mean(axis=1, dtype=np.float64) + tail)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -357,28 +507,20 @@ def _choose(path: PathView, n: int, cfg: PolicyConfig) -> MessagePlan:
            f"rtt {path.rtt_s * 1e3:.0f} ms, {n} pkts")
     if q <= 0:
         return MessagePlan(scheme="sr", reason=f"{why}: path loss-free")
-    t_pkt = path.wire_pkt_bytes * 8 / path.rate_bps
-
-    def cost(plan: MessagePlan) -> float:
-        # wire time, the round trip the protected percentile risks, and the expected
-        # round trips (which still fall when the percentile is out of reach)
-        p = plan.p_retx
-        return (n + plan.repair_pkts) * t_pkt + path.rtt_s * (min(1.0, p / cfg.eps) + p)
-
     cands = _candidates(model, n, cfg)
-    p_sr = cands[0].p_retx
-    best = cands[0]
-    best_cost = cost(best)
-    for plan in cands[1:]:
-        c = cost(plan)
-        if c < best_cost - 1e-12:
-            best, best_cost = plan, c
+    costs = _costs(path, n, cfg)
+    i = min(range(len(cands)), key=lambda j: (costs[j] + 1e-12 * j))
+    if costs[i] > (1 - cfg.min_gain) * costs[0]:
+        i = 0  # repairs that buy (almost) nothing: plain SR
+    best = cands[i][0]
+    p_sr = cands[0][0].p_retx
     detail = {"sr": "repairs cost more than the round trips they save",
               "tail": f"last {best.tail_pkts} pkts + {best.m} repairs",
               "fec": f"({best.k},{best.m}) x depth {best.depth}"}[best.scheme]
     return MessagePlan(scheme=best.scheme, k=best.k, m=best.m, depth=best.depth,
                        tail_pkts=best.tail_pkts, groups=best.groups, p_retx=best.p_retx,
-                       reason=f"{why}: {detail}, P(retx) {best.p_retx:.3f} vs SR {p_sr:.3f}")
+                       reason=(f"{why}: {detail}, P(retx) {best.p_retx:.3f} vs SR {p_sr:.3f}, "
+                               f"cost {costs[i] * 1e3:.1f} vs SR {costs[0] * 1e3:.1f} ms"))
 
 
 # -- the QP's own counters -----------------------------------------------------------------

@@ -33,6 +33,7 @@ bounds the packets in flight.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import zlib
 from dataclasses import dataclass, field
 
@@ -47,7 +48,8 @@ from formats.roce import (
     Opcode,
     PacketTemplate,
 )
-from traffic import fec, recovery
+from traffic import fec_codec as fec
+from traffic import recovery
 from traffic.cc import registry as cc_registry
 from traffic.cc.base import SenderCc
 from traffic.cc.dcqcn import DcqcnReactionPoint, DcqcnSender
@@ -279,16 +281,27 @@ class Requester:
         rtt = self._srtt if self._srtt is not None else self.cfg.rto_initial_s
         wire = self.cfg.mtu + BTH_LEN + ICRC_LEN + WIRE_OVERHEAD
         return recovery.PathView(loss=model, rtt_s=rtt, rate_bps=self.cfg.rate_bps,
-                                 wire_pkt_bytes=wire, source=source)
+                                 wire_pkt_bytes=wire, source=source, rto_s=self._view_rto(rtt))
+
+    def _view_rto(self, rtt: float) -> float:
+        """The timeout a lost retransmission costs, from the RTT alone (0: twice the
+        RTT, the policy's default): the live RTO would make every decision depend on
+        the RTT's variance too, and each new input costs a decision."""
+        return self.cfg.rto_min_s if self.cfg.rto_min_s > 2 * rtt else 0.0
 
     def warm_plans(self, sizes: list[int]) -> None:
-        """Decide for messages of these byte sizes now (mode auto): later decisions for
-        the same sizes come from the policy's cache while the telemetry stands still."""
+        """Decide for messages of these byte sizes now (mode auto), for every round trip
+        of the policy's grid from 2 ms to 0.5 s: later decisions come from the policy's
+        cache while the loss telemetry stands still, whatever the RTT does."""
         view = self.path_view()
         if view is None or self.cfg.mode is not Reliability.AUTO:
             return
         for n in sizes:
             recovery.choose(view, max(1, -(-n // self.cfg.mtu)), self.policy)
+        for rtt in recovery.rtt_grid(0.002, 0.5):
+            v = dataclasses.replace(view, rtt_s=rtt, rto_s=self._view_rto(rtt))
+            for n in sizes:
+                recovery.choose(v, max(1, -(-n // self.cfg.mtu)), self.policy)
 
     def _plan_message(self, msg: MessageRecord, npk: int) -> None:
         """Choose the message's scheme and attach its groups to its packets."""

@@ -19,7 +19,8 @@ import numpy as np
 
 from formats import roce
 from formats.roce import PSN_MASK, AethSyndrome, Opcode, PacketTemplate
-from traffic import fec, recovery
+from traffic import fec_codec as fec
+from traffic import recovery
 from traffic.errors import FecError
 from traffic.qp_types import (
     MessageRecord,

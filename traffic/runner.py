@@ -20,6 +20,7 @@ from typing import TextIO
 import numpy as np
 
 from common.loss import LossModel
+from traffic import fec_codec
 from traffic.cc.dcqcn import DcqcnSettings
 from traffic.cc.hpcc import HpccSender, HpccSettings
 from traffic.collog.tracker import RankTracker
@@ -458,6 +459,8 @@ class RankRunner:
         out = {
             "workload": self.plan.pattern.value, "rank": self.plan.rank,
             "engine": self.engine,
+            # the erasure code the endpoint codes FEC with (traffic.fec_codec)
+            "fec_codec": fec_codec.name() if self.engine == "python" else "isa-l",
             # CPU seconds of this process (all threads) from start to end of the run
             "cpu_s": (self._cpu1 if self.end_s is not None else time.process_time())
             - self._cpu0,

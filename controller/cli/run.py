@@ -4,6 +4,8 @@ examples:
   python -m controller run --topology mininet_topos/topofiles/dumbbell.yaml
   python -m controller run --topology two_dc.yaml --influx http://127.0.0.1:8086 --out out/
   python -m controller run --topology leaf_spine.yaml --sink-mode report --collector-host h4
+  python -m controller run --topology leaf_spine.yaml --sink-mode report --collector-host h4 \\
+      --standby-collector h1          # every report also to h1 (a standby controller)
   python -m controller run --topology dumbbell.yaml --once    # program, report, exit
   python -m controller run --topology two_dc.yaml --out out/ --coll-log logs/   # live diagnosis
   python -m controller run --topology dumbbell.yaml --ecn 2000:20000:0.1   # DCQCN marking
@@ -48,6 +50,15 @@ def _ecn(text: str) -> EcnProfile | None:
     from controller.runner.errors import RunError
     try:
         return parse_ecn(text)
+    except RunError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _collector(text: str) -> object:
+    from controller.runner.config import parse_collector
+    from controller.runner.errors import RunError
+    try:
+        return parse_collector(text)
     except RunError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -105,6 +116,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--collector-mac", metavar="MAC", help="... its MAC")
     p.add_argument("--collector-at", type=argtypes.switch_port(DROP_PORT), metavar="SWITCH:PORT",
                    help="... the switch port it is attached to")
+    p.add_argument("--standby-collector", action="append", type=_collector, default=[],
+                   metavar="HOST[:PORT]|ip=IP,mac=MAC,at=SWITCH:PORT[,port=PORT]",
+                   help="also send every Telemetry Report to this collector (a standby "
+                        "controller's), one copy each with its own sequence numbers; a topology "
+                        "host or an address outside the topology; UDP port default --report-port "
+                        "(repeatable, up to 14)")
     p.add_argument("--report-source-base", default="10.255.0.0", metavar="IP",
                    help="switch N sends Telemetry Reports from IP + N (default 10.255.0.0)")
     p.add_argument("--grpc-ca", metavar="PEM", help="TLS to the switches: CA of their certificates")
@@ -215,6 +232,7 @@ def run(args: argparse.Namespace) -> int:
         "agent_port": args.agent_port, "collectors": args.collectors, "feedback_port": args.feedback_port,
         "sink_mode": SinkMode(args.sink_mode), "collector_host": args.collector_host,
         "collector_ip": args.collector_ip, "collector_mac": args.collector_mac, "collector_at": args.collector_at,
+        "standby_collectors": tuple(args.standby_collector),
         "report_source_base": args.report_source_base,
         "tls_ca": args.grpc_ca, "tls_cert": args.grpc_cert, "tls_key": args.grpc_key,
         "tls_server_name": args.grpc_server_name, "int_instructions": args.int_instructions,

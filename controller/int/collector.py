@@ -53,6 +53,10 @@ class HasFileno(Protocol):
 Reader = Callable[[], object]
 """Called on the collector thread when its file object is readable; it reads itself."""
 
+_AdmitDecode = Callable[[RxPool, int, int, int], tuple[DecodedBatch, dict[str, int], int]]
+"""A socket's admission and decode of a receive round: (pool, datagrams received, arrival
+ns, CPU clock after receiving) -> (batch, stage costs, CPU clock after decoding)."""
+
 
 @dataclass(frozen=True, slots=True)
 class _ReaderKey:
@@ -354,32 +358,18 @@ class Collector:
     # -- receive loop ---------------------------------------------------------------
 
     def _round_reports(self) -> None:
-        """One receive round of the report socket: slots -> admission -> decode ->
-        tables, the stages timed on this thread's CPU clock."""
-        pool = self._pools["report"]
-        clock = time.thread_time_ns
-        t0 = clock()
-        n = pool.receive(self.config.max_batch, self.config.max_batch_bytes)
-        t1 = clock()
-        if n == 0:
-            self._stage_ns["receive"] += t1 - t0
-            return
-        arrival = time.monotonic_ns()
-        buf = pool.buf[:n]
-        with self._lock:
-            lens = self.admission.report_rows(pool.lens[:n], pool.src_ip[:n], pool.src_port[:n])
-            t2 = clock()
-            self._account_seq_rows(buf, lens)
-            t3 = clock()
-            batch = self.report_decoder.decode_pool(buf, lens, arrival)
-            t4 = clock()
-            flow_slots = self._tables(batch)
-        self._listeners_timed(batch, flow_slots, t4, {"receive": t1 - t0, "admit": t2 - t1,
-                                                     "tables": t3 - t2, "decode": t4 - t3})
+        """One receive round of the report socket."""
+        self._round("report", self._admit_decode_reports)
 
     def _round_agents(self) -> None:
         """One receive round of the agent socket (frames checked in a batch)."""
-        pool = self._pools["agent"]
+        self._round("agent", self._admit_decode_agents)
+
+    def _round(self, kind: str, admit_decode: _AdmitDecode) -> None:
+        """One receive round of a socket: slots -> admission -> decode -> tables ->
+        listeners, the stages timed on this thread's CPU clock.  ``admit_decode`` is what
+        differs between the sockets: their admission and decoder (see `_AdmitDecode`)."""
+        pool = self._pools[kind]
         clock = time.thread_time_ns
         t0 = clock()
         n = pool.receive(self.config.max_batch, self.config.max_batch_bytes)
@@ -388,18 +378,38 @@ class Collector:
             self._stage_ns["receive"] += t1 - t0
             return
         arrival = time.monotonic_ns()
-        buf = pool.buf[:n]
         with self._lock:
-            if self.admission.verifier is not None:
-                lens, offset = self.admission.agent_rows(buf, pool.lens[:n]), AUTH_HEADER_LEN
-            else:
-                lens, offset = pool.lens[:n], 0
-            t2 = clock()
-            batch = self.host_decoder.decode_pool(buf, lens, arrival, offset)
-            t3 = clock()
+            batch, costs, t_decoded = admit_decode(pool, n, arrival, t1)
             flow_slots = self._tables(batch)
-        self._listeners_timed(batch, flow_slots, t3, {"receive": t1 - t0, "admit": t2 - t1,
-                                                     "decode": t3 - t2})
+        costs["receive"] = t1 - t0
+        self._listeners_timed(batch, flow_slots, t_decoded, costs)
+
+    def _admit_decode_reports(self, pool: RxPool, n: int, arrival: int,
+                              t1: int) -> tuple[DecodedBatch, dict[str, int], int]:
+        """Reports: source admission, sequence accounting (a "tables" cost), decode."""
+        clock = time.thread_time_ns
+        buf = pool.buf[:n]
+        lens = self.admission.report_rows(pool.lens[:n], pool.src_ip[:n], pool.src_port[:n])
+        t2 = clock()
+        self._account_seq_rows(buf, lens)
+        t3 = clock()
+        batch = self.report_decoder.decode_pool(buf, lens, arrival)
+        t4 = clock()
+        return batch, {"admit": t2 - t1, "tables": t3 - t2, "decode": t4 - t3}, t4
+
+    def _admit_decode_agents(self, pool: RxPool, n: int, arrival: int,
+                             t1: int) -> tuple[DecodedBatch, dict[str, int], int]:
+        """Agent batches: frames verified (when keys are set, behind their header), decode."""
+        clock = time.thread_time_ns
+        buf = pool.buf[:n]
+        if self.admission.verifier is not None:
+            lens, offset = self.admission.agent_rows(buf, pool.lens[:n]), AUTH_HEADER_LEN
+        else:
+            lens, offset = pool.lens[:n], 0
+        t2 = clock()
+        batch = self.host_decoder.decode_pool(buf, lens, arrival, offset)
+        t3 = clock()
+        return batch, {"admit": t2 - t1, "decode": t3 - t2}, t3
 
     def _listeners_timed(self, batch: DecodedBatch, flow_slots: np.ndarray, t: int,
                          costs: dict[str, int]) -> None:

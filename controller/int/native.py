@@ -14,7 +14,9 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger("controller.int")
 
@@ -22,15 +24,19 @@ __all__ = ["build"]
 
 _built: dict[str, ctypes.CDLL | None] = {}
 
+Signatures = Mapping[str, tuple[Any, Sequence[Any]]]
+"""A helper's C functions: name -> (ctypes restype, argtypes), set once when it loads."""
+
 
 def _cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "int-controller"
 
 
-def build(name: str, fallback: str) -> ctypes.CDLL | None:
-    """``<name>.c`` next to this module, compiled and loaded once per process;
-    ``fallback`` names what is used instead, for the log line."""
+def build(name: str, fallback: str, signatures: Signatures | None = None) -> ctypes.CDLL | None:
+    """``<name>.c`` next to this module, compiled and loaded once per process, its
+    ``signatures`` declared then (a later call returns the same library: cheap enough
+    for every receive round); ``fallback`` names what is used instead, for the log line."""
     if name in _built:
         return _built[name]
     src_path = Path(__file__).with_name(f"{name}.c")
@@ -51,6 +57,9 @@ def build(name: str, fallback: str) -> ctypes.CDLL | None:
                                 str(src_path)], check=True, capture_output=True, timeout=60)
                 os.replace(out, so)
         lib = ctypes.CDLL(str(so))
+        for fn, (restype, argtypes) in (signatures or {}).items():
+            f = getattr(lib, fn)
+            f.restype, f.argtypes = restype, list(argtypes)
     except (OSError, subprocess.SubprocessError) as exc:
         log.warning("collector: cannot build %s (%s); %s", src_path.name, exc, fallback)
         lib = None

@@ -53,29 +53,18 @@ _S_OFF = _offsets(REPORT_DTYPE, _SAMPLE_FIELDS, _SAMPLE_SIZES)
 _H_OFF = _offsets(HOP_DTYPE, tuple(n for n, _ in _HOP_FIELDS), tuple(s for _, s in _HOP_FIELDS))
 # addresses once: ``.ctypes.data`` costs a microsecond or more a call
 _S_OFF_P, _H_OFF_P = _S_OFF.ctypes.data, _H_OFF.ctypes.data
-_lib: ctypes.CDLL | None = None
-_tried = False
+_SIGNATURES = {
+    "report_heads": (None, [_P, _I, _I, _P, _P, _P]),
+    "report_scan": (None, [_P, _I, _P, _I, _P, _P]),
+    "seq_run": (None, [_P, _I, _I, _P]),
+    "report_classify": (None, [_P, _I, _I, _P, _P]),
+    "report_fill": (None, [_P, _I, _P, _I, _P, _I, _P, _P, _I, _P, _P, _I, _P,
+                           _P, _I, _I, _P, _I, _I]),
+}
 
 
 def _load() -> ctypes.CDLL | None:
-    global _lib, _tried
-    if not _tried:
-        _tried = True
-        lib = build("reports", "Telemetry Reports decode in numpy")
-        if lib is not None:
-            lib.report_heads.restype = None
-            lib.report_heads.argtypes = [_P, _I, _I, _P, _P, _P]
-            lib.report_scan.restype = None
-            lib.report_scan.argtypes = [_P, _I, _P, _I, _P, _P]
-            lib.seq_run.restype = None
-            lib.seq_run.argtypes = [_P, _I, _I, _P]
-            lib.report_classify.restype = None
-            lib.report_classify.argtypes = [_P, _I, _I, _P, _P]
-            lib.report_fill.restype = None
-            lib.report_fill.argtypes = [_P, _I, _P, _I, _P, _I, _P, _P, _I, _P, _P, _I, _P,
-                                        _P, _I, _I, _P, _I, _I]
-        _lib = lib
-    return _lib
+    return build("reports", "Telemetry Reports decode in numpy", _SIGNATURES)
 
 
 def available() -> bool:

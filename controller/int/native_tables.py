@@ -61,28 +61,18 @@ _SAMPLE_OFF = _offsets(REPORT_DTYPE, _SAMPLE_FIELDS)
 # their addresses once: reading ``.ctypes.data`` costs a microsecond or more a call
 _HOP_OFF_P = _HOP_OFF.ctypes.data
 _SAMPLE_OFF_P = _SAMPLE_OFF.ctypes.data
-_lib: ctypes.CDLL | None = None
-_tried = False
+_SIGNATURES = {
+    "hop_update": (None, [_P, _I, _P, _P, _P, _I, _P, _P, _P, _I, _P, _I,
+                          _U, _U, _U, _U, _U, _U, _P]),
+    "hop_group": (ctypes.c_int64, [_P, _I, _P, _I, _P, _P, _P]),
+    "slot_probe": (None, [_P, _I, _I, _P, _P, _I, _P, _P]),
+    "flow_update": (ctypes.c_int, [_P, _I, _P, _I, _P, _I, _P, _I, _P, _P, _P, _P, _I,
+                                   _P, _I, _P, _P, _P, _P, _P]),
+}
 
 
 def _load() -> ctypes.CDLL | None:
-    global _lib, _tried
-    if not _tried:
-        _tried = True
-        lib = build("tables", "the hop and flow tables update in numpy")
-        if lib is not None:
-            lib.hop_update.restype = None
-            lib.hop_update.argtypes = [_P, _I, _P, _P, _P, _I, _P, _P, _P, _I, _P, _I,
-                                       _U, _U, _U, _U, _U, _U, _P]
-            lib.hop_group.restype = ctypes.c_int64
-            lib.hop_group.argtypes = [_P, _I, _P, _I, _P, _P, _P]
-            lib.slot_probe.restype = None
-            lib.slot_probe.argtypes = [_P, _I, _I, _P, _P, _I, _P, _P]
-            lib.flow_update.restype = ctypes.c_int
-            lib.flow_update.argtypes = [_P, _I, _P, _I, _P, _I, _P, _I, _P, _P, _P, _P, _I,
-                                        _P, _I, _P, _P, _P, _P, _P]
-        _lib = lib
-    return _lib
+    return build("tables", "the hop and flow tables update in numpy", _SIGNATURES)
 
 
 def available() -> bool:

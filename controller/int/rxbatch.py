@@ -32,25 +32,14 @@ __all__ = ["SO_RXQ_OVFL", "RxPool", "native_available"]
 SO_RXQ_OVFL = getattr(socket, "SO_RXQ_OVFL", 40)
 _TRUNCATED = 0xFFFFFFFF
 _MAX_CALL = 1024
-_lib: ctypes.CDLL | None = None
-_lib_tried = False
+_SIGNATURES = {"rx_batch": (ctypes.c_int, [ctypes.c_int, ctypes.c_void_p, ctypes.c_uint32,
+                                            ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p,
+                                            ctypes.c_void_p, ctypes.c_void_p])}
 
 
 def _load() -> ctypes.CDLL | None:
     """The compiled helper (controller.int.native.build); None without gcc."""
-    global _lib, _lib_tried
-    if _lib_tried:
-        return _lib
-    _lib_tried = True
-    lib = build("rxbatch", "batched receive uses recvmsg_into")
-    if lib is None:
-        return None
-    f = lib.rx_batch
-    f.restype = ctypes.c_int
-    f.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32,
-                  ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-    _lib = lib
-    return lib
+    return build("rxbatch", "batched receive uses recvmsg_into", _SIGNATURES)
 
 
 def native_available() -> bool:

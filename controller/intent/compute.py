@@ -38,6 +38,7 @@ T_MTU = "SwitchEgress.port_mtu"
 T_FABRIC = "SwitchEgress.fabric_port"
 T_ECN = "SwitchEgress.ecn_config"
 T_REPORT = "SwitchEgress.report_config"
+T_REPORT_TO = "SwitchEgress.report_collector"
 
 
 def _collector_path(topo: Topology, spec: CollectorSpec) -> tuple[str, str, dict[str, tuple[int, str]]]:
@@ -105,7 +106,10 @@ def compute_intent(topo: Topology, options: IntentOptions | None = None, *,
     host_routes = routes(rtopo, aggregate=False)
     arp = arp_proxy_entries(topo)
     ports = port_configs(topo)
-    collector = _collector_path(rtopo, opts.collector) if opts.collector else None
+    collectors = [(spec, *_collector_path(rtopo, spec)) for spec in opts.collectors]
+    if len({(c[1], c[0].udp_port) for c in collectors}) < len(collectors):
+        raise IntentError("collectors: the same address and UDP port given twice "
+                          f"{[f'{c[1]}:{c[0].udp_port}' for c in collectors]}")
     out: dict[str, DesiredState] = {}
     base = int(ipaddress.IPv4Address(opts.report_switch_ip_base))
     for sw in topo.switches:
@@ -147,25 +151,35 @@ def compute_intent(topo: Topology, options: IntentOptions | None = None, *,
                                   {"instruction_bitmap": w.instruction_bitmap,
                                    "ds_instruction": w.ds_instruction, "max_hops": w.max_hops},
                                   priority=w.priority))
-        if collector is not None and opts.collector is not None and not opts.collector.host \
-                and sw.name in collector[2]:
-            # a collector outside the topology: reports are routed to it like any packet
-            port, next_mac = collector[2][sw.name]
-            e(TableEntry.make(T_LPM, {"dst_addr": f"{collector[0]}/32"}, "SwitchIngress.ipv4_forward",
-                              {"port": port, "src_mac": sw.router_mac, "dst_mac": next_mac}))
-        if collector is not None and opts.sink_mode is SinkMode.REPORT:
-            cip, _cmac, path = collector
-            if sw.name not in path:
-                raise IntentError(f"switch {sw.name}: no route to the collector {cip}")
-            port, next_mac = path[sw.name]
-            assert opts.collector is not None
-            e(TableEntry.make(T_REPORT, action="SwitchEgress.set_report_config", params={
-                "switch_mac": sw.router_mac, "collector_mac": next_mac,
-                "switch_ip": str(ipaddress.IPv4Address(base + (sw.device_id & 0xFFFF))),
-                "collector_ip": cip, "collector_port": opts.collector.udp_port,
-                "payload_bytes": opts.report_payload_bytes, "hw_id": sw.device_id & 0x3F},
-                is_default=True))
+        routed: set[str] = set()
+        for spec, cip, _cmac, path in collectors:
+            if not spec.host and sw.name in path and cip not in routed:
+                # a collector outside the topology: reports are routed to it like any packet
+                routed.add(cip)
+                port, next_mac = path[sw.name]
+                e(TableEntry.make(T_LPM, {"dst_addr": f"{cip}/32"}, "SwitchIngress.ipv4_forward",
+                                  {"port": port, "src_mac": sw.router_mac, "dst_mac": next_mac}))
+        if collectors and opts.sink_mode is SinkMode.REPORT:
+            # one report clone per collector: replica instance (egress_rid) 1 is the
+            # primary (report_config), 2, 3, ... the standbys (report_collector)
+            replicas = []
+            for rid, (spec, cip, _cmac, path) in enumerate(collectors, start=1):
+                if sw.name not in path:
+                    raise IntentError(f"switch {sw.name}: no route to the collector {cip}")
+                port, next_mac = path[sw.name]
+                replicas.append((port, rid))
+                if rid == 1:
+                    e(TableEntry.make(T_REPORT, action="SwitchEgress.set_report_config", params={
+                        "switch_mac": sw.router_mac, "collector_mac": next_mac,
+                        "switch_ip": str(ipaddress.IPv4Address(base + (sw.device_id & 0xFFFF))),
+                        "collector_ip": cip, "collector_port": spec.udp_port,
+                        "payload_bytes": opts.report_payload_bytes, "hw_id": sw.device_id & 0x3F},
+                        is_default=True))
+                else:
+                    e(TableEntry.make(T_REPORT_TO, {"egress_rid": rid}, "SwitchEgress.set_report_collector",
+                                      {"collector_mac": next_mac, "collector_ip": cip,
+                                       "collector_port": spec.udp_port}))
             st.clone_sessions.append(CloneSession(session_id=opts.report_clone_session,
-                                                  replicas=((port, 1),)))
+                                                  replicas=tuple(replicas)))
         out[sw.name] = st
     return out

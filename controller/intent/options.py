@@ -1,4 +1,4 @@
-"""What the operator chooses beyond the topology: INT profile, sink mode, collector,
+"""What the operator chooses beyond the topology: INT profile, sink mode, collectors,
 ECN profile.  Defaults follow p4/README.md and formats/FORMATS.md (HPCC profile, 8 hops,
 DCQCN's RED profile, report clone session 500, collector port 32766)."""
 from __future__ import annotations
@@ -19,6 +19,10 @@ from formats.telemetry_report import REPORT_UDP_PORT
 from .errors import IntentError
 
 REPORT_CLONE_SESSION = 500          # REPORT_CLONE_SESSION in p4/include/defines.p4
+REPORT_DESTINATIONS = 16            # REPORT_DESTINATIONS in p4/include/defines.p4
+# the collector takes replica instance 1, standby collectors 2, 3, ...: each its own
+# report sequence slot (rid mod REPORT_DESTINATIONS), so at most 15 in all
+MAX_REPORT_COLLECTORS = REPORT_DESTINATIONS - 1
 COLLECTOR_UDP_PORT = REPORT_UDP_PORT
 
 
@@ -70,6 +74,9 @@ class EcnProfile:
 class IntentOptions:
     sink_mode: SinkMode = SinkMode.HOST
     collector: CollectorSpec | None = None
+    # further destinations of every Telemetry Report (a standby controller's collector):
+    # one copy each, each with its own sequence numbers
+    standby_collectors: tuple[CollectorSpec, ...] = ()
     watch: tuple[WatchRule, ...] = field(default_factory=lambda: (WatchRule(),))
     ecn: EcnProfile | None = field(default_factory=EcnProfile)
     report_payload_bytes: int = 12       # keeps the BTH of the inner packet
@@ -80,6 +87,11 @@ class IntentOptions:
         if self.sink_mode is SinkMode.REPORT and self.collector is None:
             raise IntentError("intent options: sink mode 'report' needs a collector "
                               "(a topology host, or ip/mac/switch/port)")
+        if self.standby_collectors and self.collector is None:
+            raise IntentError("intent options: standby collectors need a collector (the primary)")
+        if len(self.collectors) > MAX_REPORT_COLLECTORS:
+            raise IntentError(f"intent options: {len(self.collectors)} report collectors, the program "
+                              f"sends to at most {MAX_REPORT_COLLECTORS} (REPORT_DESTINATIONS - 1)")
         for w in self.watch:
             if w.instruction_bitmap & ~SUPPORTED_INSTRUCTIONS or w.ds_instruction & ~SUPPORTED_DS_INSTRUCTIONS:
                 raise IntentError(f"watch rule: instruction bitmap 0x{w.instruction_bitmap:04x} / DS "
@@ -98,3 +110,8 @@ class IntentOptions:
                               f"address") from None
         if not 0 <= self.report_payload_bytes < 1024:
             raise IntentError(f"report payload bytes {self.report_payload_bytes} outside 0..1023")
+
+    @property
+    def collectors(self) -> tuple[CollectorSpec, ...]:
+        """Every report destination, the primary first (clone replica instance 1, 2, ...)."""
+        return ((self.collector,) if self.collector else ()) + self.standby_collectors

@@ -53,13 +53,14 @@ def findings_from_diagnosis(diag: Mapping[str, Any] | None) -> list[Finding]:
 class LossMapRule:
     """When the loss map alone names a link.
 
-    Gray loss: over the last ``window_bins`` closed bins the direction lost at least
+    Gray loss: over the last ``window_bins`` polled bins the direction lost at least
     ``min_lost`` packets at a rate of at least ``min_rate`` and ``noise_x`` times the
     next lossiest direction's (a loaded test bed loses a little everywhere); confidence
     rises with the rate up to 1 at ``2 * min_rate``.
     Dead: both directions of a link delivered at least ``min_busy`` packets a bin
-    before and nothing in the last ``dead_bins`` closed bins, while the rest of the
-    fabric still delivered (an idle network is not a dead link)."""
+    before and nothing in the last ``dead_bins`` polled bins, while the rest of the
+    fabric still delivered at least ``min_busy`` a bin (an idle network, or a stalled
+    job whose links all fell silent, is not a dead link)."""
 
     window_bins: int = 2
     min_rate: float = 0.01
@@ -73,10 +74,19 @@ class LossMapRule:
 def findings_from_lossmap(*, names: Sequence[str], links: Sequence[str], lost: np.ndarray,
                           delivered: np.ndarray, bin_start_s: np.ndarray, bin_s: float,
                           rule: LossMapRule = LossMapRule()) -> list[Finding]:
-    """Findings from closed bins of a link loss map (rows: directed links named
-    ``names``, the undirected ``links`` they belong to; columns: closed bins, oldest
-    first, starting at ``bin_start_s`` (Unix s))."""
+    """Findings from the bins of a link loss map (rows: directed links named ``names``,
+    the undirected ``links`` they belong to; columns: bins up to the latest poll, oldest
+    first, starting at ``bin_start_s`` (Unix s)); bins without any count anywhere (no
+    poll in them) are skipped, so the rule's bins are the polls'."""
     out: list[Finding] = []
+    if lost.ndim == 2 and len(names):
+        # bins no poll touched are no evidence: the controller reads the counters once a
+        # tick, which on a loaded machine is 3-6 s apart, so most 1 s bins hold nothing
+        # and each poll's counts land in one bin; "the last two bins" must mean the last
+        # two polls, or a busy link looks silent between polls and a lossy one is out of
+        # the window before its bin closes
+        seen = np.flatnonzero((lost + delivered).sum(axis=0) > 0)
+        lost, delivered, bin_start_s = lost[:, seen], delivered[:, seen], bin_start_s[seen]
     n_bins = lost.shape[1] if lost.ndim == 2 else 0
     if not len(names) or n_bins == 0:
         return out
@@ -108,7 +118,9 @@ def findings_from_lossmap(*, names: Sequence[str], links: Sequence[str], lost: n
         if not all(quiet[r] and busy_before[r] for r in rows):
             continue
         rest = [r for r in range(len(names)) if r not in rows]
-        if not rest or delivered[rest, -d:].sum() <= 0:
+        # the rest must carry real traffic meanwhile: when a synchronous job (a ring
+        # all-reduce) stalls, every link falls silent together but for a few probes
+        if not rest or delivered[rest, -d:].sum() < rule.min_busy * d:
             continue
         for r in rows:
             out.append(Finding(kind="link_down", type="link", component=names[r],

@@ -81,6 +81,7 @@ LOG = logging.getLogger("controller.runner")
 
 R_RX_EXPECTED = "SwitchIngress.link_rx_expected"
 R_TX_SEQ = "SwitchEgress.link_tx_seq"
+MITIGATION_BINS = 30             # the loss map's latest bins the mitigation reads (its rule: the last polls)
 MITIGATION_FEC_RESIDUAL = 1e-4   # what a mitigation's "raise FEC" aims for without --fec-target
 
 
@@ -156,6 +157,7 @@ class Controller:
                                f"(hosts: {self.topo.host_names})")
         try:
             opts = IntentOptions(sink_mode=c.sink_mode, collector=c.collector_spec(),
+                                 standby_collectors=c.standby_specs(),
                                  report_switch_ip_base=c.report_source_base,
                                  watch=(WatchRule(instruction_bitmap=c.int_instructions),),
                                  ecn=c.ecn)
@@ -448,8 +450,11 @@ class Controller:
             m = self.links.stream.snapshot()
             rule = LossMapRule()
             start = m.bins.start_ns + np.arange(m.bins.n_bins, dtype=np.int64) * m.bins.bin_ns
-            closed = np.flatnonzero(start + m.bins.bin_ns <= time.time_ns())
-            keep = closed[-(max(rule.window_bins, rule.dead_bins) + 1):]
+            # up to the bin of this tick's poll (it holds every count read so far): the
+            # ticks are seconds apart under load, and a bin left for the next tick would
+            # be judged a tick late; bins without a poll are skipped by the rule
+            polled = np.flatnonzero(start <= time.time_ns())
+            keep = polled[-MITIGATION_BINS:]
             if keep.size:
                 findings += findings_from_lossmap(
                     names=[d.name for d in self.links.links], links=[d.link for d in self.links.links],

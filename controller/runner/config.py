@@ -1,13 +1,18 @@
 """Options of `python -m controller run`, checked once at the edge."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import argparse
+import ipaddress
+import re
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from common import argtypes
 from common.auth.exposure import ExposureError, check_exposure
 from controller.alerts import DEFAULT_RULES, AlertRule
 from controller.intent import CollectorSpec, EcnProfile, SinkMode
 from controller.p4rt import Target
+from controller.topology.model import DROP_PORT
 from formats.agent_batch import AGENT_BATCH_UDP_PORT
 from formats.auth import CONTROLLER_SENDER_ID, CONTROLLER_SENDER_IDS
 from formats.feedback import FEEDBACK_UDP_PORT
@@ -44,6 +49,9 @@ class RunConfig:
     collector_ip: str | None = None              # a collector outside the topology ...
     collector_mac: str | None = None
     collector_at: tuple[str, int] | None = None  # ... attached to this switch port
+    # further destinations of the switches' Telemetry Reports (standby controllers'
+    # collectors, parse_collector); udp_port 0: --report-port
+    standby_collectors: tuple[CollectorSpec, ...] = ()
     report_source_base: str = "10.255.0.0"       # switch N sends reports from this + N
     int_instructions: int = HPCC_INSTRUCTION_BITMAP   # watchlist bitmap (HPCC_PORTS_... adds ports)
     feedback_port: int = FEEDBACK_UDP_PORT
@@ -124,6 +132,9 @@ class RunConfig:
         if self.sink_mode is SinkMode.REPORT and not (self.collector_host or all(explicit)):
             raise RunError("--sink-mode report needs --collector-host HOST (the topology host that "
                            "receives Telemetry Reports) or --collector-ip/--collector-mac/--collector-at")
+        if self.standby_collectors and self.sink_mode is not SinkMode.REPORT:
+            raise RunError("--standby-collector needs --sink-mode report (switches send reports "
+                           "only then)")
         if self.ecn is not None and not (0 <= self.ecn.kmin_bytes <= self.ecn.kmax_bytes < 1 << 32
                                          and 0 <= self.ecn.pmax <= 0xFFFF):
             raise RunError(f"--ecn {self.ecn.kmin_bytes}:{self.ecn.kmax_bytes}:pmax "
@@ -142,6 +153,11 @@ class RunConfig:
                 raise RunError(str(exc)) from None
         if self.sink_mode is SinkMode.REPORT and self.report_port == 0:
             raise RunError("--sink-mode report needs a fixed --report-port (the switches send there)")
+
+    def standby_specs(self) -> tuple[CollectorSpec, ...]:
+        """The standby collectors, a missing UDP port taken from --report-port."""
+        return tuple(c if c.udp_port else replace(c, udp_port=self.report_port)
+                     for c in self.standby_collectors)
 
     def collector_spec(self) -> CollectorSpec | None:
         if self.collector_host:
@@ -178,3 +194,48 @@ def parse_ecn(text: str) -> EcnProfile | None:
     if not 0 <= kmin <= kmax < 1 << 32:
         raise RunError(f"--ecn {text!r}: need 0 <= KMIN <= KMAX < 2^32 bytes")
     return EcnProfile(kmin_bytes=kmin, kmax_bytes=kmax, pmax=min(0xFFFF, round(pmax * 65536)))
+
+
+_MAC = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
+
+
+def parse_collector(text: str) -> CollectorSpec:
+    """A report destination: ``HOST[:UDP_PORT]`` (a topology host), or
+    ``ip=IP,mac=MAC,at=SWITCH:PORT[,port=UDP_PORT]`` (outside the topology, attached
+    to that switch port, as --collector-ip/-mac/-at).  Without a UDP port, udp_port is
+    0: the caller's --report-port."""
+    where = f"collector {text!r}"
+    if "=" not in text:
+        host, sep, port = text.partition(":")
+        fields = {"host": host} | ({"port": port} if sep else {})
+    else:
+        fields = {}
+        for part in text.split(","):
+            k, sep, v = part.partition("=")
+            if not sep or k not in ("host", "ip", "mac", "at", "port") or k in fields:
+                raise RunError(f"{where}: expected HOST[:UDP_PORT] or ip=IP,mac=MAC,at=SWITCH:PORT"
+                               f"[,port=UDP_PORT] (bad or repeated {part!r})")
+            fields[k] = v
+    try:
+        udp = int(fields.get("port", "0"))
+    except ValueError:
+        raise RunError(f"{where}: UDP port {fields['port']!r} is not a number") from None
+    if "port" in fields and not 0 < udp <= 65535:
+        raise RunError(f"{where}: UDP port {udp} outside 1..65535")
+    if "host" in fields:
+        if not fields["host"] or set(fields) - {"host", "port"}:
+            raise RunError(f"{where}: give a topology host, or ip, mac and at")
+        return CollectorSpec(host=fields["host"], udp_port=udp)
+    if not {"ip", "mac", "at"} <= set(fields):
+        raise RunError(f"{where}: a collector outside the topology needs ip=, mac= and at=")
+    try:
+        ipaddress.IPv4Address(fields["ip"])
+    except ValueError:
+        raise RunError(f"{where}: {fields['ip']!r} is not an IPv4 address") from None
+    if not _MAC.match(fields["mac"]):
+        raise RunError(f"{where}: {fields['mac']!r} is not a MAC address (aa:bb:cc:dd:ee:ff)")
+    try:
+        sw, sw_port = argtypes.switch_port(DROP_PORT)(fields["at"])
+    except argparse.ArgumentTypeError as exc:
+        raise RunError(f"{where}: at={exc}") from None
+    return CollectorSpec(ip=fields["ip"], mac=fields["mac"].lower(), switch=sw, port=sw_port, udp_port=udp)

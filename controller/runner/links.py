@@ -119,6 +119,10 @@ class LinkPoller:
                     ev_exp.append(_bits(m[1]))
                     ev_rcv.append(_bits(m[2]))
         if rows:
+            # one time for the whole round: reading eight switches takes seconds on a
+            # loaded machine, and rows of one round spread over several 1 s bins made a
+            # link read early look silent beside links read later (a false dead link)
+            ts = [time.time_ns()] * len(rows)
             self.stream.add_counters(LinkCounters(link_idx=np.array(rows), ts_ns=np.array(ts),
                                                   rx_packets=np.array(rx), lost_packets=np.array(lost)))
         if ev_rows:

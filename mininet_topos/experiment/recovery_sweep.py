@@ -41,7 +41,7 @@ from controller.lossmap.fec import LinkModel, choose_fec
 from .errors import SpecError
 
 __all__ = ["RecoverySweep", "check_targets", "fitted_model", "is_recovery_spec", "load_sweep",
-           "markdown_table", "parse_loss_label", "plot_p99", "run_sweep"]
+           "markdown_table", "parse_loss_label", "plot_p99", "run_sweep", "targets_table"]
 
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -242,6 +242,7 @@ def run_point(b: Bed, sw: RecoverySweep, *, mode: str, rtt_s: float, fec: tuple[
     return {
         "finished": bool(tx["finished"] and rx["finished"]),
         "endpoint": tx.get("engine", "python"),
+        "fec_codec": tx.get("fec_codec", "numpy"),
         "goodput_bps": delivered * 8 / max(1e-9, tx["completion_s"]),
         "fct_p50_s": float(np.percentile(fcts, 50)) if fcts else None,
         "fct_p99_s": float(np.percentile(fcts, 99)) if fcts else None,
@@ -292,13 +293,15 @@ def run_sweep(sw: RecoverySweep, out: Path, *, log=print) -> dict[str, Any]:
                     rows.append(row)
                     log(format_row(row))
         wan_stats = b.wan.stats()
-    summary = {"experiment": sw.name, "engine": sw.engine,
+    targets = check_targets(rows)
+    summary: dict[str, Any] = {"experiment": sw.name, "engine": sw.engine,
                "path": "netns veths + WAN delay line + eBPF loss (data direction)",
                "rate": sw.rate, "size": sw.size, "count": sw.count, "inflight": sw.inflight,
                "controller": controller, "recovery": rows, "wan": wan_stats,
-               "targets": check_targets(rows)}
+               "targets": targets}
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
-    (out / "recovery.md").write_text(markdown_table(rows) + "\n")
+    (out / "recovery.md").write_text(markdown_table(rows) + "\n\n"
+                                     + targets_table(targets) + "\n")
     plot_p99(rows, out / "p99_fct.png")
     return summary
 
@@ -391,6 +394,19 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
         sch = ", ".join(f"{k} x{n}" for k, n in (a.get("schemes") or {}).items())
         lines.append(f"| {loss} | {rtt:g} | " + " | ".join(gp(m) for m in modes) + " | "
                      + " | ".join(p99(m) for m in modes) + f" | {wire} | {sch} |")
+    return "\n".join(lines)
+
+
+def targets_table(checks: list[dict[str, Any]]) -> str:
+    """:func:`check_targets`' verdicts as one line per target: cells met, and the
+    misses with their ratios."""
+    order: dict[str, list[dict[str, Any]]] = {}
+    for c in checks:
+        order.setdefault(c["target"], []).append(c)
+    lines = ["| target | cells met | missed (cell, ratio) |", "|---|---|---|"]
+    for target, cs in order.items():
+        missed = "; ".join(f"{c['cell']} {c['ratio']:.2f}" for c in cs if not c["ok"]) or "-"
+        lines.append(f"| {target} | {sum(c['ok'] for c in cs)} / {len(cs)} | {missed} |")
     return "\n".join(lines)
 
 

@@ -138,6 +138,8 @@ class Testbed:
     fec_target: float = 0.0   # > 0: the controller chooses FEC per flow (--fec-target)
     ecn: str | None = None    # the controller's --ecn KMIN:KMAX:PMAX (None: its default)
     influx_url: str | None = None   # the controller exports live to this InfluxDB
+    mitigate: str = "off"     # the controller's --mitigate off|advise|act (controller.mitigate)
+    mitigate_hold_down_s: float | None = None   # its --mitigate-hold-down (None: its default)
     web: str | None = None          # HOST:PORT: the controller serves the live view there
     web_url: str | None = None      # ... at this address (with its token beyond loopback)
     influx_database: str = "int_telemetry"
@@ -352,6 +354,10 @@ class Testbed:
             argv += ["--ecn", self.ecn]
         if self.influx_url:
             argv += ["--influx", self.influx_url, "--database", self.influx_database]
+        if self.mitigate != "off":
+            argv += ["--mitigate", self.mitigate]
+            if self.mitigate_hold_down_s is not None:
+                argv += ["--mitigate-hold-down", f"{self.mitigate_hold_down_s:g}"]
         if self.web:
             from controller.web import parse_web_address
             from controller.web.server import check_web_exposure

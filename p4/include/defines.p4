@@ -23,6 +23,13 @@
 #define REPORT_CLONE_SESSION 500
 #endif
 
+/* Report destinations of one switch: replica instances (egress_rid) of the
+ * report clone session; each has its own report sequence (report_seq[rid mod
+ * REPORT_DESTINATIONS]), so one collector sees no gaps because another exists. */
+#ifndef REPORT_DESTINATIONS
+#define REPORT_DESTINATIONS 16
+#endif
+
 /* UDP source port of Telemetry Reports. */
 #ifndef REPORT_UDP_SRC_PORT
 #define REPORT_UDP_SRC_PORT 32766

@@ -24,8 +24,9 @@ control SwitchEgress(inout headers_t hdr, inout local_metadata_t meta,
     register<bit<24>>(PORT_COUNT) last_queue_occupancy;
     /* Hop latency (us) of the last packet that left each port (for reports). */
     register<bit<32>>(PORT_COUNT) last_hop_latency;
-    /* Telemetry report sequence number of this switch (22 bits used). */
-    register<bit<32>>(1) report_seq;
+    /* Telemetry report sequence number per report destination (the clone
+     * replica's egress_rid mod REPORT_DESTINATIONS; 22 bits used). */
+    register<bit<32>>(REPORT_DESTINATIONS) report_seq;
     /* Link sequence number per fabric port: packets sent on it so far. */
     register<bit<32>>(PORT_COUNT) link_tx_seq;
 
@@ -112,6 +113,23 @@ control SwitchEgress(inout headers_t hdr, inout local_metadata_t meta,
         actions = { set_report_config; report_disabled; }
         default_action = report_disabled();
         size = 1;
+    }
+
+    /* Further report destinations: a report clone whose replica instance
+     * (egress_rid) has an entry goes to that collector instead of
+     * report_config's (which keeps the source, payload and hw_id). */
+    action set_report_collector(mac_addr_t collector_mac, ipv4_addr_t collector_ip,
+                                bit<16> collector_port) {
+        meta.report_dst_mac = collector_mac;
+        meta.report_dst_ip = collector_ip;
+        meta.report_dst_port = collector_port;
+    }
+
+    table report_collector {
+        key = { standard_metadata.egress_rid: exact @name("egress_rid"); }
+        actions = { set_report_collector; NoAction; }
+        default_action = NoAction();
+        size = REPORT_DESTINATIONS;
     }
 
     /* ---- INT header edits */
@@ -245,6 +263,9 @@ control SwitchEgress(inout headers_t hdr, inout local_metadata_t meta,
         if (is_report) {
             /* ---- Telemetry Report v2.0 around the packet as received. */
             report_config.apply();
+            if (meta.report_enabled == 1) {
+                report_collector.apply();
+            }
             if (!hdr.int_shim.isValid() && meta.int_source == 1) {
                 int_insert();   /* source and sink on one switch */
             }
@@ -281,8 +302,9 @@ control SwitchEgress(inout headers_t hdr, inout local_metadata_t meta,
                 } else {
                     fill_report_md.apply(hdr.report_md, v, rep_inst, ds);
                     bit<32> seq;
-                    report_seq.read(seq, 0);
-                    report_seq.write(0, seq + 1);
+                    bit<32> dest = (bit<32>)(standard_metadata.egress_rid & (REPORT_DESTINATIONS - 1));
+                    report_seq.read(seq, dest);
+                    report_seq.write(dest, seq + 1);
                     bit<16> ip_total = 40 + body;
 
                     hdr.ethernet.dst_addr = meta.report_dst_mac;

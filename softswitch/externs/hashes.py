@@ -27,7 +27,9 @@ from softswitch.errors import ExternError
 _LITTLE = sys.byteorder == "little"
 
 
-def _make_crc16_table(poly_reflected: int) -> list[int]:
+def reflected_crc_table(poly_reflected: int) -> list[int]:
+    """The table of a reflected (LSB-first) CRC, e.g. 0xA001 for CRC-16/ARC; the eBPF
+    target loads the same one into its kernel map."""
     table = []
     for i in range(256):
         c = i
@@ -37,7 +39,20 @@ def _make_crc16_table(poly_reflected: int) -> list[int]:
     return table
 
 
-_CRC16_TABLE = _make_crc16_table(0xA001)
+def msb_crc_table(width: int, polynomial: int) -> list[int]:
+    """The MSB-first table of a `width`-bit CRC's polynomial (`make_crc`'s; the eBPF
+    target loads the same one for a custom CRC)."""
+    top, mask = 1 << (width - 1), (1 << width) - 1
+    table = []
+    for i in range(256):
+        c = i << (width - 8)
+        for _ in range(8):
+            c = ((c << 1) ^ polynomial) if c & top else (c << 1)
+        table.append(c & mask)
+    return table
+
+
+_CRC16_TABLE = reflected_crc_table(0xA001)
 
 
 def crc16(data: bytes) -> int:
@@ -95,17 +110,11 @@ def make_crc(width: int, polynomial: int, initial: int, final_xor: int,
     """
     if width not in (16, 32):
         raise ExternError(f"custom CRC: width {width} not supported (16 or 32)")
-    top = 1 << (width - 1)
     mask = (1 << width) - 1
     for name, v in (("polynomial", polynomial), ("initial", initial), ("final_xor", final_xor)):
         if not 0 <= v <= mask:
             raise ExternError(f"custom CRC{width}: {name} {v:#x} does not fit {width} bits")
-    table = []
-    for i in range(256):
-        c = i << (width - 8)
-        for _ in range(8):
-            c = ((c << 1) ^ polynomial) if c & top else (c << 1)
-        table.append(c & mask)
+    table = msb_crc_table(width, polynomial)
     rev8 = [int(f"{i:08b}"[::-1], 2) for i in range(256)]
 
     def crc(data: bytes) -> int:

@@ -12,10 +12,9 @@ from p4.v1 import p4runtime_pb2 as P
 
 from softswitch.action_profiles import ActionProfile
 from softswitch.errors import RuntimeApiError
-from softswitch.p4runtime.codec import decode_bits
 from softswitch.p4runtime.errors import P4RuntimeError, invalid, unimplemented
 from softswitch.p4runtime.state import PipelineState
-from softswitch.p4runtime.table_entries import encode_action
+from softswitch.p4runtime.table_entries import decode_params, encode_action
 
 
 def _profile(st: PipelineState, profile_id: int, where: str) -> tuple[str, ActionProfile]:
@@ -35,19 +34,7 @@ def _runtime(call: Callable[[], object]) -> None:
 
 def decode_member_action(st: PipelineState, a: P.Action, where: str) -> tuple[str, list[int]]:
     info = st.schema.action(a.action_id, where)
-    given: dict[int, bytes] = {}
-    for p in a.params:
-        if p.param_id not in info.params_by_id:
-            raise invalid(f"{where}: action {info.name} has no parameter with id {p.param_id}")
-        if p.param_id in given:
-            raise invalid(f"{where}: action {info.name} parameter {info.params_by_id[p.param_id].name} given twice")
-        given[p.param_id] = p.value
-    args = []
-    for prm in info.params:
-        if prm.id not in given:
-            raise invalid(f"{where}: action {info.name} parameter {prm.name} (id {prm.id}) is missing")
-        args.append(decode_bits(given[prm.id], prm.bitwidth, f"{where}: action {info.name} parameter {prm.name}"))
-    return info.name, args
+    return info.name, decode_params(info, a, f"{where}: action {info.name}")
 
 
 def write_member(st: PipelineState, utype: int, m: P.ActionProfileMember) -> None:

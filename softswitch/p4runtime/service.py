@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import grpc
@@ -39,6 +39,21 @@ from softswitch.p4runtime.state import PipelineState
 LOG = logging.getLogger("softswitch.p4runtime")
 API_VERSION = "1.4.1"
 READ_CHUNK = 1000
+
+#: The reader of each kind of entity a Read names: (state, the entity's filter) ->
+#: the entries.  Table entries (the bulk case, filled in place) and digest configs
+#: are read in `P4RuntimeService.read` / `_read_one` themselves.
+_READERS: dict[str, Callable[[PipelineState, Any], Iterable[Any]]] = {
+    "counter_entry": stateful_entries.read_counters,
+    "direct_counter_entry": stateful_entries.read_direct_counters,
+    "meter_entry": stateful_entries.read_meters,
+    "direct_meter_entry": stateful_entries.read_direct_meters,
+    "register_entry": stateful_entries.read_registers,
+    "packet_replication_engine_entry": pre_entries.read_pre,
+    "value_set_entry": value_set_entries.read_value_sets,
+    "action_profile_member": profile_entries.read_members,
+    "action_profile_group": profile_entries.read_groups,
+}
 Action = P.SetForwardingPipelineConfigRequest
 
 
@@ -297,33 +312,11 @@ class P4RuntimeService:
 
     def _read_one(self, st: PipelineState, ent: P.Entity) -> Iterator[P.Entity]:
         kind = ent.WhichOneof("entity")
-        if kind == "counter_entry":
-            for c in stateful_entries.read_counters(st, ent.counter_entry):
-                yield P.Entity(counter_entry=c)
-        elif kind == "direct_counter_entry":
-            for dc in stateful_entries.read_direct_counters(st, ent.direct_counter_entry):
-                yield P.Entity(direct_counter_entry=dc)
-        elif kind == "meter_entry":
-            for m in stateful_entries.read_meters(st, ent.meter_entry):
-                yield P.Entity(meter_entry=m)
-        elif kind == "direct_meter_entry":
-            for dm in stateful_entries.read_direct_meters(st, ent.direct_meter_entry):
-                yield P.Entity(direct_meter_entry=dm)
-        elif kind == "register_entry":
-            for r in stateful_entries.read_registers(st, ent.register_entry):
-                yield P.Entity(register_entry=r)
-        elif kind == "packet_replication_engine_entry":
-            for p in pre_entries.read_pre(st, ent.packet_replication_engine_entry):
-                yield P.Entity(packet_replication_engine_entry=p)
-        elif kind == "value_set_entry":
-            for vse in value_set_entries.read_value_sets(st, ent.value_set_entry):
-                yield P.Entity(value_set_entry=vse)
-        elif kind == "action_profile_member":
-            for apm in profile_entries.read_members(st, ent.action_profile_member):
-                yield P.Entity(action_profile_member=apm)
-        elif kind == "action_profile_group":
-            for apg in profile_entries.read_groups(st, ent.action_profile_group):
-                yield P.Entity(action_profile_group=apg)
+        reader = _READERS.get(kind or "")
+        if reader is not None:
+            assert kind is not None
+            for x in reader(st, getattr(ent, kind)):
+                yield P.Entity(**{kind: x})
         elif kind == "digest_entry":
             did = ent.digest_entry.digest_id
             ids = sorted(st.digest_configs) if did == 0 else [st.schema.digest(did).id]

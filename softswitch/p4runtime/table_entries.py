@@ -15,6 +15,7 @@ import grpc
 from p4.config.v1 import p4info_pb2 as P4I
 from p4.v1 import p4runtime_pb2 as P
 
+from common.p4runtime.p4info import ActionInfo
 from softswitch.errors import RuntimeApiError
 from softswitch.externs.stateful import MeterConfig
 from softswitch.p4runtime.codec import decode_bits, encode_bits
@@ -158,19 +159,26 @@ def decode_action(st: PipelineState, t: TableInfo, entry: P.TableEntry, *, for_d
         raise invalid(f"table {t.name}: action {info.name} is @tableonly and cannot be the default")
     if not for_default and scope == P4I.ActionRef.DEFAULT_ONLY:
         raise invalid(f"table {t.name}: action {info.name} is @defaultonly and cannot be in an entry")
+    return info.name, decode_params(info, a, f"action {info.name}")
+
+
+def decode_params(info: ActionInfo, a: P.Action, what: str) -> list[int]:
+    """The values of action `a`'s parameters in the action's order, each given once and
+    fitting its width (a table entry's action, an action profile member's); `what`
+    names the action in the errors."""
     given: dict[int, bytes] = {}
     for p in a.params:
         if p.param_id not in info.params_by_id:
-            raise invalid(f"action {info.name}: no parameter with id {p.param_id}")
+            raise invalid(f"{what}: no parameter with id {p.param_id}")
         if p.param_id in given:
-            raise invalid(f"action {info.name}: parameter {info.params_by_id[p.param_id].name} given twice")
+            raise invalid(f"{what}: parameter {info.params_by_id[p.param_id].name} given twice")
         given[p.param_id] = p.value
     args = []
     for prm in info.params:
         if prm.id not in given:
-            raise invalid(f"action {info.name}: parameter {prm.name} (id {prm.id}) is missing")
-        args.append(decode_bits(given[prm.id], prm.bitwidth, f"action {info.name} parameter {prm.name}"))
-    return info.name, args
+            raise invalid(f"{what}: parameter {prm.name} (id {prm.id}) is missing")
+        args.append(decode_bits(given[prm.id], prm.bitwidth, f"{what} parameter {prm.name}"))
+    return args
 
 
 def encode_action(st: PipelineState, name: str, args: tuple[int, ...], out: P.Action) -> None:

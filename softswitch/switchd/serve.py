@@ -1,5 +1,6 @@
 """What every target's switch process shares beyond ports and queues: the entries
-file applied at start, and the P4Runtime server on a TCP or unix address.
+file applied at start, and the P4Runtime server on a TCP or unix address (started from
+the switch's options, stopped at close).
 
 Each target's daemon (``softswitch.targets.python.daemon``,
 ``softswitch.targets.ebpf.daemon``) calls these; they know no target.
@@ -12,6 +13,7 @@ from typing import Any
 from softswitch.errors import SoftswitchError
 from softswitch.p4runtime.device import Device
 from softswitch.switchd.errors import ProgramError, SwitchdError
+from softswitch.switchd.options import SwitchOptions
 
 LOG = logging.getLogger("softswitch.switchd")
 
@@ -35,6 +37,30 @@ def apply_entries(sw: Any, path: str) -> None:
     except SoftswitchError as exc:
         text = str(exc)
         raise ProgramError(f"error: {text}" if text.startswith(path) else f"{path}: error: {text}") from None
+
+
+def serve_options(device: Device, opts: SwitchOptions) -> Any:
+    """Start the P4Runtime server that ``--grpc-server-addr`` names (which must be set),
+    with TLS when ``--tls-cert``/``--tls-key`` (and, for client certificates,
+    ``--tls-ca``) are given; returns what `stop_server` stops."""
+    if not opts.grpc_server_addr:
+        raise SwitchdError("no --grpc-server-addr: no P4Runtime server to start")
+    tls = None
+    if opts.tls_cert:
+        from softswitch.p4runtime.server import TlsConfig
+        tls = TlsConfig.from_files(opts.tls_cert, opts.tls_key or "", opts.tls_ca)
+    return start_grpc(device, opts.grpc_server_addr, tls)
+
+
+def stop_server(server: Any) -> None:
+    """Stop a server from `serve_options` (None: none runs).  A failure is logged, not
+    raised: the daemon's close releases its other resources regardless."""
+    if server is None:
+        return
+    try:
+        server.stop(0.2)
+    except Exception as exc:  # noqa: BLE001 - shutting down regardless
+        LOG.warning("stopping the P4Runtime server: %s", exc)
 
 
 def start_grpc(device: Device, address: str, tls: Any) -> Any:

@@ -1,10 +1,13 @@
-"""Formatting of the switch's statistics (the JSON `Switchd.write_stats` writes)."""
+"""The switch's statistics file (JSON, written by every target's daemon at its interval
+and at close) and its formatting."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from common.files import write_json_atomic
 from softswitch.switchd.errors import SwitchdError
 
 _COLUMNS = (("port", 5), ("ifname", 15), ("rx_packets", 10), ("tx_packets", 10),
@@ -26,6 +29,13 @@ def format_stats(snap: dict[str, Any]) -> str:
         lines.append(" ".join(str(p[k]).rjust(w) if k != "ifname" else str(p[k]).ljust(w)
                               for k, w in _COLUMNS))
     return "\n".join(lines)
+
+
+def write_stats(path: str | None, snapshot: Callable[[], dict[str, Any]]) -> None:
+    """Write ``snapshot()`` to `path` (``--stats-file``; None: no file), atomically
+    replaced so that a reader (`read_stats`) never sees half a file."""
+    if path:
+        write_json_atomic(path, snapshot())
 
 
 def read_stats(path: str | Path) -> dict[str, Any]:

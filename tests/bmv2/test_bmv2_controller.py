@@ -259,8 +259,9 @@ def _send_link_seq(bed: Bed, seqs: list[int]) -> None:
 
 def test_bmv2_sends_telemetry_reports_to_the_running_controller(report_bed: Bed, tmp_path: Path) -> None:
     """Report mode: s2 strips INT for h2 and sends a Telemetry Report per packet through
-    port 3 to the controller's collector; flows, hops and line rates follow."""
-    from controller.intent import SinkMode
+    port 3 to the controller's collector, and a copy to a standby collector (another
+    UDP port there) with its own unbroken sequence; flows, hops and line rates follow."""
+    from controller.intent import CollectorSpec, SinkMode
     from controller.p4rt import Phase, Target, compile_bmv2_cached
     from controller.runner import Controller, RunConfig
     bed = report_bed
@@ -271,7 +272,12 @@ def test_bmv2_sends_telemetry_reports_to_the_running_controller(report_bed: Bed,
                     sink_mode=SinkMode.REPORT, collector_ip=COLLECTOR_IP,
                     collector_mac=bed.collector_mac, collector_at=("s2", 3),
                     report_source_base="10.0.29.100", int_instructions=0xD400,
+                    standby_collectors=(CollectorSpec(ip=COLLECTOR_IP, mac=bed.collector_mac,
+                                                      switch="s2", port=3, udp_port=_free_port()),),
                     insecure=True)  # keyless on a private test link; the auth tests cover keys
+    standby = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    standby.bind((COLLECTOR_IP, cfg.standby_collectors[0].udp_port))
+    standby.settimeout(5)
     ctl = Controller(cfg=cfg).start()
     try:
         assert all(st.phase is Phase.READY for st in ctl.status.values()), \
@@ -294,5 +300,15 @@ def test_bmv2_sends_telemetry_reports_to_the_running_controller(report_bed: Bed,
         assert any((f["src"], f["dst"], f["qp"], f["path"]) == ("10.0.1.1", "10.0.2.1", 0x33, ["s1", "s2"])
                    for f in state["flows"]), state["flows"]
         assert state["collector"]["malformed"] == {}
+        # the standby's copies: as many as the collector took, sequence 0, 1, ... (the
+        # group header's low 22 bits), from s2's report source
+        seqs = []
+        while len(seqs) < collector.stats().reports:
+            data, src = standby.recvfrom(2048)
+            assert src[0] == "10.0.29.102"
+            seqs.append(int.from_bytes(data[:4], "big") & 0x3FFFFF)
+        assert seqs == list(range(len(seqs))), seqs
+        assert [(s.received, s.lost) for s in collector.stats().switches] == [(len(seqs), 0)]
     finally:
         ctl.stop()
+        standby.close()

@@ -119,6 +119,34 @@ def test_entries_dry_run(cli) -> None:  # type: ignore[no-untyped-def]
     assert r.returncode == 2 and "switch 's9' not in the topology" in r.stderr
 
 
+def test_standby_collectors_on_the_command_line(cli) -> None:  # type: ignore[no-untyped-def]
+    """--standby-collector: a topology host (its UDP port or --report-port's) or an
+    address outside the topology; each gets a replica of the report clone session."""
+    r = cli("entries", "--topology", str(TOPOFILES / "leaf_spine.yaml"), "--switch", "s4",
+            "--sink-mode", "report", "--collector-host", "h4", "--standby-collector", "h1:40000",
+            "--standby-collector", "ip=10.0.9.2,mac=02:AA:00:00:00:02,at=s1:7")
+    assert r.returncode == 0, r.stderr
+    assert ("SwitchEgress.report_collector egress_rid=2 -> SwitchEgress.set_report_collector("
+            "collector_mac=02:00:00:00:00:02, collector_ip=10.0.1.1, collector_port=40000)") in r.stdout
+    assert "egress_rid=3 -> SwitchEgress.set_report_collector(collector_mac=02:00:00:00:00:01, " \
+           "collector_ip=10.0.9.2, collector_port=32766)" in r.stdout
+    assert "clone session 500 -> ports [2, 4, 3]" in r.stdout
+    for bad, why in (("h1:x", "UDP port 'x' is not a number"), ("h1:0", "UDP port 0 outside 1..65535"),
+                     ("ip=10.0.9.2,mac=02:aa:00:00:00:02", "needs ip=, mac= and at="),
+                     ("ip=10.0.9.300,mac=02:aa:00:00:00:02,at=s1:7", "is not an IPv4 address"),
+                     ("ip=10.0.9.2,mac=02:aa,at=s1:7", "is not a MAC address"),
+                     ("ip=10.0.9.2,mac=02:aa:00:00:00:02,at=s1", "expected SWITCH:PORT"),
+                     ("host=h1,at=s1:7", "give a topology host, or ip, mac and at"),
+                     ("ip=1.2.3.4,color=red", "bad or repeated 'color=red'")):
+        r = cli("entries", "--topology", str(TOPOFILES / "leaf_spine.yaml"), "--sink-mode", "report",
+                "--collector-host", "h4", "--standby-collector", bad)
+        assert r.returncode == 2 and why in r.stderr and "Traceback" not in r.stderr, (bad, r.stderr)
+    r = cli(*RUN, "--topology", str(TOPOFILES / "dumbbell.yaml"), "--standby-collector", "h1")
+    assert r.returncode == 2 and "--standby-collector needs --sink-mode report" in r.stderr
+    r = cli(*RUN, "--topology", str(TOPOFILES / "dumbbell.yaml"), "--standby-collector", "h1:x")
+    assert r.returncode == 2 and "UDP port 'x' is not a number" in r.stderr
+
+
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
 

@@ -189,8 +189,6 @@ def test_without_gcc_reports_decode_in_numpy(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr(native, "_built", {})
     monkeypatch.setattr(native.shutil, "which", lambda _name: None)
-    monkeypatch.setattr(native_reports, "_tried", False)
-    monkeypatch.setattr(native_reports, "_lib", None)
     assert not native_reports.available()
     col = Collector(CollectorConfig(report_port=0, agent_port=None))
     assert not col.report_decoder.native

@@ -124,3 +124,56 @@ def test_collector_outside_the_topology_gets_routes(schema: Schema) -> None:
     with pytest.raises(IntentError, match="switch 's9' not in the topology"):
         compute_intent(topo, IntentOptions(sink_mode=SinkMode.REPORT, collector=CollectorSpec(
             ip="10.0.9.1", mac="02:aa:00:00:00:01", switch="s9", port=7)))
+
+
+def _two_collectors() -> IntentOptions:
+    return IntentOptions(sink_mode=SinkMode.REPORT, collector=CollectorSpec(host="h4"),
+                         standby_collectors=(CollectorSpec(host="h1", udp_port=40000),
+                                             CollectorSpec(ip="10.0.9.1", mac="02:aa:00:00:00:01",
+                                                           switch="s1", port=7)))
+
+
+def test_standby_collectors_get_a_replica_each(schema: Schema) -> None:
+    """Replica instance 1 goes to the primary (report_config), 2, 3 to the standbys
+    (report_collector keyed by the instance), each towards its own collector."""
+    topo = load_topology(TOPOFILES / "leaf_spine.yaml")
+    d = compute_intent(topo, _two_collectors())
+    h1, h4 = topo.host("h1"), topo.host("h4")
+    for name, st in d.items():
+        (cs,) = st.clone_sessions
+        assert [rid for _, rid in cs.replicas] == [1, 2, 3], name
+        to = {dict(e.match)["egress_rid"]: dict(e.params) for e in st.entries
+              if e.table.endswith("report_collector")}
+        assert set(to) == {2, 3}
+        assert (to[2]["collector_ip"], to[2]["collector_port"]) == (h1.ipv4, 40000)
+        assert (to[3]["collector_ip"], to[3]["collector_port"]) == ("10.0.9.1", 32766)
+        primary = dict(next(e for e in st.entries if e.table.endswith("report_config")).params)
+        assert primary["collector_ip"] == h4.ipv4
+    s1 = d["s1"].clone_sessions[0].replicas
+    assert s1[2] == (7, 3)                     # the outside collector hangs off s1:7
+    # each collector's copy leaves by its host port at its own leaf
+    assert d[h1.switch].clone_sessions[0].replicas[1] == (h1.port, 2)
+    assert d[h4.switch].clone_sessions[0].replicas[0] == (h4.port, 1)
+
+
+def test_standby_collectors_refused_when_ambiguous_or_too_many() -> None:
+    topo = load_topology(TOPOFILES / "leaf_spine.yaml")
+    with pytest.raises(IntentError, match="standby collectors need a collector"):
+        IntentOptions(standby_collectors=(CollectorSpec(host="h1"),))
+    with pytest.raises(IntentError, match="16 report collectors, the program sends to at most 15"):
+        IntentOptions(sink_mode=SinkMode.REPORT, collector=CollectorSpec(host="h4"),
+                      standby_collectors=tuple(CollectorSpec(host="h1", udp_port=p) for p in range(1, 16)))
+    with pytest.raises(IntentError, match="the same address and UDP port given twice"):
+        compute_intent(topo, IntentOptions(sink_mode=SinkMode.REPORT, collector=CollectorSpec(host="h4"),
+                                           standby_collectors=(CollectorSpec(host="h4"),)))
+
+
+def test_standby_collectors_accepted_by_switches(servers: Servers, pipeline: PipelineConfig) -> None:
+    topo = load_topology(TOPOFILES / "leaf_spine.yaml")
+    d = compute_intent(topo, _two_collectors())
+    sws = [ManagedSwitch(name=s.name, address=servers.start(s.device_id), device_id=s.device_id,
+                         pipeline=pipeline, desired=d[s.name]) for s in topo.switches]
+    with Fleet(sws) as fleet:
+        result = fleet.bring_up()
+        assert result.ok, {k: str(v) for k, v in result.failures.items()}
+        assert all(r.inserted + r.modified == 0 for r in fleet.sync_all().reports.values())

@@ -69,8 +69,9 @@ class Bed:
         path.write_text(yaml.safe_dump(topo, sort_keys=False))
         return path
 
-    def start_switch(self, name: str, device_id: int) -> None:
+    def start_switch(self, name: str, device_id: int, *, target: str = "python") -> None:
         argv = [sys.executable, "-m", "softswitch", "switch", "--device-id", str(device_id),
+                "--target", target,
                 "--grpc-server-addr", self.grpc[name], "--netns", self.ns[name].name, "--name", name,
                 "--log-file", str(self.tmp / f"{name}.log")]
         for port, ifname in sorted(self.ports[name].items()):

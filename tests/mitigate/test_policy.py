@@ -239,3 +239,42 @@ def test_intent_without_a_link_changes_only_routes() -> None:
     assert ports["10.0.2.1/32"] == ports["10.0.3.1/32"] == 3      # all over s2
     with pytest.raises(IntentError, match="host link"):
         compute_intent(LS, avoid=["h1:0-s3:1"])
+
+
+# -- polls seconds apart: most bins empty, each poll's counts in one bin --------------
+T10 = np.arange(100.0, 110.0)
+
+
+def _lm10(lost: dict[int, list[int]], deliv: dict[int, list[int]]) -> list[Finding]:
+    """Ten 1 s bins; only the columns given (the polls) hold counts."""
+    lo, de = np.zeros((4, 10)), np.zeros((4, 10))
+    for col, v in lost.items():
+        lo[:, col] = v
+    for col, v in deliv.items():
+        de[:, col] = v
+    return findings_from_lossmap(names=NAMES, links=LINKS, lost=lo, delivered=de, bin_start_s=T10,
+                                 bin_s=1.0)
+
+
+def test_a_lossy_poll_is_named_even_when_it_is_the_last_bin() -> None:
+    """Polls at bins 1, 5, 9: the loss read at the latest poll is judged at once."""
+    busy = [5000] * 4
+    got = _lm10({9: [200, 0, 0, 0]}, {1: busy, 5: busy, 9: busy})
+    assert [(f.kind, f.component, f.onset) for f in got] == [("gray_loss", "s1:1->s3:2", 109.0)]
+
+
+def test_empty_bins_between_polls_are_not_a_dead_link() -> None:
+    """Every link busy at every poll (bins 2 and 7), nothing in the bins between: no
+    link is silent, whatever the last two 1 s bins say."""
+    busy = [900] * 4
+    assert _lm10({}, {2: busy, 7: busy}) == []
+    # a link that really stopped: silent at the last two polls while the rest delivered
+    got = _lm10({}, {1: busy, 4: [0, 0, 900, 900], 8: [0, 0, 900, 900]})
+    assert {(f.kind, f.component, f.onset) for f in got} == {
+        ("link_down", "s1:1->s3:2", 104.0), ("link_down", "s3:2->s1:1", 104.0)}
+
+
+def test_a_stalled_job_is_not_a_dead_link() -> None:
+    """A ring all-reduce stalls: every link falls silent together but for a few probes."""
+    busy = [900] * 4
+    assert _lm10({}, {1: busy, 4: [0, 0, 3, 2], 8: [0, 0, 1, 0]}) == []

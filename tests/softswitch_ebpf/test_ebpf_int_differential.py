@@ -1,6 +1,7 @@
 """The INT program (p4/int_rocev2.p4) on both targets with the entries the controller
 computes for a leaf of the leaf-spine test bed (report-mode sinks, the collector on
-one of its ports: Telemetry Reports are I2E clones), written through the P4Runtime
+one of its ports and a standby collector behind a spine: Telemetry Reports are I2E
+clones, one per collector, each with its own sequence), written through the P4Runtime
 entry path, and thousands of random frames: RoCEv2 from its hosts (INT source, local
 sink with a report), RoCEv2 with INT and link sequence numbers from its spines (made
 by Python switches upstream, then lost, reordered, cut short or corrupted), ARP, other
@@ -32,7 +33,8 @@ def _intent() -> dict[str, Any]:
     from controller.topology import load_topology
     topo = load_topology(TOPO)
     return compute_intent(topo, IntentOptions(sink_mode=SinkMode.REPORT,
-                                              collector=CollectorSpec(host="h4")))
+                                              collector=CollectorSpec(host="h4"),
+                                              standby_collectors=(CollectorSpec(host="h1"),)))
 
 
 def _program(sw: Any, desired: Any) -> None:
@@ -183,3 +185,5 @@ def test_int_program_identical_on_both_targets() -> None:
         assert events[1] and events[7] and events[9] and sum(events[12:17]), events
         assert sum(1 for d in drops if d) >= 4, drops
         assert kern.kernel.stats()["clone_lost"] == 0
+        seq = next(v for k, v in state["registers"].items() if k.endswith("report_seq"))
+        assert seq[1] == seq[2] == events[9] // 2 > 0 and not any(seq[3:]), seq

@@ -146,6 +146,10 @@ BAD = [
     ("unspecified type", lambda ids: fwd(ids, "\\x01", "", "UNSPECIFIED"), "INVALID_ARGUMENT", "UNSPECIFIED"),
     ("unknown action profile", lambda ids: "type: INSERT entity { action_profile_member { action_profile_id: 1 } }",
      "INVALID_ARGUMENT", "no action profile with id 1"),
+    ("member missing parameter", lambda ids: (
+        f"type: INSERT entity {{ action_profile_member {{ action_profile_id: {ids.ecmp_implementation} "
+        f"member_id: 5 action {{ action_id: {ids.set_port} }} }} }}"),
+     "INVALID_ARGUMENT", "member 5: action MyIngress.set_port: parameter port (id 1) is missing"),
     ("extern entry", lambda ids: "type: INSERT entity { extern_entry { extern_type_id: 1 } }",
      "UNIMPLEMENTED", "extern_entry"),
 ]

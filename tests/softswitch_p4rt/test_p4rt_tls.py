@@ -17,6 +17,8 @@ from p4.v1 import p4runtime_pb2 as P
 from p4.v1 import p4runtime_pb2_grpc as PG
 
 from softswitch.p4runtime import TlsConfig, serve
+from softswitch.switchd import SwitchdError, SwitchOptions
+from softswitch.switchd.serve import serve_options, stop_server
 from softswitch.targets.python.local_device import LocalDevice
 
 
@@ -106,3 +108,33 @@ def test_client_certificates_are_verified(pki):
         assert ei.value.code() == grpc.StatusCode.UNAVAILABLE
         # and the server goes on serving the right client
         assert _capabilities(h.address, good) == "1.4.1"
+
+
+def test_switch_options_start_a_tls_server(pki, tmp_path: Path, caplog):
+    """What both targets' daemons start from --grpc-server-addr and --tls-*: client
+    certificates verified against --tls-ca; `stop_server` stops it, and logs (not
+    raises) a failing stop, since a daemon's close goes on regardless."""
+    for name, pem in (("server", pki["server"]), ("ca", pki["ca"])):
+        (tmp_path / f"{name}.crt").write_bytes(pem.cert)
+        (tmp_path / f"{name}.key").write_bytes(pem.key)
+    opts = SwitchOptions(grpc_server_addr="127.0.0.1:0", tls_cert=str(tmp_path / "server.crt"),
+                         tls_key=str(tmp_path / "server.key"), tls_ca=str(tmp_path / "ca.crt"))
+    server = serve_options(LocalDevice(), opts)
+    try:
+        good = grpc.ssl_channel_credentials(pki["ca"].cert, pki["client"].key, pki["client"].cert)
+        assert _capabilities(server.address, good) == "1.4.1"
+        with pytest.raises(grpc.RpcError):   # no client certificate
+            _capabilities(server.address, grpc.ssl_channel_credentials(pki["ca"].cert))
+    finally:
+        stop_server(server)
+    with pytest.raises(grpc.RpcError):
+        _capabilities(server.address, good)
+    stop_server(None)
+
+    class Broken:
+        def stop(self, grace_s: float) -> None:
+            raise RuntimeError("already gone")
+    stop_server(Broken())
+    assert "stopping the P4Runtime server: already gone" in caplog.text
+    with pytest.raises(SwitchdError, match="--grpc-server-addr"):
+        serve_options(LocalDevice(), SwitchOptions(grpc_server_addr=None))

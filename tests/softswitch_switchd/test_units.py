@@ -329,9 +329,13 @@ def test_tm_paces_the_bytes_the_port_sent() -> None:
     tm.set_rate(2, 1e6)      # 2000 bytes on the wire: 16 ms each, not 8
     for i in range(6):
         assert tm.enqueue(2, i, 1000)
+    started = time.monotonic_ns()
     tm.start()
     try:
         assert done.wait(5)
     finally:
         tm.stop()
-    assert stamps[-1] - stamps[0] >= 5 * 16e6 * 0.95
+    # from the start, not from the first departure: a first departure that left late
+    # (a loaded host) lets the next ones catch up on the schedule, which is the rate
+    # kept; the sixth can never leave before five 16 ms slots have passed
+    assert stamps[-1] - started >= 5 * 16e6 * 0.95

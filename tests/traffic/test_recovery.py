@@ -38,6 +38,11 @@ GE = LossModel.bursty
     (B(0.01), 0.02, 16, "tail", lambda p: p.tail_pkts == 16),
     # long bursts on a 1 % path: repairs within the bound cannot cover them, SR it is
     (GE(0.01, 30), 0.02, 256, "sr", None),
+    # long bursts on a 5 % path: interleaved deep enough that a burst costs each block
+    # few symbols (SR would resend whole bursts, and a resent burst lost again times out)
+    (GE(0.05, 30), 0.02, 256, "fec", lambda p: p.depth * p.m >= 30),
+    # 1 % random at 60 ms: coded, and the message needs no round trip at its p99
+    (B(0.01), 0.06, 256, "fec", lambda p: p.p_retx < 0.01),
 ])
 def test_policy_table(loss, rtt, n, scheme, check):
     plan = choose(PathView(loss=loss, rtt_s=rtt, rate_bps=100e6), n)
@@ -229,3 +234,43 @@ def test_sampled_failure_is_consistent_with_exact_block_probability():
     inter = plan_groups(128, k=32, m=4, depth=4)
     flat = plan_groups(128, k=32, m=4, depth=1)
     assert recovery.plan_p_retx(ge, 128, inter) < recovery.plan_p_retx(ge, 128, flat)
+
+
+def test_penalty_counts_what_the_sender_can_see():
+    """A failure the rest of the message reveals early costs less than one at its end,
+    one only the next message can reveal waits for it, a resent packet lost again costs
+    timeouts, and a message without failures costs nothing."""
+    import numpy as np
+    o = recovery.Outcome(stream=256, slack=np.array([200, 0, 0, 0, -1]),
+                         resent=np.array([1, 1, 1, 40, 0]),
+                         blind=np.array([False, False, True, True, False]))
+    pen = o.penalty(rtt_s=0.02, t_pkt_s=88e-6, loss=0.0, rto_s=0.05, follow_s=0.01)
+    assert pen[0] < pen[1] < pen[2]
+    assert pen[1] == pytest.approx(0.02) and pen[2] == pytest.approx(0.03)
+    assert pen[4] == 0.0
+    lossy = o.penalty(rtt_s=0.02, t_pkt_s=88e-6, loss=0.05, rto_s=0.05, follow_s=0.01)
+    assert lossy[3] - pen[3] == pytest.approx((1 - 0.95**40) * 2 * 0.05)
+
+
+def test_failure_at_the_end_of_an_interleaved_group_is_blind():
+    """An interleaved group covering the whole message: its repairs come last, so any
+    failed block is revealed only by the next message; SR's losses mostly are not."""
+    model = GE(0.05, 10)
+    coded = recovery.outcome(model, 256, plan_groups(256, k=32, m=2, depth=8))
+    plain = recovery.outcome(model, 256, ())
+    failed = coded.slack >= 0
+    assert failed.any() and coded.blind[failed].all()
+    lost = plain.slack >= 0
+    assert plain.blind[lost].mean() < 0.2
+
+
+def test_warm_plans_cover_every_rtt_so_no_decision_runs_mid_transfer():
+    """After warm_plans, a message posted at any smoothed RTT from 2 ms to 0.5 s takes
+    its plan from the cache (a new decision costs milliseconds on the sender's loop)."""
+    req, _resp = _pair(Reliability.AUTO, path_loss=GE(0.05, 10))
+    req.warm_plans([256 * 1024])
+    before = recovery._choose.cache_info().misses
+    for srtt in (0.0021, 0.0213, 0.0231, 0.0287, 0.0337, 0.061, 0.0634, 0.31):
+        req._srtt = srtt
+        assert recovery.choose(req.path_view(), 256, req.policy).scheme == "fec"
+    assert recovery._choose.cache_info().misses == before

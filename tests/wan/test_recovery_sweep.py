@@ -93,7 +93,12 @@ def _row(loss, rtt, mode, gp, p99, wire=1.06):
 
 
 def test_targets_table_and_plot(tmp_path: Path):
-    from mininet_topos.experiment.recovery_sweep import check_targets, markdown_table, plot_p99
+    from mininet_topos.experiment.recovery_sweep import (
+        check_targets,
+        markdown_table,
+        plot_p99,
+        targets_table,
+    )
 
     rows = [_row("1%", 20, "gbn", 2.0, 300), _row("1%", 20, "sr", 80, 140),
             _row("1%", 20, "fec", 82, 100), _row("1%", 20, "auto", 81, 101),
@@ -105,4 +110,7 @@ def test_targets_table_and_plot(tmp_path: Path):
     assert not got[("0.1% 20ms", "wire bytes <= 1.03 x SR")]
     table = markdown_table(rows)
     assert table.count("\n") == 3 and "| 1% | 20 |" in table
+    verdicts = targets_table(check_targets(rows))
+    assert "| wire bytes <= 1.03 x SR | 0 / 1 | 0.1% 20ms 1.04 |" in verdicts
+    assert "| p99 FCT <= 0.8 x SR | 1 / 1 | - |" in verdicts
     assert plot_p99(rows, tmp_path / "p.png").stat().st_size > 1000

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from softswitch.backends.ebpf.errors import EbpfUnsupported
 from softswitch.backends.ebpf.layout import words16, write_bytes
+from softswitch.externs.hashes import reflected_crc_table
 
 ALGORITHMS = ("crc16", "crc32", "identity", "csum16", "xor16")
 # crc16_custom / crc32_custom: (config cell, width); until the runtime configures them
@@ -126,25 +127,6 @@ def _custom_crc(algo: str, nbytes: int, result: str) -> list[str]:
             f"{result} ^= cc ? cc->final_xor : 0;"]
 
 
-def msb_crc_table(width: int, polynomial: int) -> list[int]:
-    """The MSB-first CRC table of a custom CRC's polynomial (`make_crc`'s)."""
-    top, m = 1 << (width - 1), (1 << width) - 1
-    out = []
-    for i in range(256):
-        c = i << (width - 8)
-        for _ in range(8):
-            c = ((c << 1) ^ polynomial) if c & top else (c << 1)
-        out.append(c & m)
-    return out
-
-
 def crc_table(algo: str) -> list[int]:
     """The reflected CRC table the kernel's ``p4_<algo>_table`` map holds."""
-    poly = 0xA001 if algo == "crc16" else 0xEDB88320
-    table = []
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ poly if c & 1 else c >> 1
-        table.append(c)
-    return table
+    return reflected_crc_table(0xA001 if algo == "crc16" else 0xEDB88320)

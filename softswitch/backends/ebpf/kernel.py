@@ -150,7 +150,8 @@ class LoadedProgram:
     def set_custom_crc(self, algo: str, polynomial: int, initial: int, final_xor: int,
                        reflect_input: bool, reflect_output: bool) -> None:
         """Parameters of ``crc16_custom`` / ``crc32_custom`` (the runtime's hash_set_custom)."""
-        from softswitch.backends.ebpf.hashes_c import CUSTOM_CRCS, msb_crc_table
+        from softswitch.backends.ebpf.hashes_c import CUSTOM_CRCS
+        from softswitch.externs.hashes import msb_crc_table
         cell, width = CUSTOM_CRCS[algo]
         tab = self.table(f"p4_{algo}_table")
         for i, v in enumerate(msb_crc_table(width, polynomial)):

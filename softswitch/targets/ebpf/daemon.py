@@ -294,7 +294,7 @@ class EbpfSwitchd:
             subprocess.run(argv, capture_output=True, check=False)
 
     def start(self) -> None:
-        from softswitch.switchd.serve import apply_entries, start_grpc
+        from softswitch.switchd.serve import apply_entries, serve_options
         opts = self.opts
         try:
             self.shape()
@@ -324,11 +324,7 @@ class EbpfSwitchd:
                 self.device = dev
                 if self.cpu is not None:
                     self.cpu.start(dev.on_cpu_frame)
-                tls = None
-                if opts.tls_cert:
-                    from softswitch.p4runtime.server import TlsConfig
-                    tls = TlsConfig.from_files(opts.tls_cert, opts.tls_key or "", opts.tls_ca)
-                self.server = start_grpc(dev, opts.grpc_server_addr, tls)  # type: ignore[arg-type]
+                self.server = serve_options(dev, opts)  # type: ignore[arg-type]
         except BaseException:
             self.close()
             raise
@@ -345,11 +341,9 @@ class EbpfSwitchd:
 
     def write_stats(self) -> None:
         """The kernel counters as JSON in --stats-file (atomically replaced)."""
-        path = self.opts.stats_file
-        if not path or self.switch is None:
-            return
-        from common.files import write_json_atomic
-        write_json_atomic(path, self.snapshot())
+        if self.switch is not None:
+            from softswitch.switchd.stats import write_stats
+            write_stats(self.opts.stats_file, self.snapshot)
 
     def run(self) -> None:
         """Until stopped: hand the program's digests to the P4Runtime server (the kernel
@@ -380,12 +374,9 @@ class EbpfSwitchd:
 
     def close(self) -> None:
         """Stop the server, detach from every port, unload the program and its maps."""
-        if self.server is not None:
-            try:
-                self.server.stop(0.2)
-            except Exception as exc:  # noqa: BLE001 - shutting down regardless
-                LOG.warning("stopping the P4Runtime server: %s", exc)
-            self.server = None
+        from softswitch.switchd.serve import stop_server
+        stop_server(self.server)
+        self.server = None
         for att in self.attachments:
             try:
                 att.detach()

@@ -13,13 +13,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from common.files import write_json_atomic
 from softswitch.errors import SoftswitchError
 from softswitch.switchd.errors import ProgramError
 from softswitch.switchd.options import ALL_PORTS, SwitchOptions, check_options
 from softswitch.switchd.ports import Port, in_netns
-from softswitch.switchd.serve import apply_entries, start_grpc
-from softswitch.switchd.stats import format_stats
+from softswitch.switchd.serve import apply_entries, serve_options, stop_server
+from softswitch.switchd.stats import format_stats, write_stats
 from softswitch.targets.python.device import SwitchDevice
 
 LOG = logging.getLogger("softswitch.switchd")
@@ -85,11 +84,7 @@ class Switchd:
                 dev.set_pipeline(load_pipeline(opts))
             dev.start()
             if opts.grpc_server_addr:
-                tls = None
-                if opts.tls_cert:
-                    from softswitch.p4runtime.server import TlsConfig
-                    tls = TlsConfig.from_files(opts.tls_cert, opts.tls_key or "", opts.tls_ca)
-                self.server = start_grpc(dev, opts.grpc_server_addr, tls)
+                self.server = serve_options(dev, opts)
         except BaseException:
             self.close()
             raise
@@ -115,20 +110,14 @@ class Switchd:
                 LOG.info("%s", line)
 
     def write_stats(self) -> None:
-        """Write the statistics as JSON (atomically: a reader never sees half a file)."""
-        path = self.opts.stats_file
-        if not path or self.device is None:
-            return
-        write_json_atomic(path, self.snapshot())
+        """The device's statistics as JSON in --stats-file (atomically replaced)."""
+        if self.device is not None:
+            write_stats(self.opts.stats_file, self.snapshot)
 
     def close(self) -> None:
         """Stop the server, the threads and the ports; flush captures; final statistics."""
-        if self.server is not None:
-            try:
-                self.server.stop(0.2)
-            except Exception as exc:  # noqa: BLE001 - shutting down regardless
-                LOG.warning("stopping the P4Runtime server: %s", exc)
-            self.server = None
+        stop_server(self.server)
+        self.server = None
         if self.device is not None:
             self.device.stop()
             self.write_stats()

@@ -1,0 +1,392 @@
+"""``experiment faults --mitigate act`` and the ``recovery_faults`` preset: faults on
+the two-DC test bed with the controller acting on them, against the same faults with
+it only advising and against no fault.
+
+``python -m mininet_topos experiment faults --mitigate act --switch ebpf --trials 3 --out DIR``
+
+Why two test beds: whether the controller acts is fixed when it starts
+(``--mitigate act`` / ``advise``), so the mitigated and the unmitigated trials run on
+a test bed each, one after the other, with the same faults on the same links; each
+bed's fault-free trials are its own baseline (ratios within one bed).  Each trial is
+the fault harness' ring all-reduce (``harness._run_ranks``) with the fault at its
+onset; its rank timeout is long enough for a run 3x slower than the warm-up, so a
+slower run is measured, not cut.  Between trials the acting bed waits until the
+controller undid its reroute (the hold-down, then ``clear_s`` unnamed), so every
+trial starts on the fault-free routes.  A flapping link (down, up, down ... from the
+onset) counts how often the controller acts on it against what its hold-down allows.
+The figures are ``recovery.py``'s; ``summary.json["mitigation"]`` holds the rows.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from controller.topology import LinkRole, Topology, directed_links
+from mininet_topos.faults import recovery as rec
+from mininet_topos.faults.harness import (
+    LOSS_EXPORT_WAIT_S,
+    HarnessConfig,
+    _evaluate,
+    _run_ranks,
+)
+from mininet_topos.faults.inject import Injector
+from mininet_topos.faults.p4 import controller_telemetry, int_places, wait_for_loss_export
+from mininet_topos.faults.spec import FaultError, FaultSpec
+from mininet_topos.testbed.errors import ExperimentError
+from traffic.collog import read_logs
+
+__all__ = ["RecoveryConfig", "is_mitigation_spec", "load_recovery_spec", "run_recovery"]
+
+KINDS = ("gray_loss", "link_down")
+SLOWDOWN_ROOM = 3.0     # a trial's ranks may take this many times the warm-up's job
+WARM_S = 40.0           # the fault-free warm-up's limit
+
+
+@dataclass(slots=True, kw_only=True)
+class RecoveryConfig:
+    out: Path = Path("results/recovery_faults")
+    switch: str = "ebpf"
+    seeds: tuple[int, ...] = (1, 2, 3)
+    kinds: tuple[str, ...] = KINDS
+    loss: float = 0.05              # gray loss
+    fault_free: int = 10            # fault-free trials on the acting bed (at most 3 on the other)
+    flap: bool = True               # one flapping-link trial on the acting bed
+    flap_period_s: float = 1.5      # down this long, up this long, ...
+    onset_s: float = 2.5
+    hold_down_s: float = 10.0       # the controller's --mitigate-hold-down
+    # the harness' ring, 6 all-reduces (its 12 take ~14 s on the eBPF target: each trial
+    # runs the whole job); the warm-up may take WARM_S, later trials 3x its job
+    harness: HarnessConfig = field(default_factory=lambda: HarnessConfig(count=6))
+
+
+def is_mitigation_spec(path: Path) -> bool:
+    try:
+        obj = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return False
+    return isinstance(obj, dict) and obj.get("kind") == "mitigation_faults"
+
+
+def load_recovery_spec(path: Path, out: Path) -> RecoveryConfig:
+    """A ``kind: mitigation_faults`` preset (``presets/recovery_faults.yaml``)."""
+    obj = yaml.safe_load(path.read_text())
+    if not isinstance(obj, dict):
+        raise FaultError(f"{path}: expected a mapping")
+    obj = {k: v for k, v in obj.items() if k not in ("kind", "description", "name")}
+    known = {"switch", "seeds", "kinds", "loss", "fault_free", "flap", "flap_period_s",
+             "onset_s", "hold_down_s"}
+    unknown = set(obj) - known
+    if unknown:
+        raise FaultError(f"{path}: unknown keys {', '.join(sorted(unknown))} "
+                         f"(known: {', '.join(sorted(known))})")
+    for k in ("seeds", "kinds"):
+        if k in obj:
+            obj[k] = tuple(obj[k])
+    bad = set(obj.get("kinds", ())) - set(KINDS)
+    if bad:
+        raise FaultError(f"{path}: kinds {', '.join(sorted(bad))}: only {', '.join(KINDS)}")
+    try:
+        return RecoveryConfig(out=out, **obj)
+    except TypeError as exc:
+        raise FaultError(f"{path}: {exc}") from None
+
+
+class _Flapper:
+    """An `Injector` whose link down comes and goes every ``period_s`` after its onset
+    (the eBPF droppers' loss set to 1, then 0, ... by a thread until ``heal``)."""
+
+    def __init__(self, inj: Injector, period_s: float) -> None:
+        self.inj, self.period_s = inj, period_s
+        self._ems: list[Any] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.started: float | None = None
+
+    def arm(self, f: FaultSpec) -> None:
+        self.inj.arm(f)
+        self._ems = list(self.inj._armed)   # the droppers, attached with loss off
+
+    def prepare(self, f: FaultSpec, onset_unix: float) -> None:
+        self.inj.prepare(f, onset_unix)
+
+    def apply(self, f: FaultSpec) -> None:
+        self.inj.apply(f)
+        self.started = time.time()
+        self._thread = threading.Thread(target=self._flap, daemon=True)
+        self._thread.start()
+
+    def _flap(self) -> None:
+        down = True
+        while not self._stop.wait(self.period_s):
+            down = not down
+            for em in self._ems:
+                em.set_bernoulli(1.0 if down else 0.0)
+
+    def heal(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self.inj.heal()
+
+
+def _link_of(topo: Topology, direction: str) -> str:
+    return next(d.link for d in directed_links(topo) if d.name == direction)
+
+
+def _reverse(direction: str) -> str:
+    a, _, b = direction.partition("->")
+    return f"{b}->{a}"
+
+
+def pick_targets(topo: Topology, places: dict[str, list[str]], seeds: tuple[int, ...],
+                 kinds: tuple[str, ...]) -> dict[tuple[str, int], str]:
+    """Per (kind, seed), a link direction the warm-up's INT paths cross: gray loss on a
+    WAN direction (where the harness injects silent loss), link down on a leaf-spine
+    fabric link (never a WAN one: those are gray loss' places)."""
+    wan = {ln.name for ln in topo.links if ln.role is LinkRole.WAN}
+    cand = {"gray_loss": list(places.get("gray_loss") or []),
+            "link_down": [x for x in places.get("link_down") or []
+                          if _link_of(topo, x) not in wan]}
+    out = {}
+    for kind in kinds:
+        if not cand[kind]:
+            raise FaultError(f"recovery: the warm-up's INT paths cross no place for {kind}")
+        for s in seeds:
+            rng = np.random.default_rng(s)
+            out[(kind, s)] = cand[kind][int(rng.integers(len(cand[kind])))]
+    return out
+
+
+class _Bed:
+    """One test bed (mitigation ``mode``) and its trials."""
+
+    def __init__(self, cfg: RecoveryConfig, mode: str, topo: Topology, log: Any) -> None:
+        self.cfg, self.mode, self.topo, self.log = cfg, mode, topo, log
+        self.dir = Path(cfg.out) / mode
+        self.hcfg = replace(cfg.harness, switch=cfg.switch, out=self.dir, trial_s=WARM_S)
+        self.tb: Any = None
+        self.warm_sends = 0
+        self.places: dict[str, list[str]] = {}
+
+    def state(self) -> dict[str, Any]:
+        try:
+            obj = json.loads((self.tb.logs / "controller" / "controller_state.json").read_text())
+        except (OSError, ValueError):
+            return {}
+        return dict(obj.get("mitigation") or {})
+
+    def wait_unavoided(self, timeout_s: float) -> float:
+        """Wait (bounded) until the controller holds no reroute; the seconds waited."""
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout_s:
+            m = self.state()
+            if not m.get("avoided") and not m.get("written_avoid"):
+                break
+            time.sleep(0.5)
+        return time.monotonic() - t0
+
+    def warm_up(self) -> None:
+        start, end = _run_ranks(self.tb, self.hcfg, self.topo, self.dir / "warmup", None, None)
+        recs = read_logs([self.dir / "warmup" / "collectives"])
+        done = rec.completion_s(recs, start)
+        if done is None:
+            raise FaultError(f"recovery ({self.mode}): the fault-free warm-up did not complete "
+                             f"in {self.hcfg.trial_s:g} s; see {self.dir / 'warmup'}")
+        self.warm_sends = sum(1 for r in recs if r.dir == "send")
+        self.hcfg = replace(self.hcfg, trial_s=self.cfg.onset_s + SLOWDOWN_ROOM * done)
+        self.places = int_places(self.topo, self._telemetry(start, end), self.hcfg.hosts)
+        self.log(f"[{self.mode}] warm-up job {done:.2f} s; trials may run "
+                 f"{self.hcfg.trial_s:.1f} s; INT paths cross: "
+                 + ", ".join(self.places.get("link_down") or []))
+
+    def _telemetry(self, since: float, end: float) -> Any:
+        time.sleep(1.2)
+        wait_for_loss_export(self.tb.logs / "controller", end - 1.0, timeout_s=LOSS_EXPORT_WAIT_S)
+        return controller_telemetry(self.topo, self.tb.logs / "controller", since_unix=since)
+
+    def trial(self, name: str, fault: FaultSpec | None, *, flap: bool = False) -> dict[str, Any]:
+        """One run of the ring with ``fault``; its figures (times from the onset)."""
+        waited = self.wait_unavoided(self.cfg.hold_down_s * 8 + 10)
+        tdir = self.dir / name
+        inj: Any = Injector(tb=self.tb, topo=self.topo, python=self.hcfg.python)
+        if flap:
+            inj = _Flapper(inj, self.cfg.flap_period_s)
+        start, end = _run_ranks(self.tb, self.hcfg, self.topo, tdir, fault, inj)
+        recs = read_logs([tdir / "collectives"]) if (tdir / "collectives").exists() else []
+        done = rec.completion_s(recs, start, expect_sends=self.warm_sends)
+        out: dict[str, Any] = {"trial": name, "mode": self.mode, "start": start, "end": end,
+                               "completion_s": done, "waited_for_undo_s": round(waited, 2),
+                               "fault": None if fault is None else {
+                                   "kind": fault.kind, "target": fault.target,
+                                   "flapping": flap}}
+        if fault is not None:
+            tel = self._telemetry(start - 0.5, end)
+            onset = start + fault.onset_s
+            link = _link_of(self.topo, fault.target)
+            st = rec.steps(recs)
+            from controller.diagnose import Evidence
+            ev = _evaluate(Evidence(topo=self.topo, records=recs, telemetry=tel, now=end),
+                           fault, start)
+            acts = self.state().get("actions") or []
+            a = rec.first_action(acts, link, since=start)
+            off = None if a is None or self.mode != "act" or not str(a.get("outcome")) \
+                .startswith("written") else float(a["at"]) + float(a.get("write_s") or 0.0)
+            crossing, seen = rec.int_paths_after(tel.flows, (fault.target, _reverse(fault.target)),
+                                                 off + 0.5) if off else (None, None)
+            out.update(link=link, onset=onset,
+                       onset_to_culprit_s=ev.get("time_to_localise_s"),
+                       diagnosed_top1=ev["correct_top1"],
+                       onset_to_action_s=None if a is None else float(a["at"]) - onset,
+                       action=None if a is None else {k: a.get(k) for k in (
+                           "verb", "target", "kind", "component", "source", "outcome",
+                           "at", "write_s", "reason")},
+                       onset_to_off_s=None if off is None else off - onset,
+                       int_samples_after_off=seen, int_samples_on_link_after_off=crossing,
+                       onset_to_recovered_s=rec.recovered_after(st, onset))
+            if flap:
+                on_link = [x for x in acts if x.get("verb") in rec.ACTING_VERBS
+                           and link in (x.get("avoid") or ()) and start <= float(x["at"]) <= end]
+                first = min((float(x["at"]) for x in on_link), default=end)
+                out["flap"] = {"target": fault.target, "period_s": self.cfg.flap_period_s,
+                               "flapping_s": end - onset, "actions": len(on_link),
+                               "allowed": 1 + int((end - first) // self.cfg.hold_down_s)
+                               if on_link else 1}
+        else:
+            out["actions"] = [x for x in self.state().get("actions") or []
+                              if x.get("verb") in rec.ACTING_VERBS
+                              and start - 0.5 <= float(x.get("at") or 0.0) <= end + 1.0]
+        (tdir / "trial.json").parent.mkdir(parents=True, exist_ok=True)
+        (tdir / "trial.json").write_text(json.dumps(out, indent=1, default=str))
+        self.log(f"[{self.mode}] {name}: " + _trial_line(out))
+        return out
+
+
+def _trial_line(t: dict[str, Any]) -> str:
+    def s(v: float | None) -> str:
+        return "-" if v is None else f"{v:.2f}s"
+    if t["fault"] is None:
+        return f"no fault, job {s(t['completion_s'])}, actions {len(t['actions'])}"
+    f = t["fault"]
+    return (f"{f['kind']}{' (flapping)' if f['flapping'] else ''} on {f['target']}: job "
+            f"{s(t['completion_s'])}, culprit {s(t['onset_to_culprit_s'])}, action "
+            f"{s(t['onset_to_action_s'])}, off {s(t['onset_to_off_s'])}, rate back "
+            f"{s(t['onset_to_recovered_s'])}")
+
+
+def _ratio(x: float | None, base: float | None) -> float | None:
+    return None if x is None or not base else round(x / base, 3)
+
+
+def run_recovery(cfg: RecoveryConfig, *, log: Any = print) -> dict[str, Any]:
+    """Both test beds' trials; writes and returns OUT/summary.json."""
+    from mininet_topos.testbed import Testbed
+    from mininet_topos.topologies import resolve_topology
+
+    if cfg.switch not in ("softswitch", "ebpf"):
+        raise FaultError(f"recovery: switch {cfg.switch!r}: the controller acts on P4 "
+                         "switches only (softswitch, ebpf)")
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    topo = resolve_topology("two-dc")
+    t_all = time.time()
+    targets: dict[tuple[str, int], str] = {}
+    trials: dict[str, list[dict[str, Any]]] = {}
+    errors: list[dict[str, Any]] = []
+    for mode in ("act", "advise"):
+        bed = _Bed(cfg, mode, topo, log)
+        with Testbed(topo=topo, switch=cfg.switch, logs=bed.dir / "testbed", seed=cfg.seeds[0],
+                     sample_interval_s=0.2, python=cfg.harness.python,
+                     agent_hosts=cfg.harness.hosts, feedback=False, mitigate=mode,
+                     mitigate_hold_down_s=cfg.hold_down_s) as tb:
+            bed.tb = tb
+            bed.warm_up()
+            if not targets:
+                targets = pick_targets(topo, bed.places, cfg.seeds, cfg.kinds)
+            runs = trials.setdefault(mode, [])
+
+
+            def run(name: str, f: FaultSpec | None, seed: int | None = None,
+                    flap: bool = False, bed: _Bed = bed, runs: list[dict[str, Any]] = runs
+                    ) -> None:
+                """A trial; one that fails is logged and left out (the rest go on), and the
+                summary so far is written after each (a long run keeps what it measured)."""
+                try:
+                    t = bed.trial(name, f, flap=flap)
+                except (ExperimentError, OSError, ValueError, KeyError) as exc:
+                    log(f"[{bed.mode}] {name}: failed: {exc}")
+                    errors.append({"mode": bed.mode, "trial": name, "error": str(exc)})
+                    return
+                runs.append(t if seed is None else {**t, "seed": seed})
+                (out / "summary.json").write_text(json.dumps(
+                    {**_summary(cfg, trials), "errors": errors, "partial": True},
+                    indent=1, default=str))
+            n_free = cfg.fault_free if mode == "act" else min(3, cfg.fault_free)
+            free_at = {round(i * len(cfg.seeds) / max(1, n_free)) for i in range(n_free)}
+            free_left = n_free
+            for i, seed in enumerate(cfg.seeds):
+                while i in free_at and free_left:   # fault-free runs spread among the others
+                    run(f"free{n_free - free_left:02d}", None)
+                    free_left -= 1
+                    free_at.discard(i)
+                for kind in cfg.kinds:
+                    f = FaultSpec(kind=kind, target=targets[(kind, seed)], onset_s=cfg.onset_s,
+                                  duration_s=3600.0)
+                    if kind == "gray_loss":
+                        f = replace(f, loss=cfg.loss)
+                    run(f"{kind}-s{seed}", f, seed)
+            while free_left:
+                run(f"free{n_free - free_left:02d}", None)
+                free_left -= 1
+            if cfg.flap and mode == "act" and "link_down" in cfg.kinds:
+                f = FaultSpec(kind="link_down", target=targets[("link_down", cfg.seeds[0])],
+                              onset_s=cfg.onset_s, duration_s=3600.0)
+                run("flap", f, flap=True)
+    summary = {**_summary(cfg, trials), "errors": errors}
+    summary["wall_s"] = round(time.time() - t_all, 1)
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    for line in rec.format_table(summary["by_kind"], actions_fault_free=summary["actions_fault_free"],
+                                 fault_free_trials=summary["fault_free_trials"],
+                                 flap=summary.get("flap")):
+        log(line)
+    return summary
+
+
+def _summary(cfg: RecoveryConfig, trials: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """The rows of ``summary.json["mitigation"]``: one per (fault, seed), the acting
+    bed's times, both beds' completion against their own fault-free median."""
+    def base(mode: str) -> float | None:
+        free = [t["completion_s"] for t in trials.get(mode, []) if t["fault"] is None
+                and t["completion_s"] is not None]
+        return float(np.median(free)) if free else None
+    b_act, b_adv = base("act"), base("advise")
+    adv = {(t["fault"]["kind"], t["seed"]): t for t in trials.get("advise", [])
+           if t["fault"] is not None and "seed" in t}
+    rows = []
+    for t in trials.get("act", []):
+        if t["fault"] is None or "seed" not in t:
+            continue
+        u = adv.get((t["fault"]["kind"], t["seed"]))
+        rows.append({"fault": t["fault"]["kind"], "target": t["fault"]["target"], "seed": t["seed"],
+                     **{k: None if t.get(k) is None else round(float(t[k]), 3)
+                        for k in ("onset_to_culprit_s", "onset_to_action_s", "onset_to_off_s",
+                                  "onset_to_recovered_s")},
+                     "completion_ratio_mitigated": _ratio(t["completion_s"], b_act),
+                     "completion_ratio_unmitigated": _ratio(u["completion_s"], b_adv) if u else None,
+                     "int_samples_on_link_after_off": t.get("int_samples_on_link_after_off"),
+                     "action": (t.get("action") or {}).get("verb")})
+    free = [t for t in trials.get("act", []) if t["fault"] is None]
+    flap = next((t["flap"] for t in trials.get("act", []) if t.get("flap")), None)
+    return {"mitigation": rows, "by_kind": rec.summarise(rows),
+            "actions_fault_free": sum(len(t["actions"]) for t in free),
+            "fault_free_trials": len(free), "flap": flap,
+            "fault_free_completion_s": {"act": b_act, "advise": b_adv},
+            "config": {"switch": cfg.switch, "seeds": list(cfg.seeds), "kinds": list(cfg.kinds),
+                       "loss": cfg.loss, "onset_s": cfg.onset_s, "hold_down_s": cfg.hold_down_s},
+            "trials": trials}
