@@ -18,7 +18,7 @@ function when(t) { return t == null ? "" : new Date(t * 1000).toLocaleTimeString
 function cell(tr, text) { const td = document.createElement("td"); td.textContent = text; tr.appendChild(td); return td; }
 
 // 0 (healthy) .. 1 (bad) for one link direction in the chosen metric
-// a live page colours loss by the last two loss-map bins; a recorded run by its window
+// a live page colours loss by the last two loss-map bins with packets; a recorded run by its window
 function lossNow(d, live) { return d.recent_loss_rate ?? (live ? null : d.loss_rate); }
 function severity(d, metric, lossRed, live) {
   const util = d.utilisation == null ? 0 : Math.min(1, d.utilisation);
