@@ -35,6 +35,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from functools import partial
@@ -57,17 +58,28 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
 READY_STATES = ("ready", "synced", "programmed", "running")
 
 
+_HANDED_OUT: set[int] = set()
+_HANDED_OUT_LOCK = threading.Lock()
+
+
 def free_port() -> int:
-    """A TCP/UDP port nobody on 127.0.0.1 uses right now (the kernel's choice)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as t, \
-            socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
-        t.bind(("127.0.0.1", 0))
-        port = t.getsockname()[1]
-        try:
-            u.bind(("127.0.0.1", port))
-        except OSError:
-            return free_port()
-        return port
+    """A TCP/UDP port nobody on 127.0.0.1 uses right now (the kernel's choice), and one
+    this process has not handed out before: the kernel may give a port it just freed
+    again at once, and two switches of one topology got the same P4Runtime port so."""
+    for _ in range(1000):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as t, \
+                socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
+            t.bind(("127.0.0.1", 0))
+            port = t.getsockname()[1]
+            try:
+                u.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        with _HANDED_OUT_LOCK:
+            if port not in _HANDED_OUT:
+                _HANDED_OUT.add(port)
+                return port
+    raise OSError("no free local port found in 1000 tries")
 
 
 def with_free_ports(topo: Topology) -> Topology:
