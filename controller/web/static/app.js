@@ -100,7 +100,7 @@ function render(v) {
   fillTable("flows", v.flows, (tr, f) => {
     tr.dataset.flow = `${f.src}>${f.dst}/${f.qp}`;
     cell(tr, `${f.src} → ${f.dst} qp ${f.qp}`); cell(tr, (f.path || []).join(" › "));
-    cell(tr, rate(f.rate_bps)); cell(tr, f.fec ? `(${f.fec[0]}, ${f.fec[1]})` : "off");
+    cell(tr, rate(f.rate_bps)); cell(tr, f.fec ? `(${f.fec[0]}, ${f.fec[1]})` : "–");  // "–": the controller set none (senders may choose their own)
     cell(tr, f.samples); cell(tr, f.lost);
   });
   const alerts = [...v.alerts.active, ...v.alerts.resolved];
