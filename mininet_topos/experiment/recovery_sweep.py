@@ -37,6 +37,7 @@ from common.kernel.netns import Namespace, veth_pair
 from common.loss import LossModel, LossProcess
 from controller.lossmap.burst import cycles_from_sequence, fit_gilbert_elliott
 from controller.lossmap.fec import LinkModel, choose_fec
+from mininet_topos.preset_kind import spec_kind
 
 from .errors import SpecError
 
@@ -67,11 +68,7 @@ class RecoverySweep:
 
 
 def is_recovery_spec(path: Path) -> bool:
-    try:
-        obj = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError):
-        return False
-    return isinstance(obj, dict) and obj.get("kind") == "recovery_sweep"
+    return spec_kind(path) == "recovery_sweep"
 
 
 def load_sweep(path: Path) -> RecoverySweep:

@@ -39,6 +39,7 @@ from mininet_topos.faults.harness import (
 from mininet_topos.faults.inject import Injector
 from mininet_topos.faults.p4 import controller_telemetry, int_places, wait_for_loss_export
 from mininet_topos.faults.spec import FaultError, FaultSpec
+from mininet_topos.preset_kind import spec_kind
 from mininet_topos.testbed.errors import ExperimentError
 from traffic.collog import read_logs
 
@@ -67,11 +68,7 @@ class RecoveryConfig:
 
 
 def is_mitigation_spec(path: Path) -> bool:
-    try:
-        obj = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError):
-        return False
-    return isinstance(obj, dict) and obj.get("kind") == "mitigation_faults"
+    return spec_kind(path) == "mitigation_faults"
 
 
 def load_recovery_spec(path: Path, out: Path) -> RecoveryConfig:
