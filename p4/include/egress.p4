@@ -220,6 +220,16 @@ control SwitchEgress(inout headers_t hdr, inout local_metadata_t meta,
                 queued = (bit<32>)queue_cap;
             }
             queue_bytes.write(eport, queued);
+            /* Packets behind this one but none counted: a target that runs egress
+             * when the packet is queued, not when it leaves (softswitch's eBPF
+             * target), so ingress's count went out with it. The depth of packets
+             * like this one stands in (HPCC would see no queue until a drop). A
+             * traffic manager that runs egress at dequeue never gets here: what
+             * is behind a packet passed ingress before it left. */
+            if (queued == 0 && standard_metadata.deq_qdepth != 0) {
+                queued = (bit<32>)standard_metadata.deq_qdepth
+                         * (bit<32>)standard_metadata.packet_length;
+            }
             meta.queue_bytes = queued;
             meta.queue_occupancy = (bit<24>)standard_metadata.deq_qdepth;
             last_queue_occupancy.write(eport, meta.queue_occupancy);
