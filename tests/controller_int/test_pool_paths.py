@@ -173,10 +173,11 @@ def test_pool_dense_rows_spill_long_datagrams_over_udp() -> None:
         tx.close()
 
 
-def test_collector_long_and_malformed_reports_as_fed() -> None:
-    """Reports through the socket (dense 512-byte rows, longer ones spilled) count
-    and decode as the same datagrams fed in memory: good ones of every shape, padded
-    past 512 bytes, mutated, and junk longer than a row."""
+@pytest.mark.parametrize("rx_method", ["auto", "recvmsg_into"])
+def test_collector_long_and_malformed_reports_as_fed(rx_method: str) -> None:
+    """Reports through the socket (recvmmsg: dense 512-byte rows, longer ones spilled;
+    recvmsg_into: full rows) count and decode as the same datagrams fed in memory: good
+    ones of every shape, padded past 512 bytes, mutated, and junk longer than a row."""
     rng = np.random.default_rng(5)
     seeds = _seeds()
     data = [seeds[i % len(seeds)] for i in range(60)]
@@ -187,11 +188,15 @@ def test_collector_long_and_malformed_reports_as_fed() -> None:
     fed = Collector(CollectorConfig(report_port=0, agent_port=None))
     fed.feed_reports(data)
     want = fed.stats()
-    with Collector(CollectorConfig(report_port=0, agent_port=None)) as c:
+    with Collector(CollectorConfig(report_port=0, agent_port=None, rx_method=rx_method)) as c:
+        assert c._pools["report"].method == ("recvmsg_into" if rx_method == "recvmsg_into"
+                                             or not native_available() else "recvmmsg")
+        dest = c.report_address
+        assert dest is not None
         tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         try:
             for d in data:
-                tx.sendto(d, c.report_address)
+                tx.sendto(d, dest)
         finally:
             tx.close()
         wait_or_fail(lambda: c.stats().report_datagrams == len(data))
@@ -205,14 +210,16 @@ def test_collector_long_and_malformed_reports_as_fed() -> None:
 def test_collector_stage_costs_and_truncation_in_stats() -> None:
     cfg = CollectorConfig(report_port=0, agent_port=0, report_slot_bytes=128)
     with Collector(cfg) as c:
+        reports, agents = c.report_address, c.agent_address
+        assert reports is not None and agents is not None
         tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         try:
             rep = build_hpcc_report(node_id=1, seq=0, hops=[Hop(node_id=1)])
             assert len(rep) <= 128
-            tx.sendto(rep, c.report_address)
-            tx.sendto(rep + b"\0" * 200, c.report_address)
+            tx.sendto(rep, reports)
+            tx.sendto(rep + b"\0" * 200, reports)
             tx.sendto(encode_batch(np.zeros(2, HOST_RECORD_DTYPE), agent_id=1, batch_seq=0),
-                      c.agent_address)
+                      agents)
             wait_or_fail(lambda: c.stats().reports == 1 and c.stats().host_records == 2
                          and c.stats().truncated == 1 and c.stats().rounds >= 2)
         finally:
