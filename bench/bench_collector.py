@@ -476,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<44}{r:>16,.0f}{r / s:>9.1f}x")
     print(f"decoded {n} hop records per run; host records: {hn} hops per run")
     if a.rx:
-        print("emptying a socket, us per datagram (received/sent):")
+        print("emptying a socket, us of CPU per datagram (received/sent):")
         rx_compare()
     if a.socket:
         print("from the socket into the tables, per second of the collector thread's CPU "
