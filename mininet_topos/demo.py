@@ -14,7 +14,6 @@ at a tenth of the rate.  With ``INFLUX_URL`` set it exports the series too.
 from __future__ import annotations
 
 import dataclasses
-import os
 import sys
 from pathlib import Path
 
@@ -36,11 +35,6 @@ def run_demo(*, out: Path, switch: str | None = None, influx_url: str | None = N
         queue_lines,
     )
 
-    # the ranks' engine threads at SCHED_FIFO (traffic/native: TN_ENGINE_RT; the ranks
-    # inherit this environment): on the shared 2-core host a time-shared engine thread
-    # wakes ~2 ms late for a quarter of its departures, and a paced QP never caught up
-    # past ~12 Mbit/s, under the WAN's 20 (README, "The demo")
-    os.environ.setdefault("TN_ENGINE_RT", "1")
     (spec,) = load_spec(preset_path("demo"))
     if switch:
         spec = dataclasses.replace(spec, switch=switch)
