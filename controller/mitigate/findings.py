@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Finding", "LossMapRule", "findings_from_diagnosis", "findings_from_lossmap"]
+__all__ = ["Finding", "LossMapRule", "SilenceRule", "findings_from_diagnosis", "findings_from_lossmap",
+           "findings_from_silence"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -129,4 +130,44 @@ def findings_from_lossmap(*, names: Sequence[str], links: Sequence[str], lost: n
                                evidence={"delivered_before": int(delivered[r, -d - 1]),
                                          "silent_bins": d,
                                          "rest_delivered": int(delivered[rest, -d:].sum())}))
+    return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SilenceRule:
+    """When a link direction is dead by its two ends' port counters: over the last
+    ``polls`` intervals between link polls its upstream egress sent at least
+    ``min_sent`` packets and its downstream ingress received none.
+
+    Why this and not the loss map: a dead link shows no loss (a sequence gap is seen
+    only when a later packet arrives), and when a ring all-reduce hangs on it every
+    other link falls silent too; but the stuck sender keeps retransmitting (its
+    timeout backs off from 30 ms: a dozen packets in the first two seconds) and those
+    are counted leaving the upstream switch and never arriving.  A link at 5 % loss
+    passes ``min_sent`` packets with probability 1 - 0.05 ** min_sent; a healthy one
+    could look dead only if all its packets of two intervals fell between the reads of
+    its two ends (the poller reads all egress counters, then all ingress ones)."""
+
+    polls: int = 2
+    min_sent: int = 3
+    confidence: float = 0.9
+
+
+def findings_from_silence(*, names: Sequence[str], sent: np.ndarray, received: np.ndarray,
+                          poll_end_s: np.ndarray, rule: SilenceRule = SilenceRule()) -> list[Finding]:
+    """``link_down`` findings from per-direction packet counts between link polls
+    (rows: directed links ``names``; columns: intervals, oldest first, ending at
+    ``poll_end_s`` (Unix s); -1: an end was not read, no evidence)."""
+    out: list[Finding] = []
+    if sent.ndim != 2 or sent.shape[1] < rule.polls or not len(names):
+        return out
+    s, r = sent[:, -rule.polls:], received[:, -rule.polls:]
+    valid = (s >= 0).all(axis=1) & (r >= 0).all(axis=1)
+    dead = valid & (s.sum(axis=1) >= rule.min_sent) & (r.sum(axis=1) == 0)
+    onset = float(poll_end_s[-rule.polls - 1]) if len(poll_end_s) > rule.polls else None
+    for i in np.flatnonzero(dead):
+        out.append(Finding(kind="link_down", type="link", component=str(names[int(i)]),
+                           confidence=rule.confidence, onset=onset, source="counters",
+                           evidence={"sent": int(s[i].sum()), "received": 0, "polls": rule.polls,
+                                     "sent_per_poll": [int(x) for x in s[i]]}))
     return out

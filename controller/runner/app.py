@@ -50,8 +50,10 @@ from controller.mitigate import (
     LossMapRule,
     MitigationMode,
     Mitigator,
+    SilenceRule,
     findings_from_diagnosis,
     findings_from_lossmap,
+    findings_from_silence,
 )
 from controller.p4rt import (
     ArbitrationError,
@@ -460,6 +462,10 @@ class Controller:
                     names=[d.name for d in self.links.links], links=[d.link for d in self.links.links],
                     lost=m.lost[:, keep], delivered=m.delivered[:, keep], bin_start_s=start[keep] / 1e9,
                     bin_s=m.bins.bin_ns / 1e9, rule=rule)
+            silent = SilenceRule()
+            ends, sent, received = self.links.silence(silent.polls + 1)   # one more: its end is the onset
+            findings += findings_from_silence(names=[d.name for d in self.links.links], sent=sent,
+                                              received=received, poll_end_s=ends, rule=silent)
         self.mitigator.step(findings, now)
         done = self.mitigator.take_unexported()
         if done and self.exporter is not None:
@@ -616,6 +622,8 @@ class Controller:
             self.web.stop()
         if self.live is not None:
             self.live.stop()
+        if self.links is not None:
+            self.links.close()
         delivered = True
         if self.export is not None:
             self.export.stop()

@@ -5,25 +5,39 @@ I/O shell that reads `SwitchIngress.link_lost_packets` and the ingress port pack
 counter of every switch-to-switch link's receiving port over P4Runtime, drains the
 `link_loss_digest_t` digests each client received, and feeds both to a
 `LinkLossStream` keyed by the topology's directed links.
+
+It also reads the egress port counter of every link's sending port: a dead link
+shows no loss (the sequence gap is only seen when a packet arrives) but its upstream
+egress keeps counting (retransmissions) while its downstream ingress counts nothing;
+`silence` hands the mitigation the last polls' per-direction counts of both.  The
+switches are read in parallel, all egress counters first, then all ingress counters,
+so a packet counted sent in a poll has had the time to be counted received.
 """
 from __future__ import annotations
 
 import logging
 import queue
 import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from itertools import pairwise
+from typing import Any
 
 import numpy as np
 
 from controller.lossmap.links import LinkCounters, LossEvents
 from controller.lossmap.stream import LinkLossStream
 from controller.p4rt import ManagedSwitch, P4rtError
+from controller.p4rt.schema import Schema
 from controller.topology import DirectedLink, Topology, directed_links
 
 LOG = logging.getLogger("controller.runner")
 
 R_LOST = "SwitchIngress.link_lost_packets"
 C_INGRESS = "SwitchIngress.ingress_port_counter"
+C_EGRESS = "SwitchEgress.egress_port_counter"
+KEEP_POLLS = 16   # the polls `silence` can look back on
 DIGEST = "link_loss_digest_t"
 
 
@@ -47,10 +61,16 @@ class LinkPoller:
     _rows: dict[tuple[str, int], int] = field(init=False)
     _forgiven: dict[tuple[str, int], int] = field(default_factory=dict)
     _first_jump: dict[tuple[str, int], int | None] = field(default_factory=dict)
+    _tx_rows: dict[tuple[str, int], int] = field(init=False)
+    _polls: deque[tuple[float, np.ndarray, np.ndarray]] = field(init=False)
+    _pool: ThreadPoolExecutor | None = None
+    _schemas: dict[str, tuple[object, Schema]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.links = directed_links(self.topo)
         self._rows = {(d.dst, d.dst_port): i for i, d in enumerate(self.links)}
+        self._tx_rows = {(d.src, d.src_port): i for i, d in enumerate(self.links)}
+        self._polls = deque(maxlen=KEEP_POLLS)
         self.stream = LinkLossStream(n_links=max(1, len(self.links)), bin_ns=int(self.bin_s * 1e9),
                                      n_bins=self.n_bins, origin_ns=time.time_ns())
 
@@ -75,28 +95,73 @@ class LinkPoller:
         self._forgiven[(name, port)] = sent if sent is not None else 0
         self._first_jump[(name, port)] = sent
 
-    def poll(self) -> None:
-        """One round: counters of every receiving port, plus the digests queued so far."""
-        rows, ts, rx, lost = [], [], [], []
-        ev_rows, ev_ts, ev_exp, ev_rcv = [], [], [], []
-        for name, sw in self.switches.items():
-            c = sw.client
-            mine = [(port, row) for (dst, port), row in self._rows.items() if dst == name]
-            if c is None or not mine:
-                continue
+    def _map(self, fn: Any, names: list[str]) -> dict[str, Any]:
+        """``fn(name)`` for every switch at once (a P4Runtime read waits on the switch,
+        not on us: eight in a row took seconds on a loaded machine); name -> result or
+        the `P4rtError` it raised."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=max(1, min(16, len(self.switches))),
+                                            thread_name_prefix="link-poll")
+
+        def one(name: str) -> Any:
             try:
-                schema = sw.schema
-                reg = c.read_register(schema.register(R_LOST).id)
-                ctr = c.read_counter(schema.counter(C_INGRESS).id)
-                now = time.time_ns()
-                for port, row in mine:
-                    rows.append(row)
-                    ts.append(now)
-                    rx.append(ctr.get(port, (0, 0))[0])
-                    lost.append(max(0, reg.get(port, 0) - self._forgiven.get((name, port), 0)))
-                self.errors.pop(name, None)
+                return fn(name)
             except P4rtError as exc:
-                self.errors[name] = str(exc)
+                return exc
+        return dict(zip(names, self._pool.map(one, names), strict=True))
+
+    def _schema(self, name: str) -> Schema:
+        """The switch's P4Info index, built once (from_p4info parses the P4Info)."""
+        sw = self.switches[name]
+        got = self._schemas.get(name)
+        if got is None or got[0] is not sw.pipeline:
+            got = self._schemas[name] = (sw.pipeline, sw.schema)
+        return got[1]
+
+    def _read_egress(self, name: str) -> dict[int, tuple[int, int]]:
+        sw = self.switches[name]
+        assert sw.client is not None
+        return sw.client.read_counter(self._schema(name).counter(C_EGRESS).id)
+
+    def _read_ingress(self, name: str) -> tuple[dict[int, int], dict[int, tuple[int, int]]]:
+        sw = self.switches[name]
+        assert sw.client is not None
+        schema = self._schema(name)
+        return (sw.client.read_register(schema.register(R_LOST).id),
+                sw.client.read_counter(schema.counter(C_INGRESS).id))
+
+    def poll(self) -> None:
+        """One round: counters of every link's two ports, plus the digests queued so far."""
+        rows, rx, lost = [], [], []
+        ev_rows, ev_ts, ev_exp, ev_rcv = [], [], [], []
+        n = len(self.links)
+        sent_cum, rx_cum = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+        names = [name for name, sw in self.switches.items() if sw.client is not None]
+        tx_at = {name: [(p, r) for (src, p), r in self._tx_rows.items() if src == name] for name in names}
+        egress = self._map(self._read_egress, [x for x in names if tx_at[x]])
+        rx_at = {name: [(p, r) for (dst, p), r in self._rows.items() if dst == name] for name in names}
+        ingress = self._map(self._read_ingress, [x for x in names if rx_at[x]])
+        for name, got in egress.items():
+            if isinstance(got, P4rtError):
+                self.errors[name] = f"egress counter: {got}"
+                continue
+            for port, row in tx_at[name]:
+                sent_cum[row] = got.get(port, (0, 0))[0]
+        for name in names:
+            c = self.switches[name].client
+            assert c is not None
+            got = ingress.get(name)
+            if isinstance(got, P4rtError):
+                self.errors[name] = str(got)
+            elif got is not None:
+                reg, ctr = got
+                for port, row in rx_at[name]:
+                    rows.append(row)
+                    rx.append(ctr.get(port, (0, 0))[0])
+                    rx_cum[row] = rx[-1]
+                    lost.append(max(0, reg.get(port, 0) - self._forgiven.get((name, port), 0)))
+                if not isinstance(egress.get(name), P4rtError):
+                    self.errors.pop(name, None)
             while True:
                 try:
                     d = c.digests.get_nowait()
@@ -118,18 +183,43 @@ class LinkPoller:
                     ev_ts.append(time.time_ns())  # switch clocks differ: arrival time
                     ev_exp.append(_bits(m[1]))
                     ev_rcv.append(_bits(m[2]))
+        self._polls.append((time.time(), sent_cum, rx_cum))
         if rows:
             # one time for the whole round: reading eight switches takes seconds on a
             # loaded machine, and rows of one round spread over several 1 s bins made a
             # link read early look silent beside links read later (a false dead link)
             ts = [time.time_ns()] * len(rows)
-            self.stream.add_counters(LinkCounters(link_idx=np.array(rows), ts_ns=np.array(ts),
+            rows_a = np.array(rows)
+            self.stream.add_counters(LinkCounters(link_idx=rows_a, ts_ns=np.array(ts),
                                                   rx_packets=np.array(rx), lost_packets=np.array(lost)))
         if ev_rows:
             self.events += len(ev_rows)
             self.stream.add_events(LossEvents(link_idx=np.array(ev_rows), ts_ns=np.array(ev_ts),
                                               expected=np.array(ev_exp), received=np.array(ev_rcv)))
         self.polls += 1
+
+    def silence(self, polls: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The last ``polls`` intervals between polls: (end times (Unix s), packets each
+        direction's upstream egress sent, packets its downstream ingress received), the
+        counts shaped (links, intervals); -1 where either end was not read, or a counter
+        went back (a restarted switch)."""
+        hist = list(self._polls)[-(polls + 1):]
+        n = len(self.links)
+        if len(hist) < 2:
+            return np.zeros(0), np.zeros((n, 0), dtype=np.int64), np.zeros((n, 0), dtype=np.int64)
+        pairs = list(pairwise(hist))
+        t = np.array([b[0] for _, b in pairs])
+        sent = np.stack([b[1] - a[1] for a, b in pairs], axis=1)
+        recv = np.stack([b[2] - a[2] for a, b in pairs], axis=1)
+        bad = np.stack([(a[1] < 0) | (b[1] < 0) | (a[2] < 0) | (b[2] < 0) for a, b in pairs], axis=1)
+        bad |= (sent < 0) | (recv < 0)
+        sent[bad], recv[bad] = -1, -1
+        return t, sent, recv
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+            self._pool = None
 
     def totals(self) -> list[dict[str, object]]:
         """Per directed link: lost packets since start and the data source."""
