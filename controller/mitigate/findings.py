@@ -56,14 +56,17 @@ class LossMapRule:
 
     Gray loss: over the last ``window_bins`` polled bins the direction lost at least
     ``min_lost`` packets at a rate of at least ``min_rate`` and ``noise_x`` times the
-    next lossiest direction's (a loaded test bed loses a little everywhere); confidence
-    rises with the rate up to 1 at ``2 * min_rate``.
+    next lossiest direction's (a loaded test bed loses a little everywhere), in at
+    least ``lossy_bins`` of them (a gray link loses at every poll; a dead link that
+    comes back shows the packets it swallowed as one jump of its sequence, once);
+    confidence rises with the rate up to 1 at ``2 * min_rate``.
     Dead: both directions of a link delivered at least ``min_busy`` packets a bin
     before and nothing in the last ``dead_bins`` polled bins, while the rest of the
     fabric still delivered at least ``min_busy`` a bin (an idle network, or a stalled
     job whose links all fell silent, is not a dead link)."""
 
     window_bins: int = 2
+    lossy_bins: int = 2
     min_rate: float = 0.01
     min_lost: int = 10
     noise_x: float = 3.0
@@ -98,7 +101,8 @@ def findings_from_lossmap(*, names: Sequence[str], links: Sequence[str], lost: n
     for i, name in enumerate(names):
         others = np.delete(rate, i)
         floor = float(others.max()) if others.size else 0.0
-        if lw[i] >= rule.min_lost and rate[i] >= rule.min_rate and rate[i] >= rule.noise_x * floor:
+        if lw[i] >= rule.min_lost and rate[i] >= rule.min_rate and rate[i] >= rule.noise_x * floor \
+                and int((lost[i, -w:] > 0).sum()) >= min(rule.lossy_bins, w):
             cols = np.flatnonzero(lost[i, -w:] > 0)
             onset = float(bin_start_s[-w:][cols[0]]) if cols.size else None
             out.append(Finding(kind="gray_loss", type="link", component=name,
@@ -135,18 +139,21 @@ def findings_from_lossmap(*, names: Sequence[str], links: Sequence[str], lost: n
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SilenceRule:
-    """When a link direction is dead by its two ends' port counters: over the last
-    ``polls`` intervals between link polls its upstream egress sent at least
-    ``min_sent`` packets and its downstream ingress received none.
+    """When a link direction is dead by its two ends' port counters: its upstream egress
+    sent at least ``min_sent`` packets in the intervals between link polls before the
+    newest, and its downstream ingress received none in the last ``polls`` intervals.
 
     Why this and not the loss map: a dead link shows no loss (a sequence gap is seen
     only when a later packet arrives), and when a ring all-reduce hangs on it every
     other link falls silent too; but the stuck sender keeps retransmitting (its
     timeout backs off from 30 ms: a dozen packets in the first two seconds) and those
-    are counted leaving the upstream switch and never arriving.  A link at 5 % loss
-    passes ``min_sent`` packets with probability 1 - 0.05 ** min_sent; a healthy one
-    could look dead only if all its packets of two intervals fell between the reads of
-    its two ends (the poller reads all egress counters, then all ingress ones)."""
+    are counted leaving the upstream switch and never arriving.
+    Why the newest interval's sends are left out: the poller reads every ingress
+    counter, then every egress counter, so a packet counted sent in one interval is
+    surely counted received by the end of the next, however slow the reads were; a
+    packet sent in the newest interval may arrive after this poll's ingress read.  A
+    link at 5 % loss passes one of ``min_sent`` packets with probability
+    1 - 0.05 ** min_sent."""
 
     polls: int = 2
     min_sent: int = 3
@@ -159,15 +166,16 @@ def findings_from_silence(*, names: Sequence[str], sent: np.ndarray, received: n
     (rows: directed links ``names``; columns: intervals, oldest first, ending at
     ``poll_end_s`` (Unix s); -1: an end was not read, no evidence)."""
     out: list[Finding] = []
-    if sent.ndim != 2 or sent.shape[1] < rule.polls or not len(names):
+    if sent.ndim != 2 or sent.shape[1] < max(2, rule.polls) or not len(names):
         return out
     s, r = sent[:, -rule.polls:], received[:, -rule.polls:]
     valid = (s >= 0).all(axis=1) & (r >= 0).all(axis=1)
-    dead = valid & (s.sum(axis=1) >= rule.min_sent) & (r.sum(axis=1) == 0)
+    before = s[:, :-1].sum(axis=1)
+    dead = valid & (before >= rule.min_sent) & (r.sum(axis=1) == 0)
     onset = float(poll_end_s[-rule.polls - 1]) if len(poll_end_s) > rule.polls else None
     for i in np.flatnonzero(dead):
         out.append(Finding(kind="link_down", type="link", component=str(names[int(i)]),
                            confidence=rule.confidence, onset=onset, source="counters",
-                           evidence={"sent": int(s[i].sum()), "received": 0, "polls": rule.polls,
+                           evidence={"sent": int(before[i]), "received": 0, "polls": rule.polls,
                                      "sent_per_poll": [int(x) for x in s[i]]}))
     return out

@@ -10,8 +10,9 @@ It also reads the egress port counter of every link's sending port: a dead link
 shows no loss (the sequence gap is only seen when a packet arrives) but its upstream
 egress keeps counting (retransmissions) while its downstream ingress counts nothing;
 `silence` hands the mitigation the last polls' per-direction counts of both.  The
-switches are read in parallel, all egress counters first, then all ingress counters,
-so a packet counted sent in a poll has had the time to be counted received.
+switches are read in parallel, all ingress counters first, then all egress counters:
+a packet counted sent by one poll is counted received by the next (it arrives within
+microseconds; the next ingress read is a poll later), whatever the reads' timing.
 """
 from __future__ import annotations
 
@@ -138,9 +139,11 @@ class LinkPoller:
         sent_cum, rx_cum = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
         names = [name for name, sw in self.switches.items() if sw.client is not None]
         tx_at = {name: [(p, r) for (src, p), r in self._tx_rows.items() if src == name] for name in names}
-        egress = self._map(self._read_egress, [x for x in names if tx_at[x]])
+        # ingress first, then egress: a packet counted sent by this poll's egress read
+        # is counted received by the next poll's ingress read (findings_from_silence)
         rx_at = {name: [(p, r) for (dst, p), r in self._rows.items() if dst == name] for name in names}
         ingress = self._map(self._read_ingress, [x for x in names if rx_at[x]])
+        egress = self._map(self._read_egress, [x for x in names if tx_at[x]])
         for name, got in egress.items():
             if isinstance(got, P4rtError):
                 self.errors[name] = f"egress counter: {got}"

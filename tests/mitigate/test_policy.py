@@ -259,8 +259,15 @@ def _lm10(lost: dict[int, list[int]], deliv: dict[int, list[int]]) -> list[Findi
 def test_a_lossy_poll_is_named_even_when_it_is_the_last_bin() -> None:
     """Polls at bins 1, 5, 9: the loss read at the latest poll is judged at once."""
     busy = [5000] * 4
-    got = _lm10({9: [200, 0, 0, 0]}, {1: busy, 5: busy, 9: busy})
-    assert [(f.kind, f.component, f.onset) for f in got] == [("gray_loss", "s1:1->s3:2", 109.0)]
+    got = _lm10({5: [200, 0, 0, 0], 9: [200, 0, 0, 0]}, {1: busy, 5: busy, 9: busy})
+    assert [(f.kind, f.component, f.onset) for f in got] == [("gray_loss", "s1:1->s3:2", 105.0)]
+
+
+def test_one_jump_of_the_sequence_is_not_gray_loss() -> None:
+    """A dead link that comes back: the packets it swallowed show as one jump at one
+    poll, not loss at every poll."""
+    busy = [5000] * 4
+    assert _lm10({9: [700, 0, 0, 0]}, {1: busy, 5: busy, 9: busy}) == []
 
 
 def test_empty_bins_between_polls_are_not_a_dead_link() -> None:
