@@ -8,7 +8,7 @@ lossy or silent fabric link on its own within a bin or two.  Both become the sam
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,11 +77,14 @@ class LossMapRule:
 
 def findings_from_lossmap(*, names: Sequence[str], links: Sequence[str], lost: np.ndarray,
                           delivered: np.ndarray, bin_start_s: np.ndarray, bin_s: float,
-                          rule: LossMapRule = LossMapRule()) -> list[Finding]:
+                          rule: LossMapRule = LossMapRule(), recovering: Collection[str] = ()
+                          ) -> list[Finding]:
     """Findings from the bins of a link loss map (rows: directed links named ``names``,
     the undirected ``links`` they belong to; columns: bins up to the latest poll, oldest
     first, starting at ``bin_start_s`` (Unix s)); bins without any count anywhere (no
-    poll in them) are skipped, so the rule's bins are the polls'."""
+    poll in them) are skipped, so the rule's bins are the polls'.  Directions in
+    ``recovering`` (a dead link that came back: its first packet shows everything it
+    swallowed as one sequence jump) are not named for gray loss."""
     out: list[Finding] = []
     if lost.ndim == 2 and len(names):
         # bins no poll touched are no evidence: the controller reads the counters once a
@@ -99,6 +102,8 @@ def findings_from_lossmap(*, names: Sequence[str], links: Sequence[str], lost: n
     tot = lw + dw
     rate = np.divide(lw, tot, out=np.zeros(len(names)), where=tot > 0)
     for i, name in enumerate(names):
+        if name in recovering:
+            continue
         others = np.delete(rate, i)
         floor = float(others.max()) if others.size else 0.0
         if lw[i] >= rule.min_lost and rate[i] >= rule.min_rate and rate[i] >= rule.noise_x * floor \

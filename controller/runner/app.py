@@ -461,7 +461,7 @@ class Controller:
                 findings += findings_from_lossmap(
                     names=[d.name for d in self.links.links], links=[d.link for d in self.links.links],
                     lost=m.lost[:, keep], delivered=m.delivered[:, keep], bin_start_s=start[keep] / 1e9,
-                    bin_s=m.bins.bin_ns / 1e9, rule=rule)
+                    bin_s=m.bins.bin_ns / 1e9, rule=rule, recovering=self.links.recovering())
             silent = SilenceRule()
             ends, sent, received = self.links.silence(silent.polls + 1)   # one more: its end is the onset
             findings += findings_from_silence(names=[d.name for d in self.links.links], sent=sent,

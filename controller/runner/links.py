@@ -6,11 +6,14 @@ counter of every switch-to-switch link's receiving port over P4Runtime, drains t
 `link_loss_digest_t` digests each client received, and feeds both to a
 `LinkLossStream` keyed by the topology's directed links.
 
-It also reads the egress port counter of every link's sending port: a dead link
-shows no loss (the sequence gap is only seen when a packet arrives) but its upstream
-egress keeps counting (retransmissions) while its downstream ingress counts nothing;
-`silence` hands the mitigation the last polls' per-direction counts of both.  The
-switches are read in parallel, all ingress counters first, then all egress counters:
+It also reads both ends' link sequence registers: a dead link shows no loss (the
+sequence gap is only seen when a packet arrives) but its upstream egress keeps
+stamping sequence numbers (retransmissions) while the sequence its downstream ingress
+expects stands still; `silence` hands the mitigation the last polls' per-direction
+counts of both.  The registers, not the port counters: a dead link's receiving port
+still counts the frames no dropper of IPv4 stops (ARP, IPv6 neighbour discovery), and
+only packets the pipelines forwarded carry a sequence number.  The
+switches are read in parallel, every ingress end first, then every egress end:
 a packet counted sent by one poll is counted received by the next (it arrives within
 microseconds; the next ingress read is a poll later), whatever the reads' timing.
 """
@@ -37,8 +40,10 @@ LOG = logging.getLogger("controller.runner")
 
 R_LOST = "SwitchIngress.link_lost_packets"
 C_INGRESS = "SwitchIngress.ingress_port_counter"
-C_EGRESS = "SwitchEgress.egress_port_counter"
+R_TX_SEQ = "SwitchEgress.link_tx_seq"             # packets stamped per fabric egress port
+R_RX_EXPECTED = "SwitchIngress.link_rx_expected"  # the next sequence each fabric ingress port expects
 KEEP_POLLS = 16   # the polls `silence` can look back on
+CLEAN_POLLS = 4   # polls with arrivals after which a link that was silent is judged on its loss again
 DIGEST = "link_loss_digest_t"
 
 
@@ -66,6 +71,7 @@ class LinkPoller:
     _polls: deque[tuple[float, np.ndarray, np.ndarray]] = field(init=False)
     _pool: ThreadPoolExecutor | None = None
     _schemas: dict[str, tuple[object, Schema]] = field(default_factory=dict)
+    _silent: dict[int, int] = field(default_factory=dict)   # row -> polls with arrivals since it fell silent
 
     def __post_init__(self) -> None:
         self.links = directed_links(self.topo)
@@ -119,17 +125,18 @@ class LinkPoller:
             got = self._schemas[name] = (sw.pipeline, sw.schema)
         return got[1]
 
-    def _read_egress(self, name: str) -> dict[int, tuple[int, int]]:
+    def _read_egress(self, name: str) -> dict[int, int]:
         sw = self.switches[name]
         assert sw.client is not None
-        return sw.client.read_counter(self._schema(name).counter(C_EGRESS).id)
+        return sw.client.read_register(self._schema(name).register(R_TX_SEQ).id)
 
-    def _read_ingress(self, name: str) -> tuple[dict[int, int], dict[int, tuple[int, int]]]:
+    def _read_ingress(self, name: str) -> tuple[dict[int, int], dict[int, tuple[int, int]], dict[int, int]]:
         sw = self.switches[name]
         assert sw.client is not None
         schema = self._schema(name)
         return (sw.client.read_register(schema.register(R_LOST).id),
-                sw.client.read_counter(schema.counter(C_INGRESS).id))
+                sw.client.read_counter(schema.counter(C_INGRESS).id),
+                sw.client.read_register(schema.register(R_RX_EXPECTED).id))
 
     def poll(self) -> None:
         """One round: counters of every link's two ports, plus the digests queued so far."""
@@ -146,10 +153,10 @@ class LinkPoller:
         egress = self._map(self._read_egress, [x for x in names if tx_at[x]])
         for name, got in egress.items():
             if isinstance(got, P4rtError):
-                self.errors[name] = f"egress counter: {got}"
+                self.errors[name] = f"link_tx_seq: {got}"
                 continue
             for port, row in tx_at[name]:
-                sent_cum[row] = got.get(port, (0, 0))[0]
+                sent_cum[row] = got.get(port, 0)
         for name in names:
             c = self.switches[name].client
             assert c is not None
@@ -157,11 +164,11 @@ class LinkPoller:
             if isinstance(got, P4rtError):
                 self.errors[name] = str(got)
             elif got is not None:
-                reg, ctr = got
+                reg, ctr, expected = got
                 for port, row in rx_at[name]:
                     rows.append(row)
                     rx.append(ctr.get(port, (0, 0))[0])
-                    rx_cum[row] = rx[-1]
+                    rx_cum[row] = expected.get(port, 0)
                     lost.append(max(0, reg.get(port, 0) - self._forgiven.get((name, port), 0)))
                 if not isinstance(egress.get(name), P4rtError):
                     self.errors.pop(name, None)
@@ -187,6 +194,7 @@ class LinkPoller:
                     ev_exp.append(_bits(m[1]))
                     ev_rcv.append(_bits(m[2]))
         self._polls.append((time.time(), sent_cum, rx_cum))
+        self._track_silence()
         if rows:
             # one time for the whole round: reading eight switches takes seconds on a
             # loaded machine, and rows of one round spread over several 1 s bins made a
@@ -202,10 +210,10 @@ class LinkPoller:
         self.polls += 1
 
     def silence(self, polls: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The last ``polls`` intervals between polls: (end times (Unix s), packets each
-        direction's upstream egress sent, packets its downstream ingress received), the
-        counts shaped (links, intervals); -1 where either end was not read, or a counter
-        went back (a restarted switch)."""
+        """The last ``polls`` intervals between polls: (end times (Unix s), sequence
+        numbers each direction's upstream egress stamped, how far the sequence its
+        downstream ingress expects moved), the counts shaped (links, intervals); -1
+        where either end was not read, or a register went back (a restarted switch)."""
         hist = list(self._polls)[-(polls + 1):]
         n = len(self.links)
         if len(hist) < 2:
@@ -218,6 +226,28 @@ class LinkPoller:
         bad |= (sent < 0) | (recv < 0)
         sent[bad], recv[bad] = -1, -1
         return t, sent, recv
+
+    def _track_silence(self) -> None:
+        """Directions that fell silent (stamped, nothing arrived for two polls) until
+        ``CLEAN_POLLS`` polls with arrivals: when such a link comes back, its first
+        packet shows everything it swallowed as one sequence jump, which is not loss
+        now (the mitigation reads `recovering`)."""
+        _t, sent, recv = self.silence(2)
+        if sent.shape[1] < 2:
+            return
+        for row in range(len(self.links)):
+            s, r = sent[row], recv[row]
+            if (s >= 0).all() and (r >= 0).all() and s[0] > 0 and r.sum() == 0:
+                self._silent[row] = 0
+            elif row in self._silent and r[-1] > 0:
+                self._silent[row] += 1
+                if self._silent[row] >= CLEAN_POLLS:
+                    del self._silent[row]
+
+    def recovering(self) -> frozenset[str]:
+        """Directions (by name) that were silent and have not yet delivered for
+        ``CLEAN_POLLS`` polls since."""
+        return frozenset(self.links[r].name for r in self._silent)
 
     def close(self) -> None:
         if self._pool is not None:

@@ -6,6 +6,7 @@ rerouted, at once."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import pytest
@@ -78,3 +79,48 @@ def test_a_dead_link_under_a_stalled_job_is_rerouted_at_once() -> None:
     # traffic is off the link: nothing sent, nothing named; undone after the hold-down
     assert pol.step([], 12.0) == [] and pol.avoided() == {dead.name}
     assert [a.verb for a in pol.step([], 21.0)] == ["undo"]
+
+
+def test_a_dead_link_that_comes_back_is_not_gray_loss_until_it_delivered_a_while() -> None:
+    """The poller keeps a direction that fell silent as `recovering` until it delivered
+    at CLEAN_POLLS polls; the loss map's gray rule skips it (its first packet back shows
+    everything it swallowed as one sequence jump)."""
+    from controller.runner.links import CLEAN_POLLS, LinkPoller
+
+    topo = leaf_spine(2, n_spines=2, hosts_per_leaf=1)
+    lp = LinkPoller(topo=topo, switches={})
+    n = len(lp.links)
+    row = 0
+    sent, recv, t = np.zeros(n, np.int64), np.zeros(n, np.int64), 0.0
+
+    def poll(ds: int, dr: int) -> None:
+        nonlocal t
+        sent[:] += 100
+        recv[:] += 100           # every other direction healthy
+        sent[row] += ds - 100
+        recv[row] += dr - 100
+        t += 0.5
+        lp._polls.append((t, sent.copy(), recv.copy()))
+        lp._track_silence()
+
+    poll(100, 100)
+    poll(100, 100)
+    assert lp.recovering() == frozenset()
+    poll(20, 0)                     # dead: stamped, nothing arrives
+    poll(5, 0)
+    assert lp.recovering() == {lp.links[row].name}
+    poll(0, 0)                      # rerouted: nothing sent, still recovering
+    for _ in range(CLEAN_POLLS - 1):
+        poll(100, 100)
+        assert lp.recovering() == {lp.links[row].name}
+    poll(100, 100)
+    assert lp.recovering() == frozenset()
+
+    from controller.mitigate import findings_from_lossmap
+    names = [d.name for d in lp.links]
+    lost = np.zeros((n, 2))
+    lost[row] = [300, 300]
+    lm = partial(findings_from_lossmap, names=names, links=[d.link for d in lp.links], lost=lost,
+                 delivered=np.full((n, 2), 1000.0), bin_start_s=np.array([1.0, 2.0]), bin_s=1.0)
+    assert [f.component for f in lm()] == [names[row]]
+    assert lm(recovering={names[row]}) == []
