@@ -60,19 +60,15 @@ class LossMapRule:
     least ``lossy_bins`` of them (a gray link loses at every poll; a dead link that
     comes back shows the packets it swallowed as one jump of its sequence, once);
     confidence rises with the rate up to 1 at ``2 * min_rate``.
-    Dead: both directions of a link delivered at least ``min_busy`` packets a bin
-    before and nothing in the last ``dead_bins`` polled bins, while the rest of the
-    fabric still delivered at least ``min_busy`` a bin (an idle network, or a stalled
-    job whose links all fell silent, is not a dead link)."""
+    The loss map names no dead link: a link that delivers nothing may be dead, or
+    rerouted, or idle between a job's steps; `SilenceRule` tells them apart from both
+    ends' sequence registers."""
 
     window_bins: int = 2
     lossy_bins: int = 2
     min_rate: float = 0.01
     min_lost: int = 10
     noise_x: float = 3.0
-    dead_bins: int = 2
-    min_busy: int = 50
-    dead_confidence: float = 0.8
 
 
 def findings_from_lossmap(*, names: Sequence[str], links: Sequence[str], lost: np.ndarray,
@@ -116,71 +112,41 @@ def findings_from_lossmap(*, names: Sequence[str], links: Sequence[str], lost: n
                                evidence={"lost": int(lw[i]), "delivered": int(dw[i]),
                                          "loss_rate": round(float(rate[i]), 4),
                                          "next_lossiest_rate": round(floor, 4), "bins": w}))
-    d = rule.dead_bins
-    if n_bins < d + 1:
-        return out
-    quiet = delivered[:, -d:].sum(axis=1) + lost[:, -d:].sum(axis=1) == 0
-    busy_before = delivered[:, -d - 1] >= rule.min_busy
-    by_link: dict[str, list[int]] = {}
-    for i, ln in enumerate(links):
-        by_link.setdefault(ln, []).append(i)
-    for ln, rows in by_link.items():
-        if not all(quiet[r] and busy_before[r] for r in rows):
-            continue
-        rest = [r for r in range(len(names)) if r not in rows]
-        # the rest must carry real traffic meanwhile: when a synchronous job (a ring
-        # all-reduce) stalls, every link falls silent together but for a few probes
-        if not rest or delivered[rest, -d:].sum() < rule.min_busy * d:
-            continue
-        for r in rows:
-            out.append(Finding(kind="link_down", type="link", component=names[r],
-                               confidence=rule.dead_confidence, onset=float(bin_start_s[-d]),
-                               source="lossmap",
-                               evidence={"delivered_before": int(delivered[r, -d - 1]),
-                                         "silent_bins": d,
-                                         "rest_delivered": int(delivered[rest, -d:].sum())}))
     return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SilenceRule:
-    """When a link direction is dead by its two ends' port counters: its upstream egress
-    sent at least ``min_sent`` packets in the intervals between link polls before the
-    newest, and its downstream ingress received none in the last ``polls`` intervals.
+    """When a link direction is dead by its two ends' link sequence registers: in the
+    latest interval between link polls its upstream egress stamped at least
+    ``min_sent`` packets and the sequence its downstream ingress expects did not move
+    by a confirming read made after (`LinkPoller.silence`: a packet stamped in the
+    interval has surely arrived by then).
 
     Why this and not the loss map: a dead link shows no loss (a sequence gap is seen
     only when a later packet arrives), and when a ring all-reduce hangs on it every
     other link falls silent too; but the stuck sender keeps retransmitting (its
     timeout backs off from 30 ms: a dozen packets in the first two seconds) and those
-    are counted leaving the upstream switch and never arriving.
-    Why the newest interval's sends are left out: the poller reads every ingress
-    counter, then every egress counter, so a packet counted sent in one interval is
-    surely counted received by the end of the next, however slow the reads were; a
-    packet sent in the newest interval may arrive after this poll's ingress read.  A
-    link at 5 % loss passes one of ``min_sent`` packets with probability
-    1 - 0.05 ** min_sent."""
+    are stamped leaving the upstream switch and never arrive.  Why not silence alone
+    (nothing delivered for a while): a reroute, or a job between steps, silences a
+    healthy link too.  A link at 5 % loss passes one of ``min_sent`` packets with
+    probability 1 - 0.05 ** min_sent."""
 
-    polls: int = 2
     min_sent: int = 3
     confidence: float = 0.9
 
 
-def findings_from_silence(*, names: Sequence[str], sent: np.ndarray, received: np.ndarray,
-                          poll_end_s: np.ndarray, rule: SilenceRule = SilenceRule()) -> list[Finding]:
-    """``link_down`` findings from per-direction packet counts between link polls
-    (rows: directed links ``names``; columns: intervals, oldest first, ending at
-    ``poll_end_s`` (Unix s); -1: an end was not read, no evidence)."""
+def findings_from_silence(*, names: Sequence[str], sent: np.ndarray, arrived: np.ndarray,
+                          since_s: float | None, rule: SilenceRule = SilenceRule()) -> list[Finding]:
+    """``link_down`` findings from the latest interval between link polls (per directed
+    link ``names``: packets stamped upstream, how far the downstream expected sequence
+    moved by the confirming read, -1: no evidence), which began at ``since_s``."""
     out: list[Finding] = []
-    if sent.ndim != 2 or sent.shape[1] < max(2, rule.polls) or not len(names):
+    if not len(names) or sent.shape != (len(names),) or arrived.shape != (len(names),):
         return out
-    s, r = sent[:, -rule.polls:], received[:, -rule.polls:]
-    valid = (s >= 0).all(axis=1) & (r >= 0).all(axis=1)
-    before = s[:, :-1].sum(axis=1)
-    dead = valid & (before >= rule.min_sent) & (r.sum(axis=1) == 0)
-    onset = float(poll_end_s[-rule.polls - 1]) if len(poll_end_s) > rule.polls else None
+    dead = (sent >= rule.min_sent) & (arrived == 0)
     for i in np.flatnonzero(dead):
         out.append(Finding(kind="link_down", type="link", component=str(names[int(i)]),
-                           confidence=rule.confidence, onset=onset, source="counters",
-                           evidence={"sent": int(before[i]), "received": 0, "polls": rule.polls,
-                                     "sent_per_poll": [int(x) for x in s[i]]}))
+                           confidence=rule.confidence, onset=since_s, source="counters",
+                           evidence={"stamped": int(sent[i]), "arrived": 0}))
     return out

@@ -25,7 +25,6 @@ import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -43,6 +42,7 @@ C_INGRESS = "SwitchIngress.ingress_port_counter"
 R_TX_SEQ = "SwitchEgress.link_tx_seq"             # packets stamped per fabric egress port
 R_RX_EXPECTED = "SwitchIngress.link_rx_expected"  # the next sequence each fabric ingress port expects
 KEEP_POLLS = 16   # the polls `silence` can look back on
+CONFIRM_AFTER_S = 0.05   # a packet stamped upstream has arrived downstream by then
 CLEAN_POLLS = 4   # polls with arrivals after which a link that was silent is judged on its loss again
 DIGEST = "link_loss_digest_t"
 
@@ -68,7 +68,8 @@ class LinkPoller:
     _forgiven: dict[tuple[str, int], int] = field(default_factory=dict)
     _first_jump: dict[tuple[str, int], int | None] = field(default_factory=dict)
     _tx_rows: dict[tuple[str, int], int] = field(init=False)
-    _polls: deque[tuple[float, np.ndarray, np.ndarray]] = field(init=False)
+    # per poll: (time, stamped upstream, expected downstream, arrivals through the confirm read)
+    _polls: deque[tuple[float, np.ndarray, np.ndarray, np.ndarray]] = field(init=False)
     _pool: ThreadPoolExecutor | None = None
     _schemas: dict[str, tuple[object, Schema]] = field(default_factory=dict)
     _silent: dict[int, int] = field(default_factory=dict)   # row -> polls with arrivals since it fell silent
@@ -193,7 +194,8 @@ class LinkPoller:
                     ev_ts.append(time.time_ns())  # switch clocks differ: arrival time
                     ev_exp.append(_bits(m[1]))
                     ev_rcv.append(_bits(m[2]))
-        self._polls.append((time.time(), sent_cum, rx_cum))
+        quiet = self._confirm_quiet(sent_cum, rx_cum)
+        self._polls.append((time.time(), sent_cum, rx_cum, quiet))
         self._track_silence()
         if rows:
             # one time for the whole round: reading eight switches takes seconds on a
@@ -209,37 +211,67 @@ class LinkPoller:
                                               expected=np.array(ev_exp), received=np.array(ev_rcv)))
         self.polls += 1
 
-    def silence(self, polls: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The last ``polls`` intervals between polls: (end times (Unix s), sequence
-        numbers each direction's upstream egress stamped, how far the sequence its
-        downstream ingress expects moved), the counts shaped (links, intervals); -1
-        where either end was not read, or a register went back (a restarted switch)."""
-        hist = list(self._polls)[-(polls + 1):]
+    def _confirm_quiet(self, sent_cum: np.ndarray, rx_cum: np.ndarray) -> np.ndarray:
+        """Per direction, how far its downstream expected sequence moved from the last
+        poll's ingress read to a confirming read after this poll's egress reads; -1 for
+        directions that are no candidate (nothing stamped since the last poll, or
+        something arrived).  Why a second read: this poll's ingress ends were read
+        before its egress ends, so a packet stamped in between may not have been
+        counted yet; the confirming read comes after every egress read (and
+        ``CONFIRM_AFTER_S``), so a packet stamped since the last poll that never shows
+        was lost - one poll interval after the onset is enough, however slow the reads."""
+        quiet = np.full(len(self.links), -1, dtype=np.int64)
+        if not self._polls:
+            return quiet
+        _t, prev_sent, prev_rx, _q = self._polls[-1]
+        valid = (sent_cum >= 0) & (prev_sent >= 0) & (rx_cum >= 0) & (prev_rx >= 0)
+        cand = np.flatnonzero(valid & (sent_cum > prev_sent) & (rx_cum == prev_rx))
+        if not cand.size:
+            return quiet
+        time.sleep(CONFIRM_AFTER_S)
+        at: dict[str, list[tuple[int, int]]] = {}
+        for c in cand:
+            d = self.links[int(c)]
+            at.setdefault(d.dst, []).append((d.dst_port, int(c)))
+        got = self._map(self._read_expected, list(at))
+        for name, regs in got.items():
+            if isinstance(regs, P4rtError):
+                continue
+            for port, row in at[name]:
+                exp_now = int(regs.get(port, 0))
+                quiet[row] = exp_now - int(prev_rx[row]) if exp_now >= prev_rx[row] else -1
+        return quiet
+
+    def _read_expected(self, name: str) -> dict[int, int]:
+        sw = self.switches[name]
+        assert sw.client is not None
+        return sw.client.read_register(self._schema(name).register(R_RX_EXPECTED).id)
+
+    def silence(self) -> tuple[float | None, float | None, np.ndarray, np.ndarray]:
+        """The latest interval between polls: (its start and end (Unix s), per
+        direction the sequence numbers its upstream egress stamped in it, and how far
+        the sequence its downstream ingress expects moved by the confirming read
+        (`_confirm_quiet`; -1: no candidate or not read))."""
         n = len(self.links)
-        if len(hist) < 2:
-            return np.zeros(0), np.zeros((n, 0), dtype=np.int64), np.zeros((n, 0), dtype=np.int64)
-        pairs = list(pairwise(hist))
-        t = np.array([b[0] for _, b in pairs])
-        sent = np.stack([b[1] - a[1] for a, b in pairs], axis=1)
-        recv = np.stack([b[2] - a[2] for a, b in pairs], axis=1)
-        bad = np.stack([(a[1] < 0) | (b[1] < 0) | (a[2] < 0) | (b[2] < 0) for a, b in pairs], axis=1)
-        bad |= (sent < 0) | (recv < 0)
-        sent[bad], recv[bad] = -1, -1
-        return t, sent, recv
+        if len(self._polls) < 2:
+            return None, None, np.zeros(n, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+        (t0, s0, _r0, _q0), (t1, s1, _r1, q1) = self._polls[-2], self._polls[-1]
+        sent = np.where((s0 >= 0) & (s1 >= s0), s1 - s0, -1)
+        return t0, t1, sent, q1
 
     def _track_silence(self) -> None:
-        """Directions that fell silent (stamped, nothing arrived for two polls) until
-        ``CLEAN_POLLS`` polls with arrivals: when such a link comes back, its first
-        packet shows everything it swallowed as one sequence jump, which is not loss
-        now (the mitigation reads `recovering`)."""
-        _t, sent, recv = self.silence(2)
-        if sent.shape[1] < 2:
+        """Directions that fell silent (stamped, nothing arrived) until ``CLEAN_POLLS``
+        polls with arrivals: when such a link comes back, its first packet shows
+        everything it swallowed as one sequence jump, which is not loss now (the
+        mitigation reads `recovering`)."""
+        if len(self._polls) < 2:
             return
+        _t0, _t1, sent, quiet = self.silence()
+        (_a, _b, r0, _c), (_d, _e, r1, _f) = self._polls[-2], self._polls[-1]
         for row in range(len(self.links)):
-            s, r = sent[row], recv[row]
-            if (s >= 0).all() and (r >= 0).all() and s[0] > 0 and r.sum() == 0:
+            if sent[row] > 0 and quiet[row] == 0:
                 self._silent[row] = 0
-            elif row in self._silent and r[-1] > 0:
+            elif row in self._silent and r0[row] >= 0 and r1[row] > r0[row]:
                 self._silent[row] += 1
                 if self._silent[row] >= CLEAN_POLLS:
                     del self._silent[row]
