@@ -13,6 +13,7 @@ the state file `show` reads.
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import logging
 import os
 import threading
@@ -406,8 +407,8 @@ class Controller:
         t.append(time.monotonic())
         # where a round's time goes (the state file's "tick", of the round before): the
         # mitigation's reaction is a poll period or two, so its period matters
-        self.tick_s = {k: round(b - a, 4) for k, a, b in zip(
-            ("switches", "poll", "losses_mitigate", "fec_rates", "state"), t, t[1:], strict=True)}
+        self.tick_s = {k: round(b - a, 4) for k, (a, b) in zip(
+            ("switches", "poll", "losses_mitigate", "fec_rates", "state"), itertools.pairwise(t), strict=True)}
 
     def _retry_failed(self) -> None:
         now = time.monotonic()
