@@ -55,6 +55,8 @@ STALL_SHARE = 0.5         # a port queued together with another of its switch's 
                           # this share of its queued samples: the switch stalled, not the link
 MIN_CONFIDENCE = 0.3       # weaker candidates are not reported (cannot be told apart)
 SILENT_S = 1.0            # a link silent this long under a hung transfer is down
+ROUND_MIN_SWITCHES = 3    # a time with rows from this many switches is a read round ...
+ROUND_SHARE = 0.3         # ... when this share of the times are (one time per round)
 
 
 @dataclass(slots=True)
@@ -288,39 +290,99 @@ def _last_delivery(ev: Evidence, link: str) -> float | None:
     return max(ts) if ts else None
 
 
+def _receiver(link: str) -> str:
+    """The switch (or host) that counts a directed link's deliveries: its far end."""
+    return link.split("->")[1].split(":")[0]
+
+
+@dataclass(slots=True)
+class _Reads:
+    """When each receiving switch's link counters were read, as far as the exported
+    rows show it.
+
+    Why: a link's rows say what it delivered *since its previous read*, and a read
+    that found nothing writes no row (the controller leaves empty cells out) - so a
+    link's missing rows after its last delivery prove silence only where the switch
+    is known to have been read.  It is, at a time when another link into the same
+    switch has a row (its counters are read together), and, where the controller
+    reads every switch in one round with one time (``controller/runner/links.py``;
+    the kernel routers' sampler does too: most times have rows from several
+    switches), at any time with rows.
+    Older exports carry one time per switch: a link read last in a slow round looked
+    dead beside links read seconds later (the eBPF runs' false dead links)."""
+
+    by_switch: dict[str, list[float]]
+    rounds: list[float]
+
+    @classmethod
+    def of(cls, ev: Evidence) -> _Reads:
+        at: dict[float, set[str]] = defaultdict(set)
+        by_switch: dict[str, set[float]] = defaultdict(set)
+        for link, ss in ev.telemetry.link_loss.items():
+            for s in ss:
+                at[s.t].add(_receiver(link))
+                by_switch[_receiver(link)].add(s.t)
+        wide = [t for t, sws in at.items() if len(sws) >= ROUND_MIN_SWITCHES]
+        # (in rounds, a time with one switch's rows read the others too: they were silent)
+        rounds = sorted(at) if at and len(wide) >= ROUND_SHARE * len(at) else []
+        return cls(by_switch={k: sorted(v) for k, v in by_switch.items()}, rounds=rounds)
+
+    def last_read(self, link: str, after: float) -> float | None:
+        """The latest known read of ``link``'s counters after ``after`` (None: none)."""
+        ts = [t for t in self.by_switch.get(_receiver(link), []) if t > after]
+        ts += [t for t in self.rounds if t > after]
+        return max(ts) if ts else None
+
+
 def _dead_links(ev: Evidence, view: TransferView, hosts: dict[int, str],
                 hung: set[tuple[int, int]]) -> dict[str, tuple[float, float]]:
-    """Links that fell silent while the link before them on a hung pair's path still
-    delivered (the sender's retransmissions reach the break and go no further).
+    """Links that were read and found silent while the link before them on a hung
+    pair's path still delivered (the sender's retransmissions reach the break and go
+    no further).
 
     Why relative to the link before: when a collective hangs, every link falls silent
     (nothing is sent), and when the ranks stop, so does everything else; only the
     retransmissions of the hung transfer keep the links *before* the break busy.  The
     sender's own access link counts as delivering (the log says the transfer is
-    outstanding) but weighs less than a measured one.  -> {link: (silent s, strength)}
+    outstanding) but weighs less than a measured one.  Silence counts only up to the
+    link's last known read (``_Reads``): rows not yet exported, or a switch not yet
+    read in a slow round, say nothing.  -> {link: (silent s, strength)}
     """
     out: dict[str, tuple[float, float]] = {}
+    reads = _Reads.of(ev)
+    t_first = min((s.t for ss in ev.telemetry.link_loss.values() for s in ss), default=0.0)
     for a, b in hung:
         if a not in hosts or b not in hosts:
             continue
         for path in ev.pair_paths(hosts[a], hosts[b]):
+            # until when the pair's packets are known to reach the next link: the
+            # sender's outstanding transfer, then the least of the last deliveries of
+            # the links they crossed so far (a link after the break may stay busy
+            # with other pairs' traffic: its deliveries are none of this pair's)
             prev: float | None = None
-            measured = False
+            measured = blocked = False
             # the break is where the silence begins: the largest gap between a link's
             # last delivery and the one before it (a sender's retransmission timer
             # backs off, so the links before the break can pause for a second too)
             best: tuple[bool, float, float, str] | None = None
             for i, link in enumerate(path):
-                last = _last_delivery(ev, link)
                 if link not in ev.telemetry.link_loss:
                     if i == 0:   # the sender's access link: outstanding transfer
                         prev, measured = view.t1, False
                     continue
-                if prev is not None and last is not None and prev - last >= SILENT_S:
-                    cand = (measured, prev - last, 0.95 if measured else 0.7, link)
-                    if best is None or cand[:2] > best[:2]:
-                        best = cand
-                prev, measured = last, True
+                last = _last_delivery(ev, link)
+                since = last if last is not None else t_first
+                read = reads.last_read(link, since)
+                if prev is not None and read is not None:
+                    gap = min(prev, read) - since
+                    if gap >= SILENT_S:
+                        cand = (measured, gap, 0.95 if measured else 0.7, link)
+                        if best is None or cand[:2] > best[:2]:
+                            best = cand
+                if last is None:      # nothing passed it: nothing is known after it
+                    prev, blocked = None, True
+                elif not blocked and (prev is None or last <= prev):
+                    prev, measured = last, True
             if best is not None:
                 _m, gap, strength, link = best
                 if out.get(link, (0.0, 0.0))[1] < strength:
