@@ -381,8 +381,9 @@ def run_harness(cfg: HarnessConfig, *, log: Any = print,
             records = read_logs([tdir / "collectives"]) if (tdir / "collectives").exists() \
                 else []
             tel = telemetry(start - 0.5, end)
-            if not p4:  # no controller exported it: saved for `controller diagnose --out tdir`
-                save_telemetry(tel, tdir, topo)
+            # saved for `controller diagnose --out tdir` (kernel routers: no controller
+            # exported it; P4 switches: this trial's cut, with the polled tail drops)
+            save_telemetry(tel, tdir, topo)
             ev = Evidence(topo=topo, records=records, telemetry=tel, now=end)
             res = _evaluate(ev, fault, start)
             truth = {**fault.truth(start), **_where(fault, topo, warm, cfg.hosts, p4)} \
