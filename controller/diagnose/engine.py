@@ -309,7 +309,8 @@ class _Reads:
     the kernel routers' sampler does too: most times have rows from several
     switches), at any time with rows.
     Older exports carry one time per switch: a link read last in a slow round looked
-    dead beside links read seconds later (the eBPF runs' false dead links)."""
+    dead beside links read seconds later (the eBPF runs' false dead links); there, two
+    reads of any other switch since say a whole round, this switch included, passed."""
 
     by_switch: dict[str, list[float]]
     rounds: list[float]
@@ -328,9 +329,27 @@ class _Reads:
         return cls(by_switch={k: sorted(v) for k, v in by_switch.items()}, rounds=rounds)
 
     def last_read(self, link: str, after: float) -> float | None:
-        """The latest known read of ``link``'s counters after ``after`` (None: none)."""
+        """The latest time by which ``link``'s counters are known to have been read
+        again after ``after`` (None: not known to be)."""
         ts = [t for t in self.by_switch.get(_receiver(link), []) if t > after]
         ts += [t for t in self.rounds if t > after]
+        # every round reads every switch: between two reads of another switch after
+        # ``after`` lies a whole round, which read this one too (at the earlier at least)
+        for sw, times in self.by_switch.items():
+            later = [t for t in times if t > after]
+            if sw != _receiver(link) and len(later) >= 2:
+                ts.append(later[-2])
+        return max(ts) if ts else None
+
+    def read_before(self, link: str, t: float) -> float | None:
+        """The latest time ``link``'s counters are known to have been read before
+        ``t``: its row at ``t`` counts what it delivered after that."""
+        ts = [x for x in self.by_switch.get(_receiver(link), []) if x < t]
+        ts += [x for x in self.rounds if x < t]
+        for sw, times in self.by_switch.items():
+            before = [x for x in times if x < t]
+            if sw != _receiver(link) and len(before) >= 2:
+                ts.append(before[-2])
         return max(ts) if ts else None
 
 
@@ -355,12 +374,14 @@ def _dead_links(ev: Evidence, view: TransferView, hosts: dict[int, str],
         if a not in hosts or b not in hosts:
             continue
         for path in ev.pair_paths(hosts[a], hosts[b]):
-            # until when the pair's packets are known to reach the next link: the
-            # sender's outstanding transfer, then the least of the last deliveries of
-            # the links they crossed so far (a link after the break may stay busy
-            # with other pairs' traffic: its deliveries are none of this pair's)
-            prev: float | None = None
-            measured = blocked = False
+            # the pair's packets reach the next link after ``p_from`` for certain (each
+            # link before it delivered after then: its last delivering row counts from
+            # its previous read on) and up to ``p_to`` (the least of their last rows):
+            # the sender's outstanding transfer, then every link they crossed (a link
+            # after the break may stay busy with other pairs' traffic: it delivers
+            # none of this pair's, and the break before it already bounds ``p_from``)
+            p_from = p_to = -np.inf
+            started = measured = False
             # the break is where the silence begins: the largest gap between a link's
             # last delivery and the one before it (a sender's retransmission timer
             # backs off, so the links before the break can pause for a second too)
@@ -368,21 +389,26 @@ def _dead_links(ev: Evidence, view: TransferView, hosts: dict[int, str],
             for i, link in enumerate(path):
                 if link not in ev.telemetry.link_loss:
                     if i == 0:   # the sender's access link: outstanding transfer
-                        prev, measured = view.t1, False
+                        p_from = p_to = view.t1
+                        started = True
                     continue
                 last = _last_delivery(ev, link)
                 since = last if last is not None else t_first
                 read = reads.last_read(link, since)
-                if prev is not None and read is not None:
-                    gap = min(prev, read) - since
+                if read is not None and p_from >= since:
+                    gap = min(p_to, read) - since
                     if gap >= SILENT_S:
                         cand = (measured, gap, 0.95 if measured else 0.7, link)
                         if best is None or cand[:2] > best[:2]:
                             best = cand
                 if last is None:      # nothing passed it: nothing is known after it
-                    prev, blocked = None, True
-                elif not blocked and (prev is None or last <= prev):
-                    prev, measured = last, True
+                    p_from = p_to = -np.inf
+                    started = True
+                    continue
+                start = reads.read_before(link, last)
+                start = -np.inf if start is None else start
+                p_from, p_to = (min(p_from, start), min(p_to, last)) if started else (start, last)
+                started = measured = True
             if best is not None:
                 _m, gap, strength, link = best
                 if out.get(link, (0.0, 0.0))[1] < strength:

@@ -97,6 +97,19 @@ CASES = {
         "s4:3->s1:2": [(9.0, 3000), (7.0, 8000)],
         "s1:3->s5:3": [(t, 400) for t in (9.0, 7.0, 5.0, 3.0, 1.0)],
         "s5:1->s7:3": [(9.0, 3000), (7.0, 7900)]}, {"s4:3->s1:2": (6.0, 0.7)}),
+    # an earlier eBPF run (seed 3, trial 15, one time per switch; the link down was
+    # s1:2-s4:3, both directions): s5:1->s7:3's last row came a second before the
+    # WAN's last and s4:3->s1:2's, but their rows count from reads before it, so their
+    # packets may have passed before it too; the break is s4:3->s1:2 (s1 was read
+    # twice since: a whole round, s4 included, passed)
+    "upstream rows that may predate the silence": ({
+        "s4:3->s1:2": [(9.21, 1226), (5.21, 5025)],
+        "s1:3->s5:3": [(7.21, 6043), (3.21, 140)],
+        "s5:1->s7:3": [(6.21, 6232)],
+        "s3:3->s1:1": [(9.21, 1326), (5.21, 5779), (1.21, 5), (-0.79, 1)],
+        "s1:2->s4:3": [(7.21, 4902), (4.21, 1370)],
+        "s7:3->s5:1": [(7.21, 6104), (3.21, 88)],
+        "s5:3->s1:3": [(9.21, 1068), (5.21, 5337)]}, {"s4:3->s1:2": (5.2, 0.7)}),
     # the ring stopped and nothing was read after: no round, no verdict
     "nothing read after the hang": ({
         **_rounds([9.0, 7.0], OTHERS),
