@@ -559,6 +559,9 @@ def diagnose(ev: Evidence) -> Diagnosis:
             mine_q = queued_into.get(h) if own >= OWN_SENDS_SLOWED else None
             net = max((link_strength.get(ln, 0.0) for ln in on_paths if ln != mine_q),
                       default=0.0)
+            # ... and on the paths of their ACKs (a loss or queue there slows the sender
+            # as much; weighed by the share of the ECMP paths they may take)
+            net = max(net, _ack_path_strength(ev, hosts, bad & set(w), link_strength))
             retx_per = retx_bad / max(1, n_bad)
             # (retransmissions do not count against it: timeouts of a loaded machine
             # make them in fault-free runs too)
@@ -595,6 +598,22 @@ def diagnose(ev: Evidence) -> Diagnosis:
     return Diagnosis(culprits=out, at=now, transfers=view.n_transfers,
                      slow_pairs=sorted(bad), late_ranks=sorted(view.late), view=view,
                      collective=hang.summary)
+
+
+def _ack_path_strength(ev: Evidence, hosts: dict[int, str], pairs: set[tuple[int, int]],
+                       link_strength: dict[str, float]) -> float:
+    """The strongest link evidence on the ACK paths of ``pairs`` (receiver -> sender),
+    each link's strength times the share of the pair's paths crossing it."""
+    best = 0.0
+    for a, b in pairs:
+        if a not in hosts or b not in hosts:
+            continue
+        ps = ev.pair_paths(hosts[b], hosts[a])
+        for ln, strength in link_strength.items():
+            if strength > best:
+                share = sum(ln in p for p in ps) / len(ps) if ps else 0.0
+                best = max(best, strength * share)
+    return best
 
 
 def _topo_host(ev: Evidence, name: str) -> str | None:

@@ -145,3 +145,22 @@ def test_unread_silence_names_no_dead_link(case: str) -> None:
     d = diagnose(_hung_ring(CASES[case][0]))
     assert not any(c.kind == "link_down" and c.confidence >= 0.5 for c in d.culprits), [
         (c.key, c.kind, round(c.confidence, 2)) for c in d.culprits]
+
+
+def test_loss_on_the_acks_path_is_no_slow_receiver() -> None:
+    """eBPF run (seed 3, trial 10): congestion on s1:1->s3:3 lost 9.5 % there, and the
+    pair it slowed was h1 -> h3, whose ACKs (h3 -> h1) cross it, not h7 -> h1, whose
+    data does; the receiver h3 was named first, its paths "clean".  The ACKs' paths
+    count as the pair's paths for that."""
+    def crosses(seed: int) -> bool:
+        return any(f.path[-2:-1] == ("s1:1->s3:3",) for f in
+                   synth_ring(TOPO, RANKS, None, seed=seed).telemetry.flows)
+    seed = next(s for s in range(1, 60) if crosses(s))
+    ev = synth_ring(TOPO, RANKS, SynthFault(kind="slow_receiver", target="h3", onset=0.6,
+                                            delay_s=0.05), seed=seed)
+    ev.telemetry.link_loss["s1:1->s3:3"] = [
+        LossSample(t=s.t, lost=round(0.1 * s.delivered) if s.t >= T0 + 0.6 else 0,
+                   delivered=s.delivered) for s in ev.telemetry.link_loss["s1:1->s3:3"]]
+    d = diagnose(ev)
+    assert d.culprits[0].key == "link s1:1->s3:3", [
+        (c.key, c.kind, round(c.confidence, 2)) for c in d.culprits[:3]]
