@@ -561,7 +561,7 @@ def diagnose(ev: Evidence) -> Diagnosis:
                       default=0.0)
             # ... and on the paths of their ACKs (a loss or queue there slows the sender
             # as much; weighed by the share of the ECMP paths they may take)
-            net = max(net, _ack_path_strength(ev, hosts, bad & set(w), link_strength))
+            net = max(net, _ack_path_strength(ev, hosts, bad & set(w), link_strength, mine_q))
             retx_per = retx_bad / max(1, n_bad)
             # (retransmissions do not count against it: timeouts of a loaded machine
             # make them in fault-free runs too)
@@ -601,16 +601,17 @@ def diagnose(ev: Evidence) -> Diagnosis:
 
 
 def _ack_path_strength(ev: Evidence, hosts: dict[int, str], pairs: set[tuple[int, int]],
-                       link_strength: dict[str, float]) -> float:
+                       link_strength: dict[str, float], mine: str | None) -> float:
     """The strongest link evidence on the ACK paths of ``pairs`` (receiver -> sender),
-    each link's strength times the share of the pair's paths crossing it."""
+    each link's strength times the share of the pair's paths crossing it (``mine``:
+    the queue into the host itself, its own symptom, left out)."""
     best = 0.0
     for a, b in pairs:
         if a not in hosts or b not in hosts:
             continue
         ps = ev.pair_paths(hosts[b], hosts[a])
         for ln, strength in link_strength.items():
-            if strength > best:
+            if strength > best and ln != mine:
                 share = sum(ln in p for p in ps) / len(ps) if ps else 0.0
                 best = max(best, strength * share)
     return best
