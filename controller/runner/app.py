@@ -133,6 +133,7 @@ class Controller:
     latest: dict[str, Any] | None = None   # the last snapshot written (the page reads it)
     _fec_by_slot: dict[int, tuple[int, int]] = field(default_factory=dict)
     _rtt_cache: dict[tuple[str, str], float] = field(default_factory=dict)   # (src host, dst ip) -> T
+    _stopped: bool | None = None           # stop()'s result once it has run
     _fb_lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -608,7 +609,12 @@ class Controller:
 
     # ------------------------------------------------------------------ stop
     def stop(self) -> bool:
-        """Stop everything; True when every exported line was delivered (or spooled)."""
+        """Stop everything; True when every exported line was delivered (or spooled).
+
+        Idempotent: a signal handler and a `finally` may both call it; the second call
+        returns the first one's result instead of exporting into a closed exporter."""
+        if self._stopped is not None:
+            return self._stopped
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
@@ -636,4 +642,5 @@ class Controller:
                     LOG.exception("state write after the export flush failed")
         if hasattr(self, "fleet"):
             self.fleet.close()
+        self._stopped = delivered
         return delivered

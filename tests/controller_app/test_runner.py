@@ -74,6 +74,7 @@ def test_telemetry_feedback_and_show(testbed: SwitchBed, tmp_path: Path) -> None
         assert format_view("hops", state).splitlines()[1].split()[0] in ("s1", "s2")
     finally:
         assert ctl.stop()
+        assert ctl.stop()   # a second stop (signal handler + finally) returns the first's result
         fb.close()
     lp = (tmp_path / "influx" / "points.lp").read_text()
     assert "int_flow," in lp and "cc_rate," in lp

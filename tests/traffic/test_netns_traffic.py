@@ -14,8 +14,9 @@ from formats import roce
 from formats.roce import Opcode
 from tests.helpers.waiting import wait_for
 from tests.traffic.netns_util import ROOT, run_ranks, star, udp_counters
-from traffic.control import send_control
+from traffic.control import query_stats, send_control
 from traffic.endpoint import Endpoint, EndpointConfig
+from traffic.errors import ControlError
 from traffic.qp_types import QpConfig
 
 pytestmark = pytest.mark.root
@@ -273,9 +274,18 @@ def test_cli_rate_feedback_speeds_up_a_running_sender(pair, tmp_path: Path) -> N
     # the sender binds its control socket before its start time; under load it may not
     # have started by then, so wait for the socket rather than for the clock alone
     assert wait_for(ctl.exists, timeout_s=30), "the sender never opened its control socket"
-    while time.time() < start_at + 0.5:
-        time.sleep(0.05)
     qpn = (0 << 16) | (1 << 8) | 0
+
+    def sent_bytes() -> int:
+        try:
+            st = query_stats(str(ctl), timeout_s=1.0)
+        except ControlError:   # busy or gone: ask again
+            return 0
+        return int(st["requesters"].get(str(qpn), {}).get("tx_bytes", 0))
+
+    # the change must come after a stretch at 10 Mbit/s: wait for what the sender did
+    # (about 0.4 s of traffic), not for the clock, since a loaded machine starts it late
+    assert wait_for(lambda: sent_bytes() >= 500_000, timeout_s=40), "the sender never sent at 10M"
     send_control(str(ctl), {"qp": qpn, "rate_bps": 100e6})
     assert tx.wait(timeout=60) == 0 and rx.wait(timeout=60) == 0
     s = json.loads((tmp_path / "r0.json").read_text())
