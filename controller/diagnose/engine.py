@@ -437,6 +437,13 @@ def _slowed_shares(ev: Evidence, bad: set[tuple[int, int]], t_on: float
     return out
 
 
+def _pairs_and_next(w: dict[tuple[int, int], float], active: set[tuple[int, int]]
+                    ) -> set[tuple[int, int]]:
+    """The pairs mostly on a link (weight >= 0.5) and the pairs their receivers send."""
+    mine = {p for p, x in w.items() if x >= 0.5}
+    return mine | {q for q in active if any(q[0] == p[1] for p in mine)}
+
+
 def _soft_f1(slowed: dict[tuple[int, int], float], mine: set[tuple[int, int]],
              active: set[tuple[int, int]]) -> float:
     """F1 of "the pairs at this host slowed, the others did not", with each pair's
@@ -479,6 +486,7 @@ def diagnose(ev: Evidence) -> Diagnosis:
         for end_a, end_b in ((tl.a, tl.b), (tl.b, tl.a)):
             roles[f"{end_a}->{end_b}"] = (tl.role, end_a)
     dead = _dead_links(ev, view, hosts, hung_pairs)
+    slowed_all = _slowed_shares(ev, bad, t_on)
     loss_rates = _loss_rates(ev, t_on - 0.5)
     link_strength: dict[str, float] = {}
     queued_into: dict[str, str] = {}   # host -> the access link into it that queues
@@ -492,6 +500,10 @@ def diagnose(ev: Evidence) -> Diagnosis:
         if link in dead:
             tel.silent_s, tel.dead_strength = dead[link]
         match = _f1(w, bad, active)
+        # ... counting slowdowns below the flag, and the pairs the receivers under it
+        # send on (a rank recovering losses it receives sends late itself: a 6 % loss
+        # on h3 -> h5 slowed that pair 1.7x and flagged h5 -> h7 2x)
+        soft_match = _soft_f1(slowed_all, _pairs_and_next(w, active), active)
         kind, strength, evid = _link_kind(tel, bool(hung_pairs & set(w)),
                                           LOSS_NOISE_X * _next_loss_rate(loss_rates, link),
                                           LOSS_RATE_MIN_INT if int_seen else LOSS_RATE_MIN)
@@ -509,7 +521,7 @@ def diagnose(ev: Evidence) -> Diagnosis:
         if match == 0 and not anomaly:
             continue
         if anomaly and strength >= 0.5:
-            match = 0.5 + 0.5 * match
+            match = 0.5 + 0.5 * max(match, soft_match)
         if kind == "tiny_queue" and port is not None:
             comp, ctype = f"{port[0]}:{port[1]}", "port"
         else:
@@ -562,6 +574,11 @@ def diagnose(ev: Evidence) -> Diagnosis:
             # ... and on the paths of their ACKs (a loss or queue there slows the sender
             # as much; weighed by the share of the ECMP paths they may take)
             net = max(net, _ack_path_strength(ev, hosts, bad & set(w), link_strength, mine_q))
+            # ... and on the paths into the senders of its slowed pairs (the sender was
+            # busy recovering the losses it received: see soft_match above)
+            senders = {p[0] for p in bad & set(w)}
+            net = max([net] + [link_strength.get(ln, 0.0) for ln, lw in link_w.items()
+                               if ln != mine_q and any(p[1] in senders for p in lw)])
             retx_per = retx_bad / max(1, n_bad)
             # (retransmissions do not count against it: timeouts of a loaded machine
             # make them in fault-free runs too)

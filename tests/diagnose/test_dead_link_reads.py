@@ -164,3 +164,24 @@ def test_loss_on_the_acks_path_is_no_slow_receiver() -> None:
     d = diagnose(ev)
     assert d.culprits[0].key == "link s1:1->s3:3", [
         (c.key, c.kind, round(c.confidence, 2)) for c in d.culprits[:3]]
+
+
+def test_loss_into_a_rank_explains_its_own_sends_slowing() -> None:
+    """eBPF run (seed 4, trials 22 and 28): a 3-6 % loss on the WAN into h5 slowed
+    h3 -> h5 only 1.7x, below the flag, while h5 -> h7 was flagged 2x (h5's process,
+    recovering the losses it received, sent late): h7 was named a slow receiver.  The
+    rank's own sends count as the loss's pairs, and the loss into the sender of a
+    host's slowed pairs counts as network evidence against that host."""
+    def crosses(seed: int) -> bool:
+        return any(f.path[:3] == PATH[:3] for f in
+                   synth_ring(TOPO, RANKS, None, seed=seed).telemetry.flows)
+    seed = next(s for s in range(1, 60) if crosses(s))
+    ev = synth_ring(TOPO, RANKS, SynthFault(kind="slow_receiver", target="h7", onset=0.6,
+                                            delay_s=0.05, ack_delay_s=0.0), seed=seed)
+    ev.telemetry.link_loss["s1:3->s5:3"] = [
+        LossSample(t=s.t, lost=round(0.05 * s.delivered) if s.t >= T0 + 0.6 else 0,
+                   delivered=s.delivered) for s in ev.telemetry.link_loss["s1:3->s5:3"]]
+    d = diagnose(ev)
+    assert d.slow_pairs == [(2, 3)]
+    assert d.culprits[0].key == "link s1:3->s5:3", [
+        (c.key, c.kind, round(c.confidence, 2)) for c in d.culprits[:3]]
