@@ -36,6 +36,7 @@ LOSS_RATE_MIN_INT = 2e-3  # ... where INT switches count each link's loss with s
 LOSS_NOISE_X = 3.0        # ... and this many times the next lossiest link's (the floor of
                           # a loaded test bed: user-space delay lines drop a little too)
 LOSS_PKTS_MIN = 10
+LOSS_STOPPED_PKTS = 2000  # delivered clean after the last lossy read: the loss stopped
 NOISE_MIN_PKTS = 1000
 QUEUE_HIGH_PKTS = 8       # standing queue (packets) that counts as a queue
 FOREIGN_MIN = 1           # background flows that make a queue "congestion"
@@ -117,6 +118,7 @@ class _LinkTel:
     drops: int = 0                     # tail drops at the port feeding the link
     drop_bins: int = 0                 # sample intervals since the onset with drops
     drop_spike: float = 0.0            # the largest one's share of the drops
+    clean_after: int = 0               # packets delivered since the last lossy read
     last_delivery: float | None = None
     silent_s: float = 0.0              # silent while the link before it still delivered
     dead_strength: float = 0.0
@@ -162,6 +164,13 @@ def _link_features(ev: Evidence, link: str, port: tuple[str, int] | None, t_on: 
             tel.last_delivery = s.t
     if tel.lost + tel.delivered_after:
         tel.loss_rate = tel.lost / (tel.lost + tel.delivered_after)
+    after = [s for s in ev.telemetry.link_loss.get(link, []) if s.t >= t_on]
+    lossy = [i for i, s in enumerate(after)
+             if s.lost >= LOSS_PKTS_MIN and s.lost >= LOSS_RATE_MIN_INT * (s.lost + s.delivered)]
+    if lossy:
+        rest = after[lossy[-1] + 1:]
+        if sum(s.lost for s in rest) < LOSS_RATE_MIN_INT * max(1, sum(s.delivered for s in rest)):
+            tel.clean_after = sum(s.delivered for s in rest)
     if port is not None:
         _port_features(ev.telemetry.ports.get(port, []), t_on, tel)
         drops = ev.telemetry.port_drops.get(port, [])
@@ -196,6 +205,12 @@ def _link_kind(tel: _LinkTel, hung: bool, loss_floor: float = 0.0,
     if tel.lost >= LOSS_PKTS_MIN and tel.loss_rate >= max(loss_min, loss_floor):
         if tel.delivered_after == 0:
             return "link_down", 1.0, {"lost": tel.lost, "delivered": 0}
+        if tel.clean_after >= LOSS_STOPPED_PKTS:
+            # a burst lost once, then the link carried thousands without loss: a faulty
+            # link keeps losing at its rate (on the test bed: a go-back-N burst overflowing
+            # a leaf's ingress after the WAN, e.g. the bursts a slow receiver makes)
+            return "gray_loss", 0.3, {"loss_rate": round(tel.loss_rate, 5), "lost": tel.lost,
+                                      "clean_since_pkts": tel.clean_after}
         s = min(1.0, 0.6 + tel.loss_rate / LOSS_RATE_MIN)
         return "gray_loss", s, {"loss_rate": round(tel.loss_rate, 5), "lost": tel.lost,
                                 "delivered": tel.delivered_after}
