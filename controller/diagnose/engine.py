@@ -164,11 +164,11 @@ def _link_features(ev: Evidence, link: str, port: tuple[str, int] | None, t_on: 
             tel.last_delivery = s.t
     if tel.lost + tel.delivered_after:
         tel.loss_rate = tel.lost / (tel.lost + tel.delivered_after)
-    after = [s for s in ev.telemetry.link_loss.get(link, []) if s.t >= t_on]
-    lossy = [i for i, s in enumerate(after)
+    reads = [s for s in ev.telemetry.link_loss.get(link, []) if s.t >= t_on]
+    lossy = [i for i, s in enumerate(reads)
              if s.lost >= LOSS_PKTS_MIN and s.lost >= LOSS_RATE_MIN_INT * (s.lost + s.delivered)]
     if lossy:
-        rest = after[lossy[-1] + 1:]
+        rest = reads[lossy[-1] + 1:]
         if sum(s.lost for s in rest) < LOSS_RATE_MIN_INT * max(1, sum(s.delivered for s in rest)):
             tel.clean_after = sum(s.delivered for s in rest)
     if port is not None:
