@@ -19,7 +19,8 @@ flow) against one process: reports sent while the processes are stopped, then th
 wall time until all are decoded into the tables.
 
 ``--rx`` compares ways of emptying a socket: recv() per datagram, recvmsg_into and
-recvmmsg (controller/int/rxbatch.c) into a slot pool.
+recvmmsg (controller/int/rxbatch.c) into a slot pool, with 9216-byte rows and with
+the report pool's 512-byte rows (longer datagrams spill).
 
 ``--soak S`` blasts reports from a sender process for S seconds (overload: the
 kernel's drops are counted) and prints the collector's memory once a second.
@@ -336,14 +337,16 @@ def soak(distinct: list[bytes], seconds: float) -> None:
 
 
 def rx_compare(count: int = 20000) -> None:
-    """us per datagram to empty a socket: recv() into new bytes objects, recvmsg_into
-    and recvmmsg into a slot pool (``controller.int.rxbatch``), same datagrams."""
+    """us of this thread's CPU per datagram to empty a socket: recv() into new bytes
+    objects, recvmsg_into and recvmmsg into a slot pool (``controller.int.rxbatch``,
+    made and touched before the clock starts), same datagrams.  216 B: a 5-hop report."""
     import socket
 
     from controller.int.rxbatch import RxPool, native_available
-    methods = ["recv", "recvmsg_into"] + (["recvmmsg"] if native_available() else [])
+    methods = ["recv", "recvmsg_into"] + (["recvmmsg", "recvmmsg-512"] if native_available()
+                                          else [])
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
-        for size, n in ((160, count), (548, count), (16668, count // 10)):
+        for size, n in ((160, count), (216, count), (548, count), (16668, count // 10)):
             cells = []
             for how in methods:
                 with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as rx:
@@ -354,8 +357,17 @@ def rx_compare(count: int = 20000) -> None:
                     for _ in range(n):
                         tx.sendto(payload, rx.getsockname())
                     got = 0
-                    t0 = time.perf_counter()
-                    if how == "recv":
+                    pool = None if how == "recv" else RxPool(
+                        rx, slots=1024 if size < 9000 else 64,
+                        stride=9216 if size < 9000 else 65536, method=how.split("-")[0],
+                        # recvmmsg-512: the collector's report pool, 512-byte dense rows
+                        head=512 if how == "recvmmsg-512" else None)
+                    if pool is not None:   # its pages faulted in before the clock too
+                        pool.buf.fill(1)
+                        if pool.spill is not None:
+                            pool.spill.fill(1)
+                    t0 = time.thread_time()
+                    if pool is None:
                         try:
                             while True:
                                 rx.recv(65535)
@@ -363,11 +375,9 @@ def rx_compare(count: int = 20000) -> None:
                         except BlockingIOError:
                             pass
                     else:
-                        pool = RxPool(rx, slots=1024 if size < 9000 else 64,
-                                      stride=9216 if size < 9000 else 65536, method=how)
                         while (k := pool.receive()) > 0:
                             got += k
-                    dt = time.perf_counter() - t0
+                    dt = time.thread_time() - t0
                 cells.append(f"{how} {1e6 * dt / max(got, 1):.2f} us ({got}/{n})")
             print(f"  {size:>5} B: " + ", ".join(cells))
 
@@ -466,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<44}{r:>16,.0f}{r / s:>9.1f}x")
     print(f"decoded {n} hop records per run; host records: {hn} hops per run")
     if a.rx:
-        print("emptying a socket, us per datagram (received/sent):")
+        print("emptying a socket, us of CPU per datagram (received/sent):")
         rx_compare()
     if a.socket:
         print("from the socket into the tables, per second of the collector thread's CPU "

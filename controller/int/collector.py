@@ -66,6 +66,10 @@ SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
 #: round's fixed costs (some thirty numpy and C calls) over twice the reports of 1024,
 #: 8 % more reports per CPU second (bench/README.md), for 9 MiB more of pool
 _POOL_SLOTS = 2048
+#: bytes of a report slot in the pool's dense rows (the rest of a longer report spills,
+#: rxbatch.RxPool ``head``): 5-hop reports are 216 bytes, 8 hops under 320; rows of 512
+#: instead of ``report_slot_bytes`` cut the receive's CPU by a fifth (bench/README.md)
+_REPORT_HEAD = 512
 
 
 SO_MEMINFO = getattr(socket, "SO_MEMINFO", 55)
@@ -267,8 +271,11 @@ class Collector:
         self._sel = selectors.DefaultSelector()
         c = self.config
         slots = min(c.max_batch, _POOL_SLOTS)
+        # source addresses only where they are checked: the kernel skips them otherwise
         self._pools["report"] = RxPool(self._report_sock, slots=slots,
-                                       stride=c.report_slot_bytes, method=c.rx_method)
+                                       stride=c.report_slot_bytes, method=c.rx_method,
+                                       head=_REPORT_HEAD,
+                                       sources=c.report_sources is not None)
         self._sel.register(self._report_sock, selectors.EVENT_READ, self._round_reports)
         if self._agent_sock is not None:
             # an agent datagram is at most 64 KiB; max_batch_bytes bounds a round
@@ -388,7 +395,7 @@ class Collector:
                               t1: int) -> tuple[DecodedBatch, dict[str, int], int]:
         """Reports: source admission, sequence accounting (a "tables" cost), decode."""
         clock = time.thread_time_ns
-        buf = pool.buf[:n]
+        buf = pool.rows(n)
         lens = self.admission.report_rows(pool.lens[:n], pool.src_ip[:n], pool.src_port[:n])
         t2 = clock()
         self._account_seq_rows(buf, lens)
@@ -401,7 +408,7 @@ class Collector:
                              t1: int) -> tuple[DecodedBatch, dict[str, int], int]:
         """Agent batches: frames verified (when keys are set, behind their header), decode."""
         clock = time.thread_time_ns
-        buf = pool.buf[:n]
+        buf = pool.rows(n)
         if self.admission.verifier is not None:
             lens, offset = self.admission.agent_rows(buf, pool.lens[:n]), AUTH_HEADER_LEN
         else:

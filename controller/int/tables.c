@@ -34,6 +34,7 @@ enum { FT_HOP_COUNT, FT_PATH_NODE, FT_PATH_PORT, FT_PATH_SLOT, FT_SAMPLES, FT_LA
        FT_RING_MAXQ, FT_RING_LAT, FT_N };
 
 #define MAX_PATH_HOPS 16
+#define PF 8   /* flow_update's prefetch distance, in samples */
 
 /* Hop records sorted by (key, egress ts): ``order`` (n), groups starting at
  * ``starts`` (ng) with slots ``gslot`` and ``gnew``; writes each record's slot to
@@ -149,6 +150,22 @@ int flow_update(const char *smp, int64_t ssz, const int64_t *soff, int64_t n,
         lat[s] += (double)RD(uint32_t, h, hoff[HO_HOP_LATENCY]);
     }
     for (int64_t i = 0; i < n; i++) {
+        /* the flows' rows are random accesses over the whole table: ask for them
+         * ahead (the counter and sample count 2*PF samples ahead, the ring cells
+         * PF ahead, once the counter is in), so their cache misses overlap */
+        if (i + 2 * PF < n) {
+            int64_t s2 = gslot[inv[i + 2 * PF]];
+            __builtin_prefetch(&write_pos[s2], 1);
+            __builtin_prefetch(&samples[s2], 1);
+        }
+        if (i + PF < n) {
+            int64_t s1 = gslot[inv[i + PF]];
+            uint64_t c = s1 * depth + write_pos[s1] % d;
+            __builtin_prefetch(&ring_arr[c], 1);
+            __builtin_prefetch(&ring_psn[c], 1);
+            __builtin_prefetch(&ring_maxq[c], 1);
+            __builtin_prefetch(&ring_lat[c], 1);
+        }
         const char *x = smp + i * ssz;
         int64_t g = inv[i], s = gslot[g];
         uint64_t p = write_pos[s] % d;
@@ -179,6 +196,16 @@ int flow_update(const char *smp, int64_t ssz, const int64_t *soff, int64_t n,
         ns[g * MAX_PATH_HOPS + hi] = hop_slot[j];
     }
     for (int64_t g = 0; g < nu; g++) {
+        if (g + PF < nu) {
+            int64_t s1 = gslot[g + PF];
+            __builtin_prefetch(&last_update[s1], 1);
+            __builtin_prefetch(&last_psn[s1], 1);
+            __builtin_prefetch(&hop_count[s1], 1);
+            __builtin_prefetch(path_node + s1 * MAX_PATH_HOPS, 1);
+            __builtin_prefetch(path_port + s1 * MAX_PATH_HOPS, 1);
+            __builtin_prefetch(path_slot + s1 * MAX_PATH_HOPS, 1);
+            __builtin_prefetch(path_slot + s1 * MAX_PATH_HOPS + 8, 1);
+        }
         int64_t s = gslot[g];
         const char *x = smp + last_idx[g] * ssz;
         last_update[s] = RD(int64_t, x, soff[SO_ARRIVAL]);

@@ -132,17 +132,94 @@ def test_pool_receives_sources_truncation_and_drops(method: str) -> None:
         tx.close()
 
 
+@pytest.mark.skipif(not native_available(), reason="gcc cannot build controller/int/rxbatch.c")
+def test_pool_dense_rows_spill_long_datagrams_over_udp() -> None:
+    """``head``: short datagrams sit in dense rows, longer ones spill and ``rows``
+    widens only the rounds that hold one; truncation is still counted; without
+    ``sources`` no addresses are read."""
+    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        rx.bind(("127.0.0.1", 0))
+        rx.setblocking(False)
+        tx.bind(("127.0.0.1", 0))
+        pool = RxPool(rx, slots=16, stride=2048, head=64, method="recvmmsg")
+        assert pool.buf.shape == (16, 64) and pool.spill is not None
+        rng = np.random.default_rng(3)
+        sent = [rng.integers(0, 256, n, dtype=np.uint8).tobytes()
+                for n in (30, 64, 65, 700, 2048, 2100, 10)]
+        for d in sent:
+            tx.sendto(d, rx.getsockname())
+        n = pool.receive()
+        assert n == 7 and pool.truncated == 1
+        assert [bytes(d) for d in pool.datagrams(n)] == sent[:5] + [b""] + sent[6:]
+        assert pool.rows(n).shape == (7, 2048)
+        assert pool.addresses(n) == [tx.getsockname()] * 7
+        for d in sent[:2]:   # a round of short datagrams: the dense rows themselves
+            tx.sendto(d, rx.getsockname())
+        n = pool.receive()
+        assert n == 2 and pool.rows(n).base is pool.buf
+        assert [bytes(d) for d in pool.datagrams(n)] == sent[:2]
+        tx.sendto(sent[3], rx.getsockname())
+        n = pool.receive()
+        assert pool.rows(n).shape == (1, 704)    # as wide as the longest, 64-byte steps
+        quiet = RxPool(rx, slots=4, stride=2048, head=64, sources=False)
+        tx.sendto(sent[0], rx.getsockname())
+        assert quiet.receive() == 1 and quiet.addresses(1) == [("0.0.0.0", 0)]
+        assert bytes(quiet.datagrams(1)[0]) == sent[0]
+    finally:
+        rx.close()
+        tx.close()
+
+
+@pytest.mark.parametrize("rx_method", ["auto", "recvmsg_into"])
+def test_collector_long_and_malformed_reports_as_fed(rx_method: str) -> None:
+    """Reports through the socket (recvmmsg: dense 512-byte rows, longer ones spilled;
+    recvmsg_into: full rows) count and decode as the same datagrams fed in memory: good
+    ones of every shape, padded past 512 bytes, mutated, and junk longer than a row."""
+    rng = np.random.default_rng(5)
+    seeds = _seeds()
+    data = [seeds[i % len(seeds)] for i in range(60)]
+    data += [d + rng.integers(0, 256, 600, dtype=np.uint8).tobytes() for d in seeds[:6]]
+    data += [_mutate(rng, seeds[rng.integers(0, len(seeds))]) for _ in range(60)]
+    data += [b"\x20" + bytes(900), rng.integers(0, 256, 3000, dtype=np.uint8).tobytes()]
+    data = [d for d in data if d]
+    fed = Collector(CollectorConfig(report_port=0, agent_port=None))
+    fed.feed_reports(data)
+    want = fed.stats()
+    with Collector(CollectorConfig(report_port=0, agent_port=None, rx_method=rx_method)) as c:
+        assert c._pools["report"].method == ("recvmsg_into" if rx_method == "recvmsg_into"
+                                             or not native_available() else "recvmmsg")
+        dest = c.report_address
+        assert dest is not None
+        tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            for d in data:
+                tx.sendto(d, dest)
+        finally:
+            tx.close()
+        wait_or_fail(lambda: c.stats().report_datagrams == len(data))
+        got = c.stats()
+    assert got.truncated == 0 and got.socket_drops == 0
+    assert (got.reports, got.report_hop_records) == (want.reports, want.report_hop_records)
+    assert got.malformed == want.malformed and sum(got.malformed.values()) > 0
+    assert got.hops == want.hops and got.flows == want.flows
+
+
 def test_collector_stage_costs_and_truncation_in_stats() -> None:
     cfg = CollectorConfig(report_port=0, agent_port=0, report_slot_bytes=128)
     with Collector(cfg) as c:
+        reports, agents = c.report_address, c.agent_address
+        assert reports is not None and agents is not None
         tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         try:
             rep = build_hpcc_report(node_id=1, seq=0, hops=[Hop(node_id=1)])
             assert len(rep) <= 128
-            tx.sendto(rep, c.report_address)
-            tx.sendto(rep + b"\0" * 200, c.report_address)
+            tx.sendto(rep, reports)
+            tx.sendto(rep + b"\0" * 200, reports)
             tx.sendto(encode_batch(np.zeros(2, HOST_RECORD_DTYPE), agent_id=1, batch_seq=0),
-                      c.agent_address)
+                      agents)
             wait_or_fail(lambda: c.stats().reports == 1 and c.stats().host_records == 2
                          and c.stats().truncated == 1 and c.stats().rounds >= 2)
         finally:
