@@ -4,6 +4,7 @@ Commands::
 
     run TOPO [--switch softswitch|ebpf|bmv2|linux-router] [--cli] [--duration S]
     experiment SPEC.yaml|PRESET --out DIR [--influx URL]
+    experiment faults --rescore --out DIR   (a finished faults run, diagnosed again)
     check SPEC.yaml|PRESET              (validate only; no root)
     demo [--out DIR]                    (see mininet_topos.demo)
 
