@@ -226,12 +226,18 @@ def gap_stats(rows: np.ndarray, rate: float, wire: int) -> dict:
             "bursts_pct": float(np.mean(gaps < ideal / 4) * 100)}
 
 
+PACING_ENV = {"": {}, "normal": {"TN_ENGINE_RT": "0"},
+              "RT+spin": {"TN_ENGINE_RT": "1", "TN_ENGINE_SPIN": "1"}}
+
+
 def pacing(engine: str, pps: int, *, mtu: int = 1024, seconds: float = 1.0,
-           rt: bool = False, rx_capture: bool = False) -> dict:
+           mode: str = "", rx_capture: bool = False) -> dict:
     """One QP paced at ``pps`` through the veth pair, captured leaving the sender's
     interface (the departures) and, with ``rx_capture``, entering the receiver's (after
     the veth hop; a second tap costs the sender's send path too: veth runs the receive
-    side inside the sender's syscall)."""
+    side inside the sender's syscall).  ``mode`` (native engine): "" its default
+    (real-time priority, no spin), "normal" (normal priority, spinning before each
+    departure), "RT+spin" (real-time priority and the spin, TN_ENGINE_SPIN=1)."""
     wire = mtu + 12 + 4 + WIRE_OVERHEAD  # a MIDDLE packet's frame
     rate = pps * wire * 8
     npk = int(pps * seconds)
@@ -241,7 +247,7 @@ def pacing(engine: str, pps: int, *, mtu: int = 1024, seconds: float = 1.0,
         caps["rx"] = start_capture(NS_B, VETH_B, "in", VETH_IPS[0], str(tmp / "rx.pcap"))
     try:
         res = run_p2p(engine, veth=True, nbytes=npk * mtu, mtu=mtu, rate=str(rate),
-                      msg=npk * mtu, env={"TN_ENGINE_RT": "1"} if rt else None)
+                      msg=npk * mtu, env=PACING_ENV[mode])
     finally:
         for c in caps.values():
             stop_capture(c)
@@ -252,7 +258,7 @@ def pacing(engine: str, pps: int, *, mtu: int = 1024, seconds: float = 1.0,
     tmp.rmdir()
     eng = res.get("counters") or {}
     late = int(eng.get("late_departures", 0))
-    return {"engine": res["engine"] + (" (RT)" if rt else ""), "pps": pps, **tx,
+    return {"engine": res["engine"] + (f" ({mode})" if mode else ""), "pps": pps, **tx,
             "rx": rx, "late_departures": late,
             "late_mean_us": float(eng.get("late_s", 0.0)) / late * 1e6 if late else 0.0}
 
@@ -361,14 +367,15 @@ def main() -> int:
         if "pacing" not in skip and not a.no_veth:
             print("\npacing (veth; gaps before MIDDLE packets from tcpdump's kernel timestamps "
                   "leaving the sender's interface; rx: entering the receiver's, --pacing-rx)")
-            print("engine       pkt/s  ideal us  median us  median err %  p99 |err| us  "
+            print("engine             pkt/s  ideal us  median us  median err %  p99 |err| us  "
                   "p99.9 us  bursts %  rx: med err %  p99 us  late>20us (mean us)")
             for pps in (10_000, 100_000):
-                for engine, rt in (("native", False), ("native", True), ("python", False)):
-                    r = pacing(engine, pps, rt=rt, rx_capture=a.pacing_rx)
+                for engine, mode in (("native", ""), ("native", "normal"), ("native", "RT+spin"),
+                                     ("python", "")):
+                    r = pacing(engine, pps, mode=mode, rx_capture=a.pacing_rx)
                     results["pacing"].append(r)
                     x = r["rx"] or {"median_error_pct": float("nan"), "p99_error_us": float("nan")}
-                    print(f"{r['engine']:11s} {pps:6d} {r['ideal_us']:9.2f} "
+                    print(f"{r['engine']:17s} {pps:6d} {r['ideal_us']:9.2f} "
                           f"{r['median_gap_us']:10.2f} {r['median_error_pct']:12.2f} "
                           f"{r['p99_error_us']:13.1f} {r['p999_error_us']:9.1f} "
                           f"{r['bursts_pct']:9.1f} {x['median_error_pct']:14.2f} "

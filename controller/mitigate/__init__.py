@@ -1,15 +1,23 @@
 """From diagnosis to recovery: the controller acts on the faults it names.
 
-`findings` turns the diagnosis' culprits and the link loss map into findings,
+`findings` turns the diagnosis' culprits, the link loss map and the links' port
+counters into findings,
 `policy` decides (reroute, drain, FEC, nothing; each behind a guard, each undone),
 `fabric` answers the topology questions (which link, is there another way), and
 `mitigator` writes the decisions to the switches over P4Runtime or only reports them.
 See README.md.
 """
 from .fabric import Fabric
-from .findings import Finding, LossMapRule, findings_from_diagnosis, findings_from_lossmap
+from .findings import (
+    Finding,
+    LossMapRule,
+    SilenceRule,
+    findings_from_diagnosis,
+    findings_from_lossmap,
+    findings_from_silence,
+)
 from .mitigator import MitigationMode, Mitigator
 from .policy import VERBS, Action, Guard, Policy
 
 __all__ = ["VERBS", "Action", "Fabric", "Finding", "Guard", "LossMapRule", "MitigationMode", "Mitigator",
-           "Policy", "findings_from_diagnosis", "findings_from_lossmap"]
+           "Policy", "SilenceRule", "findings_from_diagnosis", "findings_from_lossmap", "findings_from_silence"]

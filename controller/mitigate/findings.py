@@ -8,13 +8,14 @@ lossy or silent fabric link on its own within a bin or two.  Both become the sam
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-__all__ = ["Finding", "LossMapRule", "findings_from_diagnosis", "findings_from_lossmap"]
+__all__ = ["Finding", "LossMapRule", "SilenceRule", "findings_from_diagnosis", "findings_from_lossmap",
+           "findings_from_silence"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,29 +56,31 @@ class LossMapRule:
 
     Gray loss: over the last ``window_bins`` polled bins the direction lost at least
     ``min_lost`` packets at a rate of at least ``min_rate`` and ``noise_x`` times the
-    next lossiest direction's (a loaded test bed loses a little everywhere); confidence
-    rises with the rate up to 1 at ``2 * min_rate``.
-    Dead: both directions of a link delivered at least ``min_busy`` packets a bin
-    before and nothing in the last ``dead_bins`` polled bins, while the rest of the
-    fabric still delivered at least ``min_busy`` a bin (an idle network, or a stalled
-    job whose links all fell silent, is not a dead link)."""
+    next lossiest direction's (a loaded test bed loses a little everywhere), in at
+    least ``lossy_bins`` of them (a gray link loses at every poll; a dead link that
+    comes back shows the packets it swallowed as one jump of its sequence, once);
+    confidence rises with the rate up to 1 at ``2 * min_rate``.
+    The loss map names no dead link: a link that delivers nothing may be dead, or
+    rerouted, or idle between a job's steps; `SilenceRule` tells them apart from both
+    ends' sequence registers."""
 
     window_bins: int = 2
+    lossy_bins: int = 2
     min_rate: float = 0.01
     min_lost: int = 10
     noise_x: float = 3.0
-    dead_bins: int = 2
-    min_busy: int = 50
-    dead_confidence: float = 0.8
 
 
 def findings_from_lossmap(*, names: Sequence[str], links: Sequence[str], lost: np.ndarray,
                           delivered: np.ndarray, bin_start_s: np.ndarray, bin_s: float,
-                          rule: LossMapRule = LossMapRule()) -> list[Finding]:
+                          rule: LossMapRule = LossMapRule(), recovering: Collection[str] = ()
+                          ) -> list[Finding]:
     """Findings from the bins of a link loss map (rows: directed links named ``names``,
     the undirected ``links`` they belong to; columns: bins up to the latest poll, oldest
     first, starting at ``bin_start_s`` (Unix s)); bins without any count anywhere (no
-    poll in them) are skipped, so the rule's bins are the polls'."""
+    poll in them) are skipped, so the rule's bins are the polls'.  Directions in
+    ``recovering`` (a dead link that came back: its first packet shows everything it
+    swallowed as one sequence jump) are not named for gray loss."""
     out: list[Finding] = []
     if lost.ndim == 2 and len(names):
         # bins no poll touched are no evidence: the controller reads the counters once a
@@ -95,9 +98,12 @@ def findings_from_lossmap(*, names: Sequence[str], links: Sequence[str], lost: n
     tot = lw + dw
     rate = np.divide(lw, tot, out=np.zeros(len(names)), where=tot > 0)
     for i, name in enumerate(names):
+        if name in recovering:
+            continue
         others = np.delete(rate, i)
         floor = float(others.max()) if others.size else 0.0
-        if lw[i] >= rule.min_lost and rate[i] >= rule.min_rate and rate[i] >= rule.noise_x * floor:
+        if lw[i] >= rule.min_lost and rate[i] >= rule.min_rate and rate[i] >= rule.noise_x * floor \
+                and int((lost[i, -w:] > 0).sum()) >= min(rule.lossy_bins, w):
             cols = np.flatnonzero(lost[i, -w:] > 0)
             onset = float(bin_start_s[-w:][cols[0]]) if cols.size else None
             out.append(Finding(kind="gray_loss", type="link", component=name,
@@ -106,27 +112,41 @@ def findings_from_lossmap(*, names: Sequence[str], links: Sequence[str], lost: n
                                evidence={"lost": int(lw[i]), "delivered": int(dw[i]),
                                          "loss_rate": round(float(rate[i]), 4),
                                          "next_lossiest_rate": round(floor, 4), "bins": w}))
-    d = rule.dead_bins
-    if n_bins < d + 1:
+    return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SilenceRule:
+    """When a link direction is dead by its two ends' link sequence registers: in the
+    latest interval between link polls its upstream egress stamped at least
+    ``min_sent`` packets and the sequence its downstream ingress expects did not move
+    by a confirming read made after (`LinkPoller.silence`: a packet stamped in the
+    interval has surely arrived by then).
+
+    Why this and not the loss map: a dead link shows no loss (a sequence gap is seen
+    only when a later packet arrives), and when a ring all-reduce hangs on it every
+    other link falls silent too; but the stuck sender keeps retransmitting (its
+    timeout backs off from 30 ms: a dozen packets in the first two seconds) and those
+    are stamped leaving the upstream switch and never arrive.  Why not silence alone
+    (nothing delivered for a while): a reroute, or a job between steps, silences a
+    healthy link too.  A link at 5 % loss passes one of ``min_sent`` packets with
+    probability 1 - 0.05 ** min_sent."""
+
+    min_sent: int = 3
+    confidence: float = 0.9
+
+
+def findings_from_silence(*, names: Sequence[str], sent: np.ndarray, arrived: np.ndarray,
+                          since_s: float | None, rule: SilenceRule = SilenceRule()) -> list[Finding]:
+    """``link_down`` findings from the latest interval between link polls (per directed
+    link ``names``: packets stamped upstream, how far the downstream expected sequence
+    moved by the confirming read, -1: no evidence), which began at ``since_s``."""
+    out: list[Finding] = []
+    if not len(names) or sent.shape != (len(names),) or arrived.shape != (len(names),):
         return out
-    quiet = delivered[:, -d:].sum(axis=1) + lost[:, -d:].sum(axis=1) == 0
-    busy_before = delivered[:, -d - 1] >= rule.min_busy
-    by_link: dict[str, list[int]] = {}
-    for i, ln in enumerate(links):
-        by_link.setdefault(ln, []).append(i)
-    for ln, rows in by_link.items():
-        if not all(quiet[r] and busy_before[r] for r in rows):
-            continue
-        rest = [r for r in range(len(names)) if r not in rows]
-        # the rest must carry real traffic meanwhile: when a synchronous job (a ring
-        # all-reduce) stalls, every link falls silent together but for a few probes
-        if not rest or delivered[rest, -d:].sum() < rule.min_busy * d:
-            continue
-        for r in rows:
-            out.append(Finding(kind="link_down", type="link", component=names[r],
-                               confidence=rule.dead_confidence, onset=float(bin_start_s[-d]),
-                               source="lossmap",
-                               evidence={"delivered_before": int(delivered[r, -d - 1]),
-                                         "silent_bins": d,
-                                         "rest_delivered": int(delivered[rest, -d:].sum())}))
+    dead = (sent >= rule.min_sent) & (arrived == 0)
+    for i in np.flatnonzero(dead):
+        out.append(Finding(kind="link_down", type="link", component=str(names[int(i)]),
+                           confidence=rule.confidence, onset=since_s, source="counters",
+                           evidence={"stamped": int(sent[i]), "arrived": 0}))
     return out

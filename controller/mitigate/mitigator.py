@@ -5,7 +5,7 @@ Why the routes are recomputed, not patched: the intent is a pure function of the
 topology, and a reroute is the same function on the topology without the avoided
 links (`compute_intent(..., avoid=...)`); each switch whose entries change gets the
 difference in one P4Runtime write of modifies (the reconcile of `ManagedSwitch.sync`),
-the same path a restarted switch is refilled by.  Undoing is the same computation with
+the same plan a restarted switch is refilled by, without reading the tables back.  Undoing is the same computation with
 fewer links avoided, so no action leaves anything behind.
 """
 from __future__ import annotations
@@ -15,6 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,20 +83,27 @@ class Mitigator:
         return self.policy.fec_links() if self.mode is MitigationMode.ACT else frozenset()
 
     def _write_routes(self, avoid: frozenset[str]) -> str | None:
-        """Every switch's routes without ``avoid``; None when all were written."""
+        """Every switch's routes without ``avoid``; None when all were written.  Only the
+        changed entries are written (`ManagedSwitch.update`), all switches at once: a
+        reroute is one Write per switch whose routes change, not a sync of each in turn."""
         desired = compute_intent(self.topo, self.options, avoid=avoid)
+        todo = [(name, sw) for name, sw in self.switches.items() if sw.desired != desired[name]]
         failed = []
-        for name, sw in self.switches.items():
-            if sw.desired == desired[name]:
-                continue
-            sw.desired = desired[name]
+
+        def one(item: tuple[str, ManagedSwitch]) -> str | None:
+            name, sw = item
             if sw.client is None:       # unreachable now: it gets these when it comes back
-                continue
+                sw.desired = desired[name]
+                return None
             try:
-                sw.sync()
+                sw.update(desired[name])
             except P4rtError as exc:
-                failed.append(f"{name}: {exc}")
                 self.errors[type(exc).__name__] = self.errors.get(type(exc).__name__, 0) + 1
+                return f"{name}: {exc}"
+            return None
+        if todo:
+            with ThreadPoolExecutor(max_workers=len(todo), thread_name_prefix="mitigate-write") as pool:
+                failed = [x for x in pool.map(one, todo) if x]
         self.written = avoid
         return "; ".join(failed) or None
 

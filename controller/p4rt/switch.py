@@ -131,6 +131,35 @@ class ManagedSwitch:
             self.on_synced(self, report)
         return report
 
+    def update(self, desired: DesiredState) -> SyncReport:
+        """Make ``desired`` the switch's entries by writing only their difference from
+        the entries it holds now (the last synced ``desired``): no pipeline check and no
+        read-back, so a reroute is one Write of modifies, not a full `sync` (which reads
+        the pipeline and every table back: seconds on a loaded switch).  If that Write
+        fails the switch is fully synced instead."""
+        if self.client is None:
+            self.desired = desired
+            raise P4rtError(f"switch {self.name}: not connected")
+        with self._lock:
+            schema = Schema.from_p4info(self.pipeline.p4info)
+            old = [entry_to_proto(schema, e) for e in self.desired.entries]
+            new = [entry_to_proto(schema, e) for e in desired.entries]
+            plan = plan_table_entries(new, old)
+            dplan = plan_default_entries([te for te in new if te.is_default_action],
+                                         {te.table_id: te for te in old if te.is_default_action})
+            self.desired = desired
+            try:
+                self._apply(schema, plan, dplan)
+            except P4rtError as exc:
+                LOG.warning("switch %s: writing the difference failed (%s); syncing", self.name, exc)
+                ok = False
+            else:
+                ok = True
+                report = SyncReport(switch=self.name, inserted=len(plan.inserts),
+                                    modified=len(plan.modifies) + len(dplan.modifies),
+                                    deleted=len(plan.deletes))
+        return report if ok else self.sync()
+
     def _apply(self, schema: Schema, *plans: Plan) -> None:
         assert self.client is not None
         describe = lambda u: describe_update(schema, u)

@@ -13,6 +13,7 @@ the state file `show` reads.
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import logging
 import os
 import threading
@@ -50,8 +51,10 @@ from controller.mitigate import (
     LossMapRule,
     MitigationMode,
     Mitigator,
+    SilenceRule,
     findings_from_diagnosis,
     findings_from_lossmap,
+    findings_from_silence,
 )
 from controller.p4rt import (
     ArbitrationError,
@@ -125,6 +128,7 @@ class Controller:
     links: LinkPoller | None = None
     live: LiveDiagnosis | None = None      # live fault diagnosis (--coll-log)
     mitigator: Mitigator | None = None     # --mitigate advise|act
+    tick_s: dict[str, float] = field(default_factory=dict)   # the last round's phases (s)
     intent_options: IntentOptions | None = None
     _loss_exported_ns: int = 0
     fec_records: int = 0
@@ -385,15 +389,27 @@ class Controller:
 
     def tick(self) -> None:
         """One round: retry failed switches, poll links, export, write the state file."""
+        t = [time.monotonic()]
         self._retry_failed()
         self._reclaim()
+        t.append(time.monotonic())
         if self.links is not None:
             self.links.poll()
+            t.append(time.monotonic())
             self._export_losses()
             self._mitigate()
+            t.append(time.monotonic())
             self._send_fec()
+        else:
+            t += [t[-1], t[-1]]
         self._export_rates()
+        t.append(time.monotonic())
         self.write_state()
+        t.append(time.monotonic())
+        # where a round's time goes (the state file's "tick", of the round before): the
+        # mitigation's reaction is a poll period or two, so its period matters
+        self.tick_s = {k: round(b - a, 4) for k, (a, b) in zip(
+            ("switches", "poll", "losses_mitigate", "fec_rates", "state"), itertools.pairwise(t), strict=True)}
 
     def _retry_failed(self) -> None:
         now = time.monotonic()
@@ -460,7 +476,10 @@ class Controller:
                 findings += findings_from_lossmap(
                     names=[d.name for d in self.links.links], links=[d.link for d in self.links.links],
                     lost=m.lost[:, keep], delivered=m.delivered[:, keep], bin_start_s=start[keep] / 1e9,
-                    bin_s=m.bins.bin_ns / 1e9, rule=rule)
+                    bin_s=m.bins.bin_ns / 1e9, rule=rule, recovering=self.links.recovering())
+            since, _end, sent, arrived = self.links.silence()
+            findings += findings_from_silence(names=[d.name for d in self.links.links], sent=sent,
+                                              arrived=arrived, since_s=since, rule=SilenceRule())
         self.mitigator.step(findings, now)
         done = self.mitigator.take_unexported()
         if done and self.exporter is not None:
@@ -575,6 +594,7 @@ class Controller:
                                            now_ns=time.time_ns())
                 if self.links and self.links.links else None,
                 "link_poll_errors": dict(self.links.errors) if self.links else {},
+                "tick": dict(self.tick_s),
                 "diagnosis": self.live.snapshot() if self.live else None,
                 "mitigation": self.mitigator.snapshot() if self.mitigator else None}
 
@@ -622,6 +642,8 @@ class Controller:
             self.web.stop()
         if self.live is not None:
             self.live.stop()
+        if self.links is not None:
+            self.links.close()
         delivered = True
         if self.export is not None:
             self.export.stop()

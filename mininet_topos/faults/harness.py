@@ -76,6 +76,7 @@ class HarnessConfig:
     # sends in bursts: the native engine paces each packet to the microsecond, and a
     # two-packet queue then drops nothing, so a tiny-queue fault would have no effect.
     engine: str = "python"
+    mode: str | None = None       # the ranks' loss recovery (-m gbn|sr|...; None: the traffic default)
 
 
 def _rank_argv(cfg: HarnessConfig, rank: int, ips: list[str], start: float, logs: Path,
@@ -85,7 +86,7 @@ def _rank_argv(cfg: HarnessConfig, rank: int, ips: list[str], start: float, logs
             "-q", str(cfg.qps),
             "--start-at", f"{start:.3f}", "--coll-log", str(logs),
             "--timeout", f"{cfg.trial_s or TRIAL_S:g}", "--seed", str(cfg.seed),
-            "--engine", cfg.engine, *extra, "1"]
+            "--engine", cfg.engine, *(["-m", cfg.mode] if cfg.mode else []), *extra, "1"]
 
 
 def _run_ranks(tb: Any, cfg: HarnessConfig, topo: Topology, trial_dir: Path,

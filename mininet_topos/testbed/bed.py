@@ -152,6 +152,7 @@ class Testbed:
     influx_url: str | None = None   # the controller exports live to this InfluxDB
     mitigate: str = "off"     # the controller's --mitigate off|advise|act (controller.mitigate)
     mitigate_hold_down_s: float | None = None   # its --mitigate-hold-down (None: its default)
+    controller_interval_s: float | None = None  # its --interval, the link poll period (None: its default)
     web: str | None = None          # HOST:PORT: the controller serves the live view there
     web_url: str | None = None      # ... at this address (with its token beyond loopback)
     influx_database: str = "int_telemetry"
@@ -370,6 +371,8 @@ class Testbed:
             argv += ["--mitigate", self.mitigate]
             if self.mitigate_hold_down_s is not None:
                 argv += ["--mitigate-hold-down", f"{self.mitigate_hold_down_s:g}"]
+        if self.controller_interval_s is not None:
+            argv += ["--interval", f"{self.controller_interval_s:g}"]
         if self.web:
             from controller.web import parse_web_address
             from controller.web.server import check_web_exposure

@@ -1,8 +1,9 @@
 """The reroute end to end on real switches: four softswitch processes (two spines, two
 leaves, ports in network namespaces), two hosts, the controller programming them with
 ``--mitigate act``.  RoCEv2 packets flow h1 -> h2 over the spine s1; 30 % loss on the
-leaf s3's link to s1 (netem, in s3's namespace) shows in the link loss map, the
-controller names the link and rewrites the routes, and the packets' INT paths move to
+leaf s3's link to s1 (an eBPF dropper in s3's namespace) shows in the link loss map,
+or all of it (a dead link: s3's egress counter counts, s1's ingress counter does not),
+the controller names the link and rewrites the routes, and the packets' INT paths move to
 the spine s2 with no more loss.  Nothing here tells the controller about the fault."""
 from __future__ import annotations
 
@@ -185,7 +186,12 @@ def bed(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LeafSpine]:
         b.close()
 
 
-def test_gray_loss_on_a_fabric_link_moves_the_traffic_off_it(bed: LeafSpine, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("loss", "kind", "source"), [
+    (0.3, "gray_loss", "lossmap"),      # named by the link sequence gaps
+    (1.0, "link_down", "counters"),     # no gap to see: s3's egress sends, s1's ingress counts nothing
+], ids=["gray_loss", "link_down"])
+def test_a_faulty_fabric_link_has_the_traffic_moved_off_it(bed: LeafSpine, tmp_path: Path, loss: float,
+                                                           kind: str, source: str) -> None:
     topo = bed.build()
     bed.start_switches()
     cfg = RunConfig(topology=str(topo), out_dir=str(tmp_path / "out"), report_port=0, agent_port=0,
@@ -201,18 +207,18 @@ def test_gray_loss_on_a_fabric_link_moves_the_traffic_off_it(bed: LeafSpine, tmp
         assert wait_for(lambda: flow.paths[over_s1] >= 200, timeout_s=30), (flow.sent, flow.paths)
         assert flow.paths[over_s2] == 0
         assert ctl.mitigator is not None and ctl.mitigator.policy.log == []   # healthy: nothing
-        # 30 % loss on s3 -> s1 (s3's port 2; an eBPF dropper at tc egress), out of the
+        # loss on s3 -> s1 (s3's port 2; an eBPF dropper at tc egress), out of the
         # controller's sight
         from ebpf.loss import LossEmulator
         em = LossEmulator(bed.ports["s3"][2], netns=bed.ns["s3"].name, direction="egress").attach()
         bed.closers.append(em.close)
-        em.set_bernoulli(0.3)
+        em.set_bernoulli(loss)
         onset = time.time()
         assert wait_for(lambda: any(a.verb == "reroute" and a.outcome  # type: ignore[union-attr]
                                     for a in ctl.mitigator.policy.log),
                         timeout_s=30), (ctl.snapshot()["losses"], ctl.mitigator.snapshot())
         a = next(a for a in ctl.mitigator.policy.log if a.verb == "reroute")
-        assert (a.target, a.kind, a.source, a.outcome) == ("s1:1-s3:2", "gray_loss", "lossmap", "written"), \
+        assert (a.target, a.kind, a.source, a.outcome) == ("s1:1-s3:2", kind, source, "written"), \
             a.as_dict()
         acted = time.time()
         # the packets now cross s2 and arrive whole

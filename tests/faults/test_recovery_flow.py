@@ -122,3 +122,28 @@ def test_both_beds_run_the_same_faults_and_rows_join_them(stand_in: None, tmp_pa
     assert s["flap"]["actions"] == 1
     assert json.loads((tmp_path / "summary.json").read_text())["mitigation"] == s["mitigation"]
     assert any(x.startswith("| link_down | 2 |") for x in lines), text
+
+
+def test_the_acting_bed_alone_runs_no_unmitigated_trials(stand_in: None, tmp_path: Path) -> None:
+    s = rr.run_recovery(rr.RecoveryConfig(out=tmp_path, seeds=(1,), fault_free=1, onset_s=0.55,
+                                            flap=False, beds=("act",)), log=lambda _: None)
+    assert list(s["trials"]) == ["act"] and len(s["mitigation"]) == 2
+    assert all(r["completion_ratio_unmitigated"] is None for r in s["mitigation"])
+
+
+@pytest.mark.parametrize(("text", "error"), [
+    ("kind: mitigation_faults\nbeds: [act, acting]\n", "beds acting"),
+    ("kind: mitigation_faults\nbeds: []\n", "beds (none)"),
+    ("kind: mitigation_faults\npoll: 1\n", "unknown keys poll"),
+])
+def test_the_preset_refuses_bad_keys(tmp_path: Path, text: str, error: str) -> None:
+    p = tmp_path / "p.yaml"
+    p.write_text(text)
+    with pytest.raises(rr.FaultError, match=error.replace("(", r"\(").replace(")", r"\)")):
+        rr.load_recovery_spec(p, tmp_path)
+
+
+def test_the_preset_sets_poll_recovery_and_beds(tmp_path: Path) -> None:
+    cfg = rr.load_recovery_spec(Path(rr.__file__).parents[1] / "presets" / "recovery_faults.yaml", tmp_path)
+    assert (cfg.poll_s, cfg.recovery, cfg.beds, cfg.seeds, cfg.fault_free) == \
+        (0.5, "gbn", ("act", "advise"), (1, 2, 3), 10)

@@ -214,16 +214,13 @@ def test_lossmap_stays_quiet_on_noise(lost: list[list[int]]) -> None:
     assert _lm(lost, [[1000] * 4] * 4) == []
 
 
-def test_lossmap_names_a_silent_link_while_the_rest_delivers() -> None:
+def test_the_loss_map_names_no_dead_link() -> None:
+    """A link that delivers nothing while the rest does may be dead, rerouted or idle
+    between a job's steps: the loss map cannot tell (the first test-bed runs drained a
+    healthy spine after a reroute had silenced its links); the sequence registers can
+    (tests/mitigate/test_silence.py)."""
     d = [[900, 900, 0, 0], [900, 900, 0, 0], [900, 900, 900, 900], [900, 900, 900, 900]]
-    got = _lm([[0] * 4] * 4, d)
-    assert {(f.kind, f.component) for f in got} == {("link_down", "s1:1->s3:2"), ("link_down", "s3:2->s1:1")}
-    # the whole fabric idle: not a dead link
-    idle = [[900, 900, 0, 0]] * 4
-    assert _lm([[0] * 4] * 4, idle) == []
-    # one direction idle, the other busy: a one-way flow that ended, not a dead link
-    one_way = [[900, 900, 0, 0], [0, 0, 0, 0], [900, 900, 900, 900], [900, 900, 900, 900]]
-    assert _lm([[0] * 4] * 4, one_way) == []
+    assert _lm([[0] * 4] * 4, d) == []
 
 
 # -- the routes without the avoided links --------------------------------------------
@@ -259,8 +256,15 @@ def _lm10(lost: dict[int, list[int]], deliv: dict[int, list[int]]) -> list[Findi
 def test_a_lossy_poll_is_named_even_when_it_is_the_last_bin() -> None:
     """Polls at bins 1, 5, 9: the loss read at the latest poll is judged at once."""
     busy = [5000] * 4
-    got = _lm10({9: [200, 0, 0, 0]}, {1: busy, 5: busy, 9: busy})
-    assert [(f.kind, f.component, f.onset) for f in got] == [("gray_loss", "s1:1->s3:2", 109.0)]
+    got = _lm10({5: [200, 0, 0, 0], 9: [200, 0, 0, 0]}, {1: busy, 5: busy, 9: busy})
+    assert [(f.kind, f.component, f.onset) for f in got] == [("gray_loss", "s1:1->s3:2", 105.0)]
+
+
+def test_one_jump_of_the_sequence_is_not_gray_loss() -> None:
+    """A dead link that comes back: the packets it swallowed show as one jump at one
+    poll, not loss at every poll."""
+    busy = [5000] * 4
+    assert _lm10({9: [700, 0, 0, 0]}, {1: busy, 5: busy, 9: busy}) == []
 
 
 def test_empty_bins_between_polls_are_not_a_dead_link() -> None:
@@ -268,13 +272,3 @@ def test_empty_bins_between_polls_are_not_a_dead_link() -> None:
     link is silent, whatever the last two 1 s bins say."""
     busy = [900] * 4
     assert _lm10({}, {2: busy, 7: busy}) == []
-    # a link that really stopped: silent at the last two polls while the rest delivered
-    got = _lm10({}, {1: busy, 4: [0, 0, 900, 900], 8: [0, 0, 900, 900]})
-    assert {(f.kind, f.component, f.onset) for f in got} == {
-        ("link_down", "s1:1->s3:2", 104.0), ("link_down", "s3:2->s1:1", 104.0)}
-
-
-def test_a_stalled_job_is_not_a_dead_link() -> None:
-    """A ring all-reduce stalls: every link falls silent together but for a few probes."""
-    busy = [900] * 4
-    assert _lm10({}, {1: busy, 4: [0, 0, 3, 2], 8: [0, 0, 1, 0]}) == []

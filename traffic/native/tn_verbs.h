@@ -42,7 +42,8 @@ enum tn_cc { TN_CC_NONE = 0, TN_CC_DCQCN = 1, TN_CC_HPCC = 2 };
 enum tn_engine_flags {
     TN_ENGINE_THREAD = 1,   /* run the I/O loop on an engine thread (tn_engine_start) */
     TN_ENGINE_STEP = 2,     /* no sockets: tn_inject / tn_step / tn_take_output */
-    TN_ENGINE_RT = 4,       /* engine thread at SCHED_FIFO priority 1 (or env TN_ENGINE_RT=1):
+    TN_ENGINE_RT = 4,       /* engine thread at SCHED_FIFO priority 1, the default unless
+                             * env TN_ENGINE_RT=0 (the flag overrides that): ACKs and
                              * departures on time on a loaded host; needs CAP_SYS_NICE */
 };
 enum tn_wc_kind { TN_WC_SEND_DONE = 1, TN_WC_RECV_DONE = 2 };

@@ -1,0 +1,176 @@
+"""The dead-link rule from a link's two ends' sequence registers, row by row: what its
+upstream egress stamped in the latest poll interval and how far the sequence its
+downstream ingress expects moved by the confirming read (`findings_from_silence`); the
+poller's side of it (which directions are candidates, the confirming read, which
+directions are `recovering`) on a stand-in switch; and the rule through the policy: a
+stalled ring all-reduce (every other link silent) still gets its dead link rerouted,
+in the first round."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import numpy as np
+import pytest
+
+from controller.mitigate import Fabric, Guard, Policy, findings_from_lossmap, findings_from_silence
+from controller.runner.links import CLEAN_POLLS, R_RX_EXPECTED, R_TX_SEQ, LinkPoller
+from controller.topology.generators import leaf_spine
+
+NAMES = ["s1:1->s3:2", "s3:2->s1:1"]
+
+
+@dataclass(frozen=True)
+class Row:
+    why: str
+    sent: int          # stamped upstream in the latest interval (of s1:1->s3:2)
+    arrived: int       # the downstream expected sequence moved by the confirming read (-1: no evidence)
+    dead: bool
+
+
+ROWS = [
+    Row("stamped, nothing arrived by the confirming read", 12, 0, True),
+    Row("a hung sender backing off: a few retransmissions, none arrive", 3, 0, True),
+    Row("one packet arrived: alive (5 % loss passes some)", 40, 1, False),
+    Row("idle: nothing stamped", 0, 0, False),
+    Row("too few stamped to tell", 2, 0, False),
+    Row("no candidate (something arrived at the poll's own read) or an end unread", 40, -1, False),
+]
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r.why for r in ROWS])
+def test_silence_rule(row: Row) -> None:
+    got = findings_from_silence(names=NAMES, sent=np.array([row.sent, 0]), arrived=np.array([row.arrived, -1]),
+                                since_s=10.0)
+    assert [(f.kind, f.component, f.source, f.onset) for f in got] == \
+        ([("link_down", "s1:1->s3:2", "counters", 10.0)] if row.dead else [])
+
+
+def test_silence_refuses_misshapen_input() -> None:
+    assert findings_from_silence(names=NAMES, sent=np.array([5]), arrived=np.array([0]), since_s=None) == []
+
+
+class _Client:
+    """A stand-in P4Runtime client: registers by id, read as the switch holds them now."""
+
+    def __init__(self, regs: dict[int, dict[int, int]]) -> None:
+        self.regs = regs
+        self.digests: Any = _Empty()
+
+    def read_register(self, rid: int) -> dict[int, int]:
+        return dict(self.regs.get(rid, {}))
+
+    def read_counter(self, _cid: int) -> dict[int, tuple[int, int]]:
+        return {}
+
+
+class _Empty:
+    def get_nowait(self) -> None:
+        import queue
+        raise queue.Empty
+
+
+class _Schema:
+    def __init__(self) -> None:
+        self.ids = {R_TX_SEQ: 1, R_RX_EXPECTED: 2}
+
+    def register(self, name: str) -> Any:
+        return type("R", (), {"id": self.ids.get(name, 9)})()
+
+    def counter(self, name: str) -> Any:
+        return type("C", (), {"id": 8})()
+
+
+class _Switch:
+    def __init__(self) -> None:
+        self.client = _Client({})
+        self.pipeline = object()
+        self.schema = _Schema()
+
+
+def _poller() -> tuple[LinkPoller, dict[str, _Switch]]:
+    topo = leaf_spine(2, n_spines=2, hosts_per_leaf=1)
+    sws = {s.name: _Switch() for s in topo.switches}
+    return LinkPoller(topo=topo, switches=sws), sws   # type: ignore[arg-type]
+
+
+def _set(lp: LinkPoller, sws: dict[str, _Switch], row: int, stamped: int, expected: int) -> None:
+    d = lp.links[row]
+    sws[d.src].client.regs.setdefault(1, {})[d.src_port] = stamped
+    sws[d.dst].client.regs.setdefault(2, {})[d.dst_port] = expected
+
+
+def test_the_poller_confirms_a_silent_direction_and_tracks_it_until_it_delivers() -> None:
+    lp, sws = _poller()
+    n = len(lp.links)
+    for r in range(n):
+        _set(lp, sws, r, 100, 100)
+    lp.poll()
+    assert lp.silence()[0] is None                        # one poll: no interval yet
+    for r in range(n):
+        _set(lp, sws, r, 200, 200)                        # every direction delivered
+    _set(lp, sws, 0, 150, 100)                            # direction 0: stamped 50, nothing arrived
+    _set(lp, sws, 1, 100, 100)                            # direction 1: idle
+    lp.poll()
+    t0, t1, sent, arrived = lp.silence()
+    assert t0 is not None and t1 is not None and t1 >= t0
+    assert sent[0] == 50 and arrived[0] == 0               # confirmed silent
+    assert sent[1] == 0 and arrived[1] == -1 and (arrived[2:] == -1).all()   # no candidates
+    assert lp.recovering() == {lp.links[0].name}
+    got = findings_from_silence(names=[d.name for d in lp.links], sent=sent, arrived=arrived, since_s=t0)
+    assert [f.component for f in got] == [lp.links[0].name]
+    # rerouted: nothing stamped, still recovering; back: CLEAN_POLLS polls of arrivals
+    lp.poll()
+    assert lp.recovering() == {lp.links[0].name}
+    stamped = expected = 150
+    for i in range(CLEAN_POLLS):
+        assert lp.recovering() == {lp.links[0].name}, i
+        stamped, expected = stamped + 10, max(expected, 150) + 10
+        _set(lp, sws, 0, stamped, expected)
+        lp.poll()
+    assert lp.recovering() == frozenset()
+
+
+def test_a_packet_counted_late_is_not_a_dead_link(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The poll's ingress read came before the packets arrived, the confirming read after."""
+    lp, sws = _poller()
+    _set(lp, sws, 0, 100, 100)
+    lp.poll()
+    _set(lp, sws, 0, 150, 100)
+    real = LinkPoller._read_expected
+
+    def arrive_then_read(self: LinkPoller, name: str) -> dict[int, int]:
+        _set(lp, sws, 0, 150, 150)
+        return real(self, name)
+    monkeypatch.setattr(LinkPoller, "_read_expected", arrive_then_read)
+    lp.poll()
+    _t0, _t1, sent, arrived = lp.silence()
+    assert sent[0] == 50 and arrived[0] == 50 and lp.recovering() == frozenset()
+
+
+def test_a_dead_link_under_a_stalled_job_is_rerouted_at_once() -> None:
+    """The ring hangs on the dead link: every other direction carries nothing, only the
+    stuck sender's retransmissions leave s3 on the dead link; one round reroutes."""
+    topo = leaf_spine(2, n_spines=2, hosts_per_leaf=1)
+    fab = Fabric(topo)
+    dead = next(ln for ln in topo.links if ln.role.value == "fabric")
+    names = [f"{dead.a}->{dead.b}", f"{dead.b}->{dead.a}"]
+    found = findings_from_silence(names=names, sent=np.array([4, 0]), arrived=np.array([0, -1]), since_s=10.0)
+    pol = Policy(fabric=fab, guard=Guard(hold_down_s=10.0))
+    acts = pol.step(found, 11.0)
+    assert [(a.verb, a.target, a.kind, a.source) for a in acts] == \
+        [("reroute", dead.name, "link_down", "counters")]
+    # traffic is off the link: nothing stamped, nothing named; undone after the hold-down
+    assert pol.step([], 12.0) == [] and pol.avoided() == {dead.name}
+    assert [a.verb for a in pol.step([], 21.0)] == ["undo"]
+
+
+def test_the_gray_rule_skips_a_recovering_direction() -> None:
+    names = NAMES + ["s2:1->s3:3", "s3:3->s2:1"]
+    lost = np.zeros((4, 2))
+    lost[0] = [300, 300]
+    lm = partial(findings_from_lossmap, names=names, links=["a", "a", "b", "b"], lost=lost,
+                 delivered=np.full((4, 2), 1000.0), bin_start_s=np.array([1.0, 2.0]), bin_s=1.0)
+    assert [f.component for f in lm()] == [names[0]]
+    assert lm(recovering={names[0]}) == []
