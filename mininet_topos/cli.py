@@ -4,6 +4,7 @@ Commands::
 
     run TOPO [--switch softswitch|ebpf|bmv2|linux-router] [--cli] [--duration S]
     experiment SPEC.yaml|PRESET --out DIR [--influx URL]
+    experiment faults --rescore --out DIR   (a finished faults run, diagnosed again)
     check SPEC.yaml|PRESET              (validate only; no root)
     demo [--out DIR]                    (see mininet_topos.demo)
 
@@ -94,6 +95,9 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--fault", metavar="YAML",
                    help="faults: run one trial with this fault and print its diagnosis, "
                         "e.g. '{kind: gray_loss, link: \"s2:3->s6:3\", loss: 0.01, onset_s: 3}'")
+    e.add_argument("--rescore", action="store_true",
+                   help="faults: re-diagnose the trials of the finished run in --out with "
+                        "the diagnosis as it is now (no network; writes rescored.json)")
     e.add_argument("--mitigate", choices=("off", "act"), default="off",
                    help="faults: act = the controller acts on the faults (gray loss, link down, "
                         "a flapping link; P4 switches, default ebpf): each kind --trials times "
@@ -279,6 +283,11 @@ def _experiment(args: argparse.Namespace) -> int:
         return _recovery_faults(RecoveryConfig(
             out=args.out, switch=args.switch or "ebpf", fault_free=max(1, args.trials),
             seeds=tuple(range(args.seed, args.seed + max(1, args.trials)))))
+    if args.spec == "faults" and args.rescore:   # the saved trials, today's diagnosis
+        from mininet_topos.faults.harness import rescore
+        rescore(args.out)
+        print(f"results: {args.out.resolve()}/rescored.json")
+        return 0
     if args.spec == "faults":   # mininet_topos.faults.harness
         from mininet_topos.faults.harness import HarnessConfig, one_fault_plan, run_harness
         plan = one_fault_plan(args.fault) if args.fault else None

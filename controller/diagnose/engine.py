@@ -36,6 +36,7 @@ LOSS_RATE_MIN_INT = 2e-3  # ... where INT switches count each link's loss with s
 LOSS_NOISE_X = 3.0        # ... and this many times the next lossiest link's (the floor of
                           # a loaded test bed: user-space delay lines drop a little too)
 LOSS_PKTS_MIN = 10
+LOSS_STOPPED_PKTS = 2000  # delivered clean after the last lossy read: the loss stopped
 NOISE_MIN_PKTS = 1000
 QUEUE_HIGH_PKTS = 8       # standing queue (packets) that counts as a queue
 FOREIGN_MIN = 1           # background flows that make a queue "congestion"
@@ -55,6 +56,8 @@ STALL_SHARE = 0.5         # a port queued together with another of its switch's 
                           # this share of its queued samples: the switch stalled, not the link
 MIN_CONFIDENCE = 0.3       # weaker candidates are not reported (cannot be told apart)
 SILENT_S = 1.0            # a link silent this long under a hung transfer is down
+ROUND_MIN_SWITCHES = 3    # a time with rows from this many switches is a read round ...
+ROUND_SHARE = 0.3         # ... when this share of the times are (one time per round)
 
 
 @dataclass(slots=True)
@@ -115,6 +118,7 @@ class _LinkTel:
     drops: int = 0                     # tail drops at the port feeding the link
     drop_bins: int = 0                 # sample intervals since the onset with drops
     drop_spike: float = 0.0            # the largest one's share of the drops
+    clean_after: int = 0               # packets delivered since the last lossy read
     last_delivery: float | None = None
     silent_s: float = 0.0              # silent while the link before it still delivered
     dead_strength: float = 0.0
@@ -160,6 +164,13 @@ def _link_features(ev: Evidence, link: str, port: tuple[str, int] | None, t_on: 
             tel.last_delivery = s.t
     if tel.lost + tel.delivered_after:
         tel.loss_rate = tel.lost / (tel.lost + tel.delivered_after)
+    reads = [s for s in ev.telemetry.link_loss.get(link, []) if s.t >= t_on]
+    lossy = [i for i, s in enumerate(reads)
+             if s.lost >= LOSS_PKTS_MIN and s.lost >= LOSS_RATE_MIN_INT * (s.lost + s.delivered)]
+    if lossy:
+        rest = reads[lossy[-1] + 1:]
+        if sum(s.lost for s in rest) < LOSS_RATE_MIN_INT * max(1, sum(s.delivered for s in rest)):
+            tel.clean_after = sum(s.delivered for s in rest)
     if port is not None:
         _port_features(ev.telemetry.ports.get(port, []), t_on, tel)
         drops = ev.telemetry.port_drops.get(port, [])
@@ -194,6 +205,12 @@ def _link_kind(tel: _LinkTel, hung: bool, loss_floor: float = 0.0,
     if tel.lost >= LOSS_PKTS_MIN and tel.loss_rate >= max(loss_min, loss_floor):
         if tel.delivered_after == 0:
             return "link_down", 1.0, {"lost": tel.lost, "delivered": 0}
+        if tel.clean_after >= LOSS_STOPPED_PKTS:
+            # a burst lost once, then the link carried thousands without loss: a faulty
+            # link keeps losing at its rate (on the test bed: a go-back-N burst overflowing
+            # a leaf's ingress after the WAN, e.g. the bursts a slow receiver makes)
+            return "gray_loss", 0.3, {"loss_rate": round(tel.loss_rate, 5), "lost": tel.lost,
+                                      "clean_since_pkts": tel.clean_after}
         s = min(1.0, 0.6 + tel.loss_rate / LOSS_RATE_MIN)
         return "gray_loss", s, {"loss_rate": round(tel.loss_rate, 5), "lost": tel.lost,
                                 "delivered": tel.delivered_after}
@@ -288,39 +305,125 @@ def _last_delivery(ev: Evidence, link: str) -> float | None:
     return max(ts) if ts else None
 
 
+def _receiver(link: str) -> str:
+    """The switch (or host) that counts a directed link's deliveries: its far end."""
+    return link.split("->")[1].split(":")[0]
+
+
+@dataclass(slots=True)
+class _Reads:
+    """When each receiving switch's link counters were read, as far as the exported
+    rows show it.
+
+    Why: a link's rows say what it delivered *since its previous read*, and a read
+    that found nothing writes no row (the controller leaves empty cells out) - so a
+    link's missing rows after its last delivery prove silence only where the switch
+    is known to have been read.  It is, at a time when another link into the same
+    switch has a row (its counters are read together), and, where the controller
+    reads every switch in one round with one time (``controller/runner/links.py``;
+    the kernel routers' sampler does too: most times have rows from several
+    switches), at any time with rows.
+    Older exports carry one time per switch: a link read last in a slow round looked
+    dead beside links read seconds later (the eBPF runs' false dead links); there, two
+    reads of any other switch since say a whole round, this switch included, passed."""
+
+    by_switch: dict[str, list[float]]
+    rounds: list[float]
+
+    @classmethod
+    def of(cls, ev: Evidence) -> _Reads:
+        at: dict[float, set[str]] = defaultdict(set)
+        by_switch: dict[str, set[float]] = defaultdict(set)
+        for link, ss in ev.telemetry.link_loss.items():
+            for s in ss:
+                at[s.t].add(_receiver(link))
+                by_switch[_receiver(link)].add(s.t)
+        wide = [t for t, sws in at.items() if len(sws) >= ROUND_MIN_SWITCHES]
+        # (in rounds, a time with one switch's rows read the others too: they were silent)
+        rounds = sorted(at) if at and len(wide) >= ROUND_SHARE * len(at) else []
+        return cls(by_switch={k: sorted(v) for k, v in by_switch.items()}, rounds=rounds)
+
+    def last_read(self, link: str, after: float) -> float | None:
+        """The latest time by which ``link``'s counters are known to have been read
+        again after ``after`` (None: not known to be)."""
+        ts = [t for t in self.by_switch.get(_receiver(link), []) if t > after]
+        ts += [t for t in self.rounds if t > after]
+        # every round reads every switch: between two reads of another switch after
+        # ``after`` lies a whole round, which read this one too (at the earlier at least)
+        for sw, times in self.by_switch.items():
+            later = [t for t in times if t > after]
+            if sw != _receiver(link) and len(later) >= 2:
+                ts.append(later[-2])
+        return max(ts) if ts else None
+
+    def read_before(self, link: str, t: float) -> float | None:
+        """The latest time ``link``'s counters are known to have been read before
+        ``t``: its row at ``t`` counts what it delivered after that."""
+        ts = [x for x in self.by_switch.get(_receiver(link), []) if x < t]
+        ts += [x for x in self.rounds if x < t]
+        for sw, times in self.by_switch.items():
+            before = [x for x in times if x < t]
+            if sw != _receiver(link) and len(before) >= 2:
+                ts.append(before[-2])
+        return max(ts) if ts else None
+
+
 def _dead_links(ev: Evidence, view: TransferView, hosts: dict[int, str],
                 hung: set[tuple[int, int]]) -> dict[str, tuple[float, float]]:
-    """Links that fell silent while the link before them on a hung pair's path still
-    delivered (the sender's retransmissions reach the break and go no further).
+    """Links that were read and found silent while the link before them on a hung
+    pair's path still delivered (the sender's retransmissions reach the break and go
+    no further).
 
     Why relative to the link before: when a collective hangs, every link falls silent
     (nothing is sent), and when the ranks stop, so does everything else; only the
     retransmissions of the hung transfer keep the links *before* the break busy.  The
     sender's own access link counts as delivering (the log says the transfer is
-    outstanding) but weighs less than a measured one.  -> {link: (silent s, strength)}
+    outstanding) but weighs less than a measured one.  Silence counts only up to the
+    link's last known read (``_Reads``): rows not yet exported, or a switch not yet
+    read in a slow round, say nothing.  -> {link: (silent s, strength)}
     """
     out: dict[str, tuple[float, float]] = {}
+    reads = _Reads.of(ev)
+    t_first = min((s.t for ss in ev.telemetry.link_loss.values() for s in ss), default=0.0)
     for a, b in hung:
         if a not in hosts or b not in hosts:
             continue
         for path in ev.pair_paths(hosts[a], hosts[b]):
-            prev: float | None = None
-            measured = False
+            # the pair's packets reach the next link after ``p_from`` for certain (each
+            # link before it delivered after then: its last delivering row counts from
+            # its previous read on) and up to ``p_to`` (the least of their last rows):
+            # the sender's outstanding transfer, then every link they crossed (a link
+            # after the break may stay busy with other pairs' traffic: it delivers
+            # none of this pair's, and the break before it already bounds ``p_from``)
+            p_from = p_to = -np.inf
+            started = measured = False
             # the break is where the silence begins: the largest gap between a link's
             # last delivery and the one before it (a sender's retransmission timer
             # backs off, so the links before the break can pause for a second too)
             best: tuple[bool, float, float, str] | None = None
             for i, link in enumerate(path):
-                last = _last_delivery(ev, link)
                 if link not in ev.telemetry.link_loss:
                     if i == 0:   # the sender's access link: outstanding transfer
-                        prev, measured = view.t1, False
+                        p_from = p_to = view.t1
+                        started = True
                     continue
-                if prev is not None and last is not None and prev - last >= SILENT_S:
-                    cand = (measured, prev - last, 0.95 if measured else 0.7, link)
-                    if best is None or cand[:2] > best[:2]:
-                        best = cand
-                prev, measured = last, True
+                last = _last_delivery(ev, link)
+                since = last if last is not None else t_first
+                read = reads.last_read(link, since)
+                if read is not None and p_from >= since:
+                    gap = min(p_to, read) - since
+                    if gap >= SILENT_S:
+                        cand = (measured, gap, 0.95 if measured else 0.7, link)
+                        if best is None or cand[:2] > best[:2]:
+                            best = cand
+                if last is None:      # nothing passed it: nothing is known after it
+                    p_from = p_to = -np.inf
+                    started = True
+                    continue
+                start = reads.read_before(link, last)
+                start = -np.inf if start is None else start
+                p_from, p_to = (min(p_from, start), min(p_to, last)) if started else (start, last)
+                started = measured = True
             if best is not None:
                 _m, gap, strength, link = best
                 if out.get(link, (0.0, 0.0))[1] < strength:
@@ -347,6 +450,13 @@ def _slowed_shares(ev: Evidence, bad: set[tuple[int, int]], t_on: float
            for p, r in pair_slowdowns(ev.records, t_on).items()}
     out.update({p: 1.0 for p in bad})
     return out
+
+
+def _pairs_and_next(w: dict[tuple[int, int], float], active: set[tuple[int, int]]
+                    ) -> set[tuple[int, int]]:
+    """The pairs mostly on a link (weight >= 0.5) and the pairs their receivers send."""
+    mine = {p for p, x in w.items() if x >= 0.5}
+    return mine | {q for q in active if any(q[0] == p[1] for p in mine)}
 
 
 def _soft_f1(slowed: dict[tuple[int, int], float], mine: set[tuple[int, int]],
@@ -391,6 +501,7 @@ def diagnose(ev: Evidence) -> Diagnosis:
         for end_a, end_b in ((tl.a, tl.b), (tl.b, tl.a)):
             roles[f"{end_a}->{end_b}"] = (tl.role, end_a)
     dead = _dead_links(ev, view, hosts, hung_pairs)
+    slowed_all = _slowed_shares(ev, bad, t_on)
     loss_rates = _loss_rates(ev, t_on - 0.5)
     link_strength: dict[str, float] = {}
     queued_into: dict[str, str] = {}   # host -> the access link into it that queues
@@ -404,6 +515,10 @@ def diagnose(ev: Evidence) -> Diagnosis:
         if link in dead:
             tel.silent_s, tel.dead_strength = dead[link]
         match = _f1(w, bad, active)
+        # ... counting slowdowns below the flag, and the pairs the receivers under it
+        # send on (a rank recovering losses it receives sends late itself: a 6 % loss
+        # on h3 -> h5 slowed that pair 1.7x and flagged h5 -> h7 2x)
+        soft_match = _soft_f1(slowed_all, _pairs_and_next(w, active), active)
         kind, strength, evid = _link_kind(tel, bool(hung_pairs & set(w)),
                                           LOSS_NOISE_X * _next_loss_rate(loss_rates, link),
                                           LOSS_RATE_MIN_INT if int_seen else LOSS_RATE_MIN)
@@ -421,7 +536,7 @@ def diagnose(ev: Evidence) -> Diagnosis:
         if match == 0 and not anomaly:
             continue
         if anomaly and strength >= 0.5:
-            match = 0.5 + 0.5 * match
+            match = 0.5 + 0.5 * max(match, soft_match)
         if kind == "tiny_queue" and port is not None:
             comp, ctype = f"{port[0]}:{port[1]}", "port"
         else:
@@ -471,6 +586,14 @@ def diagnose(ev: Evidence) -> Diagnosis:
             mine_q = queued_into.get(h) if own >= OWN_SENDS_SLOWED else None
             net = max((link_strength.get(ln, 0.0) for ln in on_paths if ln != mine_q),
                       default=0.0)
+            # ... and on the paths of their ACKs (a loss or queue there slows the sender
+            # as much; weighed by the share of the ECMP paths they may take)
+            net = max(net, _ack_path_strength(ev, hosts, bad & set(w), link_strength, mine_q))
+            # ... and on the paths into the senders of its slowed pairs (the sender was
+            # busy recovering the losses it received: see soft_match above)
+            senders = {p[0] for p in bad & set(w)}
+            net = max([net] + [link_strength.get(ln, 0.0) for ln, lw in link_w.items()
+                               if ln != mine_q and any(p[1] in senders for p in lw)])
             retx_per = retx_bad / max(1, n_bad)
             # (retransmissions do not count against it: timeouts of a loaded machine
             # make them in fault-free runs too)
@@ -507,6 +630,23 @@ def diagnose(ev: Evidence) -> Diagnosis:
     return Diagnosis(culprits=out, at=now, transfers=view.n_transfers,
                      slow_pairs=sorted(bad), late_ranks=sorted(view.late), view=view,
                      collective=hang.summary)
+
+
+def _ack_path_strength(ev: Evidence, hosts: dict[int, str], pairs: set[tuple[int, int]],
+                       link_strength: dict[str, float], mine: str | None) -> float:
+    """The strongest link evidence on the ACK paths of ``pairs`` (receiver -> sender),
+    each link's strength times the share of the pair's paths crossing it (``mine``:
+    the queue into the host itself, its own symptom, left out)."""
+    best = 0.0
+    for a, b in pairs:
+        if a not in hosts or b not in hosts:
+            continue
+        ps = ev.pair_paths(hosts[b], hosts[a])
+        for ln, strength in link_strength.items():
+            if strength > best and ln != mine:
+                share = sum(ln in p for p in ps) / len(ps) if ps else 0.0
+                best = max(best, strength * share)
+    return best
 
 
 def _topo_host(ev: Evidence, name: str) -> str | None:

@@ -213,8 +213,9 @@ def save_telemetry(tel: Telemetry, out_dir: str | os.PathLike[str], topo: Topolo
     Why: telemetry that no controller exported (the kernel routers' counter samples of
     ``experiment faults``) is diagnosed in memory by the run that took it; saved in the
     controller's own layout next to the run's collective logs, ``controller diagnose
-    --out DIR`` reads the same evidence afterwards. The flows' INT paths are not
-    written (kernel routers have none; a controller exports its own).
+    --out DIR`` reads the same evidence afterwards (on P4 switches: one trial's cut of
+    the controller's exports, with the switches' polled tail drops it never exported).
+    A flow's ``lost`` is written as its last sample's (the controller's state file).
     """
     d = Path(out_dir)
     (d / "csv").mkdir(parents=True, exist_ok=True)
@@ -240,5 +241,16 @@ def save_telemetry(tel: Telemetry, out_dir: str | os.PathLike[str], topo: Topolo
     (d / "switch_stats.jsonl").write_text("".join(
         json.dumps({"t": t, "switch": sw, "ports": sorted(ps, key=lambda x: x["port"])}) + "\n"
         for (t, sw), ps in sorted(by_time.items())))
+    if tel.flows:
+        with (d / "csv" / "int_flow.csv").open("w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["time_ns", "src", "dst", "qp", "path"])
+            w.writerows([round(f.t * 1e9), f.src, f.dst, f.qp, ">".join(
+                f"{ids[near]}:{port}" for near, port in
+                (x.split("->")[0].split(":") for x in f.path) if near in ids)]
+                for f in tel.flows)
+        lost = {(f.src, f.dst, f.qp): f.lost for f in sorted(tel.flows, key=lambda f: f.t)}
+        (d / "controller_state.json").write_text(json.dumps({"flows": [
+            {"src": s, "dst": t, "qp": q, "lost": n} for (s, t, q), n in lost.items()]}))
     return d
 

@@ -20,7 +20,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,7 @@ from mininet_topos.faults.spec import FaultError, FaultSpec
 from mininet_topos.faults.telemetry import telemetry_from_samples
 from traffic.collog import read_logs
 
-__all__ = ["HarnessConfig", "run_harness", "score"]
+__all__ = ["HarnessConfig", "rescore", "run_harness", "score"]
 
 STEP_S = 0.25
 TRIAL_S = 9.0       # default trial length on kernel routers ...
@@ -291,6 +291,50 @@ def format_score(s: dict[str, Any]) -> list[str]:
     return lines
 
 
+def rescore(out: Path, *, log: Any = print) -> dict[str, Any]:
+    """Re-diagnose the trials of a finished run in ``out`` with the code as it is now,
+    from what each trial folder saved (collective logs, telemetry, ground truth) at the
+    run's own diagnosis time; writes OUT/rescored.json and logs the table.
+
+    Why: the diagnosis changes more often than a 10-minute run can be repeated on a
+    shared machine; the same trials' evidence tells what a change does to them."""
+    from controller.diagnose.evidence import load_telemetry
+    from mininet_topos.topologies import resolve_topology
+
+    names = [f.name for f in fields(FaultSpec)]
+    out = Path(out)
+    try:
+        done = json.loads((out / "summary.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise FaultError(f"rescore: {out}/summary.json: {exc}") from None
+    topo = resolve_topology(done.get("testbed", {}).get("topology", "two-dc"))
+    per_trial = []
+    for old in done["per_trial"]:
+        tdir = out / f"trial{old['trial']:03d}"
+        if not (tdir / "csv").is_dir():
+            raise FaultError(f"rescore: {tdir}: no saved telemetry (a run before telemetry "
+                             "was saved per trial on P4 switches)")
+        truth = old["fault"]
+        records = read_logs([tdir / "collectives"]) if (tdir / "collectives").exists() else []
+        fault = FaultSpec(**{k: truth[k] for k in names if k in truth}) if truth else None
+        start = (truth["onset_unix"] - truth["onset_s"]) if truth else \
+            min((r.start for r in records), default=0.0)
+        ev = Evidence(topo=topo, records=records, telemetry=load_telemetry(tdir, topo),
+                      now=old["diagnosis"]["at"])
+        res = _evaluate(ev, fault, start)
+        res.pop("text")
+        per_trial.append({"trial": old["trial"], "fault": truth, **res})
+        if res["correct_top1"] != old["correct_top1"]:
+            top = res["diagnosis"]["culprits"][:1]
+            log(f"trial {old['trial']:3d}: {'MISS -> ok' if res['correct_top1'] else 'ok -> MISS'}"
+                + (f" ({top[0]['type']} {top[0]['component']} {top[0]['kind']})" if top else ""))
+    summary = {**score(per_trial), "per_trial": per_trial, "rescored_from": str(out)}
+    (out / "rescored.json").write_text(json.dumps(summary, indent=1))
+    for line in format_score(summary):
+        log(line)
+    return summary
+
+
 def one_fault_plan(text: str) -> Callable[[dict[str, list[str]]], list[FaultSpec | None]]:
     """A plan of one trial with the fault ``text`` (a YAML mapping, see spec.py),
     checked against the two-DC topology now, before any network starts."""
@@ -382,8 +426,9 @@ def run_harness(cfg: HarnessConfig, *, log: Any = print,
             records = read_logs([tdir / "collectives"]) if (tdir / "collectives").exists() \
                 else []
             tel = telemetry(start - 0.5, end)
-            if not p4:  # no controller exported it: saved for `controller diagnose --out tdir`
-                save_telemetry(tel, tdir, topo)
+            # saved for `controller diagnose --out tdir` (kernel routers: no controller
+            # exported it; P4 switches: this trial's cut, with the polled tail drops)
+            save_telemetry(tel, tdir, topo)
             ev = Evidence(topo=topo, records=records, telemetry=tel, now=end)
             res = _evaluate(ev, fault, start)
             truth = {**fault.truth(start), **_where(fault, topo, warm, cfg.hosts, p4)} \

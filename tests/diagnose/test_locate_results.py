@@ -30,6 +30,7 @@ def test_saved_telemetry_reads_back_as_it_was(tmp_path: Path) -> None:
     """A kernel-router trial's counters, saved in the controller's layout, are what
     `controller diagnose --out TRIAL` reads (no controller exported them)."""
     from controller.diagnose.evidence import (
+        FlowSample,
         LossSample,
         PortSample,
         Telemetry,
@@ -50,9 +51,16 @@ def test_saved_telemetry_reads_back_as_it_was(tmp_path: Path) -> None:
                                     line_rate_bps=None)]},
         port_drops={(sw, 2): [(100.25, 0), (100.5, 4)],
                     (sw, 3): [(100.5, 1)]})
+    # a P4 trial's flows with their INT paths (the access link in, then each egress)
+    h1, h3 = topo.host("h1"), topo.host("h3")
+    from controller.topology.routing import paths
+    path = tuple(str(x) for x in paths(topo, "h1", "h3")[0])
+    tel.flows = [FlowSample(t=100.25, src=h1.ipv4, dst=h3.ipv4, qp=7, path=path, lost=2),
+                 FlowSample(t=100.5, src=h1.ipv4, dst=h3.ipv4, qp=7, path=path, lost=2)]
     trial = tmp_path / "trial000"
     save_telemetry(tel, trial, topo)
     back = load_telemetry(trial, topo)
     assert back.link_loss == tel.link_loss
     assert back.ports == tel.ports
     assert back.port_drops == tel.port_drops
+    assert back.flows == tel.flows
