@@ -68,10 +68,15 @@ class ManagedSwitch:
     last_sync: SyncReport | None = None
     syncs: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _schema: tuple[PipelineConfig, Schema] | None = None   # (pipeline, its index), built once
 
     @property
     def schema(self) -> Schema:
-        return Schema.from_p4info(self.pipeline.p4info)
+        """The pipeline's P4Info index, built once per pipeline (the link poller and
+        every reroute ask for it each round; from_p4info parses the whole P4Info)."""
+        if self._schema is None or self._schema[0] is not self.pipeline:
+            self._schema = (self.pipeline, Schema.from_p4info(self.pipeline.p4info))
+        return self._schema[1]
 
     def connect(self) -> None:
         self.client = SwitchClient(name=self.name, address=self.address, device_id=self.device_id,
@@ -141,7 +146,7 @@ class ManagedSwitch:
             self.desired = desired
             raise P4rtError(f"switch {self.name}: not connected")
         with self._lock:
-            schema = Schema.from_p4info(self.pipeline.p4info)
+            schema = self.schema
             old = [entry_to_proto(schema, e) for e in self.desired.entries]
             new = [entry_to_proto(schema, e) for e in desired.entries]
             plan = plan_table_entries(new, old)

@@ -32,7 +32,6 @@ import numpy as np
 from controller.lossmap.links import LinkCounters, LossEvents
 from controller.lossmap.stream import LinkLossStream
 from controller.p4rt import ManagedSwitch, P4rtError
-from controller.p4rt.schema import Schema
 from controller.topology import DirectedLink, Topology, directed_links
 
 LOG = logging.getLogger("controller.runner")
@@ -71,7 +70,6 @@ class LinkPoller:
     # per poll: (time, stamped upstream, expected downstream, arrivals through the confirm read)
     _polls: deque[tuple[float, np.ndarray, np.ndarray, np.ndarray]] = field(init=False)
     _pool: ThreadPoolExecutor | None = None
-    _schemas: dict[str, tuple[object, Schema]] = field(default_factory=dict)
     _silent: dict[int, int] = field(default_factory=dict)   # row -> polls with arrivals since it fell silent
 
     def __post_init__(self) -> None:
@@ -118,23 +116,15 @@ class LinkPoller:
                 return exc
         return dict(zip(names, self._pool.map(one, names), strict=True))
 
-    def _schema(self, name: str) -> Schema:
-        """The switch's P4Info index, built once (from_p4info parses the P4Info)."""
-        sw = self.switches[name]
-        got = self._schemas.get(name)
-        if got is None or got[0] is not sw.pipeline:
-            got = self._schemas[name] = (sw.pipeline, sw.schema)
-        return got[1]
-
     def _read_egress(self, name: str) -> dict[int, int]:
         sw = self.switches[name]
         assert sw.client is not None
-        return sw.client.read_register(self._schema(name).register(R_TX_SEQ).id)
+        return sw.client.read_register(self.switches[name].schema.register(R_TX_SEQ).id)
 
     def _read_ingress(self, name: str) -> tuple[dict[int, int], dict[int, tuple[int, int]], dict[int, int]]:
         sw = self.switches[name]
         assert sw.client is not None
-        schema = self._schema(name)
+        schema = self.switches[name].schema
         return (sw.client.read_register(schema.register(R_LOST).id),
                 sw.client.read_counter(schema.counter(C_INGRESS).id),
                 sw.client.read_register(schema.register(R_RX_EXPECTED).id))
@@ -202,8 +192,7 @@ class LinkPoller:
             # loaded machine, and rows of one round spread over several 1 s bins made a
             # link read early look silent beside links read later (a false dead link)
             ts = [time.time_ns()] * len(rows)
-            rows_a = np.array(rows)
-            self.stream.add_counters(LinkCounters(link_idx=rows_a, ts_ns=np.array(ts),
+            self.stream.add_counters(LinkCounters(link_idx=np.array(rows), ts_ns=np.array(ts),
                                                   rx_packets=np.array(rx), lost_packets=np.array(lost)))
         if ev_rows:
             self.events += len(ev_rows)
@@ -245,7 +234,7 @@ class LinkPoller:
     def _read_expected(self, name: str) -> dict[int, int]:
         sw = self.switches[name]
         assert sw.client is not None
-        return sw.client.read_register(self._schema(name).register(R_RX_EXPECTED).id)
+        return sw.client.read_register(self.switches[name].schema.register(R_RX_EXPECTED).id)
 
     def silence(self) -> tuple[float | None, float | None, np.ndarray, np.ndarray]:
         """The latest interval between polls: (its start and end (Unix s), per
