@@ -18,6 +18,7 @@ and no telemetry anomaly: "no fault".
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -343,28 +344,29 @@ class _Reads:
         rounds = sorted(at) if at and len(wide) >= ROUND_SHARE * len(at) else []
         return cls(by_switch={k: sorted(v) for k, v in by_switch.items()}, rounds=rounds)
 
+    def _known(self, link: str, keep: Callable[[float], bool]) -> list[float]:
+        """Times ``keep`` accepts at which ``link``'s counters are known to have been
+        read: its switch's rows, the rounds, and, for every other switch read twice
+        among them, the earlier of its last two reads (a whole round lies between, which
+        read this switch too)."""
+        ts = [t for t in self.by_switch.get(_receiver(link), []) if keep(t)]
+        ts += [t for t in self.rounds if keep(t)]
+        for sw, times in self.by_switch.items():
+            kept = [t for t in times if keep(t)]
+            if sw != _receiver(link) and len(kept) >= 2:
+                ts.append(kept[-2])
+        return ts
+
     def last_read(self, link: str, after: float) -> float | None:
         """The latest time by which ``link``'s counters are known to have been read
         again after ``after`` (None: not known to be)."""
-        ts = [t for t in self.by_switch.get(_receiver(link), []) if t > after]
-        ts += [t for t in self.rounds if t > after]
-        # every round reads every switch: between two reads of another switch after
-        # ``after`` lies a whole round, which read this one too (at the earlier at least)
-        for sw, times in self.by_switch.items():
-            later = [t for t in times if t > after]
-            if sw != _receiver(link) and len(later) >= 2:
-                ts.append(later[-2])
+        ts = self._known(link, lambda t: t > after)
         return max(ts) if ts else None
 
     def read_before(self, link: str, t: float) -> float | None:
         """The latest time ``link``'s counters are known to have been read before
         ``t``: its row at ``t`` counts what it delivered after that."""
-        ts = [x for x in self.by_switch.get(_receiver(link), []) if x < t]
-        ts += [x for x in self.rounds if x < t]
-        for sw, times in self.by_switch.items():
-            before = [x for x in times if x < t]
-            if sw != _receiver(link) and len(before) >= 2:
-                ts.append(before[-2])
+        ts = self._known(link, lambda x: x < t)
         return max(ts) if ts else None
 
 
