@@ -1,7 +1,7 @@
 """From diagnosis to recovery: the controller acts on the faults it names.
 
-`findings` turns the diagnosis' culprits, the link loss map and the links' port
-counters into findings,
+`findings` turns the diagnosis' culprits and the link sequence counters (gray loss,
+dead links) into findings,
 `policy` decides (reroute, drain, FEC, nothing; each behind a guard, each undone),
 `fabric` answers the topology questions (which link, is there another way), and
 `mitigator` writes the decisions to the switches over P4Runtime or only reports them.
@@ -10,14 +10,16 @@ See README.md.
 from .fabric import Fabric
 from .findings import (
     Finding,
-    LossMapRule,
+    GrayLossRule,
     SilenceRule,
     findings_from_diagnosis,
-    findings_from_lossmap,
+    findings_from_link_loss,
     findings_from_silence,
+    loss_lower_bound,
 )
 from .mitigator import MitigationMode, Mitigator
 from .policy import VERBS, Action, Guard, Policy
 
-__all__ = ["VERBS", "Action", "Fabric", "Finding", "Guard", "LossMapRule", "MitigationMode", "Mitigator",
-           "Policy", "SilenceRule", "findings_from_diagnosis", "findings_from_lossmap", "findings_from_silence"]
+__all__ = ["VERBS", "Action", "Fabric", "Finding", "GrayLossRule", "Guard", "MitigationMode", "Mitigator",
+           "Policy", "SilenceRule", "findings_from_diagnosis", "findings_from_link_loss", "findings_from_silence",
+           "loss_lower_bound"]

@@ -18,7 +18,8 @@ straggler)
 
 The guard: a finding below ``min_confidence`` is ignored; one that is not a dead
 link must be named for ``confirm_s`` before anything happens (unless its source's rule
-already asked it to persist over two polls: the loss map, the port counters); at most
+is its own confirmation: the loss counters' confident rate, the sequence registers'
+confirming read); at most
 ``budget_per_min`` actions in any 60 s; an action stays at least its hold-down and is
 undone once nothing named its target for ``clear_s``.  A cleared fault cannot be seen
 on a link that carries no traffic, so the undo is the probe: traffic goes back, and
@@ -51,8 +52,8 @@ class Guard:
     min_confidence: float = 0.5
     confirm_s: float = 0.5
     at_once: tuple[str, ...] = ("link_down",)
-    # sources whose rule already asks the fault to persist over two polls (the loss
-    # map's gray loss, the counters' dead link): their window is the confirmation
+    # sources whose rule is its own confirmation (the loss counters' confident rate,
+    # the sequence registers' confirming read of a dead link)
     confirmed_sources: tuple[str, ...] = ("lossmap", "counters")
     hold_down_s: float = 10.0
     hold_down_max_s: float = 300.0

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Self
 
@@ -487,6 +487,22 @@ class SwitchClient:
             d = x.register_entry.data
             out[x.register_entry.index.index] = int.from_bytes(d.bitstring, "big") if \
                 d.WhichOneof("data") == "bitstring" else 0
+        return out
+
+    def read_registers(self, register_ids: Sequence[int]) -> dict[int, dict[int, int]]:
+        """Several registers in one Read (one round trip, one answer): register id ->
+        index -> value.  Why: a poller reading a few registers of many switches each
+        tick pays a round trip per Read, which on a loaded machine is most of it."""
+        ents = []
+        for rid in register_ids:
+            e = P.Entity()
+            e.register_entry.register_id = rid
+            ents.append(e)
+        out: dict[int, dict[int, int]] = {rid: {} for rid in register_ids}
+        for x in self.read(ents):
+            d = x.register_entry.data
+            out.setdefault(x.register_entry.register_id, {})[x.register_entry.index.index] = \
+                int.from_bytes(d.bitstring, "big") if d.WhichOneof("data") == "bitstring" else 0
         return out
 
     def write_register(self, register_id: int, index: int, value: int, bitwidth: int) -> None:

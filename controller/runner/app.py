@@ -47,13 +47,13 @@ from controller.lossmap.listener import FlowLossListener
 from controller.lossmap.report import lossmap_section
 from controller.lossmap.stream import FlowLossStream
 from controller.mitigate import (
+    GrayLossRule,
     Guard,
-    LossMapRule,
     MitigationMode,
     Mitigator,
     SilenceRule,
     findings_from_diagnosis,
-    findings_from_lossmap,
+    findings_from_link_loss,
     findings_from_silence,
 )
 from controller.p4rt import (
@@ -84,7 +84,6 @@ LOG = logging.getLogger("controller.runner")
 
 R_RX_EXPECTED = "SwitchIngress.link_rx_expected"
 R_TX_SEQ = "SwitchEgress.link_tx_seq"
-MITIGATION_BINS = 30             # the loss map's latest bins the mitigation reads (its rule: the last polls)
 MITIGATION_FEC_RESIDUAL = 1e-4   # what a mitigation's "raise FEC" aims for without --fec-target
 
 
@@ -381,11 +380,17 @@ class Controller:
 
     # ------------------------------------------------------------------ periodic work
     def _run(self) -> None:
-        while not self._stop.wait(self.cfg.status_interval_s):
+        # rounds start every status_interval_s (a round longer than that is followed by
+        # the next at once): waiting the whole interval after each round made the link
+        # poll's period the interval plus the round (0.5 s asked, ~1.5 s had)
+        wait = self.cfg.status_interval_s
+        while not self._stop.wait(wait):
+            t0 = time.monotonic()
             try:
                 self.tick()
             except Exception:
                 LOG.exception("controller round failed")
+            wait = max(0.05, self.cfg.status_interval_s - (time.monotonic() - t0))
 
     def tick(self) -> None:
         """One round: retry failed switches, poll links, export, write the state file."""
@@ -458,28 +463,23 @@ class Controller:
         self._loss_exported_ns = int(bin_time[done][-1]) + m.bins.bin_ns
 
     def _mitigate(self, now: float | None = None) -> None:
-        """Findings of this round (the live diagnosis' culprits, the loss map's closed
-        bins) through the mitigation policy; its actions go to the export."""
+        """Findings of this round (the live diagnosis' culprits, the link sequence
+        counters' latest polls: gray loss and dead links) through the mitigation
+        policy; its actions go to the export."""
         if self.mitigator is None:
             return
         findings = findings_from_diagnosis(self.live.snapshot() if self.live else None)
         if self.links is not None and self.links.links:
-            m = self.links.stream.snapshot()
-            rule = LossMapRule()
-            start = m.bins.start_ns + np.arange(m.bins.n_bins, dtype=np.int64) * m.bins.bin_ns
-            # up to the bin of this tick's poll (it holds every count read so far): the
-            # ticks are seconds apart under load, and a bin left for the next tick would
-            # be judged a tick late; bins without a poll are skipped by the rule
-            polled = np.flatnonzero(start <= time.time_ns())
-            keep = polled[-MITIGATION_BINS:]
-            if keep.size:
-                findings += findings_from_lossmap(
-                    names=[d.name for d in self.links.links], links=[d.link for d in self.links.links],
-                    lost=m.lost[:, keep], delivered=m.delivered[:, keep], bin_start_s=start[keep] / 1e9,
-                    bin_s=m.bins.bin_ns / 1e9, rule=rule, recovering=self.links.recovering())
+            names = [d.name for d in self.links.links]
+            # per poll, not per 1 s bin of the loss map: the rule weighs each poll's
+            # packets, and the poll of this tick is judged at once
+            starts, lost, delivered = self.links.loss_window()
+            findings += findings_from_link_loss(names=names, lost=lost, delivered=delivered,
+                                                interval_start_s=starts, rule=GrayLossRule(),
+                                                recovering=self.links.recovering())
             since, _end, sent, arrived = self.links.silence()
-            findings += findings_from_silence(names=[d.name for d in self.links.links], sent=sent,
-                                              arrived=arrived, since_s=since, rule=SilenceRule())
+            findings += findings_from_silence(names=names, sent=sent, arrived=arrived, since_s=since,
+                                              rule=SilenceRule())
         self.mitigator.step(findings, now)
         done = self.mitigator.take_unexported()
         if done and self.exporter is not None:

@@ -1,10 +1,15 @@
 """Link sequence counters and loss digests, read from the switches into a loss stream.
 
 Why here: the loss maps are pure numpy (controller.lossmap); this module is the thin
-I/O shell that reads `SwitchIngress.link_lost_packets` and the ingress port packet
-counter of every switch-to-switch link's receiving port over P4Runtime, drains the
-`link_loss_digest_t` digests each client received, and feeds both to a
-`LinkLossStream` keyed by the topology's directed links.
+I/O shell that reads `SwitchIngress.link_lost_packets` and `link_rx_expected` of every
+switch-to-switch link's receiving port over P4Runtime (one Read per switch), drains
+the `link_loss_digest_t` digests each client received, and feeds both to a
+`LinkLossStream` keyed by the topology's directed links.  The packets a direction
+delivered are the expected sequence's advance less its loss (every stamped packet
+that arrived moves it by one, a gap by the gap; a late one takes its loss back), not
+the port's packet counter: only stamped packets can be lost on the link, and the
+counter was a third register-sized read per switch and poll.  `loss_window` hands the
+mitigation the per-poll lost and delivered counts (the gray-loss rule's input).
 
 It also reads both ends' link sequence registers: a dead link shows no loss (the
 sequence gap is only seen when a packet arrives) but its upstream egress keeps
@@ -37,13 +42,28 @@ from controller.topology import DirectedLink, Topology, directed_links
 LOG = logging.getLogger("controller.runner")
 
 R_LOST = "SwitchIngress.link_lost_packets"
-C_INGRESS = "SwitchIngress.ingress_port_counter"
+C_INGRESS = "SwitchIngress.ingress_port_counter"   # per port, every frame (not read by the poller)
 R_TX_SEQ = "SwitchEgress.link_tx_seq"             # packets stamped per fabric egress port
 R_RX_EXPECTED = "SwitchIngress.link_rx_expected"  # the next sequence each fabric ingress port expects
 KEEP_POLLS = 16   # the polls `silence` can look back on
 CONFIRM_AFTER_S = 0.05   # a packet stamped upstream has arrived downstream by then
 CLEAN_POLLS = 4   # polls with arrivals after which a link that was silent is judged on its loss again
 DIGEST = "link_loss_digest_t"
+SEQ_MOD = 1 << 32  # link_rx_expected is bit<32>
+MAX_TAKEN_BACK = 64   # loss taken back by late packets in a round; more: the register was reset
+
+
+@dataclass(frozen=True, slots=True)
+class _Poll:
+    """One round's reads per direction (-1: an end not read)."""
+
+    t: float                 # Unix s, after the round's reads
+    sent: np.ndarray         # cumulative: stamped by the upstream egress
+    expected: np.ndarray     # cumulative: the sequence the downstream ingress expects
+    quiet: np.ndarray        # arrivals through the confirming read (`_confirm_quiet`)
+    lost: np.ndarray         # link_lost_packets as read (cumulative)
+    lost_d: np.ndarray       # lost since the previous round (-1: unknown)
+    delivered_d: np.ndarray  # delivered since the previous round (-1: unknown)
 
 
 def _bits(member: object) -> int:
@@ -67,8 +87,8 @@ class LinkPoller:
     _forgiven: dict[tuple[str, int], int] = field(default_factory=dict)
     _first_jump: dict[tuple[str, int], int | None] = field(default_factory=dict)
     _tx_rows: dict[tuple[str, int], int] = field(init=False)
-    # per poll: (time, stamped upstream, expected downstream, arrivals through the confirm read)
-    _polls: deque[tuple[float, np.ndarray, np.ndarray, np.ndarray]] = field(init=False)
+    _polls: deque[_Poll] = field(init=False)
+    _delivered: np.ndarray = field(init=False)   # per direction, cumulative (the stream's rx_packets)
     _pool: ThreadPoolExecutor | None = None
     _silent: dict[int, int] = field(default_factory=dict)   # row -> polls with arrivals since it fell silent
 
@@ -77,6 +97,7 @@ class LinkPoller:
         self._rows = {(d.dst, d.dst_port): i for i, d in enumerate(self.links)}
         self._tx_rows = {(d.src, d.src_port): i for i, d in enumerate(self.links)}
         self._polls = deque(maxlen=KEEP_POLLS)
+        self._delivered = np.zeros(len(self.links), dtype=np.int64)
         self.stream = LinkLossStream(n_links=max(1, len(self.links)), bin_ns=int(self.bin_s * 1e9),
                                      n_bins=self.n_bins, origin_ns=time.time_ns())
 
@@ -119,22 +140,23 @@ class LinkPoller:
     def _read_egress(self, name: str) -> dict[int, int]:
         sw = self.switches[name]
         assert sw.client is not None
-        return sw.client.read_register(self.switches[name].schema.register(R_TX_SEQ).id)
+        return sw.client.read_register(sw.schema.register(R_TX_SEQ).id)
 
-    def _read_ingress(self, name: str) -> tuple[dict[int, int], dict[int, tuple[int, int]], dict[int, int]]:
+    def _read_ingress(self, name: str) -> tuple[dict[int, int], dict[int, int]]:
+        """(link_lost_packets, link_rx_expected) of ``name``, in one Read."""
         sw = self.switches[name]
         assert sw.client is not None
-        schema = self.switches[name].schema
-        return (sw.client.read_register(schema.register(R_LOST).id),
-                sw.client.read_counter(schema.counter(C_INGRESS).id),
-                sw.client.read_register(schema.register(R_RX_EXPECTED).id))
+        lost_id, exp_id = sw.schema.register(R_LOST).id, sw.schema.register(R_RX_EXPECTED).id
+        got = sw.client.read_registers([lost_id, exp_id])
+        return got.get(lost_id, {}), got.get(exp_id, {})
 
     def poll(self) -> None:
-        """One round: counters of every link's two ports, plus the digests queued so far."""
-        rows, rx, lost = [], [], []
+        """One round: both ends' sequence registers of every link, plus the digests
+        queued so far."""
         ev_rows, ev_ts, ev_exp, ev_rcv = [], [], [], []
         n = len(self.links)
         sent_cum, rx_cum = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+        lost_cum = np.full(n, -1, dtype=np.int64)
         names = [name for name, sw in self.switches.items() if sw.client is not None]
         tx_at = {name: [(p, r) for (src, p), r in self._tx_rows.items() if src == name] for name in names}
         # ingress first, then egress: a packet counted sent by this poll's egress read
@@ -155,12 +177,10 @@ class LinkPoller:
             if isinstance(got, P4rtError):
                 self.errors[name] = str(got)
             elif got is not None:
-                reg, ctr, expected = got
+                reg, expected = got
                 for port, row in rx_at[name]:
-                    rows.append(row)
-                    rx.append(ctr.get(port, (0, 0))[0])
                     rx_cum[row] = expected.get(port, 0)
-                    lost.append(max(0, reg.get(port, 0) - self._forgiven.get((name, port), 0)))
+                    lost_cum[row] = reg.get(port, 0)
                 if not isinstance(egress.get(name), P4rtError):
                     self.errors.pop(name, None)
             while True:
@@ -185,20 +205,52 @@ class LinkPoller:
                     ev_exp.append(_bits(m[1]))
                     ev_rcv.append(_bits(m[2]))
         quiet = self._confirm_quiet(sent_cum, rx_cum)
-        self._polls.append((time.time(), sent_cum, rx_cum, quiet))
+        lost_d, deliv_d = self._deltas(rx_cum, lost_cum)
+        self._polls.append(_Poll(t=time.time(), sent=sent_cum, expected=rx_cum, quiet=quiet, lost=lost_cum,
+                                 lost_d=lost_d, delivered_d=deliv_d))
         self._track_silence()
-        if rows:
+        rows = np.flatnonzero(lost_cum >= 0)
+        if rows.size:
+            self._delivered[rows] += np.maximum(deliv_d[rows], 0)
+            lost = [max(0, int(lost_cum[r]) - self._forgiven.get((self.links[r].dst, self.links[r].dst_port), 0))
+                    for r in rows]
             # one time for the whole round: reading eight switches takes seconds on a
             # loaded machine, and rows of one round spread over several 1 s bins made a
             # link read early look silent beside links read later (a false dead link)
-            ts = [time.time_ns()] * len(rows)
-            self.stream.add_counters(LinkCounters(link_idx=np.array(rows), ts_ns=np.array(ts),
-                                                  rx_packets=np.array(rx), lost_packets=np.array(lost)))
+            ts = np.full(rows.size, time.time_ns(), dtype=np.int64)
+            self.stream.add_counters(LinkCounters(link_idx=rows, ts_ns=ts, rx_packets=self._delivered[rows],
+                                                  lost_packets=np.array(lost)))
         if ev_rows:
             self.events += len(ev_rows)
             self.stream.add_events(LossEvents(link_idx=np.array(ev_rows), ts_ns=np.array(ev_ts),
                                               expected=np.array(ev_exp), received=np.array(ev_rcv)))
         self.polls += 1
+
+    def _deltas(self, expected: np.ndarray, lost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per direction, packets lost and delivered since the previous round (-1 where
+        either round did not read it, or a register went back: a restarted switch).
+        Delivered = the expected sequence's advance (mod 2^32) less the loss."""
+        n = len(self.links)
+        if not self._polls:
+            return np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+        prev = self._polls[-1]
+        ok = (expected >= 0) & (prev.expected >= 0) & (lost >= 0) & (prev.lost >= 0)
+        adv = (expected - prev.expected) % SEQ_MOD
+        dl = lost - prev.lost     # below 0: late packets took their loss back
+        ok &= (adv < SEQ_MOD // 2) & (adv >= dl) & (dl >= -MAX_TAKEN_BACK)
+        return np.where(ok, np.maximum(dl, 0), -1), np.where(ok, adv - dl, -1)
+
+    def loss_window(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The rounds kept, as intervals oldest first: (each interval's start, Unix s;
+        per direction the packets lost and delivered in it, -1: unknown), the input of
+        `controller.mitigate.findings_from_link_loss`."""
+        ps = list(self._polls)[1:]
+        n = len(self.links)
+        if not ps:
+            return np.zeros(0), np.zeros((n, 0), dtype=np.int64), np.zeros((n, 0), dtype=np.int64)
+        starts = np.array([p.t for p in list(self._polls)[:-1]])
+        return (starts, np.stack([p.lost_d for p in ps], axis=1),
+                np.stack([p.delivered_d for p in ps], axis=1))
 
     def _confirm_quiet(self, sent_cum: np.ndarray, rx_cum: np.ndarray) -> np.ndarray:
         """Per direction, how far its downstream expected sequence moved from the last
@@ -212,7 +264,7 @@ class LinkPoller:
         quiet = np.full(len(self.links), -1, dtype=np.int64)
         if not self._polls:
             return quiet
-        _t, prev_sent, prev_rx, _q = self._polls[-1]
+        prev_sent, prev_rx = self._polls[-1].sent, self._polls[-1].expected
         valid = (sent_cum >= 0) & (prev_sent >= 0) & (rx_cum >= 0) & (prev_rx >= 0)
         cand = np.flatnonzero(valid & (sent_cum > prev_sent) & (rx_cum == prev_rx))
         if not cand.size:
@@ -234,7 +286,7 @@ class LinkPoller:
     def _read_expected(self, name: str) -> dict[int, int]:
         sw = self.switches[name]
         assert sw.client is not None
-        return sw.client.read_register(self.switches[name].schema.register(R_RX_EXPECTED).id)
+        return sw.client.read_register(sw.schema.register(R_RX_EXPECTED).id)
 
     def silence(self) -> tuple[float | None, float | None, np.ndarray, np.ndarray]:
         """The latest interval between polls: (its start and end (Unix s), per
@@ -244,9 +296,9 @@ class LinkPoller:
         n = len(self.links)
         if len(self._polls) < 2:
             return None, None, np.zeros(n, dtype=np.int64), np.full(n, -1, dtype=np.int64)
-        (t0, s0, _r0, _q0), (t1, s1, _r1, q1) = self._polls[-2], self._polls[-1]
-        sent = np.where((s0 >= 0) & (s1 >= s0), s1 - s0, -1)
-        return t0, t1, sent, q1
+        a, b = self._polls[-2], self._polls[-1]
+        sent = np.where((a.sent >= 0) & (b.sent >= a.sent), b.sent - a.sent, -1)
+        return a.t, b.t, sent, b.quiet
 
     def _track_silence(self) -> None:
         """Directions that fell silent (stamped, nothing arrived) until ``CLEAN_POLLS``
@@ -256,7 +308,7 @@ class LinkPoller:
         if len(self._polls) < 2:
             return
         _t0, _t1, sent, quiet = self.silence()
-        (_a, _b, r0, _c), (_d, _e, r1, _f) = self._polls[-2], self._polls[-1]
+        r0, r1 = self._polls[-2].expected, self._polls[-1].expected
         for row in range(len(self.links)):
             if sent[row] > 0 and quiet[row] == 0:
                 self._silent[row] = 0

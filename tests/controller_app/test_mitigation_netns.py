@@ -2,7 +2,7 @@
 leaves, ports in network namespaces), two hosts, the controller programming them with
 ``--mitigate act``.  RoCEv2 packets flow h1 -> h2 over the spine s1; 30 % loss on the
 leaf s3's link to s1 (an eBPF dropper in s3's namespace) shows in the link loss map,
-or all of it (a dead link: s3's egress counter counts, s1's ingress counter does not),
+or all of it (a dead link: s3 stamps link sequence numbers that s1 never sees),
 the controller names the link and rewrites the routes, and the packets' INT paths move to
 the spine s2 with no more loss.  Nothing here tells the controller about the fault."""
 from __future__ import annotations

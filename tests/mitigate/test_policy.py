@@ -17,7 +17,8 @@ from controller.mitigate import (
     Guard,
     Policy,
     findings_from_diagnosis,
-    findings_from_lossmap,
+    findings_from_link_loss,
+    loss_lower_bound,
 )
 from controller.topology.generators import dumbbell, leaf_spine
 
@@ -189,38 +190,108 @@ def test_findings_from_a_diagnosis_skip_malformed_rows() -> None:
     assert findings_from_diagnosis(None) == []
 
 
-NAMES = ["s1:1->s3:2", "s3:2->s1:1", "s2:1->s3:3", "s3:3->s2:1"]
-LINKS = ["s1:1-s3:2", "s1:1-s3:2", "s2:1-s3:3", "s2:1-s3:3"]
-T0 = np.array([100.0, 101.0, 102.0, 103.0])
+# -- gray loss from the link sequence counters, poll by poll ----------------------------
+# Twelve directions (a fabric's worth): the one under test (row 0) and eleven others
+# whose pooled loss is the background; columns are poll intervals, oldest first.
+NAMES = [f"s{i}:1->s{i + 1}:2" for i in range(12)]
+STARTS = np.arange(100.0, 108.0)      # eight polls, 1 s apart
 
 
-def _lm(lost: list[list[int]], deliv: list[list[int]]) -> list[Finding]:
-    return findings_from_lossmap(names=NAMES, links=LINKS, lost=np.array(lost, float),
-                                 delivered=np.array(deliv, float), bin_start_s=T0, bin_s=1.0)
+@dataclass(frozen=True)
+class LossRow:
+    why: str
+    lost: list[int]            # row 0's packets lost per poll (the last len() polls)
+    delivered: list[int]       # row 0's delivered per poll
+    named: bool
+    onset: float | None = None
+    background: float = 0.0    # every other direction's loss rate (1000 packets a poll)
+    recovering: bool = False
 
 
-def test_lossmap_names_a_lossy_direction_above_the_noise() -> None:
-    busy = [1000] * 4
-    got = _lm([[0, 0, 50, 50], [0, 0, 1, 0], [0, 0, 0, 0], [0, 0, 0, 0]], [busy] * 4)
-    assert [(f.kind, f.component, f.onset) for f in got] == [("gray_loss", "s1:1->s3:2", 102.0)]
-    assert got[0].confidence == 1.0 and got[0].evidence["lost"] == 100
+LOSS_ROWS = [
+    LossRow("5 % at the last poll of 1000: named at once", [0, 0, 0, 50], [1000, 1000, 1000, 950], True, 107.0),
+    LossRow("5 % over the last two polls", [0, 0, 25, 25], [1000, 1000, 475, 475], True, 106.0),
+    LossRow("the onset mid-poll: 2.5 % of a poll, then 5 %", [0, 0, 25, 50], [1000, 1000, 975, 950], True,
+            106.0),
+    LossRow("a poll of 20 packets losing 3 (15 %): too few to be sure", [0, 0, 0, 3], [1000, 1000, 1000, 17],
+            False),
+    LossRow("the same 15 % over four polls of 20: sure", [3, 3, 3, 3], [17, 17, 17, 17], True, 104.0),
+    LossRow("1.2 % of 1000: not surely above 1 %", [0, 0, 0, 12], [1000, 1000, 1000, 988], False),
+    LossRow("1.2 % of 40000 (a busy link): surely above 1 %", [0, 0, 0, 480], [1000, 1000, 1000, 39520], True,
+            107.0),
+    LossRow("4 % where everything loses 2 %: noise (threshold 6 %)", [40, 40, 40, 40], [960] * 4, False,
+            background=0.02),
+    LossRow("10 % where everything loses 2 %: named", [0, 0, 100, 100], [1000, 1000, 900, 900], True, 106.0,
+            background=0.02),
+    LossRow("4 lost of 20: under min_lost", [0, 0, 0, 4], [1000, 1000, 1000, 16], False),
+    LossRow("idle", [0, 0, 0, 0], [0, 0, 0, 0], False),
+    LossRow("a dead link back (one jump): recovering, not judged", [0, 0, 0, 700], [0, 0, 0, 300], False,
+            recovering=True),
+    LossRow("the loss left the window (older than max_polls)", [0, 80, 80, 0, 0, 0, 0, 0],
+            [1000, 920, 920, 1000, 1000, 1000, 1000, 1000], False),
+]
 
 
-@pytest.mark.parametrize("lost", [
-    [[0, 0, 3, 3], [0] * 4, [0] * 4, [0] * 4],                 # too few packets
-    [[0, 0, 50, 50], [0, 0, 40, 40], [0] * 4, [0] * 4],         # everywhere: noise, not a link
-])
-def test_lossmap_stays_quiet_on_noise(lost: list[list[int]]) -> None:
-    assert _lm(lost, [[1000] * 4] * 4) == []
+def _loss(row: LossRow) -> list[Finding]:
+    k = len(row.lost)
+    lost = np.zeros((len(NAMES), k), dtype=np.int64)
+    deliv = np.full((len(NAMES), k), 1000, dtype=np.int64)
+    lost[1:] = round(1000 * row.background)
+    deliv[1:] -= lost[1:]
+    lost[0], deliv[0] = row.lost, row.delivered
+    return findings_from_link_loss(names=NAMES, lost=lost, delivered=deliv, interval_start_s=STARTS[-k:],
+                                   recovering={NAMES[0]} if row.recovering else set())
 
 
-def test_the_loss_map_names_no_dead_link() -> None:
+@pytest.mark.parametrize("row", LOSS_ROWS, ids=[r.why for r in LOSS_ROWS])
+def test_gray_loss_rule(row: LossRow) -> None:
+    got = _loss(row)
+    assert [f.component for f in got] == ([NAMES[0]] if row.named else [])
+    if row.named:
+        [f] = got
+        assert (f.kind, f.type, f.source, f.onset) == ("gray_loss", "link", "lossmap", row.onset)
+        assert 0.5 <= f.confidence <= 1.0
+        assert f.evidence["lower_bound"] >= f.evidence["threshold"]
+
+
+def test_gray_loss_rule_skips_unread_polls_and_misshapen_input() -> None:
+    lost = np.zeros((len(NAMES), 3), dtype=np.int64)
+    deliv = np.full((len(NAMES), 3), 1000, dtype=np.int64)
+    lost[0] = [-1, 50, 50]          # an end not read at the first poll
+    deliv[0] = [-1, 950, 950]
+    [f] = findings_from_link_loss(names=NAMES, lost=lost, delivered=deliv, interval_start_s=STARTS[:3])
+    assert f.evidence["lost"] == 100 and f.evidence["delivered"] == 1900
+    assert findings_from_link_loss(names=NAMES, lost=lost, delivered=deliv, interval_start_s=STARTS[:2]) == []
+    assert findings_from_link_loss(names=NAMES[:3], lost=lost, delivered=deliv, interval_start_s=STARTS[:3]) == []
+
+
+def test_the_rule_names_no_dead_link() -> None:
     """A link that delivers nothing while the rest does may be dead, rerouted or idle
-    between a job's steps: the loss map cannot tell (the first test-bed runs drained a
-    healthy spine after a reroute had silenced its links); the sequence registers can
-    (tests/mitigate/test_silence.py)."""
-    d = [[900, 900, 0, 0], [900, 900, 0, 0], [900, 900, 900, 900], [900, 900, 900, 900]]
-    assert _lm([[0] * 4] * 4, d) == []
+    between a job's steps: the loss counters cannot tell (the first test-bed runs
+    drained a healthy spine after a reroute had silenced its links); the sequence
+    registers' silence can (tests/mitigate/test_silence.py)."""
+    lost = np.zeros((len(NAMES), 4), dtype=np.int64)
+    deliv = np.full((len(NAMES), 4), 900, dtype=np.int64)
+    deliv[0] = [900, 900, 0, 0]
+    assert findings_from_link_loss(names=NAMES, lost=lost, delivered=deliv, interval_start_s=STARTS[:4]) == []
+
+
+@pytest.mark.parametrize("lost,total", [(0, 1000), (5, 100), (50, 1000), (480, 40000), (3, 3)])
+def test_the_lower_bound_is_below_the_rate_and_tightens_with_packets(lost: int, total: int) -> None:
+    lb = float(loss_lower_bound(np.array([lost]), np.array([total]), 3.9)[0])
+    assert 0.0 <= lb <= lost / total
+    more = float(loss_lower_bound(np.array([lost * 10]), np.array([total * 10]), 3.9)[0])
+    assert lb <= more <= lost / total
+
+
+def test_no_false_gray_loss_on_healthy_binomial_noise() -> None:
+    """Twelve directions at a healthy 0.2 % (random), 1000 packets a poll, 2000 rounds
+    of the rule over four polls: nothing named."""
+    rng = np.random.default_rng(7)
+    for _ in range(2000):
+        lost = rng.binomial(1000, 0.002, size=(len(NAMES), 4))
+        assert findings_from_link_loss(names=NAMES, lost=lost, delivered=1000 - lost,
+                                       interval_start_s=STARTS[:4]) == []
 
 
 # -- the routes without the avoided links --------------------------------------------
@@ -236,39 +307,3 @@ def test_intent_without_a_link_changes_only_routes() -> None:
     assert ports["10.0.2.1/32"] == ports["10.0.3.1/32"] == 3      # all over s2
     with pytest.raises(IntentError, match="host link"):
         compute_intent(LS, avoid=["h1:0-s3:1"])
-
-
-# -- polls seconds apart: most bins empty, each poll's counts in one bin --------------
-T10 = np.arange(100.0, 110.0)
-
-
-def _lm10(lost: dict[int, list[int]], deliv: dict[int, list[int]]) -> list[Finding]:
-    """Ten 1 s bins; only the columns given (the polls) hold counts."""
-    lo, de = np.zeros((4, 10)), np.zeros((4, 10))
-    for col, v in lost.items():
-        lo[:, col] = v
-    for col, v in deliv.items():
-        de[:, col] = v
-    return findings_from_lossmap(names=NAMES, links=LINKS, lost=lo, delivered=de, bin_start_s=T10,
-                                 bin_s=1.0)
-
-
-def test_a_lossy_poll_is_named_even_when_it_is_the_last_bin() -> None:
-    """Polls at bins 1, 5, 9: the loss read at the latest poll is judged at once."""
-    busy = [5000] * 4
-    got = _lm10({5: [200, 0, 0, 0], 9: [200, 0, 0, 0]}, {1: busy, 5: busy, 9: busy})
-    assert [(f.kind, f.component, f.onset) for f in got] == [("gray_loss", "s1:1->s3:2", 105.0)]
-
-
-def test_one_jump_of_the_sequence_is_not_gray_loss() -> None:
-    """A dead link that comes back: the packets it swallowed show as one jump at one
-    poll, not loss at every poll."""
-    busy = [5000] * 4
-    assert _lm10({9: [700, 0, 0, 0]}, {1: busy, 5: busy, 9: busy}) == []
-
-
-def test_empty_bins_between_polls_are_not_a_dead_link() -> None:
-    """Every link busy at every poll (bins 2 and 7), nothing in the bins between: no
-    link is silent, whatever the last two 1 s bins say."""
-    busy = [900] * 4
-    assert _lm10({}, {2: busy, 7: busy}) == []

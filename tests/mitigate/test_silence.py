@@ -14,8 +14,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from controller.mitigate import Fabric, Guard, Policy, findings_from_lossmap, findings_from_silence
-from controller.runner.links import CLEAN_POLLS, R_RX_EXPECTED, R_TX_SEQ, LinkPoller
+from controller.mitigate import (
+    Fabric,
+    Guard,
+    Policy,
+    findings_from_link_loss,
+    findings_from_silence,
+)
+from controller.runner.links import CLEAN_POLLS, R_LOST, R_RX_EXPECTED, R_TX_SEQ, LinkPoller
 from controller.topology.generators import leaf_spine
 
 NAMES = ["s1:1->s3:2", "s3:2->s1:1"]
@@ -61,6 +67,9 @@ class _Client:
     def read_register(self, rid: int) -> dict[int, int]:
         return dict(self.regs.get(rid, {}))
 
+    def read_registers(self, rids: list[int]) -> dict[int, dict[int, int]]:
+        return {rid: self.read_register(rid) for rid in rids}
+
     def read_counter(self, _cid: int) -> dict[int, tuple[int, int]]:
         return {}
 
@@ -73,7 +82,7 @@ class _Empty:
 
 class _Schema:
     def __init__(self) -> None:
-        self.ids = {R_TX_SEQ: 1, R_RX_EXPECTED: 2}
+        self.ids = {R_TX_SEQ: 1, R_RX_EXPECTED: 2, R_LOST: 3}
 
     def register(self, name: str) -> Any:
         return type("R", (), {"id": self.ids.get(name, 9)})()
@@ -168,9 +177,36 @@ def test_a_dead_link_under_a_stalled_job_is_rerouted_at_once() -> None:
 
 def test_the_gray_rule_skips_a_recovering_direction() -> None:
     names = NAMES + ["s2:1->s3:3", "s3:3->s2:1"]
-    lost = np.zeros((4, 2))
+    lost = np.zeros((4, 2), dtype=np.int64)
     lost[0] = [300, 300]
-    lm = partial(findings_from_lossmap, names=names, links=["a", "a", "b", "b"], lost=lost,
-                 delivered=np.full((4, 2), 1000.0), bin_start_s=np.array([1.0, 2.0]), bin_s=1.0)
+    lm = partial(findings_from_link_loss, names=names, lost=lost, delivered=np.full((4, 2), 1000),
+                 interval_start_s=np.array([1.0, 2.0]))
     assert [f.component for f in lm()] == [names[0]]
     assert lm(recovering={names[0]}) == []
+
+
+def test_the_poller_counts_each_rounds_loss_and_delivery_from_the_sequence() -> None:
+    """Delivered = the expected sequence's advance less the loss (a gap moves it by the
+    gap); a late packet takes its loss back; the sequence wraps at 2^32; a register
+    that goes back (a restarted switch) is no evidence."""
+    lp, sws = _poller()
+    d = lp.links[0]
+
+    def at(expected: int, lost: int) -> None:
+        sws[d.dst].client.regs.setdefault(2, {})[d.dst_port] = expected
+        sws[d.dst].client.regs.setdefault(3, {})[d.dst_port] = lost
+    at(2**32 - 1100, 0)
+    lp.poll()
+    at(2**32 - 100, 50)   # 1000 sequence numbers passed: 50 lost, 950 delivered
+    lp.poll()
+    at(0, 49)             # 100 more (wrapping), and one late packet took its loss back
+    lp.poll()
+    at(90, 59)            # 90 passed, 10 lost
+    lp.poll()
+    at(5, 0)              # reset
+    lp.poll()
+    starts, lost, deliv = lp.loss_window()
+    assert list(lost[0]) == [50, 0, 10, -1] and list(deliv[0]) == [950, 101, 80, -1]
+    assert len(starts) == 4 and (np.diff(starts) >= 0).all()
+    assert (lost[1:] == 0).all() and (deliv[1:] == 0).all()     # idle directions: read, nothing moved
+    assert lp.stream.snapshot().delivered.sum() == 950 + 101 + 80
