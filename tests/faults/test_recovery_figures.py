@@ -139,15 +139,15 @@ def test_the_preset_loads_and_bad_keys_are_named(tmp_path: Path) -> None:
     assert not is_mitigation_spec(tmp_path / "missing.yaml")
 
 
-def test_targets_are_wan_for_gray_loss_and_leaf_spine_for_link_down() -> None:
+def test_targets_are_leaf_spine_links_for_both_kinds() -> None:
     from mininet_topos.topologies import resolve_topology
     topo = resolve_topology("two-dc")
     places = {"gray_loss": ["s1:3->s5:3"],
               "link_down": ["s1:3->s5:3", "s3:3->s1:1", "s1:1->s3:3", "s7:3->s5:1"]}
     t = pick_targets(topo, places, (1, 2, 3), ("gray_loss", "link_down"))
-    assert {t[("gray_loss", s)] for s in (1, 2, 3)} == {"s1:3->s5:3"}
-    assert {t[("link_down", s)] for s in (1, 2, 3)} <= {"s3:3->s1:1", "s1:1->s3:3", "s7:3->s5:1"}
-    with pytest.raises(FaultError, match="no place for link_down"):
+    fabric = {"s3:3->s1:1", "s1:1->s3:3", "s7:3->s5:1"}
+    assert {t[(k, s)] for k in ("gray_loss", "link_down") for s in (1, 2, 3)} <= fabric
+    with pytest.raises(FaultError, match="no fabric link for link_down"):
         pick_targets(topo, {"gray_loss": ["s1:3->s5:3"], "link_down": ["s1:3->s5:3"]}, (1,),
                      ("link_down",))
 
@@ -208,3 +208,40 @@ def test_cli_checks_the_preset_and_takes_mitigate(capsys: pytest.CaptureFixture[
     assert a.mitigate == "act"
     with pytest.raises(SystemExit):
         parser().parse_args(["experiment", "faults", "--mitigate", "maybe", "--out", "x"])
+
+
+class _GrayInj(_Inj):
+    """The parts of `Injector` the fabric gray loss uses: ends, a dropper at an interface."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.at: list[tuple[str, str]] = []
+        self.applied: list[dict[str, Any]] = []
+        self.em = _Dropper()
+
+    def _ends(self, link: str) -> tuple[str, int, str, int]:
+        from mininet_topos.faults.inject import Injector
+        return Injector._ends(self, link)   # type: ignore[arg-type]
+
+    def _netns_of(self, node: str) -> str:
+        return f"ns-{node}"
+
+    def _emulator(self, ifname: str, netns: str, f: Any) -> _Dropper:
+        self.at.append((ifname, netns))
+        return self.em
+
+
+def test_fabric_gray_loss_drops_at_the_sending_switch_port_from_the_onset() -> None:
+    from mininet_topos.faults.recovery_run import _FabricGrayLoss
+    from mininet_topos.faults.spec import FaultSpec
+
+    inj = _GrayInj()
+    g = _FabricGrayLoss(inj)   # type: ignore[arg-type]
+    f = FaultSpec(kind="gray_loss", target="s3:3->s1:1", onset_s=2.0, duration_s=60.0, loss=0.05)
+    g.arm(f)
+    g.prepare(f, 0.0)
+    assert inj.at == [("s3-eth3", "ns-s3")] and inj.em.loss == []    # attached once, loss off
+    g.apply(f)
+    assert inj.em.loss == [0.05] and inj.applied == [{"kind": "gray_loss", "target": "s3:3->s1:1"}]
+    g.heal()
+    assert inj.healed

@@ -117,6 +117,7 @@ def test_both_beds_run_the_same_faults_and_rows_join_them(stand_in: None, tmp_pa
     assert down["completion_ratio_mitigated"] == pytest.approx(2.3 / 1.8, abs=0.01)
     assert down["onset_to_recovered_s"] == pytest.approx(1.7 - 0.55, abs=0.01)
     gray = next(r for r in s["mitigation"] if r["fault"] == "gray_loss")
+    assert gray["target"] == "s3:3->s1:1"          # a fabric link, as link down's
     assert gray["completion_ratio_unmitigated"] == pytest.approx(6.6 / 1.8, abs=0.01)
     assert s["actions_fault_free"] == 0 and s["fault_free_trials"] == 3
     assert s["flap"]["actions"] == 1
@@ -145,5 +146,5 @@ def test_the_preset_refuses_bad_keys(tmp_path: Path, text: str, error: str) -> N
 
 def test_the_preset_sets_poll_recovery_and_beds(tmp_path: Path) -> None:
     cfg = rr.load_recovery_spec(Path(rr.__file__).parents[1] / "presets" / "recovery_faults.yaml", tmp_path)
-    assert (cfg.poll_s, cfg.recovery, cfg.beds, cfg.seeds, cfg.fault_free) == \
-        (0.5, "gbn", ("act", "advise"), (1, 2, 3), 10)
+    assert (cfg.poll_s, cfg.recovery, cfg.beds, cfg.seeds, cfg.fault_free, cfg.allreduces) == \
+        (0.5, "gbn", ("act", "advise"), (1, 2, 3), 10, 12)
