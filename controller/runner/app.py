@@ -399,7 +399,9 @@ class Controller:
         self._reclaim()
         t.append(time.monotonic())
         if self.links is not None:
-            self.links.poll()
+            # the mitigation runs once the ingress ends are read (gray loss needs no
+            # more), and again with the round's dead-link evidence after the egress reads
+            self.links.poll(after_ingress=self._mitigate if self.mitigator is not None else None)
             t.append(time.monotonic())
             self._export_losses()
             self._mitigate()
@@ -595,6 +597,7 @@ class Controller:
                 if self.links and self.links.links else None,
                 "link_poll_errors": dict(self.links.errors) if self.links else {},
                 "tick": dict(self.tick_s),
+                "link_poll": self.links.timing() if self.links is not None else {},
                 "diagnosis": self.live.snapshot() if self.live else None,
                 "mitigation": self.mitigator.snapshot() if self.mitigator else None}
 

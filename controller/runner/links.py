@@ -28,6 +28,7 @@ import logging
 import queue
 import time
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,7 +58,7 @@ MAX_TAKEN_BACK = 64   # loss taken back by late packets in a round; more: the re
 class _Poll:
     """One round's reads per direction (-1: an end not read)."""
 
-    t: float                 # Unix s, after the round's reads
+    t: float                 # Unix s, when the round's ingress ends were read
     sent: np.ndarray         # cumulative: stamped by the upstream egress
     expected: np.ndarray     # cumulative: the sequence the downstream ingress expects
     quiet: np.ndarray        # arrivals through the confirming read (`_confirm_quiet`)
@@ -89,6 +90,9 @@ class LinkPoller:
     _tx_rows: dict[tuple[str, int], int] = field(init=False)
     _polls: deque[_Poll] = field(init=False)
     _delivered: np.ndarray = field(init=False)   # per direction, cumulative (the stream's rx_packets)
+    _ingress_now: tuple[float, np.ndarray, np.ndarray] | None = None   # this round's, until it ends
+    # per round: (monotonic start, ingress read s, egress read s, confirming read s)
+    _timing: deque[tuple[float, float, float, float]] = field(default_factory=lambda: deque(maxlen=KEEP_POLLS))
     _pool: ThreadPoolExecutor | None = None
     _silent: dict[int, int] = field(default_factory=dict)   # row -> polls with arrivals since it fell silent
 
@@ -150,9 +154,13 @@ class LinkPoller:
         got = sw.client.read_registers([lost_id, exp_id])
         return got.get(lost_id, {}), got.get(exp_id, {})
 
-    def poll(self) -> None:
+    def poll(self, after_ingress: Callable[[], None] | None = None) -> None:
         """One round: both ends' sequence registers of every link, plus the digests
-        queued so far."""
+        queued so far.  ``after_ingress`` is called once the ingress ends are read and
+        this round's loss is in `loss_window`, before the egress ends are read: gray
+        loss needs only the ingress registers, and the egress and confirming reads
+        are two of a round's three round trips (half its time on a loaded machine)."""
+        t_start = time.monotonic()
         ev_rows, ev_ts, ev_exp, ev_rcv = [], [], [], []
         n = len(self.links)
         sent_cum, rx_cum = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
@@ -163,13 +171,7 @@ class LinkPoller:
         # is counted received by the next poll's ingress read (findings_from_silence)
         rx_at = {name: [(p, r) for (dst, p), r in self._rows.items() if dst == name] for name in names}
         ingress = self._map(self._read_ingress, [x for x in names if rx_at[x]])
-        egress = self._map(self._read_egress, [x for x in names if tx_at[x]])
-        for name, got in egress.items():
-            if isinstance(got, P4rtError):
-                self.errors[name] = f"link_tx_seq: {got}"
-                continue
-            for port, row in tx_at[name]:
-                sent_cum[row] = got.get(port, 0)
+        t_ingress = time.time()
         for name in names:
             c = self.switches[name].client
             assert c is not None
@@ -181,8 +183,6 @@ class LinkPoller:
                 for port, row in rx_at[name]:
                     rx_cum[row] = expected.get(port, 0)
                     lost_cum[row] = reg.get(port, 0)
-                if not isinstance(egress.get(name), P4rtError):
-                    self.errors.pop(name, None)
             while True:
                 try:
                     d = c.digests.get_nowait()
@@ -204,11 +204,30 @@ class LinkPoller:
                     ev_ts.append(time.time_ns())  # switch clocks differ: arrival time
                     ev_exp.append(_bits(m[1]))
                     ev_rcv.append(_bits(m[2]))
-        quiet = self._confirm_quiet(sent_cum, rx_cum)
         lost_d, deliv_d = self._deltas(rx_cum, lost_cum)
-        self._polls.append(_Poll(t=time.time(), sent=sent_cum, expected=rx_cum, quiet=quiet, lost=lost_cum,
+        self._ingress_now = (t_ingress, lost_d, deliv_d)
+        t_read_in = time.monotonic()
+        if after_ingress is not None:
+            after_ingress()
+        t_hook = time.monotonic()
+        egress = self._map(self._read_egress, [x for x in names if tx_at[x]])
+        for name, got in egress.items():
+            if isinstance(got, P4rtError):
+                self.errors[name] = f"link_tx_seq: {got}"
+                continue
+            for port, row in tx_at[name]:
+                sent_cum[row] = got.get(port, 0)
+        for name in names:
+            if name in ingress and not isinstance(ingress[name], P4rtError) \
+                    and not isinstance(egress.get(name), P4rtError):
+                self.errors.pop(name, None)
+        t_read_out = time.monotonic()
+        quiet = self._confirm_quiet(sent_cum, rx_cum)
+        self._ingress_now = None
+        self._polls.append(_Poll(t=t_ingress, sent=sent_cum, expected=rx_cum, quiet=quiet, lost=lost_cum,
                                  lost_d=lost_d, delivered_d=deliv_d))
         self._track_silence()
+        self._timing.append((t_start, t_read_in - t_start, t_read_out - t_hook, time.monotonic() - t_read_out))
         rows = np.flatnonzero(lost_cum >= 0)
         if rows.size:
             self._delivered[rows] += np.maximum(deliv_d[rows], 0)
@@ -225,6 +244,22 @@ class LinkPoller:
             self.stream.add_events(LossEvents(link_idx=np.array(ev_rows), ts_ns=np.array(ev_ts),
                                               expected=np.array(ev_exp), received=np.array(ev_rcv)))
         self.polls += 1
+
+    def timing(self) -> dict[str, float | int]:
+        """Where the last rounds' time went (s; medians and maxima): the period between
+        rounds, the ingress read, the egress read, the confirming read (with its wait)."""
+        ts = list(self._timing)
+        if not ts:
+            return {}
+        out: dict[str, float | int] = {"rounds": len(ts)}
+        starts = np.array([t[0] for t in ts])
+        cols = {"period": np.diff(starts), "ingress": np.array([t[1] for t in ts]),
+                "egress": np.array([t[2] for t in ts]), "confirm": np.array([t[3] for t in ts])}
+        for k, v in cols.items():
+            if v.size:
+                out[f"{k}_p50_s"] = round(float(np.median(v)), 3)
+                out[f"{k}_max_s"] = round(float(v.max()), 3)
+        return out
 
     def _deltas(self, expected: np.ndarray, lost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per direction, packets lost and delivered since the previous round (-1 where
@@ -244,13 +279,18 @@ class LinkPoller:
         """The rounds kept, as intervals oldest first: (each interval's start, Unix s;
         per direction the packets lost and delivered in it, -1: unknown), the input of
         `controller.mitigate.findings_from_link_loss`."""
-        ps = list(self._polls)[1:]
+        polls = list(self._polls)
+        times = [p.t for p in polls]
+        lost = [p.lost_d for p in polls[1:]]
+        deliv = [p.delivered_d for p in polls[1:]]
+        if self._ingress_now is not None and polls:      # a round between its ingress and egress reads
+            times.append(self._ingress_now[0])
+            lost.append(self._ingress_now[1])
+            deliv.append(self._ingress_now[2])
         n = len(self.links)
-        if not ps:
+        if not lost:
             return np.zeros(0), np.zeros((n, 0), dtype=np.int64), np.zeros((n, 0), dtype=np.int64)
-        starts = np.array([p.t for p in list(self._polls)[:-1]])
-        return (starts, np.stack([p.lost_d for p in ps], axis=1),
-                np.stack([p.delivered_d for p in ps], axis=1))
+        return np.array(times[:len(lost)]), np.stack(lost, axis=1), np.stack(deliv, axis=1)
 
     def _confirm_quiet(self, sent_cum: np.ndarray, rx_cum: np.ndarray) -> np.ndarray:
         """Per direction, how far its downstream expected sequence moved from the last

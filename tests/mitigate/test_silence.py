@@ -210,3 +210,27 @@ def test_the_poller_counts_each_rounds_loss_and_delivery_from_the_sequence() -> 
     assert len(starts) == 4 and (np.diff(starts) >= 0).all()
     assert (lost[1:] == 0).all() and (deliv[1:] == 0).all()     # idle directions: read, nothing moved
     assert lp.stream.snapshot().delivered.sum() == 950 + 101 + 80
+
+
+def test_the_rounds_loss_is_judged_between_its_ingress_and_egress_reads() -> None:
+    """``after_ingress`` sees this round's loss in `loss_window` before the egress ends
+    are read (gray loss needs no more); after the round it is the last interval."""
+    lp, sws = _poller()
+    d = lp.links[0]
+    regs = sws[d.dst].client.regs
+    regs.setdefault(2, {})[d.dst_port], regs.setdefault(3, {})[d.dst_port] = 1000, 0
+    lp.poll()
+    regs[2][d.dst_port], regs[3][d.dst_port] = 2000, 50
+    seen: list[tuple[int, int, int]] = []
+
+    def hook() -> None:
+        _starts, lost, deliv = lp.loss_window()
+        seen.append((lost.shape[1], int(lost[0, -1]), int(deliv[0, -1])))
+        sws[d.src].client.regs.setdefault(1, {})[d.src_port] = 7     # stamped after the hook
+    lp.poll(after_ingress=hook)
+    assert seen == [(1, 50, 950)]
+    _starts, lost, deliv = lp.loss_window()
+    assert lost.shape[1] == 1 and (lost[0, -1], deliv[0, -1]) == (50, 950)
+    assert lp.silence()[2][0] == 7                     # the egress read came after the hook
+    t = lp.timing()
+    assert t["rounds"] == 2 and {"ingress_p50_s", "egress_p50_s", "confirm_p50_s", "period_p50_s"} <= set(t)
