@@ -205,6 +205,13 @@ class LinkPoller:
                     ev_exp.append(_bits(m[1]))
                     ev_rcv.append(_bits(m[2]))
         lost_d, deliv_d = self._deltas(rx_cum, lost_cum)
+        # a direction back from silence: its first packet shows everything the dead link
+        # swallowed as one jump, which is not this round's loss; the rounds until it
+        # is clean again are no evidence of gray loss either way (a fault-free trial
+        # after a link-down one was rerouted for a jump of 3873 "lost" that stayed in
+        # the rule's window after the direction had stopped being `recovering`)
+        for row in self._silent:
+            lost_d[row] = deliv_d[row] = -1
         self._ingress_now = (t_ingress, lost_d, deliv_d)
         t_read_in = time.monotonic()
         if after_ingress is not None:

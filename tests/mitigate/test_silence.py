@@ -234,3 +234,31 @@ def test_the_rounds_loss_is_judged_between_its_ingress_and_egress_reads() -> Non
     assert lp.silence()[2][0] == 7                     # the egress read came after the hook
     t = lp.timing()
     assert t["rounds"] == 2 and {"ingress_p50_s", "egress_p50_s", "confirm_p50_s", "period_p50_s"} <= set(t)
+
+
+def test_the_rounds_of_a_direction_back_from_silence_are_no_loss_evidence() -> None:
+    """The dead link's swallowed packets show as one jump when it comes back; the
+    rounds while it is `recovering` are unknown (-1) in `loss_window`, so the jump never
+    enters the gray-loss rule's window, even after the direction is clean again."""
+    lp, sws = _poller()
+    d = lp.links[0]
+    src, dst = sws[d.src].client.regs, sws[d.dst].client.regs
+
+    def at(stamped: int, expected: int, lost: int) -> None:
+        src.setdefault(1, {})[d.src_port] = stamped
+        dst.setdefault(2, {})[d.dst_port], dst.setdefault(3, {})[d.dst_port] = expected, lost
+    at(100, 100, 0)
+    lp.poll()
+    at(500, 100, 0)                  # dead: 400 stamped, nothing arrived
+    lp.poll()
+    assert lp.recovering() == {d.name}
+    at(1000, 1000, 800)              # back: one jump of 800 "lost"
+    lp.poll()
+    for i in range(CLEAN_POLLS):
+        at(1100 + 100 * i, 1100 + 100 * i, 800)
+        lp.poll()
+    assert lp.recovering() == frozenset()
+    _starts, lost, deliv = lp.loss_window()
+    assert 800 not in lost[0] and lost[0].max() == 0 and (lost[0] == -1).sum() >= 2
+    names = [x.name for x in lp.links]
+    assert findings_from_link_loss(names=names, lost=lost, delivered=deliv, interval_start_s=_starts) == []
