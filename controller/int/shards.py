@@ -276,6 +276,29 @@ class CollectorShards:
     def pids(self) -> list[int]:
         return [p.pid for p in self.procs if p.pid is not None]
 
+    def hold(self) -> None:
+        """Stop the worker processes (SIGSTOP) until ``release()``: what is sent
+        meanwhile waits in their sockets, each in the queue of the process the steering
+        program chose, as a burst would.  For a backlog's tests and benchmarks (the
+        sender takes no core from the workers while they drain it); reads (``stats``)
+        block until released."""
+        for pid in self.pids:
+            os.kill(pid, signal.SIGSTOP)
+        deadline = time.monotonic() + 10
+        while not all(_stopped(pid) for pid in self.pids):   # kill() does not wait
+            if time.monotonic() > deadline:
+                raise ConfigError("collector processes did not stop within 10 s")
+            time.sleep(0.001)
+
+    def release(self) -> int:
+        """Continue the held workers (SIGCONT), all at once; the CLOCK_MONOTONIC ns
+        just before the first is continued (``CollectorStats.last_round_ns`` minus this
+        is how long they took to drain what was queued)."""
+        t0 = time.monotonic_ns()
+        for pid in self.pids:
+            os.kill(pid, signal.SIGCONT)
+        return t0
+
     def _ask(self, what: str) -> list[Any]:
         for c in self._conns:
             c.send(what)
@@ -315,6 +338,22 @@ class CollectorShards:
                 f = fh.read().rsplit(")", 1)[1].split()
             total += (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
         return total
+
+
+def _stopped(pid: int) -> bool:
+    """Every thread of process ``pid`` is stopped (state T in /proc)."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:
+        return True
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as fh:
+                if fh.read().rsplit(")", 1)[1].split()[0] not in ("T", "t", "Z", "X"):
+                    return False
+        except FileNotFoundError:
+            pass
+    return True
 
 
 def _concat(parts: list[Any], cls: type) -> Any:
@@ -387,7 +426,8 @@ def merge_seq(states: list[SeqState]) -> list[SeqState]:
 
 def merge_stats(parts: list[CollectorStats]) -> CollectorStats:
     """Counters summed, per-switch sequence states merged (``merge_seq``), per-agent
-    states of every process listed (an agent's batches go to one process)."""
+    states of every process listed (an agent's batches go to one process), the last
+    round's time the latest of the processes'."""
     out: dict[str, Any] = {}
     for f in dataclasses.fields(CollectorStats):
         vals = [getattr(p, f.name) for p in parts]
@@ -401,4 +441,5 @@ def merge_stats(parts: list[CollectorStats]) -> CollectorStats:
         else:
             out[f.name] = [x for v in vals for x in v]
     out["switches"] = merge_seq(out["switches"])
+    out["last_round_ns"] = max(p.last_round_ns for p in parts)   # a time, not a count
     return CollectorStats(**out)

@@ -95,3 +95,37 @@ def test_two_processes_merge_to_one_collectors_view() -> None:
     assert (hm.node_id[fm.path_slot[:, :2]] == fm.path_node[:, :2]).all()
     assert st.reports == len(reports) and st.reports_lost == st1.reports_lost == 1
     assert np.array_equal(np.sort(fm.samples), np.sort(f1.samples))
+
+
+def test_a_held_backlog_is_steered_by_flow_and_counted_once() -> None:
+    """The benchmark's pre-fill (``bench_collector --shards``): reports sent into held
+    processes wait in the socket the steering program picks, and once released every
+    report is taken exactly once, each flow whole in its process, the drain timed by
+    the processes' own stamps after the release."""
+    from bench.bench_collector import prefill_drain
+
+    flows, per_flow = 60, 20
+    reports = _reports(flows, per_flow)
+    cfg = CollectorConfig(report_port=0, agent_port=None, rcvbuf_bytes=16 << 20)
+    with CollectorShards(cfg, 2) as many:
+        d = prefill_drain(many, reports, poll_s=0.02)
+        st = many.stats()
+        wait_or_fail(lambda: int(many.flow_snapshot().samples.sum()) == len(reports))
+        fm = many.flow_snapshot()
+        d2 = prefill_drain(many, reports[: 5 * flows], poll_s=0.02)   # a second backlog
+    assert d.drops == 0 and d.sent == len(reports)
+    assert sum(d.split) == st.reports == len(reports)          # once each, no more
+    want = [0, 0]
+    for r in reports[:flows]:
+        want[flow_index(r, 2)] += per_flow
+    assert d.split == want and all(want)                       # where the program says
+    assert d.wall_s > 0 and st.last_round_ns > 0
+    # one row per flow, all its samples, in the process its reports were steered to
+    assert len(fm.slot) == flows and (fm.samples == per_flow).all()
+    where = {(int(ip), int(sp)): int(slot) // cfg.flow_capacity
+             for ip, sp, slot in zip(fm.src_ip, fm.sport, fm.slot)}
+    for f, r in enumerate(reports[:flows]):   # _reports: flow f's source and port
+        key = (0x0A000000 + ((f // 200) << 8) + f % 200 + 1, 49152 + f)
+        assert where[key] == flow_index(r, 2)
+    # counted per backlog: the second one's split is its own reports only
+    assert sum(d2.split) == 5 * flows and d2.drops == 0
