@@ -42,6 +42,7 @@ thinning each flow to ``HpccLoop.max_samples_per_flow`` samples per batch.
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import struct
 import subprocess
@@ -57,6 +58,7 @@ from controller.int.collector import Collector, CollectorConfig
 from controller.int.decode import ReportDecoder
 from controller.int.host import HostBatchDecoder
 from controller.int.shards import CollectorShards
+from controller.int.steer import flow_index
 from controller.int.synth import Hop, build_hpcc_report
 from formats.agent_batch import encode_batch, max_records
 from formats.int_md import (
@@ -279,6 +281,26 @@ class Drain:
         return sum(self.split) / self.busiest_cpu_s
 
 
+def _send(tx: socket.socket, datagrams: list[bytes], n: int, cpus: list[int] | None) -> None:
+    """``datagrams`` out of ``tx``; with ``cpus`` (the processes are pinned), each
+    process's share from its core, so the kernel receives it there (loopback: in the
+    sender's context), as a NIC's receive queue pinned to that core would."""
+    if not cpus:
+        for d in datagrams:
+            tx.send(d)
+        return
+    where = [flow_index(d, n) for d in datagrams]
+    old = os.sched_getaffinity(0)
+    try:
+        for i in range(n):
+            os.sched_setaffinity(0, {cpus[i % len(cpus)]})
+            for d, k in zip(datagrams, where):
+                if k == i:
+                    tx.send(d)
+    finally:
+        os.sched_setaffinity(0, old)
+
+
 def prefill_drain(sh: CollectorShards, datagrams: list[bytes], poll_s: float = 0.25) -> Drain:
     """Send ``datagrams`` into the held processes of ``sh`` (the kernel's steering puts
     each in its process's socket queue; the sender is done before the clock starts),
@@ -291,8 +313,7 @@ def prefill_drain(sh: CollectorShards, datagrams: list[bytes], poll_s: float = 0
         tx.connect(sh.report_address)
         sh.hold()
         try:
-            for d in datagrams:
-                tx.send(d)
+            _send(tx, datagrams, sh.n, sh.cpus)
         finally:
             t0 = sh.release()
     want = sum(p.report_datagrams + p.socket_drops for p in before) + len(datagrams)
@@ -313,15 +334,18 @@ def prefill_drain(sh: CollectorShards, datagrams: list[bytes], poll_s: float = 0
                  wall_s=(end - t0) / 1e9, busiest_cpu_s=max(cpu) / 1e9)
 
 
-def shard_scaling(n: int, datagrams: list[bytes], rounds: int) -> dict[int, list[Drain]]:
+def shard_scaling(n: int, datagrams: list[bytes], rounds: int, pin: bool = False
+                  ) -> dict[int, list[Drain]]:
     """1 process and ``n`` processes (each set started once, on its own port, idle while
     the other runs), ``rounds`` pre-filled backlogs each, alternating which goes first;
-    a first backlog each warms the tables and is not kept."""
+    a first backlog each warms the tables and is not kept.  ``pin``: process i on core
+    i (``CollectorShards(cpus=...)``), its share sent from there."""
+    cpus = sorted(os.sched_getaffinity(0))[:n] if pin else None
     # a queued 5-hop report costs the socket ~1 KiB of skb (truesize) on loopback
     cfg = CollectorConfig(report_port=0, agent_port=None, flow_capacity=1 << 16,
                           rcvbuf_bytes=min(1 << 30, max(256 << 20, 1536 * len(datagrams))))
     out: dict[int, list[Drain]] = {1: [], n: []}
-    with CollectorShards(cfg, 1) as one, CollectorShards(cfg, n) as many:
+    with CollectorShards(cfg, 1, cpus=cpus) as one, CollectorShards(cfg, n, cpus=cpus) as many:
         for sh in (one, many):
             prefill_drain(sh, datagrams[: len(datagrams) // 4])
         for r in range(rounds):
@@ -331,7 +355,16 @@ def shard_scaling(n: int, datagrams: list[bytes], rounds: int) -> dict[int, list
 
 
 def _ingest_worker(reports: list[bytes], batch: int, go: Any, q: Any) -> None:
-    """A process running the collector's decode + tables on ``reports`` in memory."""
+    """A process running the collector's decode + tables on ``reports`` in memory
+    (``batch`` 0: a pure arithmetic loop instead, no memory beyond the core's caches)."""
+    if batch == 0:
+        go.wait()
+        t0, c0 = time.monotonic_ns(), time.thread_time_ns()
+        x = 0
+        for i in range(len(reports) * 20):
+            x += i * i
+        q.put((t0, time.monotonic_ns(), time.thread_time_ns() - c0, len(reports)))
+        return
     c = Collector(CollectorConfig(report_port=0, agent_port=None, flow_capacity=1 << 16))
     batches = [reports[i : i + batch] for i in range(0, len(reports), batch)]
     for b in batches[:8]:
@@ -347,7 +380,9 @@ def parallel_ingest(n: int, reports: list[bytes], batch: int = 2048) -> tuple[fl
     """The collector's decode + tables from memory (no sockets, no kernel) in ``n``
     processes at once: (reports/s of wall time from the first start to the last end,
     reports/s of the slowest process's CPU x n).  What the machine's cores give the
-    collector's own work in parallel, the ceiling of the socket figure."""
+    collector's own work in parallel, the ceiling of the socket figure.  ``batch`` 0:
+    an arithmetic loop instead (``_ingest_worker``), what the cores give work that
+    shares nothing."""
     import multiprocessing as mp
     ctx = mp.get_context("spawn")
     go, q = ctx.Barrier(n + 1), ctx.Queue()
@@ -571,36 +606,38 @@ def main(argv: list[str] | None = None) -> int:
                   f"{rh_s:,.0f} hop records/s ({rh_s / s:.1f}x the struct loop's decode "
                   "alone); " + _shares(share))
     if a.shards > 1:
-        import os
         load = os.getloadavg()
         print(f"{a.shards} collector processes behind one port vs one, {os.cpu_count()} cores, "
               f"load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (1/5/15 min)")
         mem = reports[: min(len(reports), 200_000)]
-        for k in range(2):
-            p1, c1 = parallel_ingest(1, mem)
-            pn, cn = parallel_ingest(a.shards, mem)
-            print(f"  in memory, decode + tables, {a.shards} processes at once vs one "
-                  f"(no sockets): {pn:,.0f} vs {p1:,.0f} reports/s = "
+        for what, batch in (("an arithmetic loop", 0), ("decode + tables in memory", a.batch)) * 2:
+            p1, c1 = parallel_ingest(1, mem, batch)
+            pn, cn = parallel_ingest(a.shards, mem, batch)
+            print(f"  {what}, {a.shards} processes at once vs one: "
                   f"{pn / (a.shards * p1):.2f} x N x one by wall time, "
-                  f"{cn / (a.shards * c1):.2f} by the slowest process's CPU")
+                  f"{cn / (a.shards * c1):.2f} by the slowest process's CPU"
+                  + (f" ({pn:,.0f} vs {p1:,.0f} reports/s)" if batch else ""))
         backlog = (reports * (a.backlog // len(reports) + 1))[: a.backlog]
-        runs = shard_scaling(a.shards, backlog, a.rounds)
-        print(f"  pre-filled backlogs of {len(backlog):,} reports, released at once, "
-              f"{a.rounds} rounds alternating (processes' own end stamps):")
-        for d1, dn in zip(runs[1], runs[a.shards]):
-            print(f"    one {d1.rate:>10,.0f} reports/s ({d1.wall_s * 1e3:.0f} ms); "
-                  f"{a.shards} {dn.rate:>10,.0f} ({dn.wall_s * 1e3:.0f} ms, split "
-                  f"{'/'.join(str(k) for k in dn.split)}): "
-                  f"{dn.rate / (a.shards * d1.rate):.2f} x N x one; by the busiest "
-                  f"process's CPU {dn.cpu_rate / (a.shards * d1.cpu_rate):.2f}"
-                  + (f"  ({d1.drops + dn.drops} dropped)" if d1.drops + dn.drops else ""))
-        for what, f in (("wall time", lambda d: d.rate), ("busiest CPU", lambda d: d.cpu_rate)):
-            one = sorted(f(d) for d in runs[1])
-            many = sorted(f(d) for d in runs[a.shards])
-            med = many[len(many) // 2] / (a.shards * one[len(one) // 2])
-            print(f"  by {what}: median {many[len(many) // 2]:,.0f} vs one "
-                  f"{one[len(one) // 2]:,.0f} reports/s = {med:.2f} x N x one "
-                  f"(best/best {many[-1] / (a.shards * one[-1]):.2f})")
+        for pin in (False, True):
+            runs = shard_scaling(a.shards, backlog, a.rounds, pin=pin)
+            print(f"  pre-filled backlogs of {len(backlog):,} reports, released at once, "
+                  f"{a.rounds} rounds alternating (processes' own end stamps), "
+                  + ("process i pinned to core i, its share sent from there:" if pin else
+                     "processes where the scheduler puts them:"))
+            for d1, dn in zip(runs[1], runs[a.shards]):
+                print(f"    one {d1.rate:>10,.0f} reports/s ({d1.wall_s * 1e3:.0f} ms); "
+                      f"{a.shards} {dn.rate:>10,.0f} ({dn.wall_s * 1e3:.0f} ms, split "
+                      f"{'/'.join(str(k) for k in dn.split)}): "
+                      f"{dn.rate / (a.shards * d1.rate):.2f} x N x one; by the busiest "
+                      f"process's CPU {dn.cpu_rate / (a.shards * d1.cpu_rate):.2f}"
+                      + (f"  ({d1.drops + dn.drops} dropped)" if d1.drops + dn.drops else ""))
+            for what, f in (("wall time", lambda d: d.rate), ("busiest CPU", lambda d: d.cpu_rate)):
+                one = sorted(f(d) for d in runs[1])
+                many = sorted(f(d) for d in runs[a.shards])
+                med = many[len(many) // 2] / (a.shards * one[len(one) // 2])
+                print(f"    by {what}: median {many[len(many) // 2]:,.0f} vs one "
+                      f"{one[len(one) // 2]:,.0f} reports/s = {med:.2f} x N x one "
+                      f"(best/best {many[-1] / (a.shards * one[-1]):.2f})")
         load = os.getloadavg()
         print(f"  load after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     if a.soak:

@@ -74,10 +74,13 @@ def _forwarder(data: Connection) -> Listener:
 
 
 def _worker(index: int, n: int, config: CollectorConfig, conn: Connection,
-            data: Connection | None) -> None:
+            data: Connection | None, cpu: int | None = None) -> None:
     """One collector process: serve reads until told to stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # the parent stops us
     try:
+        if cpu is not None:   # threads started later inherit it; numpy's pool is there
+            for tid in os.listdir("/proc/self/task"):
+                os.sched_setaffinity(int(tid), {cpu})
         col = Collector(config, listeners=[_forwarder(data)] if data is not None else ())
         col.start()
         if index == 0:
@@ -106,12 +109,20 @@ def _worker(index: int, n: int, config: CollectorConfig, conn: Connection,
 class CollectorShards:
     """``n`` collector processes on the ports of ``config`` (see the module docstring);
     ``listeners`` and ``add_reader`` as on ``Collector``, on the parent's dispatch
-    thread."""
+    thread.  ``cpus``: worker i runs on core ``cpus[i % len(cpus)]`` only (pinned, as
+    the receive queues of a NIC are pinned to cores: a worker keeps its caches and
+    frees on its core what the kernel received there); None: where the scheduler
+    puts it."""
 
     def __init__(self, config: CollectorConfig, n: int, *,
-                 listeners: Sequence[Listener] = ()) -> None:
+                 listeners: Sequence[Listener] = (), cpus: Sequence[int] | None = None) -> None:
         if not 1 <= n <= 256:
             raise ConfigError(f"collectors={n}: expected 1..256")
+        if cpus is not None:
+            allowed = os.sched_getaffinity(0)
+            if not cpus or not set(cpus) <= allowed:
+                raise ConfigError(f"cpus={list(cpus)}: expected cores among {sorted(allowed)}")
+        self.cpus = list(cpus) if cpus is not None else None
         self.config = dataclasses.replace(config, reuse_port=True)
         self.n = n
         self.listeners: list[Listener] = list(listeners)
@@ -139,7 +150,8 @@ class CollectorShards:
             for i in range(self.n):
                 parent, child = ctx.Pipe()
                 data_r, data_w = ctx.Pipe(duplex=False) if self.listeners else (None, None)
-                p = ctx.Process(target=_worker, args=(i, self.n, cfg, child, data_w),
+                cpu = self.cpus[i % len(self.cpus)] if self.cpus else None
+                p = ctx.Process(target=_worker, args=(i, self.n, cfg, child, data_w, cpu),
                                 name=f"int-collector-{i}", daemon=True)
                 p.start()
                 child.close()

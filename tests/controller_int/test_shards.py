@@ -3,11 +3,14 @@ program), N processes keep disjoint flows, and their merged tables equal one
 collector's fed the same telemetry."""
 from __future__ import annotations
 
+import os
 import socket
 
 import numpy as np
+import pytest
 
 from controller.int.collector import Collector, CollectorConfig
+from controller.int.errors import ConfigError
 from controller.int.shards import CollectorShards
 from controller.int.steer import attach_flow_steering, flow_index
 from controller.int.synth import Hop, build_hpcc_report
@@ -97,17 +100,24 @@ def test_two_processes_merge_to_one_collectors_view() -> None:
     assert np.array_equal(np.sort(fm.samples), np.sort(f1.samples))
 
 
-def test_a_held_backlog_is_steered_by_flow_and_counted_once() -> None:
+@pytest.mark.parametrize("pinned", [False, True], ids=["scheduled", "pinned"])
+def test_a_held_backlog_is_steered_by_flow_and_counted_once(pinned: bool) -> None:
     """The benchmark's pre-fill (``bench_collector --shards``): reports sent into held
     processes wait in the socket the steering program picks, and once released every
     report is taken exactly once, each flow whole in its process, the drain timed by
-    the processes' own stamps after the release."""
+    the processes' own stamps after the release.  Pinned: every thread of worker i
+    runs on core i only (each process's share is then sent from its core)."""
     from bench.bench_collector import prefill_drain
 
     flows, per_flow = 60, 20
     reports = _reports(flows, per_flow)
     cfg = CollectorConfig(report_port=0, agent_port=None, rcvbuf_bytes=16 << 20)
-    with CollectorShards(cfg, 2) as many:
+    cpus = sorted(os.sched_getaffinity(0))[:2] if pinned else None
+    with CollectorShards(cfg, 2, cpus=cpus) as many:
+        if cpus is not None:
+            for i, pid in enumerate(many.pids):
+                for tid in os.listdir(f"/proc/{pid}/task"):
+                    assert os.sched_getaffinity(int(tid)) == {cpus[i % len(cpus)]}
         d = prefill_drain(many, reports, poll_s=0.02)
         st = many.stats()
         wait_or_fail(lambda: int(many.flow_snapshot().samples.sum()) == len(reports))
@@ -129,3 +139,8 @@ def test_a_held_backlog_is_steered_by_flow_and_counted_once() -> None:
         assert where[key] == flow_index(r, 2)
     # counted per backlog: the second one's split is its own reports only
     assert sum(d2.split) == 5 * flows and d2.drops == 0
+
+
+def test_cpus_outside_the_allowed_set_are_refused() -> None:
+    with pytest.raises(ConfigError, match="cpus="):
+        CollectorShards(CollectorConfig(report_port=0, agent_port=None), 2, cpus=[4096])
