@@ -267,7 +267,8 @@ def _run_rank(args: argparse.Namespace) -> int:
                   hpcc=_hpcc_settings(args))
     ep_cfg = EndpointConfig(ip=args.hosts[args.rank], delay_s=args.delay,
                             loss=parse_loss(args.loss, seed=args.seed * 7919 + args.rank),
-                            loss_scope=args.loss_scope, control_path=args.control)
+                            loss_scope=args.loss_scope, control_path=args.control,
+                            realtime=True)  # the host's NIC (traffic.realtime)
     ar_bytes = sizes.lo if sizes.kind == "fixed" else int(sizes.mean)
     coll_log = (CollectiveLogWriter(args.coll_log, args.rank, max_bytes=args.coll_log_max_bytes)
                 if args.coll_log else None)

@@ -645,12 +645,15 @@ class NativeEndpoint:
         self._sample(self.now())
         return True
 
-    def stats(self, *, compact: bool = False) -> dict:
-        out = Endpoint.stats(cast(Endpoint, self), compact=compact)
+    def engine_info(self) -> dict | None:
+        """The engine thread's counters (``realtime``: it got real-time priority)."""
         c = getattr(self, "_engine_counters", None)
-        if c is not None:
-            out["engine"] = {"name": "native", **{n: getattr(c, n) for n, _ in c._fields_}}
-        return out
+        if c is None:
+            return None
+        return {"name": "native", **{n: getattr(c, n) for n, _ in c._fields_}}
+
+    def stats(self, *, compact: bool = False) -> dict:
+        return Endpoint.stats(cast(Endpoint, self), compact=compact)
 
     def close(self) -> None:
         """Stop the engine thread, close its sockets and the control socket (idempotent)."""
