@@ -3,7 +3,8 @@
  * Ports of traffic/requester.py and traffic/responder.py, rule for rule: sequence
  * numbers are unbounded inside and folded to 24-bit PSNs on the wire; selective
  * repeat finds losses by transmission order; FEC blocks are closed at k packets, when
- * the QP runs out of packets or is window-blocked, and on a (k, m) change; the RTO is
+ * the QP runs out of packets or is window-blocked with half a block open, and on a
+ * (k, m) change; the RTO is
  * RFC 6298 style, doubled per expiry.  Keeping the same rules (and doubles for time)
  * lets tests/traffic_native/test_engine_diff.py compare the two packet by packet.
  *
@@ -715,7 +716,9 @@ static double poll_inner(struct tn_qp *q, double now, struct tn_out *out, int bu
             len = TN_BTH + ((q->new_idx == 0 && m->op != OP_SEND_ONLY) ? TN_RETH : 0) + l +
                   TN_ICRC;
         } else {
-            if (q->sent_up_to < q->next_seq && q->a.mode == TN_MODE_FEC && q->n_open) {
+            /* window-blocked with at least half a block open (traffic/requester.py) */
+            if (q->sent_up_to < q->next_seq && q->a.mode == TN_MODE_FEC &&
+                q->n_open && 2 * q->n_open >= q->a.fec_k) {
                 close_block(q);
                 continue;
             }
