@@ -219,7 +219,12 @@ def _ip_u32(ip: str) -> int:
         raise ConfigError(f"IPv4 address {ip!r} is not valid") from None
 
 
-def _native_mode(q: QpConfig) -> int:
+def _native_mode(q: QpConfig, role: int) -> int:
+    """The engine's mode of a QP.  A responder of mode auto is the FEC responder: it
+    decodes whatever blocks arrive, interleaved ones too (traffic/responder.py treats
+    every coded mode alike)."""
+    if q.mode is Reliability.AUTO and role == 1:
+        return _MODES[Reliability.FEC]
     if q.mode not in _MODES:
         raise ConfigError(f"QP {q.qpn}: mode {q.mode.value!r} runs in the Python endpoint "
                           "only (traffic.recovery); the engine runs gbn, sr, fec")
@@ -230,7 +235,7 @@ def _qp_attr(q: QpConfig, role: int, *, start_psn: int, keep_data: bool,
              sport: int = 0, burst_s: float = NATIVE_BURST_S,
              min_burst_bytes: int = 2 * 1100, catchup_s: float = NATIVE_CATCHUP_S) -> QpAttr:
     return QpAttr(qpn=q.qpn, peer_qpn=q.peer_qpn, peer_ip=_ip_u32(q.peer_ip), role=role,
-                  mode=_native_mode(q), mtu=q.mtu, rate_bps=float(q.rate_bps),
+                  mode=_native_mode(q, role), mtu=q.mtu, rate_bps=float(q.rate_bps),
                   window_pkts=q.window_pkts, fec_k=q.fec_k, fec_m=q.fec_m, dscp=q.dscp,
                   rto_min_s=q.rto_min_s, rto_max_s=q.rto_max_s, rto_initial_s=q.rto_initial_s,
                   max_msg_bytes=q.max_msg_bytes, start_psn=start_psn & 0xFFFFFF,

@@ -21,11 +21,13 @@
 #include "ec.h"
 #include "tn_internal.h"
 
-#define KEEP_SYMBOLS 256          /* responder: FEC symbols kept, 2 x the largest k */
+/* responder: FEC symbols kept behind the expected PSN, twice the largest block or
+ * interleaved group (traffic.recovery.MAX_GROUP), as traffic/responder.py keeps */
+#define KEEP_SYMBOLS 1024
 #define FAR_WINDOWS 4
 #define MIN_RATE 1000.0
 #define MAX_RATE 400e9
-#define MAX_REPAIR_SETS 64
+#define MAX_REPAIR_SETS 128    /* blocks in repair: interleaved groups keep several open */
 
 static void seterr(char *err, size_t n, const char *fmt, ...)
 {
@@ -144,7 +146,7 @@ struct ooo_slot {
 struct sym_slot { int64_t seq; uint32_t len; uint8_t *data; };  /* FEC symbols */
 struct repair_set {
     int64_t base;
-    uint32_t count, m, slen, nrep;
+    uint32_t count, m, slen, nrep, stride;  /* members base + i x stride */
     uint8_t live;
     uint8_t *rep[16];
 };
@@ -179,6 +181,7 @@ struct tn_qp {
     struct ooo_slot *ooo; uint32_t omask, ooo_n; int64_t ooo_hi;
     struct sym_slot *syms; uint32_t ymask;
     struct repair_set rsets[MAX_REPAIR_SETS];
+    uint8_t rorder[MAX_REPAIR_SETS]; uint32_t n_rorder;  /* live sets, oldest first */
     int in_msg;
     uint64_t cur_size, cur_off; uint32_t cur_crc, cur_repaired; double cur_start;
     uint8_t *cur_buf;
@@ -368,13 +371,14 @@ struct tn_qp *tn_qp_new(const struct tn_qp_attr *a, uint32_t local_ip, uint16_t 
         q->ooo = calloc(ocap, sizeof *q->ooo);
         ok = ok && q->ooo;
         if (a->mode == TN_MODE_FEC) {
-            q->ymask = 4 * KEEP_SYMBOLS - 1;
+            /* every symbol from KEEP_SYMBOLS behind the expected PSN to the farthest
+             * accepted ahead of it (FAR_WINDOWS windows) has a slot of its own; a
+             * slot's buffer is allocated when first used */
+            q->ymask = pow2_at_least(KEEP_SYMBOLS + FAR_WINDOWS * a->window_pkts + 1) - 1;
             q->syms = calloc(q->ymask + 1, sizeof *q->syms);
             ok = ok && q->syms;
-            for (uint32_t i = 0; ok && i <= q->ymask; i++) {
+            for (uint32_t i = 0; ok && i <= q->ymask; i++)
                 q->syms[i].seq = -1;
-                ok = (q->syms[i].data = malloc(TN_SYM_HDR + a->mtu)) != NULL;
-            }
         }
     } else {
         q->open_seqs = calloc(128, sizeof *q->open_seqs);
@@ -1209,18 +1213,38 @@ static void accept(struct tn_qp *q, int64_t seq, int op, const uint8_t *reth,
                    const uint8_t *payload, uint32_t len, int repaired, double now,
                    struct tn_cq_sink *cq);
 
+/* drop the sets no longer live from the age order */
+static void compact_rorder(struct tn_qp *q)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < q->n_rorder; i++)
+        if (q->rsets[q->rorder[i]].live)
+            q->rorder[n++] = q->rorder[i];
+    q->n_rorder = n;
+}
+
+/* every set in repair, oldest first (the order of the Python responder's dict; a set
+ * decoded or dropped meanwhile is skipped, one opened meanwhile waits for next time) */
 static void try_repair_all(struct tn_qp *q, double now, struct tn_cq_sink *cq)
 {
-    for (int i = 0; i < MAX_REPAIR_SETS; i++)
-        if (q->rsets[i].live)
-            try_repair(q, &q->rsets[i], now, cq);
+    uint8_t order[MAX_REPAIR_SETS];
+    int64_t bases[MAX_REPAIR_SETS];
+    uint32_t n = q->n_rorder;
+    memcpy(order, q->rorder, n);
+    for (uint32_t i = 0; i < n; i++)
+        bases[i] = q->rsets[order[i]].base;
+    for (uint32_t i = 0; i < n; i++) {
+        struct repair_set *rs = &q->rsets[order[i]];
+        if (rs->live && rs->base == bases[i])
+            try_repair(q, rs, now, cq);
+    }
 }
 
 static void trim_fec(struct tn_qp *q)
 {
     for (int i = 0; i < MAX_REPAIR_SETS; i++) {
         struct repair_set *rs = &q->rsets[i];
-        if (rs->live && rs->base + rs->count <= q->e)
+        if (rs->live && rs->base + (int64_t)(rs->count - 1) * rs->stride < q->e)
             rs->live = 0;
     }
 }
@@ -1232,8 +1256,10 @@ static void accept(struct tn_qp *q, int64_t seq, int op, const uint8_t *reth,
     int mode = (int)q->a.mode;
     if (mode == TN_MODE_FEC && seq >= q->e - KEEP_SYMBOLS && !sym_get(q, seq)) {
         struct sym_slot *s = &q->syms[seq & q->ymask];
-        s->seq = seq;
-        s->len = make_symbol(s->data, op, reth, payload, len);
+        if (s->data || (s->data = malloc(TN_SYM_HDR + q->a.mtu))) {
+            s->seq = seq;
+            s->len = make_symbol(s->data, op, reth, payload, len);
+        }
     }
     struct ooo_slot *os = &q->ooo[seq & q->omask];
     if (seq < q->e || (os->present && os->seq == seq)) {
@@ -1310,7 +1336,7 @@ static void try_repair(struct tn_qp *q, struct repair_set *rs, double now,
         return;
     uint32_t got = 0;
     for (uint32_t i = 0; i < count; i++) {
-        int64_t seq = rs->base + i;
+        int64_t seq = rs->base + (int64_t)i * rs->stride;
         data[i] = stage + (size_t)i * slen;
         have[i] = 0;
         struct sym_slot *s = sym_get(q, seq);
@@ -1361,7 +1387,7 @@ static void try_repair(struct tn_qp *q, struct repair_set *rs, double now,
         return;
     }
     q->c.fec_blocks_decoded++;
-    int64_t base = rs->base;
+    int64_t base = rs->base, stride = rs->stride;
     for (uint32_t i = 0; i < count; i++) {
         if (have[i])
             continue;
@@ -1370,7 +1396,7 @@ static void try_repair(struct tn_qp *q, struct repair_set *rs, double now,
         if (n > slen - TN_SYM_HDR)
             n = slen - TN_SYM_HDR;
         q->c.fec_repaired++;
-        accept(q, base + i, sym[0], (sym[1] & 1) ? sym + 4 : NULL, sym + TN_SYM_HDR, n, 1, now,
+        accept(q, base + i * stride, sym[0], (sym[1] & 1) ? sym + 4 : NULL, sym + TN_SYM_HDR, n, 1, now,
                cq);
     }
     free(stage);
@@ -1384,14 +1410,11 @@ static void on_repair(struct tn_qp *q, int64_t base, const struct tn_pkt *p, dou
         q->c.bad_length++;
         return;
     }
-    if (p->fstride > 1) {
-        /* an interleaved block (traffic.recovery, mode auto): not decoded here yet;
-         * counted and left to selective repeat rather than decoded as consecutive */
-        q->c.bad_opcode++;
-        return;
-    }
-    if (base + p->fcount <= q->e)
-        return;
+    /* stride > 1: one block of an interleaved group (traffic.recovery), its members
+     * stride packets apart */
+    uint32_t stride = p->fstride > 1 ? p->fstride : 1;
+    if (base + (int64_t)(p->fcount - 1) * stride < q->e)
+        return;  /* whole block already delivered */
     struct repair_set *rs = NULL, *free_rs = NULL;
     for (int i = 0; i < MAX_REPAIR_SETS; i++) {
         if (q->rsets[i].live && q->rsets[i].base == base) {
@@ -1405,12 +1428,14 @@ static void on_repair(struct tn_qp *q, int64_t base, const struct tn_pkt *p, dou
         if (!free_rs)
             return;  /* too many blocks in repair: selective repeat recovers them */
         rs = free_rs;
+        compact_rorder(q);
+        q->rorder[q->n_rorder++] = (uint8_t)(rs - q->rsets);
         for (int j = 0; j < 16; j++) {
             free(rs->rep[j]);
             rs->rep[j] = NULL;
         }
         rs->live = 1; rs->base = base; rs->count = p->fcount; rs->m = p->fm;
-        rs->slen = p->fslen; rs->nrep = 0;
+        rs->slen = p->fslen; rs->nrep = 0; rs->stride = stride;
     }
     if (p->findex >= rs->m || p->plen != rs->slen)
         return;
