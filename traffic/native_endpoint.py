@@ -32,6 +32,7 @@ from collections.abc import Callable
 from typing import Self, cast
 
 from common.loss import LossKind, LossModel
+from traffic import recovery
 from traffic.cc.hpcc import HpccSender, HpccState
 from traffic.control import ControlCommand, ControlServer
 from traffic.endpoint import Endpoint, EndpointConfig, EndpointCounters
@@ -45,7 +46,7 @@ __all__ = ["ENGINES", "NativeEndpoint", "NativeRequester", "NativeResponder", "S
            "engine_available", "make_endpoint", "native_unsupported"]
 
 ENGINES = ("auto", "native", "python")
-_MODES = {Reliability.GBN: 0, Reliability.SR: 1, Reliability.FEC: 2}
+_MODES = {Reliability.GBN: 0, Reliability.SR: 1, Reliability.FEC: 2, Reliability.AUTO: 3}
 #: the sender algorithms of traffic.cc.registry the engine runs (its tn_cc values)
 NATIVE_CC = {"none": 0, "dcqcn": 1, "hpcc-sender": 2}
 _WC_SEND, _WC_RECV = 1, 2
@@ -137,7 +138,7 @@ class QpStateC(ctypes.Structure):
                                        "fec_k", "fec_m", "window_pkts", "idle", "sport",
                                        "injected")] + [
         ("last_rtt_s", ctypes.c_double), ("min_rtt_s", ctypes.c_double),
-        ("rtt_samples", ctypes.c_uint64)]
+        ("rtt_samples", ctypes.c_uint64)] + _u64(["est_sent", "est_lost", "est_pairs"])
 
 
 class OutPkt(ctypes.Structure):
@@ -164,6 +165,9 @@ def _bind() -> ctypes.CDLL:
         "tn_create_qp": (ctypes.c_int, [_P, ctypes.POINTER(QpAttr)]),
         "tn_post_write": (ctypes.c_int, [_P, ctypes.c_uint32, ctypes.c_char_p,
                                          ctypes.c_uint64, ctypes.c_uint64]),
+        "tn_post_write_plan": (ctypes.c_int, [_P, ctypes.c_uint32, ctypes.c_char_p,
+                                              ctypes.c_uint64, ctypes.c_uint64,
+                                              ctypes.POINTER(TnGroup), ctypes.c_uint32]),
         "tn_post_send": (ctypes.c_int, [_P, ctypes.c_uint32, ctypes.c_char_p,
                                         ctypes.c_uint64, ctypes.c_uint64]),
         "tn_poll_cq": (ctypes.c_int, [_P, ctypes.POINTER(Wc), ctypes.c_int]),
@@ -219,23 +223,31 @@ def _ip_u32(ip: str) -> int:
         raise ConfigError(f"IPv4 address {ip!r} is not valid") from None
 
 
-def _native_mode(q: QpConfig, role: int) -> int:
-    """The engine's mode of a QP.  A responder of mode auto is the FEC responder: it
-    decodes whatever blocks arrive, interleaved ones too (traffic/responder.py treats
-    every coded mode alike)."""
-    if q.mode is Reliability.AUTO and role == 1:
-        return _MODES[Reliability.FEC]
-    if q.mode not in _MODES:
-        raise ConfigError(f"QP {q.qpn}: mode {q.mode.value!r} runs in the Python endpoint "
-                          "only (traffic.recovery); the engine runs gbn, sr, fec")
-    return _MODES[q.mode]
+class TnGroup(ctypes.Structure):
+    """``struct tn_group``: one group of a message's plan (traffic.recovery.Group)."""
+
+    _fields_ = [("first", ctypes.c_uint32), ("count", ctypes.c_uint32),
+                ("blocks", ctypes.c_uint32), ("m", ctypes.c_uint32)]
+
+
+def estimator_of(st: QpStateC) -> recovery.LossEstimator:
+    """The engine's loss counts of a mode-auto requester as a LossEstimator (its
+    ``model()`` is the QP's own loss model)."""
+    return recovery.LossEstimator(sent=int(st.est_sent), lost=int(st.est_lost),
+                                  pairs=int(st.est_pairs))
+
+
+def plan_groups_c(groups: tuple[recovery.Group, ...]) -> ctypes.Array:
+    """A plan's groups as the engine's ``struct tn_group`` array."""
+    return (TnGroup * len(groups))(*[TnGroup(g.first, g.count, g.blocks, g.m)
+                                     for g in groups])
 
 
 def _qp_attr(q: QpConfig, role: int, *, start_psn: int, keep_data: bool,
              sport: int = 0, burst_s: float = NATIVE_BURST_S,
              min_burst_bytes: int = 2 * 1100, catchup_s: float = NATIVE_CATCHUP_S) -> QpAttr:
     return QpAttr(qpn=q.qpn, peer_qpn=q.peer_qpn, peer_ip=_ip_u32(q.peer_ip), role=role,
-                  mode=_native_mode(q, role), mtu=q.mtu, rate_bps=float(q.rate_bps),
+                  mode=_MODES[q.mode], mtu=q.mtu, rate_bps=float(q.rate_bps),
                   window_pkts=q.window_pkts, fec_k=q.fec_k, fec_m=q.fec_m, dscp=q.dscp,
                   rto_min_s=q.rto_min_s, rto_max_s=q.rto_max_s, rto_initial_s=q.rto_initial_s,
                   max_msg_bytes=q.max_msg_bytes, start_psn=start_psn & 0xFFFFFF,
@@ -730,9 +742,17 @@ class StepEngine:
         if self._lib.tn_create_qp(self._h, ctypes.byref(attr)):
             raise ConfigError(self._lib.tn_last_error(self._h).decode())
 
-    def post_write(self, qpn: int, data: bytes) -> None:
+    def post_write(self, qpn: int, data: bytes,
+                   plan: recovery.MessagePlan | None = None) -> None:
+        """Post an RDMA WRITE; with ``plan`` (mode auto) sent as its groups say."""
         self._keep.append(data)
-        if self._lib.tn_post_write(self._h, qpn, data, len(data), len(self._keep)):
+        if plan is not None and plan.groups:
+            arr = plan_groups_c(plan.groups)
+            rc = self._lib.tn_post_write_plan(self._h, qpn, data, len(data), len(self._keep),
+                                              arr, len(arr))
+        else:
+            rc = self._lib.tn_post_write(self._h, qpn, data, len(data), len(self._keep))
+        if rc:
             raise ConfigError(self._lib.tn_last_error(self._h).decode())
 
     def set_rate(self, qpn: int, rate: float) -> None:
@@ -782,6 +802,10 @@ class StepEngine:
         c = QpCountersC()
         self._lib.tn_qp_counters(self._h, qpn, ctypes.byref(c))
         return {n: int(getattr(c, n)) for n in QP_COUNTER_NAMES}
+
+    def loss_estimate(self, qpn: int) -> recovery.LossEstimator:
+        """A mode-auto requester's own loss counts (:class:`recovery.LossEstimator`)."""
+        return estimator_of(self.state(qpn))
 
     def state(self, qpn: int) -> QpStateC:
         s = QpStateC()

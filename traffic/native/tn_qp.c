@@ -27,6 +27,8 @@
 #define FAR_WINDOWS 4
 #define MIN_RATE 1000.0
 #define MAX_RATE 400e9
+#define TN_MAX_GROUP 512        /* data packets in one group, traffic.recovery.MAX_GROUP */
+#define TN_MAX_DEPTH 16         /* blocks interleaved in one group, recovery.MAX_DEPTH */
 #define MAX_REPAIR_SETS 128    /* blocks in repair: interleaved groups keep several open */
 
 static void seterr(char *err, size_t n, const char *fmt, ...)
@@ -125,6 +127,7 @@ struct tpkt {           /* a sent, unacknowledged data packet (slot seq & mask) 
     double sent_s, first_sent_s;
     uint32_t off, len, retx;
     uint8_t op, acked, queued, valid, rto_retx;
+    uint8_t grp;        /* mode auto: sent inside a group of its message's plan */
 };
 struct tmsg {
     uint64_t wr_id, msg_id, size, va, first_seq, last_seq;
@@ -132,6 +135,14 @@ struct tmsg {
     double posted_s;
     uint32_t retx, crc, npk;
     int op;             /* OP_WRITE_* or OP_SEND_ONLY */
+    struct tn_group *groups;  /* mode auto: the plan (a copy), NULL: selective repeat */
+    uint32_t n_groups, gi;    /* ... and the first group not behind the send cursor */
+};
+/* mode auto: the plan group being sent (traffic/requester.py _Group) */
+struct tgroup {
+    int64_t first_seq;
+    uint32_t count, blocks, m, added;
+    int live;
 };
 struct tblock { int64_t bid, base, last, repair_tx; uint32_t count; uint8_t live; };
 
@@ -167,6 +178,11 @@ struct tn_qp {
     struct dq retx_q, repair_q, tx_order;
     struct tblock *blocks; uint32_t bmask; int64_t block_id;
     int64_t *open_seqs; uint8_t **open_syms; uint32_t *open_lens; uint32_t n_open;
+    struct tgroup cg;   /* mode auto: the group being sent, its members' symbols */
+    uint8_t **g_syms; uint32_t *g_lens;
+    /* mode auto: packets sent outside groups, and their losses (traffic.recovery
+     * LossEstimator's inputs: the QP's own loss model when the controller sent none) */
+    uint64_t est_sent, est_lost, est_pairs; int64_t est_last;
     double srtt, rttvar, rto, rto_deadline, min_rtt, rtt_cand;  /* <0: None */
     int progress, rtos_unsampled;
     int timers;         /* this poll may fire the retransmission timer */
@@ -297,7 +313,7 @@ struct tn_qp *tn_qp_new(const struct tn_qp_attr *a, uint32_t local_ip, uint16_t 
         seterr(err, errlen, "QP %u: window_pkts=%u outside 1..8000", a->qpn, a->window_pkts);
         return NULL;
     }
-    if (a->mode > TN_MODE_FEC || a->role > TN_RESPONDER || a->dscp > 63) {
+    if (a->mode > TN_MODE_AUTO || a->role > TN_RESPONDER || a->dscp > 63) {
         seterr(err, errlen, "QP %u: mode=%u role=%u dscp=%u invalid", a->qpn, a->mode,
                a->role, a->dscp);
         return NULL;
@@ -314,6 +330,8 @@ struct tn_qp *tn_qp_new(const struct tn_qp_attr *a, uint32_t local_ip, uint16_t 
         return NULL;
     }
     q->a = *a;
+    if (a->role == TN_RESPONDER && a->mode == TN_MODE_AUTO)
+        q->a.mode = TN_MODE_FEC;  /* the same responder (traffic/responder.py) */
     q->local_ip = local_ip;
     q->sport = sport;
     q->dport = dport;
@@ -332,8 +350,11 @@ struct tn_qp *tn_qp_new(const struct tn_qp_attr *a, uint32_t local_ip, uint16_t 
     uint32_t cap = pow2_at_least(a->window_pkts + 1);
     q->slots = calloc(cap, sizeof *q->slots);
     q->smask = cap - 1;
-    q->blocks = calloc(cap, sizeof *q->blocks);
-    q->bmask = cap - 1;
+    /* mode auto: an interleaved group closes up to 16 blocks at once, and a block's
+     * members are up to a group (512 packets) apart */
+    uint32_t bcap = a->mode == TN_MODE_AUTO ? pow2_at_least(a->window_pkts + 1 + 1024) : cap;
+    q->blocks = calloc(bcap, sizeof *q->blocks);
+    q->bmask = bcap - 1;
     q->mcap = 64;
     q->msgs = calloc(q->mcap, sizeof *q->msgs);
     q->srtt = -1; q->min_rtt = -1; q->rtt_cand = -1; q->rto_deadline = -1;
@@ -349,7 +370,8 @@ struct tn_qp *tn_qp_new(const struct tn_qp_attr *a, uint32_t local_ip, uint16_t 
     q->omask = ocap - 1;
     q->scratch = malloc(TN_SYM_HDR + a->mtu + 64);
     int ok = q->slots && q->blocks && q->msgs && q->scratch;
-    if (a->mode == TN_MODE_FEC)
+    q->est_last = -2;
+    if (a->mode == TN_MODE_FEC || a->mode == TN_MODE_AUTO)
         ok = ok && (q->ec = tn_ec_new()) != NULL;
     if (ok && a->role == TN_REQUESTER && a->cc == TN_CC_DCQCN) {
         q->dc = calloc(1, sizeof *q->dc);
@@ -370,7 +392,7 @@ struct tn_qp *tn_qp_new(const struct tn_qp_attr *a, uint32_t local_ip, uint16_t 
     if (a->role == TN_RESPONDER) {
         q->ooo = calloc(ocap, sizeof *q->ooo);
         ok = ok && q->ooo;
-        if (a->mode == TN_MODE_FEC) {
+        if (q->a.mode == TN_MODE_FEC) {
             /* every symbol from KEEP_SYMBOLS behind the expected PSN to the farthest
              * accepted ahead of it (FAR_WINDOWS windows) has a slot of its own; a
              * slot's buffer is allocated when first used */
@@ -387,6 +409,11 @@ struct tn_qp *tn_qp_new(const struct tn_qp_attr *a, uint32_t local_ip, uint16_t 
         ok = ok && q->open_seqs && q->open_syms && q->open_lens;
         for (int i = 0; ok && i < 128 && a->mode == TN_MODE_FEC; i++)
             ok = (q->open_syms[i] = malloc(TN_SYM_HDR + a->mtu)) != NULL;
+        if (a->mode == TN_MODE_AUTO) {  /* symbol buffers allocated when first used */
+            q->g_syms = calloc(TN_MAX_GROUP, sizeof *q->g_syms);
+            q->g_lens = calloc(TN_MAX_GROUP, sizeof *q->g_lens);
+            ok = ok && q->g_syms && q->g_lens;
+        }
     }
     if (!ok) {
         tn_qp_free(q);
@@ -422,6 +449,13 @@ void tn_qp_free(struct tn_qp *q)
         for (int i = 0; i < 128; i++)
             free(q->open_syms[i]);
     free(q->open_syms); free(q->open_seqs); free(q->open_lens);
+    if (q->g_syms)
+        for (int i = 0; i < TN_MAX_GROUP; i++)
+            free(q->g_syms[i]);
+    free(q->g_syms); free(q->g_lens);
+    if (q->msgs)
+        for (int64_t i = q->m_head; i < q->m_tail; i++)
+            free(q->msgs[i & (q->mcap - 1)].groups);
     for (int i = 0; i < MAX_REPAIR_SETS; i++)
         for (int j = 0; j < 16; j++)
             free(q->rsets[i].rep[j]);
@@ -441,8 +475,34 @@ static inline struct tpkt *pkt_get(struct tn_qp *q, int64_t seq)
     return (p->valid && p->seq == seq) ? p : NULL;
 }
 
+/* a plan's groups for a message of npk packets: 0, or -1 with the reason in err */
+static int check_plan(const struct tn_qp *q, const struct tn_group *g, uint32_t n,
+                      uint32_t npk, char *err, size_t errlen)
+{
+    if (n && q->a.mode != TN_MODE_AUTO) {
+        seterr(err, errlen, "QP %u: a message plan needs mode auto", q->a.qpn);
+        return -1;
+    }
+    uint64_t end = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t per = g[i].blocks ? (g[i].count + g[i].blocks - 1) / g[i].blocks : 0;
+        if (g[i].count < 1 || g[i].count > TN_MAX_GROUP || g[i].blocks < 1 ||
+            g[i].blocks > TN_MAX_DEPTH || per > 128 || g[i].m > 16 || g[i].first < end ||
+            (uint64_t)g[i].first + g[i].count > npk) {
+            seterr(err, errlen, "QP %u: plan group %u (first %u, count %u, blocks %u, m %u) "
+                   "outside the message's %u packets, after the group before, count 1..%d, "
+                   "blocks 1..%d, <= 128 packets a block, m 0..16", q->a.qpn, i, g[i].first,
+                   g[i].count, g[i].blocks, g[i].m, npk, TN_MAX_GROUP, TN_MAX_DEPTH);
+            return -1;
+        }
+        end = (uint64_t)g[i].first + g[i].count;
+    }
+    return 0;
+}
+
 int tn_qp_post(struct tn_qp *q, int op, const void *buf, uint64_t len, uint64_t wr_id,
-               double now, char *err, size_t errlen)
+               const struct tn_group *groups, uint32_t n_groups, double now, char *err,
+               size_t errlen)
 {
     if (q->a.role != TN_REQUESTER) {
         seterr(err, errlen, "QP %u is a responder: it cannot post", q->a.qpn);
@@ -458,11 +518,24 @@ int tn_qp_post(struct tn_qp *q, int op, const void *buf, uint64_t len, uint64_t 
                q->a.mtu);
         return -1;
     }
+    if (check_plan(q, groups, n_groups, (uint32_t)((len + q->a.mtu - 1) / q->a.mtu), err,
+                   errlen))
+        return -1;
+    struct tn_group *plan = NULL;
+    if (n_groups) {
+        plan = malloc(sizeof *plan * n_groups);
+        if (!plan) {
+            seterr(err, errlen, "out of memory");
+            return -1;
+        }
+        memcpy(plan, groups, sizeof *plan * n_groups);
+    }
     if (q->m_tail - q->m_head == q->mcap) {
         uint32_t nc = q->mcap * 2;
         struct tmsg *nm = calloc(nc, sizeof *nm);
         if (!nm) {
             seterr(err, errlen, "out of memory");
+            free(plan);
             return -1;
         }
         for (int64_t i = q->m_head; i < q->m_tail; i++)
@@ -479,6 +552,8 @@ int tn_qp_post(struct tn_qp *q, int op, const void *buf, uint64_t len, uint64_t 
     m->posted_s = now;
     m->crc = tn_crc32(0, buf, len);
     m->op = op;
+    m->groups = plan;
+    m->n_groups = n_groups;
     m->npk = (uint32_t)((len + q->a.mtu - 1) / q->a.mtu);
     m->first_seq = q->next_seq;
     q->next_seq += m->npk;
@@ -587,6 +662,126 @@ static void add_to_block(struct tn_qp *q, struct tpkt *p)
     q->open_lens[i] = encode_symbol(q, p, q->open_syms[i]);
     if (q->n_open >= q->a.fec_k)
         close_block(q);
+}
+
+/* -- mode auto: plan groups (traffic/requester.py _add_to_group, _close_group,
+ * _split_group) -------------------------------------------------------------------- */
+static void close_group(struct tn_qp *q)
+{
+    struct tgroup *g = &q->cg;
+    uint32_t nb = g->blocks, m = g->m, added = g->added;
+    g->live = 0;
+    int64_t bids[TN_MAX_DEPTH];
+    uint8_t *bufs[TN_MAX_DEPTH][16];
+    memset(bufs, 0, sizeof bufs);
+    for (uint32_t j = 0; j < nb; j++) {
+        bids[j] = -1;
+        uint32_t n = j < added ? (added - 1 - j) / nb + 1 : 0;
+        if (!n || m == 0)
+            continue;
+        int64_t bid = bids[j] = ++q->block_id;
+        const uint8_t *syms[128];
+        uint32_t slen = 0;
+        for (uint32_t i = 0; i < n; i++)
+            if (q->g_lens[j + i * nb] > slen)
+                slen = q->g_lens[j + i * nb];
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t pos = j + i * nb;
+            memset(q->g_syms[pos] + q->g_lens[pos], 0, slen - q->g_lens[pos]);
+            syms[i] = q->g_syms[pos];
+            struct tpkt *p = pkt_get(q, g->first_seq + pos);
+            if (p)
+                p->block = bid;
+        }
+        struct tblock *b = &q->blocks[bid & q->bmask];
+        b->bid = bid; b->base = g->first_seq + j; b->last = g->first_seq + j + (n - 1) * nb;
+        b->count = n; b->repair_tx = -1; b->live = 1;
+        uint8_t *rep[16];
+        uint32_t plen = TN_BTH + TN_FEC_HDR + slen + TN_ICRC;
+        uint32_t r;
+        for (r = 0; r < m; r++) {  /* [4-byte length][UDP payload] */
+            if (!(bufs[j][r] = malloc(4 + plen)))
+                break;
+            rep[r] = bufs[j][r] + 4 + TN_BTH + TN_FEC_HDR;
+        }
+        if (r < m || tn_ec_encode(q->ec, (int)n, (int)m, slen, syms, rep) < 0) {
+            for (r = 0; r < m; r++) {  /* no repair for this block: selective repeat */
+                free(bufs[j][r]);
+                bufs[j][r] = NULL;
+            }
+            continue;
+        }
+        uint32_t psn = (q->a.start_psn + (uint32_t)b->base) & TN_PSN_MASK;
+        for (r = 0; r < m; r++) {
+            uint8_t *buf = bufs[j][r] + 4;
+            put32(bufs[j][r], plen);
+            tn_pack_bth(buf, OP_FEC_REPAIR, q->a.peer_qpn, psn, 0, 0);
+            uint8_t *f = buf + TN_BTH;
+            f[0] = (uint8_t)(n < 255 ? n : 255); f[1] = (uint8_t)m; f[2] = (uint8_t)r;
+            f[3] = (uint8_t)(nb > 1 ? nb : 0);
+            put16(f + 4, slen); put16(f + 6, n);
+            tn_icrc_finish(buf, plen, q->local_ip, q->a.peer_ip, q->sport, q->dport);
+        }
+    }
+    /* traffic.recovery.repair_order: position added + t carries a repair of block
+     * (added + t) mod blocks */
+    for (uint32_t t = 0; t < nb * m; t++) {
+        uint32_t j = (added + t) % nb, r = t / nb;
+        if (bufs[j][r])
+            dq_push(&q->repair_q, bids[j], 0, bufs[j][r]);
+    }
+}
+
+/* a new data packet at index idx of message m: into the group being sent, or the
+ * first of a group of the message's plan */
+static void add_to_group(struct tn_qp *q, struct tpkt *p, struct tmsg *m, uint32_t idx)
+{
+    struct tgroup *g = &q->cg;
+    if (!(g->live && p->seq >= g->first_seq && p->seq < g->first_seq + g->count)) {
+        while (m->gi < m->n_groups && m->groups[m->gi].first + m->groups[m->gi].count <= idx)
+            m->gi++;
+        if (m->gi >= m->n_groups || m->groups[m->gi].first > idx) {
+            q->est_sent++;  /* plain selective repeat */
+            return;
+        }
+        const struct tn_group *pg = &m->groups[m->gi];
+        *g = (struct tgroup){.first_seq = (int64_t)m->first_seq + pg->first, .count = pg->count,
+                             .blocks = pg->blocks, .m = pg->m, .live = 1};
+    }
+    uint32_t pos = (uint32_t)(p->seq - g->first_seq);
+    if (!q->g_syms[pos] && !(q->g_syms[pos] = malloc(TN_SYM_HDR + q->a.mtu))) {
+        g->live = 0;  /* out of memory: the rest of the group is selective repeat */
+        return;
+    }
+    q->g_lens[pos] = encode_symbol(q, p, q->g_syms[pos]);
+    p->grp = 1;
+    if (++g->added == g->count)
+        close_group(q);
+}
+
+static uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
+
+/* window-blocked inside a group: close what was sent of it and code the rest as a
+ * group of its own, each part with its share of the repairs (at least one a block) */
+static int split_group(struct tn_qp *q)
+{
+    struct tgroup *g = &q->cg;
+    if (!g->live || g->added == 0 || g->added >= g->count)
+        return 0;
+    uint32_t left = g->count - g->added;
+    struct tgroup rest = {.first_seq = q->sent_up_to, .count = left,
+                          .blocks = g->blocks < left ? g->blocks : left,
+                          .m = ceil_div(g->m * left, g->count), .live = 1};
+    if (rest.blocks < 1)
+        rest.blocks = 1;
+    if (rest.m < 1)
+        rest.m = 1;
+    uint32_t gm = ceil_div(g->m * g->added, g->count);
+    g->m = gm < 1 ? 1 : gm;
+    g->count = g->added;
+    close_group(q);
+    q->cg = rest;
+    return 1;
 }
 
 static double rto_value(const struct tn_qp *q)
@@ -726,6 +921,8 @@ static double poll_inner(struct tn_qp *q, double now, struct tn_out *out, int bu
                 close_block(q);
                 continue;
             }
+            if (q->sent_up_to < q->next_seq && q->a.mode == TN_MODE_AUTO && split_group(q))
+                continue;  /* the same, for an interleaved group */
             q->pacer_due = -1;  /* nothing to send: idle time earns nothing */
             break;
         }
@@ -801,6 +998,7 @@ static double poll_inner(struct tn_qp *q, double now, struct tn_out *out, int bu
             else
                 p->op = OP_WRITE_MIDDLE;
             p->last_tx = p->first_tx = tx; p->prev_tx = -1; p->sent_s = p->first_sent_s = now;
+            uint32_t idx = (uint32_t)q->new_idx;
             if (++q->new_idx == m->npk) {
                 q->new_idx = 0;
                 q->new_msg++;
@@ -814,6 +1012,8 @@ static double poll_inner(struct tn_qp *q, double now, struct tn_out *out, int bu
                 add_to_block(q, p);
                 if (q->sent_up_to == q->next_seq)
                     close_block(q);
+            } else if (q->a.mode == TN_MODE_AUTO) {
+                add_to_group(q, p, m, idx);
             }
         }
         sent++;
@@ -928,8 +1128,11 @@ static void ack_up_to(struct tn_qp *q, int64_t seq, double now, struct tn_cq_sin
                                    .retx_pkts = m->retx};
                 cq->push(cq->ctx, &wc);
             }
-            while (q->m_head <= p->msg_no)
-                q->m_head++;
+            while (q->m_head <= p->msg_no) {
+                struct tmsg *done = msg_at(q, q->m_head++);
+                free(done->groups);
+                done->groups = NULL;
+            }
         }
         if (p->block >= 0) {
             struct tblock *b = &q->blocks[p->block & q->bmask];
@@ -974,6 +1177,12 @@ static void detect_losses(struct tn_qp *q)
         if (!p->queued) {
             p->queued = 1;
             dq_push(&q->retx_q, seq, 0, NULL);
+            if (!p->grp && p->retx == 0 && q->a.mode == TN_MODE_AUTO) {
+                q->est_lost++;  /* recovery.LossEstimator.on_lost */
+                if (seq == q->est_last + 1)
+                    q->est_pairs++;
+                q->est_last = seq;
+            }
         }
     }
 }
@@ -1559,6 +1768,9 @@ void tn_qp_get_state(const struct tn_qp *q, struct tn_qp_state *s)
     s->window_pkts = q->win_pkts;
     s->idle = (uint32_t)tn_qp_is_idle(q);
     s->sport = q->sport;
+    s->est_sent = q->est_sent;
+    s->est_lost = q->est_lost;
+    s->est_pairs = q->est_pairs;
 }
 
 void tn_qp_get_cc(const struct tn_qp *q, struct tn_qp_cc *o)
