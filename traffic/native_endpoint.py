@@ -32,6 +32,7 @@ from collections.abc import Callable
 from typing import Self, cast
 
 from common.loss import LossKind, LossModel
+from formats.roce import BTH_LEN, ICRC_LEN
 from traffic import recovery
 from traffic.cc.hpcc import HpccSender, HpccState
 from traffic.control import ControlCommand, ControlServer
@@ -41,6 +42,7 @@ from traffic.native import NativeLibraryError, load_library
 from traffic.native.cc_dcqcn import TnDcqcn, TnDcqcnParams, dcqcn_params
 from traffic.native.cc_hpcc import TnHpcc, TnHpccParams, hpcc_params
 from traffic.qp_types import MessageRecord, QpConfig, QpCounters, Reliability
+from traffic.requester import WIRE_OVERHEAD
 
 __all__ = ["ENGINES", "NativeEndpoint", "NativeRequester", "NativeResponder", "StepEngine",
            "engine_available", "make_endpoint", "native_unsupported"]
@@ -292,10 +294,8 @@ def native_unsupported(ep_cfg: EndpointConfig, qp_cc: str = "none",
     """Why this run needs the Python endpoint (None when the engine can run it)."""
     if qp_cc not in NATIVE_CC:
         return f"congestion control {qp_cc!r} (the engine runs {', '.join(NATIVE_CC)})"
-    if mode is Reliability.FEC and not erasure_code_works():
+    if mode.coded and not erasure_code_works():
         return "FEC: the library's erasure code is not built in yet"
-    if mode is Reliability.AUTO:
-        return "per-message recovery (--mode auto) runs in the Python endpoint only so far"
     return None
 
 
@@ -359,6 +359,11 @@ class NativeRequester(_Qp):
         self.cc: HpccSender | None = (HpccSender(cfg.rate_bps, cfg.hpcc)
                                       if cfg.cc == "hpcc-sender" else None)
         self._rate_changes = 0
+        # mode auto: the decision is made here, above the engine, per message
+        self.policy = recovery.PolicyConfig()
+        self.path_loss_log: list[tuple[float, str]] = []
+        if cfg.path_loss is not None:
+            self.path_loss_log.append((ep.now(), recovery.describe(cfg.path_loss)))
 
     def _refresh(self) -> None:
         super()._refresh()
@@ -401,7 +406,11 @@ class NativeRequester(_Qp):
 
     def post_write(self, data: bytes | bytearray | memoryview, *, tag: str = "",
                    now: float | None = None) -> MessageRecord:
-        """Queue one RDMA WRITE of ``data``; returns its record (filled on completion)."""
+        """Queue one RDMA WRITE of ``data``; returns its record (filled on completion).
+
+        Mode auto: the message's plan is chosen here (:func:`traffic.recovery.choose`,
+        as :class:`traffic.requester.Requester` chooses it) and handed to the engine,
+        which executes it (``tn_post_write_plan``)."""
         buf = bytes(data)
         if not buf:
             raise ConfigError(f"QP {self.qpn}: an RDMA WRITE needs at least one byte")
@@ -409,7 +418,17 @@ class NativeRequester(_Qp):
         msg = MessageRecord(msg_id=self._msg_id, size=len(buf),
                             posted_s=self.ep.now() if now is None else now,
                             crc32=zlib.crc32(buf), tag=tag)
-        if self.ep._lib.tn_post_write(self.ep._h, self.qpn, buf, len(buf), self._msg_id):
+        lib, h = self.ep._lib, self.ep._h
+        if self.cfg.mode is Reliability.AUTO:
+            npk = -(-len(buf) // self.cfg.mtu)
+            plan = self._plan(npk)
+            msg.extra["recovery"] = plan.as_dict(npk)
+            groups = plan_groups_c(plan.groups)
+            rc = lib.tn_post_write_plan(h, self.qpn, buf, len(buf), self._msg_id, groups,
+                                        len(groups))
+        else:
+            rc = lib.tn_post_write(h, self.qpn, buf, len(buf), self._msg_id)
+        if rc:
             self._msg_id -= 1
             raise ConfigError(self.ep._error())
         self._inflight[self._msg_id] = (msg, buf)  # the engine reads buf until completion
@@ -461,8 +480,55 @@ class NativeRequester(_Qp):
         self.fec_log.append((now, k, m))
 
     def set_path_loss(self, model: LossModel | None, now: float) -> None:
-        """Loss feedback: kept (the engine's QPs run a fixed mode, which ignores it)."""
+        """Loss feedback: the next message posted is planned with it (mode auto; a
+        fixed mode ignores it)."""
         self.cfg.path_loss = model
+        self.path_loss_log.append((now, "none" if model is None else recovery.describe(model)))
+
+    # -- mode auto: the decision above the engine (traffic.requester.Requester's rules) --
+    def path_view(self) -> recovery.PathView | None:
+        """What mode auto decides from: the controller's model, else the QP's own (the
+        engine counts the losses of packets sent without repair cover)."""
+        model, source = self.cfg.path_loss, "controller"
+        if model is None:
+            self._refresh()
+            model, source = estimator_of(self._state).model(), "own counters"
+        if model is None:
+            return None
+        srtt = self.srtt_s
+        rtt = srtt if srtt is not None else self.cfg.rto_initial_s
+        wire = self.cfg.mtu + BTH_LEN + ICRC_LEN + WIRE_OVERHEAD
+        rto = self.cfg.rto_min_s if self.cfg.rto_min_s > 2 * rtt else 0.0
+        return recovery.PathView(loss=model, rtt_s=rtt, rate_bps=self.cfg.rate_bps,
+                                 wire_pkt_bytes=wire, source=source, rto_s=rto)
+
+    def _plan(self, npk: int) -> recovery.MessagePlan:
+        self._refresh()  # the engine's RTT and rate
+        view = self.path_view()
+        if view is None:
+            return recovery.MessagePlan(scheme="sr", reason="no loss telemetry yet")
+        return recovery.choose(view, npk, self.policy)
+
+    def warm_plans(self, sizes: list[int]) -> None:
+        """Decide for messages of these byte sizes now, for every round trip of the
+        policy's grid (as :meth:`traffic.requester.Requester.warm_plans`)."""
+        self._refresh()
+        view = self.path_view()
+        if view is None or self.cfg.mode is not Reliability.AUTO:
+            return
+        for rtt in [view.rtt_s, *recovery.rtt_grid(0.002, 0.5)]:
+            rto = self.cfg.rto_min_s if self.cfg.rto_min_s > 2 * rtt else 0.0
+            v = dataclasses.replace(view, rtt_s=rtt, rto_s=rto)
+            for n in sizes:
+                recovery.choose(v, max(1, -(-n // self.cfg.mtu)), self.policy)
+
+    def scheme_counts(self) -> dict[str, int]:
+        """Messages per recovery scheme (mode auto)."""
+        out: dict[str, int] = {}
+        for m in self.messages:
+            s = m.extra.get("recovery", {}).get("scheme", "sr")
+            out[s] = out.get(s, 0) + 1
+        return out
 
     def snapshot(self) -> dict:
         s = self._state
@@ -473,6 +539,9 @@ class NativeRequester(_Qp):
                              else float(self._cc.rate_cap_bps)),
             **self._cc_snapshot(),
             "fec_k": self.cfg.fec_k, "fec_m": self.cfg.fec_m,
+            **({"path_loss_changes": [list(x) for x in self.path_loss_log[-100:]],
+                "schemes": self.scheme_counts()}
+               if self.cfg.mode is Reliability.AUTO else {}),
             "srtt_s": self.srtt_s, "rto_s": s.rto_s, "outstanding": int(s.outstanding),
             "rate_changes": [list(x) for x in self.rate_log[-100:]],
             "fec_changes": [list(x) for x in self.fec_log[-100:]],

@@ -4,7 +4,9 @@
  * numbers are unbounded inside and folded to 24-bit PSNs on the wire; selective
  * repeat finds losses by transmission order; FEC blocks are closed at k packets, when
  * the QP runs out of packets or is window-blocked with half a block open, and on a
- * (k, m) change; the RTO is
+ * (k, m) change; in mode auto each message's plan (struct tn_group, decided by
+ * traffic/recovery.py above the engine) codes its groups as interleaved blocks, as
+ * traffic/requester.py does; the RTO is
  * RFC 6298 style, doubled per expiry.  Keeping the same rules (and doubles for time)
  * lets tests/traffic_native/test_engine_diff.py compare the two packet by packet.
  *
