@@ -226,7 +226,7 @@ def _run_auto(seed: int, *, native_req: bool = False, random_plans: bool = False
     times."""
     rng = random.Random(seed)
     mtu = rng.choice([64, 256])
-    kw = {"mode": Reliability.AUTO, "mtu": mtu, "rate_bps": 1e8,
+    kw = {"mode": Reliability.AUTO, "mtu": mtu, "rate_bps": rng.choice([1e6, 1e7, 1e8]),
           "window_pkts": rng.choice([4, 16, 64, 256]), "rto_initial_s": 0.05}
     qa = QpConfig(qpn=QPN, peer_qpn=QPN + 1, peer_ip=B, **kw)
     qb = QpConfig(qpn=QPN + 1, peer_qpn=QPN, peer_ip=A, **kw)
@@ -269,7 +269,7 @@ def _run_auto(seed: int, *, native_req: bool = False, random_plans: bool = False
         to_a: list[bytes] = []
         t = 0.0
         for _ in range(events):
-            t += rng.choice([1e-5, 1e-4, 1e-3, 5e-3])
+            t += rng.choice([1e-5, 1e-4, 1e-3, 5e-3, 0.02])
             if posted < len(msgs) and rng.random() < 0.01:
                 post(t)
             out: list[bytes] = []
@@ -361,3 +361,61 @@ def test_a_bad_plan_is_refused_with_its_reason(mode: Reliability, groups: list,
             eng.post_write(QPN, bytes(256), plan)
     finally:
         eng.close()
+
+
+@pytest.mark.skipif(not engine_available() or not erasure_code_works(),
+                    reason="the library's erasure code (ec.c) does not encode")
+def test_a_loss_in_a_group_still_being_sent_waits_for_its_repairs() -> None:
+    """A group's packet lost while the group is still being sent (a group longer than
+    the round trip: SACKs arrive before its repairs go out) is not declared lost by
+    the SACKs: its block's repairs are still to come, and they rebuild it.  Both
+    requesters, the same packets."""
+    mtu, start = 256, 77
+    kw = {"mode": Reliability.AUTO, "mtu": mtu, "rate_bps": 1e6, "window_pkts": 256,
+          "rto_initial_s": 2.0, "path_loss": LossModel.bernoulli(0.01)}
+    qa = QpConfig(qpn=QPN, peer_qpn=QPN + 1, peer_ip=B, **kw)
+    qb = QpConfig(qpn=QPN + 1, peer_qpn=QPN, peer_ip=A, **kw)
+    py_req = Requester(cfg=qa, local_ip=A, sport=SA, start_psn=start)
+    py_resp = Responder(cfg=qb, local_ip=B, sport=SB, start_psn=start)
+    na, nb = StepEngine(A), StepEngine(B)
+    na.add_qp(qa, requester=True, sport=SA, start_psn=start)
+    nb.add_qp(qb, requester=False, sport=SB, start_psn=start)
+    plan = recovery.fixed_plan(64, k=8, m=2, depth=8)
+    choose = recovery.choose
+    data = bytes(range(256)) * 64
+    try:
+        recovery.choose = lambda *_a, **_k: plan
+        py_req.post_write(data, now=0.0)
+        recovery.choose = choose
+        na.post_write(QPN, data, plan)
+        t, dropped = 0.0, 0
+        for _ in range(3000):
+            t += 1e-3
+            out: list[bytes] = []
+            py_req.poll(t, out)
+            na.step(t)
+            assert [p for _, _, _, p in na.output()] == out, f"t={t}: sent packets differ"
+            for p in out:
+                pkt = roce.parse_udp_payload(p)
+                if pkt.bth.psn == start + 2 and not dropped:
+                    dropped = 1  # the group's third packet, its first transmission
+                    continue
+                py_resp.on_packet(pkt, t)
+                nb.inject(A, SA, p, t)
+            ack = py_resp.take_ack() if out else None
+            nb.step(t)
+            assert [p for _, _, _, p in nb.output()] == ([ack] if ack else [])
+            if ack:
+                py_req.on_ack(roce.parse_udp_payload(ack), t)
+                na.inject(B, SB, ack, t)
+            if py_req.idle:
+                break
+        assert py_resp.counters.msgs_done == 1 and dropped
+        assert py_req.counters.retx_pkts == 0, "declared lost before its repairs were sent"
+        assert py_resp.counters.fec_repaired == 1
+        assert na.counters(QPN) == py_req.counters.as_dict()
+        assert nb.counters(QPN + 1) == py_resp.counters.as_dict()
+    finally:
+        recovery.choose = choose
+        na.close()
+        nb.close()

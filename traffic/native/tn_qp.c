@@ -1174,6 +1174,9 @@ static void detect_losses(struct tn_qp *q)
             struct tblock *b = &q->blocks[p->block & q->bmask];
             if (b->live && b->bid == p->block && (b->repair_tx < 0 || b->repair_tx >= hi))
                 break;
+        } else if (p->retx == 0 && p->grp && q->cg.live && p->seq >= q->cg.first_seq &&
+                   p->seq < q->cg.first_seq + q->cg.count) {
+            break;  /* its group is still being sent: its blocks' repairs are to come */
         }
         dq_pop(o);
         if (!p->queued) {
