@@ -435,6 +435,9 @@ void tn_qp_free(struct tn_qp *q)
 {
     if (!q)
         return;
+    if (q->msgs)
+        for (int64_t i = q->m_head; i < q->m_tail; i++)
+            free(q->msgs[i & (q->mcap - 1)].groups);
     free(q->slots); free(q->blocks); free(q->msgs); free(q->scratch); free(q->retx_acked);
     while (q->repair_q.len)
         free(dq_pop(&q->repair_q).ptr);
@@ -455,9 +458,6 @@ void tn_qp_free(struct tn_qp *q)
         for (int i = 0; i < TN_MAX_GROUP; i++)
             free(q->g_syms[i]);
     free(q->g_syms); free(q->g_lens);
-    if (q->msgs)
-        for (int64_t i = q->m_head; i < q->m_tail; i++)
-            free(q->msgs[i & (q->mcap - 1)].groups);
     for (int i = 0; i < MAX_REPAIR_SETS; i++)
         for (int j = 0; j < 16; j++)
             free(q->rsets[i].rep[j]);
