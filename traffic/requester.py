@@ -753,6 +753,8 @@ class Requester:
                 blk = self._blocks.get(p.block)
                 if blk is not None and (blk.repair_tx < 0 or blk.repair_tx >= hi):
                     break  # the receiver may still repair this block
+            elif p.retx == 0 and p.grp is not None and p.grp.added < p.grp.count:
+                break  # its group is still being sent: its blocks' repairs are to come
             order.popleft()
             if not p.queued:
                 p.queued = True
