@@ -103,9 +103,9 @@ def analyse(records: list[CollRecord], now: float) -> TransferView:
     for r in sends:
         assert r.peer is not None
         by_pair[(r.rank, r.peer)].append(r)
-    # window -> pair -> (median ratio, excess s, transfers, ratio of the finished ones)
+    # window -> pair -> (median ratio, excess s, transfers, counts in the floor)
     win: dict[int, dict[tuple[int, int],
-                        tuple[float, float, list[CollRecord], float | None]]] = defaultdict(dict)
+                        tuple[float, float, list[CollRecord], bool]]] = defaultdict(dict)
     floor_s = BASE_FLOOR * _typical_baseline(by_pair)
     for key, rs in by_pair.items():
         ps = PairStats(src=key[0], dst=key[1])
@@ -140,17 +140,17 @@ def analyse(records: list[CollRecord], now: float) -> TransferView:
                                      for r in grp]))
             med = max(float(np.median(fin)), lower) if fin else lower
             win[w][key] = (med / ps.baseline_s, med - ps.baseline_s, grp,
-                           float(np.median(fin)) / ps.baseline_s
-                           if len(fin) >= MIN_IN_WINDOW else None)
+                           len(fin) >= MIN_IN_WINDOW or med >= SLOW_RATIO * ps.baseline_s)
         v.pairs[key] = ps
         v.n_transfers += ps.n
     slow_windows: dict[tuple[int, int], list[tuple[int, float, float]]] = defaultdict(list)
     for w, pairs in win.items():
-        # (the floor from finished transfers only: an open one's age may flag its own
-        # pair but must not lower the others' floor)
-        done_r = [x[3] for x in pairs.values() if x[3] is not None]
-        floor = max(1.0, min(done_r)) if len(done_r) > 1 else 1.0
-        for key, (ratio, excess, grp, _fin) in pairs.items():
+        # (the floor from pairs with enough finished transfers, or already slow by their
+        # open ones' age: a pair whose transfers just started says nothing yet, and
+        # must not lower the others' floor; a stall of every pair is no pair's fault)
+        known = [x[0] for x in pairs.values() if x[3]]
+        floor = max(1.0, min(known)) if len(known) > 1 else 1.0
+        for key, (ratio, excess, grp, _known) in pairs.items():
             if ratio >= SLOW_RATIO * floor and excess >= SLOW_ABS_S:
                 slow_windows[key].append((len(grp), ratio / floor,
                                           min(r.start for r in grp)))
