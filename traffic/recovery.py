@@ -36,10 +36,10 @@ smooth p99), so wire time counts twice.  Repair packets are capped at
 
 The interface to an endpoint is :class:`MessagePlan`: a list of :class:`Group` (which
 packets of the message, how many blocks interleaved, how many repairs per block).  The
-Python requester (:mod:`traffic.requester`) executes it; the native engine does not take
-plans yet (it sends fixed consecutive (k, m) blocks and leaves interleaved repairs to
-selective repeat, so mode auto runs in the Python endpoint).  The decision lives here,
-above both.
+Python requester (:mod:`traffic.requester`) executes it, and so does the native engine
+(its requester proxy, :class:`traffic.native_endpoint.NativeRequester`, decides here and
+hands each message's groups to ``tn_post_write_plan``), so mode auto runs on either
+endpoint.  The decision lives here, above both.
 """
 from __future__ import annotations
 

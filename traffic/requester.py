@@ -397,8 +397,14 @@ class Requester:
             elif self._pending and self._sent_up_to - self._una < self._win_pkts:
                 pkt_buf, kind = self._pending[0].buf, "new"
             else:
-                if (self._pending and self.cfg.mode is Reliability.FEC and self._open_block):
-                    self._close_block()  # window-blocked: let the receiver repair now
+                if (self._pending and self.cfg.mode is Reliability.FEC
+                        and 2 * len(self._open_block) >= self.cfg.fec_k):
+                    # window-blocked with at least half a block open: let the receiver
+                    # repair now.  A smaller block waits for the window: under a
+                    # window-based CC (HPCC's R x T) the QP is blocked after nearly every
+                    # packet, and closing each one- or two-packet block with its m
+                    # repairs cost the demo's WAN QPs 12 % of their packets at k=32, m=1
+                    self._close_block()
                     continue
                 if self._pending and self._split_group(self._pending[0]):
                     continue  # the same, for an interleaved group
@@ -747,6 +753,8 @@ class Requester:
                 blk = self._blocks.get(p.block)
                 if blk is not None and (blk.repair_tx < 0 or blk.repair_tx >= hi):
                     break  # the receiver may still repair this block
+            elif p.retx == 0 and p.grp is not None and p.grp.added < p.grp.count:
+                break  # its group is still being sent: its blocks' repairs are to come
             order.popleft()
             if not p.queued:
                 p.queued = True

@@ -14,7 +14,7 @@ from .results import ResultsDir, RunResult
 from .spec import ExperimentSpec
 from .workload import flows
 
-__all__ = ["compare_plots", "compare_row", "deepest_queue", "fcts", "goodput_limit", "slug",
+__all__ = ["bottleneck_port", "compare_plots", "compare_row", "deepest_queue", "fcts", "goodput_limit", "slug",
            "utilisation"]
 
 
@@ -113,15 +113,33 @@ def utilisation(ranks: dict[str, Any], limit_bps: float) -> float | None:
     return sent * 8 / max(done) / limit_bps
 
 
+def bottleneck_port(s: dict[str, Any]) -> str | None:
+    """The egress port ("s1/9") of the directed link that sets the run's goodput limit
+    (``goodput_limit``'s water-filling: "s1:9->s2:2"), or None.  The bottleneck is where
+    the data queues by design; the deepest queue of a run can be elsewhere (a Python
+    switch descheduled for a moment queues 50 ACKs on the reverse direction of the same
+    4 Mbit/s link), so the side-by-side table follows the limit, not the maximum."""
+    link = (s.get("goodput_limit") or {}).get("bottleneck") or ""
+    head, sep, _ = link.partition("->")
+    node, colon, num = head.partition(":")
+    return f"{node}/{num}" if sep and colon else None
+
+
 def compare_row(s: dict[str, Any]) -> dict[str, Any]:
     """A variant's congestion figures for the side-by-side table: utilisation, the
     bottleneck's switch queue (median while busy, high water, tail drops: the P4
-    switches' own statistics), the senders' CNPs and DCQCN cuts, and the controller's
+    switches' own statistics; the bottleneck is the port of the link that sets the
+    goodput limit, or the worst port by tail drops, then high water), the senders' CNPs and DCQCN cuts, and the controller's
     loop end to end (host capture -> rate applied at the sender, p50/p99: ``cc: hpcc``)."""
     ports = s.get("switch_ports") or {}
-    worst: tuple[str | None, dict[str, int]] = max(
-        ports.items(), key=lambda kv: (kv[1]["tail_drops"], kv[1]["queue_high_water"]),
-        default=(None, {}))
+    worst: tuple[str | None, dict[str, int]]
+    limit_at = bottleneck_port(s)
+    if limit_at in ports:
+        worst = (limit_at, ports[limit_at])
+    else:
+        worst = max(ports.items(),
+                    key=lambda kv: (kv[1]["tail_drops"], kv[1]["queue_high_water"]),
+                    default=(None, {}))
     port = worst[0]
     busy = None
     if port is not None:

@@ -64,7 +64,7 @@ class RecoverySweep:
     fec_target_residual: float = 1e-3
     fec_max_overhead: float = 0.25
     engine: str = "python"
-    """The fixed modes' data path (python, native); auto runs in the Python endpoint."""
+    """Every mode's data path (python, native; the engine executes auto's plans too)."""
 
 
 def is_recovery_spec(path: Path) -> bool:
@@ -195,7 +195,7 @@ def run_point(b: Bed, sw: RecoverySweep, *, mode: str, rtt_s: float, fec: tuple[
               str(_window(rate, rtt_s, sw.inflight * msg_pkts)), "--inflight", str(sw.inflight),
               "--timeout", f"{sw.timeout_s}", "--seed", str(seed),
               "--rto-min", f"{max(0.05, 2 * rtt_s)}",
-              "--engine", "python" if mode == "auto" else sw.engine]
+              "--engine", sw.engine]
     if mode == "auto" and path_loss is not None:
         common += ["--path-loss", _loss_text(path_loss)]
     # the receiver first, and time for both to import before the start: a sender that

@@ -195,6 +195,18 @@ def test_variant_rows_and_control_loop_lines():
                    "rate_cuts": 12, "reaction_p50_s": None, "loop_p50_s": None,
                    "loop_p99_s": None}
     assert compare_row({})["switch_port"] is None
+    # the bottleneck is the limit's link, not the deepest queue: the CI run where a
+    # descheduled Python switch queued 50 ACKs on the reverse direction (s2/2) while
+    # the data's queue (s1/9) peaked at 49
+    hpcc_sender = {"switch_ports": {
+        "s1/9": {"queue_high_water": 49, "tail_drops": 0, "tx_packets": 2079},
+        "s2/2": {"queue_high_water": 50, "tail_drops": 0, "tx_packets": 2141}},
+        "goodput_limit": {"bottleneck": "s1:9->s2:2"}}
+    assert compare_row(hpcc_sender)["switch_port"] == "s1/9"
+    assert compare_row(hpcc_sender)["queue_high_water_pkts"] == 49
+    # a limit set by the QP rate names no port: the worst port stands in
+    qp_limited = {**hpcc_sender, "goodput_limit": {"bottleneck": "the QP rate"}}
+    assert compare_row(qp_limited)["switch_port"] == "s2/2"
     coll = {"loop_telemetry_to_decision_s": {"count": 10, "p50": 0.002, "p99": 0.01,
                                              "max": 0.02},
             "loop_telemetry_to_sent_s": None,

@@ -91,6 +91,25 @@ def test_fec_repairs_and_selective_repeat_does_the_rest(k: int, m: int) -> None:
     assert sum(x.fec_repaired for x in resp.messages) == rc.fec_repaired
 
 
+@pytest.mark.parametrize("loss", [None, 0.02])
+def test_a_window_limited_qp_pays_for_full_blocks_only(loss: float | None) -> None:
+    """Under a window-based CC the QP is window-blocked after nearly every packet; each
+    block closed there carried its m repairs for one or two packets (the demo's WAN QPs
+    sent 12 % repairs at k=32, m=1).  Now a block closes when blocked only with half of
+    it open: at most 2 m / k repairs per packet, plus the message tail's block."""
+    k, m = 32, 1
+    req, resp = _pair("fec", k=k, m=m, window=8, rate_bps=1e8)
+    msgs = [bytes(range(256)) * 1024] * 2          # 2 x 256 packets
+    res = _run(req, resp, msgs, (lambda n, b: False) if loss is None
+               else _bernoulli(loss, seed=3), delay_s=0.01)
+    data = req.counters.tx_data_pkts
+    assert data == 512
+    assert req.counters.repair_pkts <= 2 * m * data // k + 2 * m
+    if loss is not None:
+        assert res.data_dropped > 0
+        assert resp.counters.fec_repaired + req.counters.retx_pkts >= res.data_dropped
+
+
 def test_fec_bursty_loss_delivers_everything() -> None:
     req, resp = _pair("fec", k=8, m=2)
     res = _run(req, resp, _msgs(60, seed=3), _bursty(seed=14))  # a seed that loses some
