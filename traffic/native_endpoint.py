@@ -498,7 +498,7 @@ class NativeRequester(_Qp):
         srtt = self.srtt_s
         rtt = srtt if srtt is not None else self.cfg.rto_initial_s
         wire = self.cfg.mtu + BTH_LEN + ICRC_LEN + WIRE_OVERHEAD
-        rto = self.cfg.rto_min_s if self.cfg.rto_min_s > 2 * rtt else 0.0
+        rto = recovery.view_rto(self.cfg.rto_min_s, rtt)
         return recovery.PathView(loss=model, rtt_s=rtt, rate_bps=self.cfg.rate_bps,
                                  wire_pkt_bytes=wire, source=source, rto_s=rto)
 
@@ -510,25 +510,17 @@ class NativeRequester(_Qp):
         return recovery.choose(view, npk, self.policy)
 
     def warm_plans(self, sizes: list[int]) -> None:
-        """Decide for messages of these byte sizes now, for every round trip of the
-        policy's grid (as :meth:`traffic.requester.Requester.warm_plans`)."""
+        """Decide for messages of these byte sizes now (mode auto): :func:`recovery.warm`."""
         self._refresh()
         view = self.path_view()
         if view is None or self.cfg.mode is not Reliability.AUTO:
             return
-        for rtt in [view.rtt_s, *recovery.rtt_grid(0.002, 0.5)]:
-            rto = self.cfg.rto_min_s if self.cfg.rto_min_s > 2 * rtt else 0.0
-            v = dataclasses.replace(view, rtt_s=rtt, rto_s=rto)
-            for n in sizes:
-                recovery.choose(v, max(1, -(-n // self.cfg.mtu)), self.policy)
+        recovery.warm(view, sizes, mtu=self.cfg.mtu, rto_min_s=self.cfg.rto_min_s,
+                      cfg=self.policy)
 
     def scheme_counts(self) -> dict[str, int]:
         """Messages per recovery scheme (mode auto)."""
-        out: dict[str, int] = {}
-        for m in self.messages:
-            s = m.extra.get("recovery", {}).get("scheme", "sr")
-            out[s] = out.get(s, 0) + 1
-        return out
+        return recovery.scheme_counts(self.messages)
 
     def snapshot(self) -> dict:
         s = self._state
