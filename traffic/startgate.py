@@ -20,12 +20,20 @@ from pathlib import Path
 
 from traffic.errors import TrafficError
 
-__all__ = ["mark_ready", "ready_path", "release", "wait_all_ready", "wait_start"]
+__all__ = ["clear", "mark_ready", "ready_path", "release", "wait_all_ready", "wait_start"]
 
 
 def ready_path(start_file: Path, rank: int) -> Path:
     """Where rank ``rank`` says it is bound."""
     return start_file.with_name(f"{start_file.name}.ready-{rank}")
+
+
+def clear(start_file: Path) -> None:
+    """Remove a previous run's start file and markers (before starting ranks into a
+    folder that may hold them: they would start at once)."""
+    start_file.unlink(missing_ok=True)
+    for marker in start_file.parent.glob(f"{start_file.name}.ready-*"):
+        marker.unlink(missing_ok=True)
 
 
 def mark_ready(start_file: Path, rank: int) -> None:

@@ -29,6 +29,8 @@ def test_the_launcher_sees_each_marker_and_the_ranks_read_one_time(tmp_path: Pat
     assert startgate.wait_start(start, 1) == 1234.5
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "start", "start.ready-0", "start.ready-1"]   # no temporary file left
+    startgate.clear(start)   # a re-run into the same folder waits again
+    assert list(tmp_path.iterdir()) == []
 
 
 def _rank(rank: int, hosts: str, start: Path, out: Path) -> subprocess.Popen:
