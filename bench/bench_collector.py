@@ -15,8 +15,14 @@ receive rounds (recvmmsg, decode from the pool, tables); records per second of t
 collector thread's CPU time and the share of each stage.
 
 ``--shards N`` adds N collector processes behind one port (SO_REUSEPORT, steered by
-flow) against one process: reports sent while the processes are stopped, then the
-wall time until all are decoded into the tables.
+flow) against one process, both started once: ``--rounds`` backlogs of ``--backlog``
+reports each way, alternating.  A backlog is sent while the processes are held
+(SIGSTOP: the sender and its kernel work are done before the clock starts, each report
+queued in the socket of the process the steering program picks), then they are all
+released and timed until every report is in the tables, by their own stamps of their
+last round (the bench polls their counters every 250 ms, not while they work).  Before
+that, the collector's decode + tables in memory in N processes at once against one:
+what the cores give the same work without sockets.
 
 ``--rx`` compares ways of emptying a socket: recv() per datagram, recvmsg_into and
 recvmmsg (controller/int/rxbatch.c) into a slot pool, with 9216-byte rows and with
@@ -36,10 +42,14 @@ thinning each flow to ``HpccLoop.max_samples_per_flow`` samples per batch.
 from __future__ import annotations
 
 import argparse
+import os
+import socket
 import struct
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -47,6 +57,8 @@ from controller.cc import FeedbackSender, FeedbackTarget, HpccEngine, HpccLoop, 
 from controller.int.collector import Collector, CollectorConfig
 from controller.int.decode import ReportDecoder
 from controller.int.host import HostBatchDecoder
+from controller.int.shards import CollectorShards
+from controller.int.steer import flow_index
 from controller.int.synth import Hop, build_hpcc_report
 from formats.agent_batch import encode_batch, max_records
 from formats.int_md import (
@@ -180,7 +192,6 @@ def loop_latency(batches: list[list[bytes]], max_samples: int
                  ) -> tuple[float, float, float, float]:
     """(p50, p99 of telemetry -> decision, mean wall and CPU ms per batch) with the
     HPCC loop; CPU time is the figure to compare on a busy machine."""
-    import socket
     sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)   # the agents: feedback lands here
     sink.bind(("127.0.0.1", 0))
     eng = HpccEngine(n_flows=64, params=HpccParams(base_rtt_s=400e-6))
@@ -211,7 +222,6 @@ def socket_rate(kind: str, datagrams: list[bytes], rounds: int = 4,
     collector thread's CPU time, and its share per stage.  The datagrams are sent while
     the collector is held, so they wait in its socket as under load, then drained.
     ``native=False``: the tables' numpy path instead of tables.c."""
-    import socket
     cfg = config or CollectorConfig(report_port=0, agent_port=0, flow_capacity=1 << 16,
                                     rcvbuf_bytes=256 << 20)
     with Collector(cfg) as c, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
@@ -248,42 +258,144 @@ def socket_rate(kind: str, datagrams: list[bytes], rounds: int = 4,
             {k: v / total for k, v in cpu.items()})
 
 
-def shards_rate(n: int, datagrams: list[bytes]) -> tuple[float, float]:
-    """Reports per second (wall) that ``n`` collector processes behind one port drain
-    from their sockets: the processes are stopped while the reports are sent, so the
-    sender takes no core from them, then continued and timed until all are in.
-    Returns (reports/s of wall time, reports per second of the busiest process's
-    ingest CPU): the second is what the first becomes with a core per process."""
-    import os
-    import signal
-    import socket
+@dataclass
+class Drain:
+    """One pre-filled backlog drained by ``n`` collector processes."""
 
-    from controller.int.shards import CollectorShards
-    cfg = CollectorConfig(report_port=0, agent_port=None, flow_capacity=1 << 16,
-                          rcvbuf_bytes=256 << 20)
-    with CollectorShards(cfg, n) as sh, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
-        assert sh.report_address is not None
+    n: int
+    sent: int
+    #: reports each process took into its tables (the steering program's split)
+    split: list[int]
+    drops: int
+    #: release -> the last process's last round (CLOCK_MONOTONIC, the processes' own)
+    wall_s: float
+    #: the busiest process's ingest CPU (its collector thread: receive .. listeners)
+    busiest_cpu_s: float
+
+    @property
+    def rate(self) -> float:
+        return sum(self.split) / self.wall_s
+
+    @property
+    def cpu_rate(self) -> float:
+        return sum(self.split) / self.busiest_cpu_s
+
+
+def _send(tx: socket.socket, datagrams: list[bytes], n: int, cpus: list[int] | None) -> None:
+    """``datagrams`` out of ``tx``; with ``cpus`` (the processes are pinned), each
+    process's share from its core, so the kernel receives it there (loopback: in the
+    sender's context), as a NIC's receive queue pinned to that core would."""
+    if not cpus:
+        for d in datagrams:
+            tx.send(d)
+        return
+    where = [flow_index(d, n) for d in datagrams]
+    old = os.sched_getaffinity(0)
+    try:
+        for i in range(n):
+            os.sched_setaffinity(0, {cpus[i % len(cpus)]})
+            for d, k in zip(datagrams, where):
+                if k == i:
+                    tx.send(d)
+    finally:
+        os.sched_setaffinity(0, old)
+
+
+def prefill_drain(sh: CollectorShards, datagrams: list[bytes], poll_s: float = 0.25) -> Drain:
+    """Send ``datagrams`` into the held processes of ``sh`` (the kernel's steering puts
+    each in its process's socket queue; the sender is done before the clock starts),
+    release them all at once, and time until every report is in the tables: from the
+    release to the latest ``last_round_ns`` of the processes, their own clock stamps,
+    so the bench polls their counters only every ``poll_s`` to see that they are done."""
+    assert sh.report_address is not None
+    before = sh.shard_stats()
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
         tx.connect(sh.report_address)
-        for pid in sh.pids:
-            os.kill(pid, signal.SIGSTOP)
+        sh.hold()
         try:
-            for d in datagrams:
-                tx.send(d)
+            _send(tx, datagrams, sh.n, sh.cpus)
         finally:
-            t0 = time.perf_counter()
-            for pid in sh.pids:
-                os.kill(pid, signal.SIGCONT)
-        deadline = t0 + 120
-        while time.perf_counter() < deadline:
-            st = sh.stats()
-            if st.report_datagrams + st.socket_drops >= len(datagrams):
-                break
-            time.sleep(0.02)
-        wall = time.perf_counter() - t0
-        if st.socket_drops:
-            print(f"  ({st.socket_drops} datagrams dropped by the kernel)")
-        busiest = max(sum(p.stage_ns.values()) for p in sh.shard_stats()) / 1e9
-    return st.reports / wall, st.reports / busiest
+            t0 = sh.release()
+    want = sum(p.report_datagrams + p.socket_drops for p in before) + len(datagrams)
+    deadline = time.monotonic() + 120
+    while True:
+        time.sleep(poll_s)
+        after = sh.shard_stats()
+        if sum(p.report_datagrams + p.socket_drops for p in after) >= want:
+            break
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{sh.n} collector processes did not drain {len(datagrams)} "
+                               "reports within 120 s")
+    split = [a.reports - b.reports for a, b in zip(after, before)]
+    cpu = [sum(a.stage_ns.values()) - sum(b.stage_ns.values()) for a, b in zip(after, before)]
+    end = max(a.last_round_ns for a, k in zip(after, split) if k)
+    return Drain(n=sh.n, sent=len(datagrams), split=split,
+                 drops=sum(a.socket_drops - b.socket_drops for a, b in zip(after, before)),
+                 wall_s=(end - t0) / 1e9, busiest_cpu_s=max(cpu) / 1e9)
+
+
+def shard_scaling(n: int, datagrams: list[bytes], rounds: int, pin: bool = False
+                  ) -> dict[int, list[Drain]]:
+    """1 process and ``n`` processes (each set started once, on its own port, idle while
+    the other runs), ``rounds`` pre-filled backlogs each, alternating which goes first;
+    a first backlog each warms the tables and is not kept.  ``pin``: process i on core
+    i (``CollectorShards(cpus=...)``), its share sent from there."""
+    cpus = sorted(os.sched_getaffinity(0))[:n] if pin else None
+    # a queued 5-hop report costs the socket ~1 KiB of skb (truesize) on loopback
+    cfg = CollectorConfig(report_port=0, agent_port=None, flow_capacity=1 << 16,
+                          rcvbuf_bytes=min(1 << 30, max(256 << 20, 1536 * len(datagrams))))
+    out: dict[int, list[Drain]] = {1: [], n: []}
+    with CollectorShards(cfg, 1, cpus=cpus) as one, CollectorShards(cfg, n, cpus=cpus) as many:
+        for sh in (one, many):
+            prefill_drain(sh, datagrams[: len(datagrams) // 4])
+        for r in range(rounds):
+            for sh in ((one, many) if r % 2 == 0 else (many, one)):
+                out[sh.n].append(prefill_drain(sh, datagrams))
+    return out
+
+
+def _ingest_worker(reports: list[bytes], batch: int, go: Any, q: Any) -> None:
+    """A process running the collector's decode + tables on ``reports`` in memory
+    (``batch`` 0: a pure arithmetic loop instead, no memory beyond the core's caches)."""
+    if batch == 0:
+        go.wait()
+        t0, c0 = time.monotonic_ns(), time.thread_time_ns()
+        x = 0
+        for i in range(len(reports) * 20):
+            x += i * i
+        q.put((t0, time.monotonic_ns(), time.thread_time_ns() - c0, len(reports)))
+        return
+    c = Collector(CollectorConfig(report_port=0, agent_port=None, flow_capacity=1 << 16))
+    batches = [reports[i : i + batch] for i in range(0, len(reports), batch)]
+    for b in batches[:8]:
+        c.feed_reports(b)                     # warm: tables touched, code loaded
+    go.wait()                                 # a barrier: all processes start at once
+    t0, c0 = time.monotonic_ns(), time.thread_time_ns()
+    for b in batches:
+        c.feed_reports(b)
+    q.put((t0, time.monotonic_ns(), time.thread_time_ns() - c0, len(reports)))
+
+
+def parallel_ingest(n: int, reports: list[bytes], batch: int = 2048) -> tuple[float, float]:
+    """The collector's decode + tables from memory (no sockets, no kernel) in ``n``
+    processes at once: (reports/s of wall time from the first start to the last end,
+    reports/s of the slowest process's CPU x n).  What the machine's cores give the
+    collector's own work in parallel, the ceiling of the socket figure.  ``batch`` 0:
+    an arithmetic loop instead (``_ingest_worker``), what the cores give work that
+    shares nothing."""
+    import multiprocessing as mp
+    ctx = mp.get_context("spawn")
+    go, q = ctx.Barrier(n + 1), ctx.Queue()
+    procs = [ctx.Process(target=_ingest_worker, args=(reports, batch, go, q)) for _ in range(n)]
+    for p in procs:
+        p.start()
+    go.wait(timeout=300)
+    res = [q.get(timeout=300) for _ in procs]
+    for p in procs:
+        p.join()
+    total = sum(r[3] for r in res)
+    wall = (max(r[1] for r in res) - min(r[0] for r in res)) / 1e9
+    return total / wall, total / (max(r[2] for r in res) / 1e9)
 
 
 _BLASTER = """
@@ -340,7 +452,6 @@ def rx_compare(count: int = 20000) -> None:
     """us of this thread's CPU per datagram to empty a socket: recv() into new bytes
     objects, recvmsg_into and recvmmsg into a slot pool (``controller.int.rxbatch``,
     made and touched before the clock starts), same datagrams.  216 B: a 5-hop report."""
-    import socket
 
     from controller.int.rxbatch import RxPool, native_available
     methods = ["recv", "recvmsg_into"] + (["recvmmsg", "recvmmsg-512"] if native_available()
@@ -427,6 +538,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="also blast reports for S seconds, memory once a second")
     ap.add_argument("--shards", type=int, default=1,
                     help="also compare N collector processes behind one port with one")
+    ap.add_argument("--backlog", type=int, default=400_000,
+                    help="--shards: reports pre-filled into the held processes per round")
+    ap.add_argument("--rounds", type=int, default=5, help="--shards: backlogs each way")
     ap.add_argument("--socket", action="store_true",
                     help="also measure from the socket into the tables (CPU of one core)")
     ap.add_argument("--loop", action="store_true",
@@ -492,18 +606,40 @@ def main(argv: list[str] | None = None) -> int:
                   f"{rh_s:,.0f} hop records/s ({rh_s / s:.1f}x the struct loop's decode "
                   "alone); " + _shares(share))
     if a.shards > 1:
-        import os
-        blast = reports[:120000]
-        runs: dict[int, list[tuple[float, float]]] = {1: [], a.shards: []}
-        for _ in range(2):   # interleaved
-            for n in (1, a.shards):
-                runs[n].append(shards_rate(n, blast))
-        print(f"{a.shards} collector processes behind one port ({os.cpu_count()} cores, load "
-              f"{os.getloadavg()[0]:.1f}), best of 2 each:")
-        for k, what in ((0, "wall time"), (1, "ingest CPU of the busiest process")):
-            one, many = max(g[k] for g in runs[1]), max(g[k] for g in runs[a.shards])
-            print(f"  by {what}: {many:,.0f} reports/s vs one process {one:,.0f}: "
-                  f"{many / one:.2f}x = {many / (a.shards * one):.2f} x N x one")
+        load = os.getloadavg()
+        print(f"{a.shards} collector processes behind one port vs one, {os.cpu_count()} cores, "
+              f"load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (1/5/15 min)")
+        mem = reports[: min(len(reports), 200_000)]
+        for what, batch in (("an arithmetic loop", 0), ("decode + tables in memory", a.batch)) * 2:
+            p1, c1 = parallel_ingest(1, mem, batch)
+            pn, cn = parallel_ingest(a.shards, mem, batch)
+            print(f"  {what}, {a.shards} processes at once vs one: "
+                  f"{pn / (a.shards * p1):.2f} x N x one by wall time, "
+                  f"{cn / (a.shards * c1):.2f} by the slowest process's CPU"
+                  + (f" ({pn:,.0f} vs {p1:,.0f} reports/s)" if batch else ""))
+        backlog = (reports * (a.backlog // len(reports) + 1))[: a.backlog]
+        for pin in (False, True):
+            runs = shard_scaling(a.shards, backlog, a.rounds, pin=pin)
+            print(f"  pre-filled backlogs of {len(backlog):,} reports, released at once, "
+                  f"{a.rounds} rounds alternating (processes' own end stamps), "
+                  + ("process i pinned to core i, its share sent from there:" if pin else
+                     "processes where the scheduler puts them:"))
+            for d1, dn in zip(runs[1], runs[a.shards]):
+                print(f"    one {d1.rate:>10,.0f} reports/s ({d1.wall_s * 1e3:.0f} ms); "
+                      f"{a.shards} {dn.rate:>10,.0f} ({dn.wall_s * 1e3:.0f} ms, split "
+                      f"{'/'.join(str(k) for k in dn.split)}): "
+                      f"{dn.rate / (a.shards * d1.rate):.2f} x N x one; by the busiest "
+                      f"process's CPU {dn.cpu_rate / (a.shards * d1.cpu_rate):.2f}"
+                      + (f"  ({d1.drops + dn.drops} dropped)" if d1.drops + dn.drops else ""))
+            for what, f in (("wall time", lambda d: d.rate), ("busiest CPU", lambda d: d.cpu_rate)):
+                one = sorted(f(d) for d in runs[1])
+                many = sorted(f(d) for d in runs[a.shards])
+                med = many[len(many) // 2] / (a.shards * one[len(one) // 2])
+                print(f"    by {what}: median {many[len(many) // 2]:,.0f} vs one "
+                      f"{one[len(one) // 2]:,.0f} reports/s = {med:.2f} x N x one "
+                      f"(best/best {many[-1] / (a.shards * one[-1]):.2f})")
+        load = os.getloadavg()
+        print(f"  load after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     if a.soak:
         soak(distinct, a.soak)
     if a.udp:

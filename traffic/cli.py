@@ -15,6 +15,7 @@ from pathlib import Path
 
 from common import argtypes
 from common.loss import LossModel, LossSpecError
+from traffic import startgate
 from traffic.cc import registry as cc_registry
 from traffic.cc.dcqcn import DcqcnSettings
 from traffic.cc.hpcc import HpccSettings
@@ -122,8 +123,10 @@ def _common(p: argparse.ArgumentParser, *, with_hosts: bool = True) -> None:
         p.add_argument("--start-at", type=float, metavar="UNIX_TIME",
                        help="wall-clock time at which every rank starts sending")
         p.add_argument("--start-file", metavar="PATH",
-                       help="once bound, wait until PATH holds the start time (Unix "
-                            "seconds): `local` starts its ranks so, once all are bound")
+                       help="once bound, create PATH.ready-<rank> and wait until PATH "
+                            "holds the start time (Unix seconds), written by whoever "
+                            "started the ranks once every one is bound (`local` and the "
+                            "test bed start their ranks so; traffic/startgate.py)")
         p.add_argument("-o", "--out", metavar="FILE",
                        help="write the JSON summary (with per-QP time series) here")
     p.add_argument("--coll-log", metavar="DIR",
@@ -267,7 +270,8 @@ def _run_rank(args: argparse.Namespace) -> int:
                   hpcc=_hpcc_settings(args))
     ep_cfg = EndpointConfig(ip=args.hosts[args.rank], delay_s=args.delay,
                             loss=parse_loss(args.loss, seed=args.seed * 7919 + args.rank),
-                            loss_scope=args.loss_scope, control_path=args.control)
+                            loss_scope=args.loss_scope, control_path=args.control,
+                            realtime=True)  # the host's NIC (traffic.realtime)
     ar_bytes = sizes.lo if sizes.kind == "fixed" else int(sizes.mean)
     coll_log = (CollectiveLogWriter(args.coll_log, args.rank, max_bytes=args.coll_log_max_bytes)
                 if args.coll_log else None)
@@ -287,7 +291,8 @@ def _run_rank(args: argparse.Namespace) -> int:
     def ready() -> None:
         print(f"ready rank {args.rank} {args.hosts[args.rank]}", flush=True)
         if args.start_file:   # every rank is bound before anyone sends
-            time.sleep(max(0.0, _wait_start_file(Path(args.start_file), timeout)
+            startgate.mark_ready(Path(args.start_file), args.rank)
+            time.sleep(max(0.0, startgate.wait_start(Path(args.start_file), timeout)
                            - time.time()))
 
     summary = runner.run(timeout_s=timeout, start_at=args.start_at, progress=sys.stderr,
@@ -321,17 +326,6 @@ def _run_rank(args: argparse.Namespace) -> int:
               "the peers sent (ranks given different --seed?)", file=sys.stderr)
         return 3
     return 0
-
-
-def _wait_start_file(path: Path, timeout_s: float) -> float:
-    """The start time written to ``path`` by whoever starts the ranks."""
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
-        try:
-            return float(path.read_text())
-        except (OSError, ValueError):   # not there yet, or half written
-            time.sleep(0.01)
-    raise TrafficError(f"no start time in {path} within {timeout_s:g} s")
 
 
 def _hpcc_settings(args: argparse.Namespace) -> HpccSettings:
@@ -427,9 +421,7 @@ def _run_local(args: argparse.Namespace, argv: list[str]) -> int:
                     line = p.stdout.readline()
             # nobody sends before every rank can receive: a rank that bound late (a
             # slow start on a busy host) would otherwise cost retransmissions
-            tmp = start_file.with_suffix(".tmp")
-            tmp.write_text(f"{time.time() + 0.1 + 0.02 * args.nranks:.6f}")
-            tmp.rename(start_file)
+            startgate.release(start_file, time.time() + 0.1 + 0.02 * args.nranks)
             rc = 0
             for p in procs:
                 out, _ = p.communicate(timeout=args.timeout + 30)

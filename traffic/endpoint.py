@@ -20,6 +20,12 @@ CNP to the requester (at most one per QP per 50 us, as DCQCN prescribes).
 Emulated link (no netem here): packets for the endpoint's QPs can be dropped by a
 seeded loss model and held for a one-way delay before processing; with the same delay
 at both ends the round-trip time grows by twice that.
+
+Priority: with ``realtime`` (the ``traffic`` command's ranks ask for it) the thread that
+opened the endpoint runs at real-time priority until it is closed, as the native
+engine's thread does: it is the host's NIC, whose ACKs peers' timers count on, and at
+normal priority a loaded host kept it off the CPU for longer than any sane timer
+(:mod:`traffic.realtime`: best effort, a watchdog, ``TN_ENGINE_RT=0`` opts out).
 """
 from __future__ import annotations
 
@@ -41,6 +47,7 @@ from traffic.control import ControlCommand, ControlServer
 from traffic.emulation import DelayLine
 from traffic.errors import ConfigError
 from traffic.qp_types import MessageRecord, QpConfig
+from traffic.realtime import RealtimePriority
 from traffic.requester import Requester
 from traffic.responder import Responder
 
@@ -72,6 +79,8 @@ class EndpointConfig:
     sample_interval_s: float = 0.05
     rcvbuf_bytes: int = 8 << 20
     batch: int = 128
+    # run the opening thread at real-time priority while open (traffic.realtime)
+    realtime: bool = False
 
     def __post_init__(self) -> None:
         if self.loss_scope not in ("data", "all"):
@@ -139,6 +148,9 @@ class Endpoint:
             raise ConfigError(f"endpoint: cannot bind {cfg.ip}:{cfg.port}: {e.strerror}") from None
         self.rx.setblocking(False)
         self.control = ControlServer(cfg.control_path) if cfg.control_path else None
+        self.priority = RealtimePriority()
+        if cfg.realtime:
+            self.priority.enter()
 
     # -- QPs -------------------------------------------------------------------------
     def _qp_socket(self, qpn: int, dscp: int) -> socket.socket:
@@ -417,11 +429,16 @@ class Endpoint:
             self.series[qpn].append((round(now, 6), c.delivered_bytes, c.fec_repaired,
                                      c.msgs_done))
 
+    def engine_info(self) -> dict | None:
+        """The data path's own counters: which engine, at what priority."""
+        return {"name": "python", **self.priority.snapshot()}
+
     def stats(self, *, compact: bool = False) -> dict:
         """Counters of the endpoint and every QP (plus time series unless compact)."""
         out: dict = {
             "ip": self.cfg.ip, "time_s": round(self.now(), 6),
             "endpoint": dataclasses.asdict(self.counters),
+            **({"engine": eng} if (eng := self.engine_info()) is not None else {}),
             "injected_by_qp": {str(k): v for k, v in self.injected_by_qp.items()},
             "requesters": {str(q): r.snapshot() for q, r in self.requesters.items()},
             "responders": {str(q): r.snapshot() for q, r in self.responders.items()},
@@ -440,6 +457,7 @@ class Endpoint:
         if self._closed:
             return
         self._closed = True
+        self.priority.leave()
         for s in self._socks.values():
             s.close()
         self._socks.clear()

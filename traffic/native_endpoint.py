@@ -32,6 +32,8 @@ from collections.abc import Callable
 from typing import Self, cast
 
 from common.loss import LossKind, LossModel
+from formats.roce import BTH_LEN, ICRC_LEN
+from traffic import recovery
 from traffic.cc.hpcc import HpccSender, HpccState
 from traffic.control import ControlCommand, ControlServer
 from traffic.endpoint import Endpoint, EndpointConfig, EndpointCounters
@@ -40,12 +42,13 @@ from traffic.native import NativeLibraryError, load_library
 from traffic.native.cc_dcqcn import TnDcqcn, TnDcqcnParams, dcqcn_params
 from traffic.native.cc_hpcc import TnHpcc, TnHpccParams, hpcc_params
 from traffic.qp_types import MessageRecord, QpConfig, QpCounters, Reliability
+from traffic.requester import WIRE_OVERHEAD
 
 __all__ = ["ENGINES", "NativeEndpoint", "NativeRequester", "NativeResponder", "StepEngine",
            "engine_available", "make_endpoint", "native_unsupported"]
 
 ENGINES = ("auto", "native", "python")
-_MODES = {Reliability.GBN: 0, Reliability.SR: 1, Reliability.FEC: 2}
+_MODES = {Reliability.GBN: 0, Reliability.SR: 1, Reliability.FEC: 2, Reliability.AUTO: 3}
 #: the sender algorithms of traffic.cc.registry the engine runs (its tn_cc values)
 NATIVE_CC = {"none": 0, "dcqcn": 1, "hpcc-sender": 2}
 _WC_SEND, _WC_RECV = 1, 2
@@ -137,7 +140,7 @@ class QpStateC(ctypes.Structure):
                                        "fec_k", "fec_m", "window_pkts", "idle", "sport",
                                        "injected")] + [
         ("last_rtt_s", ctypes.c_double), ("min_rtt_s", ctypes.c_double),
-        ("rtt_samples", ctypes.c_uint64)]
+        ("rtt_samples", ctypes.c_uint64)] + _u64(["est_sent", "est_lost", "est_pairs"])
 
 
 class OutPkt(ctypes.Structure):
@@ -164,6 +167,9 @@ def _bind() -> ctypes.CDLL:
         "tn_create_qp": (ctypes.c_int, [_P, ctypes.POINTER(QpAttr)]),
         "tn_post_write": (ctypes.c_int, [_P, ctypes.c_uint32, ctypes.c_char_p,
                                          ctypes.c_uint64, ctypes.c_uint64]),
+        "tn_post_write_plan": (ctypes.c_int, [_P, ctypes.c_uint32, ctypes.c_char_p,
+                                              ctypes.c_uint64, ctypes.c_uint64,
+                                              ctypes.POINTER(TnGroup), ctypes.c_uint32]),
         "tn_post_send": (ctypes.c_int, [_P, ctypes.c_uint32, ctypes.c_char_p,
                                         ctypes.c_uint64, ctypes.c_uint64]),
         "tn_poll_cq": (ctypes.c_int, [_P, ctypes.POINTER(Wc), ctypes.c_int]),
@@ -219,18 +225,31 @@ def _ip_u32(ip: str) -> int:
         raise ConfigError(f"IPv4 address {ip!r} is not valid") from None
 
 
-def _native_mode(q: QpConfig) -> int:
-    if q.mode not in _MODES:
-        raise ConfigError(f"QP {q.qpn}: mode {q.mode.value!r} runs in the Python endpoint "
-                          "only (traffic.recovery); the engine runs gbn, sr, fec")
-    return _MODES[q.mode]
+class TnGroup(ctypes.Structure):
+    """``struct tn_group``: one group of a message's plan (traffic.recovery.Group)."""
+
+    _fields_ = [("first", ctypes.c_uint32), ("count", ctypes.c_uint32),
+                ("blocks", ctypes.c_uint32), ("m", ctypes.c_uint32)]
+
+
+def estimator_of(st: QpStateC) -> recovery.LossEstimator:
+    """The engine's loss counts of a mode-auto requester as a LossEstimator (its
+    ``model()`` is the QP's own loss model)."""
+    return recovery.LossEstimator(sent=int(st.est_sent), lost=int(st.est_lost),
+                                  pairs=int(st.est_pairs))
+
+
+def plan_groups_c(groups: tuple[recovery.Group, ...]) -> ctypes.Array:
+    """A plan's groups as the engine's ``struct tn_group`` array."""
+    return (TnGroup * len(groups))(*[TnGroup(g.first, g.count, g.blocks, g.m)
+                                     for g in groups])
 
 
 def _qp_attr(q: QpConfig, role: int, *, start_psn: int, keep_data: bool,
              sport: int = 0, burst_s: float = NATIVE_BURST_S,
              min_burst_bytes: int = 2 * 1100, catchup_s: float = NATIVE_CATCHUP_S) -> QpAttr:
     return QpAttr(qpn=q.qpn, peer_qpn=q.peer_qpn, peer_ip=_ip_u32(q.peer_ip), role=role,
-                  mode=_native_mode(q), mtu=q.mtu, rate_bps=float(q.rate_bps),
+                  mode=_MODES[q.mode], mtu=q.mtu, rate_bps=float(q.rate_bps),
                   window_pkts=q.window_pkts, fec_k=q.fec_k, fec_m=q.fec_m, dscp=q.dscp,
                   rto_min_s=q.rto_min_s, rto_max_s=q.rto_max_s, rto_initial_s=q.rto_initial_s,
                   max_msg_bytes=q.max_msg_bytes, start_psn=start_psn & 0xFFFFFF,
@@ -275,10 +294,8 @@ def native_unsupported(ep_cfg: EndpointConfig, qp_cc: str = "none",
     """Why this run needs the Python endpoint (None when the engine can run it)."""
     if qp_cc not in NATIVE_CC:
         return f"congestion control {qp_cc!r} (the engine runs {', '.join(NATIVE_CC)})"
-    if mode is Reliability.FEC and not erasure_code_works():
+    if mode.coded and not erasure_code_works():
         return "FEC: the library's erasure code is not built in yet"
-    if mode is Reliability.AUTO:
-        return "per-message recovery (--mode auto) runs in the Python endpoint only so far"
     return None
 
 
@@ -342,6 +359,11 @@ class NativeRequester(_Qp):
         self.cc: HpccSender | None = (HpccSender(cfg.rate_bps, cfg.hpcc)
                                       if cfg.cc == "hpcc-sender" else None)
         self._rate_changes = 0
+        # mode auto: the decision is made here, above the engine, per message
+        self.policy = recovery.PolicyConfig()
+        self.path_loss_log: list[tuple[float, str]] = []
+        if cfg.path_loss is not None:
+            self.path_loss_log.append((ep.now(), recovery.describe(cfg.path_loss)))
 
     def _refresh(self) -> None:
         super()._refresh()
@@ -384,7 +406,11 @@ class NativeRequester(_Qp):
 
     def post_write(self, data: bytes | bytearray | memoryview, *, tag: str = "",
                    now: float | None = None) -> MessageRecord:
-        """Queue one RDMA WRITE of ``data``; returns its record (filled on completion)."""
+        """Queue one RDMA WRITE of ``data``; returns its record (filled on completion).
+
+        Mode auto: the message's plan is chosen here (:func:`traffic.recovery.choose`,
+        as :class:`traffic.requester.Requester` chooses it) and handed to the engine,
+        which executes it (``tn_post_write_plan``)."""
         buf = bytes(data)
         if not buf:
             raise ConfigError(f"QP {self.qpn}: an RDMA WRITE needs at least one byte")
@@ -392,7 +418,17 @@ class NativeRequester(_Qp):
         msg = MessageRecord(msg_id=self._msg_id, size=len(buf),
                             posted_s=self.ep.now() if now is None else now,
                             crc32=zlib.crc32(buf), tag=tag)
-        if self.ep._lib.tn_post_write(self.ep._h, self.qpn, buf, len(buf), self._msg_id):
+        lib, h = self.ep._lib, self.ep._h
+        if self.cfg.mode is Reliability.AUTO:
+            npk = -(-len(buf) // self.cfg.mtu)
+            plan = self._plan(npk)
+            msg.extra["recovery"] = plan.as_dict(npk)
+            groups = plan_groups_c(plan.groups)
+            rc = lib.tn_post_write_plan(h, self.qpn, buf, len(buf), self._msg_id, groups,
+                                        len(groups))
+        else:
+            rc = lib.tn_post_write(h, self.qpn, buf, len(buf), self._msg_id)
+        if rc:
             self._msg_id -= 1
             raise ConfigError(self.ep._error())
         self._inflight[self._msg_id] = (msg, buf)  # the engine reads buf until completion
@@ -444,8 +480,47 @@ class NativeRequester(_Qp):
         self.fec_log.append((now, k, m))
 
     def set_path_loss(self, model: LossModel | None, now: float) -> None:
-        """Loss feedback: kept (the engine's QPs run a fixed mode, which ignores it)."""
+        """Loss feedback: the next message posted is planned with it (mode auto; a
+        fixed mode ignores it)."""
         self.cfg.path_loss = model
+        self.path_loss_log.append((now, "none" if model is None else recovery.describe(model)))
+
+    # -- mode auto: the decision above the engine (traffic.requester.Requester's rules) --
+    def path_view(self) -> recovery.PathView | None:
+        """What mode auto decides from: the controller's model, else the QP's own (the
+        engine counts the losses of packets sent without repair cover)."""
+        model, source = self.cfg.path_loss, "controller"
+        if model is None:
+            self._refresh()
+            model, source = estimator_of(self._state).model(), "own counters"
+        if model is None:
+            return None
+        srtt = self.srtt_s
+        rtt = srtt if srtt is not None else self.cfg.rto_initial_s
+        wire = self.cfg.mtu + BTH_LEN + ICRC_LEN + WIRE_OVERHEAD
+        rto = recovery.view_rto(self.cfg.rto_min_s, rtt)
+        return recovery.PathView(loss=model, rtt_s=rtt, rate_bps=self.cfg.rate_bps,
+                                 wire_pkt_bytes=wire, source=source, rto_s=rto)
+
+    def _plan(self, npk: int) -> recovery.MessagePlan:
+        self._refresh()  # the engine's RTT and rate
+        view = self.path_view()
+        if view is None:
+            return recovery.MessagePlan(scheme="sr", reason="no loss telemetry yet")
+        return recovery.choose(view, npk, self.policy)
+
+    def warm_plans(self, sizes: list[int]) -> None:
+        """Decide for messages of these byte sizes now (mode auto): :func:`recovery.warm`."""
+        self._refresh()
+        view = self.path_view()
+        if view is None or self.cfg.mode is not Reliability.AUTO:
+            return
+        recovery.warm(view, sizes, mtu=self.cfg.mtu, rto_min_s=self.cfg.rto_min_s,
+                      cfg=self.policy)
+
+    def scheme_counts(self) -> dict[str, int]:
+        """Messages per recovery scheme (mode auto)."""
+        return recovery.scheme_counts(self.messages)
 
     def snapshot(self) -> dict:
         s = self._state
@@ -456,6 +531,9 @@ class NativeRequester(_Qp):
                              else float(self._cc.rate_cap_bps)),
             **self._cc_snapshot(),
             "fec_k": self.cfg.fec_k, "fec_m": self.cfg.fec_m,
+            **({"path_loss_changes": [list(x) for x in self.path_loss_log[-100:]],
+                "schemes": self.scheme_counts()}
+               if self.cfg.mode is Reliability.AUTO else {}),
             "srtt_s": self.srtt_s, "rto_s": s.rto_s, "outstanding": int(s.outstanding),
             "rate_changes": [list(x) for x in self.rate_log[-100:]],
             "fec_changes": [list(x) for x in self.fec_log[-100:]],
@@ -645,12 +723,15 @@ class NativeEndpoint:
         self._sample(self.now())
         return True
 
-    def stats(self, *, compact: bool = False) -> dict:
-        out = Endpoint.stats(cast(Endpoint, self), compact=compact)
+    def engine_info(self) -> dict | None:
+        """The engine thread's counters (``realtime``: it got real-time priority)."""
         c = getattr(self, "_engine_counters", None)
-        if c is not None:
-            out["engine"] = {"name": "native", **{n: getattr(c, n) for n, _ in c._fields_}}
-        return out
+        if c is None:
+            return None
+        return {"name": "native", **{n: getattr(c, n) for n, _ in c._fields_}}
+
+    def stats(self, *, compact: bool = False) -> dict:
+        return Endpoint.stats(cast(Endpoint, self), compact=compact)
 
     def close(self) -> None:
         """Stop the engine thread, close its sockets and the control socket (idempotent)."""
@@ -725,9 +806,17 @@ class StepEngine:
         if self._lib.tn_create_qp(self._h, ctypes.byref(attr)):
             raise ConfigError(self._lib.tn_last_error(self._h).decode())
 
-    def post_write(self, qpn: int, data: bytes) -> None:
+    def post_write(self, qpn: int, data: bytes,
+                   plan: recovery.MessagePlan | None = None) -> None:
+        """Post an RDMA WRITE; with ``plan`` (mode auto) sent as its groups say."""
         self._keep.append(data)
-        if self._lib.tn_post_write(self._h, qpn, data, len(data), len(self._keep)):
+        if plan is not None and plan.groups:
+            arr = plan_groups_c(plan.groups)
+            rc = self._lib.tn_post_write_plan(self._h, qpn, data, len(data), len(self._keep),
+                                              arr, len(arr))
+        else:
+            rc = self._lib.tn_post_write(self._h, qpn, data, len(data), len(self._keep))
+        if rc:
             raise ConfigError(self._lib.tn_last_error(self._h).decode())
 
     def set_rate(self, qpn: int, rate: float) -> None:
@@ -777,6 +866,10 @@ class StepEngine:
         c = QpCountersC()
         self._lib.tn_qp_counters(self._h, qpn, ctypes.byref(c))
         return {n: int(getattr(c, n)) for n in QP_COUNTER_NAMES}
+
+    def loss_estimate(self, qpn: int) -> recovery.LossEstimator:
+        """A mode-auto requester's own loss counts (:class:`recovery.LossEstimator`)."""
+        return estimator_of(self.state(qpn))
 
     def state(self, qpn: int) -> QpStateC:
         s = QpStateC()

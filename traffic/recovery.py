@@ -36,16 +36,18 @@ smooth p99), so wire time counts twice.  Repair packets are capped at
 
 The interface to an endpoint is :class:`MessagePlan`: a list of :class:`Group` (which
 packets of the message, how many blocks interleaved, how many repairs per block).  The
-Python requester (:mod:`traffic.requester`) executes it; the native engine does not take
-plans yet (it sends fixed consecutive (k, m) blocks and leaves interleaved repairs to
-selective repeat, so mode auto runs in the Python endpoint).  The decision lives here,
-above both.
+Python requester (:mod:`traffic.requester`) executes it, and so does the native engine
+(its requester proxy, :class:`traffic.native_endpoint.NativeRequester`, decides here and
+hands each message's groups to ``tn_post_write_plan``), so mode auto runs on either
+endpoint.  The decision lives here, above both.
 """
 from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -54,7 +56,8 @@ from traffic.errors import ConfigError
 
 __all__ = ["MAX_DEPTH", "MAX_GROUP", "Group", "LossEstimator", "MessagePlan", "Outcome",
            "PathView", "PolicyConfig", "block_fail", "block_members", "choose", "fixed_plan",
-           "outcome", "plan_cost", "plan_groups", "repair_order", "rtt_grid", "tail_mean"]
+           "outcome", "plan_cost", "plan_groups", "repair_order", "rtt_grid", "scheme_counts",
+           "tail_mean", "view_rto", "warm"]
 
 MAX_DEPTH = 16
 """Most blocks interleaved in one group (the stride of a block's members)."""
@@ -410,6 +413,38 @@ def rtt_grid(lo: float, hi: float) -> list[float]:
 def _qt(x: float) -> float:
     """``x`` on a geometric grid of 25 % steps (0 stays 0)."""
     return 0.0 if x <= 0 else float(f"{1.25 ** round(math.log(x, 1.25)):.4g}")
+
+
+def view_rto(rto_min_s: float, rtt_s: float) -> float:
+    """The timeout a lost retransmission costs in a :class:`PathView`, from the RTT alone
+    (0: twice the RTT, the policy's default): the live RTO would make every decision
+    depend on the RTT's variance too, and each new input costs a decision."""
+    return rto_min_s if rto_min_s > 2 * rtt_s else 0.0
+
+
+def warm(view: PathView, sizes: Iterable[int], *, mtu: int, rto_min_s: float,
+         cfg: PolicyConfig) -> None:
+    """Decide for messages of these byte sizes now, at the view's RTT and at every round
+    trip of the grid from 2 ms to 0.5 s: later decisions come from the policy's cache
+    while the loss telemetry stands still, whatever the RTT does (both endpoints call
+    this before their first message)."""
+    npks = [max(1, -(-n // mtu)) for n in sizes]
+    for n in npks:
+        choose(view, n, cfg)
+    for rtt in rtt_grid(0.002, 0.5):
+        v = replace(view, rtt_s=rtt, rto_s=view_rto(rto_min_s, rtt))
+        for n in npks:
+            choose(v, n, cfg)
+
+
+def scheme_counts(messages: Iterable[Any]) -> dict[str, int]:
+    """Messages per recovery scheme, from the ``extra["recovery"]`` of each message
+    record (mode auto; a message without a plan counts as selective repeat)."""
+    out: dict[str, int] = {}
+    for m in messages:
+        s = m.extra.get("recovery", {}).get("scheme", "sr")
+        out[s] = out.get(s, 0) + 1
+    return out
 
 
 def choose(path: PathView, n_pkts: int, cfg: PolicyConfig = PolicyConfig()) -> MessagePlan:

@@ -33,7 +33,6 @@ bounds the packets in flight.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import zlib
 from dataclasses import dataclass, field
 
@@ -284,24 +283,15 @@ class Requester:
                                  wire_pkt_bytes=wire, source=source, rto_s=self._view_rto(rtt))
 
     def _view_rto(self, rtt: float) -> float:
-        """The timeout a lost retransmission costs, from the RTT alone (0: twice the
-        RTT, the policy's default): the live RTO would make every decision depend on
-        the RTT's variance too, and each new input costs a decision."""
-        return self.cfg.rto_min_s if self.cfg.rto_min_s > 2 * rtt else 0.0
+        return recovery.view_rto(self.cfg.rto_min_s, rtt)
 
     def warm_plans(self, sizes: list[int]) -> None:
-        """Decide for messages of these byte sizes now (mode auto), for every round trip
-        of the policy's grid from 2 ms to 0.5 s: later decisions come from the policy's
-        cache while the loss telemetry stands still, whatever the RTT does."""
+        """Decide for messages of these byte sizes now (mode auto): :func:`recovery.warm`."""
         view = self.path_view()
         if view is None or self.cfg.mode is not Reliability.AUTO:
             return
-        for n in sizes:
-            recovery.choose(view, max(1, -(-n // self.cfg.mtu)), self.policy)
-        for rtt in recovery.rtt_grid(0.002, 0.5):
-            v = dataclasses.replace(view, rtt_s=rtt, rto_s=self._view_rto(rtt))
-            for n in sizes:
-                recovery.choose(v, max(1, -(-n // self.cfg.mtu)), self.policy)
+        recovery.warm(view, sizes, mtu=self.cfg.mtu, rto_min_s=self.cfg.rto_min_s,
+                      cfg=self.policy)
 
     def _plan_message(self, msg: MessageRecord, npk: int) -> None:
         """Choose the message's scheme and attach its groups to its packets."""
@@ -753,6 +743,8 @@ class Requester:
                 blk = self._blocks.get(p.block)
                 if blk is not None and (blk.repair_tx < 0 or blk.repair_tx >= hi):
                     break  # the receiver may still repair this block
+            elif p.retx == 0 and p.grp is not None and p.grp.added < p.grp.count:
+                break  # its group is still being sent: its blocks' repairs are to come
             order.popleft()
             if not p.queued:
                 p.queued = True
@@ -836,11 +828,7 @@ class Requester:
 
     def scheme_counts(self) -> dict[str, int]:
         """Messages per recovery scheme (mode auto)."""
-        out: dict[str, int] = {}
-        for m in self.messages:
-            s = m.extra.get("recovery", {}).get("scheme", "sr")
-            out[s] = out.get(s, 0) + 1
-        return out
+        return recovery.scheme_counts(self.messages)
 
     def snapshot(self) -> dict:
         c = self.counters

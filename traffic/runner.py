@@ -224,8 +224,7 @@ class RankRunner:
             if self._ar is not None:
                 sizes = sorted({*sizes, max(1, allreduce_bytes // max(1, plan.nranks))})
             for req in self.requesters:
-                if isinstance(req, Requester):
-                    req.warm_plans(sizes)
+                req.warm_plans(sizes)  # Requester and NativeRequester alike
         self.faults = faults          # injected host faults (traffic.host_faults)
         # (due, stripes) of all-reduce steps a straggler posts late
         self.deferred: list[tuple[float, list[tuple[int, bytes, str]]]] = []

@@ -45,6 +45,19 @@ from traffic.cc import registry as cc_registry
 from . import _types
 
 
+def _cpu_list(text: str) -> tuple[int, ...]:
+    """ "0,1" or "0-3" or "0,2-3" -> cores (argparse type)."""
+    out: list[int] = []
+    try:
+        for part in text.split(","):
+            lo, sep, hi = part.strip().partition("-")
+            out += range(int(lo), int(hi) + 1) if sep else [int(lo)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected cores like 0,1 or 0-3") from None
+    if not out or min(out) < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected cores like 0,1 or 0-3")
+    return tuple(out)
+
 def _ecn(text: str) -> EcnProfile | None:
     from controller.runner.config import parse_ecn
     from controller.runner.errors import RunError
@@ -101,6 +114,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--collectors", type=int, default=1, metavar="N",
                    help="N collector processes behind the report and agent ports (SO_REUSEPORT, "
                         "reports steered by flow), their tables merged; default 1 (one thread)")
+    p.add_argument("--collector-cpus", type=_cpu_list, default=None, metavar="LIST",
+                   help="with --collectors N: pin process i to core LIST[i mod len] (e.g. 0,1 "
+                        "or 0-3); one process per core scales best (bench/README.md)")
     p.add_argument("--report-port", type=argtypes.port, default=REPORT_UDP_PORT, help="Telemetry Report UDP port")
     p.add_argument("--agent-port", type=argtypes.port, default=AGENT_BATCH_UDP_PORT, help="host agent batch UDP port")
     p.add_argument("--feedback-port", type=argtypes.port, default=FEEDBACK_UDP_PORT, help="agents' feedback UDP port")
@@ -229,7 +245,7 @@ def run(args: argparse.Namespace) -> int:
         "topology": args.topology, "out_dir": args.out, "influx": args.influx, "database": args.database,
         "org": args.org, "influx_credentials": args.influx_credentials, "target": Target(args.target), "p4info": args.p4info,
         "bmv2_json": args.bmv2_json, "listen": args.listen, "report_port": args.report_port,
-        "agent_port": args.agent_port, "collectors": args.collectors, "feedback_port": args.feedback_port,
+        "agent_port": args.agent_port, "collectors": args.collectors, "collector_cpus": args.collector_cpus, "feedback_port": args.feedback_port,
         "sink_mode": SinkMode(args.sink_mode), "collector_host": args.collector_host,
         "collector_ip": args.collector_ip, "collector_mac": args.collector_mac, "collector_at": args.collector_at,
         "standby_collectors": tuple(args.standby_collector),

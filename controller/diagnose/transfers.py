@@ -25,9 +25,13 @@ SLOW_ABS_S = 0.015   # ... and at least this much longer is slow
 WINDOW_S = 0.5       # transfers are judged in windows of this length
 MIN_IN_WINDOW = 2    # ... holding at least this many transfers of the pair
 HUNG_S = 2.0         # unfinished this long: hung (a run cut short leaves younger ones)
+STALLED_X = 3.0      # unfinished this many times its pair's baseline (and HUNG_S): stalled
 LATE_S = 0.1         # a rank posting a step this much later than the others is late
 BASE_N = 6           # baseline: the median of the pair's first transfers
-MIN_LATE = 3         # a rank is late with at least this many late steps
+MIN_LATE = 3         # a rank is late with at least this many late operations ...
+MIN_LATE_STEPS = 2   # ... or late ring steps (each one step of a ring: 1-2 s on the
+                     # Python target; no rank was late twice by chance in 147 trials of
+                     # issue #24's runs, at any time)
 MIN_SLOW_WINDOWS = 3  # a pair is slow in at least this many windows (a fault persists,
                       # a machine-wide stall of a loaded host passes)
 BASE_FLOOR = 0.75     # a pair's baseline is at least this share of the pairs' median one
@@ -40,6 +44,7 @@ class PairStats:
     n: int = 0
     slow: int = 0
     hung: int = 0
+    stalled: int = 0     # open transfers older than STALLED_X x baseline (hung ones too)
     retx: int = 0
     timeouts: int = 0
     baseline_s: float = 0.0
@@ -66,6 +71,12 @@ class TransferView:
     @property
     def bad_pairs(self) -> set[tuple[int, int]]:
         return {k for k, p in self.pairs.items() if p.bad > 0}
+
+    @property
+    def stalled_pairs(self) -> set[tuple[int, int]]:
+        """Pairs with a transfer open ``STALLED_X`` times their baseline: where a dead
+        link's silence is looked for (``hung`` waits 10x, seconds on a slow target)."""
+        return {k for k, p in self.pairs.items() if p.stalled > 0}
 
     @property
     def onset(self) -> float | None:
@@ -95,9 +106,9 @@ def analyse(records: list[CollRecord], now: float) -> TransferView:
     for r in sends:
         assert r.peer is not None
         by_pair[(r.rank, r.peer)].append(r)
-    # window -> pair -> (median ratio, excess s, transfers)
-    win: dict[int, dict[tuple[int, int], tuple[float, float, list[CollRecord]]]] = \
-        defaultdict(dict)
+    # window -> pair -> (median ratio, excess s, transfers, counts in the floor)
+    win: dict[int, dict[tuple[int, int],
+                        tuple[float, float, list[CollRecord], bool]]] = defaultdict(dict)
     floor_s = BASE_FLOOR * _typical_baseline(by_pair)
     for key, rs in by_pair.items():
         ps = PairStats(src=key[0], dst=key[1])
@@ -109,10 +120,14 @@ def analyse(records: list[CollRecord], now: float) -> TransferView:
             ps.retx += r.retx
             ps.timeouts += r.timeouts
             if r.end is None:
+                if now - r.start >= max(HUNG_S, STALLED_X * ps.baseline_s):
+                    ps.stalled += 1
                 if now - r.start >= max(HUNG_S, 10 * ps.baseline_s):
                     ps.hung += 1
                     ps.first_bad = r.start if ps.first_bad is None else min(ps.first_bad, r.start)
                     v.steps.append((r.rank, r.start, now, float("inf")))
+                else:   # its age so far: the least it will take
+                    groups[int((r.start - v.t0) / WINDOW_S)].append(r)
                 continue
             d = r.end - r.start
             v.steps.append((r.rank, r.start, r.end, d / ps.baseline_s if ps.baseline_s else 1.0))
@@ -120,14 +135,25 @@ def analyse(records: list[CollRecord], now: float) -> TransferView:
         for w, grp in groups.items():
             if len(grp) < MIN_IN_WINDOW or ps.baseline_s <= 0:
                 continue
-            med = float(np.median([r.end - r.start for r in grp if r.end is not None]))
-            win[w][key] = (med / ps.baseline_s, med - ps.baseline_s, grp)
+            # the finished transfers' median (the first to finish are the fast ones),
+            # or the median with the open ones at their age so far, a lower bound of
+            # the median they will have: a slowdown shows while its transfers last
+            fin = [r.end - r.start for r in grp if r.end is not None]
+            lower = float(np.median([(r.end if r.end is not None else now) - r.start
+                                     for r in grp]))
+            med = max(float(np.median(fin)), lower) if fin else lower
+            win[w][key] = (med / ps.baseline_s, med - ps.baseline_s, grp,
+                           len(fin) >= MIN_IN_WINDOW or med >= SLOW_RATIO * ps.baseline_s)
         v.pairs[key] = ps
         v.n_transfers += ps.n
     slow_windows: dict[tuple[int, int], list[tuple[int, float, float]]] = defaultdict(list)
     for w, pairs in win.items():
-        floor = max(1.0, min(x[0] for x in pairs.values())) if len(pairs) > 1 else 1.0
-        for key, (ratio, excess, grp) in pairs.items():
+        # (the floor from pairs with enough finished transfers, or already slow by their
+        # open ones' age: a pair whose transfers just started says nothing yet, and
+        # must not lower the others' floor; a stall of every pair is no pair's fault)
+        known = [x[0] for x in pairs.values() if x[3]]
+        floor = max(1.0, min(known)) if len(known) > 1 else 1.0
+        for key, (ratio, excess, grp, _known) in pairs.items():
             if ratio >= SLOW_RATIO * floor and excess >= SLOW_ABS_S:
                 slow_windows[key].append((len(grp), ratio / floor,
                                           min(r.start for r in grp)))
@@ -187,7 +213,7 @@ def _late_ranks(records: list[CollRecord]) -> dict[int, list[tuple[float, float]
                 others = [g for r, (_, g) in by_rank.items() if r != rank]
                 if others and gap - float(np.median(others)) > LATE_S:
                     late[rank].append((t_in, gap))
-        return {r: v for r, v in late.items() if len(v) >= MIN_LATE}
+        return {r: v for r, v in late.items() if len(v) >= MIN_LATE_STEPS}
     first: dict[tuple[int, int], float] = {}
     for r in records:
         if r.dir in ("send", "op"):

@@ -192,6 +192,10 @@ class CollectorStats:
     #: checks), decode, tables (hop/flow tables, sequence accounting), listeners
     rounds: int = 0
     stage_ns: dict[str, int] = field(default_factory=dict)
+    #: CLOCK_MONOTONIC ns when the last receive round that took datagrams was done
+    #: (tables and listeners included; 0: none yet): when a backlog was emptied,
+    #: without polling the counters for it
+    last_round_ns: int = 0
 
     @property
     def reports_lost(self) -> int:
@@ -229,6 +233,7 @@ class Collector:
         self._filters: list[tuple[str, SourceFilter]] = []
         self._pools: dict[str, RxPool] = {}
         self._rounds = 0
+        self._last_round_ns = 0
         self._stage_ns = dict.fromkeys(STAGES, 0)
         self.admission = Admission(keys=self.config.keys,
                                    report_sources=self.config.report_sources)
@@ -431,6 +436,7 @@ class Collector:
         st["tables"] += t5 - t
         st["listeners"] += t6 - t5
         self._rounds += 1
+        self._last_round_ns = time.monotonic_ns()
 
     def _account_seq_rows(self, buf: np.ndarray, lens: np.ndarray) -> None:
         """``_account_seq`` on a receive pool."""
@@ -608,6 +614,7 @@ class Collector:
                 socket_queued_bytes=queued,
                 rounds=self._rounds,
                 stage_ns=dict(self._stage_ns),
+                last_round_ns=self._last_round_ns,
             )
 
 

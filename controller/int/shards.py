@@ -74,10 +74,13 @@ def _forwarder(data: Connection) -> Listener:
 
 
 def _worker(index: int, n: int, config: CollectorConfig, conn: Connection,
-            data: Connection | None) -> None:
+            data: Connection | None, cpu: int | None = None) -> None:
     """One collector process: serve reads until told to stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # the parent stops us
     try:
+        if cpu is not None:   # threads started later inherit it; numpy's pool is there
+            for tid in os.listdir("/proc/self/task"):
+                os.sched_setaffinity(int(tid), {cpu})
         col = Collector(config, listeners=[_forwarder(data)] if data is not None else ())
         col.start()
         if index == 0:
@@ -106,12 +109,20 @@ def _worker(index: int, n: int, config: CollectorConfig, conn: Connection,
 class CollectorShards:
     """``n`` collector processes on the ports of ``config`` (see the module docstring);
     ``listeners`` and ``add_reader`` as on ``Collector``, on the parent's dispatch
-    thread."""
+    thread.  ``cpus``: worker i runs on core ``cpus[i % len(cpus)]`` only (pinned, as
+    the receive queues of a NIC are pinned to cores: a worker keeps its caches and
+    frees on its core what the kernel received there); None: where the scheduler
+    puts it."""
 
     def __init__(self, config: CollectorConfig, n: int, *,
-                 listeners: Sequence[Listener] = ()) -> None:
+                 listeners: Sequence[Listener] = (), cpus: Sequence[int] | None = None) -> None:
         if not 1 <= n <= 256:
             raise ConfigError(f"collectors={n}: expected 1..256")
+        if cpus is not None:
+            allowed = os.sched_getaffinity(0)
+            if not cpus or not set(cpus) <= allowed:
+                raise ConfigError(f"cpus={list(cpus)}: expected cores among {sorted(allowed)}")
+        self.cpus = list(cpus) if cpus is not None else None
         self.config = dataclasses.replace(config, reuse_port=True)
         self.n = n
         self.listeners: list[Listener] = list(listeners)
@@ -139,7 +150,8 @@ class CollectorShards:
             for i in range(self.n):
                 parent, child = ctx.Pipe()
                 data_r, data_w = ctx.Pipe(duplex=False) if self.listeners else (None, None)
-                p = ctx.Process(target=_worker, args=(i, self.n, cfg, child, data_w),
+                cpu = self.cpus[i % len(self.cpus)] if self.cpus else None
+                p = ctx.Process(target=_worker, args=(i, self.n, cfg, child, data_w, cpu),
                                 name=f"int-collector-{i}", daemon=True)
                 p.start()
                 child.close()
@@ -276,6 +288,29 @@ class CollectorShards:
     def pids(self) -> list[int]:
         return [p.pid for p in self.procs if p.pid is not None]
 
+    def hold(self) -> None:
+        """Stop the worker processes (SIGSTOP) until ``release()``: what is sent
+        meanwhile waits in their sockets, each in the queue of the process the steering
+        program chose, as a burst would.  For a backlog's tests and benchmarks (the
+        sender takes no core from the workers while they drain it); reads (``stats``)
+        block until released."""
+        for pid in self.pids:
+            os.kill(pid, signal.SIGSTOP)
+        deadline = time.monotonic() + 10
+        while not all(_stopped(pid) for pid in self.pids):   # kill() does not wait
+            if time.monotonic() > deadline:
+                raise ConfigError("collector processes did not stop within 10 s")
+            time.sleep(0.001)
+
+    def release(self) -> int:
+        """Continue the held workers (SIGCONT), all at once; the CLOCK_MONOTONIC ns
+        just before the first is continued (``CollectorStats.last_round_ns`` minus this
+        is how long they took to drain what was queued)."""
+        t0 = time.monotonic_ns()
+        for pid in self.pids:
+            os.kill(pid, signal.SIGCONT)
+        return t0
+
     def _ask(self, what: str) -> list[Any]:
         for c in self._conns:
             c.send(what)
@@ -315,6 +350,22 @@ class CollectorShards:
                 f = fh.read().rsplit(")", 1)[1].split()
             total += (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
         return total
+
+
+def _stopped(pid: int) -> bool:
+    """Every thread of process ``pid`` is stopped (state T in /proc)."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:
+        return True
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as fh:
+                if fh.read().rsplit(")", 1)[1].split()[0] not in ("T", "t", "Z", "X"):
+                    return False
+        except FileNotFoundError:
+            pass
+    return True
 
 
 def _concat(parts: list[Any], cls: type) -> Any:
@@ -387,7 +438,8 @@ def merge_seq(states: list[SeqState]) -> list[SeqState]:
 
 def merge_stats(parts: list[CollectorStats]) -> CollectorStats:
     """Counters summed, per-switch sequence states merged (``merge_seq``), per-agent
-    states of every process listed (an agent's batches go to one process)."""
+    states of every process listed (an agent's batches go to one process), the last
+    round's time the latest of the processes'."""
     out: dict[str, Any] = {}
     for f in dataclasses.fields(CollectorStats):
         vals = [getattr(p, f.name) for p in parts]
@@ -401,4 +453,5 @@ def merge_stats(parts: list[CollectorStats]) -> CollectorStats:
         else:
             out[f.name] = [x for v in vals for x in v]
     out["switches"] = merge_seq(out["switches"])
+    out["last_round_ns"] = max(p.last_round_ns for p in parts)   # a time, not a count
     return CollectorStats(**out)

@@ -259,10 +259,11 @@ class Controller:
         listeners: list[Listener] = [self._cc_listener, self.flow_loss]
         try:
             if c.collectors > 1:   # the listeners run here, on the shards' dispatch thread
-                self.collector = CollectorShards(ccfg, c.collectors, listeners=listeners).start()
+                self.collector = CollectorShards(ccfg, c.collectors, listeners=listeners,
+                                                 cpus=c.collector_cpus).start()
             else:
                 self.collector = Collector(ccfg, listeners=listeners).start()
-        except (CollectorError, OSError) as exc:  # a port in use, a bad address
+        except (CollectorError, OSError) as exc:  # a port in use, a bad address, bad cores
             raise RunError(f"collector on {c.listen}:{c.report_port}/{c.agent_port}: {exc}") from None
         # agents' confirmations ("rate applied") wake the collector thread
         self.collector.add_reader(self.hpcc.sender.sock, self._on_confirmations)

@@ -72,6 +72,7 @@ class RunConfig:
     # collector processes behind the report/agent ports (controller.int.shards), each
     # with flow_capacity flows; 1: one collector thread in this process
     collectors: int = 1
+    collector_cpus: tuple[int, ...] | None = None   # pin collector process i to core [i]
     # RED-style ECN marking on every egress port (DCQCN's congestion point); None: off
     ecn: EcnProfile | None = field(default_factory=EcnProfile)
     # live fault diagnosis: the ranks' collective log folders (empty: off), how often

@@ -38,6 +38,7 @@ from common.loss import LossModel, LossProcess
 from controller.lossmap.burst import cycles_from_sequence, fit_gilbert_elliott
 from controller.lossmap.fec import LinkModel, choose_fec
 from mininet_topos.preset_kind import spec_kind
+from traffic import startgate
 
 from .errors import SpecError
 
@@ -64,7 +65,7 @@ class RecoverySweep:
     fec_target_residual: float = 1e-3
     fec_max_overhead: float = 0.25
     engine: str = "python"
-    """The fixed modes' data path (python, native); auto runs in the Python endpoint."""
+    """Every mode's data path (python, native; the engine executes auto's plans too)."""
 
 
 def is_recovery_spec(path: Path) -> bool:
@@ -195,19 +196,23 @@ def run_point(b: Bed, sw: RecoverySweep, *, mode: str, rtt_s: float, fec: tuple[
               str(_window(rate, rtt_s, sw.inflight * msg_pkts)), "--inflight", str(sw.inflight),
               "--timeout", f"{sw.timeout_s}", "--seed", str(seed),
               "--rto-min", f"{max(0.05, 2 * rtt_s)}",
-              "--engine", "python" if mode == "auto" else sw.engine]
+              "--engine", sw.engine]
     if mode == "auto" and path_loss is not None:
         common += ["--path-loss", _loss_text(path_loss)]
-    # the receiver first, and time for both to import before the start: a sender that
-    # starts while the receiver is still importing loses its first packets to a closed
-    # port (seen as 1-3 s late starts on the loaded machine)
-    start_at = time.time() + 4.0
+    # both start once both are bound (traffic.startgate): a sender that starts while
+    # the receiver is still importing loses its first packets to a closed port (a fixed
+    # start 4 s ahead still saw 1-3 s late starts on the loaded machine)
+    start = out_dir / "start"
+    startgate.clear(start)   # a re-run into the same folder
     procs: list[subprocess.Popen] = []
     for rank, ns in ((1, b.h2), (0, b.h1)):
         cmd = [python, "-m", "traffic", "p2p", *common, "--rank", str(rank),
-               "--start-at", f"{start_at:.3f}", "-o", str(out_dir / f"r{rank}.json")]
+               "--start-file", str(start), "-o", str(out_dir / f"r{rank}.json")]
         procs.append(ns.popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                               text=True, cwd=str(_PROJECT_ROOT)))
+    startgate.wait_all_ready(start, 2, timeout_s=60.0,
+                             alive=lambda: all(p.poll() is None for p in procs))
+    startgate.release(start, time.time() + 0.1)
     errs = []
     for p in reversed(procs):
         try:

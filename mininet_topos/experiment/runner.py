@@ -22,6 +22,7 @@ from typing import Any
 
 from mininet_topos.testbed import Testbed
 from mininet_topos.topologies import resolve_topology
+from traffic import startgate
 from traffic.cc import registry as cc_registry
 
 from .analysis import analyse, summarise
@@ -61,6 +62,29 @@ __all__ = ["RunResult", "run_experiment", "run_specs", "sigterm_as_interrupt"]
 
 START_DELAY_S = 3.0
 FEC_TARGET_RESIDUAL = 1e-3
+
+
+def release_ranks(start_file: Path, procs: list[Any], *, planned: float,
+                  log: Callable[[str], None]) -> float:
+    """Start the ranks together once every one is bound (:mod:`traffic.startgate`): at
+    the planned time, or, when a rank bound after it (a loaded machine takes seconds to
+    start a Python process in a namespace), a moment after the last one did, so no
+    first window goes to a peer that cannot receive yet.  Injected faults keep the
+    planned time (their injectors were prepared for it); the rogue phase, the memory
+    watch and the run's deadline count from the start returned."""
+    alive = lambda: all(p.proc.poll() is None for p in procs)
+    missing = startgate.wait_all_ready(start_file, len(procs),
+                                       timeout_s=max(0.0, planned - time.time()) + 60.0,
+                                       alive=alive)
+    now = time.time()
+    at = max(planned, now + 0.1 + 0.02 * len(procs))
+    if missing:
+        log(f"ranks {missing} not bound (exited, or not within 60 s of the planned "
+            "start): starting the others")
+    elif at > planned + 0.05:
+        log(f"ranks bound {now - planned:.2f} s after the planned start: all start together")
+    startgate.release(start_file, at)
+    return at
 
 
 @contextlib.contextmanager
@@ -146,13 +170,16 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
                             out=res.path, on_exit=tb.add_cleanup)
             sf.prepare(tb)
         procs = []
+        start_file = tb.sock_dir / "start"
         for rank in reversed(range(len(ips))):  # receivers of rank 0 last: all bind first
             h = spec.workload.hosts[rank]
             argv = traffic_argv(spec, python=python, rank=rank, ips=ips,
-                                out=tdir / f"{h}.json", control=socks[h], start_at=start_at)
+                                out=tdir / f"{h}.json", control=socks[h], start_at=start_at,
+                                start_file=start_file)
             # each rank's collective log: `controller diagnose --out DIR` reads it
             argv[-1:-1] = ["--coll-log", str(res.path / "collectives")]
             procs.append(tb.spawn(f"traffic-{h}", h, argv + (sf.rank_args(rank) if sf else [])))
+        start_at = release_ranks(start_file, procs, planned=start_at, log=log)
         rogue = (RoguePhase(tb, spec, fl, start_at, res.path / "rogue.json", python=python)
                  if spec.rogue and spec.rogue.rate > 0 and spec.switch != "linux-router"
                  else None)

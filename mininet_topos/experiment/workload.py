@@ -63,14 +63,19 @@ def flows(spec: ExperimentSpec) -> list[Flow]:
 
 
 def traffic_argv(spec: ExperimentSpec, *, python: str, rank: int, ips: list[str], out: Path,
-                 control: Path | None, start_at: float) -> list[str]:
-    """``python -m traffic`` for ``rank`` of the spec's workload."""
+                 control: Path | None, start_at: float,
+                 start_file: Path | None = None) -> list[str]:
+    """``python -m traffic`` for ``rank`` of the spec's workload: starting at
+    ``start_at``, or, with ``start_file``, at the time the launcher writes there once
+    every rank is bound (:mod:`traffic.startgate`)."""
     w = spec.workload
     argv = [python, "-m", "traffic", w.kind, "--hosts", ",".join(ips), "--rank", str(rank),
             "-s", w.size, "-c", str(w.count), "-q", str(w.qps), "-m", spec.recovery,
             "--rate", w.rate, "--mtu", str(w.mtu), "-o", str(out),
             # one seed for all ranks: receivers regenerate what their peers sent from it
-            "--start-at", f"{start_at:.3f}", "--seed", str(spec.seed),
+            *(["--start-file", str(start_file)] if start_file is not None
+              else ["--start-at", f"{start_at:.3f}"]),
+            "--seed", str(spec.seed),
             "--timeout", f"{w.timeout_s or spec.duration_s:g}", "--engine", w.engine]
     if control is not None:
         argv += ["--control", str(control)]

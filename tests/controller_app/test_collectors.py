@@ -6,6 +6,7 @@ state as one collector: flows, paths, samples, per-flow losses (the loss map), h
 counters; HPCC runs on the merged flows and sends feedback."""
 from __future__ import annotations
 
+import os
 import socket
 from pathlib import Path
 from typing import Any
@@ -60,19 +61,23 @@ def _agent_batches(agent: int) -> list[bytes]:
             for j, i in enumerate(range(0, RECORDS, 50))]
 
 
-def _run(bed: SwitchBed, out: Path, collectors: int) -> tuple[dict[str, Any], list[int]]:
+def _run(bed: SwitchBed, out: Path, collectors: int,
+         cpus: tuple[int, ...] | None = None) -> tuple[dict[str, Any], list[int]]:
     fb = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     fb.bind(("127.0.0.1", 0))
     agents = {f"h{i}": ("127.0.0.1", fb.getsockname()[1]) for i in range(1, 5)}
     ctl = Controller(cfg=RunConfig(topology=str(bed.topology), out_dir=str(out), report_port=0,
                                    agent_port=0, status_interval_s=60, connect_timeout_s=1.0,
-                                   agents=agents, collectors=collectors))
+                                   agents=agents, collectors=collectors,
+                                   collector_cpus=cpus))
     ctl.start()
     senders = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(AGENTS + 1)]
     try:
         col = ctl.collector
         assert col is not None and col.report_address and col.agent_address
         assert isinstance(col, CollectorShards) == (collectors > 1)
+        if cpus is not None:
+            assert isinstance(col, CollectorShards) and col.cpus == list(cpus)
         reports = _reports()
         for d in reports:
             senders[0].sendto(d, col.report_address)
@@ -117,7 +122,9 @@ def _counters(state: dict[str, Any]) -> dict[str, Any]:
 def test_two_collector_processes_give_one_collectors_state(testbed: SwitchBed,
                                                            tmp_path: Path) -> None:
     one, per_one = _run(testbed, tmp_path / "one", 1)
-    two, per_two = _run(testbed, tmp_path / "two", 2)
+    # pinned one process per core (--collector-cpus), as the benchmark scales best
+    cores = tuple(sorted(os.sched_getaffinity(0)))[:2]
+    two, per_two = _run(testbed, tmp_path / "two", 2, cpus=cores)
     # the kernel steered the reports by flow, as the steering program says
     want = [0, 0]
     for d in _reports():
@@ -143,3 +150,21 @@ def test_collectors_out_of_range_is_a_clear_error(testbed: SwitchBed, tmp_path: 
     for n in (0, 65):
         with pytest.raises(RunError, match=f"--collectors {n}: expected 1..64"):
             RunConfig(topology=str(testbed.topology), out_dir=str(tmp_path), collectors=n)
+
+
+def test_collector_cpus_option_reads_lists_and_ranges_and_names_bad_ones() -> None:
+    import argparse
+
+    from controller.cli.run import _cpu_list
+
+    assert _cpu_list("0,1") == (0, 1) and _cpu_list("0-3") == (0, 1, 2, 3)
+    assert _cpu_list("0,2-3") == (0, 2, 3)
+    for bad in ("", "a", "1-", "-1", "0,,1"):
+        with pytest.raises(argparse.ArgumentTypeError, match="expected cores like 0,1 or 0-3"):
+            _cpu_list(bad)
+    # cores this process may not use: the collector's own error, named
+    from controller.int.collector import CollectorConfig
+    from controller.int.errors import ConfigError
+    from controller.int.shards import CollectorShards
+    with pytest.raises(ConfigError, match=r"cpus=\[4096\]: expected cores among"):
+        CollectorShards(CollectorConfig(report_port=0, agent_port=0), 2, cpus=[4096])

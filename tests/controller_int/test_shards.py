@@ -3,11 +3,14 @@ program), N processes keep disjoint flows, and their merged tables equal one
 collector's fed the same telemetry."""
 from __future__ import annotations
 
+import os
 import socket
 
 import numpy as np
+import pytest
 
 from controller.int.collector import Collector, CollectorConfig
+from controller.int.errors import ConfigError
 from controller.int.shards import CollectorShards
 from controller.int.steer import attach_flow_steering, flow_index
 from controller.int.synth import Hop, build_hpcc_report
@@ -95,3 +98,49 @@ def test_two_processes_merge_to_one_collectors_view() -> None:
     assert (hm.node_id[fm.path_slot[:, :2]] == fm.path_node[:, :2]).all()
     assert st.reports == len(reports) and st.reports_lost == st1.reports_lost == 1
     assert np.array_equal(np.sort(fm.samples), np.sort(f1.samples))
+
+
+@pytest.mark.parametrize("pinned", [False, True], ids=["scheduled", "pinned"])
+def test_a_held_backlog_is_steered_by_flow_and_counted_once(pinned: bool) -> None:
+    """The benchmark's pre-fill (``bench_collector --shards``): reports sent into held
+    processes wait in the socket the steering program picks, and once released every
+    report is taken exactly once, each flow whole in its process, the drain timed by
+    the processes' own stamps after the release.  Pinned: every thread of worker i
+    runs on core i only (each process's share is then sent from its core)."""
+    from bench.bench_collector import prefill_drain
+
+    flows, per_flow = 60, 20
+    reports = _reports(flows, per_flow)
+    cfg = CollectorConfig(report_port=0, agent_port=None, rcvbuf_bytes=16 << 20)
+    cpus = sorted(os.sched_getaffinity(0))[:2] if pinned else None
+    with CollectorShards(cfg, 2, cpus=cpus) as many:
+        if cpus is not None:
+            for i, pid in enumerate(many.pids):
+                for tid in os.listdir(f"/proc/{pid}/task"):
+                    assert os.sched_getaffinity(int(tid)) == {cpus[i % len(cpus)]}
+        d = prefill_drain(many, reports, poll_s=0.02)
+        st = many.stats()
+        wait_or_fail(lambda: int(many.flow_snapshot().samples.sum()) == len(reports))
+        fm = many.flow_snapshot()
+        d2 = prefill_drain(many, reports[: 5 * flows], poll_s=0.02)   # a second backlog
+    assert d.drops == 0 and d.sent == len(reports)
+    assert sum(d.split) == st.reports == len(reports)          # once each, no more
+    want = [0, 0]
+    for r in reports[:flows]:
+        want[flow_index(r, 2)] += per_flow
+    assert d.split == want and all(want)                       # where the program says
+    assert d.wall_s > 0 and st.last_round_ns > 0
+    # one row per flow, all its samples, in the process its reports were steered to
+    assert len(fm.slot) == flows and (fm.samples == per_flow).all()
+    where = {(int(ip), int(sp)): int(slot) // cfg.flow_capacity
+             for ip, sp, slot in zip(fm.src_ip, fm.sport, fm.slot)}
+    for f, r in enumerate(reports[:flows]):   # _reports: flow f's source and port
+        key = (0x0A000000 + ((f // 200) << 8) + f % 200 + 1, 49152 + f)
+        assert where[key] == flow_index(r, 2)
+    # counted per backlog: the second one's split is its own reports only
+    assert sum(d2.split) == 5 * flows and d2.drops == 0
+
+
+def test_cpus_outside_the_allowed_set_are_refused() -> None:
+    with pytest.raises(ConfigError, match="cpus="):
+        CollectorShards(CollectorConfig(report_port=0, agent_port=None), 2, cpus=[4096])

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from common.kernel.netns import Namespace, veth_pair
+from traffic import startgate
 
 PY = sys.executable
 ROOT = str(Path(__file__).resolve().parents[2])  # run ``python -m traffic`` from the checkout
@@ -107,15 +108,18 @@ def run_ranks(hosts: list[Namespace], pattern: str, args: list[str], out_dir: Pa
               per_rank: dict[int, list[str]] | None = None, timeout: float = 60.0) -> list[dict]:
     """Run one ``python -m traffic`` process per namespace; return their JSON summaries."""
     addrs = ",".join(h.ip for h in hosts)
-    start_at = time.time() + 1.5
+    start = out_dir / "start"   # the ranks start together once all are bound
     procs = []
     for r, h in enumerate(hosts):
         extra = (per_rank or {}).get(r, [])
         cmd = [PY, "-m", "traffic", pattern, "--hosts", addrs, "--rank", str(r),
-               "--start-at", f"{start_at:.3f}", "-o", str(out_dir / f"rank{r}.json"),
+               "--start-file", str(start), "-o", str(out_dir / f"rank{r}.json"),
                "--timeout", f"{timeout}", *args, *extra]
         procs.append(h.popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              cwd=ROOT))
+    startgate.wait_all_ready(start, len(procs), timeout_s=timeout,
+                             alive=lambda: all(p.poll() is None for p in procs))
+    startgate.release(start, time.time() + 0.1)
     outs = []
     for r, p in enumerate(procs):
         _out, err = p.communicate(timeout=timeout + 20)

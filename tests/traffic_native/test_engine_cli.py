@@ -99,3 +99,21 @@ def test_tn_write_bw_between_two_processes_on_loopback() -> None:
     row = out.strip().splitlines()[3].split()
     assert row[0] == "100000" and row[1] == "100" and row[-1] == "0"
     assert float(cli.stdout.strip().splitlines()[3].split()[2]) > 0
+
+
+@pytest.mark.root
+@pytest.mark.bpf
+@pytest.mark.slow
+@pytest.mark.skipif(not engine_available(), reason="native engine not built")
+def test_recovery_sweep_runs_auto_on_the_native_engine(tmp_path: Path) -> None:
+    """Issue 27: `engine: native` runs mode auto in the engine too (the plans decided
+    in Python per message), on namespaces with the WAN delay line and eBPF loss."""
+    from mininet_topos.experiment.recovery_sweep import RecoverySweep, run_sweep
+
+    sw = RecoverySweep(losses=["ge:5%/3"], rtt_ms=[20], modes=["auto"], size="64K",
+                       count=6, rate="50M", timeout_s=30, engine="native")
+    summary = run_sweep(sw, tmp_path, log=lambda *_: None)
+    (row,) = summary["recovery"]
+    assert row["endpoint"] == "native" and row["finished"] and row["messages"] == 6, row
+    assert row["repaired_pkts"] > 0 and sum(row["schemes"].values()) == 6, row
+    assert all(s.startswith(("fec", "tail")) for s in row["schemes"]), row["schemes"]

@@ -15,8 +15,11 @@ import zlib
 
 import pytest
 
+from common.loss import LossModel
 from formats import int_echo, roce
+from traffic import recovery
 from traffic.cc import HpccSettings
+from traffic.errors import ConfigError
 from traffic.native_endpoint import StepEngine, engine_available, erasure_code_works
 from traffic.qp_types import QpConfig, Reliability
 from traffic.requester import Requester
@@ -177,3 +180,242 @@ def test_engine_cc_decides_as_the_python_reference(cc: str, seed: int) -> None:
     the same rate after every ACK, hence the same paced packets."""
     res = _run(seed, Reliability.SR, cc=cc, events=300)
     assert res["crc_ok"]
+
+
+# -- mode auto: per-message plans, interleaved blocks, bursty loss ------------------------
+class _Burst:
+    """A Gilbert-Elliott drop pattern: bursts of ``burst`` packets on average (every
+    packet of a burst lost), ``loss`` of all packets."""
+
+    def __init__(self, rng: random.Random, loss: float, burst: float):
+        self.rng, self.r = rng, 1 / burst
+        self.p = loss * self.r / (1 - loss)
+        self.bad = False
+
+    def drop(self) -> bool:
+        self.bad = (self.rng.random() >= self.r) if self.bad else (self.rng.random() < self.p)
+        return self.bad
+
+
+def _random_plan(rng: random.Random, n: int) -> recovery.MessagePlan:
+    """Any plan the engine must execute: plain SR, a tail block, interleaved groups over
+    the whole message or only part of it."""
+    kind = rng.choice(["sr", "tail", "fec", "fec", "part"])
+    m = rng.randint(1, 4)
+    if kind == "sr":
+        return recovery.MessagePlan(scheme="sr")
+    if kind == "tail":
+        t = min(n, rng.choice([1, 4, 8, 32]))
+        return recovery.MessagePlan(scheme="tail", m=m, tail_pkts=t,
+                                    groups=(recovery.Group(first=n - t, count=t, blocks=1, m=m),))
+    k, depth = rng.choice([1, 3, 8, 16]), rng.choice([1, 2, 4, 16])
+    first = rng.randint(0, n - 1) if kind == "part" else 0
+    return recovery.MessagePlan(scheme="fec", k=k, m=m, depth=depth,
+                                groups=recovery.plan_groups(n, k=k, m=m, depth=depth,
+                                                            first=first))
+
+
+def _run_auto(seed: int, *, native_req: bool = False, random_plans: bool = False,
+              events: int = 3000) -> dict:
+    """The Python requester in mode auto (its plans from a bursty path's model: SR, tail
+    repairs, interleaved groups, split when window-blocked; or random plans) to the
+    Python responder and the native one, fed the same packets: the same ACKs after
+    every batch, the same counters at the end, every message delivered.  With
+    ``native_req`` the native requester gets the same plans and must send the same
+    packets (data, repairs in the interleaver's order, retransmissions) at the same
+    times."""
+    rng = random.Random(seed)
+    mtu = rng.choice([64, 256])
+    kw = {"mode": Reliability.AUTO, "mtu": mtu, "rate_bps": rng.choice([1e6, 1e7, 1e8]),
+          "window_pkts": rng.choice([4, 16, 64, 256]), "rto_initial_s": 0.05}
+    qa = QpConfig(qpn=QPN, peer_qpn=QPN + 1, peer_ip=B, **kw)
+    qb = QpConfig(qpn=QPN + 1, peer_qpn=QPN, peer_ip=A, **kw)
+    start = rng.choice([0, 0xFFFFF0, 12345])
+    loss, burst = rng.choice([(0.05, 3), (0.05, 10), (0.01, 3)])
+    py_req = Requester(cfg=qa, local_ip=A, sport=SA, start_psn=start, now_s=0.0)
+    py_req.set_path_loss(LossModel.gilbert_elliott(p=loss / burst / (1 - loss), r=1 / burst),
+                         0.0)
+    py_resp = Responder(cfg=qb, local_ip=B, sport=SB, start_psn=start)
+    na, nb = StepEngine(A), StepEngine(B)
+    na.add_qp(qa, requester=True, sport=SA, start_psn=start)
+    nb.add_qp(qb, requester=False, sport=SB, start_psn=start)
+    drops = _Burst(rng, loss, burst)
+    choose = recovery.choose
+    try:
+        msgs = [rng.randbytes(mtu * rng.choice([1, 3, 10, 40, 120]) - rng.randint(0, mtu - 1))
+                for _ in range(rng.randint(3, 8))]
+        posted = 0
+
+        def post(t: float) -> None:
+            nonlocal posted
+            data = msgs[posted]
+            posted += 1
+            npk = -(-len(data) // mtu)
+            view = py_req.path_view()
+            assert view is not None
+            plan = _random_plan(rng, npk) if random_plans else choose(view, npk, py_req.policy)
+            recovery.choose = lambda *_a, **_k: plan  # what the Python requester decides
+            try:
+                msg = py_req.post_write(data, now=t)
+            finally:
+                recovery.choose = choose
+            assert msg.extra["recovery"] == plan.as_dict(npk)
+            na.clock(t)
+            na.post_write(QPN, data, plan)
+
+        for _ in range(rng.randint(1, len(msgs))):
+            post(0.0)
+        to_b: list[bytes] = []
+        to_a: list[bytes] = []
+        t = 0.0
+        for _ in range(events):
+            t += rng.choice([1e-5, 1e-4, 1e-3, 5e-3, 0.02])
+            if posted < len(msgs) and rng.random() < 0.01:
+                post(t)
+            out: list[bytes] = []
+            w_py = py_req.poll(t, out)
+            if native_req:
+                w_n = na.step(t)
+                out_n = [p for _, _, _, p in na.output()]
+                assert out_n == out, f"seed {seed} t={t}: sent packets differ"
+                assert w_n == w_py, f"seed {seed} t={t}: next due {w_n} != {w_py}"
+            to_b += [p for p in out if not drops.drop()]
+            n = rng.randint(0, len(to_b))
+            batch, to_b = to_b[:n], to_b[n:]
+            for p in batch:
+                py_resp.on_packet(roce.parse_udp_payload(p), t)
+                nb.inject(A, SA, p, t)
+            ack_py = py_resp.take_ack() if batch else None
+            nb.step(t)
+            ack_n = [p for _, _, _, p in nb.output()]
+            assert ack_n == ([ack_py] if ack_py else []), f"seed {seed} t={t}: ACKs differ"
+            if ack_py and rng.random() >= 0.02:
+                to_a.append(ack_py)
+            if rng.random() < 0.7:
+                for ack in to_a:
+                    py_req.on_ack(roce.parse_udp_payload(ack), t)
+                    if native_req:
+                        na.inject(B, SB, ack, t)
+                to_a = []
+            if (posted == len(msgs) and py_req.idle
+                    and py_resp.counters.msgs_done == len(msgs) and not to_b):
+                break
+        rx_crcs = [c for _, kind, _, c in nb.completions() if kind == 2]
+        assert rx_crcs == [zlib.crc32(m) for m in msgs], f"seed {seed}: not all delivered"
+        assert [m.crc32 for m in py_resp.messages] == rx_crcs
+        assert nb.counters(QPN + 1) == py_resp.counters.as_dict()
+        if native_req:
+            assert na.counters(QPN) == py_req.counters.as_dict()
+            assert bool(na.state(QPN).idle) == py_req.idle
+            est = na.loss_estimate(QPN)
+            le = py_req.loss_estimate
+            assert (est.sent, est.lost, est.pairs) == (le.sent, le.lost, le.pairs)
+        schemes = [m.extra["recovery"] for m in py_req.messages]
+        return {"repaired": py_resp.counters.fec_repaired,
+                "repairs": py_req.counters.repair_pkts,
+                "retx": py_req.counters.retx_pkts,
+                "interleaved": any(s["scheme"] == "fec" and s["depth"] > 1 for s in schemes)}
+    finally:
+        recovery.choose = choose
+        na.close()
+        nb.close()
+
+
+@pytest.mark.skipif(not engine_available() or not erasure_code_works(),
+                    reason="the library's erasure code (ec.c) does not encode")
+def test_native_responder_decodes_interleaved_groups_as_python() -> None:
+    """Issue 27: the native responder decodes mode auto's interleaved blocks (and tail
+    blocks) as traffic/responder.py does, fec_repaired included, on bursty loss."""
+    res = [_run_auto(seed) for seed in range(10)]
+    assert any(r["interleaved"] for r in res)
+    assert sum(r["repaired"] for r in res) > 0
+
+
+@pytest.mark.skipif(not engine_available() or not erasure_code_works(),
+                    reason="the library's erasure code (ec.c) does not encode")
+@pytest.mark.parametrize("random_plans", [False, True], ids=["policy", "random"])
+@pytest.mark.parametrize("seed", range(8))
+def test_native_requester_executes_plans_as_python(seed: int, random_plans: bool) -> None:
+    """Issue 27: the engine takes a plan per message (tn_post_write_plan) and sends it
+    packet for packet as traffic/requester.py does: groups, tails, repairs in the
+    interleaver's order, groups split when the window blocks, retransmissions."""
+    _run_auto(seed, native_req=True, random_plans=random_plans)  # asserts as it runs
+
+
+@pytest.mark.parametrize(("mode", "groups", "why"), [
+    (Reliability.SR, [recovery.Group(0, 4, 1, 1)], "needs mode auto"),
+    (Reliability.AUTO, [recovery.Group(2, 4, 1, 1)], "outside the message's 4 packets"),
+    (Reliability.AUTO, [recovery.Group(0, 2, 1, 1), recovery.Group(1, 2, 1, 1)],
+     "after the group before"),
+    (Reliability.AUTO, [recovery.Group(0, 4, 17, 1)], "blocks 1..16"),
+    (Reliability.AUTO, [recovery.Group(0, 4, 1, 17)], "m 0..16"),
+])
+def test_a_bad_plan_is_refused_with_its_reason(mode: Reliability, groups: list,
+                                               why: str) -> None:
+    eng = StepEngine(A)
+    try:
+        eng.add_qp(QpConfig(qpn=QPN, peer_qpn=QPN + 1, peer_ip=B, mode=mode, mtu=64),
+                   requester=True, sport=SA)
+        plan = recovery.MessagePlan(scheme="fec", groups=tuple(groups))
+        with pytest.raises(ConfigError, match=why):
+            eng.post_write(QPN, bytes(256), plan)
+    finally:
+        eng.close()
+
+
+@pytest.mark.skipif(not engine_available() or not erasure_code_works(),
+                    reason="the library's erasure code (ec.c) does not encode")
+def test_a_loss_in_a_group_still_being_sent_waits_for_its_repairs() -> None:
+    """A group's packet lost while the group is still being sent (a group longer than
+    the round trip: SACKs arrive before its repairs go out) is not declared lost by
+    the SACKs: its block's repairs are still to come, and they rebuild it.  Both
+    requesters, the same packets."""
+    mtu, start = 256, 77
+    kw = {"mode": Reliability.AUTO, "mtu": mtu, "rate_bps": 1e6, "window_pkts": 256,
+          "rto_initial_s": 2.0, "path_loss": LossModel.bernoulli(0.01)}
+    qa = QpConfig(qpn=QPN, peer_qpn=QPN + 1, peer_ip=B, **kw)
+    qb = QpConfig(qpn=QPN + 1, peer_qpn=QPN, peer_ip=A, **kw)
+    py_req = Requester(cfg=qa, local_ip=A, sport=SA, start_psn=start)
+    py_resp = Responder(cfg=qb, local_ip=B, sport=SB, start_psn=start)
+    na, nb = StepEngine(A), StepEngine(B)
+    na.add_qp(qa, requester=True, sport=SA, start_psn=start)
+    nb.add_qp(qb, requester=False, sport=SB, start_psn=start)
+    plan = recovery.fixed_plan(64, k=8, m=2, depth=8)
+    choose = recovery.choose
+    data = bytes(range(256)) * 64
+    try:
+        recovery.choose = lambda *_a, **_k: plan
+        py_req.post_write(data, now=0.0)
+        recovery.choose = choose
+        na.post_write(QPN, data, plan)
+        t, dropped = 0.0, 0
+        for _ in range(3000):
+            t += 1e-3
+            out: list[bytes] = []
+            py_req.poll(t, out)
+            na.step(t)
+            assert [p for _, _, _, p in na.output()] == out, f"t={t}: sent packets differ"
+            for p in out:
+                pkt = roce.parse_udp_payload(p)
+                if pkt.bth.psn == start + 2 and not dropped:
+                    dropped = 1  # the group's third packet, its first transmission
+                    continue
+                py_resp.on_packet(pkt, t)
+                nb.inject(A, SA, p, t)
+            ack = py_resp.take_ack() if out else None
+            nb.step(t)
+            assert [p for _, _, _, p in nb.output()] == ([ack] if ack else [])
+            if ack:
+                py_req.on_ack(roce.parse_udp_payload(ack), t)
+                na.inject(B, SB, ack, t)
+            if py_req.idle:
+                break
+        assert py_resp.counters.msgs_done == 1 and dropped
+        assert py_req.counters.retx_pkts == 0, "declared lost before its repairs were sent"
+        assert py_resp.counters.fec_repaired == 1
+        assert na.counters(QPN) == py_req.counters.as_dict()
+        assert nb.counters(QPN + 1) == py_resp.counters.as_dict()
+    finally:
+        recovery.choose = choose
+        na.close()
+        nb.close()

@@ -41,17 +41,19 @@ def _pump(tx, rx, done, timeout_s: float = 30.0) -> bool:
     return False
 
 
-@pytest.mark.parametrize("mode", [m for m in Reliability if m is not Reliability.AUTO])
+@pytest.mark.parametrize("mode", list(Reliability))
 @pytest.mark.parametrize("native_side", ["requester", "responder"])
 def test_native_and_python_interoperate(mode: Reliability, native_side: str) -> None:
-    loss = LossProcess(LossModel.bernoulli(0.02), seed=3)  # at the receiver, either engine
+    model = LossModel.bursty(0.02, 3) if mode is Reliability.AUTO else LossModel.bernoulli(0.02)
+    loss = LossProcess(model, seed=3)  # at the receiver, either engine
     rx_cfg = EndpointConfig(ip=B, **({"loss": loss} if loss else {}))
     if native_side == "requester":
         tx, rx = NativeEndpoint(EndpointConfig(ip=A)), Endpoint(rx_cfg)
     else:
         tx, rx = Endpoint(EndpointConfig(ip=A)), NativeEndpoint(rx_cfg)
     with tx, rx:
-        q = {"mode": mode, "rate_bps": 1e9, "fec_k": 8, "fec_m": 2, "rto_min_s": 0.004}
+        q = {"mode": mode, "rate_bps": 1e9, "fec_k": 8, "fec_m": 2, "rto_min_s": 0.004,
+             "path_loss": model if mode is Reliability.AUTO else None}
         req = tx.add_requester(QpConfig(qpn=QPN, peer_qpn=QPN, peer_ip=B, **q))
         got: list[bytes] = []
         resp = rx.add_responder(QpConfig(qpn=QPN, peer_qpn=QPN, peer_ip=A, **q),
@@ -73,6 +75,8 @@ def test_native_and_python_interoperate(mode: Reliability, native_side: str) -> 
             assert snap["retx_pkts"] + repaired > 0
             if mode is Reliability.FEC:  # the native sender's repair packets decode
                 assert repaired > 0 and snap["repair_pkts"] > 0
+            if mode is Reliability.AUTO:  # the plans coded the large messages
+                assert snap["repair_pkts"] > 0 and snap["schemes"].get("fec", 0) > 0
 
 
 def test_ce_marked_data_gets_a_cnp_and_int_echo_is_read() -> None:

@@ -1011,7 +1011,7 @@ out:
 }
 
 static int post(struct tn_engine *e, uint32_t qpn, int op, const void *buf, uint64_t len,
-                uint64_t wr_id)
+                uint64_t wr_id, const struct tn_group *groups, uint32_t n_groups)
 {
     api_lock(e);
     struct qent *qe = find(e, qpn);
@@ -1019,7 +1019,8 @@ static int post(struct tn_engine *e, uint32_t qpn, int op, const void *buf, uint
     if (!qe)
         eseterr(e, "QP %u does not exist", qpn);
     else
-        rc = tn_qp_post(qe->q, op, buf, len, wr_id, api_now(e), e->err, sizeof e->err);
+        rc = tn_qp_post(qe->q, op, buf, len, wr_id, groups, n_groups, api_now(e), e->err,
+                        sizeof e->err);
     if (qe)
         mark_ready(e, qe);
     api_unlock(e);
@@ -1030,13 +1031,19 @@ static int post(struct tn_engine *e, uint32_t qpn, int op, const void *buf, uint
 int tn_post_write(struct tn_engine *e, uint32_t qpn, const void *buf, uint64_t len,
                   uint64_t wr_id)
 {
-    return post(e, qpn, OP_WRITE_ONLY, buf, len, wr_id);
+    return post(e, qpn, OP_WRITE_ONLY, buf, len, wr_id, NULL, 0);
+}
+
+int tn_post_write_plan(struct tn_engine *e, uint32_t qpn, const void *buf, uint64_t len,
+                       uint64_t wr_id, const struct tn_group *groups, uint32_t n_groups)
+{
+    return post(e, qpn, OP_WRITE_ONLY, buf, len, wr_id, groups, n_groups);
 }
 
 int tn_post_send(struct tn_engine *e, uint32_t qpn, const void *buf, uint64_t len,
                  uint64_t wr_id)
 {
-    return post(e, qpn, OP_SEND_ONLY, buf, len, wr_id);
+    return post(e, qpn, OP_SEND_ONLY, buf, len, wr_id, NULL, 0);
 }
 
 int tn_set_rate(struct tn_engine *e, uint32_t qpn, double rate_bps)

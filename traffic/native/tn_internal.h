@@ -110,7 +110,8 @@ uint32_t tn_qp_qpn(const struct tn_qp *q);
 uint32_t tn_qp_peer_ip(const struct tn_qp *q);
 int tn_qp_role(const struct tn_qp *q);
 int tn_qp_post(struct tn_qp *q, int op, const void *buf, uint64_t len, uint64_t wr_id,
-               double now, char *err, size_t errlen);
+               const struct tn_group *groups, uint32_t n_groups, double now, char *err,
+               size_t errlen);
 /* requester: packets due now into out (at most budget); returns next wake (or -1) */
 double tn_qp_poll(struct tn_qp *q, double now, struct tn_out *out, int budget,
                   struct tn_cq_sink *cq, int timers);

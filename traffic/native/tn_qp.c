@@ -4,7 +4,9 @@
  * numbers are unbounded inside and folded to 24-bit PSNs on the wire; selective
  * repeat finds losses by transmission order; FEC blocks are closed at k packets, when
  * the QP runs out of packets or is window-blocked with half a block open, and on a
- * (k, m) change; the RTO is
+ * (k, m) change; in mode auto each message's plan (struct tn_group, decided by
+ * traffic/recovery.py above the engine) codes its groups as interleaved blocks, as
+ * traffic/requester.py does; the RTO is
  * RFC 6298 style, doubled per expiry.  Keeping the same rules (and doubles for time)
  * lets tests/traffic_native/test_engine_diff.py compare the two packet by packet.
  *
@@ -21,11 +23,15 @@
 #include "ec.h"
 #include "tn_internal.h"
 
-#define KEEP_SYMBOLS 256          /* responder: FEC symbols kept, 2 x the largest k */
+/* responder: FEC symbols kept behind the expected PSN, twice the largest block or
+ * interleaved group (traffic.recovery.MAX_GROUP), as traffic/responder.py keeps */
+#define KEEP_SYMBOLS 1024
 #define FAR_WINDOWS 4
 #define MIN_RATE 1000.0
 #define MAX_RATE 400e9
-#define MAX_REPAIR_SETS 64
+#define TN_MAX_GROUP 512        /* data packets in one group, traffic.recovery.MAX_GROUP */
+#define TN_MAX_DEPTH 16         /* blocks interleaved in one group, recovery.MAX_DEPTH */
+#define MAX_REPAIR_SETS 128    /* blocks in repair: interleaved groups keep several open */
 
 static void seterr(char *err, size_t n, const char *fmt, ...)
 {
@@ -123,6 +129,7 @@ struct tpkt {           /* a sent, unacknowledged data packet (slot seq & mask) 
     double sent_s, first_sent_s;
     uint32_t off, len, retx;
     uint8_t op, acked, queued, valid, rto_retx;
+    uint8_t grp;        /* mode auto: sent inside a group of its message's plan */
 };
 struct tmsg {
     uint64_t wr_id, msg_id, size, va, first_seq, last_seq;
@@ -130,6 +137,14 @@ struct tmsg {
     double posted_s;
     uint32_t retx, crc, npk;
     int op;             /* OP_WRITE_* or OP_SEND_ONLY */
+    struct tn_group *groups;  /* mode auto: the plan (a copy), NULL: selective repeat */
+    uint32_t n_groups, gi;    /* ... and the first group not behind the send cursor */
+};
+/* mode auto: the plan group being sent (traffic/requester.py _Group) */
+struct tgroup {
+    int64_t first_seq;
+    uint32_t count, blocks, m, added;
+    int live;
 };
 struct tblock { int64_t bid, base, last, repair_tx; uint32_t count; uint8_t live; };
 
@@ -144,7 +159,7 @@ struct ooo_slot {
 struct sym_slot { int64_t seq; uint32_t len; uint8_t *data; };  /* FEC symbols */
 struct repair_set {
     int64_t base;
-    uint32_t count, m, slen, nrep;
+    uint32_t count, m, slen, nrep, stride;  /* members base + i x stride */
     uint8_t live;
     uint8_t *rep[16];
 };
@@ -165,6 +180,11 @@ struct tn_qp {
     struct dq retx_q, repair_q, tx_order;
     struct tblock *blocks; uint32_t bmask; int64_t block_id;
     int64_t *open_seqs; uint8_t **open_syms; uint32_t *open_lens; uint32_t n_open;
+    struct tgroup cg;   /* mode auto: the group being sent, its members' symbols */
+    uint8_t **g_syms; uint32_t *g_lens;
+    /* mode auto: packets sent outside groups, and their losses (traffic.recovery
+     * LossEstimator's inputs: the QP's own loss model when the controller sent none) */
+    uint64_t est_sent, est_lost, est_pairs; int64_t est_last;
     double srtt, rttvar, rto, rto_deadline, min_rtt, rtt_cand;  /* <0: None */
     int progress, rtos_unsampled;
     int timers;         /* this poll may fire the retransmission timer */
@@ -179,6 +199,7 @@ struct tn_qp {
     struct ooo_slot *ooo; uint32_t omask, ooo_n; int64_t ooo_hi;
     struct sym_slot *syms; uint32_t ymask;
     struct repair_set rsets[MAX_REPAIR_SETS];
+    uint8_t rorder[MAX_REPAIR_SETS]; uint32_t n_rorder;  /* live sets, oldest first */
     int in_msg;
     uint64_t cur_size, cur_off; uint32_t cur_crc, cur_repaired; double cur_start;
     uint8_t *cur_buf;
@@ -294,7 +315,7 @@ struct tn_qp *tn_qp_new(const struct tn_qp_attr *a, uint32_t local_ip, uint16_t 
         seterr(err, errlen, "QP %u: window_pkts=%u outside 1..8000", a->qpn, a->window_pkts);
         return NULL;
     }
-    if (a->mode > TN_MODE_FEC || a->role > TN_RESPONDER || a->dscp > 63) {
+    if (a->mode > TN_MODE_AUTO || a->role > TN_RESPONDER || a->dscp > 63) {
         seterr(err, errlen, "QP %u: mode=%u role=%u dscp=%u invalid", a->qpn, a->mode,
                a->role, a->dscp);
         return NULL;
@@ -311,6 +332,8 @@ struct tn_qp *tn_qp_new(const struct tn_qp_attr *a, uint32_t local_ip, uint16_t 
         return NULL;
     }
     q->a = *a;
+    if (a->role == TN_RESPONDER && a->mode == TN_MODE_AUTO)
+        q->a.mode = TN_MODE_FEC;  /* the same responder (traffic/responder.py) */
     q->local_ip = local_ip;
     q->sport = sport;
     q->dport = dport;
@@ -329,8 +352,11 @@ struct tn_qp *tn_qp_new(const struct tn_qp_attr *a, uint32_t local_ip, uint16_t 
     uint32_t cap = pow2_at_least(a->window_pkts + 1);
     q->slots = calloc(cap, sizeof *q->slots);
     q->smask = cap - 1;
-    q->blocks = calloc(cap, sizeof *q->blocks);
-    q->bmask = cap - 1;
+    /* mode auto: an interleaved group closes up to 16 blocks at once, and a block's
+     * members are up to a group (512 packets) apart */
+    uint32_t bcap = a->mode == TN_MODE_AUTO ? pow2_at_least(a->window_pkts + 1 + 1024) : cap;
+    q->blocks = calloc(bcap, sizeof *q->blocks);
+    q->bmask = bcap - 1;
     q->mcap = 64;
     q->msgs = calloc(q->mcap, sizeof *q->msgs);
     q->srtt = -1; q->min_rtt = -1; q->rtt_cand = -1; q->rto_deadline = -1;
@@ -346,7 +372,8 @@ struct tn_qp *tn_qp_new(const struct tn_qp_attr *a, uint32_t local_ip, uint16_t 
     q->omask = ocap - 1;
     q->scratch = malloc(TN_SYM_HDR + a->mtu + 64);
     int ok = q->slots && q->blocks && q->msgs && q->scratch;
-    if (a->mode == TN_MODE_FEC)
+    q->est_last = -2;
+    if (a->mode == TN_MODE_FEC || a->mode == TN_MODE_AUTO)
         ok = ok && (q->ec = tn_ec_new()) != NULL;
     if (ok && a->role == TN_REQUESTER && a->cc == TN_CC_DCQCN) {
         q->dc = calloc(1, sizeof *q->dc);
@@ -367,14 +394,15 @@ struct tn_qp *tn_qp_new(const struct tn_qp_attr *a, uint32_t local_ip, uint16_t 
     if (a->role == TN_RESPONDER) {
         q->ooo = calloc(ocap, sizeof *q->ooo);
         ok = ok && q->ooo;
-        if (a->mode == TN_MODE_FEC) {
-            q->ymask = 4 * KEEP_SYMBOLS - 1;
+        if (q->a.mode == TN_MODE_FEC) {
+            /* every symbol from KEEP_SYMBOLS behind the expected PSN to the farthest
+             * accepted ahead of it (FAR_WINDOWS windows) has a slot of its own; a
+             * slot's buffer is allocated when first used */
+            q->ymask = pow2_at_least(KEEP_SYMBOLS + FAR_WINDOWS * a->window_pkts + 1) - 1;
             q->syms = calloc(q->ymask + 1, sizeof *q->syms);
             ok = ok && q->syms;
-            for (uint32_t i = 0; ok && i <= q->ymask; i++) {
+            for (uint32_t i = 0; ok && i <= q->ymask; i++)
                 q->syms[i].seq = -1;
-                ok = (q->syms[i].data = malloc(TN_SYM_HDR + a->mtu)) != NULL;
-            }
         }
     } else {
         q->open_seqs = calloc(128, sizeof *q->open_seqs);
@@ -383,6 +411,11 @@ struct tn_qp *tn_qp_new(const struct tn_qp_attr *a, uint32_t local_ip, uint16_t 
         ok = ok && q->open_seqs && q->open_syms && q->open_lens;
         for (int i = 0; ok && i < 128 && a->mode == TN_MODE_FEC; i++)
             ok = (q->open_syms[i] = malloc(TN_SYM_HDR + a->mtu)) != NULL;
+        if (a->mode == TN_MODE_AUTO) {  /* symbol buffers allocated when first used */
+            q->g_syms = calloc(TN_MAX_GROUP, sizeof *q->g_syms);
+            q->g_lens = calloc(TN_MAX_GROUP, sizeof *q->g_lens);
+            ok = ok && q->g_syms && q->g_lens;
+        }
     }
     if (!ok) {
         tn_qp_free(q);
@@ -402,6 +435,9 @@ void tn_qp_free(struct tn_qp *q)
 {
     if (!q)
         return;
+    if (q->msgs)
+        for (int64_t i = q->m_head; i < q->m_tail; i++)
+            free(q->msgs[i & (q->mcap - 1)].groups);
     free(q->slots); free(q->blocks); free(q->msgs); free(q->scratch); free(q->retx_acked);
     while (q->repair_q.len)
         free(dq_pop(&q->repair_q).ptr);
@@ -418,6 +454,10 @@ void tn_qp_free(struct tn_qp *q)
         for (int i = 0; i < 128; i++)
             free(q->open_syms[i]);
     free(q->open_syms); free(q->open_seqs); free(q->open_lens);
+    if (q->g_syms)
+        for (int i = 0; i < TN_MAX_GROUP; i++)
+            free(q->g_syms[i]);
+    free(q->g_syms); free(q->g_lens);
     for (int i = 0; i < MAX_REPAIR_SETS; i++)
         for (int j = 0; j < 16; j++)
             free(q->rsets[i].rep[j]);
@@ -437,8 +477,34 @@ static inline struct tpkt *pkt_get(struct tn_qp *q, int64_t seq)
     return (p->valid && p->seq == seq) ? p : NULL;
 }
 
+/* a plan's groups for a message of npk packets: 0, or -1 with the reason in err */
+static int check_plan(const struct tn_qp *q, const struct tn_group *g, uint32_t n,
+                      uint32_t npk, char *err, size_t errlen)
+{
+    if (n && q->a.mode != TN_MODE_AUTO) {
+        seterr(err, errlen, "QP %u: a message plan needs mode auto", q->a.qpn);
+        return -1;
+    }
+    uint64_t end = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t per = g[i].blocks ? (g[i].count + g[i].blocks - 1) / g[i].blocks : 0;
+        if (g[i].count < 1 || g[i].count > TN_MAX_GROUP || g[i].blocks < 1 ||
+            g[i].blocks > TN_MAX_DEPTH || per > 128 || g[i].m > 16 || g[i].first < end ||
+            (uint64_t)g[i].first + g[i].count > npk) {
+            seterr(err, errlen, "QP %u: plan group %u (first %u, count %u, blocks %u, m %u) "
+                   "outside the message's %u packets, after the group before, count 1..%d, "
+                   "blocks 1..%d, <= 128 packets a block, m 0..16", q->a.qpn, i, g[i].first,
+                   g[i].count, g[i].blocks, g[i].m, npk, TN_MAX_GROUP, TN_MAX_DEPTH);
+            return -1;
+        }
+        end = (uint64_t)g[i].first + g[i].count;
+    }
+    return 0;
+}
+
 int tn_qp_post(struct tn_qp *q, int op, const void *buf, uint64_t len, uint64_t wr_id,
-               double now, char *err, size_t errlen)
+               const struct tn_group *groups, uint32_t n_groups, double now, char *err,
+               size_t errlen)
 {
     if (q->a.role != TN_REQUESTER) {
         seterr(err, errlen, "QP %u is a responder: it cannot post", q->a.qpn);
@@ -454,11 +520,24 @@ int tn_qp_post(struct tn_qp *q, int op, const void *buf, uint64_t len, uint64_t 
                q->a.mtu);
         return -1;
     }
+    if (check_plan(q, groups, n_groups, (uint32_t)((len + q->a.mtu - 1) / q->a.mtu), err,
+                   errlen))
+        return -1;
+    struct tn_group *plan = NULL;
+    if (n_groups) {
+        plan = malloc(sizeof *plan * n_groups);
+        if (!plan) {
+            seterr(err, errlen, "out of memory");
+            return -1;
+        }
+        memcpy(plan, groups, sizeof *plan * n_groups);
+    }
     if (q->m_tail - q->m_head == q->mcap) {
         uint32_t nc = q->mcap * 2;
         struct tmsg *nm = calloc(nc, sizeof *nm);
         if (!nm) {
             seterr(err, errlen, "out of memory");
+            free(plan);
             return -1;
         }
         for (int64_t i = q->m_head; i < q->m_tail; i++)
@@ -475,6 +554,8 @@ int tn_qp_post(struct tn_qp *q, int op, const void *buf, uint64_t len, uint64_t 
     m->posted_s = now;
     m->crc = tn_crc32(0, buf, len);
     m->op = op;
+    m->groups = plan;
+    m->n_groups = n_groups;
     m->npk = (uint32_t)((len + q->a.mtu - 1) / q->a.mtu);
     m->first_seq = q->next_seq;
     q->next_seq += m->npk;
@@ -583,6 +664,126 @@ static void add_to_block(struct tn_qp *q, struct tpkt *p)
     q->open_lens[i] = encode_symbol(q, p, q->open_syms[i]);
     if (q->n_open >= q->a.fec_k)
         close_block(q);
+}
+
+/* -- mode auto: plan groups (traffic/requester.py _add_to_group, _close_group,
+ * _split_group) -------------------------------------------------------------------- */
+static void close_group(struct tn_qp *q)
+{
+    struct tgroup *g = &q->cg;
+    uint32_t nb = g->blocks, m = g->m, added = g->added;
+    g->live = 0;
+    int64_t bids[TN_MAX_DEPTH];
+    uint8_t *bufs[TN_MAX_DEPTH][16];
+    memset(bufs, 0, sizeof bufs);
+    for (uint32_t j = 0; j < nb; j++) {
+        bids[j] = -1;
+        uint32_t n = j < added ? (added - 1 - j) / nb + 1 : 0;
+        if (!n || m == 0)
+            continue;
+        int64_t bid = bids[j] = ++q->block_id;
+        const uint8_t *syms[128];
+        uint32_t slen = 0;
+        for (uint32_t i = 0; i < n; i++)
+            if (q->g_lens[j + i * nb] > slen)
+                slen = q->g_lens[j + i * nb];
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t pos = j + i * nb;
+            memset(q->g_syms[pos] + q->g_lens[pos], 0, slen - q->g_lens[pos]);
+            syms[i] = q->g_syms[pos];
+            struct tpkt *p = pkt_get(q, g->first_seq + pos);
+            if (p)
+                p->block = bid;
+        }
+        struct tblock *b = &q->blocks[bid & q->bmask];
+        b->bid = bid; b->base = g->first_seq + j; b->last = g->first_seq + j + (n - 1) * nb;
+        b->count = n; b->repair_tx = -1; b->live = 1;
+        uint8_t *rep[16];
+        uint32_t plen = TN_BTH + TN_FEC_HDR + slen + TN_ICRC;
+        uint32_t r;
+        for (r = 0; r < m; r++) {  /* [4-byte length][UDP payload] */
+            if (!(bufs[j][r] = malloc(4 + plen)))
+                break;
+            rep[r] = bufs[j][r] + 4 + TN_BTH + TN_FEC_HDR;
+        }
+        if (r < m || tn_ec_encode(q->ec, (int)n, (int)m, slen, syms, rep) < 0) {
+            for (r = 0; r < m; r++) {  /* no repair for this block: selective repeat */
+                free(bufs[j][r]);
+                bufs[j][r] = NULL;
+            }
+            continue;
+        }
+        uint32_t psn = (q->a.start_psn + (uint32_t)b->base) & TN_PSN_MASK;
+        for (r = 0; r < m; r++) {
+            uint8_t *buf = bufs[j][r] + 4;
+            put32(bufs[j][r], plen);
+            tn_pack_bth(buf, OP_FEC_REPAIR, q->a.peer_qpn, psn, 0, 0);
+            uint8_t *f = buf + TN_BTH;
+            f[0] = (uint8_t)(n < 255 ? n : 255); f[1] = (uint8_t)m; f[2] = (uint8_t)r;
+            f[3] = (uint8_t)(nb > 1 ? nb : 0);
+            put16(f + 4, slen); put16(f + 6, n);
+            tn_icrc_finish(buf, plen, q->local_ip, q->a.peer_ip, q->sport, q->dport);
+        }
+    }
+    /* traffic.recovery.repair_order: position added + t carries a repair of block
+     * (added + t) mod blocks */
+    for (uint32_t t = 0; t < nb * m; t++) {
+        uint32_t j = (added + t) % nb, r = t / nb;
+        if (bufs[j][r])
+            dq_push(&q->repair_q, bids[j], 0, bufs[j][r]);
+    }
+}
+
+/* a new data packet at index idx of message m: into the group being sent, or the
+ * first of a group of the message's plan */
+static void add_to_group(struct tn_qp *q, struct tpkt *p, struct tmsg *m, uint32_t idx)
+{
+    struct tgroup *g = &q->cg;
+    if (!(g->live && p->seq >= g->first_seq && p->seq < g->first_seq + g->count)) {
+        while (m->gi < m->n_groups && m->groups[m->gi].first + m->groups[m->gi].count <= idx)
+            m->gi++;
+        if (m->gi >= m->n_groups || m->groups[m->gi].first > idx) {
+            q->est_sent++;  /* plain selective repeat */
+            return;
+        }
+        const struct tn_group *pg = &m->groups[m->gi];
+        *g = (struct tgroup){.first_seq = (int64_t)m->first_seq + pg->first, .count = pg->count,
+                             .blocks = pg->blocks, .m = pg->m, .live = 1};
+    }
+    uint32_t pos = (uint32_t)(p->seq - g->first_seq);
+    if (!q->g_syms[pos] && !(q->g_syms[pos] = malloc(TN_SYM_HDR + q->a.mtu))) {
+        g->live = 0;  /* out of memory: the rest of the group is selective repeat */
+        return;
+    }
+    q->g_lens[pos] = encode_symbol(q, p, q->g_syms[pos]);
+    p->grp = 1;
+    if (++g->added == g->count)
+        close_group(q);
+}
+
+static uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
+
+/* window-blocked inside a group: close what was sent of it and code the rest as a
+ * group of its own, each part with its share of the repairs (at least one a block) */
+static int split_group(struct tn_qp *q)
+{
+    struct tgroup *g = &q->cg;
+    if (!g->live || g->added == 0 || g->added >= g->count)
+        return 0;
+    uint32_t left = g->count - g->added;
+    struct tgroup rest = {.first_seq = q->sent_up_to, .count = left,
+                          .blocks = g->blocks < left ? g->blocks : left,
+                          .m = ceil_div(g->m * left, g->count), .live = 1};
+    if (rest.blocks < 1)
+        rest.blocks = 1;
+    if (rest.m < 1)
+        rest.m = 1;
+    uint32_t gm = ceil_div(g->m * g->added, g->count);
+    g->m = gm < 1 ? 1 : gm;
+    g->count = g->added;
+    close_group(q);
+    q->cg = rest;
+    return 1;
 }
 
 static double rto_value(const struct tn_qp *q)
@@ -722,6 +923,8 @@ static double poll_inner(struct tn_qp *q, double now, struct tn_out *out, int bu
                 close_block(q);
                 continue;
             }
+            if (q->sent_up_to < q->next_seq && q->a.mode == TN_MODE_AUTO && split_group(q))
+                continue;  /* the same, for an interleaved group */
             q->pacer_due = -1;  /* nothing to send: idle time earns nothing */
             break;
         }
@@ -797,6 +1000,7 @@ static double poll_inner(struct tn_qp *q, double now, struct tn_out *out, int bu
             else
                 p->op = OP_WRITE_MIDDLE;
             p->last_tx = p->first_tx = tx; p->prev_tx = -1; p->sent_s = p->first_sent_s = now;
+            uint32_t idx = (uint32_t)q->new_idx;
             if (++q->new_idx == m->npk) {
                 q->new_idx = 0;
                 q->new_msg++;
@@ -810,6 +1014,8 @@ static double poll_inner(struct tn_qp *q, double now, struct tn_out *out, int bu
                 add_to_block(q, p);
                 if (q->sent_up_to == q->next_seq)
                     close_block(q);
+            } else if (q->a.mode == TN_MODE_AUTO) {
+                add_to_group(q, p, m, idx);
             }
         }
         sent++;
@@ -924,8 +1130,11 @@ static void ack_up_to(struct tn_qp *q, int64_t seq, double now, struct tn_cq_sin
                                    .retx_pkts = m->retx};
                 cq->push(cq->ctx, &wc);
             }
-            while (q->m_head <= p->msg_no)
-                q->m_head++;
+            while (q->m_head <= p->msg_no) {
+                struct tmsg *done = msg_at(q, q->m_head++);
+                free(done->groups);
+                done->groups = NULL;
+            }
         }
         if (p->block >= 0) {
             struct tblock *b = &q->blocks[p->block & q->bmask];
@@ -965,11 +1174,20 @@ static void detect_losses(struct tn_qp *q)
             struct tblock *b = &q->blocks[p->block & q->bmask];
             if (b->live && b->bid == p->block && (b->repair_tx < 0 || b->repair_tx >= hi))
                 break;
+        } else if (p->retx == 0 && p->grp && q->cg.live && p->seq >= q->cg.first_seq &&
+                   p->seq < q->cg.first_seq + q->cg.count) {
+            break;  /* its group is still being sent: its blocks' repairs are to come */
         }
         dq_pop(o);
         if (!p->queued) {
             p->queued = 1;
             dq_push(&q->retx_q, seq, 0, NULL);
+            if (!p->grp && p->retx == 0 && q->a.mode == TN_MODE_AUTO) {
+                q->est_lost++;  /* recovery.LossEstimator.on_lost */
+                if (seq == q->est_last + 1)
+                    q->est_pairs++;
+                q->est_last = seq;
+            }
         }
     }
 }
@@ -1209,18 +1427,38 @@ static void accept(struct tn_qp *q, int64_t seq, int op, const uint8_t *reth,
                    const uint8_t *payload, uint32_t len, int repaired, double now,
                    struct tn_cq_sink *cq);
 
+/* drop the sets no longer live from the age order */
+static void compact_rorder(struct tn_qp *q)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < q->n_rorder; i++)
+        if (q->rsets[q->rorder[i]].live)
+            q->rorder[n++] = q->rorder[i];
+    q->n_rorder = n;
+}
+
+/* every set in repair, oldest first (the order of the Python responder's dict; a set
+ * decoded or dropped meanwhile is skipped, one opened meanwhile waits for next time) */
 static void try_repair_all(struct tn_qp *q, double now, struct tn_cq_sink *cq)
 {
-    for (int i = 0; i < MAX_REPAIR_SETS; i++)
-        if (q->rsets[i].live)
-            try_repair(q, &q->rsets[i], now, cq);
+    uint8_t order[MAX_REPAIR_SETS];
+    int64_t bases[MAX_REPAIR_SETS];
+    uint32_t n = q->n_rorder;
+    memcpy(order, q->rorder, n);
+    for (uint32_t i = 0; i < n; i++)
+        bases[i] = q->rsets[order[i]].base;
+    for (uint32_t i = 0; i < n; i++) {
+        struct repair_set *rs = &q->rsets[order[i]];
+        if (rs->live && rs->base == bases[i])
+            try_repair(q, rs, now, cq);
+    }
 }
 
 static void trim_fec(struct tn_qp *q)
 {
     for (int i = 0; i < MAX_REPAIR_SETS; i++) {
         struct repair_set *rs = &q->rsets[i];
-        if (rs->live && rs->base + rs->count <= q->e)
+        if (rs->live && rs->base + (int64_t)(rs->count - 1) * rs->stride < q->e)
             rs->live = 0;
     }
 }
@@ -1232,8 +1470,10 @@ static void accept(struct tn_qp *q, int64_t seq, int op, const uint8_t *reth,
     int mode = (int)q->a.mode;
     if (mode == TN_MODE_FEC && seq >= q->e - KEEP_SYMBOLS && !sym_get(q, seq)) {
         struct sym_slot *s = &q->syms[seq & q->ymask];
-        s->seq = seq;
-        s->len = make_symbol(s->data, op, reth, payload, len);
+        if (s->data || (s->data = malloc(TN_SYM_HDR + q->a.mtu))) {
+            s->seq = seq;
+            s->len = make_symbol(s->data, op, reth, payload, len);
+        }
     }
     struct ooo_slot *os = &q->ooo[seq & q->omask];
     if (seq < q->e || (os->present && os->seq == seq)) {
@@ -1310,7 +1550,7 @@ static void try_repair(struct tn_qp *q, struct repair_set *rs, double now,
         return;
     uint32_t got = 0;
     for (uint32_t i = 0; i < count; i++) {
-        int64_t seq = rs->base + i;
+        int64_t seq = rs->base + (int64_t)i * rs->stride;
         data[i] = stage + (size_t)i * slen;
         have[i] = 0;
         struct sym_slot *s = sym_get(q, seq);
@@ -1361,7 +1601,7 @@ static void try_repair(struct tn_qp *q, struct repair_set *rs, double now,
         return;
     }
     q->c.fec_blocks_decoded++;
-    int64_t base = rs->base;
+    int64_t base = rs->base, stride = rs->stride;
     for (uint32_t i = 0; i < count; i++) {
         if (have[i])
             continue;
@@ -1370,7 +1610,7 @@ static void try_repair(struct tn_qp *q, struct repair_set *rs, double now,
         if (n > slen - TN_SYM_HDR)
             n = slen - TN_SYM_HDR;
         q->c.fec_repaired++;
-        accept(q, base + i, sym[0], (sym[1] & 1) ? sym + 4 : NULL, sym + TN_SYM_HDR, n, 1, now,
+        accept(q, base + i * stride, sym[0], (sym[1] & 1) ? sym + 4 : NULL, sym + TN_SYM_HDR, n, 1, now,
                cq);
     }
     free(stage);
@@ -1384,14 +1624,11 @@ static void on_repair(struct tn_qp *q, int64_t base, const struct tn_pkt *p, dou
         q->c.bad_length++;
         return;
     }
-    if (p->fstride > 1) {
-        /* an interleaved block (traffic.recovery, mode auto): not decoded here yet;
-         * counted and left to selective repeat rather than decoded as consecutive */
-        q->c.bad_opcode++;
-        return;
-    }
-    if (base + p->fcount <= q->e)
-        return;
+    /* stride > 1: one block of an interleaved group (traffic.recovery), its members
+     * stride packets apart */
+    uint32_t stride = p->fstride > 1 ? p->fstride : 1;
+    if (base + (int64_t)(p->fcount - 1) * stride < q->e)
+        return;  /* whole block already delivered */
     struct repair_set *rs = NULL, *free_rs = NULL;
     for (int i = 0; i < MAX_REPAIR_SETS; i++) {
         if (q->rsets[i].live && q->rsets[i].base == base) {
@@ -1405,12 +1642,14 @@ static void on_repair(struct tn_qp *q, int64_t base, const struct tn_pkt *p, dou
         if (!free_rs)
             return;  /* too many blocks in repair: selective repeat recovers them */
         rs = free_rs;
+        compact_rorder(q);
+        q->rorder[q->n_rorder++] = (uint8_t)(rs - q->rsets);
         for (int j = 0; j < 16; j++) {
             free(rs->rep[j]);
             rs->rep[j] = NULL;
         }
         rs->live = 1; rs->base = base; rs->count = p->fcount; rs->m = p->fm;
-        rs->slen = p->fslen; rs->nrep = 0;
+        rs->slen = p->fslen; rs->nrep = 0; rs->stride = stride;
     }
     if (p->findex >= rs->m || p->plen != rs->slen)
         return;
@@ -1534,6 +1773,9 @@ void tn_qp_get_state(const struct tn_qp *q, struct tn_qp_state *s)
     s->window_pkts = q->win_pkts;
     s->idle = (uint32_t)tn_qp_is_idle(q);
     s->sport = q->sport;
+    s->est_sent = q->est_sent;
+    s->est_lost = q->est_lost;
+    s->est_pairs = q->est_pairs;
 }
 
 void tn_qp_get_cc(const struct tn_qp *q, struct tn_qp_cc *o)

@@ -36,7 +36,11 @@ extern "C" {
 
 #define TN_API_VERSION 1
 
-enum tn_mode { TN_MODE_GBN = 0, TN_MODE_SR = 1, TN_MODE_FEC = 2 };
+/* TN_MODE_AUTO: per-message recovery (traffic.recovery decides above the engine): a
+ * requester sends each message as its plan says (tn_post_write_plan; plain selective
+ * repeat without one), a responder is the FEC responder (it decodes any block,
+ * interleaved ones too) */
+enum tn_mode { TN_MODE_GBN = 0, TN_MODE_SR = 1, TN_MODE_FEC = 2, TN_MODE_AUTO = 3 };
 enum tn_role { TN_REQUESTER = 0, TN_RESPONDER = 1 };
 enum tn_cc { TN_CC_NONE = 0, TN_CC_DCQCN = 1, TN_CC_HPCC = 2 };
 enum tn_engine_flags {
@@ -49,6 +53,17 @@ enum tn_engine_flags {
 enum tn_wc_kind { TN_WC_SEND_DONE = 1, TN_WC_RECV_DONE = 2 };
 
 struct tn_engine;
+
+/* One group of a message's plan (traffic.recovery.Group): packets first .. first+count-1
+ * of the message coded as `blocks` interleaved blocks (block j: the packets at
+ * first + j, first + j + blocks, ...), each with m repair packets sent right behind
+ * the group's last packet in the interleaver's round robin.  A tail is one group over
+ * the last T packets; packets outside every group are plain selective repeat.
+ * Groups ascend and do not overlap; count 1..512, blocks 1..16 (at most 128 packets a
+ * block), m 0..16. */
+struct tn_group {
+    uint32_t first, count, blocks, m;
+};
 
 struct tn_engine_attr {
     uint32_t ip;            /* IPv4 address, network byte order */
@@ -169,6 +184,10 @@ struct tn_qp_state {
      * packet: its first transmission to the ACK's arrival); < 0: none yet */
     double last_rtt_s, min_rtt_s;
     uint64_t rtt_samples;
+    /* mode auto: data packets sent outside plan groups, those of them declared lost
+     * (first transmissions), and such losses right after the one before in sequence
+     * (traffic.recovery.LossEstimator's sent, lost, pairs) */
+    uint64_t est_sent, est_lost, est_pairs;
 };
 
 /* A packet captured in step mode (what would have been sent). */
@@ -192,6 +211,9 @@ int tn_post_write(struct tn_engine *e, uint32_t qpn, const void *buf, uint64_t l
                   uint64_t wr_id);
 int tn_post_send(struct tn_engine *e, uint32_t qpn, const void *buf, uint64_t len,
                  uint64_t wr_id);            /* SEND_ONLY: len <= mtu */
+/* TN_MODE_AUTO: an RDMA WRITE sent as its plan says (the groups are copied) */
+int tn_post_write_plan(struct tn_engine *e, uint32_t qpn, const void *buf, uint64_t len,
+                       uint64_t wr_id, const struct tn_group *groups, uint32_t n_groups);
 int tn_poll_cq(struct tn_engine *e, struct tn_wc *wc, int n); /* completions taken */
 int tn_cq_fd(struct tn_engine *e);           /* readable while completions wait */
 int tn_wait_cq(struct tn_engine *e, double timeout_s); /* 1: completions, 0: timeout */
