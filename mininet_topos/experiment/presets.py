@@ -10,8 +10,8 @@ from .errors import SpecError
 __all__ = ["PRESETS", "PRESETS_DIR", "SWEEP_PRESETS", "preset_path"]
 
 PRESETS_DIR = Path(__file__).resolve().parent.parent / "presets"
-PRESETS = ("demo", "incast_cc", "wan_hpcc", "wan_loss", "rogue", "demo_ebpf", "incast_cc_ebpf",
-           "wan_loss_ebpf")
+PRESETS = ("demo", "incast_cc", "wan_hpcc", "wan_loss", "rogue", "demo_ebpf", "demo_jumbo",
+           "incast_cc_ebpf", "wan_loss_ebpf")
 #: presets that are not Mininet specs (``kind: recovery_sweep``, ``recovery_sweep.py``;
 #: ``kind: mitigation_faults``, ``mininet_topos/faults/recovery_run.py``)
 SWEEP_PRESETS = ("wan_recovery", "recovery_faults")
