@@ -7,6 +7,7 @@ the controller names the link and rewrites the routes, and the packets' INT path
 the spine s2 with no more loss.  Nothing here tells the controller about the fault."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -218,8 +219,11 @@ def test_a_faulty_fabric_link_has_the_traffic_moved_off_it(bed: LeafSpine, tmp_p
                                     for a in ctl.mitigator.policy.log),
                         timeout_s=30), (ctl.snapshot()["losses"], ctl.mitigator.snapshot())
         a = next(a for a in ctl.mitigator.policy.log if a.verb == "reroute")
+        # the whole action with its evidence and the poller's view, should it differ
+        # (seen once under load: a link_down named gray_loss; not reproduced since)
         assert (a.target, a.kind, a.source, a.outcome) == ("s1:1-s3:2", kind, source, "written"), \
-            a.as_dict()
+            json.dumps({"action": a.as_dict(), "losses": ctl.snapshot()["losses"],
+                        "mitigation": ctl.mitigator.snapshot()}, default=str)
         acted = time.time()
         # the packets now cross s2 and arrive whole
         assert wait_for(lambda: flow.since(acted)[over_s2] >= 200, timeout_s=30), flow.since(acted)
