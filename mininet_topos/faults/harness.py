@@ -81,7 +81,11 @@ class HarnessConfig:
 
 def _rank_argv(cfg: HarnessConfig, rank: int, ips: list[str], start: float, logs: Path,
                extra: list[str]) -> list[str]:
-    return [cfg.python, "-m", "traffic", "allreduce", "--hosts", ",".join(ips), "--rank",
+    # time-shared, as the faults were sized: the Python endpoint's loop would otherwise
+    # run at real-time priority (traffic/realtime.py), ahead of the switches and of the
+    # fault's own background sender, and a congested port then slowed no transfer
+    return ["env", "TN_ENGINE_RT=0",
+            cfg.python, "-m", "traffic", "allreduce", "--hosts", ",".join(ips), "--rank",
             str(rank), "-s", cfg.size, "-c", str(cfg.count), "--rate", cfg.rate,
             "-q", str(cfg.qps),
             "--start-at", f"{start:.3f}", "--coll-log", str(logs),
