@@ -141,8 +141,11 @@ def test_jitter_stays_in_bounds(bed):
     # late by more than 1 ms only when the shared machine stalls a process; one stall of
     # 10-20 ms delays every packet sent during it (5-10 at 500 packets/s): allow 5 %
     assert sum(x > 14.0 + 1.0 for x in d) <= len(d) // 20, sorted(d)[-5:]
-    assert abs(statistics.mean(d) - 10.0) < 1.0
-    assert 1.5 < statistics.pstdev(d) < 3.0  # uniform +/-4 ms: 2.31 ms
+    # the spread of the jitter itself: the packets a stall delayed (counted above) are
+    # left out, or one stall's smear would widen the uniform +/-4 ms (2.31 ms)
+    on_time = [x for x in d if x <= 14.0 + 1.0]
+    assert abs(statistics.mean(on_time) - 10.0) < 1.0
+    assert 1.5 < statistics.pstdev(on_time) < 3.0
 
 
 def test_jitter_without_reorder_keeps_order(bed):
