@@ -109,13 +109,7 @@ def _run(seed: int, mode: Reliability, *, events: int = 400,
                 rng.shuffle(to_b)  # reordering
             n = rng.randint(0, len(to_b))
             batch, to_b = to_b[:n], to_b[n:]
-            for p in batch:
-                py_resp.on_packet(roce.parse_udp_payload(p), t)
-                nb.inject(A, SA, p, t)
-            ack_py = py_resp.take_ack() if batch else None
-            nb.step(t)
-            ack_n = [p for _, _, _, p in nb.output()]
-            assert ack_n == ([ack_py] if ack_py else []), f"seed {seed} t={t}: ACKs differ"
+            ack_py = _both_responders_take(py_resp, nb, batch, t, seed)
             if ack_py and rng.random() >= loss:
                 to_a.append(ack_py)
                 if rng.random() < 0.05:
@@ -282,13 +276,7 @@ def _run_auto(seed: int, *, native_req: bool = False, random_plans: bool = False
             to_b += [p for p in out if not drops.drop()]
             n = rng.randint(0, len(to_b))
             batch, to_b = to_b[:n], to_b[n:]
-            for p in batch:
-                py_resp.on_packet(roce.parse_udp_payload(p), t)
-                nb.inject(A, SA, p, t)
-            ack_py = py_resp.take_ack() if batch else None
-            nb.step(t)
-            ack_n = [p for _, _, _, p in nb.output()]
-            assert ack_n == ([ack_py] if ack_py else []), f"seed {seed} t={t}: ACKs differ"
+            ack_py = _both_responders_take(py_resp, nb, batch, t, seed)
             if ack_py and rng.random() >= 0.02:
                 to_a.append(ack_py)
             if rng.random() < 0.7:
@@ -419,3 +407,16 @@ def test_a_loss_in_a_group_still_being_sent_waits_for_its_repairs() -> None:
         recovery.choose = choose
         na.close()
         nb.close()
+
+
+def _both_responders_take(py_resp, nb, batch: list[bytes], t: float, seed: int) -> bytes | None:
+    """Deliver ``batch`` to the Python responder and the native one; their ACKs must be
+    the same bytes.  Returns the Python responder's ACK (None: no ACK this step)."""
+    for p in batch:
+        py_resp.on_packet(roce.parse_udp_payload(p), t)
+        nb.inject(A, SA, p, t)
+    ack_py = py_resp.take_ack() if batch else None
+    nb.step(t)
+    ack_n = [p for _, _, _, p in nb.output()]
+    assert ack_n == ([ack_py] if ack_py else []), f"seed {seed} t={t}: ACKs differ"
+    return ack_py
