@@ -10,7 +10,7 @@ from .errors import SpecError
 __all__ = ["PRESETS", "PRESETS_DIR", "SWEEP_PRESETS", "preset_path"]
 
 PRESETS_DIR = Path(__file__).resolve().parent.parent / "presets"
-PRESETS = ("demo", "incast_cc", "wan_hpcc", "wan_loss", "rogue", "demo_ebpf", "demo_jumbo",
+PRESETS = ("demo", "incast_cc", "wan_hpcc", "wan_loss", "rogue", "demo_ebpf", "demo_1k",
            "incast_cc_ebpf", "wan_loss_ebpf")
 #: presets that are not Mininet specs (``kind: recovery_sweep``, ``recovery_sweep.py``;
 #: ``kind: mitigation_faults``, ``mininet_topos/faults/recovery_run.py``)

@@ -41,15 +41,23 @@ def test_sweeps_expand_to_every_combination():
         "s1:3-s5:3": 0.05, "s2:3-s6:3": 0.05}
 
 
-def test_demo_preset_is_the_documented_experiment():
-    (s,) = load_spec(preset_path("demo"))
-    assert s.topology == "two-dc" and s.workload.kind == "allreduce"
+@pytest.mark.parametrize("name, mtu, topology", [("demo", 4096, "two_dc_jumbo.yaml"),
+                                                  ("demo_1k", 1024, "two-dc")])
+def test_demo_preset_is_the_documented_experiment(name: str, mtu: int, topology: str):
+    """`demo` (what `make demo` runs) at RoCE's 4 KiB MTU; `demo_1k` the same at 1 KiB."""
+    (s,) = load_spec(preset_path(name))
+    assert s.topology.endswith(topology) and s.workload.kind == "allreduce"
+    assert s.workload.mtu == mtu and s.workload.hosts == ("h1", "h3", "h5", "h7")
     assert s.switch == "ebpf" and s.cc == "hpcc-sender"
     assert s.recovery == "fec" and s.fec == "auto"
     lossy, other = s.links
     assert lossy.link == "s1:3-s5:3" and lossy.loss.mean_loss == pytest.approx(0.01)
     assert lossy.loss.kind.value == "gilbert-elliott"
     assert lossy.rate_mbps == other.rate_mbps == 20 and other.link == "s2:3-s6:3"
+    # every link carries the frames: host links above the MTU plus headers, the fabric
+    # and WAN links above that plus the INT stack
+    links = resolve_topology(s.topology).links
+    assert min(ln.mtu for ln in links if ln.role == "host") >= mtu + 100
 
 
 def test_overrides_change_only_the_named_link():
