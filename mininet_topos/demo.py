@@ -3,9 +3,10 @@
 ``python -m mininet_topos demo [--out DIR]`` runs the ``demo`` preset
 (``mininet_topos/presets/demo.yaml``): 8 switches running the P4 program on
 softswitch's eBPF target, 8 hosts, two 10 ms WAN links shaped to 20 Mbit/s, 1 % bursty
-loss on ``s1:3-s5:3``, a 4-rank ring all-reduce over h1, h3 (DC 1) and h5, h7 (DC 2)
-with HPCC per ACK in the senders and FEC + selective repeat whose (k, m) the loss-map
-policy sets while it runs.  It prints what it found (every rank's data check, the lossy
+loss on ``s1:3-s5:3``, a 4-rank ring all-reduce (2 x 16 MB in RoCE's 4 KiB frames) over
+h1, h3 (DC 1) and h5, h7 (DC 2) with HPCC per ACK in the senders and FEC + selective
+repeat whose (k, m) the loss-map policy sets while it runs (the preset ``demo_1k`` is
+the same with 1 KiB frames).  It prints what it found (every rank's data check, the lossy
 link and its measured loss against the configured one, the deepest queue and the tail
 drops, goodput against the path's bottleneck) and where the plots are; a wrong or
 missing result is an error.  ``--switch softswitch`` (the Python target) runs the same
