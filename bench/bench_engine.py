@@ -428,12 +428,13 @@ def main() -> int:
                     r = pacing(engine, pps, mode=mode, rx_capture=a.pacing_rx)
                     results["pacing"].append(r)
                     x = r["rx"] or {"median_error_pct": float("nan"), "p99_error_us": float("nan")}
+                    late = f"({r['late_mean_us']:.0f})"
                     print(f"{r['engine']:17s} {pps:6d} {r['ideal_us']:9.2f} "
                           f"{r['median_gap_us']:10.2f} {r['median_error_pct']:12.2f} "
                           f"{r['p99_error_us']:13.1f} {r['p999_error_us']:9.1f} "
                           f"{r['bursts_pct']:9.1f} {x['median_error_pct']:14.2f} "
                           f"{x['p99_error_us']:7.1f} {r['late_departures']:9d} "
-                          f"{'(%.0f)' % r['late_mean_us']:>9s} {r['engine_cpu_pct']:10.1f} "
+                          f"{late:>9s} {r['engine_cpu_pct']:10.1f} "
                           f"{r['spin_pct']:7.1f} {r['lead_us']:8.1f} "
                           f"{r['timer_late_p99_us']:13.1f}", flush=True)
         if "rtt" not in skip and not a.no_veth:
