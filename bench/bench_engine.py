@@ -20,9 +20,9 @@ Every figure is a ratio within one run:
   departures) and entering the receiver's: median inter-departure gap against size /
   rate (target within 2 %), p99 of |gap - size / rate| (target <= 20 us) and the share
   of bursts (gaps under a quarter of the ideal), for both engines, with the sender
-  engine's own count of departures more than 20 us late and its engine thread's CPU
-  and spin time per second of pacing; and the engine thread's CPU while its one QP is
-  idle (``idle``).
+  engine's own count of departures more than 20 us late, its engine thread's CPU and
+  spin time per second of pacing and how long its spin budget was spent (the median
+  lead); and the engine thread's CPU while its one QP is idle (``idle``).
 * **rtt**: the QP's RTT samples against the wire RTT of a capture (each ACK's arrival
   minus the first departure of the PSN it acknowledges) on a veth port shaped by HTB
   at 40 Mbit/s as the eBPF switches shape theirs, for both engines.
@@ -298,6 +298,7 @@ def pacing(engine: str, pps: int, *, mtu: int = 1024, seconds: float = 1.0,
             "late_mean_us": float(eng.get("late_s", 0.0)) / late * 1e6 if late else 0.0,
             "engine_cpu_pct": float(eng.get("cpu_s", float("nan"))) / seconds * 100,
             "spin_pct": float(eng.get("spin_s", float("nan"))) / seconds * 100,
+            "budget_out_pct": float(eng.get("budget_out_s", float("nan"))) / seconds * 100,
             "lead_us": float(eng.get("spin_lead_s", float("nan"))) * 1e6,
             "timer_late_p99_us": float(eng.get("timer_late_p99_s", float("nan"))) * 1e6}
 
@@ -422,7 +423,7 @@ def main() -> int:
                           f"{pct:.3f} % of a core (one QP, nothing posted)", flush=True)
             print("engine             pkt/s  ideal us  median us  median err %  p99 |err| us  "
                   "p99.9 us  bursts %  rx: med err %  p99 us  late>20us (mean us)  "
-                  "eng CPU %  spin %  lead us  timer p99 us")
+                  "eng CPU %  spin %  lead us  timer p99 us  budget out %")
             for pps in (int(x) for x in a.pacing_pps.split(",")):
                 for engine, mode in rows:
                     r = pacing(engine, pps, mode=mode, rx_capture=a.pacing_rx)
@@ -436,7 +437,8 @@ def main() -> int:
                           f"{x['p99_error_us']:7.1f} {r['late_departures']:9d} "
                           f"{late:>9s} {r['engine_cpu_pct']:10.1f} "
                           f"{r['spin_pct']:7.1f} {r['lead_us']:8.1f} "
-                          f"{r['timer_late_p99_us']:13.1f}", flush=True)
+                          f"{r['timer_late_p99_us']:13.1f} {r['budget_out_pct']:13.1f}",
+                          flush=True)
         if "rtt" not in skip and not a.no_veth:
             print("\nRTT samples against the wire (veth, the sender's port shaped by HTB at "
                   "40 Mbit/s as the eBPF switches shape theirs; one QP at 20 Mbit/s)")

@@ -131,7 +131,7 @@ class EngineCountersC(ctypes.Structure):
                          ["injected_drops", "injected_data_drops", "injected_repair_drops"]) + [
                          ("timer_late_p99_s", ctypes.c_double), ("spin_lead_s", ctypes.c_double),
                          ("spin_s", ctypes.c_double), ("cpu_s", ctypes.c_double),
-                         ("spin_budget", ctypes.c_double)]
+                         ("spin_budget", ctypes.c_double), ("budget_out_s", ctypes.c_double)]
 
 
 class QpStateC(ctypes.Structure):

@@ -88,12 +88,12 @@ def _counters(ep: NativeEndpoint) -> dict:
 
 
 @pytest.mark.parametrize("env, budget", [
-    ({}, 0.4),                                  # the default: 40 % of a core
+    ({}, 0.5),                                  # the default: half a core
     ({"TN_ENGINE_SPIN": "1"}, -1.0),            # no bound: the p99 lead always
     ({"TN_ENGINE_SPIN": "0"}, 0.0),             # the median lead only
     ({"TN_ENGINE_SPIN_BUDGET": "0.1"}, 0.1),
-    ({"TN_ENGINE_SPIN_BUDGET": "2"}, 0.4),      # outside 0..1: the default
-    ({"TN_ENGINE_SPIN_BUDGET": "0.1x"}, 0.4),   # not a number: the default
+    ({"TN_ENGINE_SPIN_BUDGET": "2"}, 0.5),      # outside 0..1: the default
+    ({"TN_ENGINE_SPIN_BUDGET": "0.1x"}, 0.5),   # not a number: the default
 ])
 def test_the_spin_budget_follows_the_environment(monkeypatch: pytest.MonkeyPatch,
                                                  env: dict, budget: float) -> None:

@@ -176,6 +176,7 @@ struct tn_engine_counters {
     double cpu_s;           /* the engine thread's CPU seconds (at the call) */
     double spin_budget;     /* share of a core the p99 lead may spin: < 0 no bound
                              * (TN_ENGINE_SPIN=1), 0 the median lead only (=0) */
+    double budget_out_s;    /* seconds led by the median because the budget was spent */
 };
 
 /* A QP's state for snapshots (Requester.snapshot / Responder.snapshot). */
