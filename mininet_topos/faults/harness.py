@@ -43,6 +43,7 @@ from mininet_topos.faults.p4 import (
 from mininet_topos.faults.queueing import crossings, queueing_ports, queueing_reasons
 from mininet_topos.faults.spec import FaultError, FaultSpec
 from mininet_topos.faults.telemetry import telemetry_from_samples
+from traffic import startgate
 from traffic.collog import read_logs
 
 __all__ = ["HarnessConfig", "rescore", "run_harness", "score"]
@@ -79,7 +80,7 @@ class HarnessConfig:
     mode: str | None = None       # the ranks' loss recovery (-m gbn|sr|...; None: the traffic default)
 
 
-def _rank_argv(cfg: HarnessConfig, rank: int, ips: list[str], start: float, logs: Path,
+def _rank_argv(cfg: HarnessConfig, rank: int, ips: list[str], start_file: Path, logs: Path,
                extra: list[str]) -> list[str]:
     # time-shared, as the faults were sized: the Python endpoint's loop would otherwise
     # run at real-time priority (traffic/realtime.py), ahead of the switches and of the
@@ -88,7 +89,7 @@ def _rank_argv(cfg: HarnessConfig, rank: int, ips: list[str], start: float, logs
             cfg.python, "-m", "traffic", "allreduce", "--hosts", ",".join(ips), "--rank",
             str(rank), "-s", cfg.size, "-c", str(cfg.count), "--rate", cfg.rate,
             "-q", str(cfg.qps),
-            "--start-at", f"{start:.3f}", "--coll-log", str(logs),
+            "--start-file", str(start_file), "--coll-log", str(logs),
             "--timeout", f"{cfg.trial_s or TRIAL_S:g}", "--seed", str(cfg.seed),
             "--engine", cfg.engine, *(["-m", cfg.mode] if cfg.mode else []), *extra, "1"]
 
@@ -106,21 +107,31 @@ def _run_ranks(tb: Any, cfg: HarnessConfig, topo: Topology, trial_dir: Path,
     trial_dir.mkdir(parents=True, exist_ok=True)
     if fault is not None and inj is not None:
         inj.prepare(fault, start + fault.onset_s)
+    # the ranks start together once all are bound (traffic.startgate), at the planned
+    # time or later: with a fixed time a rank that bound late on the loaded machine
+    # lost its peer's first window, and the first trial's timeouts (96 packets resent
+    # in its first transfer) were once named a slow receiver in a fault-free trial.
+    # The faults keep the planned times (their windows are fixed before the ranks run).
+    start_file = trial_dir / "start"
+    startgate.clear(start_file)
     procs = []
     for rank in reversed(range(len(ips))):
         extra = traffic_fault_args(fault, rank, list(cfg.hosts), start)
         procs.append(tb.spawn(f"{trial_dir.name}-r{rank}", cfg.hosts[rank],
-                              _rank_argv(cfg, rank, ips, start, logs, extra)))
+                              _rank_argv(cfg, rank, ips, start_file, logs, extra)))
     applied = False
     end = start
     try:
+        released, _missing = startgate.start_together(
+            start_file, len(procs), timeout_s=max(0.0, start - time.time()) + 30.0,
+            alive=lambda: all(p.proc.poll() is None for p in procs), not_before=start)
         while any(p.proc.poll() is None for p in procs):
             now = time.time()
             if (fault is not None and inj is not None and not applied
                     and now >= start + fault.onset_s):
                 inj.apply(fault)
                 applied = True
-            if now > start + (cfg.trial_s or TRIAL_S) + 5:
+            if now > released + (cfg.trial_s or TRIAL_S) + 5:
                 break
             if tick is not None:
                 tick()
