@@ -151,6 +151,8 @@ class OutPkt(ctypes.Structure):
                 ("_pad", ctypes.c_uint8 * 3), ("buf", ctypes.c_uint8 * 9216)]
 
 
+API_VERSION = 2
+"""The library's TN_API_VERSION this binding's structs and calls follow (tn_verbs.h)."""
 _P = ctypes.c_void_p
 _BOUND = False  # the library's signatures are declared (once per process)
 
@@ -189,6 +191,7 @@ def _bind() -> ctypes.CDLL:
         "tn_step": (ctypes.c_double, [_P, ctypes.c_double]),
         "tn_step_clock": (None, [_P, ctypes.c_double]),
         "tn_take_output": (ctypes.c_int, [_P, ctypes.POINTER(OutPkt), ctypes.c_int]),
+        "tn_api_version": (ctypes.c_int, []),
         "tn_sizeof": (ctypes.c_size_t, [ctypes.c_int]),
         "tn_qp_cc": (ctypes.c_int, [_P, ctypes.c_uint32, ctypes.POINTER(QpCcC)]),
         "tn_ec_new": (_P, []),
@@ -197,9 +200,16 @@ def _bind() -> ctypes.CDLL:
                                         ctypes.POINTER(ctypes.c_void_p),
                                         ctypes.POINTER(ctypes.c_void_p)]),
     }
+    if not hasattr(lib, "tn_api_version"):  # built before the call existed: version 1
+        raise NativeLibraryError(f"native engine: the library is API version 1, this "
+                                 f"binding {API_VERSION}: rebuild it (make -C traffic/native)")
     for name, (res, args) in sig.items():
         f = getattr(lib, name)
         f.restype, f.argtypes = res, args
+    if lib.tn_api_version() != API_VERSION:
+        raise NativeLibraryError(
+            f"native engine: the library is API version {lib.tn_api_version()}, this "
+            f"binding {API_VERSION}: rebuild it (make -C traffic/native)")
     for i, cls in enumerate((EngineAttr, QpAttr, Wc, QpCountersC, EngineCountersC, QpStateC,
                              OutPkt, QpCcC)):
         if lib.tn_sizeof(i) != ctypes.sizeof(cls):

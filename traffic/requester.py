@@ -745,12 +745,26 @@ class Requester:
                     break  # the receiver may still repair this block
             elif p.retx == 0 and p.grp is not None and p.grp.added < p.grp.count:
                 break  # its group is still being sent: its blocks' repairs are to come
+            elif p.retx == 0 and self._in_open_block(p.seq):
+                break  # its block is still being sent: the same, for mode fec
             order.popleft()
             if not p.queued:
                 p.queued = True
                 self._retx_q.append(seq)
                 if p.grp is None and p.retx == 0 and self.cfg.mode is Reliability.AUTO:
                     self.loss_estimate.on_lost(seq)
+
+    def _in_open_block(self, seq: int) -> bool:
+        """Whether ``seq`` is in mode fec's open block and that block will close (its
+        repairs sent) without waiting for an ACK: the QP may send more, or it is
+        window-blocked with half a block open (:meth:`poll` closes it).  A window-blocked
+        QP with a smaller block open keeps it open until the window moves, which this
+        very loss stops: then the loss is declared as it would be without FEC."""
+        ob = self._open_block
+        if not ob or seq < ob[0][0].seq:
+            return False
+        return (self._sent_up_to - self._una < self._win_pkts
+                or 2 * len(ob) >= self.cfg.fec_k)
 
     def _go_back(self, seq: int) -> None:
         """Go-back-N: resend everything from ``seq`` that was already sent."""

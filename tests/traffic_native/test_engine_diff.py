@@ -351,31 +351,21 @@ def test_a_bad_plan_is_refused_with_its_reason(mode: Reliability, groups: list,
         eng.close()
 
 
-@pytest.mark.skipif(not engine_available() or not erasure_code_works(),
-                    reason="the library's erasure code (ec.c) does not encode")
-def test_a_loss_in_a_group_still_being_sent_waits_for_its_repairs() -> None:
-    """A group's packet lost while the group is still being sent (a group longer than
-    the round trip: SACKs arrive before its repairs go out) is not declared lost by
-    the SACKs: its block's repairs are still to come, and they rebuild it.  Both
-    requesters, the same packets."""
-    mtu, start = 256, 77
-    kw = {"mode": Reliability.AUTO, "mtu": mtu, "rate_bps": 1e6, "window_pkts": 256,
-          "rto_initial_s": 2.0, "path_loss": LossModel.bernoulli(0.01)}
+def _lose_one_packet(kw: dict, post, *, lost_psn: int, start: int) -> tuple:
+    """One message from a Python and a native requester to a Python and a native
+    responder, 1 ms steps, ACKs delivered in the step they are sent; the first
+    transmission of PSN ``lost_psn`` is lost.  Both sides must send the same packets
+    every step; returns the Python requester and responder, the native counters of
+    both."""
     qa = QpConfig(qpn=QPN, peer_qpn=QPN + 1, peer_ip=B, **kw)
     qb = QpConfig(qpn=QPN + 1, peer_qpn=QPN, peer_ip=A, **kw)
     py_req = Requester(cfg=qa, local_ip=A, sport=SA, start_psn=start)
     py_resp = Responder(cfg=qb, local_ip=B, sport=SB, start_psn=start)
     na, nb = StepEngine(A), StepEngine(B)
-    na.add_qp(qa, requester=True, sport=SA, start_psn=start)
-    nb.add_qp(qb, requester=False, sport=SB, start_psn=start)
-    plan = recovery.fixed_plan(64, k=8, m=2, depth=8)
-    choose = recovery.choose
-    data = bytes(range(256)) * 64
     try:
-        recovery.choose = lambda *_a, **_k: plan
-        py_req.post_write(data, now=0.0)
-        recovery.choose = choose
-        na.post_write(QPN, data, plan)
+        na.add_qp(qa, requester=True, sport=SA, start_psn=start)
+        nb.add_qp(qb, requester=False, sport=SB, start_psn=start)
+        post(py_req, na)
         t, dropped = 0.0, 0
         for _ in range(3000):
             t += 1e-3
@@ -383,30 +373,83 @@ def test_a_loss_in_a_group_still_being_sent_waits_for_its_repairs() -> None:
             py_req.poll(t, out)
             na.step(t)
             assert [p for _, _, _, p in na.output()] == out, f"t={t}: sent packets differ"
+            kept = []
             for p in out:
-                pkt = roce.parse_udp_payload(p)
-                if pkt.bth.psn == start + 2 and not dropped:
-                    dropped = 1  # the group's third packet, its first transmission
-                    continue
-                py_resp.on_packet(pkt, t)
-                nb.inject(A, SA, p, t)
-            ack = py_resp.take_ack() if out else None
-            nb.step(t)
-            assert [p for _, _, _, p in nb.output()] == ([ack] if ack else [])
+                if roce.parse_udp_payload(p).bth.psn == lost_psn and not dropped:
+                    dropped = 1  # its first transmission
+                else:
+                    kept.append(p)
+            ack = _both_responders_take(py_resp, nb, kept, t, 0)
             if ack:
                 py_req.on_ack(roce.parse_udp_payload(ack), t)
                 na.inject(B, SB, ack, t)
             if py_req.idle:
                 break
         assert py_resp.counters.msgs_done == 1 and dropped
-        assert py_req.counters.retx_pkts == 0, "declared lost before its repairs were sent"
-        assert py_resp.counters.fec_repaired == 1
-        assert na.counters(QPN) == py_req.counters.as_dict()
-        assert nb.counters(QPN + 1) == py_resp.counters.as_dict()
+        return py_req, py_resp, na.counters(QPN), nb.counters(QPN + 1)
     finally:
-        recovery.choose = choose
         na.close()
         nb.close()
+
+
+@pytest.mark.skipif(not engine_available() or not erasure_code_works(),
+                    reason="the library's erasure code (ec.c) does not encode")
+def test_a_loss_in_a_group_still_being_sent_waits_for_its_repairs() -> None:
+    """A group's packet lost while the group is still being sent (a group longer than
+    the round trip: SACKs arrive before its repairs go out) is not declared lost by
+    the SACKs: its block's repairs are still to come, and they rebuild it.  Both
+    requesters, the same packets."""
+    start = 77
+    kw = {"mode": Reliability.AUTO, "mtu": 256, "rate_bps": 1e6, "window_pkts": 256,
+          "rto_initial_s": 2.0, "path_loss": LossModel.bernoulli(0.01)}
+    plan = recovery.fixed_plan(64, k=8, m=2, depth=8)
+    data = bytes(range(256)) * 64
+    choose = recovery.choose
+
+    def post(py_req: Requester, na: StepEngine) -> None:
+        try:
+            recovery.choose = lambda *_a, **_k: plan
+            py_req.post_write(data, now=0.0)
+        finally:
+            recovery.choose = choose
+        na.post_write(QPN, data, plan)
+
+    py_req, py_resp, nreq, nresp = _lose_one_packet(kw, post, lost_psn=start + 2, start=start)
+    assert py_req.counters.retx_pkts == 0, "declared lost before its repairs were sent"
+    assert py_resp.counters.fec_repaired == 1
+    assert nreq == py_req.counters.as_dict()
+    assert nresp == py_resp.counters.as_dict()
+
+
+@pytest.mark.skipif(not engine_available() or not erasure_code_works(),
+                    reason="the library's erasure code (ec.c) does not encode")
+@pytest.mark.parametrize(("window", "repaired"), [(256, True), (4, False)],
+                         ids=["block-open", "window-blocked"])
+def test_mode_fec_waits_for_the_open_blocks_repairs(window: int, repaired: bool) -> None:
+    """Mode fec: a packet of the block still being filled, lost while SACKs for later
+    packets arrive (a block longer than the round trip), waits for the block's repairs
+    and is rebuilt, not resent.  Window-blocked with less than half a block open the
+    block would wait for the window, which the lost packet holds: then it is resent
+    at once (no timeout).  Both requesters, the same packets."""
+    start = 1000
+    kw = {"mode": Reliability.FEC, "mtu": 256, "rate_bps": 1e6, "window_pkts": window,
+          "rto_initial_s": 2.0, "fec_k": 16, "fec_m": 2}
+    data = bytes(range(256)) * 48
+
+    def post(py_req: Requester, na: StepEngine) -> None:
+        py_req.post_write(data, now=0.0)
+        na.post_write(QPN, data)
+
+    py_req, py_resp, nreq, nresp = _lose_one_packet(kw, post, lost_psn=start + 2, start=start)
+    c = py_req.counters
+    assert c.timeouts == 0
+    if repaired:
+        assert c.retx_pkts == 0, "declared lost before its block's repairs were sent"
+        assert py_resp.counters.fec_repaired == 1
+    else:
+        assert c.retx_pkts == 1 and py_resp.counters.fec_repaired == 0
+    assert nreq == py_req.counters.as_dict()
+    assert nresp == py_resp.counters.as_dict()
 
 
 def _both_responders_take(py_resp, nb, batch: list[bytes], t: float, seed: int) -> bytes | None:

@@ -29,3 +29,18 @@ def test_unloadable_library_says_how_to_rebuild_it(monkeypatch: pytest.MonkeyPat
 def test_the_built_library_loads_once() -> None:
     assert native.load_library() is native.load_library()
     assert native.load_library().tn_ec_new
+
+
+def test_a_library_of_another_api_version_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A library built from another tn_verbs.h (TN_API_VERSION) is refused with the
+    versions and how to rebuild it, before a struct of the wrong layout is passed."""
+    from traffic import native_endpoint
+    try:
+        native.load_library()
+    except native.NativeLibraryError as e:
+        pytest.skip(f"native library not built: {e}")
+    monkeypatch.setattr(native_endpoint, "_BOUND", False)
+    monkeypatch.setattr(native_endpoint, "API_VERSION", native_endpoint.API_VERSION + 1)
+    with pytest.raises(native.NativeLibraryError,
+                       match=r"API version \d+, this binding \d+: rebuild it"):
+        native_endpoint._bind()

@@ -31,6 +31,7 @@ def test_preset_loads_with_the_issue_grid():
     sw = load_sweep(path)
     assert len(sw.losses) == 9 and sw.rtt_ms == [20, 60]
     assert sw.modes == ["gbn", "sr", "fec", "auto"]
+    assert sw.engine == "native"  # every mode, auto's plans too, on the C engine
 
 
 @pytest.mark.parametrize(("label", "loss", "burst"), [("0.1%", 0.001, None), ("0.05", 0.05, None),

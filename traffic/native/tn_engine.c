@@ -127,6 +127,8 @@ static double api_now(const struct tn_engine *e)
     return (e->a.flags & TN_ENGINE_STEP) ? e->step_now : now_of(e);
 }
 
+int tn_api_version(void) { return TN_API_VERSION; }
+
 size_t tn_sizeof(int which)
 {
     switch (which) {

@@ -1159,6 +1159,16 @@ static void rearm(struct tn_qp *q, double now)
     }
 }
 
+/* Whether seq is in mode fec's open block and that block will close without waiting
+ * for an ACK: the QP may send more, or it is window-blocked with half a block open
+ * (tn_qp_poll closes it).  traffic/requester.py _in_open_block. */
+static int in_open_block(const struct tn_qp *q, int64_t seq)
+{
+    if (!q->n_open || seq < q->open_seqs[0])
+        return 0;
+    return q->sent_up_to - q->una < (int64_t)q->win_pkts || 2 * q->n_open >= q->a.fec_k;
+}
+
 static void detect_losses(struct tn_qp *q)
 {
     struct dq *o = &q->tx_order;
@@ -1177,6 +1187,8 @@ static void detect_losses(struct tn_qp *q)
         } else if (p->retx == 0 && p->grp && q->cg.live && p->seq >= q->cg.first_seq &&
                    p->seq < q->cg.first_seq + q->cg.count) {
             break;  /* its group is still being sent: its blocks' repairs are to come */
+        } else if (p->retx == 0 && in_open_block(q, seq)) {
+            break;  /* its block is still being sent: the same, for mode fec */
         }
         dq_pop(o);
         if (!p->queued) {

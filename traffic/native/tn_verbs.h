@@ -34,7 +34,11 @@
 extern "C" {
 #endif
 
-#define TN_API_VERSION 1
+/* Bumped whenever a struct or call below changes: the binding refuses another version
+ * (traffic/native_endpoint.py API_VERSION).  2: tn_qp_state's est_sent, est_lost,
+ * est_pairs (mode auto's own-loss counts), tn_engine_counters' spin_s .. budget_out_s;
+ * tn_api_version */
+#define TN_API_VERSION 2
 
 /* TN_MODE_AUTO: per-message recovery (traffic.recovery decides above the engine): a
  * requester sends each message as its plan says (tn_post_write_plan; plain selective
@@ -241,7 +245,8 @@ double tn_step(struct tn_engine *e, double now_s);  /* next due time, or -1 */
 void tn_step_clock(struct tn_engine *e, double now_s); /* the time of the next API calls */
 int tn_take_output(struct tn_engine *e, struct tn_out_pkt *out, int n);
 
-/* sizeof checks for bindings */
+/* checks for bindings: the API version the library was built with, the structs' sizes */
+int tn_api_version(void);
 size_t tn_sizeof(int which);
 
 #ifdef __cplusplus
