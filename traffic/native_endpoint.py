@@ -198,6 +198,9 @@ def _bind() -> ctypes.CDLL:
     for name, (res, args) in sig.items():
         f = getattr(lib, name)
         f.restype, f.argtypes = res, args
+    # newer than some built libraries: a QP of an older build ignores path notices
+    if hasattr(lib, "tn_path_changed"):
+        lib.tn_path_changed.restype, lib.tn_path_changed.argtypes = ctypes.c_int, [_P, ctypes.c_uint32]
     for i, cls in enumerate((EngineAttr, QpAttr, Wc, QpCountersC, EngineCountersC, QpStateC,
                              OutPkt, QpCcC)):
         if lib.tn_sizeof(i) != ctypes.sizeof(cls):
@@ -359,6 +362,8 @@ class NativeRequester(_Qp):
         self.cc: HpccSender | None = (HpccSender(cfg.rate_bps, cfg.hpcc)
                                       if cfg.cc == "hpcc-sender" else None)
         self._rate_changes = 0
+        self.path_notices = 0     # the controller's "route changed" notices
+        self.path_resends = 0     # ... that found the QP stalled: resent at once
         # mode auto: the decision is made here, above the engine, per message
         self.policy = recovery.PolicyConfig()
         self.path_loss_log: list[tuple[float, str]] = []
@@ -478,6 +483,21 @@ class NativeRequester(_Qp):
             raise ConfigError(self.ep._error())
         self.cfg.fec_k, self.cfg.fec_m = k, m
         self.fec_log.append((now, k, m))
+
+    def path_changed(self, now: float) -> bool:
+        """The controller moved this QP's route: the engine resets its retransmission
+        backoff and resends now if stalled (``traffic.requester.Requester.path_changed``);
+        True when it resent."""
+        fn = getattr(self.ep._lib, "tn_path_changed", None)
+        if fn is None:
+            raise ConfigError("path_changed: the native library predates it "
+                              "(rebuild: make -C traffic/native)")
+        rc = fn(self.ep._h, self.qpn)
+        if rc < 0:
+            raise ConfigError(self.ep._error())
+        self.path_notices += 1
+        self.path_resends += rc
+        return bool(rc)
 
     def set_path_loss(self, model: LossModel | None, now: float) -> None:
         """Loss feedback: the next message posted is planned with it (mode auto; a

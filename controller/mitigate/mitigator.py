@@ -49,6 +49,7 @@ class Mitigator:
     policy: Policy = field(init=False)
     written: frozenset[str] = frozenset()     # the avoided links the switches hold now
     errors: dict[str, int] = field(default_factory=dict)
+    path_notices: int = 0     # path notices sent to senders after reroutes (controller.runner)
     _unexported: list[dict[str, Any]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -123,5 +124,5 @@ class Mitigator:
                 "written_avoid": sorted(self.written),
                 "active": [{**a.action.as_dict(), "since": a.since, "last_seen": a.last_seen}
                            for a in p.active.values()],
-                "counts": counts, "errors": dict(self.errors),
+                "counts": counts, "errors": dict(self.errors), "path_notices": self.path_notices,
                 "actions": [a.as_dict() for a in p.log[-KEEP_ACTIONS:]]}

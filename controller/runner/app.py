@@ -27,6 +27,7 @@ import numpy as np
 
 from controller.alerts import AlertEngine
 from controller.cc import (
+    FLAG_PATH_CHANGED,
     FLAG_RETRANSMIT,
     FeedbackSender,
     FeedbackTarget,
@@ -253,7 +254,7 @@ class Controller:
         self.hpcc = HpccLoop(engine=eng, sender=FeedbackSender(
                                  n_flows=n_flows, signer=auth.feedback_signer,
                                  verifier=auth.confirm_verifier),
-                             resolve=self._resolve)
+                             resolve=self._resolve, send_rates=c.rate_feedback)
         self.flow_loss = FlowLossListener(stream=FlowLossStream(
             n_flows=n_flows, bin_ns=int(c.loss_bin_s * 1e9), n_bins=300, origin_ns=time.time_ns()))
         listeners: list[Listener] = [self._cc_listener, self.flow_loss]
@@ -483,10 +484,29 @@ class Controller:
             since, _end, sent, arrived = self.links.silence()
             findings += findings_from_silence(names=names, sent=sent, arrived=arrived, since_s=since,
                                               rule=SilenceRule())
-        self.mitigator.step(findings, now)
+        acts = self.mitigator.step(findings, now)
+        self._notify_moved(acts)
         done = self.mitigator.take_unexported()
         if done and self.exporter is not None:
             self.exporter.write(mitigation_lines(done))
+
+    def _notify_moved(self, acts: list[Any]) -> None:
+        """After a reroute or drain was written: a path notice (``FLAG_PATH_CHANGED``)
+        to every flow the feedback reaches, so a sender stalled on the avoided link
+        resends now instead of at its backed-off timeout (``traffic.control``).
+
+        Why every flow, not only those whose INT path crossed the link: INT shows the
+        data's path, not its ACKs' (ECMP hashes each direction on its own), and a
+        sender whose ACKs died on the link is as stalled; a notice to a sender that
+        is not stalled only rearms its timer at the base value (no packet is sent)."""
+        if self.hpcc is None or self.mitigator is None or not any(
+                a.verb in ("reroute", "drain") and a.outcome == "written" for a in acts):
+            return
+        with self._fb_lock:
+            rows = self.hpcc.sender.bound_flows()
+            n = self.hpcc.sender.send_flags(rows, FLAG_PATH_CHANGED) if rows.size else 0
+        self.mitigator.path_notices += n
+        LOG.warning("mitigation: path notices to %d flow(s)", n)
 
     def _export_rates(self) -> None:
         if self.collector is None or self.hpcc is None or self.exporter is None:

@@ -210,7 +210,7 @@ class _Bed:
         self.cfg, self.mode, self.topo, self.log = cfg, mode, topo, log
         self.dir = Path(cfg.out) / mode
         self.hcfg = replace(cfg.harness, switch=cfg.switch, out=self.dir, trial_s=WARM_S,
-                            mode=cfg.recovery, count=cfg.allreduces)
+                            mode=cfg.recovery, count=cfg.allreduces, control=True)
         self.tb: Any = None
         self.warm_sends = 0
         self.places: dict[str, list[str]] = {}
@@ -350,7 +350,10 @@ def run_recovery(cfg: RecoveryConfig, *, log: Any = print) -> dict[str, Any]:
         bed = _Bed(cfg, mode, topo, log)
         with Testbed(topo=topo, switch=cfg.switch, logs=bed.dir / "testbed", seed=cfg.seeds[0],
                      sample_interval_s=0.2, python=cfg.harness.python,
-                     agent_hosts=cfg.harness.hosts, feedback=False, mitigate=mode,
+                     # the agents relay feedback to the ranks' control sockets: no
+                     # rates (the ranks keep theirs), only a reroute's path notices
+                     agent_hosts=cfg.harness.hosts, feedback=True, rate_feedback=False,
+                     mitigate=mode,
                      mitigate_hold_down_s=cfg.hold_down_s, controller_interval_s=cfg.poll_s) as tb:
             bed.tb = tb
             bed.warm_up()

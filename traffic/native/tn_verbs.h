@@ -221,6 +221,10 @@ void tn_free(void *data);
 
 int tn_set_rate(struct tn_engine *e, uint32_t qpn, double rate_bps);
 int tn_set_fec(struct tn_engine *e, uint32_t qpn, uint32_t k, uint32_t m);
+/* The controller moved QP qpn's route: reset its retransmission backoff and, if it
+ * is stalled, resend its oldest unacknowledged packets now.  1: resent, 0: only
+ * rearmed, -1: no such QP (tn_last_error). */
+int tn_path_changed(struct tn_engine *e, uint32_t qpn);
 int tn_set_rx_delay(struct tn_engine *e, double delay_s); /* packets held keep theirs */
 int tn_qp_counters(struct tn_engine *e, uint32_t qpn, struct tn_qp_counters *out);
 int tn_qp_state(struct tn_engine *e, uint32_t qpn, struct tn_qp_state *out);
