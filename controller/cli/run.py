@@ -291,6 +291,9 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
+    # SIGUSR1: the operator repaired what the mitigation keeps traffic off (an undo
+    # needs evidence; a link the routes avoid shows none)
+    signal.signal(signal.SIGUSR1, lambda *_: ctl.clear_mitigation())
     deadline = time.monotonic() + args.duration if args.duration else None
     next_status = time.monotonic() + (args.status_every or 0)
     try:

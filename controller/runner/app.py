@@ -139,6 +139,7 @@ class Controller:
     _rtt_cache: dict[tuple[str, str], float] = field(default_factory=dict)   # (src host, dst ip) -> T
     _stopped: bool | None = None           # stop()'s result once it has run
     _fb_lock: threading.Lock = field(default_factory=threading.Lock)
+    _clear_requested: threading.Event = field(default_factory=threading.Event)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -473,7 +474,9 @@ class Controller:
         if self.mitigator is None:
             return
         findings = findings_from_diagnosis(self.live.snapshot() if self.live else None)
+        healthy: dict[str, float] = {}
         if self.links is not None and self.links.links:
+            healthy = self.links.healthy(time.time() if now is None else now)
             names = [d.name for d in self.links.links]
             # per poll, not per 1 s bin of the loss map: the rule weighs each poll's
             # packets, and the poll of this tick is judged at once
@@ -484,11 +487,19 @@ class Controller:
             since, _end, sent, arrived = self.links.silence()
             findings += findings_from_silence(names=names, sent=sent, arrived=arrived, since_s=since,
                                               rule=SilenceRule())
-        acts = self.mitigator.step(findings, now)
+        acts = self.mitigator.step(findings, now, healthy)
+        if self._clear_requested.is_set():
+            self._clear_requested.clear()
+            acts += self.mitigator.clear(now)
         self._notify_moved(acts)
         done = self.mitigator.take_unexported()
         if done and self.exporter is not None:
             self.exporter.write(mitigation_lines(done))
+
+    def clear_mitigation(self) -> None:
+        """An operator's word that the links and switches kept off were repaired: their
+        actions are undone in the next round (``controller run``: SIGUSR1)."""
+        self._clear_requested.set()
 
     def _notify_moved(self, acts: list[Any]) -> None:
         """After a reroute or drain was written: a path notice (``FLAG_PATH_CHANGED``)

@@ -13,15 +13,18 @@ onset; its rank timeout is long enough for a run 3x slower than the warm-up on t
 acting bed (2.2x on the advising one: past the issue's 2x an unmitigated run counts
 as hung), so a slower run is measured, not cut.  Both faults are on leaf-spine
 links; gray loss is the harness' eBPF dropper at the sending switch port
-(`_FabricGrayLoss`).  Between trials the acting bed waits until the
-controller undid its reroute (the hold-down, then ``clear_s`` unnamed), so every
-trial starts on the fault-free routes.  A flapping link (down, up, down ... from the
+(`_FabricGrayLoss`).  Between trials the harness, which healed the fault,
+tells the controller so (``SIGUSR1``: an operator's "repaired"; the controller undoes
+nothing on the mere absence of evidence, and a link its routes keep off shows none)
+and waits until the reroute is undone, so every trial starts on the fault-free routes.  A flapping link (down, up, down ... from the
 onset) counts how often the controller acts on it against what its hold-down allows.
 The figures are ``recovery.py``'s; ``summary.json["mitigation"]`` holds the rows.
 """
 from __future__ import annotations
 
 import json
+import os
+import signal
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -226,9 +229,21 @@ class _Bed:
             return {}
         return dict(obj.get("mitigation") or {})
 
+    def clear(self) -> None:
+        """The operator's word that the fault was repaired (the harness healed it at the
+        end of the trial): ``SIGUSR1`` to the controller, which undoes its actions.  A
+        link its routes keep off carries no traffic, so no counter can show it healed,
+        and the controller undoes nothing without such evidence."""
+        p = next((x for x in self.tb.processes if x.name == "controller"), None)
+        if p is not None and p.proc.poll() is None:
+            os.kill(p.proc.pid, signal.SIGUSR1)
+
     def wait_unavoided(self, timeout_s: float) -> float:
-        """Wait (bounded) until the controller holds no reroute; the seconds waited."""
+        """Clear, then wait (bounded) until the controller holds no reroute; the seconds
+        waited."""
         t0 = time.monotonic()
+        if self.state().get("active"):
+            self.clear()
         while time.monotonic() - t0 < timeout_s:
             m = self.state()
             if not m.get("avoided") and not m.get("written_avoid"):
@@ -258,7 +273,7 @@ class _Bed:
 
     def trial(self, name: str, fault: FaultSpec | None, *, flap: bool = False) -> dict[str, Any]:
         """One run of the ring with ``fault``; its figures (times from the onset)."""
-        waited = self.wait_unavoided(self.cfg.hold_down_s * 8 + 10)
+        waited = self.wait_unavoided(30.0)
         tdir = self.dir / name
         inj: Any = Injector(tb=self.tb, topo=self.topo, python=self.hcfg.python)
         if fault is not None and fault.kind == "gray_loss" and not self._wan(fault.target):
