@@ -43,7 +43,12 @@ from mininet_topos.faults.harness import (
     _run_ranks,
 )
 from mininet_topos.faults.inject import Injector
-from mininet_topos.faults.p4 import controller_telemetry, int_places, wait_for_loss_export
+from mininet_topos.faults.p4 import (
+    controller_telemetry,
+    int_crossings,
+    int_places,
+    wait_for_loss_export,
+)
 from mininet_topos.faults.spec import FaultError, FaultSpec
 from mininet_topos.preset_kind import spec_kind
 from mininet_topos.testbed.errors import ExperimentError
@@ -191,18 +196,34 @@ def _reverse(direction: str) -> str:
 
 
 def pick_targets(topo: Topology, places: dict[str, list[str]], seeds: tuple[int, ...],
-                 kinds: tuple[str, ...]) -> dict[tuple[str, int], str]:
+                 kinds: tuple[str, ...], crossings: dict[str, list[str]] | None = None
+                 ) -> dict[tuple[str, int], str]:
     """Per (kind, seed), a leaf-spine fabric direction the warm-up's INT paths cross
-    (the issue's targets are for fabric links), drawn per kind and seed."""
+    (the issue's targets are for fabric links), drawn per kind and seed.
+
+    Gray loss is drawn among the fabric directions that carry a cross-DC pair's data
+    (``crossings``: the INT paths' direction -> ring pairs; a pair whose path crosses a
+    WAN link): there the ring's QPs have ~20 packets in flight (the WAN's 20 ms at 8
+    Mbit/s), as a RoCE QP at a datacenter NIC's line rate has, and go-back-N resends
+    them for every loss.  On an intra-DC pair the bed's 8 Mbit/s QPs have one or two
+    packets in flight and a 5 % loss cost 1.13-1.27x: not the issue's scenario (a NIC
+    at 100 Gbit/s has a window of a hundred packets on any fabric path)."""
     wan = {ln.name for ln in topo.links if ln.role is LinkRole.WAN}
     fabric = [x for x in places.get("link_down") or [] if _link_of(topo, x) not in wan]
+    far: list[str] = []
+    if crossings:
+        cross_dc = {p for x, ps in crossings.items() if "->" in x and ":" in x.split("->")[0]
+                    and x in {d.name for d in directed_links(topo)} and _link_of(topo, x) in wan
+                    for p in ps}
+        far = [x for x in fabric if set(crossings.get(x) or ()) & cross_dc]
     out = {}
     for kind in kinds:
-        if not fabric:
+        pool = far if kind == "gray_loss" and far else fabric
+        if not pool:
             raise FaultError(f"recovery: the warm-up's INT paths cross no fabric link for {kind}")
         for s in seeds:
             rng = np.random.default_rng([s, KINDS.index(kind)])
-            out[(kind, s)] = fabric[int(rng.integers(len(fabric)))]
+            out[(kind, s)] = pool[int(rng.integers(len(pool)))]
     return out
 
 
@@ -217,6 +238,7 @@ class _Bed:
         self.tb: Any = None
         self.warm_sends = 0
         self.places: dict[str, list[str]] = {}
+        self.crossings: dict[str, list[str]] = {}   # INT: direction -> ring pairs crossing it
 
     def _wan(self, direction: str) -> bool:
         return _link_of(self.topo, direction) in {ln.name for ln in self.topo.links
@@ -261,7 +283,9 @@ class _Bed:
         self.warm_sends = sum(1 for r in recs if r.dir == "send")
         room = SLOWDOWN_ROOM if self.mode == "act" else SLOWDOWN_ROOM_UNMITIGATED
         self.hcfg = replace(self.hcfg, trial_s=self.cfg.onset_s + room * done)
-        self.places = int_places(self.topo, self._telemetry(start, end), self.hcfg.hosts)
+        tel = self._telemetry(start, end)
+        self.places = int_places(self.topo, tel, self.hcfg.hosts)
+        self.crossings = int_crossings(self.topo, tel, self.hcfg.hosts)
         self.log(f"[{self.mode}] warm-up job {done:.2f} s; trials may run "
                  f"{self.hcfg.trial_s:.1f} s; INT paths cross: "
                  + ", ".join(self.places.get("link_down") or []))
@@ -373,7 +397,7 @@ def run_recovery(cfg: RecoveryConfig, *, log: Any = print) -> dict[str, Any]:
             bed.tb = tb
             bed.warm_up()
             if not targets:
-                targets = pick_targets(topo, bed.places, cfg.seeds, cfg.kinds)
+                targets = pick_targets(topo, bed.places, cfg.seeds, cfg.kinds, bed.crossings)
             runs = trials.setdefault(mode, [])
 
 
