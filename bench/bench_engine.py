@@ -20,7 +20,9 @@ Every figure is a ratio within one run:
   departures) and entering the receiver's: median inter-departure gap against size /
   rate (target within 2 %), p99 of |gap - size / rate| (target <= 20 us) and the share
   of bursts (gaps under a quarter of the ideal), for both engines, with the sender
-  engine's own count of departures more than 20 us late.
+  engine's own count of departures more than 20 us late, its engine thread's CPU and
+  spin time per second of pacing and how long its spin budget was spent (the median
+  lead); and the engine thread's CPU while its one QP is idle (``idle``).
 * **rtt**: the QP's RTT samples against the wire RTT of a capture (each ACK's arrival
   minus the first departure of the PSN it acknowledges) on a veth port shaped by HTB
   at 40 Mbit/s as the eBPF switches shape theirs, for both engines.
@@ -226,8 +228,40 @@ def gap_stats(rows: np.ndarray, rate: float, wire: int) -> dict:
             "bursts_pct": float(np.mean(gaps < ideal / 4) * 100)}
 
 
-PACING_ENV = {"": {}, "normal": {"TN_ENGINE_RT": "0"},
+#: the native engine's pacing modes (traffic/native/tn_engine.c's lead): "" its default
+#: (real-time priority, the p99 lead within the spin budget), "median" (the median lead
+#: only, the default before the budget), "normal" (normal priority), "RT+spin" (the p99
+#: lead with no budget)
+PACING_ENV = {"": {}, "median": {"TN_ENGINE_SPIN": "0"}, "normal": {"TN_ENGINE_RT": "0"},
               "RT+spin": {"TN_ENGINE_RT": "1", "TN_ENGINE_SPIN": "1"}}
+PACING_ROWS = ("native", "native:median", "native:normal", "native:RT+spin", "python")
+
+_IDLE = """
+import json, sys, time
+from traffic.endpoint import EndpointConfig
+from traffic.native_endpoint import NativeEndpoint
+from traffic.qp_types import QpConfig
+ep = NativeEndpoint(EndpointConfig(ip=sys.argv[1], port=int(sys.argv[2])))
+ep.add_requester(QpConfig(qpn=1, peer_qpn=2, peer_ip=sys.argv[1], rate_bps=86.56e6))
+time.sleep(0.2)
+t0 = time.monotonic()
+ep._refresh(); c0 = ep.engine_info()["cpu_s"]
+time.sleep(float(sys.argv[3]))
+ep._refresh(); c1 = ep.engine_info()["cpu_s"]
+print(json.dumps({"cpu_s": c1 - c0, "seconds": time.monotonic() - t0}))
+ep.close()
+"""
+
+
+def idle_cpu(mode: str = "", seconds: float = 2.0) -> float:
+    """The native engine thread's CPU (% of a core) while its one requester QP (paced
+    at 10k pkt/s of 1 KiB) has nothing to send: the timer design's idle cost."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **PACING_ENV[mode]}
+    out = subprocess.run([sys.executable, "-c", _IDLE, LO_IPS[0], "4793", str(seconds)],
+                         capture_output=True, text=True, env=env, cwd=ROOT, check=True,
+                         timeout=60).stdout
+    r = json.loads(out.strip().splitlines()[-1])
+    return r["cpu_s"] / r["seconds"] * 100
 
 
 def pacing(engine: str, pps: int, *, mtu: int = 1024, seconds: float = 1.0,
@@ -235,9 +269,10 @@ def pacing(engine: str, pps: int, *, mtu: int = 1024, seconds: float = 1.0,
     """One QP paced at ``pps`` through the veth pair, captured leaving the sender's
     interface (the departures) and, with ``rx_capture``, entering the receiver's (after
     the veth hop; a second tap costs the sender's send path too: veth runs the receive
-    side inside the sender's syscall).  ``mode`` (native engine): "" its default
-    (real-time priority, no spin), "normal" (normal priority, spinning before each
-    departure), "RT+spin" (real-time priority and the spin, TN_ENGINE_SPIN=1)."""
+    side inside the sender's syscall).  ``mode`` (native engine): a key of
+    PACING_ENV.  ``engine_cpu_pct`` / ``spin_pct``: the sender engine thread's CPU and
+    spin seconds over its whole run (~1.5 s idle before the start, ~0 while idle) per
+    second of pacing, in % of a core."""
     wire = mtu + 12 + 4 + WIRE_OVERHEAD  # a MIDDLE packet's frame
     rate = pps * wire * 8
     npk = int(pps * seconds)
@@ -260,7 +295,12 @@ def pacing(engine: str, pps: int, *, mtu: int = 1024, seconds: float = 1.0,
     late = int(eng.get("late_departures", 0))
     return {"engine": res["engine"] + (f" ({mode})" if mode else ""), "pps": pps, **tx,
             "rx": rx, "late_departures": late,
-            "late_mean_us": float(eng.get("late_s", 0.0)) / late * 1e6 if late else 0.0}
+            "late_mean_us": float(eng.get("late_s", 0.0)) / late * 1e6 if late else 0.0,
+            "engine_cpu_pct": float(eng.get("cpu_s", float("nan"))) / seconds * 100,
+            "spin_pct": float(eng.get("spin_s", float("nan"))) / seconds * 100,
+            "budget_out_pct": float(eng.get("budget_out_s", float("nan"))) / seconds * 100,
+            "lead_us": float(eng.get("spin_lead_s", float("nan"))) * 1e6,
+            "timer_late_p99_us": float(eng.get("timer_late_p99_s", float("nan"))) * 1e6}
 
 
 def rtt(engine: str, *, rate_mbps: float = 40.0, seconds: float = 1.0) -> dict:
@@ -316,6 +356,10 @@ def main() -> int:
     ap.add_argument("--json", metavar="FILE", help="write the results here")
     ap.add_argument("--pacing-rx", action="store_true",
                     help="pacing: also capture entering the receiver's interface")
+    ap.add_argument("--pacing-rows", default=",".join(PACING_ROWS),
+                    help="pacing: comma list of engine[:mode] rows (modes: "
+                         f"{', '.join(m for m in PACING_ENV if m)}; default {','.join(PACING_ROWS)})")
+    ap.add_argument("--pacing-pps", default="10000,100000", help="pacing: comma list of pkt/s")
     a = ap.parse_args()
     if not BLAST.exists():
         print("build the native engine first: make -C traffic/native", file=sys.stderr)
@@ -367,20 +411,34 @@ def main() -> int:
         if "pacing" not in skip and not a.no_veth:
             print("\npacing (veth; gaps before MIDDLE packets from tcpdump's kernel timestamps "
                   "leaving the sender's interface; rx: entering the receiver's, --pacing-rx)")
+            rows = [(r.split(":") + [""])[:2] for r in a.pacing_rows.split(",") if r]
+            for engine, mode in rows:
+                if engine not in ("native", "python") or mode not in PACING_ENV:
+                    ap.error(f"--pacing-rows: {engine}:{mode} unknown")
+            for engine, mode in rows:
+                if engine == "native":
+                    pct = idle_cpu(mode)
+                    results.setdefault("idle", []).append({"mode": mode, "engine_cpu_pct": pct})
+                    print(f"idle: native{f' ({mode})' if mode else ''}: engine thread CPU "
+                          f"{pct:.3f} % of a core (one QP, nothing posted)", flush=True)
             print("engine             pkt/s  ideal us  median us  median err %  p99 |err| us  "
-                  "p99.9 us  bursts %  rx: med err %  p99 us  late>20us (mean us)")
-            for pps in (10_000, 100_000):
-                for engine, mode in (("native", ""), ("native", "normal"), ("native", "RT+spin"),
-                                     ("python", "")):
+                  "p99.9 us  bursts %  rx: med err %  p99 us  late>20us (mean us)  "
+                  "eng CPU %  spin %  lead us  timer p99 us  budget out %")
+            for pps in (int(x) for x in a.pacing_pps.split(",")):
+                for engine, mode in rows:
                     r = pacing(engine, pps, mode=mode, rx_capture=a.pacing_rx)
                     results["pacing"].append(r)
                     x = r["rx"] or {"median_error_pct": float("nan"), "p99_error_us": float("nan")}
+                    late = f"({r['late_mean_us']:.0f})"
                     print(f"{r['engine']:17s} {pps:6d} {r['ideal_us']:9.2f} "
                           f"{r['median_gap_us']:10.2f} {r['median_error_pct']:12.2f} "
                           f"{r['p99_error_us']:13.1f} {r['p999_error_us']:9.1f} "
                           f"{r['bursts_pct']:9.1f} {x['median_error_pct']:14.2f} "
                           f"{x['p99_error_us']:7.1f} {r['late_departures']:9d} "
-                          f"({r['late_mean_us']:.0f})", flush=True)
+                          f"{late:>9s} {r['engine_cpu_pct']:10.1f} "
+                          f"{r['spin_pct']:7.1f} {r['lead_us']:8.1f} "
+                          f"{r['timer_late_p99_us']:13.1f} {r['budget_out_pct']:13.1f}",
+                          flush=True)
         if "rtt" not in skip and not a.no_veth:
             print("\nRTT samples against the wire (veth, the sender's port shaped by HTB at "
                   "40 Mbit/s as the eBPF switches shape theirs; one QP at 20 Mbit/s)")

@@ -134,7 +134,10 @@ class SwitchRuntime:
         return self.table(table).modify_indirect(list(key), member=member, group=group, priority=priority)
 
     # ---------------------------------------------------------------- counters
-    def counter(self, name: str) -> Counter:
+    def counter(self, name: str, cells: Sequence[int] | None = None) -> Counter:
+        """The counter's object, its ``cells`` (all when None) current: targets whose
+        cells live elsewhere (the kernel's maps) refresh only those, so a read of one
+        index costs one cell."""
         return resolve("counter", self.program.counters, name)
 
     def counter_read(self, name: str, index: int) -> tuple[int, int]:
@@ -181,7 +184,9 @@ class SwitchRuntime:
         t.set_entry_meter(t.find(list(key), priority), config)
 
     # --------------------------------------------------------------- registers
-    def register(self, name: str) -> Register:
+    def register(self, name: str, cells: Sequence[int] | None = None) -> Register:
+        """The register's object, its ``cells`` (all when None) current (as
+        :meth:`counter`)."""
         return resolve("register", self.program.registers, name)
 
     def register_read(self, name: str, index: int) -> int:

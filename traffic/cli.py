@@ -414,14 +414,11 @@ def _run_local(args: argparse.Namespace, argv: list[str]) -> int:
                        "--rank", str(r), "--start-file", str(start_file),
                        "-o", str(out_dir / f"rank{r}.json"), *clean]
                 procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True))
-            for p in procs:   # each rank prints "ready ..." once its socket is bound
-                assert p.stdout is not None
-                line = p.stdout.readline()
-                while line and not line.startswith("ready"):
-                    line = p.stdout.readline()
             # nobody sends before every rank can receive: a rank that bound late (a
-            # slow start on a busy host) would otherwise cost retransmissions
-            startgate.release(start_file, time.time() + 0.1 + 0.02 * args.nranks)
+            # slow start on a busy host) would otherwise cost retransmissions; a rank
+            # that exits early releases the others (its error is its exit status)
+            startgate.start_together(start_file, args.nranks, timeout_s=args.timeout + 30,
+                                     alive=lambda: all(p.poll() is None for p in procs))
             rc = 0
             for p in procs:
                 out, _ = p.communicate(timeout=args.timeout + 30)

@@ -129,7 +129,9 @@ class EngineCountersC(ctypes.Structure):
                      "late_departures"]) + [("late_s", ctypes.c_double),
                                             ("realtime", ctypes.c_uint64)] + _u64(
                          ["injected_drops", "injected_data_drops", "injected_repair_drops"]) + [
-                         ("timer_late_p99_s", ctypes.c_double), ("spin_lead_s", ctypes.c_double)]
+                         ("timer_late_p99_s", ctypes.c_double), ("spin_lead_s", ctypes.c_double),
+                         ("spin_s", ctypes.c_double), ("cpu_s", ctypes.c_double),
+                         ("spin_budget", ctypes.c_double), ("budget_out_s", ctypes.c_double)]
 
 
 class QpStateC(ctypes.Structure):

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from traffic.errors import TrafficError
 
-__all__ = ["clear", "mark_ready", "ready_path", "release", "wait_all_ready", "wait_start"]
+__all__ = ["clear", "mark_ready", "ready_path", "release", "start_together", "wait_all_ready",
+           "wait_start"]
 
 
 def ready_path(start_file: Path, rank: int) -> Path:
@@ -70,3 +71,17 @@ def release(start_file: Path, at_unix_s: float) -> None:
     tmp = start_file.with_name(start_file.name + ".tmp")
     tmp.write_text(f"{at_unix_s:.6f}")
     tmp.rename(start_file)
+
+
+def start_together(start_file: Path, nranks: int, *, timeout_s: float,
+                   alive: Callable[[], bool] = lambda: True,
+                   not_before: float = 0.0) -> tuple[float, list[int]]:
+    """The launcher's half of the gate: wait for every rank's marker (see
+    :func:`wait_all_ready`), then write a start time a moment ahead (0.1 s plus 20 ms a
+    rank: each rank polls the start file, and a loaded host wakes late), never before
+    ``not_before``.  Returns the start time and the ranks still missing (released
+    anyway: the caller says what happened to them)."""
+    missing = wait_all_ready(start_file, nranks, timeout_s=timeout_s, alive=alive)
+    at = max(not_before, time.time() + 0.1 + 0.02 * nranks)
+    release(start_file, at)
+    return at, missing

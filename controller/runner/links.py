@@ -144,16 +144,21 @@ class LinkPoller:
         return dict(zip(names, self._pool.map(one, names), strict=True))
 
     def _read_egress(self, name: str) -> dict[int, int]:
+        """link_tx_seq of ``name``'s ports that send on a watched link (those cells only)."""
         sw = self.switches[name]
         assert sw.client is not None
-        return sw.client.read_register(sw.schema.register(R_TX_SEQ).id)
+        rid = sw.schema.register(R_TX_SEQ).id
+        ports = sorted(p for (src, p) in self._tx_rows if src == name)
+        return sw.client.read_registers([rid], ports).get(rid, {})
 
     def _read_ingress(self, name: str) -> tuple[dict[int, int], dict[int, int]]:
-        """(link_lost_packets, link_rx_expected) of ``name``, in one Read."""
+        """(link_lost_packets, link_rx_expected) of ``name``'s ports that receive a
+        watched link, in one Read."""
         sw = self.switches[name]
         assert sw.client is not None
         lost_id, exp_id = sw.schema.register(R_LOST).id, sw.schema.register(R_RX_EXPECTED).id
-        got = sw.client.read_registers([lost_id, exp_id])
+        ports = sorted(p for (dst, p) in self._rows if dst == name)
+        got = sw.client.read_registers([lost_id, exp_id], ports)
         return got.get(lost_id, {}), got.get(exp_id, {})
 
     def poll(self, after_ingress: Callable[[], None] | None = None) -> None:

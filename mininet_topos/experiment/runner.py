@@ -73,17 +73,14 @@ def release_ranks(start_file: Path, procs: list[Any], *, planned: float,
     planned time (their injectors were prepared for it); the rogue phase, the memory
     watch and the run's deadline count from the start returned."""
     alive = lambda: all(p.proc.poll() is None for p in procs)
-    missing = startgate.wait_all_ready(start_file, len(procs),
-                                       timeout_s=max(0.0, planned - time.time()) + 60.0,
-                                       alive=alive)
-    now = time.time()
-    at = max(planned, now + 0.1 + 0.02 * len(procs))
+    at, missing = startgate.start_together(
+        start_file, len(procs), timeout_s=max(0.0, planned - time.time()) + 60.0,
+        alive=alive, not_before=planned)
     if missing:
         log(f"ranks {missing} not bound (exited, or not within 60 s of the planned "
             "start): starting the others")
     elif at > planned + 0.05:
-        log(f"ranks bound {now - planned:.2f} s after the planned start: all start together")
-    startgate.release(start_file, at)
+        log(f"ranks bound {at - planned:.2f} s after the planned start: all start together")
     return at
 
 

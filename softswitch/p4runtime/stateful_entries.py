@@ -6,6 +6,7 @@ id 0 means every object and an unset index every cell (BMv2 behaves the same).
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -83,7 +84,9 @@ def write_counter(st: PipelineState, utype: int, ce: P.CounterEntry) -> None:
 def read_counters(st: PipelineState, q: P.CounterEntry) -> Iterator[P.CounterEntry]:
     infos = [st.schema.counter(q.counter_id)] if q.counter_id else list(st.schema.counters.values())
     for c in infos:
-        obj = _resolve(st.pipeline.switch.runtime.counter, c.name)
+        rt = st.pipeline.switch.runtime
+        wanted = [q.index.index] if q.HasField("index") else None
+        obj = _resolve(functools.partial(rt.counter, cells=wanted), c.name)
         for i in _read_indexes(q.HasField("index"), q.index.index, obj.size, f"counter {c.name}"):
             out = P.CounterEntry(counter_id=c.id)
             out.index.index = i
@@ -130,7 +133,9 @@ def write_register(st: PipelineState, utype: int, re_: P.RegisterEntry) -> None:
 def read_registers(st: PipelineState, q: P.RegisterEntry) -> Iterator[P.RegisterEntry]:
     infos = [st.schema.register(q.register_id)] if q.register_id else list(st.schema.registers.values())
     for r in infos:
-        obj = _resolve(st.pipeline.switch.runtime.register, r.name)
+        rt = st.pipeline.switch.runtime
+        wanted = [q.index.index] if q.HasField("index") else None
+        obj = _resolve(functools.partial(rt.register, cells=wanted), r.name)
         width, signed = bitwidth_of(r.type_spec) if r.type_spec is not None else (obj.width, False)
         for i in _read_indexes(q.HasField("index"), q.index.index, obj.size, f"register {r.name}"):
             out = P.RegisterEntry(register_id=r.id)

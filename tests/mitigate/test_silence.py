@@ -71,12 +71,16 @@ class _Client:
     def __init__(self, regs: dict[int, dict[int, int]]) -> None:
         self.regs = regs
         self.digests: Any = _Empty()
+        self.indexes_read: list[list[int] | None] = []
 
     def read_register(self, rid: int) -> dict[int, int]:
         return dict(self.regs.get(rid, {}))
 
-    def read_registers(self, rids: list[int]) -> dict[int, dict[int, int]]:
-        return {rid: self.read_register(rid) for rid in rids}
+    def read_registers(self, rids: list[int], indexes: list[int] | None = None
+                       ) -> dict[int, dict[int, int]]:
+        self.indexes_read.append(None if indexes is None else list(indexes))
+        return {rid: {i: v for i, v in self.read_register(rid).items()
+                      if indexes is None or i in indexes} for rid in rids}
 
     def read_counter(self, _cid: int) -> dict[int, tuple[int, int]]:
         return {}
@@ -125,6 +129,12 @@ def test_the_poller_confirms_a_silent_direction_and_tracks_it_until_it_delivers(
         _set(lp, sws, r, 100, 100)
     lp.poll()
     assert lp.silence()[0] is None                        # one poll: no interval yet
+    for name, sw in sws.items():   # each switch read for its link ports' cells only
+        ports = {d.dst_port for d in lp.links if d.dst == name} | \
+            {d.src_port for d in lp.links if d.src == name}
+        assert sw.client.indexes_read, name
+        assert all(ix and set(ix) <= ports for ix in sw.client.indexes_read), \
+            (name, sw.client.indexes_read)
     for r in range(n):
         _set(lp, sws, r, 200, 200)                        # every direction delivered
     _set(lp, sws, 0, 150, 100)                            # direction 0: stamped 50, nothing arrived

@@ -115,6 +115,13 @@ def test_random_resubmit_recirculate_and_clones_identical() -> None:
             assert kern.runtime.register(reg).cells == py.runtime.register(reg).cells, reg
         seen = py.runtime.register("seen_in").cells
         assert seen[4] > 100 and seen[6] > 1000, seen      # recirculated, resubmitted passes
+        # a read of some cells (P4Runtime's read with an index) looks up only those
+        obj = kern.runtime.register("seen_in")
+        obj.cells[:] = [-1] * obj.size
+        kern.runtime.register("seen_in", cells=[4, 6, obj.size])   # out of range: skipped
+        assert (obj.cells[4], obj.cells[6]) == (seen[4], seen[6])
+        assert obj.cells.count(-1) == obj.size - 2
+        assert kern.runtime.register("seen_in").cells == seen   # all, batched
 
 
 def test_int_report_stf_on_ebpf() -> None:

@@ -117,9 +117,8 @@ def run_ranks(hosts: list[Namespace], pattern: str, args: list[str], out_dir: Pa
                "--timeout", f"{timeout}", *args, *extra]
         procs.append(h.popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              cwd=ROOT))
-    startgate.wait_all_ready(start, len(procs), timeout_s=timeout,
+    startgate.start_together(start, len(procs), timeout_s=timeout,
                              alive=lambda: all(p.poll() is None for p in procs))
-    startgate.release(start, time.time() + 0.1)
     outs = []
     for r, p in enumerate(procs):
         _out, err = p.communicate(timeout=timeout + 20)

@@ -33,6 +33,22 @@ def test_the_launcher_sees_each_marker_and_the_ranks_read_one_time(tmp_path: Pat
     assert list(tmp_path.iterdir()) == []
 
 
+def test_the_launcher_releases_a_moment_after_the_last_marker(tmp_path: Path) -> None:
+    start = tmp_path / "start"
+    for r in range(3):
+        startgate.mark_ready(start, r)
+    before = time.time()
+    at, missing = startgate.start_together(start, 3, timeout_s=0)
+    assert missing == [] and at >= before + 0.16   # 0.1 s + 20 ms a rank
+    assert startgate.wait_start(start, 1) == pytest.approx(at, abs=1e-6)
+    # a planned start later than that is kept; missing ranks are named, not waited for
+    startgate.clear(start)
+    startgate.mark_ready(start, 0)
+    at, missing = startgate.start_together(start, 2, timeout_s=60, alive=lambda: False,
+                                           not_before=before + 100)
+    assert missing == [1] and at == before + 100
+
+
 def _rank(rank: int, hosts: str, start: Path, out: Path) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "traffic", "allreduce", "--hosts", hosts, "--rank", str(rank),
@@ -56,9 +72,9 @@ def test_a_rank_that_binds_late_loses_no_first_window(tmp_path: Path) -> None:
             time.sleep(0.02)
         time.sleep(1.5)
         procs.append(_rank(0, hosts, start, tmp_path / "r0.json"))
-        assert startgate.wait_all_ready(start, 2, timeout_s=60,
-                                        alive=lambda: all(p.poll() is None for p in procs)) == []
-        startgate.release(start, time.time() + 0.1)
+        _at, missing = startgate.start_together(
+            start, 2, timeout_s=60, alive=lambda: all(p.poll() is None for p in procs))
+        assert missing == []
         for p in procs:
             _, err = p.communicate(timeout=120)
             assert p.returncode == 0, err[-2000:]

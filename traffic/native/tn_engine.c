@@ -8,9 +8,10 @@
  * armed a lead before the due time, with the thread's timer slack at 1 ns; the lead is
  * spun on the clock, so a departure leaves within a few microseconds of its due time
  * and an idle engine burns nothing.  The lead follows the timer's own wake-up lateness
- * (its running p99 + 5 us, 20..60 us: on a virtual machine the median is ~20 us even
- * at real-time priority; stalls over 1 ms, which no lead would cover, are left out).  A departure that is due goes before the receive work.
- *
+ * (stalls over 1 ms, which no lead would cover, are left out): its running p99 + 5 us
+ * (20..60 us; on a virtual machine the median is ~20 us even at real-time priority)
+ * while the engine's spin budget lasts (a share of a core, TN_ENGINE_SPIN_BUDGET), its
+ * median when the budget is spent.  A departure that is due goes before the receive work.
  * Per iteration the loop touches only the QPs with work: responders owing an ACK (a
  * dirty list), requesters that got an ACK, a CNP or an API call (a ready list) and
  * requesters whose wake time came (a min-heap on it); QPNs are found by a hash.
@@ -45,6 +46,10 @@
 #define LEAD_MIN_S 20e-6   /* the spin lead: at least ... */
 #define LEAD_MAX_S 60e-6   /* ... and at most: a QP at 10k pkt/s spins up to 60 % of its
                             * time, one at 2,500 pkt/s 15 % (a 20 us lead: 20 % and 5 %) */
+#define SPIN_BUDGET 0.5    /* default spin budget: this share of a core, per engine (the
+                            * p99 lead of a QP at 10k pkt/s took 34-39 % on a loaded VM,
+                            * whose wake-ups were ~40 us late at the median) ... */
+#define SPIN_DEPTH_S 20e-3 /* ... saved up to this many seconds of spin */
 #define MAX_BATCH 256
 
 struct qent {
@@ -81,7 +86,12 @@ struct tn_engine {
     uint8_t *rxbufs; uint8_t *rxctl;
     double planned;
     double lead;       /* spin lead: wake this long before a departure, spin the rest */
-    int spin;          /* 1: lead by the p99 lateness; 0: by the median (real-time) */
+    double lead_p99;   /* the lead that covers 99 % of the timer's wake-ups (+ 5 us) */
+    double lead_med;   /* the lead that covers half of them (the timer's median) */
+    double budget;     /* spin budget, share of a core: < 0 none (always the p99 lead),
+                        * 0: always the median lead */
+    double spin_tokens, spin_t;  /* the budget's bucket (seconds of spin) and its clock */
+    int spent;         /* the budget is spent: the median lead */
     double late_m;     /* the timer's median lateness (stochastic estimate) */
     double late_q;     /* running p99 estimate of the timer's wake-up lateness */
     double step_now;   /* step mode: the injected clock */
@@ -653,10 +663,13 @@ static int rx_drain(struct tn_engine *e, double now)
 }
 
 /* -- the loop ---------------------------------------------------------------------- */
-/* A timer armed for ``armed`` woke at ``woke``: track the p99 of that lateness
- * (a stochastic quantile estimate, 1 us steps) and lead departures by it plus 5 us, so
- * 99 % of wake-ups land before their departure however late this host's timers are
- * (~20 us at the median on a virtual machine, even at real-time priority). */
+/* A timer armed for ``armed`` woke at ``woke``: track the p99 and the median of that
+ * lateness (stochastic quantile estimates, 1 us steps).  A lead of the p99 + 5 us lands
+ * 99 % of wake-ups before their departure however late this host's timers are (~20 us
+ * at the median on a virtual machine, even at real-time priority); the median lead
+ * lands half of them early, at a few us of spin per departure instead of tens, and
+ * keeps the rate (a lead of 0 let every real-time departure be ~25 us late, and the
+ * pacer's catch-up cap turned that into an 8 % slower QP at 10k pkt/s). */
 static void timer_woke(struct tn_engine *e, double armed, double woke)
 {
     double x = woke - armed;
@@ -669,19 +682,42 @@ static void timer_woke(struct tn_engine *e, double armed, double woke)
     e->late_m += x > e->late_m ? 0.5e-6 : -0.5e-6;
     if (e->late_m < 0)
         e->late_m = 0;
-    if (!e->spin) {
-        /* Real-time priority: lead by the median lateness only.  Half the wake-ups
-         * then land early and spin the few us left, half land late by the spread
-         * above the median; the departures keep their rate (a lead of 0 let every
-         * one be ~25 us late and the pacer's catch-up cap turned that into an 8 %
-         * slower QP), at a few us of spin per departure instead of the p99's tens. */
-        e->lead = e->late_m < LEAD_MAX_S ? e->late_m : LEAD_MAX_S;
-        e->c.spin_lead_s = e->lead;
-        return;
-    }
     double lead = e->late_q + 5e-6;
-    e->lead = lead < LEAD_MIN_S ? LEAD_MIN_S : lead > LEAD_MAX_S ? LEAD_MAX_S : lead;
+    e->lead_p99 = lead < LEAD_MIN_S ? LEAD_MIN_S : lead > LEAD_MAX_S ? LEAD_MAX_S : lead;
+    e->lead_med = e->late_m < LEAD_MAX_S ? e->late_m : LEAD_MAX_S;
+}
+
+/* The lead for the next wait: the p99 lead while the spin budget has credit (a bucket
+ * of spin seconds filled at ``budget`` of a core, SPIN_DEPTH_S deep, drained by every
+ * spin), the median lead when it is spent, so an engine spins at most about its budget
+ * however many QPs it paces: microsecond pacing at 10k pkt/s, and a bounded cost at
+ * any rate (a QP whose gaps are shorter than the lead keeps the engine awake anyway). */
+static void choose_lead(struct tn_engine *e, double now)
+{
+    if (e->budget > 0) {
+        double t = e->spin_tokens + (now - e->spin_t) * e->budget;
+        double depth = SPIN_DEPTH_S;
+        e->spin_tokens = t < depth ? t : depth;
+    }
+    if (e->spent)  /* the time since the last choice was led by the median for want of budget */
+        e->c.budget_out_s += now - e->spin_t;
+    e->spin_t = now;
+    e->spent = e->budget > 0 && e->spin_tokens <= 0;
+    e->lead = e->budget < 0 || (e->budget > 0 && !e->spent) ? e->lead_p99 : e->lead_med;
     e->c.spin_lead_s = e->lead;
+}
+
+/* spin on the clock, without the lock, until ``until`` (or stop); charged to the budget */
+static void spin_until(struct tn_engine *e, double until)
+{
+    pthread_mutex_unlock(&e->mu);
+    double t0 = now_of(e), t = t0;
+    while (t < until && !atomic_load(&e->stop))
+        t = now_of(e);
+    pthread_mutex_lock(&e->mu);
+    e->c.spins++;
+    e->c.spin_s += t - t0;
+    e->spin_tokens -= t - t0;
 }
 
 static void arm_timer(struct tn_engine *e, double at)
@@ -700,6 +736,27 @@ static void arm_timer(struct tn_engine *e, double at)
     timerfd_settime(e->timer_fd, TFD_TIMER_ABSTIME, &its, NULL);
 }
 
+/* The lead (choose_lead): the p99 lead within a spin budget, TN_ENGINE_SPIN_BUDGET (a
+ * share of a core, 0..1, SPIN_BUDGET by default); TN_ENGINE_SPIN=1 lifts the budget (the
+ * p99 lead always: microsecond pacing on a host with a core to spare), =0 leads by the
+ * median only (a few us of spin per departure; bench_engine's pacing rows compare them). */
+static double spin_budget_of_env(void)
+{
+    const char *spin = getenv("TN_ENGINE_SPIN");
+    const char *budget = getenv("TN_ENGINE_SPIN_BUDGET");
+    if (spin && *spin == '1')
+        return -1;
+    if (spin && *spin == '0')
+        return 0;
+    if (budget && *budget) {
+        char *end;
+        double b = strtod(budget, &end);
+        if (end != budget && !*end && b >= 0 && b <= 1)
+            return b;
+    }
+    return SPIN_BUDGET;
+}
+
 static void *loop(void *arg)
 {
     struct tn_engine *e = arg;
@@ -713,25 +770,18 @@ static void *loop(void *arg)
      * 30-150 ms while packets waited in its socket, long past its peers' timers: 0-5
      * retransmissions per rank of a loss-free loopback all-reduce.  So it runs at
      * SCHED_FIFO priority 1 by default, best effort (needs CAP_SYS_NICE);
-     * TN_ENGINE_RT=0 opts out.  At that priority it spins little (below): the p99 lead
-     * of normal priority takes up to 60 % of a CPU at 10k pkt/s, which at real-time
-     * priority would be taken from the host's other work (the test bed's switches). */
+     * TN_ENGINE_RT=0 opts out.  Its p99 lead spins within a budget (choose_lead): unbounded,
+     * it takes up to 60 % of a CPU at 10k pkt/s, which at real-time priority is
+     * taken from the host's other work (the test bed's switches).  The timer slack
+     * (1 ns above) matters at normal priority only: real-time threads have none. */
     const char *rt = getenv("TN_ENGINE_RT");
     if ((e->a.flags & TN_ENGINE_RT) || !(rt && *rt == '0')) {
         struct sched_param sp = {.sched_priority = 1};
         if (pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) == 0)
             e->c.realtime = 1;
     }
-    /* At real-time priority the lead is the timer's median lateness (timer_woke), so
-     * about half the departures spin a few us; TN_ENGINE_SPIN=1 asks for the p99 lead
-     * of normal priority (each departure spins, tens of us: microsecond pacing on a
-     * host with a core to spare; bench_engine's pacing rows compare the three). */
-    const char *spin = getenv("TN_ENGINE_SPIN");
-    e->spin = !e->c.realtime || (spin && *spin == '1');
-    if (!e->spin) {
-        e->lead = 0;
-        e->c.spin_lead_s = 0;
-    }
+    e->spin_t = now_of(e);
+    e->spin_tokens = e->budget > 0 ? e->budget * SPIN_DEPTH_S : 0;
     pthread_mutex_lock(&e->mu);
     while (!atomic_load(&e->stop)) {
         double now = now_of(e);
@@ -752,18 +802,15 @@ static void *loop(void *arg)
         if (held >= 0 && (wake < 0 || held < wake))
             wake = held;
         e->planned = -1;
-        if (wake >= 0 && wake <= now_of(e) + e->lead) {
-            if (e->lead > 0) {
-                /* due within the spin window: spin on the clock without the lock */
-                pthread_mutex_unlock(&e->mu);
-                e->c.spins++;
-                while (now_of(e) < wake && !atomic_load(&e->stop))
-                    ;
-                pthread_mutex_lock(&e->mu);
+        double n1 = now_of(e);
+        choose_lead(e, n1);
+        if (wake >= 0 && wake <= n1 + e->lead) {
+            if (e->lead > 0) {  /* due within the spin window: spin on the clock */
+                spin_until(e, wake);
                 e->planned = wake;
                 continue;
             }
-            e->planned = wake;  /* due now (real-time priority: no spin) */
+            e->planned = wake;  /* due now (no lead: no spin) */
             if (!atomic_load(&e->waiters))
                 continue;
         }
@@ -797,13 +844,8 @@ static void *loop(void *arg)
         }
         if (wake >= 0) {
             double n2 = now_of(e);
-            if (n2 >= wake - e->lead && n2 < wake) {  /* woken for a departure: spin */
-                pthread_mutex_unlock(&e->mu);
-                e->c.spins++;
-                while (now_of(e) < wake && !atomic_load(&e->stop))
-                    ;
-                pthread_mutex_lock(&e->mu);
-            }
+            if (n2 >= wake - e->lead && n2 < wake)  /* woken for a departure: spin */
+                spin_until(e, wake);
             if (now_of(e) >= wake)
                 e->planned = wake;
         }
@@ -836,8 +878,9 @@ struct tn_engine *tn_engine_create(const struct tn_engine_attr *attr, char *err,
     e->cq = malloc(sizeof *e->cq * cqd);
     e->rx_fd = e->ep_fd = e->kick_fd = e->timer_fd = e->cq_fd = -1;
     e->planned = -1;
-    e->lead = LEAD_MIN_S;
+    e->lead = e->lead_p99 = LEAD_MIN_S;
     e->c.spin_lead_s = e->lead;
+    e->budget = e->c.spin_budget = spin_budget_of_env();
     e->rng = e->a.loss_seed;
     if (!(e->a.rx_delay_s >= 0 && e->a.rx_delay_s <= 10.0)) {
         snprintf(err, errlen, "delay line: delay_s=%g outside 0..10 s", e->a.rx_delay_s);
@@ -1158,6 +1201,10 @@ int tn_engine_counters(struct tn_engine *e, struct tn_engine_counters *out)
 {
     api_lock(e);
     *out = e->c;
+    clockid_t cid;  /* the engine thread's CPU time (idle and spin cost, bench_engine) */
+    struct timespec t;
+    if (e->running && pthread_getcpuclockid(e->th, &cid) == 0 && clock_gettime(cid, &t) == 0)
+        out->cpu_s = (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
     api_unlock(e);
     return 0;
 }

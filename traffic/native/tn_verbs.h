@@ -168,9 +168,15 @@ struct tn_engine_counters {
     double late_s;          /* sum of departure lateness beyond 20 us */
     uint64_t realtime;      /* 1: the engine thread runs SCHED_FIFO (TN_ENGINE_RT) */
     uint64_t injected_drops, injected_data_drops, injected_repair_drops;
-    /* the timer's wake-up lateness (its running p99 estimate) and the spin lead it sets:
-     * the engine wakes this long before a departure and spins the rest */
+    /* the timer's wake-up lateness (its running p99 estimate) and the spin lead last
+     * chosen: the engine wakes this long before a departure and spins the rest (the p99
+     * lateness + 5 us within the spin budget, the median lateness beyond it) */
     double timer_late_p99_s, spin_lead_s;
+    double spin_s;          /* seconds spent spinning (the budget's spending) */
+    double cpu_s;           /* the engine thread's CPU seconds (at the call) */
+    double spin_budget;     /* share of a core the p99 lead may spin: < 0 no bound
+                             * (TN_ENGINE_SPIN=1), 0 the median lead only (=0) */
+    double budget_out_s;    /* seconds led by the median because the budget was spent */
 };
 
 /* A QP's state for snapshots (Requester.snapshot / Responder.snapshot). */

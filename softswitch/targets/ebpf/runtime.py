@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from softswitch.backends.ebpf.kernel import LoadedProgram
@@ -18,6 +19,27 @@ from softswitch.backends.ebpf.meters_c import write_cell
 from softswitch.externs.stateful import Counter, Meter, Register
 from softswitch.runtime import SwitchRuntime
 from softswitch.v1model.pre import ReplicationEngine
+
+
+def _kernel_cells(tab: Any, size: int, cells: Sequence[int] | None) -> Iterator[tuple[int, Any]]:
+    """(index, kernel cell) of an array map: the listed cells (those in range: a read of
+    one index looks up one cell), or all of them in one batched lookup
+    (BPF_MAP_LOOKUP_BATCH: ~20x faster than a lookup per cell for 512 cells, which was
+    most of a link poll's cost on this target)."""
+    if cells is not None:
+        for i in cells:
+            if 0 <= i < size:
+                yield i, tab[ctypes.c_int(i)]
+        return
+    try:
+        batch = list(tab.items_lookup_batch())
+    except Exception:   # noqa: BLE001 - bcc raises a bare Exception when the kernel has no
+        # batched lookups of array maps (before 5.6)
+        batch = [(i, tab[ctypes.c_int(i)]) for i in range(size)]
+    for key, cell in batch:
+        i = int(getattr(key, "value", key))
+        if i < size:
+            yield i, cell
 
 
 class EbpfRuntime(SwitchRuntime):
@@ -59,11 +81,9 @@ class EbpfRuntime(SwitchRuntime):
         self.kernel.set_custom_crc(algorithm, polynomial, initial, final_xor, reflect_input, reflect_output)
 
     # ---------------------------------------------------------------- counters
-    def counter(self, name: str) -> Counter:
+    def counter(self, name: str, cells: Sequence[int] | None = None) -> Counter:
         obj = super().counter(name)
-        tab = self._map(obj.name)
-        for i in range(obj.size):
-            cell = tab[ctypes.c_int(i)]
+        for i, cell in _kernel_cells(self._map(obj.name), obj.size, cells):
             obj.packets[i], obj.bytes[i] = int(cell.packets), int(cell.bytes)
         return obj
 
@@ -76,12 +96,11 @@ class EbpfRuntime(SwitchRuntime):
         tab[ctypes.c_int(index)] = cell
 
     # --------------------------------------------------------------- registers
-    def register(self, name: str) -> Register:
+    def register(self, name: str, cells: Sequence[int] | None = None) -> Register:
         obj = super().register(name)
-        tab = self._map(obj.name)
         half = 1 << (obj.width - 1)
-        for i in range(obj.size):
-            v = int(tab[ctypes.c_int(i)].value)
+        for i, cell in _kernel_cells(self._map(obj.name), obj.size, cells):
+            v = int(getattr(cell, "value", cell))
             # the kernel keeps an int<W> cell as its W-bit pattern; the Python object as the
             # signed value (what the Python target's cells hold)
             obj.cells[i] = ((v & obj.mask) ^ half) - half if obj.signed else v
