@@ -9,7 +9,9 @@ JSON objects, one per line, over a UNIX datagram socket)::
 
     {"qp": 17, "rate_bps": 25000000000.0, "fec_k": 16, "fec_m": 2, "seq": 81}
 
-``rate_bps`` 0 means "no rate change"; ``fec_k`` 0 means "no FEC change".  Records the
+``rate_bps`` 0 means "no rate change"; ``fec_k`` 0 means "no FEC change"; the flag
+``FLAG_PATH_CHANGED`` becomes ``"path_changed": true`` (the controller moved the
+flow's route: the sender rearms its retransmission timer).  Records the
 endpoint would reject (QP 0 or above 2^24-1, rate outside 1e3..4e11, FEC outside
 1..128 / 0..16) are counted and not forwarded.
 
@@ -25,7 +27,7 @@ import json
 
 import numpy as np
 
-from formats.feedback import CONFIRM_DTYPE, FEEDBACK_DTYPE, ConfirmStatus
+from formats.feedback import CONFIRM_DTYPE, FEEDBACK_DTYPE, FLAG_PATH_CHANGED, ConfirmStatus
 
 __all__ = ["CONFIRM_DTYPE", "FEEDBACK_DTYPE", "ConfirmStatus", "decode_feedback_datagram",
            "encode_confirmations", "feedback_lines", "feedback_to_lines", "parse_confirm_reply"]
@@ -50,7 +52,8 @@ def feedback_lines(records: np.ndarray, *, with_seq: bool = True) -> tuple[list[
     k, m = records["fec_k"], records["fec_m"]
     has_rate = rate > 0
     has_fec = k > 0
-    ok = (qp >= 1) & (qp <= 0xFFFFFF) & (has_rate | has_fec)
+    moved = (records["flags"] & FLAG_PATH_CHANGED) != 0
+    ok = (qp >= 1) & (qp <= 0xFFFFFF) & (has_rate | has_fec | moved)
     ok &= ~has_rate | ((rate >= _RATE_MIN_BPS) & (rate <= _RATE_MAX_BPS))
     ok &= ~has_fec | ((k <= 128) & (m <= 16))
     lines = []
@@ -60,6 +63,8 @@ def feedback_lines(records: np.ndarray, *, with_seq: bool = True) -> tuple[list[
             obj["rate_bps"] = float(rate[i])
         if has_fec[i]:
             obj["fec_k"], obj["fec_m"] = int(k[i]), int(m[i])
+        if moved[i]:
+            obj["path_changed"] = True
         if with_seq:
             obj["seq"] = int(records["seq"][i])
         lines.append(json.dumps(obj, separators=(",", ":")))

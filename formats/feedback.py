@@ -15,7 +15,8 @@ decided_ns     u8      controller monotonic time of the decision
 rate_bps       u8      rate to apply, bit/s (0: leave the rate unchanged)
 fec_k          u2      data packets per FEC block (0: leave FEC unchanged)
 fec_m          u2      repair packets per FEC block (0 with fec_k >= 1: FEC off)
-flags          u2      bit 0: retransmission recommended; bit 1: DCQCN
+flags          u2      bit 0: retransmission recommended; bit 1: DCQCN;
+                       bit 2: the flow's route changed (path notice)
 reserved       u2      zero
 =============  ======  ================================================
 
@@ -53,7 +54,7 @@ import enum
 import numpy as np
 
 __all__ = ["CONFIRM_DTYPE", "CONFIRM_MAX_RECORDS", "FEEDBACK_DTYPE", "FEEDBACK_UDP_PORT", "FLAG_DCQCN",
-           "FLAG_RETRANSMIT", "ConfirmStatus"]
+           "FLAG_PATH_CHANGED", "FLAG_RETRANSMIT", "ConfirmStatus"]
 
 FEEDBACK_DTYPE = np.dtype([
     ("flow_id", "<u4"), ("seq", "<u4"), ("decided_ns", "<u8"), ("rate_bps", "<u8"),
@@ -66,6 +67,11 @@ FEEDBACK_UDP_PORT = 32768
 
 FLAG_RETRANSMIT = 1
 FLAG_DCQCN = 2
+FLAG_PATH_CHANGED = 4
+"""The controller rewrote the routes this flow used (a mitigation's reroute): the
+sender resets its retransmission backoff and, if it is stalled, resends its oldest
+unacknowledged packets at once (``traffic.control``: ``"path_changed": true``).  A
+record may carry this flag alone (rate 0, fec_k 0: nothing else changes)."""
 
 CONFIRM_DTYPE = np.dtype([
     ("flow_id", "<u4"), ("seq", "<u4"), ("decided_ns", "<u8"), ("hold_ns", "<u8"),

@@ -18,6 +18,12 @@ more JSON objects, one per line (UTF-8).  Recognised objects:
     the path's loss model from the controller's loss map (``none``, ``P``,
     ``ge:p,r[,h[,k]]``, :mod:`common.loss`): requester QP N in mode auto plans its
     next messages with it (``traffic.recovery``).
+``{"qp": N, "path_changed": true}``
+    the controller rewrote the routes QP N's packets (or their ACKs) took (a
+    mitigation's reroute): the QP drops its retransmission backoff and, if a timeout
+    had fired since its last progress (it is stalled, its packets were lost on the old
+    path), resends its oldest unacknowledged packets now instead of at the backed-off
+    deadline.  A QP that is not stalled only has its timer rearmed at the base RTO.
 ``{"qp": "*", ...}``
     apply to every requester QP of the endpoint.
 ``"seq": S`` (0..2^32-1, with any of the above)
@@ -63,6 +69,7 @@ class ControlCommand:
     fec_k: int | None = None
     fec_m: int | None = None
     loss: LossModel | None = None
+    path_changed: bool = False
     stats: bool = False
     seq: int | None = None
     """Feedback sequence to confirm (None: no confirmation asked)."""
@@ -90,11 +97,11 @@ def _reject(msg: str, obj: object) -> ControlReject:
 def _parse_obj(obj: object, where: str) -> ControlCommand:
     if not isinstance(obj, dict):
         raise ControlError(f"{where}: expected a JSON object, got {type(obj).__name__}")
-    unknown = set(obj) - {"qp", "rate_bps", "fec_k", "fec_m", "loss", "cmd", "seq"}
+    unknown = set(obj) - {"qp", "rate_bps", "fec_k", "fec_m", "loss", "path_changed", "cmd", "seq"}
     if unknown:
         raise ControlError(
             f"{where}: unknown key(s) {sorted(unknown)}; known: qp, rate_bps, fec_k, fec_m, "
-            "loss, seq, cmd"
+            "loss, path_changed, seq, cmd"
         )
     seq = obj.get("seq")
     if seq is not None and (not isinstance(seq, int) or isinstance(seq, bool)
@@ -134,9 +141,14 @@ def _parse_obj(obj: object, where: str) -> ControlCommand:
             loss = LossModel.parse(obj["loss"])
         except LossSpecError as e:
             raise ControlError(f"{where}: loss: {e}") from None
-    if rate is None and k is None and loss is None:
-        raise ControlError(f"{where}: nothing to set (give rate_bps, fec_k + fec_m or loss)")
-    return ControlCommand(qp=qpn, rate_bps=rate, fec_k=k, fec_m=m, loss=loss, seq=seq)
+    moved = obj.get("path_changed", False)
+    if not isinstance(moved, bool):
+        raise ControlError(f"{where}: path_changed={moved!r} is not true or false")
+    if rate is None and k is None and loss is None and not moved:
+        raise ControlError(f"{where}: nothing to set (give rate_bps, fec_k + fec_m, loss or "
+                           "path_changed)")
+    return ControlCommand(qp=qpn, rate_bps=rate, fec_k=k, fec_m=m, loss=loss, path_changed=moved,
+                          seq=seq)
 
 
 def parse_control(data: bytes) -> tuple[list[ControlCommand], list[ControlReject]]:

@@ -346,6 +346,8 @@ class Endpoint:
                     q.set_fec(cmd.fec_k, cmd.fec_m, now)
                 if cmd.loss is not None:
                     q.set_path_loss(cmd.loss, now)
+                if cmd.path_changed:
+                    q.path_changed(now)
             except ConfigError as e:
                 self.counters.control_errors += 1
                 if cmd.seq is None:

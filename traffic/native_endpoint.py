@@ -151,7 +151,7 @@ class OutPkt(ctypes.Structure):
                 ("_pad", ctypes.c_uint8 * 3), ("buf", ctypes.c_uint8 * 9216)]
 
 
-API_VERSION = 2
+API_VERSION = 3
 """The library's TN_API_VERSION this binding's structs and calls follow (tn_verbs.h)."""
 _P = ctypes.c_void_p
 _BOUND = False  # the library's signatures are declared (once per process)
@@ -185,6 +185,7 @@ def _bind() -> ctypes.CDLL:
         "tn_qp_counters": (ctypes.c_int, [_P, ctypes.c_uint32, ctypes.POINTER(QpCountersC)]),
         "tn_qp_state": (ctypes.c_int, [_P, ctypes.c_uint32, ctypes.POINTER(QpStateC)]),
         "tn_qp_idle": (ctypes.c_int, [_P, ctypes.c_uint32]),
+        "tn_path_changed": (ctypes.c_int, [_P, ctypes.c_uint32]),
         "tn_engine_counters": (ctypes.c_int, [_P, ctypes.POINTER(EngineCountersC)]),
         "tn_inject": (ctypes.c_int, [_P, ctypes.c_uint32, ctypes.c_uint16, ctypes.c_char_p,
                                      ctypes.c_uint32, ctypes.c_uint8, ctypes.c_double]),
@@ -203,13 +204,14 @@ def _bind() -> ctypes.CDLL:
     if not hasattr(lib, "tn_api_version"):  # built before the call existed: version 1
         raise NativeLibraryError(f"native engine: the library is API version 1, this "
                                  f"binding {API_VERSION}: rebuild it (make -C traffic/native)")
-    for name, (res, args) in sig.items():
-        f = getattr(lib, name)
-        f.restype, f.argtypes = res, args
-    if lib.tn_api_version() != API_VERSION:
+    lib.tn_api_version.restype, lib.tn_api_version.argtypes = ctypes.c_int, []
+    if lib.tn_api_version() != API_VERSION:   # (before any call it may lack is looked up)
         raise NativeLibraryError(
             f"native engine: the library is API version {lib.tn_api_version()}, this "
             f"binding {API_VERSION}: rebuild it (make -C traffic/native)")
+    for name, (res, args) in sig.items():
+        f = getattr(lib, name)
+        f.restype, f.argtypes = res, args
     for i, cls in enumerate((EngineAttr, QpAttr, Wc, QpCountersC, EngineCountersC, QpStateC,
                              OutPkt, QpCcC)):
         if lib.tn_sizeof(i) != ctypes.sizeof(cls):
@@ -371,6 +373,8 @@ class NativeRequester(_Qp):
         self.cc: HpccSender | None = (HpccSender(cfg.rate_bps, cfg.hpcc)
                                       if cfg.cc == "hpcc-sender" else None)
         self._rate_changes = 0
+        self.path_notices = 0     # the controller's "route changed" notices
+        self.path_resends = 0     # ... that found the QP stalled: resent at once
         # mode auto: the decision is made here, above the engine, per message
         self.policy = recovery.PolicyConfig()
         self.path_loss_log: list[tuple[float, str]] = []
@@ -490,6 +494,17 @@ class NativeRequester(_Qp):
             raise ConfigError(self.ep._error())
         self.cfg.fec_k, self.cfg.fec_m = k, m
         self.fec_log.append((now, k, m))
+
+    def path_changed(self, now: float) -> bool:
+        """The controller moved this QP's route: the engine resets its retransmission
+        backoff and resends now if stalled (``traffic.requester.Requester.path_changed``);
+        True when it resent."""
+        rc = self.ep._lib.tn_path_changed(self.ep._h, self.qpn)
+        if rc < 0:
+            raise ConfigError(self.ep._error())
+        self.path_notices += 1
+        self.path_resends += rc
+        return bool(rc)
 
     def set_path_loss(self, model: LossModel | None, now: float) -> None:
         """Loss feedback: the next message posted is planned with it (mode auto; a

@@ -161,6 +161,8 @@ class Requester:
     policy: recovery.PolicyConfig = field(default_factory=recovery.PolicyConfig)  # mode auto
     loss_estimate: recovery.LossEstimator = field(default_factory=recovery.LossEstimator)
     path_loss_log: list[tuple[float, str]] = field(default_factory=list)
+    path_notices: int = 0            # the controller's "route changed" notices (control API)
+    path_resends: int = 0            # ... of which found the QP stalled and resent at once
 
     def __post_init__(self) -> None:
         self._tmpl = PacketTemplate(src=self.local_ip, dst=self.cfg.peer_ip, sport=self.sport)
@@ -798,12 +800,54 @@ class Requester:
         return min(self.cfg.rto_max_s, max(self.cfg.rto_min_s, self._rto_floor,
                                             self._srtt + 4 * var))
 
+    def path_changed(self, now: float) -> bool:
+        """The controller moved this QP's route (control API, ``path_changed``); True
+        when it resent at once.
+
+        Why: while a dead link stalled the QP its timer backed off exponentially
+        (0.05, 0.1, ... 1.6 s); after the reroute the new path is good at once, but
+        without a word the QP would sit out the rest of its backed-off timeout before
+        resending what the old path swallowed.  So: the timeout goes back to its base
+        value (the RTT's, as after an ACK), and a QP whose timer had fired since its
+        last progress (stalled) resends its oldest unacknowledged packets now
+        (go-back-N: from the oldest; otherwise the oldest missing one), as its
+        timeout would have, without doubling it.  A QP that was not stalled keeps its
+        packets in flight and only has its timer rearmed at the base value."""
+        self.path_notices += 1
+        base = self._rto_value()
+        stalled = self.outstanding > 0 and self._rto > base
+        self._rto = base
+        if not self.outstanding:
+            self._rto_deadline = None
+            return False
+        if stalled:
+            self._resend_oldest()
+            self.path_resends += 1
+        if stalled or self._rto_deadline is None or self._rto_deadline > now + base:
+            self._rto_deadline = now + base
+        return stalled
+
     def _check_rto(self, now: float) -> None:
         if self._rto_deadline is None or now < self._rto_deadline:
             return
         if not self.outstanding:
             self._rto_deadline = None
             return
+        self._resend_oldest()
+        # A second timeout without a fresh RTT sample: the minimum RTT may date from a
+        # congested start (seconds of queueing), and with it every retransmission's
+        # ACK looks "too early" (see _mark_acked), so losses behind it are never
+        # inferred and recovery crawls at one packet per timeout.  Forget it; the
+        # next never-retransmitted packet gives a new one.
+        self._rtos_unsampled += 1
+        if self._rtos_unsampled >= 2:
+            self._min_rtt = None
+        self._rto = min(self.cfg.rto_max_s, self._rto * 2)
+        self._rto_deadline = now + self._rto
+
+    def _resend_oldest(self) -> None:
+        """A timeout's resend: go-back-N from the oldest unacknowledged packet, else
+        that packet alone."""
         if self.cfg.mode is Reliability.GBN:
             self._go_back(self._una)
             self.counters.timeouts += 1
@@ -820,16 +864,6 @@ class Requester:
                     self._retx_q.appendleft(s)
                     self.counters.timeouts += 1
                 break
-        # A second timeout without a fresh RTT sample: the minimum RTT may date from a
-        # congested start (seconds of queueing), and with it every retransmission's
-        # ACK looks "too early" (see _mark_acked), so losses behind it are never
-        # inferred and recovery crawls at one packet per timeout.  Forget it; the
-        # next never-retransmitted packet gives a new one.
-        self._rtos_unsampled += 1
-        if self._rtos_unsampled >= 2:
-            self._min_rtt = None
-        self._rto = min(self.cfg.rto_max_s, self._rto * 2)
-        self._rto_deadline = now + self._rto
 
     # -- reporting -------------------------------------------------------------------
     def _cc_snapshot(self) -> dict | None:
@@ -857,6 +891,7 @@ class Requester:
                 "schemes": self.scheme_counts()}
                if self.cfg.mode is Reliability.AUTO else {}),
             "srtt_s": self._srtt, "rto_s": self._rto, "outstanding": self.outstanding,
+            "path_notices": self.path_notices, "path_resends": self.path_resends,
             # the latest changes (time since endpoint start, value): feedback history
             "rate_changes": [list(x) for x in self.rate_log[-100:]],
             "fec_changes": [list(x) for x in self.fec_log[-100:]],

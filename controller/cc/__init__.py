@@ -14,6 +14,7 @@ from controller.cc.errors import CcError, FlowIndexError, ParameterError, Teleme
 from controller.cc.feedback import (
     FEEDBACK_DTYPE,
     FLAG_DCQCN,
+    FLAG_PATH_CHANGED,
     FLAG_RETRANSMIT,
     decode_feedback,
     encode_feedback,
@@ -43,6 +44,7 @@ from traffic.cc.dcqcn_engine import (
 __all__ = [
     "FEEDBACK_DTYPE",
     "FLAG_DCQCN",
+    "FLAG_PATH_CHANGED",
     "FLAG_RETRANSMIT",
     "MAX_HOPS",
     "V1MODEL_TS_MODULUS_NS",

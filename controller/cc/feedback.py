@@ -10,7 +10,12 @@ import numpy as np
 import numpy.typing as npt
 
 from controller.cc.errors import TelemetryError
-from formats.feedback import FEEDBACK_DTYPE, FLAG_DCQCN, FLAG_RETRANSMIT  # noqa: F401 (re-exported)
+from formats.feedback import (  # noqa: F401 (re-exported)
+    FEEDBACK_DTYPE,
+    FLAG_DCQCN,
+    FLAG_PATH_CHANGED,
+    FLAG_RETRANSMIT,
+)
 
 
 def encode_feedback(*, flow_id: npt.ArrayLike, seq: npt.ArrayLike, decided_ns: npt.ArrayLike,

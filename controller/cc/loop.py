@@ -68,6 +68,10 @@ class HpccLoop:
     """Samples of one flow the engine gets per batch, spread evenly, the last one
     always (``batch.thin_per_key``): the engine applies a flow's samples one after
     the other, so a batch of 500 samples of a few flows would take 500 rounds."""
+    send_rates: bool = True
+    """False: the engine runs and flows are bound to their agents (other feedback, e.g.
+    a reroute's path notice, reaches them) but no rate is sent: the senders keep
+    their own (``controller run --no-rate-feedback``)."""
     stats: LoopStats = field(default_factory=LoopStats)
     gate: CommitGate = field(init=False)
     last_confirmations: Confirmations | None = field(init=False, default=None)
@@ -128,7 +132,7 @@ class HpccLoop:
         d = self.engine.update(hs, commit_mask=mask)
         # one record per flow: its last measured decision of the batch
         upd = np.flatnonzero(d.updated)
-        if upd.size:
+        if upd.size and self.send_rates:
             f = d.flow_idx[upd]
             last = upd[f.size - 1 - np.unique(f[::-1], return_index=True)[1]]
             self.stats.records_sent += self.sender.send(d.flow_idx[last], d.rate_bps[last])

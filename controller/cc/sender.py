@@ -199,10 +199,22 @@ class FeedbackSender:
         keep = np.where(self._last_rate[idx] >= 0, self._last_rate[idx], np.nan)
         return self.send(idx, keep, fec_k=fec_k, fec_m=fec_m, flags=flags)
 
+    def send_flags(self, flow_idx: npt.ArrayLike, flags: int) -> int:
+        """A record carrying only ``flags`` (rate and FEC unchanged) to each bound flow of
+        ``flow_idx``, whatever was sent before: e.g. ``FLAG_PATH_CHANGED`` after a
+        reroute.  Returns the records sent."""
+        idx = np.asarray(flow_idx, dtype=np.int64).ravel()
+        return self.send(idx, np.nan, flags=flags, always=True)
+
+    def bound_flows(self) -> np.ndarray:
+        """The flow rows that have an agent (feedback can reach them)."""
+        return np.asarray([i for i, a in enumerate(self._agent) if a is not None], dtype=np.int64)
+
     def send(self, flow_idx: npt.ArrayLike, rate_bps: npt.ArrayLike, *,
              fec_k: npt.ArrayLike = 0, fec_m: npt.ArrayLike = 0,
-             flags: npt.ArrayLike = 0) -> int:
-        """Send what changed among ``flow_idx``; returns the number of records sent.
+             flags: npt.ArrayLike = 0, always: bool = False) -> int:
+        """Send what changed among ``flow_idx`` (``always``: every bound one); returns
+        the number of records sent.
 
         Unbound flows are skipped (counted as suppressed). ``fec_k`` 0 leaves the
         sender's FEC as it is (see ``feedback.fec_to_wire`` to switch FEC off); a
@@ -221,7 +233,7 @@ class FeedbackSender:
             (last < 0) | (np.abs(rate - last) > self.min_change_fraction * np.maximum(last, 1)))
         fec_changed = (k > 0) & ((self._last_fec[idx, 0] != k) | (self._last_fec[idx, 1] != m))
         bound = np.array([self._agent[i] is not None for i in idx], dtype=bool)
-        go = (moved | fec_changed) & bound
+        go = (moved | fec_changed | always) & bound
         self.stats.suppressed += int(idx.size - go.sum())
         sel = np.flatnonzero(go)
         self.last_sent = np.zeros(0, dtype=np.int64)

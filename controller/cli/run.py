@@ -190,6 +190,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         "again after an undo (default 10)")
     p.add_argument("--mitigate-budget", type=int, default=6, metavar="N",
                    help="at most N actions in any minute (default 6)")
+    p.add_argument("--no-rate-feedback", dest="rate_feedback", action="store_false",
+                   help="send the agents no rates (the senders keep their own); other feedback "
+                        "(FEC, a reroute's path notice) still goes")
     p.add_argument("--web", type=_web, metavar="HOST:PORT",
                    help="serve the live view (topology, links, flows, loss map, diagnosis, alerts) "
                         "there; loopback needs no token, any other address gets one (printed)")
@@ -255,7 +258,7 @@ def run(args: argparse.Namespace) -> int:
         "agents": dict(args.agent), "election_id": args.election_id,
         "connect_timeout_s": args.connect_timeout,
         "fec_target_residual": args.fec_target, "status_interval_s": args.interval,
-        "ecn": args.ecn, "cc": args.cc, "key_file": args.key_file, "insecure": args.insecure,
+        "ecn": args.ecn, "cc": args.cc, "rate_feedback": args.rate_feedback, "key_file": args.key_file, "insecure": args.insecure,
         "sender_id": args.sender_id,
         "coll_logs": list(args.coll_log), "diagnose_every_s": args.diagnose_every,
         "mitigate": args.mitigate, "mitigate_min_confidence": args.mitigate_confidence,
@@ -288,6 +291,9 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
+    # SIGUSR1: the operator repaired what the mitigation keeps traffic off (an undo
+    # needs evidence; a link the routes avoid shows none)
+    signal.signal(signal.SIGUSR1, lambda *_: ctl.clear_mitigation())
     deadline = time.monotonic() + args.duration if args.duration else None
     next_status = time.monotonic() + (args.status_every or 0)
     try:

@@ -49,16 +49,27 @@ class Mitigator:
     policy: Policy = field(init=False)
     written: frozenset[str] = frozenset()     # the avoided links the switches hold now
     errors: dict[str, int] = field(default_factory=dict)
+    path_notices: int = 0     # path notices sent to senders after reroutes (controller.runner)
     _unexported: list[dict[str, Any]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         self.policy = Policy(fabric=Fabric(self.topo), guard=self.guard)
 
-    def step(self, findings: list[Finding], now: float | None = None) -> list[Action]:
-        """One round: decide, then write (act) or report (advise) what changed."""
+    def step(self, findings: list[Finding], now: float | None = None,
+             healthy: Mapping[str, float] | None = None) -> list[Action]:
+        """One round: decide, then write (act) or report (advise) what changed;
+        ``healthy``: per link, the seconds it carried traffic with no loss (undo evidence)."""
         t = time.time() if now is None else now
-        acts = self.policy.step(findings, t)
+        return self._apply(self.policy.step(findings, t, healthy))
+
+    def clear(self, now: float | None = None, targets: list[str] | None = None) -> list[Action]:
+        """An operator's word that the targets (all: None) were repaired: their actions
+        are undone and the routes written (act)."""
+        t = time.time() if now is None else now
+        return self._apply(self.policy.clear(t, targets))
+
+    def _apply(self, acts: list[Action]) -> list[Action]:
         if not acts:
             return acts
         routing = any(a.verb in ("reroute", "drain") or a.verb == "undo" and a.avoid for a in acts)
@@ -123,5 +134,5 @@ class Mitigator:
                 "written_avoid": sorted(self.written),
                 "active": [{**a.action.as_dict(), "since": a.since, "last_seen": a.last_seen}
                            for a in p.active.values()],
-                "counts": counts, "errors": dict(self.errors),
+                "counts": counts, "errors": dict(self.errors), "path_notices": self.path_notices,
                 "actions": [a.as_dict() for a in p.log[-KEEP_ACTIONS:]]}

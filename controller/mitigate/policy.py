@@ -21,10 +21,15 @@ link must be named for ``confirm_s`` before anything happens (unless its source'
 is its own confirmation: the loss counters' confident rate, the sequence registers'
 confirming read); at most
 ``budget_per_min`` actions in any 60 s; an action stays at least its hold-down and is
-undone once nothing named its target for ``clear_s``.  A cleared fault cannot be seen
-on a link that carries no traffic, so the undo is the probe: traffic goes back, and
-if the target is named again it is acted on again with its hold-down doubled (up to
-``hold_down_max_s``, forgotten after ``forget_s`` clean) - a flapping link is acted on
+undone only when the links it keeps traffic off were shown healthy: each direction
+carried traffic with no loss for ``healthy_s`` (``healthy``, from the link sequence
+counters), and nothing named its target for ``clear_s``.  Never on the mere absence
+of evidence: a link the routes keep off carries nothing, and the undo used to be the
+probe (traffic went back after the hold-down; a still dead link stalled the job
+again).  Until probes can cross an avoided link (the program has no packet-out), such
+a link comes back by an operator's word (``clear``: the link was repaired).  If an
+undone target is named again it is acted on again with its hold-down doubled (up to
+``hold_down_max_s``, forgotten after ``forget_s`` clean): a flapping link is acted on
 at most once per hold-down, and less often each time.
 
 Why pure: no clock, no switches - ``Policy.step(findings, now)`` returns the decisions,
@@ -34,7 +39,7 @@ the table above is tested row by row.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +63,7 @@ class Guard:
     hold_down_s: float = 10.0
     hold_down_max_s: float = 300.0
     clear_s: float = 3.0
+    healthy_s: float = 10.0      # traffic with no loss this long over a link before an undo
     budget_per_min: int = 6
     forget_s: float = 600.0
 
@@ -201,8 +207,11 @@ class Policy:
         return list(best.values())
 
     # ------------------------------------------------------------------ one round
-    def step(self, findings: Iterable[Finding], now: float) -> list[Action]:
-        """The decisions of this round (acts, advice, undos), appended to ``log``."""
+    def step(self, findings: Iterable[Finding], now: float,
+             healthy: Mapping[str, float] | None = None) -> list[Action]:
+        """The decisions of this round (acts, advice, undos), appended to ``log``;
+        ``healthy``: per link (by name), the seconds it has carried traffic in both
+        directions with no loss (the only evidence an undo is taken on)."""
         g = self.guard
         out: list[Action] = []
         while self._acts and self._acts[0] <= now - 60.0:
@@ -252,23 +261,42 @@ class Policy:
                 del self._first_seen[t]
         for t in [t for t in self._noted if t not in seen]:
             del self._noted[t]
+        shown = healthy or {}
         for t, act in list(self.active.items()):
-            if now - act.last_seen >= g.clear_s and now - act.since >= act.action.hold_s:
-                del self.active[t]
-                n, last = self._repeats.get(t, (0, 0.0))
-                if n and now - last > g.forget_s:
-                    n = 0
-                self._repeats[t] = (n + 1, now)
-                self._seq += 1
-                u = Action(seq=self._seq, verb="undo", target=t, avoid=act.action.avoid,
-                           kind=act.action.kind, component=act.action.component,
-                           reason=f"not named for {now - act.last_seen:.1f} s and held "
-                                  f"{now - act.since:.1f} s (hold-down {act.action.hold_s:g} s): "
-                                  f"traffic may use {t} again",
-                           at=now, undoes=act.action.seq, source=act.action.source)
-                self.log.append(u)
-                out.append(u)
+            if now - act.last_seen < g.clear_s or now - act.since < act.action.hold_s:
+                continue
+            clean = [shown.get(x) for x in act.action.avoid]
+            if not clean or any(c is None or c < g.healthy_s for c in clean):
+                continue       # no evidence that the links are healthy: they stay off
+            out.append(self._undo(t, act, now, reason=(
+                f"not named for {now - act.last_seen:.1f} s, held {now - act.since:.1f} s "
+                f"(hold-down {act.action.hold_s:g} s) and {', '.join(act.action.avoid)} carried "
+                f"traffic with no loss for {min(c for c in clean if c is not None):.1f} s: "
+                f"traffic may use {t} again")))
         return out
+
+    def clear(self, now: float, targets: Iterable[str] | None = None,
+              reason: str = "operator: repaired") -> list[Action]:
+        """Undo the actions on ``targets`` (all: None) on an operator's word (the link or
+        switch was repaired): evidence the counters cannot give while the routes keep
+        traffic off it."""
+        want = None if targets is None else set(targets)
+        return [self._undo(t, act, now, reason=f"{reason}: traffic may use {t} again")
+                for t, act in list(self.active.items()) if want is None or t in want]
+
+    def _undo(self, t: str, act: _Active, now: float, *, reason: str) -> Action:
+        del self.active[t]
+        g = self.guard
+        n, last = self._repeats.get(t, (0, 0.0))
+        if n and now - last > g.forget_s:
+            n = 0
+        self._repeats[t] = (n + 1, now)
+        self._seq += 1
+        u = Action(seq=self._seq, verb="undo", target=t, avoid=act.action.avoid,
+                   kind=act.action.kind, component=act.action.component, reason=reason,
+                   at=now, undoes=act.action.seq, source=act.action.source)
+        self.log.append(u)
+        return u
 
     def _new(self, p: _Plan, now: float, *, hold_s: float) -> Action:
         self._seq += 1

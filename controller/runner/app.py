@@ -27,6 +27,7 @@ import numpy as np
 
 from controller.alerts import AlertEngine
 from controller.cc import (
+    FLAG_PATH_CHANGED,
     FLAG_RETRANSMIT,
     FeedbackSender,
     FeedbackTarget,
@@ -138,6 +139,7 @@ class Controller:
     _rtt_cache: dict[tuple[str, str], float] = field(default_factory=dict)   # (src host, dst ip) -> T
     _stopped: bool | None = None           # stop()'s result once it has run
     _fb_lock: threading.Lock = field(default_factory=threading.Lock)
+    _clear_requested: threading.Event = field(default_factory=threading.Event)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -253,7 +255,7 @@ class Controller:
         self.hpcc = HpccLoop(engine=eng, sender=FeedbackSender(
                                  n_flows=n_flows, signer=auth.feedback_signer,
                                  verifier=auth.confirm_verifier),
-                             resolve=self._resolve)
+                             resolve=self._resolve, send_rates=c.rate_feedback)
         self.flow_loss = FlowLossListener(stream=FlowLossStream(
             n_flows=n_flows, bin_ns=int(c.loss_bin_s * 1e9), n_bins=300, origin_ns=time.time_ns()))
         listeners: list[Listener] = [self._cc_listener, self.flow_loss]
@@ -472,7 +474,9 @@ class Controller:
         if self.mitigator is None:
             return
         findings = findings_from_diagnosis(self.live.snapshot() if self.live else None)
+        healthy: dict[str, float] = {}
         if self.links is not None and self.links.links:
+            healthy = self.links.healthy(time.time() if now is None else now)
             names = [d.name for d in self.links.links]
             # per poll, not per 1 s bin of the loss map: the rule weighs each poll's
             # packets, and the poll of this tick is judged at once
@@ -483,10 +487,37 @@ class Controller:
             since, _end, sent, arrived = self.links.silence()
             findings += findings_from_silence(names=names, sent=sent, arrived=arrived, since_s=since,
                                               rule=SilenceRule())
-        self.mitigator.step(findings, now)
+        acts = self.mitigator.step(findings, now, healthy)
+        if self._clear_requested.is_set():
+            self._clear_requested.clear()
+            acts += self.mitigator.clear(now)
+        self._notify_moved(acts)
         done = self.mitigator.take_unexported()
         if done and self.exporter is not None:
             self.exporter.write(mitigation_lines(done))
+
+    def clear_mitigation(self) -> None:
+        """An operator's word that the links and switches kept off were repaired: their
+        actions are undone in the next round (``controller run``: SIGUSR1)."""
+        self._clear_requested.set()
+
+    def _notify_moved(self, acts: list[Any]) -> None:
+        """After a reroute or drain was written: a path notice (``FLAG_PATH_CHANGED``)
+        to every flow the feedback reaches, so a sender stalled on the avoided link
+        resends now instead of at its backed-off timeout (``traffic.control``).
+
+        Why every flow, not only those whose INT path crossed the link: INT shows the
+        data's path, not its ACKs' (ECMP hashes each direction on its own), and a
+        sender whose ACKs died on the link is as stalled; a notice to a sender that
+        is not stalled only rearms its timer at the base value (no packet is sent)."""
+        if self.hpcc is None or self.mitigator is None or not any(
+                a.verb in ("reroute", "drain") and a.outcome == "written" for a in acts):
+            return
+        with self._fb_lock:
+            rows = self.hpcc.sender.bound_flows()
+            n = self.hpcc.sender.send_flags(rows, FLAG_PATH_CHANGED) if rows.size else 0
+        self.mitigator.path_notices += n
+        LOG.warning("mitigation: path notices to %d flow(s)", n)
 
     def _export_rates(self) -> None:
         if self.collector is None or self.hpcc is None or self.exporter is None:

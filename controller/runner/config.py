@@ -57,6 +57,7 @@ class RunConfig:
     feedback_port: int = FEEDBACK_UDP_PORT
     agents: dict[str, tuple[str, int]] = field(default_factory=dict)   # host -> agent (addr, port)
     cc: str = "hpcc"              # the rate engine (traffic.cc.registry, runs_in controller)
+    rate_feedback: bool = True    # False: no rates to the senders (path notices still go)
     base_rtt_s: float = 20e-6     # lower bound of HPCC T; each flow gets its path RTT from the topology
     fec_target_residual: float = 0.0     # > 0: choose FEC per flow from the link loss map
     election_id: int = 1

@@ -49,6 +49,7 @@ R_RX_EXPECTED = "SwitchIngress.link_rx_expected"  # the next sequence each fabri
 KEEP_POLLS = 16   # the polls `silence` can look back on
 CONFIRM_AFTER_S = 0.05   # a packet stamped upstream has arrived downstream by then
 CLEAN_POLLS = 4   # polls with arrivals after which a link that was silent is judged on its loss again
+HEALTHY_MIN_PKTS = 200   # a direction shown healthy carried at least this many since its last loss
 DIGEST = "link_loss_digest_t"
 SEQ_MOD = 1 << 32  # link_rx_expected is bit<32>
 MAX_TAKEN_BACK = 64   # loss taken back by late packets in a round; more: the register was reset
@@ -95,6 +96,7 @@ class LinkPoller:
     _timing: deque[tuple[float, float, float, float]] = field(default_factory=lambda: deque(maxlen=KEEP_POLLS))
     _pool: ThreadPoolExecutor | None = None
     _silent: dict[int, int] = field(default_factory=dict)   # row -> polls with arrivals since it fell silent
+    _clean: dict[int, tuple[float, int]] = field(default_factory=dict)   # row -> (clean since, packets)
 
     def __post_init__(self) -> None:
         self.links = directed_links(self.topo)
@@ -239,6 +241,7 @@ class LinkPoller:
         self._polls.append(_Poll(t=t_ingress, sent=sent_cum, expected=rx_cum, quiet=quiet, lost=lost_cum,
                                  lost_d=lost_d, delivered_d=deliv_d))
         self._track_silence()
+        self._track_clean(lost_d, deliv_d)
         self._timing.append((t_start, t_read_in - t_start, t_read_out - t_hook, time.monotonic() - t_read_out))
         rows = np.flatnonzero(lost_cum >= 0)
         if rows.size:
@@ -368,6 +371,30 @@ class LinkPoller:
                 self._silent[row] += 1
                 if self._silent[row] >= CLEAN_POLLS:
                     del self._silent[row]
+
+    def _track_clean(self, lost_d: np.ndarray, deliv_d: np.ndarray) -> None:
+        """Per direction, since when it has delivered with no loss and how much: a loss,
+        or falling silent, starts it over; a round that carried nothing (or was not
+        read) neither extends nor ends it - an idle link is no evidence either way."""
+        if len(self._polls) < 2:
+            return
+        since = self._polls[-2].t
+        for row in range(len(self.links)):
+            if row in self._silent or lost_d[row] > 0:
+                self._clean.pop(row, None)
+            elif lost_d[row] == 0 and deliv_d[row] > 0:
+                t0, n = self._clean.get(row, (since, 0))
+                self._clean[row] = (t0, n + int(deliv_d[row]))
+
+    def healthy(self, now: float, min_pkts: int = HEALTHY_MIN_PKTS) -> dict[str, float]:
+        """Per link (by name), the seconds both its directions have carried traffic with
+        no loss (at least ``min_pkts`` packets each): the evidence an undo of the
+        mitigation waits for.  Links not in it show no such evidence."""
+        per: dict[str, list[float]] = {}
+        for row, d in enumerate(self.links):
+            t0, n = self._clean.get(row, (now, 0))
+            per.setdefault(d.link, []).append(now - t0 if n >= min_pkts else -1.0)
+        return {link: min(v) for link, v in per.items() if len(v) == 2 and min(v) >= 0}
 
     def recovering(self) -> frozenset[str]:
         """Directions (by name) that were silent and have not yet delivered for

@@ -24,7 +24,6 @@ import json
 import secrets
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -210,9 +209,8 @@ def run_point(b: Bed, sw: RecoverySweep, *, mode: str, rtt_s: float, fec: tuple[
                "--start-file", str(start), "-o", str(out_dir / f"r{rank}.json")]
         procs.append(ns.popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                               text=True, cwd=str(_PROJECT_ROOT)))
-    startgate.wait_all_ready(start, 2, timeout_s=60.0,
+    startgate.start_together(start, 2, timeout_s=60.0,
                              alive=lambda: all(p.poll() is None for p in procs))
-    startgate.release(start, time.time() + 0.1)
     errs = []
     for p in reversed(procs):
         try:

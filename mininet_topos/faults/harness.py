@@ -78,6 +78,7 @@ class HarnessConfig:
     # two-packet queue then drops nothing, so a tiny-queue fault would have no effect.
     engine: str = "python"
     mode: str | None = None       # the ranks' loss recovery (-m gbn|sr|...; None: the traffic default)
+    control: bool = False         # ranks listen on the host agent's control socket (feedback)
 
 
 def _rank_argv(cfg: HarnessConfig, rank: int, ips: list[str], start_file: Path, logs: Path,
@@ -117,6 +118,8 @@ def _run_ranks(tb: Any, cfg: HarnessConfig, topo: Topology, trial_dir: Path,
     procs = []
     for rank in reversed(range(len(ips))):
         extra = traffic_fault_args(fault, rank, list(cfg.hosts), start)
+        if cfg.control and getattr(tb, "sock_dir", None) is not None:
+            extra = [*extra, "--control", str(tb.sock_dir / f"{cfg.hosts[rank]}.sock")]
         procs.append(tb.spawn(f"{trial_dir.name}-r{rank}", cfg.hosts[rank],
                               _rank_argv(cfg, rank, ips, start_file, logs, extra)))
     applied = False

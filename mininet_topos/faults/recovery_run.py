@@ -13,15 +13,18 @@ onset; its rank timeout is long enough for a run 3x slower than the warm-up on t
 acting bed (2.2x on the advising one: past the issue's 2x an unmitigated run counts
 as hung), so a slower run is measured, not cut.  Both faults are on leaf-spine
 links; gray loss is the harness' eBPF dropper at the sending switch port
-(`_FabricGrayLoss`).  Between trials the acting bed waits until the
-controller undid its reroute (the hold-down, then ``clear_s`` unnamed), so every
-trial starts on the fault-free routes.  A flapping link (down, up, down ... from the
+(`_FabricGrayLoss`).  Between trials the harness, which healed the fault,
+tells the controller so (``SIGUSR1``: an operator's "repaired"; the controller undoes
+nothing on the mere absence of evidence, and a link its routes keep off shows none)
+and waits until the reroute is undone, so every trial starts on the fault-free routes.  A flapping link (down, up, down ... from the
 onset) counts how often the controller acts on it against what its hold-down allows.
 The figures are ``recovery.py``'s; ``summary.json["mitigation"]`` holds the rows.
 """
 from __future__ import annotations
 
 import json
+import os
+import signal
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -40,7 +43,12 @@ from mininet_topos.faults.harness import (
     _run_ranks,
 )
 from mininet_topos.faults.inject import Injector
-from mininet_topos.faults.p4 import controller_telemetry, int_places, wait_for_loss_export
+from mininet_topos.faults.p4 import (
+    controller_telemetry,
+    int_crossings,
+    int_places,
+    wait_for_loss_export,
+)
 from mininet_topos.faults.spec import FaultError, FaultSpec
 from mininet_topos.preset_kind import spec_kind
 from mininet_topos.testbed.errors import ExperimentError
@@ -188,18 +196,34 @@ def _reverse(direction: str) -> str:
 
 
 def pick_targets(topo: Topology, places: dict[str, list[str]], seeds: tuple[int, ...],
-                 kinds: tuple[str, ...]) -> dict[tuple[str, int], str]:
+                 kinds: tuple[str, ...], crossings: dict[str, list[str]] | None = None
+                 ) -> dict[tuple[str, int], str]:
     """Per (kind, seed), a leaf-spine fabric direction the warm-up's INT paths cross
-    (the issue's targets are for fabric links), drawn per kind and seed."""
+    (the issue's targets are for fabric links), drawn per kind and seed.
+
+    Gray loss is drawn among the fabric directions that carry a cross-DC pair's data
+    (``crossings``: the INT paths' direction -> ring pairs; a pair whose path crosses a
+    WAN link): there the ring's QPs have ~20 packets in flight (the WAN's 20 ms at 8
+    Mbit/s), as a RoCE QP at a datacenter NIC's line rate has, and go-back-N resends
+    them for every loss.  On an intra-DC pair the bed's 8 Mbit/s QPs have one or two
+    packets in flight and a 5 % loss cost 1.13-1.27x: not the issue's scenario (a NIC
+    at 100 Gbit/s has a window of a hundred packets on any fabric path)."""
     wan = {ln.name for ln in topo.links if ln.role is LinkRole.WAN}
     fabric = [x for x in places.get("link_down") or [] if _link_of(topo, x) not in wan]
+    far: list[str] = []
+    if crossings:
+        cross_dc = {p for x, ps in crossings.items() if "->" in x and ":" in x.split("->")[0]
+                    and x in {d.name for d in directed_links(topo)} and _link_of(topo, x) in wan
+                    for p in ps}
+        far = [x for x in fabric if set(crossings.get(x) or ()) & cross_dc]
     out = {}
     for kind in kinds:
-        if not fabric:
+        pool = far if kind == "gray_loss" and far else fabric
+        if not pool:
             raise FaultError(f"recovery: the warm-up's INT paths cross no fabric link for {kind}")
         for s in seeds:
             rng = np.random.default_rng([s, KINDS.index(kind)])
-            out[(kind, s)] = fabric[int(rng.integers(len(fabric)))]
+            out[(kind, s)] = pool[int(rng.integers(len(pool)))]
     return out
 
 
@@ -210,10 +234,11 @@ class _Bed:
         self.cfg, self.mode, self.topo, self.log = cfg, mode, topo, log
         self.dir = Path(cfg.out) / mode
         self.hcfg = replace(cfg.harness, switch=cfg.switch, out=self.dir, trial_s=WARM_S,
-                            mode=cfg.recovery, count=cfg.allreduces)
+                            mode=cfg.recovery, count=cfg.allreduces, control=True)
         self.tb: Any = None
         self.warm_sends = 0
         self.places: dict[str, list[str]] = {}
+        self.crossings: dict[str, list[str]] = {}   # INT: direction -> ring pairs crossing it
 
     def _wan(self, direction: str) -> bool:
         return _link_of(self.topo, direction) in {ln.name for ln in self.topo.links
@@ -226,9 +251,21 @@ class _Bed:
             return {}
         return dict(obj.get("mitigation") or {})
 
+    def clear(self) -> None:
+        """The operator's word that the fault was repaired (the harness healed it at the
+        end of the trial): ``SIGUSR1`` to the controller, which undoes its actions.  A
+        link its routes keep off carries no traffic, so no counter can show it healed,
+        and the controller undoes nothing without such evidence."""
+        p = next((x for x in self.tb.processes if x.name == "controller"), None)
+        if p is not None and p.proc.poll() is None:
+            os.kill(p.proc.pid, signal.SIGUSR1)
+
     def wait_unavoided(self, timeout_s: float) -> float:
-        """Wait (bounded) until the controller holds no reroute; the seconds waited."""
+        """Clear, then wait (bounded) until the controller holds no reroute; the seconds
+        waited."""
         t0 = time.monotonic()
+        if self.state().get("active"):
+            self.clear()
         while time.monotonic() - t0 < timeout_s:
             m = self.state()
             if not m.get("avoided") and not m.get("written_avoid"):
@@ -246,7 +283,9 @@ class _Bed:
         self.warm_sends = sum(1 for r in recs if r.dir == "send")
         room = SLOWDOWN_ROOM if self.mode == "act" else SLOWDOWN_ROOM_UNMITIGATED
         self.hcfg = replace(self.hcfg, trial_s=self.cfg.onset_s + room * done)
-        self.places = int_places(self.topo, self._telemetry(start, end), self.hcfg.hosts)
+        tel = self._telemetry(start, end)
+        self.places = int_places(self.topo, tel, self.hcfg.hosts)
+        self.crossings = int_crossings(self.topo, tel, self.hcfg.hosts)
         self.log(f"[{self.mode}] warm-up job {done:.2f} s; trials may run "
                  f"{self.hcfg.trial_s:.1f} s; INT paths cross: "
                  + ", ".join(self.places.get("link_down") or []))
@@ -258,7 +297,7 @@ class _Bed:
 
     def trial(self, name: str, fault: FaultSpec | None, *, flap: bool = False) -> dict[str, Any]:
         """One run of the ring with ``fault``; its figures (times from the onset)."""
-        waited = self.wait_unavoided(self.cfg.hold_down_s * 8 + 10)
+        waited = self.wait_unavoided(30.0)
         tdir = self.dir / name
         inj: Any = Injector(tb=self.tb, topo=self.topo, python=self.hcfg.python)
         if fault is not None and fault.kind == "gray_loss" and not self._wan(fault.target):
@@ -350,12 +389,15 @@ def run_recovery(cfg: RecoveryConfig, *, log: Any = print) -> dict[str, Any]:
         bed = _Bed(cfg, mode, topo, log)
         with Testbed(topo=topo, switch=cfg.switch, logs=bed.dir / "testbed", seed=cfg.seeds[0],
                      sample_interval_s=0.2, python=cfg.harness.python,
-                     agent_hosts=cfg.harness.hosts, feedback=False, mitigate=mode,
+                     # the agents relay feedback to the ranks' control sockets: no
+                     # rates (the ranks keep theirs), only a reroute's path notices
+                     agent_hosts=cfg.harness.hosts, feedback=True, rate_feedback=False,
+                     mitigate=mode,
                      mitigate_hold_down_s=cfg.hold_down_s, controller_interval_s=cfg.poll_s) as tb:
             bed.tb = tb
             bed.warm_up()
             if not targets:
-                targets = pick_targets(topo, bed.places, cfg.seeds, cfg.kinds)
+                targets = pick_targets(topo, bed.places, cfg.seeds, cfg.kinds, bed.crossings)
             runs = trials.setdefault(mode, [])
 
 

@@ -146,6 +146,7 @@ class Testbed:
     ports: dict[str, int] = field(default_factory=dict)
     agent_hosts: tuple[str, ...] = ()
     feedback: bool = True     # agents relay the controller's rate/FEC feedback
+    rate_feedback: bool = True   # False: the controller sends no rates (--no-rate-feedback)
     echo: bool = False        # agents echo INT in their host's ACKs (HPCC at the sender)
     fec_target: float = 0.0   # > 0: the controller chooses FEC per flow (--fec-target)
     ecn: str | None = None    # the controller's --ecn KMIN:KMAX:PMAX (None: its default)
@@ -373,6 +374,8 @@ class Testbed:
                 argv += ["--mitigate-hold-down", f"{self.mitigate_hold_down_s:g}"]
         if self.controller_interval_s is not None:
             argv += ["--interval", f"{self.controller_interval_s:g}"]
+        if not self.rate_feedback:
+            argv += ["--no-rate-feedback"]
         if self.web:
             from controller.web import parse_web_address
             from controller.web.server import check_web_exposure

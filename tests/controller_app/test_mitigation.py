@@ -79,9 +79,11 @@ def test_a_dead_link_is_routed_around_and_back(ls_bed: SwitchBed, tmp_path: Path
         st = read_state(ctl.cfg.state_file)["mitigation"]
         assert st["mode"] == "act" and st["avoided"] == ["s1:1-s3:3"]
         assert st["actions"][0]["reason"] and st["actions"][0]["evidence"] == {"silent_s": 2.0}
-        # cleared: after the hold-down, the routes are as they were
+        # not named, but no evidence it healed (nothing crosses it): kept off; shown
+        # carrying traffic with no loss for the hold time: the routes are as they were
         assert ctl.mitigator.step([], now=103.0) == []
-        [u] = ctl.mitigator.step([], now=105.5)
+        assert ctl.mitigator.step([], now=111.0) == []
+        [u] = ctl.mitigator.step([], now=111.5, healthy={"s1:1-s3:3": 10.0})
         assert (u.verb, u.undoes, u.outcome) == ("undo", a.seq, "written")
         assert {s: _routes(ctl, s) for s in ("s1", "s3", "s4")} == before
         ctl.tick()   # hands the actions to the export

@@ -89,3 +89,21 @@ def test_fec_only_feedback(agents):
         assert sorted(got["flow_id"].tolist()) == [1, 2]
         assert got["rate_bps"].tolist() == [0, 0]
         assert tx.send_fec([0, 1], [16, 8], [2, 1]) == 0  # unchanged: nothing sent
+
+
+def test_a_path_notice_goes_to_every_bound_flow_whatever_was_sent(agents):
+    """After a reroute the controller sends ``FLAG_PATH_CHANGED`` alone (rate and FEC
+    unchanged) to every flow bound to an agent, even one whose rate it just sent."""
+    from controller.cc import FLAG_PATH_CHANGED
+    a0 = agents[0].getsockname()
+    with FeedbackSender(n_flows=10) as tx:
+        for f in (2, 5):
+            tx.bind_flow(f, agent=a0, flow_id=100 + f)
+        assert tx.send([2, 5], [5e9, 5e9]) == 2
+        recv_all(agents[0])
+        assert tx.bound_flows().tolist() == [2, 5]
+        assert tx.send_flags(tx.bound_flows(), FLAG_PATH_CHANGED) == 2
+        got = recv_all(agents[0])
+        assert sorted(got["flow_id"].tolist()) == [102, 105]
+        assert got["flags"].tolist() == [FLAG_PATH_CHANGED] * 2
+        assert got["rate_bps"].tolist() == [0, 0] and got["fec_k"].tolist() == [0, 0]

@@ -147,6 +147,12 @@ def test_targets_are_leaf_spine_links_for_both_kinds() -> None:
     t = pick_targets(topo, places, (1, 2, 3), ("gray_loss", "link_down"))
     fabric = {"s3:3->s1:1", "s1:1->s3:3", "s7:3->s5:1"}
     assert {t[(k, s)] for k in ("gray_loss", "link_down") for s in (1, 2, 3)} <= fabric
+    # gray loss goes where a cross-DC pair's data crosses (its QPs have a window in flight)
+    cross = {"s1:3->s5:3": ["h3->h5"], "s3:3->s1:1": ["h7->h1"], "s1:1->s3:3": ["h1->h3", "h7->h1"],
+             "s7:3->s5:1": ["h5->h7"]}
+    cross["s5:3->s1:3"] = ["h7->h1"]
+    t = pick_targets(topo, places, (1, 2, 3), ("gray_loss", "link_down"), cross)
+    assert {t[("gray_loss", s)] for s in (1, 2, 3)} <= {"s3:3->s1:1", "s1:1->s3:3"}
     with pytest.raises(FaultError, match="no fabric link for link_down"):
         pick_targets(topo, {"gray_loss": ["s1:3->s5:3"], "link_down": ["s1:3->s5:3"]}, (1,),
                      ("link_down",))

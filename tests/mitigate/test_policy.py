@@ -101,19 +101,56 @@ def test_a_finding_that_is_not_confirmed_is_forgotten() -> None:
     assert [a.verb for a in p.step([F("gray_loss", "s3:2->s1:1")], 1.4)] == ["reroute"]
 
 
-def test_undo_after_the_hold_down_once_clear_and_a_repeat_doubles_it() -> None:
+L = "s1:1-s3:2"          # the link of "s3:2->s1:1"
+
+
+@dataclass
+class UndoRow:
+    name: str
+    healthy: dict[str, float]   # the evidence at t (link -> seconds clean with traffic)
+    t: float                    # when the policy is asked (the action at 0, named last at 0)
+    named_at: float = 0.0       # the finding was last given then
+    undone: bool = False
+
+
+UNDO_ROWS = [
+    UndoRow("no evidence (the routes keep traffic off the link): never undone", {}, 600.0),
+    UndoRow("evidence shorter than healthy_s: kept off", {L: 9.9}, 30.0),
+    UndoRow("evidence enough but the hold-down holds", {L: 12.0}, 9.0),
+    UndoRow("evidence enough but named within clear_s", {L: 12.0}, 30.0, named_at=28.0),
+    UndoRow("evidence for another link only", {"s2:1-s3:3": 60.0}, 30.0),
+    UndoRow("held, not named, shown healthy: undone", {L: 10.0}, 30.0, undone=True),
+]
+
+
+@pytest.mark.parametrize("row", UNDO_ROWS, ids=lambda r: r.name)
+def test_undo_only_on_evidence_that_the_link_is_healthy(row: UndoRow) -> None:
+    p = Policy(fabric=Fabric(LS), guard=GUARD)
+    f = [F("link_down", "s3:2->s1:1")]
+    [a] = p.step(f, 0.0)
+    if row.named_at:
+        p.step(f, row.named_at)
+    acts = p.step([], row.t, row.healthy)
+    if row.undone:
+        [u] = acts
+        assert (u.verb, u.undoes, u.target) == ("undo", a.seq, L)
+        assert "no loss" in u.reason and p.avoided() == frozenset()
+    else:
+        assert acts == [] and p.avoided() == {L}
+
+
+def test_an_operator_clear_undoes_at_once_and_a_repeat_doubles_the_hold_down() -> None:
     p = Policy(fabric=Fabric(LS), guard=GUARD)
     f = [F("link_down", "s3:2->s1:1")]
     [a] = p.step(f, 0.0)
     assert a.hold_s == 10.0
-    assert p.step([], 5.0) == []             # clear, but the hold-down holds
-    [u] = p.step([], 10.0)
-    assert (u.verb, u.undoes, u.target) == ("undo", a.seq, "s1:1-s3:2")
-    assert p.avoided() == frozenset()
-    [b] = p.step(f, 11.0)                    # back: acted on again, held twice as long
+    [u] = p.clear(2.0)
+    assert (u.verb, u.undoes, u.target) == ("undo", a.seq, L) and "operator" in u.reason
+    assert p.avoided() == frozenset() and p.clear(2.5) == []
+    [b] = p.step(f, 3.0)                     # back: acted on again, held twice as long
     assert b.verb == "reroute" and b.hold_s == 20.0 and "again" in b.reason
-    assert p.step([], 25.0) == []
-    assert [x.verb for x in p.step([], 31.0)] == ["undo"]
+    assert p.step([], 15.0, {L: 12.0}) == []
+    assert [x.verb for x in p.step([], 23.0, {L: 12.0})] == ["undo"]
 
 
 def test_an_action_still_named_is_not_undone() -> None:
@@ -121,22 +158,31 @@ def test_an_action_still_named_is_not_undone() -> None:
     f = [F("link_down", "s3:2->s1:1")]
     p.step(f, 0.0)
     for t in range(1, 60):
-        assert p.step(f, float(t)) == []
-    assert p.avoided() == {"s1:1-s3:2"}
+        assert p.step(f, float(t), {L: 100.0}) == []
+    assert p.avoided() == {L}
 
 
-def test_a_flapping_link_is_acted_on_no_more_often_than_the_hold_down_allows() -> None:
-    """A link bad for 1 s in every 4 s over 10 minutes: actions spaced at least the
-    (doubling) hold-down apart, never more than one action active on it."""
+@pytest.mark.parametrize("every", [4, 30])
+def test_a_flapping_link_is_acted_on_no_more_often_than_the_hold_down_allows(every: int) -> None:
+    """A link bad for 1 s in every ``every`` s over 10 minutes, shown clean since its
+    last bad second (as if traffic crossed it): actions spaced at least the (doubling)
+    hold-down apart; flapping every 4 s it is never shown healthy for long enough, so
+    it is acted on once and kept off."""
     p = Policy(fabric=Fabric(LS), guard=GUARD)
     times = []
+    last_bad = 0.0
     for i in range(600):
         t = float(i)
-        bad = i % 4 == 0
-        for a in p.step([F("link_down", "s3:2->s1:1")] if bad else [], t):
+        bad = i % every == 0
+        if bad:
+            last_bad = t
+        for a in p.step([F("link_down", "s3:2->s1:1")] if bad else [], t, {L: t - last_bad}):
             if a.verb == "reroute":
                 times.append((t, a.hold_s))
-    assert 3 <= len(times) <= 7, times
+    if every == 4:
+        assert len(times) == 1 and p.avoided() == {L}
+    else:
+        assert 3 <= len(times) <= 12, times
     for (t0, hold), (t1, _) in itertools.pairwise(times):
         assert t1 - t0 >= hold
     assert [h for _, h in times] == sorted(h for _, h in times)

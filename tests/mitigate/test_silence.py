@@ -7,6 +7,7 @@ stalled ring all-reduce (every other link silent) still gets its dead link rerou
 in the first round."""
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -21,7 +22,14 @@ from controller.mitigate import (
     findings_from_link_loss,
     findings_from_silence,
 )
-from controller.runner.links import CLEAN_POLLS, R_LOST, R_RX_EXPECTED, R_TX_SEQ, LinkPoller
+from controller.runner.links import (
+    CLEAN_POLLS,
+    HEALTHY_MIN_PKTS,
+    R_LOST,
+    R_RX_EXPECTED,
+    R_TX_SEQ,
+    LinkPoller,
+)
 from controller.topology.generators import leaf_spine
 
 NAMES = ["s1:1->s3:2", "s3:2->s1:1"]
@@ -180,9 +188,11 @@ def test_a_dead_link_under_a_stalled_job_is_rerouted_at_once() -> None:
     acts = pol.step(found, 11.0)
     assert [(a.verb, a.target, a.kind, a.source) for a in acts] == \
         [("reroute", dead.name, "link_down", "counters")]
-    # traffic is off the link: nothing stamped, nothing named; undone after the hold-down
+    # traffic is off the link: nothing stamped, nothing named, and no evidence it
+    # healed either: it stays off (the undo no longer probes a link that may be dead)
     assert pol.step([], 12.0) == [] and pol.avoided() == {dead.name}
-    assert [a.verb for a in pol.step([], 21.0)] == ["undo"]
+    assert pol.step([], 60.0) == [] and pol.avoided() == {dead.name}
+    assert [a.verb for a in pol.clear(61.0)] == ["undo"]
 
 
 def test_the_gray_rule_skips_a_recovering_direction() -> None:
@@ -272,3 +282,37 @@ def test_the_rounds_of_a_direction_back_from_silence_are_no_loss_evidence() -> N
     assert 800 not in lost[0] and lost[0].max() == 0 and (lost[0] == -1).sum() >= 2
     names = [x.name for x in lp.links]
     assert findings_from_link_loss(names=names, lost=lost, delivered=deliv, interval_start_s=_starts) == []
+
+
+def test_a_link_is_shown_healthy_by_traffic_in_both_directions_with_no_loss() -> None:
+    """`healthy`: per link, how long both directions delivered with no loss (at least
+    `HEALTHY_MIN_PKTS` each); a loss or a silence starts it over, idle rounds neither
+    extend nor end it, and a link that carries nothing is not in it (no evidence)."""
+    lp, sws = _poller()
+    fwd = lp.links[0]
+    rev = next(i for i, d in enumerate(lp.links) if d.link == fwd.link and d is not fwd)
+    regs: dict[int, tuple[Any, Any]] = {}
+    for row in (0, rev):
+        d = lp.links[row]
+        regs[row] = (sws[d.src].client.regs, sws[d.dst].client.regs)
+
+    def at(row: int, n: int, lost: int = 0) -> None:
+        d = lp.links[row]
+        src, dst = regs[row]
+        src.setdefault(1, {})[d.src_port] = n
+        dst.setdefault(2, {})[d.dst_port], dst.setdefault(3, {})[d.dst_port] = n, lost
+    at(0, 0), at(rev, 0)
+    lp.poll()
+    assert lp.healthy(time.time()) == {}               # nothing carried: no evidence
+    at(0, HEALTHY_MIN_PKTS)
+    lp.poll()
+    assert fwd.link not in lp.healthy(time.time())     # one direction only
+    at(rev, HEALTHY_MIN_PKTS)
+    lp.poll()
+    t1 = lp._polls[1].t                                # the reverse direction's clean since
+    assert lp.healthy(t1 + 20.0)[fwd.link] == pytest.approx(20.0, abs=1e-6)
+    lp.poll()                                          # idle: the evidence stands
+    assert fwd.link in lp.healthy(time.time())
+    at(0, 2 * HEALTHY_MIN_PKTS, lost=3)                # a loss: starts over
+    lp.poll()
+    assert fwd.link not in lp.healthy(time.time())

@@ -1123,6 +1123,22 @@ int tn_set_fec(struct tn_engine *e, uint32_t qpn, uint32_t k, uint32_t m)
     return rc;
 }
 
+int tn_path_changed(struct tn_engine *e, uint32_t qpn)
+{
+    api_lock(e);
+    struct qent *qe = find(e, qpn);
+    int rc = -1;
+    if (!qe)
+        eseterr(e, "QP %u does not exist", qpn);
+    else {
+        rc = tn_qp_path_changed(qe->q, api_now(e));
+        mark_ready(e, qe);
+    }
+    api_unlock(e);
+    kick(e);
+    return rc;
+}
+
 int tn_set_rx_delay(struct tn_engine *e, double delay_s)
 {
     if (!(delay_s >= 0 && delay_s <= 10.0)) {

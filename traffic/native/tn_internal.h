@@ -127,6 +127,7 @@ void tn_qp_on_packet(struct tn_qp *q, const struct tn_pkt *p, double now,
                      struct tn_cq_sink *cq);
 int tn_qp_take_ack(struct tn_qp *q, uint8_t *buf); /* bytes written, 0 when none owed */
 int tn_qp_set_rate(struct tn_qp *q, double rate, double now, char *err, size_t errlen);
+int tn_qp_path_changed(struct tn_qp *q, double now);
 int tn_qp_set_fec(struct tn_qp *q, uint32_t k, uint32_t m, double now, char *err,
                   size_t errlen);
 void tn_qp_get_counters(const struct tn_qp *q, struct tn_qp_counters *c);

@@ -841,6 +841,27 @@ static void check_rto(struct tn_qp *q, double now)
     q->rto_deadline = now + q->rto;
 }
 
+/* The controller moved the QP's route (control API "path_changed"): the timeout
+ * goes back to its base value; a QP whose timer fired since its last progress (it
+ * was stalled on the old path) resends now as its timeout would have, without the
+ * doubling.  Returns 1 when it resent.  (traffic/requester.py: path_changed.) */
+int tn_qp_path_changed(struct tn_qp *q, double now)
+{
+    double base = rto_value(q);
+    int outstanding = q->sent_up_to > q->una;
+    int stalled = outstanding && q->rto > base;
+    if (stalled) {
+        q->rto_deadline = now;
+        check_rto(q, now);
+    }
+    q->rto = base;
+    if (!outstanding)
+        q->rto_deadline = -1;
+    else if (stalled || q->rto_deadline < 0 || q->rto_deadline > now + base)
+        q->rto_deadline = now + base;
+    return stalled;
+}
+
 /* pace at DCQCN's (or HPCC's) rate, capped by rate feedback */
 static void apply_cc_rate(struct tn_qp *q, double now)
 {

@@ -37,8 +37,8 @@ extern "C" {
 /* Bumped whenever a struct or call below changes: the binding refuses another version
  * (traffic/native_endpoint.py API_VERSION).  2: tn_qp_state's est_sent, est_lost,
  * est_pairs (mode auto's own-loss counts), tn_engine_counters' spin_s .. budget_out_s;
- * tn_api_version */
-#define TN_API_VERSION 2
+ * tn_api_version.  3: tn_path_changed */
+#define TN_API_VERSION 3
 
 /* TN_MODE_AUTO: per-message recovery (traffic.recovery decides above the engine): a
  * requester sends each message as its plan says (tn_post_write_plan; plain selective
@@ -231,6 +231,10 @@ void tn_free(void *data);
 
 int tn_set_rate(struct tn_engine *e, uint32_t qpn, double rate_bps);
 int tn_set_fec(struct tn_engine *e, uint32_t qpn, uint32_t k, uint32_t m);
+/* The controller moved QP qpn's route: reset its retransmission backoff and, if it
+ * is stalled, resend its oldest unacknowledged packets now.  1: resent, 0: only
+ * rearmed, -1: no such QP (tn_last_error). */
+int tn_path_changed(struct tn_engine *e, uint32_t qpn);
 int tn_set_rx_delay(struct tn_engine *e, double delay_s); /* packets held keep theirs */
 int tn_qp_counters(struct tn_engine *e, uint32_t qpn, struct tn_qp_counters *out);
 int tn_qp_state(struct tn_engine *e, uint32_t qpn, struct tn_qp_state *out);
