@@ -811,14 +811,10 @@ static void go_back(struct tn_qp *q, int64_t seq)
     }
 }
 
-static void check_rto(struct tn_qp *q, double now)
+/* A timeout's resend: go-back-N from the oldest unacknowledged packet, else that
+ * packet alone (traffic/requester.py _resend_oldest). */
+static void resend_oldest(struct tn_qp *q)
 {
-    if (q->rto_deadline < 0 || now < q->rto_deadline)
-        return;
-    if (q->sent_up_to == q->una) {
-        q->rto_deadline = -1;
-        return;
-    }
     if (q->a.mode == TN_MODE_GBN) {
         go_back(q, q->una);
         q->c.timeouts++;
@@ -835,6 +831,17 @@ static void check_rto(struct tn_qp *q, double now)
             break;
         }
     }
+}
+
+static void check_rto(struct tn_qp *q, double now)
+{
+    if (q->rto_deadline < 0 || now < q->rto_deadline)
+        return;
+    if (q->sent_up_to == q->una) {
+        q->rto_deadline = -1;
+        return;
+    }
+    resend_oldest(q);
     if (++q->rtos_unsampled >= 2)
         q->min_rtt = -1;
     q->rto = q->rto * 2 < q->a.rto_max_s ? q->rto * 2 : q->a.rto_max_s;
@@ -850,10 +857,8 @@ int tn_qp_path_changed(struct tn_qp *q, double now)
     double base = rto_value(q);
     int outstanding = q->sent_up_to > q->una;
     int stalled = outstanding && q->rto > base;
-    if (stalled) {
-        q->rto_deadline = now;
-        check_rto(q, now);
-    }
+    if (stalled)
+        resend_oldest(q);
     q->rto = base;
     if (!outstanding)
         q->rto_deadline = -1;
