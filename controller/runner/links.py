@@ -89,6 +89,8 @@ class LinkPoller:
     _forgiven: dict[tuple[str, int], int] = field(default_factory=dict)
     _first_jump: dict[tuple[str, int], int | None] = field(default_factory=dict)
     _tx_rows: dict[tuple[str, int], int] = field(init=False)
+    _rx_ports: dict[str, list[int]] = field(init=False)   # switch -> its ports receiving a watched link
+    _tx_ports: dict[str, list[int]] = field(init=False)   # switch -> its ports sending on one
     _polls: deque[_Poll] = field(init=False)
     _delivered: np.ndarray = field(init=False)   # per direction, cumulative (the stream's rx_packets)
     _ingress_now: tuple[float, np.ndarray, np.ndarray] | None = None   # this round's, until it ends
@@ -102,6 +104,11 @@ class LinkPoller:
         self.links = directed_links(self.topo)
         self._rows = {(d.dst, d.dst_port): i for i, d in enumerate(self.links)}
         self._tx_rows = {(d.src, d.src_port): i for i, d in enumerate(self.links)}
+        self._rx_ports, self._tx_ports = {}, {}
+        for (sw, port) in sorted(self._rows):
+            self._rx_ports.setdefault(sw, []).append(port)
+        for (sw, port) in sorted(self._tx_rows):
+            self._tx_ports.setdefault(sw, []).append(port)
         self._polls = deque(maxlen=KEEP_POLLS)
         self._delivered = np.zeros(len(self.links), dtype=np.int64)
         self.stream = LinkLossStream(n_links=max(1, len(self.links)), bin_ns=int(self.bin_s * 1e9),
@@ -148,8 +155,7 @@ class LinkPoller:
         sw = self.switches[name]
         assert sw.client is not None
         rid = sw.schema.register(R_TX_SEQ).id
-        ports = sorted(p for (src, p) in self._tx_rows if src == name)
-        return sw.client.read_registers([rid], ports).get(rid, {})
+        return sw.client.read_registers([rid], self._tx_ports.get(name, [])).get(rid, {})
 
     def _read_ingress(self, name: str) -> tuple[dict[int, int], dict[int, int]]:
         """(link_lost_packets, link_rx_expected) of ``name``'s ports that receive a
@@ -157,8 +163,7 @@ class LinkPoller:
         sw = self.switches[name]
         assert sw.client is not None
         lost_id, exp_id = sw.schema.register(R_LOST).id, sw.schema.register(R_RX_EXPECTED).id
-        ports = sorted(p for (dst, p) in self._rows if dst == name)
-        got = sw.client.read_registers([lost_id, exp_id], ports)
+        got = sw.client.read_registers([lost_id, exp_id], self._rx_ports.get(name, []))
         return got.get(lost_id, {}), got.get(exp_id, {})
 
     def poll(self, after_ingress: Callable[[], None] | None = None) -> None:
