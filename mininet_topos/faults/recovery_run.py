@@ -212,9 +212,9 @@ def pick_targets(topo: Topology, places: dict[str, list[str]], seeds: tuple[int,
     fabric = [x for x in places.get("link_down") or [] if _link_of(topo, x) not in wan]
     far: list[str] = []
     if crossings:
-        cross_dc = {p for x, ps in crossings.items() if "->" in x and ":" in x.split("->")[0]
-                    and x in {d.name for d in directed_links(topo)} and _link_of(topo, x) in wan
-                    for p in ps}
+        directions = {d.name for d in directed_links(topo)}
+        cross_dc = {p for x, ps in crossings.items()
+                    if x in directions and _link_of(topo, x) in wan for p in ps}
         far = [x for x in fabric if set(crossings.get(x) or ()) & cross_dc]
     out = {}
     for kind in kinds:
