@@ -220,15 +220,26 @@ control SwitchEgress(inout headers_t hdr, inout local_metadata_t meta,
                 queued = (bit<32>)queue_cap;
             }
             queue_bytes.write(eport, queued);
-            /* Packets behind this one but none counted: a target that runs egress
-             * when the packet is queued, not when it leaves (softswitch's eBPF
-             * target), so ingress's count went out with it. The depth of packets
-             * like this one stands in (HPCC would see no queue until a drop). A
-             * traffic manager that runs egress at dequeue never gets here: what
-             * is behind a packet passed ingress before it left. */
+            /* Packets queued but none counted: a target that runs egress when
+             * the packet is queued, not when it leaves (softswitch's eBPF
+             * target), so ingress's count went out with it. The bytes the port
+             * sends while this packet waits stand in: deq_timedelta (us) x the
+             * port's line rate (Mbit/s) / 8, the queue ahead of it as it
+             * arrived (p4/README.md, "Queue bytes"). Without a line rate, the
+             * depth of packets like this one. A traffic manager that runs
+             * egress at dequeue never gets here: what is behind a packet
+             * passed ingress before it left. */
             if (queued == 0 && standard_metadata.deq_qdepth != 0) {
-                queued = (bit<32>)standard_metadata.deq_qdepth
-                         * (bit<32>)standard_metadata.packet_length;
+                bit<64> ahead = ((bit<64>)standard_metadata.deq_timedelta
+                                 * (bit<64>)meta.line_rate_mbps) >> 3;
+                if (meta.line_rate_mbps == 0) {
+                    ahead = (bit<64>)standard_metadata.deq_qdepth
+                            * (bit<64>)standard_metadata.packet_length;
+                }
+                if (ahead > 0xFFFFFFFF) {
+                    ahead = 0xFFFFFFFF;
+                }
+                queued = (bit<32>)ahead;
             }
             meta.queue_bytes = queued;
             meta.queue_occupancy = (bit<24>)standard_metadata.deq_qdepth;
