@@ -14,7 +14,9 @@ each packet what the Python target's traffic manager (`softswitch.switchd.tm`) d
   the depth or more, the packet is tail-dropped and counted;
 * otherwise it starts to leave when the link is free: ``deq_timedelta`` is that wait
   (µs), ``enq_timestamp`` the arrival (µs, 32 bits) and ``egress_global_timestamp`` the
-  departure (µs, 48 bits), all on the program's clock (``bpf_ktime_get_ns``);
+  departure (µs, 48 bits), all on the program's clock (``bpf_ktime_get_ns``); the wait x
+  the rate is the bytes queued ahead of it (``busy_until - now``), which is how a P4
+  program learns the queue in bytes here (p4/README.md, "Queue bytes");
 * ``deq_qdepth`` (the packets behind it when it leaves) depends on arrivals the program
   has not seen yet: the target gives the depth it found (equal in a steady queue, where
   as many arrive behind a packet as left before it; low while a burst builds up).
