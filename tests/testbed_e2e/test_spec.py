@@ -62,11 +62,11 @@ def test_demo_preset_is_the_documented_experiment(name: str, mtu: int, topology:
 
 def test_the_demo_runs_hpcc_as_its_readme_says():
     """The settings README.md's "the demo" measured (utilisation >= 0.8 in 3 of 3 runs):
-    2 x 16 MB, eta 1, T at least 30 ms, no HPCC window (the workload's 32 frames)."""
+    2 x 16 MB, eta 1, T at least 40 ms, no HPCC window (the workload's 32 frames)."""
     (s,) = load_spec(preset_path("demo"))
     assert s.workload.size == "16M" and s.workload.count == 2 and s.workload.window == 32
     assert s.hpcc is not None
-    assert (s.hpcc.eta, s.hpcc.min_base_rtt_s, s.hpcc.window) == (1.0, 0.03, False)
+    assert (s.hpcc.eta, s.hpcc.min_base_rtt_s, s.hpcc.window) == (1.0, 0.04, False)
 
 
 def test_overrides_change_only_the_named_link():
