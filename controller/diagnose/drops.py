@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 from controller.diagnose.evidence import Telemetry
 
-__all__ = ["host_drops", "increase", "path_drops"]
+__all__ = ["COUNT_LAG_S", "host_drops", "increase", "lost_in_switches", "path_drops"]
 
 
 def increase(series: list[tuple[float, int]], t0: float, t1: float) -> int:
@@ -57,3 +57,20 @@ def path_drops(tel: Telemetry, path: Iterable[str], t0: float, t1: float) -> int
 def host_drops(tel: Telemetry, host: str, t0: float, t1: float) -> int:
     """Datagrams ``host`` dropped on its full UDP sockets between ``t0`` and ``t1``."""
     return increase(tel.host_drops.get(host, []), t0, t1)
+
+
+#: the switches rewrite their statistics every 0.2 s and the test bed reads them every
+#: 0.2 s: a drop shows in the samples up to this long after it happened
+COUNT_LAG_S = 0.6
+
+
+def lost_in_switches(tel: Telemetry, transfers: Iterable[tuple[float, float, int]],
+                     data_paths: list[tuple[str, ...]], ack_paths: list[tuple[str, ...]]
+                     ) -> int:
+    """How many of ``transfers`` ((start, end, packets resent), Unix s) resent packets
+    while the switches on the pair's data or ACK paths dropped packets (from just
+    before the start to the end plus the counters' lag): transfers the network's own
+    losses slowed."""
+    paths = [*data_paths, *ack_paths]
+    return sum(1 for t0, t1, retx in transfers if retx > 0 and any(
+        path_drops(tel, p, t0 - 0.2, t1 + COUNT_LAG_S) > 0 for p in paths))

@@ -12,7 +12,7 @@ switch node ID, egress port, queue, tx rate, line rate), ``csv/int_flow.csv`` (t
 path ``node:port>...`` of each flow, for the path a rank pair really took), and
 ``controller_state.json`` (per-flow PSN-gap losses) and ``switch_stats.jsonl`` (lines
 ``{"t": unix_s, "switch": "s3", "ports": [{"port": 2, "tail_drops": N,
-"rx_socket_drops": M}, ...]}``: the switches' own per-port statistics, sampled by the
+"rx_socket_drops": M, "queue_size_pkts": Q}, ...]}``: the switches' own per-port statistics, sampled by the
 test bed) and ``host_stats.jsonl`` (lines ``{"t": unix_s, "host": "h7",
 "udp_rcvbuf_errors": N}``: the datagrams the kernel dropped on the host's full UDP
 sockets, sampled by the test bed).
@@ -70,6 +70,8 @@ class Telemetry:
     # switch port -> [(unix_s, frames dropped on its full receive socket so far)]: lost
     # on arrival, before the pipeline (the Python target's own statistics)
     port_rx_drops: dict[tuple[str, int], list[tuple[float, int]]] = field(default_factory=dict)
+    # switch egress port -> [(unix_s, packets its queue may hold)]
+    port_sizes: dict[tuple[str, int], list[tuple[float, int]]] = field(default_factory=dict)
     # host -> [(unix_s, datagrams dropped on its full UDP sockets so far)]
     host_drops: dict[str, list[tuple[float, int]]] = field(default_factory=dict)
 
@@ -87,6 +89,7 @@ class Telemetry:
             port_drops={k: [x for x in v if keep(x[0])] for k, v in self.port_drops.items()},
             port_rx_drops={k: [x for x in v if keep(x[0])]
                            for k, v in self.port_rx_drops.items()},
+            port_sizes={k: [x for x in v if keep(x[0])] for k, v in self.port_sizes.items()},
             host_drops={k: [x for x in v if keep(x[0])] for k, v in self.host_drops.items()})
 
 
@@ -213,11 +216,15 @@ def load_telemetry(out_dir: str | os.PathLike[str], topo: Topology) -> Telemetry
                 snap = json.loads(text)
                 for prt in snap["ports"]:
                     key = (snap["switch"], int(prt["port"]))
-                    tel.port_drops.setdefault(key, []).append(
-                        (float(snap["t"]), int(prt.get("tail_drops", 0))))
+                    if "tail_drops" in prt:
+                        tel.port_drops.setdefault(key, []).append(
+                            (float(snap["t"]), int(prt["tail_drops"])))
                     if "rx_socket_drops" in prt:
                         tel.port_rx_drops.setdefault(key, []).append(
                             (float(snap["t"]), int(prt["rx_socket_drops"])))
+                    if "queue_size_pkts" in prt:
+                        tel.port_sizes.setdefault(key, []).append(
+                            (float(snap["t"]), int(prt["queue_size_pkts"])))
             except (ValueError, KeyError, TypeError):
                 continue
     hstats = d / "host_stats.jsonl"
@@ -234,7 +241,7 @@ def load_telemetry(out_dir: str | os.PathLike[str], topo: Topology) -> Telemetry
     for ps in tel.ports.values():
         ps.sort(key=lambda s: s.t)
     for series in (*tel.port_drops.values(), *tel.port_rx_drops.values(),
-                   *tel.host_drops.values()):
+                   *tel.port_sizes.values(), *tel.host_drops.values()):
         series.sort()
     return tel
 
@@ -268,7 +275,8 @@ def save_telemetry(tel: Telemetry, out_dir: str | os.PathLike[str], topo: Topolo
                             for s in ports)
     by_time: dict[tuple[float, str], dict[int, dict[str, int]]] = {}
     for field_name, series in (("tail_drops", tel.port_drops),
-                               ("rx_socket_drops", tel.port_rx_drops)):
+                               ("rx_socket_drops", tel.port_rx_drops),
+                               ("queue_size_pkts", tel.port_sizes)):
         for (sw, port), drops in series.items():
             for t, n in drops:
                 by_time.setdefault((t, sw), {}).setdefault(port, {"port": port})[field_name] = n

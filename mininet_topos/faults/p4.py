@@ -60,6 +60,8 @@ class PortDropPoller:
     hosts: dict[str, int] = field(default_factory=dict)
     drops: dict[tuple[str, int], list[tuple[float, int]]] = field(default_factory=dict)
     rx_drops: dict[tuple[str, int], list[tuple[float, int]]] = field(default_factory=dict)
+    # the packets each port's queue may hold (a tiny queue fault shrinks it)
+    sizes: dict[tuple[str, int], list[tuple[float, int]]] = field(default_factory=dict)
     host_drops: dict[str, list[tuple[float, int]]] = field(default_factory=dict)
     _last: float = 0.0
 
@@ -75,6 +77,8 @@ class PortDropPoller:
                 if "rx_socket_drops" in prt:
                     self.rx_drops.setdefault(key, []).append(
                         (now, int(prt["rx_socket_drops"])))
+                if prt.get("queue_size_pkts"):
+                    self.sizes.setdefault(key, []).append((now, int(prt["queue_size_pkts"])))
         for host, pid in self.hosts.items():
             n = udp_rcvbuf_errors(pid)
             if n is not None:
@@ -150,6 +154,7 @@ def controller_telemetry(topo: Topology, out_dir: Path, *, since_unix: float,
     tel = load_telemetry(out_dir, topo)
     if drops is not None:
         tel.port_drops, tel.port_rx_drops = drops.drops, drops.rx_drops
+        tel.port_sizes = drops.sizes
         tel.host_drops = drops.host_drops
     return tel.since(since_unix)
 
