@@ -15,6 +15,7 @@ import pytest
 from tests.traffic.netns_util import PY, ROOT, star
 from traffic import startgate
 from traffic.control import request
+from traffic.errors import ControlError
 from traffic.rankmove import move_rank
 
 ITERS = 200
@@ -31,7 +32,7 @@ def _wait(pred, timeout_s: float, what: str) -> None:
 def _iter_of(path: str) -> int:
     try:
         return int(request(path, {"cmd": "collective"}, 1.0)["collective"]["iter"])
-    except Exception:  # busy or not bound yet: ask again
+    except (ControlError, KeyError, TypeError, ValueError):  # busy or not bound yet: again
         return -1
 
 
