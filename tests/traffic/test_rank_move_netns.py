@@ -6,14 +6,12 @@ names what is wrong, and change nothing."""
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.traffic.netns_util import PY, ROOT, star
-from traffic import startgate
+from tests.traffic.netns_util import finish, ring_with_standby, star
 from traffic.control import request
 from traffic.errors import ControlError
 from traffic.rankmove import move_rank
@@ -40,26 +38,9 @@ def _iter_of(path: str) -> int:
 def test_a_rank_moves_to_a_spare_and_the_job_completes_verified(tmp_path: Path) -> None:
     with star(5, subnet_prefix="10.79.0") as hosts:
         ranks, spare = hosts[:4], hosts[4]
-        addrs = ",".join(h.ip for h in ranks)
-        start = tmp_path / "start"
-        ctl = [str(tmp_path / f"ctl{r}") for r in range(4)]
-        sctl = str(tmp_path / "ctl-spare")
-        common = ["--hosts", addrs, "-s", "256K", "-c", str(ITERS), "--rate", "50M",
-                  "--engine", "python", "--timeout", "120"]
-        procs = []
-        for r, h in enumerate(ranks):
-            procs.append(h.popen(
-                [PY, "-m", "traffic", "allreduce", *common, "--rank", str(r), "--control",
-                 ctl[r], "--start-file", str(start), "-o", str(tmp_path / f"rank{r}.json")],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT))
-        procs.append(spare.popen(
-            [PY, "-m", "traffic", "allreduce", *common, "--standby", spare.ip, "--control",
-             sctl, "-o", str(tmp_path / "spare.json")],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT))
-        try:
-            _wait(lambda: Path(sctl).exists(), 30, "the standby's control socket")
-            startgate.start_together(start, 4, timeout_s=60,
-                                     alive=lambda: all(p.poll() is None for p in procs))
+        args = ["-s", "256K", "-c", str(ITERS), "--rate", "50M", "--engine", "python",
+                "--timeout", "120"]
+        with ring_with_standby(ranks, spare, tmp_path, args) as (ctl, sctl, procs):
             # forged and impossible commands: each refused, naming what, nothing changes
             bad = {
                 "rank 9 outside the ring": {"rank": 9, "to": spare.ip, "at_iter": 30},
@@ -70,9 +51,8 @@ def test_a_rank_moves_to_a_spare_and_the_job_completes_verified(tmp_path: Path) 
                 "unknown key(s) ['force']":
                     {"rank": MOVED, "to": spare.ip, "at_iter": 30, "force": True},
             }
-            _wait(lambda: Path(ctl[1]).exists(), 30, "rank 1's control socket")
-            for what, args in bad.items():
-                rep = request(ctl[1], {"cmd": "move_rank", **args}, 5.0)
+            for what, cmd in bad.items():
+                rep = request(ctl[1], {"cmd": "move_rank", **cmd}, 5.0)
                 assert what in json.dumps(rep), (what, rep)
             rep = request(sctl, {"cmd": "move_rank", "rank": MOVED, "to": "10.79.0.99",
                                  "at_iter": 30}, 5.0)
@@ -84,14 +64,7 @@ def test_a_rank_moves_to_a_spare_and_the_job_completes_verified(tmp_path: Path) 
             assert res.ok, res.as_dict()
             at = res.at_iter
             assert at is not None and 3 < at < ITERS
-            for p in procs:
-                _out, err = p.communicate(timeout=150)
-                assert p.returncode == 0, err[-3000:]
-        finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
+            finish(procs, 150)
         summaries = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(4)]
         sp = json.loads((tmp_path / "spare.json").read_text())
         for s in [*summaries, sp]:
