@@ -267,8 +267,9 @@ class RankRunner:
                 steps_per_seq=self._ar.steps_per_iter if self._ar else 0)
             for f, req in zip(plan.send, self.requesters):
                 self.tracker.add("send", req, f.peer)
+            first = first_iter * self._ar.steps_per_iter if self._ar else 0
             for f, resp in zip(plan.recv, self.responders):
-                self.tracker.add("recv", resp, f.peer)
+                self.tracker.add("recv", resp, f.peer, first)
         self.start_s = 0.0
         self.end_s: float | None = None
         self._stall0 = self._stall1 = 0.0  # loop stall seconds at start and end
@@ -495,6 +496,8 @@ class RankRunner:
             for f in self.plan.recv:
                 self._extra_resp.append(self.ep.add_peer_responder(
                     f.qpn, to, on_message=ar.receiver(first)))
+                if self.tracker is not None:
+                    self.tracker.add("recv", self._extra_resp[-1], rank, first)
         self.hosts[rank] = to
         self.move = {"rank": rank, "to": to, "at_iter": at_iter,
                      "role": "+".join(roles) or "bystander"}
@@ -522,6 +525,8 @@ class RankRunner:
         for c, f in enumerate(self.plan.send):
             self._former.append(self.requesters[c])
             self.requesters[c] = self.ep.repoint_requester(f.qpn, to)
+            if self.tracker is not None:   # its messages carry their step in their tags
+                self.tracker.add("send", self.requesters[c], f.peer)
 
     def _apply_faults(self, now: float) -> None:
         """Injected host faults: receive delay of a slow host, deferred straggler steps."""

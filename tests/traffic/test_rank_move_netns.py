@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.traffic.netns_util import finish, ring_with_standby, star
+from traffic.collog import read_logs
 from traffic.control import request
 from traffic.errors import ControlError
 from traffic.rankmove import move_rank
@@ -39,7 +40,7 @@ def test_a_rank_moves_to_a_spare_and_the_job_completes_verified(tmp_path: Path) 
     with star(5, subnet_prefix="10.79.0") as hosts:
         ranks, spare = hosts[:4], hosts[4]
         args = ["-s", "256K", "-c", str(ITERS), "--rate", "50M", "--engine", "python",
-                "--timeout", "120"]
+                "--timeout", "120", "--coll-log", str(tmp_path / "coll")]
         with ring_with_standby(ranks, spare, tmp_path, args) as (ctl, sctl, procs):
             # forged and impossible commands: each refused, naming what, nothing changes
             bad = {
@@ -84,3 +85,11 @@ def test_a_rank_moves_to_a_spare_and_the_job_completes_verified(tmp_path: Path) 
         # (the malformed address and the unknown key were refused by the parser already)
         assert len(coll[1]["move_rejects"]) == 3
         assert summaries[1]["endpoint"]["endpoint"]["control_errors"] == 5
+        # the collective log has every step of every rank once, the moved rank's from
+        # both of its hosts (the spare appends to the same rank file)
+        recs = read_logs([tmp_path / "coll"])
+        for d in ("send", "recv"):
+            got = sorted((r.rank, r.seq, r.step) for r in recs if r.dir == d)
+            assert got == [(r, i, s) for r in range(4) for i in range(ITERS) for s in range(6)], d
+        assert all(r.end is not None for r in recs)
+        assert {r.host for r in recs if r.rank == MOVED and r.seq >= at} == {spare.ip}
