@@ -299,8 +299,11 @@ def request_all(pairs: list[tuple[str, dict]], timeout_s: float = 2.0) -> dict[s
     """Send one control object to each path at once, then collect the one-object replies
     by the path that sent them (``{"error": ...}`` for a path gone or silent).  Why at
     once: a command whose effect depends on when it lands (a rank move's iteration)
-    reaches every endpoint within a send loop, not one reply wait after another."""
+    reaches every endpoint within a send loop, not one reply wait after another.
+    A reply comes from the endpoint's own address: a path given as a symbolic link is
+    matched by what it resolves to."""
     out: dict[str, dict] = {}
+    named = {os.path.realpath(p): p for p, _ in pairs}
     with tempfile.TemporaryDirectory(prefix="ttrctl") as d:
         me = os.path.join(d, "c")
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
@@ -321,7 +324,8 @@ def request_all(pairs: list[tuple[str, dict]], timeout_s: float = 2.0) -> dict[s
                     reply = json.loads(data)
                 except json.JSONDecodeError:
                     reply = {"error": f"control {addr}: reply is not JSON"}
-                out[addr if isinstance(addr, str) else str(addr)] = (
+                key = addr if isinstance(addr, str) else str(addr)
+                out[named.get(os.path.realpath(key), key)] = (
                     reply if isinstance(reply, dict) else {"error": "reply not an object"})
     for path, _ in pairs:
         out.setdefault(path, {"error": f"control {path}: no reply in {timeout_s} s"})

@@ -38,8 +38,14 @@ def test_the_mitigator_moves_a_straggler_to_the_spare_and_the_job_completes(tmp_
         args = ["-s", "256K", "-c", str(ITERS), "--rate", "50M", "--engine", "python", "--timeout", "150"]
         late = ["--fault-straggle", f"{time.time():.3f}:3600:0.03"]   # each step 30 ms late
         with ring_with_standby(ranks, spare, tmp_path, args, per_rank={STRAGGLER: late}) as (ctl, sctl, procs):
-            job = Job.from_dict({"ranks": ["h1", "h2", "h3", "h4"], "spares": ["h5"],
-                                 "controls": {**{f"h{r + 1}": c for r, c in enumerate(ctl)}, "h5": sctl}}, TOPO)
+            # the job file names the sockets by links (as the test bed's does): the replies
+            # come from the sockets' own paths
+            (tmp_path / "ln").mkdir()
+            links = {}
+            for h, c in [*((f"h{r + 1}", c) for r, c in enumerate(ctl)), ("h5", sctl)]:
+                links[h] = str(tmp_path / "ln" / f"{h}.sock")
+                Path(links[h]).symlink_to(c)
+            job = Job.from_dict({"ranks": ["h1", "h2", "h3", "h4"], "spares": ["h5"], "controls": links}, TOPO)
             m = Mitigator(topo=TOPO, options=IntentOptions(), switches={}, mode=MitigationMode.ACT,
                           guard=Guard(confirm_s=0.5), job=job)
             end = time.monotonic() + 60
