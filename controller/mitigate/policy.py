@@ -342,6 +342,9 @@ class Policy:
         switch was repaired): evidence the counters cannot give while the routes keep
         traffic off it."""
         want = None if targets is None else set(targets)
+        for t, act in self.active.items():   # a rank moved: the job was set right again
+            if act.action.verb == "move_rank" and (want is None or t in want):
+                self.placed.pop(int(act.action.evidence.get("rank", -1)), None)
         return [self._undo(t, act, now, reason=f"{reason}: traffic may use {t} again")
                 for t, act in list(self.active.items()) if want is None or t in want]
 

@@ -118,6 +118,13 @@ def test_a_move_is_made_once_never_undone_and_the_spare_is_then_taken() -> None:
     h = [F("slow_receiver", "h3", "host")]
     assert p.step(h, 603.0) == [] and p.step(h, 604.0) == []
     assert p.active["rank 0"].last_seen == 604.0
+    # an operator's word (the job set right, e.g. restarted): the move is undone and the
+    # spare is free again
+    [u] = p.clear(700.0, ["rank 0"])
+    assert (u.verb, u.undoes, u.avoid) == ("undo", a.seq, ()) and p.placed == {}
+    p.step(f, 701.0)
+    [c] = p.step(f, 702.0)
+    assert (c.verb, c.evidence["spare"]) == ("move_rank", "h3")
 
 
 def test_the_budget_holds_a_move_back_and_says_so() -> None:
