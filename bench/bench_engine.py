@@ -316,7 +316,9 @@ def pacing(engine: str, pps: int, *, mtu: int = 1024, seconds: float = 1.0,
             "lead_us": float(eng.get("spin_lead_s", float("nan"))) * 1e6,
             "timer_late_p99_us": float(eng.get("timer_late_p99_s", float("nan"))) * 1e6,
             "rx_cpu_pct": float(rxe.get("cpu_s", float("nan"))) / seconds * 100,
-            "rx_poll_pct": float(rxe.get("rx_poll_s", float("nan"))) / seconds * 100}
+            "rx_poll_pct": float(rxe.get("rx_poll_s", float("nan"))) / seconds * 100,
+            "tx_timestamps": int(eng.get("tx_timestamps", 0)),
+            "wire_delay_us": float(eng.get("wire_delay_s", 0.0)) * 1e6}
 
 
 def rtt(engine: str, *, rate_mbps: float = 40.0, seconds: float = 1.0) -> dict:
@@ -453,7 +455,7 @@ def main() -> int:
             print("engine             pkt/s  ideal us  median us  median err %  p99 |err| us  "
                   "p99.9 us  bursts %  rx: med err %  p99 us  late>20us (mean us)  "
                   "eng CPU %  spin %  lead us  timer p99 us  budget out %  rx CPU %  rx poll %  "
-                  "load")
+                  "load  wire ts (delay us)")
             for pps in [int(x) for x in a.pacing_pps.split(",")] * a.pacing_repeat:
                 for engine, mode, base in rows:
                     r = pacing(engine, pps, mode=mode, rx_capture=a.pacing_rx,
@@ -469,7 +471,8 @@ def main() -> int:
                           f"{late:>9s} {r['engine_cpu_pct']:10.1f} "
                           f"{r['spin_pct']:7.1f} {r['lead_us']:8.1f} "
                           f"{r['timer_late_p99_us']:13.1f} {r['budget_out_pct']:13.1f} "
-                          f"{r['rx_cpu_pct']:9.1f} {r['rx_poll_pct']:10.1f} {r['load']:5.1f}",
+                          f"{r['rx_cpu_pct']:9.1f} {r['rx_poll_pct']:10.1f} {r['load']:5.1f} "
+                          f"{r['tx_timestamps']:8d} ({r['wire_delay_us']:.0f})",
                           flush=True)
         if "rtt" not in skip and not a.no_veth:
             print("\nRTT samples against the wire (veth, the sender's port shaped by HTB at "

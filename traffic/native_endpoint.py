@@ -132,7 +132,8 @@ class EngineCountersC(ctypes.Structure):
                          ("timer_late_p99_s", ctypes.c_double), ("spin_lead_s", ctypes.c_double),
                          ("spin_s", ctypes.c_double), ("cpu_s", ctypes.c_double),
                          ("spin_budget", ctypes.c_double), ("budget_out_s", ctypes.c_double),
-                         ("rx_poll_s", ctypes.c_double)]
+                         ("rx_poll_s", ctypes.c_double), ("tx_timestamps", ctypes.c_uint64),
+                         ("wire_delay_s", ctypes.c_double)]
 
 
 class QpStateC(ctypes.Structure):

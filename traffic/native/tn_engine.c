@@ -40,6 +40,8 @@
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/errqueue.h>     /* (after time.h: struct scm_timestamping's timespec) */
+#include <linux/net_tstamp.h>
 #include "tn_internal.h"
 
 #define SPIN_S 20e-6       /* lateness that counts as a late departure */
@@ -65,6 +67,8 @@ struct qent {
     double due;         /* requester: its next wake (the heap's key) */
     double last_cnp;
     uint32_t injected;
+    int txts;           /* requester with pacer smoothing: its socket reports each packet's
+                         * software transmit timestamp (wire_departure) */
 };
 
 struct tn_engine {
@@ -491,12 +495,51 @@ static void send_acks(struct tn_engine *e)
     e->ndirty = 0;
 }
 
+/* The kernel's transmit timestamps of what a QP just sent (taken by the driver, where a
+ * capture of the interface sees it leave), the latest handed to the pacer: its catch-up
+ * bound counts from the wire, so an interruption between the engine's clock read and
+ * the driver (~25-30 us on this VM) makes a late departure, caught up at most catchup_s
+ * per packet, not a departure the engine believes on time followed by a gap short by
+ * the whole interruption.  The timestamps are CLOCK_REALTIME: moved to the engine's
+ * clock by one pair of reads. */
+static void wire_departure(struct tn_engine *e, struct qent *qe)
+{
+    int64_t ts = -1;
+    for (int i = 0; i < MAX_BATCH; i++) {
+        uint8_t data[64];
+        union { char buf[256]; struct cmsghdr align; } ctl;
+        struct iovec iov = {.iov_base = data, .iov_len = sizeof data};
+        struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+                           .msg_controllen = sizeof ctl.buf};
+        if (recvmsg(qe->fd, &m, MSG_ERRQUEUE | MSG_DONTWAIT) < 0)
+            break;
+        for (struct cmsghdr *cm = CMSG_FIRSTHDR(&m); cm; cm = CMSG_NXTHDR(&m, cm)) {
+            if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_TIMESTAMPING) {
+                struct scm_timestamping t;
+                memcpy(&t, CMSG_DATA(cm), sizeof t);
+                if (t.ts[0].tv_sec || t.ts[0].tv_nsec)
+                    ts = (int64_t)t.ts[0].tv_sec * 1000000000 + t.ts[0].tv_nsec;
+            }
+        }
+    }
+    if (ts < 0)
+        return;
+    struct timespec rt;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    double n = now_of(e);
+    int64_t ago = (int64_t)rt.tv_sec * 1000000000 + rt.tv_nsec - ts;
+    e->c.tx_timestamps++;
+    e->c.wire_delay_s += tn_qp_wire_departure(qe->q, n - (double)ago * 1e-9);
+}
+
 static double poll_requester(struct tn_engine *e, struct qent *qe, double now, int timers)
 {
     struct tn_cq_sink sink = {cq_push, e};
     struct tn_out out = {.bufs = e->txbufs, .lens = e->txlens, .cap = (int)e->a.batch};
     double w = tn_qp_poll(qe->q, now, &out, (int)e->a.batch, &sink, timers);
     send_batch(e, qe, tn_qp_peer_ip(qe->q), out.bufs, out.lens, out.n);
+    if (qe->txts && out.n > 0 && !(e->a.flags & TN_ENGINE_STEP))
+        wire_departure(e, qe);
     return w;
 }
 
@@ -1034,7 +1077,7 @@ void tn_engine_destroy(struct tn_engine *e)
 int tn_create_qp(struct tn_engine *e, const struct tn_qp_attr *attr)
 {
     api_lock(e);
-    int rc = -1, fd = -1;
+    int rc = -1, fd = -1, txts = 0;
     if (find(e, attr->qpn)) {
         eseterr(e, "endpoint: QP %u already exists", attr->qpn);
         goto out;
@@ -1047,6 +1090,11 @@ int tn_create_qp(struct tn_engine *e, const struct tn_qp_attr *attr)
         setsockopt(fd, SOL_SOCKET, SO_NO_CHECK, &one, sizeof one);
         setsockopt(fd, IPPROTO_IP, IP_TOS, &tos, sizeof tos);
         setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sb, sizeof sb);
+        if (attr->role == TN_REQUESTER && attr->catchup_s > 0) {  /* (wire_departure) */
+            int ts = SOF_TIMESTAMPING_TX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE |
+                     SOF_TIMESTAMPING_OPT_TSONLY;
+            txts = setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPING, &ts, sizeof ts) == 0;
+        }
         struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = e->a.ip};
         socklen_t sl = sizeof sa;
         if (bind(fd, (struct sockaddr *)&sa, sizeof sa) ||
@@ -1079,7 +1127,7 @@ int tn_create_qp(struct tn_engine *e, const struct tn_qp_attr *attr)
         e->qs = nv; e->capq = nc;
     }
     e->qs[e->nq++] = (struct qent){.q = q, .qpn = attr->qpn, .fd = fd, .last_cnp = -1.0,
-                                   .hpos = -1};
+                                   .hpos = -1, .txts = txts};
     rehash(e);
     mark_ready(e, &e->qs[e->nq - 1]);
     rc = 0;

@@ -1053,6 +1053,16 @@ static double poll_inner(struct tn_qp *q, double now, struct tn_out *out, int bu
     return q->sent_up_to > q->una ? q->rto_deadline : -1;
 }
 
+double tn_qp_wire_departure(struct tn_qp *q, double t)
+{
+    /* later than the engine's read only (a stepped wall clock is left out) */
+    if (!(q->last_dep >= 0 && t > q->last_dep && t < q->last_dep + 1e-3))
+        return 0;
+    double d = t - q->last_dep;
+    q->last_dep = t;
+    return d;
+}
+
 static void rtt_sample(struct tn_qp *q, double rtt)
 {
     if (rtt <= 0)

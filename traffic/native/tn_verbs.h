@@ -37,7 +37,8 @@ extern "C" {
 /* Bumped whenever a struct or call below changes: the binding refuses another version
  * (traffic/native_endpoint.py API_VERSION).  2: tn_qp_state's est_sent, est_lost,
  * est_pairs (mode auto's own-loss counts), tn_engine_counters' spin_s .. budget_out_s;
- * tn_api_version.  3: tn_path_changed.  4: tn_engine_counters' rx_poll_s */
+ * tn_api_version.  3: tn_path_changed.  4: tn_engine_counters' rx_poll_s,
+ * tx_timestamps, wire_delay_s */
 #define TN_API_VERSION 4
 
 /* TN_MODE_AUTO: per-message recovery (traffic.recovery decides above the engine): a
@@ -184,6 +185,9 @@ struct tn_engine_counters {
     double rx_poll_s;       /* seconds of passes that read the socket again instead of
                              * sleeping, while packets arrived every < 25 us, and found
                              * nothing (the receive poll; API version 4) */
+    uint64_t tx_timestamps; /* paced sends whose kernel transmit timestamp was read ... */
+    double wire_delay_s;    /* ... and how much later than the engine's clock read they
+                             * left, summed (the pacer counts from the wire; version 4) */
 };
 
 /* A QP's state for snapshots (Requester.snapshot / Responder.snapshot). */
