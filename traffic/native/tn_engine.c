@@ -339,8 +339,10 @@ int tn_wait_cq(struct tn_engine *e, double timeout_s)
 }
 
 /* -- sending ------------------------------------------------------------------------- */
-static void send_batch(struct tn_engine *e, struct qent *qe, uint32_t dst_ip, uint8_t *bufs,
-                       uint32_t *lens, int n)
+/* ``ts``: ask the kernel for the last packet's software transmit timestamp
+ * (wire_departure reads it) */
+static void send_batch_ts(struct tn_engine *e, struct qent *qe, uint32_t dst_ip,
+                          uint8_t *bufs, uint32_t *lens, int n, int ts)
 {
     if (n <= 0)
         return;
@@ -373,6 +375,19 @@ static void send_batch(struct tn_engine *e, struct qent *qe, uint32_t dst_ip, ui
         mm[i].msg_hdr.msg_iov = &iov[i];
         mm[i].msg_hdr.msg_iovlen = 1;
     }
+    union { char buf[CMSG_SPACE(sizeof(uint32_t))]; struct cmsghdr align; } ctl;
+    if (ts) {
+        memset(&ctl, 0, sizeof ctl);
+        struct msghdr *h = &mm[n - 1].msg_hdr;
+        h->msg_control = ctl.buf;
+        h->msg_controllen = sizeof ctl.buf;
+        struct cmsghdr *cm = CMSG_FIRSTHDR(h);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SO_TIMESTAMPING;
+        cm->cmsg_len = CMSG_LEN(sizeof(uint32_t));
+        uint32_t flags = SOF_TIMESTAMPING_TX_SOFTWARE;
+        memcpy(CMSG_DATA(cm), &flags, sizeof flags);
+    }
     int done = 0;
     while (done < n) {
         int r = sendmmsg(qe->fd, mm + done, (unsigned)(n - done), 0);
@@ -386,6 +401,12 @@ static void send_batch(struct tn_engine *e, struct qent *qe, uint32_t dst_ip, ui
         done += r;
     }
     e->c.tx_batches++;
+}
+
+static void send_batch(struct tn_engine *e, struct qent *qe, uint32_t dst_ip, uint8_t *bufs,
+                       uint32_t *lens, int n)
+{
+    send_batch_ts(e, qe, dst_ip, bufs, lens, n, 0);
 }
 
 /* -- receive path ---------------------------------------------------------------------- */
@@ -537,8 +558,9 @@ static double poll_requester(struct tn_engine *e, struct qent *qe, double now, i
     struct tn_cq_sink sink = {cq_push, e};
     struct tn_out out = {.bufs = e->txbufs, .lens = e->txlens, .cap = (int)e->a.batch};
     double w = tn_qp_poll(qe->q, now, &out, (int)e->a.batch, &sink, timers);
-    send_batch(e, qe, tn_qp_peer_ip(qe->q), out.bufs, out.lens, out.n);
-    if (qe->txts && out.n > 0 && !(e->a.flags & TN_ENGINE_STEP))
+    int ts = qe->txts && out.n > 0 && tn_qp_wants_wire_time(qe->q);
+    send_batch_ts(e, qe, tn_qp_peer_ip(qe->q), out.bufs, out.lens, out.n, ts);
+    if (ts && !(e->a.flags & TN_ENGINE_STEP))
         wire_departure(e, qe);
     return w;
 }
@@ -1090,9 +1112,9 @@ int tn_create_qp(struct tn_engine *e, const struct tn_qp_attr *attr)
         setsockopt(fd, SOL_SOCKET, SO_NO_CHECK, &one, sizeof one);
         setsockopt(fd, IPPROTO_IP, IP_TOS, &tos, sizeof tos);
         setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sb, sizeof sb);
-        if (attr->role == TN_REQUESTER && attr->catchup_s > 0) {  /* (wire_departure) */
-            int ts = SOF_TIMESTAMPING_TX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE |
-                     SOF_TIMESTAMPING_OPT_TSONLY;
+        if (attr->role == TN_REQUESTER && attr->catchup_s > 0) {  /* (wire_departure; each
+                                                                  * send asks for its own) */
+            int ts = SOF_TIMESTAMPING_SOFTWARE | SOF_TIMESTAMPING_OPT_TSONLY;
             txts = setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPING, &ts, sizeof ts) == 0;
         }
         struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = e->a.ip};
