@@ -22,7 +22,9 @@ Every figure is a ratio within one run:
   of bursts (gaps under a quarter of the ideal), for both engines, with the sender
   engine's own count of departures more than 20 us late, its engine thread's CPU and
   spin time per second of pacing and how long its spin budget was spent (the median
-  lead); and the engine thread's CPU while its one QP is idle (``idle``).
+  lead), the receiving engine's CPU and receive poll; and the engine thread's CPU while
+  its one QP is idle (``idle``).  ``--pacing-base DIR`` with ``@base`` rows measures
+  another checkout's code (a baseline) in the same run.
 * **rtt**: the QP's RTT samples against the wire RTT of a capture (each ACK's arrival
   minus the first departure of the PSN it acknowledges) on a veth port shaped by HTB
   at 40 Mbit/s as the eBPF switches shape theirs, for both engines.
