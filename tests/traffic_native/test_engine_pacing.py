@@ -151,10 +151,17 @@ def test_a_paced_qp_delivers_in_every_spin_mode(monkeypatch: pytest.MonkeyPatch,
     assert c["spin_lead_s"] <= 60e-6
 
 
-def test_the_receive_poll_ends_when_the_packets_stop() -> None:
+@pytest.mark.parametrize("env", [{}, {"TN_ENGINE_SPIN": "0"}])
+def test_the_receive_poll_ends_when_the_packets_stop(monkeypatch: pytest.MonkeyPatch,
+                                                      env: dict) -> None:
     """A receiver whose packets came back to back (an unpaced QP) reads its socket again
     instead of sleeping only while they keep coming: once they stop, it sleeps (no
-    poll, no spin, no wake-up), as idle as before the transfer."""
+    poll, no spin, no wake-up), as idle as before the transfer.  The poll draws on the
+    spin budget: with none (TN_ENGINE_SPIN=0) the receiver never polls."""
+    for k in _SPIN_ENV:
+        monkeypatch.delenv(k, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
     with NativeEndpoint(EndpointConfig(ip=LA)) as tx, NativeEndpoint(EndpointConfig(ip=LB)) as rx:
         req = tx.add_requester(QpConfig(qpn=QPN, peer_qpn=QPN, peer_ip=LB, mtu=MTU,
                                         rate_bps=100e9))
@@ -172,3 +179,5 @@ def test_the_receive_poll_ends_when_the_packets_stop() -> None:
     assert c0["rx_pkts"] >= 2000 and c0["rx_poll_s"] >= 0
     assert c1["rx_poll_s"] == c0["rx_poll_s"] and c1["spin_s"] == c0["spin_s"]
     assert c1["wakeups"] - c0["wakeups"] <= 2  # the counter reads' own kicks at most
+    if env:
+        assert c1["rx_poll_s"] == 0

@@ -907,12 +907,16 @@ static void *loop(void *arg)
          * sleep.  A sleeping engine is woken by the sender's own send through a veth
          * (the receive path runs in the sender's syscall): that wake-up cost a paced
          * sender on this VM 13 us per packet, more than a 100k pkt/s gap leaves it.
-         * Only while the mean arrival gap is short (an idle engine still sleeps) and
-         * for twice that gap after the last packet. */
+         * Only while the mean arrival gap is short (an idle engine still sleeps), for
+         * twice that gap after the last packet, and within the spin budget, which it
+         * draws on as the spin does (none with TN_ENGINE_SPIN=0). */
         if (e->rx_gap < RX_POLL_GAP_S && !(e->a.flags & TN_ENGINE_STEP) &&
+            (e->budget < 0 || (e->budget > 0 && !e->spent)) &&
             n1 - e->rx_last < (2 * e->rx_gap < RX_POLL_MAX_S ? 2 * e->rx_gap : RX_POLL_MAX_S)) {
-            if (e->c.rx_pkts == rx0)  /* a pass that found nothing: poll time */
+            if (e->c.rx_pkts == rx0) {  /* a pass that found nothing: poll time */
                 e->c.rx_poll_s += n1 - now;
+                e->spin_tokens -= n1 - now;
+            }
             pthread_mutex_unlock(&e->mu);
             pthread_mutex_lock(&e->mu);
             continue;
