@@ -22,7 +22,9 @@ Every figure is a ratio within one run:
   of bursts (gaps under a quarter of the ideal), for both engines, with the sender
   engine's own count of departures more than 20 us late, its engine thread's CPU and
   spin time per second of pacing and how long its spin budget was spent (the median
-  lead); and the engine thread's CPU while its one QP is idle (``idle``).
+  lead), the receiving engine's CPU and receive poll; and the engine thread's CPU while
+  its one QP is idle (``idle``).  ``--pacing-base DIR`` with ``@base`` rows measures
+  another checkout's code (a baseline) in the same run.
 * **rtt**: the QP's RTT samples against the wire RTT of a capture (each ACK's arrival
   minus the first departure of the PSN it acknowledges) on a veth port shaped by HTB
   at 40 Mbit/s as the eBPF switches shape theirs, for both engines.
@@ -36,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -85,14 +88,16 @@ def _prefix(ns: str | None) -> list[str]:
 
 
 def run_p2p(engine: str, *, veth: bool, nbytes: int, mtu: int, rate: str,
-            msg: int = 1 << 20, env: dict | None = None, extra: list[str] | None = None) -> dict:
-    """One p2p transfer (rank 0 -> rank 1, one QP); both rank summaries."""
+            msg: int = 1 << 20, env: dict | None = None, extra: list[str] | None = None,
+            root: Path = ROOT) -> dict:
+    """One p2p transfer (rank 0 -> rank 1, one QP); both rank summaries.  ``root``: the
+    checkout whose code runs (another one: a baseline in the same run)."""
     ips = VETH_IPS if veth else LO_IPS
     nss = (NS_A, NS_B) if veth else (None, None)
     out = Path(tempfile.mkdtemp(prefix="bench-engine-"))
     count = max(1, nbytes // msg)
     start_at = time.time() + 1.5
-    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    env = {**os.environ, "PYTHONPATH": str(root), **(env or {})}
     procs = []
     for r in (1, 0):
         cmd = [*_prefix(nss[r]), sys.executable, "-m", "traffic", "p2p", "--hosts",
@@ -101,7 +106,7 @@ def run_p2p(engine: str, *, veth: bool, nbytes: int, mtu: int, rate: str,
                "--start-at", f"{start_at:.3f}", "--timeout", "120", "-o",
                str(out / f"r{r}.json"), *(extra or [])]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      text=True, cwd=ROOT, env=env))
+                                      text=True, cwd=root, env=env))
     for p in procs:
         _, err = p.communicate(timeout=200)
         if p.returncode:
@@ -111,6 +116,7 @@ def run_p2p(engine: str, *, veth: bool, nbytes: int, mtu: int, rate: str,
     pkts = sum(q["tx_data_pkts"] for q in s0["endpoint"]["requesters"].values())
     return {"engine": s0["engine"], "goodput_bps": s1["goodput_rx_bps"],
             "counters": s0.get("endpoint", {}).get("engine"),
+            "rx_counters": s1.get("endpoint", {}).get("engine"),
             "requester": next(iter(s0["endpoint"]["requesters"].values())),
             "cpu_s": s0["cpu_s"] + s1["cpu_s"], "data_pkts": pkts,
             "retx": sum(q["retx_pkts"] for q in s0["endpoint"]["requesters"].values())}
@@ -253,26 +259,29 @@ ep.close()
 """
 
 
-def idle_cpu(mode: str = "", seconds: float = 2.0) -> float:
+def idle_cpu(mode: str = "", seconds: float = 2.0, root: Path = ROOT) -> float:
     """The native engine thread's CPU (% of a core) while its one requester QP (paced
     at 10k pkt/s of 1 KiB) has nothing to send: the timer design's idle cost."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), **PACING_ENV[mode]}
+    env = {**os.environ, "PYTHONPATH": str(root), **PACING_ENV[mode]}
     out = subprocess.run([sys.executable, "-c", _IDLE, LO_IPS[0], "4793", str(seconds)],
-                         capture_output=True, text=True, env=env, cwd=ROOT, check=True,
+                         capture_output=True, text=True, env=env, cwd=root, check=True,
                          timeout=60).stdout
     r = json.loads(out.strip().splitlines()[-1])
     return r["cpu_s"] / r["seconds"] * 100
 
 
 def pacing(engine: str, pps: int, *, mtu: int = 1024, seconds: float = 1.0,
-           mode: str = "", rx_capture: bool = False) -> dict:
+           mode: str = "", rx_capture: bool = False, keep: str | None = None,
+           base: Path | None = None) -> dict:
     """One QP paced at ``pps`` through the veth pair, captured leaving the sender's
     interface (the departures) and, with ``rx_capture``, entering the receiver's (after
     the veth hop; a second tap costs the sender's send path too: veth runs the receive
     side inside the sender's syscall).  ``mode`` (native engine): a key of
     PACING_ENV.  ``engine_cpu_pct`` / ``spin_pct``: the sender engine thread's CPU and
     spin seconds over its whole run (~1.5 s idle before the start, ~0 while idle) per
-    second of pacing, in % of a core."""
+    second of pacing, in % of a core; ``rx_poll_pct`` / ``rx_cpu_pct``: the receiver
+    engine's receive poll and CPU.  ``base``: run that checkout's code instead (a
+    baseline measured in the same run)."""
     wire = mtu + 12 + 4 + WIRE_OVERHEAD  # a MIDDLE packet's frame
     rate = pps * wire * 8
     npk = int(pps * seconds)
@@ -282,25 +291,36 @@ def pacing(engine: str, pps: int, *, mtu: int = 1024, seconds: float = 1.0,
         caps["rx"] = start_capture(NS_B, VETH_B, "in", VETH_IPS[0], str(tmp / "rx.pcap"))
     try:
         res = run_p2p(engine, veth=True, nbytes=npk * mtu, mtu=mtu, rate=str(rate),
-                      msg=npk * mtu, env=PACING_ENV[mode])
+                      msg=npk * mtu, env=PACING_ENV[mode], root=base or ROOT)
     finally:
         for c in caps.values():
             stop_capture(c)
     tx = gap_stats(read_pcap(str(tmp / "tx.pcap")), rate, wire)
     rx = gap_stats(read_pcap(str(tmp / "rx.pcap")), rate, wire) if rx_capture else None
     for f in tmp.iterdir():
-        f.unlink()
+        if keep:
+            Path(keep).mkdir(parents=True, exist_ok=True)
+            name = f"{engine}{mode and '-' + mode}{'-base' if base else ''}-{pps}-{f.name}"
+            shutil.move(str(f), Path(keep) / name)
+        else:
+            f.unlink()
     tmp.rmdir()
     eng = res.get("counters") or {}
+    rxe = res.get("rx_counters") or {}
     late = int(eng.get("late_departures", 0))
-    return {"engine": res["engine"] + (f" ({mode})" if mode else ""), "pps": pps, **tx,
+    label = res["engine"] + (f" ({mode})" if mode else "") + ("@base" if base else "")
+    return {"engine": label, "pps": pps, "load": os.getloadavg()[0], **tx,
             "rx": rx, "late_departures": late,
             "late_mean_us": float(eng.get("late_s", 0.0)) / late * 1e6 if late else 0.0,
             "engine_cpu_pct": float(eng.get("cpu_s", float("nan"))) / seconds * 100,
             "spin_pct": float(eng.get("spin_s", float("nan"))) / seconds * 100,
             "budget_out_pct": float(eng.get("budget_out_s", float("nan"))) / seconds * 100,
             "lead_us": float(eng.get("spin_lead_s", float("nan"))) * 1e6,
-            "timer_late_p99_us": float(eng.get("timer_late_p99_s", float("nan"))) * 1e6}
+            "timer_late_p99_us": float(eng.get("timer_late_p99_s", float("nan"))) * 1e6,
+            "rx_cpu_pct": float(rxe.get("cpu_s", float("nan"))) / seconds * 100,
+            "rx_poll_pct": float(rxe.get("rx_poll_s", float("nan"))) / seconds * 100,
+            "tx_timestamps": int(eng.get("tx_timestamps", 0)),
+            "wire_delay_us": float(eng.get("wire_delay_s", 0.0)) * 1e6}
 
 
 def rtt(engine: str, *, rate_mbps: float = 40.0, seconds: float = 1.0) -> dict:
@@ -357,9 +377,16 @@ def main() -> int:
     ap.add_argument("--pacing-rx", action="store_true",
                     help="pacing: also capture entering the receiver's interface")
     ap.add_argument("--pacing-rows", default=",".join(PACING_ROWS),
-                    help="pacing: comma list of engine[:mode] rows (modes: "
-                         f"{', '.join(m for m in PACING_ENV if m)}; default {','.join(PACING_ROWS)})")
+                    help="pacing: comma list of engine[:mode][@base] rows (modes: "
+                         f"{', '.join(m for m in PACING_ENV if m)}; @base: the code of "
+                         f"--pacing-base; default {','.join(PACING_ROWS)})")
     ap.add_argument("--pacing-pps", default="10000,100000", help="pacing: comma list of pkt/s")
+    ap.add_argument("--pacing-repeat", type=int, default=1, metavar="N",
+                    help="pacing: measure every row N times (interleaved)")
+    ap.add_argument("--pacing-keep", metavar="DIR", help="pacing: keep the captures here")
+    ap.add_argument("--pacing-base", metavar="DIR", type=Path,
+                    help="pacing: a checkout (its native engine built) whose code the "
+                         "@base rows run: before/after in one run")
     a = ap.parse_args()
     if not BLAST.exists():
         print("build the native engine first: make -C traffic/native", file=sys.stderr)
@@ -411,22 +438,30 @@ def main() -> int:
         if "pacing" not in skip and not a.no_veth:
             print("\npacing (veth; gaps before MIDDLE packets from tcpdump's kernel timestamps "
                   "leaving the sender's interface; rx: entering the receiver's, --pacing-rx)")
-            rows = [(r.split(":") + [""])[:2] for r in a.pacing_rows.split(",") if r]
-            for engine, mode in rows:
-                if engine not in ("native", "python") or mode not in PACING_ENV:
-                    ap.error(f"--pacing-rows: {engine}:{mode} unknown")
-            for engine, mode in rows:
+            rows = []
+            for r in (r for r in a.pacing_rows.split(",") if r):
+                spec, _, at = r.partition("@")
+                engine, mode = (spec.split(":") + [""])[:2]
+                if engine not in ("native", "python") or mode not in PACING_ENV or \
+                        at not in ("", "base") or (at and not a.pacing_base):
+                    ap.error(f"--pacing-rows: {r} unknown (@base needs --pacing-base)")
+                rows.append((engine, mode, a.pacing_base if at else None))
+            for engine, mode, base in rows:
                 if engine == "native":
-                    pct = idle_cpu(mode)
-                    results.setdefault("idle", []).append({"mode": mode, "engine_cpu_pct": pct})
-                    print(f"idle: native{f' ({mode})' if mode else ''}: engine thread CPU "
-                          f"{pct:.3f} % of a core (one QP, nothing posted)", flush=True)
+                    pct = idle_cpu(mode, root=base or ROOT)
+                    results.setdefault("idle", []).append({"mode": mode, "engine_cpu_pct": pct,
+                                                           "base": bool(base)})
+                    print(f"idle: native{f' ({mode})' if mode else ''}{'@base' if base else ''}"
+                          f": engine thread CPU {pct:.3f} % of a core (one QP, nothing posted)",
+                          flush=True)
             print("engine             pkt/s  ideal us  median us  median err %  p99 |err| us  "
                   "p99.9 us  bursts %  rx: med err %  p99 us  late>20us (mean us)  "
-                  "eng CPU %  spin %  lead us  timer p99 us  budget out %")
-            for pps in (int(x) for x in a.pacing_pps.split(",")):
-                for engine, mode in rows:
-                    r = pacing(engine, pps, mode=mode, rx_capture=a.pacing_rx)
+                  "eng CPU %  spin %  lead us  timer p99 us  budget out %  rx CPU %  rx poll %  "
+                  "load  wire ts (delay us)")
+            for pps in [int(x) for x in a.pacing_pps.split(",")] * a.pacing_repeat:
+                for engine, mode, base in rows:
+                    r = pacing(engine, pps, mode=mode, rx_capture=a.pacing_rx,
+                               keep=a.pacing_keep, base=base)
                     results["pacing"].append(r)
                     x = r["rx"] or {"median_error_pct": float("nan"), "p99_error_us": float("nan")}
                     late = f"({r['late_mean_us']:.0f})"
@@ -437,7 +472,9 @@ def main() -> int:
                           f"{x['p99_error_us']:7.1f} {r['late_departures']:9d} "
                           f"{late:>9s} {r['engine_cpu_pct']:10.1f} "
                           f"{r['spin_pct']:7.1f} {r['lead_us']:8.1f} "
-                          f"{r['timer_late_p99_us']:13.1f} {r['budget_out_pct']:13.1f}",
+                          f"{r['timer_late_p99_us']:13.1f} {r['budget_out_pct']:13.1f} "
+                          f"{r['rx_cpu_pct']:9.1f} {r['rx_poll_pct']:10.1f} {r['load']:5.1f} "
+                          f"{r['tx_timestamps']:8d} ({r['wire_delay_us']:.0f})",
                           flush=True)
         if "rtt" not in skip and not a.no_veth:
             print("\nRTT samples against the wire (veth, the sender's port shaped by HTB at "

@@ -27,6 +27,7 @@ from traffic.host_faults import HostFaults, parse_window
 from traffic.native_endpoint import ENGINES
 from traffic.qp_types import RTO_MIN_S, Reliability
 from traffic.runner import QpParams, RankRunner
+from traffic.standby import Activation, Standby
 from traffic.workloads import Pattern, make_plan, parse_size_dist
 
 EXAMPLES = """examples:
@@ -81,6 +82,13 @@ def _duration(text: str) -> float:
     return v
 
 
+def _ipv4(text: str) -> str:
+    try:
+        return str(ipaddress.IPv4Address(text.strip()))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an IPv4 address") from None
+
+
 def _hosts(text: str) -> list[str]:
     out = []
     for h in text.split(","):
@@ -116,8 +124,14 @@ def _common(p: argparse.ArgumentParser, *, with_hosts: bool = True) -> None:
     if with_hosts:
         p.add_argument("--hosts", type=_hosts, required=True,
                        help="comma-separated IPv4 address of every rank, in rank order")
-        p.add_argument("--rank", type=argtypes.bounded_int(0, 255), required=True,
-                       help="this process's rank (index into --hosts)")
+        p.add_argument("--rank", type=argtypes.bounded_int(0, 255),
+                       help="this process's rank (index into --hosts; required but with "
+                            "--standby)")
+        p.add_argument("--standby", metavar="IP", type=_ipv4,
+                       help="allreduce: a spare host's standby rank on address IP (not in "
+                            "--hosts): waits on --control for a move_rank command, then "
+                            "takes that rank over from the command's iteration on "
+                            "(traffic.rankmove)")
         p.add_argument("--control", metavar="PATH",
                        help="UNIX datagram socket for rate/FEC feedback (traffic.control)")
         p.add_argument("--start-at", type=float, metavar="UNIX_TIME",
@@ -254,8 +268,39 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _standby(args: argparse.Namespace) -> Activation | None:
+    """``--standby``: wait for a move; the rank it makes this process (or None)."""
+    if args.cmd != Pattern.ALLREDUCE.value or not args.control:
+        raise ConfigError("--standby: only an allreduce rank can stand by, with --control")
+    if args.engine == "native":
+        raise ConfigError("--standby: the python engine answers move commands, not native")
+    args.engine = "python"
+    if args.standby in args.hosts:
+        raise ConfigError(f"--standby {args.standby}: already a host of --hosts")
+    sb = Standby(args.control, args.standby, len(args.hosts), args.count)
+    print(f"standby {args.standby} on {args.control}", flush=True)
+    got = sb.wait(args.timeout, stop=STOP.is_set)
+    for e in sb.rejects:
+        print(f"traffic: {e}", file=sys.stderr)
+    if got is None:
+        print(json.dumps({"standby": args.standby, "activated": False,
+                          "move_rejects": len(sb.rejects)}), flush=True)
+    return got
+
+
 def _run_rank(args: argparse.Namespace) -> int:
     pattern = Pattern(args.cmd)
+    first_iter = 0
+    activation = None
+    if args.standby:
+        activation = _standby(args)
+        if activation is None:
+            return 130 if STOP.is_set() else 0
+        args.rank, first_iter = activation.rank, activation.at_iter
+        args.hosts[args.rank] = args.standby
+        args.start_file = args.start_at = None  # the ring runs already
+    elif args.rank is None:
+        raise ConfigError("--rank is required (or --standby IP)")
     sizes = parse_size_dist(args.size)
     plan = make_plan(pattern, rank=args.rank, nranks=len(args.hosts), qps=args.qps,
                      count=args.count, sizes=sizes, seed=args.seed, prefill=args.prefill)
@@ -284,7 +329,9 @@ def _run_rank(args: argparse.Namespace) -> int:
             if args.fault_straggle else None)
     runner = RankRunner(plan, args.hosts, ep_cfg, qp, seed=args.seed, inflight=args.inflight,
                         allreduce_bytes=ar_bytes, iterations=args.count, coll_log=coll_log,
-                        faults=faults, engine=args.engine)
+                        faults=faults, engine=args.engine, first_iter=first_iter)
+    if activation is not None:
+        runner.confirm_move(activation.reply_to)
     timeout = args.timeout
     if args.count_lines:
         timeout = min(timeout, args.interval * args.count_lines)

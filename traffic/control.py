@@ -37,6 +37,16 @@ more JSON objects, one per line (UTF-8).  Recognised objects:
 ``{"cmd": "stats"}``
     ask for a snapshot; the reply (one JSON object) is sent back to the client's bound
     address, if it has one.
+``{"cmd": "collective"}``
+    ask the workload for its progress: ``{"collective": {"rank": R, "iter": I, ...}}``
+    (an all-reduce rank: the iteration it is working on; a standby: ``"standby": true``).
+``{"cmd": "move_rank", "rank": R, "to": IP, "at_iter": N}``
+    a ring all-reduce moves rank R to the spare host IP from iteration N on
+    (:mod:`traffic.rankmove`): R stops after iteration N - 1, R's ring peers re-point
+    their QPs to IP at that boundary, and the standby process on IP takes rank R over.
+    Answered with ``{"move_rank": {"status": "accepted" | "rejected", ...}}``; a
+    rejection (counted) names what is wrong (a rank outside the ring, a host already in
+    the ring, an iteration already started, ...).
 
 A malformed line is counted and answered with ``{"error": "..."}`` when the client
 has an address (a confirmation entry with status "rejected" when the line carried a
@@ -48,13 +58,14 @@ import json
 import os
 import socket
 import tempfile
+import time
 from dataclasses import dataclass
 
 from common.loss import LossModel, LossSpecError
 from traffic.errors import ControlError
 
 __all__ = ["ControlCommand", "ControlReject", "ControlServer", "parse_control", "query_stats",
-           "send_control"]
+           "request", "request_all", "send_control"]
 
 MAX_DATAGRAM = 65536
 SEQ_MAX = 0xFFFFFFFF
@@ -71,6 +82,9 @@ class ControlCommand:
     loss: LossModel | None = None
     path_changed: bool = False
     stats: bool = False
+    app: dict | None = None
+    """A workload command (``collective``, ``move_rank``), checked for shape here and
+    handled by the endpoint's ``app_handler``."""
     seq: int | None = None
     """Feedback sequence to confirm (None: no confirmation asked)."""
 
@@ -97,6 +111,8 @@ def _reject(msg: str, obj: object) -> ControlReject:
 def _parse_obj(obj: object, where: str) -> ControlCommand:
     if not isinstance(obj, dict):
         raise ControlError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+    if "cmd" in obj:
+        return _parse_cmd(obj, where)
     unknown = set(obj) - {"qp", "rate_bps", "fec_k", "fec_m", "loss", "path_changed", "cmd", "seq"}
     if unknown:
         raise ControlError(
@@ -107,10 +123,6 @@ def _parse_obj(obj: object, where: str) -> ControlCommand:
     if seq is not None and (not isinstance(seq, int) or isinstance(seq, bool)
                             or not 0 <= seq <= SEQ_MAX):
         raise ControlError(f"{where}: seq={seq!r} outside 0..{SEQ_MAX}")
-    if "cmd" in obj:
-        if obj["cmd"] != "stats":
-            raise ControlError(f"{where}: cmd={obj['cmd']!r} unknown; known: 'stats'")
-        return ControlCommand(stats=True)
     if "qp" not in obj:
         raise ControlError(f"{where}: missing 'qp' (a QP number or \"*\")")
     qp = obj["qp"]
@@ -149,6 +161,41 @@ def _parse_obj(obj: object, where: str) -> ControlCommand:
                            "path_changed)")
     return ControlCommand(qp=qpn, rate_bps=rate, fec_k=k, fec_m=m, loss=loss, path_changed=moved,
                           seq=seq)
+
+
+_CMD_KEYS = {"stats": {"cmd", "seq"}, "collective": {"cmd", "seq"},
+             "move_rank": {"cmd", "seq", "rank", "to", "at_iter"}}
+
+
+def _parse_cmd(obj: dict, where: str) -> ControlCommand:
+    """``{"cmd": ...}`` objects: stats (the endpoint's) and the workload's commands."""
+    cmd = obj["cmd"]
+    if not isinstance(cmd, str) or cmd not in _CMD_KEYS:
+        raise ControlError(f"{where}: cmd={cmd!r} unknown; known: {', '.join(_CMD_KEYS)}")
+    unknown = set(obj) - _CMD_KEYS[cmd]
+    if unknown:
+        raise ControlError(f"{where}: cmd {cmd}: unknown key(s) {sorted(unknown)}; known: "
+                           f"{', '.join(sorted(_CMD_KEYS[cmd]))}")
+    seq = obj.get("seq")
+    if seq is not None and (not isinstance(seq, int) or isinstance(seq, bool)
+                            or not 0 <= seq <= SEQ_MAX):
+        raise ControlError(f"{where}: seq={seq!r} outside 0..{SEQ_MAX}")
+    if cmd == "stats":
+        return ControlCommand(stats=True)
+    if cmd == "move_rank":
+        for key, hi in (("rank", 255), ("at_iter", 1 << 31)):
+            v = obj.get(key)
+            if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= hi:
+                raise ControlError(f"{where}: move_rank: {key}={v!r} is not an integer "
+                                   f"in 0..{hi}")
+        to = obj.get("to")
+        try:
+            ok = isinstance(to, str) and socket.inet_ntoa(socket.inet_aton(to)) == to
+        except OSError:
+            ok = False
+        if not ok:
+            raise ControlError(f"{where}: move_rank: to={to!r} is not an IPv4 address")
+    return ControlCommand(app=dict(obj), seq=seq)
 
 
 def parse_control(data: bytes) -> tuple[list[ControlCommand], list[ControlReject]]:
@@ -226,16 +273,65 @@ def send_control(path: str, *objs: dict) -> None:
         s.sendto(data, path)
 
 
-def query_stats(path: str, timeout_s: float = 2.0) -> dict:
-    """Ask an endpoint for its stats snapshot (binds a temporary client address)."""
+def request(path: str, obj: dict, timeout_s: float = 2.0) -> dict:
+    """Send one control object and return the endpoint's one-object reply (binds a
+    temporary client address); ControlError when the socket is gone or silent."""
     with tempfile.TemporaryDirectory(prefix="ttrctl") as d:
         me = os.path.join(d, "c")
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
             s.bind(me)
             s.settimeout(timeout_s)
-            s.sendto(b'{"cmd": "stats"}', path)
             try:
+                s.sendto(json.dumps(obj).encode(), path)
                 data = s.recv(MAX_DATAGRAM * 16)
             except TimeoutError:
-                raise ControlError(f"control {path}: no stats reply in {timeout_s} s") from None
-    return json.loads(data)
+                raise ControlError(f"control {path}: no reply to {obj.get('cmd', obj)!r} "
+                                   f"in {timeout_s} s") from None
+            except OSError as e:
+                raise ControlError(f"control {path}: {e.strerror}") from None
+    reply = json.loads(data)
+    if not isinstance(reply, dict):
+        raise ControlError(f"control {path}: reply is not a JSON object")
+    return reply
+
+
+def request_all(pairs: list[tuple[str, dict]], timeout_s: float = 2.0) -> dict[str, dict]:
+    """Send one control object to each path at once, then collect the one-object replies
+    by the path that sent them (``{"error": ...}`` for a path gone or silent).  Why at
+    once: a command whose effect depends on when it lands (a rank move's iteration)
+    reaches every endpoint within a send loop, not one reply wait after another.
+    A reply comes from the endpoint's own address: a path given as a symbolic link is
+    matched by what it resolves to."""
+    out: dict[str, dict] = {}
+    named = {os.path.realpath(p): p for p, _ in pairs}
+    with tempfile.TemporaryDirectory(prefix="ttrctl") as d:
+        me = os.path.join(d, "c")
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+            s.bind(me)
+            for path, obj in pairs:
+                try:
+                    s.sendto(json.dumps(obj).encode(), path)
+                except OSError as e:
+                    out[path] = {"error": f"control {path}: {e.strerror}"}
+            end = time.monotonic() + timeout_s
+            while len(out) < len(pairs) and (left := end - time.monotonic()) > 0:
+                s.settimeout(left)
+                try:
+                    data, addr = s.recvfrom(MAX_DATAGRAM * 16)
+                except TimeoutError:
+                    break
+                try:
+                    reply = json.loads(data)
+                except json.JSONDecodeError:
+                    reply = {"error": f"control {addr}: reply is not JSON"}
+                key = addr if isinstance(addr, str) else str(addr)
+                out[named.get(os.path.realpath(key), key)] = (
+                    reply if isinstance(reply, dict) else {"error": "reply not an object"})
+    for path, _ in pairs:
+        out.setdefault(path, {"error": f"control {path}: no reply in {timeout_s} s"})
+    return out
+
+
+def query_stats(path: str, timeout_s: float = 2.0) -> dict:
+    """Ask an endpoint for its stats snapshot."""
+    return request(path, {"cmd": "stats"}, timeout_s)

@@ -36,7 +36,7 @@ import select
 import socket
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Self
 
@@ -128,7 +128,14 @@ class Endpoint:
         self._closed = False
         self._ip_b = socket.inet_aton(cfg.ip)
         self._socks: dict[int, socket.socket] = {}
-        self._dirty: set[int] = set()
+        # QPs of a moved peer (a rank moved to a spare host, traffic.rankmove): the
+        # requester that still drains to the old peer, the responder that already
+        # receives from the new one; both keyed by (QP number, peer address)
+        self._former_req: dict[tuple[int, str], Requester] = {}
+        self._extra_resp: dict[tuple[int, str], Responder] = {}
+        self._dirty: dict[int, tuple[int, Responder]] = {}  # id -> (qpn, responder)
+        # the workload's commands (ControlCommand.app): reply object per command
+        self.app_handler: Callable[[ControlCommand, float], dict] | None = None
         self._last_cnp: dict[int, float] = {}
         self._delay = DelayLine(delay_s=cfg.delay_s)
         self._t0 = time.monotonic()
@@ -181,6 +188,33 @@ class Endpoint:
                       start_psn=start_psn, on_message=on_message)
         self.responders[qcfg.qpn] = r
         self.series[qcfg.qpn] = []
+        return r
+
+    def repoint_requester(self, qpn: int, peer_ip: str) -> Requester:
+        """Requester QP ``qpn`` talks to ``peer_ip`` from now on: a fresh QP (PSN 0, as a
+        reconnected RC QP) takes its number and socket; the old one stays until its
+        messages are acknowledged by the old peer (ACKs are told apart by their source)."""
+        old = self.requesters[qpn]
+        if old.cfg.peer_ip == peer_ip:
+            raise ConfigError(f"endpoint {self.cfg.ip}: QP {qpn} already talks to {peer_ip}")
+        self._former_req[(qpn, old.cfg.peer_ip)] = old
+        new = Requester(cfg=dataclasses.replace(old.cfg, peer_ip=peer_ip), local_ip=self.cfg.ip,
+                        sport=old.sport, now_s=self.now())
+        self.requesters[qpn] = new
+        return new
+
+    def add_peer_responder(self, qpn: int, peer_ip: str, *,
+                           on_message: Callable[[Responder, MessageRecord, bytearray], None]
+                           | None = None) -> Responder:
+        """A second responder on QP number ``qpn`` for packets from ``peer_ip`` (a fresh
+        QP, PSN 0): the peer that takes over a moved rank; the first one keeps serving
+        the old peer (its last messages, its retransmissions)."""
+        old = self.responders[qpn]
+        if peer_ip == old.cfg.peer_ip or (qpn, peer_ip) in self._extra_resp:
+            raise ConfigError(f"endpoint {self.cfg.ip}: QP {qpn} already receives from {peer_ip}")
+        r = Responder(cfg=dataclasses.replace(old.cfg, peer_ip=peer_ip), local_ip=self.cfg.ip,
+                      sport=old.sport, on_message=on_message)
+        self._extra_resp[(qpn, peer_ip)] = r
         return r
 
     def set_rx_delay(self, delay_s: float) -> None:
@@ -261,8 +295,10 @@ class Endpoint:
                 c.unknown_qp += 1
                 return
             if addr[0] != req.cfg.peer_ip:
-                c.wrong_peer += 1
-                return
+                req = self._former_req.get((qpn, addr[0]))  # type: ignore[assignment]
+                if req is None:
+                    c.wrong_peer += 1
+                    return
             if op == Opcode.CNP:
                 req.on_cnp(now)
             else:
@@ -275,11 +311,14 @@ class Endpoint:
             c.unknown_qp += 1
             return
         if addr[0] != resp.cfg.peer_ip:
-            c.wrong_peer += 1
-            resp.counters.wrong_peer += 1
-            return
+            other = self._extra_resp.get((qpn, addr[0])) if self._extra_resp else None
+            if other is None:
+                c.wrong_peer += 1
+                resp.counters.wrong_peer += 1
+                return
+            resp = other
         resp.on_packet(pkt, now)
-        self._dirty.add(qpn)
+        self._dirty[id(resp)] = (qpn, resp)
         if (tos & 3) == 3 and op != Opcode.FEC_REPAIR:
             last = self._last_cnp.get(qpn, -1.0)
             if now - last >= _CNP_GAP_S:
@@ -320,9 +359,26 @@ class Endpoint:
                 if cmd.stats:
                     self.control.reply(addr, self.stats(compact=True))
                     continue
+                if cmd.app is not None:
+                    self._app_command(cmd, now, addr)
+                    continue
                 self._apply_control(cmd, now, addr, confirm)
             if confirm:
                 self.control.reply(addr, {"confirm": confirm})
+
+    def _app_command(self, cmd: ControlCommand, now: float, addr: str | bytes | None) -> None:
+        """A workload command: the handler's reply; a rejection is counted."""
+        assert self.control is not None and cmd.app is not None
+        if self.app_handler is None:
+            reply: dict = {"error": f"control: cmd {cmd.app['cmd']!r}: no workload on "
+                                    f"{self.cfg.ip} handles it"}
+        else:
+            reply = self.app_handler(cmd, now)
+        if "error" in reply or any(isinstance(v, dict) and v.get("status") == "rejected"
+                                   for v in reply.values()):
+            self.counters.control_errors += 1
+            log.warning("control: %s", reply)
+        self.control.reply(addr, reply)
 
     def _apply_control(self, cmd: ControlCommand, now: float, addr: str | bytes | None,
                        confirm: list[dict]) -> None:
@@ -375,8 +431,7 @@ class Endpoint:
         if len(self._delay):
             for data, addr, tos in self._delay.pop_due(now):
                 self._process(data, addr, tos, now)
-        for qpn in self._dirty:
-            r = self.responders[qpn]
+        for qpn, r in self._dirty.values():
             ack = r.take_ack()
             if ack is not None:
                 self._send(qpn, r.cfg.peer_ip, ack)
@@ -385,10 +440,14 @@ class Endpoint:
             self._control(now)
         wake = now + max_wait_s
         out: list[bytes] = []
-        for qpn, req in self.requesters.items():
+        reqs: Iterable[Requester] = self.requesters.values()
+        if self._former_req:
+            reqs = [*reqs, *(r for r in self._former_req.values() if not r.idle)]
+        for req in reqs:
             out.clear()
             t = req.poll(now, out, timers=drained)
             dst = req.cfg.peer_ip
+            qpn = req.cfg.qpn
             for b in out:
                 self._send(qpn, dst, b)
             if t is not None and t < wake:

@@ -131,7 +131,9 @@ class EngineCountersC(ctypes.Structure):
                          ["injected_drops", "injected_data_drops", "injected_repair_drops"]) + [
                          ("timer_late_p99_s", ctypes.c_double), ("spin_lead_s", ctypes.c_double),
                          ("spin_s", ctypes.c_double), ("cpu_s", ctypes.c_double),
-                         ("spin_budget", ctypes.c_double), ("budget_out_s", ctypes.c_double)]
+                         ("spin_budget", ctypes.c_double), ("budget_out_s", ctypes.c_double),
+                         ("rx_poll_s", ctypes.c_double), ("tx_timestamps", ctypes.c_uint64),
+                         ("wire_delay_s", ctypes.c_double)]
 
 
 class QpStateC(ctypes.Structure):
@@ -151,7 +153,7 @@ class OutPkt(ctypes.Structure):
                 ("_pad", ctypes.c_uint8 * 3), ("buf", ctypes.c_uint8 * 9216)]
 
 
-API_VERSION = 3
+API_VERSION = 4
 """The library's TN_API_VERSION this binding's structs and calls follow (tn_verbs.h)."""
 _P = ctypes.c_void_p
 _BOUND = False  # the library's signatures are declared (once per process)

@@ -25,6 +25,7 @@ from traffic.cc.dcqcn import DcqcnSettings
 from traffic.cc.hpcc import HpccSender, HpccSettings
 from traffic.collog.tracker import RankTracker
 from traffic.collog.writer import CollectiveLogWriter
+from traffic.control import ControlCommand
 from traffic.endpoint import Endpoint, EndpointConfig
 from traffic.errors import WorkloadError
 from traffic.host_faults import HostFaults
@@ -74,7 +75,8 @@ class _AllReduce:
     already carry the next step while another still carries this one).
     """
 
-    def __init__(self, runner: RankRunner, msg_bytes: int, iterations: int):
+    def __init__(self, runner: RankRunner, msg_bytes: int, iterations: int,
+                 first_iter: int = 0):
         self.r = runner
         self.n = runner.plan.nranks
         self.rank = runner.plan.rank
@@ -82,7 +84,9 @@ class _AllReduce:
         self.nelem = max(self.n * self.q, msg_bytes // 4)
         self.iterations = iterations
         self.steps_per_iter = 2 * (self.n - 1)
-        self.iter = 0
+        # a spare that took a moved rank over starts at the move's iteration
+        self.first_iter = first_iter
+        self.iter = first_iter
         self.step_rx = 0  # steps received in the current iteration
         self.steps_sent = 0
         self.steps_received = 0
@@ -96,7 +100,6 @@ class _AllReduce:
         self._expect = sum(_allreduce_input(self.r.seed, r, self.nelem) for r in range(self.n))
         self.data = self._input.copy()
         self.bounds = np.linspace(0, self.nelem, self.n + 1).astype(int)
-        self._rx_count = [0] * self.q  # messages received per channel
         self._stripes: dict[int, dict[int, bytes]] = {}  # global step -> channel -> data
         self._next = 0  # next global step to apply
 
@@ -110,8 +113,9 @@ class _AllReduce:
     def _send_step(self, s: int, now: float) -> None:
         n, i = self.n, self.rank
         idx = (i - s) % n if s < n - 1 else (i + 1 - (s - (n - 1))) % n
-        # the stripes are copied now: a deferred step must send this step's data
-        parts = [(c, self.data[part].tobytes(), f"ar{self.iter}.{s}.{c}")
+        # the stripes are copied now: a deferred step must send this step's data, and
+        # on this step's QP (a rank move re-points the channel for later steps)
+        parts = [(self.r.requesters[c], self.data[part].tobytes(), f"ar{self.iter}.{s}.{c}")
                  for c, part in enumerate(self._stripes_of(self._chunk(idx)))]
         late = self.r.faults.step_delay(now) if self.r.faults is not None else 0.0
         if late > 0:  # an injected straggler: post this step later (RankRunner tick)
@@ -120,25 +124,38 @@ class _AllReduce:
             self.post(parts, now)
         self.steps_sent += 1
 
-    def post(self, parts: list[tuple[int, bytes, str]], now: float) -> None:
-        for c, data, tag in parts:
-            self.r.requesters[c].post_write(data, tag=tag, now=now)
+    def post(self, parts: list[tuple[Requester | NativeRequester, bytes, str]],
+             now: float) -> None:
+        for req, data, tag in parts:
+            req.post_write(data, tag=tag, now=now)
 
     def start(self, now: float) -> None:
         self.iter_start = now
+        self.r.at_iteration(self.iter, now)  # a pending rank move re-points the QPs here
         self._send_step(0, now)
 
-    def on_message(self, resp: Responder, msg: MessageRecord, buf: bytearray) -> None:
-        c = resp.qpn & 0xFF  # the channel (workloads.connection_qpn)
+    def receiver(self, first_step: int = 0) -> Callable[[Responder, MessageRecord, bytearray],
+                                                         None]:
+        """The message callback of one responder QP whose first message is global step
+        ``first_step`` (steps counted over iterations): 0 for the QPs of the job's
+        start, the move's first step for the QP from a rank's new host."""
+        count = [first_step]
+
+        def on_message(resp: Responder, msg: MessageRecord, buf: bytearray) -> None:
+            k = count[0]
+            count[0] += 1
+            self.on_stripe(resp.qpn & 0xFF, k, buf, resp.now_s)
+        return on_message
+
+    def on_stripe(self, c: int, k: int, buf: bytearray, now: float) -> None:
+        """Stripe of global step ``k`` on channel ``c`` (workloads.connection_qpn)."""
         if c >= self.q:
             raise WorkloadError(f"all-reduce rank {self.rank}: message on unknown channel {c}")
-        k = self._rx_count[c]
-        self._rx_count[c] += 1
         self._stripes.setdefault(k, {})[c] = bytes(buf)
         while len(self._stripes.get(self._next, ())) == self.q:
             parts = self._stripes.pop(self._next)
             self._next += 1
-            self._apply(b"".join(parts[x] for x in range(self.q)), resp.now_s)
+            self._apply(b"".join(parts[x] for x in range(self.q)), now)
 
     def _apply(self, data: bytes, now: float) -> None:
         n, i, s = self.n, self.rank, self.step_rx
@@ -173,7 +190,8 @@ class _AllReduce:
     def summary(self, msg_bytes: int) -> dict:
         times = self.iter_times
         return {
-            "algorithm": "ring", "ranks": self.n, "iterations": self.iter, "qps": self.q,
+            "algorithm": "ring", "ranks": self.n, "iterations": self.iter - self.first_iter,
+            "first_iteration": self.first_iter, "qps": self.q,
             "steps_per_iteration": self.steps_per_iter, "steps_sent": self.steps_sent,
             "steps_received": self.steps_received, "chunk_bytes": int(self.nelem // self.n * 4),
             "message_bytes": int(self.nelem * 4),
@@ -191,7 +209,8 @@ class RankRunner:
                  qp: QpParams, *, seed: int = 1, inflight: int = 4,
                  allreduce_bytes: int = 1 << 20, iterations: int = 1,
                  coll_log: CollectiveLogWriter | None = None, comm: str = "",
-                 faults: HostFaults | None = None, engine: str = "python"):
+                 faults: HostFaults | None = None, engine: str = "python",
+                 first_iter: int = 0):
         if len(hosts) != plan.nranks:
             raise WorkloadError(f"{len(hosts)} host addresses for {plan.nranks} ranks")
         self.plan, self.hosts, self.qp, self.seed = plan, hosts, qp, seed
@@ -203,7 +222,7 @@ class RankRunner:
         self.requesters: list[Requester | NativeRequester] = []
         self.responders: list[Responder | NativeResponder] = []
         self._posted: list[int] = []
-        self._ar = (_AllReduce(self, allreduce_bytes, iterations)
+        self._ar = (_AllReduce(self, allreduce_bytes, iterations, first_iter)
                     if plan.pattern is Pattern.ALLREDUCE else None)
         self.allreduce_bytes = allreduce_bytes
         try:
@@ -211,7 +230,7 @@ class RankRunner:
                 self.requesters.append(self.ep.add_requester(self._qcfg(f.qpn, f.peer_qpn, f.peer)))
                 self._posted.append(0)
             for f in plan.recv:
-                cb = self._ar.on_message if self._ar else None
+                cb = self._ar.receiver() if self._ar else None
                 self.responders.append(self.ep.add_responder(
                     self._qcfg(f.qpn, f.peer_qpn, f.peer), on_message=cb))
         except Exception:
@@ -227,7 +246,17 @@ class RankRunner:
                 req.warm_plans(sizes)  # Requester and NativeRequester alike
         self.faults = faults          # injected host faults (traffic.host_faults)
         # (due, stripes) of all-reduce steps a straggler posts late
-        self.deferred: list[tuple[float, list[tuple[int, bytes, str]]]] = []
+        self.deferred: list[tuple[float, list[tuple[Requester | NativeRequester, bytes,
+                                                    str]]]] = []
+        # a rank move (traffic.rankmove): what this rank does in it, the requesters it
+        # re-pointed (they drain to the old host), the responders from the new host
+        self.move: dict | None = None
+        self.move_rejects: list[str] = []
+        self._repoint: tuple[int, str] | None = None  # (iteration, new host) of the sender
+        self._former: list[Requester | NativeRequester] = []
+        self._extra_resp: list[Responder | NativeResponder] = []
+        if isinstance(self.ep, Endpoint):
+            self.ep.app_handler = self._app_command
         if faults is not None:
             faults.bind(self.ep.now())
         self.tracker: RankTracker | None = None
@@ -238,8 +267,9 @@ class RankRunner:
                 steps_per_seq=self._ar.steps_per_iter if self._ar else 0)
             for f, req in zip(plan.send, self.requesters):
                 self.tracker.add("send", req, f.peer)
+            first = first_iter * self._ar.steps_per_iter if self._ar else 0
             for f, resp in zip(plan.recv, self.responders):
-                self.tracker.add("recv", resp, f.peer)
+                self.tracker.add("recv", resp, f.peer, first)
         self.start_s = 0.0
         self.end_s: float | None = None
         self._stall0 = self._stall1 = 0.0  # loop stall seconds at start and end
@@ -276,6 +306,10 @@ class RankRunner:
     def done(self) -> bool:
         if (self._ar is not None and not self._ar.done) or self.deferred:
             return False
+        if any(not r.idle for r in self._former):
+            return False
+        if self._ar is not None:  # every step arrived (a moved rank expects fewer)
+            return all(r.idle for r in self.requesters)
         for i, (f, req) in enumerate(zip(self.plan.send, self.requesters)):
             if self._posted[i] < len(f.sizes) or not req.idle:
                 return False
@@ -388,6 +422,112 @@ class RankRunner:
 
         self.ep.run(quiet, timeout_s=max(0.0, until - self.ep.now()) + quiet_s)
 
+    # -- moving a rank to a spare host (traffic.rankmove) ----------------------------------
+    def _app_command(self, cmd: ControlCommand, now: float) -> dict:
+        """The workload's control commands: progress, and a rank move."""
+        app = cmd.app or {}
+        if app.get("cmd") == "collective":
+            return {"collective": self.progress()}
+        try:
+            role = self.accept_move(int(app["rank"]), str(app["to"]), int(app["at_iter"]))
+        except WorkloadError as e:
+            self.move_rejects.append(str(e))
+            return {"move_rank": {"status": "rejected", "rank": self.plan.rank,
+                                  "error": str(e)}}
+        return {"move_rank": {"status": "accepted", "rank": self.plan.rank, "role": role,
+                              "iter": self._ar.iter if self._ar else None}}
+
+    def progress(self) -> dict:
+        """Where the workload is: the all-reduce iteration this rank works on."""
+        ar = self._ar
+        return {"rank": self.plan.rank, "host": self.hosts[self.plan.rank],
+                "workload": self.plan.pattern.value,
+                "iter": ar.iter if ar else None, "iterations": ar.iterations if ar else None,
+                # how long its recent iterations took (a mover's margin is time, not steps)
+                "iter_s": float(np.median(ar.iter_times[-5:])) if ar and ar.iter_times
+                else None,
+                "moving": self.move}
+
+    def accept_move(self, rank: int, to: str, at_iter: int) -> str:
+        """Take part in moving ``rank`` to host ``to`` from all-reduce iteration
+        ``at_iter`` on; returns this rank's role, WorkloadError names what is wrong.
+
+        moved: stop after iteration at_iter - 1.  sender (rank - 1): at the start of
+        iteration at_iter, re-point the QPs to ``rank`` at ``to`` (fresh QPs; the old
+        ones drain).  receiver (rank + 1): accept the same QP numbers from ``to`` now,
+        as steps from at_iter on.  Any other rank only learns the new address.
+        """
+        ar, n = self._ar, self.plan.nranks
+        where = f"move_rank of rank {rank} to {to} at iteration {at_iter}"
+        if ar is None:
+            raise WorkloadError(f"{where}: workload {self.plan.pattern.value} is not an "
+                                "all-reduce")
+        if not isinstance(self.ep, Endpoint):
+            raise WorkloadError(f"{where}: the {self.engine} engine cannot re-point QPs "
+                                "(the python engine can)")
+        if not 0 <= rank < n:
+            raise WorkloadError(f"{where}: rank {rank} outside the ring 0..{n - 1}")
+        if to in self.hosts:
+            raise WorkloadError(f"{where}: {to} is already the host of rank "
+                                f"{self.hosts.index(to)}")
+        if not 1 <= at_iter < ar.iterations:
+            raise WorkloadError(f"{where}: iteration outside 1..{ar.iterations - 1} (the "
+                                f"job has {ar.iterations})")
+        if self.move is not None or self._repoint is not None:
+            raise WorkloadError(f"{where}: a move is already under way ({self.move})")
+        me = self.plan.rank
+        roles = []
+        if me == rank:
+            roles.append("moved")
+        if me == (rank - 1) % n:
+            roles.append("sender")
+        if me == (rank + 1) % n:
+            roles.append("receiver")
+        limit = at_iter + 1 if roles == ["receiver"] else at_iter
+        if roles and ar.iter >= limit:  # the boundary is behind us: the move cannot be consistent
+            raise WorkloadError(f"{where}: too late, rank {me} already works on iteration "
+                                f"{ar.iter}")
+        if "moved" in roles:
+            ar.iterations = at_iter
+        if "sender" in roles:
+            self._repoint = (at_iter, to)
+        if "receiver" in roles:
+            first = at_iter * ar.steps_per_iter
+            for f in self.plan.recv:
+                self._extra_resp.append(self.ep.add_peer_responder(
+                    f.qpn, to, on_message=ar.receiver(first)))
+                if self.tracker is not None:
+                    self.tracker.add("recv", self._extra_resp[-1], rank, first)
+        self.hosts[rank] = to
+        self.move = {"rank": rank, "to": to, "at_iter": at_iter,
+                     "role": "+".join(roles) or "bystander"}
+        return self.move["role"]
+
+    def confirm_move(self, reply_to: str | bytes | None) -> None:
+        """A standby became this rank (traffic.standby): record it, confirm it to the
+        client that sent the move (on this endpoint's control socket, the same path)."""
+        assert self._ar is not None
+        self.move = {"rank": self.plan.rank, "to": self.hosts[self.plan.rank],
+                     "at_iter": self._ar.first_iter, "role": "spare"}
+        if isinstance(self.ep, Endpoint) and self.ep.control is not None:
+            self.ep.control.reply(reply_to, {"move_rank": {
+                "status": "accepted", "rank": self.plan.rank, "role": "spare",
+                "iter": self._ar.iter}})
+
+    def at_iteration(self, it: int, now: float) -> None:
+        """Called as each all-reduce iteration starts: a sender re-points its QPs at
+        the move's iteration (this iteration's steps go to the new host)."""
+        if self._repoint is None or it < self._repoint[0]:
+            return
+        assert isinstance(self.ep, Endpoint)
+        to = self._repoint[1]
+        self._repoint = None
+        for c, f in enumerate(self.plan.send):
+            self._former.append(self.requesters[c])
+            self.requesters[c] = self.ep.repoint_requester(f.qpn, to)
+            if self.tracker is not None:   # its messages carry their step in their tags
+                self.tracker.add("send", self.requesters[c], f.peer)
+
     def _apply_faults(self, now: float) -> None:
         """Injected host faults: receive delay of a slow host, deferred straggler steps."""
         assert self.faults is not None
@@ -473,7 +613,7 @@ class RankRunner:
             "stall_s": (self._stall1 if self.end_s is not None else self.ep.counters.stall_s)
             - self._stall0,
             "bytes_sent": sent if self._ar is None else sum(
-                r.counters.acked_bytes for r in self.requesters),
+                r.counters.acked_bytes for r in [*self.requesters, *self._former]),
             "bytes_received": recvd,
             "goodput_tx_bps": sum(r.counters.acked_bytes for r in self.requesters) * 8 / el,
             "goodput_rx_bps": recvd * 8 / el,
@@ -485,7 +625,9 @@ class RankRunner:
             "endpoint": self.ep.stats(),
         }
         if self._ar is not None:
-            out["collective"] = self._ar.summary(self.allreduce_bytes)
+            # with the rank move this rank took part in, and the move commands it refused
+            out["collective"] = {**self._ar.summary(self.allreduce_bytes), "move": self.move,
+                                 "move_rejects": self.move_rejects}
         else:
             bad = self.bad_messages()
             out["collective"] = {"completion_s": el,

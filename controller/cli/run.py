@@ -190,6 +190,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         "again after an undo (default 10)")
     p.add_argument("--mitigate-budget", type=int, default=6, metavar="N",
                    help="at most N actions in any minute (default 6)")
+    p.add_argument("--mitigate-job", metavar="FILE",
+                   help="the job's ranks, spare hosts and control sockets (JSON, "
+                        "controller/mitigate/job.py): a slow receiver or straggler rank is moved "
+                        "to a spare of its leaf (act) or the move is advised; without it a move "
+                        "is advice only")
     p.add_argument("--no-rate-feedback", dest="rate_feedback", action="store_false",
                    help="send the agents no rates (the senders keep their own); other feedback "
                         "(FEC, a reroute's path notice) still goes")
@@ -263,6 +268,7 @@ def run(args: argparse.Namespace) -> int:
         "coll_logs": list(args.coll_log), "diagnose_every_s": args.diagnose_every,
         "mitigate": args.mitigate, "mitigate_min_confidence": args.mitigate_confidence,
         "mitigate_hold_down_s": args.mitigate_hold_down, "mitigate_budget_per_min": args.mitigate_budget,
+        "mitigate_job": args.mitigate_job,
         "web": args.web, "web_token": args.web_token}
     if args.alerts is not None:
         kw["alert_rules"] = args.alerts

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from controller.diagnose.arbitrate import arbitrate
+from controller.diagnose.drops import host_drops, lost_in_switches
 from controller.diagnose.evidence import Evidence, PortSample
 from controller.diagnose.hang import COLLECTIVE_KINDS, HangView, analyse_hang
 from controller.diagnose.transfers import SLOW_RATIO, TransferView, analyse, pair_slowdowns
@@ -123,6 +124,7 @@ class _LinkTel:
     drops: int = 0                     # tail drops at the port feeding the link
     drop_bins: int = 0                 # sample intervals since the onset with drops
     drop_spike: float = 0.0            # the largest one's share of the drops
+    qsize: int | None = None           # the least the port's queue could hold since then
     clean_after: int = 0               # packets delivered since the last lossy read
     last_delivery: float | None = None
     silent_s: float = 0.0              # silent while the link before it still delivered
@@ -178,6 +180,8 @@ def _link_features(ev: Evidence, link: str, port: tuple[str, int] | None, t_on: 
             tel.clean_after = sum(s.delivered for s in rest)
     if port is not None:
         _port_features(ev.telemetry.ports.get(port, []), t_on, tel)
+        sizes = [n for t, n in ev.telemetry.port_sizes.get(port, []) if t >= t_on]
+        tel.qsize = min(sizes) if sizes else None
         drops = ev.telemetry.port_drops.get(port, [])
         before = [n for t, n in drops if t < t_on]
         after = [(t, n) for t, n in drops if t >= t_on]
@@ -288,7 +292,15 @@ def _switch_wide(ev: Evidence, port: tuple[str, int], t_on: float) -> float:
 
 def _persistent_drops(tel: _LinkTel) -> bool:
     """Whether the port's tail drops recur, a few at a time, as a buffer too small for
-    the traffic's bursts makes them, rather than come in one or two spikes."""
+    the traffic's bursts makes them, rather than come in one or two spikes.
+
+    A queue that could hold a standing queue's worth of packets all along (its size
+    as the switch reports it) was not too small: it overflowed under a burst larger
+    than it (on the Python target: what its receive socket held while the machine
+    did not run the switch, handed to the queue at once), which is no fault of the
+    port."""
+    if tel.qsize is not None and tel.qsize >= QUEUE_HIGH_PKTS:
+        return False
     return tel.drop_bins >= DROP_BINS_MIN and tel.drop_spike <= DROP_SPIKE_MAX
 
 
@@ -626,9 +638,25 @@ def diagnose(ev: Evidence) -> Diagnosis:
             net = max([net] + [link_strength.get(ln, 0.0) for ln, lw in link_w.items()
                                if ln != mine_q and any(p[1] in senders for p in lw)])
             retx_per = retx_bad / max(1, n_bad)
+            # the losses the switches and the host counted themselves (no link counter
+            # sees them): slow transfers that resent what the switches on their paths
+            # dropped were slowed by the network, unless the host dropped packets on
+            # its own full sockets too (then it lost them itself)
+            lossy, in_switches, own_drops = _drops_at_host(ev, view, hosts, h,
+                                                           bad & set(w), t_on, now)
+            if lossy and not own_drops:
+                net = max(net, in_switches / lossy)
             # (retransmissions do not count against it: timeouts of a loaded machine
             # make them in fault-free runs too)
-            strength = 0.9 * (1.0 - net)
+            # A slow receiver processes every packet it receives late, the ACKs of its
+            # own sends too: the data into it and its own sends slow together.  One of
+            # them alone is what a slow path or a slow peer makes as well (one pair
+            # into a host, 2x slower on a loaded Python test bed, named it with its own
+            # sends on time; the sender of that pair, its own sends slowed, with the
+            # data into it on time): then a quarter of the evidence is left
+            into = max((slowed.get(p, 0.0) for p in active if hosts.get(p[1]) == h),
+                       default=0.0)
+            strength = 0.9 * (1.0 - net) * (1.0 + 3.0 * min(into, own)) / 4
             if hung_pairs & set(w):
                 strength *= 0.5
             c_on = min((view.pairs[p].first_bad or now for p in bad & set(w)), default=now)
@@ -640,9 +668,13 @@ def diagnose(ev: Evidence) -> Diagnosis:
                                       "match": round(match, 3),
                                       "pairs_at_it_slowed": round(soft, 3),
                                       "own_sends_slowed": round(own, 3),
+                                      "data_into_it_slowed": round(into, 3),
                                       "queue_into_it": mine_q,
                                       "network_evidence_on_paths": round(net, 3),
-                                      "retx_per_slow_transfer": round(retx_per, 2)}))
+                                      "retx_per_slow_transfer": round(retx_per, 2),
+                                      "slow_transfers": lossy,
+                                      "slowed_by_switch_drops": in_switches,
+                                      "receiver_socket_drops": own_drops}))
     # stragglers: ranks that post steps late although their input had arrived
     total_late = sum(len(v) for v in view.late.values())
     for rank, ev_late in sorted(view.late.items()):
@@ -662,6 +694,35 @@ def diagnose(ev: Evidence) -> Diagnosis:
     return Diagnosis(culprits=out, at=now, transfers=view.n_transfers,
                      slow_pairs=sorted(bad), late_ranks=sorted(view.late), view=view,
                      collective=hang.summary)
+
+
+def _drops_at_host(ev: Evidence, view: TransferView, hosts: dict[int, str], host: str,
+                   pairs: set[tuple[int, int]], t_on: float, now: float
+                   ) -> tuple[int, int, int]:
+    """(slow transfers of ``pairs`` since ``t_on``, those of them that resent packets
+    the switches on their paths dropped, datagrams ``host`` dropped on its own full
+    sockets) for the slow-receiver candidate ``host``.
+
+    Why: a Python switch the machine did not run for a while hands its receive
+    socket's backlog to a queue at once and tail-drops what does not fit; the pairs
+    through it resend and slow down as if their receiver were slow, with nothing in
+    the link counters (the drop comes before egress stamps the link sequence number)."""
+    slow: dict[tuple[int, int], list[tuple[float, float, int]]] = defaultdict(list)
+    for r in ev.records:
+        p = (r.rank, r.peer)
+        if r.dir != "send" or p not in pairs or r.end is None or r.start < t_on:
+            continue
+        base = view.pairs[p].baseline_s if p in view.pairs else 0.0
+        if base > 0 and r.end - r.start >= SLOW_RATIO * base:
+            slow[p].append((r.start, r.end, r.retx))
+    n_switch = 0
+    for (a, b), transfers in slow.items():
+        if a in hosts and b in hosts:
+            n_switch += lost_in_switches(ev.telemetry, transfers,
+                                         ev.pair_paths(hosts[a], hosts[b]),
+                                         ev.pair_paths(hosts[b], hosts[a]))
+    n_slow = sum(len(v) for v in slow.values())
+    return n_slow, n_switch, host_drops(ev.telemetry, host, t_on - 0.5, now)
 
 
 def _ack_path_strength(ev: Evidence, hosts: dict[int, str], pairs: set[tuple[int, int]],

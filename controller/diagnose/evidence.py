@@ -11,14 +11,18 @@ Files read from the controller's ``--out`` directory (all optional):
 switch node ID, egress port, queue, tx rate, line rate), ``csv/int_flow.csv`` (the INT
 path ``node:port>...`` of each flow, for the path a rank pair really took), and
 ``controller_state.json`` (per-flow PSN-gap losses) and ``switch_stats.jsonl`` (lines
-``{"t": unix_s, "switch": "s3", "ports": [{"port": 2, "tail_drops": N}, ...]}``: the
-switches' own per-port statistics, sampled by the test bed).
+``{"t": unix_s, "switch": "s3", "ports": [{"port": 2, "tail_drops": N,
+"rx_socket_drops": M, "queue_size_pkts": Q}, ...]}``: the switches' own per-port statistics, sampled by the
+test bed) and ``host_stats.jsonl`` (lines ``{"t": unix_s, "host": "h7",
+"udp_rcvbuf_errors": N}``: the datagrams the kernel dropped on the host's full UDP
+sockets, sampled by the test bed).
 """
 from __future__ import annotations
 
 import csv
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -63,13 +67,30 @@ class Telemetry:
     flows: list[FlowSample] = field(default_factory=list)
     # switch egress port -> [(unix_s, tail drops so far)] (the switches' own statistics)
     port_drops: dict[tuple[str, int], list[tuple[float, int]]] = field(default_factory=dict)
+    # switch port -> [(unix_s, frames dropped on its full receive socket so far)]: lost
+    # on arrival, before the pipeline (the Python target's own statistics)
+    port_rx_drops: dict[tuple[str, int], list[tuple[float, int]]] = field(default_factory=dict)
+    # switch egress port -> [(unix_s, packets its queue may hold)]
+    port_sizes: dict[tuple[str, int], list[tuple[float, int]]] = field(default_factory=dict)
+    # host -> [(unix_s, datagrams dropped on its full UDP sockets so far)]
+    host_drops: dict[str, list[tuple[float, int]]] = field(default_factory=dict)
 
     def until(self, t: float) -> Telemetry:
+        return self._cut(lambda x: x <= t)
+
+    def since(self, t: float) -> Telemetry:
+        return self._cut(lambda x: x >= t)
+
+    def _cut(self, keep: Callable[[float], bool]) -> Telemetry:
         return Telemetry(
-            link_loss={k: [s for s in v if s.t <= t] for k, v in self.link_loss.items()},
-            ports={k: [s for s in v if s.t <= t] for k, v in self.ports.items()},
-            flows=[f for f in self.flows if f.t <= t],
-            port_drops={k: [x for x in v if x[0] <= t] for k, v in self.port_drops.items()})
+            link_loss={k: [s for s in v if keep(s.t)] for k, v in self.link_loss.items()},
+            ports={k: [s for s in v if keep(s.t)] for k, v in self.ports.items()},
+            flows=[f for f in self.flows if keep(f.t)],
+            port_drops={k: [x for x in v if keep(x[0])] for k, v in self.port_drops.items()},
+            port_rx_drops={k: [x for x in v if keep(x[0])]
+                           for k, v in self.port_rx_drops.items()},
+            port_sizes={k: [x for x in v if keep(x[0])] for k, v in self.port_sizes.items()},
+            host_drops={k: [x for x in v if keep(x[0])] for k, v in self.host_drops.items()})
 
 
 @dataclass(slots=True)
@@ -194,16 +215,34 @@ def load_telemetry(out_dir: str | os.PathLike[str], topo: Topology) -> Telemetry
             try:
                 snap = json.loads(text)
                 for prt in snap["ports"]:
-                    tel.port_drops.setdefault((snap["switch"], int(prt["port"])), []).append(
-                        (float(snap["t"]), int(prt.get("tail_drops", 0))))
+                    key = (snap["switch"], int(prt["port"]))
+                    if "tail_drops" in prt:
+                        tel.port_drops.setdefault(key, []).append(
+                            (float(snap["t"]), int(prt["tail_drops"])))
+                    if "rx_socket_drops" in prt:
+                        tel.port_rx_drops.setdefault(key, []).append(
+                            (float(snap["t"]), int(prt["rx_socket_drops"])))
+                    if "queue_size_pkts" in prt:
+                        tel.port_sizes.setdefault(key, []).append(
+                            (float(snap["t"]), int(prt["queue_size_pkts"])))
+            except (ValueError, KeyError, TypeError):
+                continue
+    hstats = d / "host_stats.jsonl"
+    if hstats.is_file():
+        for text in hstats.read_text().splitlines():
+            try:
+                snap = json.loads(text)
+                tel.host_drops.setdefault(str(snap["host"]), []).append(
+                    (float(snap["t"]), int(snap["udp_rcvbuf_errors"])))
             except (ValueError, KeyError, TypeError):
                 continue
     for ls in tel.link_loss.values():
         ls.sort(key=lambda s: s.t)
     for ps in tel.ports.values():
         ps.sort(key=lambda s: s.t)
-    for drops in tel.port_drops.values():
-        drops.sort()
+    for series in (*tel.port_drops.values(), *tel.port_rx_drops.values(),
+                   *tel.port_sizes.values(), *tel.host_drops.values()):
+        series.sort()
     return tel
 
 
@@ -234,13 +273,19 @@ def save_telemetry(tel: Telemetry, out_dir: str | os.PathLike[str], topo: Topolo
                              "" if s.tx_rate_bps is None else repr(s.tx_rate_bps),
                              "" if s.line_rate_bps is None else repr(s.line_rate_bps)]
                             for s in ports)
-    by_time: dict[tuple[float, str], list[dict[str, int]]] = {}
-    for (sw, port), drops in tel.port_drops.items():
-        for t, n in drops:
-            by_time.setdefault((t, sw), []).append({"port": port, "tail_drops": n})
+    by_time: dict[tuple[float, str], dict[int, dict[str, int]]] = {}
+    for field_name, series in (("tail_drops", tel.port_drops),
+                               ("rx_socket_drops", tel.port_rx_drops),
+                               ("queue_size_pkts", tel.port_sizes)):
+        for (sw, port), drops in series.items():
+            for t, n in drops:
+                by_time.setdefault((t, sw), {}).setdefault(port, {"port": port})[field_name] = n
     (d / "switch_stats.jsonl").write_text("".join(
-        json.dumps({"t": t, "switch": sw, "ports": sorted(ps, key=lambda x: x["port"])}) + "\n"
+        json.dumps({"t": t, "switch": sw, "ports": [ps[p] for p in sorted(ps)]}) + "\n"
         for (t, sw), ps in sorted(by_time.items())))
+    (d / "host_stats.jsonl").write_text("".join(
+        json.dumps({"t": t, "host": h, "udp_rcvbuf_errors": n}) + "\n"
+        for t, h, n in sorted((t, h, n) for h, v in tel.host_drops.items() for t, n in v)))
     if tel.flows:
         with (d / "csv" / "int_flow.csv").open("w", newline="") as fh:
             w = csv.writer(fh)

@@ -14,7 +14,7 @@ import enum
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,9 +22,11 @@ from typing import Any
 from controller.intent import IntentOptions, compute_intent
 from controller.p4rt import ManagedSwitch, P4rtError
 from controller.topology import Topology
+from traffic.rankmove import move_rank
 
 from .fabric import Fabric
 from .findings import Finding
+from .job import Job
 from .policy import Action, Guard, Policy
 
 __all__ = ["MitigationMode", "Mitigator"]
@@ -50,18 +52,35 @@ class Mitigator:
     written: frozenset[str] = frozenset()     # the avoided links the switches hold now
     errors: dict[str, int] = field(default_factory=dict)
     path_notices: int = 0     # path notices sent to senders after reroutes (controller.runner)
+    job: Job | None = None    # ranks and spares (rank moves); None: a move is only advised
+    # how a move is made: (action) -> None when done, else what failed (default: the
+    # job's control sockets, traffic.rankmove)
+    mover: Callable[[Action], str | None] | None = None
     _unexported: list[dict[str, Any]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
-        self.policy = Policy(fabric=Fabric(self.topo), guard=self.guard)
+        self.policy = Policy(fabric=Fabric(self.topo), guard=self.guard, job=self.job)
+        if self.mover is None and self.job is not None:
+            self.mover = self._move_by_job
 
     def step(self, findings: list[Finding], now: float | None = None,
-             healthy: Mapping[str, float] | None = None) -> list[Action]:
+             healthy: Mapping[str, float] | None = None,
+             load: Mapping[str, float] | None = None) -> list[Action]:
         """One round: decide, then write (act) or report (advise) what changed;
-        ``healthy``: per link, the seconds it carried traffic with no loss (undo evidence)."""
+        ``healthy``: per link, the seconds it carried traffic with no loss (undo evidence);
+        ``load``: per host, its traffic (a rank move picks the least loaded spare)."""
         t = time.time() if now is None else now
-        return self._apply(self.policy.step(findings, t, healthy))
+        return self._apply(self.policy.step(findings, t, healthy, load))
+
+    def _move_by_job(self, a: Action) -> str | None:
+        """Move the action's rank to its spare over the job's control sockets."""
+        assert self.job is not None
+        ev = a.evidence
+        res = move_rank(self.job.rank_controls(self.policy.placed), self.job.controls[ev["spare"]],
+                        int(ev["rank"]), str(ev["spare_ip"]))
+        a.evidence = {**ev, "move": res.as_dict()}
+        return None if res.ok else (res.error or "refused")
 
     def clear(self, now: float | None = None, targets: list[str] | None = None) -> list[Action]:
         """An operator's word that the targets (all: None) were repaired: their actions
@@ -80,6 +99,13 @@ class Mitigator:
             for a in acts:
                 if a.verb in ("reroute", "drain", "undo"):
                     a.outcome, a.write_s = ("written", dt) if err is None else (f"failed: {err}", dt)
+        for a in acts:
+            if a.verb == "move_rank" and self.mode is MitigationMode.ACT:
+                t0 = time.monotonic()
+                err = "no mover (no job file)" if self.mover is None else self.mover(a)
+                a.outcome, a.write_s = ("written" if err is None else f"failed: {err}"), time.monotonic() - t0
+                if err is None:
+                    self.policy.moved(int(a.evidence["rank"]), str(a.evidence["spare"]))
         for a in acts:
             if not a.outcome:
                 a.outcome = "advised" if self.mode is MitigationMode.ADVISE or a.verb == "none" else "applied"

@@ -12,8 +12,9 @@ port tiny_queue (fabric)     reroute off the port's link
 two or more links of one     drain the switch (routes keep off all its links), where no
 switch at once               host hangs off it and the rest stays connected
 link congestion              none: the congestion control's job, not a fault
-host / rank (slow receiver,  none: advice only (moving a rank is the workload's move)
-straggler)
+host / rank (slow receiver,  move_rank: the rank to the least loaded spare host of its
+straggler)                   leaf that no finding names; no job file or no such spare:
+                             none (advice: which rank, and why no spare)
 ===========================  ===========================================================
 
 The guard: a finding below ``min_confidence`` is ignored; one that is not a dead
@@ -45,10 +46,11 @@ from typing import Any
 
 from .fabric import Fabric
 from .findings import Finding
+from .job import Job
 
 __all__ = ["VERBS", "Action", "Guard", "Policy"]
 
-VERBS = ("reroute", "drain", "fec", "none", "undo")
+VERBS = ("reroute", "drain", "fec", "move_rank", "none", "undo")
 REROUTE_KINDS = ("gray_loss", "rate_degraded", "link_down")
 
 
@@ -125,6 +127,10 @@ class Policy:
     _noted: dict[str, str] = field(default_factory=dict)       # target -> reason of the last "none"
     _repeats: dict[str, tuple[int, float]] = field(default_factory=dict)   # target -> (undos, last undo)
     _acts: deque[float] = field(default_factory=deque)
+    job: Job | None = None         # ranks, spares, their sockets (rank moves); None: advice
+    placed: dict[int, str] = field(default_factory=dict)     # rank -> spare it was moved to
+    _faulty: frozenset[str] = frozenset()                     # hosts named this round
+    _load: Mapping[str, float] = field(default_factory=dict)  # host -> load this round
 
     # ------------------------------------------------------------------ what holds
     def avoided(self) -> frozenset[str]:
@@ -139,9 +145,7 @@ class Policy:
     def _plan(self, f: Finding) -> _Plan:
         fb = self.fabric
         if f.type in ("host", "rank"):
-            return _Plan(verb="none", target=f"{f.type} {f.component}", avoid=frozenset(), finding=f,
-                         reason=f"{f.kind} at {f.type} {f.component}: the network is not the cause; "
-                                "move the rank to a spare host (advice: not automated)")
+            return self._move(f)
         if f.type == "switch":
             return self._drain(f.component, f)
         link = fb.link_of(f.component)
@@ -165,6 +169,56 @@ class Policy:
         return _Plan(verb="none", target=link, avoid=frozenset(), finding=f,
                      reason=f"{f.kind} on {f.component}: no other way around it")
 
+    def _rank_of(self, f: Finding) -> int | None:
+        """The rank a host or rank finding names (a host: the one rank it runs now)."""
+        job = self.job
+        if f.type == "rank":
+            try:
+                r = int(f.component)
+            except ValueError:
+                return None
+            return r if job is None or 0 <= r < len(job.ranks) else None
+        if job is None:
+            ranks = f.evidence.get("ranks")
+            return int(ranks[0]) if isinstance(ranks, list) and len(ranks) == 1 else None
+        on = [r for r, h in enumerate(job.ranks) if self.placed.get(r, h) == f.component]
+        return on[0] if len(on) == 1 else None
+
+    def _move(self, f: Finding) -> _Plan:
+        """A slow host or straggling rank: move the rank to a spare host of its leaf (the
+        same failure domain), the least loaded one that no finding names; else advice."""
+        what = f"{f.kind} at {f.type} {f.component}: the network is not the cause"
+        rank = self._rank_of(f)
+        job = self.job
+        if rank is None:
+            return _Plan(verb="none", target=f"{f.type} {f.component}", avoid=frozenset(), finding=f,
+                         reason=f"{what}; no single rank known there (advice: move its rank to a spare host)")
+        target = f"rank {rank}"
+        if job is None:
+            return _Plan(verb="none", target=target, avoid=frozenset(), finding=f,
+                         reason=f"{what}; move rank {rank} to a spare host (advice: no job file, so no "
+                                "spares known)")
+        host = self.placed.get(rank, job.ranks[rank])
+        leaf = job.leaves[host]
+        used = set(self.placed.values())
+        cands = [h for h in job.spares if job.leaves[h] == leaf and h not in used and h not in self._faulty]
+        if not cands:
+            return _Plan(verb="none", target=target, avoid=frozenset(), finding=f,
+                         reason=f"{what}; no free, healthy spare host on {leaf}, the leaf of {host} "
+                                f"(advice: move rank {rank} by hand)")
+        spare = min(cands, key=lambda h: (self._load.get(h, 0.0), h))
+        f2 = Finding(kind=f.kind, type=f.type, component=f.component, confidence=f.confidence, onset=f.onset,
+                     source=f.source, evidence={**f.evidence, "rank": rank, "from_host": host, "spare": spare,
+                                                "spare_ip": job.ips[spare], "leaf": leaf,
+                                                "spare_load": {h: self._load.get(h, 0.0) for h in cands}})
+        return _Plan(verb="move_rank", target=target, avoid=frozenset(), finding=f2,
+                     reason=f"{what}: move rank {rank} from {host} to spare {spare} (same leaf {leaf}, "
+                            f"least loaded of {len(cands)})")
+
+    def moved(self, rank: int, spare: str) -> None:
+        """The caller moved ``rank`` to ``spare``: the rank lives there from now on."""
+        self.placed[rank] = spare
+
     def _drain(self, switch: str, f: Finding) -> _Plan:
         fb = self.fabric
         links = frozenset(fb.switch_links(switch))
@@ -183,6 +237,9 @@ class Policy:
     def _plans(self, findings: Iterable[Finding]) -> list[_Plan]:
         """One plan per target (the most confident finding); links of one switch named
         together (two or more, each a reroute) become a drain of that switch."""
+        findings = list(findings)
+        self._faulty = frozenset(f.component for f in findings if f.type == "host"
+                                 and f.confidence >= self.guard.min_confidence)
         best: dict[str, _Plan] = {}
         for f in findings:
             if f.confidence < self.guard.min_confidence:
@@ -208,11 +265,15 @@ class Policy:
 
     # ------------------------------------------------------------------ one round
     def step(self, findings: Iterable[Finding], now: float,
-             healthy: Mapping[str, float] | None = None) -> list[Action]:
+             healthy: Mapping[str, float] | None = None,
+             load: Mapping[str, float] | None = None) -> list[Action]:
         """The decisions of this round (acts, advice, undos), appended to ``log``;
         ``healthy``: per link (by name), the seconds it has carried traffic in both
-        directions with no loss (the only evidence an undo is taken on)."""
+        directions with no loss (the only evidence an undo is taken on); ``load``: per
+        host, its traffic now (bit/s, from the telemetry: a move picks the least loaded
+        spare)."""
         g = self.guard
+        self._load = load or {}
         out: list[Action] = []
         while self._acts and self._acts[0] <= now - 60.0:
             self._acts.popleft()
@@ -281,6 +342,9 @@ class Policy:
         switch was repaired): evidence the counters cannot give while the routes keep
         traffic off it."""
         want = None if targets is None else set(targets)
+        for t, act in self.active.items():   # a rank moved: the job was set right again
+            if act.action.verb == "move_rank" and (want is None or t in want):
+                self.placed.pop(int(act.action.evidence.get("rank", -1)), None)
         return [self._undo(t, act, now, reason=f"{reason}: traffic may use {t} again")
                 for t, act in list(self.active.items()) if want is None or t in want]
 

@@ -50,6 +50,8 @@ from controller.lossmap.stream import FlowLossStream
 from controller.mitigate import (
     GrayLossRule,
     Guard,
+    Job,
+    JobError,
     MitigationMode,
     Mitigator,
     SilenceRule,
@@ -225,8 +227,12 @@ class Controller:
                                       every_s=self.cfg.diagnose_every_s).start()
         if self.cfg.mitigate != "off":
             assert self.intent_options is not None
+            try:
+                job = Job.load(self.cfg.mitigate_job, self.topo) if self.cfg.mitigate_job else None
+            except JobError as exc:
+                raise RunError(f"--mitigate-job: {exc}") from None
             self.mitigator = Mitigator(topo=self.topo, options=self.intent_options, switches=self.fleet.switches,
-                                       mode=MitigationMode(self.cfg.mitigate),
+                                       mode=MitigationMode(self.cfg.mitigate), job=job,
                                        guard=Guard(min_confidence=self.cfg.mitigate_min_confidence,
                                                    hold_down_s=self.cfg.mitigate_hold_down_s,
                                                    budget_per_min=self.cfg.mitigate_budget_per_min))
@@ -487,7 +493,7 @@ class Controller:
             since, _end, sent, arrived = self.links.silence()
             findings += findings_from_silence(names=names, sent=sent, arrived=arrived, since_s=since,
                                               rule=SilenceRule())
-        acts = self.mitigator.step(findings, now, healthy)
+        acts = self.mitigator.step(findings, now, healthy, self._host_load())
         if self._clear_requested.is_set():
             self._clear_requested.clear()
             acts += self.mitigator.clear(now)
@@ -495,6 +501,20 @@ class Controller:
         done = self.mitigator.take_unexported()
         if done and self.exporter is not None:
             self.exporter.write(mitigation_lines(done))
+
+    def _host_load(self) -> dict[str, float]:
+        """Per host of the job (ranks and spares): the flows the telemetry saw at it in
+        the last 2 s (a rank move picks the least loaded spare)."""
+        job = self.mitigator.job if self.mitigator is not None else None
+        if job is None or self.collector is None:
+            return {}
+        f = self.collector.flow_snapshot()
+        recent = f.last_update_ns >= time.time_ns() - 2_000_000_000
+        out = {}
+        for h, ip in job.ips.items():
+            v = int(ipaddress.IPv4Address(ip))
+            out[h] = float(np.count_nonzero(recent & ((f.src_ip == v) | (f.dst_ip == v))))
+        return out
 
     def clear_mitigation(self) -> None:
         """An operator's word that the links and switches kept off were repaired: their

@@ -84,6 +84,8 @@ class RunConfig:
     mitigate_min_confidence: float = 0.5
     mitigate_hold_down_s: float = 10.0
     mitigate_budget_per_min: int = 6
+    # the job's ranks, spares and control sockets (controller.mitigate.job): rank moves
+    mitigate_job: str | None = None
     # formats.auth key file: agents' batches and confirmations must be sealed with it,
     # feedback is sealed, Telemetry Reports come only from the switches (README: Security)
     key_file: str | None = None

@@ -412,8 +412,11 @@ def run_harness(cfg: HarnessConfig, *, log: Any = print,
                 return controller_telemetry(topo, tb.logs / "controller", since_unix=since,
                                             drops=drops)
             return telemetry_from_samples(topo, tb.samples_dir(), since_unix=since)
-        if cfg.switch == "ebpf":   # its tiny queues drop in the program: the switches count
-            drops = PortDropPoller([tb.net.get(s) for s in topo.switch_names])
+        if p4:   # drops no link counter sees: the switches' queues (the eBPF target's tiny
+            # queues, the Python target's bursts after a stall) and receive sockets, and
+            # the ranks' hosts' full UDP sockets
+            drops = PortDropPoller([tb.net.get(s) for s in topo.switch_names],
+                                   hosts={h: tb.net.get(h).pid for h in cfg.hosts})
         tick = drops.poll if drops is not None else None
         log(f"two-dc up on {cfg.switch} in {time.time() - t_all:.1f} s; warm-up run")
         start, w_end = _run_ranks(tb, cfg, topo, out / "warmup", None, None, tick)

@@ -41,16 +41,28 @@ P4_KINDS: dict[str, tuple[str, ...]] = {
 
 @dataclass(slots=True)
 class PortDropPoller:
-    """The switches' tail drops per port over time, read from the statistics files
-    they rewrite every sample interval (``SoftSwitch.stats``); the diagnosis names a
-    tiny queue from drops that recur (``Telemetry.port_drops``).
+    """The switches' drops per port and the ranks' hosts' receive-buffer drops over
+    time: switches from the statistics files they rewrite every sample interval
+    (``SoftSwitch.stats``: tail drops of the traffic manager's queues, and on the
+    Python target the frames the kernel dropped on its full receive sockets), hosts
+    from their network namespace's UDP counters (``/proc/PID/net/snmp``
+    ``RcvbufErrors``: datagrams the kernel dropped because the rank's socket was full).
 
-    Why here: the controller exports INT and link loss, not the switches' queue
-    counters; on kernel routers the sampler reads them from tc."""
+    Why here: the controller exports INT and link loss, not these counters, and each
+    is a loss no link sequence number sees (a tail drop happens before egress stamps
+    it; a frame dropped on the switch's receive socket or the host's never reached a
+    counter downstream).  Without them a loss inside a Python switch looked like a slow
+    receiver, and a receiver that overflowed its socket like one that was only late."""
 
     switches: list[Any]
     interval_s: float = 0.2
+    # host name -> PID of a process in its network namespace (Mininet's shell)
+    hosts: dict[str, int] = field(default_factory=dict)
     drops: dict[tuple[str, int], list[tuple[float, int]]] = field(default_factory=dict)
+    rx_drops: dict[tuple[str, int], list[tuple[float, int]]] = field(default_factory=dict)
+    # the packets each port's queue may hold (a tiny queue fault shrinks it)
+    sizes: dict[tuple[str, int], list[tuple[float, int]]] = field(default_factory=dict)
+    host_drops: dict[str, list[tuple[float, int]]] = field(default_factory=dict)
     _last: float = 0.0
 
     def poll(self) -> None:
@@ -60,11 +72,36 @@ class PortDropPoller:
         self._last = now
         for sw in self.switches:
             for prt in _stats_ports(sw):
-                self.drops.setdefault((sw.name, int(prt["port"])), []).append(
-                    (now, int(prt.get("tail_drops", 0))))
+                key = (sw.name, int(prt["port"]))
+                self.drops.setdefault(key, []).append((now, int(prt.get("tail_drops", 0))))
+                if "rx_socket_drops" in prt:
+                    self.rx_drops.setdefault(key, []).append(
+                        (now, int(prt["rx_socket_drops"])))
+                if prt.get("queue_size_pkts"):
+                    self.sizes.setdefault(key, []).append((now, int(prt["queue_size_pkts"])))
+        for host, pid in self.hosts.items():
+            n = udp_rcvbuf_errors(pid)
+            if n is not None:
+                self.host_drops.setdefault(host, []).append((now, n))
 
     def since(self, t: float) -> dict[tuple[str, int], list[tuple[float, int]]]:
         return {k: [x for x in v if x[0] >= t] for k, v in self.drops.items()}
+
+
+def udp_rcvbuf_errors(pid: int) -> int | None:
+    """``Udp: RcvbufErrors`` of the network namespace process ``pid`` lives in (None:
+    unreadable, e.g. the process is gone)."""
+    try:
+        lines = Path(f"/proc/{pid}/net/snmp").read_text().splitlines()
+    except OSError:
+        return None
+    udp = [ln.split()[1:] for ln in lines if ln.startswith("Udp:")]
+    if len(udp) < 2 or "RcvbufErrors" not in udp[0]:
+        return None
+    try:
+        return int(udp[1][udp[0].index("RcvbufErrors")])
+    except (ValueError, IndexError):
+        return None
 
 
 def _stats_ports(sw: Any) -> list[dict[str, Any]]:
@@ -116,13 +153,10 @@ def controller_telemetry(topo: Topology, out_dir: Path, *, since_unix: float,
     (with the switches' tail drops ``drops`` polled)."""
     tel = load_telemetry(out_dir, topo)
     if drops is not None:
-        tel.port_drops = drops.drops
-    return Telemetry(
-        link_loss={k: [s for s in v if s.t >= since_unix] for k, v in tel.link_loss.items()},
-        ports={k: [s for s in v if s.t >= since_unix] for k, v in tel.ports.items()},
-        flows=[f for f in tel.flows if f.t >= since_unix],
-        port_drops={k: [x for x in v if x[0] >= since_unix]
-                    for k, v in tel.port_drops.items()})
+        tel.port_drops, tel.port_rx_drops = drops.drops, drops.rx_drops
+        tel.port_sizes = drops.sizes
+        tel.host_drops = drops.host_drops
+    return tel.since(since_unix)
 
 
 def int_crossings(topo: Topology, tel: Telemetry, ring: tuple[str, ...]

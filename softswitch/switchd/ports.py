@@ -32,7 +32,9 @@ SOL_PACKET = 263
 PACKET_ADD_MEMBERSHIP = 1
 PACKET_MR_PROMISC = 1
 PACKET_VNET_HDR = 15
+PACKET_STATISTICS = 6
 PACKET_IGNORE_OUTGOING = 23
+TPACKET_STATS = struct.Struct("II")   # struct tpacket_stats: tp_packets, tp_drops
 ETH_P_ALL = 0x0003
 CLONE_NEWNET = 0x40000000
 VNET_HDR = struct.Struct("<BBHHHH")  # flags, gso_type, hdr_len, gso_size, csum_start, csum_offset
@@ -102,6 +104,9 @@ class PortCounters:
     rx_dropped: int = 0      # oversize or segmentation-offload frames we cannot take
     rx_gso_frames: int = 0   # large TCP frames cut into segments here (each segment counts in rx)
     tx_errors: int = 0       # the kernel refused the frame (too big for the MTU, link down)
+    # frames the kernel dropped because the receive socket was full (the switch's
+    # process too slow to read them): lost inside the switch before any P4 counter
+    rx_socket_drops: int = 0
 
 
 @dataclass(slots=True, kw_only=True, eq=False)
@@ -211,6 +216,20 @@ class Port:
         if self.pcap_in is not None:
             self.pcap_in.write(data)
         return data
+
+    def read_socket_drops(self) -> int:
+        """Add the kernel's receive-socket drops since the last read to
+        ``counters.rx_socket_drops`` and return the total.
+
+        Why: a frame the kernel could not queue on the full receive socket never reaches
+        the pipeline, so neither the P4 program nor the traffic manager counts it; the
+        kernel does (PACKET_STATISTICS, reset by each read)."""
+        try:
+            raw = self.rx.getsockopt(SOL_PACKET, PACKET_STATISTICS, TPACKET_STATS.size)
+        except OSError:   # socket closed (the switch stopping): nothing new
+            return self.counters.rx_socket_drops
+        self.counters.rx_socket_drops += TPACKET_STATS.unpack(raw)[1]
+        return self.counters.rx_socket_drops
 
     def transmit(self, frame: bytes) -> bool:
         """Send one frame; False (and tx_errors + 1) when the kernel refuses it."""

@@ -73,7 +73,8 @@ class _StatsSwitch:
     def stats(self) -> dict:
         if self.broken:
             raise SwitchdError("statistics file s3.stats.json: not JSON")
-        return {"ports": [{"port": 3, "tail_drops": self.tail_drops}, {"port": 1}]}
+        return {"ports": [{"port": 3, "tail_drops": self.tail_drops,
+                           "rx_socket_drops": 2 * self.tail_drops}, {"port": 1}]}
 
 
 def test_port_drop_poller_reads_the_switches_drops_over_time() -> None:
@@ -88,6 +89,18 @@ def test_port_drop_poller_reads_the_switches_drops_over_time() -> None:
     assert [n for _t, n in got] == [0, 4, 9]
     assert [n for _t, n in poller.drops[("s3", 1)]] == [0, 0, 0]
     assert poller.since(got[1][0])[("s3", 3)] == got[1:]
+    # the Python target's receive-socket drops too (a port without them: none recorded)
+    assert [n for _t, n in poller.rx_drops[("s3", 3)]] == [0, 8, 18]
+    assert ("s3", 1) not in poller.rx_drops
+
+
+def test_port_drop_poller_reads_the_hosts_udp_receive_buffer_drops() -> None:
+    import os
+    poller = PortDropPoller([], interval_s=0.0, hosts={"h1": os.getpid(), "gone": 2 ** 22 + 7})
+    poller.poll()
+    poller.poll()
+    assert len(poller.host_drops["h1"]) == 2 and poller.host_drops["h1"][0][1] >= 0
+    assert "gone" not in poller.host_drops   # a namespace that went away: skipped
 
 
 def test_controller_exports_become_telemetry_from_a_time_on(tmp_path: Path) -> None:

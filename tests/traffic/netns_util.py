@@ -132,3 +132,49 @@ def udp_counters(ns: Namespace) -> dict[str, int]:
     lines = [ln.split() for ln in ns.run(["cat", "/proc/net/snmp"]).stdout.splitlines()
              if ln.startswith("Udp:")]
     return {k: int(v) for k, v in zip(lines[0][1:], lines[1][1:])}
+
+
+@contextlib.contextmanager
+def ring_with_standby(ranks: list[Namespace], spare: Namespace, tmp: Path, args: list[str], *,
+                      per_rank: dict[int, list[str]] | None = None
+                      ) -> Iterator[tuple[list[str], str, list[subprocess.Popen]]]:
+    """An all-reduce ring on ``ranks`` (each with a control socket) and a standby rank on
+    ``spare`` (traffic.standby), started together; yields (the ranks' control sockets,
+    the standby's, the processes: ranks then standby).  Processes left are killed."""
+    addrs = ",".join(h.ip for h in ranks)
+    start = tmp / "start"
+    ctl = [str(tmp / f"ctl{r}") for r in range(len(ranks))]
+    sctl = str(tmp / "ctl-spare")
+    common = ["--hosts", addrs, *args]
+    procs = []
+    try:
+        for r, h in enumerate(ranks):
+            procs.append(h.popen(
+                [PY, "-m", "traffic", "allreduce", *common, "--rank", str(r), "--control", ctl[r],
+                 "--start-file", str(start), "-o", str(tmp / f"rank{r}.json"),
+                 *(per_rank or {}).get(r, [])],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT))
+        procs.append(spare.popen(
+            [PY, "-m", "traffic", "allreduce", *common, "--standby", spare.ip, "--control", sctl,
+             "-o", str(tmp / "spare.json")],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT))
+        end = time.monotonic() + 30
+        while not (Path(sctl).exists() and all(Path(c).exists() for c in ctl)):
+            assert all(p.poll() is None for p in procs), "a rank exited before binding"
+            assert time.monotonic() < end, "the ranks did not open their control sockets"
+            time.sleep(0.05)
+        startgate.start_together(start, len(ranks), timeout_s=60,
+                                 alive=lambda: all(p.poll() is None for p in procs))
+        yield ctl, sctl, procs
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def finish(procs: list[subprocess.Popen], timeout: float) -> None:
+    """Wait for every process; each must exit 0."""
+    for p in procs:
+        _out, err = p.communicate(timeout=timeout)
+        assert p.returncode == 0, err[-3000:]

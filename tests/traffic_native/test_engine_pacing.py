@@ -6,8 +6,9 @@ the rate) instead of sending what its bucket saved in a burst, and keeps its rat
 with ``catchup_s`` 0 the token bucket alone decides (the reference's pacer, which
 the differential tests compare packet for packet).  The threaded engine's timer: its
 spin budget from the environment, an idle engine that neither wakes nor spins, a paced
-QP that delivers in every spin mode (the pacing's precision is measured from a wire
-capture in bench/bench_engine.py, not here).
+QP that delivers in every spin mode, a receiver that polls its socket while packets
+come back to back and sleeps again once they stop (the pacing's precision is measured
+from a wire capture in bench/bench_engine.py, not here).
 """
 from __future__ import annotations
 
@@ -148,3 +149,35 @@ def test_a_paced_qp_delivers_in_every_spin_mode(monkeypatch: pytest.MonkeyPatch,
     if env.get("TN_ENGINE_SPIN") == "1":
         assert c["spin_lead_s"] >= 20e-6
     assert c["spin_lead_s"] <= 60e-6
+
+
+@pytest.mark.parametrize("env", [{}, {"TN_ENGINE_SPIN": "0"}])
+def test_the_receive_poll_ends_when_the_packets_stop(monkeypatch: pytest.MonkeyPatch,
+                                                      env: dict) -> None:
+    """A receiver whose packets came back to back (an unpaced QP) reads its socket again
+    instead of sleeping only while they keep coming: once they stop, it sleeps (no
+    poll, no spin, no wake-up), as idle as before the transfer.  The poll draws on the
+    spin budget: with none (TN_ENGINE_SPIN=0) the receiver never polls."""
+    for k in _SPIN_ENV:
+        monkeypatch.delenv(k, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    with NativeEndpoint(EndpointConfig(ip=LA)) as tx, NativeEndpoint(EndpointConfig(ip=LB)) as rx:
+        req = tx.add_requester(QpConfig(qpn=QPN, peer_qpn=QPN, peer_ip=LB, mtu=MTU,
+                                        rate_bps=100e9))
+        resp = rx.add_responder(QpConfig(qpn=QPN, peer_qpn=QPN, peer_ip=LA, mtu=MTU))
+        req.post_write(bytes(range(256)) * (2000 * MTU // 256))
+        end = time.monotonic() + 30
+        while not (req.idle and resp.messages) and time.monotonic() < end:
+            tx.step(0.001)
+            rx.step(0.001)
+        assert req.idle and len(resp.messages) == 1
+        time.sleep(0.05)
+        c0 = _counters(rx)
+        time.sleep(0.3)
+        c1 = _counters(rx)
+    assert c0["rx_pkts"] >= 2000 and c0["rx_poll_s"] >= 0
+    assert c1["rx_poll_s"] == c0["rx_poll_s"] and c1["spin_s"] == c0["spin_s"]
+    assert c1["wakeups"] - c0["wakeups"] <= 2  # the counter reads' own kicks at most
+    if env:
+        assert c1["rx_poll_s"] == 0

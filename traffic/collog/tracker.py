@@ -41,15 +41,20 @@ class RankTracker:
         self.steps = steps_per_seq  # all-reduce: 2(N-1) steps per iteration
         self._qps: list[tuple[str, _Qp, int]] = []
         self._next: list[int] = []
+        self._first: list[int] = []
         self._timeouts: list[int] = []
 
-    def add(self, direction: str, qp: _Qp, peer: int) -> None:
+    def add(self, direction: str, qp: _Qp, peer: int, first: int = 0) -> None:
+        """Log ``qp``'s messages; ``first``: the index its first message has in the
+        collective (a QP made mid-job, by a rank move, starts at its boundary's step)."""
         self._qps.append((direction, qp, peer))
+        self._first.append(first)
         self._next.append(0)
         self._timeouts.append(0)
 
     def _record(self, i: int, m: MessageRecord, index: int) -> CollRecord:
         direction, qp, peer = self._qps[i]
+        index += self._first[i]
         seq, step = index, 0
         mt = _AR_TAG.fullmatch(m.tag) if m.tag else None
         if mt:

@@ -115,6 +115,12 @@ int tn_qp_post(struct tn_qp *q, int op, const void *buf, uint64_t len, uint64_t 
 /* requester: packets due now into out (at most budget); returns next wake (or -1) */
 double tn_qp_poll(struct tn_qp *q, double now, struct tn_out *out, int budget,
                   struct tn_cq_sink *cq, int timers);
+/* requester: its last paced departure left the driver at ``t`` (a transmit timestamp,
+ * at or after the engine's clock read): the catch-up bound counts from there; returns
+ * how much later than the engine's read (0: not taken) */
+double tn_qp_wire_departure(struct tn_qp *q, double t);
+/* ... worth reading: the catch-up bound binds the next packet (its gap > catchup_s) */
+int tn_qp_wants_wire_time(const struct tn_qp *q);
 void tn_qp_on_ack(struct tn_qp *q, const struct tn_pkt *p, double now, struct tn_cq_sink *cq);
 void tn_qp_on_echo(struct tn_qp *q, const struct tn_hop *hops, int n, const struct tn_pkt *p,
                    double now);

@@ -208,6 +208,7 @@ struct tn_qp {
     /* congestion control (requester) */
     double pacer_due;   /* HPCC: when the pacer let the next packet go, < 0 none */
     double last_dep;    /* the last paced departure (smoothing, catchup_s); < 0 none */
+    int dep_bound;      /* ... and catchup_s bound its successor (under a whole gap) */
     double rate_cap;    /* rate feedback, a cap over DCQCN's or HPCC's rate; < 0 none */
     double hpcc_rtt;    /* smallest RTT sample: HPCC's T unless configured; < 0 none */
     double last_rtt;    /* the latest RTT sample, < 0 none */
@@ -979,8 +980,10 @@ static double poll_inner(struct tn_qp *q, double now, struct tn_out *out, int bu
             q->pacer_due = now + bk_wait(&q->bk, wire);
             return q->pacer_due;
         }
-        if (smooth)
+        if (smooth) {
             q->last_dep = now;
+            q->dep_bound = q->a.catchup_s < gap;
+        }
         int64_t tx = ++q->tx_counter;
         q->c.tx_pkts++;
         q->c.tx_bytes += (uint64_t)wire;
@@ -1051,6 +1054,18 @@ static double poll_inner(struct tn_qp *q, double now, struct tn_out *out, int bu
     if (sent >= budget || out->n >= out->cap)
         return now;
     return q->sent_up_to > q->una ? q->rto_deadline : -1;
+}
+
+int tn_qp_wants_wire_time(const struct tn_qp *q) { return q->last_dep >= 0 && q->dep_bound; }
+
+double tn_qp_wire_departure(struct tn_qp *q, double t)
+{
+    /* later than the engine's read only (a stepped wall clock is left out) */
+    if (!(q->last_dep >= 0 && t > q->last_dep && t < q->last_dep + 1e-3))
+        return 0;
+    double d = t - q->last_dep;
+    q->last_dep = t;
+    return d;
 }
 
 static void rtt_sample(struct tn_qp *q, double rtt)

@@ -37,8 +37,9 @@ extern "C" {
 /* Bumped whenever a struct or call below changes: the binding refuses another version
  * (traffic/native_endpoint.py API_VERSION).  2: tn_qp_state's est_sent, est_lost,
  * est_pairs (mode auto's own-loss counts), tn_engine_counters' spin_s .. budget_out_s;
- * tn_api_version.  3: tn_path_changed */
-#define TN_API_VERSION 3
+ * tn_api_version.  3: tn_path_changed.  4: tn_engine_counters' rx_poll_s,
+ * tx_timestamps, wire_delay_s */
+#define TN_API_VERSION 4
 
 /* TN_MODE_AUTO: per-message recovery (traffic.recovery decides above the engine): a
  * requester sends each message as its plan says (tn_post_write_plan; plain selective
@@ -181,6 +182,12 @@ struct tn_engine_counters {
     double spin_budget;     /* share of a core the p99 lead may spin: < 0 no bound
                              * (TN_ENGINE_SPIN=1), 0 the median lead only (=0) */
     double budget_out_s;    /* seconds led by the median because the budget was spent */
+    double rx_poll_s;       /* seconds of passes that read the socket again instead of
+                             * sleeping, while packets arrived every < 25 us, and found
+                             * nothing (the receive poll; API version 4) */
+    uint64_t tx_timestamps; /* paced sends whose kernel transmit timestamp was read ... */
+    double wire_delay_s;    /* ... and how much later than the engine's clock read they
+                             * left, summed (the pacer counts from the wire; version 4) */
 };
 
 /* A QP's state for snapshots (Requester.snapshot / Responder.snapshot). */

@@ -304,6 +304,8 @@ class SwitchDevice:
         ports = []
         for n in sorted(set(self.ports) | set(queues)):
             p = self.ports.get(n)
+            if p is not None:
+                p.read_socket_drops()
             pc = p.counters if p is not None else PortCounters()
             ifname = p.ifname if p is not None else ("cpu" if n == self.cpu_port else "")
             ports.append({"port": n, "ifname": ifname, **asdict(pc), **queues.get(n, idle)})
