@@ -316,12 +316,13 @@ class _Bed:
 
     def link_sockets(self) -> None:
         """The job file's control sockets: links to the test bed's (made at its start)."""
-        if not self.controller_args:
+        sock_dir = getattr(self.tb, "sock_dir", None)
+        if not self.controller_args or sock_dir is None:
             return
         for h in [*self.hcfg.hosts, *self.hcfg.spares]:
             link = self.dir / "ctl" / f"{h}.sock"
             link.unlink(missing_ok=True)
-            link.symlink_to(self.tb.sock_dir / f"{h}.sock")
+            link.symlink_to(sock_dir / f"{h}.sock")
 
     def point_live(self, trial_dir: Path) -> None:
         """The controller's diagnosis reads this trial's collective logs from now on."""

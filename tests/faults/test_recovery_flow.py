@@ -182,7 +182,7 @@ def test_a_straggler_trial_reads_the_move_and_every_data_check(stand_in: None, t
                                             onset_s=0.5, flap=False, beds=("act",)), log=lambda _: None)
     [row] = s["mitigation"]
     assert (row["fault"], row["action"], row["moved_at_iter"], row["data_ok"]) == ("straggler", "move_rank", 2, True)
-    assert row["onset_to_action_s"] == pytest.approx(1.5) and row["completion_ratio_mitigated"] == pytest.approx(24 / 18)
+    assert row["onset_to_action_s"] == pytest.approx(1.5) and row["completion_ratio_mitigated"] == pytest.approx(24 / 18, abs=0.001)
     job = json.loads((tmp_path / "act" / "job.json").read_text())
     assert job["ranks"] == ["h1", "h3", "h5", "h7"] and job["spares"] == ["h2", "h4", "h6", "h8"]
     assert (tmp_path / "act" / "live").resolve() == (tmp_path / "act" / "straggler-s1" / "collectives").resolve()
