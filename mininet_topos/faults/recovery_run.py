@@ -486,8 +486,10 @@ def run_recovery(cfg: RecoveryConfig, *, log: Any = print) -> dict[str, Any]:
         with Testbed(topo=topo, switch=cfg.switch, logs=bed.dir / "testbed", seed=cfg.seeds[0],
                      sample_interval_s=0.2, python=cfg.harness.python,
                      # the agents relay feedback to the ranks' control sockets: no
-                     # rates (the ranks keep theirs), only a reroute's path notices
-                     agent_hosts=cfg.harness.hosts, feedback=True, rate_feedback=False,
+                     # rates (the ranks keep theirs), only a reroute's path notices;
+                     # a spare that may take a rank over needs its agent too (the INT
+                     # sink: without it the packets reach its rank with their INT)
+                     agent_hosts=(*cfg.harness.hosts, *bed.hcfg.spares), feedback=True, rate_feedback=False,
                      mitigate=mode, controller_args=bed.controller_args,
                      mitigate_hold_down_s=cfg.hold_down_s, controller_interval_s=cfg.poll_s) as tb:
             bed.tb = tb
