@@ -45,6 +45,8 @@ from mininet_topos.faults.spec import FaultError, FaultSpec
 from mininet_topos.faults.telemetry import telemetry_from_samples
 from traffic import startgate
 from traffic.collog import read_logs
+from traffic.control import request
+from traffic.errors import ControlError
 
 __all__ = ["HarnessConfig", "rescore", "run_harness", "score"]
 
@@ -79,6 +81,7 @@ class HarnessConfig:
     engine: str = "python"
     mode: str | None = None       # the ranks' loss recovery (-m gbn|sr|...; None: the traffic default)
     control: bool = False         # ranks listen on the host agent's control socket (feedback)
+    spares: tuple[str, ...] = ()  # hosts with a standby rank (traffic --standby; needs control)
 
 
 def _rank_argv(cfg: HarnessConfig, rank: int, ips: list[str], start_file: Path, logs: Path,
@@ -122,13 +125,21 @@ def _run_ranks(tb: Any, cfg: HarnessConfig, topo: Topology, trial_dir: Path,
             extra = [*extra, "--control", str(tb.sock_dir / f"{cfg.hosts[rank]}.sock")]
         procs.append(tb.spawn(f"{trial_dir.name}-r{rank}", cfg.hosts[rank],
                               _rank_argv(cfg, rank, ips, start_file, logs, extra)))
+    spares = []   # standby ranks: one that takes a moved rank over is waited for
+    if cfg.control and getattr(tb, "sock_dir", None) is not None:
+        for h in cfg.spares:
+            argv = _rank_argv(cfg, 0, ips, start_file, logs,
+                              ["--standby", topo.host(h).ipv4, "--control", str(tb.sock_dir / f"{h}.sock")])
+            argv[argv.index("--rank"):argv.index("--rank") + 2] = []
+            spares.append((h, tb.spawn(f"{trial_dir.name}-{h}", h, argv)))
     applied = False
     end = start
     try:
         released, _missing = startgate.start_together(
             start_file, len(procs), timeout_s=max(0.0, start - time.time()) + 30.0,
             alive=lambda: all(p.proc.poll() is None for p in procs), not_before=start)
-        while any(p.proc.poll() is None for p in procs):
+        while any(p.proc.poll() is None for p in procs) or any(
+                p.proc.poll() is None and _standby_active(tb, h) for h, p in spares):
             now = time.time()
             if (fault is not None and inj is not None and not applied
                     and now >= start + fault.onset_s):
@@ -143,11 +154,20 @@ def _run_ranks(tb: Any, cfg: HarnessConfig, topo: Topology, trial_dir: Path,
     finally:
         if inj is not None:
             inj.heal()
-        for p in procs:
+        for p in [*procs, *(p for _, p in spares)]:
             p.stop()
             if p in tb.processes:
                 tb.processes.remove(p)
     return start, end
+
+
+def _standby_active(tb: Any, host: str) -> bool:
+    """Whether the standby on ``host`` took a rank over (it then runs as that rank)."""
+    try:
+        rep = request(str(tb.sock_dir / f"{host}.sock"), {"cmd": "collective"}, 1.0)
+    except (ControlError, ValueError):
+        return True   # busy: assume so (the trial's time limit still holds)
+    return not (rep.get("collective") or {}).get("standby", False)
 
 
 def _data_ports(tel: Any) -> tuple[set[tuple[str, int]], dict[tuple[str, int], float]]:

@@ -22,7 +22,7 @@ import numpy as np
 __all__ = ["ACTING_VERBS", "Step", "completion_s", "first_action", "format_table",
            "int_paths_after", "recovered_after", "steps", "summarise"]
 
-ACTING_VERBS = ("reroute", "drain", "fec")   # what changes the network ("none": advice)
+ACTING_VERBS = ("reroute", "drain", "fec", "move_rank")   # what changes the network or the job
 RECOVERY_RUN = 3
 
 

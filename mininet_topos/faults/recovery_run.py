@@ -19,6 +19,13 @@ nothing on the mere absence of evidence, and a link its routes keep off shows no
 and waits until the reroute is undone, so every trial starts on the fault-free routes.  A flapping link (down, up, down ... from the
 onset) counts how often the controller acts on it against what its hold-down allows.
 The figures are ``recovery.py``'s; ``summary.json["mitigation"]`` holds the rows.
+
+Host kinds (``straggler``, ``slow_receiver``): the rank injects the fault into itself
+(``--fault-straggle`` / ``--fault-slow-rx``); a standby rank waits on each spare host
+(``spares``, the idle host of each rank's leaf), the controller diagnoses the running
+trial's collective logs (``live``, a link to them) and may move the rank to a spare
+(``--mitigate-job``: the job file this bed writes); the row has the move and every
+rank's data check (the spare's included), read from their last output lines.
 """
 from __future__ import annotations
 
@@ -41,6 +48,8 @@ from mininet_topos.faults.harness import (
     HarnessConfig,
     _evaluate,
     _run_ranks,
+    _warm_transfer_s,
+    host_fault_scale,
 )
 from mininet_topos.faults.inject import Injector
 from mininet_topos.faults.p4 import (
@@ -57,6 +66,7 @@ from traffic.collog import read_logs
 __all__ = ["RecoveryConfig", "is_mitigation_spec", "load_recovery_spec", "run_recovery"]
 
 KINDS = ("gray_loss", "link_down")
+HOST_KINDS = ("slow_receiver", "straggler")   # the rank is moved to a spare host
 SLOWDOWN_ROOM = 3.0     # a trial's ranks may take this many times the warm-up's job
 # ... on the advising bed: an unmitigated run is measured up to 2.2x (the issue's mark
 # is 2x: a run cut there counts as "hung", a null ratio), not left to hang 3x long
@@ -82,6 +92,11 @@ class RecoveryConfig:
     # traffic default, shrugs off 5 % loss: 1.14x the fault-free job, nothing to mitigate)
     recovery: str = "gbn"
     beds: tuple[str, ...] = ("act", "advise")   # "act" alone: no unmitigated comparison
+    # host kinds: the spare hosts (a standby rank each, the same leaves as the ranks),
+    # each step of a straggler this late, a slow receiver's hold (x the target's scale)
+    spares: tuple[str, ...] = ("h2", "h4", "h6", "h8")
+    late_s: float = 0.3
+    slow_rx_s: float = 0.3
     # the harness' ring (its count: ``allreduces``); the warm-up may take WARM_S, later
     # trials 3x its job (2.2x unmitigated)
     harness: HarnessConfig = field(default_factory=HarnessConfig)
@@ -98,17 +113,19 @@ def load_recovery_spec(path: Path, out: Path) -> RecoveryConfig:
         raise FaultError(f"{path}: expected a mapping")
     obj = {k: v for k, v in obj.items() if k not in ("kind", "description", "name")}
     known = {"switch", "seeds", "kinds", "loss", "fault_free", "flap", "flap_period_s",
-             "onset_s", "hold_down_s", "poll_s", "beds", "recovery", "allreduces"}
+             "onset_s", "hold_down_s", "poll_s", "beds", "recovery", "allreduces", "spares",
+             "late_s", "slow_rx_s"}
     unknown = set(obj) - known
     if unknown:
         raise FaultError(f"{path}: unknown keys {', '.join(sorted(unknown))} "
                          f"(known: {', '.join(sorted(known))})")
-    for k in ("seeds", "kinds", "beds"):
+    for k in ("seeds", "kinds", "beds", "spares"):
         if k in obj:
             obj[k] = tuple(obj[k])
-    bad = set(obj.get("kinds", ())) - set(KINDS)
+    bad = set(obj.get("kinds", ())) - set(KINDS) - set(HOST_KINDS)
     if bad:
-        raise FaultError(f"{path}: kinds {', '.join(sorted(bad))}: only {', '.join(KINDS)}")
+        raise FaultError(f"{path}: kinds {', '.join(sorted(bad))}: only "
+                         f"{', '.join(KINDS + HOST_KINDS)}")
     bad = set(obj.get("beds", ())) - {"act", "advise"}
     if bad or "beds" in obj and not obj["beds"]:
         raise FaultError(f"{path}: beds {', '.join(sorted(bad)) or '(none)'}: act and/or advise")
@@ -218,6 +235,13 @@ def pick_targets(topo: Topology, places: dict[str, list[str]], seeds: tuple[int,
         far = [x for x in fabric if set(crossings.get(x) or ()) & cross_dc]
     out = {}
     for kind in kinds:
+        if kind in HOST_KINDS:   # a rank (straggler) or a receiving host, by seed
+            hosts = places.get(kind) or []
+            if not hosts:
+                raise FaultError(f"recovery: no place for {kind} in the warm-up's INT paths")
+            for s in seeds:
+                out[(kind, s)] = hosts[int(np.random.default_rng([s, 7]).integers(len(hosts)))]
+            continue
         pool = far if kind == "gray_loss" and far else fabric
         if not pool:
             raise FaultError(f"recovery: the warm-up's INT paths cross no fabric link for {kind}")
@@ -233,12 +257,29 @@ class _Bed:
     def __init__(self, cfg: RecoveryConfig, mode: str, topo: Topology, log: Any) -> None:
         self.cfg, self.mode, self.topo, self.log = cfg, mode, topo, log
         self.dir = Path(cfg.out) / mode
+        moves = bool(set(cfg.kinds) & set(HOST_KINDS))
         self.hcfg = replace(cfg.harness, switch=cfg.switch, out=self.dir, trial_s=WARM_S,
-                            mode=cfg.recovery, count=cfg.allreduces, control=True)
+                            mode=cfg.recovery, count=cfg.allreduces, control=True,
+                            spares=cfg.spares if moves else ())
+        # host kinds: the controller diagnoses the running trial's collective logs (the
+        # link ``live`` points at them) and may move a rank (the job file: ranks,
+        # spares, their control sockets, links to the test bed's socket folder)
+        self.live = self.dir / "live"
+        self.job = self.dir / "job.json"
+        self.controller_args: tuple[str, ...] = ()
+        if moves:
+            ctl = self.dir / "ctl"
+            ctl.mkdir(parents=True, exist_ok=True)
+            hosts = [*self.hcfg.hosts, *self.hcfg.spares]
+            self.job.write_text(json.dumps({"ranks": list(self.hcfg.hosts),
+                                            "spares": list(self.hcfg.spares),
+                                            "controls": {h: str(ctl / f"{h}.sock") for h in hosts}}))
+            self.controller_args = ("--coll-log", str(self.live), "--mitigate-job", str(self.job))
         self.tb: Any = None
         self.warm_sends = 0
         self.places: dict[str, list[str]] = {}
         self.crossings: dict[str, list[str]] = {}   # INT: direction -> ring pairs crossing it
+        self.scale = 1.0    # a slow receiver's hold scales with the warm-up's transfers
 
     def _wan(self, direction: str) -> bool:
         return _link_of(self.topo, direction) in {ln.name for ln in self.topo.links
@@ -273,7 +314,25 @@ class _Bed:
             time.sleep(0.5)
         return time.monotonic() - t0
 
+    def link_sockets(self) -> None:
+        """The job file's control sockets: links to the test bed's (made at its start)."""
+        sock_dir = getattr(self.tb, "sock_dir", None)
+        if not self.controller_args or sock_dir is None:
+            return
+        for h in [*self.hcfg.hosts, *self.hcfg.spares]:
+            link = self.dir / "ctl" / f"{h}.sock"
+            link.unlink(missing_ok=True)
+            link.symlink_to(sock_dir / f"{h}.sock")
+
+    def point_live(self, trial_dir: Path) -> None:
+        """The controller's diagnosis reads this trial's collective logs from now on."""
+        tmp = self.dir / "live.tmp"
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(trial_dir / "collectives")
+        os.replace(tmp, self.live)
+
     def warm_up(self) -> None:
+        self.point_live(self.dir / "warmup")
         start, end = _run_ranks(self.tb, self.hcfg, self.topo, self.dir / "warmup", None, None)
         recs = read_logs([self.dir / "warmup" / "collectives"])
         done = rec.completion_s(recs, start)
@@ -286,6 +345,7 @@ class _Bed:
         tel = self._telemetry(start, end)
         self.places = int_places(self.topo, tel, self.hcfg.hosts)
         self.crossings = int_crossings(self.topo, tel, self.hcfg.hosts)
+        self.scale = host_fault_scale(_warm_transfer_s(recs))
         self.log(f"[{self.mode}] warm-up job {done:.2f} s; trials may run "
                  f"{self.hcfg.trial_s:.1f} s; INT paths cross: "
                  + ", ".join(self.places.get("link_down") or []))
@@ -304,6 +364,7 @@ class _Bed:
             inj = _FabricGrayLoss(inj)
         if flap:
             inj = _Flapper(inj, self.cfg.flap_period_s)
+        self.point_live(tdir)
         start, end = _run_ranks(self.tb, self.hcfg, self.topo, tdir, fault, inj)
         recs = read_logs([tdir / "collectives"]) if (tdir / "collectives").exists() else []
         done = rec.completion_s(recs, start, expect_sends=self.warm_sends)
@@ -312,7 +373,9 @@ class _Bed:
                                "fault": None if fault is None else {
                                    "kind": fault.kind, "target": fault.target,
                                    "flapping": flap}}
-        if fault is not None:
+        if fault is not None and fault.kind in HOST_KINDS:
+            out.update(self._moved(name, fault, start, end))
+        elif fault is not None:
             tel = self._telemetry(start - 0.5, end)
             onset = start + fault.onset_s
             link = _link_of(self.topo, fault.target)
@@ -354,12 +417,45 @@ class _Bed:
         return out
 
 
+    def _moved(self, name: str, fault: FaultSpec, start: float, end: float) -> dict[str, Any]:
+        """A host fault's trial: the controller's move of the rank (or its advice), and
+        every rank's data check (the spare's too), from the ranks' last output lines."""
+        onset = start + fault.onset_s
+        acts = [a for a in self.state().get("actions") or []
+                if a.get("verb") in ("move_rank", "none") and a.get("kind") == fault.kind
+                and start <= float(a.get("at") or 0.0) <= end + 1.0]
+        a = min(acts, key=lambda x: (x.get("verb") != "move_rank", float(x["at"])), default=None)
+        checks = {}
+        for who in [*(f"r{r}" for r in range(len(self.hcfg.hosts))), *self.hcfg.spares]:
+            log_path = self.tb.logs / f"{name}-{who}.log"
+            try:
+                lines = [ln for ln in log_path.read_text().splitlines() if ln.startswith("{")]
+                last = json.loads(lines[-1]) if lines else {}
+            except (OSError, ValueError):
+                last = {}
+            if "result_ok" in last:          # a rank (a standby that took one over too)
+                checks[who] = last["result_ok"]
+        move = (a or {}).get("evidence", {}).get("move") or {}
+        return {"target": fault.target, "onset": onset,
+                "onset_to_action_s": None if a is None else float(a["at"]) - onset,
+                "action": None if a is None else {k: a.get(k) for k in (
+                    "verb", "target", "kind", "component", "source", "outcome", "at",
+                    "write_s", "reason")},
+                "moved_at_iter": move.get("at_iter"), "data_checks": checks,
+                "data_ok": bool(checks) and all(v is True for v in checks.values())}
+
+
 def _trial_line(t: dict[str, Any]) -> str:
     def s(v: float | None) -> str:
         return "-" if v is None else f"{v:.2f}s"
     if t["fault"] is None:
         return f"no fault, job {s(t['completion_s'])}, actions {len(t['actions'])}"
     f = t["fault"]
+    if "data_checks" in t:
+        return (f"{f['kind']} at {f['target']}: job {s(t['completion_s'])}, action "
+                f"{(t.get('action') or {}).get('verb')} {s(t['onset_to_action_s'])} "
+                f"({(t.get('action') or {}).get('outcome')}), moved at iteration "
+                f"{t['moved_at_iter']}, data checks {t['data_checks']}")
     return (f"{f['kind']}{' (flapping)' if f['flapping'] else ''} on {f['target']}: job "
             f"{s(t['completion_s'])}, culprit {s(t['onset_to_culprit_s'])}, action "
             f"{s(t['onset_to_action_s'])}, off {s(t['onset_to_off_s'])}, rate back "
@@ -390,11 +486,14 @@ def run_recovery(cfg: RecoveryConfig, *, log: Any = print) -> dict[str, Any]:
         with Testbed(topo=topo, switch=cfg.switch, logs=bed.dir / "testbed", seed=cfg.seeds[0],
                      sample_interval_s=0.2, python=cfg.harness.python,
                      # the agents relay feedback to the ranks' control sockets: no
-                     # rates (the ranks keep theirs), only a reroute's path notices
-                     agent_hosts=cfg.harness.hosts, feedback=True, rate_feedback=False,
-                     mitigate=mode,
+                     # rates (the ranks keep theirs), only a reroute's path notices;
+                     # a spare that may take a rank over needs its agent too (the INT
+                     # sink: without it the packets reach its rank with their INT)
+                     agent_hosts=(*cfg.harness.hosts, *bed.hcfg.spares), feedback=True, rate_feedback=False,
+                     mitigate=mode, controller_args=bed.controller_args,
                      mitigate_hold_down_s=cfg.hold_down_s, controller_interval_s=cfg.poll_s) as tb:
             bed.tb = tb
+            bed.link_sockets()
             bed.warm_up()
             if not targets:
                 targets = pick_targets(topo, bed.places, cfg.seeds, cfg.kinds, bed.crossings)
@@ -429,6 +528,10 @@ def run_recovery(cfg: RecoveryConfig, *, log: Any = print) -> dict[str, Any]:
                                   duration_s=3600.0)
                     if kind == "gray_loss":
                         f = replace(f, loss=cfg.loss)
+                    elif kind == "straggler":
+                        f = replace(f, late_s=cfg.late_s)
+                    elif kind == "slow_receiver":
+                        f = replace(f, delay_s=round(min(10.0, cfg.slow_rx_s * bed.scale), 3))
                     run(f"{kind}-s{seed}", f, seed)
             while free_left:
                 run(f"free{n_free - free_left:02d}", None)
@@ -469,7 +572,9 @@ def _summary(cfg: RecoveryConfig, trials: dict[str, list[dict[str, Any]]]) -> di
                      "completion_ratio_mitigated": _ratio(t["completion_s"], b_act),
                      "completion_ratio_unmitigated": _ratio(u["completion_s"], b_adv) if u else None,
                      "int_samples_on_link_after_off": t.get("int_samples_on_link_after_off"),
-                     "action": (t.get("action") or {}).get("verb")})
+                     "action": (t.get("action") or {}).get("verb"),
+                     **({"data_ok": t["data_ok"], "moved_at_iter": t.get("moved_at_iter")}
+                        if "data_ok" in t else {})})
     free = [t for t in trials.get("act", []) if t["fault"] is None]
     flap = next((t["flap"] for t in trials.get("act", []) if t.get("flap")), None)
     return {"mitigation": rows, "by_kind": rec.summarise(rows),

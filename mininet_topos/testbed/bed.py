@@ -154,6 +154,7 @@ class Testbed:
     mitigate: str = "off"     # the controller's --mitigate off|advise|act (controller.mitigate)
     mitigate_hold_down_s: float | None = None   # its --mitigate-hold-down (None: its default)
     controller_interval_s: float | None = None  # its --interval, the link poll period (None: its default)
+    controller_args: tuple[str, ...] = ()   # more of its options (e.g. --coll-log, --mitigate-job)
     web: str | None = None          # HOST:PORT: the controller serves the live view there
     web_url: str | None = None      # ... at this address (with its token beyond loopback)
     influx_database: str = "int_telemetry"
@@ -376,6 +377,7 @@ class Testbed:
             argv += ["--interval", f"{self.controller_interval_s:g}"]
         if not self.rate_feedback:
             argv += ["--no-rate-feedback"]
+        argv += list(self.controller_args)
         if self.web:
             from controller.web import parse_web_address
             from controller.web.server import check_web_exposure

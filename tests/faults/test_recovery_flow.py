@@ -148,3 +148,41 @@ def test_the_preset_sets_poll_recovery_and_beds(tmp_path: Path) -> None:
     cfg = rr.load_recovery_spec(Path(rr.__file__).parents[1] / "presets" / "recovery_faults.yaml", tmp_path)
     assert (cfg.poll_s, cfg.recovery, cfg.beds, cfg.seeds, cfg.fault_free, cfg.allreduces) == \
         (0.5, "gbn", ("act", "advise"), (1, 2, 3), 10, 12)
+
+
+def test_a_straggler_trial_reads_the_move_and_every_data_check(stand_in: None, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host kind: the ranks get a standby on each spare, the controller the job file and
+    the live collective logs; the row has the move's action and the ranks' data checks
+    (the spare that took the rank over included), read from their output lines."""
+    monkeypatch.setattr(rr, "int_places", lambda topo, tel, hosts: {
+        "link_down": ["s1:3->s5:3"], "straggler": ["0", "1", "2", "3"]})
+
+    def run_ranks(tb: FakeBed, cfg: Any, topo: Any, tdir: Path, fault: Any, inj: Any) -> tuple[float, float]:
+        assert cfg.spares == ("h2", "h4", "h6", "h8") and cfg.control
+        start = 1000.0 + 100 * len(list(tdir.parent.iterdir()))
+        (tdir / "collectives").mkdir(parents=True)
+        n = 18 if fault is None else 24
+        (tdir / "collectives" / "rank0.jsonl").write_text("".join(
+            CollRecord(rank=r, comm="c", op="allreduce", seq=i // 6, step=i % 6, dir="send",
+                       start=start + i * STEP_S, end=start + (i + 1) * STEP_S).to_json() + "\n"
+            for i in range(n) for r in range(4)))
+        for who in ("r0", "r1", "r2", "r3", "h6"):   # h6 took rank 2 over: it reports too
+            (tb.logs / f"{tdir.name}-{who}.log").write_text('ready\n{"rank": 0, "result_ok": true}\n')
+        (tb.logs / f"{tdir.name}-h2.log").write_text('{"standby": "10.0.1.2", "activated": false}\n')
+        if fault is not None:
+            tb.actions.append({"verb": "move_rank", "kind": "straggler", "target": f"rank {fault.target}",
+                               "at": start + fault.onset_s + 1.5, "outcome": "written",
+                               "evidence": {"move": {"at_iter": 2}}})
+            tb.state()
+        return start, start + n * STEP_S
+
+    monkeypatch.setattr(rr, "_run_ranks", run_ranks)
+    s = rr.run_recovery(rr.RecoveryConfig(out=tmp_path, seeds=(1,), kinds=("straggler",), fault_free=1,
+                                            onset_s=0.5, flap=False, beds=("act",)), log=lambda _: None)
+    [row] = s["mitigation"]
+    assert (row["fault"], row["action"], row["moved_at_iter"], row["data_ok"]) == ("straggler", "move_rank", 2, True)
+    assert row["onset_to_action_s"] == pytest.approx(1.5) and row["completion_ratio_mitigated"] == pytest.approx(24 / 18, abs=0.001)
+    job = json.loads((tmp_path / "act" / "job.json").read_text())
+    assert job["ranks"] == ["h1", "h3", "h5", "h7"] and job["spares"] == ["h2", "h4", "h6", "h8"]
+    assert (tmp_path / "act" / "live").resolve() == (tmp_path / "act" / "straggler-s1" / "collectives").resolve()
