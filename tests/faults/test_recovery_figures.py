@@ -127,14 +127,14 @@ def test_the_preset_loads_and_bad_keys_are_named(tmp_path: Path) -> None:
     assert is_mitigation_spec(PRESET)
     cfg = load_recovery_spec(PRESET, tmp_path)
     assert (cfg.switch, cfg.seeds, cfg.kinds, cfg.loss) == ("ebpf", (1, 2, 3),
-                                                            ("gray_loss", "link_down"), 0.05)
+                                                            ("gray_loss", "link_down", "straggler"), 0.05)
     assert cfg.fault_free >= 10
     bad = tmp_path / "bad.yaml"
     bad.write_text("kind: mitigation_faults\nseeds: [1]\nrounds: 3\n")
     with pytest.raises(FaultError, match="unknown keys rounds"):
         load_recovery_spec(bad, tmp_path)
-    bad.write_text("kind: mitigation_faults\nkinds: [straggler]\n")
-    with pytest.raises(FaultError, match="kinds straggler"):
+    bad.write_text("kind: mitigation_faults\nkinds: [meteor_strike]\n")
+    with pytest.raises(FaultError, match="kinds meteor_strike"):
         load_recovery_spec(bad, tmp_path)
     assert not is_mitigation_spec(tmp_path / "missing.yaml")
 
@@ -209,7 +209,7 @@ def test_a_flapping_link_goes_up_and_down_on_both_ends_until_healed() -> None:
 def test_cli_checks_the_preset_and_takes_mitigate(capsys: pytest.CaptureFixture[str]) -> None:
     from mininet_topos.cli import main, parser
     assert main(["check", "recovery_faults"]) == 0
-    assert "gray_loss, link_down x seeds 1, 2, 3 on ebpf, 10 fault-free" in capsys.readouterr().out
+    assert "gray_loss, link_down, straggler x seeds 1, 2, 3 on ebpf, 10 fault-free" in capsys.readouterr().out
     a = parser().parse_args(["experiment", "faults", "--mitigate", "act", "--out", "x"])
     assert a.mitigate == "act"
     with pytest.raises(SystemExit):
