@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import threading
 import time
@@ -97,6 +98,10 @@ class RecoveryConfig:
     spares: tuple[str, ...] = ("h2", "h4", "h6", "h8")
     late_s: float = 0.3
     slow_rx_s: float = 0.3
+    # the ranks' QPs: per-QP rate and QPs per ring pair (None: the harness' 8M x 2).
+    # A QP's window (its rate x the path's RTT) sets what go-back-N resends per loss
+    rate: str | None = None
+    qps: int | None = None
     # the harness' ring (its count: ``allreduces``); the warm-up may take WARM_S, later
     # trials 3x its job (2.2x unmitigated)
     harness: HarnessConfig = field(default_factory=HarnessConfig)
@@ -114,7 +119,7 @@ def load_recovery_spec(path: Path, out: Path) -> RecoveryConfig:
     obj = {k: v for k, v in obj.items() if k not in ("kind", "description", "name")}
     known = {"switch", "seeds", "kinds", "loss", "fault_free", "flap", "flap_period_s",
              "onset_s", "hold_down_s", "poll_s", "beds", "recovery", "allreduces", "spares",
-             "late_s", "slow_rx_s"}
+             "late_s", "slow_rx_s", "rate", "qps"}
     unknown = set(obj) - known
     if unknown:
         raise FaultError(f"{path}: unknown keys {', '.join(sorted(unknown))} "
@@ -122,6 +127,13 @@ def load_recovery_spec(path: Path, out: Path) -> RecoveryConfig:
     for k in ("seeds", "kinds", "beds", "spares"):
         if k in obj:
             obj[k] = tuple(obj[k])
+    if "rate" in obj and not re.fullmatch(r"\d+(\.\d+)?[kKmMgG]?", str(obj["rate"])):
+        raise FaultError(f"{path}: rate {obj['rate']!r}: a per-QP rate such as 16M")
+    if "qps" in obj and (not isinstance(obj["qps"], int) or isinstance(obj["qps"], bool)
+                         or not 1 <= obj["qps"] <= 16):
+        raise FaultError(f"{path}: qps {obj['qps']!r}: QPs per ring pair, 1-16")
+    if "rate" in obj:
+        obj["rate"] = str(obj["rate"])
     bad = set(obj.get("kinds", ())) - set(KINDS) - set(HOST_KINDS)
     if bad:
         raise FaultError(f"{path}: kinds {', '.join(sorted(bad))}: only "
@@ -258,7 +270,9 @@ class _Bed:
         self.cfg, self.mode, self.topo, self.log = cfg, mode, topo, log
         self.dir = Path(cfg.out) / mode
         moves = bool(set(cfg.kinds) & set(HOST_KINDS))
+        shape = {k: v for k, v in (("rate", cfg.rate), ("qps", cfg.qps)) if v is not None}
         self.hcfg = replace(cfg.harness, switch=cfg.switch, out=self.dir, trial_s=WARM_S,
+                            **shape,
                             mode=cfg.recovery, count=cfg.allreduces, control=True,
                             spares=cfg.spares if moves else ())
         # host kinds: the controller diagnoses the running trial's collective logs (the
