@@ -232,11 +232,11 @@ def pick_targets(topo: Topology, places: dict[str, list[str]], seeds: tuple[int,
 
     Gray loss is drawn among the fabric directions that carry a cross-DC pair's data
     (``crossings``: the INT paths' direction -> ring pairs; a pair whose path crosses a
-    WAN link): there the ring's QPs have ~20 packets in flight (the WAN's 20 ms at 8
-    Mbit/s), as a RoCE QP at a datacenter NIC's line rate has, and go-back-N resends
-    them for every loss.  On an intra-DC pair the bed's 8 Mbit/s QPs have one or two
-    packets in flight and a 5 % loss cost 1.13-1.27x: not the issue's scenario (a NIC
-    at 100 Gbit/s has a window of a hundred packets on any fabric path)."""
+    WAN link): there the ring's QPs have a window in flight (the WAN's 20 ms at the
+    preset's 16 Mbit/s: ~40 packets), as a RoCE QP at a datacenter NIC's line rate has,
+    and go-back-N resends it for every loss.  On an intra-DC pair the bed's QPs have one
+    or two packets in flight and a 5 % loss cost 1.13-1.27x: not the issue's scenario
+    (a NIC at 100 Gbit/s has a window of a hundred packets on any fabric path)."""
     wan = {ln.name for ln in topo.links if ln.role is LinkRole.WAN}
     fabric = [x for x in places.get("link_down") or [] if _link_of(topo, x) not in wan]
     far: list[str] = []
@@ -564,6 +564,21 @@ def run_recovery(cfg: RecoveryConfig, *, log: Any = print) -> dict[str, Any]:
     return summary
 
 
+def culprit_named(trial: dict[str, Any]) -> tuple[float | None, str | None]:
+    """When the acting bed first named the fault's culprit, and who named it: the
+    offline diagnosis of the trial's records, or else the controller's own rules (its
+    action on the injected link or rank names the kind and the target; the trial's
+    action is only ever matched to that target).  Why both: on the acting bed the
+    controller takes the traffic off a gray or dead link 0.5-1.6 s after the onset,
+    before the transfers crossing it slowed enough for the offline diagnosis to see,
+    so that one often names nothing there; the controller did name it."""
+    if trial.get("onset_to_culprit_s") is not None:
+        return float(trial["onset_to_culprit_s"]), "diagnosis"
+    if trial.get("onset_to_action_s") is not None:
+        return float(trial["onset_to_action_s"]), "controller"
+    return None, None
+
+
 def _summary(cfg: RecoveryConfig, trials: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """The rows of ``summary.json["mitigation"]``: one per (fault, seed), the acting
     bed's times, both beds' completion against their own fault-free median."""
@@ -579,10 +594,12 @@ def _summary(cfg: RecoveryConfig, trials: dict[str, list[dict[str, Any]]]) -> di
         if t["fault"] is None or "seed" not in t:
             continue
         u = adv.get((t["fault"]["kind"], t["seed"]))
+        culprit, named_by = culprit_named(t)
         rows.append({"fault": t["fault"]["kind"], "target": t["fault"]["target"], "seed": t["seed"],
+                     "onset_to_culprit_s": None if culprit is None else round(culprit, 3),
+                     "culprit_named_by": named_by,
                      **{k: None if t.get(k) is None else round(float(t[k]), 3)
-                        for k in ("onset_to_culprit_s", "onset_to_action_s", "onset_to_off_s",
-                                  "onset_to_recovered_s")},
+                        for k in ("onset_to_action_s", "onset_to_off_s", "onset_to_recovered_s")},
                      "completion_ratio_mitigated": _ratio(t["completion_s"], b_act),
                      "completion_ratio_unmitigated": _ratio(u["completion_s"], b_adv) if u else None,
                      "int_samples_on_link_after_off": t.get("int_samples_on_link_after_off"),

@@ -11,6 +11,7 @@ import pytest
 
 from mininet_topos.faults import recovery as rec
 from mininet_topos.faults.recovery_run import (
+    culprit_named,
     is_mitigation_spec,
     load_recovery_spec,
     pick_targets,
@@ -103,6 +104,14 @@ ROWS = [
     {"fault": "link_down", "onset_to_action_s": None, "completion_ratio_mitigated": None,
      "completion_ratio_unmitigated": None},
 ]
+
+
+def test_the_culprit_is_named_by_the_diagnosis_or_else_by_the_controllers_action() -> None:
+    assert culprit_named({"onset_to_culprit_s": 0.5, "onset_to_action_s": 0.7}) == (0.5, "diagnosis")
+    # the acting bed took the traffic off before the records showed the fault
+    assert culprit_named({"onset_to_culprit_s": None, "onset_to_action_s": 0.7}) == (0.7, "controller")
+    assert culprit_named({"onset_to_culprit_s": None, "onset_to_action_s": None}) == (None, None)
+    assert culprit_named({}) == (None, None)
 
 
 def test_summary_takes_medians_per_kind_and_counts_hung_runs() -> None:
