@@ -1,6 +1,6 @@
 """The page's model, built from the controller's snapshot (or a state file) and the
 topology: nodes, every link direction with its utilisation, queue and loss, the flows,
-the loss map over time, the diagnosis and the alerts.
+the loss map over time, the diagnosis, the alerts and the mitigation's actions.
 
 Why server-side: the snapshot keys hops by (switch, egress port) and losses by the
 receiving port; joining them to the topology's link directions once here keeps the
@@ -16,8 +16,28 @@ from controller.topology.routing import directed_links
 
 from .layout import node_positions
 
+MITIGATION_ROWS = 50   # the page lists this many of the latest actions (the state keeps 200)
+
+
+def _mitigation(state: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The mitigation's mode, what it keeps traffic off now and its latest actions,
+    newest first (``None``: the controller runs without ``--mitigate``).  Each action
+    keeps its reason, evidence and time: an operator reads why a route moved here."""
+    m = state.get("mitigation")
+    if not isinstance(m, Mapping):
+        return None
+    acts = [a for a in m.get("actions") or () if isinstance(a, Mapping)]
+    keep = ("seq", "verb", "target", "kind", "component", "confidence", "source", "reason",
+            "evidence", "at", "undoes", "outcome", "write_s")
+    return {"mode": m.get("mode"), "avoided": list(m.get("avoided") or ()),
+            "fec_links": list(m.get("fec_links") or ()), "counts": dict(m.get("counts") or {}),
+            "errors": dict(m.get("errors") or {}),
+            "actions": [{k: a.get(k) for k in keep} for a in reversed(acts[-MITIGATION_ROWS:])]}
+
 
 def _direction_rows(topo: Topology, state: Mapping[str, Any]) -> list[dict[str, Any]]:
+    m = state.get("mitigation") if isinstance(state.get("mitigation"), Mapping) else {}
+    avoided = set(m.get("avoided") or ())
     hops = {(h.get("switch"), int(h.get("egress_port", -1))): h for h in state.get("hops", ())}
     lm = state.get("lossmap") or {}
     loss_idx = {name: i for i, name in enumerate(lm.get("links", ()))}
@@ -36,7 +56,8 @@ def _direction_rows(topo: Topology, state: Mapping[str, Any]) -> list[dict[str, 
             "queue_limit_pkts": queue_pkts.get(d.link),
             "loss_rate": None if i is None else (lm.get("rate") or [None] * (i + 1))[i],
             "recent_loss_rate": None if i is None else (lm.get("recent_rate") or [None] * (i + 1))[i],
-            "loss_ci95": ci, "lost": lost_total.get(d.name)})
+            "loss_ci95": ci, "lost": lost_total.get(d.name),
+            "avoided": d.link in avoided})
     return rows
 
 
@@ -55,4 +76,5 @@ def build_view(state: Mapping[str, Any], topo: Topology, *, live: bool) -> dict[
             "lossmap": state.get("lossmap"), "diagnosis": state.get("diagnosis"),
             "alerts": {"active": alerts.get("active", []), "resolved": alerts.get("resolved", []),
                        "rules": alerts.get("rules", [])},
+            "mitigation": _mitigation(state),
             "collector": state.get("collector", {})}

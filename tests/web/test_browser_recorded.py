@@ -1,6 +1,6 @@
 """`controller web --out DIR` on a recorded run, opened in headless Chromium: the page
-shows the topology, every link direction, the flows, the loss map, the diagnosis and
-the alerts, with the lossy link in red."""
+shows the topology, every link direction, the flows, the loss map, the diagnosis, the
+mitigation's actions and the alerts, with the lossy link in red and routed around."""
 from __future__ import annotations
 
 import os
@@ -52,6 +52,15 @@ def test_recorded_run_in_a_real_browser(tmp_path: Path) -> None:
             alert = pg.locator("#alerts tbody tr[data-state='firing']")
             assert alert.count() == 1 and alert.get_attribute("data-subject") == lossy
             assert lossy in pg.locator("#diagnosis").inner_text()
+            # the mitigation's action, its reason and the link it keeps the routes off
+            act = pg.locator("#mitigation tbody tr[data-verb='reroute']")
+            assert act.count() == 1 and act.get_attribute("data-outcome") == "written"
+            assert f"gray_loss on {lossy}" in act.inner_text()
+            assert "loss_rate" in (act.locator("td").nth(4).get_attribute("title") or "")
+            assert "mode act" in pg.locator("#mitigation-mode").inner_text()
+            avoided = rows.evaluate_all("rs => rs.filter(r => r.dataset.avoided === '1').map(r => r.dataset.link)")
+            link = next(d.link for d in directed_links(topo) if d.name == lossy)
+            assert set(avoided) == {d.name for d in directed_links(topo) if d.link == link}
             # plotly drew the graph (one line per direction + the nodes) and the heat map
             assert pg.locator("#graph .scatterlayer .trace").count() >= len(names) + 1
             assert pg.locator("#heatmap .hm, #heatmap image").count() >= 1

@@ -39,6 +39,27 @@ def test_view_joins_hops_and_losses_to_link_directions() -> None:
     assert v["flows"][0]["fec"] == [8, 1] and v["flows"][0]["path"] == list(topo.switch_names)
     assert v["alerts"]["active"][0]["subject"] == lossy
     assert v["diagnosis"]["culprits"][0]["component"] == lossy
+    # the mitigation: its mode, its action with reason and evidence, both directions of
+    # the link it keeps the routes off marked
+    m = v["mitigation"]
+    assert m["mode"] == "act" and m["actions"][0]["verb"] == "reroute"
+    assert m["actions"][0]["reason"].startswith(f"gray_loss on {lossy}")
+    assert m["actions"][0]["evidence"]["loss_rate"] == 0.08
+    assert {n for n, d in by.items() if d["avoided"]} == {
+        d.name for d in directed_links(topo) if d.link == by[lossy]["link"]}
+
+
+def test_view_lists_the_latest_mitigation_actions_newest_first() -> None:
+    from controller.web.view import MITIGATION_ROWS
+    topo = load_topology(str(TOPOLOGY))
+    acts = [{"seq": i, "verb": "reroute" if i % 2 else "undo", "target": "x", "at": float(i),
+             "undoes": None if i % 2 else i - 1, "bogus": 1} for i in range(1, 121)]
+    v = build_view({"mitigation": {"mode": "advise", "actions": [*acts, "not an action"]}}, topo, live=True)
+    seqs = [a["seq"] for a in v["mitigation"]["actions"]]
+    assert seqs == list(range(120, 120 - MITIGATION_ROWS, -1))
+    assert "bogus" not in v["mitigation"]["actions"][0]
+    assert v["mitigation"]["avoided"] == [] and not any(d["avoided"] for d in v["directions"])
+    assert build_view({"mitigation": None}, topo, live=True)["mitigation"] is None
 
 
 def test_view_of_an_empty_state_has_the_topology_only() -> None:

@@ -18,6 +18,7 @@ def recorded_state(*, lossy: str | None = None, running: bool = False) -> dict:
     topo = load_topology(str(TOPOLOGY))
     links = [d.name for d in directed_links(topo)]
     rate = [0.08 if n == lossy else 0.0 for n in links]
+    lossy_link = next((d.link for d in directed_links(topo) if d.name == lossy), None)
     now = time.time()
     h1 = topo.hosts[0]
     return {
@@ -45,6 +46,18 @@ def recorded_state(*, lossy: str | None = None, running: bool = False) -> dict:
                                 "since_unix_s": now - 1, "fired_unix_s": now - 1,
                                 "resolved_unix_s": None}] if lossy else []),
                    "resolved": [], "fired_total": 1 if lossy else 0},
+        # the mitigation (controller run --mitigate act) rerouted around the lossy link
+        "mitigation": {"mode": "act", "avoided": [lossy_link], "fec_links": [],
+                       "written_avoid": [lossy_link], "active": [], "counts": {"reroute": 1},
+                       "errors": {}, "path_notices": 1,
+                       "actions": [{"seq": 1, "verb": "reroute", "target": lossy_link,
+                                    "avoid": [lossy_link], "kind": "gray_loss", "component": lossy,
+                                    "confidence": 1.0, "onset": now - 2, "source": "lossmap",
+                                    "reason": f"gray_loss on {lossy}: routes keep off {lossy_link}",
+                                    "evidence": {"lost": 80, "delivered": 920, "loss_rate": 0.08},
+                                    "at": now - 1, "hold_s": 10.0, "undoes": None,
+                                    "outcome": "written", "write_s": 0.2}]}
+        if lossy else None,
         "diagnosis": {"fault": True, "culprits": [{"type": "link", "component": lossy,
                                                    "kind": "gray_loss", "confidence": 0.93,
                                                    "onset": now - 2, "evidence": {"loss": 0.08}}]}

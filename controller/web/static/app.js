@@ -58,7 +58,8 @@ function drawGraph(v, metric) {
     const tip = `${d.name}<br>utilisation ${pct(d.utilisation)}<br>queue ${d.qlen_pkts ?? "–"} pkts` +
       `<br>loss now ${pct(d.recent_loss_rate, 2)}, window ${pct(d.loss_rate, 3)}`;
     traces.push({x: [a.x + ox, b.x + ox], y: [a.y + oy, b.y + oy], mode: "lines", hoverinfo: "text",
-      text: [tip, tip], line: {color: colour(s), width: d.role === "host" ? 2 : 4},
+      text: [d.avoided ? tip + "<br>routed around (mitigation)" : tip, tip],
+      line: {color: colour(s), width: d.role === "host" ? 2 : 4, dash: d.avoided ? "dot" : "solid"},
       showlegend: false, name: d.name});
   }
   traces.push({x: v.nodes.map(n => n.x), y: v.nodes.map(n => n.y), mode: "markers+text",
@@ -96,7 +97,10 @@ function render(v) {
     cell(tr, pct(d.recent_loss_rate, 2)); cell(tr, pct(d.loss_rate, 3));
     cell(tr, d.loss_ci95 ? `${pct(d.loss_ci95[0], 3)} – ${pct(d.loss_ci95[1], 3)}` : "–");
     cell(tr, d.lost ?? "–");
+    tr.dataset.avoided = d.avoided ? "1" : "0";
+    cell(tr, d.avoided ? "routed around" : "");
   });
+  renderMitigation(v.mitigation);
   fillTable("flows", v.flows, (tr, f) => {
     tr.dataset.flow = `${f.src}>${f.dst}/${f.qp}`;
     cell(tr, `${f.src} → ${f.dst} qp ${f.qp}`); cell(tr, (f.path || []).join(" › "));
@@ -134,6 +138,23 @@ function render(v) {
       div.append(h, pre); return div;
     }));
   }
+}
+
+// the mitigation's actions, newest first, each with its reason and evidence (hover)
+function renderMitigation(m) {
+  const mode = document.getElementById("mitigation-mode");
+  if (!m) { fillTable("mitigation", [], () => {}); return; }
+  const off = m.avoided.length ? m.avoided.join(", ") : "none";
+  const fec = m.fec_links.length ? `; FEC raised on ${m.fec_links.join(", ")}` : "";
+  const errs = Object.keys(m.errors || {}).length ? `; errors: ${Object.entries(m.errors).map(([k, e]) => `${k}: ${e}`).join("; ")}` : "";
+  mode.textContent = `mode ${m.mode}; links kept off: ${off}${fec}${errs}`;
+  fillTable("mitigation", m.actions, (tr, a) => {
+    tr.dataset.verb = a.verb; tr.dataset.target = a.target; tr.dataset.outcome = a.outcome;
+    cell(tr, when(a.at)); cell(tr, a.undoes != null ? `undo (of #${a.undoes})` : a.verb);
+    cell(tr, a.target); cell(tr, a.kind ? `${a.kind} ${a.component ?? ""}` : "");
+    const r = cell(tr, a.reason || ""); r.title = JSON.stringify(a.evidence || {});
+    cell(tr, a.outcome || "");
+  });
 }
 
 async function tick() {
