@@ -36,8 +36,8 @@ def _mitigation(state: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def _direction_rows(topo: Topology, state: Mapping[str, Any]) -> list[dict[str, Any]]:
-    m = state.get("mitigation") if isinstance(state.get("mitigation"), Mapping) else {}
-    avoided = set(m.get("avoided") or ())
+    m = state.get("mitigation")
+    avoided = set(m.get("avoided") or ()) if isinstance(m, Mapping) else set()
     hops = {(h.get("switch"), int(h.get("egress_port", -1))): h for h in state.get("hops", ())}
     lm = state.get("lossmap") or {}
     loss_idx = {name: i for i, name in enumerate(lm.get("links", ()))}

@@ -270,9 +270,8 @@ class _Bed:
         self.cfg, self.mode, self.topo, self.log = cfg, mode, topo, log
         self.dir = Path(cfg.out) / mode
         moves = bool(set(cfg.kinds) & set(HOST_KINDS))
-        shape = {k: v for k, v in (("rate", cfg.rate), ("qps", cfg.qps)) if v is not None}
         self.hcfg = replace(cfg.harness, switch=cfg.switch, out=self.dir, trial_s=WARM_S,
-                            **shape,
+                            rate=cfg.rate or cfg.harness.rate, qps=cfg.qps or cfg.harness.qps,
                             mode=cfg.recovery, count=cfg.allreduces, control=True,
                             spares=cfg.spares if moves else ())
         # host kinds: the controller diagnoses the running trial's collective logs (the
