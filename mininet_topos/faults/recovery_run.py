@@ -98,10 +98,12 @@ class RecoveryConfig:
     spares: tuple[str, ...] = ("h2", "h4", "h6", "h8")
     late_s: float = 0.3
     slow_rx_s: float = 0.3
-    # the ranks' QPs: per-QP rate and QPs per ring pair (None: the harness' 8M x 2).
-    # A QP's window (its rate x the path's RTT) sets what go-back-N resends per loss
-    rate: str | None = None
-    qps: int | None = None
+    # the ranks' QPs: per-QP rate and QPs per ring pair (the harness' own: 8M x 2).  A
+    # QP's window (its rate x the path's RTT) is what go-back-N resends per loss: one
+    # 16 Mbit/s QP has ~40 packets in flight across the WAN (two at 8: ~20, and a 5 %
+    # gray loss cost 1.78-1.99x, short of a NIC's collapse at line rate)
+    rate: str = "16M"
+    qps: int = 1
     # the harness' ring (its count: ``allreduces``); the warm-up may take WARM_S, later
     # trials 3x its job (2.2x unmitigated)
     harness: HarnessConfig = field(default_factory=HarnessConfig)
@@ -271,7 +273,7 @@ class _Bed:
         self.dir = Path(cfg.out) / mode
         moves = bool(set(cfg.kinds) & set(HOST_KINDS))
         self.hcfg = replace(cfg.harness, switch=cfg.switch, out=self.dir, trial_s=WARM_S,
-                            rate=cfg.rate or cfg.harness.rate, qps=cfg.qps or cfg.harness.qps,
+                            rate=cfg.rate, qps=cfg.qps,
                             mode=cfg.recovery, count=cfg.allreduces, control=True,
                             spares=cfg.spares if moves else ())
         # host kinds: the controller diagnoses the running trial's collective logs (the

@@ -150,17 +150,20 @@ def test_the_preset_loads_and_bad_keys_are_named(tmp_path: Path) -> None:
 
 def test_the_ranks_qp_shape_reaches_the_harness(tmp_path: Path) -> None:
     """``rate`` and ``qps`` set the ranks' QPs (the window go-back-N resends per loss);
-    left out, the harness' own (8M x 2) stay; bad values are named."""
+    left out, the experiment's own (one QP at 16 Mbit/s, as the CLI form runs); bad
+    values are named."""
     from mininet_topos.faults.recovery_run import _Bed
     from mininet_topos.topologies import resolve_topology
     spec = tmp_path / "shape.yaml"
-    spec.write_text("kind: mitigation_faults\nkinds: [gray_loss]\nrate: 16M\nqps: 1\n")
+    spec.write_text("kind: mitigation_faults\nkinds: [gray_loss]\nrate: 8M\nqps: 2\n")
     cfg = load_recovery_spec(spec, tmp_path)
     bed = _Bed(cfg, "act", resolve_topology("two-dc"), None)
-    assert (bed.hcfg.rate, bed.hcfg.qps) == ("16M", 1)
-    plain = _Bed(load_recovery_spec(PRESET, tmp_path), "act", resolve_topology("two-dc"), None)
-    assert (plain.hcfg.rate, plain.hcfg.qps) == (load_recovery_spec(PRESET, tmp_path).rate or "8M",
-                                                 load_recovery_spec(PRESET, tmp_path).qps or 2)
+    assert (bed.hcfg.rate, bed.hcfg.qps) == ("8M", 2)
+    spec.write_text("kind: mitigation_faults\nkinds: [gray_loss]\n")
+    plain = _Bed(load_recovery_spec(spec, tmp_path), "act", resolve_topology("two-dc"), None)
+    assert (plain.hcfg.rate, plain.hcfg.qps) == ("16M", 1)
+    preset = load_recovery_spec(PRESET, tmp_path)
+    assert (preset.rate, preset.qps) == ("16M", 1)
     for line, named in (("rate: fast", "rate 'fast'"), ("qps: 0", "qps 0"), ("qps: true", "qps True")):
         spec.write_text(f"kind: mitigation_faults\n{line}\n")
         with pytest.raises(FaultError, match=named):
