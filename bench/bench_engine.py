@@ -237,9 +237,11 @@ def gap_stats(rows: np.ndarray, rate: float, wire: int) -> dict:
 #: the native engine's pacing modes (traffic/native/tn_engine.c's lead): "" its default
 #: (real-time priority, the p99 lead within the spin budget), "median" (the median lead
 #: only, the default before the budget), "normal" (normal priority), "RT+spin" (the p99
-#: lead with no budget)
+#: lead with no budget), "RT+spin+lead100" (that with the lead capped at 100 us, not 60)
 PACING_ENV = {"": {}, "median": {"TN_ENGINE_SPIN": "0"}, "normal": {"TN_ENGINE_RT": "0"},
-              "RT+spin": {"TN_ENGINE_RT": "1", "TN_ENGINE_SPIN": "1"}}
+              "RT+spin": {"TN_ENGINE_RT": "1", "TN_ENGINE_SPIN": "1"},
+              "RT+spin+lead100": {"TN_ENGINE_RT": "1", "TN_ENGINE_SPIN": "1",
+                                  "TN_ENGINE_LEAD_MAX_US": "100"}}
 PACING_ROWS = ("native", "native:median", "native:normal", "native:RT+spin", "python")
 
 _IDLE = """

@@ -78,7 +78,7 @@ def test_without_smoothing_the_bucket_sends_its_saving_at_once() -> None:
 # -- the threaded engine's timer: spin lead, spin budget, idle cost --------------------
 _NET = f"127.{secrets.randbelow(200) + 20}.{secrets.randbelow(250) + 1}"  # shared machine
 LA, LB = f"{_NET}.1", f"{_NET}.2"
-_SPIN_ENV = ("TN_ENGINE_SPIN", "TN_ENGINE_SPIN_BUDGET")
+_SPIN_ENV = ("TN_ENGINE_SPIN", "TN_ENGINE_SPIN_BUDGET", "TN_ENGINE_LEAD_MAX_US")
 
 
 def _counters(ep: NativeEndpoint) -> dict:
@@ -104,6 +104,25 @@ def test_the_spin_budget_follows_the_environment(monkeypatch: pytest.MonkeyPatch
         monkeypatch.setenv(k, v)
     with NativeEndpoint(EndpointConfig(ip=LA)) as ep:
         assert _counters(ep)["spin_budget"] == pytest.approx(budget)
+
+
+@pytest.mark.parametrize("value, lead_us", [
+    (None, 60.0),     # the default cap, where the lead starts
+    ("100", 100.0),   # a host with a core to spare may lead by the timer's whole tail
+    ("5", 60.0),      # below 20 us: the default
+    ("2000", 60.0),   # above 1000 us: the default
+    ("lots", 60.0),   # not a number: the default
+])
+def test_the_spin_leads_cap_follows_the_environment(monkeypatch: pytest.MonkeyPatch,
+                                                    value: str | None, lead_us: float) -> None:
+    for k in _SPIN_ENV:
+        monkeypatch.delenv(k, raising=False)
+    if value is not None:
+        monkeypatch.setenv("TN_ENGINE_LEAD_MAX_US", value)
+    with NativeEndpoint(EndpointConfig(ip=LA)) as ep:   # idle: the lead is where it starts
+        c = _counters(ep)
+    assert c["spin_lead_s"] == pytest.approx(lead_us * 1e-6)
+    assert c["timer_late_p99_s"] == pytest.approx((lead_us - 5) * 1e-6)
 
 
 def test_an_idle_engine_neither_wakes_nor_spins() -> None:
