@@ -35,9 +35,9 @@ def _mitigation(state: Mapping[str, Any]) -> dict[str, Any] | None:
             "actions": [{k: a.get(k) for k in keep} for a in reversed(acts[-MITIGATION_ROWS:])]}
 
 
-def _direction_rows(topo: Topology, state: Mapping[str, Any]) -> list[dict[str, Any]]:
-    m = state.get("mitigation")
-    avoided = set(m.get("avoided") or ()) if isinstance(m, Mapping) else set()
+def _direction_rows(topo: Topology, state: Mapping[str, Any],
+                    avoided: frozenset[str]) -> list[dict[str, Any]]:
+    """``avoided``: the links the mitigation keeps the routes off (both directions)."""
     hops = {(h.get("switch"), int(h.get("egress_port", -1))): h for h in state.get("hops", ())}
     lm = state.get("lossmap") or {}
     loss_idx = {name: i for i, name in enumerate(lm.get("links", ()))}
@@ -70,11 +70,13 @@ def build_view(state: Mapping[str, Any], topo: Topology, *, live: bool) -> dict[
     nodes += [{"name": h.name, "kind": "host", "role": "host", "site": "",
                "ip": h.ipv4, "x": pos[h.name][0], "y": pos[h.name][1]} for h in topo.hosts]
     alerts = state.get("alerts") or {}
+    mitigation = _mitigation(state)
+    avoided = frozenset(mitigation["avoided"]) if mitigation else frozenset()
     return {"topology": topo.name, "live": live, "running": bool(state.get("running", False)),
             "updated_unix_s": state.get("updated_unix_s"),
-            "nodes": nodes, "directions": _direction_rows(topo, state), "flows": [f for f in state.get("flows", ()) if f.get("kind") != "ack"],  # data flows
+            "nodes": nodes, "directions": _direction_rows(topo, state, avoided), "flows": [f for f in state.get("flows", ()) if f.get("kind") != "ack"],  # data flows
             "lossmap": state.get("lossmap"), "diagnosis": state.get("diagnosis"),
             "alerts": {"active": alerts.get("active", []), "resolved": alerts.get("resolved", []),
                        "rules": alerts.get("rules", [])},
-            "mitigation": _mitigation(state),
+            "mitigation": mitigation,
             "collector": state.get("collector", {})}

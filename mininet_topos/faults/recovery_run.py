@@ -29,9 +29,9 @@ rank's data check (the spare's included), read from their last output lines.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
-import re
 import signal
 import threading
 import time
@@ -129,13 +129,16 @@ def load_recovery_spec(path: Path, out: Path) -> RecoveryConfig:
     for k in ("seeds", "kinds", "beds", "spares"):
         if k in obj:
             obj[k] = tuple(obj[k])
-    if "rate" in obj and not re.fullmatch(r"\d+(\.\d+)?[kKmMgG]?", str(obj["rate"])):
-        raise FaultError(f"{path}: rate {obj['rate']!r}: a per-QP rate such as 16M")
+    if "rate" in obj:   # checked by the ranks' own --rate parser, as they will read it
+        from traffic.cli import _rate
+        obj["rate"] = str(obj["rate"])
+        try:
+            _rate(obj["rate"])
+        except argparse.ArgumentTypeError as exc:
+            raise FaultError(f"{path}: {exc} (a per-QP rate such as 16M)") from None
     if "qps" in obj and (not isinstance(obj["qps"], int) or isinstance(obj["qps"], bool)
                          or not 1 <= obj["qps"] <= 16):
         raise FaultError(f"{path}: qps {obj['qps']!r}: QPs per ring pair, 1-16")
-    if "rate" in obj:
-        obj["rate"] = str(obj["rate"])
     bad = set(obj.get("kinds", ())) - set(KINDS) - set(HOST_KINDS)
     if bad:
         raise FaultError(f"{path}: kinds {', '.join(sorted(bad))}: only "

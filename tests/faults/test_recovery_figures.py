@@ -164,7 +164,8 @@ def test_the_ranks_qp_shape_reaches_the_harness(tmp_path: Path) -> None:
     assert (plain.hcfg.rate, plain.hcfg.qps) == ("16M", 1)
     preset = load_recovery_spec(PRESET, tmp_path)
     assert (preset.rate, preset.qps) == ("16M", 1)
-    for line, named in (("rate: fast", "rate 'fast'"), ("qps: 0", "qps 0"), ("qps: true", "qps True")):
+    for line, named in (("rate: fast", "rate 'fast'"), ("rate: 0", "rate '0': outside"),
+                        ("qps: 0", "qps 0"), ("qps: true", "qps True")):
         spec.write_text(f"kind: mitigation_faults\n{line}\n")
         with pytest.raises(FaultError, match=named):
             load_recovery_spec(spec, tmp_path)

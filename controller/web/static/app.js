@@ -143,7 +143,11 @@ function render(v) {
 // the mitigation's actions, newest first, each with its reason and evidence (hover)
 function renderMitigation(m) {
   const mode = document.getElementById("mitigation-mode");
-  if (!m) { fillTable("mitigation", [], () => {}); return; }
+  if (!m) {
+    mode.textContent = "the controller runs without --mitigate";
+    fillTable("mitigation", [], () => {});
+    return;
+  }
   const off = m.avoided.length ? m.avoided.join(", ") : "none";
   const fec = m.fec_links.length ? `; FEC raised on ${m.fec_links.join(", ")}` : "";
   const errs = Object.keys(m.errors || {}).length ? `; errors: ${Object.entries(m.errors).map(([k, e]) => `${k}: ${e}`).join("; ")}` : "";
