@@ -24,7 +24,12 @@ Every figure is a ratio within one run:
   spin time per second of pacing and how long its spin budget was spent (the median
   lead), the receiving engine's CPU and receive poll; and the engine thread's CPU while
   its one QP is idle (``idle``).  ``--pacing-base DIR`` with ``@base`` rows measures
-  another checkout's code (a baseline) in the same run.
+  another checkout's code (a baseline) in the same run.  The ``floor`` row is this
+  host's pacing floor in the same run: ``tn_udp_blast --pps``, a thread that spins on
+  the clock through every gap and sends one frame of the same size at each departure
+  time, no transport, no sleep.  What its gaps miss (a timer tick, an interrupt, a
+  hypervisor taking the CPU) no software pacer on this host can avoid: the engine's p99
+  is read against it.
 * **rtt**: the QP's RTT samples against the wire RTT of a capture (each ACK's arrival
   minus the first departure of the PSN it acknowledges) on a veth port shaped by HTB
   at 40 Mbit/s as the eBPF switches shape theirs, for both engines.
@@ -176,6 +181,24 @@ def run_blast(*, veth: bool, size: int, n: int) -> tuple[float, float]:
     return float(out.split()[3]), float(sent[3])
 
 
+def run_floor(*, pps: int, size: int, n: int) -> dict:
+    """The pacing floor (``tn_udp_blast --pps``): ``n`` datagrams of ``size`` bytes at
+    ``pps`` through the veth pair to port 4791, where the pacing capture sees them."""
+    rx = subprocess.Popen([*_prefix(NS_B), str(BLAST), "--recv", "--local", VETH_IPS[1],
+                           "--port", "4791"], stdout=subprocess.PIPE, text=True)
+    assert rx.stdout is not None
+    try:
+        rx.stdout.readline()
+        _sh(*_prefix(NS_A), str(BLAST), "--send", "--local", VETH_IPS[0], "--peer",
+            VETH_IPS[1], "--port", "4791", "-s", str(size), "-n", str(n), "--pps", str(pps))
+        rx.communicate(timeout=60)
+    finally:
+        if rx.poll() is None:
+            rx.kill()
+            rx.wait()
+    return {"engine": "floor"}
+
+
 # -- pacing capture ----------------------------------------------------------------------
 def start_capture(ns: str, iface: str, direction: str, src: str, out: str) -> subprocess.Popen:
     """tcpdump (PACKET_MMAP ring, kernel nanosecond timestamps) of the RoCEv2 packets
@@ -242,7 +265,8 @@ PACING_ENV = {"": {}, "median": {"TN_ENGINE_SPIN": "0"}, "normal": {"TN_ENGINE_R
               "RT+spin": {"TN_ENGINE_RT": "1", "TN_ENGINE_SPIN": "1"},
               "RT+spin+lead100": {"TN_ENGINE_RT": "1", "TN_ENGINE_SPIN": "1",
                                   "TN_ENGINE_LEAD_MAX_US": "100"}}
-PACING_ROWS = ("native", "native:median", "native:normal", "native:RT+spin", "python")
+PACING_ROWS = ("floor", "native", "native:median", "native:normal", "native:RT+spin",
+               "python")
 
 _IDLE = """
 import json, sys, time
@@ -292,8 +316,11 @@ def pacing(engine: str, pps: int, *, mtu: int = 1024, seconds: float = 1.0,
     if rx_capture:
         caps["rx"] = start_capture(NS_B, VETH_B, "in", VETH_IPS[0], str(tmp / "rx.pcap"))
     try:
-        res = run_p2p(engine, veth=True, nbytes=npk * mtu, mtu=mtu, rate=str(rate),
-                      msg=npk * mtu, env=PACING_ENV[mode], root=base or ROOT)
+        if engine == "floor":
+            res = run_floor(pps=pps, size=mtu + 16, n=npk)
+        else:
+            res = run_p2p(engine, veth=True, nbytes=npk * mtu, mtu=mtu, rate=str(rate),
+                          msg=npk * mtu, env=PACING_ENV[mode], root=base or ROOT)
     finally:
         for c in caps.values():
             stop_capture(c)
@@ -379,7 +406,8 @@ def main() -> int:
     ap.add_argument("--pacing-rx", action="store_true",
                     help="pacing: also capture entering the receiver's interface")
     ap.add_argument("--pacing-rows", default=",".join(PACING_ROWS),
-                    help="pacing: comma list of engine[:mode][@base] rows (modes: "
+                    help="pacing: comma list of engine[:mode][@base] rows (engines: floor "
+                         "(this host's pacing floor), native, python; modes: "
                          f"{', '.join(m for m in PACING_ENV if m)}; @base: the code of "
                          f"--pacing-base; default {','.join(PACING_ROWS)})")
     ap.add_argument("--pacing-pps", default="10000,100000", help="pacing: comma list of pkt/s")
@@ -444,8 +472,9 @@ def main() -> int:
             for r in (r for r in a.pacing_rows.split(",") if r):
                 spec, _, at = r.partition("@")
                 engine, mode = (spec.split(":") + [""])[:2]
-                if engine not in ("native", "python") or mode not in PACING_ENV or \
-                        at not in ("", "base") or (at and not a.pacing_base):
+                if engine not in ("native", "python", "floor") or mode not in PACING_ENV or \
+                        at not in ("", "base") or (at and not a.pacing_base) or \
+                        (engine == "floor" and (mode or at)):
                     ap.error(f"--pacing-rows: {r} unknown (@base needs --pacing-base)")
                 rows.append((engine, mode, a.pacing_base if at else None))
             for engine, mode, base in rows:

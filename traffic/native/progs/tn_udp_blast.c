@@ -11,10 +11,22 @@
  * (the sender: what sendmmsg took; the receiver: first to last packet received, ending
  * 0.5 s after the last).  A sender faster than its receiver loses the difference in
  * the receiver's socket buffer, so the received rate is the path's delivered limit.
+ *
+ *   bin/tn_udp_blast --send ... --pps 10000
+ *
+ * paces instead: the pacing floor of this host, the best a user-space pacer can do on
+ * it.  One datagram per departure time (size / rate apart), the thread spinning on the
+ * clock through every gap at real-time priority (best effort), never sleeping, one
+ * sendto each; a departure late by more than a gap starts the schedule afresh (no
+ * burst).  Whatever still makes its gaps uneven in a capture (the host's timer tick,
+ * interrupts, a hypervisor taking the CPU) would make any software pacer's uneven
+ * too; bench/bench_engine.py's "floor" row.  The datagrams look like RDMA WRITE
+ * MIDDLE packets (opcode, PSN) so the same capture reader counts them.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,11 +41,37 @@ static double now(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+/* --pps: one datagram every gap seconds, spinning on the clock between them (see the
+ * top of the file); prints what the blast prints */
+static int paced(int fd, char *buf, size_t size, long n, double gap)
+{
+    struct sched_param sp = {.sched_priority = 1};
+    sched_setscheduler(0, SCHED_FIFO, &sp);  /* best effort: as the engine's thread */
+    buf[0] = 0x07;                           /* RDMA WRITE MIDDLE */
+    long sent = 0;
+    double t0 = now(), due = t0 + 0.01;
+    for (long i = 0; i < n; i++) {
+        double t;
+        while ((t = now()) < due)
+            ;
+        buf[9] = (char)(i >> 16);
+        buf[10] = (char)(i >> 8);
+        buf[11] = (char)i;
+        if (send(fd, buf, size, 0) == (ssize_t)size)
+            sent++;
+        due = t - due > gap ? t + gap : due + gap;
+    }
+    double el = now() - t0;
+    printf("%ld %ld %.6f %.0f\n", sent, sent * (long)size, el, (double)(sent * (long)size) * 8 / el);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int send = 0, port = 4791;
     const char *local = NULL, *peer = NULL;
     long size = 1056, n = 100000;
+    double pps = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--send")) send = 1;
         else if (!strcmp(argv[i], "--recv")) send = 0;
@@ -42,16 +80,18 @@ int main(int argc, char **argv)
         else if (i + 1 < argc && !strcmp(argv[i], "--port")) port = atoi(argv[++i]);
         else if (i + 1 < argc && !strcmp(argv[i], "-s")) size = atol(argv[++i]);
         else if (i + 1 < argc && !strcmp(argv[i], "-n")) n = atol(argv[++i]);
+        else if (i + 1 < argc && !strcmp(argv[i], "--pps")) pps = atof(argv[++i]);
         else {
             fprintf(stderr, "usage: %s --recv|--send --local IP [--peer IP] [--port P] "
-                    "[-s bytes] [-n packets]\n", argv[0]);
+                    "[-s bytes] [-n packets] [--pps rate]\n", argv[0]);
             return 2;
         }
     }
     struct sockaddr_in la = {.sin_family = AF_INET}, pa = {.sin_family = AF_INET};
-    if (!local || !inet_aton(local, &la.sin_addr) || size < 1 || size > 9000 ||
-        (send && (!peer || !inet_aton(peer, &pa.sin_addr)))) {
-        fprintf(stderr, "tn_udp_blast: need --local (and --peer to send), -s 1..9000\n");
+    if (!local || !inet_aton(local, &la.sin_addr) || size < 12 || size > 9000 ||
+        (send && (!peer || !inet_aton(peer, &pa.sin_addr))) || pps < 0 || pps > 1e7) {
+        fprintf(stderr, "tn_udp_blast: need --local (and --peer to send), -s 12..9000, "
+                "--pps 0..1e7\n");
         return 2;
     }
     int fd = socket(AF_INET, SOCK_DGRAM, 0);
@@ -82,6 +122,13 @@ int main(int argc, char **argv)
         }
         long sent = 0;
         double t0 = now();
+        if (pps > 0) {
+            if (connect(fd, (struct sockaddr *)&pa, sizeof pa)) {
+                perror("connect");
+                return 1;
+            }
+            return paced(fd, bufs[0], (size_t)size, n, 1.0 / pps);
+        }
         while (sent < n) {
             int k = n - sent < B ? (int)(n - sent) : B;
             int r = sendmmsg(fd, mm, (unsigned)k, 0);
