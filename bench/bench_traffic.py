@@ -53,9 +53,8 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from traffic.cli import _rate
 from traffic.emulation import parse_loss
-from traffic.workloads import parse_size
+from traffic.workloads import parse_rate, parse_size
 
 PROFILES = [("none", "0"), ("0.1%", "0.001"), ("1%", "0.01"), ("5%", "0.05"),
             ("bursty", "ge:0.005,0.25")]
@@ -181,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  epilog=__doc__[__doc__.index("Examples:"):],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rate", type=_rate, default=100e6, help="QP rate (default 100M)")
+    ap.add_argument("--rate", type=parse_rate, default=100e6, help="QP rate (default 100M)")
     ap.add_argument("--bytes", type=parse_size, default=4 << 20, help="bytes per point")
     ap.add_argument("--msg", type=parse_size, default=256 << 10, help="message size")
     ap.add_argument("--rtt", type=float, default=0.020, help="round-trip time, s")

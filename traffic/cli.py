@@ -28,7 +28,7 @@ from traffic.native_endpoint import ENGINES
 from traffic.qp_types import RTO_MIN_S, Reliability
 from traffic.runner import QpParams, RankRunner
 from traffic.standby import Activation, Standby
-from traffic.workloads import Pattern, make_plan, parse_size_dist
+from traffic.workloads import Pattern, make_plan, parse_rate, parse_size_dist
 
 EXAMPLES = """examples:
   # 100 messages of 64 KiB over 2 QPs, selective repeat (one command per host)
@@ -55,15 +55,11 @@ fractions of --rate (the line rate), g = 1/256.  Rate feedback caps the rate."""
 
 
 def _rate(text: str) -> float:
-    t = text.strip().lower().removesuffix("bps").removesuffix("b/s")
-    mult = {"k": 1e3, "m": 1e6, "g": 1e9}.get(t[-1:], 1.0)
+    """``--rate``: :func:`traffic.workloads.parse_rate`, its error as argparse's."""
     try:
-        v = float(t[:-1] if t[-1:] in "kmg" else t) * mult
-    except (ValueError, IndexError):
-        raise argparse.ArgumentTypeError(f"rate {text!r}: expected e.g. 100M, 2.5G") from None
-    if not 1e3 <= v <= 4e11:
-        raise argparse.ArgumentTypeError(f"rate {text!r}: outside 1K..400G bit/s")
-    return v
+        return parse_rate(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _duration(text: str) -> float:

@@ -70,6 +70,20 @@ def parse_size(text: str) -> int:
     return n
 
 
+def parse_rate(text: str) -> float:
+    """``100M``, ``2.5G``, ``800k``, ``16Mbps`` (decimal units) -> bit/s, 1K..400G: the
+    ranks' ``--rate``, and every spec key that becomes one (a preset's ``rate``)."""
+    t = text.strip().lower().removesuffix("bps").removesuffix("b/s")
+    mult = {"k": 1e3, "m": 1e6, "g": 1e9}.get(t[-1:], 1.0)
+    try:
+        v = float(t[:-1] if t[-1:] in "kmg" else t) * mult
+    except (ValueError, IndexError):
+        raise ConfigError(f"rate {text!r}: expected e.g. 100M, 2.5G") from None
+    if not 1e3 <= v <= 4e11:
+        raise ConfigError(f"rate {text!r}: outside 1K..400G bit/s")
+    return v
+
+
 @dataclass(slots=True, kw_only=True, frozen=True)
 class SizeDist:
     """Message size distribution: fixed, uniform or an empirical CDF."""

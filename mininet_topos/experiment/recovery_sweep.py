@@ -184,10 +184,9 @@ def run_point(b: Bed, sw: RecoverySweep, *, mode: str, rtt_s: float, fec: tuple[
               path_loss: LossModel | None, out_dir: Path, seed: int,
               python: str = sys.executable) -> dict[str, Any]:
     """One p2p transfer in ``mode``; the raw counters and the message FCTs."""
-    from traffic.cli import _rate
-    from traffic.workloads import parse_size
+    from traffic.workloads import parse_rate, parse_size
 
-    rate = _rate(sw.rate)
+    rate = parse_rate(sw.rate)
     msg_pkts = -(-parse_size(sw.size) // 1024)
     hosts = ",".join(b.ips)
     common = ["--hosts", hosts, "-s", sw.size, "-c", str(sw.count), "--rate", sw.rate,

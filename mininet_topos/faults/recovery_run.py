@@ -29,7 +29,6 @@ rank's data check (the spare's included), read from their last output lines.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
@@ -130,11 +129,12 @@ def load_recovery_spec(path: Path, out: Path) -> RecoveryConfig:
         if k in obj:
             obj[k] = tuple(obj[k])
     if "rate" in obj:   # checked by the ranks' own --rate parser, as they will read it
-        from traffic.cli import _rate
+        from traffic.errors import ConfigError
+        from traffic.workloads import parse_rate
         obj["rate"] = str(obj["rate"])
         try:
-            _rate(obj["rate"])
-        except argparse.ArgumentTypeError as exc:
+            parse_rate(obj["rate"])
+        except ConfigError as exc:
             raise FaultError(f"{path}: {exc} (a per-QP rate such as 16M)") from None
     if "qps" in obj and (not isinstance(obj["qps"], int) or isinstance(obj["qps"], bool)
                          or not 1 <= obj["qps"] <= 16):
