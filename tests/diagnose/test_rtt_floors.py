@@ -62,30 +62,37 @@ def test_sends_without_a_round_trip_or_unfinished_have_no_floor() -> None:
 
 INTO_H1, OUT_OF_H1 = {(0, 1)}, {(1, 2)}
 
-# (floors, settled, expected share or None, why)
+# (recent floors, settled, median round trips where not the floor, expected share or
+# None, why)
 HELD = [
-    ({(0, 1): 0.9, (1, 2): 1.0, (2, 3): 0.05, (3, 0): 0.2}, True, 1.0,
+    ({(0, 1): 0.9, (1, 2): 1.0, (2, 3): 0.05, (3, 0): 0.2}, True, {}, 1.0,
      "both pairs at the host held ~1 s, the others' floors 0.2 s at most"),
-    ({(0, 1): 0.9, (1, 2): 0.08, (2, 3): 0.05, (3, 0): 0.2}, True, 0.0,
+    ({(0, 1): 0.9, (1, 2): 0.08, (2, 3): 0.05, (3, 0): 0.2}, True, {}, 0.0,
      "only the data into it lifted: a path's queue, not a held packet"),
-    ({(0, 1): 0.9, (1, 2): 1.0, (2, 3): 0.8, (3, 0): 0.9}, True, 0.0,
+    ({(0, 1): 0.9, (1, 2): 1.0, (2, 3): 0.8, (3, 0): 0.9}, True, {}, 0.0,
      "every pair lifted together: the machine stalled, no host"),
-    ({(0, 1): 0.09, (1, 2): 0.09, (2, 3): 0.001, (3, 0): 0.001}, True, 0.0,
+    ({(0, 1): 0.09, (1, 2): 0.09, (2, 3): 0.001, (3, 0): 0.001}, True, {}, 0.0,
      "lifted 90x but under 0.1 s: a queue can do that"),
-    ({(0, 1): 0.45, (1, 2): 0.5, (2, 3): 0.1, (3, 0): 0.2}, True, 0.5,
+    ({(0, 1): 0.45, (1, 2): 0.5, (2, 3): 0.1, (3, 0): 0.2}, True, {}, 0.5,
      "2.25x the others: half the evidence"),
-    ({(0, 1): 0.9, (1, 2): 0.08, (2, 3): 0.05, (3, 0): 0.2}, False, None,
+    ({(0, 1): 0.9, (1, 2): 0.08, (2, 3): 0.05, (3, 0): 0.2}, False, {}, None,
      "nothing held yet, but the sends after the onset still carry the old srtt"),
-    ({(0, 1): 0.9, (2, 3): 0.05, (3, 0): 0.2}, True, None,
+    ({(0, 1): 0.9, (2, 3): 0.05, (3, 0): 0.2}, True, {}, None,
      "no floor on its own sends: the round trips cannot say"),
-    ({(0, 1): 0.9, (1, 2): 1.0, (2, 3): 0.05}, True, None,
+    ({(0, 1): 0.9, (1, 2): 1.0, (2, 3): 0.05}, True, {}, None,
      "another pair without a floor: no comparison with every other pair"),
+    ({(0, 1): 0.33, (1, 2): 0.27, (2, 3): 0.05, (3, 0): 0.07}, True, {(3, 0): 0.37}, 0.0,
+     "floors 3.7x the others' recent ones, but under what is typical for them (a "
+     "fault-free Python-target trial)"),
 ]
 
 
-@pytest.mark.parametrize(("recent", "settled", "want", "why"), HELD, ids=[h[3] for h in HELD])
-def test_held_share(recent: dict, settled: bool, want: float | None, why: str) -> None:
-    floors = Floors(recent=recent, settled={p: settled for p in recent})
+@pytest.mark.parametrize(("recent", "settled", "typical", "want", "why"), HELD,
+                         ids=[h[4] for h in HELD])
+def test_held_share(recent: dict, settled: bool, typical: dict, want: float | None,
+                    why: str) -> None:
+    floors = Floors(recent=recent, settled={p: settled for p in recent},
+                    typical={p: typical.get(p, v) for p, v in recent.items()})
     got = held_share(floors, INTO_H1, OUT_OF_H1, set(PAIRS))
     assert (got is None) == (want is None), (why, got)
     if want is not None:
