@@ -82,8 +82,8 @@ HELD = [
     ({(0, 1): 0.9, (1, 2): 1.0, (2, 3): 0.05}, True, {}, None,
      "another pair without a floor: no comparison with every other pair"),
     ({(0, 1): 0.33, (1, 2): 0.27, (2, 3): 0.05, (3, 0): 0.07}, True, {(3, 0): 0.37}, 0.0,
-     "floors 3.7x the others' recent ones, but under what is typical for them (a "
-     "fault-free Python-target trial)"),
+     ("floors 3.7x the others' recent ones, but under what is typical for them (a "
+      "fault-free Python-target trial)")),
 ]
 
 
