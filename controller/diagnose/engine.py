@@ -27,6 +27,7 @@ from controller.diagnose.arbitrate import arbitrate
 from controller.diagnose.drops import host_drops, lost_in_switches
 from controller.diagnose.evidence import Evidence, PortSample
 from controller.diagnose.hang import COLLECTIVE_KINDS, HangView, analyse_hang
+from controller.diagnose.rtt import held_share, recent_floors
 from controller.diagnose.transfers import SLOW_RATIO, TransferView, analyse, pair_slowdowns
 from controller.topology.model import Endpoint, LinkRole
 
@@ -53,6 +54,7 @@ STANDING_MIN_N = 2        # a standing queue is seen in at least this many sampl
                           # samples a port about once a second; one burst fills one)
 STANDING_SHARE = 0.3      # ... and in this share of the samples since the onset
 OWN_SENDS_SLOWED = 0.5    # a host's own sends slowed this much (0..1): it is slow itself
+RTT_NOT_HELD = 0.4        # a slow receiver whose pairs' round trips show no hold (rtt.py)
 STALL_WINDOW_S = 0.3      # queues at two ports of one switch this close are together
 STALL_SHARE = 0.5         # a port queued together with another of its switch's ports in
                           # this share of its queued samples: the switch stalled, not the link
@@ -606,15 +608,19 @@ def diagnose(ev: Evidence) -> Diagnosis:
         on = min(known) if known else None
         out.append(Culprit(component=comp, type=ctype, kind=kind, confidence=conf,
                            onset=on, evidence=evid))
-    # slow receiver: only transfers into one host slowed, and their paths are clean
-    if bad:
-        slowed = _slowed_shares(ev, bad, t_on)
+    # slow receiver: only transfers into one host slowed, and their paths are clean;
+    # or the round trips of every pair into it and out of it lifted (rtt.py)
+    floors = recent_floors(ev.records, t_on)
+    if bad or floors.recent:
+        slowed = _slowed_shares(ev, bad, t_on) if bad else {}
         for h in sorted(set(hosts.values())):
             # a slow host receives late: data into it, and the ACKs of its own sends
             # (receiving counts most: a slow receiver is what this candidate stands for)
             w = {p: 1.0 if hosts.get(p[1]) == h else 0.5 for p in active
                  if h in (hosts.get(p[1]), hosts.get(p[0]))}
-            match = _f1(w, bad, active)
+            held = held_share(floors, {p for p in w if hosts.get(p[1]) == h},
+                              {p for p in w if hosts.get(p[0]) == h}, active)
+            match = max(_f1(w, bad, active) if bad else 0.0, held or 0.0)
             if match == 0:
                 continue
             # ... or both pairs at it slowed, one maybe below the flag: the host between
@@ -656,7 +662,13 @@ def diagnose(ev: Evidence) -> Diagnosis:
             # data into it on time): then a quarter of the evidence is left
             into = max((slowed.get(p, 0.0) for p in active if hosts.get(p[1]) == h),
                        default=0.0)
-            strength = 0.9 * (1.0 - net) * (1.0 + 3.0 * min(into, own)) / 4
+            # (both lifted round trips say it as well: a hold shows there even where
+            # transfer times vary as much without one; and where the round trips could
+            # tell and show nothing held, this host held nothing: less than half of it)
+            both = max(min(into, own), held or 0.0)
+            strength = 0.9 * (1.0 - net) * (1.0 + 3.0 * both) / 4
+            if held == 0.0:
+                strength *= RTT_NOT_HELD
             if hung_pairs & set(w):
                 strength *= 0.5
             c_on = min((view.pairs[p].first_bad or now for p in bad & set(w)), default=now)
@@ -674,7 +686,8 @@ def diagnose(ev: Evidence) -> Diagnosis:
                                       "retx_per_slow_transfer": round(retx_per, 2),
                                       "slow_transfers": lossy,
                                       "slowed_by_switch_drops": in_switches,
-                                      "receiver_socket_drops": own_drops}))
+                                      "receiver_socket_drops": own_drops,
+                                      "rtt_held": None if held is None else round(held, 3)}))
     # stragglers: ranks that post steps late although their input had arrived
     total_late = sum(len(v) for v in view.late.values())
     for rank, ev_late in sorted(view.late.items()):

@@ -111,7 +111,7 @@ class Evidence:
         for r in self.records:
             if r.start > t:
                 continue
-            recs.append(r if r.end is None or r.end <= t else replace(r, end=None))
+            recs.append(r if r.end is None or r.end <= t else replace(r, end=None, srtt=None))
         return Evidence(topo=self.topo, records=recs, telemetry=self.telemetry.until(t), now=t,
                         events=[e for e in self.events if e.t is None or e.t <= t],
                         members=self.members, ranks_seen=self.ranks_seen)

@@ -38,7 +38,7 @@ def test_writer_rotates_and_stays_bounded(tmp_path: Path) -> None:
 
 
 def test_record_round_trip_and_bad_lines(tmp_path: Path) -> None:
-    r = _rec(dir="send", peer=1, qpn=0x10100, retx=2, rate_changes=[[10.5, 5e7]])
+    r = _rec(dir="send", peer=1, qpn=0x10100, retx=2, rate_changes=[[10.5, 5e7]], srtt=0.0021)
     assert CollRecord.from_dict(json.loads(r.to_json()), "x") == r
     f = tmp_path / "rank0.jsonl"
     f.write_text(r.to_json() + "\n" + '{"rank": 0, "comm": "c", "op": "x"}\n')
@@ -49,6 +49,9 @@ def test_record_round_trip_and_bad_lines(tmp_path: Path) -> None:
         read_log(f)
     f.write_text('{"rank": 0, "comm": "c", "op": "x", "seq": 0, "dir": "sideways"}\n')
     with pytest.raises(CollogError, match="dir='sideways'"):
+        read_log(f)
+    f.write_text('{"rank": 0, "comm": "c", "op": "x", "seq": 0, "srtt": -0.5}\n')
+    with pytest.raises(CollogError, match="srtt=-0.5 must be a number >= 0 or null"):
         read_log(f)
     f.write_text("not json\n")
     with pytest.raises(CollogError, match=":1: not JSON"):
@@ -76,6 +79,10 @@ def test_loopback_allreduce_writes_every_step_of_every_rank(tmp_path: Path) -> N
         assert {r.peer for r in recvs} == {(rank - 1) % 3}
         assert all(r.end is not None and r.end >= r.start > 1.6e9 for r in sends + recvs)
         assert {r.qpn for r in sends} == {rank << 16 | ((rank + 1) % 3) << 8}
+        # each send carries its QP's smoothed round trip (the diagnosis' slow-receiver
+        # evidence); a receive has none
+        assert all(r.srtt is not None and 0 < r.srtt < 1.0 for r in sends)
+        assert all(r.srtt is None for r in recvs)
         assert all(r.op == "allreduce" and r.comm == "allreduce-3" for r in recs)
 
 

@@ -20,6 +20,11 @@ The rows that the rules before this table missed:
 * 13 packets lost somewhere in a Python switch (flow PSN gaps, no link loss, no queue)
   named a tiny queue in a fault-free trial, at exactly the report floor.
 
+* a slow receiver that replaced a slowness already there (trial 26 of a later run):
+  no rule on transfer times could see it; the senders' round trips (``srtt`` in the
+  send records, ``rtt.py``) do, and they clear a fault-free host whose pairs the
+  loaded switches slowed (trial 1 of that run).
+
 And one that must stay as it was: a slow receiver stalls its senders too, with the
 link into it silent between their retransmission timeouts (one direction only: its
 own ACKs still come back); no dead link there."""
@@ -71,6 +76,15 @@ CASES = [
     ("py_s11b_t025", None, {"host h1"}, "slow_receiver",
      ("h1 holds packets: s1:1->s3:3 silent 2 s under a stalled transfer, its reverse "
       "direction delivering; no dead link")),
+    ("py_s11c_t026", None, {"host h1"}, "slow_receiver",
+     ("h1 holds packets 0.87 s, but the data into it took as long before the onset: "
+      "named from the round trips (srtt) of both pairs at it, 3x every other pair's")),
+    ("py_s11c_t001", None, set(), None,
+     ("fault-free: both pairs at h5 slowed by the loaded switches, their round trips as "
+      "low as the others': no slow receiver")),
+    ("py_s12c_t004", None, set(), None,
+     ("fault-free: no pair slowed; the pairs at h3 ended with recent round-trip floors "
+      "3.7x the others', but under the others' median round trip: no hold")),
 ]
 
 

@@ -48,6 +48,7 @@ class CollRecord:
     host: str = ""               # address or host name of the rank
     dtype: str = ""              # element type (library logs: "Float", "float32", ...)
     state: str = ""              # library logs: scheduled | started | completed | "" (unknown)
+    srtt: float | None = None    # send: the QP's smoothed RTT (s) as it was acknowledged
 
     @property
     def duration(self) -> float | None:
@@ -92,6 +93,10 @@ class CollRecord:
                     not isinstance(v, (int, float)) or isinstance(v, bool)
                     or not math.isfinite(v))):
                 raise CollogError(f"{where}: {name}={v!r} must be a finite number")
+        v = self.srtt
+        if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool)
+                              or not math.isfinite(v) or v < 0):
+            raise CollogError(f"{where}: srtt={v!r} must be a number >= 0 or null")
         for name in ("peer", "qpn"):
             v = getattr(self, name)
             if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):

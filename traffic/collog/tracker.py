@@ -69,10 +69,15 @@ class RankTracker:
         end = None if m.done_s is None else m.done_s + self.offset
         rates = [[t + self.offset, r] for t, r in getattr(qp, "rate_log", ())
                  if t >= m.posted_s and (m.done_s is None or t <= m.done_s)]
+        # the sender's smoothed RTT as its transfer was acknowledged: a receiver that
+        # holds what it receives shows there even when transfer times cannot (the
+        # diagnosis' slow-receiver evidence, controller/diagnose/rtt.py)
+        srtt = getattr(qp, "srtt_s", None) if direction == "send" and end is not None else None
         return CollRecord(rank=self.rank, comm=self.comm, op=self.op, seq=seq, step=step,
                           dir=direction, peer=peer, bytes=m.size, qpn=qp.qpn,
                           start=m.posted_s + self.offset, end=end, retx=m.retx_pkts,
-                          timeouts=max(0, timeouts), rate_changes=rates, host=self.host)
+                          timeouts=max(0, timeouts), rate_changes=rates, host=self.host,
+                          srtt=None if srtt is None else round(float(srtt), 6))
 
     def poll(self) -> int:
         """Log the messages completed since the last call (in order per QP)."""
