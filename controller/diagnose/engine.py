@@ -55,6 +55,7 @@ STANDING_MIN_N = 2        # a standing queue is seen in at least this many sampl
 STANDING_SHARE = 0.3      # ... and in this share of the samples since the onset
 OWN_SENDS_SLOWED = 0.5    # a host's own sends slowed this much (0..1): it is slow itself
 RTT_NOT_HELD = 0.4        # a slow receiver whose pairs' round trips show no hold (rtt.py)
+RTT_HELD_ENOUGH = 0.5     # ... keeps this share of its strength, rising to all of it here
 STALL_WINDOW_S = 0.3      # queues at two ports of one switch this close are together
 STALL_SHARE = 0.5         # a port queued together with another of its switch's ports in
                           # this share of its queued samples: the switch stalled, not the link
@@ -664,11 +665,11 @@ def diagnose(ev: Evidence) -> Diagnosis:
                        default=0.0)
             # (both lifted round trips say it as well: a hold shows there even where
             # transfer times vary as much without one; and where the round trips could
-            # tell and show nothing held, this host held nothing: less than half of it)
+            # tell and show little or nothing held, the transfer times' case weighs less)
             both = max(min(into, own), held or 0.0)
             strength = 0.9 * (1.0 - net) * (1.0 + 3.0 * both) / 4
-            if held == 0.0:
-                strength *= RTT_NOT_HELD
+            if held is not None and held < RTT_HELD_ENOUGH:
+                strength *= RTT_NOT_HELD + (1 - RTT_NOT_HELD) * held / RTT_HELD_ENOUGH
             if hung_pairs & set(w):
                 strength *= 0.5
             c_on = min((view.pairs[p].first_bad or now for p in bad & set(w)), default=now)

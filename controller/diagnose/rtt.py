@@ -72,7 +72,7 @@ def held_share(floors: Floors, into: set[tuple[int, int]], out_of: set[tuple[int
     above the others' now and then, but not above what is typical for them; and not
     against the pair's own past: the hold may replace a slowness that was there, issue
     #24's masked trials), falling to 0
-    at half that ratio; 0 ("nothing held") only once their floors settled.  None when
+    at half that ratio; less than 1 only once their floors settled.  None when
     they cannot say: a pair at it or another ``active`` pair without a floor (logs
     without round trips, or too soon after the onset)."""
     mine = (set(into) | set(out_of)) & active
@@ -86,6 +86,6 @@ def held_share(floors: Floors, into: set[tuple[int, int]], out_of: set[tuple[int
     # (normalised: 1 where both ratios reach their bar)
     ratio = min(held / max(other, 1e-6) / HELD_X, held / max(typical, 1e-6) / TYPICAL_X)
     share = 0.0 if held < HELD_MIN_S else max(0.0, min(1.0, 2 * ratio - 1))
-    if share == 0.0 and not all(floors.settled.get(p, False) for p in mine):
+    if share < 1.0 and not all(floors.settled.get(p, False) for p in mine):
         return None
     return share
