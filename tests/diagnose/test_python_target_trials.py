@@ -85,6 +85,9 @@ CASES = [
     ("py_s11c_t013", None, set(), None,
      ("fault-free: s7:3's backlog (41 packets, 5 of 16 INT samples, the ring's 3.7 of 100 "
       "Mbit/s through it) is the Python switch's scheduling, not a standing queue")),
+    ("py_s11d_t001", None, set(), None,
+     ("fault-free: the data into h1 slowed, h1 named at 0.34 before; its pairs' settled "
+      "round-trip floors 1.3x the others' median round trip: a third of a hold")),
     ("py_s12c_t004", None, set(), None,
      ("fault-free: no pair slowed; the pairs at h3 ended with recent round-trip floors "
       "3.7x the others', but under the others' median round trip: no hold")),
