@@ -30,8 +30,8 @@ RECENT_N = 4          # a pair's floor: the least srtt of its last this many fin
 HELD_MIN_S = 0.1      # a lift under this is a queue's, not a held packet's
 HELD_X = 3.0          # lifted: at least this many times the other pairs' highest floor
 TYPICAL_X = 2.0       # ... and this many times their highest median round trip
-SETTLED_S = 1.0       # "nothing held" once the floors' sends all started this long after
-                      # the onset (the first sends after it still carry the old srtt)
+SETTLED_S = 1.0       # less than a whole hold is told once the floors' sends all started
+                      # this long after the onset (the first ones still carry the old srtt)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,10 +71,9 @@ def held_share(floors: Floors, into: set[tuple[int, int]], out_of: set[tuple[int
     median round trips (a fault-free software switch lifts two pairs' recent floors
     above the others' now and then, but not above what is typical for them; and not
     against the pair's own past: the hold may replace a slowness that was there, issue
-    #24's masked trials), falling to 0
-    at half that ratio; less than 1 only once their floors settled.  None when
-    they cannot say: a pair at it or another ``active`` pair without a floor (logs
-    without round trips, or too soon after the onset)."""
+    #24's masked trials), falling to 0 at half those ratios; less than 1 only once their
+    floors settled.  None when they cannot say: a pair at it or another ``active`` pair
+    without a floor (logs without round trips, or too soon after the onset)."""
     mine = (set(into) | set(out_of)) & active
     others = active - mine
     rec = floors.recent
