@@ -48,17 +48,17 @@ def recent_floors(records: list[CollRecord], since: float) -> Floors:
     """Each pair's floor: the least srtt of its last ``RECENT_N`` sends that finished
     with one, when all of them started at or after ``since`` (the slowdown's onset: a
     floor that mixes transfers from before it says nothing)."""
-    by: dict[tuple[int, int], list[CollRecord]] = defaultdict(list)
-    for r in records:
+    by: dict[tuple[int, int], list[tuple[float, float, float]]] = defaultdict(list)
+    for r in records:   # (end, start, srtt) of each finished send with a round trip
         if r.dir == "send" and r.peer is not None and r.end is not None and r.srtt is not None:
-            by[(r.rank, r.peer)].append(r)
+            by[(r.rank, r.peer)].append((r.end, r.start, r.srtt))
     out = Floors({}, {}, {})
-    for key, rs in by.items():
-        out.typical[key] = float(np.median([r.srtt for r in rs if r.srtt is not None]))
-        last = sorted(rs, key=lambda r: r.end or 0.0)[-RECENT_N:]
-        first = min(r.start for r in last)
+    for key, sends in by.items():
+        out.typical[key] = float(np.median([rtt for _, _, rtt in sends]))
+        last = sorted(sends)[-RECENT_N:]
+        first = min(start for _, start, _ in last)
         if len(last) == RECENT_N and first >= since:
-            out.recent[key] = min(r.srtt for r in last if r.srtt is not None)
+            out.recent[key] = min(rtt for _, _, rtt in last)
             out.settled[key] = first >= since + SETTLED_S
     return out
 
