@@ -26,6 +26,9 @@ senders attached straight to a delay line should turn segmentation offload off.
 timeouts.  SIGUSR1 writes the counters to the stats file, SIGHUP re-reads the params
 file (live changes), SIGTERM stops.  Run as
 ``python -m mininet_topos.delayline --a IF --b IF --params FILE --stats FILE``.
+
+Its native twin (``mininet_topos/wan/native/delayline.c``) applies this same model, but
+loss, at Gbit/s; :class:`mininet_topos.wan.WanLink` picks one (``line=``).
 """
 from __future__ import annotations
 

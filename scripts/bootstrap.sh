@@ -2,7 +2,8 @@
 # Bring a Debian 12 machine to the state the project needs: apt packages, the
 # kernel-header link bcc wants, a virtual environment (.venv) made from the system
 # Python with --system-site-packages (bcc and Mininet are Debian packages), and the
-# native engine (traffic/native/libtnengine.so, built with gcc and libisal-dev).
+# native engine (traffic/native/libtnengine.so, built with gcc and libisal-dev) and the
+# native WAN delay line (mininet_topos/wan/native/bin/delayline).
 # Idempotent: each step checks first, so a second run takes a few seconds.
 set -euo pipefail
 
@@ -67,3 +68,5 @@ fi
 
 # The native engine (libtnengine.so; make rebuilds only what is older than its sources).
 make -s -C "$here/traffic/native"
+# The native WAN delay line (mininet_topos/wan/native/bin/delayline).
+make -s -C "$here/mininet_topos/wan/native"

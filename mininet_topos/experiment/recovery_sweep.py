@@ -20,6 +20,7 @@ Results: ``summary.json["recovery"]``, one row per (loss, RTT, mode).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import secrets
 import subprocess
@@ -41,10 +42,30 @@ from traffic import startgate
 
 from .errors import SpecError
 
-__all__ = ["RecoverySweep", "check_targets", "fitted_model", "is_recovery_spec", "load_sweep",
+__all__ = ["ExtraCell", "RecoverySweep", "check_targets", "fitted_model", "is_recovery_spec", "load_sweep",
            "markdown_table", "parse_loss_label", "plot_p99", "run_sweep", "targets_table"]
 
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(slots=True, kw_only=True)
+class ExtraCell:
+    """One more (loss, RTT) cell with its own rate and load (unset: the sweep's).
+
+    Why: go-back-N's goodput tends to one packet per loss interval's round trip
+    (about size / (p x RTT): ~42 Mbit/s at 1 %, 20 ms, 1 KiB) whatever the rate, while
+    selective repeat and FEC scale with it; a target such as 20 x go-back-N needs a
+    bandwidth-delay product far above 1/p, which the main grid's rate may not give.
+    """
+
+    loss: str
+    rtt_ms: float
+    rate: str
+    size: str | None = None
+    count: int | None = None
+    inflight: int | None = None
+    timeout_s: float | None = None
+    modes: list[str] | None = None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -65,6 +86,16 @@ class RecoverySweep:
     fec_max_overhead: float = 0.25
     engine: str = "python"
     """Every mode's data path (python, native; the engine executes auto's plans too)."""
+    extra_cells: list[ExtraCell] = field(default_factory=list)
+    """Cells run after the grid, each at its own rate (:class:`ExtraCell`)."""
+
+    def for_cell(self, cell: ExtraCell) -> RecoverySweep:
+        """This sweep with ``cell``'s rate and load in place of its own."""
+        return dataclasses.replace(
+            self, rate=cell.rate, size=cell.size or self.size, count=cell.count or self.count,
+            inflight=cell.inflight or self.inflight,
+            timeout_s=cell.timeout_s or self.timeout_s, modes=cell.modes or self.modes,
+            extra_cells=[])
 
 
 def is_recovery_spec(path: Path) -> bool:
@@ -80,15 +111,48 @@ def load_sweep(path: Path) -> RecoverySweep:
     unknown = set(obj) - known
     if unknown:
         raise SpecError(f"{path}: unknown key(s) {sorted(unknown)}; known: {sorted(known)}")
-    sw = RecoverySweep(**obj)
+    cells = obj.pop("extra_cells", None) or []
+    if not isinstance(cells, list):
+        raise SpecError(f"{path}: extra_cells: expected a list of mappings")
+    sw = RecoverySweep(**obj, extra_cells=[_extra_cell(path, i, c) for i, c in enumerate(cells)])
     for label in sw.losses:
         parse_loss_label(label)
-    bad = [m for m in sw.modes if m not in ("gbn", "sr", "fec", "auto")]
-    if bad:
-        raise SpecError(f"{path}: modes {bad} unknown; known: gbn, sr, fec, auto")
+    for modes, where in [(sw.modes, "modes"),
+                         *((c.modes or [], f"extra_cells[{i}].modes")
+                           for i, c in enumerate(sw.extra_cells))]:
+        bad = [m for m in modes if m not in ("gbn", "sr", "fec", "auto")]
+        if bad:
+            raise SpecError(f"{path}: {where} {bad} unknown; known: gbn, sr, fec, auto")
     if sw.engine not in ("python", "native"):
         raise SpecError(f"{path}: engine {sw.engine!r} unknown; known: python, native")
     return sw
+
+
+def _extra_cell(path: Path, i: int, raw: object) -> ExtraCell:
+    """An ``extra_cells`` entry, checked; errors name the entry and the key."""
+    from traffic.workloads import parse_rate, parse_size
+
+    where = f"{path}: extra_cells[{i}]"
+    if not isinstance(raw, dict):
+        raise SpecError(f"{where}: expected a mapping")
+    known = set(ExtraCell.__dataclass_fields__)
+    unknown = set(raw) - known
+    if unknown:
+        raise SpecError(f"{where}: unknown key(s) {sorted(unknown)}; known: {sorted(known)}")
+    missing = {"loss", "rtt_ms", "rate"} - set(raw)
+    if missing:
+        raise SpecError(f"{where}: missing {sorted(missing)}")
+    try:
+        cell = ExtraCell(**raw)
+        parse_loss_label(str(cell.loss))
+        parse_rate(str(cell.rate))
+        if cell.size is not None:
+            parse_size(str(cell.size))
+    except (TypeError, ValueError) as e:
+        raise SpecError(f"{where}: {e}") from None
+    if float(cell.rtt_ms) <= 0:
+        raise SpecError(f"{where}: rtt_ms {cell.rtt_ms} must be > 0")
+    return cell
 
 
 def parse_loss_label(label: str) -> LossModel:
@@ -131,6 +195,7 @@ class Bed:
     def __init__(self, subnet: str) -> None:
         from ebpf.loss import LossEmulator
         from mininet_topos.wan import WanLink
+        from mininet_topos.wan.delayline_link import native_line_built
 
         self._stack = contextlib.ExitStack()
         try:
@@ -149,7 +214,9 @@ class Bed:
                 ns.run(["ethtool", "-K", end.ifname, "tx", "off"])
                 ns.run(["ip", "neigh", "replace", peer_ip, "lladdr", peer.mac, "dev",
                         end.ifname])
-            self.wan = WanLink(m1.ifname, m2.ifname, netns=self.mid.name, delay_ms=10.0)
+            # the native line where built: the Python one carries ~100 Mbit/s at most
+            self.wan = WanLink(m1.ifname, m2.ifname, netns=self.mid.name, delay_ms=10.0,
+                               line="native" if native_line_built() else "python")
             self._stack.callback(self.wan.stop)
             self.wan.start()
             # data toward h2 leaves the middle namespace on m2: drop there
@@ -269,33 +336,46 @@ def run_sweep(sw: RecoverySweep, out: Path, *, log=print) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     controller: dict[str, Any] = {}
     subnet = f"10.{200 + secrets.randbelow(50)}.{secrets.randbelow(250) + 1}"
+    grid = [(label, rtt, sw) for label in sw.losses for rtt in sw.rtt_ms]
+    grid += [(c.loss, float(c.rtt_ms), sw.for_cell(c)) for c in sw.extra_cells]
     with bed(subnet) as b:
-        for li, label in enumerate(sw.losses):
+        for label, rtt, csw in grid:
+            li = sw.losses.index(label) if label in sw.losses else len(sw.losses)
             model = parse_loss_label(label)
-            fit = fitted_model(model, seed=sw.seed + li)
-            k, m = policy_fec(fit, sw)
-            controller[label] = {"fitted": _loss_text(fit), "fec_k": k, "fec_m": m,
-                                 "fitted_loss": fit.mean_loss,
-                                 "fitted_burst": fit.mean_burst_len}
+            if label not in controller:
+                fit = fitted_model(model, seed=sw.seed + li)
+                k, m = policy_fec(fit, sw)
+                controller[label] = {"fitted": _loss_text(fit), "fec_k": k, "fec_m": m,
+                                     "fitted_loss": fit.mean_loss,
+                                     "fitted_burst": fit.mean_burst_len,
+                                     "model": fit}
+            c = controller[label]
+            fit, k, m = c["model"], c["fec_k"], c["fec_m"]
             b.loss.set_model(model)
-            for rtt in sw.rtt_ms:
-                b.wan.update(delay_ms=rtt / 2)
-                for mode in sw.modes:
-                    cell_seed = sw.seed * 1000 + li * 10 + int(rtt)
-                    b.loss.reseed(cell_seed)
-                    d = out / "runs" / f"{label.replace('/', '_').replace(':', '')}_{rtt:g}_{mode}"
-                    d.mkdir(parents=True, exist_ok=True)
-                    r = run_point(b, sw, mode=mode, rtt_s=rtt / 1e3, fec=(k, m),
-                                  path_loss=fit, out_dir=d, seed=cell_seed)
-                    row = {"loss": label, "rtt_ms": rtt, "mode": mode,
-                           **({"fec": [k, m]} if mode == "fec" else {}), **r}
-                    rows.append(row)
-                    log(format_row(row))
+            b.wan.update(delay_ms=rtt / 2)
+            tag = "" if csw is sw else f"_{csw.rate}"
+            for mode in csw.modes:
+                cell_seed = sw.seed * 1000 + li * 10 + int(rtt)
+                b.loss.reseed(cell_seed)
+                name = f"{label.replace('/', '_').replace(':', '')}_{rtt:g}{tag}_{mode}"
+                d = out / "runs" / name
+                d.mkdir(parents=True, exist_ok=True)
+                r = run_point(b, csw, mode=mode, rtt_s=rtt / 1e3, fec=(k, m),
+                              path_loss=fit, out_dir=d, seed=cell_seed)
+                row = {"loss": label, "rtt_ms": rtt, "rate": csw.rate, "mode": mode,
+                       **({"fec": [k, m]} if mode == "fec" else {}), **r}
+                rows.append(row)
+                log(format_row(row))
         wan_stats = b.wan.stats()
+        wan_line = b.wan.line
+    for c in controller.values():
+        c.pop("model")
     targets = check_targets(rows)
     summary: dict[str, Any] = {"experiment": sw.name, "engine": sw.engine,
-               "path": "netns veths + WAN delay line + eBPF loss (data direction)",
+               "path": f"netns veths + WAN delay line ({wan_line}) + eBPF loss "
+                       "(data direction)",
                "rate": sw.rate, "size": sw.size, "count": sw.count, "inflight": sw.inflight,
+               "extra_cells": [dataclasses.asdict(c) for c in sw.extra_cells],
                "controller": controller, "recovery": rows, "wan": wan_stats,
                "targets": targets}
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
@@ -310,35 +390,44 @@ def format_row(r: dict[str, Any]) -> str:
         return f"{v * 1e3:7.0f}" if v is not None else "      -"
     gp = (r.get("goodput_bps") or 0.0) / 1e6
     sch = ",".join(f"{k}:{v}" for k, v in (r.get("schemes") or {}).items())
-    return (f"{r['loss']:>9} {r['rtt_ms']:>4g} {r['mode']:>4} {gp:7.1f} "
+    return (f"{r['loss']:>9} {r['rtt_ms']:>4g} {r.get('rate', ''):>5} {r['mode']:>4} {gp:7.1f} "
             f"{ms(r.get('fct_p50_s'))} {ms(r.get('fct_p99_s'))} "
             f"{r.get('wire_bytes_per_byte', 0):6.3f} {r.get('retx_pkts', 0):6} "
             f"{r.get('repaired_pkts', 0):6} {r.get('timeouts', 0):4}"
             f"{'' if r.get('finished') else ' (unfinished)'} {sch}")
 
 
-HEADER = (f"{'loss':>9} {'rtt':>4} {'mode':>4} {'Mb/s':>7} {'p50 ms':>7} {'p99 ms':>7} "
+HEADER = (f"{'loss':>9} {'rtt':>4} {'rate':>5} {'mode':>4} {'Mb/s':>7} {'p50 ms':>7} {'p99 ms':>7} "
           f"{'wire/B':>6} {'retx':>6} {'repair':>6} {'RTOs':>4}")
 
 
 # -- the issue's targets and the README table ---------------------------------------------
-def _cells(rows: list[dict[str, Any]]) -> dict[tuple[str, float], dict[str, dict[str, Any]]]:
-    out: dict[tuple[str, float], dict[str, dict[str, Any]]] = {}
+Cell = tuple[str, float, str]   # loss label, RTT in ms, rate ("" in rows without one)
+
+
+def _cells(rows: list[dict[str, Any]]) -> dict[Cell, dict[str, dict[str, Any]]]:
+    out: dict[Cell, dict[str, dict[str, Any]]] = {}
     for r in rows:
-        out.setdefault((r["loss"], r["rtt_ms"]), {})[r["mode"]] = r
+        out.setdefault((r["loss"], r["rtt_ms"], r.get("rate", "")), {})[r["mode"]] = r
     return out
+
+
+def _rtt_label(rows: list[dict[str, Any]], rtt: float, rate: str, unit: str = "") -> str:
+    """The RTT, and the rate when the rows have more than one (extra cells)."""
+    main = rows[0].get("rate", "") if rows else ""
+    return f"{rtt:g}{unit}" + (f" @ {rate}" if rate != main else "")
 
 
 def check_targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each target of the wan_recovery issue, per cell: measured ratio and verdict."""
     out: list[dict[str, Any]] = []
-    for (loss, rtt), modes in _cells(rows).items():
+    for (loss, rtt, rate), modes in _cells(rows).items():
         a = modes.get("auto")
         if a is None or not a.get("finished"):
             continue
         fixed = [m for k, m in modes.items() if k != "auto" and m.get("finished")]
         q = parse_loss_label(loss).mean_loss
-        where = f"{loss} {rtt:g}ms"
+        where = f"{loss} {_rtt_label(rows, rtt, rate, 'ms')}"
         if fixed:
             best_gp = max(m["goodput_bps"] for m in fixed)
             best_p99 = min(m["fct_p99_s"] for m in fixed)
@@ -377,7 +466,7 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
             + " | ".join(f"{m} p99 ms" for m in modes)
             + " | auto wire/B (SR) | auto: scheme x msgs |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
-    for (loss, rtt), v in cells.items():
+    for (loss, rtt, rate), v in cells.items():
         def gp(m: str, v: dict = v) -> str:
             r = v.get(m)
             return "-" if r is None else (f"{r['goodput_bps'] / 1e6:.1f}"
@@ -391,7 +480,8 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
         wire = (f"{a['wire_bytes_per_byte']:.3f} ({s['wire_bytes_per_byte']:.3f})"
                 if a.get("wire_bytes_per_byte") and s.get("wire_bytes_per_byte") else "-")
         sch = ", ".join(f"{k} x{n}" for k, n in (a.get("schemes") or {}).items())
-        lines.append(f"| {loss} | {rtt:g} | " + " | ".join(gp(m) for m in modes) + " | "
+        lines.append(f"| {loss} | {_rtt_label(rows, rtt, rate)} | "
+                     + " | ".join(gp(m) for m in modes) + " | "
                      + " | ".join(p99(m) for m in modes) + f" | {wire} | {sch} |")
     return "\n".join(lines)
 
@@ -424,7 +514,8 @@ def plot_p99(rows: list[dict[str, Any]], path: Path, title: str = "") -> Path:
         ys = [((v.get(mode) or {}).get("fct_p99_s") or np.nan) * 1e3 for v in cells.values()]
         ax.bar(x + (i - (len(modes) - 1) / 2) * width, ys, width, label=mode)
     ax.set_xticks(x)
-    ax.set_xticklabels([f"{loss}\n{rtt:g} ms" for loss, rtt in cells], fontsize=7)
+    ax.set_xticklabels([f"{loss}\n{_rtt_label(rows, rtt, rate, ' ms')}"
+                        for loss, rtt, rate in cells], fontsize=7)
     ax.set_ylabel("p99 message FCT (ms)")
     ax.set_yscale("log")
     ax.set_title(title or "wan_recovery: p99 message FCT by loss model and RTT")

@@ -13,6 +13,11 @@ Gilbert-Elliott process on the wire, after serialisation, seeded, counted exactl
 The eBPF dropper of ``ebpf.loss`` can take it instead (``loss_backend=EbpfLossBackend()``)
 on links carrying plain IPv4; see :class:`EbpfLossBackend` for why it is not the default.
 
+Two delay lines speak the same protocol: the Python one (every parameter, ~100 Mbit/s)
+and the native one (``native/delayline.c``: Gbit/s, no loss).  ``WanLink(...,
+line="auto"|"native"|"python")``; ``auto`` takes the native line when a loss backend
+applies the loss (:mod:`.delayline_link`).
+
 Use::
 
     with WanLink("wana", "wanb", delay_ms=10, jitter_ms=1, rate_mbps=100,

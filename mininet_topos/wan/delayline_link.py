@@ -1,5 +1,13 @@
 """The delay line backend: a user-space process forwarding between two interfaces with
-delay, jitter, rate and loss (:mod:`mininet_topos.delayline`), for kernels without netem.
+delay, jitter, rate and loss, for kernels without netem.
+
+Two processes speak the same protocol (arguments, SIGUSR1 counters, SIGHUP reload,
+SIGTERM): the Python line (:mod:`mininet_topos.delayline`, every parameter including
+loss, about 100 Mbit/s) and the native one (``mininet_topos/wan/native/delayline.c``,
+built by the bootstrap: delay, jitter, rate and queue at Gbit/s, no loss).  ``line``
+picks: ``"python"``, ``"native"`` (refused when the line itself would have to drop), or
+``"auto"``: native when it is built and a loss backend takes the loss (so the line
+never has to), else Python, whose loss can also be changed live.
 """
 from __future__ import annotations
 
@@ -25,6 +33,24 @@ from .params import changed_params, params_from
 
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 10.0
+NATIVE_LINE = Path(__file__).resolve().parent / "native" / "bin" / "delayline"
+LINES = ("auto", "native", "python")
+
+
+def native_line_built() -> bool:
+    """True when ``make -C mininet_topos/wan/native`` has built the native delay line."""
+    return os.access(NATIVE_LINE, os.X_OK)
+
+
+def native_params_text(params: WanParams) -> str:
+    """``params`` as the native line's params file (key=value lines); it applies no loss."""
+    if params.loss.kind != "none":
+        raise WanError(f"native delay line: loss {params.loss.kind} asked for; it applies "
+                       "no loss (use a loss backend or the Python line)")
+    seed = "none" if params.seed is None else str(params.seed)
+    return (f"delay_ms={params.delay_ms!r}\njitter_ms={params.jitter_ms!r}\n"
+            f"rate_mbps={params.rate_mbps!r}\nqueue_pkts={params.queue_pkts}\n"
+            f"reorder={int(params.reorder)}\nseed={seed}\nloss=none\n")
 
 
 class WanLink:
@@ -38,8 +64,13 @@ class WanLink:
 
     def __init__(self, a_iface: str, b_iface: str, *, netns: str | None = None,
                  params: WanParams | None = None, loss_backend: LossBackend | None = None,
-                 realtime: bool = True, **shaping: Any) -> None:
+                 realtime: bool = True, line: str = "auto", **shaping: Any) -> None:
         self.a_iface, self.b_iface, self.netns = a_iface, b_iface, netns
+        if line not in LINES:
+            raise WanError(f"WAN link {a_iface}-{b_iface}: line {line!r} is not one of "
+                           f"{', '.join(LINES)}")
+        self._line = line
+        self._running_line: str | None = None
         self._params = params_from(self.name, params, shaping)
         self._loss_backend = loss_backend
         self._loss_handles: dict[str, Any] = {}
@@ -59,14 +90,46 @@ class WanLink:
             return self._params
         return dataclasses.replace(self._params, loss=LossModel.none())
 
+    @property
+    def line(self) -> str:
+        """Which delay line runs (or will): ``"native"`` or ``"python"``."""
+        if self._running_line is not None:
+            return self._running_line
+        if self._line == "auto":
+            return "native" if self._loss_backend is not None and native_line_built() \
+                else "python"
+        return self._line
+
+    def _write_params(self) -> None:
+        assert self._dir is not None
+        path = self._dir / "params.json"
+        if self.line == "native":
+            text = native_params_text(self._line_params())
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(text)
+            tmp.replace(path)
+        else:
+            write_json_atomic(path, self._line_params().to_dict(), indent=None)
+
     def start(self) -> WanLink:
         """Start the delay line and wait until it is forwarding."""
         if self._proc is not None:
             raise WanError(f"WAN link {self.name}: already started")
+        if self.line == "native" and not native_line_built():
+            raise WanError(f"WAN link {self.name}: the native delay line is not built "
+                           f"({NATIVE_LINE}); run make -C mininet_topos/wan/native")
         self._dir = Path(tempfile.mkdtemp(prefix="wanlink-"))
         params_file, stats_file = self._dir / "params.json", self._dir / "stats.json"
-        params_file.write_text(json.dumps(self._line_params().to_dict()))
-        argv = [sys.executable, "-m", "mininet_topos.delayline", "--a", self.a_iface,
+        try:
+            self._write_params()
+        except BaseException:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+            raise
+        self._running_line = self.line
+        program = ([str(NATIVE_LINE)] if self.line == "native"
+                   else [sys.executable, "-m", "mininet_topos.delayline"])
+        argv = [*program, "--a", self.a_iface,
                 "--b", self.b_iface, "--params", str(params_file), "--stats", str(stats_file)]
         if self._realtime:
             argv.append("--realtime")
@@ -112,6 +175,7 @@ class WanLink:
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
+        self._running_line = None
         return last
 
     def __enter__(self) -> WanLink:  # noqa: PYI034 - returns the started link
@@ -139,11 +203,12 @@ class WanLink:
         if self._loss_backend is not None and new.loss != self._params.loss:
             raise WanError(f"WAN link {self.name}: loss is applied by the loss backend; "
                            "restart the link to change it")
+        if self.line == "native" and self._loss_backend is None and new.loss.kind != "none":
+            raise WanError(f"WAN link {self.name}: the native delay line applies no loss; "
+                           "use line='python' or a loss backend")
         self._params = new
         if self._proc is not None:
-            assert self._dir is not None
-            write_json_atomic(self._dir / "params.json", self._line_params().to_dict(),
-                              indent=None)
+            self._write_params()
             self._signal_and_wait(signal.SIGHUP)
         return new
 
@@ -157,7 +222,7 @@ class WanLink:
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
         where = f" in {self.netns}" if self.netns else ""
-        return f"<WanLink {self.name}{where} {state} {self._params}>"
+        return f"<WanLink {self.name}{where} {state} ({self.line} line) {self._params}>"
 
     def stats(self) -> dict[str, dict[str, int]]:
         """Counters per direction, ``"ab"`` (a_iface to b_iface) and ``"ba"``."""

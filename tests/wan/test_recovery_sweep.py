@@ -32,6 +32,25 @@ def test_preset_loads_with_the_issue_grid():
     assert len(sw.losses) == 9 and sw.rtt_ms == [20, 60]
     assert sw.modes == ["gbn", "sr", "fec", "auto"]
     assert sw.engine == "native"  # every mode, auto's plans too, on the C engine
+    fast = sw.for_cell(sw.extra_cells[0])   # 20 x GBN needs a BDP far above 1/p
+    assert (fast.rate, fast.size, fast.inflight, fast.modes) == ("2G", "1M", 32, sw.modes)
+    assert sw.extra_cells[0].loss == "1%" and sw.extra_cells[0].rtt_ms == 20
+
+
+@pytest.mark.parametrize(("cells", "message"), [
+    ("{loss: '1%', rtt_ms: 20}", r"extra_cells\[0\]: missing \['rate'\]"),
+    ("{loss: '1%', rtt_ms: 20, rate: 2G, speed: 3}", r"extra_cells\[0\]: unknown key\(s\) \['speed'\]"),
+    ("{loss: 'ge:1%', rtt_ms: 20, rate: 2G}", r"ge:1%"),
+    ("{loss: '1%', rtt_ms: 0, rate: 2G}", r"rtt_ms 0 must be > 0"),
+    ("{loss: '1%', rtt_ms: 20, rate: 2G, modes: [sr, arq]}", r"extra_cells\[0\].modes \['arq'\]"),
+    ("{loss: '1%', rtt_ms: 20, rate: fast}", r"extra_cells\[0\]: .*fast"),
+    ("7", r"extra_cells\[0\]: expected a mapping"),
+])
+def test_bad_extra_cell_is_named(tmp_path: Path, cells, message):
+    f = tmp_path / "s.yaml"
+    f.write_text(f"kind: recovery_sweep\nextra_cells: [{cells}]\n")
+    with pytest.raises(SpecError, match=message):
+        load_sweep(f)
 
 
 @pytest.mark.parametrize(("label", "loss", "burst"), [("0.1%", 0.001, None), ("0.05", 0.05, None),
@@ -115,3 +134,24 @@ def test_targets_table_and_plot(tmp_path: Path):
     assert "| wire bytes <= 1.03 x SR | 0 / 1 | 0.1% 20ms 1.04 |" in verdicts
     assert "| p99 FCT <= 0.8 x SR | 1 / 1 | - |" in verdicts
     assert plot_p99(rows, tmp_path / "p.png").stat().st_size > 1000
+
+
+def test_extra_cells_are_their_own_cells_with_the_rate_shown(tmp_path: Path):
+    """A 1 %/20 ms cell at 2G beside the grid's 100M one: separate verdicts, the rate in
+    the labels of the extra one only."""
+    from mininet_topos.experiment.recovery_sweep import check_targets, markdown_table, plot_p99
+
+    rows = [{**_row("1%", 20, "gbn", 29, 300), "rate": "100M"},
+            {**_row("1%", 20, "auto", 72, 120), "rate": "100M"},
+            {**_row("1%", 20, "gbn", 22, 9000), "rate": "2G"},
+            {**_row("1%", 20, "auto", 949, 33), "rate": "2G"}]
+    got = {(t["cell"], t["target"]): t["ok"] for t in check_targets(rows)}
+    assert got == {("1% 20ms", "goodput >= 0.97 x best fixed"): True,
+                   ("1% 20ms", "p99 FCT <= 1.03 x best fixed"): True,
+                   ("1% 20ms", "goodput >= 20 x GBN"): False,
+                   ("1% 20ms @ 2G", "goodput >= 0.97 x best fixed"): True,
+                   ("1% 20ms @ 2G", "p99 FCT <= 1.03 x best fixed"): True,
+                   ("1% 20ms @ 2G", "goodput >= 20 x GBN"): True}
+    table = markdown_table(rows)
+    assert "| 1% | 20 | 29.0 | 72.0 |" in table and "| 1% | 20 @ 2G | 22.0 | 949.0 |" in table
+    assert plot_p99(rows, tmp_path / "p.png").stat().st_size > 0
