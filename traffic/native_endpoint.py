@@ -41,6 +41,7 @@ from traffic.errors import ConfigError
 from traffic.native import NativeLibraryError, load_library
 from traffic.native.cc_dcqcn import TnDcqcn, TnDcqcnParams, dcqcn_params
 from traffic.native.cc_hpcc import TnHpcc, TnHpccParams, hpcc_params
+from traffic.native.engine_env import check_engine_env
 from traffic.qp_types import MessageRecord, QpConfig, QpCounters, Reliability
 from traffic.requester import WIRE_OVERHEAD
 
@@ -615,6 +616,7 @@ class NativeEndpoint:
         if why is not None:
             raise ConfigError(f"endpoint {cfg.ip}: the native engine does not emulate {why}; "
                               "use --engine python")
+        check_engine_env()
         self._lib = _bind()
         self.cfg = cfg
         self.counters = EndpointCounters()
