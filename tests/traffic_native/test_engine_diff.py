@@ -463,3 +463,58 @@ def _both_responders_take(py_resp, nb, batch: list[bytes], t: float, seed: int) 
     ack_n = [p for _, _, _, p in nb.output()]
     assert ack_n == ([ack_py] if ack_py else []), f"seed {seed} t={t}: ACKs differ"
     return ack_py
+
+
+@pytest.mark.parametrize("mode", [Reliability.SR, pytest.param(
+    Reliability.FEC, marks=pytest.mark.skipif(not erasure_code_works(),
+                                              reason="the library's erasure code does not encode"))])
+def test_timeouts_in_a_row_resend_twice_as_many_each(mode: Reliability) -> None:
+    """A per-packet loss burst (Gilbert's bad state, as netem and the eBPF emulator draw
+    it) that takes the first 10 packets of a message, their resends when the receiver's
+    ACKs of the other 22 show the holes, and the next 3 resends: the timeouts resend the
+    oldest 1, then 2 (lost), then 4 missing packets below the highest acknowledged one,
+    and the burst ends inside that batch.  Before, each timeout resent one packet (each
+    lost, the timer doubling): done after the fourth timeout, not the third.  Both
+    endpoints send the same bytes at every step."""
+    cfg = {"mode": mode, "mtu": 256, "rate_bps": 1e9, "window_pkts": 64, "fec_k": 8,
+           "fec_m": 1, "rto_min_s": 0.05, "rto_initial_s": 0.05}
+    qa = QpConfig(qpn=QPN, peer_qpn=QPN + 1, peer_ip=B, **cfg)
+    qb = QpConfig(qpn=QPN + 1, peer_qpn=QPN, peer_ip=A, **cfg)
+    py_req = Requester(cfg=qa, local_ip=A, sport=SA, start_psn=0, now_s=0.0)
+    py_resp = Responder(cfg=qb, local_ip=B, sport=SB, start_psn=0)
+    na, nb = StepEngine(A), StepEngine(B)
+    na.add_qp(qa, requester=True, sport=SA, start_psn=0)
+    nb.add_qp(qb, requester=False, sport=SB, start_psn=0)
+    try:
+        msg = bytes(range(256)) * 32   # 32 packets of 256 bytes
+        py_req.post_write(msg, now=0.0)
+        na.post_write(QPN, msg)
+        data_sent = 0      # data packets (not FEC repairs) in the order sent
+        burst = set(range(10)) | set(range(32, 32 + 10 + 3))
+        t = 0.0
+        while t < 1.0 and not (py_req.idle and py_resp.counters.msgs_done == 1):
+            out_py: list[bytes] = []
+            py_req.poll(t, out_py)
+            na.step(t)
+            assert [p for _, _, _, p in na.output()] == out_py, f"t={t}: sent packets differ"
+            through = []
+            for pkt in out_py:
+                if roce.parse_udp_payload(pkt).bth.opcode in roce.DATA_OPCODES:
+                    lost = data_sent in burst
+                    data_sent += 1
+                else:
+                    lost = True   # FEC repairs are lost with the burst: only resends count
+                if not lost:
+                    through.append(pkt)
+            ack = _both_responders_take(py_resp, nb, through, t, 0)
+            if ack:
+                py_req.on_ack(roce.parse_udp_payload(ack), t)
+                na.inject(B, SB, ack, t)
+            t = round(t + 0.001, 6)
+        assert py_resp.counters.msgs_done == 1 and py_req.idle, t
+        assert na.counters(QPN) == py_req.counters.as_dict()
+        assert py_req.counters.timeouts == 3, py_req.counters
+        assert t < 0.4, t   # done just after the third timeout (0.05 + 0.1 + 0.2 s)
+    finally:
+        na.close()
+        nb.close()

@@ -812,26 +812,57 @@ static void go_back(struct tn_qp *q, int64_t seq)
     }
 }
 
-/* A timeout's resend: go-back-N from the oldest unacknowledged packet, else that
- * packet alone (traffic/requester.py _resend_oldest). */
+/* A timeout's resend (traffic/requester.py _resend_oldest): go-back-N from the oldest
+ * unacknowledged packet; otherwise the oldest n missing packets below the highest one
+ * acknowledged (at least the oldest missing one), n = 1 at a first timeout and
+ * doubling with each timeout in a row without a fresh RTT sample, at the front of the
+ * resend queue, oldest first. */
 static void resend_oldest(struct tn_qp *q)
 {
     if (q->a.mode == TN_MODE_GBN) {
         go_back(q, q->una);
         q->c.timeouts++;
-    } else {
-        for (int64_t s = q->una; s < q->sent_up_to; s++) {
-            struct tpkt *p = pkt_get(q, s);
-            if (!p || p->acked)
-                continue;
-            if (!p->queued) {
-                p->queued = p->rto_retx = 1;
-                dq_pushleft(&q->retx_q, s, 0, NULL);
-                q->c.timeouts++;
-            }
+        return;
+    }
+    int64_t first = -1, top = -1;
+    for (int64_t s = q->una; s < q->sent_up_to; s++) {
+        struct tpkt *p = pkt_get(q, s);
+        if (p && !p->acked) {
+            first = s;
             break;
         }
     }
+    if (first < 0)
+        return;
+    for (int64_t s = q->sent_up_to - 1; s > first; s--) {
+        struct tpkt *p = pkt_get(q, s);
+        if (p && p->acked) {
+            top = s;
+            break;
+        }
+    }
+    if (top < first + 1)
+        top = first + 1;
+    int64_t n = (int64_t)1 << (q->rtos_unsampled < 20 ? q->rtos_unsampled : 20);
+    int64_t hi = first, seen = 0;
+    for (int64_t s = first; s < top && seen < n; s++) {
+        struct tpkt *p = pkt_get(q, s);
+        if (!p || p->acked)
+            continue;
+        seen++;
+        hi = s;
+    }
+    int any = 0;
+    for (int64_t s = hi; s >= first; s--) {
+        struct tpkt *p = pkt_get(q, s);
+        if (!p || p->acked || p->queued)
+            continue;
+        p->queued = p->rto_retx = 1;
+        dq_pushleft(&q->retx_q, s, 0, NULL);
+        any = 1;
+    }
+    if (any)
+        q->c.timeouts++;
 }
 
 static void check_rto(struct tn_qp *q, double now)
