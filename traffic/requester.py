@@ -811,8 +811,9 @@ class Requester:
         value (the RTT's, as after an ACK), and a QP whose timer had fired since its
         last progress (stalled) resends its oldest unacknowledged packets now
         (go-back-N: from the oldest; otherwise the oldest missing ones,
-        :meth:`_resend_oldest`), as its timeout would have, without doubling it.  A QP that was not stalled keeps its
-        packets in flight and only has its timer rearmed at the base value."""
+        :meth:`_resend_oldest`), as its timeout would have, without doubling it.  A
+        QP that was not stalled keeps its packets in flight and only has its timer
+        rearmed at the base value."""
         self.path_notices += 1
         base = self._rto_value()
         stalled = self.outstanding > 0 and self._rto > base
@@ -847,22 +848,22 @@ class Requester:
 
     def _resend_oldest(self) -> None:
         """A timeout's resend: go-back-N from the oldest unacknowledged packet, else the
-        oldest n missing packets below the highest one acknowledged (at least the
-        oldest missing one), n = 1 at a first timeout and doubling with each timeout in
-        a row without a fresh RTT sample (at the front of the resend queue, oldest
-        first).
+        oldest n missing packets, n = 1 at a first timeout and doubling with each
+        timeout in a row without a fresh RTT sample (at the front of the resend queue,
+        oldest first); the oldest alone while the QP has neither measured a round trip
+        nor had a packet above it acknowledged.
 
         Why one first: once it is acknowledged, the transmission-order rule finds every
         other loss, and a timer that fired only because ACKs were late costs one packet
-        instead of a window (and leaves the others to sample the RTT).  Why doubling, and
-        only below an acknowledged packet: when the receiver has packets above the holes
-        the path delivers and the holes are losses, but a loss that takes packets in
-        runs can take each lone resend too, and while nothing new is sent nothing else
-        is found; with per-packet Gilbert bursts (netem's model, the eBPF emulator's) a
-        30-packet bad state swallowed one resend per backed-off timeout, 40 s on a 60 ms
-        path for a 256 KiB message.  Doubling probes past a burst of B packets in about
-        log2(B) timeouts; a QP that has heard nothing (a start behind seconds of
-        queueing) still resends one packet per timeout."""
+        instead of a window (and leaves the others to sample the RTT).  Why doubling: a
+        loss that takes packets in runs can take each lone resend too, and a resend
+        that is acknowledged does not show the packets sent before it lost, so while
+        nothing new is sent nothing else is found; with per-packet Gilbert bursts
+        (netem's model, the eBPF emulator's) a 30-packet bad state swallowed one resend
+        per backed-off timeout, 40 s on a 60 ms path for a 256 KiB message.  Doubling
+        probes past a burst of B packets in about log2(B) timeouts.  Why the oldest
+        alone before any feedback: a QP whose first round trip is seconds of queueing
+        (an incast) has timed out without a loss, and a flood would deepen the queue."""
         if self.cfg.mode is Reliability.GBN:
             self._go_back(self._una)
             self.counters.timeouts += 1
@@ -871,8 +872,10 @@ class Requester:
                       if (p := self._pkts.get(s)) is not None and not p.acked), None)
         if first is None:
             return
-        top = next((s for s in range(self._sent_up_to - 1, first, -1)
-                    if (p := self._pkts.get(s)) is not None and p.acked), first + 1)
+        heard = self._srtt is not None or any(
+            (p := self._pkts.get(s)) is not None and p.acked
+            for s in range(self._sent_up_to - 1, first, -1))
+        top = self._sent_up_to if heard else first + 1
         n = 1 << min(self._rtos_unsampled, 20)
         hi, seen = first, 0
         for s in range(first, top):

@@ -468,14 +468,17 @@ def _both_responders_take(py_resp, nb, batch: list[bytes], t: float, seed: int) 
 @pytest.mark.parametrize("mode", [Reliability.SR, pytest.param(
     Reliability.FEC, marks=pytest.mark.skipif(not erasure_code_works(),
                                               reason="the library's erasure code does not encode"))])
-def test_timeouts_in_a_row_resend_twice_as_many_each(mode: Reliability) -> None:
+@pytest.mark.parametrize("where", ["holes", "tail"])
+def test_timeouts_in_a_row_resend_twice_as_many_each(mode: Reliability, where: str) -> None:
     """A per-packet loss burst (Gilbert's bad state, as netem and the eBPF emulator draw
-    it) that takes the first 10 packets of a message, their resends when the receiver's
-    ACKs of the other 22 show the holes, and the next 3 resends: the timeouts resend the
-    oldest 1, then 2 (lost), then 4 missing packets below the highest acknowledged one,
-    and the burst ends inside that batch.  Before, each timeout resent one packet (each
-    lost, the timer doubling): done after the fourth timeout, not the third.  Both
-    endpoints send the same bytes at every step."""
+    it) that takes 10 packets of a 32-packet message and the next resends: its first
+    10, whose resends the ACKs of the other 22 trigger, and 3 more (the timeouts resend
+    the oldest 1, then 2, both lost, then 4 missing packets, and the burst ends inside
+    that batch); or its last 10, which nothing acknowledged follows, and 6 more
+    resends (1, 2, 3 of 4 lost; the one acknowledged shows the others lost).  Before,
+    each timeout resent one packet (each lost, the timer doubling): a timeout more for
+    the holes, past 1 s for the tail.  Both endpoints send the same bytes at every
+    step."""
     cfg = {"mode": mode, "mtu": 256, "rate_bps": 1e9, "window_pkts": 64, "fec_k": 8,
            "fec_m": 1, "rto_min_s": 0.05, "rto_initial_s": 0.05}
     qa = QpConfig(qpn=QPN, peer_qpn=QPN + 1, peer_ip=B, **cfg)
@@ -490,9 +493,13 @@ def test_timeouts_in_a_row_resend_twice_as_many_each(mode: Reliability) -> None:
         py_req.post_write(msg, now=0.0)
         na.post_write(QPN, msg)
         data_sent = 0      # data packets (not FEC repairs) in the order sent
-        burst = set(range(10)) | set(range(32, 32 + 10 + 3))
-        t = 0.0
+        burst = ({*range(10), *range(32, 32 + 10 + 3)} if where == "holes"
+                 else {*range(22, 32), *range(32, 32 + 6)})
+        t, held = 0.0, None   # an ACK reaches the requester a step (1 ms) after
         while t < 1.0 and not (py_req.idle and py_resp.counters.msgs_done == 1):
+            if held:
+                py_req.on_ack(roce.parse_udp_payload(held), t)
+                na.inject(B, SB, held, t)
             out_py: list[bytes] = []
             py_req.poll(t, out_py)
             na.step(t)
@@ -506,10 +513,7 @@ def test_timeouts_in_a_row_resend_twice_as_many_each(mode: Reliability) -> None:
                     lost = True   # FEC repairs are lost with the burst: only resends count
                 if not lost:
                     through.append(pkt)
-            ack = _both_responders_take(py_resp, nb, through, t, 0)
-            if ack:
-                py_req.on_ack(roce.parse_udp_payload(ack), t)
-                na.inject(B, SB, ack, t)
+            held = _both_responders_take(py_resp, nb, through, t, 0)
             t = round(t + 0.001, 6)
         assert py_resp.counters.msgs_done == 1 and py_req.idle, t
         assert na.counters(QPN) == py_req.counters.as_dict()

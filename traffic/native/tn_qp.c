@@ -813,10 +813,10 @@ static void go_back(struct tn_qp *q, int64_t seq)
 }
 
 /* A timeout's resend (traffic/requester.py _resend_oldest): go-back-N from the oldest
- * unacknowledged packet; otherwise the oldest n missing packets below the highest one
- * acknowledged (at least the oldest missing one), n = 1 at a first timeout and
- * doubling with each timeout in a row without a fresh RTT sample, at the front of the
- * resend queue, oldest first. */
+ * unacknowledged packet; otherwise the oldest n missing packets, n = 1 at a first
+ * timeout and doubling with each timeout in a row without a fresh RTT sample, at the
+ * front of the resend queue, oldest first; the oldest alone while the QP has neither
+ * measured a round trip nor had a packet above it acknowledged. */
 static void resend_oldest(struct tn_qp *q)
 {
     if (q->a.mode == TN_MODE_GBN) {
@@ -824,7 +824,7 @@ static void resend_oldest(struct tn_qp *q)
         q->c.timeouts++;
         return;
     }
-    int64_t first = -1, top = -1;
+    int64_t first = -1;
     for (int64_t s = q->una; s < q->sent_up_to; s++) {
         struct tpkt *p = pkt_get(q, s);
         if (p && !p->acked) {
@@ -834,15 +834,12 @@ static void resend_oldest(struct tn_qp *q)
     }
     if (first < 0)
         return;
-    for (int64_t s = q->sent_up_to - 1; s > first; s--) {
+    int heard = q->srtt >= 0;
+    for (int64_t s = q->sent_up_to - 1; s > first && !heard; s--) {
         struct tpkt *p = pkt_get(q, s);
-        if (p && p->acked) {
-            top = s;
-            break;
-        }
+        heard = p && p->acked;
     }
-    if (top < first + 1)
-        top = first + 1;
+    int64_t top = heard ? q->sent_up_to : first + 1;
     int64_t n = (int64_t)1 << (q->rtos_unsampled < 20 ? q->rtos_unsampled : 20);
     int64_t hi = first, seen = 0;
     for (int64_t s = first; s < top && seen < n; s++) {
