@@ -810,10 +810,9 @@ class Requester:
         resending what the old path swallowed.  So: the timeout goes back to its base
         value (the RTT's, as after an ACK), and a QP whose timer had fired since its
         last progress (stalled) resends its oldest unacknowledged packets now
-        (go-back-N: from the oldest; otherwise the oldest missing ones,
-        :meth:`_resend_oldest`), as its timeout would have, without doubling it.  A
-        QP that was not stalled keeps its packets in flight and only has its timer
-        rearmed at the base value."""
+        (go-back-N: from the oldest; otherwise the oldest missing one), as its
+        timeout would have, without doubling it.  A QP that was not stalled keeps its
+        packets in flight and only has its timer rearmed at the base value."""
         self.path_notices += 1
         base = self._rto_value()
         stalled = self.outstanding > 0 and self._rto > base
@@ -847,55 +846,24 @@ class Requester:
         self._rto_deadline = now + self._rto
 
     def _resend_oldest(self) -> None:
-        """A timeout's resend: go-back-N from the oldest unacknowledged packet, else the
-        oldest n missing packets, n = 1 at a first timeout and doubling with each
-        timeout in a row without a fresh RTT sample (at the front of the resend queue,
-        oldest first); the oldest alone while the QP has neither measured a round trip
-        nor had a packet above it acknowledged.
-
-        Why one first: once it is acknowledged, the transmission-order rule finds every
-        other loss, and a timer that fired only because ACKs were late costs one packet
-        instead of a window (and leaves the others to sample the RTT).  Why doubling: a
-        loss that takes packets in runs can take each lone resend too, and a resend
-        that is acknowledged does not show the packets sent before it lost, so while
-        nothing new is sent nothing else is found; with per-packet Gilbert bursts
-        (netem's model, the eBPF emulator's) a 30-packet bad state swallowed one resend
-        per backed-off timeout, 40 s on a 60 ms path for a 256 KiB message.  Doubling
-        probes past a burst of B packets in about log2(B) timeouts.  Why the oldest
-        alone before any feedback: a QP whose first round trip is seconds of queueing
-        (an incast) has timed out without a loss, and a flood would deepen the queue."""
+        """A timeout's resend: go-back-N from the oldest unacknowledged packet, else
+        that packet alone."""
         if self.cfg.mode is Reliability.GBN:
             self._go_back(self._una)
             self.counters.timeouts += 1
-            return
-        first = next((s for s in range(self._una, self._sent_up_to)
-                      if (p := self._pkts.get(s)) is not None and not p.acked), None)
-        if first is None:
-            return
-        heard = self._srtt is not None or any(
-            (p := self._pkts.get(s)) is not None and p.acked
-            for s in range(self._sent_up_to - 1, first, -1))
-        top = self._sent_up_to if heard else first + 1
-        n = 1 << min(self._rtos_unsampled, 20)
-        hi, seen = first, 0
-        for s in range(first, top):
-            if seen == n:
+        else:
+            # resend only the oldest missing packet: once it is acknowledged, the
+            # transmission-order rule finds every other loss, and a timer that fired
+            # only because ACKs were late costs one packet instead of a window
+            for s in range(self._una, self._sent_up_to):
+                p = self._pkts.get(s)
+                if p is None or p.acked:
+                    continue
+                if not p.queued:
+                    p.queued = p.rto_retx = True
+                    self._retx_q.appendleft(s)
+                    self.counters.timeouts += 1
                 break
-            p = self._pkts.get(s)
-            if p is None or p.acked:
-                continue
-            seen += 1
-            hi = s
-        any_queued = False
-        for s in range(hi, first - 1, -1):
-            p = self._pkts.get(s)
-            if p is None or p.acked or p.queued:
-                continue
-            p.queued = p.rto_retx = True
-            self._retx_q.appendleft(s)
-            any_queued = True
-        if any_queued:
-            self.counters.timeouts += 1
 
     # -- reporting -------------------------------------------------------------------
     def _cc_snapshot(self) -> dict | None:

@@ -65,8 +65,7 @@ def test_a_stalled_qp_resends_at_once_and_unbacks_its_timer(mode: str) -> None:
     assert not out                                # still waiting out its backed-off timeout
     assert req.path_changed(now) is True
     req.poll(now, out)
-    # go-back-N resends the window from the oldest; selective repeat the oldest (the
-    # receiver has acknowledged nothing above it: no known hole to probe further)
+    # go-back-N resends the window from the oldest; selective repeat the oldest
     assert len(out) == (8 if mode == "gbn" else 1)
     assert req.snapshot()["rto_s"] == pytest.approx(base)
     assert req.poll(now, []) == pytest.approx(now + base)   # the next timeout at the base

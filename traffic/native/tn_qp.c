@@ -812,54 +812,26 @@ static void go_back(struct tn_qp *q, int64_t seq)
     }
 }
 
-/* A timeout's resend (traffic/requester.py _resend_oldest): go-back-N from the oldest
- * unacknowledged packet; otherwise the oldest n missing packets, n = 1 at a first
- * timeout and doubling with each timeout in a row without a fresh RTT sample, at the
- * front of the resend queue, oldest first; the oldest alone while the QP has neither
- * measured a round trip nor had a packet above it acknowledged. */
+/* A timeout's resend: go-back-N from the oldest unacknowledged packet, else that
+ * packet alone (traffic/requester.py _resend_oldest). */
 static void resend_oldest(struct tn_qp *q)
 {
     if (q->a.mode == TN_MODE_GBN) {
         go_back(q, q->una);
         q->c.timeouts++;
-        return;
-    }
-    int64_t first = -1;
-    for (int64_t s = q->una; s < q->sent_up_to; s++) {
-        struct tpkt *p = pkt_get(q, s);
-        if (p && !p->acked) {
-            first = s;
+    } else {
+        for (int64_t s = q->una; s < q->sent_up_to; s++) {
+            struct tpkt *p = pkt_get(q, s);
+            if (!p || p->acked)
+                continue;
+            if (!p->queued) {
+                p->queued = p->rto_retx = 1;
+                dq_pushleft(&q->retx_q, s, 0, NULL);
+                q->c.timeouts++;
+            }
             break;
         }
     }
-    if (first < 0)
-        return;
-    int heard = q->srtt >= 0;
-    for (int64_t s = q->sent_up_to - 1; s > first && !heard; s--) {
-        struct tpkt *p = pkt_get(q, s);
-        heard = p && p->acked;
-    }
-    int64_t top = heard ? q->sent_up_to : first + 1;
-    int64_t n = (int64_t)1 << (q->rtos_unsampled < 20 ? q->rtos_unsampled : 20);
-    int64_t hi = first, seen = 0;
-    for (int64_t s = first; s < top && seen < n; s++) {
-        struct tpkt *p = pkt_get(q, s);
-        if (!p || p->acked)
-            continue;
-        seen++;
-        hi = s;
-    }
-    int any = 0;
-    for (int64_t s = hi; s >= first; s--) {
-        struct tpkt *p = pkt_get(q, s);
-        if (!p || p->acked || p->queued)
-            continue;
-        p->queued = p->rto_retx = 1;
-        dq_pushleft(&q->retx_q, s, 0, NULL);
-        any = 1;
-    }
-    if (any)
-        q->c.timeouts++;
 }
 
 static void check_rto(struct tn_qp *q, double now)
