@@ -23,7 +23,8 @@
  *
  * Per packet: recvmmsg and sendmmsg in batches on two AF_PACKET sockets, one copy into
  * a frame of its own size, a binary heap keyed by delivery time; one thread sleeping in
- * ppoll until the next delivery (1 ns timer slack), so an idle line takes no CPU.
+ * ppoll until the next delivery (1 ns timer slack), so an idle line takes no CPU, and
+ * while frames keep coming waking on a tick (--tick-us, 40 us) rather than per frame.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
