@@ -22,17 +22,15 @@ Prints one row per line and the ratios native / Python.  Root (namespaces)::
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import re
-import secrets
 import subprocess
 import sys
 from pathlib import Path
 
-from common.kernel.netns import Namespace, veth_pair
 from mininet_topos.wan import WanLink
 from mininet_topos.wan.delayline_link import native_line_built
+from mininet_topos.wan.netns_path import WanPath
 
 ROOT = Path(__file__).resolve().parents[1]
 BLAST = ROOT / "traffic" / "native" / "bin" / "tn_udp_blast"
@@ -46,38 +44,7 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
-class Path3:
-    """h1 -- mid (the WAN ends) -- h2 on a fresh /24, torn down on close."""
-
-    def __init__(self) -> None:
-        self._stack = contextlib.ExitStack()
-        tag = secrets.token_hex(2)
-        subnet = f"10.{200 + secrets.randbelow(50)}.{secrets.randbelow(250) + 1}"
-        try:
-            self.h1 = self._stack.enter_context(Namespace.create(f"bd{tag}h"))
-            self.h2 = self._stack.enter_context(Namespace.create(f"bd{tag}h"))
-            self.mid = self._stack.enter_context(Namespace.create(f"bd{tag}m"))
-            for ns in (self.h1, self.h2, self.mid):
-                ns.run(["sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1"])
-            e1, self.m1 = veth_pair(self.h1, self.mid, prefix=f"bd{tag}",
-                                    addr_a=f"{subnet}.1/24")
-            self.m2, e2 = veth_pair(self.mid, self.h2, prefix=f"bd{tag}",
-                                    addr_b=f"{subnet}.2/24")
-            self.ips = (f"{subnet}.1", f"{subnet}.2")
-            for ns, end, peer_ip, peer in ((self.h1, e1, self.ips[1], e2),
-                                           (self.h2, e2, self.ips[0], e1)):
-                ns.run(["ethtool", "-K", end.ifname, "tx", "off"])
-                ns.run(["ip", "neigh", "replace", peer_ip, "lladdr", peer.mac, "dev",
-                        end.ifname])
-        except BaseException:
-            self._stack.close()
-            raise
-
-    def close(self) -> None:
-        self._stack.close()
-
-
-def blast(p: Path3, n: int, pps: int | None) -> dict[str, float]:
+def blast(p: WanPath, n: int, pps: int | None) -> dict[str, float]:
     """Send ``n`` datagrams h1 -> h2 (unpaced, or at ``pps``); what the receiver counted."""
     rx = p.h2.popen([str(BLAST), "--recv", "--local", p.ips[1]], stdout=subprocess.PIPE,
                     text=True)
@@ -101,7 +68,7 @@ def blast(p: Path3, n: int, pps: int | None) -> dict[str, float]:
     return {"pkts": pkts, "pps": pkts / secs if secs > 0 else 0.0}
 
 
-def measure(p: Path3, line: str, n: int, pps: int) -> dict[str, float]:
+def measure(p: WanPath, line: str, n: int, pps: int) -> dict[str, float]:
     """Both phases on ``line``, each on a fresh line (its lateness is a maximum)."""
     def link() -> WanLink:
         return WanLink(p.m1.ifname, p.m2.ifname, netns=p.mid.name, delay_ms=5.0, line=line)
@@ -135,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         print("bench_delayline: build first: make -C mininet_topos/wan/native && "
               "make -C traffic/native", file=sys.stderr)
         return 2
-    p = Path3()
+    p = WanPath("bd")
     try:
         rows = {line: measure(p, line, args.packets, args.pps) for line in ("python", "native")}
     finally:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import secrets
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -33,7 +32,6 @@ from typing import Any
 import numpy as np
 import yaml
 
-from common.kernel.netns import Namespace, veth_pair
 from common.loss import LossModel, LossProcess
 from controller.lossmap.burst import cycles_from_sequence, fit_gilbert_elliott
 from controller.lossmap.fec import LinkModel, choose_fec
@@ -192,28 +190,18 @@ def policy_fec(model: LossModel, sw: RecoverySweep) -> tuple[int, int]:
 class Bed:
     """h1 -- [mid: delay line, eBPF loss toward h2] -- h2 on a fresh /24."""
 
-    def __init__(self, subnet: str) -> None:
+    def __init__(self, subnet: str | None = None) -> None:
         from ebpf.loss import LossEmulator
         from mininet_topos.wan import WanLink
         from mininet_topos.wan.delayline_link import native_line_built
+        from mininet_topos.wan.netns_path import WanPath
 
         self._stack = contextlib.ExitStack()
         try:
-            tag = secrets.token_hex(2)
-            self.h1 = self._stack.enter_context(Namespace.create(f"wr{tag}h"))
-            self.h2 = self._stack.enter_context(Namespace.create(f"wr{tag}h"))
-            self.mid = self._stack.enter_context(Namespace.create(f"wr{tag}m"))
-            for ns in (self.h1, self.h2, self.mid):
-                ns.run(["sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1"])
-            e1, m1 = veth_pair(self.h1, self.mid, prefix=f"wr{tag}", addr_a=f"{subnet}.1/24")
-            m2, e2 = veth_pair(self.mid, self.h2, prefix=f"wr{tag}", addr_b=f"{subnet}.2/24")
-            self.ips = (f"{subnet}.1", f"{subnet}.2")
-            for ns, end, peer_ip, peer in ((self.h1, e1, self.ips[1], e2),
-                                           (self.h2, e2, self.ips[0], e1)):
-                # the delay line forwards frames, not ARP answers in time: static neighbours
-                ns.run(["ethtool", "-K", end.ifname, "tx", "off"])
-                ns.run(["ip", "neigh", "replace", peer_ip, "lladdr", peer.mac, "dev",
-                        end.ifname])
+            path = WanPath("wr", subnet)
+            self._stack.callback(path.close)
+            self.h1, self.h2, self.mid, self.ips = path.h1, path.h2, path.mid, path.ips
+            m1, m2 = path.m1, path.m2
             # the native line where built: the Python one carries ~100 Mbit/s at most
             self.wan = WanLink(m1.ifname, m2.ifname, netns=self.mid.name, delay_ms=10.0,
                                line="native" if native_line_built() else "python")
@@ -232,7 +220,7 @@ class Bed:
 
 
 @contextlib.contextmanager
-def bed(subnet: str) -> Iterator[Bed]:
+def bed(subnet: str | None = None) -> Iterator[Bed]:
     b = Bed(subnet)
     try:
         yield b
@@ -335,22 +323,21 @@ def run_sweep(sw: RecoverySweep, out: Path, *, log=print) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
     controller: dict[str, Any] = {}
-    subnet = f"10.{200 + secrets.randbelow(50)}.{secrets.randbelow(250) + 1}"
+    fits: dict[str, LossModel] = {}   # per loss label, what the loss map would fit
     grid = [(label, rtt, sw) for label in sw.losses for rtt in sw.rtt_ms]
     grid += [(c.loss, float(c.rtt_ms), sw.for_cell(c)) for c in sw.extra_cells]
-    with bed(subnet) as b:
+    with bed() as b:
         for label, rtt, csw in grid:
             li = sw.losses.index(label) if label in sw.losses else len(sw.losses)
             model = parse_loss_label(label)
-            if label not in controller:
-                fit = fitted_model(model, seed=sw.seed + li)
+            if label not in fits:
+                fit = fits[label] = fitted_model(model, seed=sw.seed + li)
                 k, m = policy_fec(fit, sw)
                 controller[label] = {"fitted": _loss_text(fit), "fec_k": k, "fec_m": m,
                                      "fitted_loss": fit.mean_loss,
-                                     "fitted_burst": fit.mean_burst_len,
-                                     "model": fit}
-            c = controller[label]
-            fit, k, m = c["model"], c["fec_k"], c["fec_m"]
+                                     "fitted_burst": fit.mean_burst_len}
+            fit = fits[label]
+            k, m = controller[label]["fec_k"], controller[label]["fec_m"]
             b.loss.set_model(model)
             b.wan.update(delay_ms=rtt / 2)
             tag = "" if csw is sw else f"_{csw.rate}"
@@ -368,8 +355,6 @@ def run_sweep(sw: RecoverySweep, out: Path, *, log=print) -> dict[str, Any]:
                 log(format_row(row))
         wan_stats = b.wan.stats()
         wan_line = b.wan.line
-    for c in controller.values():
-        c.pop("model")
     targets = check_targets(rows)
     summary: dict[str, Any] = {"experiment": sw.name, "engine": sw.engine,
                "path": f"netns veths + WAN delay line ({wan_line}) + eBPF loss "

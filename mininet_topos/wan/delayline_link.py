@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from common.files import write_json_atomic
+from common.files import write_json_atomic, write_text_atomic
 from common.loss import LossModel
 from common.processes import ServerStartError, stop_process, wait_ready
 
@@ -104,10 +104,7 @@ class WanLink:
         assert self._dir is not None
         path = self._dir / "params.json"
         if self.line == "native":
-            text = native_params_text(self._line_params())
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(text)
-            tmp.replace(path)
+            write_text_atomic(path, native_params_text(self._line_params()))
         else:
             write_json_atomic(path, self._line_params().to_dict(), indent=None)
 

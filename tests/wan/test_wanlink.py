@@ -17,6 +17,7 @@ import pytest
 from common.kernel.netns import Namespace, veth_pair
 from common.loss import LossModel
 from mininet_topos.wan import EbpfLossBackend, WanError, WanLink
+from mininet_topos.wan.delayline_link import native_line_built
 
 pytestmark = [pytest.mark.root]
 
@@ -238,6 +239,7 @@ def test_native_line_refuses_loss_it_cannot_apply(bed):
         assert len(bed.blast(20, pps=500)) == 20
 
 
+@pytest.mark.skipif(not native_line_built(), reason="make -C mininet_topos/wan/native has not run")
 def test_auto_line_is_native_with_a_loss_backend_and_python_without():
     assert WanLink("a0", "b0").line == "python"  # its loss may change live
     assert WanLink("a0", "b0", loss_backend=EbpfLossBackend()).line == "native"
