@@ -20,6 +20,16 @@ huge message built at once, a rate beyond what Python can pace), where it would
 otherwise keep the CPU from the host's other work.  Children do not inherit the
 priority (``SCHED_RESET_ON_FORK``).  The kernel's own limit still applies on top
 (``kernel.sched_rt_runtime_us``: 95 % of each CPU by default).
+
+What the priority cannot do: when the host's real-time threads together want every CPU
+(Python ranks that cost more CPU than the host has: ~0.45 of a core for each rank of a
+40 Mbit/s ring all-reduce here, four of them on two cores), normal tasks starve, and the
+kernel's guard against that (the fair server, 50 ms in every second for the starved
+tasks) stops a real-time thread for 50-140 ms at a time (measured here with a spinning
+SCHED_FIFO thread beside a busy normal one: one such pause every second).  That is
+longer than the timer floor, so a peer's timer fires once; the spurious-timeout rule
+(:mod:`traffic.requester`) then raises the peer's floor.  Keep real-time ranks within the
+host's CPUs (the native engine's thread sleeps between packets) to avoid it.
 """
 from __future__ import annotations
 
