@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from common.loss import LossModel
+from common.loss import LossKind, LossModel
 from mininet_topos.experiment.errors import SpecError
 from mininet_topos.experiment.presets import preset_path
 from mininet_topos.experiment.recovery_sweep import (
@@ -32,6 +32,7 @@ def test_preset_loads_with_the_issue_grid():
     assert len(sw.losses) == 9 and sw.rtt_ms == [20, 60]
     assert sw.modes == ["gbn", "sr", "fec", "auto"]
     assert sw.engine == "native"  # every mode, auto's plans too, on the C engine
+    assert sw.reference  # SR with the loss off: the path's loss-free p99 beside each cell
     fast = sw.for_cell(sw.extra_cells[0])   # 20 x GBN needs a BDP far above 1/p
     assert (fast.rate, fast.size, fast.inflight, fast.modes) == ("2G", "1M", 32, sw.modes)
     assert sw.extra_cells[0].loss == "1%" and sw.extra_cells[0].rtt_ms == 20
@@ -54,10 +55,11 @@ def test_bad_extra_cell_is_named(tmp_path: Path, cells, message):
 
 
 @pytest.mark.parametrize(("label", "loss", "burst"), [("0.1%", 0.001, None), ("0.05", 0.05, None),
-                                                       ("ge:1%/10", 0.01, 10.0)])
+                                                       ("ge:1%/10", 0.01, 10.0), ("0%", 0.0, None)])
 def test_loss_labels(label, loss, burst):
     m = parse_loss_label(label)
     assert m.mean_loss == pytest.approx(loss)
+    assert (m.kind is LossKind.NONE) == (loss == 0)
     if burst is not None:
         assert m.mean_burst_len == pytest.approx(burst)
 
@@ -92,9 +94,12 @@ def test_loss_feedback_on_the_control_socket():
 @pytest.mark.slow
 def test_small_cell_on_namespaces(tmp_path: Path):
     sw = RecoverySweep(losses=["ge:5%/3"], rtt_ms=[20], modes=["sr", "auto"], size="64K",
-                       count=6, rate="50M", timeout_s=30)
+                       count=6, rate="50M", timeout_s=30, reference=True)
     summary = run_sweep(sw, tmp_path, log=lambda *_: None)
-    rows = {r["mode"]: r for r in summary["recovery"]}
+    ref = summary["recovery"][0]   # the loss-free reference comes first, SR alone
+    assert (ref["loss"], ref["mode"], ref["reference"]) == ("0%", "sr", True), ref
+    assert ref["finished"] and ref["retx_pkts"] == 0 and ref["timeouts"] == 0, ref
+    rows = {r["mode"]: r for r in summary["recovery"][1:]}
     assert set(rows) == {"sr", "auto"}
     for r in rows.values():
         assert ROW_KEYS <= set(r) and r["finished"] and r["messages"] == 6, r
@@ -134,6 +139,27 @@ def test_targets_table_and_plot(tmp_path: Path):
     assert "| wire bytes <= 1.03 x SR | 0 / 1 | 0.1% 20ms 1.04 |" in verdicts
     assert "| p99 FCT <= 0.8 x SR | 1 / 1 | - |" in verdicts
     assert plot_p99(rows, tmp_path / "p.png").stat().st_size > 1000
+
+
+def test_loss_free_reference_bounds_the_p99_target():
+    """0.8 x SR's p99 under the path's loss-free p99 (same RTT and rate): named out of
+    reach, and counted apart; a reference row is no cell of its own."""
+    from mininet_topos.experiment.recovery_sweep import check_targets, targets_table
+
+    rows = [{**_row("0%", 20, "sr", 70, 50), "reference": True},
+            _row("ge:1%/30", 20, "sr", 70, 55), _row("ge:1%/30", 20, "auto", 70, 54),
+            _row("5%", 20, "sr", 50, 90), _row("5%", 20, "auto", 66, 60),
+            _row("1%", 60, "sr", 26, 220), _row("1%", 60, "auto", 43, 190)]
+    checks = [c for c in check_targets(rows) if c["target"] == "p99 FCT <= 0.8 x SR"]
+    by_cell = {c["cell"]: c for c in checks}
+    assert set(by_cell) == {"ge:1%/30 20ms", "5% 20ms", "1% 60ms"}   # not 0%
+    assert by_cell["ge:1%/30 20ms"]["floor"] == pytest.approx(50 / 55)
+    assert by_cell["ge:1%/30 20ms"]["reachable"] is False
+    assert by_cell["5% 20ms"]["reachable"] is True and by_cell["5% 20ms"]["ok"]
+    assert "floor" not in by_cell["1% 60ms"]   # no reference at 60 ms
+    table = targets_table(check_targets(rows))
+    assert "| p99 FCT <= 0.8 x SR | 1 / 3 | ge:1%/30 20ms 0.98 (loss-free 0.91); 1% 60ms 0.86 |" in table
+    assert "| p99 FCT <= 0.8 x SR, where the loss-free p99 is under it | 1 / 1 | - |" in table
 
 
 def test_extra_cells_are_their_own_cells_with_the_rate_shown(tmp_path: Path):
