@@ -274,3 +274,18 @@ def test_warm_plans_cover_every_rtt_so_no_decision_runs_mid_transfer():
         req._srtt = srtt
         assert recovery.choose(req.path_view(), 256, req.policy).scheme == "fec"
     assert recovery._choose.cache_info().misses == before
+
+
+def test_warm_plans_cover_rtts_at_half_the_timer_floor():
+    """A timer floor of twice the path's RTT (the recovery sweep's) puts every smoothed
+    RTT near the floor's half: a view on either side of it is one the warm-up decided
+    (it was decided on the sender's loop, 28-50 ms late, for an RTT of 60.2 ms).  The
+    native endpoint builds its view with the same recovery.view_rto."""
+    req, _resp = _pair(Reliability.AUTO, path_loss=GE(0.01, 10))
+    req.cfg.rto_min_s = 0.12
+    req.warm_plans([256 * 1024])
+    before = recovery._choose.cache_info().misses
+    for srtt in (0.0525, 0.0598, 0.06, 0.0602, 0.0615, 0.066):
+        req._srtt = srtt
+        recovery.choose(req.path_view(), 256, req.policy)
+    assert recovery._choose.cache_info().misses == before
