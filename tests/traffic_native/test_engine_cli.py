@@ -7,6 +7,7 @@ between two processes."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -99,6 +100,34 @@ def test_tn_write_bw_between_two_processes_on_loopback() -> None:
     row = out.strip().splitlines()[3].split()
     assert row[0] == "100000" and row[1] == "100" and row[-1] == "0"
     assert float(cli.stdout.strip().splitlines()[3].split()[2]) > 0
+
+
+@pytest.mark.skipif(not (ROOT / "traffic/native/bin/tn_write_bw").exists(),
+                    reason="native engine not built (make -C traffic/native)")
+def test_tn_write_bw_names_engine_knobs_it_ignores() -> None:
+    """A C program has no Python check in front of the engine: a TN_ENGINE_* value the
+    engine cannot use runs the default and is named on stderr, once per engine."""
+    bw = str(ROOT / "traffic/native/bin/tn_write_bw")
+    common = ["-s", "20000", "-n", "5", "-q", "1", "-r", "1e9"]
+    env = {**os.environ, "TN_ENGINE_LEAD_MAX_US": "2000", "TN_ENGINE_SPIN": "yes",
+           "TN_ENGINE_SPIN_BUDGET": "", "TN_ENGINE_RT": "1"}
+    srv = subprocess.Popen([bw, "--server", "--local", "127.0.81.2", "--peer", "127.0.81.1",
+                            *common], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, env=env)
+    try:
+        cli = subprocess.run([bw, "--local", "127.0.81.1", "--peer", "127.0.81.2", *common],
+                             capture_output=True, text=True, timeout=60, check=False, env=env)
+        _, srv_err = srv.communicate(timeout=60)
+    finally:
+        if srv.poll() is None:
+            srv.kill()
+            srv.wait()
+    assert cli.returncode == 0 and srv.returncode == 0, cli.stderr
+    for err in (cli.stderr, srv_err):
+        assert err.count('TN_ENGINE_LEAD_MAX_US="2000" ignored (it takes microseconds, '
+                         '20..1000); the default applies') == 1, err
+        assert err.count('TN_ENGINE_SPIN="yes" ignored (it takes 0 or 1)') == 1, err
+        assert "TN_ENGINE_RT" not in err and "SPIN_BUDGET" not in err, err
 
 
 @pytest.mark.root

@@ -1,9 +1,10 @@
 """The engine's environment knobs, checked before an engine starts.
 
 Why: the C engine reads ``TN_ENGINE_*`` itself and falls back to its default on a value
-it cannot use (a C library has nobody to tell), so ``TN_ENGINE_LEAD_MAX_US=2000`` used
-to run with 60 us and say nothing.  The Python API refuses such a value instead, naming
-the variable, what it was and what it takes (traffic/README.md lists the knobs).
+it cannot use, with one line on stderr (all a C library can do), so
+``TN_ENGINE_LEAD_MAX_US=2000`` runs with 60 us.  The Python API refuses such a value
+instead, naming the variable, what it was and what it takes (traffic/README.md lists
+the knobs).
 """
 from __future__ import annotations
 

@@ -818,19 +818,31 @@ static void arm_timer(struct tn_engine *e, double at)
  * share of a core, 0..1, SPIN_BUDGET by default); TN_ENGINE_SPIN=1 lifts the budget (the
  * p99 lead always: microsecond pacing on a host with a core to spare), =0 leads by the
  * median only (a few us of spin per departure; bench_engine's pacing rows compare them). */
+/* A TN_ENGINE_* value the engine cannot use: the default runs, and stderr says so once
+ * per engine (the Python API refuses such values before it gets here:
+ * traffic/native/engine_env.py; a C program has only this line). */
+static void env_ignored(const char *name, const char *value, const char *takes)
+{
+    fprintf(stderr, "tn_engine: %s=\"%s\" ignored (it takes %s); the default applies\n",
+            name, value, takes);
+}
+
 static double spin_budget_of_env(void)
 {
     const char *spin = getenv("TN_ENGINE_SPIN");
     const char *budget = getenv("TN_ENGINE_SPIN_BUDGET");
-    if (spin && *spin == '1')
+    if (spin && !strcmp(spin, "1"))
         return -1;
-    if (spin && *spin == '0')
+    if (spin && !strcmp(spin, "0"))
         return 0;
+    if (spin && *spin)
+        env_ignored("TN_ENGINE_SPIN", spin, "0 or 1");
     if (budget && *budget) {
         char *end;
         double b = strtod(budget, &end);
         if (end != budget && !*end && b >= 0 && b <= 1)
             return b;
+        env_ignored("TN_ENGINE_SPIN_BUDGET", budget, "a share of a core, 0..1");
     }
     return SPIN_BUDGET;
 }
@@ -847,6 +859,7 @@ static double lead_max_of_env(void)
         double us = strtod(v, &end);
         if (end != v && !*end && us >= 20 && us <= 1000)
             return us * 1e-6;
+        env_ignored("TN_ENGINE_LEAD_MAX_US", v, "microseconds, 20..1000");
     }
     return LEAD_MAX_S;
 }
@@ -869,7 +882,9 @@ static void *loop(void *arg)
      * taken from the host's other work (the test bed's switches).  The timer slack
      * (1 ns above) matters at normal priority only: real-time threads have none. */
     const char *rt = getenv("TN_ENGINE_RT");
-    if ((e->a.flags & TN_ENGINE_RT) || !(rt && *rt == '0')) {
+    if (rt && *rt && strcmp(rt, "0") && strcmp(rt, "1"))
+        env_ignored("TN_ENGINE_RT", rt, "0 or 1");
+    if ((e->a.flags & TN_ENGINE_RT) || !(rt && !strcmp(rt, "0"))) {
         struct sched_param sp = {.sched_priority = 1};
         if (pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) == 0)
             e->c.realtime = 1;
