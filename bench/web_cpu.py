@@ -91,18 +91,28 @@ LOADED: dict[str, str] = {}   # url -> "ok" or the error: a run whose page never
 
 SCREENSHOT_FLOWS = 2
 SCREENSHOT_SETTLE_S = 4.0
-"""The screenshot is taken once the page lists this many flows, this long after (the
-demo's collective then runs: links carry traffic, the flows have their INT paths, the
-heat map has a few columns). Chromium may take over 10 s to start on a loaded host, and
-the demo's traffic lasts about 25 s, so a fixed delay misses it."""
+"""The screenshot is of the page while it is live and lists this many flows, up to this
+long after it first did (the demo's collective then runs: links carry traffic, the
+flows have their INT paths, the heat map has a few columns).  Chromium may take over
+10 s to start on a loaded host, and the demo's traffic may end seconds after the flows
+appear, so the picture is retaken every second while the page stays live and the last
+live one is kept (a single shot a fixed time after could show "controller stopped")."""
 
 
 def _shoot_when_live(pg, path: Path, stop: threading.Event) -> None:  # type: ignore[no-untyped-def]
-    while not stop.wait(0.5):
-        if pg.evaluate("document.querySelectorAll('#flows tbody tr').length") >= SCREENSHOT_FLOWS:
-            if not stop.wait(SCREENSHOT_SETTLE_S):
-                pg.set_viewport_size({"width": 1400, "height": 1000})
-                pg.screenshot(path=str(path), full_page=True)
+    first: float | None = None
+    while not stop.wait(0.5 if first is None else 1.0):
+        live = pg.evaluate("document.getElementById('status').dataset.state") == "live"
+        flows = pg.evaluate("document.querySelectorAll('#flows tbody tr').length")
+        if not live or flows < SCREENSHOT_FLOWS:
+            if first is not None:
+                return   # the traffic ended: the last live picture stays
+            continue
+        if first is None:
+            first = time.monotonic()
+            pg.set_viewport_size({"width": 1400, "height": 1000})
+        pg.screenshot(path=str(path), full_page=True)
+        if time.monotonic() - first >= SCREENSHOT_SETTLE_S:
             return
 
 
