@@ -294,7 +294,10 @@ def test_cli_rate_feedback_speeds_up_a_running_sender(pair, tmp_path: Path) -> N
     assert q["rate_changes"][-1][1] == 100e6 and q["rate_bps"] == 100e6
     t_change = q["rate_changes"][-1][0]
     series = s["endpoint"]["series"][str(qpn)]  # t, rate_bps, tx_bytes, ...
-    before = [r for r in series if s["start_s"] + 0.05 <= r[0] <= t_change]
+    # strictly before the change's time as the series stamps it (6 decimals): a row with
+    # the change's own time was sampled after it (an endpoint step serves its control
+    # socket, then samples, at one clock reading; the CI saw it once in 2,500 tests)
+    before = [r for r in series if s["start_s"] + 0.05 <= r[0] < round(t_change, 6)]
     after = [r for r in series if r[0] > t_change + 0.05]
     assert before and len(after) >= 2 and before[-1][1] == 10e6 and after[-1][1] == 100e6
     rate_before = (before[-1][2] - before[0][2]) / max(1e-9, before[-1][0] - before[0][0])
