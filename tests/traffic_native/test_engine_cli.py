@@ -80,21 +80,30 @@ def test_experiment_specs_choose_the_engine() -> None:
         spec_from_dict({**base, "workload": {**base["workload"], "engine": "rust"}})
 
 
-@pytest.mark.skipif(not (ROOT / "traffic/native/bin/tn_write_bw").exists(),
-                    reason="native engine not built (make -C traffic/native)")
-def test_tn_write_bw_between_two_processes_on_loopback() -> None:
+def _write_bw_pair(net: str, args: list[str], env: dict[str, str] | None = None
+                   ) -> tuple[subprocess.CompletedProcess[str], subprocess.Popen[str], str, str]:
+    """tn_write_bw's server on ``net``.2 and client on ``net``.1 with the same ``args``:
+    the client's result, the server process, its stdout and stderr (the server is
+    ended by PID if it outlives the test)."""
     bw = str(ROOT / "traffic/native/bin/tn_write_bw")
-    common = ["-s", "100000", "-n", "50", "-q", "2", "-r", "2e9"]
-    srv = subprocess.Popen([bw, "--server", "--local", "127.0.80.2", "--peer", "127.0.80.1",
-                            *common], stdout=subprocess.PIPE, text=True)
+    srv = subprocess.Popen([bw, "--server", "--local", f"{net}.2", "--peer", f"{net}.1", *args],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
-        cli = subprocess.run([bw, "--local", "127.0.80.1", "--peer", "127.0.80.2", *common],
-                             capture_output=True, text=True, timeout=60, check=False)
-        out, _ = srv.communicate(timeout=60)
+        cli = subprocess.run([bw, "--local", f"{net}.1", "--peer", f"{net}.2", *args],
+                             capture_output=True, text=True, timeout=60, check=False, env=env)
+        out, err = srv.communicate(timeout=60)
     finally:
         if srv.poll() is None:
             srv.kill()
             srv.wait()
+    return cli, srv, out, err
+
+
+@pytest.mark.skipif(not (ROOT / "traffic/native/bin/tn_write_bw").exists(),
+                    reason="native engine not built (make -C traffic/native)")
+def test_tn_write_bw_between_two_processes_on_loopback() -> None:
+    cli, srv, out, _ = _write_bw_pair("127.0.80", ["-s", "100000", "-n", "50", "-q", "2",
+                                                   "-r", "2e9"])
     assert cli.returncode == 0 and srv.returncode == 0, cli.stderr
     # bytes, iterations (messages of both QPs), Gb/s, Mpps, retransmissions, bad messages
     row = out.strip().splitlines()[3].split()
@@ -107,21 +116,10 @@ def test_tn_write_bw_between_two_processes_on_loopback() -> None:
 def test_tn_write_bw_names_engine_knobs_it_ignores() -> None:
     """A C program has no Python check in front of the engine: a TN_ENGINE_* value the
     engine cannot use runs the default and is named on stderr, once per engine."""
-    bw = str(ROOT / "traffic/native/bin/tn_write_bw")
-    common = ["-s", "20000", "-n", "5", "-q", "1", "-r", "1e9"]
     env = {**os.environ, "TN_ENGINE_LEAD_MAX_US": "2000", "TN_ENGINE_SPIN": "yes",
            "TN_ENGINE_SPIN_BUDGET": "", "TN_ENGINE_RT": "1"}
-    srv = subprocess.Popen([bw, "--server", "--local", "127.0.81.2", "--peer", "127.0.81.1",
-                            *common], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True, env=env)
-    try:
-        cli = subprocess.run([bw, "--local", "127.0.81.1", "--peer", "127.0.81.2", *common],
-                             capture_output=True, text=True, timeout=60, check=False, env=env)
-        _, srv_err = srv.communicate(timeout=60)
-    finally:
-        if srv.poll() is None:
-            srv.kill()
-            srv.wait()
+    cli, srv, _, srv_err = _write_bw_pair("127.0.81", ["-s", "20000", "-n", "5", "-q", "1",
+                                                       "-r", "1e9"], env)
     assert cli.returncode == 0 and srv.returncode == 0, cli.stderr
     for err in (cli.stderr, srv_err):
         assert err.count('TN_ENGINE_LEAD_MAX_US="2000" ignored (it takes microseconds, '
