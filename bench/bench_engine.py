@@ -5,7 +5,9 @@ Every figure is a ratio within one run:
 * **cpu**: CPU time per data packet, sender and receiver processes together:
   ``tn_write_bw``'s from wait4, the runner's ranks' ``cpu_s`` (every thread of the
   process from the start to the end of its run, payload generation included), native
-  / Python (target <= 1/5).
+  / Python (target <= 1/5); ``blast`` the same for the batched UDP blast below, per
+  datagram delivered: the kernel's cost of one datagram between two UDP sockets, the
+  floor of any endpoint built on them, read against the target as ``blast/py``.
 * **goodput**: one unpaced QP, 1 MiB messages, receiver goodput, on loopback and
   through a veth pair between two network namespaces, at 1 KiB and 4 KiB MTU:
   ``engine`` is the engine alone (``traffic/native/bin/tn_write_bw``), ``runner`` the
@@ -166,19 +168,28 @@ def run_write_bw(*, veth: bool, nbytes: int, mtu: int, msg: int = 1 << 20) -> di
             "cpu_s": cpu_c + cpu_s, "data_pkts": pkts, "retx": int(out.split()[-2])}
 
 
-def run_blast(*, veth: bool, size: int, n: int) -> tuple[float, float]:
-    """UDP payload bit/s a batched blast of ``n`` datagrams of ``size`` bytes reaches:
-    (received, sent)."""
+def run_blast(*, veth: bool, size: int, n: int) -> dict:
+    """A batched blast of ``n`` datagrams of ``size`` bytes on the path: the UDP payload
+    bit/s received and sent, and the CPU seconds of both processes per datagram
+    delivered (``cpu_us_per_pkt``): the kernel's own cost of moving one datagram from
+    one socket to another, with no transport at all, the floor under any endpoint that
+    sends through UDP sockets on this host."""
     ips = VETH_IPS if veth else LO_IPS
     nss = (NS_A, NS_B) if veth else (None, None)
     rx = subprocess.Popen([*_prefix(nss[1]), str(BLAST), "--recv", "--local", ips[1],
                            "--port", "4792"], stdout=subprocess.PIPE, text=True)
     assert rx.stdout is not None
     rx.stdout.readline()
-    sent = _sh(*_prefix(nss[0]), str(BLAST), "--send", "--local", ips[0], "--peer", ips[1],
-               "--port", "4792", "-s", str(size), "-n", str(n)).stdout.split()
-    out, _ = rx.communicate(timeout=60)
-    return float(out.split()[3]), float(sent[3])
+    out, cpu_tx = _run_rusage([*_prefix(nss[0]), str(BLAST), "--send", "--local", ips[0],
+                               "--peer", ips[1], "--port", "4792", "-s", str(size),
+                               "-n", str(n)])
+    got = rx.stdout.read().split()
+    _, _, ru = os.wait4(rx.pid, 0)
+    rx.returncode = 0
+    delivered = int(got[0])
+    return {"received_bps": float(got[3]), "sent_bps": float(out.split()[3]),
+            "delivered": delivered,
+            "cpu_us_per_pkt": (cpu_tx + ru.ru_utime + ru.ru_stime) / max(1, delivered) * 1e6}
 
 
 def run_floor(*, pps: int, size: int, n: int) -> dict:
@@ -443,11 +454,12 @@ def main() -> int:
                     nat = run_p2p("native", veth=veth, nbytes=nb, mtu=mtu, rate="400G")
                     py = run_p2p("python", veth=veth, nbytes=max(1 << 20, nb // 8), mtu=mtu,
                                  rate="400G")
-                    blast, blast_tx = run_blast(veth=veth, size=mtu + 16,
-                                                n=max(200_000, eng["data_pkts"]))
+                    bl = run_blast(veth=veth, size=mtu + 16, n=max(200_000, eng["data_pkts"]))
+                    blast, blast_tx = bl["received_bps"], bl["sent_bps"]
                     frames = eng["goodput_bps"] * (mtu + 16) / mtu  # as UDP payload bit/s
                     cpu = {k: r["cpu_s"] / r["data_pkts"] * 1e6
                            for k, r in (("engine", eng), ("runner", nat), ("python", py))}
+                    cpu["blast"] = bl["cpu_us_per_pkt"]
                     row = {"path": "veth" if veth else "loopback", "mtu": mtu, "engine": eng,
                            "runner": nat, "python": py, "blast_bps": blast,
                            "blast_sent_bps": blast_tx,
@@ -463,8 +475,9 @@ def main() -> int:
                           f"{row['engine_vs_python']:7.2f} {row['engine_vs_blast']:9.2f} "
                           f"{row['engine_vs_blast_sent']:7.2f} {row['runner_vs_python']:7.2f}  "
                           f"{cpu['engine']:7.2f} {cpu['runner']:5.2f} {cpu['python']:5.1f} "
-                          f"{cpu['engine'] / cpu['python']:6.3f} "
-                          f"{cpu['runner'] / cpu['python']:6.3f}", flush=True)
+                          f"{cpu['blast']:5.2f} {cpu['engine'] / cpu['python']:6.3f} "
+                          f"{cpu['runner'] / cpu['python']:6.3f} "
+                          f"{cpu['blast'] / cpu['python']:8.3f}", flush=True)
         if "pacing" not in skip and not a.no_veth:
             print("\npacing (veth; gaps before MIDDLE packets from tcpdump's kernel timestamps "
                   "leaving the sender's interface; rx: entering the receiver's, --pacing-rx)")

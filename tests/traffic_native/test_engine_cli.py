@@ -68,16 +68,16 @@ def test_experiment_specs_choose_the_engine() -> None:
     from mininet_topos.experiment import SpecError, spec_from_dict
     from mininet_topos.experiment.workload import traffic_argv
 
-    base = {"name": "t", "topology": "two-dc",
-            "workload": {"kind": "p2p", "hosts": ["h1", "h5"]}}
+    workload: dict[str, object] = {"kind": "p2p", "hosts": ["h1", "h5"]}
+    base: dict[str, object] = {"name": "t", "topology": "two-dc", "workload": workload}
     spec = spec_from_dict(base)
     assert spec.workload.engine == "auto"
-    native = spec_from_dict({**base, "workload": {**base["workload"], "engine": "native"}})
+    native = spec_from_dict({**base, "workload": {**workload, "engine": "native"}})
     argv = traffic_argv(native, python="python", rank=0, ips=["10.0.0.1", "10.0.0.2"],
                         out=Path("r0.json"), control=None, start_at=0.0)
     assert argv[argv.index("--engine") + 1] == "native"
     with pytest.raises(SpecError, match="workload.engine"):
-        spec_from_dict({**base, "workload": {**base["workload"], "engine": "rust"}})
+        spec_from_dict({**base, "workload": {**workload, "engine": "rust"}})
 
 
 def _write_bw_pair(net: str, args: list[str], env: dict[str, str] | None = None

@@ -52,3 +52,14 @@ def test_bad_arguments_are_named_with_exit_2(args: list[str]) -> None:
                         *args], check=False, capture_output=True, text=True, timeout=10)
     assert r.returncode == 2
     assert "--pps" in r.stderr and "-s 12..9000" in r.stderr
+
+
+def test_the_bench_blast_charges_both_ends_cpu_to_the_datagrams_delivered() -> None:
+    """bench_engine's CPU floor: the batched blast's two processes' CPU time over the
+    datagrams that reached the receiver (on loopback, no root)."""
+    from bench import bench_engine
+
+    r = bench_engine.run_blast(veth=False, size=1040, n=20_000)
+    assert 0 < r["delivered"] <= 20_000
+    assert r["received_bps"] > 0 and r["sent_bps"] >= r["received_bps"] * 0.99
+    assert r["cpu_us_per_pkt"] > 0
