@@ -334,3 +334,50 @@ def test_a_partial_late_ack_declares_nothing_in_flight_lost() -> None:
         resp.on_packet(roce.parse_udp_payload(buf), 0.23)
     req.on_ack(roce.parse_udp_payload(resp.take_ack()), 0.24)
     assert req.idle and req.counters.retx_pkts == 1
+
+
+@pytest.mark.parametrize("mode", ["sr", "fec"])
+def test_a_second_timeout_resends_every_overdue_packet(mode: str) -> None:
+    """The tail of what was sent is lost and stays lost: the first timeout probes with
+    the oldest packet alone, the second (no progress in between) resends every other
+    unacknowledged packet sent at least a base timeout ago, and leaves the ones sent
+    since in flight; then everything is delivered."""
+    req, resp = _pair(mode, window=64)
+    req.post_write(bytes(20 * 1024), now=0.0)
+    out: list[bytes] = []
+    req.poll(0.0, out, budget=1000)
+    assert len(out) >= 20                # 20 data packets (and repairs in mode fec)
+    base = req.snapshot()["rto_s"]
+    out.clear()
+    req.poll(base, out, budget=1000)                 # the first timeout: one probe
+    assert len(out) == 1 and req.counters.timeouts == 1
+    second_at = base + 2 * base                      # the timer backed off
+    late = second_at - base / 2                      # a message sent since: in flight
+    req.post_write(bytes(4 * 1024), now=late)
+    out.clear()
+    req.poll(late, out, budget=1000)
+    recent = list(out)
+    assert len(recent) >= 4
+    out.clear()
+    req.poll(second_at, out, budget=1000)            # the second timeout
+    assert req.counters.timeouts == 2
+    assert len(out) == 20                # the probe again + every overdue data packet
+    for buf in out + recent:
+        resp.on_packet(roce.parse_udp_payload(buf), second_at + 0.01)
+    req.on_ack(roce.parse_udp_payload(resp.take_ack()), second_at + 0.02)
+    assert req.idle and resp.counters.msgs_done == 2
+
+
+def test_go_back_n_resends_from_the_oldest_at_every_timeout() -> None:
+    req, _resp = _pair("gbn", window=64)
+    req.post_write(bytes(10 * 1024), now=0.0)
+    out: list[bytes] = []
+    req.poll(0.0, out, budget=1000)
+    n = len(out)
+    base = req.snapshot()["rto_s"]
+    out.clear()
+    req.poll(base, out, budget=1000)
+    assert len(out) == n
+    out.clear()
+    req.poll(3 * base, out, budget=1000)
+    assert len(out) == n and req.counters.timeouts == 2

@@ -834,6 +834,20 @@ static void resend_oldest(struct tn_qp *q)
     }
 }
 
+/* A second timeout without progress: every other unacknowledged packet sent at least
+ * a base timeout ago goes too (traffic/requester.py _resend_overdue says why). */
+static void resend_overdue(struct tn_qp *q, double now)
+{
+    double base = rto_value(q);
+    for (int64_t s = q->una; s < q->sent_up_to; s++) {
+        struct tpkt *p = pkt_get(q, s);
+        if (!p || p->acked || p->queued || now - p->sent_s < base)
+            continue;
+        p->queued = 1;
+        dq_push(&q->retx_q, s, 0, NULL);
+    }
+}
+
 static void check_rto(struct tn_qp *q, double now)
 {
     if (q->rto_deadline < 0 || now < q->rto_deadline)
@@ -842,7 +856,10 @@ static void check_rto(struct tn_qp *q, double now)
         q->rto_deadline = -1;
         return;
     }
+    int again = q->a.mode != TN_MODE_GBN && q->rto > rto_value(q);
     resend_oldest(q);
+    if (again)
+        resend_overdue(q, now);
     if (++q->rtos_unsampled >= 2)
         q->min_rtt = -1;
     q->rto = q->rto * 2 < q->a.rto_max_s ? q->rto * 2 : q->a.rto_max_s;
