@@ -833,7 +833,8 @@ class Requester:
         if not self.outstanding:
             self._rto_deadline = None
             return
-        again = self.cfg.mode is not Reliability.GBN and self._rto > self._rto_value()
+        again = (self.cfg.mode is not Reliability.GBN and self._srtt is not None
+                 and self._rto > self._rto_value())
         self._resend_oldest()
         if again:
             self._resend_overdue(now)
@@ -884,7 +885,10 @@ class Requester:
         for one message of the wan_recovery preset's ge:5%/30 cell at 60 ms).  TCP
         marks everything outstanding lost after a timeout (RFC 6675, section 5.1);
         this waits for the second one, and leaves what was sent within the last base
-        timeout in flight."""
+        timeout in flight.  Only once an RTT sample says what "overdue" means: before
+        the first, a timer shorter than the path's round trip (seconds of queueing at a
+        congested start) is the likelier reason, and resending everything would leave
+        no packet whose ACK could give that sample (Karn)."""
         base = self._rto_value()
         for s in range(self._una, self._sent_up_to):
             p = self._pkts.get(s)

@@ -343,15 +343,23 @@ def test_a_second_timeout_resends_every_overdue_packet(mode: str) -> None:
     unacknowledged packet sent at least a base timeout ago, and leaves the ones sent
     since in flight; then everything is delivered."""
     req, resp = _pair(mode, window=64)
-    req.post_write(bytes(20 * 1024), now=0.0)
+    req.post_write(bytes(1024), now=0.0)             # one round trip for an RTT sample
     out: list[bytes] = []
     req.poll(0.0, out, budget=1000)
+    for buf in out:
+        resp.on_packet(roce.parse_udp_payload(buf), 0.005)
+    req.on_ack(roce.parse_udp_payload(resp.take_ack()), 0.01)
+    assert req.idle and req.srtt_s is not None
+    out.clear()
+    t0 = 0.01
+    req.post_write(bytes(20 * 1024), now=t0)
+    req.poll(t0, out, budget=1000)
     assert len(out) >= 20                # 20 data packets (and repairs in mode fec)
     base = req.snapshot()["rto_s"]
     out.clear()
-    req.poll(base, out, budget=1000)                 # the first timeout: one probe
+    req.poll(t0 + base, out, budget=1000)            # the first timeout: one probe
     assert len(out) == 1 and req.counters.timeouts == 1
-    second_at = base + 2 * base                      # the timer backed off
+    second_at = t0 + base + 2 * base                 # the timer backed off
     late = second_at - base / 2                      # a message sent since: in flight
     req.post_write(bytes(4 * 1024), now=late)
     out.clear()
@@ -365,7 +373,7 @@ def test_a_second_timeout_resends_every_overdue_packet(mode: str) -> None:
     for buf in out + recent:
         resp.on_packet(roce.parse_udp_payload(buf), second_at + 0.01)
     req.on_ack(roce.parse_udp_payload(resp.take_ack()), second_at + 0.02)
-    assert req.idle and resp.counters.msgs_done == 2
+    assert req.idle and resp.counters.msgs_done == 3
 
 
 def test_go_back_n_resends_from_the_oldest_at_every_timeout() -> None:

@@ -834,8 +834,9 @@ static void resend_oldest(struct tn_qp *q)
     }
 }
 
-/* A second timeout without progress: every other unacknowledged packet sent at least
- * a base timeout ago goes too (traffic/requester.py _resend_overdue says why). */
+/* A second timeout without progress, once an RTT sample exists: every other
+ * unacknowledged packet sent at least a base timeout ago goes too
+ * (traffic/requester.py _resend_overdue says why). */
 static void resend_overdue(struct tn_qp *q, double now)
 {
     double base = rto_value(q);
@@ -856,7 +857,7 @@ static void check_rto(struct tn_qp *q, double now)
         q->rto_deadline = -1;
         return;
     }
-    int again = q->a.mode != TN_MODE_GBN && q->rto > rto_value(q);
+    int again = q->a.mode != TN_MODE_GBN && q->srtt >= 0 && q->rto > rto_value(q);
     resend_oldest(q);
     if (again)
         resend_overdue(q, now);
