@@ -184,8 +184,10 @@ def run_blast(*, veth: bool, size: int, n: int) -> dict:
                                "--peer", ips[1], "--port", "4792", "-s", str(size),
                                "-n", str(n)])
     got = rx.stdout.read().split()
-    _, _, ru = os.wait4(rx.pid, 0)
-    rx.returncode = 0
+    _, status, ru = os.wait4(rx.pid, 0)
+    rx.returncode = os.waitstatus_to_exitcode(status)
+    if rx.returncode or len(got) < 4:
+        raise RuntimeError(f"{BLAST.name} --recv exited {rx.returncode}: {' '.join(got)}")
     delivered = int(got[0])
     return {"received_bps": float(got[3]), "sent_bps": float(out.split()[3]),
             "delivered": delivered,

@@ -833,11 +833,8 @@ class Requester:
         if not self.outstanding:
             self._rto_deadline = None
             return
-        again = (self.cfg.mode is not Reliability.GBN and self._srtt is not None
-                 and self._rto > self._rto_value())
         self._resend_oldest()
-        if again:
-            self._resend_overdue(now)
+        self._resend_overdue(now)
         # A second timeout without a fresh RTT sample: the minimum RTT may date from a
         # congested start (seconds of queueing), and with it every retransmission's
         # ACK looks "too early" (see _mark_acked), so losses behind it are never
@@ -870,7 +867,8 @@ class Requester:
                 break
 
     def _resend_overdue(self, now: float) -> None:
-        """A second timeout without progress: every other unacknowledged packet sent at
+        """At a timeout, before the timer backs off again: if it already fired since the
+        last progress (this is the second), every other unacknowledged packet sent at
         least a base timeout ago is resent too, not only the oldest.
 
         Why: the first timeout's single packet is the cheap probe (a timer that fired
@@ -890,6 +888,8 @@ class Requester:
         congested start) is the likelier reason, and resending everything would leave
         no packet whose ACK could give that sample (Karn)."""
         base = self._rto_value()
+        if self.cfg.mode is Reliability.GBN or self._srtt is None or self._rto <= base:
+            return  # go-back-N resent the window; no RTT sample; the first timeout
         for s in range(self._una, self._sent_up_to):
             p = self._pkts.get(s)
             if p is None or p.acked or p.queued or now - p.sent_s < base:

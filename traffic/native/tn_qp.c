@@ -834,12 +834,14 @@ static void resend_oldest(struct tn_qp *q)
     }
 }
 
-/* A second timeout without progress, once an RTT sample exists: every other
- * unacknowledged packet sent at least a base timeout ago goes too
- * (traffic/requester.py _resend_overdue says why). */
+/* At a timeout, before the timer backs off again: if it already fired since the last
+ * progress and an RTT sample exists, every other unacknowledged packet sent at least
+ * a base timeout ago goes too (traffic/requester.py _resend_overdue says why). */
 static void resend_overdue(struct tn_qp *q, double now)
 {
     double base = rto_value(q);
+    if (q->a.mode == TN_MODE_GBN || q->srtt < 0 || q->rto <= base)
+        return;  /* go-back-N resent the window; no RTT sample; the first timeout */
     for (int64_t s = q->una; s < q->sent_up_to; s++) {
         struct tpkt *p = pkt_get(q, s);
         if (!p || p->acked || p->queued || now - p->sent_s < base)
@@ -857,10 +859,8 @@ static void check_rto(struct tn_qp *q, double now)
         q->rto_deadline = -1;
         return;
     }
-    int again = q->a.mode != TN_MODE_GBN && q->srtt >= 0 && q->rto > rto_value(q);
     resend_oldest(q);
-    if (again)
-        resend_overdue(q, now);
+    resend_overdue(q, now);
     if (++q->rtos_unsampled >= 2)
         q->min_rtt = -1;
     q->rto = q->rto * 2 < q->a.rto_max_s ? q->rto * 2 : q->a.rto_max_s;
