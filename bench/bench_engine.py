@@ -17,6 +17,10 @@ Every figure is a ratio within one run:
   of the same frames on the same path (``traffic/native/bin/tn_udp_blast``:
   sendmmsg/recvmmsg of MTU + 16-byte datagrams, no transport, received rate).
   Targets: engine / python >= 3, engine / blast >= 0.8.
+* **gso**: the engine and the runner once more with UDP segmentation offload on both
+  ends (``tn_write_bw --gso``, ``TN_ENGINE_GSO=1``): a QP's same-size frames leave in
+  one send and are read back coalesced, one trip through the kernel per run of up to 64
+  frames; the same wire packets, for paths without tc programs on the hosts.
 * **pacing**: a QP paced at 10k and 100k packets/s through the veth pair, captured by
   tcpdump with kernel nanosecond timestamps leaving the sender's interface (the
   departures) and entering the receiver's: median inter-departure gap against size /
@@ -141,12 +145,15 @@ def _run_rusage(cmd: list[str]) -> tuple[str, float]:
     return out, ru.ru_utime + ru.ru_stime
 
 
-def run_write_bw(*, veth: bool, nbytes: int, mtu: int, msg: int = 1 << 20) -> dict:
-    """The engine alone: traffic/native/bin/tn_write_bw, one unpaced QP."""
+def run_write_bw(*, veth: bool, nbytes: int, mtu: int, msg: int = 1 << 20,
+                 gso: bool = False) -> dict:
+    """The engine alone: traffic/native/bin/tn_write_bw, one unpaced QP (``gso``: with
+    UDP segmentation offload on both ends, ``--gso``)."""
     ips = VETH_IPS if veth else LO_IPS
     nss = (NS_A, NS_B) if veth else (None, None)
     n = max(1, nbytes // msg)
-    common = ["-s", str(msg), "-n", str(n), "-M", str(mtu), "-w", "1024"]
+    common = ["-s", str(msg), "-n", str(n), "-M", str(mtu), "-w", "1024",
+              *(["--gso"] if gso else [])]
     res: dict = {}
 
     def server() -> None:
@@ -165,7 +172,8 @@ def run_write_bw(*, veth: bool, nbytes: int, mtu: int, msg: int = 1 << 20) -> di
     pkts = n * -(-msg // mtu)
     # the server lingers 0.5 s after the last message: idle, no CPU worth counting
     return {"engine": "native (tn_write_bw)", "goodput_bps": float(line[2]) * 1e9,
-            "cpu_s": cpu_c + cpu_s, "data_pkts": pkts, "retx": int(out.split()[-2])}
+            "cpu_s": cpu_c + cpu_s, "data_pkts": pkts,
+            "retx": int(out.strip().splitlines()[3].split()[4]), "gso": gso}
 
 
 def run_blast(*, veth: bool, size: int, n: int) -> dict:
@@ -414,7 +422,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bytes", type=int, default=48 << 20, help="bytes per transfer")
     ap.add_argument("--no-veth", action="store_true", help="loopback only")
-    ap.add_argument("--skip", default="", help="comma list of cpu,goodput,pacing,rtt to skip")
+    ap.add_argument("--skip", default="",
+                    help="comma list of cpu,goodput,gso,pacing,rtt to skip (gso: the rows "
+                         "with UDP segmentation offload)")
     ap.add_argument("--json", metavar="FILE", help="write the results here")
     ap.add_argument("--pacing-rx", action="store_true",
                     help="pacing: also capture entering the receiver's interface")
@@ -448,7 +458,9 @@ def main() -> int:
             print("goodput of one unpaced QP (Mb/s; ratios in the same run) and CPU per "
                   "data packet (us, sender + receiver)")
             print("path      MTU  engine  runner  python   blast blast-tx  eng/py  eng/blast  "
-                  "eng/tx  run/py   CPU eng  run   py  eng/py run/py")
+                  "eng/tx  run/py   CPU eng  run   py  blast  eng/py run/py blast/py"
+                  + ("" if "gso" in skip else "   | GSO: engine  runner  eng/blast   CPU eng"
+                     "   run  eng/py run/py"))
             for veth in paths:
                 for mtu in (1024, 4096):
                     nb = a.bytes * (mtu // 1024)
@@ -462,6 +474,13 @@ def main() -> int:
                     cpu = {k: r["cpu_s"] / r["data_pkts"] * 1e6
                            for k, r in (("engine", eng), ("runner", nat), ("python", py))}
                     cpu["blast"] = bl["cpu_us_per_pkt"]
+                    gso = {}
+                    if "gso" not in skip:  # the same transfers, segmentation offload on
+                        gso["engine"] = run_write_bw(veth=veth, nbytes=nb, mtu=mtu, gso=True)
+                        gso["runner"] = run_p2p("native", veth=veth, nbytes=nb, mtu=mtu,
+                                                rate="400G", env={"TN_ENGINE_GSO": "1"})
+                        for k, r in gso.items():
+                            cpu[f"{k}_gso"] = r["cpu_s"] / r["data_pkts"] * 1e6
                     row = {"path": "veth" if veth else "loopback", "mtu": mtu, "engine": eng,
                            "runner": nat, "python": py, "blast_bps": blast,
                            "blast_sent_bps": blast_tx,
@@ -469,7 +488,7 @@ def main() -> int:
                            "engine_vs_blast": frames / blast,
                            "engine_vs_blast_sent": frames / blast_tx,
                            "runner_vs_python": nat["goodput_bps"] / py["goodput_bps"],
-                           "cpu_us_per_pkt": cpu}
+                           "cpu_us_per_pkt": cpu, "gso": gso}
                     results["goodput"].append(row)
                     print(f"{row['path']:9s} {mtu:4d} {eng['goodput_bps'] / 1e6:7.0f} "
                           f"{nat['goodput_bps'] / 1e6:7.0f} {py['goodput_bps'] / 1e6:7.0f} "
@@ -479,7 +498,14 @@ def main() -> int:
                           f"{cpu['engine']:7.2f} {cpu['runner']:5.2f} {cpu['python']:5.1f} "
                           f"{cpu['blast']:5.2f} {cpu['engine'] / cpu['python']:6.3f} "
                           f"{cpu['runner'] / cpu['python']:6.3f} "
-                          f"{cpu['blast'] / cpu['python']:8.3f}", flush=True)
+                          f"{cpu['blast'] / cpu['python']:8.3f}"
+                          + ("" if not gso else
+                             f"   | {gso['engine']['goodput_bps'] / 1e6:11.0f} "
+                             f"{gso['runner']['goodput_bps'] / 1e6:7.0f} "
+                             f"{gso['engine']['goodput_bps'] * (mtu + 16) / mtu / blast:10.2f} "
+                             f"{cpu['engine_gso']:9.2f} {cpu['runner_gso']:5.2f} "
+                             f"{cpu['engine_gso'] / cpu['python']:7.3f} "
+                             f"{cpu['runner_gso'] / cpu['python']:6.3f}"), flush=True)
         if "pacing" not in skip and not a.no_veth:
             print("\npacing (veth; gaps before MIDDLE packets from tcpdump's kernel timestamps "
                   "leaving the sender's interface; rx: entering the receiver's, --pacing-rx)")

@@ -134,7 +134,8 @@ class EngineCountersC(ctypes.Structure):
                          ("spin_s", ctypes.c_double), ("cpu_s", ctypes.c_double),
                          ("spin_budget", ctypes.c_double), ("budget_out_s", ctypes.c_double),
                          ("rx_poll_s", ctypes.c_double), ("tx_timestamps", ctypes.c_uint64),
-                         ("wire_delay_s", ctypes.c_double)]
+                         ("wire_delay_s", ctypes.c_double)] + _u64(
+                         ["gso_sends", "gso_pkts", "gro_reads", "gro_pkts"])
 
 
 class QpStateC(ctypes.Structure):
@@ -154,7 +155,7 @@ class OutPkt(ctypes.Structure):
                 ("_pad", ctypes.c_uint8 * 3), ("buf", ctypes.c_uint8 * 9216)]
 
 
-API_VERSION = 4
+API_VERSION = 5
 """The library's TN_API_VERSION this binding's structs and calls follow (tn_verbs.h)."""
 _P = ctypes.c_void_p
 _BOUND = False  # the library's signatures are declared (once per process)

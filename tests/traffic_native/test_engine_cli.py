@@ -113,6 +113,18 @@ def test_tn_write_bw_between_two_processes_on_loopback() -> None:
 
 @pytest.mark.skipif(not (ROOT / "traffic/native/bin/tn_write_bw").exists(),
                     reason="native engine not built (make -C traffic/native)")
+def test_tn_write_bw_with_segmentation_offload_says_what_it_coalesced() -> None:
+    cli, srv, out, _ = _write_bw_pair("127.0.82", ["-s", "1M", "-n", "20", "--gso"])
+    assert cli.returncode == 0 and srv.returncode == 0, cli.stderr
+    assert out.strip().splitlines()[3].split()[-1] == "0"  # no bad message
+    sends = cli.stdout.strip().splitlines()[4].split()
+    reads = out.strip().splitlines()[4].split()
+    assert sends[:2] == ["GSO:", sends[1]] and int(sends[1]) > 0 and int(sends[4]) > int(sends[1])
+    assert reads[6] == "GRO:" and int(reads[7]) > 0 and int(reads[10]) >= 20 * 1024 // 2
+
+
+@pytest.mark.skipif(not (ROOT / "traffic/native/bin/tn_write_bw").exists(),
+                    reason="native engine not built (make -C traffic/native)")
 def test_tn_write_bw_names_engine_knobs_it_ignores() -> None:
     """A C program has no Python check in front of the engine: a TN_ENGINE_* value the
     engine cannot use runs the default and is named on stderr, once per engine."""

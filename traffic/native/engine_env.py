@@ -21,6 +21,8 @@ ENGINE_ENV: dict[str, tuple[str, tuple[float, float] | None]] = {
     "TN_ENGINE_SPIN": ("0 (lead by the median only) or 1 (no spin budget)", None),
     "TN_ENGINE_SPIN_BUDGET": ("a share of a core, 0..1 (default 0.5)", (0.0, 1.0)),
     "TN_ENGINE_LEAD_MAX_US": ("microseconds, 20..1000 (default 60)", (20.0, 1000.0)),
+    "TN_ENGINE_GSO": (("0 (one datagram per frame, the default) or 1 (UDP segmentation "
+                       "offload: not through tc programs on the hosts)"), None),
 }
 
 

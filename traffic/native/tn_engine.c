@@ -24,6 +24,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -56,6 +57,10 @@
                              * arrive at least this often (their mean gap) ... */
 #define RX_POLL_MAX_S 50e-6 /* ... for twice that gap after the last, at most this long */
 #define MAX_BATCH 256
+#define GSO_MAX_SEGS 64      /* frames per UDP_SEGMENT send (the kernel's limit) ... */
+#define GSO_MAX_BYTES 65000  /* ... and their bytes (one IPv4 datagram's) */
+#define GRO_SLOT 65536       /* a receive slot that holds a coalesced read */
+#define RX_CTL 128           /* cmsg space per received datagram (TOS, overflow, GRO) */
 
 struct qent {
     struct tn_qp *q;
@@ -91,6 +96,8 @@ struct tn_engine {
     struct tn_out_pkt *capt; int ncapt, capt_cap;  /* step mode output */
     uint8_t *txbufs; uint32_t *txlens;             /* batch * TN_MAX_PKT */
     uint8_t *rxbufs; uint8_t *rxctl;
+    int gso;           /* TN_ENGINE_GSO (or env TN_ENGINE_GSO=1): segmentation offload */
+    size_t rx_slot;    /* bytes per receive slot: TN_MAX_PKT, GRO_SLOT with gso */
     double planned;
     double lead;       /* spin lead: wake this long before a departure, spin the rest */
     double lead_p99;   /* the lead that covers 99 % of the timer's wake-ups (+ 5 us) */
@@ -367,19 +374,52 @@ static void send_batch_ts(struct tn_engine *e, struct qent *qe, uint32_t dst_ip,
                              .sin_addr.s_addr = dst_ip};
     struct mmsghdr mm[MAX_BATCH];
     struct iovec iov[MAX_BATCH];
+    union gso_ctl { char buf[CMSG_SPACE(sizeof(uint16_t))]; struct cmsghdr align; };
+    union gso_ctl gctl[ts ? 1 : MAX_BATCH];
+    int nm = 0;
     for (int i = 0; i < n; i++) {
         iov[i].iov_base = bufs + (size_t)i * TN_MAX_PKT;
         iov[i].iov_len = lens[i];
-        memset(&mm[i], 0, sizeof mm[i]);
-        mm[i].msg_hdr.msg_name = &to;
-        mm[i].msg_hdr.msg_namelen = sizeof to;
-        mm[i].msg_hdr.msg_iov = &iov[i];
-        mm[i].msg_hdr.msg_iovlen = 1;
+    }
+    for (int i = 0; i < n; nm++) {
+        /* one datagram per frame, or with segmentation offload a run of same-size frames
+         * (the last of a run may be shorter: the kernel's last segment) as one send */
+        int k = 1;
+        uint32_t bytes = lens[i];
+        if (e->gso && !ts) {
+            while (i + k < n && k < GSO_MAX_SEGS && lens[i + k] <= lens[i] &&
+                   bytes + lens[i + k] <= GSO_MAX_BYTES) {
+                bytes += lens[i + k];
+                k++;
+                if (lens[i + k - 1] < lens[i])
+                    break;
+            }
+        }
+        memset(&mm[nm], 0, sizeof mm[nm]);
+        mm[nm].msg_hdr.msg_name = &to;
+        mm[nm].msg_hdr.msg_namelen = sizeof to;
+        mm[nm].msg_hdr.msg_iov = &iov[i];
+        mm[nm].msg_hdr.msg_iovlen = (size_t)k;
+        if (k > 1) {
+            struct msghdr *h = &mm[nm].msg_hdr;
+            memset(&gctl[nm], 0, sizeof gctl[nm]);
+            h->msg_control = gctl[nm].buf;
+            h->msg_controllen = sizeof gctl[nm].buf;
+            struct cmsghdr *cm = CMSG_FIRSTHDR(h);
+            cm->cmsg_level = SOL_UDP;
+            cm->cmsg_type = UDP_SEGMENT;
+            cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+            uint16_t seg = (uint16_t)lens[i];
+            memcpy(CMSG_DATA(cm), &seg, sizeof seg);
+            e->c.gso_sends++;
+            e->c.gso_pkts += (uint64_t)k;
+        }
+        i += k;
     }
     union { char buf[CMSG_SPACE(sizeof(uint32_t))]; struct cmsghdr align; } ctl;
     if (ts) {
         memset(&ctl, 0, sizeof ctl);
-        struct msghdr *h = &mm[n - 1].msg_hdr;
+        struct msghdr *h = &mm[nm - 1].msg_hdr;
         h->msg_control = ctl.buf;
         h->msg_controllen = sizeof ctl.buf;
         struct cmsghdr *cm = CMSG_FIRSTHDR(h);
@@ -390,12 +430,13 @@ static void send_batch_ts(struct tn_engine *e, struct qent *qe, uint32_t dst_ip,
         memcpy(CMSG_DATA(cm), &flags, sizeof flags);
     }
     int done = 0;
-    while (done < n) {
-        int r = sendmmsg(qe->fd, mm + done, (unsigned)(n - done), 0);
+    while (done < nm) {
+        int r = sendmmsg(qe->fd, mm + done, (unsigned)(nm - done), 0);
         if (r < 0) {
             if (errno == EINTR)
                 continue;
-            e->c.send_errors++;  /* this packet is lost: retransmission recovers it */
+            /* these packets are lost: retransmission recovers them */
+            e->c.send_errors += mm[done].msg_hdr.msg_iovlen;
             done++;
             continue;
         }
@@ -695,15 +736,15 @@ static int rx_drain(struct tn_engine *e, double now)
         struct iovec iov[MAX_BATCH];
         struct sockaddr_in from[MAX_BATCH];
         for (int i = 0; i < batch; i++) {
-            iov[i].iov_base = e->rxbufs + (size_t)i * TN_MAX_PKT;
-            iov[i].iov_len = TN_MAX_PKT;
+            iov[i].iov_base = e->rxbufs + (size_t)i * e->rx_slot;
+            iov[i].iov_len = e->rx_slot;
             memset(&mm[i], 0, sizeof mm[i]);
             mm[i].msg_hdr.msg_name = &from[i];
             mm[i].msg_hdr.msg_namelen = sizeof from[i];
             mm[i].msg_hdr.msg_iov = &iov[i];
             mm[i].msg_hdr.msg_iovlen = 1;
-            mm[i].msg_hdr.msg_control = e->rxctl + (size_t)i * 64;
-            mm[i].msg_hdr.msg_controllen = 64;
+            mm[i].msg_hdr.msg_control = e->rxctl + (size_t)i * RX_CTL;
+            mm[i].msg_hdr.msg_controllen = RX_CTL;
         }
         int r = recvmmsg(e->rx_fd, mm, (unsigned)batch, MSG_DONTWAIT, NULL);
         if (r <= 0)
@@ -716,6 +757,7 @@ static int rx_drain(struct tn_engine *e, double now)
         }
         for (int i = 0; i < r; i++) {
             uint8_t tos = 0;
+            uint32_t seg = 0;  /* a coalesced read (UDP_GRO): its frames' size */
             for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mm[i].msg_hdr); cm;
                  cm = CMSG_NXTHDR(&mm[i].msg_hdr, cm)) {
                 if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_TOS)
@@ -724,11 +766,32 @@ static int rx_drain(struct tn_engine *e, double now)
                     uint32_t v;
                     memcpy(&v, CMSG_DATA(cm), 4);
                     e->c.kernel_drops = v;
+                } else if (cm->cmsg_level == SOL_UDP && cm->cmsg_type == UDP_GRO) {
+                    int v;
+                    memcpy(&v, CMSG_DATA(cm), sizeof v);
+                    seg = v > 0 ? (uint32_t)v : 0;
                 }
             }
-            e->c.rx_pkts++;
-            receive(e, iov[i].iov_base, mm[i].msg_len, from[i].sin_addr.s_addr,
-                    ntohs(from[i].sin_port), tos, now);
+            const uint8_t *p = iov[i].iov_base;
+            uint32_t left = mm[i].msg_len;
+            if (mm[i].msg_hdr.msg_flags & MSG_TRUNC) {  /* (a slot holds any datagram) */
+                e->c.truncated++;
+                continue;
+            }
+            if (seg && left > seg) {
+                e->c.gro_reads++;
+                e->c.gro_pkts += (left + seg - 1) / seg;
+            } else {
+                seg = left;
+            }
+            while (left > 0) {  /* each frame as its own datagram (the last may be shorter) */
+                uint32_t len = left < seg ? left : seg;
+                e->c.rx_pkts++;
+                receive(e, p, len, from[i].sin_addr.s_addr, ntohs(from[i].sin_port), tos,
+                        now);
+                p += len;
+                left -= len;
+            }
         }
         total += r;
         if (r < batch)
@@ -825,6 +888,16 @@ static void env_ignored(const char *name, const char *value, const char *takes)
 {
     fprintf(stderr, "tn_engine: %s=\"%s\" ignored (it takes %s); the default applies\n",
             name, value, takes);
+}
+
+/* Segmentation offload: the flag, or env TN_ENGINE_GSO=1 (Python programs and the
+ * test bed set it that way; it is off by default, see TN_ENGINE_GSO). */
+static int gso_of(uint32_t flags)
+{
+    const char *v = getenv("TN_ENGINE_GSO");
+    if (v && *v && strcmp(v, "0") && strcmp(v, "1"))
+        env_ignored("TN_ENGINE_GSO", v, "0 or 1");
+    return (flags & TN_ENGINE_GSO) || (v && !strcmp(v, "1"));
 }
 
 static double spin_budget_of_env(void)
@@ -1042,8 +1115,10 @@ struct tn_engine *tn_engine_create(const struct tn_engine_attr *attr, char *err,
     clock_gettime(CLOCK_MONOTONIC, &e->t0);
     e->txbufs = malloc((size_t)e->a.batch * TN_MAX_PKT);
     e->txlens = malloc(sizeof *e->txlens * e->a.batch);
-    e->rxbufs = malloc((size_t)e->a.batch * TN_MAX_PKT);
-    e->rxctl = malloc((size_t)e->a.batch * 64);
+    e->gso = gso_of(e->a.flags);
+    e->rx_slot = e->gso ? GRO_SLOT : TN_MAX_PKT;
+    e->rxbufs = malloc((size_t)e->a.batch * e->rx_slot);
+    e->rxctl = malloc((size_t)e->a.batch * RX_CTL);
     if (!e->cq || !e->txbufs || !e->txlens || !e->rxbufs || !e->rxctl || rehash(e)) {
         snprintf(err, errlen, "out of memory");
         tn_engine_destroy(e);
@@ -1058,6 +1133,8 @@ struct tn_engine *tn_engine_create(const struct tn_engine_attr *attr, char *err,
         setsockopt(e->rx_fd, SOL_SOCKET, SO_RCVBUF, &rb, sizeof rb);
     setsockopt(e->rx_fd, SOL_SOCKET, SO_RXQ_OVFL, &one, sizeof one);
     setsockopt(e->rx_fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof one);
+    if (e->gso)
+        setsockopt(e->rx_fd, SOL_UDP, UDP_GRO, &one, sizeof one);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(e->a.port),
                              .sin_addr.s_addr = e->a.ip};
     if (bind(e->rx_fd, (struct sockaddr *)&sa, sizeof sa)) {
@@ -1146,7 +1223,8 @@ int tn_create_qp(struct tn_engine *e, const struct tn_qp_attr *attr)
         fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
         int v = IP_PMTUDISC_DO, one = 1, tos = (int)((attr->dscp << 2) | 2), sb = 4 << 20;
         setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &v, sizeof v);
-        setsockopt(fd, SOL_SOCKET, SO_NO_CHECK, &one, sizeof one);
+        if (!e->gso)  /* (RoCEv2's zero UDP checksum; the kernel's GSO needs one) */
+            setsockopt(fd, SOL_SOCKET, SO_NO_CHECK, &one, sizeof one);
         setsockopt(fd, IPPROTO_IP, IP_TOS, &tos, sizeof tos);
         setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sb, sizeof sb);
         if (attr->role == TN_REQUESTER && attr->catchup_s > 0) {  /* (wire_departure; each

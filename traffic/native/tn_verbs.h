@@ -38,8 +38,9 @@ extern "C" {
  * (traffic/native_endpoint.py API_VERSION).  2: tn_qp_state's est_sent, est_lost,
  * est_pairs (mode auto's own-loss counts), tn_engine_counters' spin_s .. budget_out_s;
  * tn_api_version.  3: tn_path_changed.  4: tn_engine_counters' rx_poll_s,
- * tx_timestamps, wire_delay_s */
-#define TN_API_VERSION 4
+ * tx_timestamps, wire_delay_s.  5: TN_ENGINE_GSO; tn_engine_counters' gso_sends,
+ * gso_pkts, gro_reads, gro_pkts */
+#define TN_API_VERSION 5
 
 /* TN_MODE_AUTO: per-message recovery (traffic.recovery decides above the engine): a
  * requester sends each message as its plan says (tn_post_write_plan; plain selective
@@ -54,6 +55,14 @@ enum tn_engine_flags {
     TN_ENGINE_RT = 4,       /* engine thread at SCHED_FIFO priority 1, the default unless
                              * env TN_ENGINE_RT=0 (the flag overrides that): ACKs and
                              * departures on time on a loaded host; needs CAP_SYS_NICE */
+    TN_ENGINE_GSO = 8,      /* UDP segmentation offload: a QP's same-size frames leave in
+                             * one send (UDP_SEGMENT) and the receive socket takes them
+                             * back coalesced (UDP_GRO), one trip through the kernel per
+                             * run of up to 64 frames instead of per frame, as QUIC stacks
+                             * do; the frames carry a UDP checksum (the kernel's GSO needs
+                             * it).  Off by default (env TN_ENGINE_GSO=1 turns it on): a tc
+                             * program on a host interface (the test bed's eBPF switches,
+                             * INT sink, loss emulator) would see one large packet. */
 };
 enum tn_wc_kind { TN_WC_SEND_DONE = 1, TN_WC_RECV_DONE = 2 };
 
@@ -188,6 +197,9 @@ struct tn_engine_counters {
     uint64_t tx_timestamps; /* paced sends whose kernel transmit timestamp was read ... */
     double wire_delay_s;    /* ... and how much later than the engine's clock read they
                              * left, summed (the pacer counts from the wire; version 4) */
+    /* TN_ENGINE_GSO (version 5): sends of more than one frame and the frames they
+     * carried; reads that returned coalesced frames and the frames they held */
+    uint64_t gso_sends, gso_pkts, gro_reads, gro_pkts;
 };
 
 /* A QP's state for snapshots (Requester.snapshot / Responder.snapshot). */

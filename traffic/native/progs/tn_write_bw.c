@@ -22,7 +22,9 @@ static void usage(const char *p)
     fprintf(stderr,
             "usage: %s [--server] --local IP --peer IP [-s size] [-n iters] [-q qps]\n"
             "          [-m gbn|sr|fec] [-M mtu] [-r rate_bps] [-w window] [-t tx_depth]\n"
-            "          [-k fec_k] [-f fec_m]\n", p);
+            "          [-k fec_k] [-f fec_m] [--gso]\n"
+            "  --gso: UDP segmentation offload (TN_ENGINE_GSO), on both ends for the most\n"
+            "         effect; not through tc programs on the hosts' interfaces\n", p);
     exit(2);
 }
 
@@ -50,7 +52,7 @@ static double wall(void)
 
 int main(int argc, char **argv)
 {
-    int server = 0, qps = 1, depth = 16;
+    int server = 0, qps = 1, depth = 16, gso = 0;
     const char *local = NULL, *peer = NULL;
     unsigned long long size = 65536, iters = 1000;
     unsigned mtu = 1024, window = 512, mode = TN_MODE_SR, k = 8, m = 1;
@@ -59,6 +61,7 @@ int main(int argc, char **argv)
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--server")) { server = 1; continue; }
+        if (!strcmp(a, "--gso")) { gso = 1; continue; }
         if (!v)
             usage(argv[0]);
         i++;
@@ -85,7 +88,8 @@ int main(int argc, char **argv)
     if (!local || !peer || !inet_aton(local, &la) || !inet_aton(peer, &pa) || qps < 1 ||
         depth < 1 || size < 1 || size > 0xFFFFFFFFull || iters < 1)
         usage(argv[0]);
-    struct tn_engine_attr ea = {.ip = la.s_addr, .port = 4791, .flags = TN_ENGINE_THREAD};
+    struct tn_engine_attr ea = {.ip = la.s_addr, .port = 4791, .flags = TN_ENGINE_THREAD |
+                                                                   (gso ? TN_ENGINE_GSO : 0)};
     char err[256];
     struct tn_engine *e = tn_engine_create(&ea, err, sizeof err);
     if (!e) {
@@ -168,6 +172,10 @@ int main(int argc, char **argv)
     printf(" #bytes     #iterations    BW average[Gb/sec]   MsgRate[Mpps]   retx   bad\n");
     printf(" %-10llu %-14llu %-20.3f %-15.6f %-6llu %llu\n", size, done,
            (double)size * (double)done * 8 / el / 1e9, (double)done / el / 1e6, retx, bad);
+    if (ec.gso_sends || ec.gro_reads)
+        printf(" GSO: %llu sends of %llu frames; GRO: %llu reads of %llu frames\n",
+               (unsigned long long)ec.gso_sends, (unsigned long long)ec.gso_pkts,
+               (unsigned long long)ec.gro_reads, (unsigned long long)ec.gro_pkts);
     printf("---------------------------------------------------------------------------\n");
     fflush(stdout);
     int rc = done < want || bad ? 1 : 0;
