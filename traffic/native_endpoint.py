@@ -507,9 +507,11 @@ class NativeRequester(_Qp):
         self.path_loss_log.append((now, "none" if model is None else recovery.describe(model)))
 
     # -- mode auto: the decision above the engine (traffic.requester.Requester's rules) --
-    def path_view(self) -> recovery.PathView | None:
+    def path_view(self, npk: int = 0) -> recovery.PathView | None:
         """What mode auto decides from: the controller's model, else the QP's own (the
-        engine counts the losses of packets sent without repair cover)."""
+        engine counts the losses of packets sent without repair cover); the RTT, the
+        rate, and whether what is posted plus the ``npk`` packets being planned fills
+        the round trip."""
         model, source = self.cfg.path_loss, "controller"
         if model is None:
             self._refresh()
@@ -520,12 +522,16 @@ class NativeRequester(_Qp):
         rtt = srtt if srtt is not None else self.cfg.rto_initial_s
         wire = self.cfg.mtu + BTH_LEN + ICRC_LEN + WIRE_OVERHEAD
         rto = recovery.view_rto(self.cfg.rto_min_s, rtt)
+        posted = int(self._state.next_seq - self._state.una) + npk
+        bound = recovery.is_window_bound(posted, wire_pkt_bytes=wire,
+                                         rate_bps=self.cfg.rate_bps, rtt_s=rtt)
         return recovery.PathView(loss=model, rtt_s=rtt, rate_bps=self.cfg.rate_bps,
-                                 wire_pkt_bytes=wire, source=source, rto_s=rto)
+                                 wire_pkt_bytes=wire, source=source, rto_s=rto,
+                                 window_bound=bound)
 
     def _plan(self, npk: int) -> recovery.MessagePlan:
         self._refresh()  # the engine's RTT and rate
-        view = self.path_view()
+        view = self.path_view(npk)
         if view is None:
             return recovery.MessagePlan(scheme="sr", reason="no loss telemetry yet")
         return recovery.choose(view, npk, self.policy)

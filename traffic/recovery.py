@@ -23,7 +23,11 @@ reported, so a failed block at the end of a long interleaved group costs a full 
 trip, and more where only the next message's packets can reveal it.  The cost is the
 mean FCT (what goodput feels) plus the mean FCT of the worst ``eps`` of messages (a
 smooth p99), so wire time counts twice.  Repair packets are capped at
-``overhead_floor + overhead_per_loss x loss rate`` of the data.  Candidates:
+``overhead_floor + overhead_per_loss x loss rate`` of the data; where the QP is
+window-bound (what it has posted does not fill the path's bandwidth-delay product, so
+the link idles every round trip) the loss rate counts once per ``burst_pkts`` of the
+mean burst too, up to ``max_overhead_idle``: a block must absorb a whole burst, and the
+repairs ride in time the link would leave idle.  Candidates:
 
 - ``sr``: no repair symbols; every loss costs a round trip.
 - ``tail``: SR for the body, the last ``T`` packets in one block with ``m`` repairs sent
@@ -57,7 +61,7 @@ from traffic.errors import ConfigError
 __all__ = ["MAX_DEPTH", "MAX_GROUP", "Group", "LossEstimator", "MessagePlan", "Outcome",
            "PathView", "PolicyConfig", "block_fail", "block_members", "choose", "fixed_plan",
            "outcome", "plan_cost", "plan_groups", "repair_order", "rtt_grid", "scheme_counts",
-           "tail_mean", "view_rto", "warm"]
+           "is_window_bound", "repair_cap", "tail_mean", "view_rto", "warm"]
 
 MAX_DEPTH = 16
 """Most blocks interleaved in one group (the stride of a block's members)."""
@@ -378,6 +382,14 @@ class PolicyConfig:
     tail_min_loss: float = 0.005
     """From this loss rate on, a message may always carry one tail repair (a short
     message would otherwise never be covered by the proportional bound)."""
+    max_overhead_idle: float = 0.4
+    """The cap where the QP is window-bound (:attr:`PathView.window_bound`) ..."""
+    burst_pkts: float = 5.0
+    """... where the proportional bound also grows with the mean burst length, per
+    this many packets of it.  Why: at 1 % loss in bursts of 30 the bound (17 %) left
+    every plan that spans a burst out, so auto sent plain SR and its p99 was SR's
+    (runs K-P); 60 ms paths with two 256 KiB messages in flight leave the link idle
+    for more than a third of each round trip, where 96 repairs a message cost little."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -391,6 +403,10 @@ class PathView:
     source: str = "controller"  # where ``loss`` came from (controller | own counters)
     rto_s: float = 0.0
     """The QP's retransmission timeout (0: twice the round trip)."""
+    window_bound: bool = False
+    """The QP's posted, unacknowledged bytes (this message's included) are less than
+    the rate times the round trip (:func:`is_window_bound`): the link idles every round
+    trip, so the repair cap is :attr:`PolicyConfig.max_overhead_idle`'s."""
 
     def quantised(self) -> PathView:
         """Two significant digits of the loss model and rate, times on a 25 % grid:
@@ -401,7 +417,15 @@ class PathView:
         loss = LossModel(kind=lm.kind, p=_q(lm.p), r=_q(lm.r), h=_q(lm.h), k=1 - _q(1 - lm.k))
         return PathView(loss=loss, rtt_s=_qt(self.rtt_s), rate_bps=_q(self.rate_bps),
                         wire_pkt_bytes=self.wire_pkt_bytes, source=self.source,
-                        rto_s=_qt(self.rto_s))
+                        rto_s=_qt(self.rto_s), window_bound=self.window_bound)
+
+
+def is_window_bound(posted_pkts: int, *, wire_pkt_bytes: int, rate_bps: float,
+                    rtt_s: float) -> bool:
+    """True when ``posted_pkts`` (posted and not yet acknowledged, the message being
+    decided included) take less wire time than one round trip at the rate: the sender
+    runs out of data before the first ACK returns, and the link idles until it does."""
+    return posted_pkts * wire_pkt_bytes * 8 < rate_bps * rtt_s
 
 
 def _q(x: float) -> float:
@@ -435,16 +459,17 @@ def view_rto(rto_min_s: float, rtt_s: float) -> float:
 def warm(view: PathView, sizes: Iterable[int], *, mtu: int, rto_min_s: float,
          cfg: PolicyConfig) -> None:
     """Decide for messages of these byte sizes now, at the view's RTT and at every round
-    trip of the grid from 2 ms to 0.5 s: later decisions come from the policy's cache
-    while the loss telemetry stands still, whatever the RTT does (both endpoints call
-    this before their first message)."""
+    trip of the grid from 2 ms to 0.5 s, window-bound or not: later decisions come from
+    the policy's cache while the loss telemetry stands still, whatever the RTT and the
+    messages in flight do (both endpoints call this before their first message)."""
     npks = [max(1, -(-n // mtu)) for n in sizes]
     for n in npks:
         choose(view, n, cfg)
-    for rtt in rtt_grid(0.002, 0.5):
-        v = replace(view, rtt_s=rtt, rto_s=view_rto(rto_min_s, rtt))
-        for n in npks:
-            choose(v, n, cfg)
+    for bound in (False, True):
+        for rtt in rtt_grid(0.002, 0.5):
+            v = replace(view, rtt_s=rtt, rto_s=view_rto(rto_min_s, rtt), window_bound=bound)
+            for n in npks:
+                choose(v, n, cfg)
 
 
 def scheme_counts(messages: Iterable[Any]) -> dict[str, int]:
@@ -464,16 +489,26 @@ def choose(path: PathView, n_pkts: int, cfg: PolicyConfig = PolicyConfig()) -> M
     return _choose(path.quantised(), n_pkts, cfg)
 
 
+def repair_cap(model: LossModel, cfg: PolicyConfig, window_bound: bool) -> float:
+    """Most repair packets per data packet a message may carry (module docstring)."""
+    q = model.mean_loss
+    if not window_bound:
+        return min(cfg.max_overhead, cfg.overhead_floor + cfg.overhead_per_loss * q)
+    burst = max(1.0, model.mean_burst_len / cfg.burst_pkts)
+    return min(max(cfg.max_overhead, cfg.max_overhead_idle) if burst > 1 else cfg.max_overhead,
+               cfg.overhead_floor + cfg.overhead_per_loss * q * burst)
+
+
 @functools.lru_cache(maxsize=256)
-def _candidates(model: LossModel, n: int,
-                cfg: PolicyConfig) -> tuple[tuple[MessagePlan, Outcome], ...]:
+def _candidates(model: LossModel, n: int, cfg: PolicyConfig,
+                window_bound: bool = False) -> tuple[tuple[MessagePlan, Outcome], ...]:
     """Every plan within the overhead bound, with its P(retx) and outcome (SR first).
 
     Why apart from the choice: the outcomes depend only on the loss model and the
     size, the costs on the RTT and rate too; an RTT change then costs no new sampling.
     """
     q = model.mean_loss
-    cap = min(cfg.max_overhead, cfg.overhead_floor + cfg.overhead_per_loss * q)
+    cap = repair_cap(model, cfg, window_bound)
     out = [(MessagePlan(scheme="sr", p_retx=plan_p_retx(model, n, ())), outcome(model, n, ()))]
     floor_pkts = 1 if q >= cfg.tail_min_loss else 0
     for t in sorted({min(t, n) for t in cfg.tail_choices}):
@@ -514,12 +549,13 @@ def plan_cost(path: PathView, plan_outcome: Outcome, cfg: PolicyConfig = PolicyC
 
 
 @functools.lru_cache(maxsize=256)
-def _stacked(model: LossModel, n: int, cfg: PolicyConfig) -> tuple[np.ndarray, ...]:
+def _stacked(model: LossModel, n: int, cfg: PolicyConfig,
+             window_bound: bool = False) -> tuple[np.ndarray, ...]:
     """The candidates' outcomes as (plans x trials) float32 arrays: every plan's cost in
     one pass, a new RTT then costs a few milliseconds.  A trial without a failure gets
     an infinite slack (its delay is then 0 without a mask); the chance of a second
     loss depends on the loss model only, so it is computed here once."""
-    outs = [o for _p, o in _candidates(model, n, cfg)]
+    outs = [o for _p, o in _candidates(model, n, cfg, window_bound)]
     slack = np.stack([o.slack for o in outs]).astype(np.float32)
     failed = slack >= 0
     slack[~failed] = np.inf
@@ -531,7 +567,7 @@ def _stacked(model: LossModel, n: int, cfg: PolicyConfig) -> tuple[np.ndarray, .
 
 def _costs(path: PathView, n: int, cfg: PolicyConfig) -> list[float]:
     """:func:`plan_cost` of every candidate (same arithmetic, all plans at once)."""
-    stream, slack, blind, again = _stacked(path.loss, n, cfg)
+    stream, slack, blind, again = _stacked(path.loss, n, cfg, path.window_bound)
     t_pkt = path.wire_pkt_bytes * 8 / path.rate_bps
     rtt = path.rtt_s
     pen = slack * np.float32(-t_pkt)
@@ -549,10 +585,12 @@ def _choose(path: PathView, n: int, cfg: PolicyConfig) -> MessagePlan:
     model = path.loss
     q = model.mean_loss
     why = (f"loss {q:.2%} ({path.source}), burst {model.mean_burst_len:.1f}, "
-           f"rtt {path.rtt_s * 1e3:.0f} ms, {n} pkts")
+           f"rtt {path.rtt_s * 1e3:.0f} ms, {n} pkts"
+           + (f", window-bound (repairs <= {repair_cap(model, cfg, True):.0%})"
+              if path.window_bound else ""))
     if q <= 0:
         return MessagePlan(scheme="sr", reason=f"{why}: path loss-free")
-    cands = _candidates(model, n, cfg)
+    cands = _candidates(model, n, cfg, path.window_bound)
     costs = _costs(path, n, cfg)
     i = min(range(len(cands)), key=lambda j: (costs[j] + 1e-12 * j))
     if costs[i] > (1 - cfg.min_gain) * costs[0]:

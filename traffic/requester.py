@@ -273,7 +273,9 @@ class Requester:
         self.path_loss_log.append((now, "none" if model is None else recovery.describe(model)))
 
     def path_view(self) -> recovery.PathView | None:
-        """What mode auto decides from: the controller's model, else the QP's own."""
+        """What mode auto decides from: the controller's model, else the QP's own; the
+        RTT, the rate, and whether what is posted (the message being planned included:
+        its packets are queued first) fills the round trip."""
         model, source = self.cfg.path_loss, "controller"
         if model is None:
             model, source = self.loss_estimate.model(), "own counters"
@@ -281,8 +283,11 @@ class Requester:
             return None
         rtt = self._srtt if self._srtt is not None else self.cfg.rto_initial_s
         wire = self.cfg.mtu + BTH_LEN + ICRC_LEN + WIRE_OVERHEAD
+        bound = recovery.is_window_bound(self._next_seq - self._una, wire_pkt_bytes=wire,
+                                         rate_bps=self.cfg.rate_bps, rtt_s=rtt)
         return recovery.PathView(loss=model, rtt_s=rtt, rate_bps=self.cfg.rate_bps,
-                                 wire_pkt_bytes=wire, source=source, rto_s=self._view_rto(rtt))
+                                 wire_pkt_bytes=wire, source=source, rto_s=self._view_rto(rtt),
+                                 window_bound=bound)
 
     def _view_rto(self, rtt: float) -> float:
         return recovery.view_rto(self.cfg.rto_min_s, rtt)

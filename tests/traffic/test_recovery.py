@@ -289,3 +289,46 @@ def test_warm_plans_cover_rtts_at_half_the_timer_floor():
         req._srtt = srtt
         recovery.choose(req.path_view(), 256, req.policy)
     assert recovery._choose.cache_info().misses == before
+
+
+# -- window-bound QPs: the link idles every round trip -------------------------------------
+@pytest.mark.parametrize(("loss", "scheme", "check"), [
+    # bursts of 30 at 1 %: a window-bound QP may spend the repairs a burst needs (a
+    # link-bound one stays within 17 % and sends plain SR: the table above)
+    (GE(0.01, 30), "fec", lambda p: p.depth * p.m >= 30 and p.p_retx < 0.02),
+    # bursts of 10 at 5 %: a stronger code than the link-bound cap allows
+    (GE(0.05, 10), "fec", lambda p: p.repair_pkts > 64 and p.p_retx < 0.01),
+    # rare random loss: the repair bytes stay in proportion to the loss all the same
+    (B(0.001), "fec", lambda p: p.repair_pkts / 256 <= 0.03),
+])
+def test_window_bound_policy_table(loss, scheme, check):
+    plan = choose(PathView(loss=loss, rtt_s=0.06, rate_bps=100e6, window_bound=True), 256)
+    assert plan.scheme == scheme, plan.reason
+    assert "window-bound" in plan.reason
+    assert check(plan), plan
+
+
+def test_the_repair_cap_grows_with_the_burst_only_when_window_bound():
+    cfg = recovery.PolicyConfig()
+    for loss in (B(0.001), B(0.01), GE(0.01, 3)):  # bursts of up to burst_pkts: as before
+        assert recovery.repair_cap(loss, cfg, True) == recovery.repair_cap(loss, cfg, False)
+    assert recovery.repair_cap(GE(0.01, 30), cfg, False) == pytest.approx(0.17)
+    assert recovery.repair_cap(GE(0.01, 30), cfg, True) == cfg.max_overhead_idle
+    assert recovery.repair_cap(GE(0.01, 10), cfg, True) == pytest.approx(0.33)
+
+
+@pytest.mark.parametrize(("srtt", "in_flight", "bound"), [
+    (0.06, 1, True),    # 2 x 256 packets of 1 KiB: 45 ms of 100 Mbit/s, < 60 ms
+    (0.002, 0, False),  # one message alone is 22 ms of wire, > a 2 ms round trip
+    (0.06, 3, False),   # 4 messages: 90 ms of wire, > the round trip
+])
+def test_requester_says_whether_what_it_posted_fills_the_round_trip(srtt, in_flight, bound):
+    """The Python requester's view counts its posted, unacknowledged packets, the message
+    being planned included (the native endpoint counts the same from the engine's
+    state), against rate x RTT."""
+    req, _resp = _pair(Reliability.AUTO, path_loss=GE(0.01, 30))
+    req.cfg.rate_bps = 100e6
+    req._srtt = srtt
+    for _ in range(in_flight + 1):
+        msg = req.post_write(bytes(256 * 1024), now=0.0)
+    assert ("window-bound" in msg.extra["recovery"]["reason"]) is bound

@@ -185,3 +185,20 @@ def test_dcqcn_and_hpcc_qps_send_on_the_threaded_engine() -> None:
             r.post_write(os.urandom(1 << 20))
         assert _pump(tx, rx, lambda: len(got) == 2 and all(r.idle for r in reqs))
         assert got == [1 << 20, 1 << 20]
+
+
+def test_native_auto_plans_know_whether_what_is_posted_fills_the_round_trip() -> None:
+    """Mode auto on the engine counts the posted, unacknowledged packets from the
+    engine's state plus the message being planned (as the Python requester does) against
+    rate x RTT: at 100 Mbit/s and a 60 ms round trip two 256 KiB messages leave the link
+    idle (window-bound: a larger repair cap for bursty loss), a fourth does not."""
+    from common.loss import LossModel as LM
+    with NativeEndpoint(EndpointConfig(ip=A)) as tx:  # no peer: nothing is acknowledged
+        req = tx.add_requester(QpConfig(qpn=QPN, peer_qpn=QPN, peer_ip=B,
+                                        mode=Reliability.AUTO, rate_bps=100e6,
+                                        rto_initial_s=0.06, rto_min_s=0.06,
+                                        path_loss=LM.bursty(0.01, 30)))
+        msgs = [req.post_write(bytes(256 * 1024)) for _ in range(4)]
+    reasons = [m.extra["recovery"]["reason"] for m in msgs]
+    assert ["window-bound" in r for r in reasons] == [True, True, False, False], reasons
+    assert msgs[0].extra["recovery"]["scheme"] == "fec"
