@@ -59,9 +59,10 @@ from common.loss import LossKind, LossModel
 from traffic.errors import ConfigError
 
 __all__ = ["MAX_DEPTH", "MAX_GROUP", "Group", "LossEstimator", "MessagePlan", "Outcome",
-           "PathView", "PolicyConfig", "block_fail", "block_members", "choose", "fixed_plan",
-           "outcome", "plan_cost", "plan_groups", "repair_order", "rtt_grid", "scheme_counts",
-           "is_window_bound", "repair_cap", "tail_mean", "view_rto", "warm"]
+           "PathView", "PolicyConfig", "block_fail", "block_members", "choose",
+           "fixed_plan", "is_window_bound", "outcome", "plan_cost", "plan_groups",
+           "repair_cap", "repair_order", "rtt_grid", "scheme_counts", "tail_mean",
+           "view_rto", "warm"]
 
 MAX_DEPTH = 16
 """Most blocks interleaved in one group (the stride of a block's members)."""
