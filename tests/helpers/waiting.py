@@ -25,3 +25,15 @@ def wait_or_fail(cond: Callable[[], object], timeout_s: float = 5.0, step_s: flo
             return
         time.sleep(step_s)
     raise AssertionError("condition not reached in time")
+
+
+def pump(*endpoints: object, done: Callable[[], object], timeout_s: float = 30.0) -> bool:
+    """Step every endpoint (1 ms each) until ``done()`` is true or ``timeout_s`` passes:
+    two endpoints of one test process, each with its own loop, driven in turn."""
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        for ep in endpoints:
+            ep.step(0.001)  # type: ignore[attr-defined]
+        if done():
+            return True
+    return False

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from common.loss import LossModel, LossProcess
+from tests.helpers.waiting import pump
 from traffic.endpoint import Endpoint, EndpointConfig
 from traffic.errors import ConfigError
 from traffic.native.engine_env import check_engine_env
@@ -40,15 +40,6 @@ def gso(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
-def _pump(tx, rx, done, timeout_s: float = 30.0) -> bool:
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
-        tx.step(0.001)
-        rx.step(0.001)
-        if done():
-            return True
-    return False
-
 
 def _transfer(tx, rx, mode: Reliability) -> tuple[list[bytes], list[bytes]]:
     q = {"mode": mode, "rate_bps": 400e9, "fec_k": 8, "fec_m": 2, "rto_min_s": 0.004,
@@ -60,7 +51,7 @@ def _transfer(tx, rx, mode: Reliability) -> tuple[list[bytes], list[bytes]]:
     msgs = [os.urandom(n) for n in SIZES]
     for m in msgs:
         req.post_write(m)
-    assert _pump(tx, rx, lambda: req.idle and len(resp.messages) == len(msgs))
+    assert pump(tx, rx, done=lambda: req.idle and len(resp.messages) == len(msgs))
     assert [m.crc32 for m in resp.messages] == [zlib.crc32(m) for m in msgs]
     return got, msgs
 

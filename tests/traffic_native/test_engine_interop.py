@@ -11,13 +11,13 @@ from __future__ import annotations
 import os
 import secrets
 import socket
-import time
 import zlib
 
 import pytest
 
 from common.loss import LossModel, LossProcess
 from formats import int_echo, roce
+from tests.helpers.waiting import pump
 from traffic.endpoint import Endpoint, EndpointConfig
 from traffic.errors import ConfigError
 from traffic.native_endpoint import NativeEndpoint, engine_available, make_endpoint
@@ -30,15 +30,6 @@ _NET = f"127.{secrets.randbelow(200) + 20}.{secrets.randbelow(250) + 1}"  # shar
 A, B = f"{_NET}.1", f"{_NET}.2"
 QPN = 0x010001
 
-
-def _pump(tx, rx, done, timeout_s: float = 30.0) -> bool:
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
-        tx.step(0.001)
-        rx.step(0.001)
-        if done():
-            return True
-    return False
 
 
 @pytest.mark.parametrize("mode", list(Reliability))
@@ -61,7 +52,7 @@ def test_native_and_python_interoperate(mode: Reliability, native_side: str) -> 
         msgs = [os.urandom(n) for n in (1, 1024, 1025, 100_000, 1 << 20)]
         for m in msgs:
             req.post_write(m)
-        assert _pump(tx, rx, lambda: req.idle and len(resp.messages) == len(msgs))
+        assert pump(tx, rx, done=lambda: req.idle and len(resp.messages) == len(msgs))
         tx.run(lambda: all(m.done_s is not None for m in req.messages), timeout_s=5)
         assert got == msgs
         assert [m.crc32 for m in resp.messages] == [zlib.crc32(m) for m in msgs]
@@ -138,12 +129,12 @@ def test_receive_delay_holds_packets_for_its_time() -> None:
         req = tx.add_requester(QpConfig(qpn=QPN, peer_qpn=QPN, peer_ip=B))
         resp = rx.add_responder(QpConfig(qpn=QPN, peer_qpn=QPN, peer_ip=A))
         req.post_write(b"x" * 100)
-        assert _pump(tx, rx, lambda: req.idle and len(resp.messages) == 1)
+        assert pump(tx, rx, done=lambda: req.idle and len(resp.messages) == 1)
         tx.run(lambda: req.messages[0].done_s is not None, timeout_s=5)
         assert req.srtt_s is not None and req.srtt_s >= 0.04  # 2 x 20 ms, one way each
         rx.set_rx_delay(0.0)
         req.post_write(b"y" * 100)
-        assert _pump(tx, rx, lambda: req.idle and len(resp.messages) == 2)
+        assert pump(tx, rx, done=lambda: req.idle and len(resp.messages) == 2)
 
 
 def test_many_qps_on_one_engine_each_complete() -> None:
@@ -162,10 +153,10 @@ def test_many_qps_on_one_engine_each_complete() -> None:
         msgs = {r.qpn + 1: [os.urandom(3000 + 17 * k)] for k, r in enumerate(reqs)}
         for r in reqs[::2]:
             r.post_write(msgs[r.qpn + 1][0])
-        assert _pump(tx, rx, lambda: len(got) == 75)
+        assert pump(tx, rx, done=lambda: len(got) == 75)
         for r in reqs[1::2]:  # the rest once the engine has gone idle
             r.post_write(msgs[r.qpn + 1][0])
-        assert _pump(tx, rx, lambda: len(got) == 150 and all(r.idle for r in reqs))
+        assert pump(tx, rx, done=lambda: len(got) == 150 and all(r.idle for r in reqs))
         assert got == {q: [zlib.crc32(m[0])] for q, m in msgs.items()}
 
 
@@ -183,7 +174,7 @@ def test_dcqcn_and_hpcc_qps_send_on_the_threaded_engine() -> None:
                                       **q), on_message=lambda _r, _m, buf: got.append(len(buf)))
         for r in reqs:
             r.post_write(os.urandom(1 << 20))
-        assert _pump(tx, rx, lambda: len(got) == 2 and all(r.idle for r in reqs))
+        assert pump(tx, rx, done=lambda: len(got) == 2 and all(r.idle for r in reqs))
         assert got == [1 << 20, 1 << 20]
 
 
