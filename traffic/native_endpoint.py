@@ -520,14 +520,10 @@ class NativeRequester(_Qp):
             return None
         srtt = self.srtt_s
         rtt = srtt if srtt is not None else self.cfg.rto_initial_s
-        wire = self.cfg.mtu + BTH_LEN + ICRC_LEN + WIRE_OVERHEAD
-        rto = recovery.view_rto(self.cfg.rto_min_s, rtt)
-        posted = int(self._state.next_seq - self._state.una) + npk
-        bound = recovery.is_window_bound(posted, wire_pkt_bytes=wire,
-                                         rate_bps=self.cfg.rate_bps, rtt_s=rtt)
-        return recovery.PathView(loss=model, rtt_s=rtt, rate_bps=self.cfg.rate_bps,
-                                 wire_pkt_bytes=wire, source=source, rto_s=rto,
-                                 window_bound=bound)
+        return recovery.make_view(model, source, rtt_s=rtt, rate_bps=self.cfg.rate_bps,
+                                  wire_pkt_bytes=self.cfg.mtu + BTH_LEN + ICRC_LEN + WIRE_OVERHEAD,
+                                  rto_min_s=self.cfg.rto_min_s,
+                                  posted_pkts=int(self._state.next_seq - self._state.una) + npk)
 
     def _plan(self, npk: int) -> recovery.MessagePlan:
         self._refresh()  # the engine's RTT and rate
@@ -759,6 +755,11 @@ class NativeEndpoint:
         return {"name": "native", **{n: getattr(c, n) for n, _ in c._fields_}}
 
     def stats(self, *, compact: bool = False) -> dict:
+        """The counters as the engine has them now (the last step's copy can be a step
+        behind: a loop that stops on another endpoint's condition read a sender's
+        retransmissions short of what it had sent)."""
+        if self._h:
+            self._refresh()
         return Endpoint.stats(cast(Endpoint, self), compact=compact)
 
     def close(self) -> None:

@@ -60,9 +60,9 @@ from traffic.errors import ConfigError
 
 __all__ = ["MAX_DEPTH", "MAX_GROUP", "Group", "LossEstimator", "MessagePlan", "Outcome",
            "PathView", "PolicyConfig", "block_fail", "block_members", "choose",
-           "fixed_plan", "is_window_bound", "outcome", "plan_cost", "plan_groups",
-           "repair_cap", "repair_order", "rtt_grid", "scheme_counts", "tail_mean",
-           "view_rto", "warm"]
+           "fixed_plan", "is_window_bound", "make_view", "outcome", "plan_cost",
+           "plan_groups", "repair_cap", "repair_order", "rtt_grid", "scheme_counts",
+           "tail_mean", "view_rto", "warm"]
 
 MAX_DEPTH = 16
 """Most blocks interleaved in one group (the stride of a block's members)."""
@@ -407,7 +407,7 @@ class PathView:
     window_bound: bool = False
     """The QP's posted, unacknowledged bytes (this message's included) are less than
     the rate times the round trip (:func:`is_window_bound`): the link idles every round
-    trip, so the repair cap is :attr:`PolicyConfig.max_overhead_idle`'s."""
+    trip, so the repair cap may grow with the burst length (:func:`repair_cap`)."""
 
     def quantised(self) -> PathView:
         """Two significant digits of the loss model and rate, times on a 25 % grid:
@@ -419,6 +419,17 @@ class PathView:
         return PathView(loss=loss, rtt_s=_qt(self.rtt_s), rate_bps=_q(self.rate_bps),
                         wire_pkt_bytes=self.wire_pkt_bytes, source=self.source,
                         rto_s=_qt(self.rto_s), window_bound=self.window_bound)
+
+
+def make_view(loss: LossModel, source: str, *, rtt_s: float, rate_bps: float,
+              wire_pkt_bytes: int, rto_min_s: float, posted_pkts: int) -> PathView:
+    """The view a requester decides from (both endpoints' ``path_view``): the timeout
+    from the RTT alone (:func:`view_rto`), window-bound from what is posted
+    (:func:`is_window_bound`)."""
+    return PathView(loss=loss, rtt_s=rtt_s, rate_bps=rate_bps, wire_pkt_bytes=wire_pkt_bytes,
+                    source=source, rto_s=view_rto(rto_min_s, rtt_s),
+                    window_bound=is_window_bound(posted_pkts, wire_pkt_bytes=wire_pkt_bytes,
+                                                 rate_bps=rate_bps, rtt_s=rtt_s))
 
 
 def is_window_bound(posted_pkts: int, *, wire_pkt_bytes: int, rate_bps: float,
@@ -492,24 +503,22 @@ def choose(path: PathView, n_pkts: int, cfg: PolicyConfig = PolicyConfig()) -> M
 
 def repair_cap(model: LossModel, cfg: PolicyConfig, window_bound: bool) -> float:
     """Most repair packets per data packet a message may carry (module docstring)."""
-    q = model.mean_loss
-    if not window_bound:
-        return min(cfg.max_overhead, cfg.overhead_floor + cfg.overhead_per_loss * q)
-    burst = max(1.0, model.mean_burst_len / cfg.burst_pkts)
-    return min(max(cfg.max_overhead, cfg.max_overhead_idle) if burst > 1 else cfg.max_overhead,
-               cfg.overhead_floor + cfg.overhead_per_loss * q * burst)
+    burst = max(1.0, model.mean_burst_len / cfg.burst_pkts) if window_bound else 1.0
+    top = cfg.max_overhead_idle if burst > 1 else cfg.max_overhead
+    return min(top, cfg.overhead_floor + cfg.overhead_per_loss * model.mean_loss * burst)
 
 
 @functools.lru_cache(maxsize=256)
 def _candidates(model: LossModel, n: int, cfg: PolicyConfig,
-                window_bound: bool = False) -> tuple[tuple[MessagePlan, Outcome], ...]:
+                cap: float) -> tuple[tuple[MessagePlan, Outcome], ...]:
     """Every plan within the overhead bound, with its P(retx) and outcome (SR first).
 
-    Why apart from the choice: the outcomes depend only on the loss model and the
-    size, the costs on the RTT and rate too; an RTT change then costs no new sampling.
+    Why apart from the choice: the outcomes depend only on the loss model, the size
+    and the repair cap (:func:`repair_cap`: paths whose caps agree, window-bound or not,
+    share one sampling), the costs on the RTT and rate too; an RTT change then costs no
+    new sampling.
     """
     q = model.mean_loss
-    cap = repair_cap(model, cfg, window_bound)
     out = [(MessagePlan(scheme="sr", p_retx=plan_p_retx(model, n, ())), outcome(model, n, ()))]
     floor_pkts = 1 if q >= cfg.tail_min_loss else 0
     for t in sorted({min(t, n) for t in cfg.tail_choices}):
@@ -551,12 +560,12 @@ def plan_cost(path: PathView, plan_outcome: Outcome, cfg: PolicyConfig = PolicyC
 
 @functools.lru_cache(maxsize=256)
 def _stacked(model: LossModel, n: int, cfg: PolicyConfig,
-             window_bound: bool = False) -> tuple[np.ndarray, ...]:
+             cap: float) -> tuple[np.ndarray, ...]:
     """The candidates' outcomes as (plans x trials) float32 arrays: every plan's cost in
     one pass, a new RTT then costs a few milliseconds.  A trial without a failure gets
     an infinite slack (its delay is then 0 without a mask); the chance of a second
     loss depends on the loss model only, so it is computed here once."""
-    outs = [o for _p, o in _candidates(model, n, cfg, window_bound)]
+    outs = [o for _p, o in _candidates(model, n, cfg, cap)]
     slack = np.stack([o.slack for o in outs]).astype(np.float32)
     failed = slack >= 0
     slack[~failed] = np.inf
@@ -568,7 +577,8 @@ def _stacked(model: LossModel, n: int, cfg: PolicyConfig,
 
 def _costs(path: PathView, n: int, cfg: PolicyConfig) -> list[float]:
     """:func:`plan_cost` of every candidate (same arithmetic, all plans at once)."""
-    stream, slack, blind, again = _stacked(path.loss, n, cfg, path.window_bound)
+    cap = repair_cap(path.loss, cfg, path.window_bound)
+    stream, slack, blind, again = _stacked(path.loss, n, cfg, cap)
     t_pkt = path.wire_pkt_bytes * 8 / path.rate_bps
     rtt = path.rtt_s
     pen = slack * np.float32(-t_pkt)
@@ -591,7 +601,7 @@ def _choose(path: PathView, n: int, cfg: PolicyConfig) -> MessagePlan:
               if path.window_bound else ""))
     if q <= 0:
         return MessagePlan(scheme="sr", reason=f"{why}: path loss-free")
-    cands = _candidates(model, n, cfg, path.window_bound)
+    cands = _candidates(model, n, cfg, repair_cap(model, cfg, path.window_bound))
     costs = _costs(path, n, cfg)
     i = min(range(len(cands)), key=lambda j: (costs[j] + 1e-12 * j))
     if costs[i] > (1 - cfg.min_gain) * costs[0]:

@@ -282,15 +282,10 @@ class Requester:
         if model is None:
             return None
         rtt = self._srtt if self._srtt is not None else self.cfg.rto_initial_s
-        wire = self.cfg.mtu + BTH_LEN + ICRC_LEN + WIRE_OVERHEAD
-        bound = recovery.is_window_bound(self._next_seq - self._una, wire_pkt_bytes=wire,
-                                         rate_bps=self.cfg.rate_bps, rtt_s=rtt)
-        return recovery.PathView(loss=model, rtt_s=rtt, rate_bps=self.cfg.rate_bps,
-                                 wire_pkt_bytes=wire, source=source, rto_s=self._view_rto(rtt),
-                                 window_bound=bound)
-
-    def _view_rto(self, rtt: float) -> float:
-        return recovery.view_rto(self.cfg.rto_min_s, rtt)
+        return recovery.make_view(model, source, rtt_s=rtt, rate_bps=self.cfg.rate_bps,
+                                  wire_pkt_bytes=self.cfg.mtu + BTH_LEN + ICRC_LEN + WIRE_OVERHEAD,
+                                  rto_min_s=self.cfg.rto_min_s,
+                                  posted_pkts=self._next_seq - self._una)
 
     def warm_plans(self, sizes: list[int]) -> None:
         """Decide for messages of these byte sizes now (mode auto): :func:`recovery.warm`."""

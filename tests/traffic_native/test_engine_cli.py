@@ -119,7 +119,8 @@ def test_tn_write_bw_with_segmentation_offload_says_what_it_coalesced() -> None:
     assert out.strip().splitlines()[3].split()[-1] == "0"  # no bad message
     sends = cli.stdout.strip().splitlines()[4].split()
     reads = out.strip().splitlines()[4].split()
-    assert sends[:2] == ["GSO:", sends[1]] and int(sends[1]) > 0 and int(sends[4]) > int(sends[1])
+    # " GSO: <sends> sends of <frames> frames; GRO: <reads> reads of <frames> frames"
+    assert sends[0] == "GSO:" and int(sends[1]) > 0 and int(sends[4]) > int(sends[1])
     assert reads[6] == "GRO:" and int(reads[7]) > 0 and int(reads[10]) >= 20 * 1024 // 2
 
 

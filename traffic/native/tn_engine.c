@@ -784,14 +784,15 @@ static int rx_drain(struct tn_engine *e, double now)
             } else {
                 seg = left;
             }
-            while (left > 0) {  /* each frame as its own datagram (the last may be shorter) */
+            do {  /* each frame as its own datagram (the last may be shorter; an empty
+                   * datagram is one too, counted truncated) */
                 uint32_t len = left < seg ? left : seg;
                 e->c.rx_pkts++;
                 receive(e, p, len, from[i].sin_addr.s_addr, ntohs(from[i].sin_port), tos,
                         now);
                 p += len;
                 left -= len;
-            }
+            } while (left > 0);
         }
         total += r;
         if (r < batch)
@@ -890,8 +891,8 @@ static void env_ignored(const char *name, const char *value, const char *takes)
             name, value, takes);
 }
 
-/* Segmentation offload: the flag, or env TN_ENGINE_GSO=1 (Python programs and the
- * test bed set it that way; it is off by default, see TN_ENGINE_GSO). */
+/* Segmentation offload: the flag (C programs), or env TN_ENGINE_GSO=1 (how a Python
+ * program asks for it); off by default, see TN_ENGINE_GSO. */
 static int gso_of(uint32_t flags)
 {
     const char *v = getenv("TN_ENGINE_GSO");
