@@ -405,6 +405,21 @@ def _both_ways_silent(ev: Evidence, link: str, reads: _Reads) -> bool:
 
 
 
+def _paths_taken(ev: Evidence, paths: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
+    """The ECMP paths whose every read link delivered something in the trial (all of
+    them when none did).
+
+    Why: a path the hash never chose carries nothing before the fault either, and
+    its links' empty rows read as silence while the links before them deliver: an
+    idle spine's links outranked the injected fault (a port at a twentieth of its
+    rate) as dead links in a CI run of the fault trials.  A link that fails at the
+    onset delivered before it, so its path stays.
+    """
+    taken = [p for p in paths if all(link not in ev.telemetry.link_loss
+                                     or _last_delivery(ev, link) is not None for link in p)]
+    return taken or paths
+
+
 def _dead_links(ev: Evidence, view: TransferView, hosts: dict[int, str],
                 hung: set[tuple[int, int]]) -> dict[str, tuple[float, float]]:
     """Links that were read and found silent while the link before them on a hung
@@ -425,7 +440,7 @@ def _dead_links(ev: Evidence, view: TransferView, hosts: dict[int, str],
     for a, b in hung:
         if a not in hosts or b not in hosts:
             continue
-        for path in ev.pair_paths(hosts[a], hosts[b]):
+        for path in _paths_taken(ev, ev.pair_paths(hosts[a], hosts[b])):
             # the pair's packets reach the next link after ``p_from`` for certain (each
             # link before it delivered after then: its last delivering row counts from
             # its previous read on) and up to ``p_to`` (the least of their last rows):

@@ -137,6 +137,25 @@ def test_kernel_sampler_rows_with_nothing_show_the_break() -> None:
     assert list(dead) == ["s5:1->s7:3"] and dead["s5:1->s7:3"][1] == 0.95
 
 
+def test_an_ecmp_path_the_pair_never_took_has_no_dead_link() -> None:
+    """Without INT the pair's paths are every ECMP path; the spine the hash never chose
+    wrote rows of nothing from the start (a CI run of the fault trials: s2's links,
+    0 delivered in all 43 rows), while the path taken delivered: no link is dead
+    (they outranked the injected fault before).  A link on the taken path that falls
+    silent is still found."""
+    used = {ln: [(9.0 - 0.5 * i, 3000) for i in range(18)] for ln in PATH[1:4]}
+    idle = {ln: [(9.0 - 0.5 * i, 0) for i in range(18)]
+            for ln in ("s4:4->s2:2", "s2:3->s6:3", "s6:1->s7:4")}
+    ev = _hung_ring({**used, **idle})
+    ev.telemetry.flows = []
+    assert len(ev.pair_paths("h3", "h5")) == 2
+    assert _dead(ev) == {}
+    broken = {**used, "s5:1->s7:3": [(9.0 - 0.5 * i, 3000 if i < 6 else 0) for i in range(18)]}
+    ev = _hung_ring({**broken, **idle})
+    ev.telemetry.flows = []
+    assert list(_dead(ev)) == ["s5:1->s7:3"]
+
+
 @pytest.mark.parametrize("case", ["switch read early in a slow round",
                                   "next row not exported yet"])
 def test_unread_silence_names_no_dead_link(case: str) -> None:
