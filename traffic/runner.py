@@ -583,7 +583,8 @@ class RankRunner:
         msgs = []
         for f, req in zip(self.plan.send, self.requesters):
             msgs += [{"dir": "tx", "qpn": f.qpn, "peer": f.peer, "msg_id": m.msg_id,
-                      "size": m.size, "fct_s": m.fct_s, "crc32": m.crc32, "tag": m.tag,
+                      "size": m.size, "posted_s": round(m.posted_s - self.start_s, 6),
+                      "fct_s": m.fct_s, "crc32": m.crc32, "tag": m.tag,
                       "retx_pkts": m.retx_pkts,
                       **({"recovery": m.extra["recovery"]} if "recovery" in m.extra else {}),
                       "goodput_bps": m.size * 8 / m.fct_s if m.fct_s else None}

@@ -18,6 +18,7 @@ from mininet_topos.experiment.recovery_sweep import (
     parse_loss_label,
     policy_fec,
     run_sweep,
+    steady_fcts,
 )
 from traffic.control import parse_control
 
@@ -103,12 +104,39 @@ def test_small_cell_on_namespaces(tmp_path: Path):
     assert set(rows) == {"sr", "auto"}
     for r in rows.values():
         assert ROW_KEYS <= set(r) and r["finished"] and r["messages"] == 6, r
+        assert r["warmup_msgs"] >= 1 and r["fct_p99_all_s"] > 0, r
         assert r["endpoint"] == "python"
     assert rows["sr"]["retx_pkts"] > 0  # the eBPF emulator dropped data on the WAN path
     auto = rows["auto"]
     assert auto["repaired_pkts"] > 0 and sum(auto["schemes"].values()) == 6, auto
     assert all(s.startswith(("fec", "tail")) for s in auto["schemes"]), auto["schemes"]
     assert json.loads((tmp_path / "summary.json").read_text())["recovery"]
+
+
+def _tx(posted_ms: float, fct_ms: float | None) -> dict:
+    return {"dir": "tx", "posted_s": posted_ms / 1e3,
+            "fct_s": None if fct_ms is None else fct_ms / 1e3}
+
+
+@pytest.mark.parametrize(("msgs", "steady"), [
+    # two posted at the start: the second waits behind the first, then one per completion
+    ([_tx(0, 44), _tx(1, 64), _tx(44, 44), _tx(64, 45)], [44, 45]),
+    # the second posted late (the loop's phase): still the window filling
+    ([_tx(0, 44), _tx(24, 44), _tx(44, 46)], [46]),
+    # one in flight: every message after the first is posted at a completion
+    ([_tx(0, 40), _tx(40, 41), _tx(81, 42)], [41, 42]),
+    # an unfinished message has no FCT; a receiver's records are not the sender's
+    ([_tx(0, 40), _tx(1, None), _tx(40, 41), {"dir": "rx", "done_s": 1.0}], [41]),
+])
+def test_percentiles_count_the_messages_posted_after_the_first_completion(msgs, steady):
+    got, every = steady_fcts(msgs)
+    assert [round(x * 1e3) for x in got] == steady
+    assert len(every) == sum(1 for m in msgs if m.get("fct_s") is not None)
+
+
+def test_records_without_post_times_count_every_message():
+    msgs = [{"dir": "tx", "fct_s": 0.04}, {"dir": "tx", "fct_s": 0.06}]
+    assert steady_fcts(msgs) == ([0.04, 0.06], [0.04, 0.06])
 
 
 def _row(loss, rtt, mode, gp, p99, wire=1.06):
