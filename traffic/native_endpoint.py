@@ -523,7 +523,8 @@ class NativeRequester(_Qp):
         return recovery.make_view(model, source, rtt_s=rtt, rate_bps=self.cfg.rate_bps,
                                   wire_pkt_bytes=self.cfg.mtu + BTH_LEN + ICRC_LEN + WIRE_OVERHEAD,
                                   rto_min_s=self.cfg.rto_min_s,
-                                  posted_pkts=int(self._state.next_seq - self._state.una) + npk)
+                                  posted_pkts=int(self._state.next_seq - self._state.una) + npk,
+                                  rtt_measured=srtt is not None)
 
     def _plan(self, npk: int) -> recovery.MessagePlan:
         self._refresh()  # the engine's RTT and rate

@@ -285,7 +285,8 @@ class Requester:
         return recovery.make_view(model, source, rtt_s=rtt, rate_bps=self.cfg.rate_bps,
                                   wire_pkt_bytes=self.cfg.mtu + BTH_LEN + ICRC_LEN + WIRE_OVERHEAD,
                                   rto_min_s=self.cfg.rto_min_s,
-                                  posted_pkts=self._next_seq - self._una)
+                                  posted_pkts=self._next_seq - self._una,
+                                  rtt_measured=self._srtt is not None)
 
     def warm_plans(self, sizes: list[int]) -> None:
         """Decide for messages of these byte sizes now (mode auto): :func:`recovery.warm`."""

@@ -321,6 +321,7 @@ def test_the_repair_cap_grows_with_the_burst_only_when_window_bound():
     (0.06, 1, True),    # 2 x 256 packets of 1 KiB: 45 ms of 100 Mbit/s, < 60 ms
     (0.002, 0, False),  # one message alone is 22 ms of wire, > a 2 ms round trip
     (0.06, 3, False),   # 4 messages: 90 ms of wire, > the round trip
+    (None, 0, False),   # no round trip measured yet: the initial timeout is no RTT
 ])
 def test_requester_says_whether_what_it_posted_fills_the_round_trip(srtt, in_flight, bound):
     """The Python requester's view counts its posted, unacknowledged packets, the message

@@ -182,13 +182,20 @@ def test_native_auto_plans_know_whether_what_is_posted_fills_the_round_trip() ->
     """Mode auto on the engine counts the posted, unacknowledged packets from the
     engine's state plus the message being planned (as the Python requester does) against
     rate x RTT: at 100 Mbit/s and a 60 ms round trip two 256 KiB messages leave the link
-    idle (window-bound: a larger repair cap for bursty loss), a fourth does not."""
+    idle (window-bound: a larger repair cap for bursty loss), a fourth does not.  Before
+    the QP has measured a round trip nothing is window-bound (the initial timeout is no
+    RTT)."""
     from common.loss import LossModel as LM
-    with NativeEndpoint(EndpointConfig(ip=A)) as tx:  # no peer: nothing is acknowledged
-        req = tx.add_requester(QpConfig(qpn=QPN, peer_qpn=QPN, peer_ip=B,
-                                        mode=Reliability.AUTO, rate_bps=100e6,
-                                        rto_initial_s=0.06, rto_min_s=0.06,
-                                        path_loss=LM.bursty(0.01, 30)))
+    tx, rx = NativeEndpoint(EndpointConfig(ip=A)), NativeEndpoint(EndpointConfig(ip=B, delay_s=0.06))
+    with tx, rx:
+        q = {"mode": Reliability.AUTO, "rate_bps": 100e6, "rto_initial_s": 0.06,
+             "rto_min_s": 1.0, "path_loss": LM.bursty(0.01, 30)}
+        req = tx.add_requester(QpConfig(qpn=QPN, peer_qpn=QPN, peer_ip=B, **q))
+        rx.add_responder(QpConfig(qpn=QPN, peer_qpn=QPN, peer_ip=A, **q))
+        first = req.post_write(bytes(256 * 1024))
+        assert "window-bound" not in first.extra["recovery"]["reason"]
+        assert tx.run(lambda: req.counters.msgs_done == 1, timeout_s=10)
+        assert req.srtt_s is not None and req.srtt_s >= 0.05
         msgs = [req.post_write(bytes(256 * 1024)) for _ in range(4)]
     reasons = [m.extra["recovery"]["reason"] for m in msgs]
     assert ["window-bound" in r for r in reasons] == [True, True, False, False], reasons
