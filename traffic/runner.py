@@ -304,7 +304,8 @@ class RankRunner:
             while (self._posted[i] < len(f.sizes)
                    and self._posted[i] - req.counters.msgs_done < self.inflight):
                 k = self._posted[i]
-                req.post_write(self._ready.pop(i, None) or self._payload(i, k), now=now)
+                ready = self._ready.pop(i, None)
+                req.post_write(ready if ready is not None else self._payload(i, k), now=now)
                 self._posted[i] += 1
                 if not burst:
                     if k + 1 < len(f.sizes):
