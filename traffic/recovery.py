@@ -582,9 +582,9 @@ def _stacked(model: LossModel, n: int, cfg: PolicyConfig,
     return np.array([o.stream for o in outs], dtype=np.float64), slack, blind, again
 
 
-def _costs(path: PathView, n: int, cfg: PolicyConfig) -> list[float]:
-    """:func:`plan_cost` of every candidate (same arithmetic, all plans at once)."""
-    cap = repair_cap(path.loss, cfg, path.window_bound)
+def _costs(path: PathView, n: int, cfg: PolicyConfig, cap: float) -> list[float]:
+    """:func:`plan_cost` of every candidate of ``cap`` (same arithmetic, all plans at
+    once)."""
     stream, slack, blind, again = _stacked(path.loss, n, cfg, cap)
     t_pkt = path.wire_pkt_bytes * 8 / path.rate_bps
     rtt = path.rtt_s
@@ -602,14 +602,14 @@ def _costs(path: PathView, n: int, cfg: PolicyConfig) -> list[float]:
 def _choose(path: PathView, n: int, cfg: PolicyConfig) -> MessagePlan:
     model = path.loss
     q = model.mean_loss
+    cap = repair_cap(model, cfg, path.window_bound)
     why = (f"loss {q:.2%} ({path.source}), burst {model.mean_burst_len:.1f}, "
            f"rtt {path.rtt_s * 1e3:.0f} ms, {n} pkts"
-           + (f", window-bound (repairs <= {repair_cap(model, cfg, True):.0%})"
-              if path.window_bound else ""))
+           + (f", window-bound (repairs <= {cap:.0%})" if path.window_bound else ""))
     if q <= 0:
         return MessagePlan(scheme="sr", reason=f"{why}: path loss-free")
-    cands = _candidates(model, n, cfg, repair_cap(model, cfg, path.window_bound))
-    costs = _costs(path, n, cfg)
+    cands = _candidates(model, n, cfg, cap)
+    costs = _costs(path, n, cfg, cap)
     i = min(range(len(cands)), key=lambda j: (costs[j] + 1e-12 * j))
     if costs[i] > (1 - cfg.min_gain) * costs[0]:
         i = 0  # repairs that buy (almost) nothing: plain SR

@@ -597,7 +597,7 @@ class RankRunner:
         msgs = []
         for f, req in zip(self.plan.send, self.requesters):
             msgs += [{"dir": "tx", "qpn": f.qpn, "peer": f.peer, "msg_id": m.msg_id,
-                      "size": m.size, "posted_s": round(m.posted_s - self.start_s, 6),
+                      "size": m.size, "posted_s": m.posted_s,
                       "fct_s": m.fct_s, "crc32": m.crc32, "tag": m.tag,
                       "retx_pkts": m.retx_pkts,
                       **({"recovery": m.extra["recovery"]} if "recovery" in m.extra else {}),

@@ -338,7 +338,8 @@ def steady_fcts(messages: list[dict[str, Any]]) -> tuple[list[float], list[float
     for the rest: its FCT 44-74 ms, the p99 of 24 messages in every mode it was
     slow in), not by the recovery scheme; from then on a message is posted when one
     completes, as a job's steady stream of collectives posts them.  Records without
-    ``posted_s`` (older runs) count every message."""
+    ``posted_s`` (older runs), and runs where every message was posted before the
+    first completion (nothing in the window's wake), count every message."""
     tx = [m for m in messages if m["dir"] == "tx" and m["fct_s"] is not None]
     every = [float(m["fct_s"]) for m in tx]
     if not tx or any("posted_s" not in m for m in tx):
