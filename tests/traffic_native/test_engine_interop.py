@@ -181,24 +181,28 @@ def test_dcqcn_and_hpcc_qps_send_on_the_threaded_engine() -> None:
 def test_native_auto_plans_know_whether_what_is_posted_fills_the_round_trip() -> None:
     """Mode auto on the engine counts the posted, unacknowledged packets from the
     engine's state plus the message being planned (as the Python requester does) against
-    rate x RTT: at 100 Mbit/s and a 60 ms round trip two 256 KiB messages leave the link
-    idle (window-bound: a larger repair cap for bursty loss), a fourth does not.  Before
-    the QP has measured a round trip nothing is window-bound (the initial timeout is no
-    RTT)."""
+    rate x RTT: at 11 Mbit/s and a 0.5 s round trip (5.5 Mbit) two 256 KiB messages
+    (4.4 Mbit on the wire) leave the link idle (window-bound: a larger repair cap for
+    bursty loss), a third (6.6 Mbit) does not.  Before the QP has measured a round trip
+    nothing is window-bound (the initial timeout is no RTT).
+
+    The margins are wide on purpose: at 100 Mbit/s and 60 ms the third message's bound
+    fell at a smoothed RTT of 66.5 ms, which a loaded machine measured."""
     from common.loss import LossModel as LM
-    tx, rx = NativeEndpoint(EndpointConfig(ip=A)), NativeEndpoint(EndpointConfig(ip=B, delay_s=0.06))
+    tx, rx = NativeEndpoint(EndpointConfig(ip=A)), NativeEndpoint(EndpointConfig(ip=B, delay_s=0.5))
     with tx, rx:
-        q = {"mode": Reliability.AUTO, "rate_bps": 100e6, "rto_initial_s": 0.06,
-             "rto_min_s": 1.0, "path_loss": LM.bursty(0.01, 30)}
+        q = {"mode": Reliability.AUTO, "rate_bps": 11e6, "rto_initial_s": 2.0,
+             "rto_min_s": 2.0, "path_loss": LM.bursty(0.01, 30)}
         req = tx.add_requester(QpConfig(qpn=QPN, peer_qpn=QPN, peer_ip=B, **q))
         rx.add_responder(QpConfig(qpn=QPN, peer_qpn=QPN, peer_ip=A, **q))
         first = req.post_write(bytes(256 * 1024))
         assert "window-bound" not in first.extra["recovery"]["reason"]
-        assert tx.run(lambda: req.counters.msgs_done == 1, timeout_s=10)
-        assert req.srtt_s is not None and req.srtt_s >= 0.05
+        assert tx.run(lambda: req.counters.msgs_done == 1, timeout_s=20)
+        srtt = req.srtt_s
+        assert srtt is not None and 0.45 <= srtt < 0.6, srtt  # the bounds: 0.40 and 0.60 s
         msgs = [req.post_write(bytes(256 * 1024)) for _ in range(4)]
     reasons = [m.extra["recovery"]["reason"] for m in msgs]
-    assert ["window-bound" in r for r in reasons] == [True, True, False, False], reasons
+    assert ["window-bound" in r for r in reasons] == [True, True, False, False], (srtt, reasons)
     assert msgs[0].extra["recovery"]["scheme"] == "fec"
 
 
@@ -208,8 +212,10 @@ def test_the_completion_that_wakes_a_step_is_taken_in_that_step() -> None:
     step returns, or the next post waits a whole further wait (the 10 ms every other
     message lost at 20 ms in the recovery sweep).  Both ends native: only the
     completion (not a peer's packets on the loop's own socket) can wake the sender; the
-    receiver holds the data 50 ms, so the completion comes while the step waits."""
-    tx = NativeEndpoint(EndpointConfig(ip=A))
+    receiver holds the data 50 ms, so the completion comes while the step waits; the
+    sender samples once at the start, then not for 30 s (its 50 ms sample timer woke
+    the step before the completion on a loaded machine)."""
+    tx = NativeEndpoint(EndpointConfig(ip=A, sample_interval_s=30.0))
     rx = NativeEndpoint(EndpointConfig(ip=B, delay_s=0.05))
     with tx, rx:
         q = {"mode": Reliability.SR, "rate_bps": 1e9, "rto_min_s": 1.0}
