@@ -351,12 +351,14 @@ def test_a_bad_plan_is_refused_with_its_reason(mode: Reliability, groups: list,
         eng.close()
 
 
-def _lose_one_packet(kw: dict, post, *, lost_psn: int, start: int) -> tuple:
+def _lose_one_packet(kw: dict, post, *, lost_psn: int, start: int, burst: int = 1,
+                     sent: list | None = None) -> tuple:
     """One message from a Python and a native requester to a Python and a native
     responder, 1 ms steps, ACKs delivered in the step they are sent; the first
-    transmission of PSN ``lost_psn`` is lost.  Both sides must send the same packets
-    every step; returns the Python requester and responder, the native counters of
-    both."""
+    transmission of PSN ``lost_psn`` (and of the ``burst - 1`` after it) is lost.  Both
+    sides must send the same packets every step (appended to ``sent`` as (PSN, opcode,
+    first transmission?)); returns the Python requester and responder, the native
+    counters of both."""
     qa = QpConfig(qpn=QPN, peer_qpn=QPN + 1, peer_ip=B, **kw)
     qb = QpConfig(qpn=QPN + 1, peer_qpn=QPN, peer_ip=A, **kw)
     py_req = Requester(cfg=qa, local_ip=A, sport=SA, start_psn=start)
@@ -367,6 +369,7 @@ def _lose_one_packet(kw: dict, post, *, lost_psn: int, start: int) -> tuple:
         nb.add_qp(qb, requester=False, sport=SB, start_psn=start)
         post(py_req, na)
         t, dropped = 0.0, 0
+        seen: set[int] = set()
         for _ in range(3000):
             t += 1e-3
             out: list[bytes] = []
@@ -375,8 +378,14 @@ def _lose_one_packet(kw: dict, post, *, lost_psn: int, start: int) -> tuple:
             assert [p for _, _, _, p in na.output()] == out, f"t={t}: sent packets differ"
             kept = []
             for p in out:
-                if roce.parse_udp_payload(p).bth.psn == lost_psn and not dropped:
-                    dropped = 1  # its first transmission
+                bth = roce.parse_udp_payload(p).bth
+                first = bth.opcode != roce.Opcode.FEC_REPAIR and bth.psn not in seen
+                if first:
+                    seen.add(bth.psn)
+                if sent is not None:
+                    sent.append((bth.psn, bth.opcode, first))
+                if first and (bth.psn - lost_psn) & 0xFFFFFF < burst:
+                    dropped += 1  # its first transmission
                 else:
                     kept.append(p)
             ack = _both_responders_take(py_resp, nb, kept, t, 0)
@@ -419,6 +428,52 @@ def test_a_loss_in_a_group_still_being_sent_waits_for_its_repairs() -> None:
     assert py_resp.counters.fec_repaired == 1
     assert nreq == py_req.counters.as_dict()
     assert nresp == py_resp.counters.as_dict()
+
+
+@pytest.mark.skipif(not engine_available() or not erasure_code_works(),
+                    reason="the library's erasure code (ec.c) does not encode")
+@pytest.mark.parametrize(("burst", "early"), [(16, False), (17, True)])
+def test_a_block_that_lost_more_than_its_repairs_is_resent_at_once(burst: int,
+                                                                   early: bool) -> None:
+    """A group of 8 blocks with 2 repairs each, 256 packets (a group longer than the
+    round trip: SACKs arrive while it is sent).  A burst of 16 lost packets costs each
+    block 2, its repairs rebuild them: nothing is resent.  One more and a block has lost
+    more than its repairs can rebuild: its losses are resent as soon as the ACKs show
+    them, before the group's last data packet, not after the group and its repairs
+    (the wait that made a long burst cost a message more than selective repeat; here,
+    with nothing sent after the repairs to report them, it waited for two timeouts).
+    Resent until what is missing fits the repairs: one packet.  Both requesters, the
+    same packets."""
+    start = 500
+    kw = {"mode": Reliability.AUTO, "mtu": 256, "rate_bps": 1e6, "window_pkts": 512,
+          "rto_initial_s": 5.0, "path_loss": LossModel.bernoulli(0.01)}
+    plan = recovery.fixed_plan(256, k=32, m=2, depth=8)
+    assert len(plan.groups) == 1 and plan.groups[0].blocks == 8
+    data = bytes(range(256)) * 256
+    choose = recovery.choose
+
+    def post(py_req: Requester, na: StepEngine) -> None:
+        try:
+            recovery.choose = lambda *_a, **_k: plan
+            py_req.post_write(data, now=0.0)
+        finally:
+            recovery.choose = choose
+        na.post_write(QPN, data, plan)
+
+    sent: list[tuple[int, int, bool]] = []
+    py_req, py_resp, nreq, nresp = _lose_one_packet(kw, post, lost_psn=start + 40,
+                                                    start=start, burst=burst, sent=sent)
+    c = py_req.counters
+    assert c.timeouts == 0 and nreq == py_req.counters.as_dict()
+    assert nresp == py_resp.counters.as_dict()
+    order = [(psn, first) for psn, op, first in sent if op != roce.Opcode.FEC_REPAIR]
+    last_data = max(i for i, (psn, first) in enumerate(order) if psn == start + 255 and first)
+    resent = [i for i, (_, first) in enumerate(order) if not first]
+    if early:
+        assert resent and resent[0] < last_data, "waited for the rest of the group"
+        assert c.retx_pkts == 1 and py_resp.counters.fec_repaired == burst - 1
+    else:
+        assert not resent and py_resp.counters.fec_repaired == burst
 
 
 @pytest.mark.skipif(not engine_available() or not erasure_code_works(),

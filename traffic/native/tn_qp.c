@@ -146,7 +146,7 @@ struct tgroup {
     uint32_t count, blocks, m, added;
     int live;
 };
-struct tblock { int64_t bid, base, last, repair_tx; uint32_t count; uint8_t live; };
+struct tblock { int64_t bid, base, last, repair_tx; uint32_t count, stride, m; uint8_t live; };
 
 /* -- responder state -------------------------------------------------------------------- */
 struct ooo_slot {
@@ -621,7 +621,7 @@ static void close_block(struct tn_qp *q)
     int64_t base = q->open_seqs[0];
     struct tblock *b = &q->blocks[bid & q->bmask];
     b->bid = bid; b->base = base; b->last = q->open_seqs[n - 1]; b->count = n;
-    b->repair_tx = -1; b->live = 1;
+    b->stride = 1; b->m = m; b->repair_tx = -1; b->live = 1;
     for (uint32_t i = 0; i < n; i++) {
         struct tpkt *p = pkt_get(q, q->open_seqs[i]);
         if (p)
@@ -698,7 +698,7 @@ static void close_group(struct tn_qp *q)
         }
         struct tblock *b = &q->blocks[bid & q->bmask];
         b->bid = bid; b->base = g->first_seq + j; b->last = g->first_seq + j + (n - 1) * nb;
-        b->count = n; b->repair_tx = -1; b->live = 1;
+        b->count = n; b->stride = nb; b->m = m; b->repair_tx = -1; b->live = 1;
         uint8_t *rep[16];
         uint32_t plen = TN_BTH + TN_FEC_HDR + slen + TN_ICRC;
         uint32_t r;
@@ -1228,6 +1228,32 @@ static int in_open_block(const struct tn_qp *q, int64_t seq)
     return q->sent_up_to - q->una < (int64_t)q->win_pkts || 2 * q->n_open >= q->a.fec_k;
 }
 
+/* How many of a block's data packets (base + i x stride, i < n) the ACKs show missing:
+ * not acknowledged, though a packet sent after them was.  More than the block's repairs
+ * and it cannot be rebuilt whatever arrives: its losses are resent at once, not after
+ * the rest of its group and its repairs went out.  traffic/requester.py _missing. */
+static uint32_t missing(struct tn_qp *q, int64_t base, uint32_t n, uint32_t stride,
+                        int64_t hi)
+{
+    uint32_t c = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const struct tpkt *p = pkt_get(q, base + (int64_t)i * stride);
+        if (p && !p->acked && p->last_tx >= 0 && p->last_tx < hi)
+            c++;
+    }
+    return c;
+}
+
+/* the live group's block that seq is in has lost more than its repairs */
+static int group_block_failed(struct tn_qp *q, int64_t seq, int64_t hi)
+{
+    const struct tgroup *g = &q->cg;
+    uint32_t nb = g->blocks ? g->blocks : 1;
+    uint32_t j = (uint32_t)((seq - g->first_seq) % nb);
+    uint32_t n = g->added > j ? (g->added - 1 - j) / nb + 1 : 0;
+    return missing(q, g->first_seq + j, n, nb, hi) > g->m;
+}
+
 static void detect_losses(struct tn_qp *q)
 {
     struct dq *o = &q->tx_order;
@@ -1241,13 +1267,16 @@ static void detect_losses(struct tn_qp *q)
         }
         if (p->block >= 0 && p->retx == 0) {
             struct tblock *b = &q->blocks[p->block & q->bmask];
-            if (b->live && b->bid == p->block && (b->repair_tx < 0 || b->repair_tx >= hi))
-                break;
+            if (b->live && b->bid == p->block && (b->repair_tx < 0 || b->repair_tx >= hi) &&
+                missing(q, b->base, b->count, b->stride, hi) <= b->m)
+                break;  /* the receiver may still repair this block */
         } else if (p->retx == 0 && p->grp && q->cg.live && p->seq >= q->cg.first_seq &&
                    p->seq < q->cg.first_seq + q->cg.count) {
-            break;  /* its group is still being sent: its blocks' repairs are to come */
+            if (!group_block_failed(q, seq, hi))
+                break;  /* its group is still being sent: its blocks' repairs are to come */
         } else if (p->retx == 0 && in_open_block(q, seq)) {
-            break;  /* its block is still being sent: the same, for mode fec */
+            if (missing(q, q->open_seqs[0], q->n_open, 1, hi) <= q->a.fec_m)
+                break;  /* its block is still being sent: the same, for mode fec */
         }
         dq_pop(o);
         if (!p->queued) {
