@@ -32,6 +32,7 @@ HELD_X = 3.0          # lifted: at least this many times the other pairs' highes
 TYPICAL_X = 2.0       # ... and this many times their highest median round trip
 SETTLED_S = 1.0       # less than a whole hold is told once the floors' sends all started
                       # this long after the onset (the first ones still carry the old srtt)
+PKT_BYTES = 1024      # the test bed's RoCE payload per packet (a send's packets: bytes / it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +51,8 @@ def recent_floors(records: list[CollRecord], since: float) -> Floors:
     floor that mixes transfers from before it says nothing)."""
     by: dict[tuple[int, int], list[tuple[float, float, float]]] = defaultdict(list)
     for r in records:   # (end, start, srtt) of each finished send with a round trip
-        if r.dir == "send" and r.peer is not None and r.end is not None and r.srtt is not None:
+        if r.dir == "send" and r.peer is not None and r.end is not None and r.srtt is not None \
+                and not _resent_all(r):
             by[(r.rank, r.peer)].append((r.end, r.start, r.srtt))
     out = Floors({}, {}, {})
     for key, sends in by.items():
@@ -63,6 +65,15 @@ def recent_floors(records: list[CollRecord], since: float) -> Floors:
     return out
 
 
+def _resent_all(r: CollRecord) -> bool:
+    """Whether the send resent as many packets as it carried: then no ACK could give a
+    round-trip sample (an ACK of a resent packet is ambiguous, Karn's rule) and its srtt
+    is the one from before.  A hold longer than the timeout makes exactly this (a CI
+    trial: the pairs at a host holding 0.3 s resent each 128-packet send 250-390 times,
+    their srtt stayed at 22 ms, and the stale floor argued against the hold)."""
+    return bool(r.retx) and r.retx * PKT_BYTES >= r.bytes
+
+
 def held_share(floors: Floors, into: set[tuple[int, int]], out_of: set[tuple[int, int]],
                active: set[tuple[int, int]]) -> float | None:
     """How strongly the round trips say a host holds packets: 1 when every pair into
@@ -73,7 +84,8 @@ def held_share(floors: Floors, into: set[tuple[int, int]], out_of: set[tuple[int
     against the pair's own past: the hold may replace a slowness that was there, issue
     #24's masked trials), falling to 0 at half those ratios; less than 1 only once their
     floors settled.  None when they cannot say: a pair at it or another ``active`` pair
-    without a floor (logs without round trips, or too soon after the onset)."""
+    without a floor (logs without round trips, too soon after the onset, or every
+    recent send resent all it carried)."""
     mine = (set(into) | set(out_of)) & active
     others = active - mine
     rec = floors.recent

@@ -61,6 +61,23 @@ def test_sends_without_a_round_trip_or_unfinished_have_no_floor() -> None:
     assert (2, 3) not in recent_floors(recs, since=T0).recent
 
 
+def test_sends_that_resent_every_packet_have_no_floor() -> None:
+    """A hold longer than the timeout: every packet resent before its ACK came back, so
+    no ACK gave a round-trip sample and the srtt stayed the one from before (a CI trial:
+    a host holding 0.3 s, its pairs' 128-packet sends resent 250-390 packets each at an
+    srtt of 22 ms, and the stale floor said nothing was held).  Such a pair has no
+    floor (the round trips cannot say); a send that resent a few has one."""
+    recs = _sends(lambda key, i: 0.02)
+    for r in recs:
+        if r.peer == 2:
+            r.retx = r.bytes // 1024           # every packet once
+        elif r.peer == 3:
+            r.retx = 3                         # a few: its other ACKs still sampled
+    floors = recent_floors(recs, since=T0)
+    assert (1, 2) not in floors.recent and (2, 3) in floors.recent
+    assert held_share(floors, {(0, 1)}, {(1, 2)}, set(PAIRS)) is None
+
+
 INTO_H1, OUT_OF_H1 = {(0, 1)}, {(1, 2)}
 
 # (recent floors, settled, median round trips where not the floor, expected share or
