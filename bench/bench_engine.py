@@ -198,7 +198,8 @@ def run_blast(*, veth: bool, size: int, n: int) -> dict:
         raise RuntimeError(f"{BLAST.name} --recv exited {rx.returncode}: {' '.join(got)}")
     delivered = int(got[0])
     return {"received_bps": float(got[3]), "sent_bps": float(out.split()[3]),
-            "delivered": delivered,
+            "delivered": delivered, "sent": int(out.split()[0]),
+            "received_bytes": int(got[1]),
             "cpu_us_per_pkt": (cpu_tx + ru.ru_utime + ru.ru_stime) / max(1, delivered) * 1e6}
 
 

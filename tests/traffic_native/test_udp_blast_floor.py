@@ -56,10 +56,13 @@ def test_bad_arguments_are_named_with_exit_2(args: list[str]) -> None:
 
 def test_the_bench_blast_charges_both_ends_cpu_to_the_datagrams_delivered() -> None:
     """bench_engine's CPU floor: the batched blast's two processes' CPU time over the
-    datagrams that reached the receiver (on loopback, no root)."""
+    datagrams that reached the receiver (on loopback, no root).  The two rates are each
+    process's own (the receiver's window starts at its first datagram, so it can read
+    higher than the sender's); the counts are what must agree."""
     from bench import bench_engine
 
     r = bench_engine.run_blast(veth=False, size=1040, n=20_000)
-    assert 0 < r["delivered"] <= 20_000
-    assert r["received_bps"] > 0 and r["sent_bps"] >= r["received_bps"] * 0.99
+    assert r["sent"] == 20_000 and 0 < r["delivered"] <= r["sent"]
+    assert r["received_bytes"] == r["delivered"] * 1040
+    assert r["received_bps"] > 0 and r["sent_bps"] > 0
     assert r["cpu_us_per_pkt"] > 0
