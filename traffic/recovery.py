@@ -287,7 +287,11 @@ class Outcome:
     packet's acknowledgement, so a loss early in a message is resent while the rest is
     still on the wire and costs little; a coded block's loss is only declared after its
     repairs were reported (the receiver had its chance), so a failed block at the end of
-    an interleaved group costs a full round trip behind the message.
+    an interleaved group costs a full round trip behind the message.  (The requesters
+    resend sooner where a block's data alone lost more than its repairs; the model keeps
+    counting such a failure at the block's end, an upper bound: priced at the loss that
+    shows it, the policy took lighter codes that measured no better, presets README
+    "Runs W-Y".)
     """
 
     stream: int
