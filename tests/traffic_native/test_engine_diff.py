@@ -351,6 +351,21 @@ def test_a_bad_plan_is_refused_with_its_reason(mode: Reliability, groups: list,
         eng.close()
 
 
+def _post_with_plan(plan: recovery.MessagePlan, data: bytes):
+    """A ``post`` for :func:`_lose_one_packet`: ``data`` as one message with ``plan`` on
+    both requesters (the Python one's policy answers ``plan`` for it)."""
+    choose = recovery.choose
+
+    def post(py_req: Requester, na: StepEngine) -> None:
+        try:
+            recovery.choose = lambda *_a, **_k: plan
+            py_req.post_write(data, now=0.0)
+        finally:
+            recovery.choose = choose
+        na.post_write(QPN, data, plan)
+    return post
+
+
 def _lose_one_packet(kw: dict, post, *, lost_psn: int, start: int, burst: int = 1,
                      sent: list | None = None) -> tuple:
     """One message from a Python and a native requester to a Python and a native
@@ -412,17 +427,7 @@ def test_a_loss_in_a_group_still_being_sent_waits_for_its_repairs() -> None:
     kw = {"mode": Reliability.AUTO, "mtu": 256, "rate_bps": 1e6, "window_pkts": 256,
           "rto_initial_s": 2.0, "path_loss": LossModel.bernoulli(0.01)}
     plan = recovery.fixed_plan(64, k=8, m=2, depth=8)
-    data = bytes(range(256)) * 64
-    choose = recovery.choose
-
-    def post(py_req: Requester, na: StepEngine) -> None:
-        try:
-            recovery.choose = lambda *_a, **_k: plan
-            py_req.post_write(data, now=0.0)
-        finally:
-            recovery.choose = choose
-        na.post_write(QPN, data, plan)
-
+    post = _post_with_plan(plan, bytes(range(256)) * 64)
     py_req, py_resp, nreq, nresp = _lose_one_packet(kw, post, lost_psn=start + 2, start=start)
     assert py_req.counters.retx_pkts == 0, "declared lost before its repairs were sent"
     assert py_resp.counters.fec_repaired == 1
@@ -449,17 +454,7 @@ def test_a_block_that_lost_more_than_its_repairs_is_resent_at_once(burst: int,
           "rto_initial_s": 5.0, "path_loss": LossModel.bernoulli(0.01)}
     plan = recovery.fixed_plan(256, k=32, m=2, depth=8)
     assert len(plan.groups) == 1 and plan.groups[0].blocks == 8
-    data = bytes(range(256)) * 256
-    choose = recovery.choose
-
-    def post(py_req: Requester, na: StepEngine) -> None:
-        try:
-            recovery.choose = lambda *_a, **_k: plan
-            py_req.post_write(data, now=0.0)
-        finally:
-            recovery.choose = choose
-        na.post_write(QPN, data, plan)
-
+    post = _post_with_plan(plan, bytes(range(256)) * 256)
     sent: list[tuple[int, int, bool]] = []
     py_req, py_resp, nreq, nresp = _lose_one_packet(kw, post, lost_psn=start + 40,
                                                     start=start, burst=burst, sent=sent)
