@@ -13,11 +13,12 @@ from traffic.cc.dcqcn import DcqcnSettings
 from traffic.cc.hpcc import HpccSettings
 from traffic.errors import ConfigError
 
-__all__ = ["RTO_MIN_S", "QpConfig", "QpCounters", "Reliability", "decode_symbol",
+__all__ = ["DEFAULT_MTU", "RTO_MIN_S", "QpConfig", "QpCounters", "Reliability", "decode_symbol",
            "encode_symbol"]
 
 _SYM = struct.Struct("!BBH")
 RTO_MIN_S = 0.030  # default floor of the retransmission timeout (QpConfig.rto_min_s)
+DEFAULT_MTU = 1024  # default payload bytes per packet (QpConfig.mtu)
 
 
 class Reliability(str, Enum):
@@ -51,7 +52,7 @@ class QpConfig:
     peer_qpn: int
     peer_ip: str
     mode: Reliability = Reliability.SR
-    mtu: int = 1024  # payload bytes per packet
+    mtu: int = DEFAULT_MTU  # payload bytes per packet
     rate_bps: float = 100e6
     window_pkts: int = 512
     fec_k: int = 8

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import collections
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from common.loss import LossModel
@@ -752,10 +753,11 @@ class Requester:
             elif p.retx == 0 and p.grp is not None and p.grp.added < p.grp.count:
                 g = p.grp
                 block = g.members[(p.seq - g.first_seq) % g.blocks]
-                if self._missing([q.seq for q, _ in block], hi) <= g.m:
+                if self._missing((pk.seq for pk, _ in block), hi) <= g.m:
                     break  # its group is still being sent: its blocks' repairs are to come
             elif (p.retx == 0 and self._in_open_block(p.seq)
-                  and self._missing([q.seq for q, _ in self._open_block], hi) <= self.cfg.fec_m):
+                  and self._missing((pk.seq for pk, _ in self._open_block), hi)
+                  <= self.cfg.fec_m):
                 break  # its block is still being sent: the same, for mode fec
             order.popleft()
             if not p.queued:
@@ -764,17 +766,17 @@ class Requester:
                 if p.grp is None and p.retx == 0 and self.cfg.mode is Reliability.AUTO:
                     self.loss_estimate.on_lost(seq)
 
-    def _missing(self, seqs: list[int], hi: int) -> int:
+    def _missing(self, seqs: Iterable[int], hi: int) -> int:
         """How many of a block's data packets the ACKs show missing (not acknowledged,
         though a packet sent after them was).  More than the block's repairs and the
         block cannot be rebuilt whatever arrives: its losses are resent at once, not
         after the rest of its group and its repairs have gone out (a 111-packet burst
         in a 320-packet group cost a message 100 ms at 20 ms RTT, selective repeat's
-        worst on that path 85 ms).  The engine's block_failed (tn_qp.c) is the same."""
+        worst on that path 84 ms).  The engine's ``missing`` (tn_qp.c) is the same."""
         n = 0
         for s in seqs:
-            q = self._pkts.get(s)
-            if q is not None and not q.acked and 0 <= q.last_tx < hi:
+            pk = self._pkts.get(s)
+            if pk is not None and not pk.acked and 0 <= pk.last_tx < hi:
                 n += 1
         return n
 

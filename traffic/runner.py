@@ -30,7 +30,7 @@ from traffic.endpoint import Endpoint, EndpointConfig
 from traffic.errors import WorkloadError
 from traffic.host_faults import HostFaults
 from traffic.native_endpoint import NativeRequester, NativeResponder, make_endpoint
-from traffic.qp_types import RTO_MIN_S, MessageRecord, QpConfig, Reliability
+from traffic.qp_types import DEFAULT_MTU, RTO_MIN_S, MessageRecord, QpConfig, Reliability
 from traffic.requester import Requester
 from traffic.responder import Responder
 from traffic.workloads import Pattern, RankPlan
@@ -43,7 +43,7 @@ class QpParams:
     """Settings applied to every QP of a run."""
 
     mode: Reliability = Reliability.SR
-    mtu: int = 1024
+    mtu: int = DEFAULT_MTU
     rate_bps: float = 100e6
     window_pkts: int = 512
     fec_k: int = 8

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from traffic.collog.records import CollRecord
+from traffic.qp_types import DEFAULT_MTU
 
 __all__ = ["RECENT_N", "Floors", "held_share", "recent_floors"]
 
@@ -32,7 +33,6 @@ HELD_X = 3.0          # lifted: at least this many times the other pairs' highes
 TYPICAL_X = 2.0       # ... and this many times their highest median round trip
 SETTLED_S = 1.0       # less than a whole hold is told once the floors' sends all started
                       # this long after the onset (the first ones still carry the old srtt)
-PKT_BYTES = 1024      # the test bed's RoCE payload per packet (a send's packets: bytes / it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +71,7 @@ def _resent_all(r: CollRecord) -> bool:
     is the one from before.  A hold longer than the timeout makes exactly this (a CI
     trial: the pairs at a host holding 0.3 s resent each 128-packet send 250-390 times,
     their srtt stayed at 22 ms, and the stale floor argued against the hold)."""
-    return bool(r.retx) and r.retx * PKT_BYTES >= r.bytes
+    return bool(r.retx) and r.retx * DEFAULT_MTU >= r.bytes  # the records carry no MTU
 
 
 def held_share(floors: Floors, into: set[tuple[int, int]], out_of: set[tuple[int, int]],
