@@ -17,7 +17,8 @@ loss patterns of the path (:class:`Outcome`, :func:`outcome`; a Gilbert-Elliott 
 independent loss as its one-state case): nothing when every block decodes, else the
 round trip from the moment the sender can know of the last failure, less the wire time
 still ahead of the message then, plus two timeouts when a resent packet is lost
-again.  Selective repeat knows of a loss one packet later, so early losses hide behind
+again (on the chain, where a busy link has carried a round trip of packets since the
+loss: :func:`again_curve`).  Selective repeat knows of a loss one packet later, so early losses hide behind
 the rest of the message; a coded block's loss is declared only after its repairs were
 reported, so a failed block at the end of a long interleaved group costs a full round
 trip, and more where only the next message's packets can reveal it.  The cost is the
@@ -59,9 +60,9 @@ from common.loss import LossKind, LossModel
 from traffic.errors import ConfigError
 
 __all__ = ["MAX_DEPTH", "MAX_GROUP", "Group", "LossEstimator", "MessagePlan", "Outcome",
-           "PathView", "PolicyConfig", "block_fail", "block_members", "choose",
+           "PathView", "PolicyConfig", "again_curve", "block_fail", "block_members", "choose",
            "fixed_plan", "is_window_bound", "make_view", "outcome", "plan_cost",
-           "plan_groups", "repair_cap", "repair_order", "rtt_grid", "scheme_counts",
+           "plan_groups", "repair_cap", "repair_order", "resend_gap", "rtt_grid", "scheme_counts",
            "tail_mean", "view_rto", "warm"]
 
 MAX_DEPTH = 16
@@ -304,16 +305,16 @@ class Outcome:
     """True where no data packet of the message follows the last failure's detection
     point: only the next message's packets (or a timeout) reveal it."""
 
-    def penalty(self, *, rtt_s: float, t_pkt_s: float, loss: float, rto_s: float,
+    def penalty(self, *, rtt_s: float, t_pkt_s: float, again: np.ndarray, rto_s: float,
                 follow_s: float) -> np.ndarray:
         """Seconds each trial's message finishes late: the round trip from the last
         detectable failure not hidden behind the rest of the message (plus ``follow_s``
         waiting for the next message where the message itself cannot reveal it), and
         two timeouts (the timer backs off) when one of the resent packets is lost
-        again: a resent packet lost in a burst is seen by the timer, not by order."""
+        again (``again[r]``: the chance for ``r`` resent packets, :func:`again_curve`):
+        a resent packet lost in a burst is seen by the timer, not by order."""
         late = np.maximum(0.0, rtt_s - self.slack * t_pkt_s) + np.where(self.blind, follow_s, 0)
-        again = 1.0 - (1.0 - loss) ** self.resent
-        return np.where(self.slack >= 0, late + again * 2 * rto_s, 0.0)
+        return np.where(self.slack >= 0, late + again[self.resent] * 2 * rto_s, 0.0)
 
 
 def outcome(model: LossModel, n: int, groups: tuple[Group, ...]) -> Outcome:
@@ -562,7 +563,8 @@ def plan_cost(path: PathView, plan_outcome: Outcome, cfg: PolicyConfig = PolicyC
     FCT of its worst ``eps`` (the tail), each its wire time plus the delay its
     failures add."""
     t_pkt = path.wire_pkt_bytes * 8 / path.rate_bps
-    pen = plan_outcome.penalty(rtt_s=path.rtt_s, t_pkt_s=t_pkt, loss=path.loss.mean_loss,
+    again = again_curve(path.loss, resend_gap(path), int(plan_outcome.resent.max(initial=0)))
+    pen = plan_outcome.penalty(rtt_s=path.rtt_s, t_pkt_s=t_pkt, again=again,
                                rto_s=path.rto_s or 2 * path.rtt_s,
                                follow_s=cfg.follow_wait_rtt * path.rtt_s)
     return (cfg.wire_weight * plan_outcome.stream * t_pkt + float(pen.mean())
@@ -572,24 +574,69 @@ def plan_cost(path: PathView, plan_outcome: Outcome, cfg: PolicyConfig = PolicyC
 @functools.lru_cache(maxsize=256)
 def _stacked(model: LossModel, n: int, cfg: PolicyConfig,
              cap: float) -> tuple[np.ndarray, ...]:
-    """The candidates' outcomes as (plans x trials) float32 arrays: every plan's cost in
-    one pass, a new RTT then costs a few milliseconds.  A trial without a failure gets
-    an infinite slack (its delay is then 0 without a mask); the chance of a second
-    loss depends on the loss model only, so it is computed here once."""
+    """The candidates' outcomes as (plans x trials) arrays: every plan's cost in one
+    pass, a new RTT then costs a few milliseconds.  A trial without a failure gets an
+    infinite slack (its delay is then 0 without a mask) and no resent packets (index
+    0 of :func:`again_curve`, 0)."""
     outs = [o for _p, o in _candidates(model, n, cfg, cap)]
     slack = np.stack([o.slack for o in outs]).astype(np.float32)
     failed = slack >= 0
     slack[~failed] = np.inf
-    resent = np.stack([o.resent for o in outs]).astype(np.float32)
-    again = np.where(failed, 1.0 - (1.0 - model.mean_loss) ** resent, 0).astype(np.float32)
+    resent = np.where(failed, np.stack([o.resent for o in outs]), 0)
     blind = (np.stack([o.blind for o in outs]) & failed).astype(np.float32)
-    return np.array([o.stream for o in outs], dtype=np.float64), slack, blind, again
+    return np.array([o.stream for o in outs], dtype=np.float64), slack, blind, resent
+
+
+def resend_gap(path: PathView) -> int | None:
+    """Packets the link carries between a loss and its resend, where the QP keeps it
+    busy: a round trip's worth at the rate (None where it is window-bound: the link
+    idles, and how many packets pass depends on what is left to send)."""
+    if path.window_bound:
+        return None
+    return round(path.rtt_s * path.rate_bps / (path.wire_pkt_bytes * 8))
+
+
+@functools.lru_cache(maxsize=256)
+def again_curve(model: LossModel, gap: int | None, rmax: int) -> np.ndarray:
+    """P(some of ``r`` resent packets is lost again), for ``r`` = 0 .. ``rmax``.
+
+    Why the chain and not the mean loss: the resent packets leave back to back, so on a
+    bursty path their losses are correlated: 30 resent packets at 5 % loss in bursts
+    of 30 are all lost or all delivered together far more often than 1 - 0.95^30 (79 %)
+    says.  Where the QP keeps its link busy (``gap``, :func:`resend_gap`), a round trip
+    of packets has passed since the loss, and the chain has moved on from it: the
+    resends start from where that many steps from a loss leave it (past a burst's
+    length, the chain's stationary share), and a burst takes them only if it starts
+    among them (about 10 % at 5 %/30, 1 - 0.95^30 for independent loss).  Where it is
+    window-bound (``gap`` None), few packets may have passed, and the resends meet the
+    same packet-counted burst: every resent packet counts at the mean loss, as
+    independent (the measured 60 ms cells, where selective repeat's resends met the
+    burst again and again, presets README "Runs W-Y")."""
+    r = np.arange(rmax + 1)
+    q = model.mean_loss
+    if gap is None or q <= 0:
+        flat = 1.0 - (1.0 - q) ** r
+        flat.setflags(write=False)  # cached: shared by every caller
+        return flat
+    pi, t, loss = _chain(model)
+    lost = pi * loss
+    state = (lost / lost.sum()) @ np.linalg.matrix_power(t, gap + 1)  # the first resend's
+    keep = 1.0 - loss
+    tg, tb = (float(t[0, 0]), float(t[0, 1])), (float(t[1, 0]), float(t[1, 1]))
+    g, b = float(state[0] * keep[0]), float(state[1] * keep[1])
+    out = np.zeros(rmax + 1)
+    for i in range(1, rmax + 1):
+        out[i] = 1.0 - (g + b)
+        g, b = (g * tg[0] + b * tb[0]) * keep[0], (g * tg[1] + b * tb[1]) * keep[1]
+    out.setflags(write=False)  # cached: shared by every caller
+    return out
 
 
 def _costs(path: PathView, n: int, cfg: PolicyConfig, cap: float) -> list[float]:
     """:func:`plan_cost` of every candidate of ``cap`` (same arithmetic, all plans at
     once)."""
-    stream, slack, blind, again = _stacked(path.loss, n, cfg, cap)
+    stream, slack, blind, resent = _stacked(path.loss, n, cfg, cap)
+    again = again_curve(path.loss, resend_gap(path), n).astype(np.float32)[resent]
     t_pkt = path.wire_pkt_bytes * 8 / path.rate_bps
     rtt = path.rtt_s
     pen = slack * np.float32(-t_pkt)
