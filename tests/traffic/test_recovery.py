@@ -275,6 +275,22 @@ def test_resent_packets_are_lost_again_as_the_chain_says():
     assert recovery.resend_gap(PathView(loss=ge, rtt_s=0.02, rate_bps=100e6)) == 227
     assert recovery.resend_gap(PathView(loss=ge, rtt_s=0.06, rate_bps=100e6,
                                         window_bound=True)) is None
+    assert recovery.resend_gap(PathView(loss=ge, rtt_s=0.05, rate_bps=100e6,
+                                        rtt_measured=False)) is None
+
+
+def test_before_the_first_rtt_sample_a_bursty_path_is_not_taken_for_a_busy_link():
+    """At 5 % loss in bursts of 30 a QP with no RTT sample yet (the initial timeout in
+    the RTT's place) codes its message, as a window-bound one does: nobody knows that
+    its resends would find the burst over.  Once it has measured 20 ms and fills it,
+    plain SR."""
+    ge = GE(0.05, 30)
+    first = recovery.make_view(ge, "controller", rtt_s=0.05, rate_bps=100e6, wire_pkt_bytes=1100,
+                               rto_min_s=0.05, posted_pkts=256, rtt_measured=False)
+    assert choose(first, 256).scheme == "fec"
+    busy = recovery.make_view(ge, "controller", rtt_s=0.02, rate_bps=100e6, wire_pkt_bytes=1100,
+                              rto_min_s=0.05, posted_pkts=512)
+    assert not busy.window_bound and choose(busy, 256).scheme == "sr"
 
 
 def test_failure_at_the_end_of_an_interleaved_group_is_blind():
