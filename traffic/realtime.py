@@ -33,11 +33,12 @@ host's CPUs (the native engine's thread sleeps between packets) to avoid it.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import signal
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from types import FrameType
 
 __all__ = ["ENV_VAR", "WATCHDOG_S", "RealtimePriority"]
@@ -136,6 +137,21 @@ class RealtimePriority:
                 pass
         old = self._old_handler
         signal.signal(signal.SIGXCPU, signal.SIG_DFL if old is None else old)  # type: ignore[arg-type]
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Normal priority for a CPU-bound stretch the watchdog would otherwise end for
+        good, then real-time again: the recovery policy's warm-up before a transfer
+        (seconds of CPU, traffic.recovery.warm) would demote the rank's loop for the
+        whole run (the runner warms inside this)."""
+        was = self.active
+        if was:
+            self.leave()
+        try:
+            yield
+        finally:
+            if was:
+                self.enter()
 
     def snapshot(self) -> dict:
         """``realtime``: 1 when the priority was granted (the native engine's counter of

@@ -11,6 +11,7 @@ can recompute.
 """
 from __future__ import annotations
 
+import contextlib
 import time
 import zlib
 from collections.abc import Callable
@@ -243,8 +244,13 @@ class RankRunner:
             sizes = sorted({s for f in plan.send for s in f.sizes})[:64]
             if self._ar is not None:
                 sizes = sorted({*sizes, max(1, allreduce_bytes // max(1, plan.nranks))})
-            for req in self.requesters:
-                req.warm_plans(sizes)  # Requester and NativeRequester alike
+            # seconds of CPU: at normal priority, or the watchdog would take the Python
+            # endpoint's real-time priority for the whole run (the native endpoint's
+            # thread here is not the engine's: it has none to lose)
+            rt = getattr(self.ep, "priority", None)
+            with rt.paused() if rt is not None else contextlib.nullcontext():
+                for req in self.requesters:
+                    req.warm_plans(sizes)  # Requester and NativeRequester alike
         self.faults = faults          # injected host faults (traffic.host_faults)
         # (due, stripes) of all-reduce steps a straggler posts late
         self.deferred: list[tuple[float, list[tuple[Requester | NativeRequester, bytes,

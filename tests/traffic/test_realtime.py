@@ -114,3 +114,28 @@ def test_endpoint_with_realtime_reports_it_and_drops_it_on_close() -> None:
     assert r["eng"] == {"name": "python", "realtime": 1, "realtime_demoted": 0}
     assert r["plain"] == {"name": "python", "realtime": 0, "realtime_demoted": 0}
     assert r["normal"]
+
+
+def test_paused_runs_a_cpu_bound_stretch_at_normal_priority_and_takes_it_back() -> None:
+    """A stretch longer than the watchdog inside ``paused()`` leaves the priority with
+    the thread (the recovery policy's warm-up); without it the watchdog takes it."""
+    r = _child(_PRELUDE + """
+    rt = RealtimePriority()
+    granted = rt.enter()
+    def burn(s):
+        end = time.thread_time() + s
+        while time.thread_time() < end:
+            pass
+    with rt.paused():
+        inside = policy()
+        burn(WATCHDOG_S * 2)
+    kept = (rt.active, rt.demoted, policy())
+    burn(WATCHDOG_S * 2)
+    print(json.dumps({"granted": granted, "inside": inside, "kept": kept,
+                      "after": [rt.active, rt.demoted], "fifo": os.SCHED_FIFO,
+                      "other": os.SCHED_OTHER}))
+    """)
+    _granted_or_skip(r)
+    assert r["inside"] == r["other"]
+    assert r["kept"] == [True, 0, r["fifo"]]
+    assert r["after"] == [False, 1]  # the same stretch outside: demoted

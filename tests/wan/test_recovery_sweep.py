@@ -111,6 +111,11 @@ def test_small_cell_on_namespaces(tmp_path: Path):
     assert auto["repaired_pkts"] > 0 and sum(auto["schemes"].values()) == 6, auto
     assert all(s.startswith(("fec", "tail")) for s in auto["schemes"]), auto["schemes"]
     assert json.loads((tmp_path / "summary.json").read_text())["recovery"]
+    # the policy's warm-up (seconds of CPU) ran at normal priority: the sender's loop kept
+    # its real-time priority through it (the watchdog demoted it for the run before)
+    eng = json.loads((tmp_path / "runs" / "ge5%_3_20_auto" / "r0.json").read_text())
+    eng = eng["endpoint"]["engine"]
+    assert eng["realtime_demoted"] == 0 or not eng["realtime"], eng
 
 
 def _tx(posted_ms: float, fct_ms: float | None) -> dict:
