@@ -18,8 +18,8 @@ independent loss as its one-state case): nothing when every block decodes, else 
 round trip from the moment the sender can know of the last failure, less the wire time
 still ahead of the message then, plus two timeouts when a resent packet is lost
 again (on the chain, where a busy link has carried a round trip of packets since the
-loss: :func:`again_curve`).  Selective repeat knows of a loss one packet later, so early losses hide behind
-the rest of the message; a coded block's loss is declared only after its repairs were
+loss: :func:`again_curve`).  Selective repeat knows of a loss one packet later, so
+early losses hide behind the rest of the message; a coded block's loss is declared only after its repairs were
 reported, so a failed block at the end of a long interleaved group costs a full round
 trip, and more where only the next message's packets can reveal it.  The cost is the
 mean FCT (what goodput feels) plus the mean FCT of the worst ``eps`` of messages (a

@@ -246,9 +246,9 @@ class RankRunner:
                 sizes = sorted({*sizes, max(1, allreduce_bytes // max(1, plan.nranks))})
             # seconds of CPU: at normal priority, or the watchdog would take the Python
             # endpoint's real-time priority for the whole run (the native endpoint's
-            # thread here is not the engine's: it has none to lose)
-            rt = getattr(self.ep, "priority", None)
-            with rt.paused() if rt is not None else contextlib.nullcontext():
+            # real-time thread is the engine's, not this one: nothing to lose)
+            with (self.ep.priority.paused() if isinstance(self.ep, Endpoint)
+                  else contextlib.nullcontext()):
                 for req in self.requesters:
                     req.warm_plans(sizes)  # Requester and NativeRequester alike
         self.faults = faults          # injected host faults (traffic.host_faults)
