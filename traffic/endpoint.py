@@ -29,6 +29,7 @@ normal priority a loaded host kept it off the CPU for longer than any sane timer
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import logging
@@ -158,6 +159,12 @@ class Endpoint:
         self.priority = RealtimePriority()
         if cfg.realtime:
             self.priority.enter()
+
+    def app_work(self) -> contextlib.AbstractContextManager[None]:
+        """The application's bulk work (reductions) keeps this loop's priority:
+        the loop is the host's NIC, and ACKs owed wait while it waits (the native
+        endpoint's driver thread drops to normal priority here)."""
+        return contextlib.nullcontext()
 
     # -- QPs -------------------------------------------------------------------------
     def _qp_socket(self, qpn: int, dscp: int) -> socket.socket:

@@ -11,7 +11,6 @@ can recompute.
 """
 from __future__ import annotations
 
-import contextlib
 import time
 import zlib
 from collections.abc import Callable
@@ -145,7 +144,8 @@ class _AllReduce:
         def on_message(resp: Responder, msg: MessageRecord, buf: bytearray) -> None:
             k = count[0]
             count[0] += 1
-            self.on_stripe(resp.qpn & 0xFF, k, buf, resp.now_s)
+            with self.r.ep.app_work():  # the reduction, and the next step's post
+                self.on_stripe(resp.qpn & 0xFF, k, buf, resp.now_s)
         return on_message
 
     def on_stripe(self, c: int, k: int, buf: bytearray, now: float) -> None:
@@ -244,11 +244,9 @@ class RankRunner:
             sizes = sorted({s for f in plan.send for s in f.sizes})[:64]
             if self._ar is not None:
                 sizes = sorted({*sizes, max(1, allreduce_bytes // max(1, plan.nranks))})
-            # seconds of CPU: at normal priority, or the watchdog would take the Python
-            # endpoint's real-time priority for the whole run (the native endpoint's
-            # real-time thread is the engine's, not this one: nothing to lose)
-            with (self.ep.priority.paused() if isinstance(self.ep, Endpoint)
-                  else contextlib.nullcontext()):
+            # seconds of CPU: at normal priority, or the watchdog would take the loop's
+            # real-time priority for the whole run
+            with self.ep.priority.paused():
                 for req in self.requesters:
                     req.warm_plans(sizes)  # Requester and NativeRequester alike
         self.faults = faults          # injected host faults (traffic.host_faults)

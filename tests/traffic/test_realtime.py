@@ -139,3 +139,37 @@ def test_paused_runs_a_cpu_bound_stretch_at_normal_priority_and_takes_it_back() 
     assert r["inside"] == r["other"]
     assert r["kept"] == [True, 0, r["fifo"]]
     assert r["after"] == [False, 1]  # the same stretch outside: demoted
+
+
+def test_native_driver_is_realtime_but_the_applications_work_is_not() -> None:
+    """The native endpoint's driver thread posts and reaps at real-time priority and
+    does the application's bulk work (``app_work``: reductions) at normal
+    priority; the Python endpoint's loop keeps its priority there (it is the NIC)."""
+    from traffic.native_endpoint import engine_available
+    if not engine_available():
+        pytest.skip("native engine not built")
+    r = _child(_PRELUDE + """
+    from traffic.endpoint import Endpoint, EndpointConfig
+    from traffic.native_endpoint import NativeEndpoint
+    ep = NativeEndpoint(EndpointConfig(ip="127.0.0.1", port=0, realtime=True))
+    ep.step(0.001)
+    driving = policy()
+    with ep.app_work():
+        working = policy()
+    after = policy()
+    eng = ep.engine_info()
+    ep.close()
+    closed = policy()
+    py = Endpoint(EndpointConfig(ip="127.0.0.1", port=0, realtime=True))
+    with py.app_work():
+        py_working = policy()
+    py.close()
+    print(json.dumps({"granted": bool(eng["driver_realtime"]), "driving": driving,
+                      "working": working, "after": after, "closed": closed,
+                      "demoted": eng["driver_realtime_demoted"], "py_working": py_working,
+                      "fifo": os.SCHED_FIFO, "other": os.SCHED_OTHER}))
+    """)
+    _granted_or_skip(r)
+    assert (r["driving"], r["working"], r["after"]) == (r["fifo"], r["other"], r["fifo"])
+    assert (r["closed"], r["demoted"]) == (r["other"], 0)
+    assert r["py_working"] == r["fifo"]
