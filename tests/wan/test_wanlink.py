@@ -18,6 +18,7 @@ from common.kernel.netns import Namespace, veth_pair
 from common.loss import LossModel
 from mininet_topos.wan import EbpfLossBackend, WanError, WanLink
 from mininet_topos.wan.delayline_link import native_line_built
+from tests.helpers.stall_probe import StallProbe
 
 pytestmark = [pytest.mark.root]
 
@@ -80,6 +81,8 @@ class Bed:
                 got.append((seq, sent, ts[0] * 10**9 + ts[1]))
 
         t = threading.Thread(target=receive)
+        self.probe = StallProbe()  # the machine's own stalls meanwhile (stall_probe)
+        self.probe.__enter__()
         t.start()
         try:
             pad = bytes(size - 12)
@@ -96,6 +99,7 @@ class Bed:
         finally:
             stop.set()
             t.join()
+            self.probe.__exit__(None, None, None)
         return got
 
 
@@ -112,12 +116,25 @@ def delays_ms(got):
     return [(rx - sent) / 1e6 for _, sent, rx in got]
 
 
+def line_delays_ms(bed, got, due_ms):
+    """Each frame's delay less the lateness a stall of the machine explains: beyond
+    ``due_ms`` (when the line should have sent it at the latest), up to the largest
+    stall the probes saw while the frame was in flight (tests/helpers/stall_probe.py)."""
+    out = []
+    for _, sent, rx in got:
+        d = (rx - sent) / 1e6
+        if d > due_ms:
+            d -= min(d - due_ms, bed.probe.stall_ms(sent, rx))
+        out.append(d)
+    return out
+
+
 def test_delay_within_1ms_and_params_read_back(bed):
     with bed.wan(delay_ms=20.0) as wan:
         got = bed.blast(150, pps=300)
         assert len(got) == 150
-        med = statistics.median(delays_ms(got))
-        assert abs(med - 20.0) < 1.0, med
+        med = statistics.median(line_delays_ms(bed, got, 20.0))
+        assert abs(med - 20.0) < 1.0, (med, statistics.median(delays_ms(got)))
         assert wan.params().delay_ms == 20.0
         assert wan.applied_params() == wan.params()
         assert wan.line == bed.line
@@ -126,7 +143,7 @@ def test_delay_within_1ms_and_params_read_back(bed):
         # live change: new frames get the new delay
         wan.update(delay_ms=5.0)
         got = bed.blast(100, pps=300)
-        assert abs(statistics.median(delays_ms(got)) - 5.0) < 1.0
+        assert abs(statistics.median(line_delays_ms(bed, got, 5.0)) - 5.0) < 1.0
         assert wan.params().delay_ms == 5.0 and wan.applied_params().delay_ms == 5.0
     assert not wan.running
 
@@ -136,17 +153,20 @@ def test_delay_range_ends(bed, delay_ms):
     with bed.wan(delay_ms=delay_ms):
         got = bed.blast(60, pps=200, settle_s=delay_ms / 1e3 + 0.2)
     assert len(got) == 60
-    assert abs(statistics.median(delays_ms(got)) - delay_ms) < 1.0
+    assert abs(statistics.median(line_delays_ms(bed, got, delay_ms)) - delay_ms) < 1.0
 
 
 def test_jitter_stays_in_bounds(bed):
     with bed.wan(delay_ms=10.0, jitter_ms=4.0, reorder=True, seed=1):
-        d = delays_ms(bed.blast(300, pps=500))
+        got = bed.blast(300, pps=500)
+    d = delays_ms(got)
     assert len(d) == 300
     assert min(d) > 6.0 - 0.2, min(d)  # never early
-    # late by more than 1 ms only when the shared machine stalls a process; one stall of
-    # 10-20 ms delays every packet sent during it (5-10 at 500 packets/s): allow 5 %
-    assert sum(x > 14.0 + 1.0 for x in d) <= len(d) // 20, sorted(d)[-5:]
+    # late by more than 1 ms only when the machine stalls: a stall the probes saw is
+    # taken off (line_delays_ms); one they missed (a normal-priority sender or receiver
+    # thread held up, not the line) delays the packets sent during it: allow 5 %
+    late = [x for x in line_delays_ms(bed, got, 14.0) if x > 14.0 + 1.0]
+    assert len(late) <= len(d) // 20, (sorted(late)[-5:], bed.probe.stalls)
     # the spread of the jitter itself: the packets a stall delayed (counted above) are
     # left out, or one stall's smear would widen the uniform +/-4 ms (2.31 ms)
     on_time = [x for x in d if x <= 14.0 + 1.0]
