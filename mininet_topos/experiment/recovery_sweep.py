@@ -533,6 +533,10 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
     if any(r.get("warmup_msgs") for r in rows):
         lines.append("\np99: the messages posted after the sender's first completion "
                      "(`fct_p99_s`; every message's: `fct_p99_all_s` in summary.json)")
+    if not all(r.get("finished") for r in rows):
+        lines.append("\n\\*: the run did not finish within its timeout (`timeout_s`): "
+                     "the goodput of what it delivered, the p99 of the messages it "
+                     "completed")
     return "\n".join(lines)
 
 

@@ -168,6 +168,11 @@ def test_targets_table_and_plot(tmp_path: Path):
     assert not got[("0.1% 20ms", "wire bytes <= 1.03 x SR")]
     table = markdown_table(rows)
     assert table.count("\n") == 3 and "| 1% | 20 |" in table
+    # a run that timed out is marked, and the mark explained under the table
+    rows[2]["finished"] = False
+    table = markdown_table(rows)
+    assert "| 82.0* |" in table and "\n\\*: the run did not finish within its timeout" in table
+    rows[2]["finished"] = True
     verdicts = targets_table(check_targets(rows))
     assert "| wire bytes <= 1.03 x SR | 0 / 1 | 0.1% 20ms 1.04 |" in verdicts
     assert "| p99 FCT <= 0.8 x SR | 1 / 1 | - |" in verdicts
