@@ -167,7 +167,8 @@ def test_p4_two_dc_int_from_every_hop_and_the_lossy_wan(tmp_path, switch, rate, 
     ctl = s["int"]["controller_losses"]
     wan = ("s1:3->s5:3", "s5:3->s1:3", "s2:3->s6:3", "s6:3->s2:3")
     assert ctl and max(ctl, key=ctl.get) in wan and max(ctl.values()) > 0, ctl
-    assert all(v <= 0.01 * max(ctl.values()) for k, v in ctl.items() if k not in wan), ctl
+    assert all(v <= 0.01 * max(ctl.values()) for k, v in ctl.items() if k not in wan), (
+        {k: v for k, v in ctl.items() if v})  # the links that lost, all of them
     assert leftovers(s["resources"], str(out)) == []
 
 
