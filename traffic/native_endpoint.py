@@ -12,8 +12,8 @@ the attributes the runner reads (``post_write``, ``idle``, ``counters``, ``messa
 The Python thread only posts, polls completions in batches (waiting on the engine's
 completion eventfd with the GIL released) and serves the control socket; packets
 never reach Python.  With ``EndpointConfig.realtime`` it does so at real-time
-priority, the application's bulk work excepted (:meth:`NativeEndpoint.app_work`).  :func:`make_endpoint` picks the engine: ``native``, ``python``,
-or ``auto`` (native when the library is built and the run needs nothing only the
+priority, the application's bulk work excepted (:meth:`NativeEndpoint.app_work`).
+:func:`make_endpoint` picks the engine: ``native``, ``python``, or ``auto`` (native when the library is built and the run needs nothing only the
 Python endpoint runs: CC algorithms other than DCQCN and HPCC, FEC without a working
 erasure code in the library).
 
@@ -30,7 +30,7 @@ import select
 import socket
 import struct
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Self, cast
 
 from common.loss import LossKind, LossModel
@@ -652,8 +652,7 @@ class NativeEndpoint:
         if cfg.realtime:
             self.priority.enter()
 
-    @contextlib.contextmanager
-    def app_work(self) -> Iterator[None]:
+    def app_work(self) -> contextlib.AbstractContextManager[None]:
         """Normal priority for the application's bulk work (reducing received chunks):
         four all-reduce ranks reducing at real-time priority took both cores from the
         host, and a peer's timer fired when the kernel's fair server paused them; the
@@ -661,8 +660,7 @@ class NativeEndpoint:
         Posting and reaping stay real-time, and so does building a message's payload
         (~1 ms per 256 KiB): built at normal priority behind busy real-time engines, it
         held the thread while the completion it waited for came, reaped 13-17 ms late."""
-        with self.priority.paused():
-            yield
+        return self.priority.paused()
 
     def _error(self) -> str:
         msg = self._lib.tn_last_error(self._h)

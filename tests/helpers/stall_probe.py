@@ -8,8 +8,9 @@ the machine giving it a CPU then.  On a shared VM the whole machine stops now an
 no line can do better than the machine under it.  :class:`StallProbe` is a process at
 the line's real-time priority on each CPU (a vCPU can stop alone) that sleeps 1 ms at a
 time and records how late each wake-up came; a frame that was late while a probe was
-late by as much was held up by the machine, not by the line.  The tests subtract, for each frame, the largest stall
-the probe saw while the frame was in flight, and keep their bounds.
+late by as much was held up by the machine, not by the line.  The tests take off each
+frame's lateness up to the largest stall a probe saw while the frame was in flight
+(:meth:`StallProbe.line_delay_ms`), and keep their bounds.
 """
 from __future__ import annotations
 
@@ -110,6 +111,12 @@ class StallProbe:
             if t + int((1.0 + late) * 1e6) >= start_ns:
                 worst = max(worst, late)
         return worst
+
+    def line_delay_ms(self, start_ns: int, end_ns: int, due_ms: float) -> float:
+        """A frame's delay (``end - start``) less its lateness beyond ``due_ms`` (when it
+        should have arrived at the latest), up to the largest stall seen meanwhile."""
+        d = (end_ns - start_ns) / 1e6
+        return d - min(max(0.0, d - due_ms), self.stall_ms(start_ns, end_ns))
 
     @property
     def stalls(self) -> int:

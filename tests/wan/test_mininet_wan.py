@@ -32,8 +32,7 @@ def test_mininet_wan_link_delay_loss_and_teardown():
         assert len(got) == 5, out
         # two one-way delays of 10 ms; lateness a stall of the machine explains is not
         # the line's (tests/helpers/stall_probe.py)
-        line = [rtt - min(max(0.0, rtt - 20.0),
-                          probe.stall_ms(int((t - rtt / 1e3) * 1e9), int(t * 1e9)))
+        line = [probe.line_delay_ms(int((t - rtt / 1e3) * 1e9), int(t * 1e9), 20.0)
                 for t, rtt in got]
         assert abs(sorted(line)[2] - 20.0) < 2.0, (got, line)
         assert link.wan.params().delay_ms == 10.0

@@ -82,24 +82,23 @@ class Bed:
 
         t = threading.Thread(target=receive)
         self.probe = StallProbe()  # the machine's own stalls meanwhile (stall_probe)
-        self.probe.__enter__()
-        t.start()
-        try:
-            pad = bytes(size - 12)
-            start = time.monotonic()
-            for i in range(n):
-                due = start + i / pps
-                ahead = due - time.monotonic()
-                if ahead > 0.001:
-                    time.sleep(ahead - 0.0005)
-                while time.monotonic() < due:
-                    pass
-                self.tx.sendto(struct.pack("!IQ", i, time.time_ns()) + pad, ("10.98.0.2", PORT))
-            time.sleep(settle_s)
-        finally:
-            stop.set()
-            t.join()
-            self.probe.__exit__(None, None, None)
+        with self.probe:
+            t.start()
+            try:
+                pad = bytes(size - 12)
+                start = time.monotonic()
+                for i in range(n):
+                    due = start + i / pps
+                    ahead = due - time.monotonic()
+                    if ahead > 0.001:
+                        time.sleep(ahead - 0.0005)
+                    while time.monotonic() < due:
+                        pass
+                    self.tx.sendto(struct.pack("!IQ", i, time.time_ns()) + pad, ("10.98.0.2", PORT))
+                time.sleep(settle_s)
+            finally:
+                stop.set()
+                t.join()
         return got
 
 
@@ -120,13 +119,7 @@ def line_delays_ms(bed, got, due_ms):
     """Each frame's delay less the lateness a stall of the machine explains: beyond
     ``due_ms`` (when the line should have sent it at the latest), up to the largest
     stall the probes saw while the frame was in flight (tests/helpers/stall_probe.py)."""
-    out = []
-    for _, sent, rx in got:
-        d = (rx - sent) / 1e6
-        if d > due_ms:
-            d -= min(d - due_ms, bed.probe.stall_ms(sent, rx))
-        out.append(d)
-    return out
+    return [bed.probe.line_delay_ms(sent, rx, due_ms) for _, sent, rx in got]
 
 
 def test_delay_within_1ms_and_params_read_back(bed):
