@@ -41,6 +41,8 @@ from formats.feedback import FEEDBACK_UDP_PORT
 from formats.int_md import HPCC_INSTRUCTION_BITMAP
 from formats.telemetry_report import REPORT_UDP_PORT
 from traffic.cc import registry as cc_registry
+from traffic.errors import ConfigError
+from traffic.workloads import parse_rate
 
 from . import _types
 
@@ -74,6 +76,14 @@ def _collector(text: str) -> object:
         return parse_collector(text)
     except RunError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _rate(text: str) -> float:
+    """``5M``, ``2.5G`` -> bit/s (the senders' ``--rate`` syntax)."""
+    try:
+        return parse_rate(text)
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _web(text: str) -> tuple[str, int]:
@@ -195,6 +205,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         "controller/mitigate/job.py): a slow receiver or straggler rank is moved "
                         "to a spare of its leaf (act) or the move is advised; without it a move "
                         "is advice only")
+    p.add_argument("--max-rate", type=_rate, metavar="RATE",
+                   help="the senders' line rate when below their host links' (e.g. 5M): HPCC "
+                        "starts and keeps every flow at or under it (default: the host link's "
+                        "rate)")
     p.add_argument("--no-rate-feedback", dest="rate_feedback", action="store_false",
                    help="send the agents no rates (the senders keep their own); other feedback "
                         "(FEC, a reroute's path notice) still goes")
@@ -263,7 +277,7 @@ def run(args: argparse.Namespace) -> int:
         "agents": dict(args.agent), "election_id": args.election_id,
         "connect_timeout_s": args.connect_timeout,
         "fec_target_residual": args.fec_target, "status_interval_s": args.interval,
-        "ecn": args.ecn, "cc": args.cc, "rate_feedback": args.rate_feedback, "key_file": args.key_file, "insecure": args.insecure,
+        "ecn": args.ecn, "cc": args.cc, "rate_feedback": args.rate_feedback, "max_rate_bps": args.max_rate, "key_file": args.key_file, "insecure": args.insecure,
         "sender_id": args.sender_id,
         "coll_logs": list(args.coll_log), "diagnose_every_s": args.diagnose_every,
         "mitigate": args.mitigate, "mitigate_min_confidence": args.mitigate_confidence,

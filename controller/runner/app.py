@@ -329,21 +329,25 @@ class Controller:
     def _resolve(self, sample: np.ndarray) -> FeedbackTarget | None:
         """Feedback for a new flow goes to its sender's agent (`agents[host]`, else the
         source host address and `feedback_port`); flow_id is the flow's destination QP;
-        the max rate is the sender's link rate; HPCC's base RTT T is the flow's path
+        the max rate is the sender's link rate, or `cfg.max_rate_bps` when lower (senders
+        held below their links' rate on purpose: raised to it, they overran Python
+        softswitches); HPCC's base RTT T is the flow's path
         round trip from the topology (`rtt.flow_base_rtt_s`), at least `cfg.base_rtt_s`.
         Senders outside the topology get none."""
         src = str(ipaddress.IPv4Address(int(sample["src_ip"])))
         host = next((h for h in self.topo.hosts if h.ipv4 == src), None)
         if host is None:
             return None
-        rate_mbps = next((ln.rate_mbps for ln in self.topo.links_of(host.name)), 1000.0)
+        rate_bps = next((ln.rate_mbps for ln in self.topo.links_of(host.name)), 1000.0) * 1e6
+        if self.cfg.max_rate_bps is not None:
+            rate_bps = min(rate_bps, self.cfg.max_rate_bps)
         agent = self.cfg.agents.get(host.name, (src, self.cfg.feedback_port))
         dst = str(ipaddress.IPv4Address(int(sample["dst_ip"])))
         rtt = self._rtt_cache.get((host.name, dst))
         if rtt is None:
             rtt = flow_base_rtt_s(self.topo, host.name, dst, floor_s=self.cfg.base_rtt_s)
             self._rtt_cache[(host.name, dst)] = rtt
-        return FeedbackTarget(agent=agent, flow_id=int(sample["dest_qp"]), max_rate_bps=rate_mbps * 1e6,
+        return FeedbackTarget(agent=agent, flow_id=int(sample["dest_qp"]), max_rate_bps=rate_bps,
                               base_rtt_s=rtt)
 
     def _on_synced(self, sw: ManagedSwitch, report: SyncReport) -> None:

@@ -59,6 +59,9 @@ class RunConfig:
     cc: str = "hpcc"              # the rate engine (traffic.cc.registry, runs_in controller)
     rate_feedback: bool = True    # False: no rates to the senders (path notices still go)
     base_rtt_s: float = 20e-6     # lower bound of HPCC T; each flow gets its path RTT from the topology
+    # HPCC's max rate of a flow: its sender's host link rate, or this when lower (senders
+    # whose line rate is below their link's: --max-rate)
+    max_rate_bps: float | None = None
     fec_target_residual: float = 0.0     # > 0: choose FEC per flow from the link loss map
     election_id: int = 1
     tls_ca: str | None = None          # PEM files: TLS to every switch when tls_ca is given
@@ -107,6 +110,8 @@ class RunConfig:
                      "base_rtt_s", "diagnose_every_s"):
             if not getattr(self, name) > 0:
                 raise RunError(f"{name} = {getattr(self, name)} must be > 0")
+        if self.max_rate_bps is not None and not self.max_rate_bps > 0:
+            raise RunError(f"--max-rate {self.max_rate_bps:g} bit/s: must be > 0")
         if self.mitigate not in ("off", "advise", "act"):
             raise RunError(f"--mitigate {self.mitigate!r}: choose off, advise or act")
         if not 0 <= self.mitigate_min_confidence <= 1:

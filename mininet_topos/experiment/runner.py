@@ -149,6 +149,8 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
                  feedback=algo.controller_feedback, echo=algo.needs_int_echo,
                  fec_target=FEC_TARGET_RESIDUAL if fec_by_controller else 0.0,
                  ecn=spec.ecn.argument if spec.ecn is not None else None,
+                 controller_args=(("--max-rate", spec.controller_max_rate)
+                                  if spec.controller_max_rate else ()),
                  influx_url=influx_url, mtls=mtls, web=web) as tb:
         log(f"network up in {time.time() - t_start:.1f} s; every switch programmed")
         if tb.web_url:

@@ -19,10 +19,12 @@ Format (YAML)::
       hosts: [h1, h3, h5, h7]   # rank order
       size: 1M
       count: 2
-      rate: 100M                # per-QP start rate
+      rate: 100M                # per-QP rate (the controller's HPCC may change it)
       rto_min_s: 0.1            # the senders' retransmission timer floor (default 30 ms)
       engine: auto              # auto | native | python: the QPs' data path (traffic --engine)
     cc: hpcc                    # none | dcqcn | hpcc (controller) | hpcc-sender (per ACK)
+    controller_max_rate: 5M     # cc: hpcc's max rate (controller run --max-rate; omitted:
+                                # each sender's host link rate)
     ecn: {kmin_bytes: 2000, kmax_bytes: 20000, pmax: 0.1}   # P4 switches' ECN marking
                                 # (default: the controller's, DCQCN's 5 KB / 200 KB / 1 %)
     hpcc: {eta: 0.95, max_stage: 5, w_ai: 0.01}   # with cc: hpcc-sender, HPCC's parameters
@@ -79,7 +81,7 @@ _SIZE = re.compile(r"^(\d+[KMG]?|fixed:\d+[KMG]?|uniform:\d+[KMG]?:\d+[KMG]?|cdf
 _RATE = re.compile(r"^\d+(\.\d+)?[KMG]?$")
 _TOP_KEYS = ("name", "topology", "switch", "links", "workload", "cc", "recovery", "fec",
              "duration_s", "sample_interval_s", "seed", "sweep", "description", "program",
-             "ecn", "faults", "rogue", "hpcc")
+             "ecn", "faults", "rogue", "hpcc", "controller_max_rate")
 _ROGUE_KEYS = ("rate", "duration_s", "start_s")
 _HPCC_KEYS = ("eta", "max_stage", "w_ai", "base_rtt_s", "min_base_rtt_s", "multi_rate",
               "window", "pacing_burst_pkts")
@@ -169,6 +171,9 @@ class ExperimentSpec:
                                                  # against the topology by apply_overrides
     rogue: RogueSpec | None = None   # a forging host during the workload (P4 switches)
     hpcc: HpccSettings = field(default_factory=HpccSettings)  # cc: hpcc-sender's parameters
+    # cc: hpcc's max rate ("5M"): senders the controller must not raise to their host
+    # link's rate (a Python softswitch forwards a fraction of it); None: the link's rate
+    controller_max_rate: str | None = None
     variant: str = ""         # "cc=hpcc,recovery=fec" for a sweep member, "" otherwise
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -356,6 +361,12 @@ def spec_from_dict(raw: Any, *, base_dir: Path | None = None, variant: str = "")
     kw["fec"] = fec
     if "duration_s" in raw:
         kw["duration_s"] = _number("duration_s", raw["duration_s"], 1.0, 86400.0)
+    if raw.get("controller_max_rate") is not None:
+        rate = str(raw["controller_max_rate"])
+        if not _RATE.match(rate):
+            raise SpecError(f"{_where('controller_max_rate')} = {rate!r}: expected bit/s "
+                            "like 5M")
+        kw["controller_max_rate"] = rate
     if "sample_interval_s" in raw:
         kw["sample_interval_s"] = _number("sample_interval_s", raw["sample_interval_s"],
                                           0.02, 60.0)

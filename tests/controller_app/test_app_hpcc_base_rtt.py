@@ -67,6 +67,37 @@ def test_resolve_gives_each_flow_its_path_rtt(tmp_path: Path) -> None:
     assert t_intra.max_rate_bps == LINE
 
 
+def test_max_rate_caps_the_host_links_rate(tmp_path: Path) -> None:
+    """--max-rate: senders whose line rate is below their host link's (the two-dc P4
+    e2e test's 5 Mbit/s on Python softswitches) start and stay under it; raised to the
+    link's 100 Mbit/s they overran the switches, whose receive sockets queued seconds
+    and the senders' timers resent 8-10 x the data (3 runs of 8)."""
+    topo = two_datacenters()
+    path = tmp_path / "two-dc.yaml"
+    dump_topology(topo, path)
+    ctl = Controller(cfg=RunConfig(topology=str(path), out_dir=str(tmp_path / "out"),
+                                   max_rate_bps=5e6))
+    ctl.topo = topo
+    t = ctl._resolve(_sample("10.1.1.1", "10.2.2.1"))
+    assert t is not None and t.max_rate_bps == 5e6
+    above = Controller(cfg=RunConfig(topology=str(path), out_dir=str(tmp_path / "out2"),
+                                     max_rate_bps=1e9))
+    above.topo = topo
+    t = above._resolve(_sample("10.1.1.1", "10.2.2.1"))
+    assert t is not None and t.max_rate_bps == LINE   # the link's rate still bounds it
+    from controller.runner.errors import RunError
+    with pytest.raises(RunError, match="--max-rate"):
+        RunConfig(topology=str(path), out_dir=str(tmp_path / "o3"), max_rate_bps=0.0)
+
+
+def test_cli_takes_the_senders_rate_syntax() -> None:
+    from controller.cli.run import _rate
+    assert _rate("5M") == 5e6 and _rate("2.5G") == 2.5e9
+    import argparse
+    with pytest.raises(argparse.ArgumentTypeError, match="expected e.g. 100M"):
+        _rate("fast")
+
+
 def _demo_like_batches(n_batches: int = 40, per_batch: int = 50) -> list[HopSamples]:
     """One flow on s3>s1>s4 sending 80 % of line rate, a standing one-packet queue at
     the middle hop, telemetry batched by the host agent (one arrival per batch), as

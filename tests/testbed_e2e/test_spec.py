@@ -105,6 +105,7 @@ def test_overrides_change_only_the_named_link():
     (_with(hpcc={"max_stage": 2.5}), ["hpcc.max_stage", "integer"]),
     (_with(hpcc={"wai": 0.1}), ["hpcc", "'wai'", "w_ai"]),
     (_with(hpcc={"window": "no"}), ["hpcc.window", "'no'", "true or false"]),
+    (_with(controller_max_rate="fast"), ["controller_max_rate", "'fast'", "like 5M"]),
 ])
 def test_bad_specs_name_field_and_value(raw, words):
     with pytest.raises(SpecError) as exc:
@@ -202,3 +203,11 @@ def test_rto_floor_reaches_every_rank(tmp_path):
     bad["workload"] = {**bad["workload"], "rto_min_s": 0}
     with pytest.raises(SpecError, match="workload.rto_min_s"):
         spec_from_dict(bad)
+
+
+def test_controller_max_rate_is_optional():
+    """The spec's controller_max_rate becomes the controller's --max-rate (its effect:
+    tests/testbed_e2e/test_e2e.py, the two-dc P4 test); omitted, the controller takes
+    each host link's rate."""
+    assert spec_from_dict(BASE).controller_max_rate is None
+    assert spec_from_dict(_with(controller_max_rate="5M")).controller_max_rate == "5M"
