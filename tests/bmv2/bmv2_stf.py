@@ -49,6 +49,11 @@ SUPPORTED = {"add", "setdefault", "packet", "expect", "mirroring_add", "mc_mgrp_
              "mc_node_create", "mc_node_associate", "wait", "no_packet", "check_counter",
              "meter_set_rates", "meter_array_set_rates", "meter_get_rates"}
 ETH_P_ALL = 0x0003
+# how long the driver waits, before sending the next packet, for the frames the file
+# expects of the packets before it: an E2E clone still in BMv2's pipeline when the
+# next packet's I2E clone reached the same port left after it (a loaded CI run, the
+# packets 20 ms apart)
+OUTPUT_WAIT_S = 5.0
 PACKET_OUTGOING = 4
 PCAP_LINKTYPE_ETHERNET = 1
 
@@ -87,6 +92,10 @@ class PacketPorts(Protocol):
     def settle(self) -> None:
         """Return once the switch has taken every frame sent so far and gone quiet."""
 
+    def wait_for(self, counts: dict[int, int], timeout_s: float = OUTPUT_WAIT_S) -> None:
+        """Return once each port has sent at least ``counts[port]`` frames (or after
+        ``timeout_s``: a frame that never comes is the comparison's to report)."""
+
     def received(self) -> dict[int, list[bytes]]:
         """Every frame each watched port sent (call once, at the end)."""
 
@@ -107,6 +116,15 @@ class VethPorts:
         for port, frames in self._drain().items():
             self._got[port] += frames
 
+    def wait_for(self, counts: dict[int, int], timeout_s: float = OUTPUT_WAIT_S) -> None:
+        deadline = time.monotonic() + timeout_s
+        while any(len(self._got[p]) < n for p, n in counts.items() if p in self.sockets):
+            for port, frames in self._read_waiting().items():
+                self._got[port] += frames
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.002)
+
     def received(self) -> dict[int, list[bytes]]:
         self.settle()
         return {port: self._got.get(port, []) for port in self.sockets}
@@ -115,24 +133,28 @@ class VethPorts:
         """Frames the switch sent on each port until none came for ``quiet_s``."""
         out: dict[int, list[bytes]] = defaultdict(list)
         last = time.monotonic()
-        for s in self.sockets.values():
-            s.setblocking(False)
         while time.monotonic() - last < self.quiet_s:
-            any_ = False
-            for port, s in self.sockets.items():
-                while True:
-                    try:
-                        data, addr = s.recvfrom(65536)
-                    except BlockingIOError:
-                        break
-                    if addr[2] == PACKET_OUTGOING:
-                        continue
-                    out[port].append(data)
-                    any_ = True
-            if any_:
+            got = self._read_waiting()
+            for port, frames in got.items():
+                out[port] += frames
+            if got:
                 last = time.monotonic()
             time.sleep(0.02)
         return out
+
+    def _read_waiting(self) -> dict[int, list[bytes]]:
+        """The frames the switch sent that wait in the sockets now (none: empty)."""
+        out: dict[int, list[bytes]] = defaultdict(list)
+        for port, s in self.sockets.items():
+            s.setblocking(False)
+            while True:
+                try:
+                    data, addr = s.recvfrom(65536)
+                except BlockingIOError:
+                    break
+                if addr[2] != PACKET_OUTGOING:
+                    out[port].append(data)
+        return dict(out)
 
 
 class PcapFilePorts:
@@ -192,6 +214,14 @@ class PcapFilePorts:
             self._drained()
         time.sleep(self.quiet_s)
 
+    def wait_for(self, counts: dict[int, int], timeout_s: float = OUTPUT_WAIT_S) -> None:
+        """BMv2 writes each output frame to its file as it leaves (measured: the files
+        grow frame by frame), so the frames sent so far can be counted there."""
+        deadline = time.monotonic() + timeout_s
+        while any(_frames_in(self.workdir / f"p{p}_out.pcap") < n for p, n in counts.items()
+                  if p in self.ports) and time.monotonic() < deadline:
+            time.sleep(0.002)
+
     def _drained(self) -> None:
         deadline = time.monotonic() + 10
         while any(_pending(fd) for fd in self._fds.values()) and time.monotonic() < deadline:
@@ -212,6 +242,22 @@ class PcapFilePorts:
         fds, self._fds = self._fds, {}
         for fd in fds.values():
             os.close(fd)
+
+
+def _frames_in(path: Path) -> int:
+    """Complete frames in a pcap file being written (0 while it does not exist)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return 0
+    order = ">" if data[:4] == b"\xa1\xb2\xc3\xd4" else "<"   # the writer's byte order
+    n, at = 0, 24
+    while at + 16 <= len(data):
+        at += 16 + struct.unpack_from(order + "I", data, at + 8)[0]
+        if at > len(data):
+            break
+        n += 1
+    return n
 
 
 def _pending(fd: int) -> int:
@@ -433,6 +479,12 @@ class Bmv2Stf:
                 self.meter_rates(c, where)
             elif c.verb == "packet":
                 data, _ = parse_packet_hex(c.args[1:])
+                # the frames expected of the packets before leave before this one enters
+                sent_so_far: dict[int, int] = defaultdict(int)
+                for _line, port, want, _exact in expects:
+                    if want is not None:
+                        sent_so_far[port] += 1
+                self.ports.wait_for(dict(sent_so_far))
                 self.ports.send(int(c.args[0], 0), bytes.fromhex(data))
             elif c.verb == "wait":
                 self.ports.settle()
