@@ -28,7 +28,7 @@ from traffic.native_endpoint import ENGINES
 from traffic.qp_types import RTO_MIN_S, Reliability
 from traffic.runner import QpParams, RankRunner
 from traffic.standby import Activation, Standby
-from traffic.workloads import Pattern, make_plan, parse_rate, parse_size_dist
+from traffic.workloads import Pattern, make_plan, parse_size_dist, rate_arg
 
 EXAMPLES = """examples:
   # 100 messages of 64 KiB over 2 QPs, selective repeat (one command per host)
@@ -52,14 +52,6 @@ DCQCN_HELP = """--cc dcqcn at emulation scale (traffic.cc.dcqcn): the paper's ti
 constants times 1000 (round trips here take ms, not us): alpha and increase timers
 55 ms, one CNP taken per 50 ms, byte counter 100 ms of line rate; rates are
 fractions of --rate (the line rate), g = 1/256.  Rate feedback caps the rate."""
-
-
-def _rate(text: str) -> float:
-    """``--rate``: :func:`traffic.workloads.parse_rate`, its error as argparse's."""
-    try:
-        return parse_rate(text)
-    except ConfigError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _duration(text: str) -> float:
@@ -167,7 +159,7 @@ def _common(p: argparse.ArgumentParser, *, with_hosts: bool = True) -> None:
                         "({\"qp\": N, \"loss\": MODEL}) replaces it")
     p.add_argument("--fec", type=_fec, default=(8, 1), metavar="K,M",
                    help="FEC block: K data + M repair packets (default 8,1)")
-    p.add_argument("--rate", type=_rate, default=100e6, help="per-QP rate, e.g. 100M (bit/s)")
+    p.add_argument("--rate", type=rate_arg, default=100e6, help="per-QP rate, e.g. 100M (bit/s)")
     p.add_argument("--cc", type=_cc, default="none",
                    metavar="{" + ",".join(cc_registry.names(("none", "sender"))) + "}",
                    help="rate control in the sender (traffic.cc.registry): none (the rate, "

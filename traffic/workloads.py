@@ -12,6 +12,7 @@ which is what rate and FEC feedback must name.
 """
 from __future__ import annotations
 
+import argparse
 import itertools
 import re
 from dataclasses import dataclass, field
@@ -82,6 +83,15 @@ def parse_rate(text: str) -> float:
     if not 1e3 <= v <= 4e11:
         raise ConfigError(f"rate {text!r}: outside 1K..400G bit/s")
     return v
+
+
+def rate_arg(text: str) -> float:
+    """:func:`parse_rate` as an argparse ``type``: its error as argparse's (the ranks'
+    ``--rate``, the controller's ``--max-rate``)."""
+    try:
+        return parse_rate(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 @dataclass(slots=True, kw_only=True, frozen=True)

@@ -41,8 +41,7 @@ from formats.feedback import FEEDBACK_UDP_PORT
 from formats.int_md import HPCC_INSTRUCTION_BITMAP
 from formats.telemetry_report import REPORT_UDP_PORT
 from traffic.cc import registry as cc_registry
-from traffic.errors import ConfigError
-from traffic.workloads import parse_rate
+from traffic.workloads import rate_arg
 
 from . import _types
 
@@ -76,14 +75,6 @@ def _collector(text: str) -> object:
         return parse_collector(text)
     except RunError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _rate(text: str) -> float:
-    """``5M``, ``2.5G`` -> bit/s (the senders' ``--rate`` syntax)."""
-    try:
-        return parse_rate(text)
-    except ConfigError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _web(text: str) -> tuple[str, int]:
@@ -205,7 +196,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         "controller/mitigate/job.py): a slow receiver or straggler rank is moved "
                         "to a spare of its leaf (act) or the move is advised; without it a move "
                         "is advice only")
-    p.add_argument("--max-rate", type=_rate, metavar="RATE",
+    p.add_argument("--max-rate", type=rate_arg, metavar="RATE",
                    help="the senders' line rate when below their host links' (e.g. 5M): HPCC "
                         "starts and keeps every flow at or under it (default: the host link's "
                         "rate)")

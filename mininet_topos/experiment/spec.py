@@ -55,6 +55,7 @@ from controller.topology.errors import did_you_mean
 from traffic.cc import registry as cc_registry
 from traffic.cc.hpcc import HpccSettings
 from traffic.errors import ConfigError
+from traffic.workloads import parse_rate
 
 from .errors import SpecError
 
@@ -363,9 +364,10 @@ def spec_from_dict(raw: Any, *, base_dir: Path | None = None, variant: str = "")
         kw["duration_s"] = _number("duration_s", raw["duration_s"], 1.0, 86400.0)
     if raw.get("controller_max_rate") is not None:
         rate = str(raw["controller_max_rate"])
-        if not _RATE.match(rate):
-            raise SpecError(f"{_where('controller_max_rate')} = {rate!r}: expected bit/s "
-                            "like 5M")
+        try:   # the controller's --max-rate parser: a value it refuses fails here
+            parse_rate(rate)
+        except ConfigError as exc:
+            raise SpecError(f"{_where('controller_max_rate')}: {exc}") from None
         kw["controller_max_rate"] = rate
     if "sample_interval_s" in raw:
         kw["sample_interval_s"] = _number("sample_interval_s", raw["sample_interval_s"],

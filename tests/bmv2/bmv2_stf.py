@@ -464,6 +464,7 @@ class Bmv2Stf:
     def run(self, commands: list[StfCommand], filename: str) -> list[str]:
         """Run the commands, then compare every watched port's output; the failures."""
         expects: list[tuple[int, int, str | None, bool]] = []
+        expected_so_far: dict[int, int] = defaultdict(int)   # frames per port, so far
         failures: list[str] = []
         for c in commands:
             where = f"{filename}:{c.line}"
@@ -480,11 +481,7 @@ class Bmv2Stf:
             elif c.verb == "packet":
                 data, _ = parse_packet_hex(c.args[1:])
                 # the frames expected of the packets before leave before this one enters
-                sent_so_far: dict[int, int] = defaultdict(int)
-                for _line, port, want, _exact in expects:
-                    if want is not None:
-                        sent_so_far[port] += 1
-                self.ports.wait_for(dict(sent_so_far))
+                self.ports.wait_for(dict(expected_so_far))
                 self.ports.send(int(c.args[0], 0), bytes.fromhex(data))
             elif c.verb == "wait":
                 self.ports.settle()
@@ -499,6 +496,7 @@ class Bmv2Stf:
                 else:
                     data, exact = parse_packet_hex(c.args[1:], nibbles=True)
                     expects.append((c.line, port, data, exact))
+                    expected_so_far[port] += 1
         got = self.ports.received()
         by_port: dict[int, list[tuple[int, str, bool]]] = defaultdict(list)
         anything = {port for _, port, want, _ in expects if want is None}

@@ -90,12 +90,14 @@ def test_max_rate_caps_the_host_links_rate(tmp_path: Path) -> None:
         RunConfig(topology=str(path), out_dir=str(tmp_path / "o3"), max_rate_bps=0.0)
 
 
-def test_cli_takes_the_senders_rate_syntax() -> None:
-    from controller.cli.run import _rate
-    assert _rate("5M") == 5e6 and _rate("2.5G") == 2.5e9
-    import argparse
-    with pytest.raises(argparse.ArgumentTypeError, match="expected e.g. 100M"):
-        _rate("fast")
+def test_cli_takes_the_senders_rate_syntax(capsys) -> None:
+    from controller.cli import build_parser
+    p = build_parser()
+    assert p.parse_args(["run", "--topology", "t.yaml", "--max-rate", "2.5G"]).max_rate == 2.5e9
+    assert p.parse_args(["run", "--topology", "t.yaml"]).max_rate is None
+    with pytest.raises(SystemExit) as exc:
+        p.parse_args(["run", "--topology", "t.yaml", "--max-rate", "fast"])
+    assert exc.value.code == 2 and "expected e.g. 100M" in capsys.readouterr().err
 
 
 def _demo_like_batches(n_batches: int = 40, per_batch: int = 50) -> list[HopSamples]:

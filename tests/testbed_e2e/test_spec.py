@@ -105,7 +105,8 @@ def test_overrides_change_only_the_named_link():
     (_with(hpcc={"max_stage": 2.5}), ["hpcc.max_stage", "integer"]),
     (_with(hpcc={"wai": 0.1}), ["hpcc", "'wai'", "w_ai"]),
     (_with(hpcc={"window": "no"}), ["hpcc.window", "'no'", "true or false"]),
-    (_with(controller_max_rate="fast"), ["controller_max_rate", "'fast'", "like 5M"]),
+    (_with(controller_max_rate="fast"), ["controller_max_rate", "'fast'", "e.g. 100M"]),
+    (_with(controller_max_rate=0), ["controller_max_rate", "'0'", "outside 1K..400G"]),
 ])
 def test_bad_specs_name_field_and_value(raw, words):
     with pytest.raises(SpecError) as exc:
