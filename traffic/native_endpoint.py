@@ -326,6 +326,8 @@ class _Qp:
         return self.cfg.qpn
 
     def _refresh(self) -> None:
+        if self.ep.closed:  # the counters and state as the endpoint left them
+            return
         lib, h = self.ep._lib, self.ep._h
         c = QpCountersC()
         lib.tn_qp_counters(h, self.cfg.qpn, ctypes.byref(c))
@@ -381,7 +383,7 @@ class NativeRequester(_Qp):
     def _refresh(self) -> None:
         super()._refresh()
         cc = self._cc
-        if cc is None:
+        if cc is None or self.ep.closed:
             return
         self.ep._lib.tn_qp_cc(self.ep._h, self.qpn, ctypes.byref(cc))
         self.cfg.rate_bps = float(cc.rate_bps)
@@ -431,7 +433,7 @@ class NativeRequester(_Qp):
         msg = MessageRecord(msg_id=self._msg_id, size=len(buf),
                             posted_s=self.ep.now() if now is None else now,
                             crc32=zlib.crc32(buf), tag=tag)
-        lib, h = self.ep._lib, self.ep._h
+        lib, h = self.ep._lib, self.ep.handle()
         if self.cfg.mode is Reliability.AUTO:
             npk = -(-len(buf) // self.cfg.mtu)
             plan = self._plan(npk)
@@ -459,7 +461,10 @@ class NativeRequester(_Qp):
 
     @property
     def idle(self) -> bool:
-        """True when every posted message is acknowledged."""
+        """True when every posted message is acknowledged (on a closed endpoint: when
+        none was outstanding as it closed)."""
+        if self.ep.closed:
+            return int(self._state.outstanding) == 0
         return bool(self.ep._lib.tn_qp_idle(self.ep._h, self.qpn) == 1)
 
     @property
@@ -477,7 +482,7 @@ class NativeRequester(_Qp):
 
     def set_rate(self, rate_bps: float, now: float) -> None:
         """Change the pacing rate (with DCQCN or HPCC: cap their rate)."""
-        if self.ep._lib.tn_set_rate(self.ep._h, self.qpn, float(rate_bps)):
+        if self.ep._lib.tn_set_rate(self.ep.handle(), self.qpn, float(rate_bps)):
             raise ConfigError(self.ep._error())
         if self._cc is None:
             self.cfg.rate_bps = float(rate_bps)
@@ -487,7 +492,7 @@ class NativeRequester(_Qp):
             self._refresh()
 
     def set_fec(self, k: int, m: int, now: float) -> None:
-        if self.ep._lib.tn_set_fec(self.ep._h, self.qpn, k, m):
+        if self.ep._lib.tn_set_fec(self.ep.handle(), self.qpn, k, m):
             raise ConfigError(self.ep._error())
         self.cfg.fec_k, self.cfg.fec_m = k, m
         self.fec_log.append((now, k, m))
@@ -496,7 +501,7 @@ class NativeRequester(_Qp):
         """The controller moved this QP's route: the engine resets its retransmission
         backoff and resends now if stalled (``traffic.requester.Requester.path_changed``);
         True when it resent."""
-        rc = self.ep._lib.tn_path_changed(self.ep._h, self.qpn)
+        rc = self.ep._lib.tn_path_changed(self.ep.handle(), self.qpn)
         if rc < 0:
             raise ConfigError(self.ep._error())
         self.path_notices += 1
@@ -662,6 +667,18 @@ class NativeEndpoint:
         held the thread while the completion it waited for came, reaped 13-17 ms late."""
         return self.priority.paused()
 
+    @property
+    def closed(self) -> bool:
+        return self._h is None
+
+    def handle(self) -> int:
+        """The engine's handle for a call into the library, which takes no NULL: on a
+        closed endpoint a :class:`ConfigError` (a QP used after ``close`` crashed the
+        process)."""
+        if self._h is None:
+            raise ConfigError("the native endpoint is closed")
+        return self._h
+
     def _error(self) -> str:
         msg = self._lib.tn_last_error(self._h)
         return msg.decode(errors="replace") if msg else "native engine error"
@@ -669,7 +686,7 @@ class NativeEndpoint:
     # -- QPs -------------------------------------------------------------------------
     def _add(self, qcfg: QpConfig, role: int, start_psn: int, keep_data: bool) -> None:
         attr = _qp_attr(qcfg, role, start_psn=start_psn, keep_data=keep_data)
-        if self._lib.tn_create_qp(self._h, ctypes.byref(attr)):
+        if self._lib.tn_create_qp(self.handle(), ctypes.byref(attr)):
             raise ConfigError(self._error())
 
     def add_requester(self, qcfg: QpConfig, *, start_psn: int = 0) -> NativeRequester:
@@ -691,13 +708,13 @@ class NativeEndpoint:
 
     def set_rx_delay(self, delay_s: float) -> None:
         """Change the receive delay at run time (a slow host; packets held keep theirs)."""
-        if self._lib.tn_set_rx_delay(self._h, float(delay_s)):
+        if self._lib.tn_set_rx_delay(self.handle(), float(delay_s)):
             raise ConfigError(self._error())
         self.cfg.delay_s = delay_s
 
     def now(self) -> float:
         """Seconds since the engine started (the time base of every record)."""
-        return float(self._lib.tn_now(self._h))
+        return float(self._lib.tn_now(self.handle()))
 
     # -- loop --------------------------------------------------------------------------
     def _poll_cq(self) -> int:

@@ -228,3 +228,21 @@ def test_the_completion_that_wakes_a_step_is_taken_in_that_step() -> None:
             tx.step(max_wait_s=30.0)  # the engine thread acks; nothing else wakes the loop
             steps += 1
         assert req.counters.msgs_done == 1 and steps == 1
+
+
+def test_a_qp_used_after_its_endpoint_closed_is_refused_not_a_crash() -> None:
+    """The library takes no closed engine: a requester kept past ``close`` answers
+    ``idle`` and its counters from the state the endpoint left, and refuses a post or
+    a rate change with a ConfigError (reading ``idle`` after close crashed the
+    process)."""
+    with NativeEndpoint(EndpointConfig(ip=A)) as tx, NativeEndpoint(EndpointConfig(ip=B)) as rx:
+        req = tx.add_requester(QpConfig(qpn=QPN, peer_qpn=QPN + 1, peer_ip=B))
+        rx.add_responder(QpConfig(qpn=QPN + 1, peer_qpn=QPN, peer_ip=A))
+        req.post_write(os.urandom(5000))
+        assert pump(tx, rx, done=lambda: req.idle)
+    assert tx.closed and req.idle
+    assert req.counters.msgs_done == 1
+    with pytest.raises(ConfigError, match="closed"):
+        req.post_write(b"x")
+    with pytest.raises(ConfigError, match="closed"):
+        req.set_rate(1e6, now=0.0)
