@@ -11,7 +11,9 @@
  * (stalls over 1 ms, which no lead would cover, are left out): its running p99 + 5 us
  * (20..60 us; on a virtual machine the median is ~20 us even at real-time priority)
  * while the engine's spin budget lasts (a share of a core, TN_ENGINE_SPIN_BUDGET), its
- * median when the budget is spent.  A departure that is due goes before the receive work.
+ * median when the budget is spent; at real-time priority the budget is scaled to keep the
+ * thread's CPU share under the kernel's real-time limit (rt_guard).  A departure that is
+ * due goes before the receive work.
  * Per iteration the loop touches only the QPs with work: responders owing an ACK (a
  * dirty list), requesters that got an ACK, a CNP or an API call (a ready list) and
  * requesters whose wake time came (a min-heap on it); QPNs are found by a hash.
@@ -53,6 +55,10 @@
                             * p99 lead of a QP at 10k pkt/s took 34-39 % on a loaded VM,
                             * whose wake-ups were ~40 us late at the median) ... */
 #define SPIN_DEPTH_S 20e-3 /* ... saved up to this many seconds of spin */
+#define RT_HEADROOM 0.1    /* at real-time priority the thread spins and polls only while its
+                           * CPU share stays this far below the kernel's real-time limit ... */
+#define RT_BUCKETS 40      /* ... over the last second, counted in this many buckets ... */
+#define RT_BUCKET_S 0.025  /* ... of this length (rt_guard) */
 #define RX_POLL_GAP_S 25e-6 /* busy-poll the socket instead of sleeping while packets
                              * arrive at least this often (their mean gap) ... */
 #define RX_POLL_MAX_S 50e-6 /* ... for twice that gap after the last, at most this long */
@@ -106,7 +112,12 @@ struct tn_engine {
     double budget;     /* spin budget, share of a core: < 0 none (always the p99 lead),
                         * 0: always the median lead */
     double spin_tokens, spin_t;  /* the budget's bucket (seconds of spin) and its clock */
-    int spent;         /* the budget is spent: the median lead */
+    int spent;         /* the budget is spent (or rt_hot): the median lead */
+    double rt_ceiling; /* the CPU share the real-time thread keeps under (rt_guard) ... */
+    double rt_cpu[RT_BUCKETS];  /* ... its CPU seconds in each bucket of the last second */
+    int rt_i;          /* the current bucket ... */
+    double rt_t0, rt_cpu0;  /* ... its start, and the thread's CPU then */
+    int rt_hot;        /* the last second's CPU is over the ceiling: no spin, no poll */
     double late_m;     /* the timer's median lateness (stochastic estimate) */
     double late_q;     /* running p99 estimate of the timer's wake-up lateness */
     double rx_last;    /* when the socket last gave packets (rx_drain) ... */
@@ -834,8 +845,79 @@ static void timer_woke(struct tn_engine *e, double armed, double woke)
  * spin), the median lead when it is spent, so an engine spins at most about its budget
  * however many QPs it paces: microsecond pacing at 10k pkt/s, and a bounded cost at
  * any rate (a QP whose gaps are shorter than the lead keeps the engine awake anyway). */
+/* The kernel stops every real-time thread of a CPU for the rest of a period (1 s) once
+ * they have run kernel.sched_rt_runtime_us of it (95 %): the CPU then idles however
+ * runnable they are.  The engine's thread alone ran 95 % of a core at 100 Mbit/s (a
+ * p99 lead of ~60 us spun before departures 88 us apart, and the receive poll), so
+ * every second or two it stopped for 25-37 ms (traced: runnable at SCHED_FIFO, the CPU
+ * idle), and the two messages in flight finished that much late with nothing lost, the
+ * p99 of a recovery sweep's cell (mininet_topos/presets/README.md, "The engine under
+ * the kernel's real-time limit").  So, at real-time
+ * priority, the thread counts its CPU time over the last second (as the kernel does,
+ * in RT_BUCKET_S steps) and, while that is over the limit less RT_HEADROOM (room for
+ * the host's other real-time threads on its CPU), leads by the median and does not
+ * poll: it sleeps between departures until the second's share is back under it.  Why
+ * a second and not a share per short window: spin is what paces the senders to the
+ * microsecond, and a guard that halved the spin budget after every 50 ms window over
+ * 80 % cost them 4-7 % of their goodput (measured); over the kernel's own period the
+ * thread spins whenever the kernel would let it.  No guard where the kernel sets no
+ * limit (-1). */
+static double rt_limit(void)
+{
+    long runtime = -1, period = 0;
+    FILE *f = fopen("/proc/sys/kernel/sched_rt_runtime_us", "r");
+    if (f) {
+        if (fscanf(f, "%ld", &runtime) != 1)
+            runtime = 950000;
+        fclose(f);
+    } else {
+        runtime = 950000;  /* the kernel's default */
+    }
+    f = fopen("/proc/sys/kernel/sched_rt_period_us", "r");
+    if (!f || fscanf(f, "%ld", &period) != 1 || period <= 0)
+        period = 1000000;
+    if (f)
+        fclose(f);
+    return runtime < 0 ? -1 : (double)runtime / (double)period;
+}
+
+static double thread_cpu_s(void)
+{
+    struct timespec t;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t) != 0)
+        return -1;
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void rt_guard(struct tn_engine *e, double now)
+{
+    if (!e->c.realtime || e->rt_ceiling < 0 || now - e->rt_t0 < RT_BUCKET_S)
+        return;
+    double c = thread_cpu_s();
+    if (c < 0 || e->rt_cpu0 < 0) {
+        e->rt_t0 = now;
+        e->rt_cpu0 = c;
+        return;
+    }
+    /* the buckets passed since the last count (asleep: none ran) are emptied, the CPU
+     * since then goes to the newest */
+    long steps = (long)((now - e->rt_t0) / RT_BUCKET_S);
+    for (long k = 0; k < steps && k < RT_BUCKETS; k++) {
+        e->rt_i = (e->rt_i + 1) % RT_BUCKETS;
+        e->rt_cpu[e->rt_i] = 0;
+    }
+    e->rt_cpu[e->rt_i] = c - e->rt_cpu0;
+    double sum = 0;
+    for (int k = 0; k < RT_BUCKETS; k++)
+        sum += e->rt_cpu[k];
+    e->rt_hot = sum > e->rt_ceiling * RT_BUCKETS * RT_BUCKET_S;
+    e->rt_t0 = now;
+    e->rt_cpu0 = c;
+}
+
 static void choose_lead(struct tn_engine *e, double now)
 {
+    rt_guard(e, now);
     if (e->budget > 0) {
         double t = e->spin_tokens + (now - e->spin_t) * e->budget;
         double depth = SPIN_DEPTH_S;
@@ -844,8 +926,9 @@ static void choose_lead(struct tn_engine *e, double now)
     if (e->spent)  /* the time since the last choice was led by the median for want of budget */
         e->c.budget_out_s += now - e->spin_t;
     e->spin_t = now;
-    e->spent = e->budget > 0 && e->spin_tokens <= 0;
-    e->lead = e->budget < 0 || (e->budget > 0 && !e->spent) ? e->lead_p99 : e->lead_med;
+    e->spent = (e->budget > 0 && e->spin_tokens <= 0) || (e->budget != 0 && e->rt_hot);
+    e->lead = (e->budget < 0 && !e->rt_hot) || (e->budget > 0 && !e->spent) ? e->lead_p99
+                                                                              : e->lead_med;
     e->c.spin_lead_s = e->lead;
 }
 
@@ -965,6 +1048,10 @@ static void *loop(void *arg)
     }
     e->spin_t = now_of(e);
     e->spin_tokens = e->budget > 0 ? e->budget * SPIN_DEPTH_S : 0;
+    double limit = rt_limit();
+    e->rt_ceiling = limit < 0 ? -1 : limit - RT_HEADROOM;
+    e->rt_t0 = e->spin_t;
+    e->rt_cpu0 = thread_cpu_s();
     pthread_mutex_lock(&e->mu);
     while (!atomic_load(&e->stop)) {
         double now = now_of(e);
@@ -1017,7 +1104,7 @@ static void *loop(void *arg)
          * twice that gap after the last packet, and within the spin budget, which it
          * draws on as the spin does (none with TN_ENGINE_SPIN=0). */
         if (e->rx_gap < RX_POLL_GAP_S && !(e->a.flags & TN_ENGINE_STEP) &&
-            (e->budget < 0 || (e->budget > 0 && !e->spent)) &&
+            ((e->budget < 0 && !e->rt_hot) || (e->budget > 0 && !e->spent)) &&
             n1 - e->rx_last < (2 * e->rx_gap < RX_POLL_MAX_S ? 2 * e->rx_gap : RX_POLL_MAX_S)) {
             if (e->c.rx_pkts == rx0) {  /* a pass that found nothing: poll time */
                 e->c.rx_poll_s += n1 - now;

@@ -190,7 +190,8 @@ struct tn_engine_counters {
     double cpu_s;           /* the engine thread's CPU seconds (at the call) */
     double spin_budget;     /* share of a core the p99 lead may spin: < 0 no bound
                              * (TN_ENGINE_SPIN=1), 0 the median lead only (=0) */
-    double budget_out_s;    /* seconds led by the median because the budget was spent */
+    double budget_out_s;    /* seconds led by the median because the budget was spent,
+                             * or the real-time thread near the kernel's limit (rt_guard) */
     double rx_poll_s;       /* seconds of passes that read the socket again instead of
                              * sleeping, while packets arrived every < 25 us, and found
                              * nothing (the receive poll; API version 4) */
