@@ -219,3 +219,18 @@ def test_extra_cells_are_their_own_cells_with_the_rate_shown(tmp_path: Path):
     table = markdown_table(rows)
     assert "| 1% | 20 | 29.0 | 72.0 |" in table and "| 1% | 20 @ 2G | 22.0 | 949.0 |" in table
     assert plot_p99(rows, tmp_path / "p.png").stat().st_size > 0
+
+
+def test_the_preset_sends_enough_messages_for_a_p99(tmp_path: Path):
+    """96 messages a run (the p99 about the second largest), go-back-N fewer; a bad
+    ``counts`` entry is named."""
+    sw = load_sweep(preset_path("wan_recovery"))
+    assert sw.count_for("auto") == sw.count_for("sr") == 96
+    assert sw.count_for("gbn") == 24
+    f = tmp_path / "s.yaml"
+    f.write_text("kind: recovery_sweep\ncounts: {arq: 5}\n")
+    with pytest.raises(SpecError, match=r"counts \{'arq': 5\}"):
+        load_sweep(f)
+    f.write_text("kind: recovery_sweep\ncounts: {gbn: 0}\n")
+    with pytest.raises(SpecError, match="counts"):
+        load_sweep(f)
