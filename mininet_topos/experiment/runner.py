@@ -58,7 +58,7 @@ from .rogue_run import (
 from .spec import ExperimentSpec, apply_overrides
 from .workload import flows, traffic_argv
 
-__all__ = ["RunResult", "run_experiment", "run_specs", "sigterm_as_interrupt"]
+__all__ = ["RunResult", "controller_argv", "run_experiment", "run_specs", "sigterm_as_interrupt"]
 
 START_DELAY_S = 3.0
 FEC_TARGET_RESIDUAL = 1e-3
@@ -111,6 +111,13 @@ def sigterm_as_interrupt() -> Iterator[None]:
             signal.signal(sig, h)
 
 
+def controller_argv(spec: ExperimentSpec) -> tuple[str, ...]:
+    """The spec's own arguments to ``controller run``: ``--max-rate`` from
+    ``controller_max_rate`` (HPCC's max rate below the host links' for senders held
+    slower on purpose; omitted, none)."""
+    return ("--max-rate", spec.controller_max_rate) if spec.controller_max_rate else ()
+
+
 def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str], None] = print,
                    python: str = sys.executable, influx_url: str | None = None,
                    mtls: bool = False, web: str | None = None) -> RunResult:
@@ -149,8 +156,7 @@ def run_experiment(spec: ExperimentSpec, out: str | Path, *, log: Callable[[str]
                  feedback=algo.controller_feedback, echo=algo.needs_int_echo,
                  fec_target=FEC_TARGET_RESIDUAL if fec_by_controller else 0.0,
                  ecn=spec.ecn.argument if spec.ecn is not None else None,
-                 controller_args=(("--max-rate", spec.controller_max_rate)
-                                  if spec.controller_max_rate else ()),
+                 controller_args=controller_argv(spec),
                  influx_url=influx_url, mtls=mtls, web=web) as tb:
         log(f"network up in {time.time() - t_start:.1f} s; every switch programmed")
         if tb.web_url:

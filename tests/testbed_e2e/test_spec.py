@@ -212,3 +212,6 @@ def test_controller_max_rate_is_optional():
     each host link's rate."""
     assert spec_from_dict(BASE).controller_max_rate is None
     assert spec_from_dict(_with(controller_max_rate="5M")).controller_max_rate == "5M"
+    from mininet_topos.experiment.runner import controller_argv
+    assert controller_argv(spec_from_dict(BASE)) == ()
+    assert controller_argv(spec_from_dict(_with(controller_max_rate="5M"))) == ("--max-rate", "5M")
