@@ -243,7 +243,12 @@ def _run_in(args: argparse.Namespace, topo: Any, logs: Path) -> int:
 
 def _recovery_sweep(path: Path, out: Path) -> int:
     from mininet_topos.experiment import sigterm_as_interrupt
-    from mininet_topos.experiment.recovery_sweep import HEADER, load_sweep, run_sweep
+    from mininet_topos.experiment.recovery_sweep import (
+        HEADER,
+        load_sweep,
+        run_sweep,
+        unfinished_lines,
+    )
 
     sw = load_sweep(path)
     print(HEADER)
@@ -254,7 +259,10 @@ def _recovery_sweep(path: Path, out: Path) -> int:
             print("interrupted; namespaces removed", file=sys.stderr)
             return 130
     print(f"results: {out.resolve()}/summary.json")
-    return 0 if all(r.get("finished") for r in summary["recovery"]) else 1
+    lines = unfinished_lines(summary["recovery"])
+    for line in lines:   # the exit status says so; these say which and why
+        print(line, file=sys.stderr)
+    return 1 if lines else 0
 
 
 def _recovery_faults(cfg: Any) -> int:

@@ -42,7 +42,7 @@ from .errors import SpecError
 
 __all__ = ["ExtraCell", "RecoverySweep", "check_targets", "fitted_model", "is_recovery_spec", "load_sweep",
            "markdown_table", "parse_loss_label", "plot_p99", "run_sweep", "steady_fcts",
-           "targets_table"]
+           "targets_table", "unfinished_lines"]
 
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -339,6 +339,20 @@ def run_point(b: Bed, sw: RecoverySweep, *, mode: str, rtt_s: float, fec: tuple[
         "stall_s": tx.get("stall_s", 0.0),
         **({"schemes": schemes, "reasons": reasons} if schemes else {}),
     }
+
+
+def unfinished_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per run that did not finish: which cell and mode, and how far it got
+    (messages completed within its timeout) or why it stopped (the ranks' stderr)."""
+    out = []
+    for r in rows:
+        if r.get("finished"):
+            continue
+        where = f"{r['loss']} {r['rtt_ms']:g} ms {r.get('rate', '')} {r['mode']}".replace("  ", " ")
+        why = (f"{r.get('messages', 0)} messages completed within its timeout (timeout_s)"
+               if "goodput_bps" in r else (r.get("error") or "no output from the ranks"))
+        out.append(f"not finished: {where}: {why}")
+    return out
 
 
 def steady_fcts(messages: list[dict[str, Any]]) -> tuple[list[float], list[float]]:

@@ -234,3 +234,18 @@ def test_the_preset_sends_enough_messages_for_a_p99(tmp_path: Path):
     f.write_text("kind: recovery_sweep\ncounts: {gbn: 0}\n")
     with pytest.raises(SpecError, match="counts"):
         load_sweep(f)
+
+
+def test_runs_that_did_not_finish_are_named():
+    """The sweep's exit status is 1 when a run did not finish; these lines say which and
+    how far it got, or why it stopped."""
+    from mininet_topos.experiment.recovery_sweep import unfinished_lines
+    rows = [{"loss": "1%", "rtt_ms": 20.0, "rate": "100M", "mode": "sr", "finished": True},
+            {"loss": "ge:5%/30", "rtt_ms": 60.0, "rate": "100M", "mode": "sr",
+             "finished": False, "goodput_bps": 3.4e6, "messages": 95},
+            {"loss": "5%", "rtt_ms": 60.0, "rate": "100M", "mode": "gbn", "finished": False,
+             "error": "Traceback ... MemoryError"}]
+    assert unfinished_lines(rows) == [
+        "not finished: ge:5%/30 60 ms 100M sr: 95 messages completed within its timeout "
+        "(timeout_s)",
+        "not finished: 5% 60 ms 100M gbn: Traceback ... MemoryError"]
