@@ -246,6 +246,6 @@ def test_runs_that_did_not_finish_are_named():
             {"loss": "5%", "rtt_ms": 60.0, "rate": "100M", "mode": "gbn", "finished": False,
              "error": "Traceback ... MemoryError"}]
     assert unfinished_lines(rows) == [
-        "not finished: ge:5%/30 60 ms 100M sr: 95 messages completed within its timeout "
-        "(timeout_s)",
+        ("not finished: ge:5%/30 60 ms 100M sr: 95 messages completed within its timeout "
+         "(timeout_s)"),
         "not finished: 5% 60 ms 100M gbn: Traceback ... MemoryError"]
