@@ -11,9 +11,9 @@
  * (stalls over 1 ms, which no lead would cover, are left out): its running p99 + 5 us
  * (20..60 us; on a virtual machine the median is ~20 us even at real-time priority)
  * while the engine's spin budget lasts (a share of a core, TN_ENGINE_SPIN_BUDGET), its
- * median when the budget is spent; at real-time priority the budget is scaled to keep the
- * thread's CPU share under the kernel's real-time limit (rt_guard).  A departure that is
- * due goes before the receive work.
+ * median when the budget is spent, and at real-time priority also while the thread's CPU
+ * over the last second nears the kernel's real-time limit (rt_guard).  A departure that
+ * is due goes before the receive work.
  * Per iteration the loop touches only the QPs with work: responders owing an ACK (a
  * dirty list), requesters that got an ACK, a CNP or an API call (a ready list) and
  * requesters whose wake time came (a min-heap on it); QPNs are found by a hash.
@@ -840,11 +840,6 @@ static void timer_woke(struct tn_engine *e, double armed, double woke)
     e->lead_med = e->late_m < e->lead_max ? e->late_m : e->lead_max;
 }
 
-/* The lead for the next wait: the p99 lead while the spin budget has credit (a bucket
- * of spin seconds filled at ``budget`` of a core, SPIN_DEPTH_S deep, drained by every
- * spin), the median lead when it is spent, so an engine spins at most about its budget
- * however many QPs it paces: microsecond pacing at 10k pkt/s, and a bounded cost at
- * any rate (a QP whose gaps are shorter than the lead keeps the engine awake anyway). */
 /* The kernel stops every real-time thread of a CPU for the rest of a period (1 s) once
  * they have run kernel.sched_rt_runtime_us of it (95 %): the CPU then idles however
  * runnable they are.  The engine's thread alone ran 95 % of a core at 100 Mbit/s (a
@@ -915,6 +910,12 @@ static void rt_guard(struct tn_engine *e, double now)
     e->rt_cpu0 = c;
 }
 
+/* The lead for the next wait: the p99 lead while the spin budget has credit (a bucket
+ * of spin seconds filled at ``budget`` of a core, SPIN_DEPTH_S deep, drained by every
+ * spin), the median lead when it is spent (or rt_guard holds it), so an engine spins
+ * at most about its budget however many QPs it paces: microsecond pacing at 10k pkt/s,
+ * and a bounded cost at any rate (a QP whose gaps are shorter than the lead keeps the
+ * engine awake anyway). */
 static void choose_lead(struct tn_engine *e, double now)
 {
     rt_guard(e, now);
