@@ -45,6 +45,8 @@ __all__ = ["ExtraCell", "RecoverySweep", "check_targets", "fitted_model", "is_re
            "targets_table", "unfinished_lines"]
 
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
+MODES = ("gbn", "sr", "fec", "auto")
+"""The recovery modes a sweep runs, in the tables' order."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -74,7 +76,7 @@ class RecoverySweep:
     name: str = "wan_recovery"
     losses: list[str] = field(default_factory=lambda: ["0.01"])
     rtt_ms: list[float] = field(default_factory=lambda: [20.0])
-    modes: list[str] = field(default_factory=lambda: ["gbn", "sr", "fec", "auto"])
+    modes: list[str] = field(default_factory=lambda: list(MODES))
     rate: str = "100M"
     size: str = "256K"
     count: int = 24
@@ -135,11 +137,11 @@ def load_sweep(path: Path) -> RecoverySweep:
     for modes, where in [(sw.modes, "modes"),
                          *((c.modes or [], f"extra_cells[{i}].modes")
                            for i, c in enumerate(sw.extra_cells))]:
-        bad = [m for m in modes if m not in ("gbn", "sr", "fec", "auto")]
+        bad = [m for m in modes if m not in MODES]
         if bad:
             raise SpecError(f"{path}: {where} {bad} unknown; known: gbn, sr, fec, auto")
     if not isinstance(sw.counts, dict) or any(
-            m not in ("gbn", "sr", "fec", "auto") or not isinstance(n, int) or n < 1
+            m not in MODES or not isinstance(n, int) or n < 1
             for m, n in sw.counts.items()):
         raise SpecError(f"{path}: counts {sw.counts!r}: expected a mapping of gbn, sr, fec "
                         "or auto to a number of messages (>= 1)")
@@ -348,7 +350,8 @@ def unfinished_lines(rows: list[dict[str, Any]]) -> list[str]:
     for r in rows:
         if r.get("finished"):
             continue
-        where = f"{r['loss']} {r['rtt_ms']:g} ms {r.get('rate', '')} {r['mode']}".replace("  ", " ")
+        where = " ".join(x for x in (r["loss"], f"{r['rtt_ms']:g} ms", r.get("rate"),
+                                     r["mode"]) if x)
         why = (f"{r.get('messages', 0)} messages completed within its timeout (timeout_s)"
                if "goodput_bps" in r else (r.get("error") or "no output from the ranks"))
         out.append(f"not finished: {where}: {why}")
@@ -537,7 +540,7 @@ def check_targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def markdown_table(rows: list[dict[str, Any]]) -> str:
     """One line per cell: goodput and p99 FCT of each mode, auto's choice."""
     cells = _cells(rows)
-    modes = [m for m in ("gbn", "sr", "fec", "auto") if any(m in v for v in cells.values())]
+    modes = [m for m in MODES if any(m in v for v in cells.values())]
     head = ("| loss | RTT | " + " | ".join(f"{m} Mb/s" for m in modes) + " | "
             + " | ".join(f"{m} p99 ms" for m in modes)
             + " | auto wire/B (SR) | auto: scheme x msgs |")
@@ -600,7 +603,7 @@ def plot_p99(rows: list[dict[str, Any]], path: Path, title: str = "") -> Path:
     from matplotlib.figure import Figure
 
     cells = _cells(rows)
-    modes = [m for m in ("gbn", "sr", "fec", "auto") if any(m in v for v in cells.values())]
+    modes = [m for m in MODES if any(m in v for v in cells.values())]
     fig = Figure(figsize=(max(8, len(cells) * 0.8), 4.5))
     ax = fig.add_subplot(1, 1, 1)
     width = 0.8 / max(1, len(modes))
