@@ -25,6 +25,13 @@ shifts egress timestamps by milliseconds while the bytes stay on schedule: INT's
 ``tx bytes / (egress_ts - egress_ts')`` then read up to several times the line rate
 for one packet and half of it for the next, and HPCC takes that jitter for load.
 
+Pause: `pause(port)` stops a port's queue as a PFC PAUSE from its peer would (802.1Qbb):
+it keeps taking packets (tail-dropping at its depth) and sends none until
+`resume(port)`; the head then leaves at once and the rest at the rate, and the times
+reported count the pause as waiting.  Tests use it to build a queue of a known size
+whatever the host's speed: a burst queued behind a pause does not depend on the
+pipeline taking its frames in faster than the port sends them.
+
 The TM knows nothing of P4: it stores opaque items with their length and calls
 `depart(item, QueueInfo)` from its own thread.
 """
@@ -61,6 +68,7 @@ class EgressQueue:
     tail_drops: int = 0
     high_water: int = 0
     in_flight: int = 0      # taken off the queue (or bypassing it), egress not finished
+    paused: bool = False    # sends nothing until resumed (a PFC PAUSE)
 
     def head_time_ns(self) -> int:
         """When the head packet may leave."""
@@ -125,6 +133,20 @@ class TrafficManager:
         with self._cv:
             self.queue(port).depth_pkts = check_depth(port, depth_pkts)
 
+    def pause(self, port: int) -> None:
+        """Stop `port`'s departures (it keeps queueing) until `resume`; see the header."""
+        with self._cv:
+            self.queue(port).paused = True
+
+    def resume(self, port: int) -> None:
+        """Let a paused port send again: its schedule restarts now, not in the past."""
+        with self._cv:
+            q = self.queue(port)
+            if q.paused:
+                q.paused = False
+                q.next_free_ns = max(q.next_free_ns, time.monotonic_ns())
+                self._cv.notify()
+
     # ------------------------------------------------------------ data path
     def enqueue(self, port: int, item: Any, length: int) -> bool:
         """Queue `item` for `port`; False when the queue is full (tail drop)."""
@@ -158,7 +180,7 @@ class TrafficManager:
         """
         with self._cv:
             q = self.queues.get(port) or self.queue(port)
-            if q.rate_bps or q.items or q.in_flight:
+            if q.rate_bps or q.items or q.in_flight or q.paused:
                 return False
             q.in_flight += 1
             q.enqueued += 1
@@ -192,7 +214,7 @@ class TrafficManager:
         """
         best, best_t = None, 0
         for q in self.queues.values():
-            if q.items and not q.in_flight:
+            if q.items and not q.in_flight and not q.paused:
                 t = q.head_time_ns()
                 if best is None or t < best_t:
                     best, best_t = q, t

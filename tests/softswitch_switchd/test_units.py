@@ -121,6 +121,42 @@ def test_tm_reports_the_scheduled_departure_not_the_late_wake_up() -> None:
     assert got[0].deq_timedelta_us < 1000   # the first was due at once, however late it ran
 
 
+def test_tm_pause_queues_until_resume_and_counts_the_pause_as_waiting() -> None:
+    """A paused port sends nothing and keeps queueing (tail drops at its depth); after
+    `resume` its head leaves at once and the rest at the rate, the waits counting the
+    pause; neither a paced nor an unpaced port may bypass its queue while paused."""
+    got: list[tuple[object, QueueInfo]] = []
+    done = threading.Event()
+
+    def depart(item: object, info: QueueInfo) -> None:
+        got.append((item, info))
+        if len(got) == 4:
+            done.set()
+
+    tm = _tm(depart)
+    tm.set_rate(2, 1e6)          # 1000-byte packets: 8 ms each
+    tm.set_depth(2, 4)
+    tm.pause(2)
+    tm.pause(1)
+    assert not tm.claim_bypass(1)
+    tm.start()
+    try:
+        assert [tm.enqueue(2, i, 1000) for i in range(5)] == [True] * 4 + [False]
+        time.sleep(0.05)
+        assert got == [] and tm.queue_stats()[2]["queue_depth"] == 4
+        tm.resume(2)
+        assert done.wait(5)
+    finally:
+        tm.stop()
+    assert [i for i, _ in got] == [0, 1, 2, 3]
+    assert [info.deq_qdepth for _, info in got] == [3, 2, 1, 0]
+    waits = [info.deq_timedelta_us for _, info in got]
+    assert waits[0] >= 50_000 * 0.9                  # the pause counts as waiting
+    deps = [int(info.departure_us or 0) for _, info in got]
+    assert all(abs(b - a - 8000) <= 2 for a, b in itertools.pairwise(deps)), deps
+    assert tm.queues[2].tail_drops == 1
+
+
 def test_tm_unpaced_queue_and_clear() -> None:
     tm = _tm(lambda item, info: None)
     assert tm.enqueue(1, "a", 100)
