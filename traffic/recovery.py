@@ -368,7 +368,11 @@ class PolicyConfig:
     overhead_floor: float = 0.01
     """... and at most ``overhead_floor + overhead_per_loss x loss rate`` of them: the
     bytes FEC adds stay in proportion to what selective repeat would resend."""
-    k_choices: tuple[int, ...] = (8, 16, 32, 64)
+    k_choices: tuple[int, ...] = (8, 16, 32, 64, 128)
+    """Data packets per block.  128 because a longer block carries more repairs for the
+    same bytes: at 0.1 % loss within the 2.6 % cap, (64, 1) failed 0.8 % of 256-packet
+    messages and set a 96-message run's p99 with a round trip, (128, 3) fails almost
+    never (presets README, "Blocks of up to 128 data packets")."""
     depth_choices: tuple[int, ...] = (1, 2, 4, 8, 16)
     m_max: int = 16
     """Most repairs per block (the codec's and the engine's limit).  8 kept the policy

@@ -202,7 +202,8 @@ def _random_plan(rng: random.Random, n: int) -> recovery.MessagePlan:
         t = min(n, rng.choice([1, 4, 8, 32]))
         return recovery.MessagePlan(scheme="tail", m=m, tail_pkts=t,
                                     groups=(recovery.Group(first=n - t, count=t, blocks=1, m=m),))
-    k, depth = rng.choice([1, 3, 8, 16]), rng.choice([1, 2, 4, 16])
+    k = rng.choice([1, 3, 8, 16, 128])
+    depth = rng.choice([d for d in (1, 2, 4, 16) if k * d <= recovery.MAX_GROUP])
     first = rng.randint(0, n - 1) if kind == "part" else 0
     return recovery.MessagePlan(scheme="fec", k=k, m=m, depth=depth,
                                 groups=recovery.plan_groups(n, k=k, m=m, depth=depth,
@@ -236,7 +237,7 @@ def _run_auto(seed: int, *, native_req: bool = False, random_plans: bool = False
     drops = _Burst(rng, loss, burst)
     choose = recovery.choose
     try:
-        msgs = [rng.randbytes(mtu * rng.choice([1, 3, 10, 40, 120]) - rng.randint(0, mtu - 1))
+        msgs = [rng.randbytes(mtu * rng.choice([1, 3, 10, 40, 120, 300]) - rng.randint(0, mtu - 1))
                 for _ in range(rng.randint(3, 8))]
         posted = 0
 
