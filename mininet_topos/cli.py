@@ -56,6 +56,7 @@ def _web(value: str) -> str:
 
 
 _seconds = argtypes.bounded_float(0, 86400, what="seconds")
+_seed = argtypes.bounded_int(0, 2**31 - 1, what="seed")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -91,7 +92,10 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--web", type=_web, metavar="HOST:PORT",
                    help="the controller serves the live view there (the address is printed)")
     e.add_argument("--trials", type=int, default=30, help="faults: number of trials")
-    e.add_argument("--seed", type=int, default=1, help="faults: seed of the fault draws")
+    e.add_argument("--seed", type=_seed,
+                   help="the run's seed instead of the spec's `seed:` (a recovery sweep's "
+                        "loss patterns: runs with seeds 1, 2, 3 are independent samples); "
+                        "faults: seed of the fault draws (default 1)")
     e.add_argument("--fault", metavar="YAML",
                    help="faults: run one trial with this fault and print its diagnosis, "
                         "e.g. '{kind: gray_loss, link: \"s2:3->s6:3\", loss: 0.01, onset_s: 3}'")
@@ -241,7 +245,9 @@ def _run_in(args: argparse.Namespace, topo: Any, logs: Path) -> int:
     return 0
 
 
-def _recovery_sweep(path: Path, out: Path) -> int:
+def _recovery_sweep(path: Path, out: Path, seed: int | None = None) -> int:
+    import dataclasses
+
     from mininet_topos.experiment import sigterm_as_interrupt
     from mininet_topos.experiment.recovery_sweep import (
         HEADER,
@@ -251,6 +257,8 @@ def _recovery_sweep(path: Path, out: Path) -> int:
     )
 
     sw = load_sweep(path)
+    if seed is not None:
+        sw = dataclasses.replace(sw, seed=seed)
     print(HEADER)
     with sigterm_as_interrupt():
         try:
@@ -286,11 +294,12 @@ def _experiment(args: argparse.Namespace) -> int:
     from mininet_topos.experiment import load_spec, preset_path, run_specs, sigterm_as_interrupt
     from mininet_topos.experiment.report import data_check_line
 
+    fault_seed = 1 if args.seed is None else args.seed
     if args.spec == "faults" and args.mitigate == "act":   # mininet_topos.faults.recovery_run
         from mininet_topos.faults.recovery_run import RecoveryConfig
         return _recovery_faults(RecoveryConfig(
             out=args.out, switch=args.switch or "ebpf", fault_free=max(1, args.trials),
-            seeds=tuple(range(args.seed, args.seed + max(1, args.trials)))))
+            seeds=tuple(range(fault_seed, fault_seed + max(1, args.trials)))))
     if args.spec == "faults" and args.rescore:   # the saved trials, today's diagnosis
         from mininet_topos.faults.harness import rescore
         rescore(args.out)
@@ -301,7 +310,7 @@ def _experiment(args: argparse.Namespace) -> int:
         plan = one_fault_plan(args.fault) if args.fault else None
         with sigterm_as_interrupt():
             try:
-                run_harness(HarnessConfig(trials=args.trials, seed=args.seed, out=args.out,
+                run_harness(HarnessConfig(trials=args.trials, seed=fault_seed, out=args.out,
                                           switch=args.switch or "linux-router"),
                             plan=plan, verbose=plan is not None)
             except KeyboardInterrupt:
@@ -312,14 +321,19 @@ def _experiment(args: argparse.Namespace) -> int:
     path = preset_path(args.spec)
     from mininet_topos.experiment.recovery_sweep import is_recovery_spec
     if is_recovery_spec(path):   # wan_recovery: netns + delay line + eBPF loss, no Mininet
-        return _recovery_sweep(path, args.out)
+        return _recovery_sweep(path, args.out, args.seed)
     from mininet_topos.faults.recovery_run import is_mitigation_spec, load_recovery_spec
     if is_mitigation_spec(path):   # recovery_faults: faults with the controller acting
         cfg = load_recovery_spec(path, args.out)
+        if args.seed is not None:   # as many trials, numbered from the given seed
+            cfg = dataclasses.replace(cfg, seeds=tuple(range(args.seed,
+                                                             args.seed + len(cfg.seeds))))
         return _recovery_faults(dataclasses.replace(cfg, switch=args.switch or cfg.switch))
     specs = load_spec(path)
     if args.switch:
         specs = [dataclasses.replace(s, switch=args.switch) for s in specs]
+    if args.seed is not None:
+        specs = [dataclasses.replace(s, seed=args.seed) for s in specs]
     with sigterm_as_interrupt():
         try:
             results = run_specs(specs, args.out, influx_url=args.influx, mtls=args.mtls,

@@ -438,6 +438,7 @@ def run_sweep(sw: RecoverySweep, out: Path, *, log=print) -> dict[str, Any]:
                "path": f"netns veths + WAN delay line ({wan_line}) + eBPF loss "
                        "(data direction)",
                "rate": sw.rate, "size": sw.size, "count": sw.count, "counts": sw.counts,
+               "seed": sw.seed,
                "inflight": sw.inflight,
                "extra_cells": [dataclasses.asdict(c) for c in sw.extra_cells],
                "controller": controller, "recovery": rows, "wan": wan_stats,
