@@ -26,6 +26,12 @@ class LossSpecError(ValueError):
     """A loss model's text or parameters are malformed or out of range."""
 
 
+def _fraction(text: str) -> float:
+    """``0.01`` or ``1%`` -> 0.01 (ValueError when neither)."""
+    t = text.strip()
+    return float(t[:-1]) / 100 if t.endswith("%") else float(t)
+
+
 class LossKind(enum.StrEnum):
     NONE = "none"
     BERNOULLI = "bernoulli"
@@ -70,9 +76,9 @@ class LossModel:
         stationary bad-state share p/(p+r) is the loss rate.
         """
         if not 0.0 <= mean_loss < 1.0:
-            raise ValueError(f"bursty loss: mean_loss {mean_loss} must be in [0, 1)")
+            raise LossSpecError(f"bursty loss: mean_loss {mean_loss} must be in [0, 1)")
         if mean_burst_pkts < 1.0:
-            raise ValueError(f"bursty loss: mean_burst_pkts {mean_burst_pkts} must be >= 1")
+            raise LossSpecError(f"bursty loss: mean_burst_pkts {mean_burst_pkts} must be >= 1")
         r = 1.0 / mean_burst_pkts
         p = mean_loss * r / (1.0 - mean_loss)
         return cls.gilbert_elliott(p=p, r=r, h=0.0, k=1.0)
@@ -141,24 +147,29 @@ class LossModel:
 
     @classmethod
     def parse(cls, text: str) -> LossModel:
-        """The model of ``none``, ``P``, ``bernoulli:P``, ``ge:p,r[,h[,k]]`` or
-        ``gilbert-elliott:p,r[,h[,k]]``; :class:`LossSpecError` naming the text otherwise."""
+        """The model of ``none``, ``P``, ``P%``, ``bernoulli:P``, ``ge:p,r[,h[,k]]``,
+        ``gilbert-elliott:p,r[,h[,k]]`` or ``ge:P%/B`` (loss P in bursts of B packets
+        on average: :meth:`bursty`, the recovery sweep's labels); :class:`LossSpecError`
+        naming the text otherwise."""
         s = text.strip().lower()
         kind, sep, args = s.partition(":")
         try:
-            if s in ("", "none", "0"):
+            if s in ("", "none", "0", "0%"):
                 return cls.none()
-            if kind in ("ge", "gilbert-elliott") and sep:
+            if kind in ("ge", "gilbert-elliott") and sep and "/" in args:
+                rate, _, burst = args.partition("/")
+                model = cls.bursty(_fraction(rate), float(burst))
+            elif kind in ("ge", "gilbert-elliott") and sep:
                 vals = [float(v) for v in args.split(",")]
                 if not 2 <= len(vals) <= 4:
                     raise LossSpecError("gilbert-elliott needs p,r[,h[,k]]")
                 model = cls.gilbert_elliott(*vals)
             else:
-                model = cls.bernoulli(float(s.removeprefix("bernoulli:")))
+                model = cls.bernoulli(_fraction(s.removeprefix("bernoulli:")))
         except ValueError as e:
             why = str(e) if isinstance(e, LossSpecError) else "not a number"
-            raise LossSpecError(f"loss {text!r}: {why}; expected none, P, bernoulli:P or "
-                                "ge:p,r[,h[,k]]") from None
+            raise LossSpecError(f"loss {text!r}: {why}; expected none, P, P%, bernoulli:P, "
+                                "ge:p,r[,h[,k]] or ge:P%/BURST") from None
         bad = model.problems()
         if bad:
             raise LossSpecError(f"loss {text!r}: {'; '.join(bad)}")

@@ -46,6 +46,8 @@ EXAMPLES = """examples:
   python -m traffic p2p ... --control /run/traffic-h1.sock
   # 8-to-1 incast with DCQCN in the senders (CNPs from ECN-marking switches)
   python -m traffic incast --hosts ... --rank 3 --rate 2M --cc dcqcn
+  # mode auto's candidates for a 256 KiB message on a 20 ms path, 1 % loss in bursts of 10
+  python -m traffic plans --path-loss ge:1%/10 --rtt 20ms -s 256K --inflight 2
 """
 
 DCQCN_HELP = """--cc dcqcn at emulation scale (traffic.cc.dcqcn): the paper's time
@@ -245,6 +247,27 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(pat.value, help=text, epilog=EXAMPLES + "\n" + DCQCN_HELP,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         _common(p)
+    pp = sub.add_parser("plans", help="mode auto's candidate plans for one message, with "
+                                      "the FCT the policy predicts (no network)",
+                        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    pp.add_argument("--path-loss", metavar="MODEL", type=_loss_model, required=True,
+                    help="the path's loss model: P, P%%, ge:P%%/BURST (loss P in bursts of "
+                         "BURST packets on average), ge:p,r[,h[,k]]")
+    pp.add_argument("--rtt", type=_duration, default=0.02, help="round trip (default 20ms)")
+    pp.add_argument("--rate", type=rate_arg, default=100e6, help="the QP's rate (default 100M)")
+    pp.add_argument("-s", "--size", default="256K", help="message size (default 256K)")
+    pp.add_argument("--mtu", type=argtypes.bounded_int(64, 9000), default=1024,
+                    help="payload bytes per packet (default 1024)")
+    pp.add_argument("--inflight", type=argtypes.bounded_int(1, 4096), default=1,
+                    help="messages posted and unacknowledged, this one included (default 1): "
+                         "fewer packets than a round trip holds make the QP window-bound")
+    pp.add_argument("--rto-min", type=_duration, default=RTO_MIN_S,
+                    help="the QP's timer floor (a lost resend costs two timeouts)")
+    pp.add_argument("--cap", type=argtypes.bounded_float(0, 1, what="repair cap"),
+                    help="repair packets per data packet to consider (default: the "
+                         "policy's cap for this path; wider shows plans it would not send)")
+    pp.add_argument("--top", type=argtypes.bounded_int(1, 100_000), default=10,
+                    help="rows (the cheapest; SR and the choice always shown)")
     lp = sub.add_parser("local", help="run every rank of a workload on loopback addresses",
                         epilog=EXAMPLES + "\n" + DCQCN_HELP,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -490,12 +513,34 @@ def _sigterm(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _plans(args: argparse.Namespace) -> int:
+    """``plans``: every candidate the policy weighs for one message (traffic.plan_table)."""
+    from traffic import recovery
+    from traffic.plan_table import format_predictions
+    from traffic.requester import full_pkt_wire_bytes
+    from traffic.workloads import parse_size
+
+    n = -(-parse_size(args.size) // args.mtu)
+    wire = full_pkt_wire_bytes(args.mtu)
+    view = recovery.make_view(args.path_loss, "--path-loss", rtt_s=args.rtt,
+                              rate_bps=args.rate, wire_pkt_bytes=wire,
+                              rto_min_s=args.rto_min, posted_pkts=n * args.inflight)
+    cfg = recovery.PolicyConfig()
+    cap = args.cap if args.cap is not None else recovery.repair_cap(
+        view.quantised().loss, cfg, view.window_bound)
+    preds = recovery.predictions(view, n, cfg, cap=cap)
+    print(format_predictions(preds, view, n, mtu=args.mtu, cap=cap, top=args.top))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     signal.signal(signal.SIGTERM, _sigterm)
     signal.signal(signal.SIGINT, _sigterm)
     try:
+        if args.cmd == "plans":
+            return _plans(args)
         if args.cmd == "local":
             return _run_local(args, argv)
         return _run_rank(args)

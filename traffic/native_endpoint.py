@@ -34,7 +34,6 @@ from collections.abc import Callable
 from typing import Self, cast
 
 from common.loss import LossKind, LossModel
-from formats.roce import BTH_LEN, ICRC_LEN
 from traffic import recovery
 from traffic.cc.hpcc import HpccSender, HpccState
 from traffic.control import ControlCommand, ControlServer
@@ -46,7 +45,7 @@ from traffic.native.cc_hpcc import TnHpcc, TnHpccParams, hpcc_params
 from traffic.native.engine_env import check_engine_env
 from traffic.qp_types import MessageRecord, QpConfig, QpCounters, Reliability
 from traffic.realtime import RealtimePriority
-from traffic.requester import WIRE_OVERHEAD
+from traffic.requester import full_pkt_wire_bytes
 
 __all__ = ["ENGINES", "NativeEndpoint", "NativeRequester", "NativeResponder", "StepEngine",
            "engine_available", "make_endpoint", "native_unsupported"]
@@ -529,7 +528,7 @@ class NativeRequester(_Qp):
         srtt = self.srtt_s
         rtt = srtt if srtt is not None else self.cfg.rto_initial_s
         return recovery.make_view(model, source, rtt_s=rtt, rate_bps=self.cfg.rate_bps,
-                                  wire_pkt_bytes=self.cfg.mtu + BTH_LEN + ICRC_LEN + WIRE_OVERHEAD,
+                                  wire_pkt_bytes=full_pkt_wire_bytes(self.cfg.mtu),
                                   rto_min_s=self.cfg.rto_min_s,
                                   posted_pkts=int(self._state.next_seq - self._state.una) + npk,
                                   rtt_measured=srtt is not None)

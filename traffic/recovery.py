@@ -60,10 +60,10 @@ from common.loss import LossKind, LossModel
 from traffic.errors import ConfigError
 
 __all__ = ["MAX_DEPTH", "MAX_GROUP", "Group", "LossEstimator", "MessagePlan", "Outcome",
-           "PathView", "PolicyConfig", "again_curve", "block_fail", "block_members", "choose",
-           "fixed_plan", "is_window_bound", "make_view", "outcome", "plan_cost",
-           "plan_groups", "repair_cap", "repair_order", "resend_gap", "rtt_grid", "scheme_counts",
-           "tail_mean", "view_rto", "warm"]
+           "PathView", "PlanPrediction", "PolicyConfig", "again_curve", "block_fail",
+           "block_members", "choose", "fixed_plan", "is_window_bound", "make_view", "outcome",
+           "plan_cost", "plan_groups", "predictions", "repair_cap", "repair_order",
+           "resend_gap", "rtt_grid", "scheme_counts", "tail_mean", "view_rto", "warm"]
 
 MAX_DEPTH = 16
 """Most blocks interleaved in one group (the stride of a block's members)."""
@@ -647,9 +647,10 @@ def again_curve(model: LossModel, gap: int | None, rmax: int) -> np.ndarray:
     return out
 
 
-def _costs(path: PathView, n: int, cfg: PolicyConfig, cap: float) -> list[float]:
-    """:func:`plan_cost` of every candidate of ``cap`` (same arithmetic, all plans at
-    once)."""
+def _penalties(path: PathView, n: int, cfg: PolicyConfig,
+               cap: float) -> tuple[np.ndarray, np.ndarray]:
+    """Every candidate's packets on the wire and (plans x trials) delay in seconds:
+    :meth:`Outcome.penalty`'s arithmetic, all plans at once."""
     stream, slack, blind, resent = _stacked(path.loss, n, cfg, cap)
     again = again_curve(path.loss, resend_gap(path), n).astype(np.float32)[resent]
     t_pkt = path.wire_pkt_bytes * 8 / path.rate_bps
@@ -659,6 +660,14 @@ def _costs(path: PathView, n: int, cfg: PolicyConfig, cap: float) -> list[float]
     np.maximum(pen, 0, out=pen)
     pen += blind * np.float32(cfg.follow_wait_rtt * rtt)
     pen += again * np.float32(2 * (path.rto_s or 2 * rtt))
+    return stream, pen
+
+
+def _costs(path: PathView, n: int, cfg: PolicyConfig, cap: float) -> list[float]:
+    """:func:`plan_cost` of every candidate of ``cap`` (same arithmetic, all plans at
+    once)."""
+    stream, pen = _penalties(path, n, cfg, cap)
+    t_pkt = path.wire_pkt_bytes * 8 / path.rate_bps
     k = max(1, math.ceil(cfg.eps * pen.shape[1]))
     tail = np.partition(pen, pen.shape[1] - k, axis=1)[:, pen.shape[1] - k:].mean(axis=1)
     return list(cfg.wire_weight * stream * t_pkt + pen.mean(axis=1, dtype=np.float64) + tail)
@@ -688,6 +697,51 @@ def _choose(path: PathView, n: int, cfg: PolicyConfig) -> MessagePlan:
                        tail_pkts=best.tail_pkts, groups=best.groups, p_retx=best.p_retx,
                        reason=(f"{why}: {detail}, P(retx) {best.p_retx:.3f} vs SR {p_sr:.3f}, "
                                f"cost {costs[i] * 1e3:.1f} vs SR {costs[0] * 1e3:.1f} ms"))
+
+
+@dataclass(frozen=True, slots=True)
+class PlanPrediction:
+    """One candidate as the policy weighs it, for a message alone on its path."""
+
+    plan: MessagePlan
+    cost_s: float
+    """What the policy minimises (:func:`plan_cost`)."""
+    mean_fct_s: float
+    """Wire time plus the mean delay its failures add (what goodput feels)."""
+    p99_fct_s: float
+    """The 99th percentile of that over the sampled loss patterns."""
+    chosen: bool = False
+
+
+def predictions(path: PathView, n_pkts: int, cfg: PolicyConfig = PolicyConfig(), *,
+                cap: float | None = None) -> list[PlanPrediction]:
+    """Every plan the policy weighs for a message of ``n_pkts`` on ``path`` with its
+    cost and predicted FCT, cheapest first, the one :func:`choose` takes marked.
+
+    Why: a decision's reason names the winner only; whether a target (a p99 below
+    SR's at no loss of goodput, say) is reachable at all is a question about all the
+    candidates.  ``cap`` widens (or narrows) the repair cap to ask it of plans the
+    policy would not send (:func:`repair_cap` otherwise)."""
+    if n_pkts < 1:
+        raise ConfigError(f"recovery policy: a message of {n_pkts} packets")
+    view = path.quantised()
+    if view.loss.mean_loss <= 0:
+        raise ConfigError("recovery policy: a loss-free path has only plain SR")
+    if cap is None:
+        cap = repair_cap(view.loss, cfg, view.window_bound)
+    elif not 0 <= cap <= 1:
+        raise ConfigError(f"recovery policy: repair cap {cap} outside 0..1")
+    cands = _candidates(view.loss, n_pkts, cfg, cap)
+    costs = _costs(view, n_pkts, cfg, cap)
+    stream, pen = _penalties(view, n_pkts, cfg, cap)
+    fct = stream[:, None] * (view.wire_pkt_bytes * 8 / view.rate_bps) + pen
+    mean, p99 = fct.mean(axis=1), np.percentile(fct, 99, axis=1)
+    picked = choose(path, n_pkts, cfg)
+    out = [PlanPrediction(plan=p, cost_s=float(c), mean_fct_s=float(m), p99_fct_s=float(q),
+                          chosen=(p.scheme, p.k, p.m, p.depth, p.tail_pkts)
+                          == (picked.scheme, picked.k, picked.m, picked.depth, picked.tail_pkts))
+           for (p, _o), c, m, q in zip(cands, costs, mean, p99, strict=True)]
+    return sorted(out, key=lambda x: x.cost_s)
 
 
 # -- the QP's own counters -----------------------------------------------------------------

@@ -66,9 +66,15 @@ from traffic.qp_types import (
     encode_symbol,
 )
 
-__all__ = ["WIRE_OVERHEAD", "Requester"]
+__all__ = ["WIRE_OVERHEAD", "Requester", "full_pkt_wire_bytes"]
 
 WIRE_OVERHEAD = 14 + 20 + 8  # Ethernet + IPv4 + UDP bytes around each UDP payload
+
+
+def full_pkt_wire_bytes(mtu: int) -> int:
+    """Bytes a full packet of a message occupies on the wire (what the recovery policy
+    prices a packet at: headers around ``mtu`` bytes of payload)."""
+    return mtu + BTH_LEN + ICRC_LEN + WIRE_OVERHEAD
 
 
 @dataclass(slots=True)
@@ -285,7 +291,7 @@ class Requester:
             return None
         rtt = self._srtt if self._srtt is not None else self.cfg.rto_initial_s
         return recovery.make_view(model, source, rtt_s=rtt, rate_bps=self.cfg.rate_bps,
-                                  wire_pkt_bytes=self.cfg.mtu + BTH_LEN + ICRC_LEN + WIRE_OVERHEAD,
+                                  wire_pkt_bytes=full_pkt_wire_bytes(self.cfg.mtu),
                                   rto_min_s=self.cfg.rto_min_s,
                                   posted_pkts=self._next_seq - self._una,
                                   rtt_measured=self._srtt is not None)
@@ -633,7 +639,7 @@ class Requester:
         w_bytes = self._cc.window_bytes() if self._cc is not None else None
         if w_bytes is None:
             return
-        wire = self.cfg.mtu + BTH_LEN + ICRC_LEN + WIRE_OVERHEAD
+        wire = full_pkt_wire_bytes(self.cfg.mtu)
         w = -(-w_bytes // wire)
         self._win_pkts = int(min(self.cfg.window_pkts, max(1, w)))
 

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from common.loss import LossModel, LossProcess
+from common.loss import LossModel, LossProcess, LossSpecError
 from controller.lossmap.burst import cycles_from_sequence, fit_gilbert_elliott
 from controller.lossmap.fec import LinkModel, choose_fec
 from mininet_topos.preset_kind import spec_kind
@@ -183,16 +183,11 @@ REFERENCE_LOSS = "0%"
 
 def parse_loss_label(label: str) -> LossModel:
     """``0.01`` (random), ``ge:1%/10`` (Gilbert, 1 % loss in mean bursts of 10), or
-    ``0%`` (no loss)."""
+    ``0%`` (no loss): :meth:`LossModel.parse`'s forms, a :class:`SpecError` here."""
     try:
-        if label.startswith("ge:"):
-            rate, burst = label[3:].split("/")
-            q = float(rate.rstrip("%")) / (100 if rate.endswith("%") else 1)
-            return LossModel.bursty(q, float(burst))
-        q = float(label.rstrip("%")) / (100 if label.endswith("%") else 1)
-        return LossModel.none() if q == 0 else LossModel.bernoulli(q)
-    except ValueError as e:
-        raise SpecError(f"loss {label!r}: expected P, P% or ge:P%/BURST ({e})") from None
+        return LossModel.parse(label)
+    except LossSpecError as e:
+        raise SpecError(str(e)) from None
 
 
 def fitted_model(model: LossModel, *, n: int = 400_000, seed: int = 0) -> LossModel:

@@ -16,6 +16,8 @@ from controller.lossmap import cycles_from_sequence, fit_gilbert_elliott
     ("0.01", LossModel.bernoulli(0.01)), ("bernoulli:0.2", LossModel.bernoulli(0.2)),
     ("ge:0.01,0.3", LossModel.gilbert_elliott(0.01, 0.3)),
     ("gilbert-elliott:0.01,0.3,0.1,0.99", LossModel.gilbert_elliott(0.01, 0.3, 0.1, 0.99)),
+    ("1%", LossModel.bernoulli(0.01)), ("0%", LossModel.none()),
+    ("ge:1%/10", LossModel.bursty(0.01, 10)), ("ge:0.05/3", LossModel.bursty(0.05, 3)),
 ])
 def test_text_forms(text: str, model: LossModel) -> None:
     assert LossModel.parse(text) == model
@@ -24,7 +26,8 @@ def test_text_forms(text: str, model: LossModel) -> None:
 @pytest.mark.parametrize("text,why", [
     ("1.5", "bernoulli p=1.5 outside"), ("bernoulli:1", "loses every packet"),
     ("ge:0.1", "needs p,r"), ("ge:0.1,0", "never leaves the bad state"),
-    ("lots", "not a number"),
+    ("lots", "not a number"), ("ge:1%/0.5", "mean_burst_pkts 0.5 must be >= 1"),
+    ("ge:x%/3", "not a number"), ("150%", "bernoulli p=1.5 outside"),
 ])
 def test_bad_text_names_the_problem(text: str, why: str) -> None:
     with pytest.raises(LossSpecError, match=why):

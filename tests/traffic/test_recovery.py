@@ -380,3 +380,43 @@ def test_requester_says_whether_what_it_posted_fills_the_round_trip(srtt, in_fli
     for _ in range(in_flight + 1):
         msg = req.post_write(bytes(256 * 1024), now=0.0)
     assert ("window-bound" in msg.extra["recovery"]["reason"]) is bound
+
+
+def test_predictions_lay_out_what_the_policy_weighs():
+    """Every candidate with its cost and predicted FCT, cheapest first, the plan
+    `choose` takes marked once; SR is among them; a wider cap shows more plans; a
+    loss-free path or a bad cap is refused with its reason."""
+    view = PathView(loss=GE(0.01, 10), rtt_s=0.02, rate_bps=100e6)
+    preds = recovery.predictions(view, 256)
+    assert [p.cost_s for p in preds] == sorted(p.cost_s for p in preds)
+    (chosen,) = [p for p in preds if p.chosen]
+    picked = choose(view, 256)
+    assert (chosen.plan.scheme, chosen.plan.k, chosen.plan.m, chosen.plan.depth) == (
+        picked.scheme, picked.k, picked.m, picked.depth)
+    sr = next(p for p in preds if p.plan.scheme == "sr")
+    # SR's p99 carries a round trip, its mean little: a code that removes the round
+    # trip costs wire time on every message
+    assert sr.p99_fct_s > sr.mean_fct_s + 0.5 * view.rtt_s
+    assert chosen.p99_fct_s < 0.8 * sr.p99_fct_s and chosen.mean_fct_s > sr.mean_fct_s
+    assert len(recovery.predictions(view, 256, cap=0.4)) > len(preds)
+    with pytest.raises(ConfigError, match="loss-free"):
+        recovery.predictions(PathView(loss=LossModel.none(), rtt_s=0.02, rate_bps=1e8), 256)
+    with pytest.raises(ConfigError, match="repair cap 2"):
+        recovery.predictions(view, 256, cap=2)
+
+
+def test_plans_command_prints_the_candidates(capsys):
+    """`python -m traffic plans`: the path as the policy sees it, the cheapest plans
+    with SR and the choice, and how many plans reach p99 <= 0.8 x SR at SR's mean."""
+    from traffic.cli import main
+    assert main(["plans", "--path-loss", "ge:1%/10", "--rtt", "20ms", "-s", "256K",
+                 "--inflight", "2", "--top", "3"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("path: 1.00% loss, mean burst 10.0 packets")
+    assert "256 packets of 1024 B" in out[0] and "repair cap 16.8%" in out[0]
+    rows = [ln for ln in out[2:] if "%)" in ln]
+    assert len(rows) == 4 and any(r.split()[0] == "sr" for r in rows)   # 3 cheapest + SR
+    assert sum(r.startswith(" *") for r in rows) == 1
+    assert out[-1].endswith("at a mean FCT no higher than SR's: 0 of 142")
+    assert main(["plans", "--path-loss", "0"]) == 1
+    assert "loss-free path" in capsys.readouterr().err
