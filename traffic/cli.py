@@ -157,8 +157,8 @@ def _common(p: argparse.ArgumentParser, *, with_hosts: bool = True) -> None:
                         "from --path-loss / loss feedback, RTT, rate and size)")
     p.add_argument("--path-loss", metavar="MODEL", type=_loss_model,
                    help="mode auto: the path's loss model as the controller's loss map "
-                        "reports it (none, P, ge:p,r[,h[,k]]); later feedback on --control "
-                        "({\"qp\": N, \"loss\": MODEL}) replaces it")
+                        "reports it (none, P, P%%, ge:P%%/BURST, ge:p,r[,h[,k]]); later "
+                        "feedback on --control ({\"qp\": N, \"loss\": MODEL}) replaces it")
     p.add_argument("--fec", type=_fec, default=(8, 1), metavar="K,M",
                    help="FEC block: K data + M repair packets (default 8,1)")
     p.add_argument("--rate", type=rate_arg, default=100e6, help="per-QP rate, e.g. 100M (bit/s)")
