@@ -61,16 +61,22 @@ def _tm(depart) -> TrafficManager:
     return TrafficManager(depart, clock_us=lambda: (time.monotonic_ns() - t0) // 1000)
 
 
-def test_tm_depths_tail_drops_and_pacing() -> None:
+def _recording_tm(n: int) -> tuple[TrafficManager, list[tuple[object, QueueInfo]],
+                                   threading.Event]:
+    """A TM whose departures are recorded, and an event set at the ``n``-th."""
     got: list[tuple[object, QueueInfo]] = []
     done = threading.Event()
 
     def depart(item: object, info: QueueInfo) -> None:
         got.append((item, info))
-        if len(got) == 8:
+        if len(got) == n:
             done.set()
 
-    tm = _tm(depart)
+    return _tm(depart), got, done
+
+
+def test_tm_depths_tail_drops_and_pacing() -> None:
+    tm, got, done = _recording_tm(8)
     tm.set_rate(2, 1e6)          # 1000-byte packets: 8 ms each
     tm.set_depth(2, 8)
     accepted = [tm.enqueue(2, i, 1000) for i in range(12)]   # before the scheduler runs
@@ -125,15 +131,7 @@ def test_tm_pause_queues_until_resume_and_counts_the_pause_as_waiting() -> None:
     """A paused port sends nothing and keeps queueing (tail drops at its depth); after
     `resume` its head leaves at once and the rest at the rate, the waits counting the
     pause; neither a paced nor an unpaced port may bypass its queue while paused."""
-    got: list[tuple[object, QueueInfo]] = []
-    done = threading.Event()
-
-    def depart(item: object, info: QueueInfo) -> None:
-        got.append((item, info))
-        if len(got) == 4:
-            done.set()
-
-    tm = _tm(depart)
+    tm, got, done = _recording_tm(4)
     tm.set_rate(2, 1e6)          # 1000-byte packets: 8 ms each
     tm.set_depth(2, 4)
     tm.pause(2)
