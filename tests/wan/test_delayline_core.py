@@ -142,7 +142,7 @@ def test_params_round_trip_and_unknown_field():
 def test_cli_rejects_bad_loss(capsys):
     with pytest.raises(SystemExit):
         main(["--a", "x", "--b", "y", "--loss", "gilbert:0.1"])
-    assert "expected none, P, bernoulli:P or ge:p,r[,h[,k]]" in capsys.readouterr().err
+    assert "expected none, P, P%, bernoulli:P, ge:p,r[,h[,k]] or ge:P%/BURST" in capsys.readouterr().err
     assert main(["--a", "x", "--b", "y", "--delay-ms", "300"]) == 1
     assert "delay_ms 300.0 out of range" in capsys.readouterr().err
 
