@@ -7,18 +7,9 @@ plans that meet a target at all (traffic/recovery.py, :func:`predictions`).
 """
 from __future__ import annotations
 
-from traffic.recovery import MessagePlan, PathView, PlanPrediction
+from traffic.recovery import PathView, PlanPrediction
 
-__all__ = ["format_predictions", "plan_label"]
-
-
-def plan_label(plan: MessagePlan) -> str:
-    """``sr``, ``tail(16)+2`` (the last 16 packets, 2 repairs) or ``fec(64,10)x4``."""
-    if plan.scheme == "tail":
-        return f"tail({plan.tail_pkts})+{plan.m}"
-    if plan.scheme == "fec":
-        return f"fec({plan.k},{plan.m})x{plan.depth}"
-    return plan.scheme
+__all__ = ["format_predictions"]
 
 
 def format_predictions(preds: list[PlanPrediction], path: PathView, n_pkts: int, *,
@@ -44,7 +35,7 @@ def format_predictions(preds: list[PlanPrediction], path: PathView, n_pkts: int,
     shown = [p for i, p in enumerate(preds) if i < top or p is sr or p.chosen]
     for p in shown:
         r = p.plan.repair_pkts
-        lines.append(f" {'*' if p.chosen else ' '} {plan_label(p.plan):<16} "
+        lines.append(f" {'*' if p.chosen else ' '} {p.plan.label:<16} "
                      f"{r:>5} ({r / n_pkts:6.1%}) {p.plan.p_retx:8.4f} "
                      f"{p.mean_fct_s * 1e3:12.1f} {p.mean_fct_s / sr.mean_fct_s:5.2f} "
                      f"{p.p99_fct_s * 1e3:11.1f} {p.p99_fct_s / sr.p99_fct_s:5.2f} "

@@ -62,7 +62,7 @@ from traffic.errors import ConfigError
 __all__ = ["MAX_DEPTH", "MAX_GROUP", "Group", "LossEstimator", "MessagePlan", "Outcome",
            "PathView", "PlanPrediction", "PolicyConfig", "again_curve", "block_fail",
            "block_members", "choose", "fixed_plan", "is_window_bound", "make_view", "outcome",
-           "plan_cost", "plan_groups", "predictions", "repair_cap", "repair_order",
+           "plan_cost", "plan_groups", "plan_label", "predictions", "repair_cap", "repair_order",
            "resend_gap", "rtt_grid", "scheme_counts", "tail_mean", "view_rto", "warm"]
 
 MAX_DEPTH = 16
@@ -103,11 +103,27 @@ class MessagePlan:
     def repair_pkts(self) -> int:
         return sum(g.repairs for g in self.groups)
 
+    @property
+    def label(self) -> str:
+        return plan_label(self.scheme, k=self.k, m=self.m, depth=self.depth,
+                          tail_pkts=self.tail_pkts)
+
     def as_dict(self, n_pkts: int) -> dict:
         return {"scheme": self.scheme, "k": self.k, "m": self.m, "depth": self.depth,
                 "tail_pkts": self.tail_pkts, "repair_pkts": self.repair_pkts,
                 "overhead": round(self.repair_pkts / max(1, n_pkts), 4),
                 "p_retx": round(self.p_retx, 5), "reason": self.reason}
+
+
+def plan_label(scheme: str, *, k: int = 0, m: int = 0, depth: int = 1,
+               tail_pkts: int = 0) -> str:
+    """How summaries and tables name a plan: ``sr``, ``tail(16,2)`` (the last 16 packets,
+    2 repairs) or ``fec(64,10)x4`` (blocks of 64 with 10 repairs, 4 interleaved)."""
+    if scheme == "fec":
+        return f"fec({k},{m})x{depth}"
+    if scheme == "tail":
+        return f"tail({tail_pkts},{m})"
+    return scheme
 
 
 # -- layout ------------------------------------------------------------------------------
@@ -666,7 +682,12 @@ def _penalties(path: PathView, n: int, cfg: PolicyConfig,
 def _costs(path: PathView, n: int, cfg: PolicyConfig, cap: float) -> list[float]:
     """:func:`plan_cost` of every candidate of ``cap`` (same arithmetic, all plans at
     once)."""
-    stream, pen = _penalties(path, n, cfg, cap)
+    return _costs_of(path, cfg, *_penalties(path, n, cfg, cap))
+
+
+def _costs_of(path: PathView, cfg: PolicyConfig, stream: np.ndarray,
+              pen: np.ndarray) -> list[float]:
+    """:func:`_costs` from the candidates' packets on the wire and delays."""
     t_pkt = path.wire_pkt_bytes * 8 / path.rate_bps
     k = max(1, math.ceil(cfg.eps * pen.shape[1]))
     tail = np.partition(pen, pen.shape[1] - k, axis=1)[:, pen.shape[1] - k:].mean(axis=1)
@@ -732,14 +753,13 @@ def predictions(path: PathView, n_pkts: int, cfg: PolicyConfig = PolicyConfig(),
     elif not 0 <= cap <= 1:
         raise ConfigError(f"recovery policy: repair cap {cap} outside 0..1")
     cands = _candidates(view.loss, n_pkts, cfg, cap)
-    costs = _costs(view, n_pkts, cfg, cap)
     stream, pen = _penalties(view, n_pkts, cfg, cap)
+    costs = _costs_of(view, cfg, stream, pen)
     fct = stream[:, None] * (view.wire_pkt_bytes * 8 / view.rate_bps) + pen
     mean, p99 = fct.mean(axis=1), np.percentile(fct, 99, axis=1)
-    picked = choose(path, n_pkts, cfg)
+    picked = choose(path, n_pkts, cfg).label
     out = [PlanPrediction(plan=p, cost_s=float(c), mean_fct_s=float(m), p99_fct_s=float(q),
-                          chosen=(p.scheme, p.k, p.m, p.depth, p.tail_pkts)
-                          == (picked.scheme, picked.k, picked.m, picked.depth, picked.tail_pkts))
+                          chosen=p.label == picked)
            for (p, _o), c, m, q in zip(cands, costs, mean, p99, strict=True)]
     return sorted(out, key=lambda x: x.cost_s)
 

@@ -37,6 +37,7 @@ from controller.lossmap.burst import cycles_from_sequence, fit_gilbert_elliott
 from controller.lossmap.fec import LinkModel, choose_fec
 from mininet_topos.preset_kind import spec_kind
 from traffic import startgate
+from traffic.recovery import plan_label
 
 from .errors import SpecError
 
@@ -311,10 +312,8 @@ def run_point(b: Bed, sw: RecoverySweep, *, mode: str, rtt_s: float, fec: tuple[
     for m in tx["messages"]:
         rec = m.get("recovery")
         if rec:
-            key = (f"{rec['scheme']}" + (f"({rec['k']},{rec['m']})x{rec['depth']}"
-                                         if rec["scheme"] == "fec" else
-                                         f"({rec['tail_pkts']},{rec['m']})"
-                                         if rec["scheme"] == "tail" else ""))
+            key = plan_label(rec["scheme"], k=rec.get("k", 0), m=rec.get("m", 0),
+                             depth=rec.get("depth", 1), tail_pkts=rec.get("tail_pkts", 0))
             schemes[key] = schemes.get(key, 0) + 1
             reasons.setdefault(key, rec["reason"])
     return {

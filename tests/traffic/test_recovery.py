@@ -393,7 +393,10 @@ def test_predictions_lay_out_what_the_policy_weighs():
     picked = choose(view, 256)
     assert (chosen.plan.scheme, chosen.plan.k, chosen.plan.m, chosen.plan.depth) == (
         picked.scheme, picked.k, picked.m, picked.depth)
+    assert chosen.plan.label == picked.label == f"fec({picked.k},{picked.m})x{picked.depth}"
+    assert recovery.plan_label("tail", m=2, tail_pkts=16) == "tail(16,2)"
     sr = next(p for p in preds if p.plan.scheme == "sr")
+    assert sr.plan.label == "sr"
     # SR's p99 carries a round trip, its mean little: a code that removes the round
     # trip costs wire time on every message
     assert sr.p99_fct_s > sr.mean_fct_s + 0.5 * view.rtt_s
