@@ -7,6 +7,12 @@
  *                   loss_good / loss_bad by the current state, then the state moves
  *                   good->bad with p_gb and bad->good with p_bg (classic Gilbert:
  *                   loss_good 0, loss_bad 1, mean burst 1/p_bg, loss p_gb/(p_gb+p_bg)).
+ *                   With slot_ns > 0 the chain also moves once per slot of time that
+ *                   passes between packets (common/loss.py's clock): the n moves are
+ *                   taken at once by the chain's n-step transition, P(bad) = pi +
+ *                   (1 - pi) l^n from bad and pi (1 - l^n) from good (pi = p/(p+r),
+ *                   l = 1-p-r, both precomputed in the config), l^n by squaring in
+ *                   32.32 fixed point.  The clock advances one slot per packet too.
  * Probabilities are fixed point: threshold = p * 2^32 compared with a 32-bit random
  * number (as u64, so p = 1 is exact): bpf_get_prandom_u32, or with a seed an
  * xorshift64* generator kept in the state slot, so a run can be repeated exactly.  Only IPv4 is considered (ARP and the like always pass),
@@ -45,6 +51,11 @@ struct loss_config {
     __u32 link_seq;   /* 1: IPv4 behind a link sequence header counts too */
     __u32 seeded;     /* 1: draw from state.rng (xorshift64*) instead of the kernel */
     __u32 pad;
+    __u64 slot_ns;    /* GE clock: 0 = the chain moves per packet only */
+    __u64 pi_bad;     /* stationary bad share p/(p+r), as a threshold */
+    __u64 lam;        /* |1 - p - r| * 2^32, below 2^32 */
+    __u32 lam_neg;    /* 1: 1 - p - r < 0 */
+    __u32 pad2;
 };
 
 struct loss_state {
@@ -55,6 +66,7 @@ struct loss_state {
     __u32 in_bad;
     __u32 run;         /* length of the current drop run */
     __u64 rng;         /* xorshift64* state when seeded (never 0) */
+    __u64 clock_ns;    /* GE clock: time up to which the chain has moved (0: not yet) */
 };
 
 BPF_ARRAY(config, struct loss_config, 1);
@@ -76,6 +88,39 @@ static __always_inline int chance(const struct loss_config *c, struct loss_state
         r = bpf_get_prandom_u32();
     }
     return (__u64)r < threshold;
+}
+
+#define Q32_ONE (1ULL << 32)
+#define CLOCK_MAX_BITS 40   /* moves taken at once: up to 2^40 slots (l^n is 0 long before) */
+
+/* a * b in 32.32 fixed point, a <= 2^32 and b < 2^32 (no overflow) */
+static __always_inline __u64 q32_mul(__u64 a, __u64 b)
+{
+    return (a * b) >> 32;
+}
+
+/* The chain's bad-state probability after n moves, from bad (in_bad) or good. */
+static __always_inline __u64 bad_after(const struct loss_config *c, __u32 in_bad, __u64 n)
+{
+    if (n >> CLOCK_MAX_BITS)
+        n = 1ULL << CLOCK_MAX_BITS;
+    __u64 ln = Q32_ONE, base = c->lam;
+    int neg = c->lam_neg && (n & 1);
+    for (int i = 0; i <= CLOCK_MAX_BITS; i++) {
+        if (!n)
+            break;
+        if (n & 1)
+            ln = q32_mul(ln, base);
+        base = q32_mul(base, base);
+        n >>= 1;
+    }
+    __u64 pi = c->pi_bad, d;
+    if (in_bad) {                 /* pi + (1 - pi) l^n */
+        d = q32_mul(ln, Q32_ONE - pi);
+        return neg ? (pi > d ? pi - d : 0) : (pi + d > Q32_ONE ? Q32_ONE : pi + d);
+    }
+    d = q32_mul(ln, pi);          /* pi (1 - l^n) */
+    return neg ? (pi + d > Q32_ONE ? Q32_ONE : pi + d) : (pi > d ? pi - d : 0);
 }
 
 int loss_filter(struct __sk_buff *skb)
@@ -112,6 +157,19 @@ int loss_filter(struct __sk_buff *skb)
     if (c->mode == LOSS_BERNOULLI) {
         drop = chance(c, st, c->p_drop);
     } else {
+        if (c->slot_ns) {
+            __u64 now = bpf_ktime_get_ns(), clock = st->clock_ns;
+            if (!clock)
+                clock = now;
+            if (now > clock) {
+                __u64 n = (now - clock) / c->slot_ns;
+                if (n) {
+                    st->in_bad = chance(c, st, bad_after(c, st->in_bad, n));
+                    clock += n * c->slot_ns;
+                }
+            }
+            st->clock_ns = clock + c->slot_ns;
+        }
         if (st->in_bad)
             __sync_fetch_and_add(&st->bad_packets, 1);
         drop = chance(c, st, st->in_bad ? c->loss_bad : c->loss_good);

@@ -5,6 +5,7 @@ Usage (the WAN link class and traffic tests)::
     with LossEmulator("s1-eth2", netns="wan") as loss:     # tc ingress of that iface
         loss.set_bernoulli(0.01)                             # 1 % random loss
         loss.set_model(LossModel.gilbert_elliott(p=0.001, r=0.25))  # bursts of 4 on average
+        loss.set_model(LossModel.parse("ge:1%/10@120us"))    # ... that also end with time
         loss.disable()                                       # change any time, no reload
         loss.reseed(7)                                       # repeatable drop pattern
         c = loss.counters()                                  # matched, dropped, bursts, ...
@@ -47,7 +48,9 @@ class _Config(ctypes.Structure):
                 ("loss_bad", ctypes.c_uint64), ("mode", ctypes.c_uint32),
                 ("udp_only", ctypes.c_uint32), ("udp_dport", ctypes.c_uint32),
                 ("link_seq", ctypes.c_uint32), ("seeded", ctypes.c_uint32),
-                ("pad", ctypes.c_uint32)]
+                ("pad", ctypes.c_uint32), ("slot_ns", ctypes.c_uint64),
+                ("pi_bad", ctypes.c_uint64), ("lam", ctypes.c_uint64),
+                ("lam_neg", ctypes.c_uint32), ("pad2", ctypes.c_uint32)]
 
 
 def _rng_state(seed: int) -> int:
@@ -167,9 +170,23 @@ class LossEmulator:
             self._cfg.p_bg = _threshold("r", model.r)
             self._cfg.loss_good = _threshold("1 - k", 1.0 - model.k)
             self._cfg.loss_bad = _threshold("1 - h", 1.0 - model.h)
+            self._set_clock(model)
             self._cfg.mode = _MODES["gilbert_elliott"]
             self._write()
         return model
+
+    def _set_clock(self, model: LossModel) -> None:
+        """The chain's clock (:attr:`LossModel.slot_s`) and the constants of its n-step
+        transition (:meth:`LossModel.bad_after`) in the kernel's fixed point."""
+        slot = model.slot_s
+        if not (math.isfinite(slot) and 0.0 <= slot <= 1.0):
+            raise ConfigError(f"loss slot {slot!r} s: expected 0..1 s")
+        self._cfg.slot_ns = round(slot * 1e9)
+        total = model.p + model.r
+        lam = 1.0 - total
+        self._cfg.pi_bad = _threshold("p/(p+r)", model.p / total if total else 0.0)
+        self._cfg.lam = min(_ONE - 1, round(abs(lam) * _ONE))
+        self._cfg.lam_neg = int(lam < 0)
 
     def reseed(self, seed: int | None) -> None:
         """Draw from a generator seeded with ``seed`` (same seed, same drops for the same
@@ -181,6 +198,7 @@ class LossEmulator:
             cur.rng = _rng_state(seed)
             cur.in_bad = 0
             cur.run = 0
+            cur.clock_ns = 0
         table[table.Key(0)] = cur
         self._cfg.seeded = int(seed is not None)
         self._write()
@@ -205,7 +223,7 @@ class LossEmulator:
         bpf = self._need()
         table = bpf[b"state"]
         cur = table[table.Key(0)]
-        table[table.Key(0)] = table.Leaf(in_bad=cur.in_bad, rng=cur.rng)
+        table[table.Key(0)] = table.Leaf(in_bad=cur.in_bad, rng=cur.rng, clock_ns=cur.clock_ns)
         h = bpf[b"burst_hist"]
         for i in range(len(h)):
             h[h.Key(i)] = h.Leaf(0)

@@ -186,7 +186,7 @@ class DelayLineCore:
             self._tx_free_s = tx_end
             backlog.append(tx_end)
             st.max_backlog_pkts = max(st.max_backlog_pkts, len(backlog))
-        if self._loss is not None and self._loss.lost():
+        if self._loss is not None and self._loss.lost(now_s):
             st.lost += 1
             return None
         deliver = tx_end + self._delay_s

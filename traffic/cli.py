@@ -220,7 +220,8 @@ def _common(p: argparse.ArgumentParser, *, with_hosts: bool = True) -> None:
     p.add_argument("--delay", type=_duration, default=0.0,
                    help="emulated one-way delay added at this receiver, e.g. 10ms")
     p.add_argument("--loss", default="none",
-                   help="emulated loss at this receiver: P, P%%, bernoulli:P, ge:p,r[,h[,k]] or ge:P%%/BURST")
+                   help="emulated loss at this receiver: P, P%%, bernoulli:P, ge:p,r[,h[,k]] or ge:P%%/BURST; "
+                        "a ge form with @SLOT (ge:1%%/10@91us) also moves its chain per slot of time")
     p.add_argument("--loss-scope", choices=("data", "all"), default="data",
                    help="packets the emulated loss hits (default: data and FEC repair)")
     p.add_argument("--seed", type=int, default=1, help="seed of sizes, payloads and loss")

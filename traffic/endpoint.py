@@ -254,7 +254,8 @@ class Endpoint:
                     tos = val[0]
                 elif lvl == socket.SOL_SOCKET and typ == _SO_RXQ_OVFL and len(val) >= 4:
                     c.kernel_drops = int.from_bytes(val[:4], "little")
-            if lossy and data and (scope_all or data[0] in _LOSSY_OPCODES) and loss.lost():
+            if lossy and data and (scope_all or data[0] in _LOSSY_OPCODES) \
+                    and loss.lost(time.monotonic()):
                 c.injected_drops += 1
                 if data[0] == Opcode.FEC_REPAIR:
                     c.injected_repair_drops += 1

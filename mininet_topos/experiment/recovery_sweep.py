@@ -37,6 +37,7 @@ from controller.lossmap.burst import cycles_from_sequence, fit_gilbert_elliott
 from controller.lossmap.fec import LinkModel, choose_fec
 from mininet_topos.preset_kind import spec_kind
 from traffic import startgate
+from traffic.qp_types import DEFAULT_MTU
 from traffic.recovery import plan_label
 
 from .errors import SpecError
@@ -95,6 +96,13 @@ class RecoverySweep:
     """Every mode's data path (python, native; the engine executes auto's plans too)."""
     extra_cells: list[ExtraCell] = field(default_factory=list)
     """Cells run after the grid, each at its own rate (:class:`ExtraCell`)."""
+    burst_clock: str = "packet"
+    """What moves a Gilbert-Elliott cell's chain: ``packet`` (once per packet, netem's
+    chain: a burst of B is B of the sender's packets however far apart), or ``line``
+    (also once per full packet's wire time at the cell's rate, :attr:`LossModel.slot_s`:
+    a burst of B lasts B packet times of the path, and a sender that has gone quiet
+    finds it over, as on a WAN).  The loss map's fit and the policy see the same model
+    either way: at the cell's rate the two chains are one."""
     reference: bool = False
     """Also run selective repeat with the loss off, once per RTT of the grid and once per
     extra cell (rows with ``"reference": true``, loss ``0%``).  Why: no scheme's message
@@ -114,6 +122,18 @@ class RecoverySweep:
     def count_for(self, mode: str) -> int:
         """Messages a run of ``mode`` sends (:attr:`counts`, else :attr:`count`)."""
         return self.counts.get(mode, self.count)
+
+
+BURST_CLOCKS = ("packet", "line")
+
+
+def line_slot_s(rate: str, mtu: int = DEFAULT_MTU) -> float:
+    """A full data packet's wire time at ``rate`` (the sweep's transfers use traffic's
+    default MTU): the slot of the ``line`` clock."""
+    from traffic.requester import full_pkt_wire_bytes
+    from traffic.workloads import parse_rate
+
+    return full_pkt_wire_bytes(mtu) * 8 / parse_rate(rate)
 
 
 def is_recovery_spec(path: Path) -> bool:
@@ -148,6 +168,9 @@ def load_sweep(path: Path) -> RecoverySweep:
                         "or auto to a number of messages (>= 1)")
     if sw.engine not in ("python", "native"):
         raise SpecError(f"{path}: engine {sw.engine!r} unknown; known: python, native")
+    if sw.burst_clock not in BURST_CLOCKS:
+        raise SpecError(f"{path}: burst_clock {sw.burst_clock!r} unknown; known: "
+                        f"{', '.join(BURST_CLOCKS)}")
     return sw
 
 
@@ -410,6 +433,8 @@ def run_sweep(sw: RecoverySweep, out: Path, *, log=print) -> dict[str, Any]:
                                      "fitted_burst": fit.mean_burst_len}
             fit = fits[label]
             k, m = controller[label]["fec_k"], controller[label]["fec_m"]
+            if sw.burst_clock == "line":
+                model = model.clocked(line_slot_s(csw.rate))
             b.loss.set_model(model)
             b.wan.update(delay_ms=rtt / 2)
             for mode in csw.modes:
@@ -432,7 +457,7 @@ def run_sweep(sw: RecoverySweep, out: Path, *, log=print) -> dict[str, Any]:
                "path": f"netns veths + WAN delay line ({wan_line}) + eBPF loss "
                        "(data direction)",
                "rate": sw.rate, "size": sw.size, "count": sw.count, "counts": sw.counts,
-               "seed": sw.seed,
+               "seed": sw.seed, "burst_clock": sw.burst_clock,
                "inflight": sw.inflight,
                "extra_cells": [dataclasses.asdict(c) for c in sw.extra_cells],
                "controller": controller, "recovery": rows, "wan": wan_stats,

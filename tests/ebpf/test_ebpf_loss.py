@@ -110,6 +110,29 @@ def test_gilbert_elliott_bursts_match_parameters(pair, loss):
     assert abs(c.bad_packets / n - ge.bad_fraction) < 0.25 * ge.bad_fraction
 
 
+@pytest.mark.parametrize("slot_s,short", [(1e-9, True), (0.5, False), (0.0, False)])
+def test_a_clocked_chain_ends_bursts_with_time(pair, loss, slot_s, short):
+    """Bursts of 100 packets at 20 %: with a 1 ns slot every gap between two sent frames
+    is thousands of slots, so the chain forgets its state between packets (runs of
+    1/(1-pi) = 1.25 on average, loss still 20 %); with a slot longer than the whole run
+    the clock never gets ahead of the packets (one slot each) and it is the packet
+    chain, as with no slot."""
+    n = 6000
+    loss.reset_counters()
+    loss.reseed(21)
+    ge = loss.set_model(LossModel.bursty(0.2, 100).clocked(slot_s))
+    pair.send(frames(pair, n))
+    c = settled(loss, n)
+    loss.disable()
+    loss.reseed(None)
+    assert c.matched == n
+    if short:
+        assert c.mean_burst_len < 1.6 and c.bursts > 600, c
+        assert abs(c.loss_rate - ge.mean_loss) < 0.03, c
+    else:
+        assert c.mean_burst_len > 20, c
+
+
 def test_dump_c_shows_the_loaded_source(pair):
     import io
     buf = io.StringIO()

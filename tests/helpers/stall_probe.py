@@ -57,6 +57,9 @@ class StallProbe:
 
     def __init__(self) -> None:
         self.realtime = False
+        self.missing: list[str] = []
+        """Probes whose record was lost (CPU, exit status, stderr): their stalls are not
+        in :meth:`stall_ms`, which then reads low, never high."""
         self._starts: list[int] = []
         self._late_ms: list[float] = []
         self._procs: list[subprocess.Popen] = []
@@ -65,7 +68,7 @@ class StallProbe:
         try:
             for cpu in sorted(os.sched_getaffinity(0)):
                 p = subprocess.Popen([sys.executable, "-c", _PROBE, str(cpu)],
-                                     stdout=subprocess.PIPE, text=True)
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                 self._procs.append(p)
                 assert p.stdout is not None
                 if p.stdout.readline().strip() != "ready":
@@ -81,19 +84,24 @@ class StallProbe:
     def _end(self, keep: bool) -> None:
         pairs: list[tuple[int, float]] = []
         rt = True
-        for p in self._procs:
+        self.missing = []
+        for cpu, p in enumerate(self._procs):
             p.send_signal(signal.SIGINT)  # the probe prints what it saw
             try:
-                out, _ = p.communicate(timeout=10)
+                out, err = p.communicate(timeout=10)
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+                self.missing.append(f"probe {cpu}: no record within 10 s")
                 continue
             lines = out.strip().splitlines()
             if keep and p.returncode == 0 and lines:
                 got = json.loads(lines[-1])
                 rt = rt and got["realtime"]
                 pairs += [(t, late) for t, late in got["stalls"]]
+            elif keep:
+                self.missing.append(f"probe {cpu}: exit {p.returncode}, "
+                                    f"stderr {err.strip()[-300:]!r}")
         self._procs = []
         self.realtime = rt
         pairs.sort()

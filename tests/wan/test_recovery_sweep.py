@@ -75,6 +75,20 @@ def test_bad_spec_is_named(tmp_path: Path):
         load_sweep(f)
 
 
+def test_burst_clock_is_checked_and_the_line_slot_is_a_packet_time(tmp_path: Path):
+    from mininet_topos.experiment.recovery_sweep import line_slot_s
+
+    f = tmp_path / "s.yaml"
+    f.write_text("kind: recovery_sweep\nburst_clock: wall\n")
+    with pytest.raises(SpecError, match="burst_clock 'wall' unknown; known: packet, line"):
+        load_sweep(f)
+    f.write_text("kind: recovery_sweep\nburst_clock: line\n")
+    assert load_sweep(f).burst_clock == "line"
+    # 1024 B of payload + BTH, ICRC and the UDP/IP/Ethernet headers at 100 Mbit/s
+    assert 85e-6 < line_slot_s("100M") < 95e-6
+    assert line_slot_s("2G") == pytest.approx(line_slot_s("100M") / 20)
+
+
 def test_controller_fit_and_fixed_code_follow_the_model():
     fit = fitted_model(LossModel.bursty(0.05, 10), n=200_000)
     assert fit.mean_loss == pytest.approx(0.05, rel=0.2)
@@ -95,8 +109,9 @@ def test_loss_feedback_on_the_control_socket():
 @pytest.mark.slow
 def test_small_cell_on_namespaces(tmp_path: Path):
     sw = RecoverySweep(losses=["ge:5%/3"], rtt_ms=[20], modes=["sr", "auto"], size="64K",
-                       count=6, rate="50M", timeout_s=30, reference=True)
+                       count=6, rate="50M", timeout_s=30, reference=True, burst_clock="line")
     summary = run_sweep(sw, tmp_path, log=lambda *_: None)
+    assert summary["burst_clock"] == "line"
     ref = summary["recovery"][0]   # the loss-free reference comes first, SR alone
     assert (ref["loss"], ref["mode"], ref["reference"]) == ("0%", "sr", True), ref
     assert ref["finished"] and ref["retx_pkts"] == 0 and ref["timeouts"] == 0, ref
