@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import ipaddress
+import os
 import secrets
 import signal
 import subprocess
@@ -99,6 +100,10 @@ class Namespace:
     interfaces: list[Interface] = field(default_factory=list)
     _procs: list[subprocess.Popen] = field(default_factory=list)
     _closed: bool = False
+    _owner: int = field(default_factory=os.getpid)
+    """The process that created it: a forked copy of that process (pyroute2 forks one
+    for every namespace socket it opens, and a copy whose work fails unwinds through
+    the creator's frames) must not end its processes or delete the namespace."""
 
     @classmethod
     def create(cls, prefix: str) -> Namespace:
@@ -110,7 +115,7 @@ class Namespace:
             raise NetnsError(f"cannot create network namespace {name}: {exc}") from exc
         ns = cls(name=name)
         try:
-            with NetNS(name) as ipr:
+            with NetNS(name, flags=0) as ipr:
                 ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
         except Exception:
             ns.close()
@@ -151,8 +156,13 @@ class Namespace:
         return in_netns(self.name)
 
     def iproute(self) -> NetNS:
-        """A pyroute2 handle on this namespace (use as a context manager)."""
-        return NetNS(self.name)
+        """A pyroute2 handle on this namespace (use as a context manager); an error if
+        its name is gone (pyroute2 would otherwise make a new, empty one by that name)."""
+        try:
+            return NetNS(self.name, flags=0)
+        except FileNotFoundError:
+            raise NetnsError(f"namespace {self.name} is gone (no /var/run/netns/{self.name})"
+                             ) from None
 
     # -- teardown --------------------------------------------------------------------
     def stop_processes(self, timeout: float = 3.0) -> None:
@@ -171,8 +181,9 @@ class Namespace:
         self._procs.clear()
 
     def close(self) -> None:
-        """Stop our processes and delete the namespace (its veth ends go with it)."""
-        if self._closed:
+        """Stop our processes and delete the namespace (its veth ends go with it);
+        nothing in a forked copy of the process that created it."""
+        if self._closed or os.getpid() != self._owner:
             return
         self._closed = True
         try:
@@ -193,7 +204,7 @@ def _where(ns: Namespace | None) -> str:
 
 
 def _iproute(ns: Namespace | None):
-    return NetNS(ns.name) if ns else IPRoute()
+    return ns.iproute() if ns else IPRoute()
 
 
 def _configure_end(end: Interface, mtu: int) -> None:

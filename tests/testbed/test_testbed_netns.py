@@ -79,3 +79,32 @@ def test_veth_to_root_namespace():
         finally:
             from common.kernel.netns import delete_link
             delete_link(root_end)
+
+
+def test_a_forked_copy_of_the_creator_deletes_nothing():
+    """A forked copy of the test process that unwinds through a ``with`` (pyroute2 forks
+    one per namespace socket) leaves the creator's namespace and processes alone."""
+    with Namespace.create("tnsg") as ns:
+        sleeper = ns.popen(["sleep", "30"])
+        pid = os.fork()
+        if pid == 0:  # the copy: closing must be a no-op here
+            try:
+                ns.close()
+            finally:
+                os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert ns.name in _namespaces() and sleeper.poll() is None
+        ns.run(["true"])
+    assert ns.name not in _namespaces() and sleeper.poll() is not None
+
+
+def test_a_namespace_whose_name_is_gone_is_an_error_not_a_new_namespace():
+    ns = Namespace.create("tnsh")
+    try:
+        subprocess.run(["ip", "netns", "del", ns.name], check=True)
+        with pytest.raises(NetnsError, match=f"namespace {ns.name} is gone"):
+            ns.iproute()
+        assert ns.name not in _namespaces()   # pyroute2 alone would have made it anew
+    finally:
+        ns.close()
