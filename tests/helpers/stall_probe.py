@@ -29,7 +29,10 @@ LINE_PRIORITY = 10
 RECORD_LATE_MS = 0.3
 
 _PROBE = textwrap.dedent(f"""
-    import json, os, sys, time
+    import json, os, signal, sys, time
+    # SIGINT ends the probe: a child inherits an ignored SIGINT (a test run started in
+    # the background of a non-interactive shell has it ignored), so install it here
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     os.sched_setaffinity(0, {{int(sys.argv[1])}})
     try:
         os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param({LINE_PRIORITY}))
