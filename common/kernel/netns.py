@@ -30,7 +30,7 @@ import subprocess
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from pyroute2 import IPRoute, NetNS, netns
+from pyroute2 import IPRoute, NetNS, config, netns
 from pyroute2.netlink.exceptions import NetlinkError
 
 from common.kernel.setns import in_netns
@@ -45,6 +45,14 @@ __all__ = [
 ]
 
 IFNAMSIZ = 15  # usable characters of a Linux interface name
+
+# pyroute2 makes and enters namespaces in a forked copy of this process.  In its default
+# "fork" mode a copy whose work raises past its handler (or whose reply fails because the
+# parent gave up waiting) returns into the caller's frames: it runs the test's or the
+# tool's ``finally`` blocks (closing the namespaces it shares with its parent) and ends
+# with ``os.kill(0, SIGTERM)`` (its own pid is 0), which signals the whole process group.
+# In "mp" mode the copy is a multiprocessing process, which always ends with ``_exit``.
+config.child_process_mode = "mp"
 
 
 class NetnsError(RuntimeError):

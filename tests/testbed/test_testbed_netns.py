@@ -2,12 +2,14 @@
 import os
 import socket
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from common.kernel.netns import Namespace, NetnsError, two_hosts, unique_name, veth_pair
 
 pytestmark = pytest.mark.root
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _namespaces() -> set[str]:
@@ -108,3 +110,38 @@ def test_a_namespace_whose_name_is_gone_is_an_error_not_a_new_namespace():
         assert ns.name not in _namespaces()   # pyroute2 alone would have made it anew
     finally:
         ns.close()
+
+
+_FAILING_CHILD = """
+import contextlib, os, sys
+import common.kernel.netns  # noqa: F401  (sets pyroute2's child process mode)
+from pyroute2.process import ChildProcess
+
+def target():
+    raise KeyboardInterrupt   # escapes the child's `except Exception`
+
+me = os.getpid()
+try:
+    with ChildProcess(target=target, args=[]) as proc:
+        with contextlib.suppress(Exception):
+            proc.communicate(timeout=5)
+finally:
+    if os.getpid() != me:
+        open(sys.argv[1], "w").write("the copy ran its caller's code")
+        os._exit(0)
+print("ok")
+"""
+
+
+def test_a_failing_pyroute2_child_never_runs_its_callers_code(tmp_path):
+    """pyroute2's forked helper that fails ends there: it neither returns into the
+    caller's frames (their ``finally`` blocks close namespaces) nor signals the process
+    group (in fork mode its ``stop`` sends SIGTERM to pid 0).  Run in a session of its
+    own, so a regression ends that session only."""
+    import sys
+
+    marker = tmp_path / "unwound"
+    r = subprocess.run([sys.executable, "-c", _FAILING_CHILD, str(marker)], cwd=ROOT, check=False,
+                       capture_output=True, text=True, timeout=60, start_new_session=True)
+    assert not marker.exists(), marker.read_text()
+    assert r.returncode == 0 and r.stdout.strip() == "ok", (r.returncode, r.stderr[-800:])
