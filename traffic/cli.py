@@ -537,8 +537,10 @@ def _plans(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
-    signal.signal(signal.SIGTERM, _sigterm)
-    signal.signal(signal.SIGINT, _sigterm)
+    # the caller's handlers come back on return: a process that runs main in-process (a
+    # test) and forks later would otherwise give its copies this handler, which turns
+    # the SIGTERM that ends a copy into a KeyboardInterrupt the copy unwinds with
+    before = {sig: signal.signal(sig, _sigterm) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         if args.cmd == "plans":
             return _plans(args)
@@ -550,3 +552,6 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)

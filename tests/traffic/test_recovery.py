@@ -411,9 +411,15 @@ def test_predictions_lay_out_what_the_policy_weighs():
 def test_plans_command_prints_the_candidates(capsys):
     """`python -m traffic plans`: the path as the policy sees it, the cheapest plans
     with SR and the choice, and how many plans reach p99 <= 0.8 x SR at SR's mean."""
+    import signal
+
     from traffic.cli import main
+    handlers = [signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)]
     assert main(["plans", "--path-loss", "ge:1%/10", "--rtt", "20ms", "-s", "256K",
                  "--inflight", "2", "--top", "3"]) == 0
+    # the command's own SIGTERM/SIGINT handler is gone again: this process's forked
+    # copies (pyroute2's namespace helpers) must not inherit it
+    assert [signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)] == handlers
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("path: 1.00% loss, mean burst 10.0 packets")
     assert "256 packets of 1024 B" in out[0] and "repair cap 16.8%" in out[0]
