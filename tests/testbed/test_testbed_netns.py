@@ -145,3 +145,38 @@ def test_a_failing_pyroute2_child_never_runs_its_callers_code(tmp_path):
                        capture_output=True, text=True, timeout=60, start_new_session=True)
     assert not marker.exists(), marker.read_text()
     assert r.returncode == 0 and r.stdout.strip() == "ok", (r.returncode, r.stderr[-800:])
+
+
+_RAISING_SIGTERM = """
+import os, signal, sys
+from common.kernel.netns import Namespace
+
+def raising(*_):
+    raise KeyboardInterrupt   # what an in-process CLI's handler does
+
+signal.signal(signal.SIGTERM, raising)
+me = os.getpid()
+for i in range(20):
+    try:
+        with Namespace.create("tnsi") as ns, ns.iproute() as ipr:
+            ipr.link_lookup(ifname="lo")
+    finally:
+        if os.getpid() != me:
+            open(sys.argv[1], "a").write(f"copy at {i}\\n")
+            os._exit(0)
+print("ok")
+"""
+
+
+def test_namespace_helpers_never_run_the_callers_code_under_a_raising_sigterm(tmp_path):
+    """The failure of stop 44's CI: with a SIGTERM handler that raises in the test
+    process, pyroute2's fork-mode helpers (ended with SIGTERM) unwound through the
+    caller's frames, 35 of 60 times in a loop like this one, and closed its namespaces."""
+    import sys
+
+    marker = tmp_path / "copies"
+    r = subprocess.run([sys.executable, "-c", _RAISING_SIGTERM, str(marker)], cwd=ROOT,
+                       check=False, capture_output=True, text=True, timeout=120,
+                       start_new_session=True)
+    assert not marker.exists(), marker.read_text()
+    assert r.returncode == 0 and r.stdout.strip() == "ok", (r.returncode, r.stderr[-800:])
