@@ -182,9 +182,8 @@ class LossEmulator:
         if not (math.isfinite(slot) and 0.0 <= slot <= 1.0):
             raise ConfigError(f"loss slot {slot!r} s: expected 0..1 s")
         self._cfg.slot_ns = round(slot * 1e9)
-        total = model.p + model.r
-        lam = 1.0 - total
-        self._cfg.pi_bad = _threshold("p/(p+r)", model.p / total if total else 0.0)
+        lam = 1.0 - model.p - model.r
+        self._cfg.pi_bad = _threshold("p/(p+r)", model.bad_fraction)
         self._cfg.lam = min(_ONE - 1, round(abs(lam) * _ONE))
         self._cfg.lam_neg = int(lam < 0)
 

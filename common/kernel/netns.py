@@ -109,9 +109,9 @@ class Namespace:
     _procs: list[subprocess.Popen] = field(default_factory=list)
     _closed: bool = False
     _owner: int = field(default_factory=os.getpid)
-    """The process that created it: a forked copy of that process (pyroute2 forks one
-    for every namespace socket it opens, and a copy whose work fails unwinds through
-    the creator's frames) must not end its processes or delete the namespace."""
+    """The process that created it: a forked copy of that process must not end its
+    processes or delete the namespace (pyroute2's fork-mode helpers were such copies
+    and ran the creator's ``finally`` blocks; the module now runs them in mp mode)."""
 
     @classmethod
     def create(cls, prefix: str) -> Namespace:
